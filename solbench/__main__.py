@@ -1,0 +1,5 @@
+"""``python -m solbench``."""
+
+from solbench.cli import main
+
+main()

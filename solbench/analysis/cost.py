@@ -1,0 +1,150 @@
+"""Analytic FLOPs and bytes of a case. Pure.
+
+Conventions (FLOP = 2 x multiply-accumulate; matching ``torch.utils.flop_counter``):
+
+    matmul     2·batch·M·N·K                       tensor units
+    conv2d     2·N·K·P·Q·(C/groups)·R·S            tensor units
+    attention  4·B·H·Sq·Sk·D, halved when causal    tensor units  (two matmuls: QK^T and PV)
+    elementwise, reductions, softmax, normalization:
+               flops_per_element · numel            vector units  (non-tensor bucket)
+
+Bytes come in two kinds:
+    fused      every declared input read once + every declared output written once
+    unfused    the sum over ops of each op's own inputs and outputs (what an unfused chain moves)
+Their gap bounds the gain fusion can bring. ``flops:`` / ``bytes:`` expressions in the workload
+override the tensor FLOPs / fused bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from solbench.results.model import Cost
+from solbench.workload.cases import Case
+from solbench.workload.expr import evaluate
+from solbench.workload.schema import DTYPE_BYTES
+
+Number = int | float
+
+
+@dataclass(frozen=True)
+class OpCost:
+    """FLOPs and bytes of one op on its own."""
+
+    tensor_flops: float = 0.0
+    vector_flops: float = 0.0
+    bytes: float = 0.0
+
+
+# FLOPs per output element of the elementwise kinds, and how many same-sized tensors they read.
+# layernorm: mean, variance (sub, square, add), normalize (sub, mul), affine (mul, add) ~ 8;
+# softmax: max, sub, exp, sum, div ~ 5; gelu (erf form) counted as 8.
+_ELEMENTWISE: dict[str, tuple[float, int]] = {
+    "add": (1, 2),
+    "mul": (1, 2),
+    "bias_add": (1, 1),
+    "relu": (1, 1),
+    "gelu": (8, 1),
+    "elementwise": (1, 1),
+    "softmax": (5, 1),
+    "layernorm": (8, 1),
+    "batchnorm": (2, 1),
+    "copy": (0, 1),
+}
+
+
+def case_cost(case: Case, ops: Iterable[Mapping[str, Any]], *,
+              flops: str | Number | None = None, bytes_: str | Number | None = None) -> Cost:
+    """The analytic cost of a case: op costs summed, fused bytes from declared tensors."""
+    scope = {k: v for k, v in case.scope.items() if isinstance(v, int | float)}
+    total = OpCost()
+    for op in ops:
+        c = op_cost(op, scope, case.dtype)
+        total = OpCost(total.tensor_flops + c.tensor_flops, total.vector_flops + c.vector_flops,
+                       total.bytes + c.bytes)
+    fused = float(sum(t.nbytes for t in case.inputs + case.outputs))
+    overridden = []
+    tensor_flops = total.tensor_flops
+    if flops is not None:
+        tensor_flops = float(evaluate(flops, scope))
+        overridden.append("flops")
+    if bytes_ is not None:
+        fused = float(evaluate(bytes_, scope))
+        overridden.append("bytes")
+    return Cost(case.dtype, tensor_flops, total.vector_flops, fused, total.bytes, tuple(overridden))
+
+
+def op_cost(op: Mapping[str, Any], scope: Mapping[str, Number], case_dtype: str) -> OpCost:
+    """Cost of one op; sizes are expressions of ``scope``."""
+    kind = op["op"]
+    eb = DTYPE_BYTES[op.get("dtype") or case_dtype]
+    size = _Sizes(op, scope)
+    if kind in _HANDLERS:
+        return _HANDLERS[kind](size, eb)
+    if kind in _ELEMENTWISE:
+        return _elementwise(kind, size, eb)
+    raise ValueError(f"unknown op {kind!r} (known: {', '.join(sorted(known_ops()))})")
+
+
+def known_ops() -> set[str]:
+    """Every op kind the cost model knows."""
+    return set(_HANDLERS) | set(_ELEMENTWISE)
+
+
+class _Sizes:
+    """Evaluates an op's size fields on demand."""
+
+    def __init__(self, op: Mapping[str, Any], scope: Mapping[str, Number]) -> None:
+        self.op, self.scope = op, scope
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.op
+
+    def __call__(self, key: str, default: Number | None = None) -> Number:
+        if key not in self.op:
+            if default is None:
+                raise ValueError(f"op {self.op['op']!r} needs field {key!r}")
+            return default
+        return evaluate(self.op[key], self.scope)
+
+
+def _matmul(v: _Sizes, eb: int) -> OpCost:
+    b, m, n, k = v("batch", 1), v("m"), v("n"), v("k")
+    weight_batch = b if v("batched_b", 1) else 1
+    bias = n * b if v("bias", 0) else 0
+    return OpCost(2.0 * b * m * n * k, 0.0, eb * (b * m * k + weight_batch * k * n + b * m * n + bias))
+
+
+def _conv2d(v: _Sizes, eb: int) -> OpCost:
+    n, c, h, w, k, r, s = v("n"), v("c"), v("h"), v("w"), v("k"), v("r"), v("s")
+    stride, pad, dil, groups = v("stride", 1), v("pad", 0), v("dilation", 1), v("groups", 1)
+    p = (h + 2 * pad - dil * (r - 1) - 1) // stride + 1
+    q = (w + 2 * pad - dil * (s - 1) - 1) // stride + 1
+    flops = 2.0 * n * k * p * q * (c // groups) * r * s
+    return OpCost(flops, 0.0, eb * (n * c * h * w + k * (c // groups) * r * s + n * k * p * q))
+
+
+def _attention(v: _Sizes, eb: int) -> OpCost:
+    b, h, sq, sk, d = v("b"), v("h"), v("sq"), v("sk"), v("d")
+    dv = v("dv", d)
+    flops = 2.0 * b * h * sq * sk * d + 2.0 * b * h * sq * sk * dv
+    if v("causal", 0):
+        flops /= 2
+    return OpCost(flops, 0.0, eb * b * h * (sq * d + sk * d + sk * dv + sq * dv))
+
+
+def _elementwise(kind: str, v: _Sizes, eb: int) -> OpCost:
+    per, reads = _ELEMENTWISE[kind]
+    numel = v("numel") if "numel" in v else v("rows") * v("cols")
+    params = v("param_elements", 0)  # e.g. LayerNorm weight and bias, a bias vector
+    return OpCost(0.0, float(v("flops_per_element", per)) * numel,
+                  eb * (numel * (v("inputs", reads) + 1) + params))
+
+
+_HANDLERS: dict[str, Callable[[_Sizes, int], OpCost]] = {
+    "matmul": _matmul,
+    "conv2d": _conv2d,
+    "attention": _attention,
+}

@@ -1,0 +1,210 @@
+"""The ``solbench`` command line: parses options, calls :mod:`solbench.api`, renders results.
+
+Exit codes: 0 success · 1 a gate found a regression · 2 bad input or usage ·
+3 a gate was inconclusive · 4 an implementation was incorrect or invalid (``run`` only).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from solbench import api
+from solbench.errors import SolbenchError
+from solbench.report.console import run_header, run_tables
+from solbench.results import store
+from solbench.results.model import RunResult
+
+F = TypeVar("F", bound=Callable[..., Any])
+EXIT_INCORRECT = 4
+
+
+def _console(quiet: bool = False) -> Console:
+    return Console(stderr=False, quiet=quiet, highlight=False)
+
+
+def _err_console() -> Console:
+    return Console(stderr=True, highlight=False)
+
+
+def handle_errors(fn: F) -> F:
+    """Show a SolbenchError as one line on stderr and exit with its code; no traceback."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except SolbenchError as exc:
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(exc.exit_code)
+
+    return wrapper  # type: ignore[return-value]
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(api.__version__, prog_name="solbench")
+def main() -> None:
+    """How far is an implementation from the hardware's speed of light?"""
+
+
+@main.command()
+@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("--gpu", "gpu", metavar="SPEC", help="Score against this hardware spec (what-if).")
+@click.option("--dry-run", is_flag=True, help="Print FLOPs, bytes and T_SOL; measure nothing.")
+@click.option("--device", type=click.Choice(["auto", "cuda", "cpu"]), default="auto", show_default=True)
+@click.option("--timer", type=click.Choice(["cold", "graph"]), default="cold", show_default=True,
+              help="cold: CUDA events, L2 flushed; graph: CUDA-graph replay of many calls.")
+@click.option("-w", "--workload", "workloads", multiple=True, help="Only this workload (repeatable).")
+@click.option("-i", "--impl", "impls", multiple=True, help="Only this implementation (repeatable).")
+@click.option("--budget", type=click.FloatRange(min=0.01), default=2.0, show_default=True,
+              help="Seconds of sampling per implementation and case.")
+@click.option("--target", type=click.FloatRange(min=0.0001), default=0.01, show_default=True,
+              help="Stop when the median's 95%% CI half-width is within this fraction.")
+@click.option("--min-samples", type=click.IntRange(min=3), default=10, show_default=True)
+@click.option("--max-samples", type=click.IntRange(min=3), default=2000, show_default=True)
+@click.option("--input-sets", type=click.IntRange(min=1), default=2, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--save", "save_name", metavar="NAME", help="Save as results/<spec>/<time>_NAME.json.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the result JSON here.")
+@click.option("--results-dir", type=click.Path(file_okay=False), default="results", show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the result JSON to stdout.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress bar or tables.")
+@handle_errors
+def run(files: Sequence[str], gpu: str | None, dry_run: bool, device: str, timer: str,
+        workloads: Sequence[str], impls: Sequence[str], budget: float, target: float,
+        min_samples: int, max_samples: int, input_sets: int, seed: int, save_name: str | None,
+        output: str | None, results_dir: str, as_json: bool, quiet: bool) -> None:
+    """Check and time every implementation of the workloads in FILES."""
+    out = _console(quiet or as_json)
+    if gpu and not dry_run:
+        raise click.UsageError("--gpu picks a spec for a what-if; add --dry-run")
+    if dry_run:
+        result = api.dry_run(files, api.hardware_spec(gpu), workloads)
+        _finish(result, out, as_json, output, save_name, Path(results_dir), dry=True)
+        return
+    options = api.RunOptions(timer=timer, target_rel_ci=target, min_samples=min_samples,
+                             max_samples=max_samples, budget_s=budget, input_sets=input_sets,
+                             seed=seed, workloads=tuple(workloads), impls=tuple(impls))
+    path_holder: dict[str, Path] = {}
+
+    def save_partial(partial: RunResult) -> None:
+        if "path" not in path_holder:
+            path_holder["path"] = Path(output) if output else store.default_path(
+                partial, Path(results_dir), save_name)
+        store.save(partial, path_holder["path"])
+
+    with _progress(quiet or as_json) as progress:
+        result = api.run(files, options, device=device, progress=progress, on_case=save_partial)
+    _finish(result, out, as_json, None, None, Path(results_dir), dry=False,
+            saved=path_holder.get("path"))
+    if any(r.status in ("incorrect", "invalid") for c in result.cases for r in c.impls):
+        sys.exit(EXIT_INCORRECT)
+
+
+def _finish(result: RunResult, out: Console, as_json: bool, output: str | None,
+            save_name: str | None, results_dir: Path, *, dry: bool, saved: Path | None = None) -> None:
+    if output or save_name:
+        saved = store.save(result, Path(output) if output else store.default_path(result, results_dir, save_name))
+    if as_json:
+        click.echo(store.dumps(result))
+        return
+    out.print(run_header(result), style="dim")
+    for table in run_tables(result):
+        out.print(table)
+    if saved is not None:
+        out.print(f"saved {saved}", style="dim")
+
+
+class _progress:
+    """A rich progress bar over cases, on stderr; a no-op callback when quiet."""
+
+    def __init__(self, quiet: bool) -> None:
+        self.quiet = quiet or not sys.stderr.isatty() and os.environ.get("SOLBENCH_PROGRESS") != "1"
+        self._bar: Progress | None = None
+        self._task: Any = None
+
+    def __enter__(self) -> Callable[[str, dict[str, Any]], None]:
+        if self.quiet:
+            return lambda event, data: None
+        self._bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                             TimeElapsedColumn(), console=_err_console(), transient=True)
+        self._bar.__enter__()
+        return self._event
+
+    def _event(self, event: str, data: dict[str, Any]) -> None:
+        bar = self._bar
+        assert bar is not None
+        if event == "start":
+            self._task = bar.add_task("measuring", total=data["cases"])
+        elif event == "impl":
+            self._label = f"{data['case']} {data['impl']}"
+            bar.update(self._task, description=self._label)
+        elif event == "sample" and data["n"] % 10 == 0:
+            bar.update(self._task, description=f"{self._label} ({data['n']} samples)")
+        elif event == "case_done":
+            bar.advance(self._task)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._bar is not None:
+            self._bar.__exit__(None, None, None)
+
+
+@main.command()
+@handle_errors
+def schema() -> None:
+    """Print the JSON Schema of workload files (for editor validation)."""
+    from solbench.config.workloads import workload_json_schema
+
+    click.echo(json.dumps(workload_json_schema(), indent=2))
+
+
+@main.command(name="list")
+@click.argument("paths", nargs=-1, type=click.Path())
+@handle_errors
+def list_(paths: Sequence[str]) -> None:
+    """List workloads (in PATHS, default workloads/) and hardware specs."""
+    from rich.table import Table
+
+    out = _console()
+    t = Table(title="workloads", title_justify="left")
+    for col in ("file", "workload", "implementations", "description"):
+        t.add_column(col)
+    for path, spec in api.list_workloads(paths or ["workloads"]):
+        t.add_row(str(path), spec.name, ", ".join(spec.implementations), spec.description.strip()[:70])
+    out.print(t)
+    s = Table(title="hardware specs", title_justify="left")
+    for col in ("id", "name", "bf16 tensor TFLOP/s", "memory TB/s"):
+        s.add_column(col)
+    for spec in api.list_specs():
+        bf16 = spec.tensor_peaks.get("bf16")
+        s.add_row(spec.id, spec.name, f"{bf16 / 1e12:g}" if bf16 else "-",
+                  f"{spec.bandwidth / 1e12:g}" if spec.bandwidth else "measured")
+    out.print(s)
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True)
+@handle_errors
+def info(as_json: bool) -> None:
+    """Show the detected device, its matched spec, versions and current clocks."""
+    data = api.device_summary()
+    if as_json:
+        click.echo(json.dumps(data, indent=1))
+        return
+    out = _console()
+    width = max(len(k) for k in data)
+    for key, value in data.items():
+        out.print(f"{key:<{width}}  {value}")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

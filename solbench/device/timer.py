@@ -1,0 +1,152 @@
+"""Timers: the only code that synchronizes with a device or reads a clock around a launch.
+
+    CpuTimer        wall clock (perf_counter_ns) around one call
+    CudaColdTimer   CUDA events around one call, L2 flushed and the host queue pre-filled
+    CudaGraphTimer  CUDA events around a CUDA-graph replay of many calls (warm L2, no launch gaps)
+
+Cold protocol, per sample (nvbench ``measure_cold`` in spirit)::
+
+    spin kernel (torch.cuda._sleep) sized to cover the host's launch time of the call
+    zero a buffer of 2 x L2            # evicts the inputs from L2
+    start event; call; end event       # the host enqueued all of this while the GPU span
+    wait for the end event; sample = end - start
+
+Without the spin, the start event fires as soon as the host reaches it and the window includes
+the host's launch latency (an H200 then reads a 2 µs kernel as ~15 µs).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from solbench.measure.loop import Launch
+
+_MIN_FLUSH_BYTES = 64 << 20
+
+
+class CpuTimer:
+    """Wall-clock time of one call on the host."""
+
+    name = "cpu"
+
+    def __init__(self) -> None:
+        self._launches: Sequence[Launch] = ()
+
+    def prepare(self, launches: Sequence[Launch]) -> None:
+        self._launches = launches
+
+    def sample(self, index: int) -> float:
+        fn = self._launches[index % len(self._launches)]
+        t0 = time.perf_counter_ns()
+        fn()
+        return (time.perf_counter_ns() - t0) * 1e-9
+
+    def protocol(self) -> dict[str, Any]:
+        return {}
+
+
+class CudaColdTimer:
+    """CUDA events around one call, with L2 flushed and launch latency kept out of the window."""
+
+    name = "cold"
+
+    def __init__(self, torch: Any, l2_bytes: int | None, *, flush_factor: int = 2) -> None:
+        self._torch = torch
+        flush = max(flush_factor * (l2_bytes or 0), _MIN_FLUSH_BYTES)
+        self.flush_bytes = flush
+        self._flush = torch.empty(flush // 4, dtype=torch.int32, device="cuda")
+        self._start = torch.cuda.Event(enable_timing=True)
+        self._end = torch.cuda.Event(enable_timing=True)
+        self._launches: Sequence[Launch] = ()
+        self._cycles_per_us = _sleep_rate(torch)
+        self.spin_us = 0.0
+
+    def prepare(self, launches: Sequence[Launch]) -> None:
+        """Size the spin to twice the host time of the slowest launch, at least 20 µs."""
+        self._launches = launches
+        torch = self._torch
+        host_us = 0.0
+        for fn in launches:
+            fn()
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            fn()
+            host_us = max(host_us, (time.perf_counter() - t0) * 1e6)
+            torch.cuda.synchronize()
+        self.spin_us = max(20.0, 2.0 * host_us + 10.0)
+
+    def sample(self, index: int) -> float:
+        torch = self._torch
+        fn = self._launches[index % len(self._launches)]
+        torch.cuda._sleep(int(self.spin_us * self._cycles_per_us))
+        self._flush.zero_()
+        self._start.record()
+        fn()
+        self._end.record()
+        self._end.synchronize()
+        return self._start.elapsed_time(self._end) * 1e-3
+
+    def protocol(self) -> dict[str, Any]:
+        return {"l2_flush_bytes": self.flush_bytes, "spin_us": round(self.spin_us, 1)}
+
+
+class CudaGraphTimer:
+    """Replay of a CUDA graph holding ``calls`` back-to-back calls; sample = replay time / calls."""
+
+    name = "graph"
+
+    def __init__(self, torch: Any, *, target_replay_s: float = 1e-3, max_calls: int = 200) -> None:
+        self._torch = torch
+        self._target = target_replay_s
+        self._max_calls = max_calls
+        self._graph: Any = None
+        self.calls = 0
+        self._start = torch.cuda.Event(enable_timing=True)
+        self._end = torch.cuda.Event(enable_timing=True)
+
+    def prepare(self, launches: Sequence[Launch]) -> None:
+        """Warm on a side stream, estimate one call's time, capture enough calls to fill ~1 ms."""
+        torch = self._torch
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for fn in launches:
+                fn()
+        torch.cuda.current_stream().wait_stream(side)
+        torch.cuda.synchronize()
+        self._start.record()
+        for fn in launches:
+            fn()
+        self._end.record()
+        self._end.synchronize()
+        per_call = self._start.elapsed_time(self._end) * 1e-3 / len(launches)
+        calls = math.ceil(self._target / max(per_call, 1e-7))
+        self.calls = max(len(launches), min(self._max_calls, calls))
+        self._graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self._graph):
+            for i in range(self.calls):
+                launches[i % len(launches)]()
+        torch.cuda.synchronize()
+
+    def sample(self, index: int) -> float:
+        self._start.record()
+        self._graph.replay()
+        self._end.record()
+        self._end.synchronize()
+        return self._start.elapsed_time(self._end) * 1e-3 / self.calls
+
+    def protocol(self) -> dict[str, Any]:
+        return {"graph_calls": self.calls}
+
+
+def _sleep_rate(torch: Any) -> float:
+    """Cycles per microsecond for sizing ``torch.cuda._sleep``: the maximum SM clock in MHz.
+
+    At any lower clock the spin lasts longer, never shorter, than asked: the safe side.
+    """
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    khz = getattr(props, "clock_rate", 0) or 2_000_000
+    return khz / 1e3

@@ -1,0 +1,32 @@
+"""The one exception tree solbench raises for problems a user can fix.
+
+    SolbenchError                 shown as one line, no traceback; exit code 2 unless set
+    ├── ConfigError               bad workload or spec file, bad option value
+    │   └── GateRefused           runs measured on different hardware/software
+    ├── DeviceError               the device cannot do what was asked (no CUDA, no CuPy)
+    └── ResultsFormatError        a result file that cannot be read
+"""
+
+from __future__ import annotations
+
+
+class SolbenchError(Exception):
+    """Base of every error solbench reports to the user without a traceback."""
+
+    exit_code = 2
+
+
+class ConfigError(SolbenchError):
+    """A workload, spec or option is wrong; the message names file, line and field."""
+
+
+class GateRefused(ConfigError):
+    """Two runs cannot be compared (different hardware fingerprints)."""
+
+
+class DeviceError(SolbenchError):
+    """The device or a device library cannot do what was asked."""
+
+
+class ResultsFormatError(SolbenchError):
+    """A result file is malformed, or newer than this solbench understands."""

@@ -1,0 +1,1 @@
+"""Implementations of the shipped workloads (functions referenced from workloads/*.yaml)."""

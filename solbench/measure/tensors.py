@@ -1,0 +1,103 @@
+"""Random inputs for a case, and output comparison against the reference (torch)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+
+from solbench.results.model import Correctness
+from solbench.workload.cases import Case, TensorShape
+
+# Defaults when a workload sets none: |out - ref| <= atol + rtol * |ref| elementwise.
+DEFAULT_TOLERANCES: dict[str, tuple[float, float]] = {
+    "float64": (1e-7, 1e-7),
+    "float32": (1e-4, 1e-4),
+    "bfloat16": (2e-2, 2e-2),
+    "float16": (1e-2, 1e-2),
+    "float8_e4m3fn": (1.25e-1, 1.25e-1),
+    "float8_e5m2": (2.5e-1, 2.5e-1),
+}
+
+
+def torch_dtype(name: str) -> torch.dtype:
+    """The torch dtype of a workload dtype name."""
+    return getattr(torch, name)  # type: ignore[no-any-return]
+
+
+def make_inputs(case: Case, device: str, seed: int) -> dict[str, torch.Tensor]:
+    """Fresh random inputs (normal, never zeros) for one case, reproducible from ``seed``."""
+    gen = torch.Generator(device="cpu").manual_seed(seed)
+    return {t.name: _random(t, gen).to(device) for t in case.inputs}
+
+
+def _random(t: TensorShape, gen: torch.Generator) -> torch.Tensor:
+    dtype = torch_dtype(t.dtype)
+    if not dtype.is_floating_point:
+        return torch.randint(-8, 8, t.shape, generator=gen, dtype=torch.int64).to(dtype)
+    x = torch.randn(t.shape, generator=gen, dtype=torch.float32)
+    if t.positive:
+        x = x.abs()
+    return (x * t.std + t.mean).to(dtype)
+
+
+def upcast(inputs: Mapping[str, torch.Tensor], dtype: str) -> dict[str, torch.Tensor]:
+    """Floating inputs converted to the reference dtype; other inputs unchanged."""
+    target = torch_dtype(dtype)
+    return {k: v.to(target) if v.is_floating_point() else v for k, v in inputs.items()}
+
+
+def as_outputs(value: Any, names: Sequence[str]) -> tuple[torch.Tensor, ...]:
+    """Normalize what an implementation returned to a tuple in declared-output order."""
+    if isinstance(value, torch.Tensor):
+        value = (value,)
+    elif isinstance(value, Mapping):
+        value = tuple(value[n] for n in names)
+    value = tuple(value)
+    if len(value) != len(names) or not all(isinstance(v, torch.Tensor) for v in value):
+        raise TypeError(f"expected {len(names)} tensor output(s) ({', '.join(names)}), "
+                        f"got {type(value).__name__} of {len(value)}")
+    return value
+
+
+def poison_allocator(case: Case, device: str) -> None:
+    """Fill cached allocator blocks of the outputs' sizes with NaN, so unwritten elements fail.
+
+    On CUDA the caching allocator hands the freed NaN blocks to the implementation's next
+    allocations of those sizes. On the CPU this is best effort.
+    """
+    blocks = [torch.full(t.shape, float("nan"), dtype=torch_dtype(t.dtype), device=device)
+              for t in case.outputs if torch_dtype(t.dtype).is_floating_point]
+    del blocks
+
+
+def compare(out: Sequence[torch.Tensor], ref: Sequence[torch.Tensor], case: Case,
+            rtol: float, atol: float, rel_l2: float | None) -> Correctness:
+    """Check shapes, dtypes, NaN/Inf and tolerances of every output."""
+    worst_abs, worst_l2 = 0.0, 0.0
+    for o, r, t in zip(out, ref, case.outputs, strict=True):
+        if tuple(o.shape) != t.shape:
+            return Correctness(False, float("nan"), float("nan"), atol, rtol,
+                               f"{t.name}: shape {tuple(o.shape)} != {t.shape}")
+        if o.dtype != torch_dtype(t.dtype):
+            return Correctness(False, float("nan"), float("nan"), atol, rtol,
+                               f"{t.name}: dtype {o.dtype} != {t.dtype}")
+        o64, r64 = o.detach().to(torch.float64), r.detach().to(o.device, torch.float64)
+        if not torch.isfinite(o64).all():
+            bad = int((~torch.isfinite(o64)).sum())
+            return Correctness(False, float("nan"), float("nan"), atol, rtol,
+                               f"{t.name}: {bad} NaN/Inf element(s) (unwritten or overflow)")
+        err = (o64 - r64).abs()
+        worst_abs = max(worst_abs, float(err.max()))
+        l2 = float(torch.linalg.vector_norm(o64 - r64) / torch.linalg.vector_norm(r64).clamp_min(1e-30))
+        worst_l2 = max(worst_l2, l2)
+        over = err > atol + rtol * r64.abs()
+        if bool(over.any()):
+            return Correctness(False, worst_abs, worst_l2, atol, rtol,
+                               f"{t.name}: {int(over.sum())} of {o.numel()} elements outside "
+                               f"atol={atol:g} rtol={rtol:g} (max abs err {float(err.max()):.3g})")
+        if rel_l2 is not None and l2 > rel_l2:
+            return Correctness(False, worst_abs, worst_l2, atol, rtol,
+                               f"{t.name}: relative L2 error {l2:.3g} > {rel_l2:g}")
+    return Correctness(True, worst_abs, worst_l2, atol, rtol)

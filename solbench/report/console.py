@@ -1,0 +1,83 @@
+"""Rich renderables for a run: one table per workload. Never prints."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from rich.table import Table
+from rich.text import Text
+
+from solbench.report.units import format_bytes, format_flops, format_pct, format_seconds
+from solbench.results.model import CaseResult, ImplResult, RunResult
+
+_STATUS_STYLE = {"incorrect": "bold red", "invalid": "bold magenta", "error": "red", "skipped": "dim"}
+
+
+def run_tables(run: RunResult) -> list[Table]:
+    """One table per workload, in run order."""
+    by_workload: dict[str, list[CaseResult]] = {}
+    for case in run.cases:
+        by_workload.setdefault(case.workload, []).append(case)
+    dry = run.protocol.timer == "none"
+    return [_dry_table(name, cases) if dry else _table(name, cases) for name, cases in by_workload.items()]
+
+
+def _params(case: CaseResult) -> str:
+    return " ".join(f"{k}={v}" for k, v in case.params.items()) + f" {case.dtype}"
+
+
+def _table(workload: str, cases: Iterable[CaseResult]) -> Table:
+    t = Table(title=f"{workload}", title_justify="left", show_lines=False)
+    for col in ("case", "impl", "time (95% CI)", "T_SOL", "SOL", "MFU", "MBU", "bound", "speedup"):
+        t.add_column(col, justify="left" if col in ("case", "impl", "bound") else "right")
+    for case in cases:
+        first = True
+        for r in case.impls:
+            t.add_row(_params(case) if first else "", r.name, *_cells(case, r))
+            first = False
+        if first:
+            t.add_row(_params(case), "-", "", format_seconds(case.t_sol), "", "", "", case.bound, "")
+        t.add_section()
+    return t
+
+
+def _cells(case: CaseResult, r: ImplResult) -> list[str | Text]:
+    if r.status not in ("ok", "invalid") or r.timing is None:
+        label = Text(r.status.upper(), style=_STATUS_STYLE.get(r.status, ""))
+        return [label, format_seconds(case.t_sol), Text(r.message[:60], style="dim"), "", "", case.bound, ""]
+    tm = r.timing
+    half = (tm.ci_high - tm.ci_low) / 2
+    time = f"{format_seconds(tm.median)} ±{half / tm.median * 100:.1f}%"
+    if r.status == "invalid" or r.score is None:
+        return [time, format_seconds(case.t_sol), Text("INVALID", style=_STATUS_STYLE["invalid"]),
+                "", "", case.bound, ""]
+    s = r.score
+    speed = f"{s.speedup:.2f}x" if s.speedup is not None else ""
+    return [time, format_seconds(case.t_sol), f"{s.sol:.2f}", format_pct(s.mfu), format_pct(s.mbu),
+            case.bound, speed]
+
+
+def _dry_table(workload: str, cases: Iterable[CaseResult]) -> Table:
+    t = Table(title=f"{workload} (dry run)", title_justify="left")
+    for col in ("case", "tensor FLOP", "vector FLOP", "fused bytes", "unfused bytes", "FLOP/B",
+                "T_SOL", "bound"):
+        t.add_column(col, justify="left" if col in ("case", "bound") else "right")
+    for c in cases:
+        t.add_row(_params(c), format_flops(c.cost.tensor_flops), format_flops(c.cost.vector_flops),
+                  format_bytes(c.cost.fused_bytes), format_bytes(c.cost.unfused_bytes),
+                  f"{c.intensity:.1f}", format_seconds(c.t_sol), c.bound)
+    return t
+
+
+def run_header(run: RunResult) -> str:
+    """One line saying what was measured, where and how."""
+    env, p = run.environment, run.protocol
+    parts = [f"{env.device_name} ({run.spec.id}, peaks: {run.spec.source})"]
+    if p.timer != "none":
+        how = {"cold": "CUDA events, L2 flushed, launch latency hidden",
+               "graph": "CUDA-graph replay, warm L2", "cpu": "wall clock"}.get(p.timer, p.timer)
+        parts.append(f"timer {p.timer} ({how}); median, stop at 95% CI ±{p.target_rel_ci:.0%} "
+                     f"or {p.budget_s:g} s, >= {p.min_samples} samples")
+    if env.sm_clock_mhz:
+        parts.append(f"SM clock {env.sm_clock_mhz} MHz")
+    return " · ".join(parts)

@@ -1,0 +1,115 @@
+"""Human-readable numbers for reporters. Results are stored in SI units; only reporters convert.
+
+    format_seconds(1.234e-5)   -> "12.3 µs"
+    format_ratio(1.0712)       -> "1.071×"
+    format_percent(0.05)       -> "5%"
+    format_p(3.2e-7)           -> "3.2e-07"
+    format_pct(0.734)          -> "73.4%"
+    format_flops(2.0e9)        -> "2.00 GFLOP"      (format_flops(x, "/s") for rates)
+    format_bytes(1.0e8)        -> "100 MB"          (decimal prefixes, format_bytes(x, "/s"))
+"""
+
+from __future__ import annotations
+
+import math
+
+MISSING = "—"
+
+_TIME_UNITS = ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns"))
+
+_SI_PREFIXES = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, ""))
+
+__all__ = [
+    "MISSING",
+    "format_bytes",
+    "format_ci",
+    "format_flops",
+    "format_p",
+    "format_pct",
+    "format_percent",
+    "format_ratio",
+    "format_seconds",
+]
+
+
+def _finite(x: float | None) -> bool:
+    return x is not None and math.isfinite(x)
+
+
+def format_seconds(x: float | None, digits: int = 3) -> str:
+    """Seconds with a unit from ns to s and ``digits`` significant figures.
+
+    ``format_seconds(0.00123) == "1.23 ms"``; 0 is ``"0 s"``; None, NaN and
+    infinities are ``"—"``. Values under 1 ns stay in ns; values of 1000 s and
+    more stay in s.
+    """
+    if not _finite(x):
+        return MISSING
+    assert x is not None
+    if x == 0.0:
+        return "0 s"
+    mag = abs(x)
+    scale, unit = next(((s, u) for s, u in _TIME_UNITS if mag >= s), _TIME_UNITS[-1])
+    value = x / scale
+    # Rounding may carry into the next unit (999.96 µs -> "1000 µs"): step up instead.
+    if round(abs(value), max(digits - len(str(int(abs(value)))), 0)) >= 1000.0 and unit != "s":
+        scale, unit = next((s, u) for s, u in reversed(_TIME_UNITS) if s > scale)
+        value = x / scale
+    decimals = max(digits - 1 - int(math.floor(math.log10(abs(value)))), 0) if value else 0
+    return f"{value:.{decimals}f} {unit}"
+
+
+def format_ratio(x: float | None, decimals: int = 3) -> str:
+    """A time ratio with a multiplication sign: ``"1.071×"``."""
+    return f"{x:.{decimals}f}×" if _finite(x) else MISSING
+
+
+def format_ci(low: float | None, high: float | None, decimals: int = 3) -> str:
+    """A ratio interval: ``"[1.021, 1.094]"``."""
+    if not (_finite(low) and _finite(high)):
+        return MISSING
+    return f"[{low:.{decimals}f}, {high:.{decimals}f}]"
+
+
+def format_percent(x: float | None, decimals: int = 1) -> str:
+    """A fraction as a percent without trailing zeros: 0.05 -> "5%", 0.125 -> "12.5%"."""
+    if not _finite(x):
+        return MISSING
+    assert x is not None
+    text = f"{x * 100:.{decimals}f}".rstrip("0").rstrip(".")
+    return f"{text}%"
+
+
+def format_p(p: float | None) -> str:
+    """A p-value with two significant figures: "0.043", "3.2e-07"."""
+    if not _finite(p):
+        return MISSING
+    assert p is not None
+    return f"{p:.2g}" if p >= 1e-3 else f"{p:.1e}"
+
+
+def format_pct(x: float | None, decimals: int = 1) -> str:
+    """A fraction as a percent with fixed decimals: 0.734 -> "73.4%"; None -> "—"."""
+    return f"{x * 100:.{decimals}f}%" if _finite(x) else MISSING
+
+
+def _format_si(x: float | None, unit: str, digits: int) -> str:
+    if not _finite(x):
+        return MISSING
+    assert x is not None
+    if x == 0.0:
+        return f"0 {unit}"
+    scale, prefix = next(((s, p) for s, p in _SI_PREFIXES if abs(x) >= s), _SI_PREFIXES[-1])
+    value = x / scale
+    decimals = max(digits - 1 - int(math.floor(math.log10(abs(value)))), 0)
+    return f"{value:.{decimals}f} {prefix}{unit}"
+
+
+def format_flops(x: float | None, suffix: str = "", digits: int = 3) -> str:
+    """FLOP (or FLOP/s with ``suffix="/s"``) with a decimal SI prefix: 2e9 -> "2.00 GFLOP"."""
+    return _format_si(x, "FLOP" + suffix, digits)
+
+
+def format_bytes(x: float | None, suffix: str = "", digits: int = 3) -> str:
+    """Bytes (or bytes/s with ``suffix="/s"``) with a decimal SI prefix: 1e8 -> "100 MB"."""
+    return _format_si(x, "B" + suffix, digits)

@@ -1,0 +1,186 @@
+"""Frozen result records: what one ``solbench run`` measured and derived.
+
+Units are SI throughout: seconds, bytes, FLOP, FLOP/s, bytes/s. Reporters convert.
+Raw samples are kept so that every statistic can be recomputed (and compared) later.
+
+    RunResult
+    ├── environment: Environment      device, driver, versions, clocks
+    ├── spec: SpecRef                 which peaks were used, and where they came from
+    ├── protocol: Protocol            how samples were taken
+    └── cases: tuple[CaseResult]
+            ├── cost: Cost            analytic FLOPs and bytes
+            ├── t_sol, bound          speed of light for this case
+            └── impls: tuple[ImplResult]
+                    ├── timing: Timing    raw samples + median and its 95% CI
+                    └── score: Score      SOL, MFU, MBU, speedup, S
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+SCHEMA_VERSION = 1
+
+Status = Literal["ok", "incorrect", "invalid", "skipped", "error"]
+Bound = Literal["compute", "vector", "memory"]
+
+
+@dataclass(frozen=True)
+class Environment:
+    """Fingerprint of the machine a run was measured on."""
+
+    device_kind: str  # "cuda" or "cpu"
+    device_name: str
+    spec_id: str
+    device_uuid: str | None = None
+    pci_device_id: str | None = None
+    driver: str | None = None
+    cuda: str | None = None
+    torch: str | None = None
+    cupy: str | None = None
+    python: str | None = None
+    host: str | None = None
+    sm_count: int | None = None
+    sm_clock_mhz: int | None = None
+    max_sm_clock_mhz: int | None = None
+    mem_clock_mhz: int | None = None
+    power_limit_w: float | None = None
+    solbench: str | None = None
+
+
+@dataclass(frozen=True)
+class Peaks:
+    """Ceilings the speed of light is computed against, for one dtype."""
+
+    tensor_flops: float | None  # FLOP/s of the matrix units for the dtype (None: no such unit)
+    vector_flops: float  # FLOP/s of the non-tensor units
+    bandwidth: float  # bytes/s of device memory
+    source: str  # "datasheet", "measured" or "estimated"
+
+
+@dataclass(frozen=True)
+class SpecRef:
+    """Which hardware spec a run was scored against."""
+
+    id: str
+    name: str
+    source: str  # "datasheet", "measured" or "estimated"
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """How samples were taken. ``timer`` names the method; every knob is recorded."""
+
+    timer: str  # "cold" (events, L2 flushed), "graph" (CUDA-graph replay) or "cpu" (wall clock)
+    warmup: int
+    min_samples: int
+    max_samples: int
+    target_rel_ci: float  # stop when the 95% CI half-width of the median / median <= this
+    budget_s: float  # per implementation and case
+    input_sets: int  # inputs rotated between samples
+    l2_flush_bytes: int = 0
+    spin_us: float = 0.0  # host-queue pre-fill ahead of each sample (cold timer)
+    graph_calls: int = 0  # calls per graph replay (graph timer)
+
+
+@dataclass(frozen=True)
+class Cost:
+    """Analytic cost of one case."""
+
+    dtype: str
+    tensor_flops: float
+    vector_flops: float
+    fused_bytes: float  # every declared input read once, every output written once
+    unfused_bytes: float  # every op's own inputs and outputs
+    overridden: tuple[str, ...] = ()  # which of "flops", "bytes" came from explicit expressions
+
+    @property
+    def flops(self) -> float:
+        return self.tensor_flops + self.vector_flops
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Raw samples (seconds per call) and the median with its 95% confidence interval."""
+
+    samples: tuple[float, ...]
+    median: float
+    ci_low: float
+    ci_high: float
+    stop_reason: str  # "converged", "budget", "max_samples"
+
+    @property
+    def n(self) -> int:
+        return len(self.samples)
+
+
+@dataclass(frozen=True)
+class Score:
+    """Speed-of-light figures of one implementation on one case."""
+
+    sol: float  # T_SOL / T (1.0 is the speed of light)
+    mfu: float | None  # tensor FLOPs / (T * tensor peak); None when the dtype has no tensor peak
+    mbu: float  # fused bytes / (T * bandwidth)
+    achieved_flops: float  # FLOP/s
+    achieved_bandwidth: float  # bytes/s
+    speedup: float | None  # T_baseline / T
+    s_score: float | None  # SOL-ExecBench S = 1 / (1 + (T - T_SOL) / (T_b - T_SOL))
+
+
+@dataclass(frozen=True)
+class Correctness:
+    """How an implementation's output compared with the reference."""
+
+    passed: bool
+    max_abs_err: float
+    max_rel_l2: float
+    atol: float
+    rtol: float
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class ImplResult:
+    """One implementation on one case."""
+
+    name: str
+    status: Status
+    message: str = ""
+    correctness: Correctness | None = None
+    timing: Timing | None = None
+    score: Score | None = None
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    """One case (workload x parameter values x dtype) and all its implementations."""
+
+    workload: str
+    case_id: str
+    params: dict[str, int | float | str]
+    dtype: str
+    cost: Cost
+    peaks: Peaks
+    t_sol: float
+    bound: Bound
+    intensity: float  # FLOP per fused byte
+    impls: tuple[ImplResult, ...] = ()
+    baseline: str | None = None
+
+    def impl(self, name: str) -> ImplResult | None:
+        return next((r for r in self.impls if r.name == name), None)
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """Everything one run measured."""
+
+    created: str  # ISO 8601, UTC
+    environment: Environment
+    spec: SpecRef
+    protocol: Protocol
+    cases: tuple[CaseResult, ...] = ()
+    workload_files: tuple[str, ...] = ()
+    schema_version: int = SCHEMA_VERSION
+    notes: tuple[str, ...] = field(default=())
