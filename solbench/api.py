@@ -217,7 +217,7 @@ def _make_timer(info: Any, name: str) -> Any:
 
 
 def _now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
 
 
 def hardware_spec(name: str | None) -> HardwareSpec:

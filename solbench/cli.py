@@ -128,7 +128,7 @@ class _progress:
     """A rich progress bar over cases, on stderr; a no-op callback when quiet."""
 
     def __init__(self, quiet: bool) -> None:
-        self.quiet = quiet or not sys.stderr.isatty() and os.environ.get("SOLBENCH_PROGRESS") != "1"
+        self.quiet = quiet or (not sys.stderr.isatty() and os.environ.get("SOLBENCH_PROGRESS") != "1")
         self._bar: Progress | None = None
         self._task: Any = None
 

@@ -12,8 +12,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from solbench.config.yamlio import read_yaml
-from solbench.errors import ConfigError
+from solbench.config.yamlio import YamlDocument, read_yaml
+from solbench.workload.expr import ExprError
+from solbench.workload.expr import names as expr_names
 from solbench.workload.schema import WorkloadFile, WorkloadSpec
 
 
@@ -28,6 +29,8 @@ def load_workload_file(path: str | Path) -> tuple[WorkloadSpec, ...]:
         first = exc.errors()[0]
         loc = [p for p in first["loc"] if not _is_union_tag(p)]
         raise doc.error(loc, _message(first)) from None
+    for i, spec in enumerate(parsed.workloads):
+        _check_names(doc, i, spec)
     names = [w.name for w in parsed.workloads]
     for i, name in enumerate(names):
         if name in names[:i]:
@@ -60,3 +63,35 @@ def _message(error: dict[str, Any]) -> str:
     ):
         msg = f"{msg} (got {json.dumps(error['input'], default=str)})"
     return msg
+
+
+def _check_names(doc: YamlDocument, index: int, spec: WorkloadSpec) -> None:
+    """Every expression may only name parameters, constants or ``dtype``."""
+    known = set(spec.parameters) | set(spec.constants) | {"dtype"}
+    for case in spec.cases or []:
+        known |= set(case)
+    for profile in spec.profiles.values():
+        known |= set(profile.parameters or {}) | {k for c in profile.cases or [] for k in c}
+    for loc, expr in _expressions(spec):
+        try:
+            unknown = sorted(expr_names(expr) - known)
+        except ExprError as exc:
+            raise doc.error(["workloads", index, *loc], str(exc)) from None
+        if unknown:
+            raise doc.error(["workloads", index, *loc],
+                            f"unknown parameter {unknown[0]!r} (known: {', '.join(sorted(known))})")
+
+
+def _expressions(spec: WorkloadSpec) -> list[tuple[list[str | int], Any]]:
+    found: list[tuple[list[str | int], Any]] = []
+    for group, tensors in (("inputs", spec.inputs), ("outputs", spec.outputs)):
+        for name, t in tensors.items():
+            found += [([group, name, "shape", j], d) for j, d in enumerate(t.shape)]
+            found += [([group, name, "std"], t.std), ([group, name, "mean"], t.mean)]
+    for j, op in enumerate(spec.ops):
+        extra = op.model_extra or {}
+        found += [(["ops", j, key], value) for key, value in extra.items()
+                  if isinstance(value, int | float | str) and not isinstance(value, bool)]
+    found += [([key], value) for key, value in (("flops", spec.flops), ("bytes", spec.bytes))
+              if value is not None]
+    return found

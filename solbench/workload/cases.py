@@ -68,7 +68,7 @@ def parameter_sets(spec: WorkloadSpec, device_kind: str) -> list[dict[str, Param
     parameters = spec.parameters
     cases = spec.cases
     if profile is not None and profile.parameters is not None:
-        parameters, cases = profile.parameters, None
+        parameters, cases = {**parameters, **profile.parameters}, None
     if profile is not None and profile.cases is not None:
         cases = profile.cases
     if cases is not None:

@@ -1,0 +1,80 @@
+import textwrap
+
+import pytest
+
+from solbench.config.workloads import load_workload_file, workload_json_schema
+from solbench.errors import ConfigError
+from solbench.workload.cases import expand
+
+GOOD = """\
+workloads:
+  - name: scale
+    parameters: {n: [8, 16], m: [4]}
+    dtypes: [float32, bfloat16]
+    profiles:
+      cpu: {parameters: {n: [2]}, dtypes: [float32]}
+    inputs:
+      x: {shape: [n, m]}
+    outputs:
+      y: {shape: [n, m]}
+    ops: [{op: mul, numel: n * m, inputs: 1}]
+    reference: tests.unit.helpers:double
+    implementations:
+      baseline: tests.unit.helpers:double
+"""
+
+
+def write(tmp_path, text):
+    path = tmp_path / "w.yaml"
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def test_good_file_expands_per_device(tmp_path):
+    (spec,) = load_workload_file(write(tmp_path, GOOD))
+    cuda = expand(spec, "cuda")
+    assert [c.id for c in cuda] == [
+        "scale[n=8,m=4,float32]", "scale[n=8,m=4,bfloat16]",
+        "scale[n=16,m=4,float32]", "scale[n=16,m=4,bfloat16]"]
+    cpu = expand(spec, "cpu")
+    assert [c.id for c in cpu] == ["scale[n=2,m=4,float32]"]
+    assert spec.implementations["baseline"].fn == "tests.unit.helpers:double"
+
+
+@pytest.mark.parametrize("old,new,expected", [
+    ("dtypes: [float32, bfloat16]", "dtypes: [float33]", r"w.yaml:4: workloads.0.dtypes.0: Input should be"),
+    ("      x: {shape: [n, m]}", "      x: {shape: [n, m], colour: red}", r"w.yaml:8: workloads.0.inputs.x.colour: unknown field"),
+    ("      x: {shape: [n, m]}", "      x: {shape: [n, __import__]}", r"w.yaml:8: workloads.0.inputs.x.shape.1: unknown parameter '__import__'"),
+    ("    reference: tests.unit.helpers:double\n", "", r"w.yaml:2: workloads.0.reference: required field missing"),
+    ("      baseline: tests.unit.helpers:double", "      fused: tests.unit.helpers:double", r"workloads.0: baseline 'baseline' is not one"),
+])
+def test_errors_name_file_line_and_field(tmp_path, old, new, expected):
+    assert old in GOOD
+    path = write(tmp_path, GOOD.replace(old, new))
+    with pytest.raises(ConfigError, match=expected):
+        load_workload_file(path)
+
+
+def test_yaml_syntax_error_has_line(tmp_path):
+    path = write(tmp_path, GOOD.replace("dtypes: [float32, bfloat16]", "dtypes: [float32"))
+    with pytest.raises(ConfigError, match=r"w.yaml:\d+: invalid YAML"):
+        load_workload_file(path)
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(ConfigError, match="no such file"):
+        load_workload_file(tmp_path / "nope.yaml")
+
+
+def test_duplicate_workload_names(tmp_path):
+    body = GOOD.split("workloads:\n", 1)[1]
+    path = write(tmp_path, "workloads:\n" + body + body)
+    with pytest.raises(ConfigError, match="duplicate workload name 'scale'"):
+        load_workload_file(path)
+
+
+def test_json_schema_describes_workloads():
+    schema = workload_json_schema()
+    assert schema["title"] == "solbench workload file"
+    assert "workloads" in schema["properties"]
+    assert "WorkloadSpec" in schema["$defs"]
