@@ -36,6 +36,18 @@ def _finite(x: float | None) -> bool:
     return x is not None and math.isfinite(x)
 
 
+def _scaled(x: float, units: tuple[tuple[float, str], ...], digits: int) -> str:
+    """``x`` rounded to ``digits`` significant figures, in the largest unit it reaches.
+
+    Rounding happens before the unit is chosen, so 0.99996e-3 s is "1.00 ms", not "1000 µs".
+    """
+    mag = float(f"{abs(x):.{digits - 1}e}")
+    scale, unit = next(((s, u) for s, u in units if mag >= s), units[-1])
+    value = math.copysign(mag / scale, x)
+    decimals = max(digits - 1 - math.floor(math.log10(mag / scale)), 0)
+    return f"{value:.{decimals}f} {unit}"
+
+
 def format_seconds(x: float | None, digits: int = 3) -> str:
     """Seconds with a unit from ns to s and ``digits`` significant figures.
 
@@ -46,17 +58,7 @@ def format_seconds(x: float | None, digits: int = 3) -> str:
     if not _finite(x):
         return MISSING
     assert x is not None
-    if x == 0.0:
-        return "0 s"
-    mag = abs(x)
-    scale, unit = next(((s, u) for s, u in _TIME_UNITS if mag >= s), _TIME_UNITS[-1])
-    value = x / scale
-    # Rounding may carry into the next unit (999.96 µs -> "1000 µs"): step up instead.
-    if round(abs(value), max(digits - len(str(int(abs(value)))), 0)) >= 1000.0 and unit != "s":
-        scale, unit = next((s, u) for s, u in reversed(_TIME_UNITS) if s > scale)
-        value = x / scale
-    decimals = max(digits - 1 - int(math.floor(math.log10(abs(value)))), 0) if value else 0
-    return f"{value:.{decimals}f} {unit}"
+    return "0 s" if x == 0.0 else _scaled(x, _TIME_UNITS, digits)
 
 
 def format_ratio(x: float | None, decimals: int = 3) -> str:
@@ -99,10 +101,7 @@ def _format_si(x: float | None, unit: str, digits: int) -> str:
     assert x is not None
     if x == 0.0:
         return f"0 {unit}"
-    scale, prefix = next(((s, p) for s, p in _SI_PREFIXES if abs(x) >= s), _SI_PREFIXES[-1])
-    value = x / scale
-    decimals = max(digits - 1 - int(math.floor(math.log10(abs(value)))), 0)
-    return f"{value:.{decimals}f} {prefix}{unit}"
+    return _scaled(x, tuple((s, p + unit) for s, p in _SI_PREFIXES), digits)
 
 
 def format_flops(x: float | None, suffix: str = "", digits: int = 3) -> str:

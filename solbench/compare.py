@@ -1,0 +1,290 @@
+"""Pair the implementations of two runs (or two implementations of one run) and compare times.
+
+Pure: no I/O, no device libraries. Times are seconds.
+
+For each pair, with ``a`` the reference and ``b`` the candidate:
+
+    ratio r        = median(b) / median(a)            (> 1: b is slower)
+    [lo, hi]       = 95% percentile-bootstrap CI of r  (analysis.significance.bootstrap_ratio_ci)
+    p              = two-sided Mann-Whitney U p-value of a vs b
+    significant    = Benjamini-Hochberg at level alpha over every row's p
+
+Verdict rule, first match wins (tau = threshold, default 0.05):
+
+    INCONCLUSIVE   fewer than MIN_SAMPLES (5) samples on either side
+    SAME           1/(1+tau) <= lo  and  hi <= 1+tau
+                   (the CI rules out any change as large as the threshold, even
+                   when the change is statistically detectable: tau is the
+                   smallest change worth reporting)
+    SLOWER         lo > 1  and significant        (b is slower than a)
+    FASTER         hi < 1  and significant        (b is faster than a)
+    INCONCLUSIVE   otherwise (too noisy to tell at this threshold)
+
+The summary ``geomean_speedup`` is ``geomean(median_a / median_b)`` over all
+rows: how many times faster b is than a overall (> 1: b is faster).
+Keys a row is identified by: ``f"{case_id}/{impl}"`` for two runs, the bare
+``case_id`` for two implementations of one run. A key measured (status "ok"
+with samples) on one side only is listed in ``only_in_a`` / ``only_in_b``;
+a key measured on neither side is not listed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from solbench.analysis.significance import (
+    MIN_SAMPLES,
+    benjamini_hochberg,
+    bootstrap_ratio_ci,
+    geometric_mean,
+    mann_whitney_p,
+)
+from solbench.errors import ConfigError, ResultsFormatError
+from solbench.results.model import CaseResult, ImplResult, RunResult
+
+Verdict = Literal["FASTER", "SLOWER", "SAME", "INCONCLUSIVE"]
+
+__all__ = [
+    "Comparison",
+    "ComparisonRow",
+    "Estimate",
+    "Pair",
+    "Pairing",
+    "compare_impls",
+    "compare_runs",
+    "comparison_verdict",
+    "estimate",
+    "pair_impls",
+    "pair_runs",
+    "samples",
+]
+
+
+@dataclass(frozen=True)
+class ComparisonRow:
+    """One key compared: times of a and b, their ratio with its CI, and the verdict."""
+
+    key: str  # "case_id/impl" (two runs) or "case_id" (two implementations)
+    case_id: str
+    workload: str
+    label_a: str  # implementation name on side a
+    label_b: str  # implementation name on side b
+    median_a: float  # seconds
+    median_b: float  # seconds
+    ratio: float  # median_b / median_a (> 1: b slower)
+    ci_low: float | None  # None when a side has fewer than MIN_SAMPLES samples
+    ci_high: float | None
+    sol_a: float | None  # T_SOL / T of a (1.0 is the speed of light)
+    sol_b: float | None
+    p_value: float | None  # two-sided Mann-Whitney p, unadjusted; None when not tested
+    verdict: Verdict
+    n_a: int = 0
+    n_b: int = 0
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Every paired key of two sides, the keys present on one side only, and a summary."""
+
+    rows: tuple[ComparisonRow, ...]
+    only_in_a: tuple[str, ...]
+    only_in_b: tuple[str, ...]
+    geomean_speedup: float | None  # geomean(median_a / median_b); > 1: b faster; None: no rows
+    label_a: str
+    label_b: str
+    threshold: float
+    alpha: float = 0.01
+    confidence: float = 0.95
+
+    def count(self, verdict: Verdict) -> int:
+        """How many rows have this verdict."""
+        return sum(1 for r in self.rows if r.verdict == verdict)
+
+
+@dataclass(frozen=True)
+class Pair:
+    """The same key measured on both sides (both "ok", both with samples)."""
+
+    key: str
+    case_id: str
+    workload: str
+    a: ImplResult
+    b: ImplResult
+
+
+@dataclass(frozen=True)
+class Pairing:
+    """Result of matching two sides by key."""
+
+    pairs: tuple[Pair, ...]
+    only_in_a: tuple[str, ...]
+    only_in_b: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """Ratio of medians of one pair with its bootstrap CI (None below MIN_SAMPLES)."""
+
+    median_a: float
+    median_b: float
+    ratio: float
+    ci_low: float | None
+    ci_high: float | None
+    n_a: int
+    n_b: int
+
+    @property
+    def testable(self) -> bool:
+        """Enough samples on both sides to draw a conclusion."""
+        return self.ci_low is not None
+
+
+def samples(r: ImplResult) -> tuple[float, ...]:
+    """Raw timing samples of a result (empty when it has no timing)."""
+    return r.timing.samples if r.timing is not None else ()
+
+
+def _measured(r: ImplResult | None) -> bool:
+    return r is not None and r.status == "ok" and r.timing is not None and r.timing.n > 0
+
+
+def _impl_keys(run: RunResult, impl: str | None) -> Iterator[tuple[str, CaseResult, ImplResult]]:
+    seen: set[str] = set()
+    for case in run.cases:
+        for r in case.impls:
+            if impl is not None and r.name != impl:
+                continue
+            key = f"{case.case_id}/{r.name}"
+            if key in seen:
+                raise ResultsFormatError(f"duplicate result for {key!r} in one run")
+            seen.add(key)
+            yield key, case, r
+
+
+def _split(entries: dict[str, tuple[CaseResult, ImplResult | None, ImplResult | None]]) -> Pairing:
+    pairs: list[Pair] = []
+    only_a: list[str] = []
+    only_b: list[str] = []
+    for key, (case, ra, rb) in entries.items():
+        ok_a, ok_b = _measured(ra), _measured(rb)
+        if ok_a and ok_b:
+            assert ra is not None and rb is not None
+            pairs.append(Pair(key, case.case_id, case.workload, ra, rb))
+        elif ok_a:
+            only_a.append(key)
+        elif ok_b:
+            only_b.append(key)
+    return Pairing(tuple(pairs), tuple(only_a), tuple(only_b))
+
+
+def pair_runs(a: RunResult, b: RunResult, impl: str | None = None) -> Pairing:
+    """Match results of two runs by ``f"{case_id}/{impl}"`` (optionally one impl only)."""
+    entries: dict[str, tuple[CaseResult, ImplResult | None, ImplResult | None]] = {}
+    for key, case, r in _impl_keys(a, impl):
+        entries[key] = (case, r, None)
+    for key, case, r in _impl_keys(b, impl):
+        prev = entries.get(key)
+        entries[key] = (prev[0], prev[1], r) if prev else (case, None, r)
+    return _split(entries)
+
+
+def pair_impls(run: RunResult, impl_a: str, impl_b: str) -> Pairing:
+    """Match two implementations within each case of one run; keys are case ids."""
+    entries: dict[str, tuple[CaseResult, ImplResult | None, ImplResult | None]] = {}
+    for case in run.cases:
+        if case.case_id in entries:
+            raise ResultsFormatError(f"duplicate case {case.case_id!r} in one run")
+        entries[case.case_id] = (case, case.impl(impl_a), case.impl(impl_b))
+    return _split(entries)
+
+
+def estimate(a: ImplResult, b: ImplResult, *, confidence: float = 0.95, seed: int = 0,
+             n_boot: int = 2000) -> Estimate:
+    """Medians of both sides, ``ratio = median_b / median_a`` and its bootstrap CI.
+
+    Below MIN_SAMPLES samples on either side the ratio of the medians is still
+    reported, but ``ci_low``/``ci_high`` are None (nothing may be concluded).
+    Raises ResultsFormatError on a zero, negative or non-finite time.
+    """
+    sa, sb = samples(a), samples(b)
+    if min(sa + sb) <= 0.0 or not np.all(np.isfinite(sa + sb)):
+        raise ResultsFormatError(f"implementation {a.name!r}/{b.name!r}: times must be positive and finite")
+    med_a, med_b = float(np.median(sa)), float(np.median(sb))
+    if min(len(sa), len(sb)) < MIN_SAMPLES:
+        return Estimate(med_a, med_b, med_b / med_a, None, None, len(sa), len(sb))
+    ratio, low, high = bootstrap_ratio_ci(sa, sb, confidence=confidence, n_boot=n_boot, seed=seed)
+    return Estimate(med_a, med_b, ratio, low, high, len(sa), len(sb))
+
+
+def comparison_verdict(ci_low: float | None, ci_high: float | None, significant: bool,
+                       threshold: float) -> Verdict:
+    """The verdict rule of the module docstring, on the CI of ``median_b / median_a``."""
+    if ci_low is None or ci_high is None:
+        return "INCONCLUSIVE"
+    if 1.0 / (1.0 + threshold) <= ci_low and ci_high <= 1.0 + threshold:
+        return "SAME"
+    if ci_low > 1.0 and significant:
+        return "SLOWER"
+    if ci_high < 1.0 and significant:
+        return "FASTER"
+    return "INCONCLUSIVE"
+
+
+def _sol(r: ImplResult) -> float | None:
+    return r.score.sol if r.score is not None else None
+
+
+def _compare(pairing: Pairing, *, same_impl: bool, label_a: str, label_b: str, threshold: float,
+             alpha: float, confidence: float, seed: int, n_boot: int) -> Comparison:
+    if not threshold > 0.0:
+        raise ConfigError(f"threshold must be positive, got {threshold}")
+    if not 0.0 < alpha < 1.0 or not 0.0 < confidence < 1.0:
+        raise ConfigError(f"alpha and confidence must lie in (0, 1), got {alpha}, {confidence}")
+    ests = [estimate(p.a, p.b, confidence=confidence, seed=seed, n_boot=n_boot) for p in pairing.pairs]
+    pvals: list[float | None] = [
+        mann_whitney_p(samples(p.a), samples(p.b), "two-sided") if e.testable else None
+        for p, e in zip(pairing.pairs, ests, strict=True)
+    ]
+    tested = [p for p in pvals if p is not None]
+    flags = iter(benjamini_hochberg(tested, q=alpha))
+    rows = []
+    for pair, est, p in zip(pairing.pairs, ests, pvals, strict=True):
+        sig = next(flags) if p is not None else False
+        rows.append(ComparisonRow(
+            key=pair.key, case_id=pair.case_id, workload=pair.workload,
+            label_a=pair.a.name if same_impl else label_a,
+            label_b=pair.b.name if same_impl else label_b,
+            median_a=est.median_a, median_b=est.median_b, ratio=est.ratio,
+            ci_low=est.ci_low, ci_high=est.ci_high, sol_a=_sol(pair.a), sol_b=_sol(pair.b),
+            p_value=p, verdict=comparison_verdict(est.ci_low, est.ci_high, sig, threshold),
+            n_a=est.n_a, n_b=est.n_b,
+        ))
+    speedups = [r.median_a / r.median_b for r in rows if r.median_a > 0 and r.median_b > 0]
+    geo = geometric_mean(speedups) if speedups else None
+    return Comparison(tuple(rows), pairing.only_in_a, pairing.only_in_b, geo, label_a, label_b,
+                      threshold, alpha, confidence)
+
+
+def compare_runs(a: RunResult, b: RunResult, *, impl: str | None = None, threshold: float = 0.05,
+                 alpha: float = 0.01, confidence: float = 0.95, seed: int = 0, n_boot: int = 2000,
+                 label_a: str = "A", label_b: str = "B") -> Comparison:
+    """Compare every ``case_id/impl`` measured in both runs (``b`` relative to ``a``).
+
+    ``impl`` restricts the comparison to one implementation name. Hardware
+    fingerprints are not checked here (see ``gate.check_fingerprints``).
+    """
+    return _compare(pair_runs(a, b, impl), same_impl=True, label_a=label_a, label_b=label_b,
+                    threshold=threshold, alpha=alpha, confidence=confidence, seed=seed, n_boot=n_boot)
+
+
+def compare_impls(run: RunResult, impl_a: str, impl_b: str, *, threshold: float = 0.05,
+                  alpha: float = 0.01, confidence: float = 0.95, seed: int = 0,
+                  n_boot: int = 2000) -> Comparison:
+    """Compare implementation ``impl_b`` against ``impl_a`` within each case of one run."""
+    return _compare(pair_impls(run, impl_a, impl_b), same_impl=False, label_a=impl_a,
+                    label_b=impl_b, threshold=threshold, alpha=alpha, confidence=confidence,
+                    seed=seed, n_boot=n_boot)

@@ -1,0 +1,209 @@
+"""Load ``hardware_specs/*.yaml`` into :class:`HardwareSpec` values (SI units).
+
+One file per device model, named after its id. Pydantic checks each file strictly (unknown fields,
+missing fields and ill-typed values are errors); a problem is reported as one line naming the file,
+the line and the field, e.g. ``hardware_specs/h200-sxm.yaml:17: bandwidth_tbs: required field missing``.
+
+Directory: ``$SOLBENCH_SPECS_DIR``, else ``<repo>/hardware_specs``, else the copy inside an
+installed wheel (``solbench/hardware_specs``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+
+from solbench.analysis.hwspec import HardwareSpec
+from solbench.config.yamlio import read_yaml
+from solbench.errors import ConfigError
+
+TensorUnit = Literal["fp64", "tf32", "bf16", "fp16", "fp8", "int8", "fp4"]
+VectorUnit = Literal["fp64", "fp32", "bf16", "fp16"]
+_TERA = 1e12
+
+
+def _tera(value: float) -> float:
+    """TFLOP/s or TB/s to SI, rounded to a whole unit so 66.9 TFLOP/s is exactly 66.9e12."""
+    return float(round(value * _TERA))
+
+
+def _regex(pattern: str) -> str:
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        raise ValueError(f"invalid regex {pattern!r}: {exc}") from None
+    return pattern
+
+
+def _has_fp32(peaks: dict[str, float]) -> dict[str, float]:
+    if "fp32" not in peaks:
+        raise ValueError("the fp32 vector peak is required")
+    return peaks
+
+
+_Positive = Annotated[float, Field(gt=0)]
+_PositiveInt = Annotated[int, Field(gt=0)]
+_Regex = Annotated[str, AfterValidator(_regex)]
+_HexId = Annotated[str, Field(pattern=r"^0x[0-9a-fA-F]{4}$")]
+_Id = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9-]*$")]
+_Confidence = Literal["high", "medium", "low"]
+
+
+class _GpuFile(BaseModel):
+    """The fields of a GPU spec file, in file units."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    id: _Id
+    name: str
+    vendor: str
+    kind: Literal["gpu"] = "gpu"
+    arch: str
+    compute_capability: Annotated[str, Field(pattern=r"^\d+\.\d+$")]
+    sm_count: _PositiveInt
+    max_sm_clock_mhz: _PositiveInt | None
+    tensor_spec_clock_mhz: _PositiveInt | None
+    memory_gb: _Positive
+    memory_type: str
+    bandwidth_tbs: _Positive
+    l2_mb: _Positive | None
+    tdp_w: _Positive | None
+    pci_device_ids: list[_HexId]
+    name_patterns: list[_Regex]
+    match_priority: int
+    aliases: list[_Id] = []
+    tensor_peaks_tflops: dict[TensorUnit, _Positive]
+    vector_peaks_tflops: Annotated[dict[VectorUnit, _Positive], AfterValidator(_has_fp32)]
+    sources: dict[str, str]
+    notes: list[str] = []
+    confidence: _Confidence
+
+    def to_spec(self) -> HardwareSpec:
+        """The spec in SI units."""
+        return HardwareSpec(
+            id=self.id, name=self.name, kind="gpu", source="datasheet", vendor=self.vendor, arch=self.arch,
+            compute_capability=self.compute_capability, sm_count=self.sm_count,
+            max_sm_clock_mhz=self.max_sm_clock_mhz, tensor_spec_clock_mhz=self.tensor_spec_clock_mhz,
+            memory_bytes=round(self.memory_gb * 1e9), memory_type=self.memory_type,
+            bandwidth=_tera(self.bandwidth_tbs),
+            l2_bytes=None if self.l2_mb is None else round(self.l2_mb * 2**20), tdp_w=self.tdp_w,
+            tensor_peaks={k: _tera(v) for k, v in self.tensor_peaks_tflops.items()},
+            vector_peaks={k: _tera(v) for k, v in self.vector_peaks_tflops.items()},
+            pci_device_ids=tuple(int(p, 16) for p in self.pci_device_ids),
+            name_patterns=tuple(self.name_patterns), match_priority=self.match_priority,
+            aliases=tuple(self.aliases), sources=dict(self.sources), notes=tuple(self.notes),
+            confidence=self.confidence,
+        )
+
+
+class _CpuFile(BaseModel):
+    """The fields of the CPU spec file: identity only, peaks are measured at run time."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    id: _Id
+    name: str
+    kind: Literal["cpu"]
+    vendor: str | None = None
+    name_patterns: list[_Regex] = []
+    match_priority: int = 1000
+    aliases: list[_Id] = []
+    sources: dict[str, str] = {}
+    notes: list[str] = []
+    confidence: _Confidence = "low"
+
+    def to_spec(self) -> HardwareSpec:
+        """The spec, without peaks until they are measured."""
+        return HardwareSpec(
+            id=self.id, name=self.name, kind="cpu", source="measured", vendor=self.vendor,
+            name_patterns=tuple(self.name_patterns), match_priority=self.match_priority,
+            aliases=tuple(self.aliases), sources=dict(self.sources), notes=tuple(self.notes),
+            confidence=self.confidence,
+        )
+
+
+def specs_dir(directory: str | Path | None = None) -> Path:
+    """The spec directory: the argument, $SOLBENCH_SPECS_DIR, the repo's or the wheel's copy."""
+    if directory is not None:
+        chosen = Path(directory)
+    elif os.environ.get("SOLBENCH_SPECS_DIR"):
+        chosen = Path(os.environ["SOLBENCH_SPECS_DIR"])
+    else:
+        here = Path(__file__).resolve()
+        repo, wheel = here.parents[2] / "hardware_specs", here.parents[1] / "hardware_specs"
+        chosen = repo if repo.is_dir() else wheel
+    if not chosen.is_dir():
+        raise ConfigError(f"{chosen}: hardware spec directory not found (set SOLBENCH_SPECS_DIR)")
+    return chosen
+
+
+def load_spec_file(path: str | Path) -> HardwareSpec:
+    """Read and validate one spec file."""
+    path = Path(path)
+    doc = read_yaml(path)
+    if not isinstance(doc.data, dict):
+        raise doc.error([], "expected a mapping of spec fields")
+    model = _CpuFile if doc.data.get("kind") == "cpu" else _GpuFile
+    try:
+        parsed = model.model_validate(doc.data)
+    except ValidationError as exc:
+        errors = exc.errors()  # an unknown field first: it is usually a misspelt required one
+        first = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
+        raise doc.error(_location(first["loc"]), _message(first)) from None
+    if parsed.id != path.stem:
+        raise doc.error(["id"], f"{parsed.id!r} must equal the file name {path.stem!r}")
+    return parsed.to_spec()
+
+
+def load_specs(directory: str | Path | None = None) -> tuple[HardwareSpec, ...]:
+    """Every spec in the directory, in match order (match_priority, then id)."""
+    root = specs_dir(directory)
+    specs: list[HardwareSpec] = []
+    owner: dict[str, Path] = {}  # id, alias or pci id -> file that claims it
+    for path in sorted(root.glob("*.yaml")):
+        spec = load_spec_file(path)
+        claims = [spec.id, *spec.aliases, *(f"pci 0x{p:04x}" for p in spec.pci_device_ids)]
+        for claim in claims:
+            if claim in owner:
+                raise ConfigError(f"{path}: {claim!r} is also claimed by {owner[claim]}")
+            owner[claim] = path
+        specs.append(spec)
+    if not specs:
+        raise ConfigError(f"{root}: no hardware spec files (*.yaml)")
+    return tuple(sorted(specs, key=lambda s: (s.match_priority, s.id)))
+
+
+def get_spec(spec_id_or_alias: str, directory: str | Path | None = None) -> HardwareSpec:
+    """The spec with this id or alias (case-insensitive), e.g. "h200" -> h200-sxm."""
+    key = spec_id_or_alias.strip().lower()
+    specs = load_specs(directory)
+    for spec in specs:
+        if key == spec.id or key in spec.aliases:
+            return spec
+    known = ", ".join(sorted(s.id for s in specs))
+    aliases = ", ".join(f"{a}={s.id}" for s in specs for a in s.aliases)
+    raise ConfigError(f"unknown hardware spec {spec_id_or_alias!r}; known: {known} (aliases: {aliases})")
+
+
+def _location(loc: tuple[Any, ...]) -> list[str | int]:
+    # pydantic adds validator tags such as 'function-after[...]' to locations
+    return [p for p in loc if not (isinstance(p, str) and "[" in p)]
+
+
+def _message(error: Any) -> str:
+    if error["type"] == "extra_forbidden":
+        return "unknown field"
+    if error["type"] == "missing":
+        return "required field missing"
+    msg = str(error["msg"]).removeprefix("Value error, ")
+    value = error.get("input")
+    if error["loc"][0] == "pci_device_ids" and type(value) is int:  # YAML read 0x2335 as 9013
+        return f'{msg} (got {value}: quote hex IDs, e.g. "0x{value:04x}")'
+    return msg if isinstance(value, dict | list) else f"{msg} (got {value!r})"
+
+
+__all__ = ["get_spec", "load_spec_file", "load_specs", "specs_dir"]

@@ -1,0 +1,198 @@
+"""NVML queries: identity, clocks, power and clock-event (throttle) reasons. The only pynvml importer.
+
+Every value is optional. NVML may be missing altogether (a container without the ``utility`` driver
+capability, macOS, ROCm), and single calls may answer NotSupported or NoPermission (vGPU, MIG,
+restricted guests): such values are None and nothing raises.
+
+NVML ignores CUDA_VISIBLE_DEVICES and orders GPUs by PCI bus, so callers look devices up by UUID
+(``torch.cuda.get_device_properties(i).uuid``), not by CUDA index. MIG slices report clocks and
+power through their parent GPU, which ``query_device`` and ``read_clocks`` use for those values.
+
+A sampling thread (a later ``device/monitor.py``) needs only this module:
+
+    handle = get_handle(uuid)                 # once, in the caller's thread
+    while not stop.is_set():
+        samples.append(read_clocks(handle))   # one ClockSample per tick; cheap, never raises
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+# nvmlClocksEventReasons bits (NVML API, group nvmlClocksEventReasons).
+CLOCK_EVENT_REASONS: dict[int, str] = {
+    0x1: "GpuIdle",
+    0x2: "ApplicationsClocksSetting",
+    0x4: "SwPowerCap",
+    0x8: "HwSlowdown",
+    0x10: "SyncBoost",
+    0x20: "SwThermalSlowdown",
+    0x40: "HwThermalSlowdown",
+    0x80: "HwPowerBrakeSlowdown",
+    0x100: "DisplayClockSetting",
+}
+# Reasons worth a warning: hardware slowdowns and thermal limits (SwPowerCap is routine on SXM parts).
+THROTTLE_WARN_MASK = 0x8 | 0x20 | 0x40 | 0x80
+
+_lock = threading.Lock()
+_state: dict[str, Any] = {"module": None, "tried": False}
+
+
+@dataclass(frozen=True)
+class NvmlInfo:
+    """What NVML says about one device; every field but ``name`` may be None."""
+
+    name: str
+    uuid: str | None
+    pci_device_id: int | None  # 16-bit PCI device ID (pciDeviceId >> 16), e.g. 0x2335
+    driver: str | None
+    max_sm_clock_mhz: int | None
+    sm_clock_mhz: int | None
+    mem_clock_mhz: int | None
+    max_mem_clock_mhz: int | None
+    memory_bus_width: int | None  # bits
+    power_limit_w: float | None  # enforced limit
+    clocks_event_reasons: int | None  # bitmask, see CLOCK_EVENT_REASONS
+    temperature_c: int | None
+
+    @property
+    def bandwidth_from_clocks(self) -> float | None:
+        """Theoretical bytes/s: max memory clock x 2 (DDR) x bus width / 8."""
+        if not self.max_mem_clock_mhz or not self.memory_bus_width:
+            return None
+        return self.max_mem_clock_mhz * 1e6 * 2 * self.memory_bus_width / 8
+
+
+@dataclass(frozen=True)
+class ClockSample:
+    """One reading of the fast-changing state of a device."""
+
+    t: float  # time.monotonic() seconds
+    sm_clock_mhz: int | None
+    mem_clock_mhz: int | None
+    power_w: float | None
+    clocks_event_reasons: int | None
+    temperature_c: int | None
+
+
+def _nvml() -> ModuleType | None:
+    """pynvml, initialised once per process; None when the library or the driver is missing."""
+    with _lock:
+        if not _state["tried"]:
+            _state["tried"] = True
+            try:
+                import pynvml
+            except ImportError:
+                return None
+            try:
+                pynvml.nvmlInit()
+            except pynvml.NVMLError:
+                return None
+            _state["module"] = pynvml
+    return _state["module"]
+
+
+def _call(function: str, *args: Any) -> Any:
+    """``pynvml.<function>(*args)``, or None when NVML, the function or the answer is missing."""
+    nv = _nvml()
+    fn = getattr(nv, function, None) if nv is not None else None
+    if fn is None or nv is None:
+        return None
+    try:
+        return fn(*args)
+    except nv.NVMLError:
+        return None
+
+
+def _const(name: str) -> Any:
+    return getattr(_state["module"], name, None)
+
+
+def _text(value: Any) -> str | None:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def nvml_available() -> bool:
+    """Whether NVML could be loaded and initialised."""
+    return _nvml() is not None
+
+
+def get_handle(index_or_uuid: int | str) -> Any:
+    """The NVML handle of a device by NVML index or UUID (with or without a GPU-/MIG- prefix)."""
+    if isinstance(index_or_uuid, int):
+        return _call("nvmlDeviceGetHandleByIndex", index_or_uuid)
+    uuid = index_or_uuid.strip()
+    prefixed = uuid.upper().startswith(("GPU-", "MIG-"))
+    for candidate in [uuid] if prefixed else [f"GPU-{uuid}", f"MIG-{uuid}"]:
+        handle = _call("nvmlDeviceGetHandleByUUID", candidate)
+        if handle is not None:
+            return handle
+    return None
+
+
+def _parent(handle: Any) -> Any:
+    """The full GPU of a MIG handle (clocks, power and PCI belong to it); else the handle itself."""
+    if _call("nvmlDeviceIsMigDeviceHandle", handle):
+        return _call("nvmlDeviceGetDeviceHandleFromMigDeviceHandle", handle) or handle
+    return handle
+
+
+def _reasons(handle: Any) -> int | None:
+    # ...ClocksThrottleReasons is the deprecated alias, removed in CUDA 14 (NVML_ERROR_DEPRECATED).
+    value = _call("nvmlDeviceGetCurrentClocksEventReasons", handle)
+    return value if value is not None else _call("nvmlDeviceGetCurrentClocksThrottleReasons", handle)
+
+
+def _watts(milliwatts: Any) -> float | None:
+    return None if milliwatts is None else milliwatts / 1000.0
+
+
+def query_device(index_or_uuid: int | str) -> NvmlInfo | None:
+    """Identity and clocks of a device (see ``get_handle``), or None when NVML cannot find it."""
+    handle = get_handle(index_or_uuid)
+    if handle is None:
+        return None
+    gpu = _parent(handle)
+    name = _text(_call("nvmlDeviceGetName", handle)) or _text(_call("nvmlDeviceGetName", gpu))
+    if not name:
+        return None
+    pci = _call("nvmlDeviceGetPciInfo", gpu)
+    sm, mem = _const("NVML_CLOCK_SM"), _const("NVML_CLOCK_MEM")
+    return NvmlInfo(
+        name=name,
+        uuid=_text(_call("nvmlDeviceGetUUID", handle)),
+        pci_device_id=None if pci is None else int(pci.pciDeviceId) >> 16,
+        driver=_text(_call("nvmlSystemGetDriverVersion")),
+        max_sm_clock_mhz=_call("nvmlDeviceGetMaxClockInfo", gpu, sm),
+        sm_clock_mhz=_call("nvmlDeviceGetClockInfo", gpu, sm),
+        mem_clock_mhz=_call("nvmlDeviceGetClockInfo", gpu, mem),
+        max_mem_clock_mhz=_call("nvmlDeviceGetMaxClockInfo", gpu, mem),
+        memory_bus_width=_call("nvmlDeviceGetMemoryBusWidth", gpu),
+        power_limit_w=_watts(_call("nvmlDeviceGetEnforcedPowerLimit", gpu)),
+        clocks_event_reasons=_reasons(gpu),
+        temperature_c=_call("nvmlDeviceGetTemperature", gpu, _const("NVML_TEMPERATURE_GPU")),
+    )
+
+
+def read_clocks(handle: Any) -> ClockSample:
+    """Current SM/memory clocks, power, clock-event reasons and temperature; safe from any thread."""
+    gpu = _parent(handle)
+    return ClockSample(
+        t=time.monotonic(),
+        sm_clock_mhz=_call("nvmlDeviceGetClockInfo", gpu, _const("NVML_CLOCK_SM")),
+        mem_clock_mhz=_call("nvmlDeviceGetClockInfo", gpu, _const("NVML_CLOCK_MEM")),
+        power_w=_watts(_call("nvmlDeviceGetPowerUsage", gpu)),
+        clocks_event_reasons=_reasons(gpu),
+        temperature_c=_call("nvmlDeviceGetTemperature", gpu, _const("NVML_TEMPERATURE_GPU")),
+    )
+
+
+def describe_reasons(bits: int | None) -> tuple[str, ...]:
+    """Names of the clock-event reason bits set in a mask."""
+    if not bits:
+        return ()
+    return tuple(name for bit, name in CLOCK_EVENT_REASONS.items() if bits & bit)

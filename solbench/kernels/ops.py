@@ -1,0 +1,201 @@
+"""Fused CUDA kernels as functions on torch tensors (bf16 or fp16, contiguous, one GPU).
+
+    residual_layernorm(x, residual, weight, bias, eps) -> (out, summed)
+        summed = x + residual (rounded to x.dtype), out = LayerNorm(summed) * weight + bias
+    bias_gelu(x, bias, approximate="none" | "tanh") -> GELU(x + bias)
+    gemv_residual(x, weight, residual) -> x @ weight.T + residual     (decode o_proj, few tokens)
+
+Outputs are new tensors (torch.empty); nothing is copied on the way in. Inputs must be
+contiguous; a 16-byte-misaligned tensor, or a last dimension that is not a multiple of 8,
+takes a correct scalar path instead of the 16-byte vector path. Kernels run on PyTorch's
+current stream. Each call raises ValueError with the reason when an argument is unusable,
+and solbench.errors.DeviceError when CuPy is missing.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from solbench.kernels.loader import get_kernel, launch, ptr
+
+__all__ = ["bias_gelu", "gemv_residual", "residual_layernorm"]
+
+_KIND = {torch.bfloat16: 0, torch.float16: 1}
+_VEC = 8  # 16-bit elements per 16-byte access
+_GELU_MODES = {"none": 0, "tanh": 1}
+_GELU_BLOCK, _GELU_UNROLL = 256, 4  # must match bias_gelu.cu
+_GEMV_ROWS, _GEMV_MAX_TOKENS = 32, 64  # must match gemv_residual.cu
+_INT32_MAX = 2**31 - 1
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _pow2_ceil(n: int) -> int:
+    return 1 << max(0, n - 1).bit_length()
+
+
+def _check(op: str, **tensors: torch.Tensor) -> torch.dtype:
+    """Common checks: torch tensors on one CUDA device, one 16-bit dtype, contiguous."""
+    device = dtype = None
+    for name, t in tensors.items():
+        if not isinstance(t, torch.Tensor):
+            raise ValueError(f"{op}: {name} must be a torch.Tensor, got {type(t).__name__}")
+        if t.device.type != "cuda":
+            raise ValueError(f"{op}: {name} is on {t.device}; the kernel needs CUDA tensors")
+        if t.dtype not in _KIND:
+            raise ValueError(f"{op}: {name} has dtype {t.dtype}; supported: bfloat16, float16")
+        if device is not None and t.device != device:
+            raise ValueError(f"{op}: {name} is on {t.device}, other inputs on {device}")
+        if dtype is not None and t.dtype != dtype:
+            raise ValueError(f"{op}: {name} has dtype {t.dtype}, other inputs {dtype}")
+        if not t.is_contiguous():
+            raise ValueError(f"{op}: {name} (shape {tuple(t.shape)}, strides {t.stride()}) "
+                             "is not contiguous; pass .contiguous()")
+        device, dtype = t.device, t.dtype
+    assert dtype is not None
+    return dtype
+
+
+def _aligned(*tensors: torch.Tensor) -> bool:
+    return all(t.data_ptr() % 16 == 0 for t in tensors)
+
+
+def _get(source: str, name: str):
+    return get_kernel(source, name, name_expressions=(name,))
+
+
+# ----------------------------------------------------------------- residual + LayerNorm
+
+def _layernorm_config(hidden: int, vec: int) -> tuple[int, int, int]:
+    """(threads per row, packs per thread, rows per block) for one row held in registers."""
+    nvec = hidden // vec
+    target = 4 if vec == _VEC else 8
+    tpr = max(32, min(1024, _cdiv(_cdiv(nvec, target), 32) * 32))
+    vpt = _pow2_ceil(_cdiv(nvec, tpr))
+    if vpt * vec > 32 or (vec == 1 and vpt > 8):  # kernels built for <= 512 threads
+        tpr = min(tpr, 512)
+        vpt = _pow2_ceil(_cdiv(nvec, tpr))
+    if vpt > (8 if vec == _VEC else 16):
+        limit = 32768 if vec == _VEC else 8192
+        raise ValueError(f"residual_layernorm: hidden size {hidden} is too large for one row in "
+                         f"registers (at most {limit} on this path)")
+    return tpr, vpt, max(1, 128 // tpr)
+
+
+def residual_layernorm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor,
+                       bias: torch.Tensor, eps: float = 1e-5) -> tuple[torch.Tensor, torch.Tensor]:
+    """LayerNorm over the last dimension of ``x + residual``, in one pass over memory.
+
+    Returns ``(out, summed)``: ``summed = x + residual`` rounded to ``x.dtype`` (the new
+    residual stream) and ``out = layer_norm(summed) * weight + bias``, both shaped like
+    ``x``. Statistics in fp32 (two-pass mean and variance over registers).
+    """
+    dtype = _check("residual_layernorm", x=x, residual=residual, weight=weight, bias=bias)
+    if x.dim() == 0 or x.shape[-1] == 0:
+        raise ValueError(f"residual_layernorm: x must have a non-empty last dimension, got "
+                         f"shape {tuple(x.shape)}")
+    hidden = x.shape[-1]
+    if residual.shape != x.shape:
+        raise ValueError(f"residual_layernorm: residual shape {tuple(residual.shape)} != x shape "
+                         f"{tuple(x.shape)}")
+    for name, t in (("weight", weight), ("bias", bias)):
+        if t.shape != (hidden,):
+            raise ValueError(f"residual_layernorm: {name} shape {tuple(t.shape)}, expected "
+                             f"({hidden},)")
+    out = torch.empty(x.shape, dtype=dtype, device=x.device)
+    summed = torch.empty(x.shape, dtype=dtype, device=x.device)
+    rows = x.numel() // hidden
+    if rows == 0:
+        return out, summed
+    if rows > _INT32_MAX:
+        raise ValueError(f"residual_layernorm: {rows} rows exceed the int32 range")
+    vec = _VEC if hidden % _VEC == 0 and _aligned(x, residual, weight, bias, out, summed) else 1
+    tpr, vpt, rpb = _layernorm_config(hidden, vec)
+    kernel = _get("residual_layernorm.cu", f"residual_layernorm_kernel<{_KIND[dtype]}, {vec}, {vpt}>")
+    launch(kernel, (_cdiv(rows, rpb),), (tpr * rpb,),
+           (ptr(x), ptr(residual), ptr(weight), ptr(bias), ptr(out), ptr(summed),
+            np.int32(rows), np.int32(hidden), np.int32(tpr), np.float32(eps)),
+           device=x.device)
+    return out, summed
+
+
+# ----------------------------------------------------------------- bias + GELU
+
+def _bias_gelu(x: torch.Tensor, bias: torch.Tensor, mode: int) -> torch.Tensor:
+    """bias_gelu with the kernel's MODE: 0 erf, 1 tanh, 2 erf through libdevice erff."""
+    dtype = _check("bias_gelu", x=x, bias=bias)
+    if x.dim() == 0 or x.shape[-1] == 0:
+        raise ValueError(f"bias_gelu: x must have a non-empty last dimension, got shape "
+                         f"{tuple(x.shape)}")
+    hidden = x.shape[-1]
+    if bias.shape != (hidden,):
+        raise ValueError(f"bias_gelu: bias shape {tuple(bias.shape)}, expected ({hidden},)")
+    out = torch.empty(x.shape, dtype=dtype, device=x.device)
+    if x.numel() == 0:
+        return out
+    vec = _VEC if hidden % _VEC == 0 and _aligned(x, bias, out) else 1
+    npacks = x.numel() // vec
+    if npacks > _INT32_MAX:
+        raise ValueError(f"bias_gelu: {x.numel()} elements exceed this kernel's 32-bit indexing")
+    kernel = _get("bias_gelu.cu", f"bias_gelu_kernel<{_KIND[dtype]}, {vec}, {mode}>")
+    launch(kernel, (_cdiv(npacks, _GELU_BLOCK * _GELU_UNROLL),), (_GELU_BLOCK,),
+           (ptr(x), ptr(bias), ptr(out), np.uint32(npacks), np.uint32(hidden // vec)),
+           device=x.device)
+    return out
+
+
+def bias_gelu(x: torch.Tensor, bias: torch.Tensor, approximate: str = "none") -> torch.Tensor:
+    """``torch.nn.functional.gelu(x + bias, approximate=...)`` in one pass, shaped like ``x``.
+
+    ``x + bias`` is rounded to ``x.dtype`` first, as in eager torch; GELU is computed in
+    fp32 (erf through a 1.2e-7-accurate erfc fit, see bias_gelu.cu) and rounded once.
+    """
+    if approximate not in _GELU_MODES:
+        raise ValueError(f"bias_gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+    return _bias_gelu(x, bias, _GELU_MODES[approximate])
+
+
+# ----------------------------------------------------------------- GEMV + residual
+
+def gemv_residual(x: torch.Tensor, weight: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
+    """``x @ weight.T + residual`` for a few tokens, streaming ``weight`` once.
+
+    ``x`` is ``[T, K]``, ``weight`` ``[N, K]`` (torch.nn.Linear layout), ``residual``
+    ``[T, N]``; fp32 accumulation on the tensor cores, one rounding at the end. Built for
+    T <= 64 (decode); larger T runs in chunks of 64 tokens, re-reading the weight for each.
+    ``K % 8 != 0`` or 16-byte-misaligned ``x``/``weight`` take a slow scalar kernel.
+    """
+    dtype = _check("gemv_residual", x=x, weight=weight, residual=residual)
+    if x.dim() != 2 or weight.dim() != 2 or residual.dim() != 2:
+        raise ValueError(f"gemv_residual: expected 2-D x [T, K], weight [N, K], residual [T, N]; "
+                         f"got {tuple(x.shape)}, {tuple(weight.shape)}, {tuple(residual.shape)}")
+    tokens, k = x.shape
+    n = weight.shape[0]
+    if weight.shape[1] != k:
+        raise ValueError(f"gemv_residual: weight shape {tuple(weight.shape)} does not match "
+                         f"x shape {tuple(x.shape)} (need weight [N, {k}])")
+    if residual.shape != (tokens, n):
+        raise ValueError(f"gemv_residual: residual shape {tuple(residual.shape)}, expected "
+                         f"({tokens}, {n})")
+    if max(n, k) > _INT32_MAX // 2:
+        raise ValueError(f"gemv_residual: N={n}, K={k} exceed the kernel's int32 sizes")
+    out = torch.empty((tokens, n), dtype=dtype, device=x.device)
+    if tokens == 0 or n == 0:
+        return out
+    kind = _KIND[dtype]
+    fast = k % _VEC == 0 and _aligned(x, weight)
+    for t0 in range(0, tokens, _GEMV_MAX_TOKENS):
+        t1 = min(tokens, t0 + _GEMV_MAX_TOKENS)
+        xs, rs, os_ = x[t0:t1], residual[t0:t1], out[t0:t1]
+        args = (ptr(xs), ptr(weight), ptr(rs), ptr(os_),
+                np.int32(t1 - t0), np.int32(n), np.int32(k))
+        if fast:
+            kernel = _get("gemv_residual.cu", f"gemv_residual_kernel<{kind}, {_cdiv(t1 - t0, 8)}>")
+            launch(kernel, (_cdiv(n, _GEMV_ROWS),), (256,), args, device=x.device)
+        else:
+            kernel = _get("gemv_residual.cu", f"gemv_residual_scalar_kernel<{kind}>")
+            launch(kernel, (_cdiv(n, 8), t1 - t0), (256,), args, device=x.device)
+    return out

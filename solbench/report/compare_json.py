@@ -1,0 +1,51 @@
+"""JSON-ready dicts of comparisons and gate results. SI units: times in seconds,
+ratios and thresholds as plain fractions; values that were not computed are null."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from solbench.compare import Comparison
+from solbench.gate import GateResult
+
+__all__ = ["JSON_VERSION", "comparison_json", "gate_json"]
+
+JSON_VERSION = 1
+
+
+def comparison_json(c: Comparison) -> dict[str, Any]:
+    """``{"kind": "comparison", settings..., "rows": [...], "only_in_a": [...], ...}``."""
+    return {
+        "kind": "comparison",
+        "version": JSON_VERSION,
+        "label_a": c.label_a,
+        "label_b": c.label_b,
+        "ratio": "median_b / median_a",
+        "threshold": c.threshold,
+        "alpha": c.alpha,
+        "confidence": c.confidence,
+        "geomean_speedup": c.geomean_speedup,
+        "counts": {v: c.count(v) for v in ("FASTER", "SLOWER", "SAME", "INCONCLUSIVE")},
+        "rows": [asdict(r) for r in c.rows],
+        "only_in_a": list(c.only_in_a),
+        "only_in_b": list(c.only_in_b),
+    }
+
+
+def gate_json(g: GateResult) -> dict[str, Any]:
+    """``{"kind": "gate", "overall": ..., "exit_code": ..., "verdicts": [...], ...}``."""
+    return {
+        "kind": "gate",
+        "version": JSON_VERSION,
+        "overall": g.overall,
+        "exit_code": g.exit_code,
+        "ratio": "median_current / median_baseline",
+        "threshold": g.threshold,
+        "alpha": g.alpha,
+        "confidence": g.confidence,
+        "reruns": g.reruns,
+        "fingerprint_diffs": list(g.fingerprint_diffs),
+        "counts": {v: g.count(v) for v in ("REGRESSION", "INCONCLUSIVE", "PASS", "MISSING")},
+        "verdicts": [asdict(v) for v in g.verdicts],
+    }

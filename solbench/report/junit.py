@@ -1,0 +1,57 @@
+"""Gate verdicts as JUnit XML, for CI test dashboards.
+
+One ``<testcase>`` per ``case_id/impl`` key (classname ``solbench.<workload>``,
+``time`` = current median in seconds):
+
+    PASS          passed (no child element)
+    REGRESSION    <failure type="REGRESSION" message=reason>
+    INCONCLUSIVE  <skipped message="INCONCLUSIVE: reason">
+    MISSING       <skipped message="MISSING: reason">
+
+Inconclusive is "skipped", not "failure" or "error": the gate could not decide,
+and nothing crashed. The dashboard shows it as not-run while the process exit
+code (3) still tells the CI job; a regression is the only JUnit failure.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+
+from solbench.gate import GateCaseVerdict, GateResult
+from solbench.report.units import format_ci, format_p, format_ratio
+
+__all__ = ["gate_junit"]
+
+
+def _testcase(parent: ET.Element, v: GateCaseVerdict) -> None:
+    time = v.median_cur if v.median_cur is not None else 0.0
+    tc = ET.SubElement(parent, "testcase", classname=f"solbench.{v.workload or 'unknown'}",
+                       name=v.key, time=f"{time:.9g}")
+    if v.verdict == "REGRESSION":
+        failure = ET.SubElement(tc, "failure", type="REGRESSION", message=v.reason)
+        failure.text = (f"ratio {format_ratio(v.ratio)} CI {format_ci(v.ci_low, v.ci_high)} "
+                        f"threshold +{v.threshold:.4g} p_adjusted {format_p(v.p_adjusted)}")
+    elif v.verdict in ("INCONCLUSIVE", "MISSING"):
+        ET.SubElement(tc, "skipped", message=f"{v.verdict}: {v.reason}")
+
+
+def gate_junit(g: GateResult, suite_name: str = "solbench-gate") -> str:
+    """The gate result as a JUnit XML document (``<testsuites>`` with one ``<testsuite>``)."""
+    tests = str(len(g.verdicts))
+    failures = str(g.count("REGRESSION"))
+    skipped = str(g.count("INCONCLUSIVE") + g.count("MISSING"))
+    root = ET.Element("testsuites", name=suite_name, tests=tests, failures=failures, errors="0",
+                      skipped=skipped)
+    suite = ET.SubElement(root, "testsuite", name=suite_name, tests=tests, failures=failures,
+                          errors="0", skipped=skipped)
+    props = ET.SubElement(suite, "properties")
+    settings = {"overall": g.overall, "exit_code": str(g.exit_code), "threshold": f"{g.threshold:g}",
+                "alpha": f"{g.alpha:g}", "confidence": f"{g.confidence:g}", "reruns": str(g.reruns)}
+    for i, diff in enumerate(g.fingerprint_diffs):
+        settings[f"fingerprint_diff_{i}"] = diff
+    for name, value in settings.items():
+        ET.SubElement(props, "property", name=name, value=value)
+    for v in g.verdicts:
+        _testcase(suite, v)
+    ET.indent(root)
+    return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"

@@ -1,0 +1,93 @@
+"""Markdown for PR comments and ``$GITHUB_STEP_SUMMARY``: comparisons and gate verdicts.
+
+Returns text only; the CLI decides where it goes (appending to the step summary
+when that variable is set).
+"""
+
+from __future__ import annotations
+
+from solbench.compare import Comparison
+from solbench.gate import GateCaseVerdict, GateResult
+from solbench.report.units import format_ci, format_p, format_percent, format_ratio, format_seconds
+
+__all__ = ["comparison_markdown", "gate_markdown"]
+
+_GATE_ICON = {"PASS": "✅", "REGRESSION": "❌", "INCONCLUSIVE": "⚠️", "MISSING": "➖"}
+_GATE_ORDER = {"REGRESSION": 0, "INCONCLUSIVE": 1, "MISSING": 2, "PASS": 3}
+
+
+def _cell(text: str) -> str:
+    """Escape a value for a Markdown table cell."""
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+
+
+def _row(cells: list[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
+def _table(header: list[str], align: str, rows: list[list[str]]) -> list[str]:
+    sep = [":---" if a == "l" else "---:" for a in align]
+    return [_row(header), _row(sep), *(_row([_cell(c) for c in r]) for r in rows)]
+
+
+def _sol(x: float | None) -> str:
+    return f"{x:.2f}" if x is not None else "—"
+
+
+def _keys(title: str, keys: tuple[str, ...]) -> list[str]:
+    return [f"**{title}** ({len(keys)}): " + ", ".join(f"`{k}`" for k in keys), ""] if keys else []
+
+
+def comparison_markdown(c: Comparison) -> str:
+    """A comparison as a Markdown section: settings, one row per key, one-sided keys, geomean."""
+    a, b = _cell(c.label_a), _cell(c.label_b)
+    lines = [
+        f"### solbench compare: {b} vs {a}",
+        "",
+        f"Ratio = {b} time / {a} time (< 1: {b} is faster), {c.confidence:.0%} bootstrap CI. "
+        f"SAME within ±{format_percent(c.threshold)}; FASTER/SLOWER need a Mann-Whitney test "
+        f"significant at {c.alpha:g} (Benjamini-Hochberg).",
+        "",
+    ]
+    if c.rows:
+        rows = [[r.key, format_seconds(r.median_a), format_seconds(r.median_b), format_ratio(r.ratio),
+                 format_ci(r.ci_low, r.ci_high), _sol(r.sol_a), _sol(r.sol_b), format_p(r.p_value),
+                 r.verdict] for r in c.rows]
+        header = ["Case", a, b, f"{b}/{a}", "CI", f"SOL {a}", f"SOL {b}", "p", "Verdict"]
+        lines += [*_table(header, "lrrrrrrrl", rows), ""]
+    else:
+        lines += ["No case was measured on both sides.", ""]
+    lines += _keys(f"Only in {a}", c.only_in_a) + _keys(f"Only in {b}", c.only_in_b)
+    counts = ", ".join(f"{c.count(v)} {v.lower()}" for v in ("FASTER", "SLOWER", "SAME", "INCONCLUSIVE"))
+    geo = format_ratio(c.geomean_speedup)
+    lines.append(f"**Geomean speedup of {b} over {a}: {geo}** ({len(c.rows)} cases: {counts})")
+    return "\n".join(lines) + "\n"
+
+
+def _gate_row(v: GateCaseVerdict) -> list[str]:
+    p = format_p(v.p_adjusted) if v.p_adjusted is not None else "—"
+    return [v.key, format_seconds(v.median_base), format_seconds(v.median_cur), format_ratio(v.ratio),
+            format_ci(v.ci_low, v.ci_high), f"+{format_percent(v.threshold)}", p,
+            f"{_GATE_ICON[v.verdict]} {v.verdict}"]
+
+
+def gate_markdown(g: GateResult) -> str:
+    """A gate result as a Markdown section: overall verdict, counts, flagged cases first."""
+    counts = ", ".join(f"{g.count(v)} {v.lower()}" for v in ("REGRESSION", "INCONCLUSIVE", "PASS", "MISSING"))
+    lines = [
+        f"### solbench gate: {_GATE_ICON[g.overall]} {g.overall}",
+        "",
+        f"{counts}. Regression = whole {g.confidence:.0%} CI of current/baseline median above "
+        f"1 + threshold (default {format_percent(g.threshold)}) and a Mann-Whitney test significant "
+        f"at {g.alpha:g} after Benjamini-Hochberg." + (f" Reruns: {g.reruns}." if g.reruns else ""),
+        "",
+    ]
+    if g.fingerprint_diffs:
+        lines += ["> ⚠️ Compared across different hardware or software (allowed): "
+                  + "; ".join(_cell(d) for d in g.fingerprint_diffs), ""]
+    ordered = sorted(g.verdicts, key=lambda v: _GATE_ORDER[v.verdict])
+    header = ["Case", "Baseline", "Current", "Ratio", "CI", "Threshold", "p (adj.)", "Verdict"]
+    lines += [*_table(header, "lrrrrrrl", [_gate_row(v) for v in ordered]), ""]
+    flagged = [v for v in ordered if v.verdict != "PASS"]
+    lines += [f"- `{v.key}`: {v.verdict}: {_cell(v.reason)}" for v in flagged]
+    return "\n".join(lines).rstrip("\n") + "\n"

@@ -1,0 +1,245 @@
+"""solbench.kernels.ops against float64 references on a real GPU (skipped without CUDA or CuPy).
+
+Every output is checked on fresh random data (never zeros) after the allocator's cached
+memory was filled with NaN, so an element the kernel forgot to write reads NaN and fails.
+"""
+
+import zlib
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+if not torch.cuda.is_available():
+    pytest.skip("needs a CUDA GPU", allow_module_level=True)
+pytest.importorskip("cupy")
+
+from solbench.kernels import ops  # after the skips: needs CUDA and CuPy
+
+pytestmark = pytest.mark.gpu
+
+DTYPES = [torch.bfloat16, torch.float16]
+ROWS = [1, 3, 17, 1000]
+HIDDEN = [768, 4096, 1000, 777]  # 777: not a multiple of 8 -> scalar path
+TOKENS = [1, 5, 16, 33, 64]
+GEMV_SHAPES = [(4096, 4096), (1000, 768), (777, 1000), (96, 777)]  # (N, K); K=777 -> scalar
+# (relative error norm, elementwise atol/rtol) per dtype: a few roundings of the output
+TOL = {torch.bfloat16: (1e-2, 2e-2), torch.float16: (2e-3, 4e-3)}
+
+
+def _gen(*key) -> torch.Generator:
+    g = torch.Generator(device="cuda")
+    g.manual_seed(zlib.crc32(repr(key).encode()))
+    return g
+
+
+def _randn(shape, dtype, g, scale=1.0, shift=0.0):
+    return (torch.randn(shape, generator=g, device="cuda", dtype=torch.float32) * scale
+            + shift).to(dtype)
+
+
+def _poison() -> None:
+    """Leave NaN (0x7fff: NaN in bf16, fp16 and, paired, fp32) in the allocator's free blocks."""
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    big = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")  # large pool (> 1 MB)
+    small = [torch.empty(1 << 20, dtype=torch.uint8, device="cuda") for _ in range(8)]
+    for t in (big, *small):
+        t.view(torch.int16).fill_(0x7FFF)
+    del big, small
+
+
+def _close(name, got, ref, dtype):
+    """Finite, relative error norm and elementwise closeness against a float64 reference."""
+    rel_norm, tol = TOL[dtype]
+    got = got.double()
+    assert torch.isfinite(got).all(), f"{name}: non-finite output (unwritten element?)"
+    err = (got - ref).norm() / ref.norm()
+    assert err <= rel_norm, f"{name}: relative error norm {err:.2e} > {rel_norm:.0e}"
+    torch.testing.assert_close(got, ref, atol=tol, rtol=tol, msg=lambda m: f"{name}: {m}")
+
+
+def test_poison_makes_unwritten_memory_nan():
+    _poison()
+    small = torch.empty(1000, dtype=torch.bfloat16, device="cuda")
+    large = torch.empty(4 << 20, dtype=torch.float16, device="cuda")
+    assert torch.isnan(small).all() and torch.isnan(large).all()
+
+
+# ----------------------------------------------------------------- residual + LayerNorm
+
+def _ln_inputs(rows, hidden, dtype):
+    g = _gen("ln", rows, hidden, dtype)
+    return (_randn((rows, hidden), dtype, g), _randn((rows, hidden), dtype, g),
+            _randn(hidden, dtype, g, 0.2, 1.0), _randn(hidden, dtype, g, 0.2))
+
+
+def _ln_check(x, res, w, b, out, summed, dtype, eps=1e-5):
+    ref_sum = x + res  # eager torch: fp32 add rounded to dtype, as the kernel does
+    torch.testing.assert_close(summed, ref_sum, atol=0, rtol=2 ** -7 if dtype == torch.bfloat16
+                               else 2 ** -10)
+    ref = F.layer_norm(summed.double(), (x.shape[-1],), w.double(), b.double(), eps)
+    _close("out", out, ref, dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("hidden", HIDDEN)
+@pytest.mark.parametrize("rows", ROWS)
+def test_residual_layernorm(rows, hidden, dtype):
+    x, res, w, b = _ln_inputs(rows, hidden, dtype)
+    _poison()
+    out, summed = ops.residual_layernorm(x, res, w, b)
+    assert out.shape == summed.shape == x.shape and out.dtype == summed.dtype == dtype
+    _ln_check(x, res, w, b, out, summed, dtype)
+
+
+def test_residual_layernorm_3d_input_and_eps():
+    x, res, w, b = _ln_inputs(24, 768, torch.bfloat16)
+    x3, r3 = x.view(2, 12, 768), res.view(2, 12, 768)
+    _poison()
+    out, summed = ops.residual_layernorm(x3, r3, w, b, eps=1e-3)
+    assert out.shape == (2, 12, 768)
+    _ln_check(x, res, w, b, out.view(24, 768), summed.view(24, 768), torch.bfloat16, eps=1e-3)
+
+
+def test_residual_layernorm_misaligned_takes_scalar_path():
+    """A view 2 bytes off a 16-byte boundary is still computed correctly (scalar loads)."""
+    rows, hidden, dtype = 17, 768, torch.float16
+    x, res, w, b = _ln_inputs(rows, hidden, dtype)
+    buf = torch.empty(rows * hidden + 1, dtype=dtype, device="cuda")
+    xm = buf[1:].view(rows, hidden)
+    xm.copy_(x)
+    assert xm.is_contiguous() and xm.data_ptr() % 16 != 0
+    _poison()
+    out, summed = ops.residual_layernorm(xm, res, w, b)
+    _ln_check(x, res, w, b, out, summed, dtype)
+
+
+def test_residual_layernorm_rejects_bad_arguments():
+    x, res, w, b = _ln_inputs(8, 768, torch.bfloat16)
+    with pytest.raises(ValueError, match="not contiguous"):
+        ops.residual_layernorm(x.t(), res.t(), w, b)
+    with pytest.raises(ValueError, match="residual shape"):
+        ops.residual_layernorm(x, res[:4], w, b)
+    with pytest.raises(ValueError, match="weight shape"):
+        ops.residual_layernorm(x, res, w[:10], b)
+    with pytest.raises(ValueError, match="dtype"):
+        ops.residual_layernorm(x.float(), res.float(), w.float(), b.float())
+    with pytest.raises(ValueError, match="dtype"):
+        ops.residual_layernorm(x, res.half(), w, b)
+    with pytest.raises(ValueError, match="CUDA"):
+        ops.residual_layernorm(x.cpu(), res.cpu(), w.cpu(), b.cpu())
+
+
+# ----------------------------------------------------------------- bias + GELU
+
+def _gelu_inputs(rows, hidden, dtype):
+    g = _gen("gelu", rows, hidden, dtype)
+    return _randn((rows, hidden), dtype, g, 3.0), _randn(hidden, dtype, g)
+
+
+def _gelu_ref(x, bias, approximate):
+    return F.gelu((x + bias).double(), approximate=approximate)  # x + bias rounded, as eager
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("hidden", HIDDEN)
+@pytest.mark.parametrize("rows", ROWS)
+def test_bias_gelu(rows, hidden, dtype, approximate):
+    x, bias = _gelu_inputs(rows, hidden, dtype)
+    _poison()
+    out = ops.bias_gelu(x, bias, approximate=approximate)
+    assert out.shape == x.shape and out.dtype == dtype
+    _close("gelu", out, _gelu_ref(x, bias, approximate), dtype)
+
+
+def test_bias_gelu_matches_torch_within_one_rounding():
+    """Against torch's own bf16 gelu: at most one bf16 rounding apart, rarely even that.
+
+    Where torch's float32 ``1 + erf(h / sqrt 2)`` cancels (h < -4 or so) the erfc form is
+    the more accurate one, so tiny negative outputs may differ from torch's -0.0.
+    """
+    x, bias = _gelu_inputs(1000, 4096, torch.bfloat16)
+    ours = ops.bias_gelu(x, bias)
+    theirs = F.gelu(x + bias)
+    torch.testing.assert_close(ours, theirs, atol=1e-5, rtol=2 ** -7)
+    big = theirs.abs() > 1e-3
+    assert (ours != theirs)[big].float().mean().item() < 1e-2
+
+
+def test_bias_gelu_misaligned_takes_scalar_path():
+    rows, hidden, dtype = 17, 1000, torch.bfloat16
+    x, bias = _gelu_inputs(rows, hidden, dtype)
+    buf = torch.empty(rows * hidden + 3, dtype=dtype, device="cuda")
+    xm = buf[3:].view(rows, hidden)
+    xm.copy_(x)
+    assert xm.is_contiguous() and xm.data_ptr() % 16 != 0
+    _poison()
+    out = ops.bias_gelu(xm, bias)
+    _close("gelu", out, _gelu_ref(x, bias, "none"), dtype)
+
+
+def test_bias_gelu_rejects_bad_arguments():
+    x, bias = _gelu_inputs(8, 768, torch.float16)
+    with pytest.raises(ValueError, match="not contiguous"):
+        ops.bias_gelu(x[:, ::2], bias[::2])
+    with pytest.raises(ValueError, match="bias shape"):
+        ops.bias_gelu(x, bias[:5])
+    with pytest.raises(ValueError, match="approximate"):
+        ops.bias_gelu(x, bias, approximate="sigmoid")
+    with pytest.raises(ValueError, match="dtype"):
+        ops.bias_gelu(x, bias.bfloat16())
+
+
+# ----------------------------------------------------------------- GEMV + residual
+
+def _gemv_inputs(tokens, n, k, dtype):
+    g = _gen("gemv", tokens, n, k, dtype)
+    return (_randn((tokens, k), dtype, g), _randn((n, k), dtype, g, k ** -0.5),
+            _randn((tokens, n), dtype, g))
+
+
+def _gemv_ref(x, w, res):
+    return x.double() @ w.double().t() + res.double()
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("shape", GEMV_SHAPES, ids=lambda s: f"N{s[0]}xK{s[1]}")
+@pytest.mark.parametrize("tokens", TOKENS)
+def test_gemv_residual(tokens, shape, dtype):
+    n, k = shape
+    x, w, res = _gemv_inputs(tokens, n, k, dtype)
+    _poison()
+    out = ops.gemv_residual(x, w, res)
+    assert out.shape == (tokens, n) and out.dtype == dtype
+    _close("gemv", out, _gemv_ref(x, w, res), dtype)
+
+
+def test_gemv_residual_more_than_64_tokens_runs_in_chunks():
+    x, w, res = _gemv_inputs(100, 1000, 768, torch.bfloat16)
+    _poison()
+    _close("gemv", ops.gemv_residual(x, w, res), _gemv_ref(x, w, res), torch.bfloat16)
+
+
+def test_gemv_residual_misaligned_takes_scalar_path():
+    tokens, n, k, dtype = 5, 96, 768, torch.bfloat16
+    x, w, res = _gemv_inputs(tokens, n, k, dtype)
+    buf = torch.empty(tokens * k + 1, dtype=dtype, device="cuda")
+    xm = buf[1:].view(tokens, k)
+    xm.copy_(x)
+    assert xm.is_contiguous() and xm.data_ptr() % 16 != 0
+    _poison()
+    _close("gemv", ops.gemv_residual(xm, w, res), _gemv_ref(x, w, res), dtype)
+
+
+def test_gemv_residual_rejects_bad_arguments():
+    x, w, res = _gemv_inputs(4, 64, 128, torch.float16)
+    with pytest.raises(ValueError, match="not contiguous"):
+        ops.gemv_residual(x, w.t().contiguous().t(), res)
+    with pytest.raises(ValueError, match="weight shape"):
+        ops.gemv_residual(x, w[:, :64].contiguous(), res)
+    with pytest.raises(ValueError, match="residual shape"):
+        ops.gemv_residual(x, w, res[:, :10].contiguous())
+    with pytest.raises(ValueError, match="2-D"):
+        ops.gemv_residual(x.view(2, 2, 128), w, res)

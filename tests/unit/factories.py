@@ -1,0 +1,100 @@
+"""Hand-built result records for unit tests (no device, no files).
+
+    from tests.unit.factories import make_run
+
+    run = make_run({"gemm-1024": {"torch": [1e-3] * 30, "fused": [8e-4] * 30}})
+    run = make_run(..., environment=make_env(driver="560.1"), workloads={"gemm-1024": "gemm"})
+    run = make_run(..., statuses={"gemm-1024/fused": "error"})
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from solbench.results.model import (
+    CaseResult,
+    Cost,
+    Environment,
+    ImplResult,
+    Peaks,
+    Protocol,
+    RunResult,
+    Score,
+    SpecRef,
+    Status,
+    Timing,
+)
+
+T_SOL = 1e-4  # seconds: the speed of light every factory case is scored against
+
+
+def make_env(**overrides: object) -> Environment:
+    """An H100-like environment; override any field."""
+    fields: dict[str, object] = dict(
+        device_kind="cuda", device_name="NVIDIA H100 80GB HBM3", spec_id="h100-sxm",
+        driver="550.54.15", cuda="12.4", torch="2.4.1+cu124", python="3.11.7",
+    )
+    fields.update(overrides)
+    return Environment(**fields)  # type: ignore[arg-type]
+
+
+def make_timing(samples: Sequence[float]) -> Timing:
+    """Timing with the median and a rough order-statistic CI of the samples."""
+    s = tuple(float(x) for x in samples)
+    if not s:
+        return Timing((), 0.0, 0.0, 0.0, "max_samples")
+    srt = sorted(s)
+    k = max(len(s) // 4, 0)
+    return Timing(s, statistics.median(s), srt[k], srt[-1 - k], "converged")
+
+
+def make_impl(name: str, samples: Sequence[float], status: Status = "ok") -> ImplResult:
+    """An implementation result; failed statuses carry no timing or score."""
+    if status != "ok":
+        return ImplResult(name=name, status=status, message="synthetic failure")
+    timing = make_timing(samples)
+    med = timing.median or 1.0
+    score = Score(sol=T_SOL / med, mfu=None, mbu=T_SOL / med, achieved_flops=1e12,
+                  achieved_bandwidth=1e12, speedup=None, s_score=None)
+    return ImplResult(name=name, status="ok", timing=timing, score=score)
+
+
+def make_case(case_id: str, impls: Mapping[str, Sequence[float]], *, workload: str = "demo",
+              statuses: Mapping[str, Status] | None = None) -> CaseResult:
+    """A case whose implementations have the given samples (seconds)."""
+    statuses = statuses or {}
+    cost = Cost(dtype="bf16", tensor_flops=2e9, vector_flops=0.0, fused_bytes=1e8, unfused_bytes=1e8)
+    peaks = Peaks(tensor_flops=989e12, vector_flops=67e12, bandwidth=3.35e12, source="datasheet")
+    return CaseResult(
+        workload=workload, case_id=case_id, params={"n": 1024}, dtype="bf16", cost=cost,
+        peaks=peaks, t_sol=T_SOL, bound="memory", intensity=20.0,
+        impls=tuple(make_impl(name, s, statuses.get(f"{case_id}/{name}", "ok"))
+                    for name, s in impls.items()),
+    )
+
+
+def make_run(cases: Mapping[str, Mapping[str, Sequence[float]]], *,
+             environment: Environment | None = None, workloads: Mapping[str, str] | None = None,
+             statuses: Mapping[str, Status] | None = None) -> RunResult:
+    """A RunResult from ``{case_id: {impl: samples}}``.
+
+    ``workloads`` maps case_id to workload name (default "demo"); ``statuses``
+    maps ``"case_id/impl"`` to a non-ok status.
+    """
+    workloads = workloads or {}
+    protocol = Protocol(timer="cold", warmup=3, min_samples=10, max_samples=100,
+                        target_rel_ci=0.005, budget_s=1.0, input_sets=1)
+    return RunResult(
+        created="2025-01-01T00:00:00Z", environment=environment or make_env(),
+        spec=SpecRef(id="h100-sxm", name="H100 SXM", source="datasheet"), protocol=protocol,
+        cases=tuple(make_case(cid, impls, workload=workloads.get(cid, "demo"), statuses=statuses)
+                    for cid, impls in cases.items()),
+    )
+
+
+def noisy(rng: np.random.Generator, n: int, median: float = 1e-3, rel_noise: float = 0.01) -> list[float]:
+    """n lognormal samples with the given median and ~rel_noise relative spread."""
+    return list(median * rng.lognormal(0.0, rel_noise, size=n))

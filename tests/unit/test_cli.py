@@ -1,0 +1,113 @@
+"""The CLI through click's test runner, on the CPU device."""
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from solbench.cli import main
+from solbench.results import store
+
+FAST = ["--budget", "0.05", "--min-samples", "5", "--max-samples", "20"]
+
+
+@pytest.fixture
+def runner():
+    return CliRunner()
+
+
+def test_run_attn_on_cpu_end_to_end(runner, tmp_path):
+    out = tmp_path / "attn.json"
+    result = runner.invoke(main, ["run", "workloads/attn.yaml", "--device", "cpu", "-o", str(out), *FAST])
+    assert result.exit_code == 0, result.output
+    assert "o_proj" in result.output and "qkv_proj" in result.output
+    run = store.load(out)
+    assert run.environment.device_kind == "cpu"
+    assert run.protocol.timer == "cpu"
+    by_impl = {(c.case_id, r.name): r for c in run.cases for r in c.impls}
+    assert by_impl[("o_proj[tokens=16,hidden=512,float32]", "baseline")].status == "ok"
+    assert by_impl[("o_proj[tokens=16,hidden=512,float32]", "fp8")].status == "skipped"
+    fused = by_impl[("o_proj[tokens=256,hidden=512,float32]", "fused")]
+    assert fused.status == "ok" and fused.correctness.passed
+    assert fused.timing.n >= 5 and fused.score.speedup is not None
+    assert 0 < fused.score.sol
+
+
+def test_run_json_to_stdout_is_the_result(runner):
+    result = runner.invoke(main, ["run", "tests/data/double.yaml", "--device", "cpu", "--json", "-i", "baseline",
+                                  *FAST])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["schema_version"] == 1
+    assert {i["name"] for c in data["cases"] for i in c["impls"]} == {"baseline"}
+
+
+def test_incorrect_and_unwritten_outputs_are_caught(runner, tmp_path):
+    out = tmp_path / "d.json"
+    result = runner.invoke(main, ["run", "tests/data/double.yaml", "--device", "cpu", "-o", str(out), *FAST])
+    assert result.exit_code == 4  # an implementation was INCORRECT
+    run = store.load(out)
+    status = {(c.case_id, r.name): (r.status, r.message) for c in run.cases for r in c.impls}
+    assert status[("double[n=64,float32]", "wrong")][0] == "incorrect"
+    assert status[("double[n=64,float32]", "unwritten")][0] == "incorrect"
+    assert "NaN" in status[("double[n=64,float32]", "unwritten")][1]
+    assert status[("double[n=64,float32]", "on_gpu")] == ("skipped", "needs CUDA (cuda)")
+    wrong = next(r for c in run.cases for r in c.impls if r.name == "wrong")
+    assert wrong.timing is None  # incorrect implementations are not timed
+
+
+def test_dry_run_what_if_b200(runner):
+    result = runner.invoke(main, ["run", "workloads/attn.yaml", "--gpu", "b200", "--dry-run", "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["spec"]["id"] == "b200"
+    case = next(c for c in data["cases"] if c["case_id"] == "o_proj[tokens=16384,hidden=4096,bfloat16]")
+    assert case["cost"]["tensor_flops"] == 2 * 16384 * 4096**2
+    assert case["t_sol"] == pytest.approx(2 * 16384 * 4096**2 / 2250e12)
+    assert case["bound"] == "compute"
+    table = runner.invoke(main, ["run", "workloads/attn.yaml", "--gpu", "b200", "--dry-run"])
+    assert table.exit_code == 0 and "T_SOL" in table.output and "dry run" in table.output
+
+
+def test_gpu_without_dry_run_is_a_usage_error(runner):
+    result = runner.invoke(main, ["run", "workloads/attn.yaml", "--gpu", "b200"])
+    assert result.exit_code == 2 and "--dry-run" in result.output
+
+
+@pytest.mark.parametrize("args,message", [
+    (["run", "nope.yaml", "--device", "cpu"], "nope.yaml: no such file"),
+    (["run", "workloads/attn.yaml", "--gpu", "z9000", "--dry-run"], "z9000"),
+    (["run", "workloads/attn.yaml", "--device", "cpu", "-w", "nothing"], "no workload named nothing"),
+])
+def test_bad_input_is_one_line_exit_2(runner, args, message):
+    result = runner.invoke(main, args)
+    assert result.exit_code == 2
+    assert message in result.output
+    assert "Traceback" not in result.output
+
+
+def test_bad_workload_field_names_file_line_field(runner, tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(Path("tests/data/double.yaml").read_text().replace("dtypes: [float32]", "dtypes: [float31]"))
+    result = runner.invoke(main, ["run", str(bad), "--device", "cpu"])
+    assert result.exit_code == 2
+    assert f"{bad}:5: workloads.0.dtypes.0:" in result.output
+
+
+def test_unknown_implementation_module_is_a_config_error(runner, tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(Path("tests/data/double.yaml").read_text().replace(
+        "wrong: tests.unit.helpers:double_wrong", "wrong: tests.unit.helpers:no_such_fn"))
+    result = runner.invoke(main, ["run", str(bad), "--device", "cpu", *FAST])
+    assert result.exit_code == 2
+    assert "workloads.0.implementations.wrong.fn" in result.output and "no_such_fn" in result.output
+
+
+def test_schema_list_info(runner):
+    schema = runner.invoke(main, ["schema"])
+    assert schema.exit_code == 0 and json.loads(schema.output)["title"] == "solbench workload file"
+    listing = runner.invoke(main, ["list"])
+    assert listing.exit_code == 0 and "o_proj" in listing.output and "h200-sxm" in listing.output
+    info = runner.invoke(main, ["info", "--json"])
+    assert info.exit_code == 0 and json.loads(info.output)["device_kind"] == "cpu"

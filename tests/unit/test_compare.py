@@ -1,0 +1,146 @@
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from solbench.compare import compare_impls, compare_runs, comparison_verdict
+from solbench.errors import ConfigError, ResultsFormatError
+from tests.unit.factories import T_SOL, make_run, noisy
+
+
+def _rng(seed: int = 0) -> np.random.Generator:
+    return np.random.default_rng(seed)
+
+
+def test_compare_runs_verdicts_on_clear_changes():
+    r = _rng(1)
+    a = make_run({"c1": {"x": noisy(r, 30)}, "c2": {"x": noisy(r, 30)}, "c3": {"x": noisy(r, 30)}})
+    b = make_run({"c1": {"x": noisy(r, 30, 0.8e-3)}, "c2": {"x": noisy(r, 30, 1.25e-3)},
+                  "c3": {"x": noisy(r, 30)}})
+    c = compare_runs(a, b)
+    by = {row.key: row for row in c.rows}
+    assert [row.key for row in c.rows] == ["c1/x", "c2/x", "c3/x"]
+    assert by["c1/x"].verdict == "FASTER" and by["c1/x"].ratio == pytest.approx(0.8, rel=0.02)
+    assert by["c2/x"].verdict == "SLOWER" and by["c2/x"].ci_low > 1.2
+    assert by["c3/x"].verdict == "SAME"
+    assert by["c2/x"].sol_a == pytest.approx(T_SOL / by["c2/x"].median_a)
+    assert by["c2/x"].p_value < 1e-9
+    assert (c.count("FASTER"), c.count("SLOWER"), c.count("SAME")) == (1, 1, 1)
+    # geomean of a/b over rows: (1/0.8 * 1/1.25 * 1)^(1/3) ~ 1
+    assert c.geomean_speedup == pytest.approx(1.0, abs=0.01)
+
+
+def test_geomean_speedup_is_time_a_over_time_b():
+    r = _rng(2)
+    a = make_run({"c": {"x": noisy(r, 30, 2e-3)}})
+    b = make_run({"c": {"x": noisy(r, 30, 1e-3)}})
+    assert compare_runs(a, b).geomean_speedup == pytest.approx(2.0, rel=0.02)  # b twice as fast
+
+
+def test_cases_on_one_side_are_listed_not_dropped():
+    r = _rng(3)
+    a = make_run({"both": {"x": noisy(r, 30), "y": noisy(r, 30)}, "gone": {"x": noisy(r, 30)}})
+    b = make_run({"both": {"x": noisy(r, 30), "y": noisy(r, 30)}, "new": {"x": noisy(r, 30)}},
+                 statuses={"both/y": "error"})
+    c = compare_runs(a, b)
+    assert [row.key for row in c.rows] == ["both/x"]
+    assert c.only_in_a == ("both/y", "gone/x")  # an error on one side is "not measured" there
+    assert c.only_in_b == ("new/x",)
+
+
+def test_nothing_in_common_gives_an_empty_comparison():
+    r = _rng(4)
+    c = compare_runs(make_run({"a": {"x": noisy(r, 30)}}), make_run({"b": {"x": noisy(r, 30)}}))
+    assert c.rows == () and c.geomean_speedup is None
+    assert (c.only_in_a, c.only_in_b) == (("a/x",), ("b/x",))
+
+
+def test_tiny_samples_are_inconclusive_not_a_crash():
+    a = make_run({"c": {"x": [1e-3, 1.1e-3, 0.9e-3]}})
+    b = make_run({"c": {"x": [2e-3, 2.1e-3]}})
+    row = compare_runs(a, b).rows[0]
+    assert row.verdict == "INCONCLUSIVE"
+    assert row.ci_low is None and row.ci_high is None and row.p_value is None
+    assert row.ratio == pytest.approx(2.05 / 1.0)
+    assert (row.n_a, row.n_b) == (3, 2)
+
+
+def test_all_equal_samples():
+    same = compare_runs(make_run({"c": {"x": [1e-3] * 20}}), make_run({"c": {"x": [1e-3] * 20}}))
+    assert same.rows[0].verdict == "SAME" and same.rows[0].p_value == 1.0
+    slower = compare_runs(make_run({"c": {"x": [1e-3] * 20}}), make_run({"c": {"x": [2e-3] * 20}}))
+    assert slower.rows[0].verdict == "SLOWER" and slower.rows[0].ratio == pytest.approx(2.0)
+
+
+def test_impl_filter():
+    r = _rng(5)
+    a = make_run({"c": {"x": noisy(r, 30), "y": noisy(r, 30)}})
+    b = make_run({"c": {"x": noisy(r, 30), "y": noisy(r, 30)}})
+    assert [row.key for row in compare_runs(a, b, impl="y").rows] == ["c/y"]
+
+
+def test_compare_impls_pairs_within_each_case():
+    r = _rng(6)
+    run = make_run({"c1": {"torch": noisy(r, 30), "fused": noisy(r, 30, 0.5e-3)},
+                    "c2": {"torch": noisy(r, 30)}},
+                   workloads={"c1": "gemm", "c2": "gemm"})
+    c = compare_impls(run, "torch", "fused")
+    assert (c.label_a, c.label_b) == ("torch", "fused")
+    assert [row.key for row in c.rows] == ["c1"]
+    row = c.rows[0]
+    assert (row.label_a, row.label_b, row.workload) == ("torch", "fused", "gemm")
+    assert row.verdict == "FASTER" and row.ratio == pytest.approx(0.5, rel=0.02)
+    assert c.only_in_a == ("c2",) and c.only_in_b == ()
+    assert c.geomean_speedup == pytest.approx(2.0, rel=0.02)
+
+
+def test_duplicate_keys_are_a_results_error():
+    r = _rng(7)
+    run = make_run({"c": {"x": noisy(r, 30)}})
+    dup = replace(run, cases=run.cases * 2)
+    with pytest.raises(ResultsFormatError):
+        compare_runs(dup, run)
+
+
+@pytest.mark.parametrize("bad", [0.0, -1e-3])
+def test_non_positive_times_are_a_results_error(bad):
+    good = make_run({"c": {"x": [1e-3] * 10}})
+    with pytest.raises(ResultsFormatError, match="positive"):
+        compare_runs(make_run({"c": {"x": [bad] + [1e-3] * 9}}), good)
+
+
+def test_bad_threshold_is_a_config_error():
+    r = _rng(8)
+    run = make_run({"c": {"x": noisy(r, 30)}})
+    with pytest.raises(ConfigError):
+        compare_runs(run, run, threshold=0.0)
+
+
+@pytest.mark.parametrize(
+    ("low", "high", "sig", "expected"),
+    [
+        (None, None, True, "INCONCLUSIVE"),
+        (0.99, 1.01, False, "SAME"),
+        (1 / 1.05, 1.05, False, "SAME"),  # boundaries belong to SAME
+        (1.01, 1.03, True, "SAME"),  # detectable but smaller than the threshold
+        (1.02, 1.08, True, "SLOWER"),
+        (1.02, 1.08, False, "INCONCLUSIVE"),
+        (0.90, 0.94, True, "FASTER"),
+        (0.98, 1.10, True, "INCONCLUSIVE"),  # straddles 1
+        (0.90, 0.94, False, "INCONCLUSIVE"),
+    ],
+)
+def test_comparison_verdict_rule(low, high, sig, expected):
+    assert comparison_verdict(low, high, sig, 0.05) == expected
+
+
+def test_aa_comparisons_rarely_claim_a_difference():
+    # With a threshold too small to ever say SAME, FASTER or SLOWER on A/A data are false
+    # discoveries; a two-sided test at alpha = 0.01 allows ~1% (measured 0.9%).
+    rng = _rng(42)
+    trials = 1000
+    false = 0
+    for t in range(trials):
+        a, b = make_run({"c": {"x": noisy(rng, 30)}}), make_run({"c": {"x": noisy(rng, 30)}})
+        false += compare_runs(a, b, threshold=1e-4, seed=t, n_boot=1000).rows[0].verdict != "INCONCLUSIVE"
+    assert false / trials <= 0.02

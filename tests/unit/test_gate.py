@@ -1,0 +1,304 @@
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from solbench.errors import ConfigError, GateRefused
+from solbench.gate import (
+    EXIT_INCONCLUSIVE,
+    EXIT_PASS,
+    EXIT_REGRESSION,
+    ThresholdRule,
+    case_verdict,
+    cases_to_rerun,
+    check_fingerprints,
+    gate,
+    gate_with_rerun,
+    merge_samples,
+    parse_threshold,
+)
+from solbench.results.model import RunResult
+from tests.unit.factories import T_SOL, make_env, make_run, noisy
+
+# ---- the issue's statistical acceptance tests -------------------------------------------
+# 1,000 seeded trials each; 30 lognormal samples per side with 1% relative noise; default
+# gate settings (threshold 5%, alpha 0.01, 95% bootstrap CI with 2,000 resamples).
+TRIALS = 1000
+N = 30
+NOISE = 0.01
+
+
+def _verdicts(slowdown: float, *, noise: float = NOISE, seed: int = 0) -> Counter[str]:
+    rng = np.random.default_rng(seed)
+    out: Counter[str] = Counter()
+    for t in range(TRIALS):
+        base = make_run({"c": {"x": noisy(rng, N, 1e-3, noise)}})
+        cur = make_run({"c": {"x": noisy(rng, N, 1e-3 * slowdown, noise)}})
+        out[gate(base, cur, seed=t).verdicts[0].verdict] += 1
+    return out
+
+
+def test_aa_false_regressions_at_most_one_percent():
+    v = _verdicts(1.0, seed=1)
+    assert v["REGRESSION"] / TRIALS <= 0.01
+    assert v["PASS"] / TRIALS >= 0.99  # and the gate does decide: A/A passes
+
+
+def test_true_ten_percent_slowdown_caught_at_least_99_percent():
+    v = _verdicts(1.10, seed=2)
+    assert v["REGRESSION"] / TRIALS >= 0.99
+
+
+def test_true_three_percent_slowdown_below_five_percent_threshold_not_flagged():
+    v = _verdicts(1.03, seed=3)
+    assert v["REGRESSION"] / TRIALS <= 0.01
+    assert v["PASS"] / TRIALS >= 0.99
+
+
+def test_too_noisy_to_decide_is_inconclusive_never_pass():
+    # 10% noise cannot resolve a true 10% slowdown against a 5% threshold with 30 samples:
+    # the gate must not call it PASS (measured: ~73% INCONCLUSIVE, ~27% REGRESSION, <0.5% PASS).
+    v = _verdicts(1.10, noise=0.10, seed=4)
+    assert v["PASS"] / TRIALS <= 0.01
+    assert v["INCONCLUSIVE"] / TRIALS >= 0.5
+
+
+# ---- thresholds -------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("text", "fraction"), [
+    ("5%", 0.05), ("0.05", 0.05), ("median:5%", 0.05), (" Median : 2.5 % ", 0.025),
+    ("median:0.1", 0.1), ("150%", 1.5), ("1e-2", 0.01), (".5%", 0.005),
+])
+def test_parse_threshold(text, fraction):
+    rule = parse_threshold(text)
+    assert rule == ThresholdRule("median", pytest.approx(fraction))
+
+
+@pytest.mark.parametrize("text", ["mean:5%", "min:5%", "5", "1.5", "0%", "0", "-5%", "", "abc",
+                                  "median:", "5%%", "median:5%:x"])
+def test_parse_threshold_rejects(text):
+    with pytest.raises(ConfigError):
+        parse_threshold(text)
+
+
+@pytest.mark.parametrize(("low", "high", "sig", "expected"), [
+    (None, None, True, "INCONCLUSIVE"),
+    (1.06, 1.10, True, "REGRESSION"),
+    (1.06, 1.10, False, "INCONCLUSIVE"),  # beyond the threshold, rank test disagrees
+    (1.05, 1.10, True, "INCONCLUSIVE"),  # lo must exceed 1 + tau strictly
+    (1.01, 1.05, False, "PASS"),  # hi <= 1 + tau rules the slowdown out
+    (0.80, 0.90, True, "PASS"),  # improvements pass
+    (1.00, 1.07, True, "INCONCLUSIVE"),  # straddles the threshold
+])
+def test_case_verdict_rule(low, high, sig, expected):
+    assert case_verdict(low, high, sig, 0.05) == expected
+
+
+# ---- fingerprints -----------------------------------------------------------------------
+
+def test_fingerprints_same_minor_versions_match():
+    assert check_fingerprints(make_env(), make_env(cuda="12.6", torch="2.5.0", host="other")) == []
+
+
+@pytest.mark.parametrize(("field", "value", "label"), [
+    ("device_name", "NVIDIA A100-SXM4-80GB", "device"), ("spec_id", "a100-sxm", "spec"),
+    ("driver", "560.28.03", "driver"), ("cuda", "13.0", "CUDA major"),
+    ("torch", "3.0.0", "torch major"), ("torch", None, "torch major"),
+    ("device_kind", "cpu", "device kind"),
+])
+def test_fingerprint_differences_are_named(field, value, label):
+    diffs = check_fingerprints(make_env(), make_env(**{field: value}))
+    assert len(diffs) == 1 and diffs[0].startswith(label + ":")
+
+
+def _pair(base_env=None, cur_env=None) -> tuple[RunResult, RunResult]:
+    rng = np.random.default_rng(10)
+    return (make_run({"c": {"x": noisy(rng, N)}}, environment=base_env),
+            make_run({"c": {"x": noisy(rng, N)}}, environment=cur_env))
+
+
+def test_mismatched_fingerprints_refused_unless_allowed():
+    base, cur = _pair(make_env(), make_env(device_name="NVIDIA A100-SXM4-80GB", driver="535.1"))
+    with pytest.raises(GateRefused) as info:
+        gate(base, cur)
+    assert isinstance(info.value, ConfigError) and info.value.exit_code == 2
+    assert "device" in str(info.value) and "driver" in str(info.value)
+    result = gate(base, cur, allow_cross_hardware=True)
+    assert result.overall == "PASS" and len(result.fingerprint_diffs) == 2
+
+
+# ---- decisions, missing cases and exit codes --------------------------------------------
+
+def _mixed(**cases_cur: list[float]) -> tuple[RunResult, RunResult]:
+    rng = np.random.default_rng(20)
+    base = make_run({"same": {"x": noisy(rng, N)}, "slow": {"x": noisy(rng, N)},
+                     "tiny": {"x": noisy(rng, 3)}, "gone": {"x": noisy(rng, N)}})
+    cur = make_run({"same": {"x": noisy(rng, N)}, "slow": {"x": noisy(rng, N, 1.2e-3)},
+                    "tiny": {"x": noisy(rng, 3)}, "new": {"x": noisy(rng, N)}})
+    return base, cur
+
+
+def test_verdicts_missing_cases_and_overall():
+    base, cur = _mixed()
+    g = gate(base, cur)
+    by = {v.key: v for v in g.verdicts}
+    assert {k: v.verdict for k, v in by.items()} == {
+        "same/x": "PASS", "slow/x": "REGRESSION", "tiny/x": "INCONCLUSIVE",
+        "gone/x": "MISSING", "new/x": "MISSING"}
+    assert g.overall == "REGRESSION" and g.exit_code == EXIT_REGRESSION == 1
+    slow = by["slow/x"]
+    assert slow.ratio == pytest.approx(1.2, rel=0.02) and slow.ci_low > 1.05
+    assert slow.p_adjusted is not None and slow.p_value <= slow.p_adjusted <= 0.01
+    assert "too few samples" in by["tiny/x"].reason and by["tiny/x"].p_value is None
+    assert "baseline only" in by["gone/x"].reason and by["new/x"].ratio is None
+    assert sorted(cases_to_rerun(g)) == ["slow/x", "tiny/x"]
+
+
+def test_exit_codes():
+    base, cur = _mixed()
+    assert gate(base, cur, impl="x").exit_code == 1
+    only_pass = gate(*_pair())
+    assert (only_pass.overall, only_pass.exit_code) == ("PASS", EXIT_PASS)
+    rng = np.random.default_rng(30)
+    b2 = make_run({"a": {"x": noisy(rng, N)}, "t": {"x": noisy(rng, 4)}, "gone": {"x": noisy(rng, N)}})
+    c2 = make_run({"a": {"x": noisy(rng, N)}, "t": {"x": noisy(rng, 4)}})
+    inc = gate(b2, c2)
+    assert (inc.overall, inc.exit_code) == ("INCONCLUSIVE", EXIT_INCONCLUSIVE)
+    # MISSING alone never fails the gate
+    missing_only = gate(make_run({"a": {"x": noisy(rng, N)}, "gone": {"x": noisy(rng, N)}}),
+                        make_run({"a": {"x": noisy(rng, N)}}))
+    assert missing_only.exit_code == 0 and missing_only.count("MISSING") == 1
+
+
+def test_failed_status_in_current_is_missing():
+    rng = np.random.default_rng(31)
+    base = make_run({"a": {"x": noisy(rng, N), "y": noisy(rng, N)}})
+    cur = make_run({"a": {"x": noisy(rng, N), "y": noisy(rng, N)}}, statuses={"a/y": "error"})
+    by = {v.key: v.verdict for v in gate(base, cur).verdicts}
+    assert by == {"a/x": "PASS", "a/y": "MISSING"}
+
+
+def test_no_case_in_common_is_a_config_error():
+    rng = np.random.default_rng(32)
+    with pytest.raises(ConfigError, match="no measured case in common"):
+        gate(make_run({"a": {"x": noisy(rng, N)}}), make_run({"b": {"x": noisy(rng, N)}}))
+
+
+def test_all_equal_samples_do_not_crash():
+    flat = make_run({"c": {"x": [1e-3] * 20}})
+    assert gate(flat, flat).overall == "PASS"
+    g = gate(flat, make_run({"c": {"x": [2e-3] * 20}}))
+    assert g.overall == "REGRESSION" and g.verdicts[0].ci_low == pytest.approx(2.0)
+
+
+def test_improvement_passes():
+    rng = np.random.default_rng(33)
+    g = gate(make_run({"c": {"x": noisy(rng, N)}}), make_run({"c": {"x": noisy(rng, N, 0.8e-3)}}))
+    assert g.overall == "PASS"
+
+
+def test_per_workload_threshold_overrides_global():
+    rng = np.random.default_rng(34)
+    wl = {"c": "gemm"}
+    base = make_run({"c": {"x": noisy(rng, N, 1e-3, 0.002)}}, workloads=wl)
+    cur = make_run({"c": {"x": noisy(rng, N, 1.07e-3, 0.002)}}, workloads=wl)
+    assert gate(base, cur).overall == "REGRESSION"
+    loose = gate(base, cur, per_workload={"gemm": 0.10})
+    assert loose.overall == "PASS" and loose.verdicts[0].threshold == 0.10
+    assert gate(base, cur, per_workload={"other": 0.10}).overall == "REGRESSION"
+
+
+def test_benjamini_hochberg_spans_all_cases():
+    # 5 vs 5 samples, completely separated: one-sided p = 1/252 ~ 0.004 < 0.01 alone, but
+    # adjusted over 10 tested cases it becomes 0.04: the CI says slower, the FDR-controlled
+    # rank test does not agree, so the case is INCONCLUSIVE rather than a regression.
+    slow_base, slow_cur = [1e-3 * (1 + i / 100) for i in range(5)], [2e-3 * (1 + i / 100) for i in range(5)]
+    alone = gate(make_run({"s": {"x": slow_base}}), make_run({"s": {"x": slow_cur}}))
+    assert alone.verdicts[0].verdict == "REGRESSION"
+    rng = np.random.default_rng(35)
+    others_b = {f"o{i}": {"x": noisy(rng, N)} for i in range(9)}
+    others_c = {f"o{i}": {"x": noisy(rng, N)} for i in range(9)}
+    g = gate(make_run({"s": {"x": slow_base}, **others_b}), make_run({"s": {"x": slow_cur}, **others_c}))
+    s = next(v for v in g.verdicts if v.key == "s/x")
+    assert s.p_value == pytest.approx(1 / 252)
+    assert s.p_adjusted == pytest.approx(10 / 252)
+    assert s.verdict == "INCONCLUSIVE" and "rank test disagrees" in s.reason
+
+
+def test_bad_settings_are_config_errors():
+    base, cur = _pair()
+    for kwargs in ({"threshold": 0.0}, {"alpha": 1.0}, {"confidence": 0.0}, {"per_workload": {"w": -1}}):
+        with pytest.raises(ConfigError):
+            gate(base, cur, **kwargs)
+
+
+# ---- re-measuring suspects --------------------------------------------------------------
+
+def test_merge_samples_pools_and_rescales():
+    cur = make_run({"c": {"x": [1e-3] * 10, "y": [1e-3] * 10}})
+    fresh = make_run({"c": {"x": [3e-3] * 11, "y": [9e-3] * 10}})
+    merged = merge_samples(cur, fresh, ["c/x"])
+    x, y = merged.cases[0].impl("x"), merged.cases[0].impl("y")
+    assert x.timing.n == 21 and x.timing.median == pytest.approx(3e-3)
+    assert x.timing.stop_reason == "pooled" and x.timing.ci_low <= 3e-3 <= x.timing.ci_high
+    assert x.score.sol == pytest.approx(T_SOL / 3e-3)
+    assert y == cur.cases[0].impl("y")  # not asked for: untouched
+
+
+def test_merge_samples_ignores_failed_remeasurement():
+    cur = make_run({"c": {"x": [1e-3] * 10}})
+    fresh = make_run({"c": {"x": [3e-3] * 10}}, statuses={"c/x": "error"})
+    assert merge_samples(cur, fresh) == cur
+
+
+class _Remeasure:
+    """A fake live measurement: returns fixed samples for the requested keys, records calls."""
+
+    def __init__(self, samples: list[float]):
+        self.samples = samples
+        self.calls: list[list[str]] = []
+
+    def __call__(self, keys: list[str]) -> RunResult:
+        self.calls.append(list(keys))
+        return make_run({k.split("/")[0]: {k.split("/")[1]: self.samples} for k in keys})
+
+
+def test_rerun_resolves_a_too_small_sample():
+    rng = np.random.default_rng(40)
+    base = make_run({"a": {"x": noisy(rng, N)}, "b": {"x": noisy(rng, N)}})
+    cur = make_run({"a": {"x": noisy(rng, N)}, "b": {"x": noisy(rng, 3)}})
+    remeasure = _Remeasure(noisy(rng, N))
+    g = gate_with_rerun(base, cur, remeasure, rerun=3)
+    assert remeasure.calls == [["b/x"]]  # only the suspect, and no more rounds once resolved
+    assert (g.overall, g.reruns) == ("PASS", 1)
+    assert next(v for v in g.verdicts if v.key == "b/x").n_cur == N + 3
+
+
+def test_rerun_confirms_a_real_regression():
+    rng = np.random.default_rng(41)
+    base = make_run({"a": {"x": noisy(rng, N)}})
+    cur = make_run({"a": {"x": noisy(rng, N, 1.2e-3)}})
+    remeasure = _Remeasure(noisy(rng, N, 1.2e-3))
+    g = gate_with_rerun(base, cur, remeasure, rerun=2)
+    assert g.overall == "REGRESSION" and g.reruns == 2 and len(remeasure.calls) == 2
+
+
+def test_rerun_zero_measures_nothing():
+    base, cur = _mixed()
+    remeasure = _Remeasure([1e-3] * N)
+    g = gate_with_rerun(base, cur, remeasure, rerun=0)
+    assert remeasure.calls == [] and g.reruns == 0 and g.overall == "REGRESSION"
+    with pytest.raises(ConfigError):
+        gate_with_rerun(base, cur, remeasure, rerun=-1)
+
+
+def test_core_modules_import_no_device_or_ui_libraries():
+    code = ("import sys, solbench.gate, solbench.compare, solbench.analysis.significance; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+            "('torch', 'cupy', 'yaml', 'rich', 'pynvml', 'click')))")
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root)
+    assert out.stdout.strip() == "[]"

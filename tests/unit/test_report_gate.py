@@ -1,0 +1,154 @@
+import io
+import json
+import math
+import xml.etree.ElementTree as ET
+
+import numpy as np
+import pytest
+from rich.console import Console
+
+from solbench.compare import compare_runs
+from solbench.gate import GateResult, gate
+from solbench.report.compare_console import comparison_table, gate_table
+from solbench.report.compare_json import comparison_json, gate_json
+from solbench.report.junit import gate_junit
+from solbench.report.markdown import comparison_markdown, gate_markdown
+from solbench.report.units import format_ci, format_p, format_percent, format_ratio, format_seconds
+from tests.unit.factories import make_env, make_run, noisy
+
+N = 30
+
+
+def _gate_result(**kwargs) -> GateResult:
+    """PASS, REGRESSION, INCONCLUSIVE (3 samples) and MISSING, one case each."""
+    rng = np.random.default_rng(0)
+    base = make_run({"ok": {"x": noisy(rng, N)}, "slow|pipe": {"x": noisy(rng, N)},
+                     "tiny": {"x": noisy(rng, 3)}, "gone": {"x": noisy(rng, N)}},
+                    workloads={"slow|pipe": "gemm"})
+    cur = make_run({"ok": {"x": noisy(rng, N)}, "slow|pipe": {"x": noisy(rng, N, 1.3e-3)},
+                    "tiny": {"x": noisy(rng, 3)}}, workloads={"slow|pipe": "gemm"}, **kwargs)
+    return gate(base, cur, allow_cross_hardware=True)
+
+
+def _comparison():
+    rng = np.random.default_rng(1)
+    a = make_run({"c1": {"x": noisy(rng, N)}, "c2": {"x": noisy(rng, N)}, "gone": {"x": noisy(rng, N)}})
+    b = make_run({"c1": {"x": noisy(rng, N, 0.5e-3)}, "c2": {"x": noisy(rng, N)}, "new": {"x": noisy(rng, N)}})
+    return compare_runs(a, b, label_a="main", label_b="pr")
+
+
+@pytest.mark.parametrize(("x", "text"), [
+    (1.234e-5, "12.3 µs"), (0.00123, "1.23 ms"), (2.5, "2.50 s"), (4.56e-7, "456 ns"),
+    (0.99996e-3, "1.00 ms"), (999.4e-9, "999 ns"), (0.0, "0 s"), (None, "—"), (math.nan, "—"),
+    (math.inf, "—"), (-2e-6, "-2.00 µs"),
+])
+def test_format_seconds(x, text):
+    assert format_seconds(x) == text
+
+
+def test_small_formatters():
+    assert format_ratio(1.07123) == "1.071×" and format_ratio(None) == "—"
+    assert format_ci(1.0212, 1.0944) == "[1.021, 1.094]" and format_ci(None, 1.0) == "—"
+    assert (format_percent(0.05), format_percent(0.125)) == ("5%", "12.5%")
+    assert (format_p(0.0432), format_p(3.2e-7), format_p(None)) == ("0.043", "3.2e-07", "—")
+
+
+def test_gate_fixture_has_every_verdict():
+    g = _gate_result()
+    assert sorted(v.verdict for v in g.verdicts) == ["INCONCLUSIVE", "MISSING", "PASS", "REGRESSION"]
+
+
+def test_gate_junit_parses_back_with_the_right_counts():
+    g = _gate_result()
+    root = ET.fromstring(gate_junit(g, suite_name="perf"))
+    assert root.tag == "testsuites"
+    suite = root.find("testsuite")
+    assert suite.get("name") == "perf"
+    assert (suite.get("tests"), suite.get("failures"), suite.get("skipped"), suite.get("errors")) == \
+        ("4", "1", "2", "0")
+    cases = {tc.get("name"): tc for tc in suite.findall("testcase")}
+    assert set(cases) == {"ok/x", "slow|pipe/x", "tiny/x", "gone/x"}
+    failure = cases["slow|pipe/x"].find("failure")
+    assert failure is not None and failure.get("type") == "REGRESSION"
+    assert cases["slow|pipe/x"].get("classname") == "solbench.gemm"
+    assert float(cases["slow|pipe/x"].get("time")) == pytest.approx(1.3e-3, rel=0.02)
+    assert cases["tiny/x"].find("skipped").get("message").startswith("INCONCLUSIVE:")
+    assert cases["gone/x"].find("skipped").get("message").startswith("MISSING:")
+    assert list(cases["ok/x"]) == []
+    props = {p.get("name"): p.get("value") for p in suite.find("properties")}
+    assert props["overall"] == "REGRESSION" and props["exit_code"] == "1"
+
+
+def test_gate_junit_records_fingerprint_differences():
+    g = _gate_result(environment=make_env(driver="560.1"))
+    suite = ET.fromstring(gate_junit(g)).find("testsuite")
+    props = {p.get("name"): p.get("value") for p in suite.find("properties")}
+    assert props["fingerprint_diff_0"].startswith("driver:")
+
+
+def test_gate_markdown():
+    md = gate_markdown(_gate_result())
+    lines = md.splitlines()
+    assert lines[0] == "### solbench gate: ❌ REGRESSION"
+    assert "1 regression, 1 inconclusive, 1 pass, 1 missing" in md
+    table = [ln for ln in lines if ln.startswith("| ")]
+    assert len(table) == 2 + 4  # header, separator, one row per case
+    assert table[2].startswith("| slow\\|pipe/x |") and "❌ REGRESSION" in table[2]
+    assert table[-1].startswith("| ok/x |")  # PASS rows last
+    assert all(ln.count(" | ") == 7 for ln in table)  # escaped pipes do not add columns
+    bullets = [ln for ln in lines if ln.startswith("- ")]
+    assert len(bullets) == 3 and "too few samples" in md
+    assert "Compared across" not in md
+
+
+def test_gate_markdown_warns_on_cross_hardware():
+    md = gate_markdown(_gate_result(environment=make_env(driver="560.1")))
+    assert "Compared across different hardware" in md and "driver: 550.54.15" in md
+
+
+def test_comparison_markdown():
+    md = comparison_markdown(_comparison())
+    assert md.startswith("### solbench compare: pr vs main\n")
+    table = [ln for ln in md.splitlines() if ln.startswith("| ")]
+    assert table[0] == "| Case | main | pr | pr/main | CI | SOL main | SOL pr | p | Verdict |"
+    assert len(table) == 4 and "FASTER" in table[2] and "SAME" in table[3]
+    assert "**Only in main** (1): `gone/x`" in md and "**Only in pr** (1): `new/x`" in md
+    assert "**Geomean speedup of pr over main: 1.4" in md  # sqrt(2 * 1) ~ 1.41
+
+
+def _render(table) -> str:
+    console = Console(width=160, file=io.StringIO(), color_system=None)
+    console.print(table)
+    return console.file.getvalue()
+
+
+def test_console_tables_render():
+    text = _render(comparison_table(_comparison()))
+    assert "FASTER" in text and "only in main" in text and "only in pr" in text and "geomean" in text
+    g = _gate_result()
+    t = gate_table(g)
+    assert t.row_count == 4 and len(t.columns) == 8
+    text = _render(t)
+    assert text.index("REGRESSION") < text.index("PASS") and "exit 1" in text
+
+
+def test_json_helpers_are_json_ready():
+    c = comparison_json(_comparison())
+    round_trip = json.loads(json.dumps(c, allow_nan=False))
+    assert round_trip["kind"] == "comparison" and len(round_trip["rows"]) == 2
+    assert round_trip["only_in_a"] == ["gone/x"] and round_trip["counts"]["FASTER"] == 1
+    assert round_trip["rows"][0]["median_b"] == pytest.approx(0.5e-3, rel=0.02)  # seconds
+    g = json.loads(json.dumps(gate_json(_gate_result()), allow_nan=False))
+    assert (g["overall"], g["exit_code"]) == ("REGRESSION", 1)
+    assert g["counts"] == {"REGRESSION": 1, "INCONCLUSIVE": 1, "PASS": 1, "MISSING": 1}
+    missing = next(v for v in g["verdicts"] if v["verdict"] == "MISSING")
+    assert missing["ratio"] is None
+
+
+@pytest.mark.parametrize("module", ["markdown", "junit", "compare_console", "compare_json", "units"])
+def test_reporters_do_no_io(module):
+    import importlib
+    import inspect
+
+    source = inspect.getsource(importlib.import_module(f"solbench.report.{module}"))
+    assert "print(" not in source and "open(" not in source
