@@ -57,6 +57,7 @@ class RunOptions:
     seed: int = 0
     workloads: tuple[str, ...] = ()  # only these workload names (all when empty)
     impls: tuple[str, ...] = ()  # only these implementations (and the baseline)
+    keys: tuple[str, ...] = ()  # only these "case_id/impl" pairs (re-measuring for the gate)
 
 
 Progress = Callable[[str, dict[str, Any]], None]
@@ -119,11 +120,14 @@ def run(files: Sequence[str | Path], options: RunOptions = RunOptions(), *,
                         options.target_rel_ci, options.budget_s, options.input_sets)
     run_result = RunResult(_now(), info.environment(), SpecRef(info.spec.id, info.spec.name, info.spec.source),
                            protocol, (), tuple(str(f) for f in files))
-    total = sum(len(p.cases) for p in planned)
+    total = sum(1 for p in planned for c in p.cases
+                if not options.keys or any(k.startswith(c.id + "/") for k in options.keys))
     emit = progress or (lambda event, data: None)
     emit("start", {"cases": total})
     for p in planned:
         for case in p.cases:
+            if options.keys and not any(k.startswith(case.id + "/") for k in options.keys):
+                continue
             impls = _measure_case(p, case, info, timer, options, emit)
             result = _case_result(p, case, info.spec, impls, tf32=False)
             run_result = replace(run_result, cases=(*run_result.cases, result),
@@ -153,6 +157,8 @@ def _measure_case(p: Planned, case: Case, info: Any, timer: Any, options: RunOpt
     results = []
     for name, impl in p.spec.implementations.items():
         if options.impls and name not in options.impls and name != p.spec.baseline:
+            continue
+        if options.keys and f"{case.id}/{name}" not in options.keys:
             continue
         emit("impl", {"case": case.id, "impl": name})
         try:
@@ -259,3 +265,33 @@ def device_summary() -> dict[str, Any]:
         data["bf16_tensor_peak_tflops"] = (peaks.tensor_flops or 0) / 1e12
     data["bandwidth_tbs"] = info.spec.bandwidth / 1e12
     return data
+
+
+def load_run(name_or_path: str, results_dir: Path = Path("results")) -> RunResult:
+    """A saved run: a file path, or the newest run saved under that name."""
+    from solbench.results import store
+
+    return store.load(store.find(name_or_path, results_dir))
+
+
+def workload_thresholds(run: RunResult) -> dict[str, float]:
+    """Per-workload gate thresholds declared in the run's workload files (those still present)."""
+    found: dict[str, float] = {}
+    for f in run.workload_files:
+        if Path(f).is_file():
+            for spec in load_workload_file(f):
+                if spec.gate_threshold is not None:
+                    found[spec.name] = spec.gate_threshold
+    return found
+
+
+def gate_live(base: RunResult, cur: RunResult, files: Sequence[str | Path], options: RunOptions, *,
+              rerun: int, device: str = "auto", **gate_kwargs: Any) -> Any:
+    """Gate ``cur`` against ``base``, re-measuring suspect cases up to ``rerun`` times first."""
+    from solbench.gate import gate_with_rerun
+
+    def remeasure(keys: list[str]) -> RunResult:
+        return run(files, replace(options, keys=tuple(keys)), device=device)
+
+    per_workload = {**workload_thresholds(cur), **gate_kwargs.pop("per_workload", {})}
+    return gate_with_rerun(base, cur, remeasure, rerun, per_workload=per_workload, **gate_kwargs)

@@ -78,11 +78,17 @@ def main() -> None:
 @click.option("--results-dir", type=click.Path(file_okay=False), default="results", show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the result JSON to stdout.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar or tables.")
+@click.option("--gate-against", metavar="RUN", help="Gate this run against a baseline run (file or name).")
+@click.option("--threshold", default="5%", show_default=True, help="Gate threshold ('5%', 'median:5%').")
+@click.option("--rerun", type=click.IntRange(min=0), default=1, show_default=True,
+              help="Re-measure suspected regressions this many times before deciding.")
+@click.option("--junit", type=click.Path(dir_okay=False), help="With --gate-against: JUnit XML here.")
 @handle_errors
 def run(files: Sequence[str], gpu: str | None, dry_run: bool, device: str, timer: str,
         workloads: Sequence[str], impls: Sequence[str], budget: float, target: float,
         min_samples: int, max_samples: int, input_sets: int, seed: int, save_name: str | None,
-        output: str | None, results_dir: str, as_json: bool, quiet: bool) -> None:
+        output: str | None, results_dir: str, as_json: bool, quiet: bool, gate_against: str | None,
+        threshold: str, rerun: int, junit: str | None) -> None:
     """Check and time every implementation of the workloads in FILES."""
     out = _console(quiet or as_json)
     if gpu and not dry_run:
@@ -102,10 +108,19 @@ def run(files: Sequence[str], gpu: str | None, dry_run: bool, device: str, timer
                 partial, Path(results_dir), save_name)
         store.save(partial, path_holder["path"])
 
+    base = api.load_run(gate_against, Path(results_dir)) if gate_against else None
     with _progress(quiet or as_json) as progress:
         result = api.run(files, options, device=device, progress=progress, on_case=save_partial)
     _finish(result, out, as_json, None, None, Path(results_dir), dry=False,
             saved=path_holder.get("path"))
+    if base is not None:
+        from solbench.cli_compare import emit_gate
+        from solbench.gate import parse_threshold
+
+        verdict = api.gate_live(base, result, files, options, rerun=rerun, device=device,
+                                threshold=parse_threshold(threshold).fraction)
+        emit_gate(verdict, junit=junit, console=_console(quiet or as_json))
+        sys.exit(verdict.exit_code)
     if any(r.status in ("incorrect", "invalid") for c in result.cases for r in c.impls):
         sys.exit(EXIT_INCORRECT)
 
@@ -205,6 +220,16 @@ def info(as_json: bool) -> None:
     for key, value in data.items():
         out.print(f"{key:<{width}}  {value}")
 
+
+def _register() -> None:
+    from solbench.cli_compare import compare, gate_cmd
+
+    for command in (compare, gate_cmd):
+        command.callback = handle_errors(command.callback)  # type: ignore[arg-type]
+        main.add_command(command)
+
+
+_register()
 
 if __name__ == "__main__":  # pragma: no cover
     main()

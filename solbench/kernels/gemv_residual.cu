@@ -53,10 +53,15 @@ __device__ __forceinline__ void sb_mma16816<SB_KIND_F16>(float (&d)[4], u32 a0, 
 }
 
 // Pipeline depth (k steps in flight per warp): fewer for many tokens, whose x
-// fragments and accumulators take the registers.
+// fragments and accumulators take the registers. -DSB_GEMV_DEPTH=n overrides it
+// (benchmark variants).
 template <int NT>
 struct SbGemvDepth {
+#ifdef SB_GEMV_DEPTH
+  static constexpr int value = SB_GEMV_DEPTH;
+#else
   static constexpr int value = NT <= 2 ? 4 : (NT <= 4 ? 3 : 2);
+#endif
 };
 
 // One k step's operands: 4 weight rows (g, g+8, g+16, g+24) and NT token rows,

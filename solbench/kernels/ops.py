@@ -63,8 +63,8 @@ def _aligned(*tensors: torch.Tensor) -> bool:
     return all(t.data_ptr() % 16 == 0 for t in tensors)
 
 
-def _get(source: str, name: str):
-    return get_kernel(source, name, name_expressions=(name,))
+def _get(source: str, name: str, options: tuple[str, ...] = ()):
+    return get_kernel(source, name, options=options, name_expressions=(name,))
 
 
 # ----------------------------------------------------------------- residual + LayerNorm
@@ -168,6 +168,12 @@ def gemv_residual(x: torch.Tensor, weight: torch.Tensor, residual: torch.Tensor)
     T <= 64 (decode); larger T runs in chunks of 64 tokens, re-reading the weight for each.
     ``K % 8 != 0`` or 16-byte-misaligned ``x``/``weight`` take a slow scalar kernel.
     """
+    return _gemv_residual(x, weight, residual)
+
+
+def _gemv_residual(x: torch.Tensor, weight: torch.Tensor, residual: torch.Tensor,
+                   options: tuple[str, ...] = ()) -> torch.Tensor:
+    """gemv_residual with extra compiler options for the fast kernel (benchmark variants)."""
     dtype = _check("gemv_residual", x=x, weight=weight, residual=residual)
     if x.dim() != 2 or weight.dim() != 2 or residual.dim() != 2:
         raise ValueError(f"gemv_residual: expected 2-D x [T, K], weight [N, K], residual [T, N]; "
@@ -193,7 +199,8 @@ def gemv_residual(x: torch.Tensor, weight: torch.Tensor, residual: torch.Tensor)
         args = (ptr(xs), ptr(weight), ptr(rs), ptr(os_),
                 np.int32(t1 - t0), np.int32(n), np.int32(k))
         if fast:
-            kernel = _get("gemv_residual.cu", f"gemv_residual_kernel<{kind}, {_cdiv(t1 - t0, 8)}>")
+            name = f"gemv_residual_kernel<{kind}, {_cdiv(t1 - t0, 8)}>"
+            kernel = _get("gemv_residual.cu", name, options)
             launch(kernel, (_cdiv(n, _GEMV_ROWS),), (256,), args, device=x.device)
         else:
             kernel = _get("gemv_residual.cu", f"gemv_residual_scalar_kernel<{kind}>")

@@ -4,6 +4,7 @@ Every output is checked on fresh random data (never zeros) after the allocator's
 memory was filled with NaN, so an element the kernel forgot to write reads NaN and fails.
 """
 
+import warnings
 import zlib
 
 import pytest
@@ -12,11 +13,17 @@ import torch.nn.functional as F
 
 if not torch.cuda.is_available():
     pytest.skip("needs a CUDA GPU", allow_module_level=True)
-pytest.importorskip("cupy")
+with warnings.catch_warnings():  # CuPy's own environment notices are not under test here
+    warnings.simplefilter("ignore")
+    pytest.importorskip("cupy")
 
 from solbench.kernels import ops  # after the skips: needs CUDA and CuPy
 
-pytestmark = pytest.mark.gpu
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.filterwarnings("ignore::Warning:cupy.*"),
+    pytest.mark.filterwarnings("ignore::Warning:cupy_backends.*"),
+]
 
 DTYPES = [torch.bfloat16, torch.float16]
 ROWS = [1, 3, 17, 1000]

@@ -26,3 +26,11 @@ def spin(x: torch.Tensor, wait_ms: float) -> torch.Tensor:
     while time.perf_counter() < end:
         pass
     return x * 2
+
+
+def spin_fast(x: torch.Tensor) -> torch.Tensor:
+    return spin(x, 2.0)
+
+
+def spin_slow(x: torch.Tensor) -> torch.Tensor:
+    return spin(x, 2.4)

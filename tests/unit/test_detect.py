@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 import torch
 
-import solbench
 from solbench.analysis.hwspec import HardwareSpec
 from solbench.config.hwspecs import load_specs
 from solbench.device import cpu_peaks, nvml
@@ -265,9 +263,3 @@ def test_describe_reasons() -> None:
     assert nvml.describe_reasons(0x5) == ("GpuIdle", "SwPowerCap")
     assert nvml.describe_reasons(None) == ()
     assert nvml.THROTTLE_WARN_MASK & 0x4 == 0
-
-
-def test_only_nvml_module_imports_pynvml() -> None:
-    root = Path(solbench.__file__).parent
-    users = sorted(str(p.relative_to(root)) for p in root.rglob("*.py") if "pynvml" in p.read_text())
-    assert users == ["device/nvml.py"]

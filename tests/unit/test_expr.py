@@ -32,7 +32,7 @@ def test_rejects_everything_else(text):
 
 
 def test_unknown_parameter_names_known_ones():
-    with pytest.raises(ExprError, match="unknown parameter 'tokenz'.*tokens"):
+    with pytest.raises(ExprError, match=r"unknown parameter 'tokenz'.*tokens"):
         evaluate("tokenz * 2", {"tokens": 4})
 
 

@@ -1,0 +1,124 @@
+"""``solbench compare`` and ``solbench gate``: parse, call the pure core, render, exit.
+
+Gate exit codes: 0 pass · 1 regression · 2 bad input or usage · 3 inconclusive.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import click
+from rich.console import Console
+
+from solbench import api
+from solbench.compare import compare_impls, compare_runs
+from solbench.errors import ConfigError, ResultsFormatError
+from solbench.gate import GateResult, gate, parse_threshold
+from solbench.report.compare_console import comparison_table, gate_table
+from solbench.report.compare_json import comparison_json, gate_json
+from solbench.report.junit import gate_junit
+from solbench.report.markdown import comparison_markdown, gate_markdown
+from solbench.results import store
+
+_threshold = click.option("--threshold", default="5%", show_default=True,
+                          help="Smallest slowdown that counts: '5%', '0.05' or 'median:5%'.")
+
+
+@click.command()
+@click.argument("a")
+@click.argument("b")
+@click.option("--run", "run_file", metavar="FILE", help="Run to compare implementations in (default: latest).")
+@click.option("--impl", help="Compare only this implementation (when A and B are runs).")
+@_threshold
+@click.option("--results-dir", type=click.Path(file_okay=False), default="results", show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
+@click.option("--markdown", "as_markdown", is_flag=True, help="Print the comparison as Markdown.")
+def compare(a: str, b: str, run_file: str | None, impl: str | None, threshold: str, results_dir: str,
+            as_json: bool, as_markdown: bool) -> None:
+    """Compare two saved runs, or two implementations (A B) inside one run.
+
+    \b
+    solbench compare base.json head.json       # two runs, every case and implementation
+    solbench compare nightly head --impl fused  # runs saved with --save NAME
+    solbench compare baseline fused             # two implementations in the latest run
+    """
+    rdir = Path(results_dir)
+    tau = parse_threshold(threshold).fraction
+    runs = _as_runs(a, b, rdir) if run_file is None else None
+    if runs is not None:
+        result = compare_runs(runs[0], runs[1], impl=impl, threshold=tau, label_a=a, label_b=b)
+    else:
+        run = store.load(Path(run_file) if run_file else store.latest(rdir))
+        names = {r.name for c in run.cases for r in c.impls}
+        for name in (a, b):
+            if name not in names:
+                raise ConfigError(f"{name!r} is neither a result file, a saved run, nor an implementation "
+                                  f"of the run (implementations: {', '.join(sorted(names))})")
+        result = compare_impls(run, a, b, threshold=tau)
+    if as_json:
+        click.echo(json.dumps(comparison_json(result), indent=1))
+    elif as_markdown:
+        click.echo(comparison_markdown(result))
+    else:
+        Console(highlight=False).print(comparison_table(result))
+
+
+def _as_runs(a: str, b: str, rdir: Path) -> tuple | None:
+    try:
+        return store.load(store.find(a, rdir)), store.load(store.find(b, rdir))
+    except ResultsFormatError as exc:
+        if "no such result file or saved run" in str(exc):
+            return None
+        raise
+
+
+@click.command(name="gate")
+@click.option("--baseline", "baseline", required=True, metavar="RUN", help="Baseline run: file or saved name.")
+@click.option("--current", "current", required=True, metavar="RUN", help="Current run: file or saved name.")
+@_threshold
+@click.option("--impl", help="Gate only this implementation.")
+@click.option("--alpha", type=click.FloatRange(0, 1, min_open=True), default=0.01, show_default=True,
+              help="False-discovery rate across cases (Benjamini-Hochberg).")
+@click.option("--allow-cross-hardware", is_flag=True, help="Compare runs whose fingerprints differ.")
+@click.option("--results-dir", type=click.Path(file_okay=False), default="results", show_default=True)
+@click.option("--junit", type=click.Path(dir_okay=False), help="Write JUnit XML here.")
+@click.option("--markdown", "markdown_file", type=click.Path(dir_okay=False), help="Write Markdown here.")
+@click.option("--json", "as_json", is_flag=True, help="Print the verdicts as JSON.")
+def gate_cmd(baseline: str, current: str, threshold: str, impl: str | None, alpha: float,
+             allow_cross_hardware: bool, results_dir: str, junit: str | None, markdown_file: str | None,
+             as_json: bool) -> None:
+    """Fail (exit 1) when CURRENT is slower than BASELINE beyond the threshold, with confidence.
+
+    Exit codes: 0 pass, 1 regression, 2 bad input, 3 inconclusive (too noisy to decide).
+    """
+    rdir = Path(results_dir)
+    base = api.load_run(baseline, rdir)
+    cur = api.load_run(current, rdir)
+    result = gate(base, cur, threshold=parse_threshold(threshold).fraction,
+                  per_workload=api.workload_thresholds(cur), alpha=alpha,
+                  allow_cross_hardware=allow_cross_hardware, impl=impl)
+    emit_gate(result, junit=junit, markdown_file=markdown_file, as_json=as_json)
+    sys.exit(result.exit_code)
+
+
+def emit_gate(result: GateResult, *, junit: str | None = None, markdown_file: str | None = None,
+              as_json: bool = False, console: Console | None = None) -> None:
+    """Render a gate result to the terminal, files and $GITHUB_STEP_SUMMARY."""
+    md = gate_markdown(result)
+    if junit:
+        Path(junit).write_text(gate_junit(result), encoding="utf-8")
+    if markdown_file:
+        Path(markdown_file).write_text(md, encoding="utf-8")
+    summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if summary:
+        with open(summary, "a", encoding="utf-8") as f:
+            f.write(md + "\n")
+    if as_json:
+        click.echo(json.dumps(gate_json(result), indent=1))
+    else:
+        (console or Console(highlight=False)).print(gate_table(result))
+    click.echo(f"gate: {result.overall} (exit {result.exit_code}, {len(result.verdicts)} cases, "
+               f"{result.reruns} re-measure round(s))", err=True)
