@@ -30,7 +30,7 @@ from solbench.workload.schema import WorkloadSpec
 if TYPE_CHECKING:
     from solbench.analysis.hwspec import HardwareSpec
 
-__version__ = "0.1.0"
+from solbench._version import __version__
 
 
 @dataclass(frozen=True)

@@ -146,14 +146,6 @@ class HardwareSpec:
         plain = strip_mig(name)
         return any(_compiled(p).search(plain) for p in self.name_patterns)
 
-    @property
-    def cc(self) -> tuple[int, int] | None:
-        """Compute capability as (major, minor), or None."""
-        if not self.compute_capability:
-            return None
-        major, minor = self.compute_capability.split(".")
-        return int(major), int(minor)
-
 
 def match_spec(specs: Sequence[HardwareSpec], *, pci_device_id: int | None = None,
                name: str | None = None) -> HardwareSpec | None:

@@ -1,0 +1,167 @@
+"""The analytic cost model against torch's FlopCounterMode, for every shipped workload.
+
+Every workload in workloads/*.yaml, at its CPU-profile sizes: the reference's FLOPs as counted
+by FlopCounterMode equal the cost model's tensor FLOPs exactly, and the fused bytes are the
+declared inputs read once plus the declared outputs written once. Then the per-op formulas
+(matmul, conv2d, attention) are checked by hand and against FlopCounterMode on small tensors.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.utils.flop_counter import FlopCounterMode
+
+from solbench.analysis.cost import op_cost
+from solbench.api import Planned, cost_of, plan
+from solbench.measure import tensors
+from solbench.measure.runner import prepare_case
+from solbench.workload.cases import Case
+
+WORKLOAD_DIR = Path(__file__).resolve().parents[2] / "workloads"
+WORKLOAD_FILES = sorted(WORKLOAD_DIR.glob("*.yaml"))
+
+
+def _cpu_cases() -> list:
+    params = []
+    for path in WORKLOAD_FILES:
+        for p in plan([path], "cpu"):
+            params.extend(pytest.param(p, case, id=f"{path.name}:{case.id}") for case in p.cases)
+    return params
+
+
+CPU_CASES = _cpu_cases()
+
+
+def test_every_workload_file_is_covered():
+    names = {p.values[0].spec.name for p in CPU_CASES}
+    assert {path.name for path in WORKLOAD_FILES} >= {"attn.yaml", "bert.yaml", "resnet50.yaml"}
+    assert {"o_proj", "qkv_proj", "bert_layer", "residual_layernorm", "bias_gelu_matmul",
+            "conv_bn_relu", "conv_alone"} <= names
+
+
+@pytest.mark.parametrize(("p", "case"), CPU_CASES)
+def test_reference_flops_equal_the_cost_model(p: Planned, case: Case):
+    with FlopCounterMode(display=False) as counter:
+        prepare_case(p.spec, case, "cpu", p.path.parent, input_sets=1, seed=0)
+    counted = counter.get_total_flops()
+    assert cost_of(p, case).tensor_flops == counted
+
+
+@pytest.mark.parametrize(("p", "case"), CPU_CASES)
+def test_fused_bytes_are_inputs_read_once_and_outputs_written_once(p: Planned, case: Case):
+    cost = cost_of(p, case)
+    if "bytes" in cost.overridden:
+        pytest.skip("fused bytes overridden by a bytes: expression")
+    prepared = prepare_case(p.spec, case, "cpu", p.path.parent, input_sets=1, seed=0)
+    in_bytes = sum(t.numel() * t.element_size() for t in prepared.sets[0].values())
+    out_bytes = 0
+    for ref, declared in zip(prepared.references[0], case.outputs, strict=True):
+        assert tuple(ref.shape) == declared.shape, f"{declared.name}: reference shape differs"
+        itemsize = torch.empty((), dtype=tensors.torch_dtype(declared.dtype)).element_size()
+        out_bytes += ref.numel() * itemsize
+    assert cost.fused_bytes == in_bytes + out_bytes
+
+
+@pytest.mark.parametrize(("p", "case"), CPU_CASES)
+def test_unfused_bytes_are_at_least_the_fused_bytes(p: Planned, case: Case):
+    cost = cost_of(p, case)
+    assert cost.unfused_bytes >= cost.fused_bytes
+
+
+# -------------------------------------------------------------------- per-op formulas by hand
+
+
+def _count(fn, *args, **kwargs) -> int:
+    with FlopCounterMode(display=False) as counter:
+        fn(*args, **kwargs)
+    return counter.get_total_flops()
+
+
+@pytest.mark.parametrize(("batch", "m", "n", "k"), [(1, 5, 7, 3), (3, 4, 9, 6), (2, 1, 16, 32)])
+def test_matmul_is_2mnk_per_batch(batch: int, m: int, n: int, k: int):
+    a, b = torch.randn(batch, m, k), torch.randn(batch, k, n)
+    expected = 2 * batch * m * n * k
+    assert _count(torch.bmm, a, b) == expected
+    op = {"op": "matmul", "m": "m", "n": "n", "k": "k", "batch": "batch"}
+    assert op_cost(op, {"batch": batch, "m": m, "n": n, "k": k}, "float32").tensor_flops == expected
+
+
+def test_matmul_bias_adds_no_tensor_flops():
+    x, w, bias = torch.randn(5, 3), torch.randn(7, 3), torch.randn(7)
+    assert _count(torch.addmm, bias, x, w.t()) == 2 * 5 * 7 * 3
+    with_bias = op_cost({"op": "matmul", "m": 5, "n": 7, "k": 3, "bias": 1}, {}, "float32")
+    assert with_bias.tensor_flops == 2 * 5 * 7 * 3
+    assert with_bias.bytes == 4 * (5 * 3 + 3 * 7 + 5 * 7 + 7)
+
+
+CONV_SHAPES = [
+    # n, c, h, w, k, r, s, stride, pad, dilation, groups
+    (2, 3, 8, 8, 4, 3, 3, 1, 1, 1, 1),
+    (2, 4, 9, 7, 6, 3, 3, 2, 1, 1, 1),  # stride 2, odd and unequal sizes
+    (1, 8, 10, 10, 8, 1, 1, 1, 0, 1, 1),  # 1x1
+    (1, 6, 11, 11, 4, 5, 3, 3, 2, 1, 2),  # rectangular filter, stride 3, groups 2
+    (2, 4, 12, 12, 4, 3, 3, 1, 2, 2, 1),  # dilation 2
+]
+
+
+@pytest.mark.parametrize(("n", "c", "h", "w", "k", "r", "s", "stride", "pad", "dil", "groups"),
+                         CONV_SHAPES)
+def test_conv2d_is_2nkpq_crs(n, c, h, w, k, r, s, stride, pad, dil, groups):
+    p = (h + 2 * pad - dil * (r - 1) - 1) // stride + 1
+    q = (w + 2 * pad - dil * (s - 1) - 1) // stride + 1
+    x, weight = torch.randn(n, c, h, w), torch.randn(k, c // groups, r, s)
+    out = F.conv2d(x, weight, None, stride, pad, dil, groups)
+    assert tuple(out.shape) == (n, k, p, q)
+    expected = 2 * n * k * p * q * (c // groups) * r * s
+    assert _count(F.conv2d, x, weight, None, stride, pad, dil, groups) == expected
+    op = {"op": "conv2d", "n": n, "c": c, "h": h, "w": w, "k": k, "r": r, "s": s,
+          "stride": stride, "pad": pad, "dilation": dil, "groups": groups}
+    assert op_cost(op, {}, "float32").tensor_flops == expected
+
+
+def _explicit_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    scores = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
+    return torch.matmul(torch.softmax(scores, dim=-1), v)
+
+
+@pytest.mark.parametrize(("b", "h", "sq", "sk", "d", "dv"),
+                         [(2, 3, 5, 7, 4, 4), (1, 4, 16, 16, 8, 8), (2, 2, 3, 9, 4, 6)])
+def test_attention_is_4bhsqskd(b, h, sq, sk, d, dv):
+    q, k, v = torch.randn(b, h, sq, d), torch.randn(b, h, sk, d), torch.randn(b, h, sk, dv)
+    expected = 2 * b * h * sq * sk * d + 2 * b * h * sq * sk * dv  # QK^T, then PV
+    if d == dv:
+        assert expected == 4 * b * h * sq * sk * d
+    assert _count(_explicit_attention, q, k, v) == expected
+    op = {"op": "attention", "b": b, "h": h, "sq": sq, "sk": sk, "d": d}
+    if dv != d:
+        op["dv"] = dv
+    assert op_cost(op, {}, "float32").tensor_flops == expected
+
+
+def test_causal_attention_is_half():
+    b, h, s, d = 2, 3, 8, 4
+    op = {"op": "attention", "b": b, "h": h, "sq": s, "sk": s, "d": d}
+    full = op_cost(op, {}, "float32").tensor_flops
+    causal = op_cost({**op, "causal": 1}, {}, "float32").tensor_flops
+    assert full == 4 * b * h * s * s * d
+    assert causal == 2 * b * h * s * s * d
+
+
+@pytest.mark.parametrize("kind", ["add", "bias_add", "relu", "gelu", "softmax", "layernorm",
+                                  "batchnorm", "elementwise", "copy"])
+def test_vector_ops_add_no_tensor_flops(kind: str):
+    cost = op_cost({"op": kind, "rows": 4, "cols": 8}, {}, "float32")
+    assert cost.tensor_flops == 0 and cost.bytes > 0
+
+
+def test_flop_counter_counts_no_pointwise_or_normalization():
+    x = torch.randn(4, 8, 6, 6)
+    assert _count(F.gelu, x) == 0
+    assert _count(torch.softmax, x, -1) == 0
+    assert _count(F.layer_norm, x, (6,)) == 0
+    assert _count(F.batch_norm, x, torch.zeros(8), torch.ones(8), None, None, False) == 0
