@@ -13,7 +13,6 @@ from solbench.errors import ConfigError, DeviceError, GateRefused, ResultsFormat
 from solbench.gate import gate
 from solbench.results.model import CaseResult, ImplResult, RunResult, Score, Timing
 
-
 __all__ = [
     "CaseResult",
     "ConfigError",

@@ -58,6 +58,8 @@ class RunOptions:
     workloads: tuple[str, ...] = ()  # only these workload names (all when empty)
     impls: tuple[str, ...] = ()  # only these implementations (and the baseline)
     keys: tuple[str, ...] = ()  # only these "case_id/impl" pairs (re-measuring for the gate)
+    peaks: str = "datasheet"  # or "measured": ceilings from `solbench calibrate`
+    results_dir: Path = Path("results")
 
 
 Progress = Callable[[str, dict[str, Any]], None]
@@ -114,6 +116,8 @@ def run(files: Sequence[str | Path], options: RunOptions = RunOptions(), *,
     from solbench.device.detect import detect  # device code only when measuring
 
     info = detect(device)
+    if options.peaks == "measured":
+        info = replace(info, spec=measured_spec(info.spec, info.uuid, options.results_dir))
     planned = plan(files, info.kind, options.workloads)
     timer = _make_timer(info, options.timer)
     protocol = Protocol(timer.name, options.warmup, options.min_samples, options.max_samples,
@@ -295,3 +299,33 @@ def gate_live(base: RunResult, cur: RunResult, files: Sequence[str | Path], opti
 
     per_workload = {**workload_thresholds(cur), **gate_kwargs.pop("per_workload", {})}
     return gate_with_rerun(base, cur, remeasure, rerun, per_workload=per_workload, **gate_kwargs)
+
+
+def measured_spec(spec: HardwareSpec, uuid: str | None, results_dir: Path) -> HardwareSpec:
+    """The spec with the ceilings ``solbench calibrate`` measured on this device (others kept)."""
+    from solbench.results import store
+
+    if spec.kind == "cpu":
+        return spec  # CPU peaks are always measured
+    cal = store.load_calibration(results_dir, spec.id, uuid)
+    kept = sorted(set(spec.tensor_peaks) - set(cal.tensor_peaks))
+    note = f"measured ceilings of {cal.created}" + (f"; datasheet for {', '.join(kept)}" if kept else "")
+    return spec.with_peaks(tensor={**spec.tensor_peaks, **cal.tensor_peaks},
+                           vector={**spec.vector_peaks, **cal.vector_peaks},
+                           bandwidth=cal.bandwidth, source="measured", note=note)
+
+
+def calibrate(*, seconds: float = 1.0, results_dir: Path = Path("results"), device: str = "auto") -> Any:
+    """Measure this GPU's ceilings and save them for ``run --peaks measured``."""
+    import torch
+
+    from solbench.device import calibrate as cal
+    from solbench.device.detect import detect
+    from solbench.results import store
+
+    info = detect(device)
+    if info.kind != "cuda":
+        raise DeviceError("calibrate needs a CUDA GPU; CPU peaks are measured at every run")
+    result = cal.calibrate(torch, spec_id=info.spec.id, device_name=info.name, device_uuid=info.uuid,
+                           seconds=seconds)
+    return result, store.save_calibration(result, results_dir), info.spec

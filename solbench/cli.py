@@ -72,6 +72,8 @@ def main() -> None:
 @click.option("--min-samples", type=click.IntRange(min=3), default=10, show_default=True)
 @click.option("--max-samples", type=click.IntRange(min=3), default=2000, show_default=True)
 @click.option("--input-sets", type=click.IntRange(min=1), default=2, show_default=True)
+@click.option("--peaks", type=click.Choice(["datasheet", "measured"]), default="datasheet", show_default=True,
+              help="Score against datasheet peaks or the ceilings `solbench calibrate` measured.")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--save", "save_name", metavar="NAME", help="Save as results/<spec>/<time>_NAME.json.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the result JSON here.")
@@ -86,7 +88,7 @@ def main() -> None:
 @handle_errors
 def run(files: Sequence[str], gpu: str | None, dry_run: bool, device: str, timer: str,
         workloads: Sequence[str], impls: Sequence[str], budget: float, target: float,
-        min_samples: int, max_samples: int, input_sets: int, seed: int, save_name: str | None,
+        min_samples: int, max_samples: int, input_sets: int, peaks: str, seed: int, save_name: str | None,
         output: str | None, results_dir: str, as_json: bool, quiet: bool, gate_against: str | None,
         threshold: str, rerun: int, junit: str | None) -> None:
     """Check and time every implementation of the workloads in FILES."""
@@ -99,7 +101,8 @@ def run(files: Sequence[str], gpu: str | None, dry_run: bool, device: str, timer
         return
     options = api.RunOptions(timer=timer, target_rel_ci=target, min_samples=min_samples,
                              max_samples=max_samples, budget_s=budget, input_sets=input_sets,
-                             seed=seed, workloads=tuple(workloads), impls=tuple(impls))
+                             seed=seed, workloads=tuple(workloads), impls=tuple(impls), peaks=peaks,
+                             results_dir=Path(results_dir))
     path_holder: dict[str, Path] = {}
 
     def save_partial(partial: RunResult) -> None:
@@ -171,6 +174,35 @@ class _progress:
     def __exit__(self, *exc: object) -> None:
         if self._bar is not None:
             self._bar.__exit__(None, None, None)
+
+
+@main.command()
+@click.option("--seconds", type=click.FloatRange(min=0.1), default=1.0, show_default=True,
+              help="Measuring window per GEMM dtype.")
+@click.option("--results-dir", type=click.Path(file_okay=False), default="results", show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+@handle_errors
+def calibrate(seconds: float, results_dir: str, as_json: bool) -> None:
+    """Measure this GPU's ceilings (copy bandwidth, sustained GEMM per dtype) for --peaks measured."""
+    from rich.table import Table
+
+    cal, path, spec = api.calibrate(seconds=seconds, results_dir=Path(results_dir))
+    if as_json:
+        click.echo(path.read_text())
+        return
+    t = Table(title=f"measured ceilings: {cal.device_name} ({spec.id})", title_justify="left")
+    for col in ("ceiling", "measured", "burst", "datasheet", "of datasheet"):
+        t.add_column(col, justify="left" if col == "ceiling" else "right")
+    bw = spec.bandwidth or 0
+    t.add_row("copy bandwidth", f"{cal.bandwidth / 1e12:.2f} TB/s", "", f"{bw / 1e12:.2f} TB/s",
+              f"{cal.bandwidth / bw:.0%}" if bw else "")
+    for unit, rate in {**cal.tensor_peaks, **cal.vector_peaks}.items():
+        sheet = spec.tensor_peaks.get(unit) or spec.vector_peaks.get(unit)
+        t.add_row(f"{unit} GEMM", f"{rate / 1e12:.0f} TFLOP/s", f"{cal.burst_peaks[unit] / 1e12:.0f}",
+                  f"{sheet / 1e12:.0f}" if sheet else "", f"{rate / sheet:.0%}" if sheet else "")
+    out = _console()
+    out.print(t)
+    out.print(f"{cal.protocol}; SM clock after: {cal.sm_clock_mhz} MHz; saved {path}", style="dim")
 
 
 @main.command()

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from solbench._version import __version__
 from solbench.analysis.hwspec import HardwareSpec, estimate_spec, is_mig, match_spec, strip_mig
 from solbench.device import cpu_peaks, nvml
 from solbench.device.nvml import NvmlInfo
@@ -61,7 +62,7 @@ class DeviceInfo:
             python=platform.python_version(), host=platform.node() or None, sm_count=self.sm_count,
             sm_clock_mhz=nv.sm_clock_mhz if nv else None, max_sm_clock_mhz=nv.max_sm_clock_mhz if nv else None,
             mem_clock_mhz=nv.mem_clock_mhz if nv else None, power_limit_w=nv.power_limit_w if nv else None,
-            solbench=_version("solbench"),
+            solbench=__version__,
         )
 
 

@@ -184,3 +184,24 @@ class RunResult:
     workload_files: tuple[str, ...] = ()
     schema_version: int = SCHEMA_VERSION
     notes: tuple[str, ...] = field(default=())
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Ceilings measured on one device by ``solbench calibrate``: what its code can actually reach.
+
+    GEMM rates are sustained medians over the measuring window (power capping included); the
+    bandwidth is a device-to-device copy counting bytes read plus bytes written.
+    """
+
+    created: str
+    spec_id: str
+    device_name: str
+    device_uuid: str | None
+    bandwidth: float  # bytes/s
+    tensor_peaks: dict[str, float]  # unit ("bf16", "fp16", "fp8", "tf32") -> FLOP/s, sustained median
+    vector_peaks: dict[str, float]  # "fp32": FP32 GEMM without TF32 (CUDA cores)
+    burst_peaks: dict[str, float]  # unit -> best batch seen (not used for scoring)
+    protocol: str
+    sm_clock_mhz: int | None = None  # read right after the GEMMs
+    schema_version: int = SCHEMA_VERSION

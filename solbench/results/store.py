@@ -18,6 +18,7 @@ from typing import Any
 from solbench.errors import ResultsFormatError
 from solbench.results.model import (
     SCHEMA_VERSION,
+    Calibration,
     CaseResult,
     Correctness,
     Cost,
@@ -156,3 +157,33 @@ def latest(results_dir: Path) -> Path:
     if not files:
         raise ResultsFormatError(f"no result files under {results_dir}; run `solbench run` first")
     return files[-1]
+
+
+def calibration_path(results_dir: Path, spec_id: str, device_uuid: str | None) -> Path:
+    """``results/calibration/<spec-id>/<uuid or 'default'>.json``."""
+    return results_dir / "calibration" / slug(spec_id) / f"{slug(device_uuid or 'default')}.json"
+
+
+def save_calibration(cal: Calibration, results_dir: Path) -> Path:
+    """Write a calibration atomically next to the runs."""
+    path = calibration_path(results_dir, cal.spec_id, cal.device_uuid)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        json.dump(dataclasses.asdict(cal), f, indent=1)
+    os.replace(tmp, path)
+    return path
+
+
+def load_calibration(results_dir: Path, spec_id: str, device_uuid: str | None) -> Calibration:
+    """The calibration of this device; ResultsFormatError if there is none."""
+    path = calibration_path(results_dir, spec_id, device_uuid)
+    if not path.is_file():
+        raise ResultsFormatError(f"no calibration for this device at {path}: run `solbench calibrate` first")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if data.get("schema_version", 0) > SCHEMA_VERSION:
+            raise ResultsFormatError(f"{path}: newer schema than this solbench reads")
+        return Calibration(**_fields(Calibration, data))
+    except (json.JSONDecodeError, TypeError) as exc:
+        raise ResultsFormatError(f"{path}: malformed calibration: {exc}") from None

@@ -55,3 +55,12 @@ def test_run_attn_end_to_end_on_gpu(tmp_path):
     for case in data["cases"]:
         for impl in case["impls"]:
             assert impl["score"]["sol"] <= 1.0
+
+
+def test_calibrate_measures_plausible_ceilings(tmp_path):
+    from solbench import api
+
+    cal, path, spec = api.calibrate(seconds=0.2, results_dir=tmp_path)
+    assert path.is_file()
+    assert 0.3 * spec.bandwidth < cal.bandwidth < spec.bandwidth
+    assert 0.3 * spec.tensor_peaks["bf16"] < cal.tensor_peaks["bf16"] < 1.1 * spec.tensor_peaks["bf16"]

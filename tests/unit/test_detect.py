@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 import torch
 
+import solbench
 from solbench.analysis.hwspec import HardwareSpec
 from solbench.config.hwspecs import load_specs
 from solbench.device import cpu_peaks, nvml
@@ -78,6 +79,7 @@ def test_h200_by_pci_id(fake_gpu: Any, specs: tuple[HardwareSpec, ...]) -> None:
     assert (env.device_kind, env.spec_id, env.pci_device_id, env.max_sm_clock_mhz) == (
         "cuda", "h200-sxm", "0x2335", 1980)
     assert env.power_limit_w == 700.0 and env.torch == torch.__version__
+    assert env.solbench == solbench.__version__
 
 
 def test_pci_id_decides_between_lookalike_names(fake_gpu: Any, specs: tuple[HardwareSpec, ...]) -> None:

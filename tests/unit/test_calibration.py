@@ -1,0 +1,37 @@
+import pytest
+
+from solbench.api import measured_spec
+from solbench.config.hwspecs import get_spec
+from solbench.errors import ResultsFormatError
+from solbench.results import store
+from solbench.results.model import Calibration
+
+
+def cal(**kw):
+    fields = dict(created="2026-11-30T00:00:00+00:00", spec_id="h200-sxm", device_name="NVIDIA H200",
+                  device_uuid="GPU-1234", bandwidth=4.08e12, tensor_peaks={"bf16": 680e12},
+                  vector_peaks={"fp32": 50e12}, burst_peaks={"bf16": 746e12, "fp32": 51e12}, protocol="test")
+    fields.update(kw)
+    return Calibration(**fields)
+
+
+def test_calibration_round_trip(tmp_path):
+    path = store.save_calibration(cal(), tmp_path)
+    assert path == tmp_path / "calibration" / "h200-sxm" / "gpu-1234.json"
+    assert store.load_calibration(tmp_path, "h200-sxm", "GPU-1234") == cal()
+
+
+def test_measured_spec_replaces_measured_ceilings_only(tmp_path):
+    store.save_calibration(cal(), tmp_path)
+    sheet = get_spec("h200")
+    spec = measured_spec(sheet, "GPU-1234", tmp_path)
+    assert spec.source == "measured"
+    bf16 = spec.peaks_for("bfloat16")
+    assert bf16.tensor_flops == 680e12 and bf16.bandwidth == 4.08e12 and bf16.source == "measured"
+    assert spec.peaks_for("float8_e4m3fn").tensor_flops == sheet.peaks_for("float8_e4m3fn").tensor_flops
+    assert "datasheet for" in spec.notes[-1] and "fp8" in spec.notes[-1]
+
+
+def test_missing_calibration_says_how_to_make_one(tmp_path):
+    with pytest.raises(ResultsFormatError, match="solbench calibrate"):
+        measured_spec(get_spec("h200"), "GPU-none", tmp_path)
