@@ -4,33 +4,42 @@
     run = solbench.run(["workloads/attn.yaml"])          # check, time and score on this device
     dry = solbench.dry_run(["workloads/attn.yaml"], solbench.hardware_spec("b200"))
     verdict = solbench.gate(base_run, run)               # CI regression decision
+
+Names are imported lazily, so importing one pure submodule pulls in nothing heavy.
 """
 
-from solbench._version import __version__
-from solbench.api import RunOptions, dry_run, hardware_spec, load_run, run
-from solbench.compare import compare_impls, compare_runs
-from solbench.errors import ConfigError, DeviceError, GateRefused, ResultsFormatError, SolbenchError
-from solbench.gate import gate
-from solbench.results.model import CaseResult, ImplResult, RunResult, Score, Timing
+from __future__ import annotations
 
-__all__ = [
-    "CaseResult",
-    "ConfigError",
-    "DeviceError",
-    "GateRefused",
-    "ImplResult",
-    "ResultsFormatError",
-    "RunOptions",
-    "RunResult",
-    "Score",
-    "SolbenchError",
-    "Timing",
-    "__version__",
-    "compare_impls",
-    "compare_runs",
-    "dry_run",
-    "gate",
-    "hardware_spec",
-    "load_run",
-    "run",
-]
+import importlib
+from typing import Any
+
+from solbench._version import __version__ as __version__
+
+_EXPORTS = {
+    "RunOptions": "solbench.api",
+    "dry_run": "solbench.api",
+    "hardware_spec": "solbench.api",
+    "load_run": "solbench.api",
+    "run": "solbench.api",
+    "compare_impls": "solbench.compare",
+    "compare_runs": "solbench.compare",
+    "gate": "solbench.gate",
+    "ConfigError": "solbench.errors",
+    "DeviceError": "solbench.errors",
+    "GateRefused": "solbench.errors",
+    "ResultsFormatError": "solbench.errors",
+    "SolbenchError": "solbench.errors",
+    "CaseResult": "solbench.results.model",
+    "ImplResult": "solbench.results.model",
+    "RunResult": "solbench.results.model",
+    "Score": "solbench.results.model",
+    "Timing": "solbench.results.model",
+}
+
+__all__ = sorted([*_EXPORTS, "__version__"])
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module 'solbench' has no attribute {name!r}")

@@ -267,7 +267,8 @@ def device_summary() -> dict[str, Any]:
     if info.spec.kind != "cpu":
         peaks = info.spec.peaks_for("bfloat16")
         data["bf16_tensor_peak_tflops"] = (peaks.tensor_flops or 0) / 1e12
-    data["bandwidth_tbs"] = info.spec.bandwidth / 1e12
+    if info.spec.bandwidth is not None:
+        data["bandwidth_tbs"] = info.spec.bandwidth / 1e12
     return data
 
 
