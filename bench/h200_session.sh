@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# One device call: GPU tests, timer cross-check, calibration and workload runs. Logs under $OUT.
+# Usage (on the GPU machine, repository root): bash bench/h200_session.sh [tests] [crosscheck] [attn] [bert] [resnet50]
+set -uo pipefail
+OUT=${OUT:-/tmp/solbench-out}; mkdir -p "$OUT"
+if ls .whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+  export PYTHONPATH=/tmp/site:.
+else
+  export PYTHONPATH=.
+fi
+export PYTHONUNBUFFERED=1 COLUMNS=150
+log="$OUT/session.log"
+nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,clocks.mem,power.limit,temperature.gpu,driver_version \
+  --format=csv | tee -a "$log"
+for step in "$@"; do
+  echo "=== $step $(date -u +%T)" | tee -a "$log"
+  case $step in
+    tests) python3 -m pytest tests/gpu -q -p no:cacheprovider -rs 2>&1 | tee "$OUT/gpu_tests.log" | tail -12 ;;
+    crosscheck) python3 bench/timer_crosscheck.py "$OUT" 2>&1 | tee -a "$log" | tail -6 ;;
+    calibrate) python3 -m solbench calibrate --results-dir "$OUT/res" 2>&1 | tee -a "$log" ;;
+    *) python3 -m solbench run "workloads/$step.yaml" -o "$OUT/$step.json" 2>&1 | tee -a "$log" ;;
+  esac
+done
+echo "=== done $(date -u +%T)" | tee -a "$log"
