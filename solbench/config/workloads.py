@@ -67,7 +67,7 @@ def _message(error: dict[str, Any]) -> str:
 
 def _check_names(doc: YamlDocument, index: int, spec: WorkloadSpec) -> None:
     """Every expression may only name parameters, constants or ``dtype``."""
-    known = set(spec.parameters) | set(spec.constants) | {"dtype"}
+    known = set(spec.parameters) | set(spec.constants) | set(spec.derived) | {"dtype"}
     for case in spec.cases or []:
         known |= set(case)
     for profile in spec.profiles.values():
@@ -92,6 +92,7 @@ def _expressions(spec: WorkloadSpec) -> list[tuple[list[str | int], Any]]:
         extra = op.model_extra or {}
         found += [(["ops", j, key], value) for key, value in extra.items()
                   if isinstance(value, int | float | str) and not isinstance(value, bool)]
+    found += [(["derived", name], expr) for name, expr in spec.derived.items()]
     found += [([key], value) for key, value in (("flops", spec.flops), ("bytes", spec.bytes))
               if value is not None]
     return found

@@ -66,6 +66,29 @@ __device__ __forceinline__ void sb_ldg128_stream(const void* p, u32 (&r)[4]) {
       : "l"(p));
 }
 
+// L2 policy "evict first" for data read exactly once (a streamed weight, the
+// dead inputs of an elementwise op): such lines are replaced before others, so
+// the stream neither evicts data that is still live (the outputs the next
+// kernel reads, activations, KV cache) nor forces dirty lines out of L2 early.
+// -DSB_NO_EVICT_FIRST turns the hint off (benchmark variants).
+__device__ __forceinline__ unsigned long long sb_policy_evict_first() {
+  unsigned long long pol;
+  asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
+  return pol;
+}
+
+// 16-byte streaming load of once-read data: no L1 allocation, L2 evict-first.
+__device__ __forceinline__ void sb_ldg128_once(const void* p, u32 (&r)[4], unsigned long long pol) {
+#ifdef SB_NO_EVICT_FIRST
+  (void)pol;
+  sb_ldg128_stream(p, r);
+#else
+  asm("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+      : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+      : "l"(p), "l"(pol));
+#endif
+}
+
 __device__ __forceinline__ void sb_stg128(void* p, const u32 (&r)[4]) {
   asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};"
                :
@@ -83,6 +106,9 @@ template <int KIND>
 struct SbPack<KIND, 8> {
   static constexpr int kWords = 4;
   static __device__ __forceinline__ void load_raw(const u16* p, u32 (&r)[4]) { sb_ldg128(p, r); }
+  static __device__ __forceinline__ void load_raw_once(const u16* p, u32 (&r)[4], unsigned long long pol) {
+    sb_ldg128_once(p, r, pol);
+  }
   static __device__ __forceinline__ void unpack(const u32 (&r)[4], float (&f)[8]) {
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
@@ -108,6 +134,9 @@ template <int KIND>
 struct SbPack<KIND, 1> {
   static constexpr int kWords = 1;
   static __device__ __forceinline__ void load_raw(const u16* p, u32 (&r)[1]) { r[0] = *p; }
+  static __device__ __forceinline__ void load_raw_once(const u16* p, u32 (&r)[1], unsigned long long) {
+    r[0] = *p;
+  }
   static __device__ __forceinline__ void unpack(const u32 (&r)[1], float (&f)[1]) {
     f[0] = sb_to_float<KIND>((u16)(r[0] & 0xffffu));
   }

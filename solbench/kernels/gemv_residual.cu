@@ -8,7 +8,8 @@
 //   K in interleaved 32-wide steps (warp w takes steps w, w + 8, ...), so each
 //   block reads whole 512-byte runs of every row it owns.
 // * Every thread issues 16-byte loads of the weight (ld.global.nc, no L1
-//   allocation) and of x (small, L2-resident), U steps ahead of the math, so
+//   allocation, L2 evict-first: read once, it must not push live or dirty lines
+//   out of L2) and of x (small, L2-resident), U steps ahead of the math, so
 //   each SM keeps tens of KB of loads in flight.
 // * The products run on the tensor cores (mma.sync m16n8k16, fp32 accumulate)
 //   with the weight as the 16 x 16 A operand and x^T as the 16 x 8 B operand.
@@ -70,11 +71,11 @@ template <int NT>
 __device__ __forceinline__ void sb_gemv_load(u32 (&wb)[4][4], u32 (&xb)[NT][4],
                                              const u16* const (&wp)[4], const bool (&wok)[4],
                                              const u16* const (&xp)[NT], const bool (&xok)[NT],
-                                             long long k, bool k_ok) {
+                                             long long k, bool k_ok, unsigned long long pol) {
 #pragma unroll
   for (int r = 0; r < 4; ++r) {
     if (k_ok && wok[r]) {
-      sb_ldg128_stream(wp[r] + k, wb[r]);
+      sb_ldg128_once(wp[r] + k, wb[r], pol);
     } else {
 #pragma unroll
       for (int i = 0; i < 4; ++i) wb[r][i] = 0u;
@@ -135,10 +136,11 @@ __global__ void __launch_bounds__(256, 1) gemv_residual_kernel(
 #pragma unroll
       for (int i = 0; i < 4; ++i) acc[m][j][i] = 0.f;
 
+  const unsigned long long pol = sb_policy_evict_first();  // the weight is read once
   u32 wb[U][4][4];
   u32 xb[U][NT][4];
 #pragma unroll
-  for (int u = 0; u < U; ++u) sb_gemv_load<NT>(wb[u], xb[u], wp, wok, xp, xok, SB_GEMV_K(u), SB_GEMV_OK(u));
+  for (int u = 0; u < U; ++u) sb_gemv_load<NT>(wb[u], xb[u], wp, wok, xp, xok, SB_GEMV_K(u), SB_GEMV_OK(u), pol);
 
   for (int it = 0; it < niter; it += U) {
 #pragma unroll
@@ -156,7 +158,7 @@ __global__ void __launch_bounds__(256, 1) gemv_residual_kernel(
         }
       }
       const int nxt = it + U + u;
-      sb_gemv_load<NT>(wb[u], xb[u], wp, wok, xp, xok, SB_GEMV_K(nxt), SB_GEMV_OK(nxt));
+      sb_gemv_load<NT>(wb[u], xb[u], wp, wok, xp, xok, SB_GEMV_K(nxt), SB_GEMV_OK(nxt), pol);
     }
   }
 #undef SB_GEMV_K

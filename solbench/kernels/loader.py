@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import re
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -103,6 +104,18 @@ def launch(kernel: Any, grid: Sequence[int], block: Sequence[int], args: Sequenc
     dev = torch.cuda.current_device() if device is None else torch.device(device).index
     if dev is None:
         dev = torch.cuda.current_device()
-    stream = torch.cuda.current_stream(dev).cuda_stream
-    with cupy.cuda.Device(dev), cupy.cuda.ExternalStream(stream, dev):
+    with cupy.cuda.Device(dev), _cupy_stream(cupy, torch.cuda.current_stream(dev), dev):
         kernel(tuple(grid), tuple(block), tuple(args), shared_mem=shared_mem)
+
+
+def _cupy_stream(cupy: Any, stream: Any, dev: int) -> Any:
+    """CuPy's view of a torch stream, without owning it.
+
+    CuPy >= 14 takes any object with ``__cuda_stream__`` (torch streams have it) and
+    deprecates ExternalStream; older CuPy only has ExternalStream.
+    """
+    if hasattr(cupy.cuda.Stream, "from_external") and hasattr(stream, "__cuda_stream__"):
+        return cupy.cuda.Stream.from_external(stream)
+    with warnings.catch_warnings():  # deprecated in CuPy 14, the only way before it
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return cupy.cuda.ExternalStream(stream.cuda_stream, dev)

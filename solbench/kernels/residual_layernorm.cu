@@ -50,14 +50,16 @@ residual_layernorm_kernel(
   const long long base = row * (long long)hidden;
 
   // Pass 1: h = round(x + residual), kept in registers and stored as `summed`.
+  // x and residual are dead after this read: L2 evict-first (see common.cu).
+  const unsigned long long pol = sb_policy_evict_first();
   u32 xr[VPT][Pack::kWords];
   u32 rr[VPT][Pack::kWords];
 #pragma unroll
   for (int i = 0; i < VPT; ++i) {
     const int idx = ltid + i * tpr;
     if (row_ok && idx < nvec) {
-      Pack::load_raw(x + base + (long long)idx * VEC, xr[i]);
-      Pack::load_raw(residual + base + (long long)idx * VEC, rr[i]);
+      Pack::load_raw_once(x + base + (long long)idx * VEC, xr[i], pol);
+      Pack::load_raw_once(residual + base + (long long)idx * VEC, rr[i], pol);
     }
   }
   float v[VPT][VEC];

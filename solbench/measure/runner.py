@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from solbench.errors import DeviceError
 from solbench.impls.registry import ResolveError, resolve
 from solbench.measure import tensors
 from solbench.measure.criteria import CIWidth
@@ -76,6 +77,8 @@ def run_impl(name: str, impl: Implementation, spec: WorkloadSpec, case: Case,
         launches = _launches(impl, case, inputs.sets, base_dir)
     except ResolveError:
         raise
+    except DeviceError as exc:  # a device library it needs is missing here: not its fault
+        return ImplResult(name, "skipped", str(exc))
     except Exception as exc:  # the implementation's own failure, reported per case
         return ImplResult(name, "error", f"set-up failed: {type(exc).__name__}: {exc}")
     atol, rtol, rel_l2 = _tolerance(spec, impl, case.dtype)
@@ -84,6 +87,8 @@ def run_impl(name: str, impl: Implementation, spec: WorkloadSpec, case: Case,
         tensors.poison_allocator(case, device)
         try:
             out = tensors.as_outputs(launch(), [t.name for t in case.outputs])
+        except DeviceError as exc:
+            return ImplResult(name, "skipped", str(exc))
         except Exception as exc:
             return ImplResult(name, "error", f"{type(exc).__name__}: {exc}")
         correctness = tensors.compare(out, inputs.references[k], case, rtol, atol, rel_l2)

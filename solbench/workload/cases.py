@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from solbench.workload.expr import ExprError, evaluate, evaluate_int
 from solbench.workload.schema import DTYPE_BYTES, ParamValue, TensorSpec, WorkloadSpec
@@ -48,10 +48,12 @@ class Case:
         values = ",".join(f"{k}={v}" for k, v in self.params.items())
         return f"{self.workload}[{values},{self.dtype}]"
 
+    derived: Mapping[str, ParamValue] = field(default_factory=dict)
+
     @property
     def scope(self) -> dict[str, ParamValue]:
-        """The names visible to expressions: parameters plus ``dtype``."""
-        return {**self.params, "dtype": self.dtype}
+        """The names visible to expressions: parameters, derived values and ``dtype``."""
+        return {**self.params, **self.derived, "dtype": self.dtype}
 
 
 class CaseError(ValueError):
@@ -98,10 +100,18 @@ def expand(spec: WorkloadSpec, device_kind: str) -> list[Case]:
 
 def build_case(spec: WorkloadSpec, params: Mapping[str, ParamValue], dtype: str) -> Case:
     """Evaluate every tensor shape of a workload at one parameter set."""
-    scope = {**params, "dtype": dtype}
+    scope: dict[str, ParamValue] = {**params, "dtype": dtype}
+    derived: dict[str, ParamValue] = {}
+    for name, expr in spec.derived.items():
+        numeric = {k: v for k, v in scope.items() if isinstance(v, int | float)}
+        try:
+            derived[name] = evaluate(expr, numeric)
+        except ExprError as exc:
+            raise CaseError(["derived", name], str(exc)) from None
+        scope[name] = derived[name]
     inputs = tuple(_tensor(name, t, scope, dtype, "inputs") for name, t in spec.inputs.items())
     outputs = tuple(_tensor(name, t, scope, dtype, "outputs") for name, t in spec.outputs.items())
-    return Case(spec.name, dict(params), dtype, inputs, outputs)
+    return Case(spec.name, dict(params), dtype, inputs, outputs, derived)
 
 
 def _tensor(name: str, t: TensorSpec, scope: dict, dtype: str, group: str) -> TensorShape:

@@ -154,6 +154,10 @@ class WorkloadSpec(_Model):
     constants: dict[str, ParamValue] = Field(
         default_factory=dict, description="Fixed parameters, visible to every expression."
     )
+    derived: dict[str, Expr] = Field(
+        default_factory=dict,
+        description="Named expressions of the parameters (in order), e.g. p: (h + 2*pad - r)//stride + 1.",
+    )
     dtypes: list[DType] = Field(min_length=1)
     inputs: dict[str, TensorSpec] = Field(min_length=1)
     outputs: dict[str, TensorSpec] = Field(min_length=1)
@@ -184,11 +188,26 @@ class WorkloadSpec(_Model):
         clash = set(self.inputs) & set(self.outputs)
         if clash:
             raise ValueError(f"names used for both inputs and outputs: {sorted(clash)}")
+        params = set(self.parameters) | set(self.constants) | set(self.derived)
+        for case in self.cases or []:
+            params |= set(case)
+        shadow = (set(self.inputs) | set(self.outputs)) & params
+        if shadow:
+            raise ValueError(f"tensor names that are also parameters: {sorted(shadow)} "
+                             "(an implementation could not tell them apart); rename one")
         return self
 
 
 class WorkloadFile(_Model):
-    """A workload file: one or more workloads."""
+    """A workload file: one or more workloads. Top-level keys starting with ``x-`` are ignored
+    (a home for YAML anchors shared by several workloads)."""
 
     workloads: list[WorkloadSpec] = Field(min_length=1)
     model_config = ConfigDict(extra="forbid", frozen=True, title="solbench workload file")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_extensions(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: v for k, v in value.items() if not (isinstance(k, str) and k.startswith("x-"))}
+        return value

@@ -78,3 +78,19 @@ def test_json_schema_describes_workloads():
     assert schema["title"] == "solbench workload file"
     assert "workloads" in schema["properties"]
     assert "WorkloadSpec" in schema["$defs"]
+
+
+def test_derived_values_and_extension_keys(tmp_path):
+    text = GOOD.replace("workloads:\n", "x-shared: &anchor {n: [8]}\nworkloads:\n").replace(
+        "    outputs:\n      y: {shape: [n, m]}", "    derived: {twice: n * 2}\n    outputs:\n      y: {shape: [twice, m]}")
+    (spec,) = load_workload_file(write(tmp_path, text))
+    case = expand(spec, "cuda")[0]
+    assert case.outputs[0].shape == (16, 4)
+    assert case.id == "scale[n=8,m=4,float32]"  # derived values are not part of the id
+
+
+def test_tensor_names_may_not_shadow_parameters(tmp_path):
+    path = write(tmp_path, GOOD.replace("      x: {shape: [n, m]}", "      m: {shape: [n, 4]}").replace(
+        "ops: [{op: mul, numel: n * m, inputs: 1}]", "ops: []"))
+    with pytest.raises(ConfigError, match=r"tensor names that are also parameters: \['m'\]"):
+        load_workload_file(path)
