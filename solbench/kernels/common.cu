@@ -70,7 +70,9 @@ __device__ __forceinline__ void sb_ldg128_stream(const void* p, u32 (&r)[4]) {
 // dead inputs of an elementwise op): such lines are replaced before others, so
 // the stream neither evicts data that is still live (the outputs the next
 // kernel reads, activations, KV cache) nor forces dirty lines out of L2 early.
-// -DSB_NO_EVICT_FIRST turns the hint off (benchmark variants).
+// -DSB_NO_EVICT_FIRST turns the hint off (benchmark variants). Measured on an
+// H200 (2026-11-30, bench/kernels_h200.py): no difference beyond noise either
+// way for the three kernels timed alone; kept for kernels running in sequence.
 __device__ __forceinline__ unsigned long long sb_policy_evict_first() {
   unsigned long long pol;
   asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));

@@ -24,7 +24,7 @@ __all__ = ["bias_gelu", "gemv_residual", "residual_layernorm"]
 _KIND = {torch.bfloat16: 0, torch.float16: 1}
 _VEC = 8  # 16-bit elements per 16-byte access
 _GELU_MODES = {"none": 0, "tanh": 1}
-_GELU_BLOCK, _GELU_UNROLL = 256, 8  # must match bias_gelu.cu
+_GELU_BLOCK, _GELU_UNROLL = 256, 4  # must match bias_gelu.cu
 _GEMV_ROWS, _GEMV_MAX_TOKENS = 32, 64  # must match gemv_residual.cu
 _INT32_MAX = 2**31 - 1
 
