@@ -19,6 +19,8 @@ for step in "$@"; do
     tests) python3 -m pytest tests/gpu -q -p no:cacheprovider -rs 2>&1 | tee "$OUT/gpu_tests.log" | tail -12 ;;
     crosscheck) python3 bench/timer_crosscheck.py "$OUT" 2>&1 | tee -a "$log" | tail -6 ;;
     calibrate) python3 -m solbench calibrate --results-dir "$OUT/res" 2>&1 | tee -a "$log" ;;
+    oproj-clean) python3 -m solbench run workloads/attn.yaml -w o_proj --flush clean -o "$OUT/attn-clean.json" 2>&1 \
+                   | tee -a "$log" ;;
     *) python3 -m solbench run "workloads/$step.yaml" -o "$OUT/$step.json" 2>&1 | tee -a "$log" ;;
   esac
 done

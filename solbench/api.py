@@ -59,6 +59,7 @@ class RunOptions:
     impls: tuple[str, ...] = ()  # only these implementations (and the baseline)
     keys: tuple[str, ...] = ()  # only these "case_id/impl" pairs (re-measuring for the gate)
     peaks: str = "datasheet"  # or "measured": ceilings from `solbench calibrate`
+    flush: str = "write"  # cold timer: "write" (nvbench's) or "clean" (no dirty lines left in L2)
     results_dir: Path = Path("results")
 
 
@@ -119,7 +120,7 @@ def run(files: Sequence[str | Path], options: RunOptions = RunOptions(), *,
     if options.peaks == "measured":
         info = replace(info, spec=measured_spec(info.spec, info.uuid, options.results_dir))
     planned = plan(files, info.kind, options.workloads)
-    timer = _make_timer(info, options.timer)
+    timer = _make_timer(info, options.timer, options.flush)
     protocol = Protocol(timer.name, options.warmup, options.min_samples, options.max_samples,
                         options.target_rel_ci, options.budget_s, options.input_sets)
     run_result = RunResult(_now(), info.environment(), SpecRef(info.spec.id, info.spec.name, info.spec.source),
@@ -140,7 +141,21 @@ def run(files: Sequence[str | Path], options: RunOptions = RunOptions(), *,
                 on_case(run_result)
             emit("case_done", {"case": case.id})
     emit("done", {})
-    return run_result
+    return replace(run_result, environment=_with_end_clocks(run_result.environment, info))
+
+
+def _with_end_clocks(env: Environment, info: Any) -> Environment:
+    """The SM clock and clocks-event reasons right after measuring (the start reading is often idle)."""
+    if info.kind != "cuda" or info.uuid is None:
+        return env
+    from solbench.device import nvml
+
+    handle = nvml.get_handle(info.uuid)
+    if handle is None:
+        return env
+    sample = nvml.read_clocks(handle)
+    return replace(env, sm_clock_end_mhz=sample.sm_clock_mhz,
+                   clock_event_reasons_end=sample.clocks_event_reasons)
 
 
 def _measure_case(p: Planned, case: Case, info: Any, timer: Any, options: RunOptions,
@@ -212,7 +227,7 @@ def _case_result(p: Planned, case: Case, spec: HardwareSpec, impls: Sequence[Imp
                       sol.bound, sol.intensity, tuple(scored), p.spec.baseline)
 
 
-def _make_timer(info: Any, name: str) -> Any:
+def _make_timer(info: Any, name: str, flush: str = "write") -> Any:
     from solbench.device import timer as timers
 
     if info.kind == "cpu":
@@ -222,7 +237,7 @@ def _make_timer(info: Any, name: str) -> Any:
     if name == "graph":
         return timers.CudaGraphTimer(torch)
     if name == "cold":
-        return timers.CudaColdTimer(torch, info.l2_bytes)
+        return timers.CudaColdTimer(torch, info.l2_bytes, clean=flush == "clean")
     raise DeviceError(f"unknown timer {name!r} (cold, graph)")
 
 
@@ -327,6 +342,10 @@ def calibrate(*, seconds: float = 1.0, results_dir: Path = Path("results"), devi
     info = detect(device)
     if info.kind != "cuda":
         raise DeviceError("calibrate needs a CUDA GPU; CPU peaks are measured at every run")
+    from solbench.device import nvml
+
+    handle = nvml.get_handle(info.uuid) if info.uuid else None
     result = cal.calibrate(torch, spec_id=info.spec.id, device_name=info.name, device_uuid=info.uuid,
-                           seconds=seconds)
+                           seconds=seconds,
+                           sm_clock=(lambda: nvml.read_clocks(handle).sm_clock_mhz) if handle is not None else None)
     return result, store.save_calibration(result, results_dir), info.spec

@@ -63,6 +63,9 @@ def main() -> None:
 @click.option("--device", type=click.Choice(["auto", "cuda", "cpu"]), default="auto", show_default=True)
 @click.option("--timer", type=click.Choice(["cold", "graph"]), default="cold", show_default=True,
               help="cold: CUDA events, L2 flushed; graph: CUDA-graph replay of many calls.")
+@click.option("--flush", type=click.Choice(["write", "clean"]), default="write", show_default=True,
+              help="cold timer: zero 2 x L2 (write, as nvbench) or zero it and read it back (clean: no "
+                   "write-back of dirty lines inside the timed window).")
 @click.option("-w", "--workload", "workloads", multiple=True, help="Only this workload (repeatable).")
 @click.option("-i", "--impl", "impls", multiple=True, help="Only this implementation (repeatable).")
 @click.option("--budget", type=click.FloatRange(min=0.01), default=2.0, show_default=True,
@@ -86,7 +89,7 @@ def main() -> None:
               help="Re-measure suspected regressions this many times before deciding.")
 @click.option("--junit", type=click.Path(dir_okay=False), help="With --gate-against: JUnit XML here.")
 @handle_errors
-def run(files: Sequence[str], gpu: str | None, dry_run: bool, device: str, timer: str,
+def run(files: Sequence[str], gpu: str | None, dry_run: bool, device: str, timer: str, flush: str,
         workloads: Sequence[str], impls: Sequence[str], budget: float, target: float,
         min_samples: int, max_samples: int, input_sets: int, peaks: str, seed: int, save_name: str | None,
         output: str | None, results_dir: str, as_json: bool, quiet: bool, gate_against: str | None,
@@ -101,7 +104,7 @@ def run(files: Sequence[str], gpu: str | None, dry_run: bool, device: str, timer
         return
     options = api.RunOptions(timer=timer, target_rel_ci=target, min_samples=min_samples,
                              max_samples=max_samples, budget_s=budget, input_sets=input_sets,
-                             seed=seed, workloads=tuple(workloads), impls=tuple(impls), peaks=peaks,
+                             seed=seed, workloads=tuple(workloads), impls=tuple(impls), peaks=peaks, flush=flush,
                              results_dir=Path(results_dir))
     path_holder: dict[str, Path] = {}
 

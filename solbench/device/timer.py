@@ -7,7 +7,9 @@
 Cold protocol, per sample (nvbench ``measure_cold`` in spirit)::
 
     spin kernel (torch.cuda._sleep) sized to cover the host's launch time of the call
-    zero a buffer of 2 x L2            # evicts the inputs from L2
+    zero a buffer of 2 x L2            # evicts the inputs from L2 (as nvbench does)
+    [--flush clean: read the buffer back, so L2 holds clean lines and no write-back of the
+     zeroed lines competes with the timed call for DRAM bandwidth]
     start event; call; end event       # the host enqueued all of this while the GPU span
     wait for the end event; sample = end - start
 
@@ -53,11 +55,13 @@ class CudaColdTimer:
 
     name = "cold"
 
-    def __init__(self, torch: Any, l2_bytes: int | None, *, flush_factor: int = 2) -> None:
+    def __init__(self, torch: Any, l2_bytes: int | None, *, flush_factor: int = 2, clean: bool = False) -> None:
         self._torch = torch
         flush = max(flush_factor * (l2_bytes or 0), _MIN_FLUSH_BYTES)
         self.flush_bytes = flush
+        self.clean = clean
         self._flush = torch.empty(flush // 4, dtype=torch.int32, device="cuda")
+        self._sink = torch.empty((), dtype=torch.int32, device="cuda")
         self._start = torch.cuda.Event(enable_timing=True)
         self._end = torch.cuda.Event(enable_timing=True)
         self._launches: Sequence[Launch] = ()
@@ -83,6 +87,8 @@ class CudaColdTimer:
         fn = self._launches[index % len(self._launches)]
         torch.cuda._sleep(int(self.spin_us * self._cycles_per_us))
         self._flush.zero_()
+        if self.clean:  # read it back: L2 then holds clean lines, no write-back inside the window
+            torch.amax(self._flush, dim=0, out=self._sink)
         self._start.record()
         fn()
         self._end.record()
@@ -90,7 +96,8 @@ class CudaColdTimer:
         return self._start.elapsed_time(self._end) * 1e-3
 
     def protocol(self) -> dict[str, Any]:
-        return {"l2_flush_bytes": self.flush_bytes, "spin_us": round(self.spin_us, 1)}
+        return {"l2_flush_bytes": self.flush_bytes, "spin_us": round(self.spin_us, 1),
+                "flush": "clean" if self.clean else "write"}
 
 
 class CudaGraphTimer:

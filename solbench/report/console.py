@@ -78,6 +78,8 @@ def run_header(run: RunResult) -> str:
                "graph": "CUDA-graph replay, warm L2", "cpu": "wall clock"}.get(p.timer, p.timer)
         parts.append(f"timer {p.timer} ({how}); median, stop at 95% CI ±{p.target_rel_ci:.0%} "
                      f"or {p.budget_s:g} s, >= {p.min_samples} samples")
-    if env.sm_clock_mhz:
-        parts.append(f"SM clock {env.sm_clock_mhz} MHz")
+    if p.flush == "clean":
+        parts.append("flush clean")
+    if env.sm_clock_end_mhz:
+        parts.append(f"SM clock at end {env.sm_clock_end_mhz} MHz (max {env.max_sm_clock_mhz})")
     return " · ".join(parts)

@@ -47,6 +47,8 @@ class Environment:
     mem_clock_mhz: int | None = None
     power_limit_w: float | None = None
     solbench: str | None = None
+    sm_clock_end_mhz: int | None = None  # read right after the last measurement (GPU still busy-warm)
+    clock_event_reasons_end: int | None = None  # NVML clocks-event reason bits at that moment
 
 
 @dataclass(frozen=True)
@@ -82,6 +84,7 @@ class Protocol:
     l2_flush_bytes: int = 0
     spin_us: float = 0.0  # host-queue pre-fill ahead of each sample (cold timer)
     graph_calls: int = 0  # calls per graph replay (graph timer)
+    flush: str = ""  # cold timer: "write" (zero 2 x L2, as nvbench) or "clean" (then read it back)
 
 
 @dataclass(frozen=True)

@@ -64,3 +64,15 @@ def test_calibrate_measures_plausible_ceilings(tmp_path):
     assert path.is_file()
     assert 0.3 * spec.bandwidth < cal.bandwidth < spec.bandwidth
     assert 0.3 * spec.tensor_peaks["bf16"] < cal.tensor_peaks["bf16"] < 1.1 * spec.tensor_peaks["bf16"]
+
+
+def test_clean_flush_leaves_l2_clean_and_says_so(l2):
+    from solbench.device.timer import CudaColdTimer
+    from solbench.measure.criteria import CIWidth
+    from solbench.measure.loop import measure
+
+    x = torch.randn(1 << 20, device="cuda")
+    timer = CudaColdTimer(torch, l2, clean=True)
+    t = measure(timer, [lambda: x.mul_(1.0001)], CIWidth(0.01, 10, 500, 1.0))
+    assert timer.protocol()["flush"] == "clean"
+    assert 1.6e-6 < t.median < 10e-6
