@@ -117,6 +117,8 @@ def run(files: Sequence[str], gpu: str | None, dry_run: bool, device: str, timer
     base = api.load_run(gate_against, Path(results_dir)) if gate_against else None
     with _progress(quiet or as_json) as progress:
         result = api.run(files, options, device=device, progress=progress, on_case=save_partial)
+    if result.cases:
+        save_partial(result)  # the final record adds the end-of-run clocks
     _finish(result, out, as_json, None, None, Path(results_dir), dry=False,
             saved=path_holder.get("path"))
     if base is not None:
