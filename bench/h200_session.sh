@@ -21,6 +21,8 @@ for step in "$@"; do
     calibrate) python3 -m solbench calibrate --results-dir "$OUT/res" 2>&1 | tee -a "$log" ;;
     oproj-clean) python3 -m solbench run workloads/attn.yaml -w o_proj --flush clean -o "$OUT/attn-clean.json" 2>&1 \
                    | tee -a "$log" ;;
+    oproj-graph) python3 -m solbench run workloads/attn.yaml -w o_proj --timer graph -o "$OUT/attn-graph.json" 2>&1 \
+                   | tee -a "$log" ;;
     *) python3 -m solbench run "workloads/$step.yaml" -o "$OUT/$step.json" 2>&1 | tee -a "$log" ;;
   esac
 done
