@@ -211,6 +211,26 @@ def calibrate(seconds: float, results_dir: str, as_json: bool) -> None:
 
 
 @main.command()
+@click.argument("run_file", required=False, metavar="RUN")
+@click.option("--results-dir", type=click.Path(file_okay=False), default="results", show_default=True)
+@click.option("--markdown", "as_markdown", is_flag=True, help="Markdown tables (PR comments, docs).")
+@handle_errors
+def show(run_file: str | None, results_dir: str, as_markdown: bool) -> None:
+    """Show a saved run (a file, a saved name, or the latest) as tables or Markdown."""
+    from solbench.report.markdown import run_markdown
+
+    rdir = Path(results_dir)
+    result = api.load_run(run_file, rdir) if run_file else store.load(store.latest(rdir))
+    if as_markdown:
+        click.echo(run_markdown(result))
+        return
+    out = _console()
+    out.print(run_header(result), style="dim")
+    for table in run_tables(result):
+        out.print(table)
+
+
+@main.command()
 @handle_errors
 def schema() -> None:
     """Print the JSON Schema of workload files (for editor validation)."""

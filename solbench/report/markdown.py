@@ -1,4 +1,4 @@
-"""Markdown for PR comments and ``$GITHUB_STEP_SUMMARY``: comparisons and gate verdicts.
+"""Markdown for PR comments and ``$GITHUB_STEP_SUMMARY``: runs, comparisons and gate verdicts.
 
 Returns text only; the CLI decides where it goes (appending to the step summary
 when that variable is set).
@@ -9,8 +9,9 @@ from __future__ import annotations
 from solbench.compare import Comparison
 from solbench.gate import GateCaseVerdict, GateResult
 from solbench.report.units import format_ci, format_p, format_percent, format_ratio, format_seconds
+from solbench.results.model import CaseResult, ImplResult, RunResult
 
-__all__ = ["comparison_markdown", "gate_markdown"]
+__all__ = ["comparison_markdown", "gate_markdown", "run_markdown"]
 
 _GATE_ICON = {"PASS": "✅", "REGRESSION": "❌", "INCONCLUSIVE": "⚠️", "MISSING": "➖"}
 _GATE_ORDER = {"REGRESSION": 0, "INCONCLUSIVE": 1, "MISSING": 2, "PASS": 3}
@@ -91,3 +92,35 @@ def gate_markdown(g: GateResult) -> str:
     flagged = [v for v in ordered if v.verdict != "PASS"]
     lines += [f"- `{v.key}`: {v.verdict}: {_cell(v.reason)}" for v in flagged]
     return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def run_markdown(run: RunResult) -> str:
+    """A run as Markdown: one table per workload (time, T_SOL, SOL, MFU, MBU, bound, speedup)."""
+    env, p = run.environment, run.protocol
+    lines = [f"### solbench run: {_cell(env.device_name)} ({run.spec.id}, {run.spec.source} peaks)", "",
+             f"timer `{p.timer}`{f' (flush {p.flush})' if p.flush else ''}, median of adaptive samples "
+             f"(95% CI of the median within ±{p.target_rel_ci:.0%} or {p.budget_s:g} s), "
+             f"torch {env.torch}, CUDA {env.cuda}, driver {env.driver}, {run.created}", ""]
+    by_workload: dict[str, list[CaseResult]] = {}
+    for case in run.cases:
+        by_workload.setdefault(case.workload, []).append(case)
+    for workload, cases in by_workload.items():
+        rows = []
+        for c in cases:
+            params = " ".join(f"{k}={v}" for k, v in c.params.items()) + f" {c.dtype}"
+            for r in c.impls:
+                rows.append([params, r.name, *_impl_cells(c, r)])
+        lines += [f"#### {_cell(workload)}", ""]
+        lines += _table(["case", "impl", "time", "±CI", "T_SOL", "SOL", "MFU", "MBU", "bound", "speedup"],
+                        "llrrrrrrlr", rows)
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _impl_cells(c: CaseResult, r: ImplResult) -> list[str]:
+    if r.timing is None or r.score is None:
+        return [r.status.upper(), "", format_seconds(c.t_sol), "", "", "", c.bound, ""]
+    t, s = r.timing, r.score
+    half = (t.ci_high - t.ci_low) / 2 / t.median
+    return [format_seconds(t.median), f"{half:.1%}", format_seconds(c.t_sol), _sol(s.sol), format_percent(s.mfu),
+            format_percent(s.mbu), c.bound, f"{s.speedup:.2f}x" if s.speedup else ""]

@@ -111,3 +111,16 @@ def test_schema_list_info(runner):
     assert listing.exit_code == 0 and "o_proj" in listing.output and "h200-sxm" in listing.output
     info = runner.invoke(main, ["info", "--json"])
     assert info.exit_code == 0 and json.loads(info.output)["device_kind"] == "cpu"
+
+
+def test_show_renders_a_saved_run_as_tables_and_markdown(runner, tmp_path):
+    out = tmp_path / "d.json"
+    runner.invoke(main, ["run", "tests/data/double.yaml", "--device", "cpu", "-o", str(out), "-i", "baseline", *FAST])
+    table = runner.invoke(main, ["show", str(out)], env={"COLUMNS": "200"})
+    assert table.exit_code == 0 and "double" in table.output and "baseline" in table.output
+    md = runner.invoke(main, ["show", str(out), "--markdown"])
+    assert md.exit_code == 0
+    lines = md.output.splitlines()
+    assert lines[0].startswith("### solbench run:")
+    rows = [line for line in lines if line.startswith("| n=")]
+    assert len(rows) == 2 and all("| baseline |" in r for r in rows)
