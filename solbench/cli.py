@@ -19,7 +19,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from solbench import api
 from solbench.errors import SolbenchError
-from solbench.report.console import run_header, run_tables
+from solbench.report.console import run_header, run_notes, run_tables
 from solbench.results import store
 from solbench.results.model import RunResult
 
@@ -28,7 +28,9 @@ EXIT_INCORRECT = 4
 
 
 def _console(quiet: bool = False) -> Console:
-    return Console(stderr=False, quiet=quiet, highlight=False)
+    # Piped output (CI logs, files) gets a wide table rather than rich's 80-column default.
+    width = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 160
+    return Console(stderr=False, quiet=quiet, highlight=False, width=width)
 
 
 def _err_console() -> Console:
@@ -140,9 +142,7 @@ def _finish(result: RunResult, out: Console, as_json: bool, output: str | None,
     if as_json:
         click.echo(store.dumps(result))
         return
-    out.print(run_header(result), style="dim")
-    for table in run_tables(result):
-        out.print(table)
+    _print_run(out, result)
     if saved is not None:
         out.print(f"saved {saved}", style="dim")
 
@@ -224,10 +224,15 @@ def show(run_file: str | None, results_dir: str, as_markdown: bool) -> None:
     if as_markdown:
         click.echo(run_markdown(result))
         return
-    out = _console()
+    _print_run(_console(), result)
+
+
+def _print_run(out: Console, result: RunResult) -> None:
     out.print(run_header(result), style="dim")
     for table in run_tables(result):
         out.print(table)
+    for note in run_notes(result):
+        out.print(note, style="dim", overflow="fold", markup=False)
 
 
 @main.command()

@@ -44,7 +44,7 @@ def _table(workload: str, cases: Iterable[CaseResult]) -> Table:
 def _cells(case: CaseResult, r: ImplResult) -> list[str | Text]:
     if r.status not in ("ok", "invalid") or r.timing is None:
         label = Text(r.status.upper(), style=_STATUS_STYLE.get(r.status, ""))
-        return [label, format_seconds(case.t_sol), Text(r.message[:60], style="dim"), "", "", case.bound, ""]
+        return [label, format_seconds(case.t_sol), "", "", "", case.bound, ""]
     tm = r.timing
     half = (tm.ci_high - tm.ci_low) / 2
     time = f"{format_seconds(tm.median)} ±{half / tm.median * 100:.1f}%"
@@ -83,3 +83,9 @@ def run_header(run: RunResult) -> str:
     if env.sm_clock_end_mhz:
         parts.append(f"SM clock at end {env.sm_clock_end_mhz} MHz (max {env.max_sm_clock_mhz})")
     return " · ".join(parts)
+
+
+def run_notes(run: RunResult) -> list[str]:
+    """One line per implementation that was not scored, saying why (printed under the tables)."""
+    return [f"{c.case_id} {r.name}: {r.status.upper()}: {r.message}"
+            for c in run.cases for r in c.impls if r.status != "ok" and r.message]
