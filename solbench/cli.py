@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from solbench import api
@@ -169,7 +170,7 @@ class _progress:
         if event == "start":
             self._task = bar.add_task("measuring", total=data["cases"])
         elif event == "impl":
-            self._label = f"{data['case']} {data['impl']}"
+            self._label = escape(f"{data['case']} {data['impl']}")
             bar.update(self._task, description=self._label)
         elif event == "sample" and data["n"] % 10 == 0:
             bar.update(self._task, description=f"{self._label} ({data['n']} samples)")

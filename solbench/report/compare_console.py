@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
@@ -26,19 +27,19 @@ def comparison_table(c: Comparison) -> Table:
     """One row per paired key, then one row per key measured on one side only."""
     a, b = c.label_a, c.label_b
     counts = ", ".join(f"{c.count(v)} {v.lower()}" for v in ("FASTER", "SLOWER", "SAME", "INCONCLUSIVE"))
-    t = Table(title=f"{b} vs {a}", title_justify="left",
-              caption=f"geomean speedup of {b} over {a}: {format_ratio(c.geomean_speedup)} ({counts}); "
+    t = Table(title=Text(f"{b} vs {a}"), title_justify="left",
+              caption=f"geomean speedup of {escape(b)} over {escape(a)}: {format_ratio(c.geomean_speedup)} ({counts}); "
                       f"SAME within ±{format_percent(c.threshold)}, alpha {c.alpha:g} (BH)",
               caption_justify="left")
     for col in ("case", a, b, f"{b}/{a}", f"{c.confidence:.0%} CI", f"SOL {a}", f"SOL {b}", "p", "verdict"):
         t.add_column(col, justify="left" if col in ("case", "verdict") else "right")
     for r in c.rows:
-        t.add_row(r.key, format_seconds(r.median_a), format_seconds(r.median_b), format_ratio(r.ratio),
+        t.add_row(Text(r.key), format_seconds(r.median_a), format_seconds(r.median_b), format_ratio(r.ratio),
                   format_ci(r.ci_low, r.ci_high), _sol(r.sol_a), _sol(r.sol_b), format_p(r.p_value),
                   Text(r.verdict, style=_STYLE[r.verdict]))
     for side, keys in ((a, c.only_in_a), (b, c.only_in_b)):
         for k in keys:
-            t.add_row(k, *[""] * 7, Text(f"only in {side}", style="dim"))
+            t.add_row(Text(k), *[""] * 7, Text(f"only in {side}", style="dim"))
     return t
 
 
@@ -54,7 +55,7 @@ def gate_table(g: GateResult) -> Table:
                 "p (adj.)", "verdict"):
         t.add_column(col, justify="left" if col in ("case", "verdict") else "right")
     for v in sorted(g.verdicts, key=lambda v: _GATE_ORDER[v.verdict]):
-        t.add_row(v.key, format_seconds(v.median_base), format_seconds(v.median_cur), format_ratio(v.ratio),
+        t.add_row(Text(v.key), format_seconds(v.median_base), format_seconds(v.median_cur), format_ratio(v.ratio),
                   format_ci(v.ci_low, v.ci_high), f"+{format_percent(v.threshold)}",
                   format_p(v.p_adjusted), Text(v.verdict, style=_STYLE[v.verdict]))
     return t

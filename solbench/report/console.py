@@ -27,13 +27,13 @@ def _params(case: CaseResult) -> str:
 
 
 def _table(workload: str, cases: Iterable[CaseResult]) -> Table:
-    t = Table(title=f"{workload}", title_justify="left", show_lines=False)
+    t = Table(title=Text(workload), title_justify="left", show_lines=False)
     for col in ("case", "impl", "time (95% CI)", "T_SOL", "SOL", "MFU", "MBU", "bound", "speedup"):
         t.add_column(col, justify="left" if col in ("case", "impl", "bound") else "right")
     for case in cases:
         first = True
         for r in case.impls:
-            t.add_row(_params(case) if first else "", r.name, *_cells(case, r))
+            t.add_row(Text(_params(case)) if first else "", Text(r.name), *_cells(case, r))
             first = False
         if first:
             t.add_row(_params(case), "-", "", format_seconds(case.t_sol), "", "", "", case.bound, "")
@@ -58,7 +58,7 @@ def _cells(case: CaseResult, r: ImplResult) -> list[str | Text]:
 
 
 def _dry_table(workload: str, cases: Iterable[CaseResult]) -> Table:
-    t = Table(title=f"{workload} (dry run)", title_justify="left")
+    t = Table(title=Text(f"{workload} (dry run)"), title_justify="left")
     for col in ("case", "tensor FLOP", "vector FLOP", "fused bytes", "unfused bytes", "FLOP/B",
                 "T_SOL", "bound"):
         t.add_column(col, justify="left" if col in ("case", "bound") else "right")

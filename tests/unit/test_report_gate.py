@@ -152,3 +152,18 @@ def test_reporters_do_no_io(module):
 
     source = inspect.getsource(importlib.import_module(f"solbench.report.{module}"))
     assert "print(" not in source and "open(" not in source
+
+
+def test_case_ids_with_brackets_render_literally():
+    import io
+
+    from rich.console import Console
+
+    from solbench.compare import compare_runs
+    from solbench.report.compare_console import comparison_table
+    from tests.unit.factories import make_run
+
+    run = make_run({"o_proj[tokens=16,bfloat16]": {"fused": [1e-3] * 10}})
+    buf = io.StringIO()
+    Console(file=buf, width=200).print(comparison_table(compare_runs(run, run)))
+    assert "o_proj[tokens=16,bfloat16]/fused" in buf.getvalue()
