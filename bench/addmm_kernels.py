@@ -5,6 +5,8 @@ Run on a GPU: PYTHONPATH=. python3 bench/addmm_kernels.py
 
 from __future__ import annotations
 
+import functools
+
 import torch
 from torch.profiler import ProfilerActivity, profile
 
@@ -28,7 +30,7 @@ def main() -> None:
         r = torch.randn(tokens, h, device="cuda", dtype=torch.bfloat16)
         for name, fn in (("baseline", attn.o_proj_baseline), ("addmm", attn.o_proj_cublas_fused)):
             print(f"tokens={tokens} {name}:")
-            for k, us in kernels(lambda fn=fn: fn(x, w, r)):
+            for k, us in kernels(functools.partial(fn, x, w, r)):
                 print(f"    {us:9.1f} us  {k}")
 
 

@@ -262,10 +262,10 @@ def list_(paths: Sequence[str]) -> None:
     s = Table(title="hardware specs", title_justify="left")
     for col in ("id", "name", "bf16 tensor TFLOP/s", "memory TB/s"):
         s.add_column(col)
-    for spec in api.list_specs():
-        bf16 = spec.tensor_peaks.get("bf16")
-        s.add_row(spec.id, spec.name, f"{bf16 / 1e12:g}" if bf16 else "-",
-                  f"{spec.bandwidth / 1e12:g}" if spec.bandwidth else "measured")
+    for hw in api.list_specs():
+        bf16 = hw.tensor_peaks.get("bf16")
+        s.add_row(hw.id, hw.name, f"{bf16 / 1e12:g}" if bf16 else "-",
+                  f"{hw.bandwidth / 1e12:g}" if hw.bandwidth else "measured")
     out.print(s)
 
 

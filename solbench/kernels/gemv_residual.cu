@@ -31,6 +31,9 @@
 // the staggered start and 4-step warp groups (SB_GEMV_GROUP) all moved it by
 // less than the noise, so the limit looks like too few warps issuing loads per
 // SM; more warps (split-K over a cluster, fewer registers per warp) is next.
+// Tried since (2026-11-30, bench results in results/h200/gemv_splitk.txt, code in git
+// history at e904e56): split-K over 2-8 blocks per column tile with a last-block reduction,
+// also with a 128-register cap for 2 blocks per SM: slower at 1, 16 and 64 tokens.
 //
 // Launch: block = 256 threads, grid = ceil(N / 32); NT = ceil(T / 8) token tiles.
 #include "common.cu"
@@ -103,21 +106,10 @@ __device__ __forceinline__ void sb_gemv_load(u32 (&wb)[4][4], u32 (&xb)[NT][4],
   }
 }
 
-#ifndef SB_GEMV_MIN_BLOCKS
-#define SB_GEMV_MIN_BLOCKS 1  // blocks per SM the register budget must allow (split-K runs)
-#endif
-
-// Split-K (gridDim.y = S > 1): block (b, s) sweeps the s-th of S equal ranges of k steps,
-// writes its fp32 partial sums for its 32 outputs x T tokens to ws[s][t][n], and the last
-// of the S blocks of column tile b to arrive (an atomic ticket per tile, after a
-// __threadfence) sums the S partials, adds the residual and writes the output, then
-// resets its ticket to 0 for the next launch. ws holds S x T x N floats; tickets N / 32
-// unsigned ints, zero before the first launch. S = 1 is the single-pass kernel.
 template <int KIND, int NT>
-__global__ void __launch_bounds__(256, SB_GEMV_MIN_BLOCKS) gemv_residual_kernel(
+__global__ void __launch_bounds__(256, 1) gemv_residual_kernel(
     const u16* __restrict__ x, const u16* __restrict__ weight,
-    const u16* __restrict__ residual, u16* __restrict__ out, int T, int N, int K,
-    float* __restrict__ ws, unsigned int* __restrict__ tickets) {
+    const u16* __restrict__ residual, u16* __restrict__ out, int T, int N, int K) {
   constexpr int U = SbGemvDepth<NT>::value;
   __shared__ float red[SB_GEMV_WARPS][32][SB_GEMV_RED_STRIDE];
 
@@ -149,12 +141,7 @@ __global__ void __launch_bounds__(256, SB_GEMV_MIN_BLOCKS) gemv_residual_kernel(
   // sweep at its own offset `rot` (a rotation of the step index, so every step
   // is still taken exactly once): without it all 128 blocks read the same
   // column window of 4096 rows 8 KB apart at the same moment.
-  const int all_steps = (K + 31) >> 5;
-  const int split = blockIdx.y;
-  const int per_split = (all_steps + gridDim.y - 1) / gridDim.y;
-  const int s0 = split * per_split;
-  const int s1 = min(all_steps, s0 + per_split);
-  const int nsteps = s1 > s0 ? s1 - s0 : 0;
+  const int nsteps = (K + 31) >> 5;
   const int rounds = nsteps / (SB_GEMV_WARPS * SB_GEMV_GROUP);
   int tail = nsteps - rounds * SB_GEMV_WARPS * SB_GEMV_GROUP - SB_GEMV_GROUP * warp;
   tail = tail < 0 ? 0 : (tail > SB_GEMV_GROUP ? SB_GEMV_GROUP : tail);
@@ -168,7 +155,7 @@ __global__ void __launch_bounds__(256, SB_GEMV_MIN_BLOCKS) gemv_residual_kernel(
 #define SB_GEMV_STEP(it) \
   ((it) % SB_GEMV_GROUP + SB_GEMV_GROUP * warp + SB_GEMV_WARPS * SB_GEMV_GROUP * ((it) / SB_GEMV_GROUP) + rot)
 #define SB_GEMV_K(it) \
-  ((long long)(s0 + (SB_GEMV_STEP(it) >= nsteps ? SB_GEMV_STEP(it) - nsteps : SB_GEMV_STEP(it))) * 32)
+  ((long long)(SB_GEMV_STEP(it) >= nsteps ? SB_GEMV_STEP(it) - nsteps : SB_GEMV_STEP(it)) * 32)
 #define SB_GEMV_OK(it) ((it) < niter && SB_GEMV_K(it) + q * 8 < K)
 
   float acc[2][NT][4];
@@ -243,35 +230,11 @@ __global__ void __launch_bounds__(256, SB_GEMV_MIN_BLOCKS) gemv_residual_kernel(
 #pragma unroll
         for (int w = 0; w < SB_GEMV_WARPS; ++w) s += red[w][tl][nl];
         const long long idx = (long long)t * N + n;
-        if (gridDim.y == 1) {
-          s += sb_to_float<KIND>(residual[idx]);
-          out[idx] = sb_from_float<KIND>(s);
-        } else {
-          ws[(long long)split * T * N + idx] = s;
-        }
+        s += sb_to_float<KIND>(residual[idx]);
+        out[idx] = sb_from_float<KIND>(s);
       }
     }
   }
-  if (gridDim.y == 1) return;
-  // Split-K: the last block of this column tile to finish reduces the partials.
-  __shared__ unsigned int ticket;
-  __threadfence();
-  __syncthreads();
-  if (threadIdx.x == 0) ticket = atomicAdd(&tickets[blockIdx.x], 1u);
-  __syncthreads();
-  if (ticket != gridDim.y - 1) return;
-  __threadfence();
-  for (int o = threadIdx.x; o < T * SB_GEMV_ROWS; o += blockDim.x) {
-    const int t = o / SB_GEMV_ROWS;
-    const int n = n0 + o % SB_GEMV_ROWS;
-    if (n < N) {
-      const long long idx = (long long)t * N + n;
-      float s = sb_to_float<KIND>(residual[idx]);
-      for (int p = 0; p < (int)gridDim.y; ++p) s += __ldcg(ws + (long long)p * T * N + idx);
-      out[idx] = sb_from_float<KIND>(s);
-    }
-  }
-  if (threadIdx.x == 0) tickets[blockIdx.x] = 0u;
 }
 
 // Fallback for any shape or alignment: one warp per (token, output), scalar

@@ -26,7 +26,6 @@ _VEC = 8  # 16-bit elements per 16-byte access
 _GELU_MODES = {"none": 0, "tanh": 1}
 _GELU_BLOCK, _GELU_UNROLL = 256, 4  # must match bias_gelu.cu
 _GEMV_ROWS, _GEMV_MAX_TOKENS = 32, 64  # must match gemv_residual.cu
-_GEMV_KSPLIT = 1  # k ranges per column tile (split-K; 1 = single pass), see gemv_residual.cu
 _INT32_MAX = 2**31 - 1
 
 
@@ -172,22 +171,6 @@ def bias_gelu(x: torch.Tensor, bias: torch.Tensor, approximate: str = "none") ->
 
 # ----------------------------------------------------------------- GEMV + residual
 
-_SPLIT_BUFFERS: dict[torch.device, tuple[torch.Tensor, torch.Tensor]] = {}
-
-
-def _split_buffers(device: torch.device, floats: int, tiles: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Split-K workspace (fp32 partials) and zeroed tickets, kept per device and grown on demand.
-
-    The kernel resets each ticket after use, so the buffers are reused by every launch on the
-    stream (calls on one device must not run concurrently on several streams).
-    """
-    ws, tickets = _SPLIT_BUFFERS.get(device, (None, None))
-    if ws is None or ws.numel() < floats or tickets.numel() < tiles:
-        ws = torch.empty(max(floats, 1 << 20), dtype=torch.float32, device=device)
-        tickets = torch.zeros(max(tiles, 4096), dtype=torch.int32, device=device)
-        _SPLIT_BUFFERS[device] = (ws, tickets)
-    return ws, tickets
-
 def gemv_residual(x: torch.Tensor, weight: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
     """``x @ weight.T + residual`` for a few tokens, streaming ``weight`` once.
 
@@ -200,9 +183,8 @@ def gemv_residual(x: torch.Tensor, weight: torch.Tensor, residual: torch.Tensor)
 
 
 def _gemv_residual(x: torch.Tensor, weight: torch.Tensor, residual: torch.Tensor,
-                   options: tuple[str, ...] = (), ksplit: int | None = None) -> torch.Tensor:
-    """gemv_residual with extra compiler options and a split-K factor (benchmark variants)."""
-    ksplit = _GEMV_KSPLIT if ksplit is None else ksplit
+                   options: tuple[str, ...] = ()) -> torch.Tensor:
+    """gemv_residual with extra compiler options for the fast kernel (benchmark variants)."""
     dtype = _check("gemv_residual", x=x, weight=weight, residual=residual)
     if x.dim() != 2 or weight.dim() != 2 or residual.dim() != 2:
         raise ValueError(f"gemv_residual: expected 2-D x [T, K], weight [N, K], residual [T, N]; "
@@ -230,12 +212,7 @@ def _gemv_residual(x: torch.Tensor, weight: torch.Tensor, residual: torch.Tensor
         if fast:
             name = f"gemv_residual_kernel<{kind}, {_cdiv(t1 - t0, 8)}>"
             kernel = _get("gemv_residual.cu", name, options)
-            tiles = _cdiv(n, _GEMV_ROWS)
-            split = max(1, min(ksplit, _cdiv(k, 32)))
-            ws, tickets = _split_buffers(x.device, split * (t1 - t0) * n, tiles) if split > 1 else (None, None)
-            launch(kernel, (tiles, split), (256,),
-                   (*args, ptr(ws) if ws is not None else np.uint64(0),
-                    ptr(tickets) if tickets is not None else np.uint64(0)), device=x.device)
+            launch(kernel, (_cdiv(n, _GEMV_ROWS),), (256,), args, device=x.device)
         else:
             kernel = _get("gemv_residual.cu", f"gemv_residual_scalar_kernel<{kind}>")
             launch(kernel, (_cdiv(n, 8), t1 - t0), (256,), args, device=x.device)

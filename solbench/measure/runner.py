@@ -105,7 +105,7 @@ def _launches(impl: Implementation, case: Case, sets: Sequence[Mapping[str, torc
               base_dir: Path | None) -> list[Callable[[], Any]]:
     fn = resolve(impl.fn, base_dir)
     setup = resolve(impl.setup, base_dir) if impl.setup else None
-    launches = []
+    launches: list[Callable[[], Any]] = []
     for inputs in sets:
         kwargs = dict(_call(setup, inputs, case.params)) if setup else dict(inputs)
         launches.append(functools.partial(fn, **kwargs, **_params_for(fn, case.params, kwargs)))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from solbench.compare import Comparison
 from solbench.gate import GateCaseVerdict, GateResult
-from solbench.report.units import format_ci, format_p, format_percent, format_ratio, format_seconds
+from solbench.report.units import format_ci, format_p, format_pct, format_percent, format_ratio, format_seconds
 from solbench.results.model import CaseResult, ImplResult, RunResult
 
 __all__ = ["comparison_markdown", "gate_markdown", "run_markdown"]
@@ -122,5 +122,5 @@ def _impl_cells(c: CaseResult, r: ImplResult) -> list[str]:
         return [r.status.upper(), "", format_seconds(c.t_sol), "", "", "", c.bound, ""]
     t, s = r.timing, r.score
     half = (t.ci_high - t.ci_low) / 2 / t.median
-    return [format_seconds(t.median), f"{half:.1%}", format_seconds(c.t_sol), _sol(s.sol), format_percent(s.mfu),
-            format_percent(s.mbu), c.bound, f"{s.speedup:.2f}x" if s.speedup else ""]
+    return [format_seconds(t.median), f"{half:.1%}", format_seconds(c.t_sol), _sol(s.sol), format_pct(s.mfu),
+            format_pct(s.mbu), c.bound, f"{s.speedup:.2f}x" if s.speedup else ""]
