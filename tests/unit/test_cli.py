@@ -124,3 +124,20 @@ def test_show_renders_a_saved_run_as_tables_and_markdown(runner, tmp_path):
     assert lines[0].startswith("### solbench run:")
     rows = [line for line in lines if line.startswith("| n=")]
     assert len(rows) == 2 and all("| baseline |" in r for r in rows)
+
+
+@pytest.mark.parametrize("workload_file", sorted(Path("workloads").glob("*.yaml")), ids=lambda p: p.name)
+def test_every_shipped_workload_runs_end_to_end_on_cpu(runner, tmp_path, workload_file):
+    out = tmp_path / "run.json"
+    result = runner.invoke(main, ["run", str(workload_file), "--device", "cpu", "-o", str(out), "--budget", "0.02",
+                                  "--min-samples", "3", "--max-samples", "5", "-q"])
+    assert result.exit_code == 0, result.output
+    run = store.load(out)
+    statuses = [r for c in run.cases for r in c.impls]
+    assert statuses and all(r.status in ("ok", "skipped") for r in statuses)
+    assert any(r.status == "ok" for r in statuses)
+    for r in statuses:
+        if r.status == "skipped":
+            assert r.message.startswith("needs "), r.message  # a clear reason, not a failure
+        else:
+            assert r.correctness is not None and r.correctness.passed
