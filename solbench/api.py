@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -183,13 +184,17 @@ def _measure_case(p: Planned, case: Case, info: Any, timer: Any, options: RunOpt
         try:
             r = run_impl(name, impl, p.spec, case, inputs, timer, criterion, device=device,
                          base_dir=base_dir, warmup=options.warmup,
-                         on_sample=lambda n, _name=name: emit("sample", {"impl": _name, "n": n}))
+                         on_sample=functools.partial(_emit_sample, emit, name))
         except Exception as exc:
             _reraise_config(exc, p, ["implementations", name, "fn"])
             raise
         results.append(r)
         emit("impl_done", {"case": case.id, "impl": name, "status": r.status})
     return results
+
+
+def _emit_sample(emit: Progress, impl: str, n: int) -> None:
+    emit("sample", {"impl": impl, "n": n})
 
 
 def _reraise_config(exc: Exception, p: Planned, loc: list[str | int]) -> None:

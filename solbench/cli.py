@@ -288,7 +288,7 @@ def _register() -> None:
     from solbench.cli_compare import compare, gate_cmd
 
     for command in (compare, gate_cmd):
-        command.callback = handle_errors(command.callback)  # type: ignore[arg-type]
+        command.callback = handle_errors(command.callback)  # type: ignore[arg-type,type-var]
         main.add_command(command)
 
 

@@ -28,7 +28,7 @@ def load_workload_file(path: str | Path) -> tuple[WorkloadSpec, ...]:
     except ValidationError as exc:
         first = exc.errors()[0]
         loc = [p for p in first["loc"] if not _is_union_tag(p)]
-        raise doc.error(loc, _message(first)) from None
+        raise doc.error(loc, _message(dict(first))) from None
     for i, spec in enumerate(parsed.workloads):
         _check_names(doc, i, spec)
     names = [w.name for w in parsed.workloads]

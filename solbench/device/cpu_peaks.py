@@ -45,7 +45,7 @@ def _measure(seconds: float) -> tuple[float, float]:
     for n in _MATMUL_SIZES:
         a, b = torch.randn(n, n), torch.randn(n, n)
         out = torch.empty(n, n)
-        flops = max(flops, _best_rate(lambda a=a, b=b, out=out: torch.mm(a, b, out=out), 2.0 * n**3, per_size))
+        flops = max(flops, _best_rate(functools.partial(torch.mm, a, b, out=out), 2.0 * n**3, per_size))
     src = torch.ones(_COPY_BYTES // 4, dtype=torch.float32)
     dst = torch.empty_like(src)
     bandwidth = _best_rate(lambda: dst.copy_(src), 2.0 * _COPY_BYTES, seconds / 2)

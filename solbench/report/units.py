@@ -92,7 +92,7 @@ def format_p(p: float | None) -> str:
 
 def format_pct(x: float | None, decimals: int = 1) -> str:
     """A fraction as a percent with fixed decimals: 0.734 -> "73.4%"; None -> "—"."""
-    return f"{x * 100:.{decimals}f}%" if _finite(x) else MISSING
+    return f"{x * 100:.{decimals}f}%" if x is not None and _finite(x) else MISSING
 
 
 def _format_si(x: float | None, unit: str, digits: int) -> str:
