@@ -257,7 +257,7 @@ def list_(paths: Sequence[str]) -> None:
     for col in ("file", "workload", "implementations", "description"):
         t.add_column(col)
     for path, spec in api.list_workloads(paths or ["workloads"]):
-        t.add_row(str(path), spec.name, ", ".join(spec.implementations), spec.description.strip()[:70])
+        t.add_row(str(path), spec.name, ", ".join(spec.implementations), _first_sentence(spec.description))
     out.print(t)
     s = Table(title="hardware specs", title_justify="left")
     for col in ("id", "name", "bf16 tensor TFLOP/s", "memory TB/s"):
@@ -267,6 +267,11 @@ def list_(paths: Sequence[str]) -> None:
         s.add_row(hw.id, hw.name, f"{bf16 / 1e12:g}" if bf16 else "-",
                   f"{hw.bandwidth / 1e12:g}" if hw.bandwidth else "measured")
     out.print(s)
+
+
+def _first_sentence(text: str, limit: int = 90) -> str:
+    first = " ".join(text.split()).split(". ")[0].split(": ")[0]
+    return first if len(first) <= limit else first[: limit - 1] + "…"
 
 
 @main.command()
