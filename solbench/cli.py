@@ -270,7 +270,7 @@ def list_(paths: Sequence[str]) -> None:
 
 
 def _first_sentence(text: str, limit: int = 90) -> str:
-    first = " ".join(text.split()).split(". ")[0].split(": ")[0]
+    first = " ".join(text.split()).split(". ")[0]
     return first if len(first) <= limit else first[: limit - 1] + "…"
 
 
