@@ -153,7 +153,7 @@ def load_spec_file(path: str | Path) -> HardwareSpec:
     except ValidationError as exc:
         errors = exc.errors()  # an unknown field first: it is usually a misspelt required one
         first = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
-        raise doc.error(_location(first["loc"]), _message(first)) from None
+        raise doc.validation_error(first, _pci_hint(first)) from None
     if parsed.id != path.stem:
         raise doc.error(["id"], f"{parsed.id!r} must equal the file name {path.stem!r}")
     return parsed.to_spec()
@@ -189,21 +189,13 @@ def get_spec(spec_id_or_alias: str, directory: str | Path | None = None) -> Hard
     raise ConfigError(f"unknown hardware spec {spec_id_or_alias!r}; known: {known} (aliases: {aliases})")
 
 
-def _location(loc: tuple[Any, ...]) -> list[str | int]:
-    # pydantic adds validator tags such as 'function-after[...]' to locations
-    return [p for p in loc if not (isinstance(p, str) and "[" in p)]
-
-
-def _message(error: Any) -> str:
-    if error["type"] == "extra_forbidden":
-        return "unknown field"
-    if error["type"] == "missing":
-        return "required field missing"
-    msg = str(error["msg"]).removeprefix("Value error, ")
+def _pci_hint(error: Any) -> str | None:
+    """YAML reads 0x2335 as the integer 9013: say how to write a PCI ID."""
     value = error.get("input")
-    if error["loc"][0] == "pci_device_ids" and type(value) is int:  # YAML read 0x2335 as 9013
+    if error["loc"][0] == "pci_device_ids" and type(value) is int:
+        msg = str(error["msg"]).removeprefix("Value error, ")
         return f'{msg} (got {value}: quote hex IDs, e.g. "0x{value:04x}")'
-    return msg if isinstance(value, dict | list) else f"{msg} (got {value!r})"
+    return None
 
 
 __all__ = ["get_spec", "load_spec_file", "load_specs", "specs_dir"]

@@ -6,7 +6,6 @@ user sees ``workloads/attn.yaml:14: workloads.0.inputs.x.shape: ...`` and nothin
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -26,9 +25,7 @@ def load_workload_file(path: str | Path) -> tuple[WorkloadSpec, ...]:
     try:
         parsed = WorkloadFile.model_validate(doc.data)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        loc = [p for p in first["loc"] if not _is_union_tag(p)]
-        raise doc.error(loc, _message(dict(first))) from None
+        raise doc.validation_error(exc.errors()[0]) from None
     for i, spec in enumerate(parsed.workloads):
         _check_names(doc, i, spec)
     names = [w.name for w in parsed.workloads]
@@ -43,26 +40,6 @@ def workload_json_schema() -> dict[str, Any]:
     schema = WorkloadFile.model_json_schema()
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     return schema
-
-
-def _is_union_tag(part: Any) -> bool:
-    # pydantic adds union member tags such as 'str' or 'function-after[...]' to locations
-    return isinstance(part, str) and (part in {"str", "int", "float"} or "[" in part)
-
-
-def _message(error: dict[str, Any]) -> str:
-    msg = str(error["msg"])
-    if msg.startswith("Value error, "):
-        msg = msg[len("Value error, ") :]
-    if error["type"] == "extra_forbidden":
-        msg = "unknown field"
-    elif error["type"] == "missing":
-        msg = "required field missing"
-    elif "input" in error and error["type"] not in {"missing"} and not isinstance(
-        error["input"], dict | list
-    ):
-        msg = f"{msg} (got {json.dumps(error['input'], default=str)})"
-    return msg
 
 
 def _check_names(doc: YamlDocument, index: int, spec: WorkloadSpec) -> None:

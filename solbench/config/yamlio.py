@@ -6,7 +6,7 @@ Data is read with ``yaml.safe_load``; the same text is composed into a node tree
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +40,11 @@ class YamlDocument:
             line = node.start_mark.line + 1
         return line
 
+    def validation_error(self, error: Mapping[str, Any], message: str | None = None) -> ConfigError:
+        """A ConfigError for one pydantic error (``ValidationError.errors()`` item) in this file."""
+        loc = [p for p in error["loc"] if not _is_validator_tag(p)]
+        return self.error(loc, message or validation_message(error))
+
     def error(self, loc: Sequence[str | int], message: str) -> ConfigError:
         """A one-line ConfigError naming the file, the line and the field."""
         line = self.line_of(loc)
@@ -65,3 +70,20 @@ def read_yaml(path: Path) -> YamlDocument:
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise ConfigError(f"{path}{line}: invalid YAML: {problem}") from None
     return YamlDocument(path, data, root)
+
+
+def validation_message(error: Mapping[str, Any]) -> str:
+    """A short message for one pydantic error: "unknown field", "required field missing", or
+    pydantic's text with the offending value."""
+    if error["type"] == "extra_forbidden":
+        return "unknown field"
+    if error["type"] == "missing":
+        return "required field missing"
+    msg = str(error["msg"]).removeprefix("Value error, ")
+    value = error.get("input")
+    return msg if isinstance(value, dict | list) else f"{msg} (got {value!r})"
+
+
+def _is_validator_tag(part: Any) -> bool:
+    # pydantic adds union members and validators ('str', 'function-after[...]') to locations
+    return isinstance(part, str) and (part in {"str", "int", "float"} or "[" in part)
