@@ -53,11 +53,16 @@ def dumps(run: RunResult) -> str:
 
 def save(run: RunResult, path: Path) -> Path:
     """Write a run atomically; creates parent folders."""
+    return _write_atomic(path, dumps(run))
+
+
+def _write_atomic(path: Path, text: str) -> Path:
+    """Temporary file in the same folder, fsync, then rename: readers see the old or the new file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(dumps(run))
+            f.write(text)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -167,12 +172,7 @@ def calibration_path(results_dir: Path, spec_id: str, device_uuid: str | None) -
 def save_calibration(cal: Calibration, results_dir: Path) -> Path:
     """Write a calibration atomically next to the runs."""
     path = calibration_path(results_dir, cal.spec_id, cal.device_uuid)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        json.dump(dataclasses.asdict(cal), f, indent=1)
-    os.replace(tmp, path)
-    return path
+    return _write_atomic(path, json.dumps(dataclasses.asdict(cal), indent=1))
 
 
 def load_calibration(results_dir: Path, spec_id: str, device_uuid: str | None) -> Calibration:
