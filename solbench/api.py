@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from solbench.analysis.cost import case_cost
 from solbench.analysis.sol import is_below_sol, score, speed_of_light
 from solbench.config.workloads import load_workload_file
+from solbench.config.yamlio import read_yaml
 from solbench.errors import ConfigError, DeviceError
 from solbench.results.model import (
     CaseResult,
@@ -78,8 +79,6 @@ def plan(files: Sequence[str | Path], device_kind: str, only: Sequence[str] = ()
             try:
                 cases = tuple(expand(spec, device_kind))
             except CaseError as exc:
-                from solbench.config.yamlio import read_yaml
-
                 raise read_yaml(path).error(["workloads", i, *exc.loc], str(exc)) from None
             planned.append(Planned(spec, path, i, cases))
     if only and not planned:
@@ -93,8 +92,6 @@ def cost_of(p: Planned, case: Case) -> Any:
         return case_cost(case, [op.model_dump(exclude_none=True) for op in p.spec.ops],
                          flops=p.spec.flops, bytes_=p.spec.bytes)
     except ValueError as exc:
-        from solbench.config.yamlio import read_yaml
-
         raise read_yaml(p.path).error(["workloads", p.index, "ops"], str(exc)) from None
 
 
@@ -198,7 +195,6 @@ def _emit_sample(emit: Progress, impl: str, n: int) -> None:
 
 
 def _reraise_config(exc: Exception, p: Planned, loc: list[str | int]) -> None:
-    from solbench.config.yamlio import read_yaml
     from solbench.impls.registry import ResolveError
 
     if isinstance(exc, ResolveError):
@@ -219,7 +215,7 @@ def _case_result(p: Planned, case: Case, spec: HardwareSpec, impls: Sequence[Imp
             continue
         dtype = p.spec.implementations[r.name].peak_dtype or case.dtype
         impl_peaks = peaks if dtype == case.dtype else spec.peaks_for(dtype, tf32=tf32)
-        impl_sol = sol if dtype == case.dtype else speed_of_light(replace(cost, dtype=dtype), impl_peaks)
+        impl_sol = sol if dtype == case.dtype else speed_of_light(cost, impl_peaks)
         t = r.timing.median
         if is_below_sol(t, impl_sol.t_sol) and spec.source == "datasheet":
             scored.append(replace(r, status="invalid", message=(
