@@ -74,7 +74,7 @@ def run_impl(name: str, impl: Implementation, spec: WorkloadSpec, case: Case,
     if reason is not None:
         return ImplResult(name, "skipped", reason)
     try:
-        launches = _launches(impl, case, inputs.sets, base_dir)
+        launches = build_launches(impl, case, inputs.sets, base_dir)
     except ResolveError:
         raise
     except DeviceError as exc:  # a device library it needs is missing here: not its fault
@@ -101,7 +101,7 @@ def run_impl(name: str, impl: Implementation, spec: WorkloadSpec, case: Case,
     return ImplResult(name, "ok", "", correctness, timing)
 
 
-def _launches(impl: Implementation, case: Case, sets: Sequence[Mapping[str, torch.Tensor]],
+def build_launches(impl: Implementation, case: Case, sets: Sequence[Mapping[str, torch.Tensor]],
               base_dir: Path | None) -> list[Callable[[], Any]]:
     fn = resolve(impl.fn, base_dir)
     setup = resolve(impl.setup, base_dir) if impl.setup else None

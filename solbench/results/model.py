@@ -22,7 +22,13 @@ from typing import Literal
 
 SCHEMA_VERSION = 1
 
-Status = Literal["ok", "incorrect", "invalid", "skipped", "error"]
+Status = Literal["ok", "incorrect", "invalid", "skipped", "error", "crashed", "timeout", "oom", "reward_hack"]
+STATUSES: tuple[str, ...] = ("ok", "incorrect", "invalid", "skipped", "error", "crashed", "timeout", "oom",
+                             "reward_hack")
+# Statuses that make ``run`` exit 4: the implementation (or its worker) failed, cheated or is wrong.
+# "skipped" is not one of them: it means this machine lacks something the implementation requires.
+FAILED_STATUSES: frozenset[str] = frozenset(
+    {"incorrect", "invalid", "error", "crashed", "timeout", "oom", "reward_hack"})
 Bound = Literal["compute", "vector", "memory"]
 
 
@@ -153,6 +159,8 @@ class ImplResult:
     correctness: Correctness | None = None
     timing: Timing | None = None
     score: Score | None = None
+    protocol: dict[str, float | int | str] = field(default_factory=dict)  # timer knobs used for it
+    log_tail: str = ""  # last lines the worker wrote to stdout/stderr (on error, crash or timeout)
 
 
 @dataclass(frozen=True)
@@ -187,6 +195,8 @@ class RunResult:
     workload_files: tuple[str, ...] = ()
     schema_version: int = SCHEMA_VERSION
     notes: tuple[str, ...] = field(default=())
+    gate_thresholds: dict[str, float] = field(default_factory=dict)  # workload -> gate_threshold, as run
+    complete: bool = True  # False when the run was interrupted (Ctrl-C) or a save failed midway
 
 
 @dataclass(frozen=True)

@@ -119,7 +119,8 @@ def _run(d: dict[str, Any]) -> RunResult:
             timing = None if t is None else Timing(**{**_fields(Timing, t), "samples": tuple(t["samples"])})
             impls.append(ImplResult(i["name"], i["status"], i.get("message", ""),
                                     _opt(Correctness, i.get("correctness")), timing,
-                                    _opt(Score, i.get("score"))))
+                                    _opt(Score, i.get("score")), dict(i.get("protocol") or {}),
+                                    i.get("log_tail", "")))
         cost = c["cost"]
         cases.append(CaseResult(
             **{**_fields(CaseResult, c),
@@ -130,7 +131,8 @@ def _run(d: dict[str, Any]) -> RunResult:
         created=d["created"], environment=Environment(**_fields(Environment, d["environment"])),
         spec=SpecRef(**_fields(SpecRef, d["spec"])), protocol=Protocol(**_fields(Protocol, d["protocol"])),
         cases=tuple(cases), workload_files=tuple(d.get("workload_files", ())),
-        schema_version=d["schema_version"], notes=tuple(d.get("notes", ())))
+        schema_version=d["schema_version"], notes=tuple(d.get("notes", ())),
+        gate_thresholds=dict(d.get("gate_thresholds") or {}), complete=bool(d.get("complete", True)))
 
 
 def slug(text: str) -> str:
