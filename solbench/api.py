@@ -7,14 +7,13 @@
 from __future__ import annotations
 
 import datetime as _dt
-import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from solbench.analysis.cost import case_cost
-from solbench.analysis.sol import is_below_sol, score, speed_of_light
+from solbench.analysis.sol import speed_of_light
 from solbench.config.workloads import load_workload_file
 from solbench.config.yamlio import read_yaml
 from solbench.errors import ConfigError, DeviceError
@@ -63,13 +62,20 @@ class RunOptions:
     peaks: str = "datasheet"  # or "measured": ceilings from `solbench calibrate`
     flush: str = "write"  # cold timer: "write" (nvbench's) or "clean" (no dirty lines left in L2)
     results_dir: Path = Path("results")
+    timeout_s: float = 120.0  # per implementation and case, compilation included (worker mode)
+    in_process: bool = False  # run implementations in this process (debugging; no isolation)
 
 
 Progress = Callable[[str, dict[str, Any]], None]
 
 
-def plan(files: Sequence[str | Path], device_kind: str, only: Sequence[str] = ()) -> list[Planned]:
-    """Load workload files and expand their cases for a device kind ("cpu" or "cuda")."""
+def plan(files: Sequence[str | Path], device_kind: str, only: Sequence[str] = (),
+         impls: Sequence[str] = ()) -> list[Planned]:
+    """Load workload files and expand their cases for a device kind ("cpu" or "cuda").
+
+    ``only`` and ``impls`` (workload and implementation names) must each name something that
+    exists, or this raises a ConfigError listing what does.
+    """
     planned = []
     for f in files:
         path = Path(f)
@@ -81,8 +87,18 @@ def plan(files: Sequence[str | Path], device_kind: str, only: Sequence[str] = ()
             except CaseError as exc:
                 raise read_yaml(path).error(["workloads", i, *exc.loc], str(exc)) from None
             planned.append(Planned(spec, path, i, cases))
-    if only and not planned:
-        raise ConfigError(f"no workload named {', '.join(only)} in {', '.join(map(str, files))}")
+    if only:
+        missing = sorted(set(only) - {p.spec.name for p in planned})
+        if missing:
+            known = sorted({s.name for f in files for s in load_workload_file(Path(f))})
+            raise ConfigError(f"-w: no workload named {', '.join(missing)} in {', '.join(map(str, files))} "
+                              f"(there are: {', '.join(known)})")
+    if impls:
+        known_impls = {n for p in planned for n in p.spec.implementations}
+        missing = sorted(set(impls) - known_impls)
+        if missing:
+            raise ConfigError(f"-i: no implementation named {', '.join(missing)} in the selected workloads "
+                              f"(there are: {', '.join(sorted(known_impls))})")
     return planned
 
 
@@ -95,13 +111,14 @@ def cost_of(p: Planned, case: Case) -> Any:
         raise read_yaml(p.path).error(["workloads", p.index, "ops"], str(exc)) from None
 
 
-def dry_run(files: Sequence[str | Path], spec: HardwareSpec, only: Sequence[str] = ()) -> RunResult:
+def dry_run(files: Sequence[str | Path], spec: HardwareSpec, only: Sequence[str] = (),
+            impls: Sequence[str] = ()) -> RunResult:
     """FLOPs, bytes and T_SOL of every case against ``spec``, without running anything."""
     kind = "cpu" if spec.kind == "cpu" else "cuda"
     cases = []
-    for p in plan(files, kind, only):
+    for p in plan(files, kind, only, impls):
         for case in p.cases:
-            cases.append(_case_result(p, case, spec, (), tf32=False))
+            cases.append(_case_result(p, case, spec, ()))
     env = Environment(device_kind=kind, device_name=spec.name, spec_id=spec.id, solbench=__version__)
     protocol = Protocol("none", 0, 0, 0, 0.0, 0.0, 0)
     return RunResult(_now(), env, SpecRef(spec.id, spec.name, spec.source), protocol, tuple(cases),
@@ -111,35 +128,70 @@ def dry_run(files: Sequence[str | Path], spec: HardwareSpec, only: Sequence[str]
 def run(files: Sequence[str | Path], options: RunOptions = RunOptions(), *,
         device: str = "auto", progress: Progress | None = None,
         on_case: Callable[[RunResult], None] | None = None) -> RunResult:
-    """Check and time every implementation of every case on the detected device."""
+    """Check and time every implementation of every case on the detected device.
+
+    Raises :class:`solbench.errors.RunInterrupted` (holding the partial run) on Ctrl-C.
+    """
     from solbench.device.detect import detect  # device code only when measuring
+    from solbench.measure import pool, session
+    from solbench.measure.worker import MeasureSettings
 
     info = detect(device)
+    floor_spec = info.spec
     if options.peaks == "measured":
         info = replace(info, spec=measured_spec(info.spec, info.uuid, options.results_dir))
-    planned = plan(files, info.kind, options.workloads)
-    timer = _make_timer(info, options.timer, options.flush)
-    protocol = Protocol(timer.name, options.warmup, options.min_samples, options.max_samples,
-                        options.target_rel_ci, options.budget_s, options.input_sets)
+        floor_spec = _floor_spec(floor_spec, info.spec)
+    planned = plan(files, info.kind, options.workloads, options.impls)
+    units = [session.Unit(p.spec, p.path, _selected(p.cases, options.keys), _impls(p, options, info.kind))
+             for p in planned]
+    settings = MeasureSettings(timer="cpu" if info.kind == "cpu" else options.timer, flush=options.flush,
+                               warmup=options.warmup, input_sets=options.input_sets, seed=options.seed,
+                               target_rel_ci=options.target_rel_ci, min_samples=options.min_samples,
+                               max_samples=options.max_samples, budget_s=options.budget_s)
+    protocol = Protocol(settings.timer, options.warmup, options.min_samples, options.max_samples,
+                        options.target_rel_ci, options.budget_s, options.input_sets, flush=options.flush
+                        if info.kind == "cuda" and options.timer == "cold" else "",
+                        isolation="in-process" if options.in_process else "worker", timeout_s=options.timeout_s)
+    thresholds = {p.spec.name: p.spec.gate_threshold for p in planned if p.spec.gate_threshold is not None}
     run_result = RunResult(_now(), info.environment(), SpecRef(info.spec.id, info.spec.name, info.spec.source),
-                           protocol, (), tuple(str(f) for f in files))
-    total = sum(1 for p in planned for c in p.cases
-                if not options.keys or any(k.startswith(c.id + "/") for k in options.keys))
+                           protocol, (), tuple(str(f) for f in files), gate_thresholds=thresholds)
     emit = progress or (lambda event, data: None)
-    emit("start", {"cases": total})
-    for p in planned:
-        for case in p.cases:
-            if options.keys and not any(k.startswith(case.id + "/") for k in options.keys):
-                continue
-            impls = _measure_case(p, case, info, timer, options, emit)
-            result = _case_result(p, case, info.spec, impls, tf32=False)
-            run_result = replace(run_result, cases=(*run_result.cases, result),
-                                 protocol=replace(protocol, **timer.protocol()))
-            if on_case is not None:
-                on_case(run_result)
-            emit("case_done", {"case": case.id})
+    emit("start", {"cases": sum(len(u.cases) for u in units)})
+    by_path = {(p.path, p.spec.name): p for p in planned}
+    executor = pool.InProcess() if options.in_process else pool.Pool(info.kind, info.index)
+
+    def score_case(unit: session.Unit, case: Case, impls: Sequence[ImplResult]) -> CaseResult:
+        return _case_result(by_path[(unit.path, unit.spec.name)], case, info.spec, impls,
+                            floor_spec=floor_spec, device_kind=info.kind)
+
+    result = session.measure_units(units, run_result, executor, device=info.kind, settings=settings,
+                                   timeout_s=options.timeout_s, l2_bytes=info.l2_bytes, score=score_case,
+                                   emit=emit, on_case=on_case, keys=options.keys)
     emit("done", {})
-    return replace(run_result, environment=_with_end_clocks(run_result.environment, info))
+    return replace(result, environment=_with_end_clocks(result.environment, info))
+
+
+def _selected(cases: Sequence[Case], keys: Sequence[str]) -> tuple[Case, ...]:
+    if not keys:
+        return tuple(cases)
+    return tuple(c for c in cases if any(k.startswith(c.id + "/") for k in keys))
+
+
+def _impls(p: Planned, options: RunOptions, kind: str) -> tuple[str, ...]:
+    """Implementations to measure: those asked for (and the baseline), in file order."""
+    names = [n for n in p.spec.implementations
+             if not options.impls or n in options.impls or n == p.spec.baseline]
+    return tuple(names)
+
+
+def _floor_spec(datasheet: HardwareSpec, measured: HardwareSpec) -> HardwareSpec:
+    """Peaks for the INVALID rule: the higher of datasheet and measured, unit by unit."""
+    def higher(a: dict[str, float], b: dict[str, float]) -> dict[str, float]:
+        return {k: max(a.get(k, 0.0), b.get(k, 0.0)) for k in {*a, *b}}
+
+    return datasheet.with_peaks(tensor=higher(datasheet.tensor_peaks, measured.tensor_peaks),
+                                vector=higher(datasheet.vector_peaks, measured.vector_peaks),
+                                bandwidth=max(datasheet.bandwidth or 0.0, measured.bandwidth or 0.0))
 
 
 def _with_end_clocks(env: Environment, info: Any) -> Environment:
@@ -156,90 +208,22 @@ def _with_end_clocks(env: Environment, info: Any) -> Environment:
                    clock_event_reasons_end=sample.clocks_event_reasons)
 
 
-def _measure_case(p: Planned, case: Case, info: Any, timer: Any, options: RunOptions,
-                  emit: Progress) -> list[ImplResult]:
-    from solbench.measure.criteria import CIWidth
-    from solbench.measure.runner import prepare_case, run_impl
-
-    criterion = CIWidth(options.target_rel_ci, options.min_samples, options.max_samples, options.budget_s)
-    base_dir = p.path.parent
-    device = info.kind
-    try:
-        inputs = prepare_case(p.spec, case, device, base_dir, input_sets=options.input_sets,
-                              seed=options.seed)
-    except Exception as exc:
-        _reraise_config(exc, p, ["reference"])
-        return [ImplResult(n, "error", f"reference failed: {type(exc).__name__}: {exc}")
-                for n in p.spec.implementations]
-    results = []
-    for name, impl in p.spec.implementations.items():
-        if options.impls and name not in options.impls and name != p.spec.baseline:
-            continue
-        if options.keys and f"{case.id}/{name}" not in options.keys:
-            continue
-        emit("impl", {"case": case.id, "impl": name})
-        try:
-            r = run_impl(name, impl, p.spec, case, inputs, timer, criterion, device=device,
-                         base_dir=base_dir, warmup=options.warmup,
-                         on_sample=functools.partial(_emit_sample, emit, name))
-        except Exception as exc:
-            _reraise_config(exc, p, ["implementations", name, "fn"])
-            raise
-        results.append(r)
-        emit("impl_done", {"case": case.id, "impl": name, "status": r.status})
-    return results
-
-
-def _emit_sample(emit: Progress, impl: str, n: int) -> None:
-    emit("sample", {"impl": impl, "n": n})
-
-
-def _reraise_config(exc: Exception, p: Planned, loc: list[str | int]) -> None:
-    from solbench.impls.registry import ResolveError
-
-    if isinstance(exc, ResolveError):
-        raise read_yaml(p.path).error(["workloads", p.index, *loc], str(exc)) from None
-
-
 def _case_result(p: Planned, case: Case, spec: HardwareSpec, impls: Sequence[ImplResult],
-                 *, tf32: bool) -> CaseResult:
+                 *, floor_spec: HardwareSpec | None = None, device_kind: str = "cuda") -> CaseResult:
+    from solbench.analysis.scoring import ImplPeaks, score_impls
+
     cost = cost_of(p, case)
-    peaks = spec.peaks_for(case.dtype, tf32=tf32)
-    sol = speed_of_light(cost, peaks)
-    baseline = next((r for r in impls if r.name == p.spec.baseline and r.status == "ok"), None)
-    t_base = baseline.timing.median if baseline and baseline.timing else None
-    scored = []
+    peaks = spec.peaks_for(case.dtype)
+    floor = floor_spec or spec
+    per_impl = {}
     for r in impls:
-        if r.status != "ok" or r.timing is None:
-            scored.append(r)
-            continue
         dtype = p.spec.implementations[r.name].peak_dtype or case.dtype
-        impl_peaks = peaks if dtype == case.dtype else spec.peaks_for(dtype, tf32=tf32)
-        impl_sol = sol if dtype == case.dtype else speed_of_light(cost, impl_peaks)
-        t = r.timing.median
-        if is_below_sol(t, impl_sol.t_sol) and spec.source == "datasheet":
-            scored.append(replace(r, status="invalid", message=(
-                f"median {t:.3e} s is below T_SOL {impl_sol.t_sol:.3e} s: the timing or the "
-                "cost model is wrong")))
-            continue
-        note = f"scored against the {dtype} peak" if dtype != case.dtype else r.message
-        scored.append(replace(r, message=note, score=score(t, cost, impl_peaks, impl_sol, t_base)))
+        note = f"scored against the {dtype} peak" if dtype != case.dtype else ""
+        per_impl[r.name] = ImplPeaks(spec.peaks_for(dtype), floor.peaks_for(dtype), note)
+    sol = speed_of_light(cost, peaks)
+    scored = score_impls(cost, impls, per_impl, p.spec.baseline, device_kind)
     return CaseResult(case.workload, case.id, dict(case.params), case.dtype, cost, peaks, sol.t_sol,
-                      sol.bound, sol.intensity, tuple(scored), p.spec.baseline)
-
-
-def _make_timer(info: Any, name: str, flush: str = "write") -> Any:
-    from solbench.device import timer as timers
-
-    if info.kind == "cpu":
-        return timers.CpuTimer()
-    import torch
-
-    if name == "graph":
-        return timers.CudaGraphTimer(torch)
-    if name == "cold":
-        return timers.CudaColdTimer(torch, info.l2_bytes, clean=flush == "clean")
-    raise DeviceError(f"unknown timer {name!r} (cold, graph)")
+                      sol.bound, sol.intensity, scored, p.spec.baseline)
 
 
 def _now() -> str:

@@ -1,7 +1,8 @@
 """The ``solbench`` command line: parses options, calls :mod:`solbench.api`, renders results.
 
-Exit codes: 0 success · 1 a gate found a regression · 2 bad input or usage ·
-3 a gate was inconclusive · 4 an implementation was incorrect or invalid (``run`` only).
+Exit codes (see :mod:`solbench.exitcodes`): 0 success · 1 a gate found a regression ·
+2 bad input or usage · 3 a gate was inconclusive · 4 an implementation failed (incorrect, invalid,
+error, crashed, timeout, oom, reward_hack) · 130 interrupted.
 """
 
 from __future__ import annotations
@@ -18,14 +19,13 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from solbench import api
-from solbench.errors import SolbenchError
+from solbench import api, exitcodes
+from solbench.errors import RunInterrupted, SolbenchError
 from solbench.report.console import run_header, run_notes, run_tables
 from solbench.results import store
-from solbench.results.model import RunResult
+from solbench.results.model import FAILED_STATUSES, RunResult
 
 F = TypeVar("F", bound=Callable[..., Any])
-EXIT_INCORRECT = 4
 
 
 def _console(quiet: bool = False) -> Console:
@@ -63,7 +63,8 @@ def main() -> None:
 @click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @click.option("--gpu", "gpu", metavar="SPEC", help="Score against this hardware spec (what-if).")
 @click.option("--dry-run", is_flag=True, help="Print FLOPs, bytes and T_SOL; measure nothing.")
-@click.option("--device", type=click.Choice(["auto", "cuda", "cpu"]), default="auto", show_default=True)
+@click.option("--device", default="auto", show_default=True, metavar="auto|cpu|cuda|cuda:N",
+              help="Where to measure; cuda:N picks a GPU (scored against that GPU's spec).")
 @click.option("--timer", type=click.Choice(["cold", "graph"]), default="cold", show_default=True,
               help="cold: CUDA events, L2 flushed; graph: CUDA-graph replay of many calls.")
 @click.option("--flush", type=click.Choice(["write", "clean"]), default="write", show_default=True,
@@ -81,6 +82,12 @@ def main() -> None:
 @click.option("--peaks", type=click.Choice(["datasheet", "measured"]), default="datasheet", show_default=True,
               help="Score against datasheet peaks or the ceilings `solbench calibrate` measured.")
 @click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--timeout", "timeout_s", type=click.FloatRange(min=0.1), default=120.0, show_default=True,
+              help="Seconds per implementation and case (set-up and compilation included) before its "
+                   "worker is killed and the result is 'timeout'.")
+@click.option("--in-process", is_flag=True,
+              help="Run implementations in this process (debugging): no isolation, no timeout.")
+@click.option("--force", is_flag=True, help="Allow -o to overwrite an existing file.")
 @click.option("--save", "save_name", metavar="NAME", help="Save as results/<spec>/<time>_NAME.json.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the result JSON here.")
 @click.option("--results-dir", type=click.Path(file_okay=False), default="results", show_default=True)
@@ -94,7 +101,8 @@ def main() -> None:
 @handle_errors
 def run(files: Sequence[str], gpu: str | None, dry_run: bool, device: str, timer: str, flush: str,
         workloads: Sequence[str], impls: Sequence[str], budget: float, target: float,
-        min_samples: int, max_samples: int, input_sets: int, peaks: str, seed: int, save_name: str | None,
+        min_samples: int, max_samples: int, input_sets: int, peaks: str, seed: int, timeout_s: float,
+        in_process: bool, force: bool, save_name: str | None,
         output: str | None, results_dir: str, as_json: bool, quiet: bool, gate_against: str | None,
         threshold: str, rerun: int, junit: str | None) -> None:
     """Check and time every implementation of the workloads in FILES."""
@@ -102,28 +110,30 @@ def run(files: Sequence[str], gpu: str | None, dry_run: bool, device: str, timer
     if gpu and not dry_run:
         raise click.UsageError("--gpu picks a spec for a what-if; add --dry-run")
     if dry_run:
-        result = api.dry_run(files, api.hardware_spec(gpu), workloads)
-        _finish(result, out, as_json, output, save_name, Path(results_dir), dry=True)
+        result = api.dry_run(files, api.hardware_spec(gpu), workloads, impls)
+        _finish_dry(result, out, as_json, output, save_name, Path(results_dir), force)
         return
     options = api.RunOptions(timer=timer, target_rel_ci=target, min_samples=min_samples,
                              max_samples=max_samples, budget_s=budget, input_sets=input_sets,
                              seed=seed, workloads=tuple(workloads), impls=tuple(impls), peaks=peaks, flush=flush,
-                             results_dir=Path(results_dir))
-    path_holder: dict[str, Path] = {}
-
-    def save_partial(partial: RunResult) -> None:
-        if "path" not in path_holder:
-            path_holder["path"] = Path(output) if output else store.default_path(
-                partial, Path(results_dir), save_name)
-        store.save(partial, path_holder["path"])
-
+                             results_dir=Path(results_dir), timeout_s=timeout_s, in_process=in_process)
+    saver = _Saver(Path(output) if output else None, Path(results_dir), save_name, force=force)
     base = api.load_run(gate_against, Path(results_dir)) if gate_against else None
-    with _progress(quiet or as_json) as progress:
-        result = api.run(files, options, device=device, progress=progress, on_case=save_partial)
+    try:
+        with _progress(quiet or as_json) as progress:
+            result = api.run(files, options, device=device, progress=progress, on_case=saver.save)
+    except RunInterrupted as stop:
+        saver.save(stop.result)
+        _finish(stop.result, out, as_json, saved=saver.path)
+        click.echo("interrupted: the cases measured so far are saved", err=True)
+        sys.exit(exitcodes.INTERRUPTED)
     if result.cases:
-        save_partial(result)  # the final record adds the end-of-run clocks
-    _finish(result, out, as_json, None, None, Path(results_dir), dry=False,
-            saved=path_holder.get("path"))
+        saver.save(result)  # the final record adds the end-of-run clocks
+    _finish(result, out, as_json, saved=saver.path)
+    code = exitcodes.IMPL_FAILED if _failures(result) else exitcodes.OK
+    if saver.error is not None:
+        click.echo(f"error: {saver.error}", err=True)
+        code = exitcodes.worst(code, exitcodes.USAGE)
     if base is not None:
         from solbench.cli_compare import emit_gate
         from solbench.gate import parse_threshold
@@ -131,15 +141,55 @@ def run(files: Sequence[str], gpu: str | None, dry_run: bool, device: str, timer
         verdict = api.gate_live(base, result, files, options, rerun=rerun, device=device,
                                 threshold=parse_threshold(threshold).fraction)
         emit_gate(verdict, junit=junit, console=_console(quiet or as_json))
-        sys.exit(verdict.exit_code)
-    if any(r.status in ("incorrect", "invalid") for c in result.cases for r in c.impls):
-        sys.exit(EXIT_INCORRECT)
+        code = exitcodes.worst(code, verdict.exit_code)
+    sys.exit(code)
 
 
-def _finish(result: RunResult, out: Console, as_json: bool, output: str | None,
-            save_name: str | None, results_dir: Path, *, dry: bool, saved: Path | None = None) -> None:
+def _failures(result: RunResult) -> list[str]:
+    """``case/impl: status`` for every implementation that failed, cheated or was wrong."""
+    return [f"{c.case_id}/{r.name}: {r.status}" for c in result.cases for r in c.impls
+            if r.status in FAILED_STATUSES]
+
+
+class _Saver:
+    """Writes the run after every case, to one file chosen (and checked writable) before measuring.
+
+    A write that fails (disk full, folder removed) does not stop the run: the last good file
+    stays, the error is kept and reported at the end, and the exit code says so.
+    """
+
+    def __init__(self, output: Path | None, results_dir: Path, name: str | None, *, force: bool) -> None:
+        self._output, self._dir, self._name, self._force = output, results_dir, name, force
+        self.path: Path | None = None
+        self.error: str | None = None
+        if output is not None:
+            if output.exists() and not force:
+                raise SolbenchError(f"{output}: already exists; use --force to overwrite it")
+            store.check_writable(output.parent)
+        else:
+            store.check_writable(results_dir)
+
+    def save(self, partial: RunResult) -> None:
+        try:
+            if self.path is None:
+                self.path = self._output or store.default_path(partial, self._dir, self._name)
+            store.save(partial, self.path)
+        except OSError as exc:
+            self.error = f"could not save the run to {self.path}: {exc.strerror or exc}"
+
+
+def _finish_dry(result: RunResult, out: Console, as_json: bool, output: str | None, save_name: str | None,
+                results_dir: Path, force: bool) -> None:
+    saved = None
     if output or save_name:
-        saved = store.save(result, Path(output) if output else store.default_path(result, results_dir, save_name))
+        path = Path(output) if output else store.default_path(result, results_dir, save_name)
+        if output and path.exists() and not force:
+            raise SolbenchError(f"{path}: already exists; use --force to overwrite it")
+        saved = store.save(result, path)
+    _finish(result, out, as_json, saved=saved)
+
+
+def _finish(result: RunResult, out: Console, as_json: bool, *, saved: Path | None = None) -> None:
     if as_json:
         click.echo(store.dumps(result))
         return

@@ -5,6 +5,8 @@
     │   └── GateRefused           runs measured on different hardware/software
     ├── DeviceError               the device cannot do what was asked (no CUDA, no CuPy)
     └── ResultsFormatError        a result file that cannot be read
+
+    RunInterrupted                Ctrl-C during a run; carries what was measured (not an error)
 """
 
 from __future__ import annotations
@@ -30,3 +32,11 @@ class DeviceError(SolbenchError):
 
 class ResultsFormatError(SolbenchError):
     """A result file is malformed, or newer than this solbench understands."""
+
+
+class RunInterrupted(Exception):
+    """Ctrl-C during a run; ``result`` holds the run measured so far, marked incomplete."""
+
+    def __init__(self, result: object) -> None:
+        super().__init__("interrupted")
+        self.result = result

@@ -36,18 +36,27 @@ class CpuTimer:
 
     def __init__(self) -> None:
         self._launches: Sequence[Launch] = ()
+        self.last_output: object = None
+        self._clock = time.perf_counter_ns  # bound now: later patching of time.* cannot reach it
 
     def prepare(self, launches: Sequence[Launch]) -> None:
         self._launches = launches
 
     def sample(self, index: int) -> float:
         fn = self._launches[index % len(self._launches)]
-        t0 = time.perf_counter_ns()
-        fn()
-        return (time.perf_counter_ns() - t0) * 1e-9
+        clock = self._clock
+        t0 = clock()
+        out = fn()
+        t1 = clock()
+        self.last_output = out
+        return (t1 - t0) * 1e-9
 
     def protocol(self) -> dict[str, Any]:
         return {}
+
+    def output_index(self, index: int) -> int:
+        """Which launch produced ``last_output`` after sample ``index``."""
+        return index % len(self._launches)
 
 
 class CudaColdTimer:
@@ -67,6 +76,7 @@ class CudaColdTimer:
         self._launches: Sequence[Launch] = ()
         self._cycles_per_us = _sleep_rate(torch)
         self.spin_us = 0.0
+        self.last_output: object = None
 
     def prepare(self, launches: Sequence[Launch]) -> None:
         """Size the spin to twice the host time of the slowest launch, at least 20 µs."""
@@ -90,14 +100,19 @@ class CudaColdTimer:
         if self.clean:  # read it back: L2 then holds clean lines, no write-back inside the window
             torch.amax(self._flush, dim=0, out=self._sink)
         self._start.record()
-        fn()
+        out = fn()
         self._end.record()
         self._end.synchronize()
+        self.last_output = out
         return self._start.elapsed_time(self._end) * 1e-3
 
     def protocol(self) -> dict[str, Any]:
         return {"l2_flush_bytes": self.flush_bytes, "spin_us": round(self.spin_us, 1),
                 "flush": "clean" if self.clean else "write"}
+
+    def output_index(self, index: int) -> int:
+        """Which launch produced ``last_output`` after sample ``index``."""
+        return index % len(self._launches)
 
 
 class CudaGraphTimer:
@@ -111,6 +126,8 @@ class CudaGraphTimer:
         self._max_calls = max_calls
         self._graph: Any = None
         self.calls = 0
+        self.last_output: object = None
+        self.last_index = 0
         self._start = torch.cuda.Event(enable_timing=True)
         self._end = torch.cuda.Event(enable_timing=True)
 
@@ -135,8 +152,11 @@ class CudaGraphTimer:
         self._graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(self._graph):
             for i in range(self.calls):
-                launches[i % len(launches)]()
+                out = launches[i % len(launches)]()
         torch.cuda.synchronize()
+        # After each replay the last captured call's outputs hold its fresh results.
+        self.last_output = out
+        self.last_index = (self.calls - 1) % len(launches)
 
     def sample(self, index: int) -> float:
         self._start.record()
@@ -147,6 +167,25 @@ class CudaGraphTimer:
 
     def protocol(self) -> dict[str, Any]:
         return {"graph_calls": self.calls}
+
+    def output_index(self, index: int) -> int:
+        """Which launch produced ``last_output`` (the graph's last captured call)."""
+        return self.last_index
+
+
+def make_timer(device_kind: str, name: str, *, l2_bytes: int | None = None, flush: str = "write") -> Any:
+    """The timer for a device kind: "cpu" always times with the wall clock; on CUDA "cold" or "graph"."""
+    if device_kind == "cpu":
+        return CpuTimer()
+    import torch
+
+    if name == "graph":
+        return CudaGraphTimer(torch)
+    if name == "cold":
+        return CudaColdTimer(torch, l2_bytes, clean=flush == "clean")
+    from solbench.errors import DeviceError
+
+    raise DeviceError(f"unknown timer {name!r} (cold, graph)")
 
 
 def _sleep_rate(torch: Any) -> float:

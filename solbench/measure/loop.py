@@ -6,9 +6,10 @@ and asks the criterion. Tests drive it with a fake timer.
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 from solbench.analysis.stats import median, median_ci
 from solbench.measure.criteria import CIWidth
@@ -21,12 +22,26 @@ class Timer(Protocol):
     """Times one call of a launch; knows how (events, graph replay, wall clock)."""
 
     name: str
+    last_output: object  # what the last timed call returned (for verifying timed calls)
 
     def prepare(self, launches: Sequence[Launch]) -> None:
         """Warm whatever the timer needs (graph capture, spin sizing) for these launches."""
 
     def sample(self, index: int) -> float:
         """Seconds per call for one sample of launch ``index % len(launches)``."""
+
+    def protocol(self) -> dict[str, Any]:
+        """The knobs this timer chose (spin length, flush size, calls per graph), for the record."""
+
+    def output_index(self, index: int) -> int:
+        """Which launch produced ``last_output`` after sample ``index``."""
+
+
+class CheatDetected(Exception):
+    """A check found an implementation looking fast or correct without doing the work."""
+
+
+Verify = Callable[[int, object, float], "str | None"]  # (launch index, output, sample seconds) -> reason
 
 
 def measure(
@@ -37,6 +52,8 @@ def measure(
     warmup: int = 3,
     on_sample: Callable[[int], None] | None = None,
     clock: Callable[[], float] = time.monotonic,
+    verify: Verify | None = None,
+    rng: random.Random | None = None,
 ) -> Timing:
     """Sample ``launches`` (rotated) until ``criterion`` stops; returns raw samples and stats.
 
@@ -45,8 +62,15 @@ def measure(
         timer.prepare(launches)
         repeat warmup times: timer.sample(i)            # discarded
         samples = []
-        until criterion.reason(samples, elapsed): samples += timer.sample(i)
+        until criterion.reason(samples, elapsed):
+            samples += timer.sample(i)
+            with probability min(1, 4 / i), and for the last sample:
+                verify(the output of that timed call)   # outside the timed window
+
+    Verified samples are drawn at random (about 4 ln n of n), so an implementation cannot tell
+    which of its timed calls will be checked. A failed verification raises CheatDetected.
     """
+    rng = rng or random.Random()
     timer.prepare(launches)
     for i in range(warmup):
         timer.sample(i)
@@ -54,9 +78,21 @@ def measure(
     start = clock()
     reason = None
     while reason is None:
-        samples.append(timer.sample(len(samples)))
+        i = len(samples)
+        samples.append(timer.sample(i))
+        checked = verify is not None and rng.random() < 4 / (i + 1)
+        if checked:  # right after the call, before anything else: a late writer is still writing
+            _verify(verify, timer, i, samples[-1])
         if on_sample is not None:
             on_sample(len(samples))
         reason = criterion.reason(samples, clock() - start)
+        if reason is not None and verify is not None and not checked:
+            _verify(verify, timer, i, samples[-1])
     lo, hi = median_ci(samples)
     return Timing(tuple(samples), median(samples), lo, hi, reason)
+
+
+def _verify(verify: Verify, timer: Timer, i: int, seconds: float) -> None:
+    problem = verify(timer.output_index(i), timer.last_output, seconds)
+    if problem is not None:
+        raise CheatDetected(f"timed call {i + 1}: {problem}")

@@ -1,9 +1,5 @@
-"""Run one case: make inputs, compute the reference, check and time each implementation.
-
-Each implementation goes through: requirements -> set-up (once per input set, untimed) ->
-correctness on every input set (outputs poisoned first) -> timing. An incorrect implementation
-is reported and not timed. ``run_impl`` takes only plain data, so that it can later run in a
-worker process of its own.
+"""The pieces a worker assembles a measurement from: inputs and references, requirements,
+set-up and bound calls, tolerances. :mod:`solbench.measure.worker` runs them in order.
 """
 
 from __future__ import annotations
@@ -17,12 +13,8 @@ from typing import Any
 
 import torch
 
-from solbench.errors import DeviceError
-from solbench.impls.registry import ResolveError, resolve
+from solbench.impls.registry import resolve
 from solbench.measure import tensors
-from solbench.measure.criteria import CIWidth
-from solbench.measure.loop import Timer, measure
-from solbench.results.model import ImplResult
 from solbench.workload.cases import Case
 from solbench.workload.schema import Implementation, WorkloadSpec
 
@@ -65,54 +57,24 @@ def missing_requirement(impl: Implementation, device: str) -> str | None:
     return None
 
 
-def run_impl(name: str, impl: Implementation, spec: WorkloadSpec, case: Case,
-             inputs: CaseInputs, timer: Timer, criterion: CIWidth, *, device: str,
-             base_dir: Path | None, warmup: int,
-             on_sample: Callable[[int], None] | None = None) -> ImplResult:
-    """Check, then time, one implementation on one case."""
-    reason = missing_requirement(impl, device)
-    if reason is not None:
-        return ImplResult(name, "skipped", reason)
-    try:
-        launches = build_launches(impl, case, inputs.sets, base_dir)
-    except ResolveError:
-        raise
-    except DeviceError as exc:  # a device library it needs is missing here: not its fault
-        return ImplResult(name, "skipped", str(exc))
-    except Exception as exc:  # the implementation's own failure, reported per case
-        return ImplResult(name, "error", f"set-up failed: {type(exc).__name__}: {exc}")
-    atol, rtol, rel_l2 = _tolerance(spec, impl, case.dtype)
-    correctness = None
-    for k, launch in enumerate(launches):
-        tensors.poison_allocator(case, device)
-        try:
-            out = tensors.as_outputs(launch(), [t.name for t in case.outputs])
-        except DeviceError as exc:
-            return ImplResult(name, "skipped", str(exc))
-        except Exception as exc:
-            return ImplResult(name, "error", f"{type(exc).__name__}: {exc}")
-        correctness = tensors.compare(out, inputs.references[k], case, rtol, atol, rel_l2)
-        if not correctness.passed:
-            return ImplResult(name, "incorrect", f"input set {k}: {correctness.detail}", correctness)
-    try:
-        timing = measure(timer, launches, criterion, warmup=warmup, on_sample=on_sample)
-    except Exception as exc:
-        return ImplResult(name, "error", f"timing failed: {type(exc).__name__}: {exc}", correctness)
-    return ImplResult(name, "ok", "", correctness, timing)
-
-
 def build_launches(impl: Implementation, case: Case, sets: Sequence[Mapping[str, torch.Tensor]],
-              base_dir: Path | None) -> list[Callable[[], Any]]:
+                   base_dir: Path | None, *, with_kwargs: bool = False) -> Any:
+    """One zero-argument call per input set: ``fn`` bound to its set-up's keyword arguments.
+
+    With ``with_kwargs``, returns ``(launches, kwargs)`` so that checks can see what each call got.
+    """
     fn = resolve(impl.fn, base_dir)
     setup = resolve(impl.setup, base_dir) if impl.setup else None
     launches: list[Callable[[], Any]] = []
+    all_kwargs: list[dict[str, Any]] = []
     for inputs in sets:
         kwargs = dict(_call(setup, inputs, case.params)) if setup else dict(inputs)
         launches.append(functools.partial(fn, **kwargs, **_params_for(fn, case.params, kwargs)))
-    return launches
+        all_kwargs.append(kwargs)
+    return (launches, all_kwargs) if with_kwargs else launches
 
 
-def _tolerance(spec: WorkloadSpec, impl: Implementation,
+def tolerance_for(spec: WorkloadSpec, impl: Implementation,
                dtype: str) -> tuple[float, float, float | None]:
     tol = impl.tolerance or spec.tolerances.get(dtype)  # type: ignore[call-overload]
     if tol is not None:

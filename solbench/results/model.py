@@ -91,6 +91,8 @@ class Protocol:
     spin_us: float = 0.0  # host-queue pre-fill ahead of each sample (cold timer)
     graph_calls: int = 0  # calls per graph replay (graph timer)
     flush: str = ""  # cold timer: "write" (zero 2 x L2, as nvbench) or "clean" (then read it back)
+    isolation: str = "worker"  # "worker" (one process per implementation) or "in-process"
+    timeout_s: float = 0.0  # per implementation and case, set-up and compilation included
 
 
 @dataclass(frozen=True)

@@ -189,3 +189,14 @@ def load_calibration(results_dir: Path, spec_id: str, device_uuid: str | None) -
         return Calibration(**_fields(Calibration, data))
     except (json.JSONDecodeError, TypeError) as exc:
         raise ResultsFormatError(f"{path}: malformed calibration: {exc}") from None
+
+
+def check_writable(folder: Path) -> None:
+    """Create ``folder`` if needed and prove a file can be written there; ResultsFormatError if not."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".solbench-write-test.", dir=folder)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise ResultsFormatError(f"{folder}: cannot write results there: {exc.strerror or exc}") from None

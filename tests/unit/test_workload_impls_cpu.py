@@ -16,11 +16,10 @@ import torch
 import torch.nn.functional as F
 
 from solbench.api import Planned, plan
-from solbench.device.timer import CpuTimer
 from solbench.impls import bert, resnet
 from solbench.measure import tensors
-from solbench.measure.criteria import CIWidth
-from solbench.measure.runner import CaseInputs, prepare_case, run_impl
+from solbench.measure.runner import CaseInputs, prepare_case
+from solbench.measure.worker import MeasureSettings, Task, WorkerState, execute
 from solbench.results.model import ImplResult
 from solbench.workload.cases import Case, build_case, parameter_sets
 from solbench.workload.schema import Implementation
@@ -58,10 +57,13 @@ def expected_skip(impl: Implementation) -> str | None:
     return None
 
 
+_SETTINGS = MeasureSettings(timer="cpu", warmup=1, min_samples=3, max_samples=5, budget_s=0.05)
+
+
 def _run(name: str, impl: Implementation, p: Planned, case: Case, inputs: CaseInputs) -> ImplResult:
-    return run_impl(name, impl, p.spec, case, inputs, CpuTimer(),
-                    CIWidth(min_samples=3, max_samples=5, budget_s=0.05), device="cpu",
-                    base_dir=p.path.parent, warmup=1)
+    result, fatal = execute(Task(p.spec, case, name, str(p.path.parent), "cpu", _SETTINGS), WorkerState())
+    assert not fatal
+    return result
 
 
 def _check_all(p: Planned, case: Case) -> None:

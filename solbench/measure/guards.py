@@ -1,0 +1,197 @@
+"""Anti-cheat checks: ways an implementation can look fast or correct without doing the work.
+
+Each check returns ``None`` when all is well, or a one-line reason the run reports as
+``reward_hack``. They run around the untimed correctness calls and a sample of the timed calls,
+never inside a timed window.
+
+    check_outputs        outputs are plain ``torch.Tensor``s (no subclass, no meta tensor) whose
+                         storage aliases no input and no output of an earlier call still alive
+    InputGuard           inputs are bit-for-bit unchanged after a call
+    TamperGuard          the timers, ``time``, ``torch.cuda.Event`` and solbench's own measuring
+                         and checking functions are the objects they were before user code ran
+    settled_outputs      outputs do not change after the call returned (a thread or an unjoined
+                         side stream still writing them)
+
+What they cannot do: code running in the same process can, with enough effort, defeat any
+in-process check. The worker process boundary protects the run itself and the other
+implementations; these checks catch the cheats that are easy to write by accident or on purpose
+(the classes listed in the README), and each has a test that keeps it caught.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import torch
+
+
+def _span(t: torch.Tensor) -> tuple[int, int]:
+    storage = t.untyped_storage()
+    start = storage.data_ptr()
+    return start, start + storage.nbytes()
+
+
+def _overlaps(a: tuple[int, int], b: tuple[int, int]) -> bool:
+    return a[0] < b[1] and b[0] < a[1] and a[0] != a[1] and b[0] != b[1]
+
+
+def check_outputs(outputs: Sequence[Any], names: Sequence[str], inputs: Mapping[str, Any],
+                  earlier: Iterable[torch.Tensor] = ()) -> str | None:
+    """Why these outputs are not honest fresh results, or None.
+
+    Views of one buffer the call allocated itself (e.g. q, k, v split from one GEMM output) are
+    fine; sharing storage with an input, a set-up tensor or an earlier call's output is not.
+    """
+    for name, out in zip(names, outputs, strict=True):
+        if type(out) is not torch.Tensor:
+            return f"output {name!r} is a {type(out).__module__}.{type(out).__qualname__}, not a plain torch.Tensor"
+        if out.is_meta:
+            return f"output {name!r} is a meta tensor (no data)"
+    spans = [(_span(o), n) for n, o in zip(names, outputs, strict=True)]
+    for key, value in inputs.items():
+        if isinstance(value, torch.Tensor) and type(value) is torch.Tensor:
+            for span, name in spans:
+                if _overlaps(span, _span(value)):
+                    return f"output {name!r} shares storage with input {key!r} (returned an input or a view of it)"
+    for old in earlier:
+        for span, name in spans:
+            if _overlaps(span, _span(old)):
+                return f"output {name!r} reuses the storage of an earlier call's output (a cached result)"
+    return None
+
+
+class InputGuard:
+    """Remembers inputs bit for bit and says which one a call changed."""
+
+    def __init__(self, inputs: Mapping[str, Any]) -> None:
+        self._saved = {k: v.detach().clone() for k, v in inputs.items()
+                       if isinstance(v, torch.Tensor)}
+
+    def changed(self, inputs: Mapping[str, Any]) -> str | None:
+        """The first input whose bits differ from the saved copy, as a reason; or None."""
+        for key, saved in self._saved.items():
+            now = inputs[key]
+            if now.shape != saved.shape or now.dtype != saved.dtype or not _bits_equal(now, saved):
+                return f"input {key!r} was modified in place (inputs must be left unchanged)"
+        return None
+
+
+def _bits_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
+    if a.numel() == 0:
+        return True
+    if a.element_size() in (1, 2, 4, 8) and a.is_contiguous() and b.is_contiguous():
+        view = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[a.element_size()]
+        return bool(torch.equal(a.view(view), b.view(view)))
+    return bool(torch.equal(a, b))  # NaN != NaN: an all-NaN input would read as changed
+
+
+# Objects the harness relies on: replacing any of them (or a function's code) from user code
+# is tampering. Modules are walked for their functions and classes; classes for their methods.
+_WATCHED_MODULES = (
+    "solbench.measure.loop", "solbench.measure.tensors", "solbench.measure.guards",
+    "solbench.measure.criteria", "solbench.measure.worker", "solbench.device.timer",
+    "solbench.analysis.stats", "solbench.analysis.sol",
+)
+_WATCHED_ATTRS = (
+    ("time", ("perf_counter", "perf_counter_ns", "monotonic", "monotonic_ns", "time", "time_ns",
+              "process_time", "sleep")),
+    ("torch", ("equal", "isfinite", "allclose", "abs", "empty", "full", "randn", "Generator",
+               "manual_seed")),
+    ("torch.linalg", ("vector_norm",)),
+    ("torch.cuda", ("Event", "synchronize", "_sleep", "current_stream", "Stream", "stream",
+                    "graph", "CUDAGraph")),
+)
+_WATCHED_CLASSES = (
+    ("torch.cuda", "Event", ("record", "synchronize", "elapsed_time", "query", "wait")),
+    ("torch.cuda", "CUDAGraph", ("replay", "capture_begin", "capture_end")),
+    ("torch", "Tensor", ("to", "abs", "sum", "max", "any", "all", "clone", "copy_", "detach",
+                         "data_ptr", "untyped_storage", "view", "__sub__", "__gt__", "__le__",
+                         "__eq__", "numel", "item", "float", "double", "is_floating_point")),
+)
+
+
+def _identity(obj: Any) -> tuple[int, int]:
+    code = getattr(obj, "__code__", None)
+    return id(obj), id(code) if code is not None else 0
+
+
+class TamperGuard:
+    """A snapshot of the objects the harness relies on; ``tampered()`` names any that changed."""
+
+    def __init__(self) -> None:
+        self._snapshot = self._take()
+
+    @staticmethod
+    def _take() -> dict[str, tuple[int, int]]:
+        snap: dict[str, tuple[int, int]] = {}
+        for mod_name, attrs in _WATCHED_ATTRS:
+            mod = sys.modules.get(mod_name)
+            for attr in attrs:
+                if mod is not None and hasattr(mod, attr):
+                    snap[f"{mod_name}.{attr}"] = _identity(getattr(mod, attr))
+        for mod_name, cls_name, attrs in _WATCHED_CLASSES:
+            cls = getattr(sys.modules.get(mod_name), cls_name, None)
+            for attr in attrs:
+                if cls is not None and hasattr(cls, attr):
+                    snap[f"{mod_name}.{cls_name}.{attr}"] = _identity(getattr(cls, attr))
+        for mod_name in _WATCHED_MODULES:
+            mod = sys.modules.get(mod_name)
+            for attr, value in vars(mod).items() if mod is not None else ():
+                if getattr(value, "__module__", None) == mod_name and callable(value):
+                    snap[f"{mod_name}.{attr}"] = _identity(value)
+                    for meth, fn in vars(value).items() if isinstance(value, type) else ():
+                        if callable(fn):
+                            snap[f"{mod_name}.{attr}.{meth}"] = _identity(fn)
+        return snap
+
+    def tampered(self) -> str | None:
+        """Which watched objects were replaced since the snapshot, as a reason; or None."""
+        now = self._take()
+        changed = sorted(k for k, v in self._snapshot.items() if now.get(k) != v)
+        if not changed:
+            return None
+        shown = ", ".join(changed[:4]) + (f" and {len(changed) - 4} more" if len(changed) > 4 else "")
+        return f"replaced what the harness measures or checks with: {shown}"
+
+
+def settled_outputs(outputs: Sequence[torch.Tensor], device: str, threads_before: set[threading.Thread],
+                    join_s: float = 2.0) -> str | None:
+    """Whether outputs stay put after the call returned; a reason if they still change.
+
+    The outputs are copied at once (on CUDA: on the current stream, with no device-wide
+    synchronization, so work on a side stream the call did not join races with the copy). Then
+    threads started during the call are given ``join_s`` to finish, the device is synchronized,
+    and the copy must still equal the outputs.
+    """
+    snapshot = [o.detach().clone() for o in outputs]
+    for thread in set(threading.enumerate()) - threads_before:
+        thread.join(join_s)
+    if device == "cuda":
+        torch.cuda.synchronize()
+    for before, after in zip(snapshot, outputs, strict=True):
+        if not _bits_equal(before, after.detach()):
+            return ("outputs changed after the call returned: work went on in another thread or on an "
+                    "unjoined stream, outside the timed window")
+    return None
+
+
+def pending_device_work(device: str, event_s: float) -> str | None:
+    """After a timed window ended on the current stream, is other work still running on the GPU?
+
+    A device-wide synchronization of an idle GPU returns in a few microseconds. If it takes longer
+    than 50 µs and a fifth of the timed call, the call left work running on another stream that
+    the timer's events did not wait for.
+    """
+    if device != "cuda":
+        return None
+    start = time.perf_counter()
+    torch.cuda.synchronize()
+    waited = time.perf_counter() - start
+    if waited > max(50e-6, 0.2 * event_s):
+        return (f"the GPU was still busy {waited * 1e6:.0f} µs after the timed window ended "
+                f"({event_s * 1e6:.1f} µs): work on a stream the call did not join to the current one")
+    return None

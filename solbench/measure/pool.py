@@ -1,0 +1,265 @@
+"""Worker processes: one long-lived process per implementation, replaced when it fails.
+
+A worker is forked from a fork server that has imported torch but never touched CUDA (or started
+with ``spawn`` where there is no fork server): never a fork of a process holding a CUDA context.
+It selects its GPU, and then runs tasks (:mod:`solbench.measure.worker`)
+one at a time. Compiled kernels, imported modules and library handles persist across the cases
+of its implementation. Its stdout and stderr go to a log file, so an implementation's prints
+never reach the run's own output and the last lines can be shown when it fails.
+
+Faults, as the parent sees them::
+
+    the worker raises, runs out of memory, cheats    -> the status it reports
+    the worker dies (signal, os._exit, sys.exit,      -> crashed, with the exit code or signal and
+      a CUDA error that poisons the context)             the last lines of its log
+    no result within the timeout                      -> timeout; the worker is killed
+
+After a crash or a timeout the next task of that implementation gets a fresh worker.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterable
+from multiprocessing.connection import Connection
+from typing import Any
+
+from solbench.results.model import ImplResult
+
+STARTUP_TIMEOUT_S = 600.0  # importing torch and creating a CUDA context, on a loaded machine
+LOG_TAIL_LINES = 20
+LOG_TAIL_CHARS = 2000
+
+Progress = Callable[[str, dict[str, Any]], None]
+
+
+class ProcessWorker:
+    """One worker process and the pipe to it."""
+
+    def __init__(self, device: str, device_index: int | None) -> None:
+        ctx = _context()
+        self._conn, child = ctx.Pipe()
+        fd, self.log_path = tempfile.mkstemp(prefix="solbench-worker-", suffix=".log")
+        os.close(fd)
+        self._proc = ctx.Process(target=_main, args=(child, self.log_path, device, device_index),
+                                 name="solbench-worker")
+        self._proc.start()
+        child.close()
+        self._ready = False
+
+    @property
+    def alive(self) -> bool:
+        return self._proc.is_alive()
+
+    def run(self, task: Any, timeout_s: float, progress: Progress | None = None) -> tuple[ImplResult, bool]:
+        """Send a task and wait for its result; (result, fatal). Never raises for a worker fault."""
+        name = task.impl
+        try:
+            if not self._ready:
+                self._wait_ready()
+            self._conn.send(task)
+        except (EOFError, OSError, BrokenPipeError):
+            return self._died(name), True
+        except TimeoutError:
+            self.kill()
+            return ImplResult(name, "timeout", f"the worker did not start within {STARTUP_TIMEOUT_S:.0f} s",
+                              log_tail=self.log_tail()), True
+        deadline = time.monotonic() + timeout_s
+        while True:
+            remaining = deadline - time.monotonic()
+            try:
+                ready = remaining > 0 and self._conn.poll(min(remaining, 1.0))
+            except (EOFError, OSError):
+                return self._died(name), True
+            if remaining <= 0:
+                self.kill()
+                return ImplResult(name, "timeout", f"no result within {timeout_s:g} s (set-up and compilation "
+                                  "included); the worker was killed", log_tail=self.log_tail()), True
+            if not ready:
+                if not self._proc.is_alive() and not self._conn.poll(0):
+                    return self._died(name), True
+                continue
+            try:
+                msg = self._conn.recv()
+            except (EOFError, OSError):
+                return self._died(name), True
+            if msg[0] == "progress" and progress is not None:
+                progress(msg[1], msg[2])
+            elif msg[0] == "result":
+                result, fatal = msg[1], msg[2]
+                if result.status not in ("ok", "skipped", "incorrect"):
+                    result = _with_log(result, self.log_tail())
+                return result, fatal
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + STARTUP_TIMEOUT_S
+        while not self._conn.poll(1.0):
+            if not self._proc.is_alive():
+                raise EOFError
+            if time.monotonic() > deadline:
+                raise TimeoutError
+        msg = self._conn.recv()
+        if msg[0] != "ready":
+            raise EOFError
+        self._ready = True
+
+    def _died(self, name: str) -> ImplResult:
+        self._proc.join(5)
+        code = self._proc.exitcode
+        if code is None:
+            self.kill()
+            how = "stopped answering"
+        elif code < 0:
+            sig = signal.Signals(-code).name if -code in signal.Signals._value2member_map_ else str(-code)
+            how = f"was killed by {sig}" + (" (out of host memory?)" if -code == signal.SIGKILL else "")
+        else:
+            how = f"exited with code {code} (os._exit or sys.exit in the implementation?)"
+        return ImplResult(name, "crashed", f"the worker process {how}", log_tail=self.log_tail())
+
+    def log_tail(self) -> str:
+        """The last lines the worker wrote to stdout or stderr."""
+        try:
+            with open(self.log_path, "rb") as f:
+                f.seek(0, os.SEEK_END)
+                size = f.tell()
+                f.seek(max(0, size - 64 * 1024))
+                text = f.read().decode("utf-8", errors="replace")
+        except OSError:
+            return ""
+        lines = text.rstrip().splitlines()[-LOG_TAIL_LINES:]
+        return "\n".join(lines)[-LOG_TAIL_CHARS:]
+
+    def kill(self) -> None:
+        if self._proc.is_alive():
+            self._proc.kill()
+        self._proc.join(5)
+
+    def close(self) -> None:
+        """Ask the worker to exit; kill it if it does not within a few seconds; remove its log."""
+        with contextlib.suppress(OSError, BrokenPipeError):
+            self._conn.send(None)
+        self._proc.join(5)
+        self.kill()
+        self._conn.close()
+        with contextlib.suppress(OSError):
+            os.unlink(self.log_path)
+
+
+def _context() -> Any:
+    """``forkserver`` with torch preloaded where available (a worker starts in tens of ms, not
+    seconds), else ``spawn``. The fork server never touches CUDA, so its forks start clean."""
+    methods = multiprocessing.get_all_start_methods()
+    if "forkserver" not in methods:
+        return multiprocessing.get_context("spawn")
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(["torch", "solbench.measure.worker"])
+    return ctx
+
+
+def _with_log(result: ImplResult, tail: str) -> ImplResult:
+    from dataclasses import replace
+
+    return replace(result, log_tail=tail) if tail and not result.log_tail else result
+
+
+class Pool:
+    """Workers keyed by (workload, implementation); started ahead of need, replaced after faults."""
+
+    def __init__(self, device: str, device_index: int | None) -> None:
+        self.device = device
+        self.device_index = device_index
+        self._workers: dict[tuple[str, str], ProcessWorker] = {}
+
+    def prestart(self, keys: Iterable[tuple[str, str]]) -> None:
+        """Start workers for these keys now (they import torch while other work goes on)."""
+        for key in keys:
+            if key not in self._workers:
+                self._workers[key] = ProcessWorker(self.device, self.device_index)
+
+    def run(self, key: tuple[str, str], task: Any, timeout_s: float,
+            progress: Progress | None = None) -> ImplResult:
+        self.prestart([key])
+        result, fatal = self._workers[key].run(task, timeout_s, progress)
+        if fatal:
+            self._workers.pop(key).close()
+        return result
+
+    def retire(self, keys: Iterable[tuple[str, str]]) -> None:
+        """Close the workers of these keys (their workload is done)."""
+        for key in keys:
+            worker = self._workers.pop(key, None)
+            if worker is not None:
+                worker.close()
+
+    def close(self) -> None:
+        self.retire(list(self._workers))
+
+
+class InProcess:
+    """The same tasks run in this process (``--in-process``): no isolation, for debugging."""
+
+    def __init__(self) -> None:
+        from solbench.measure.worker import WorkerState
+
+        self._state = WorkerState()
+
+    def prestart(self, keys: Iterable[tuple[str, str]]) -> None:
+        pass
+
+    def run(self, key: tuple[str, str], task: Any, timeout_s: float,
+            progress: Progress | None = None) -> ImplResult:
+        from solbench.measure.worker import WorkerState, execute
+
+        result, fatal = execute(task, self._state, progress)
+        if fatal:
+            self._state = WorkerState()
+        return result
+
+    def retire(self, keys: Iterable[tuple[str, str]]) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def _main(conn: Connection, log_path: str, device: str, device_index: int | None) -> None:
+    """Entry point of a worker process."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    fd = os.open(log_path, os.O_WRONLY | os.O_APPEND)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+    sys.stdout = os.fdopen(1, "w", buffering=1, closefd=False)
+    sys.stderr = os.fdopen(2, "w", buffering=1, closefd=False)
+    import torch
+
+    if device == "cuda":
+        torch.cuda.set_device(device_index or 0)
+        torch.zeros(1, device="cuda")  # create the context now, not inside the first task
+    from solbench.measure.worker import WorkerState, execute
+
+    state = WorkerState()
+    conn.send(("ready", os.getpid()))
+    while True:
+        try:
+            task = conn.recv()
+        except (EOFError, OSError):
+            return
+        if task is None:
+            return
+
+        def emit(event: str, data: dict[str, Any]) -> None:
+            conn.send(("progress", event, data))
+
+        result, fatal = execute(task, state, emit)
+        conn.send(("result", result, fatal))
+        if fatal:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(0)

@@ -1,0 +1,328 @@
+"""What a worker does for one implementation on one case: check it, time it, check it again.
+
+The same code runs in a worker process (the default) and in the calling process
+(``--in-process``, for debugging). A task is plain data; the worker draws the inputs itself from
+the run's seed, so no tensor crosses a process boundary::
+
+    requirements met?                      else skipped
+    inputs (each input set from the seed), reference outputs in fp32
+    set-up once per input set              (untimed)
+    correctness: every input set, then the first again; after each call
+        outputs plain, fresh, not aliasing inputs or earlier outputs; inputs unchanged;
+        outputs settled (nothing still writing them); within tolerance of the reference
+    timing: the measurement loop; a random sample of timed calls is verified as above
+    after timing: inputs unchanged; a fresh input set the implementation has never seen
+        (set-up and call) is verified; nothing the harness relies on was replaced
+
+Faults become statuses: error (an exception), oom, reward_hack (a check above failed),
+incorrect, skipped. A CUDA error that poisons the context, or ``sys.exit`` called by the
+implementation, is ``crashed``, and the worker process must be replaced (``fatal``).
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import traceback
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from solbench.errors import DeviceError
+from solbench.impls.registry import ResolveError
+from solbench.measure import guards, tensors
+from solbench.measure.criteria import CIWidth
+from solbench.measure.loop import CheatDetected, measure
+from solbench.measure.runner import (
+    CaseInputs,
+    build_launches,
+    missing_requirement,
+    prepare_case,
+    tolerance_for,
+)
+from solbench.results.model import Correctness, ImplResult
+from solbench.workload.cases import Case
+from solbench.workload.schema import WorkloadSpec
+
+FRESH_SEED_OFFSET = 1_000_003  # the post-timing input set: a seed no timed input set uses
+
+
+@dataclass(frozen=True)
+class MeasureSettings:
+    """How to time: the run options a worker needs (plain data)."""
+
+    timer: str = "cold"
+    flush: str = "write"
+    warmup: int = 3
+    input_sets: int = 2
+    seed: int = 0
+    target_rel_ci: float = 0.01
+    min_samples: int = 10
+    max_samples: int = 2000
+    budget_s: float = 2.0
+
+
+@dataclass(frozen=True)
+class Task:
+    """One implementation of one case, as sent to a worker."""
+
+    spec: WorkloadSpec
+    case: Case
+    impl: str
+    base_dir: str | None
+    device: str  # "cpu" or "cuda"
+    settings: MeasureSettings
+    l2_bytes: int | None = None
+
+
+@dataclass
+class WorkerState:
+    """What a worker keeps across tasks: the tamper snapshot and its timers."""
+
+    tamper: guards.TamperGuard = field(default_factory=guards.TamperGuard)
+    timers: dict[tuple[str, str], Any] = field(default_factory=dict)
+
+    def timer(self, task: Task) -> Any:
+        from solbench.device.timer import make_timer
+
+        key = (task.settings.timer, task.settings.flush)
+        if key not in self.timers:
+            self.timers[key] = make_timer(task.device, task.settings.timer, l2_bytes=task.l2_bytes,
+                                          flush=task.settings.flush)
+        return self.timers[key]
+
+
+class Fatal(Exception):
+    """The worker can no longer be trusted or used (poisoned CUDA context, sys.exit)."""
+
+
+Emit = Callable[[str, dict[str, Any]], None]
+
+
+def execute(task: Task, state: WorkerState, emit: Emit | None = None) -> tuple[ImplResult, bool]:
+    """Run one task; returns (result, fatal). ``fatal`` means: replace this worker."""
+    try:
+        result = _execute(task, state, emit or (lambda event, data: None))
+        fatal = False
+    except Fatal as exc:
+        result, fatal = ImplResult(task.impl, "crashed", str(exc)), True
+    except SystemExit as exc:
+        result, fatal = ImplResult(task.impl, "crashed", f"the implementation called sys.exit({exc.code})"), True
+    tampered = state.tamper.tampered()
+    if tampered is not None:  # the process is compromised: report it and start afresh
+        return ImplResult(task.impl, "reward_hack", tampered), True
+    if task.device == "cuda" and not fatal:
+        torch.cuda.empty_cache()  # give cached blocks back: other workers share the GPU
+    return result, fatal
+
+
+def _execute(task: Task, state: WorkerState, emit: Emit) -> ImplResult:
+    spec, case, name = task.spec, task.case, task.impl
+    impl = spec.implementations[name]
+    reason = missing_requirement(impl, task.device)
+    if reason is not None:
+        return ImplResult(name, "skipped", reason)
+    base_dir = Path(task.base_dir) if task.base_dir is not None else None
+    s = task.settings
+    try:
+        inputs = prepare_case(spec, case, task.device, base_dir, input_sets=s.input_sets, seed=s.seed)
+    except Exception as exc:
+        _check_context(task.device, exc)
+        return _fault(name, exc, "reference failed: ")
+    try:
+        launches, kwargs = build_launches(impl, case, inputs.sets, base_dir, with_kwargs=True)
+    except ResolveError as exc:
+        return ImplResult(name, "error", str(exc))
+    except DeviceError as exc:  # a device library it needs is missing here: not its fault
+        return ImplResult(name, "skipped", str(exc))
+    except Exception as exc:
+        _check_context(task.device, exc)
+        return _fault(name, exc, "set-up failed: ")
+    checker = _Checker(task, inputs, kwargs)
+    try:
+        correctness = checker.correctness(launches)
+        if not correctness.passed:
+            return ImplResult(name, "incorrect", correctness.detail, correctness)
+        timer = state.timer(task)
+        criterion = CIWidth(s.target_rel_ci, s.min_samples, s.max_samples, s.budget_s)
+        timing = measure(timer, launches, criterion, warmup=s.warmup, verify=checker.verify_timed,
+                         on_sample=lambda n: emit("sample", {"n": n}) if n % 10 == 0 else None,
+                         rng=random.Random())
+        protocol = dict(timer.protocol())
+        timer.last_output = None
+        checker.after_timing(build_launches)
+    except CheatDetected as exc:
+        return ImplResult(name, "reward_hack", str(exc))
+    except _Incorrect as exc:
+        return ImplResult(name, "incorrect", exc.correctness.detail, exc.correctness)
+    except Exception as exc:
+        _check_context(task.device, exc)
+        return _fault(name, exc, "")
+    return ImplResult(name, "ok", "", correctness, timing, protocol=protocol)
+
+
+class _Incorrect(Exception):
+    def __init__(self, correctness: Correctness) -> None:
+        super().__init__(correctness.detail)
+        self.correctness = correctness
+
+
+class _Checker:
+    """Runs the anti-cheat checks and the tolerance check around calls of one implementation."""
+
+    def __init__(self, task: Task, inputs: CaseInputs, kwargs: Sequence[Mapping[str, Any]]) -> None:
+        self.task = task
+        self.inputs = inputs
+        self.kwargs = kwargs
+        self.names = [t.name for t in task.case.outputs]
+        self.tol = tolerance_for(task.spec, task.spec.implementations[task.impl], task.case.dtype)
+        self.input_guards = [guards.InputGuard(s) for s in inputs.sets]
+        self.kept: list[torch.Tensor] = []  # outputs of the correctness calls, kept alive
+        self.threads = set(threading.enumerate())
+
+    def _outputs(self, value: Any) -> tuple[torch.Tensor, ...]:
+        """The outputs in declared order; plain tensors with data, or CheatDetected / _Incorrect."""
+        try:
+            out = tensors.as_outputs(value, self.names)
+        except TypeError as exc:
+            raise _Incorrect(Correctness(False, float("nan"), float("nan"), self.tol[0], self.tol[1],
+                                         str(exc))) from None
+        problem = guards.check_outputs(out, self.names, {})
+        if problem is not None:
+            raise CheatDetected(problem)
+        return out
+
+    def _check(self, k: int, out: Sequence[torch.Tensor], reference: Sequence[torch.Tensor],
+               kwargs: Mapping[str, Any], inputs: Mapping[str, Any], guard: guards.InputGuard) -> Correctness:
+        problem = (guards.check_outputs(out, self.names, {**kwargs, **inputs}, self.kept)
+                   or guard.changed(inputs))
+        if problem is not None:
+            raise CheatDetected(f"input set {k}: {problem}")
+        atol, rtol, rel_l2 = self.tol
+        result = tensors.compare(out, reference, self.task.case, rtol, atol, rel_l2)
+        if not result.passed:
+            return Correctness(False, result.max_abs_err, result.max_rel_l2, atol, rtol,
+                               f"input set {k}: {result.detail}")
+        return result
+
+    def correctness(self, launches: Sequence[Callable[[], Any]]) -> Correctness:
+        """Every input set once, then the first again (a second call must be as right as the first)."""
+        result = Correctness(True, 0.0, 0.0, self.tol[0], self.tol[1])
+        order = [*range(len(launches)), 0]
+        for k in order:
+            tensors.poison_allocator(self.task.case, self.task.device)
+            self.threads = set(threading.enumerate())
+            out = self._outputs(launches[k]())
+            problem = guards.settled_outputs(out, self.task.device, self.threads)
+            if problem is not None:
+                raise CheatDetected(f"input set {k}: {problem}")
+            result = _worst(result, self._check(k, out, self.inputs.references[k], self.kwargs[k],
+                                                self.inputs.sets[k], self.input_guards[k]))
+            if not result.passed:
+                return result
+            self.kept.extend(out)
+        return result
+
+    def verify_timed(self, k: int, value: Any, seconds: float) -> str | None:
+        """Check the output of one timed call (right after the sample was taken)."""
+        try:
+            out = self._outputs(value)
+        except _Incorrect as exc:
+            return exc.correctness.detail
+        except CheatDetected as exc:
+            return str(exc)
+        problem = (guards.pending_device_work(self.task.device, seconds) if self.task.device == "cuda"
+                   else guards.settled_outputs(out, self.task.device, self.threads))
+        if problem is not None:
+            return problem
+        try:
+            result = self._check(k, out, self.inputs.references[k], self.kwargs[k], self.inputs.sets[k],
+                                 self.input_guards[k])
+        except CheatDetected as exc:
+            return str(exc)
+        if not result.passed:
+            return f"wrong output ({result.detail}) although the checked calls were right: work skipped on some calls"
+        return None
+
+    def after_timing(self, builder: Callable[..., Any]) -> None:
+        """After timing: inputs unchanged; then two input sets the implementation has never seen.
+
+        1. fresh tensors with fresh values (new addresses): catches a result kept from earlier;
+        2. new values written into the tensors it was timed on (same addresses), set-up run again:
+           catches a result cached by data pointer.
+        """
+        for k, (guard, inputs) in enumerate(zip(self.input_guards, self.inputs.sets, strict=True)):
+            problem = guard.changed(inputs)
+            if problem is not None:
+                raise CheatDetected(f"input set {k}, during timing: {problem}")
+        task, s = self.task, self.task.settings
+        base_dir = Path(task.base_dir) if task.base_dir is not None else None
+        impl = task.spec.implementations[task.impl]
+        fresh = prepare_case(task.spec, task.case, task.device, base_dir, input_sets=2,
+                             seed=s.seed + FRESH_SEED_OFFSET)
+        self._verify_unseen("fresh inputs after timing", builder, impl, base_dir, fresh.sets[0],
+                            fresh.references[0])
+        reused = self.inputs.sets[0]
+        with torch.no_grad():
+            for key, tensor in reused.items():
+                tensor.copy_(fresh.sets[1][key])
+        self._verify_unseen("new values in the timed input tensors", builder, impl, base_dir, reused,
+                            fresh.references[1])
+
+    def _verify_unseen(self, what: str, builder: Callable[..., Any], impl: Any, base_dir: Path | None,
+                       inputs: dict[str, torch.Tensor], reference: Sequence[torch.Tensor]) -> None:
+        task = self.task
+        launches, kwargs = builder(impl, task.case, [inputs], base_dir, with_kwargs=True)
+        tensors.poison_allocator(task.case, task.device)
+        guard = guards.InputGuard(inputs)
+        self.threads = set(threading.enumerate())
+        try:
+            out = self._outputs(launches[0]())
+            problem = guards.settled_outputs(out, task.device, self.threads)
+            if problem is not None:
+                raise CheatDetected(problem)
+            result = self._check(0, out, reference, kwargs[0], inputs, guard)
+        except CheatDetected as exc:
+            raise CheatDetected(f"{what}: {exc}") from None
+        if not result.passed:
+            raise CheatDetected(f"right on the inputs it was timed on, wrong on {what} "
+                                f"({result.detail.removeprefix('input set 0: ')}): a cached or skipped result")
+
+
+def _worst(a: Correctness, b: Correctness) -> Correctness:
+    if not b.passed:
+        return b
+    return Correctness(True, max(a.max_abs_err, b.max_abs_err), max(a.max_rel_l2, b.max_rel_l2), b.atol, b.rtol)
+
+
+def _fault(name: str, exc: BaseException, prefix: str) -> ImplResult:
+    """An exception from user code as a status: oom, or error with the exception and where."""
+    text = f"{type(exc).__name__}: {exc}".strip()
+    first = text.splitlines()[0] if text else type(exc).__name__
+    if _is_oom(exc):
+        return ImplResult(name, "oom", prefix + first)
+    where = traceback.extract_tb(exc.__traceback__)
+    at = f" (at {Path(where[-1].filename).name}:{where[-1].lineno})" if where else ""
+    return ImplResult(name, "error", prefix + first + at)
+
+
+def _is_oom(exc: BaseException) -> bool:
+    if isinstance(exc, MemoryError | torch.OutOfMemoryError):
+        return True
+    text = str(exc).lower()
+    return "out of memory" in text or "can't allocate memory" in text or "cannot allocate memory" in text
+
+
+def _check_context(device: str, exc: BaseException) -> None:
+    """Raise Fatal if a CUDA error left the context unusable (e.g. an illegal memory access)."""
+    if device != "cuda" or _is_oom(exc):
+        return
+    try:
+        torch.cuda.synchronize()
+        torch.zeros(1, device="cuda").add_(1).item()
+    except Exception as sync_exc:
+        first = str(sync_exc).strip().splitlines()[0] if str(sync_exc).strip() else type(sync_exc).__name__
+        raise Fatal(f"CUDA context lost: {first}") from None

@@ -1,0 +1,131 @@
+"""Implementations that try to look fast or correct without doing the work. Each must be caught."""
+
+import threading
+
+import torch
+
+import solbench.measure.tensors
+
+_CACHE = {}
+
+
+def cached_by_nothing(x, w, residual):
+    if "out" not in _CACHE:
+        _CACHE["out"] = torch.addmm(residual, x, w.T)
+    return _CACHE["out"]
+
+
+def cached_by_pointer(x, w, residual):
+    key = (x.data_ptr(), w.data_ptr(), residual.data_ptr())
+    if key not in _CACHE:
+        _CACHE[key] = torch.addmm(residual, x, w.T)
+    return _CACHE[key]
+
+
+def cached_by_contents(x, w, residual):
+    key = hash((x.sum().item(), w.sum().item(), residual.sum().item()))
+    if key not in _CACHE:
+        _CACHE[key] = torch.addmm(residual, x, w.T)
+    return _CACHE[key]
+
+
+def cached_copy_by_pointer(x, w, residual):
+    key = ("copy", x.data_ptr())
+    if key not in _CACHE:
+        _CACHE[key] = torch.addmm(residual, x, w.T)
+    return _CACHE[key].clone()
+
+
+def returns_input(x, w, residual):
+    residual += x @ w.T
+    return residual
+
+
+def returns_view_of_input(x, w, residual):
+    return residual.view(residual.shape)
+
+
+class LazyTensor(torch.Tensor):
+    """A subclass that could compute on demand (the timer would see nothing)."""
+
+
+def returns_subclass(x, w, residual):
+    return torch.addmm(residual, x, w.T).as_subclass(LazyTensor)
+
+
+def returns_meta(x, w, residual):
+    return torch.empty(residual.shape, dtype=residual.dtype, device="meta")
+
+
+def work_in_thread(x, w, residual):
+    out = torch.full_like(residual, float("nan"))
+
+    def work():
+        for _ in range(20):  # long enough to outlive the call
+            torch.addmm(residual, x, w.T, out=out)
+
+    threading.Thread(target=work).start()
+    return out
+
+
+def mutates_input(x, w, residual):
+    out = torch.addmm(residual, x, w.T)
+    x.mul_(0.5)
+    return out
+
+
+def partial_output(x, w, residual):
+    out = torch.empty_like(residual)
+    half = residual.shape[0] // 2
+    out[:half] = torch.addmm(residual[:half], x[:half], w.T)
+    return out
+
+
+def low_precision(x, w, residual):
+    return (x.half().float() @ w.half().float().T + residual).half().float()
+
+
+_CALLS = [0]
+
+
+def honest_first_calls_only(x, w, residual):
+    _CALLS[0] += 1
+    if _CALLS[0] <= 5:
+        return torch.addmm(residual, x, w.T)
+    return torch.empty_like(residual)
+
+
+def _always_right(*args, **kwargs):
+    from solbench.results.model import Correctness
+
+    return Correctness(True, 0.0, 0.0, 1.0, 1.0)
+
+
+def patches_comparison(x, w, residual):
+    solbench.measure.tensors.compare = _always_right
+    return torch.zeros_like(residual)
+
+
+def patches_clock(x, w, residual):
+    import time
+
+    real = _CACHE.setdefault("clock", time.perf_counter_ns)
+    time.perf_counter_ns = lambda: real() // 1000
+    return torch.addmm(residual, x, w.T)
+
+
+def patches_event_timer(x, w, residual):
+    _CACHE.setdefault("elapsed", torch.cuda.Event.elapsed_time)
+    torch.cuda.Event.elapsed_time = lambda self, end: 1e-6
+    return torch.addmm(residual, x, w.T)
+
+
+def side_stream(x, w, residual):
+    """GPU: the work runs on a side stream that the current stream never waits for."""
+    side = _CACHE.setdefault("stream", torch.cuda.Stream())
+    out = torch.empty_like(residual)
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(50):
+            torch.addmm(residual, x, w.T, out=out)
+    return out
