@@ -58,7 +58,7 @@ def score_impls(cost: Cost, impls: Sequence[ImplResult], peaks: Mapping[str, Imp
         t = r.timing.median
         floor = time_floor(cost, p.floor, device_kind)
         if t < floor:
-            out.append(replace(r, status="invalid", message=(
+            out.append(replace(r, status="invalid", score=None, message=(
                 f"median {t:.3e} s is below the least possible time {floor:.3e} s "
                 f"({'sanity floor' if device_kind == 'cpu' else 'T_SOL at peak'}): the timing, "
                 "the cost model or the implementation is wrong")))

@@ -1,0 +1,167 @@
+"""The anti-cheat checks, one unit at a time, and the measurement loop's verification of timed calls."""
+
+import random
+import threading
+import time
+
+import pytest
+import torch
+
+import solbench.measure.tensors as tensors_mod
+from solbench.exitcodes import IMPL_FAILED, INCONCLUSIVE, INTERRUPTED, OK, REGRESSION, USAGE, worst
+from solbench.measure import guards
+from solbench.measure.criteria import CIWidth
+from solbench.measure.loop import CheatDetected, measure
+
+
+def test_plain_fresh_outputs_pass():
+    x = torch.randn(4, 4)
+    out = x * 2
+    assert guards.check_outputs([out], ["y"], {"x": x}) is None
+
+
+def test_views_of_one_buffer_the_call_allocated_are_fine():
+    x = torch.randn(4, 6)
+    buf = x @ torch.randn(6, 6)
+    q, k = buf.split(3, dim=1)
+    assert guards.check_outputs([q, k], ["q", "k"], {"x": x}) is None
+
+
+@pytest.mark.parametrize("make", [lambda x: x, lambda x: x[1:], lambda x: x.view(-1), lambda x: x.T])
+def test_an_input_or_any_view_of_it_is_caught(make):
+    x = torch.randn(4, 4)
+    reason = guards.check_outputs([make(x)], ["y"], {"x": x})
+    assert reason is not None and "input 'x'" in reason
+
+
+def test_an_earlier_output_is_caught():
+    x = torch.randn(4, 4)
+    first = x * 2
+    assert "earlier call" in guards.check_outputs([first], ["y"], {"x": x}, earlier=[first])
+    assert guards.check_outputs([x * 2], ["y"], {"x": x}, earlier=[first]) is None
+
+
+def test_subclasses_and_meta_tensors_are_caught():
+    class Lazy(torch.Tensor):
+        pass
+
+    x = torch.randn(3)
+    assert "not a plain torch.Tensor" in guards.check_outputs([(x * 2).as_subclass(Lazy)], ["y"], {})
+    assert "meta" in guards.check_outputs([torch.empty(3, device="meta")], ["y"], {})
+
+
+def test_input_guard_sees_any_bit_flip_and_nothing_else():
+    x = torch.randn(8)
+    g = guards.InputGuard({"x": x})
+    assert g.changed({"x": x}) is None
+    x.view(torch.int32)[3] ^= 1
+    assert "'x' was modified" in g.changed({"x": x})
+
+
+def test_input_guard_handles_nan_inputs():
+    x = torch.full((4,), float("nan"))
+    assert guards.InputGuard({"x": x}).changed({"x": x}) is None
+
+
+def test_tamper_guard_names_a_replaced_function_and_forgets_it_once_restored():
+    g = guards.TamperGuard()
+    assert g.tampered() is None
+    original = tensors_mod.compare
+    tensors_mod.compare = lambda *a, **k: None
+    try:
+        assert "solbench.measure.tensors.compare" in g.tampered()
+    finally:
+        tensors_mod.compare = original
+    assert g.tampered() is None
+
+
+def test_tamper_guard_sees_a_replaced_clock_and_replaced_code():
+    g = guards.TamperGuard()
+    original = time.perf_counter_ns
+    time.perf_counter_ns = lambda: 0
+    try:
+        assert "time.perf_counter_ns" in g.tampered()
+    finally:
+        time.perf_counter_ns = original
+    code = tensors_mod.upcast.__code__
+    tensors_mod.upcast.__code__ = (lambda inputs, dtype: inputs).__code__
+    try:
+        assert "tensors.upcast" in g.tampered()
+    finally:
+        tensors_mod.upcast.__code__ = code
+    assert g.tampered() is None
+
+
+def test_settled_outputs_catches_a_thread_still_writing():
+    out = torch.zeros(1000)
+    before = set(threading.enumerate())
+    started = threading.Event()
+
+    def late():
+        started.set()
+        time.sleep(0.05)
+        out.fill_(1.0)
+
+    threading.Thread(target=late).start()
+    started.wait()
+    assert "changed after the call returned" in guards.settled_outputs([out], "cpu", before)
+
+
+def test_settled_outputs_passes_finished_work():
+    assert guards.settled_outputs([torch.ones(10)], "cpu", set(threading.enumerate())) is None
+
+
+class FakeTimer:
+    """Returns an output per call from a script; a sample takes 1 µs."""
+
+    name = "fake"
+
+    def __init__(self, outputs):
+        self.outputs = outputs
+        self.calls = 0
+        self.last_output = None
+
+    def prepare(self, launches):
+        self.launches = launches
+
+    def sample(self, index):
+        self.last_output = self.outputs(self.calls)
+        self.calls += 1
+        return 1e-6
+
+    def protocol(self):
+        return {}
+
+    def output_index(self, index):
+        return index % len(self.launches)
+
+
+def test_loop_verifies_the_last_timed_call_and_raises_on_a_wrong_one():
+    timer = FakeTimer(lambda n: "good" if n < 12 else "bad")
+    seen = []
+
+    def verify(k, out, seconds):
+        seen.append(out)
+        return None if out == "good" else "wrong output"
+
+    with pytest.raises(CheatDetected, match="wrong output"):
+        measure(timer, [None, None], CIWidth(min_samples=10, max_samples=10), warmup=3, verify=verify,
+                rng=random.Random(0))
+    assert seen[-1] == "bad"
+
+
+def test_loop_verifies_a_random_few_of_many_samples():
+    timer = FakeTimer(lambda n: "good")
+    seen = []
+    measure(timer, [None], CIWidth(target=0.0, min_samples=10, max_samples=1000, budget_s=1e9), warmup=0,
+            verify=lambda k, out, s: seen.append(k), rng=random.Random(3))
+    assert 5 <= len(seen) <= 100  # about 4 ln(1000) + 1, never all 1000
+
+
+def test_worst_exit_code_order():
+    assert worst(OK, INCONCLUSIVE) == INCONCLUSIVE
+    assert worst(INCONCLUSIVE, REGRESSION) == REGRESSION
+    assert worst(REGRESSION, IMPL_FAILED) == IMPL_FAILED
+    assert worst(IMPL_FAILED, USAGE) == USAGE
+    assert worst(USAGE, INTERRUPTED, OK) == INTERRUPTED
+    assert worst() == OK

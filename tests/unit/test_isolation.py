@@ -1,0 +1,188 @@
+"""Faults and cheats, end to end on the CPU: each becomes a status, the run goes on, exit code 4.
+
+The implementations are in tests/data/hostile/. Nothing here depends on how fast the machine is:
+the faults never finish or die, the cheats are caught by checks that do not time anything.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from click.testing import CliRunner
+
+from solbench.cli import main
+from solbench.results import store
+
+HOSTILE = "tests/data/hostile/hostile.yaml"
+FAST = ["--budget", "0.05", "--min-samples", "5", "--max-samples", "30", "--device", "cpu"]
+
+
+def _statuses(run):
+    return {r.name: (r.status, r.message) for c in run.cases for r in c.impls}
+
+
+@pytest.fixture(scope="module")
+def faults_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("faults") / "faults.json"
+    result = CliRunner().invoke(main, ["run", HOSTILE, "-w", "faults", "--timeout", "10", "-o", str(out), *FAST])
+    return result, store.load(out)
+
+
+def test_faults_become_statuses_and_the_run_goes_on(faults_run):
+    result, run = faults_run
+    assert result.exit_code == 4, result.output
+    status = _statuses(run)
+    assert status["raises"][0] == "error" and "this implementation is broken" in status["raises"][1]
+    assert status["hangs"][0] == "timeout"
+    assert status["exits_zero"] == ("crashed", "the implementation called sys.exit(0)")
+    assert status["os_exit"][0] == "crashed" and "code 1" in status["os_exit"][1]
+    assert status["segfault"][0] == "crashed" and "SIGSEGV" in status["segfault"][1]
+    assert status["huge_allocation"][0] == "oom"
+    # healthy implementations before and after the faulty ones are measured
+    for name in ("baseline", "honest"):
+        assert status[name][0] == "ok", status[name]
+    honest = next(r for c in run.cases for r in c.impls if r.name == "honest")
+    assert honest.timing.n >= 5 and honest.score.speedup is not None
+    assert run.complete and run.protocol.isolation == "worker"
+
+
+def test_a_fault_keeps_the_workers_last_output_lines(faults_run):
+    _, run = faults_run
+    raises = next(r for c in run.cases for r in c.impls if r.name == "raises")
+    assert raises.message.endswith("(at faults.py:11)")
+
+
+CAUGHT = {
+    "cached_by_nothing": ("reward_hack", "earlier call's output"),
+    "cached_by_pointer": ("reward_hack", "earlier call's output"),
+    "cached_by_contents": ("reward_hack", "earlier call's output"),
+    "cached_copy_by_pointer": ("reward_hack", "new values in the timed input tensors"),
+    "returns_input": ("reward_hack", "shares storage with input 'residual'"),
+    "returns_view_of_input": ("reward_hack", "shares storage with input 'residual'"),
+    "returns_subclass": ("reward_hack", "not a plain torch.Tensor"),
+    "returns_meta": ("reward_hack", "meta tensor"),
+    "mutates_input": ("reward_hack", "input 'x' was modified in place"),
+    "partial_output": ("incorrect", "NaN"),
+    "low_precision": ("incorrect", "outside atol"),
+    "honest_first_calls_only": ("reward_hack", "work skipped on some calls"),
+    "patches_comparison": ("reward_hack", "solbench.measure.tensors.compare"),
+    "patches_clock": ("reward_hack", "time.perf_counter_ns"),
+}
+
+
+@pytest.fixture(scope="module")
+def cheats_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("cheats") / "cheats.json"
+    result = CliRunner().invoke(main, ["run", HOSTILE, "-w", "cheats", "--timeout", "60", "-o", str(out), *FAST])
+    return result, store.load(out)
+
+
+@pytest.mark.parametrize("name", sorted(CAUGHT))
+def test_every_cheat_is_caught(cheats_run, name):
+    result, run = cheats_run
+    assert result.exit_code == 4
+    status, message = _statuses(run)[name]
+    want_status, want_text = CAUGHT[name]
+    assert status == want_status, message
+    assert want_text in message
+
+
+def test_work_left_in_a_thread_is_caught(cheats_run):
+    # The thread may finish before or after the checks look: either way it is not ok.
+    status, message = _statuses(cheats_run[1])["work_in_thread"]
+    assert status in ("reward_hack", "incorrect"), message
+
+
+def test_honest_implementations_beside_cheats_are_ok(cheats_run):
+    status = _statuses(cheats_run[1])
+    assert status["baseline"][0] == "ok" and status["honest"][0] == "ok"
+
+
+def test_a_mutating_implementation_cannot_break_the_next_one(cheats_run):
+    # mutates_input runs before honest; each worker draws its own inputs
+    assert _statuses(cheats_run[1])["honest"][0] == "ok"
+
+
+def test_implementation_output_never_reaches_the_json_on_stdout(tmp_path):
+    src = tmp_path / "noisy.py"
+    src.write_text("def fn(x):\n    print('hello from the implementation')\n    return x * 2\n\n"
+                   "def ref(x):\n    return x * 2\n")
+    wl = tmp_path / "noisy.yaml"
+    wl.write_text("workloads:\n  - name: noisy\n    parameters: {n: [64]}\n    dtypes: [float32]\n"
+                  "    inputs: {x: {shape: [n]}}\n    outputs: {y: {shape: [n]}}\n"
+                  "    reference: noisy.py:ref\n    implementations: {baseline: noisy.py:fn}\n")
+    result = subprocess.run([sys.executable, "-m", "solbench", "run", str(wl), "--json", *FAST],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["cases"][0]["impls"][0]["status"] == "ok"
+
+
+def test_ctrl_c_saves_what_was_measured_and_exits_130(tmp_path):
+    src = tmp_path / "slow.py"
+    src.write_text("def ref(x, n):\n    return x * 2\n\n"
+                   "def fn(x, n):\n    if n > 64:\n        while True:\n            pass\n    return x * 2\n")
+    wl = tmp_path / "slow.yaml"
+    wl.write_text("workloads:\n  - name: slow\n    parameters: {n: [64, 128]}\n    dtypes: [float32]\n"
+                  "    inputs: {x: {shape: [n]}}\n    outputs: {y: {shape: [n]}}\n"
+                  "    reference: slow.py:ref\n    implementations: {baseline: slow.py:fn}\n")
+    out = tmp_path / "slow.json"
+    proc = subprocess.Popen([sys.executable, "-m", "solbench", "run", str(wl), "-o", str(out), "-q",
+                             "--timeout", "600", *FAST], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    deadline = time.monotonic() + 300
+    while not out.exists() and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.2)  # waits for the first case to be saved; asserts nothing about speed
+    assert out.exists(), proc.stderr.read() if proc.poll() is not None else "no result file"
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    run = store.load(out)
+    assert not run.complete
+    assert [c.case_id for c in run.cases] == ["slow[n=64,float32]"]
+    assert "interrupted" in err
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root can write anywhere")
+def test_unwritable_results_dir_is_refused_before_measuring(tmp_path):
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o500)
+    result = CliRunner().invoke(main, ["run", "tests/data/double.yaml", "--results-dir", str(ro / "r"), *FAST])
+    assert result.exit_code == 2 and "cannot write" in result.output
+
+
+def test_results_path_that_is_a_file_is_refused_before_measuring(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    result = CliRunner().invoke(main, ["run", "tests/data/double.yaml", "--results-dir", str(blocker / "r"),
+                                       *FAST])
+    assert result.exit_code == 2 and "cannot write" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_existing_output_is_not_overwritten_without_force(tmp_path):
+    out = tmp_path / "exists.json"
+    out.write_text("{}")
+    result = CliRunner().invoke(main, ["run", "tests/data/double.yaml", "-o", str(out), *FAST])
+    assert result.exit_code == 2 and "--force" in result.output
+    assert out.read_text() == "{}"
+
+
+@pytest.mark.parametrize("flag,name", [("-i", "no_such_impl"), ("-w", "no_such_workload")])
+def test_selecting_nothing_that_exists_is_an_error(flag, name):
+    result = CliRunner().invoke(main, ["run", "tests/data/double.yaml", flag, name, *FAST])
+    assert result.exit_code == 2
+    assert name in result.output and "there are:" in result.output
+
+
+def test_in_process_mode_runs_the_same_checks(tmp_path):
+    out = tmp_path / "inproc.json"
+    result = CliRunner().invoke(main, ["run", "tests/data/double.yaml", "--in-process", "-o", str(out), *FAST])
+    assert result.exit_code == 4  # double.yaml has a wrong implementation
+    run = store.load(out)
+    assert run.protocol.isolation == "in-process"
+    assert _statuses(run)["wrong"][0] == "incorrect" and _statuses(run)["baseline"][0] == "ok"

@@ -1,0 +1,43 @@
+"""The INVALID rule and scoring of one case (pure)."""
+
+from solbench.analysis.scoring import ImplPeaks, score_impls, time_floor
+from solbench.results.model import Cost, Peaks
+from tests.unit.factories import make_impl
+
+COST = Cost("float32", tensor_flops=2e9, vector_flops=0.0, fused_bytes=4e6, unfused_bytes=4e6)
+SHEET = Peaks(tensor_flops=1e12, vector_flops=1e11, bandwidth=1e12, source="datasheet")
+MEASURED = Peaks(tensor_flops=8e11, vector_flops=1e11, bandwidth=8e11, source="measured")
+# T_SOL against the sheet: max(2e9 / 1e12, 4e6 / 1e12) = 2 ms; against measured: 2.5 ms
+
+
+def test_gpu_floor_is_t_sol_at_the_highest_peaks():
+    assert time_floor(COST, SHEET, "cuda") == 2e-3
+
+
+def test_below_datasheet_t_sol_is_invalid_even_when_scored_against_measured_peaks():
+    impls = [make_impl("baseline", [3e-3] * 10), make_impl("fast", [1.9e-3] * 10),
+             make_impl("near", [2.2e-3] * 10)]
+    peaks = {n: ImplPeaks(MEASURED, SHEET) for n in ("baseline", "fast", "near")}
+    out = {r.name: r for r in score_impls(COST, impls, peaks, "baseline", "cuda")}
+    assert out["fast"].status == "invalid" and out["fast"].score is None
+    # faster than the measured ceiling but not the datasheet: reported, SOL above 1
+    assert out["near"].status == "ok" and out["near"].score.sol > 1.0
+    assert out["baseline"].score.speedup == 1.0
+
+
+def test_cpu_sanity_floor_allows_cache_speed_but_not_skipped_work():
+    cpu = Peaks(tensor_flops=None, vector_flops=1e11, bandwidth=1e10, source="measured")
+    mem_cost = Cost("float32", 0.0, 1e3, fused_bytes=1e6, unfused_bytes=1e6)  # T_SOL = 100 µs (memory)
+    assert time_floor(mem_cost, cpu, "cpu") == 1e-4 / 16
+    impls = [make_impl("baseline", [2e-4] * 10), make_impl("cached", [20e-6] * 10),
+             make_impl("skipped_work", [1e-6] * 10)]
+    peaks = {n: ImplPeaks(cpu, cpu) for n in ("baseline", "cached", "skipped_work")}
+    out = {r.name: r.status for r in score_impls(mem_cost, impls, peaks, "baseline", "cpu")}
+    assert out == {"baseline": "ok", "cached": "ok", "skipped_work": "invalid"}
+
+
+def test_failed_results_pass_through_unscored():
+    impls = [make_impl("baseline", [3e-3] * 10), make_impl("broken", [], status="crashed")]
+    peaks = {n: ImplPeaks(SHEET, SHEET) for n in ("baseline", "broken")}
+    out = {r.name: r for r in score_impls(COST, impls, peaks, "baseline", "cuda")}
+    assert out["broken"].status == "crashed" and out["broken"].score is None
