@@ -1,0 +1,44 @@
+"""GPU faults and cheats end to end: illegal memory access, a kernel that never returns, a 200 GiB
+allocation, a segfault and sys.exit(0) between healthy implementations; side-stream work and a
+patched event timer. Each must be its status; the healthy ones must be measured; exit code 4."""
+
+import pytest
+from click.testing import CliRunner
+
+from solbench.cli import main
+from solbench.results import store
+
+pytestmark = pytest.mark.gpu
+HOSTILE = "tests/data/hostile/hostile_gpu.yaml"
+
+
+def _run(tmp_path, workload, timeout):
+    out = tmp_path / f"{workload}.json"
+    result = CliRunner().invoke(main, ["run", HOSTILE, "-w", workload, "--timeout", str(timeout), "-o", str(out),
+                                       "--budget", "0.5"])
+    run = store.load(out)
+    return result, {r.name: (r.status, r.message) for c in run.cases for r in c.impls}
+
+
+def test_gpu_faults_are_statuses_and_healthy_ones_are_measured(tmp_path):
+    result, status = _run(tmp_path, "gpu_faults", 30)
+    assert result.exit_code == 4, result.output
+    assert status["illegal_memory_access"][0] == "crashed", status["illegal_memory_access"]
+    assert status["never_returns"][0] == "timeout"
+    assert status["allocates_200_gib"][0] == "oom"
+    assert status["segfault"][0] == "crashed" and "SIGSEGV" in status["segfault"][1]
+    assert status["exits_zero"][0] == "crashed"
+    for name in ("baseline", "honest", "after"):
+        assert status[name][0] == "ok", status[name]
+
+
+def test_gpu_cheats_are_caught(tmp_path):
+    result, status = _run(tmp_path, "gpu_cheats", 60)
+    assert result.exit_code == 4, result.output
+    assert status["side_stream"][0] in ("reward_hack", "incorrect"), status["side_stream"]
+    assert status["patches_event_timer"][0] == "reward_hack"
+    assert "elapsed_time" in status["patches_event_timer"][1]
+    assert status["cached_by_pointer"][0] == "reward_hack"
+    assert status["cached_copy_by_pointer"][0] in ("reward_hack", "invalid"), status["cached_copy_by_pointer"]
+    assert status["honest_first_calls_only"][0] == "reward_hack"
+    assert status["baseline"][0] == "ok" and status["honest"][0] == "ok"
