@@ -37,6 +37,7 @@ class CpuTimer:
     def __init__(self) -> None:
         self._launches: Sequence[Launch] = ()
         self.last_output: object = None
+        self.pending_s: list[float] = []  # GPU timers only: device drain after each window
         self._clock = time.perf_counter_ns  # bound now: later patching of time.* cannot reach it
 
     def prepare(self, launches: Sequence[Launch]) -> None:
@@ -77,6 +78,7 @@ class CudaColdTimer:
         self._cycles_per_us = _sleep_rate(torch)
         self.spin_us = 0.0
         self.last_output: object = None
+        self.pending_s: list[float] = []  # per sample: host time a device-wide sync took after the window
 
     def prepare(self, launches: Sequence[Launch]) -> None:
         """Size the spin to twice the host time of the slowest launch, at least 20 µs."""
@@ -104,6 +106,7 @@ class CudaColdTimer:
         self._end.record()
         self._end.synchronize()
         self.last_output = out
+        self.pending_s.append(_device_drain(torch))
         return self._start.elapsed_time(self._end) * 1e-3
 
     def protocol(self) -> dict[str, Any]:
@@ -128,6 +131,7 @@ class CudaGraphTimer:
         self.calls = 0
         self.last_output: object = None
         self.last_index = 0
+        self.pending_s: list[float] = []
         self._start = torch.cuda.Event(enable_timing=True)
         self._end = torch.cuda.Event(enable_timing=True)
 
@@ -163,6 +167,7 @@ class CudaGraphTimer:
         self._graph.replay()
         self._end.record()
         self._end.synchronize()
+        self.pending_s.append(_device_drain(self._torch))
         return self._start.elapsed_time(self._end) * 1e-3 / self.calls
 
     def protocol(self) -> dict[str, Any]:
@@ -186,6 +191,18 @@ def make_timer(device_kind: str, name: str, *, l2_bytes: int | None = None, flus
     from solbench.errors import DeviceError
 
     raise DeviceError(f"unknown timer {name!r} (cold, graph)")
+
+
+def _device_drain(torch: Any) -> float:
+    """Seconds a device-wide synchronization takes right after the timed window ended.
+
+    On an idle GPU this is the cost of the call (microseconds). Work the call left running on a
+    stream it did not join to the current one makes it longer, sample after sample: the anti-cheat
+    check compares the median with the samples' median.
+    """
+    t0 = time.perf_counter()
+    torch.cuda.synchronize()
+    return time.perf_counter() - t0
 
 
 def _sleep_rate(torch: Any) -> float:

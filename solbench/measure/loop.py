@@ -23,6 +23,7 @@ class Timer(Protocol):
 
     name: str
     last_output: object  # what the last timed call returned (for verifying timed calls)
+    pending_s: list[float]  # GPU: seconds a device-wide sync took right after each window
 
     def prepare(self, launches: Sequence[Launch]) -> None:
         """Warm whatever the timer needs (graph capture, spin sizing) for these launches."""

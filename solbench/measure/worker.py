@@ -147,12 +147,16 @@ def _execute(task: Task, state: WorkerState, emit: Emit) -> ImplResult:
         if not correctness.passed:
             return ImplResult(name, "incorrect", correctness.detail, correctness)
         timer = state.timer(task)
+        timer.pending_s.clear()
         criterion = CIWidth(s.target_rel_ci, s.min_samples, s.max_samples, s.budget_s)
         timing = measure(timer, launches, criterion, warmup=s.warmup, verify=checker.verify_timed,
                          on_sample=lambda n: emit("sample", {"n": n}) if n % 10 == 0 else None,
                          rng=random.Random())
         protocol = dict(timer.protocol())
         timer.last_output = None
+        problem = guards.unjoined_work(timer.pending_s, timing.samples)
+        if problem is not None:
+            raise CheatDetected(problem)
         checker.after_timing(build_launches)
     except CheatDetected as exc:
         return ImplResult(name, "reward_hack", str(exc))
@@ -234,8 +238,7 @@ class _Checker:
             return exc.correctness.detail
         except CheatDetected as exc:
             return str(exc)
-        problem = (guards.pending_device_work(self.task.device, seconds) if self.task.device == "cuda"
-                   else guards.settled_outputs(out, self.task.device, self.threads))
+        problem = guards.settled_outputs(out, self.task.device, self.threads)
         if problem is not None:
             return problem
         try:
