@@ -22,6 +22,14 @@ for step in "$@"; do
         2>&1 | tee -a "$log" | tail -30; echo "exit ${PIPESTATUS[0]}" | tee -a "$log"
       python3 -m solbench run tests/data/hostile/hostile_gpu.yaml -w gpu_faults -i honest -i after \
         -o "$OUT/healthy.json" 2>&1 | tee -a "$log" | tail -8 ;;
+    suite-before)  # the code before worker isolation (a checkout under scratch_gpu/old), in-process
+      start=$(date +%s.%N)
+      (cd scratch_gpu/old && PYTHONPATH=/tmp/site:. python3 -m solbench run workloads/attn.yaml workloads/bert.yaml \
+        workloads/resnet50.yaml -q -o "$OUT/$step.json" > "$OUT/$step.txt" 2>&1); rc=$?
+      end=$(date +%s.%N)
+      echo "$step wall $(echo "$end - $start" | bc) s exit $rc" | tee -a "$log" ;;
+    isolation-tests) python3 -m pytest tests/gpu/test_isolation_gpu.py -q -p no:cacheprovider -rs 2>&1 \
+      | tee "$OUT/isolation_tests.log" | tail -5 ;;
     suite-worker|suite-worker2|suite-inproc)
       flag=""; [ "$step" = suite-inproc ] && flag="--in-process"
       start=$(date +%s.%N)
