@@ -27,7 +27,7 @@ for step in "$@"; do
       (cd scratch_gpu/old && PYTHONPATH=/tmp/site:. python3 -m solbench run workloads/attn.yaml workloads/bert.yaml \
         workloads/resnet50.yaml -q -o "$OUT/$step.json" > "$OUT/$step.txt" 2>&1); rc=$?
       end=$(date +%s.%N)
-      echo "$step wall $(echo "$end - $start" | bc) s exit $rc" | tee -a "$log" ;;
+      echo "$step wall $(python3 -c "print(round($end - $start, 1))") s exit $rc" | tee -a "$log" ;;
     isolation-tests) python3 -m pytest tests/gpu/test_isolation_gpu.py -q -p no:cacheprovider -rs 2>&1 \
       | tee "$OUT/isolation_tests.log" | tail -5 ;;
     suite-worker|suite-worker2|suite-inproc)
@@ -36,7 +36,7 @@ for step in "$@"; do
       python3 -m solbench run workloads/attn.yaml workloads/bert.yaml workloads/resnet50.yaml -q $flag \
         -o "$OUT/$step.json" > "$OUT/$step.txt" 2>&1; rc=$?
       end=$(date +%s.%N)
-      echo "$step wall $(echo "$end - $start" | bc) s exit $rc" | tee -a "$log" ;;
+      echo "$step wall $(python3 -c "print(round($end - $start, 1))") s exit $rc" | tee -a "$log" ;;
   esac
 done
 echo "=== done $(date -u +%T)" | tee -a "$log"

@@ -98,8 +98,8 @@ _WATCHED_MODULES = (
 _WATCHED_ATTRS = (
     ("time", ("perf_counter", "perf_counter_ns", "monotonic", "monotonic_ns", "time", "time_ns",
               "process_time", "sleep")),
-    ("torch", ("equal", "isfinite", "allclose", "abs", "empty", "full", "randn", "Generator",
-               "manual_seed")),
+    # not torch.manual_seed and the like: torch.compile wraps some of torch's functions itself
+    ("torch", ("equal", "isfinite", "allclose", "abs", "empty", "full", "randn", "Generator")),
     ("torch.linalg", ("vector_norm",)),
     ("torch.cuda", ("Event", "synchronize", "_sleep", "current_stream", "Stream", "stream",
                     "graph", "CUDAGraph")),

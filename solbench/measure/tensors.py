@@ -27,19 +27,24 @@ def torch_dtype(name: str) -> torch.dtype:
 
 
 def make_inputs(case: Case, device: str, seed: int) -> dict[str, torch.Tensor]:
-    """Fresh random inputs (normal, never zeros) for one case, reproducible from ``seed``."""
-    gen = torch.Generator(device="cpu").manual_seed(seed)
-    return {t.name: _random(t, gen).to(device) for t in case.inputs}
+    """Fresh random inputs (normal, never zeros) for one case, reproducible from ``seed``.
+
+    Drawn on the device itself (a CPU generator would take seconds for the largest cases, once
+    per implementation and input set); the same seed gives the same inputs on the same kind of
+    device.
+    """
+    gen = torch.Generator(device=device).manual_seed(seed)
+    return {t.name: _random(t, gen, device) for t in case.inputs}
 
 
-def _random(t: TensorShape, gen: torch.Generator) -> torch.Tensor:
+def _random(t: TensorShape, gen: torch.Generator, device: str) -> torch.Tensor:
     dtype = torch_dtype(t.dtype)
     if not dtype.is_floating_point:
-        return torch.randint(-8, 8, t.shape, generator=gen, dtype=torch.int64).to(dtype)
-    x = torch.randn(t.shape, generator=gen, dtype=torch.float32)
+        return torch.randint(-8, 8, t.shape, generator=gen, dtype=torch.int64, device=device).to(dtype)
+    x = torch.randn(t.shape, generator=gen, dtype=torch.float32, device=device)
     if t.positive:
-        x = x.abs()
-    return (x * t.std + t.mean).to(dtype)
+        x.abs_()
+    return (x.mul_(t.std).add_(t.mean)).to(dtype)
 
 
 def upcast(inputs: Mapping[str, torch.Tensor], dtype: str) -> dict[str, torch.Tensor]:

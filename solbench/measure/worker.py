@@ -23,9 +23,10 @@ from __future__ import annotations
 
 import random
 import threading
+import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -103,9 +104,15 @@ Emit = Callable[[str, dict[str, Any]], None]
 
 
 def execute(task: Task, state: WorkerState, emit: Emit | None = None) -> tuple[ImplResult, bool]:
-    """Run one task; returns (result, fatal). ``fatal`` means: replace this worker."""
+    """Run one task; returns (result, fatal). ``fatal`` means: replace this worker.
+
+    The result's protocol records ``task_s``: the task's wall time in the worker (inputs,
+    reference, set-up, checks and timing).
+    """
+    start = time.perf_counter()
     try:
         result = _execute(task, state, emit or (lambda event, data: None))
+        result = replace(result, protocol={**result.protocol, "task_s": round(time.perf_counter() - start, 4)})
         fatal = False
     except Fatal as exc:
         result, fatal = ImplResult(task.impl, "crashed", str(exc)), True

@@ -66,7 +66,7 @@ CAUGHT = {
     "returns_subclass": ("reward_hack", "not a plain torch.Tensor"),
     "returns_meta": ("reward_hack", "meta tensor"),
     "mutates_input": ("reward_hack", "input 'x' was modified in place"),
-    "partial_output": ("incorrect", "NaN"),
+    "partial_output": ("incorrect", "input set 0: out:"),  # NaN-poisoned or stale: never right
     "low_precision": ("incorrect", "outside atol"),
     "honest_first_calls_only": ("reward_hack", "work skipped on some calls"),
     "patches_comparison": ("reward_hack", "solbench.measure.tensors.compare"),
