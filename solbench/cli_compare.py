@@ -35,6 +35,12 @@ _gate_threshold = click.option(
          "else 5%.")
 
 
+def _console() -> Console:
+    # Piped output (CI logs, files) gets a wide table rather than rich's 80-column default.
+    width = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 160
+    return Console(highlight=False, width=width)
+
+
 @click.command()
 @click.argument("a")
 @click.argument("b")
@@ -71,7 +77,7 @@ def compare(a: str, b: str, run_file: str | None, impl: str | None, threshold: s
     elif as_markdown:
         click.echo(comparison_markdown(result))
     else:
-        Console(highlight=False).print(comparison_table(result))
+        _console().print(comparison_table(result))
 
 
 def _as_runs(a: str, b: str, rdir: Path) -> tuple | None:
@@ -129,6 +135,6 @@ def emit_gate(result: GateResult, *, junit: str | None = None, markdown_file: st
     if as_json:
         click.echo(json.dumps(gate_json(result), indent=1))
     else:
-        (console or Console(highlight=False)).print(gate_table(result))
+        (console or _console()).print(gate_table(result))
     click.echo(f"gate: {result.overall} (exit {result.exit_code}, {len(result.verdicts)} cases, "
                f"{result.reruns} re-measure round(s))", err=True)
