@@ -69,7 +69,7 @@ Overall = Literal["PASS", "REGRESSION", "BROKEN", "INCONCLUSIVE"]
 ThresholdSource = Literal["explicit", "workload", "default"]
 
 DEFAULT_THRESHOLD = 0.05
-CASE_VERDICTS: tuple[str, ...] = ("BROKEN", "REGRESSION", "INCONCLUSIVE", "MISSING", "FASTER", "PASS")
+CASE_VERDICTS: tuple[CaseVerdict, ...] = ("BROKEN", "REGRESSION", "INCONCLUSIVE", "MISSING", "FASTER", "PASS")
 
 __all__ = [
     "CASE_VERDICTS",
@@ -253,7 +253,9 @@ def _decide(pair: Pair, est: Estimate, tests: _Tests | None, tau: float, source:
     verdict = case_verdict(est.ci_low, est.ci_high, slow_sig, tau, faster_significant=fast_sig)
     faster = verdict == "FASTER" or (verdict != "REGRESSION" and est.ratio < 1.0)
     p, p_adj = (None, None) if tests is None else (tests[2], tests[3]) if faster else (tests[0], tests[1])
-    alternative = None if tests is None else "faster" if faster else "slower"
+    alternative: Literal["slower", "faster"] | None = None
+    if tests is not None:
+        alternative = "faster" if faster else "slower"
     return GateCaseVerdict(
         key=pair.key, case_id=pair.case_id, impl=pair.a.name, workload=pair.workload,
         verdict=verdict, reason=_reason(verdict, est, tau, p_adj, alpha), threshold=tau,
@@ -274,20 +276,21 @@ def _unmeasured(u: Unpaired, tau: float, source: ThresholdSource) -> GateCaseVer
     in_base = base is not None and base.status == "ok" and bool(samples(base))
     measured = base if in_base else cur
     assert measured is not None
-    med = stats.median(list(samples(measured)))
-    common = dict(key=u.key, case_id=u.case_id, impl=measured.name, workload=u.workload, threshold=tau,
-                  threshold_source=source, status_base=None if base is None else base.status,
-                  status_cur=None if cur is None else cur.status)
+    med, n = stats.median(list(samples(measured))), len(samples(measured))
+    v = GateCaseVerdict(key=u.key, case_id=u.case_id, impl=measured.name, workload=u.workload,
+                        verdict="MISSING", reason="", threshold=tau, threshold_source=source,
+                        status_base=None if base is None else base.status,
+                        status_cur=None if cur is None else cur.status)
     if not in_base:
-        where = "absent from" if base is None else f"{base.status} in"
-        return GateCaseVerdict(**common, verdict="MISSING", median_cur=med, n_cur=len(samples(measured)),
-                               reason=f"measured in the current run only ({where} the baseline): not compared")
+        where = "absent from" if base is None else f"{v.status_base} in"
+        return replace(v, median_cur=med, n_cur=n,
+                       reason=f"measured in the current run only ({where} the baseline): not compared")
+    v = replace(v, median_base=med, n_base=n)
     if cur is not None and cur.status in FAILED_STATUSES:
         msg = _first_line(cur.message)
         detail = "\n".join(part for part in (cur.message.strip(), cur.log_tail.strip()) if part)
-        return GateCaseVerdict(**common, verdict="BROKEN", median_base=med, n_base=len(samples(measured)),
-                               detail=detail, reason=f"ok in the baseline, {cur.status.upper()} in the current "
-                                                     f"run" + (f": {msg}" if msg else ""))
+        return replace(v, verdict="BROKEN", detail=detail, reason=f"ok in the baseline, {cur.status.upper()} "
+                                                                   f"in the current run" + (f": {msg}" if msg else ""))
     if cur is None:
         why = "absent from the current run"
     elif cur.status == "skipped":
@@ -295,8 +298,7 @@ def _unmeasured(u: Unpaired, tau: float, source: ThresholdSource) -> GateCaseVer
         why += ": this machine lacks a requirement"
     else:
         why = "ok in the current run but without timing samples"
-    return GateCaseVerdict(**common, verdict="MISSING", median_base=med, n_base=len(samples(measured)),
-                           reason=f"{why}; not compared")
+    return replace(v, reason=f"{why}; not compared")
 
 
 def _overall(verdicts: tuple[GateCaseVerdict, ...]) -> Overall:
