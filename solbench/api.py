@@ -279,27 +279,19 @@ def load_run(name_or_path: str, results_dir: Path = Path("results")) -> RunResul
     return store.load(store.find(name_or_path, results_dir))
 
 
-def workload_thresholds(run: RunResult) -> dict[str, float]:
-    """Per-workload gate thresholds declared in the run's workload files (those still present)."""
-    found: dict[str, float] = {}
-    for f in run.workload_files:
-        if Path(f).is_file():
-            for spec in load_workload_file(f):
-                if spec.gate_threshold is not None:
-                    found[spec.name] = spec.gate_threshold
-    return found
-
-
 def gate_live(base: RunResult, cur: RunResult, files: Sequence[str | Path], options: RunOptions, *,
               rerun: int, device: str = "auto", **gate_kwargs: Any) -> Any:
-    """Gate ``cur`` against ``base``, re-measuring suspect cases up to ``rerun`` times first."""
+    """Gate ``cur`` against ``base``, re-measuring suspect cases up to ``rerun`` times first.
+
+    Thresholds: an explicit ``threshold`` in ``gate_kwargs`` wins; otherwise each workload's
+    ``gate_threshold`` as the runs recorded it (``RunResult.gate_thresholds``), else 5%.
+    """
     from solbench.gate import gate_with_rerun
 
     def remeasure(keys: list[str]) -> RunResult:
         return run(files, replace(options, keys=tuple(keys)), device=device)
 
-    per_workload = {**workload_thresholds(cur), **gate_kwargs.pop("per_workload", {})}
-    return gate_with_rerun(base, cur, remeasure, rerun, per_workload=per_workload, **gate_kwargs)
+    return gate_with_rerun(base, cur, remeasure, rerun, **gate_kwargs)
 
 
 def measured_spec(spec: HardwareSpec, uuid: str | None, results_dir: Path) -> HardwareSpec:

@@ -1,6 +1,9 @@
 """``solbench compare`` and ``solbench gate``: parse, call the pure core, render, exit.
 
-Gate exit codes: 0 pass · 1 regression · 2 bad input or usage · 3 inconclusive.
+Exit codes (all of them, with their order, in :mod:`solbench.exitcodes`):
+``compare`` 0 done · 2 bad input or usage.
+``gate`` 0 pass · 1 a regression, or a case ok in the baseline is not ok now (BROKEN) ·
+2 bad input or usage · 3 inconclusive.
 """
 
 from __future__ import annotations
@@ -23,8 +26,19 @@ from solbench.report.junit import gate_junit
 from solbench.report.markdown import comparison_markdown, gate_markdown
 from solbench.results import store
 
-_threshold = click.option("--threshold", default="5%", show_default=True,
-                          help="Smallest slowdown that counts: '5%', '0.05' or 'median:5%'.")
+_compare_threshold = click.option("--threshold", default="5%", show_default=True,
+                                  help="Smallest change that counts: '5%', '0.05' or 'median:5%'.")
+_gate_threshold = click.option(
+    "--threshold", default=None,
+    help="Smallest slowdown that fails: '5%', '0.05' or 'median:5%'; applies to every case. "
+         "Default: each workload's gate_threshold as the current run (else the baseline) recorded it, "
+         "else 5%.")
+
+
+def _console() -> Console:
+    # Piped output (CI logs, files) gets a wide table rather than rich's 80-column default.
+    width = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 160
+    return Console(highlight=False, width=width)
 
 
 @click.command()
@@ -32,7 +46,7 @@ _threshold = click.option("--threshold", default="5%", show_default=True,
 @click.argument("b")
 @click.option("--run", "run_file", metavar="FILE", help="Run to compare implementations in (default: latest).")
 @click.option("--impl", help="Compare only this implementation (when A and B are runs).")
-@_threshold
+@_compare_threshold
 @click.option("--results-dir", type=click.Path(file_okay=False), default="results", show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
 @click.option("--markdown", "as_markdown", is_flag=True, help="Print the comparison as Markdown.")
@@ -63,7 +77,7 @@ def compare(a: str, b: str, run_file: str | None, impl: str | None, threshold: s
     elif as_markdown:
         click.echo(comparison_markdown(result))
     else:
-        Console(highlight=False).print(comparison_table(result))
+        _console().print(comparison_table(result))
 
 
 def _as_runs(a: str, b: str, rdir: Path) -> tuple | None:
@@ -78,7 +92,7 @@ def _as_runs(a: str, b: str, rdir: Path) -> tuple | None:
 @click.command(name="gate")
 @click.option("--baseline", "baseline", required=True, metavar="RUN", help="Baseline run: file or saved name.")
 @click.option("--current", "current", required=True, metavar="RUN", help="Current run: file or saved name.")
-@_threshold
+@_gate_threshold
 @click.option("--impl", help="Gate only this implementation.")
 @click.option("--alpha", type=click.FloatRange(0, 1, min_open=True), default=0.01, show_default=True,
               help="False-discovery rate across cases (Benjamini-Hochberg).")
@@ -87,19 +101,21 @@ def _as_runs(a: str, b: str, rdir: Path) -> tuple | None:
 @click.option("--junit", type=click.Path(dir_okay=False), help="Write JUnit XML here.")
 @click.option("--markdown", "markdown_file", type=click.Path(dir_okay=False), help="Write Markdown here.")
 @click.option("--json", "as_json", is_flag=True, help="Print the verdicts as JSON.")
-def gate_cmd(baseline: str, current: str, threshold: str, impl: str | None, alpha: float,
+def gate_cmd(baseline: str, current: str, threshold: str | None, impl: str | None, alpha: float,
              allow_cross_hardware: bool, results_dir: str, junit: str | None, markdown_file: str | None,
              as_json: bool) -> None:
-    """Fail (exit 1) when CURRENT is slower than BASELINE beyond the threshold, with confidence.
+    """Fail (exit 1) when CURRENT is slower than BASELINE beyond the threshold, or broken.
 
-    Exit codes: 0 pass, 1 regression, 2 bad input, 3 inconclusive (too noisy to decide).
+    A case is BROKEN when it was ok in the baseline and is incorrect, invalid, error,
+    crashed, timeout, oom or reward_hack now; one skipped now is listed as MISSING.
+
+    Exit codes: 0 pass, 1 regression or broken, 2 bad input, 3 inconclusive (too noisy to decide).
     """
     rdir = Path(results_dir)
+    tau = None if threshold is None else parse_threshold(threshold).fraction
     base = api.load_run(baseline, rdir)
     cur = api.load_run(current, rdir)
-    result = gate(base, cur, threshold=parse_threshold(threshold).fraction,
-                  per_workload=api.workload_thresholds(cur), alpha=alpha,
-                  allow_cross_hardware=allow_cross_hardware, impl=impl)
+    result = gate(base, cur, threshold=tau, alpha=alpha, allow_cross_hardware=allow_cross_hardware, impl=impl)
     emit_gate(result, junit=junit, markdown_file=markdown_file, as_json=as_json)
     sys.exit(result.exit_code)
 
@@ -119,6 +135,6 @@ def emit_gate(result: GateResult, *, junit: str | None = None, markdown_file: st
     if as_json:
         click.echo(json.dumps(gate_json(result), indent=1))
     else:
-        (console or Console(highlight=False)).print(gate_table(result))
+        (console or _console()).print(gate_table(result))
     click.echo(f"gate: {result.overall} (exit {result.exit_code}, {len(result.verdicts)} cases, "
                f"{result.reruns} re-measure round(s))", err=True)

@@ -24,14 +24,15 @@ The summary ``geomean_speedup`` is ``geomean(median_a / median_b)`` over all
 rows: how many times faster b is than a overall (> 1: b is faster).
 Keys a row is identified by: ``f"{case_id}/{impl}"`` for two runs, the bare
 ``case_id`` for two implementations of one run. A key measured (status "ok"
-with samples) on one side only is listed in ``only_in_a`` / ``only_in_b``;
-a key measured on neither side is not listed.
+with samples) on one side only is listed in ``only_in_a`` / ``only_in_b``, and
+``Comparison.other_side`` says what the other side holds instead (``"absent"``
+or its status, e.g. ``"incorrect"``); a key measured on neither side is not listed.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
@@ -54,6 +55,7 @@ __all__ = [
     "Estimate",
     "Pair",
     "Pairing",
+    "Unpaired",
     "compare_impls",
     "compare_runs",
     "comparison_verdict",
@@ -61,6 +63,7 @@ __all__ = [
     "pair_impls",
     "pair_runs",
     "samples",
+    "unmeasured_reason",
 ]
 
 
@@ -99,6 +102,7 @@ class Comparison:
     threshold: float
     alpha: float = 0.01
     confidence: float = 0.95
+    other_side: dict[str, str] = field(default_factory=dict)  # one-sided key -> "absent" or the other status
 
     def count(self, verdict: Verdict) -> int:
         """How many rows have this verdict."""
@@ -117,12 +121,29 @@ class Pair:
 
 
 @dataclass(frozen=True)
+class Unpaired:
+    """A key measured on one side only, with what each side holds (None: absent from that side)."""
+
+    key: str
+    case_id: str
+    workload: str
+    a: ImplResult | None
+    b: ImplResult | None
+
+    @property
+    def other(self) -> ImplResult | None:
+        """The result on the side where the key was not measured."""
+        return self.b if _measured(self.a) else self.a
+
+
+@dataclass(frozen=True)
 class Pairing:
     """Result of matching two sides by key."""
 
     pairs: tuple[Pair, ...]
     only_in_a: tuple[str, ...]
     only_in_b: tuple[str, ...]
+    unpaired: tuple[Unpaired, ...] = ()  # the keys of only_in_a, then of only_in_b, in that order
 
 
 @dataclass(frozen=True)
@@ -152,6 +173,13 @@ def _measured(r: ImplResult | None) -> bool:
     return r is not None and r.status == "ok" and r.timing is not None and r.timing.n > 0
 
 
+def unmeasured_reason(r: ImplResult | None) -> str:
+    """Why a result has no samples to compare: ``"absent"``, its status, or ``"ok, no samples"``."""
+    if r is None:
+        return "absent"
+    return "ok, no samples" if r.status == "ok" else r.status
+
+
 def _impl_keys(run: RunResult, impl: str | None) -> Iterator[tuple[str, CaseResult, ImplResult]]:
     seen: set[str] = set()
     for case in run.cases:
@@ -167,18 +195,17 @@ def _impl_keys(run: RunResult, impl: str | None) -> Iterator[tuple[str, CaseResu
 
 def _split(entries: dict[str, tuple[CaseResult, ImplResult | None, ImplResult | None]]) -> Pairing:
     pairs: list[Pair] = []
-    only_a: list[str] = []
-    only_b: list[str] = []
+    only_a: list[Unpaired] = []
+    only_b: list[Unpaired] = []
     for key, (case, ra, rb) in entries.items():
         ok_a, ok_b = _measured(ra), _measured(rb)
         if ok_a and ok_b:
             assert ra is not None and rb is not None
             pairs.append(Pair(key, case.case_id, case.workload, ra, rb))
-        elif ok_a:
-            only_a.append(key)
-        elif ok_b:
-            only_b.append(key)
-    return Pairing(tuple(pairs), tuple(only_a), tuple(only_b))
+        elif ok_a or ok_b:
+            (only_a if ok_a else only_b).append(Unpaired(key, case.case_id, case.workload, ra, rb))
+    return Pairing(tuple(pairs), tuple(u.key for u in only_a), tuple(u.key for u in only_b),
+                   (*only_a, *only_b))
 
 
 def pair_runs(a: RunResult, b: RunResult, impl: str | None = None) -> Pairing:
@@ -265,8 +292,9 @@ def _compare(pairing: Pairing, *, same_impl: bool, label_a: str, label_b: str, t
         ))
     speedups = [r.median_a / r.median_b for r in rows if r.median_a > 0 and r.median_b > 0]
     geo = geometric_mean(speedups) if speedups else None
+    other = {u.key: unmeasured_reason(u.other) for u in pairing.unpaired}
     return Comparison(tuple(rows), pairing.only_in_a, pairing.only_in_b, geo, label_a, label_b,
-                      threshold, alpha, confidence)
+                      threshold, alpha, confidence, other)
 
 
 def compare_runs(a: RunResult, b: RunResult, *, impl: str | None = None, threshold: float = 0.05,

@@ -1,61 +1,79 @@
-"""The CI performance-regression gate: is the current run slower than the baseline?
+"""The CI regression gate: did the current run get slower than the baseline, or break?
 
 Pure: no I/O, no device libraries. The CLI maps ``GateResult.exit_code`` to the
-process exit status and renders the verdicts (``solbench.report``).
+process exit status (every code is listed in ``solbench.exitcodes``) and renders
+the verdicts (``solbench.report``).
 
-For every ``case_id/impl`` measured in both runs, with tau the threshold of the
-case's workload (``per_workload`` overrides the global one):
+The threshold tau of a case is the first of:
+
+    1. ``threshold``: an explicit ``--threshold``, for every case;
+    2. the workload's ``gate_threshold`` as the run recorded it when it was measured
+       (``RunResult.gate_thresholds`` of the current run, else of the baseline;
+       never re-read from workload files);
+    3. DEFAULT_THRESHOLD (5%).
+
+For every ``case_id/impl`` measured ("ok", with samples) in both runs:
 
     r = median(cur) / median(base)          slowdown ratio (> 1: current is slower)
     [lo, hi] = bootstrap CI of r             (confidence, default 95%)
-    p = one-sided Mann-Whitney U p-value     (H1: current times stochastically greater)
-    p~ = Benjamini-Hochberg adjusted p       (over every tested case of the run)
+    p_slow, p_fast = one-sided Mann-Whitney U p-values (H1: current slower / faster)
+    p~ = Benjamini-Hochberg adjusted p       (each family over every tested case of the run)
 
     INCONCLUSIVE  fewer than 5 samples on either side
-    REGRESSION    lo > 1 + tau  and  p~ <= alpha      (whole CI beyond the threshold,
-                                                       and the rank test agrees)
-    PASS          hi <= 1 + tau                        (the CI rules out a slowdown
-                                                       of tau or more)
+    REGRESSION    lo > 1 + tau      and  p_slow~ <= alpha   (whole CI beyond the threshold,
+                                                             and the rank test agrees)
+    FASTER        hi < 1 / (1 + tau) and p_fast~ <= alpha   (confidently faster by tau or more)
+    PASS          hi <= 1 + tau                             (the CI rules out a slowdown of tau)
     INCONCLUSIVE  otherwise (too noisy to decide at tau, or lo > 1 + tau
                   without a significant rank test)
-    MISSING       measured on one side only: listed, never fails the gate alone
 
-    overall = REGRESSION if any REGRESSION, else INCONCLUSIVE if any
-              INCONCLUSIVE, else PASS;  exit code 1, 3, 0 respectively
-              (2 is left to the CLI for bad input: ConfigError, GateRefused).
+For every key measured in one run only:
+
+    BROKEN        ok in the baseline, and incorrect, invalid, error, crashed, timeout, oom
+                  or reward_hack in the current run: a correctness or fault regression
+    MISSING       listed, never fails the gate: absent from the current run; ``skipped``
+                  there (the machine lacks a requirement, so nothing can be compared); or
+                  measured in the current run only
+    (not listed)  a key that is not ok in either run
+
+    overall = BROKEN if any BROKEN, else REGRESSION if any REGRESSION, else INCONCLUSIVE
+              if any INCONCLUSIVE, else PASS (FASTER and MISSING cases pass);
+              exit code 1, 1, 3, 0 respectively (2 is left to the CLI for bad input:
+              ConfigError, GateRefused, ResultsFormatError).
 
 Two runs whose fingerprints differ (``check_fingerprints``) are refused with
 ``GateRefused`` unless ``allow_cross_hardware``. ``gate_with_rerun`` re-measures
 REGRESSION and INCONCLUSIVE cases, pools the new samples with the current ones
-and decides again (the asv/Bencher "confirm before alert" practice).
+and decides again (the asv/Bencher "confirm before alert" practice). BROKEN cases
+are not re-measured: a failure is not noise.
 """
 
 from __future__ import annotations
 
+import math
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
+from solbench import exitcodes
 from solbench.analysis import stats
 from solbench.analysis.significance import bh_adjust, mann_whitney_p
-from solbench.compare import Estimate, Pair, estimate, pair_runs, samples
-from solbench.errors import ConfigError, GateRefused
-from solbench.results.model import CaseResult, Environment, ImplResult, RunResult, Score, Timing
+from solbench.compare import Estimate, Pair, Unpaired, estimate, pair_runs, samples
+from solbench.errors import ConfigError, GateRefused, ResultsFormatError
+from solbench.pooling import merge_samples
+from solbench.results.model import FAILED_STATUSES, Environment, RunResult
 
-CaseVerdict = Literal["PASS", "REGRESSION", "INCONCLUSIVE", "MISSING"]
-Overall = Literal["PASS", "REGRESSION", "INCONCLUSIVE"]
+CaseVerdict = Literal["PASS", "FASTER", "REGRESSION", "BROKEN", "INCONCLUSIVE", "MISSING"]
+Overall = Literal["PASS", "REGRESSION", "BROKEN", "INCONCLUSIVE"]
+ThresholdSource = Literal["explicit", "workload", "default"]
 
-EXIT_PASS = 0
-EXIT_REGRESSION = 1
-EXIT_USAGE = 2
-EXIT_INCONCLUSIVE = 3
+DEFAULT_THRESHOLD = 0.05
+CASE_VERDICTS: tuple[CaseVerdict, ...] = ("BROKEN", "REGRESSION", "INCONCLUSIVE", "MISSING", "FASTER", "PASS")
 
 __all__ = [
-    "EXIT_INCONCLUSIVE",
-    "EXIT_PASS",
-    "EXIT_REGRESSION",
-    "EXIT_USAGE",
+    "CASE_VERDICTS",
+    "DEFAULT_THRESHOLD",
     "GateCaseVerdict",
     "GateResult",
     "ThresholdRule",
@@ -114,15 +132,20 @@ class GateCaseVerdict:
     verdict: CaseVerdict
     reason: str  # one human-readable sentence
     threshold: float  # tau applied to this case
+    threshold_source: ThresholdSource = "default"
     median_base: float | None = None  # seconds
     median_cur: float | None = None  # seconds
     ratio: float | None = None  # median_cur / median_base (> 1: slower)
     ci_low: float | None = None
     ci_high: float | None = None
+    alternative: Literal["slower", "faster"] | None = None  # direction of the test p_value belongs to
     p_value: float | None = None  # one-sided Mann-Whitney, unadjusted
     p_adjusted: float | None = None  # Benjamini-Hochberg adjusted
     n_base: int = 0
     n_cur: int = 0
+    status_base: str | None = "ok"  # the key's status in each run; None: absent from that run
+    status_cur: str | None = "ok"
+    detail: str = ""  # BROKEN: the current run's full message and the worker's last log lines
 
 
 @dataclass(frozen=True)
@@ -131,7 +154,7 @@ class GateResult:
 
     verdicts: tuple[GateCaseVerdict, ...]
     overall: Overall
-    threshold: float
+    threshold: float | None  # the explicit threshold; None: each workload's recorded one, else 5%
     alpha: float
     confidence: float
     fingerprint_diffs: tuple[str, ...] = ()  # non-empty only with allow_cross_hardware
@@ -139,9 +162,9 @@ class GateResult:
 
     @property
     def exit_code(self) -> int:
-        """0 pass, 1 regression, 3 inconclusive."""
-        return {"PASS": EXIT_PASS, "REGRESSION": EXIT_REGRESSION,
-                "INCONCLUSIVE": EXIT_INCONCLUSIVE}[self.overall]
+        """0 pass, 1 regression or broken, 3 inconclusive (``solbench.exitcodes``)."""
+        return {"PASS": exitcodes.OK, "REGRESSION": exitcodes.REGRESSION, "BROKEN": exitcodes.REGRESSION,
+                "INCONCLUSIVE": exitcodes.INCONCLUSIVE}[self.overall]
 
     def count(self, verdict: CaseVerdict) -> int:
         """How many cases have this verdict."""
@@ -174,24 +197,33 @@ def check_fingerprints(base: Environment, cur: Environment) -> list[str]:
             for name, b, c in checks if b != c]
 
 
-def case_verdict(ci_low: float | None, ci_high: float | None, significant: bool,
-                 threshold: float) -> CaseVerdict:
-    """The per-case rule of the module docstring on the CI of ``median_cur / median_base``."""
+def case_verdict(ci_low: float | None, ci_high: float | None, significant: bool, threshold: float,
+                 faster_significant: bool = False) -> CaseVerdict:
+    """The per-case rule of the module docstring on the CI of ``median_cur / median_base``.
+
+    ``significant``: the adjusted "slower" rank test is at or below alpha;
+    ``faster_significant``: the adjusted "faster" one is.
+    """
     if ci_low is None or ci_high is None:
         return "INCONCLUSIVE"
     if ci_low > 1.0 + threshold and significant:
         return "REGRESSION"
+    if ci_high < 1.0 / (1.0 + threshold) and faster_significant:
+        return "FASTER"
     if ci_high <= 1.0 + threshold:
         return "PASS"
     return "INCONCLUSIVE"
 
 
 def _reason(verdict: CaseVerdict, est: Estimate, tau: float, p_adj: float | None, alpha: float) -> str:
-    if est.ci_low is None:
+    if est.ci_low is None or est.ci_high is None:
         return f"too few samples to decide (baseline {est.n_a}, current {est.n_b}; need 5 each)"
     ci = f"CI [{est.ci_low:.4f}, {est.ci_high:.4f}]"
     if verdict == "REGRESSION":
         return (f"slower by {est.ratio - 1:+.1%}: {ci} lies above 1+{tau:.1%}, "
+                f"adjusted p {p_adj:.2g} <= {alpha:g}")
+    if verdict == "FASTER":
+        return (f"{1 / est.ratio:.3g}x as fast: {ci} lies below 1/(1+{tau:.1%}), "
                 f"adjusted p {p_adj:.2g} <= {alpha:g}")
     if verdict == "PASS":
         return f"{ci} rules out a slowdown of {tau:.1%} or more"
@@ -200,126 +232,140 @@ def _reason(verdict: CaseVerdict, est: Estimate, tau: float, p_adj: float | None
     return f"{ci} straddles 1+{tau:.1%}: too noisy to decide at this threshold"
 
 
-def _decide(pair: Pair, est: Estimate, p: float | None, p_adj: float | None, tau: float,
+_Tests = tuple[float, float, float, float]  # p_slow, p_slow adjusted, p_fast, p_fast adjusted
+
+
+def _rank_tests(pairs: Sequence[Pair], ests: Sequence[Estimate]) -> list[_Tests | None]:
+    """Both one-sided Mann-Whitney tests of every testable pair, each family BH-adjusted."""
+    tested = [i for i, e in enumerate(ests) if e.testable]
+    slow = [mann_whitney_p(samples(pairs[i].b), samples(pairs[i].a), "greater") for i in tested]
+    fast = [mann_whitney_p(samples(pairs[i].b), samples(pairs[i].a), "less") for i in tested]
+    out: list[_Tests | None] = [None] * len(pairs)
+    for i, ps, ps_adj, pf, pf_adj in zip(tested, slow, bh_adjust(slow), fast, bh_adjust(fast), strict=True):
+        out[i] = (ps, ps_adj, pf, pf_adj)
+    return out
+
+
+def _decide(pair: Pair, est: Estimate, tests: _Tests | None, tau: float, source: ThresholdSource,
             alpha: float) -> GateCaseVerdict:
-    verdict = case_verdict(est.ci_low, est.ci_high, p_adj is not None and p_adj <= alpha, tau)
+    slow_sig = tests is not None and tests[1] <= alpha
+    fast_sig = tests is not None and tests[3] <= alpha
+    verdict = case_verdict(est.ci_low, est.ci_high, slow_sig, tau, faster_significant=fast_sig)
+    faster = verdict == "FASTER" or (verdict != "REGRESSION" and est.ratio < 1.0)
+    p, p_adj = (None, None) if tests is None else (tests[2], tests[3]) if faster else (tests[0], tests[1])
+    alternative: Literal["slower", "faster"] | None = None
+    if tests is not None:
+        alternative = "faster" if faster else "slower"
     return GateCaseVerdict(
         key=pair.key, case_id=pair.case_id, impl=pair.a.name, workload=pair.workload,
         verdict=verdict, reason=_reason(verdict, est, tau, p_adj, alpha), threshold=tau,
-        median_base=est.median_a, median_cur=est.median_b, ratio=est.ratio,
-        ci_low=est.ci_low, ci_high=est.ci_high, p_value=p, p_adjusted=p_adj,
+        threshold_source=source, median_base=est.median_a, median_cur=est.median_b, ratio=est.ratio,
+        ci_low=est.ci_low, ci_high=est.ci_high, alternative=alternative, p_value=p, p_adjusted=p_adj,
         n_base=est.n_a, n_cur=est.n_b,
     )
 
 
-def _missing(key: str, run: RunResult, side: str, other: str,
-             tau_of: Callable[[str], float]) -> GateCaseVerdict:
-    case_id, _, impl = key.rpartition("/")
-    workload = next((c.workload for c in run.cases if c.case_id == case_id), "")
-    return GateCaseVerdict(key=key, case_id=case_id, impl=impl, workload=workload, verdict="MISSING",
-                           reason=f"measured in the {side} only (absent or not 'ok' in the {other})",
-                           threshold=tau_of(workload))
+def _first_line(text: str, limit: int = 200) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def _unmeasured(u: Unpaired, tau: float, source: ThresholdSource) -> GateCaseVerdict:
+    """BROKEN or MISSING for a key measured in one run only (rules in the module docstring)."""
+    base, cur = u.a, u.b
+    in_base = base is not None and base.status == "ok" and bool(samples(base))
+    measured = base if in_base else cur
+    assert measured is not None
+    med, n = stats.median(list(samples(measured))), len(samples(measured))
+    v = GateCaseVerdict(key=u.key, case_id=u.case_id, impl=measured.name, workload=u.workload,
+                        verdict="MISSING", reason="", threshold=tau, threshold_source=source,
+                        status_base=None if base is None else base.status,
+                        status_cur=None if cur is None else cur.status)
+    if not in_base:
+        where = "absent from" if base is None else f"{v.status_base} in"
+        return replace(v, median_cur=med, n_cur=n,
+                       reason=f"measured in the current run only ({where} the baseline): not compared")
+    v = replace(v, median_base=med, n_base=n)
+    if cur is not None and cur.status in FAILED_STATUSES:
+        msg = _first_line(cur.message)
+        detail = "\n".join(part for part in (cur.message.strip(), cur.log_tail.strip()) if part)
+        return replace(v, verdict="BROKEN", detail=detail, reason=f"ok in the baseline, {cur.status.upper()} "
+                                                                   f"in the current run" + (f": {msg}" if msg else ""))
+    if cur is None:
+        why = "absent from the current run"
+    elif cur.status == "skipped":
+        why = "skipped in the current run" + (f" ({_first_line(cur.message)})" if cur.message.strip() else "")
+        why += ": this machine lacks a requirement"
+    else:
+        why = "ok in the current run but without timing samples"
+    return replace(v, reason=f"{why}; not compared")
 
 
 def _overall(verdicts: tuple[GateCaseVerdict, ...]) -> Overall:
     kinds = {v.verdict for v in verdicts}
-    if "REGRESSION" in kinds:
-        return "REGRESSION"
-    return "INCONCLUSIVE" if "INCONCLUSIVE" in kinds else "PASS"
+    for worst in ("BROKEN", "REGRESSION", "INCONCLUSIVE"):
+        if worst in kinds:
+            return worst  # type: ignore[return-value]
+    return "PASS"
 
 
-def _validate(threshold: float, per_workload: Mapping[str, float], alpha: float, confidence: float) -> None:
-    for name, tau in [("threshold", threshold), *per_workload.items()]:
-        if not tau > 0.0:
-            raise ConfigError(f"threshold for {name!r} must be positive, got {tau}")
+def _validate(threshold: float | None, recorded: Mapping[str, object], alpha: float, confidence: float) -> None:
+    if threshold is not None and not (0.0 < threshold < math.inf):
+        raise ConfigError(f"threshold must be positive, got {threshold}")
+    for name, tau in recorded.items():
+        if isinstance(tau, bool) or not isinstance(tau, (int, float)) or not 0.0 < tau < math.inf:
+            raise ResultsFormatError(f"the recorded gate_threshold of workload {name!r} must be a positive "
+                                     f"number, got {tau!r}")
     if not 0.0 < alpha < 1.0 or not 0.0 < confidence < 1.0:
         raise ConfigError(f"alpha and confidence must lie in (0, 1), got {alpha}, {confidence}")
 
 
-def gate(base: RunResult, cur: RunResult, *, threshold: float = 0.05,
-         per_workload: Mapping[str, float] | None = None, alpha: float = 0.01,
+def _threshold_of(explicit: float | None,
+                  recorded: Mapping[str, float]) -> Callable[[str], tuple[float, ThresholdSource]]:
+    def of(workload: str) -> tuple[float, ThresholdSource]:
+        if explicit is not None:
+            return explicit, "explicit"
+        if workload in recorded:
+            return float(recorded[workload]), "workload"
+        return DEFAULT_THRESHOLD, "default"
+
+    return of
+
+
+def gate(base: RunResult, cur: RunResult, *, threshold: float | None = None, alpha: float = 0.01,
          confidence: float = 0.95, allow_cross_hardware: bool = False, impl: str | None = None,
          seed: int = 0, n_boot: int = 2000) -> GateResult:
-    """Decide PASS / REGRESSION / INCONCLUSIVE for ``cur`` against ``base`` (rules above).
+    """Decide every key and the overall verdict of ``cur`` against ``base`` (rules above).
 
-    Raises GateRefused when fingerprints differ and ``allow_cross_hardware`` is
-    False, and ConfigError for bad settings or when no key is measured in both runs.
+    ``threshold`` is an explicit threshold for every case; None uses each workload's
+    recorded ``gate_threshold``, else DEFAULT_THRESHOLD. Raises GateRefused when
+    fingerprints differ and ``allow_cross_hardware`` is False; ConfigError for bad
+    settings, or when no key is measured in both runs and none is BROKEN;
+    ResultsFormatError for a recorded threshold that is not a positive number.
     """
-    per_workload = dict(per_workload or {})
-    _validate(threshold, per_workload, alpha, confidence)
+    recorded = {**base.gate_thresholds, **cur.gate_thresholds}
+    _validate(threshold, recorded, alpha, confidence)
     diffs = check_fingerprints(base.environment, cur.environment)
     if diffs and not allow_cross_hardware:
         raise GateRefused("runs were measured on different hardware or software: " + "; ".join(diffs)
                           + " (allow with --allow-cross-hardware)")
     pairing = pair_runs(base, cur, impl)
-    if not pairing.pairs:
+    tau_of = _threshold_of(threshold, recorded)
+    ests = [estimate(p.a, p.b, confidence=confidence, seed=seed, n_boot=n_boot) for p in pairing.pairs]
+    tests = _rank_tests(pairing.pairs, ests)
+    verdicts = [_decide(pair, est, t, *tau_of(pair.workload), alpha)
+                for pair, est, t in zip(pairing.pairs, ests, tests, strict=True)]
+    verdicts += [_unmeasured(u, *tau_of(u.workload)) for u in pairing.unpaired]
+    if not pairing.pairs and not any(v.verdict == "BROKEN" for v in verdicts):
         raise ConfigError(f"baseline and current have no measured case in common ({len(pairing.only_in_a)} "
                           f"in baseline only, {len(pairing.only_in_b)} in current only)")
-
-    def tau_of(workload: str) -> float:
-        return per_workload.get(workload, threshold)
-
-    ests = [estimate(p.a, p.b, confidence=confidence, seed=seed, n_boot=n_boot) for p in pairing.pairs]
-    pvals = [mann_whitney_p(samples(p.b), samples(p.a), "greater") if e.testable else None
-             for p, e in zip(pairing.pairs, ests, strict=True)]
-    adjusted = iter(bh_adjust([p for p in pvals if p is not None]))
-    verdicts = [
-        _decide(pair, est, p, next(adjusted) if p is not None else None, tau_of(pair.workload), alpha)
-        for pair, est, p in zip(pairing.pairs, ests, pvals, strict=True)
-    ]
-    verdicts += [_missing(k, base, "baseline", "current", tau_of) for k in pairing.only_in_a]
-    verdicts += [_missing(k, cur, "current", "baseline", tau_of) for k in pairing.only_in_b]
     vs = tuple(verdicts)
     return GateResult(vs, _overall(vs), threshold, alpha, confidence, tuple(diffs))
 
 
 def cases_to_rerun(result: GateResult) -> list[str]:
-    """Keys (``case_id/impl``) whose verdict is REGRESSION or INCONCLUSIVE."""
+    """Keys (``case_id/impl``) whose verdict is REGRESSION or INCONCLUSIVE (never BROKEN)."""
     return [v.key for v in result.verdicts if v.verdict in ("REGRESSION", "INCONCLUSIVE")]
-
-
-def _pooled(old: ImplResult, new: ImplResult) -> ImplResult:
-    pooled = samples(old) + samples(new)
-    med = stats.median(pooled)
-    low, high = stats.median_ci(pooled)
-    score = old.score
-    if score is not None and med > 0 and old.timing is not None and old.timing.median > 0:
-        k = old.timing.median / med  # every T-proportional figure scales by T_old / T_new
-        score = Score(sol=score.sol * k, mfu=None if score.mfu is None else score.mfu * k,
-                      mbu=score.mbu * k, achieved_flops=score.achieved_flops * k,
-                      achieved_bandwidth=score.achieved_bandwidth * k, speedup=None, s_score=None)
-    return replace(old, timing=Timing(pooled, med, low, high, "pooled"), score=score)
-
-
-def _merge_case(case: CaseResult, fresh: dict[str, ImplResult]) -> CaseResult:
-    impls = []
-    for r in case.impls:
-        new = fresh.get(f"{case.case_id}/{r.name}")
-        if new is None or new.status != "ok" or not samples(new):
-            impls.append(r)  # nothing usable re-measured: keep what we had
-        elif r.status == "ok" and samples(r):
-            impls.append(_pooled(r, new))
-        else:
-            impls.append(new)
-    return replace(case, impls=tuple(impls))
-
-
-def merge_samples(cur: RunResult, fresh: RunResult, keys: list[str] | None = None) -> RunResult:
-    """``cur`` with the samples of ``fresh`` appended, key by key (``case_id/impl``).
-
-    Only keys in ``keys`` are merged (all of ``fresh`` when None). For each merged
-    key: samples are concatenated, median and its order-statistic CI recomputed
-    (``analysis.stats``), ``stop_reason`` becomes ``"pooled"``, and the
-    T-proportional scores (sol, mfu, mbu, achieved FLOP/s and bytes/s) are
-    rescaled to the pooled median; ``speedup`` and ``s_score`` depend on another
-    implementation's time and are set to None. A re-measurement that is not
-    "ok" leaves the current result untouched; one that is "ok" where the
-    current is not replaces it.
-    """
-    wanted = None if keys is None else set(keys)
-    fresh_by_key = {f"{c.case_id}/{r.name}": r for c in fresh.cases for r in c.impls
-                    if wanted is None or f"{c.case_id}/{r.name}" in wanted}
-    return replace(cur, cases=tuple(_merge_case(c, fresh_by_key) for c in cur.cases))
 
 
 def gate_with_rerun(base: RunResult, cur: RunResult, remeasure: Callable[[list[str]], RunResult],
@@ -332,7 +378,7 @@ def gate_with_rerun(base: RunResult, cur: RunResult, remeasure: Callable[[list[s
         repeat rerun times:
             keys = cases_to_rerun(result)           # REGRESSION or INCONCLUSIVE
             if not keys: stop
-            cur = merge_samples(cur, remeasure(keys), keys)
+            cur = merge_samples(cur, remeasure(keys), keys)   # solbench.pooling
             result = gate(base, cur)                # BH again, over all cases
 
     ``remeasure(keys)`` is injected by the caller (the CLI wires the live

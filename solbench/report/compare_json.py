@@ -7,7 +7,7 @@ from dataclasses import asdict
 from typing import Any
 
 from solbench.compare import Comparison
-from solbench.gate import GateResult
+from solbench.gate import CASE_VERDICTS, GateResult
 
 __all__ = ["JSON_VERSION", "comparison_json", "gate_json"]
 
@@ -30,6 +30,7 @@ def comparison_json(c: Comparison) -> dict[str, Any]:
         "rows": [asdict(r) for r in c.rows],
         "only_in_a": list(c.only_in_a),
         "only_in_b": list(c.only_in_b),
+        "other_side": dict(c.other_side),
     }
 
 
@@ -41,11 +42,11 @@ def gate_json(g: GateResult) -> dict[str, Any]:
         "overall": g.overall,
         "exit_code": g.exit_code,
         "ratio": "median_current / median_baseline",
-        "threshold": g.threshold,
+        "threshold": g.threshold,  # null: each workload's recorded gate_threshold, else 5%
         "alpha": g.alpha,
         "confidence": g.confidence,
         "reruns": g.reruns,
         "fingerprint_diffs": list(g.fingerprint_diffs),
-        "counts": {v: g.count(v) for v in ("REGRESSION", "INCONCLUSIVE", "PASS", "MISSING")},
+        "counts": {v: g.count(v) for v in CASE_VERDICTS},
         "verdicts": [asdict(v) for v in g.verdicts],
     }

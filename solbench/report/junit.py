@@ -1,16 +1,21 @@
 """Gate verdicts as JUnit XML, for CI test dashboards.
 
 One ``<testcase>`` per ``case_id/impl`` key (classname ``solbench.<workload>``,
-``time`` = current median in seconds):
+``time`` = current median in seconds, 0 when there is none):
 
     PASS          passed (no child element)
+    FASTER        passed, with <system-out>FASTER: reason</system-out>
     REGRESSION    <failure type="REGRESSION" message=reason>
+    BROKEN        <failure type="BROKEN" message="<impl> on <case>: ok in the baseline,
+                  <STATUS> in the current run: <message>">, the full message and the
+                  worker's last log lines as its text
     INCONCLUSIVE  <skipped message="INCONCLUSIVE: reason">
     MISSING       <skipped message="MISSING: reason">
 
 Inconclusive is "skipped", not "failure" or "error": the gate could not decide,
 and nothing crashed. The dashboard shows it as not-run while the process exit
-code (3) still tells the CI job; a regression is the only JUnit failure.
+code (3) still tells the CI job. A BROKEN case is a failure, not an "error": the
+gate ran fine and found the implementation failing.
 """
 
 from __future__ import annotations
@@ -31,21 +36,27 @@ def _testcase(parent: ET.Element, v: GateCaseVerdict) -> None:
         failure = ET.SubElement(tc, "failure", type="REGRESSION", message=v.reason)
         failure.text = (f"ratio {format_ratio(v.ratio)} CI {format_ci(v.ci_low, v.ci_high)} "
                         f"threshold +{v.threshold:.4g} p_adjusted {format_p(v.p_adjusted)}")
+    elif v.verdict == "BROKEN":
+        failure = ET.SubElement(tc, "failure", type="BROKEN", message=f"{v.impl} on {v.case_id}: {v.reason}")
+        failure.text = f"status {v.status_cur} (baseline: {v.status_base})" + (f"\n{v.detail}" if v.detail else "")
     elif v.verdict in ("INCONCLUSIVE", "MISSING"):
         ET.SubElement(tc, "skipped", message=f"{v.verdict}: {v.reason}")
+    elif v.verdict == "FASTER":
+        ET.SubElement(tc, "system-out").text = f"FASTER: {v.reason}"
 
 
 def gate_junit(g: GateResult, suite_name: str = "solbench-gate") -> str:
     """The gate result as a JUnit XML document (``<testsuites>`` with one ``<testsuite>``)."""
     tests = str(len(g.verdicts))
-    failures = str(g.count("REGRESSION"))
+    failures = str(g.count("REGRESSION") + g.count("BROKEN"))
     skipped = str(g.count("INCONCLUSIVE") + g.count("MISSING"))
     root = ET.Element("testsuites", name=suite_name, tests=tests, failures=failures, errors="0",
                       skipped=skipped)
     suite = ET.SubElement(root, "testsuite", name=suite_name, tests=tests, failures=failures,
                           errors="0", skipped=skipped)
     props = ET.SubElement(suite, "properties")
-    settings = {"overall": g.overall, "exit_code": str(g.exit_code), "threshold": f"{g.threshold:g}",
+    threshold = "per workload" if g.threshold is None else f"{g.threshold:g}"
+    settings = {"overall": g.overall, "exit_code": str(g.exit_code), "threshold": threshold,
                 "alpha": f"{g.alpha:g}", "confidence": f"{g.confidence:g}", "reruns": str(g.reruns)}
     for i, diff in enumerate(g.fingerprint_diffs):
         settings[f"fingerprint_diff_{i}"] = diff

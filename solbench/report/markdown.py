@@ -7,14 +7,35 @@ when that variable is set).
 from __future__ import annotations
 
 from solbench.compare import Comparison
-from solbench.gate import GateCaseVerdict, GateResult
+from solbench.gate import CASE_VERDICTS, GateCaseVerdict, GateResult
 from solbench.report.units import format_ci, format_p, format_pct, format_percent, format_ratio, format_seconds
 from solbench.results.model import CaseResult, ImplResult, RunResult
 
-__all__ = ["comparison_markdown", "gate_markdown", "run_markdown"]
+__all__ = ["comparison_markdown", "gate_markdown", "run_markdown", "side_cell", "threshold_cell",
+           "threshold_summary"]
 
-_GATE_ICON = {"PASS": "✅", "REGRESSION": "❌", "INCONCLUSIVE": "⚠️", "MISSING": "➖"}
-_GATE_ORDER = {"REGRESSION": 0, "INCONCLUSIVE": 1, "MISSING": 2, "PASS": 3}
+_GATE_ICON = {"PASS": "✅", "FASTER": "🚀", "REGRESSION": "❌", "BROKEN": "💥", "INCONCLUSIVE": "⚠️",
+              "MISSING": "➖"}
+_GATE_ORDER = {v: i for i, v in enumerate(CASE_VERDICTS)}  # BROKEN and REGRESSION first, PASS last
+
+
+def threshold_cell(v: GateCaseVerdict) -> str:
+    """``+5%``, with `` (workload)`` when it is the workload's recorded gate_threshold."""
+    return f"+{format_percent(v.threshold)}" + (" (workload)" if v.threshold_source == "workload" else "")
+
+
+def side_cell(median: float | None, status: str | None) -> str:
+    """A side's median, or why it has none: its status in capitals (``INCORRECT``), or ``absent``."""
+    if median is not None:
+        return format_seconds(median)
+    return "absent" if status is None else status.upper()
+
+
+def threshold_summary(g: GateResult) -> str:
+    """Where the thresholds came from, in a few words."""
+    if g.threshold is not None:
+        return f"threshold {format_percent(g.threshold)} (explicit, every case)"
+    return "threshold: each workload's recorded gate_threshold, else 5%"
 
 
 def _cell(text: str) -> str:
@@ -35,8 +56,11 @@ def _sol(x: float | None) -> str:
     return f"{x:.2f}" if x is not None else "—"
 
 
-def _keys(title: str, keys: tuple[str, ...]) -> list[str]:
-    return [f"**{title}** ({len(keys)}): " + ", ".join(f"`{k}`" for k in keys), ""] if keys else []
+def _keys(title: str, keys: tuple[str, ...], other: str, why: dict[str, str]) -> list[str]:
+    if not keys:
+        return []
+    return [f"**{title}** ({len(keys)}): " + ", ".join(f"`{k}` ({other}: {_cell(why.get(k, 'absent'))})"
+                                                        for k in keys), ""]
 
 
 def comparison_markdown(c: Comparison) -> str:
@@ -58,7 +82,7 @@ def comparison_markdown(c: Comparison) -> str:
         lines += [*_table(header, "lrrrrrrrl", rows), ""]
     else:
         lines += ["No case was measured on both sides.", ""]
-    lines += _keys(f"Only in {a}", c.only_in_a) + _keys(f"Only in {b}", c.only_in_b)
+    lines += _keys(f"Only in {a}", c.only_in_a, b, c.other_side) + _keys(f"Only in {b}", c.only_in_b, a, c.other_side)
     counts = ", ".join(f"{c.count(v)} {v.lower()}" for v in ("FASTER", "SLOWER", "SAME", "INCONCLUSIVE"))
     geo = format_ratio(c.geomean_speedup)
     lines.append(f"**Geomean speedup of {b} over {a}: {geo}** ({len(c.rows)} cases: {counts})")
@@ -67,20 +91,23 @@ def comparison_markdown(c: Comparison) -> str:
 
 def _gate_row(v: GateCaseVerdict) -> list[str]:
     p = format_p(v.p_adjusted) if v.p_adjusted is not None else "—"
-    return [v.key, format_seconds(v.median_base), format_seconds(v.median_cur), format_ratio(v.ratio),
-            format_ci(v.ci_low, v.ci_high), f"+{format_percent(v.threshold)}", p,
+    return [v.key, side_cell(v.median_base, v.status_base), side_cell(v.median_cur, v.status_cur),
+            format_ratio(v.ratio), format_ci(v.ci_low, v.ci_high), threshold_cell(v), p,
             f"{_GATE_ICON[v.verdict]} {v.verdict}"]
 
 
 def gate_markdown(g: GateResult) -> str:
     """A gate result as a Markdown section: overall verdict, counts, flagged cases first."""
-    counts = ", ".join(f"{g.count(v)} {v.lower()}" for v in ("REGRESSION", "INCONCLUSIVE", "PASS", "MISSING"))
+    counts = ", ".join(f"{g.count(v)} {v.lower()}" for v in CASE_VERDICTS)
     lines = [
         f"### solbench gate: {_GATE_ICON[g.overall]} {g.overall}",
         "",
         f"{counts}. Regression = whole {g.confidence:.0%} CI of current/baseline median above "
-        f"1 + threshold (default {format_percent(g.threshold)}) and a Mann-Whitney test significant "
-        f"at {g.alpha:g} after Benjamini-Hochberg." + (f" Reruns: {g.reruns}." if g.reruns else ""),
+        f"1 + threshold ({threshold_summary(g)}) and a Mann-Whitney test significant "
+        f"at {g.alpha:g} after Benjamini-Hochberg; faster = the whole CI below 1/(1 + threshold), "
+        f"likewise tested. Broken = ok in the baseline, failing now (incorrect, error, crashed, "
+        f"timeout, ...); missing = not compared (absent, or skipped for a requirement this machine "
+        f"lacks)." + (f" Reruns: {g.reruns}." if g.reruns else ""),
         "",
     ]
     if g.fingerprint_diffs:
@@ -89,7 +116,7 @@ def gate_markdown(g: GateResult) -> str:
     ordered = sorted(g.verdicts, key=lambda v: _GATE_ORDER[v.verdict])
     header = ["Case", "Baseline", "Current", "Ratio", "CI", "Threshold", "p (adj.)", "Verdict"]
     lines += [*_table(header, "lrrrrrrl", [_gate_row(v) for v in ordered]), ""]
-    flagged = [v for v in ordered if v.verdict != "PASS"]
+    flagged = [v for v in ordered if v.verdict != "PASS"]  # FASTER too: it is news
     lines += [f"- `{v.key}`: {v.verdict}: {_cell(v.reason)}" for v in flagged]
     return "\n".join(lines).rstrip("\n") + "\n"
 

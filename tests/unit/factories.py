@@ -4,13 +4,16 @@
 
     run = make_run({"gemm-1024": {"torch": [1e-3] * 30, "fused": [8e-4] * 30}})
     run = make_run(..., environment=make_env(driver="560.1"), workloads={"gemm-1024": "gemm"})
-    run = make_run(..., statuses={"gemm-1024/fused": "error"})
+    run = make_run(..., statuses={"gemm-1024/fused": "error"}, messages={"gemm-1024/fused": "boom"})
+    run = make_run(..., gate_thresholds={"gemm": 0.1})   # as `run` records them
+    run = with_samples(real_run, lambda impl: [1e-9] * 30)  # a real run's fingerprint, synthetic times
 """
 
 from __future__ import annotations
 
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 
 import numpy as np
 
@@ -51,10 +54,11 @@ def make_timing(samples: Sequence[float]) -> Timing:
     return Timing(s, statistics.median(s), srt[k], srt[-1 - k], "converged")
 
 
-def make_impl(name: str, samples: Sequence[float], status: Status = "ok") -> ImplResult:
+def make_impl(name: str, samples: Sequence[float], status: Status = "ok",
+              message: str = "synthetic failure") -> ImplResult:
     """An implementation result; failed statuses carry no timing or score."""
     if status != "ok":
-        return ImplResult(name=name, status=status, message="synthetic failure")
+        return ImplResult(name=name, status=status, message=message, log_tail="last line of the worker")
     timing = make_timing(samples)
     med = timing.median or 1.0
     score = Score(sol=T_SOL / med, mfu=None, mbu=T_SOL / med, achieved_flops=1e12,
@@ -63,26 +67,30 @@ def make_impl(name: str, samples: Sequence[float], status: Status = "ok") -> Imp
 
 
 def make_case(case_id: str, impls: Mapping[str, Sequence[float]], *, workload: str = "demo",
-              statuses: Mapping[str, Status] | None = None) -> CaseResult:
+              statuses: Mapping[str, Status] | None = None,
+              messages: Mapping[str, str] | None = None) -> CaseResult:
     """A case whose implementations have the given samples (seconds)."""
-    statuses = statuses or {}
+    statuses, messages = statuses or {}, messages or {}
     cost = Cost(dtype="bf16", tensor_flops=2e9, vector_flops=0.0, fused_bytes=1e8, unfused_bytes=1e8)
     peaks = Peaks(tensor_flops=989e12, vector_flops=67e12, bandwidth=3.35e12, source="datasheet")
     return CaseResult(
         workload=workload, case_id=case_id, params={"n": 1024}, dtype="bf16", cost=cost,
         peaks=peaks, t_sol=T_SOL, bound="memory", intensity=20.0,
-        impls=tuple(make_impl(name, s, statuses.get(f"{case_id}/{name}", "ok"))
+        impls=tuple(make_impl(name, s, statuses.get(f"{case_id}/{name}", "ok"),
+                              messages.get(f"{case_id}/{name}", "synthetic failure"))
                     for name, s in impls.items()),
     )
 
 
 def make_run(cases: Mapping[str, Mapping[str, Sequence[float]]], *,
              environment: Environment | None = None, workloads: Mapping[str, str] | None = None,
-             statuses: Mapping[str, Status] | None = None) -> RunResult:
+             statuses: Mapping[str, Status] | None = None, messages: Mapping[str, str] | None = None,
+             gate_thresholds: Mapping[str, float] | None = None) -> RunResult:
     """A RunResult from ``{case_id: {impl: samples}}``.
 
     ``workloads`` maps case_id to workload name (default "demo"); ``statuses``
-    maps ``"case_id/impl"`` to a non-ok status.
+    maps ``"case_id/impl"`` to a non-ok status and ``messages`` to its message;
+    ``gate_thresholds`` maps workload names to the thresholds the run recorded.
     """
     workloads = workloads or {}
     protocol = Protocol(timer="cold", warmup=3, min_samples=10, max_samples=100,
@@ -90,9 +98,27 @@ def make_run(cases: Mapping[str, Mapping[str, Sequence[float]]], *,
     return RunResult(
         created="2025-01-01T00:00:00Z", environment=environment or make_env(),
         spec=SpecRef(id="h100-sxm", name="H100 SXM", source="datasheet"), protocol=protocol,
-        cases=tuple(make_case(cid, impls, workload=workloads.get(cid, "demo"), statuses=statuses)
+        cases=tuple(make_case(cid, impls, workload=workloads.get(cid, "demo"), statuses=statuses,
+                              messages=messages)
                     for cid, impls in cases.items()),
+        gate_thresholds=dict(gate_thresholds or {}),
     )
+
+
+def with_samples(run: RunResult, samples_of: Callable[[ImplResult], Sequence[float] | None]) -> RunResult:
+    """``run`` with every implementation's samples replaced by ``samples_of(impl)``.
+
+    Keeps everything else (environment fingerprint, case ids, statuses), so a real run can
+    serve as a synthetic baseline of known times. ``samples_of`` returning None leaves that
+    implementation as it is; an implementation given samples becomes "ok".
+    """
+    def swap(r: ImplResult) -> ImplResult:
+        new = samples_of(r)
+        if new is None:
+            return r
+        return replace(make_impl(r.name, new), correctness=r.correctness, protocol=r.protocol)
+
+    return replace(run, cases=tuple(replace(c, impls=tuple(swap(r) for r in c.impls)) for c in run.cases))
 
 
 def noisy(rng: np.random.Generator, n: int, median: float = 1e-3, rel_noise: float = 0.01) -> list[float]:

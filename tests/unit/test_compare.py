@@ -46,6 +46,7 @@ def test_cases_on_one_side_are_listed_not_dropped():
     assert [row.key for row in c.rows] == ["both/x"]
     assert c.only_in_a == ("both/y", "gone/x")  # an error on one side is "not measured" there
     assert c.only_in_b == ("new/x",)
+    assert c.other_side == {"both/y": "error", "gone/x": "absent", "new/x": "absent"}  # and says why
 
 
 def test_nothing_in_common_gives_an_empty_comparison():

@@ -6,11 +6,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from solbench.errors import ConfigError, GateRefused
+from solbench import exitcodes
+from solbench.errors import ConfigError, GateRefused, ResultsFormatError
 from solbench.gate import (
-    EXIT_INCONCLUSIVE,
-    EXIT_PASS,
-    EXIT_REGRESSION,
     ThresholdRule,
     case_verdict,
     cases_to_rerun,
@@ -20,7 +18,7 @@ from solbench.gate import (
     merge_samples,
     parse_threshold,
 )
-from solbench.results.model import RunResult
+from solbench.results.model import FAILED_STATUSES, RunResult
 from tests.unit.factories import T_SOL, make_env, make_run, noisy
 
 # ---- the issue's statistical acceptance tests -------------------------------------------
@@ -44,7 +42,14 @@ def _verdicts(slowdown: float, *, noise: float = NOISE, seed: int = 0) -> Counte
 def test_aa_false_regressions_at_most_one_percent():
     v = _verdicts(1.0, seed=1)
     assert v["REGRESSION"] / TRIALS <= 0.01
+    assert v["FASTER"] / TRIALS <= 0.01
     assert v["PASS"] / TRIALS >= 0.99  # and the gate does decide: A/A passes
+
+
+def test_true_ten_percent_speedup_reported_faster_at_least_99_percent():
+    v = _verdicts(1 / 1.10, seed=5)
+    assert v["FASTER"] / TRIALS >= 0.99
+    assert v["REGRESSION"] == 0
 
 
 def test_true_ten_percent_slowdown_caught_at_least_99_percent():
@@ -90,11 +95,21 @@ def test_parse_threshold_rejects(text):
     (1.06, 1.10, False, "INCONCLUSIVE"),  # beyond the threshold, rank test disagrees
     (1.05, 1.10, True, "INCONCLUSIVE"),  # lo must exceed 1 + tau strictly
     (1.01, 1.05, False, "PASS"),  # hi <= 1 + tau rules the slowdown out
-    (0.80, 0.90, True, "PASS"),  # improvements pass
+    (0.80, 0.90, True, "PASS"),  # faster, but the "faster" rank test does not agree: a plain pass
     (1.00, 1.07, True, "INCONCLUSIVE"),  # straddles the threshold
 ])
 def test_case_verdict_rule(low, high, sig, expected):
     assert case_verdict(low, high, sig, 0.05) == expected
+
+
+@pytest.mark.parametrize(("low", "high", "faster_sig", "expected"), [
+    (0.80, 0.90, True, "FASTER"),  # whole CI below 1/1.05 and the rank test agrees
+    (0.80, 0.90, False, "PASS"),
+    (0.90, 0.96, True, "PASS"),  # 0.96 > 1/1.05 = 0.952: not faster by the threshold
+    (0.80, 1.02, True, "PASS"),  # straddles 1: not confidently faster
+])
+def test_case_verdict_faster_rule(low, high, faster_sig, expected):
+    assert case_verdict(low, high, False, 0.05, faster_significant=faster_sig) == expected
 
 
 # ---- fingerprints -----------------------------------------------------------------------
@@ -148,12 +163,14 @@ def test_verdicts_missing_cases_and_overall():
     assert {k: v.verdict for k, v in by.items()} == {
         "same/x": "PASS", "slow/x": "REGRESSION", "tiny/x": "INCONCLUSIVE",
         "gone/x": "MISSING", "new/x": "MISSING"}
-    assert g.overall == "REGRESSION" and g.exit_code == EXIT_REGRESSION == 1
+    assert g.overall == "REGRESSION" and g.exit_code == exitcodes.REGRESSION == 1
     slow = by["slow/x"]
     assert slow.ratio == pytest.approx(1.2, rel=0.02) and slow.ci_low > 1.05
     assert slow.p_adjusted is not None and slow.p_value <= slow.p_adjusted <= 0.01
     assert "too few samples" in by["tiny/x"].reason and by["tiny/x"].p_value is None
-    assert "baseline only" in by["gone/x"].reason and by["new/x"].ratio is None
+    assert "absent from the current run" in by["gone/x"].reason and by["new/x"].ratio is None
+    assert "current run only" in by["new/x"].reason
+    assert (by["gone/x"].status_base, by["gone/x"].status_cur) == ("ok", None)
     assert sorted(cases_to_rerun(g)) == ["slow/x", "tiny/x"]
 
 
@@ -161,24 +178,83 @@ def test_exit_codes():
     base, cur = _mixed()
     assert gate(base, cur, impl="x").exit_code == 1
     only_pass = gate(*_pair())
-    assert (only_pass.overall, only_pass.exit_code) == ("PASS", EXIT_PASS)
+    assert (only_pass.overall, only_pass.exit_code) == ("PASS", exitcodes.OK)
     rng = np.random.default_rng(30)
     b2 = make_run({"a": {"x": noisy(rng, N)}, "t": {"x": noisy(rng, 4)}, "gone": {"x": noisy(rng, N)}})
     c2 = make_run({"a": {"x": noisy(rng, N)}, "t": {"x": noisy(rng, 4)}})
     inc = gate(b2, c2)
-    assert (inc.overall, inc.exit_code) == ("INCONCLUSIVE", EXIT_INCONCLUSIVE)
+    assert (inc.overall, inc.exit_code) == ("INCONCLUSIVE", exitcodes.INCONCLUSIVE)
     # MISSING alone never fails the gate
     missing_only = gate(make_run({"a": {"x": noisy(rng, N)}, "gone": {"x": noisy(rng, N)}}),
                         make_run({"a": {"x": noisy(rng, N)}}))
     assert missing_only.exit_code == 0 and missing_only.count("MISSING") == 1
 
 
-def test_failed_status_in_current_is_missing():
+@pytest.mark.parametrize("status", sorted(FAILED_STATUSES))
+def test_ok_in_baseline_failing_now_is_broken_and_fails(status):
     rng = np.random.default_rng(31)
     base = make_run({"a": {"x": noisy(rng, N), "y": noisy(rng, N)}})
-    cur = make_run({"a": {"x": noisy(rng, N), "y": noisy(rng, N)}}, statuses={"a/y": "error"})
-    by = {v.key: v.verdict for v in gate(base, cur).verdicts}
-    assert by == {"a/x": "PASS", "a/y": "MISSING"}
+    cur = make_run({"a": {"x": noisy(rng, N), "y": noisy(rng, N)}}, statuses={"a/y": status},
+                   messages={"a/y": "max abs err 0.5 > atol\nsecond line"})
+    g = gate(base, cur)
+    by = {v.key: v for v in g.verdicts}
+    assert {k: v.verdict for k, v in by.items()} == {"a/x": "PASS", "a/y": "BROKEN"}
+    y = by["a/y"]
+    assert (y.impl, y.case_id, y.status_base, y.status_cur) == ("y", "a", "ok", status)
+    assert f"{status.upper()} in the current run: max abs err 0.5 > atol" in y.reason
+    assert "second line" not in y.reason and "second line" in y.detail and "last line of the worker" in y.detail
+    assert y.median_base == pytest.approx(1e-3, rel=0.02) and y.median_cur is None
+    assert (g.overall, g.exit_code) == ("BROKEN", exitcodes.REGRESSION)
+    assert cases_to_rerun(g) == []  # a failure is not noise: never re-measured
+
+
+def test_broken_outranks_regression_and_inconclusive():
+    base, cur = _mixed()
+    rng = np.random.default_rng(36)
+    base = make_run({**{c.case_id: {"x": list(c.impls[0].timing.samples)} for c in base.cases},
+                     "bad": {"x": noisy(rng, N)}})
+    cur = make_run({**{c.case_id: {"x": list(c.impls[0].timing.samples)} for c in cur.cases},
+                    "bad": {"x": []}}, statuses={"bad/x": "crashed"})
+    g = gate(base, cur)
+    assert g.count("REGRESSION") == 1 and g.count("INCONCLUSIVE") == 1 and g.count("BROKEN") == 1
+    assert (g.overall, g.exit_code) == ("BROKEN", 1)
+
+
+def test_only_broken_cases_still_decide_instead_of_refusing():
+    # nothing measured in common, but the one case broke: that is exit 1, not "bad input"
+    rng = np.random.default_rng(37)
+    g = gate(make_run({"a": {"x": noisy(rng, N)}}), make_run({"a": {"x": []}}, statuses={"a/x": "incorrect"}))
+    assert [v.verdict for v in g.verdicts] == ["BROKEN"] and g.exit_code == 1
+
+
+def test_skipped_now_is_missing_not_a_failure():
+    rng = np.random.default_rng(38)
+    base = make_run({"a": {"x": noisy(rng, N), "y": noisy(rng, N)}})
+    cur = make_run({"a": {"x": noisy(rng, N), "y": []}}, statuses={"a/y": "skipped"},
+                   messages={"a/y": "needs CuPy"})
+    g = gate(base, cur)
+    y = next(v for v in g.verdicts if v.key == "a/y")
+    assert y.verdict == "MISSING" and y.status_cur == "skipped"
+    assert "skipped in the current run (needs CuPy)" in y.reason and "not compared" in y.reason
+    assert (g.overall, g.exit_code) == ("PASS", 0)
+
+
+def test_failing_in_both_runs_is_not_listed_and_fixed_now_is_missing():
+    rng = np.random.default_rng(39)
+    base = make_run({"a": {"x": noisy(rng, N), "y": [], "z": []}}, statuses={"a/y": "error", "a/z": "incorrect"})
+    cur = make_run({"a": {"x": noisy(rng, N), "y": [], "z": noisy(rng, N)}}, statuses={"a/y": "error"})
+    by = {v.key: v for v in gate(base, cur).verdicts}
+    assert set(by) == {"a/x", "a/z"}  # y fails on both sides: nothing got worse
+    assert by["a/z"].verdict == "MISSING" and "incorrect in the baseline" in by["a/z"].reason
+
+
+def test_faster_case_is_reported_and_passes():
+    rng = np.random.default_rng(42)
+    g = gate(make_run({"c": {"x": noisy(rng, N)}}), make_run({"c": {"x": noisy(rng, N, 0.8e-3)}}))
+    v = g.verdicts[0]
+    assert v.verdict == "FASTER" and v.alternative == "faster"
+    assert v.p_adjusted is not None and v.p_adjusted <= 0.01 and "1.25x as fast" in v.reason
+    assert (g.overall, g.exit_code) == ("PASS", 0)
 
 
 def test_no_case_in_common_is_a_config_error():
@@ -194,21 +270,48 @@ def test_all_equal_samples_do_not_crash():
     assert g.overall == "REGRESSION" and g.verdicts[0].ci_low == pytest.approx(2.0)
 
 
-def test_improvement_passes():
+def test_small_improvement_passes_without_claiming_faster():
     rng = np.random.default_rng(33)
-    g = gate(make_run({"c": {"x": noisy(rng, N)}}), make_run({"c": {"x": noisy(rng, N, 0.8e-3)}}))
-    assert g.overall == "PASS"
+    g = gate(make_run({"c": {"x": noisy(rng, N)}}), make_run({"c": {"x": noisy(rng, N, 0.98e-3)}}))
+    assert g.overall == "PASS" and g.verdicts[0].verdict == "PASS"  # 2% < the 5% threshold
 
 
-def test_per_workload_threshold_overrides_global():
+def _close_pair(recorded_base=None, recorded_cur=None) -> tuple[RunResult, RunResult]:
+    """A true 7% slowdown with 0.2% noise: a regression at 5%, a pass at 10%."""
     rng = np.random.default_rng(34)
     wl = {"c": "gemm"}
-    base = make_run({"c": {"x": noisy(rng, N, 1e-3, 0.002)}}, workloads=wl)
-    cur = make_run({"c": {"x": noisy(rng, N, 1.07e-3, 0.002)}}, workloads=wl)
-    assert gate(base, cur).overall == "REGRESSION"
-    loose = gate(base, cur, per_workload={"gemm": 0.10})
-    assert loose.overall == "PASS" and loose.verdicts[0].threshold == 0.10
-    assert gate(base, cur, per_workload={"other": 0.10}).overall == "REGRESSION"
+    base = make_run({"c": {"x": noisy(rng, N, 1e-3, 0.002)}}, workloads=wl, gate_thresholds=recorded_base)
+    cur = make_run({"c": {"x": noisy(rng, N, 1.07e-3, 0.002)}}, workloads=wl, gate_thresholds=recorded_cur)
+    return base, cur
+
+
+def test_threshold_defaults_to_five_percent():
+    g = gate(*_close_pair())
+    assert g.overall == "REGRESSION" and g.threshold is None
+    assert (g.verdicts[0].threshold, g.verdicts[0].threshold_source) == (0.05, "default")
+
+
+def test_recorded_workload_threshold_applies_current_first_then_baseline():
+    loose = gate(*_close_pair(recorded_cur={"gemm": 0.10}))
+    assert loose.overall == "PASS"
+    assert (loose.verdicts[0].threshold, loose.verdicts[0].threshold_source) == (0.10, "workload")
+    assert gate(*_close_pair(recorded_base={"gemm": 0.10})).overall == "PASS"  # baseline's when current has none
+    strict = gate(*_close_pair(recorded_base={"gemm": 0.10}, recorded_cur={"gemm": 0.05}))
+    assert strict.overall == "REGRESSION"  # the current run's wins over the baseline's
+    assert gate(*_close_pair(recorded_cur={"other": 0.10})).overall == "REGRESSION"
+
+
+def test_explicit_threshold_always_wins_over_the_recorded_one():
+    tight = gate(*_close_pair(recorded_cur={"gemm": 0.10}), threshold=0.05)
+    assert tight.overall == "REGRESSION" and tight.threshold == 0.05
+    assert tight.verdicts[0].threshold_source == "explicit"
+    assert gate(*_close_pair(recorded_cur={"gemm": 0.01}), threshold=0.10).overall == "PASS"
+
+
+@pytest.mark.parametrize("bad", [0.0, -0.1, float("nan"), float("inf"), "5%", True])
+def test_a_bad_recorded_threshold_is_a_results_error(bad):
+    with pytest.raises(ResultsFormatError, match="gate_threshold of workload 'gemm'"):
+        gate(*_close_pair(recorded_cur={"gemm": bad}))
 
 
 def test_benjamini_hochberg_spans_all_cases():
@@ -230,7 +333,7 @@ def test_benjamini_hochberg_spans_all_cases():
 
 def test_bad_settings_are_config_errors():
     base, cur = _pair()
-    for kwargs in ({"threshold": 0.0}, {"alpha": 1.0}, {"confidence": 0.0}, {"per_workload": {"w": -1}}):
+    for kwargs in ({"threshold": 0.0}, {"threshold": -0.05}, {"alpha": 1.0}, {"confidence": 0.0}):
         with pytest.raises(ConfigError):
             gate(base, cur, **kwargs)
 
@@ -248,10 +351,29 @@ def test_merge_samples_pools_and_rescales():
     assert y == cur.cases[0].impl("y")  # not asked for: untouched
 
 
-def test_merge_samples_ignores_failed_remeasurement():
+def test_merge_samples_keeps_current_when_the_remeasurement_is_skipped():
     cur = make_run({"c": {"x": [1e-3] * 10}})
-    fresh = make_run({"c": {"x": [3e-3] * 10}}, statuses={"c/x": "error"})
+    fresh = make_run({"c": {"x": []}}, statuses={"c/x": "skipped"})
     assert merge_samples(cur, fresh) == cur
+
+
+def test_a_remeasurement_that_fails_replaces_the_good_samples():
+    cur = make_run({"c": {"x": [1e-3] * 10}})
+    fresh = make_run({"c": {"x": []}}, statuses={"c/x": "timeout"})
+    merged = merge_samples(cur, fresh)
+    assert merged.cases[0].impl("x").status == "timeout"
+
+
+def test_rerun_that_fails_turns_a_suspect_into_broken():
+    rng = np.random.default_rng(43)
+    base = make_run({"a": {"x": noisy(rng, N)}})
+    cur = make_run({"a": {"x": noisy(rng, N, 1.2e-3)}})
+
+    def crashes(keys: list[str]) -> RunResult:
+        return make_run({"a": {"x": []}}, statuses={"a/x": "crashed"})
+
+    g = gate_with_rerun(base, cur, crashes, rerun=2)
+    assert g.verdicts[0].verdict == "BROKEN" and g.reruns == 1 and g.exit_code == 1
 
 
 class _Remeasure:
@@ -296,7 +418,7 @@ def test_rerun_zero_measures_nothing():
 
 
 def test_core_modules_import_no_device_or_ui_libraries():
-    code = ("import sys, solbench.gate, solbench.compare, solbench.analysis.significance; "
+    code = ("import sys, solbench.gate, solbench.compare, solbench.pooling, solbench.analysis.significance; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in "
             "('torch', 'cupy', 'yaml', 'rich', 'pynvml', 'click')))")
     root = Path(__file__).resolve().parents[2]

@@ -1,93 +1,250 @@
-"""End to end on the CPU: a workload that busy-waits 2.0 ms against 2.4 ms is gated as a regression."""
+"""``solbench gate``, ``compare`` and ``run --gate-against`` end to end, independent of machine speed.
+
+The gate and compare commands read runs built from synthetic samples (``tests.unit.factories``)
+and saved with the store: their verdicts follow from the samples alone. ``run --gate-against``
+must measure for real, so its baselines are a real CPU run (the same fingerprint) with every
+sample replaced by 1 ns (any real call is a regression by orders of magnitude) or by 1000 s
+(any real call passes): no verdict depends on how fast or how loaded this machine is.
+"""
 
 import json
 import xml.etree.ElementTree as ET
+from dataclasses import replace
+from pathlib import Path
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
 from solbench.cli import main
+from solbench.results import store
+from tests.unit.factories import make_env, make_run, noisy, with_samples
 
-TEMPLATE = """\
+N = 30
+CASE = "mm[n=64,float32]"
+
+
+def _runs(tmp_path: Path, cur_kernel: float = 1e-3, *, noise: float = 0.01, **cur_kwargs) -> tuple[str, str]:
+    """Save a baseline (kernel and baseline impl at 1 ms) and a current run; return both paths."""
+    rng = np.random.default_rng(0)
+    wl = {CASE: "mm"}
+    base = make_run({CASE: {"baseline": noisy(rng, N, 1e-3, noise), "kernel": noisy(rng, N, 1e-3, noise)}},
+                    workloads=wl)
+    cur = make_run({CASE: {"baseline": noisy(rng, N, 1e-3, noise), "kernel": noisy(rng, N, cur_kernel, noise)}},
+                   workloads=wl, **cur_kwargs)
+    return (str(store.save(base, tmp_path / "base.json")), str(store.save(cur, tmp_path / "cur.json")))
+
+
+def _gate(*args: str):
+    return CliRunner().invoke(main, ["gate", *args])
+
+
+def _junit_cases(path: Path) -> dict[str, ET.Element]:
+    return {tc.get("name"): tc for tc in ET.parse(path).getroot().iter("testcase")}
+
+
+# ---- `solbench gate` on saved runs -------------------------------------------------------
+
+def test_slower_run_is_a_regression_exit_1(tmp_path, monkeypatch):
+    base, cur = _runs(tmp_path, cur_kernel=1.3e-3)
+    junit, summary = tmp_path / "gate.xml", tmp_path / "summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    r = _gate("--baseline", base, "--current", cur, "--junit", str(junit))
+    assert r.exit_code == 1, r.output
+    assert "REGRESSION" in r.output and "REGRESSION" in summary.read_text()
+    cases = _junit_cases(junit)
+    assert cases[f"{CASE}/kernel"].find("failure").get("type") == "REGRESSION"
+    assert cases[f"{CASE}/baseline"].find("failure") is None  # same 1 ms on both sides
+
+
+def test_same_samples_pass_exit_0(tmp_path):
+    base, cur = _runs(tmp_path)
+    r = _gate("--baseline", base, "--current", cur, "--json")
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.stdout)
+    assert data["overall"] == "PASS" and data["exit_code"] == 0
+    assert {v["verdict"] for v in data["verdicts"]} == {"PASS"}
+
+
+def test_faster_case_is_reported_and_passes(tmp_path):
+    base, cur = _runs(tmp_path, cur_kernel=0.5e-3)
+    r = _gate("--baseline", base, "--current", cur, "--json")
+    assert r.exit_code == 0, r.output
+    by = {v["key"]: v["verdict"] for v in json.loads(r.stdout)["verdicts"]}
+    assert by == {f"{CASE}/kernel": "FASTER", f"{CASE}/baseline": "PASS"}
+
+
+def test_too_noisy_is_inconclusive_exit_3(tmp_path):
+    base, cur = _runs(tmp_path, cur_kernel=1.05e-3, noise=0.3)
+    r = _gate("--baseline", base, "--current", cur, "--json")
+    assert r.exit_code == 3, r.output
+    assert json.loads(r.stdout)["overall"] == "INCONCLUSIVE"
+
+
+@pytest.mark.parametrize("status", ["incorrect", "error", "crashed", "timeout", "reward_hack"])
+def test_a_case_that_became_failing_is_broken_exit_1(tmp_path, status):
+    message = "output differs from the reference: max abs err 0.5 > atol 1e-05"
+    base, cur = _runs(tmp_path, statuses={f"{CASE}/kernel": status}, messages={f"{CASE}/kernel": message})
+    junit = tmp_path / "gate.xml"
+    r = _gate("--baseline", base, "--current", cur, "--junit", str(junit))
+    assert r.exit_code == 1, r.output
+    assert "BROKEN" in r.output
+    failure = _junit_cases(junit)[f"{CASE}/kernel"].find("failure")
+    assert failure.get("type") == "BROKEN"
+    msg = failure.get("message")
+    assert msg.startswith(f"kernel on {CASE}: ") and status.upper() in msg and message in msg
+
+
+def test_skipped_or_absent_now_is_missing_not_a_failure(tmp_path):
+    base, cur = _runs(tmp_path, statuses={f"{CASE}/kernel": "skipped"}, messages={f"{CASE}/kernel": "needs CuPy"})
+    r = _gate("--baseline", base, "--current", cur, "--json")
+    assert r.exit_code == 0, r.output
+    kernel = next(v for v in json.loads(r.stdout)["verdicts"] if v["impl"] == "kernel")
+    assert kernel["verdict"] == "MISSING" and kernel["status_cur"] == "skipped" and "needs CuPy" in kernel["reason"]
+    rng = np.random.default_rng(1)
+    only_baseline_impl = make_run({CASE: {"baseline": noisy(rng, N)}}, workloads={CASE: "mm"})
+    gone = store.save(only_baseline_impl, tmp_path / "gone.json")
+    r = _gate("--baseline", base, "--current", str(gone))
+    assert r.exit_code == 0, r.output
+    assert "MISSING" in r.output and "absent" in r.output
+
+
+def _close_runs(tmp_path: Path, recorded: dict[str, float]) -> tuple[str, str]:
+    """A true 7% slowdown with 0.2% noise: a regression at 5%, a pass at 10%."""
+    wl_file = tmp_path / "mm.yaml"  # what the run recorded as its workload file, now edited
+    wl_file.write_text("workloads:\n  - name: mm\n    gate_threshold: 0.5\n")
+    rng = np.random.default_rng(2)
+    base = make_run({CASE: {"kernel": noisy(rng, N, 1e-3, 0.002)}}, workloads={CASE: "mm"})
+    cur = make_run({CASE: {"kernel": noisy(rng, N, 1.07e-3, 0.002)}}, workloads={CASE: "mm"},
+                   gate_thresholds=recorded)
+    cur = replace(cur, workload_files=(str(wl_file),))
+    return str(store.save(base, tmp_path / "b.json")), str(store.save(cur, tmp_path / "c.json"))
+
+
+def test_threshold_from_the_runs_record_and_explicit_threshold_wins(tmp_path):
+    base, cur = _close_runs(tmp_path, {"mm": 0.10})
+    recorded = _gate("--baseline", base, "--current", cur, "--json")
+    assert recorded.exit_code == 0, recorded.output
+    v = json.loads(recorded.stdout)["verdicts"][0]
+    assert (v["threshold"], v["threshold_source"]) == (0.10, "workload")
+    explicit = _gate("--baseline", base, "--current", cur, "--threshold", "5%", "--json")
+    assert explicit.exit_code == 1, explicit.output
+    assert json.loads(explicit.stdout)["verdicts"][0]["threshold_source"] == "explicit"
+
+
+def test_workload_files_on_disk_are_not_reread(tmp_path):
+    # nothing recorded: the 5% default applies, not the 50% the workload file says today
+    base, cur = _close_runs(tmp_path, {})
+    r = _gate("--baseline", base, "--current", cur, "--json")
+    assert r.exit_code == 1, r.output
+    v = json.loads(r.stdout)["verdicts"][0]
+    assert (v["threshold"], v["threshold_source"]) == (0.05, "default")
+
+
+def test_gate_usage_errors_exit_2(tmp_path):
+    base, cur = _runs(tmp_path)
+    missing = _gate("--baseline", str(tmp_path / "nope.json"), "--current", cur, "--results-dir", str(tmp_path))
+    assert missing.exit_code == 2 and "nope" in missing.output
+    bad = _gate("--baseline", base, "--current", cur, "--threshold", "fast")
+    assert bad.exit_code == 2 and "threshold" in bad.output
+    other = store.save(make_run({CASE: {"kernel": [1e-3] * N}}, environment=make_env(driver="560.1")),
+                       tmp_path / "other.json")
+    refused = _gate("--baseline", base, "--current", str(other))
+    assert refused.exit_code == 2 and "driver" in refused.output
+
+
+# ---- `solbench compare` on saved runs ----------------------------------------------------
+
+def test_compare_two_runs_and_two_impls(tmp_path):
+    base, cur = _runs(tmp_path, cur_kernel=1.3e-3)
+    runner = CliRunner()
+    c = runner.invoke(main, ["compare", base, cur, "--impl", "kernel", "--json"])
+    assert c.exit_code == 0, c.output
+    rows = json.loads(c.stdout)["rows"]
+    assert len(rows) == 1 and rows[0]["verdict"] == "SLOWER"
+    impls = runner.invoke(main, ["compare", "baseline", "kernel", "--run", cur, "--json"])
+    assert impls.exit_code == 0, impls.output
+    assert json.loads(impls.stdout)["rows"][0]["verdict"] == "SLOWER"
+
+
+def test_compare_says_why_a_key_is_one_sided(tmp_path):
+    base, cur = _runs(tmp_path, statuses={f"{CASE}/kernel": "incorrect"})
+    c = CliRunner().invoke(main, ["compare", base, cur, "--json"])
+    assert c.exit_code == 0, c.output
+    data = json.loads(c.stdout)
+    assert data["only_in_a"] == [f"{CASE}/kernel"] and data["other_side"] == {f"{CASE}/kernel": "incorrect"}
+
+
+# ---- `solbench run --gate-against`: a real tiny run on the CPU ---------------------------
+
+IMPL = '''\
+def double(x):
+    return x * 2
+
+
+def boom(x):
+    raise RuntimeError("boom")
+'''
+WORKLOAD = """\
 workloads:
-  - name: busywait
-    parameters: {{n: [16]}}
+  - name: tiny
+    parameters: {{n: [64]}}
     dtypes: [float32]
     inputs: {{x: {{shape: [n]}}}}
     outputs: {{y: {{shape: [n]}}}}
     ops: [{{op: mul, numel: n, inputs: 1}}]
-    reference: tests.unit.helpers:double
+    reference: impl.py:double
+    baseline: kernel
     implementations:
-      baseline: tests.unit.helpers:spin_fast
-      kernel: tests.unit.helpers:{fn}
-"""
-FAST = ["--device", "cpu", "--budget", "1.0", "--min-samples", "20", "-q", "-i", "kernel"]
+      kernel: impl.py:double
+{extra}"""
+FAST = ["--device", "cpu", "--budget", "0.05", "--min-samples", "10", "--max-samples", "50", "-q"]
 
 
-@pytest.fixture
-def env(tmp_path):
-    runner = CliRunner()
-    files = {}
-    for name, fn in (("fast", "spin_fast"), ("slow", "spin_slow")):
-        files[name] = tmp_path / f"{name}.yaml"
-        files[name].write_text(TEMPLATE.format(fn=fn))
-    results = tmp_path / "results"
-    r = runner.invoke(main, ["run", str(files["fast"]), "--save", "base", "--results-dir", str(results), *FAST])
+@pytest.fixture(scope="module")
+def live(tmp_path_factory):
+    """Workload files and two synthetic baselines built on one real CPU run of ``kernel``."""
+    d = tmp_path_factory.mktemp("live")
+    (d / "impl.py").write_text(IMPL)
+    (d / "clean.yaml").write_text(WORKLOAD.format(extra=""))
+    (d / "broken.yaml").write_text(WORKLOAD.format(extra="      broken: impl.py:boom\n"))
+    r = CliRunner().invoke(main, ["run", str(d / "clean.yaml"), "-o", str(d / "real.json"),
+                                  "--results-dir", str(d / "results"), *FAST])
     assert r.exit_code == 0, r.output
-    return runner, files, results
+    real = store.load(d / "real.json")
+    assert [(c.case_id, [i.status for i in c.impls]) for c in real.cases] == [("tiny[n=64,float32]", ["ok"])]
+    for name, seconds in (("impossibly_fast", 1e-9), ("very_slow", 1e3)):
+        store.save(with_samples(real, lambda impl, s=seconds: [s * (1 + i * 1e-3) for i in range(N)]),
+                   d / f"{name}.json")
+    return d
 
 
-def test_slower_run_is_a_regression_exit_1(env, tmp_path):
-    runner, files, results = env
-    junit = tmp_path / "gate.xml"
-    r = runner.invoke(main, ["run", str(files["slow"]), "--results-dir", str(results), "--gate-against", "base",
-                             "--junit", str(junit), *FAST])
+def _run_gated(d: Path, workload: str, baseline: str, junit: Path):
+    return CliRunner().invoke(main, ["run", str(d / workload), "--gate-against", str(d / f"{baseline}.json"),
+                                     "--junit", str(junit), "--results-dir", str(d / "results"),
+                                     "-o", str(junit.with_suffix(".json")), *FAST])
+
+
+def test_run_gate_against_a_faster_baseline_is_a_regression_exit_1(live, tmp_path):
+    r = _run_gated(live, "clean.yaml", "impossibly_fast", tmp_path / "gate.xml")
     assert r.exit_code == 1, r.output
     assert "REGRESSION" in r.output
-    suite = ET.parse(junit).getroot()
-    failed = [tc.get("name") for tc in suite.iter("testcase") if tc.find("failure") is not None]
-    assert any(name.endswith("/kernel") for name in failed), failed
-    assert not any(name.endswith("/baseline") for name in failed), failed  # same 2.0 ms on both sides
+    failure = _junit_cases(tmp_path / "gate.xml")["tiny[n=64,float32]/kernel"].find("failure")
+    assert failure is not None and failure.get("type") == "REGRESSION"
 
 
-def test_same_run_passes_exit_0(env):
-    runner, files, results = env
-    r = runner.invoke(main, ["run", str(files["fast"]), "--save", "head", "--results-dir", str(results),
-                             "--gate-against", "base", *FAST])
+def test_run_gate_against_a_slower_baseline_passes_exit_0(live, tmp_path):
+    r = _run_gated(live, "clean.yaml", "very_slow", tmp_path / "gate.xml")
     assert r.exit_code == 0, r.output
-    g = runner.invoke(main, ["gate", "--baseline", "base", "--current", "head", "--results-dir", str(results),
-                             "--json"])
-    assert g.exit_code == 0, g.output
-    assert json.loads(g.stdout)["overall"] == "PASS"
+    tc = _junit_cases(tmp_path / "gate.xml")["tiny[n=64,float32]/kernel"]
+    assert tc.find("failure") is None and tc.find("system-out").text.startswith("FASTER")
 
 
-def test_gate_command_on_saved_runs_and_step_summary(env, tmp_path, monkeypatch):
-    runner, files, results = env
-    r = runner.invoke(main, ["run", str(files["slow"]), "--save", "head", "--results-dir", str(results), *FAST])
-    assert r.exit_code == 0, r.output
-    summary = tmp_path / "summary.md"
-    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
-    g = runner.invoke(main, ["gate", "--baseline", "base", "--current", "head", "--results-dir", str(results)])
-    assert g.exit_code == 1, g.output
-    assert "REGRESSION" in summary.read_text()
-
-
-def test_compare_two_runs_and_two_impls(env):
-    runner, files, results = env
-    runner.invoke(main, ["run", str(files["slow"]), "--save", "head", "--results-dir", str(results), *FAST])
-    c = runner.invoke(main, ["compare", "base", "head", "--impl", "kernel", "--results-dir", str(results), "--json"])
-    assert c.exit_code == 0, c.output
-    rows = json.loads(c.output)["rows"]
-    assert len(rows) == 1 and rows[0]["verdict"] == "SLOWER"
-    impls = runner.invoke(main, ["compare", "baseline", "kernel", "--results-dir", str(results), "--json"])
-    assert impls.exit_code == 0, impls.output
-    assert json.loads(impls.output)["rows"][0]["verdict"] == "SLOWER"
-
-
-def test_gate_usage_errors_exit_2(env, tmp_path):
-    runner, _files, results = env
-    missing = runner.invoke(main, ["gate", "--baseline", "nope", "--current", "base", "--results-dir", str(results)])
-    assert missing.exit_code == 2 and "nope" in missing.output
-    bad = runner.invoke(main, ["gate", "--baseline", "base", "--current", "base", "--threshold", "fast",
-                               "--results-dir", str(results)])
-    assert bad.exit_code == 2 and "threshold" in bad.output
+@pytest.mark.xfail(strict=False, reason="needs the lead's `run` changes: exit 4 when an implementation raises, "
+                                        "and `run --gate-against` exits with exitcodes.worst(run, gate)")
+def test_run_gate_against_exits_4_when_an_implementation_raises_even_if_the_gate_passes(live, tmp_path):
+    r = _run_gated(live, "broken.yaml", "very_slow", tmp_path / "gate.xml")
+    saved = store.load(tmp_path / "gate.json")
+    assert {i.name: i.status for c in saved.cases for i in c.impls} == {"kernel": "ok", "broken": "error"}
+    assert _junit_cases(tmp_path / "gate.xml")["tiny[n=64,float32]/kernel"].find("failure") is None  # gate passes
+    assert r.exit_code == 4, r.output

@@ -19,15 +19,19 @@ from tests.unit.factories import make_env, make_run, noisy
 N = 30
 
 
-def _gate_result(**kwargs) -> GateResult:
-    """PASS, REGRESSION, INCONCLUSIVE (3 samples) and MISSING, one case each."""
+def _gate_result(threshold: float | None = None, **kwargs) -> GateResult:
+    """PASS, REGRESSION, INCONCLUSIVE (3 samples), MISSING, FASTER and BROKEN, one case each."""
     rng = np.random.default_rng(0)
     base = make_run({"ok": {"x": noisy(rng, N)}, "slow|pipe": {"x": noisy(rng, N)},
-                     "tiny": {"x": noisy(rng, 3)}, "gone": {"x": noisy(rng, N)}},
+                     "tiny": {"x": noisy(rng, 3)}, "gone": {"x": noisy(rng, N)},
+                     "fast": {"x": noisy(rng, N)}, "bad": {"x": noisy(rng, N)}},
                     workloads={"slow|pipe": "gemm"})
     cur = make_run({"ok": {"x": noisy(rng, N)}, "slow|pipe": {"x": noisy(rng, N, 1.3e-3)},
-                    "tiny": {"x": noisy(rng, 3)}}, workloads={"slow|pipe": "gemm"}, **kwargs)
-    return gate(base, cur, allow_cross_hardware=True)
+                    "tiny": {"x": noisy(rng, 3)}, "fast": {"x": noisy(rng, N, 0.5e-3)}, "bad": {"x": []}},
+                   workloads={"slow|pipe": "gemm"}, statuses={"bad/x": "incorrect"},
+                   messages={"bad/x": "max abs err 0.5 | atol 1e-5\nsee log"}, gate_thresholds={"gemm": 0.1},
+                   **kwargs)
+    return gate(base, cur, allow_cross_hardware=True, threshold=threshold)
 
 
 def _comparison():
@@ -55,7 +59,8 @@ def test_small_formatters():
 
 def test_gate_fixture_has_every_verdict():
     g = _gate_result()
-    assert sorted(v.verdict for v in g.verdicts) == ["INCONCLUSIVE", "MISSING", "PASS", "REGRESSION"]
+    assert sorted(v.verdict for v in g.verdicts) == ["BROKEN", "FASTER", "INCONCLUSIVE", "MISSING", "PASS",
+                                                      "REGRESSION"]
 
 
 def test_gate_junit_parses_back_with_the_right_counts():
@@ -65,9 +70,9 @@ def test_gate_junit_parses_back_with_the_right_counts():
     suite = root.find("testsuite")
     assert suite.get("name") == "perf"
     assert (suite.get("tests"), suite.get("failures"), suite.get("skipped"), suite.get("errors")) == \
-        ("4", "1", "2", "0")
+        ("6", "2", "2", "0")
     cases = {tc.get("name"): tc for tc in suite.findall("testcase")}
-    assert set(cases) == {"ok/x", "slow|pipe/x", "tiny/x", "gone/x"}
+    assert set(cases) == {"ok/x", "slow|pipe/x", "tiny/x", "gone/x", "fast/x", "bad/x"}
     failure = cases["slow|pipe/x"].find("failure")
     assert failure is not None and failure.get("type") == "REGRESSION"
     assert cases["slow|pipe/x"].get("classname") == "solbench.gemm"
@@ -75,8 +80,17 @@ def test_gate_junit_parses_back_with_the_right_counts():
     assert cases["tiny/x"].find("skipped").get("message").startswith("INCONCLUSIVE:")
     assert cases["gone/x"].find("skipped").get("message").startswith("MISSING:")
     assert list(cases["ok/x"]) == []
+    broken = cases["bad/x"].find("failure")
+    assert broken.get("type") == "BROKEN"
+    assert broken.get("message") == "x on bad: ok in the baseline, INCORRECT in the current run: max abs err 0.5 | atol 1e-5"
+    assert "status incorrect (baseline: ok)" in broken.text and "see log" in broken.text
+    assert "last line of the worker" in broken.text
+    assert cases["fast/x"].find("failure") is None and cases["fast/x"].find("skipped") is None
+    assert cases["fast/x"].find("system-out").text.startswith("FASTER: ")
     props = {p.get("name"): p.get("value") for p in suite.find("properties")}
-    assert props["overall"] == "REGRESSION" and props["exit_code"] == "1"
+    assert props["overall"] == "BROKEN" and props["exit_code"] == "1" and props["threshold"] == "per workload"
+    explicit = ET.fromstring(gate_junit(_gate_result(threshold=0.05))).find("testsuite")
+    assert {p.get("name"): p.get("value") for p in explicit.find("properties")}["threshold"] == "0.05"
 
 
 def test_gate_junit_records_fingerprint_differences():
@@ -89,16 +103,22 @@ def test_gate_junit_records_fingerprint_differences():
 def test_gate_markdown():
     md = gate_markdown(_gate_result())
     lines = md.splitlines()
-    assert lines[0] == "### solbench gate: ❌ REGRESSION"
-    assert "1 regression, 1 inconclusive, 1 pass, 1 missing" in md
+    assert lines[0] == "### solbench gate: 💥 BROKEN"
+    assert "1 broken, 1 regression, 1 inconclusive, 1 missing, 1 faster, 1 pass" in md
+    assert "each workload's recorded gate_threshold, else 5%" in md
     table = [ln for ln in lines if ln.startswith("| ")]
-    assert len(table) == 2 + 4  # header, separator, one row per case
-    assert table[2].startswith("| slow\\|pipe/x |") and "❌ REGRESSION" in table[2]
-    assert table[-1].startswith("| ok/x |")  # PASS rows last
+    assert len(table) == 2 + 6  # header, separator, one row per case
+    assert table[2].startswith("| bad/x | 1.00 ms | INCORRECT |") and "💥 BROKEN" in table[2]
+    assert table[3].startswith("| slow\\|pipe/x |") and "❌ REGRESSION" in table[3]
+    assert "+10% (workload)" in table[3] and "+5% |" in table[2]
+    assert next(ln for ln in table if ln.startswith("| gone/x |")).startswith("| gone/x | 1.00 ms | absent |")
+    assert "🚀 FASTER" in table[-2] and table[-1].startswith("| ok/x |")  # FASTER, then PASS rows last
     assert all(ln.count(" | ") == 7 for ln in table)  # escaped pipes do not add columns
     bullets = [ln for ln in lines if ln.startswith("- ")]
-    assert len(bullets) == 3 and "too few samples" in md
+    assert len(bullets) == 5 and "too few samples" in md
+    assert "- `bad/x`: BROKEN: ok in the baseline, INCORRECT in the current run: max abs err 0.5 \\| atol" in md
     assert "Compared across" not in md
+    assert "threshold 5% (explicit, every case)" in gate_markdown(_gate_result(threshold=0.05))
 
 
 def test_gate_markdown_warns_on_cross_hardware():
@@ -112,7 +132,7 @@ def test_comparison_markdown():
     table = [ln for ln in md.splitlines() if ln.startswith("| ")]
     assert table[0] == "| Case | main | pr | pr/main | CI | SOL main | SOL pr | p | Verdict |"
     assert len(table) == 4 and "FASTER" in table[2] and "SAME" in table[3]
-    assert "**Only in main** (1): `gone/x`" in md and "**Only in pr** (1): `new/x`" in md
+    assert "**Only in main** (1): `gone/x` (pr: absent)" in md and "**Only in pr** (1): `new/x` (main: absent)" in md
     assert "**Geomean speedup of pr over main: 1.4" in md  # sqrt(2 * 1) ~ 1.41
 
 
@@ -124,12 +144,14 @@ def _render(table) -> str:
 
 def test_console_tables_render():
     text = _render(comparison_table(_comparison()))
-    assert "FASTER" in text and "only in main" in text and "only in pr" in text and "geomean" in text
+    assert "FASTER" in text and "only in main (pr: absent)" in text and "only in pr (main: absent)" in text
+    assert "geomean" in text
     g = _gate_result()
     t = gate_table(g)
-    assert t.row_count == 4 and len(t.columns) == 8
+    assert t.row_count == 6 and len(t.columns) == 9
     text = _render(t)
-    assert text.index("REGRESSION") < text.index("PASS") and "exit 1" in text
+    assert text.index("BROKEN") < text.index("REGRESSION") < text.index("FASTER") < text.index("PASS")
+    assert "BROKEN (exit 1)" in text and "INCORRECT in the current run" in text
 
 
 def test_json_helpers_are_json_ready():
@@ -139,10 +161,12 @@ def test_json_helpers_are_json_ready():
     assert round_trip["only_in_a"] == ["gone/x"] and round_trip["counts"]["FASTER"] == 1
     assert round_trip["rows"][0]["median_b"] == pytest.approx(0.5e-3, rel=0.02)  # seconds
     g = json.loads(json.dumps(gate_json(_gate_result()), allow_nan=False))
-    assert (g["overall"], g["exit_code"]) == ("REGRESSION", 1)
-    assert g["counts"] == {"REGRESSION": 1, "INCONCLUSIVE": 1, "PASS": 1, "MISSING": 1}
+    assert (g["overall"], g["exit_code"], g["threshold"]) == ("BROKEN", 1, None)
+    assert g["counts"] == {"BROKEN": 1, "REGRESSION": 1, "INCONCLUSIVE": 1, "MISSING": 1, "FASTER": 1, "PASS": 1}
     missing = next(v for v in g["verdicts"] if v["verdict"] == "MISSING")
-    assert missing["ratio"] is None
+    assert missing["ratio"] is None and missing["status_cur"] is None
+    broken = next(v for v in g["verdicts"] if v["verdict"] == "BROKEN")
+    assert (broken["status_base"], broken["status_cur"], broken["impl"]) == ("ok", "incorrect", "x")
 
 
 @pytest.mark.parametrize("module", ["markdown", "junit", "compare_console", "compare_json", "units"])
