@@ -94,7 +94,9 @@ def main() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the result JSON to stdout.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar or tables.")
 @click.option("--gate-against", metavar="RUN", help="Gate this run against a baseline run (file or name).")
-@click.option("--threshold", default="5%", show_default=True, help="Gate threshold ('5%', 'median:5%').")
+@click.option("--threshold", default=None,
+              help="Gate threshold ('5%', 'median:5%'); default: the workload's gate_threshold as the run "
+                   "recorded it, else 5%.")
 @click.option("--rerun", type=click.IntRange(min=0), default=1, show_default=True,
               help="Re-measure suspected regressions this many times before deciding.")
 @click.option("--junit", type=click.Path(dir_okay=False), help="With --gate-against: JUnit XML here.")
@@ -104,7 +106,7 @@ def run(files: Sequence[str], gpu: str | None, dry_run: bool, device: str, timer
         min_samples: int, max_samples: int, input_sets: int, peaks: str, seed: int, timeout_s: float,
         in_process: bool, force: bool, save_name: str | None,
         output: str | None, results_dir: str, as_json: bool, quiet: bool, gate_against: str | None,
-        threshold: str, rerun: int, junit: str | None) -> None:
+        threshold: str | None, rerun: int, junit: str | None) -> None:
     """Check and time every implementation of the workloads in FILES."""
     out = _console(quiet or as_json)
     if gpu and not dry_run:
@@ -119,6 +121,9 @@ def run(files: Sequence[str], gpu: str | None, dry_run: bool, device: str, timer
                              results_dir=Path(results_dir), timeout_s=timeout_s, in_process=in_process)
     saver = _Saver(Path(output) if output else None, Path(results_dir), save_name, force=force)
     base = api.load_run(gate_against, Path(results_dir)) if gate_against else None
+    from solbench.gate import parse_threshold
+
+    tau = None if threshold is None else parse_threshold(threshold).fraction  # bad input fails before measuring
     try:
         with _progress(quiet or as_json) as progress:
             result = api.run(files, options, device=device, progress=progress, on_case=saver.save)
@@ -136,10 +141,8 @@ def run(files: Sequence[str], gpu: str | None, dry_run: bool, device: str, timer
         code = exitcodes.worst(code, exitcodes.USAGE)
     if base is not None:
         from solbench.cli_compare import emit_gate
-        from solbench.gate import parse_threshold
 
-        verdict = api.gate_live(base, result, files, options, rerun=rerun, device=device,
-                                threshold=parse_threshold(threshold).fraction)
+        verdict = api.gate_live(base, result, files, options, rerun=rerun, device=device, threshold=tau)
         emit_gate(verdict, junit=junit, console=_console(quiet or as_json))
         code = exitcodes.worst(code, verdict.exit_code)
     sys.exit(code)

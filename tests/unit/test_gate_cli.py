@@ -240,8 +240,6 @@ def test_run_gate_against_a_slower_baseline_passes_exit_0(live, tmp_path):
     assert tc.find("failure") is None and tc.find("system-out").text.startswith("FASTER")
 
 
-@pytest.mark.xfail(strict=False, reason="needs the lead's `run` changes: exit 4 when an implementation raises, "
-                                        "and `run --gate-against` exits with exitcodes.worst(run, gate)")
 def test_run_gate_against_exits_4_when_an_implementation_raises_even_if_the_gate_passes(live, tmp_path):
     r = _run_gated(live, "broken.yaml", "very_slow", tmp_path / "gate.xml")
     saved = store.load(tmp_path / "gate.json")
