@@ -72,16 +72,17 @@ class YamlDocument:
         node = self._root
         line = node.start_mark.line + 1 if node is not None else None
         for key in loc:
-            if isinstance(node, yaml.MappingNode):
-                nxt = next((v for k, v in node.value if k.value == str(key)), None)
-            elif isinstance(node, yaml.SequenceNode) and isinstance(key, int):
-                nxt = node.value[key] if 0 <= key < len(node.value) else None
-            else:
-                nxt = None
-            if nxt is None:
+            mark = None
+            if isinstance(node, yaml.MappingNode):  # a field is on its key's line
+                pair = next(((k, v) for k, v in node.value if k.value == str(key)), None)
+                if pair is not None:
+                    mark, node = pair[0].start_mark, pair[1]
+            elif isinstance(node, yaml.SequenceNode) and isinstance(key, int) and 0 <= key < len(node.value):
+                node = node.value[key]
+                mark = node.start_mark
+            if mark is None:
                 break
-            node = nxt
-            line = node.start_mark.line + 1
+            line = mark.line + 1
         return line
 
     def validation_error(self, error: Mapping[str, Any], message: str | None = None) -> ConfigError:

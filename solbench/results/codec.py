@@ -95,6 +95,8 @@ def _union(args: tuple[Any, ...], value: Any, path: str) -> Any:
             return None
         raise DecodeError(f"{path}: must not be null")
     members = [a for a in args if a is not type(None)]
+    if len(members) == 1:  # X | None: X's own error names the field at fault
+        return decode(members[0], value, path)
     exact = [a for a in members if a in (int, float, str, bool) and type(value) is a]
     for member in exact + [a for a in members if a not in exact]:
         if member is float and isinstance(value, str) and str in members:

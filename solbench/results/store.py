@@ -67,7 +67,7 @@ def save_new(run: RunResult, results_dir: Path, name: str | None = None) -> Path
         try:
             return _write_atomic(path, text, replace=False)
         except ResultsWriteError as exc:
-            if not isinstance(exc.__cause__, FileExistsError):
+            if not isinstance(exc.__cause__, _Taken):
                 raise
     raise ResultsWriteError(f"{results_dir}: no free result file name after 16 tries")
 
@@ -108,7 +108,7 @@ def _write_atomic(path: Path, text: str, *, replace: bool = True) -> Path:
             os.replace(tmp, path)
         else:
             _claim(tmp, path)
-    except FileExistsError as exc:
+    except _Taken as exc:
         raise ResultsWriteError(f"{path}: exists; not overwriting it (pass --force to replace it)") from exc
     except OSError as exc:
         raise ResultsWriteError(f"cannot write {path}: {exc.strerror or exc}") from exc
@@ -119,13 +119,20 @@ def _write_atomic(path: Path, text: str, *, replace: bool = True) -> Path:
     return path
 
 
+class _Taken(Exception):
+    """The name a new result file was to get is taken."""
+
+
 def _claim(tmp: str, path: Path) -> None:
     try:
         os.link(tmp, path)
     except FileExistsError:
-        raise
+        raise _Taken(path) from None
     except OSError:  # a file system without hard links
-        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+        try:
+            os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+        except FileExistsError:
+            raise _Taken(path) from None
         os.replace(tmp, path)
 
 
