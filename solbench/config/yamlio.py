@@ -98,15 +98,15 @@ class YamlDocument:
         line = self.line_of(loc)
         where = f"{self.path}:{line}" if line else str(self.path)
         field = ".".join(cut(str(p), 40) for p in loc)
-        text = one_line(message)
-        return ConfigError(f"{where}: {field}: {text}" if field else f"{where}: {text}")
+        return ConfigError(one_line(f"{where}: {field}: {message}" if field else f"{where}: {message}", 600))
 
 
 def read_yaml(path: Path) -> YamlDocument:
     """Read a YAML file safely; every problem with the file itself is a one-line ConfigError."""
     text = _read_text(Path(path))
-    loader = _Loader(text)
+    loader: _Loader | None = None
     try:
+        loader = _Loader(text)  # checks the characters first
         root = loader.get_single_node()
         if root is not None:
             _check_tree(root)
@@ -117,11 +117,12 @@ def read_yaml(path: Path) -> YamlDocument:
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise ConfigError(f"{path}{line}: invalid YAML: {one_line(problem)}") from None
     except (ValueError, TypeError, OverflowError, RecursionError) as exc:  # e.g. date 2024-13-45
-        node = loader.current
+        node = loader.current if loader is not None else None
         line = f":{node.start_mark.line + 1}" if node is not None else ""
         raise ConfigError(f"{path}{line}: invalid YAML value: {one_line(str(exc))}") from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
     return YamlDocument(path, data, root)
 
 

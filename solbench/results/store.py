@@ -177,7 +177,7 @@ def from_dict(data: Any, origin: str = "<result>") -> RunResult:
     try:
         return decode(RunResult, data)  # type: ignore[no-any-return]
     except DecodeError as exc:
-        raise ResultsFormatError(f"{origin}: malformed result: {exc}") from None
+        raise ResultsFormatError(f"{origin}: malformed result: {_one_line(exc)}") from None
 
 
 def _migrated(data: Any, origin: str, what: str) -> dict[str, Any]:
@@ -274,7 +274,12 @@ def load_calibration(results_dir: Path, spec_id: str, device_uuid: str | None) -
     try:
         return decode(Calibration, data)  # type: ignore[no-any-return]
     except DecodeError as exc:
-        raise ResultsFormatError(f"{path}: malformed calibration: {exc}") from None
+        raise ResultsFormatError(f"{path}: malformed calibration: {_one_line(exc)}") from None
+
+
+def _one_line(exc: Exception, limit: int = 400) -> str:
+    text = " ".join(str(exc).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _short(value: Any, limit: int = 40) -> str:
