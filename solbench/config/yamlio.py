@@ -128,16 +128,16 @@ def read_yaml(path: Path) -> YamlDocument:
 
 def _read_text(path: Path) -> str:
     try:
-        size = path.stat().st_size
-        if size > MAX_BYTES:
-            raise ConfigError(f"{path}: {size} bytes is larger than the {MAX_BYTES} a YAML file may have")
-        raw = path.read_bytes()
+        with path.open("rb") as f:
+            raw = f.read(MAX_BYTES + 1)  # bounded: a device file or a huge file is not read whole
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such file") from None
     except IsADirectoryError:
         raise ConfigError(f"{path}: is a directory, not a YAML file") from None
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if len(raw) > MAX_BYTES:
+        raise ConfigError(f"{path}: larger than the {MAX_BYTES} bytes a YAML file may have")
     try:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:

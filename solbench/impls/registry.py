@@ -213,6 +213,8 @@ def _attribute(module: Any, target: str, attr: str) -> Any:
     obj = module
     for part in attr.split("."):
         if not hasattr(obj, part):
-            raise ResolveError(f"{target} has no attribute {attr!r}")
+            close = difflib.get_close_matches(part, [n for n in dir(obj) if not n.startswith("_")], n=1, cutoff=0.6)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ResolveError(f"{target} has no attribute {attr!r}{hint}")
         obj = getattr(obj, part)
     return obj

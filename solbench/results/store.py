@@ -143,14 +143,14 @@ def read_json(path: Path, what: str = "result file") -> Any:
     """
     path = Path(path)
     try:
-        size = path.stat().st_size
-        if size > MAX_FILE_BYTES:
-            raise ResultsFormatError(f"{path}: {size} bytes is larger than a {what} may be ({MAX_FILE_BYTES})")
-        raw = path.read_bytes()
+        with path.open("rb") as f:
+            raw = f.read(MAX_FILE_BYTES + 1)  # bounded: a device file or a huge file is not read whole
     except FileNotFoundError:
         raise ResultsFormatError(f"{path}: no such {what}") from None
     except OSError as exc:
         raise ResultsFormatError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if len(raw) > MAX_FILE_BYTES:
+        raise ResultsFormatError(f"{path}: larger than the {MAX_FILE_BYTES} bytes a {what} may have")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:

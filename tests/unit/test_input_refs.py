@@ -137,7 +137,7 @@ def test_validate_references_names_file_line_and_field(tmp_path):
 
 def test_validate_references_checks_the_reference(tmp_path):
     path = write(tmp_path, GOOD.replace("reference: tests.unit.helpers:double", "reference: tests.unit.helpers:dubble"))
-    with pytest.raises(ConfigError, match=r"w.yaml:10: workloads.0.reference: .*defines no 'dubble'.*did you mean 'double'"):
+    with pytest.raises(ConfigError, match=r"w.yaml:10: workloads.0.reference: .*(defines no|has no attribute) 'dubble'.*did you mean 'double'"):
         validate_references(path, load_workload_file(path))
 
 

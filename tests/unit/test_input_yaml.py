@@ -132,7 +132,11 @@ def test_two_documents_are_refused(tmp_path):
 
 def test_oversized_file_is_refused_without_parsing(tmp_path, monkeypatch):
     monkeypatch.setattr(yamlio, "MAX_BYTES", 100)
-    assert f"{len(GOOD)} bytes is larger than the 100" in error_of(write(tmp_path, GOOD))
+    assert "larger than the 100 bytes a YAML file may have" in error_of(write(tmp_path, GOOD))
+
+
+def test_device_files_are_not_read_whole():
+    assert "larger than the" in error_of(__import__("pathlib").Path("/dev/zero"))
 
 
 def test_directory_is_refused(tmp_path):
@@ -161,3 +165,13 @@ def test_hardware_spec_files_get_the_same_checks(tmp_path):
 def test_one_line_helper():
     assert yamlio.one_line("a\n  b\tc") == "a b c"
     assert len(yamlio.one_line("x" * 1000)) == 400
+
+
+def test_misspelt_spec_field_gets_a_suggestion(tmp_path):
+    from pathlib import Path
+
+    source = Path(__file__).resolve().parents[2] / "hardware_specs" / "h200-sxm.yaml"
+    text = source.read_text().replace("bandwidth_tbs:", "bandwith_tbs:")
+    path = write(tmp_path, text, "h200-sxm.yaml")
+    with pytest.raises(ConfigError, match=r"h200-sxm.yaml:\d+: bandwith_tbs: unknown field 'bandwith_tbs' \(did you mean 'bandwidth_tbs'\?\)"):
+        load_spec_file(path)

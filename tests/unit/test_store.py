@@ -283,3 +283,14 @@ def test_shipped_h200_results_load():
     for path in runs:
         assert store.load(path).cases
     assert not store.is_run_file(folder / "kernels_h200_run10.json")
+
+
+def test_oversized_and_device_files(tmp_path, monkeypatch):
+    from pathlib import Path
+
+    monkeypatch.setattr(store, "MAX_FILE_BYTES", 100)
+    with pytest.raises(ResultsFormatError, match="larger than the 100 bytes a result file may have"):
+        store.load(Path("/dev/zero"))
+    path = store.save(sample_run(), tmp_path / "run.json")
+    with pytest.raises(ResultsFormatError, match="larger than the 100 bytes"):
+        store.load(path)
