@@ -12,7 +12,11 @@ A workload file holds one or more workloads::
         reference: solbench.impls.attn:o_proj_reference
         implementations: {baseline: "solbench.impls.attn:o_proj_baseline", fused: ...}
 
-Sizes are expressions of the parameters (see :mod:`solbench.workload.expr`).
+Sizes are expressions of the parameters (see :mod:`solbench.workload.expr`). Every model is
+strict: an unknown key, at any level and in every ``ops`` entry, is an error that names the key
+and the close match ("unknown field 'casual' for op 'attention' (did you mean 'causal'?)"); each op
+kind takes only its own fields (:mod:`solbench.workload.ops`); a boolean is refused where a number
+is meant, and read as 1/0 where the field is a flag (``causal: true``).
 """
 
 from __future__ import annotations
