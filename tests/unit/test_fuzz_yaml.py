@@ -47,7 +47,7 @@ def test_mutated_shipped_files(text):
     load_everything(text)
 
 
-@fuzz_settings(EXAMPLES)
+@fuzz_settings(100)
 @given(st.sampled_from(SHIPPED_DATA).flatmap(mutated_data))
 def test_mutated_shipped_structures(data):
     load_everything(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
