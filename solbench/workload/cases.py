@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from solbench.errors import ConfigError
@@ -72,9 +72,9 @@ class CaseError(ConfigError, ValueError):
     """A case cannot be built or would not fit; ``loc`` is the path of the offending field
     (relative to the workload), for ``YamlDocument.error(["workloads", i, *loc], str(exc))``."""
 
-    def __init__(self, loc: list[str | int], message: str) -> None:
+    def __init__(self, loc: Sequence[str | int], message: str) -> None:
         super().__init__(message)
-        self.loc = loc
+        self.loc = list(loc)
 
 
 def parameter_sets(spec: WorkloadSpec, device_kind: str) -> list[dict[str, ParamValue]]:
@@ -92,7 +92,7 @@ def parameter_sets(spec: WorkloadSpec, device_kind: str) -> list[dict[str, Param
         where = "cases" if cases is not None else "parameters"
         if profile is not None and (profile.cases is not None or profile.parameters is not None):
             where = f"profiles.{device_kind}.{where}"
-        raise CaseError(where.split("."), f"the sweep expands to {count} cases on {device_kind} "
+        raise CaseError(list(where.split(".")), f"the sweep expands to {count} cases on {device_kind} "
                         f"(x {dtypes} dtype(s)), more than the {MAX_CASES} allowed")
     if cases is not None:
         sets = [dict(c) for c in cases]
