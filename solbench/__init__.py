@@ -28,6 +28,8 @@ _EXPORTS = {
     "DeviceError": "solbench.errors",
     "GateRefused": "solbench.errors",
     "ResultsFormatError": "solbench.errors",
+    "ResultsWriteError": "solbench.errors",
+    "RunInterrupted": "solbench.errors",
     "SolbenchError": "solbench.errors",
     "CaseResult": "solbench.results.model",
     "ImplResult": "solbench.results.model",

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from solbench.analysis.cost import case_cost
 from solbench.analysis.sol import speed_of_light
-from solbench.config.workloads import load_workload_file
+from solbench.config.workloads import load_workload_file, validate_references
 from solbench.config.yamlio import read_yaml
 from solbench.errors import ConfigError, DeviceError
 from solbench.results.model import (
@@ -79,14 +79,20 @@ def plan(files: Sequence[str | Path], device_kind: str, only: Sequence[str] = ()
     planned = []
     for f in files:
         path = Path(f)
-        for i, spec in enumerate(load_workload_file(path)):
+        specs = load_workload_file(path)
+        validate_references(path, specs, include=lambda w, name, specs=specs: _checked(
+            specs, w, name, only, impls, device_kind))
+        for i, spec in enumerate(specs):
             if only and spec.name not in only:
                 continue
             try:
                 cases = tuple(expand(spec, device_kind))
             except CaseError as exc:
                 raise read_yaml(path).error(["workloads", i, *exc.loc], str(exc)) from None
-            planned.append(Planned(spec, path, i, cases))
+            p = Planned(spec, path, i, cases)
+            for case in cases:  # every op of every case is costed before anything is measured
+                cost_of(p, case)
+            planned.append(p)
     if only:
         missing = sorted(set(only) - {p.spec.name for p in planned})
         if missing:
@@ -100,6 +106,16 @@ def plan(files: Sequence[str | Path], device_kind: str, only: Sequence[str] = ()
             raise ConfigError(f"-i: no implementation named {', '.join(missing)} in the selected workloads "
                               f"(there are: {', '.join(sorted(known_impls))})")
     return planned
+
+
+def _checked(specs: Sequence[WorkloadSpec], workload: str, impl: str, only: Sequence[str],
+             impls: Sequence[str], device_kind: str) -> bool:
+    """Whether to check an implementation's references: selected, and able to run on this kind of
+    device (a CUDA-only implementation may name a module only GPU machines have)."""
+    spec = next(s for s in specs if s.name == workload)
+    if (only and workload not in only) or (impls and impl not in impls and impl != spec.baseline):
+        return False
+    return not (device_kind == "cpu" and "cuda" in spec.implementations[impl].requires)
 
 
 def cost_of(p: Planned, case: Case) -> Any:
@@ -142,6 +158,7 @@ def run(files: Sequence[str | Path], options: RunOptions = RunOptions(), *,
         info = replace(info, spec=measured_spec(info.spec, info.uuid, options.results_dir))
         floor_spec = _floor_spec(floor_spec, info.spec)
     planned = plan(files, info.kind, options.workloads, options.impls)
+    _check_memory(planned, info, options)
     units = [session.Unit(p.spec, p.path, _selected(p.cases, options.keys), _impls(p, options, info.kind))
              for p in planned]
     settings = MeasureSettings(timer="cpu" if info.kind == "cpu" else options.timer, flush=options.flush,
@@ -169,6 +186,29 @@ def run(files: Sequence[str | Path], options: RunOptions = RunOptions(), *,
                                    emit=emit, on_case=on_case, keys=options.keys)
     emit("done", {})
     return replace(result, environment=_with_end_clocks(result.environment, info))
+
+
+def _check_memory(planned: Sequence[Planned], info: Any, options: RunOptions) -> None:
+    """Refuse, before allocating, a case whose tensors cannot fit in free device (or host) memory.
+
+    A worker holds the timed input sets, a pristine copy of each (to catch in-place changes) and
+    two fresh sets for the checks after timing.
+    """
+    from solbench.device import nvml
+    from solbench.workload.cases import check_fits
+
+    if info.kind == "cuda":
+        handle = nvml.get_handle(info.uuid) if info.uuid else None
+        free, where = (nvml.free_memory(handle) if handle is not None else None), "device"
+    else:
+        free, where = nvml.host_available_memory(), "host"
+    if free is None:
+        return
+    for p in planned:
+        try:
+            check_fits(p.cases, free, input_sets=options.input_sets + 2, copies=2, where=where)
+        except CaseError as exc:
+            raise read_yaml(p.path).error(["workloads", p.index, *exc.loc], str(exc)) from None
 
 
 def _selected(cases: Sequence[Case], keys: Sequence[str]) -> tuple[Case, ...]:

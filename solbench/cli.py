@@ -166,29 +166,29 @@ class _Saver:
         self.path: Path | None = None
         self.error: str | None = None
         if output is not None:
-            if output.exists() and not force:
-                raise SolbenchError(f"{output}: already exists; use --force to overwrite it")
-            store.check_writable(output.parent)
+            store.check_writable(output, is_file=True, force=force)
         else:
             store.check_writable(results_dir)
 
     def save(self, partial: RunResult) -> None:
         try:
-            if self.path is None:
-                self.path = self._output or store.default_path(partial, self._dir, self._name)
-            store.save(partial, self.path)
-        except OSError as exc:
-            self.error = f"could not save the run to {self.path}: {exc.strerror or exc}"
+            if self.path is not None:
+                store.save(partial, self.path)
+            elif self._output is not None:
+                self.path = store.save(partial, self._output, force=self._force)
+            else:
+                self.path = store.save_new(partial, self._dir, self._name)
+        except SolbenchError as exc:
+            self.error = str(exc)
 
 
 def _finish_dry(result: RunResult, out: Console, as_json: bool, output: str | None, save_name: str | None,
                 results_dir: Path, force: bool) -> None:
     saved = None
-    if output or save_name:
-        path = Path(output) if output else store.default_path(result, results_dir, save_name)
-        if output and path.exists() and not force:
-            raise SolbenchError(f"{path}: already exists; use --force to overwrite it")
-        saved = store.save(result, path)
+    if output:
+        saved = store.save(result, Path(output), force=force)
+    elif save_name:
+        saved = store.save_new(result, results_dir, save_name)
     _finish(result, out, as_json, saved=saved)
 
 

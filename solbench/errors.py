@@ -4,7 +4,8 @@
     ├── ConfigError               bad workload or spec file, bad option value
     │   └── GateRefused           runs measured on different hardware/software
     ├── DeviceError               the device cannot do what was asked (no CUDA, no CuPy)
-    └── ResultsFormatError        a result file that cannot be read
+    ├── ResultsFormatError        a result file that cannot be read
+    └── ResultsWriteError         results cannot be written where asked
 
     RunInterrupted                Ctrl-C during a run; carries what was measured (not an error)
 """
@@ -32,6 +33,10 @@ class DeviceError(SolbenchError):
 
 class ResultsFormatError(SolbenchError):
     """A result file is malformed, or newer than this solbench understands."""
+
+
+class ResultsWriteError(SolbenchError):
+    """Results cannot be written where asked (a folder not writable, a file that exists, a full disk)."""
 
 
 class RunInterrupted(Exception):

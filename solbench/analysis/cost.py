@@ -102,12 +102,16 @@ class _Sizes:
     def __contains__(self, key: str) -> bool:
         return key in self.op
 
-    def __call__(self, key: str, default: Number | None = None) -> Number:
+    def __call__(self, key: str, default: Number | None = None, least: Number = 0) -> Number:
+        """The field's value (or ``default``); ValueError when it is below ``least``."""
         if key not in self.op:
             if default is None:
                 raise ValueError(f"op {self.op['op']!r} needs field {key!r}")
             return default
-        return evaluate(self.op[key], self.scope)
+        value = evaluate(self.op[key], self.scope)
+        if value < least:
+            raise ValueError(f"op {self.op['op']!r}: {key} = {value} is less than {least}")
+        return value
 
 
 def _matmul(v: _Sizes, eb: int) -> OpCost:
@@ -119,9 +123,11 @@ def _matmul(v: _Sizes, eb: int) -> OpCost:
 
 def _conv2d(v: _Sizes, eb: int) -> OpCost:
     n, c, h, w, k, r, s = v("n"), v("c"), v("h"), v("w"), v("k"), v("r"), v("s")
-    stride, pad, dil, groups = v("stride", 1), v("pad", 0), v("dilation", 1), v("groups", 1)
+    stride, pad, dil, groups = v("stride", 1, 1), v("pad", 0), v("dilation", 1, 1), v("groups", 1, 1)
     p = (h + 2 * pad - dil * (r - 1) - 1) // stride + 1
     q = (w + 2 * pad - dil * (s - 1) - 1) // stride + 1
+    if p < 1 or q < 1:
+        raise ValueError(f"op 'conv2d': the output would be {p} x {q} (the filter is larger than the padded input)")
     flops = 2.0 * n * k * p * q * (c // groups) * r * s
     return OpCost(flops, 0.0, eb * (n * c * h * w + k * (c // groups) * r * s + n * k * p * q))
 

@@ -20,6 +20,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 from solbench.analysis.hwspec import HardwareSpec
 from solbench.config.yamlio import read_yaml
 from solbench.errors import ConfigError
+from solbench.workload.ops import suggest
 
 TensorUnit = Literal["fp64", "tf32", "bf16", "fp16", "fp8", "int8", "fp4"]
 VectorUnit = Literal["fp64", "fp32", "bf16", "fp16"]
@@ -153,7 +154,7 @@ def load_spec_file(path: str | Path) -> HardwareSpec:
     except ValidationError as exc:
         errors = exc.errors()  # an unknown field first: it is usually a misspelt required one
         first = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
-        raise doc.validation_error(first, _pci_hint(first)) from None
+        raise doc.validation_error(first, _pci_hint(first) or _unknown_hint(first, model)) from None
     if parsed.id != path.stem:
         raise doc.error(["id"], f"{parsed.id!r} must equal the file name {path.stem!r}")
     return parsed.to_spec()
@@ -187,6 +188,14 @@ def get_spec(spec_id_or_alias: str, directory: str | Path | None = None) -> Hard
     known = ", ".join(sorted(s.id for s in specs))
     aliases = ", ".join(f"{a}={s.id}" for s in specs for a in s.aliases)
     raise ConfigError(f"unknown hardware spec {spec_id_or_alias!r}; known: {known} (aliases: {aliases})")
+
+
+def _unknown_hint(error: Any, model: type[BaseModel]) -> str | None:
+    """"unknown field 'bandwith_tbs' (did you mean 'bandwidth_tbs'?)" for a misspelt top-level field."""
+    loc = error["loc"]
+    if error["type"] != "extra_forbidden" or len(loc) != 1:
+        return None
+    return f"unknown field {loc[0]!r}{suggest(str(loc[0]), model.model_fields)}"
 
 
 def _pci_hint(error: Any) -> str | None:

@@ -6,12 +6,14 @@ user sees ``workloads/attn.yaml:14: workloads.0.inputs.x.shape: ...`` and nothin
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
 from solbench.config.yamlio import YamlDocument, read_yaml
+from solbench.impls.registry import ResolveError, check_reference
 from solbench.workload.expr import ExprError
 from solbench.workload.expr import names as expr_names
 from solbench.workload.schema import WorkloadFile, WorkloadSpec
@@ -33,6 +35,31 @@ def load_workload_file(path: str | Path) -> tuple[WorkloadSpec, ...]:
         if name in names[:i]:
             raise doc.error(["workloads", i, "name"], f"duplicate workload name {name!r}")
     return tuple(parsed.workloads)
+
+
+def validate_references(path: str | Path, specs: Sequence[WorkloadSpec],
+                        include: Callable[[str, str], bool] | None = None) -> None:
+    """Check every reference of a loaded workload file without running user code.
+
+    ``specs`` is what :func:`load_workload_file` returned for ``path`` (all of them, in file
+    order, so that errors name the right line). The reference of each workload is always checked;
+    each implementation's ``fn`` and ``setup`` when ``include(workload_name, impl_name)`` is true
+    (default: all). File references are relative to the workload file's folder, then to the
+    current directory, as at run time. Raises a ConfigError ``file:line: field: message``.
+    """
+    path = Path(path)
+    for i, spec in enumerate(specs):
+        refs: list[tuple[list[str | int], str]] = [(["reference"], spec.reference)]
+        for name, impl in spec.implementations.items():
+            if include is None or include(spec.name, name):
+                refs.append((["implementations", name, "fn"], impl.fn))
+                if impl.setup is not None:
+                    refs.append((["implementations", name, "setup"], impl.setup))
+        for loc, ref in refs:
+            try:
+                check_reference(ref, path.parent)
+            except ResolveError as exc:
+                raise read_yaml(path).error(["workloads", i, *loc], str(exc)) from None
 
 
 def workload_json_schema() -> dict[str, Any]:
@@ -66,9 +93,7 @@ def _expressions(spec: WorkloadSpec) -> list[tuple[list[str | int], Any]]:
             found += [([group, name, "shape", j], d) for j, d in enumerate(t.shape)]
             found += [([group, name, "std"], t.std), ([group, name, "mean"], t.mean)]
     for j, op in enumerate(spec.ops):
-        extra = op.model_extra or {}
-        found += [(["ops", j, key], value) for key, value in extra.items()
-                  if isinstance(value, int | float | str) and not isinstance(value, bool)]
+        found += [(["ops", j, key], value) for key, value in op.sizes().items() if key not in ("op", "dtype")]
     found += [(["derived", name], expr) for name, expr in spec.derived.items()]
     found += [([key], value) for key, value in (("flops", spec.flops), ("bytes", spec.bytes))
               if value is not None]

@@ -196,3 +196,21 @@ def describe_reasons(bits: int | None) -> tuple[str, ...]:
     if not bits:
         return ()
     return tuple(name for bit, name in CLOCK_EVENT_REASONS.items() if bits & bit)
+
+
+def free_memory(handle: Any) -> int | None:
+    """Free device memory in bytes (NVML's view: every process's allocations counted), or None."""
+    info = _call("nvmlDeviceGetMemoryInfo", handle)
+    return int(info.free) if info is not None and getattr(info, "free", None) is not None else None
+
+
+def host_available_memory() -> int | None:
+    """MemAvailable from /proc/meminfo in bytes (Linux), or None."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None

@@ -1,150 +1,211 @@
 """The only reader and writer of result JSON.
 
 Files carry ``schema_version``. A newer file is refused; an older one is migrated step by step
-(one ``_migrate_N_to_M`` per step; none exist yet, as version 1 is the first). Writes are atomic:
-a temporary file in the same folder, fsync, then ``os.replace``.
+(one ``_migrate_N_to_M`` per step; none exist yet, as version 1 is the first). Reading checks
+every field against the record definitions (:mod:`solbench.results.codec`); a file that is not
+UTF-8, not JSON, nested too deeply, too large or of the wrong shape is one ResultsFormatError line.
+
+Writing is finite JSON (no bare NaN/Infinity) and atomic: a temporary file in the same folder,
+fsync, then a rename. A new file is claimed exclusively (a hard link, which fails if the name
+exists), so two runs never share a file and a file this process did not write is never replaced
+unless ``force=True``; later saves of a file this process wrote replace it (the run is re-saved
+after every case). Default names carry microseconds and a random suffix.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import datetime as _dt
 import json
 import os
 import re
+import secrets
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from solbench.errors import ResultsFormatError
-from solbench.results.model import (
-    SCHEMA_VERSION,
-    Calibration,
-    CaseResult,
-    Correctness,
-    Cost,
-    Environment,
-    ImplResult,
-    Peaks,
-    Protocol,
-    RunResult,
-    Score,
-    SpecRef,
-    Timing,
-)
+from solbench.errors import ResultsFormatError, ResultsWriteError
+from solbench.results.codec import DecodeError, decode, encode
+from solbench.results.model import SCHEMA_VERSION, Calibration, RunResult
 
+MAX_FILE_BYTES = 256 << 20  # a result file of 2,000 samples per case and implementation is ~1 MiB
 _MIGRATIONS: dict[int, Any] = {}  # version N -> function(dict) -> dict of version N + 1
+_WRITTEN: set[Path] = set()  # files this process created: later saves may replace them
 
 
 def to_dict(run: RunResult) -> dict[str, Any]:
-    """A JSON-ready dict of a run (SI units)."""
+    """A JSON-ready dict of a run (SI units; non-finite floats as "NaN", "Infinity", "-Infinity")."""
     data = dataclasses.asdict(run)
     for case, case_obj in zip(data["cases"], run.cases, strict=True):
         case["cost"]["flops"] = case_obj.cost.flops
         for impl in case["impls"]:
             if impl["timing"] is not None:
                 impl["timing"]["n"] = len(impl["timing"]["samples"])
-    return data
+    return encode(data)  # type: ignore[no-any-return]
 
 
 def dumps(run: RunResult) -> str:
-    """The run as JSON text."""
-    return json.dumps(to_dict(run), indent=1, allow_nan=True)
+    """The run as JSON text (finite JSON: every number is a JSON number)."""
+    return json.dumps(to_dict(run), indent=1, allow_nan=False)
 
 
-def save(run: RunResult, path: Path) -> Path:
-    """Write a run atomically; creates parent folders."""
-    return _write_atomic(path, dumps(run))
+def save(run: RunResult, path: Path, *, force: bool = False) -> Path:
+    """Write a run atomically; creates parent folders.
+
+    An existing file is replaced only if this process wrote it (an earlier save of the same run)
+    or ``force`` is true; otherwise ResultsWriteError. Any failure to write is a ResultsWriteError.
+    """
+    path = Path(path)
+    return _write_atomic(path, dumps(run), replace=force or path.absolute() in _WRITTEN)
 
 
-def _write_atomic(path: Path, text: str) -> Path:
-    """Temporary file in the same folder, fsync, then rename: readers see the old or the new file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+def save_new(run: RunResult, results_dir: Path, name: str | None = None) -> Path:
+    """Write a run under a fresh name (:func:`default_path`) that no other file has; returns it."""
+    text = dumps(run)
+    for _ in range(16):
+        path = default_path(run, results_dir, name)
+        try:
+            return _write_atomic(path, text, replace=False)
+        except ResultsWriteError as exc:
+            if not isinstance(exc.__cause__, _Taken):
+                raise
+    raise ResultsWriteError(f"{results_dir}: no free result file name after 16 tries")
+
+
+def check_writable(path: Path, *, is_file: bool = False, force: bool = False) -> None:
+    """ResultsWriteError unless results can be written at ``path``: a folder (created if missing),
+    or with ``is_file`` a file (which must not exist unless ``force``). Call before measuring."""
+    path = Path(path)
+    folder = path.parent if is_file else path
+    if is_file and path.is_dir():
+        raise ResultsWriteError(f"{path}: is a directory, not a result file")
+    if is_file and path.exists() and not force:
+        raise ResultsWriteError(f"{path}: exists; not overwriting it (pass --force to replace it)")
     try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".solbench-check-", dir=folder)
+        os.close(fd)
+        os.unlink(tmp)
+    except OSError as exc:
+        raise ResultsWriteError(f"{folder}: cannot write results there: {exc.strerror or exc}") from None
+
+
+def _write_atomic(path: Path, text: str, *, replace: bool = True) -> Path:
+    """Temporary file in the same folder, fsync, then rename: readers see the old or the new file.
+
+    With ``replace`` false the file must not exist yet: it is claimed with a hard link (atomic,
+    fails if the name is taken) or, where links are not supported, an exclusive create.
+    """
+    tmp: str | None = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        if replace:
+            os.replace(tmp, path)
+        else:
+            _claim(tmp, path)
+    except _Taken as exc:
+        raise ResultsWriteError(f"{path}: exists; not overwriting it (pass --force to replace it)") from exc
+    except OSError as exc:
+        raise ResultsWriteError(f"cannot write {path}: {exc.strerror or exc}") from exc
+    finally:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
+    _WRITTEN.add(path.absolute())
     return path
+
+
+class _Taken(Exception):
+    """The name a new result file was to get is taken."""
+
+
+def _claim(tmp: str, path: Path) -> None:
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        raise _Taken(path) from None
+    except OSError:  # a file system without hard links
+        try:
+            os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+        except FileExistsError:
+            raise _Taken(path) from None
+        os.replace(tmp, path)
+
+
+def read_json(path: Path, what: str = "result file") -> Any:
+    """Parsed JSON of a file; every problem with the file itself is one ResultsFormatError line.
+
+    Bare NaN/Infinity literals (written by solbench before 0.2) are still read.
+    """
+    path = Path(path)
+    try:
+        with path.open("rb") as f:
+            raw = f.read(MAX_FILE_BYTES + 1)  # bounded: a device file or a huge file is not read whole
+    except FileNotFoundError:
+        raise ResultsFormatError(f"{path}: no such {what}") from None
+    except OSError as exc:
+        raise ResultsFormatError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if len(raw) > MAX_FILE_BYTES:
+        raise ResultsFormatError(f"{path}: larger than the {MAX_FILE_BYTES} bytes a {what} may have")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise ResultsFormatError(f"{path}:{line}: not UTF-8 text (byte 0x{raw[exc.start]:02x})") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ResultsFormatError(f"{path}:{exc.lineno}: not valid JSON: {exc.msg}") from None
+    except RecursionError:
+        raise ResultsFormatError(f"{path}: not a {what}: nested too deeply") from None
+    except ValueError as exc:  # e.g. an integer of more than 4300 digits
+        raise ResultsFormatError(f"{path}: not valid JSON: {str(exc).split(';')[0]}") from None
 
 
 def load(path: Path) -> RunResult:
     """Read a run; a malformed or newer file is a ResultsFormatError."""
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ResultsFormatError(f"{path}: no such result file") from None
-    except json.JSONDecodeError as exc:
-        raise ResultsFormatError(f"{path}:{exc.lineno}: not valid JSON: {exc.msg}") from None
-    return from_dict(data, str(path))
+    return from_dict(read_json(path), str(path))
 
 
 def from_dict(data: Any, origin: str = "<result>") -> RunResult:
-    """Rebuild a RunResult from its dict, migrating older schema versions."""
+    """Rebuild a RunResult from its dict, migrating older schema versions and checking every field."""
+    data = _migrated(data, origin, "result")
+    try:
+        return decode(RunResult, data)  # type: ignore[no-any-return]
+    except DecodeError as exc:
+        raise ResultsFormatError(f"{origin}: malformed result: {_one_line(exc)}") from None
+
+
+def _migrated(data: Any, origin: str, what: str) -> dict[str, Any]:
     if not isinstance(data, dict) or "schema_version" not in data:
-        raise ResultsFormatError(f"{origin}: not a solbench result (no schema_version)")
+        raise ResultsFormatError(f"{origin}: not a solbench {what} (no schema_version)")
     version = data["schema_version"]
-    if not isinstance(version, int) or version > SCHEMA_VERSION:
+    if type(version) is not int or version < 1:
+        raise ResultsFormatError(f"{origin}: schema_version {_short(version)} is not a version number")
+    if version > SCHEMA_VERSION:
         raise ResultsFormatError(
             f"{origin}: schema_version {version} is newer than this solbench reads "
             f"({SCHEMA_VERSION}); upgrade solbench")
     while version < SCHEMA_VERSION:
         data = _MIGRATIONS[version](data)
         version = data["schema_version"]
-    try:
-        return _run(data)
-    except (KeyError, TypeError, ValueError) as exc:
-        raise ResultsFormatError(f"{origin}: malformed result: {type(exc).__name__}: {exc}") from None
-
-
-def _fields(cls: Any, d: dict[str, Any]) -> dict[str, Any]:
-    names = {f.name for f in dataclasses.fields(cls)}
-    return {k: v for k, v in d.items() if k in names}
-
-
-def _opt(cls: Any, d: dict[str, Any] | None) -> Any:
-    return None if d is None else cls(**_fields(cls, d))
-
-
-def _run(d: dict[str, Any]) -> RunResult:
-    cases = []
-    for c in d["cases"]:
-        impls = []
-        for i in c["impls"]:
-            t = i.get("timing")
-            timing = None if t is None else Timing(**{**_fields(Timing, t), "samples": tuple(t["samples"])})
-            impls.append(ImplResult(i["name"], i["status"], i.get("message", ""),
-                                    _opt(Correctness, i.get("correctness")), timing,
-                                    _opt(Score, i.get("score")), dict(i.get("protocol") or {}),
-                                    i.get("log_tail", "")))
-        cost = c["cost"]
-        cases.append(CaseResult(
-            **{**_fields(CaseResult, c),
-               "cost": Cost(**{**_fields(Cost, cost), "overridden": tuple(cost.get("overridden", ()))}),
-               "peaks": Peaks(**_fields(Peaks, c["peaks"])),
-               "impls": tuple(impls)}))
-    return RunResult(
-        created=d["created"], environment=Environment(**_fields(Environment, d["environment"])),
-        spec=SpecRef(**_fields(SpecRef, d["spec"])), protocol=Protocol(**_fields(Protocol, d["protocol"])),
-        cases=tuple(cases), workload_files=tuple(d.get("workload_files", ())),
-        schema_version=d["schema_version"], notes=tuple(d.get("notes", ())),
-        gate_thresholds=dict(d.get("gate_thresholds") or {}), complete=bool(d.get("complete", True)))
+    return data
 
 
 def slug(text: str) -> str:
     """A file-name-safe form of a device or run name."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-").lower() or "run"
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-").lower()[:80] or "run"
 
 
 def default_path(run: RunResult, results_dir: Path, name: str | None = None) -> Path:
-    """``results/<spec-id>/<timestamp>[_<name>].json``."""
-    stamp = run.created.replace(":", "").replace("-", "").split(".")[0]
+    """``results/<spec-id>/<UTC time to the microsecond>-<random>[_<name>].json``, a new name each call."""
+    stamp = _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%S-%f")
     suffix = f"_{slug(name)}" if name else ""
-    return results_dir / slug(run.spec.id) / f"{stamp}{suffix}.json"
+    return Path(results_dir) / slug(run.spec.id) / f"{stamp}-{secrets.token_hex(2)}{suffix}.json"
 
 
 def find(name_or_path: str, results_dir: Path) -> Path:
@@ -152,18 +213,45 @@ def find(name_or_path: str, results_dir: Path) -> Path:
     path = Path(name_or_path)
     if path.is_file():
         return path
-    matches = sorted(results_dir.glob(f"**/*_{slug(name_or_path)}.json"), key=lambda p: p.name)
+    tail = f"_{slug(name_or_path)}.json"
+    matches = sorted((p for p in _result_files(results_dir)
+                      if p.name.endswith(tail) and "_" not in p.name[: -len(tail)]), key=lambda p: p.name)
     if not matches:
         raise ResultsFormatError(f"{name_or_path}: no such result file or saved run in {results_dir}")
     return matches[-1]
 
 
 def latest(results_dir: Path) -> Path:
-    """The newest result file under ``results_dir``."""
-    files = sorted(results_dir.glob("**/*.json"), key=lambda p: p.stat().st_mtime)
-    if not files:
+    """The newest run file under ``results_dir`` (calibrations and other JSON files are skipped)."""
+    files = sorted(_result_files(results_dir), key=_mtime, reverse=True)
+    found = next((p for p in files if is_run_file(p)), None)
+    if found is None:
         raise ResultsFormatError(f"no result files under {results_dir}; run `solbench run` first")
-    return files[-1]
+    return found
+
+
+def is_run_file(path: Path) -> bool:
+    """Whether ``path`` holds a run result (a JSON object with a schema_version, an environment and cases)."""
+    try:
+        data = read_json(path)
+    except ResultsFormatError:
+        return False
+    return (isinstance(data, dict) and type(data.get("schema_version")) is int
+            and isinstance(data.get("cases"), list) and isinstance(data.get("environment"), dict))
+
+
+def _result_files(results_dir: Path) -> list[Path]:
+    root = Path(results_dir)
+    calibration = root / "calibration"
+    return [p for p in root.glob("**/*.json")
+            if not p.name.startswith(".") and calibration not in p.parents and p.is_file()]
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
 
 
 def calibration_path(results_dir: Path, spec_id: str, device_uuid: str | None) -> Path:
@@ -172,9 +260,9 @@ def calibration_path(results_dir: Path, spec_id: str, device_uuid: str | None) -
 
 
 def save_calibration(cal: Calibration, results_dir: Path) -> Path:
-    """Write a calibration atomically next to the runs."""
+    """Write a calibration atomically next to the runs (replacing this device's previous one)."""
     path = calibration_path(results_dir, cal.spec_id, cal.device_uuid)
-    return _write_atomic(path, json.dumps(dataclasses.asdict(cal), indent=1))
+    return _write_atomic(path, json.dumps(encode(dataclasses.asdict(cal)), indent=1, allow_nan=False))
 
 
 def load_calibration(results_dir: Path, spec_id: str, device_uuid: str | None) -> Calibration:
@@ -182,21 +270,18 @@ def load_calibration(results_dir: Path, spec_id: str, device_uuid: str | None) -
     path = calibration_path(results_dir, spec_id, device_uuid)
     if not path.is_file():
         raise ResultsFormatError(f"no calibration for this device at {path}: run `solbench calibrate` first")
+    data = _migrated(read_json(path, "calibration"), str(path), "calibration")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        if data.get("schema_version", 0) > SCHEMA_VERSION:
-            raise ResultsFormatError(f"{path}: newer schema than this solbench reads")
-        return Calibration(**_fields(Calibration, data))
-    except (json.JSONDecodeError, TypeError) as exc:
-        raise ResultsFormatError(f"{path}: malformed calibration: {exc}") from None
+        return decode(Calibration, data)  # type: ignore[no-any-return]
+    except DecodeError as exc:
+        raise ResultsFormatError(f"{path}: malformed calibration: {_one_line(exc)}") from None
 
 
-def check_writable(folder: Path) -> None:
-    """Create ``folder`` if needed and prove a file can be written there; ResultsFormatError if not."""
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        fd, probe = tempfile.mkstemp(prefix=".solbench-write-test.", dir=folder)
-        os.close(fd)
-        os.unlink(probe)
-    except OSError as exc:
-        raise ResultsFormatError(f"{folder}: cannot write results there: {exc.strerror or exc}") from None
+def _one_line(exc: Exception, limit: int = 400) -> str:
+    text = " ".join(str(exc).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _short(value: Any, limit: int = 40) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -1,11 +1,19 @@
-"""Expand a workload's parameter sweep into concrete, frozen cases. Pure."""
+"""Expand a workload's parameter sweep into concrete, frozen cases. Pure.
+
+Expansion is bounded before it is done: a sweep (parameter product x dtypes, or explicit cases x
+dtypes) of more than MAX_CASES cases is refused with its count, and a tensor of more than
+MAX_ELEMENTS elements is refused with its shape. :func:`check_fits` refuses a case whose tensors
+would not fit in the free memory the caller measured, before anything is allocated.
+"""
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping
+import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from solbench.errors import ConfigError
 from solbench.workload.expr import ExprError, evaluate, evaluate_int
 from solbench.workload.schema import DTYPE_BYTES, ParamValue, TensorSpec, WorkloadSpec
 
@@ -56,12 +64,17 @@ class Case:
         return {**self.params, **self.derived, "dtype": self.dtype}
 
 
-class CaseError(ValueError):
-    """A case cannot be built; ``loc`` is the path of the offending field."""
+MAX_CASES = 10_000  # cases one workload may expand to on one device kind
+MAX_ELEMENTS = 2**48  # elements of one tensor (2.3 PB of float64): beyond any device or host
 
-    def __init__(self, loc: list[str | int], message: str) -> None:
+
+class CaseError(ConfigError, ValueError):
+    """A case cannot be built or would not fit; ``loc`` is the path of the offending field
+    (relative to the workload), for ``YamlDocument.error(["workloads", i, *loc], str(exc))``."""
+
+    def __init__(self, loc: Sequence[str | int], message: str) -> None:
         super().__init__(message)
-        self.loc = loc
+        self.loc = list(loc)
 
 
 def parameter_sets(spec: WorkloadSpec, device_kind: str) -> list[dict[str, ParamValue]]:
@@ -73,6 +86,14 @@ def parameter_sets(spec: WorkloadSpec, device_kind: str) -> list[dict[str, Param
         parameters, cases = {**parameters, **profile.parameters}, None
     if profile is not None and profile.cases is not None:
         cases = profile.cases
+    dtypes = len(dtypes_for(spec, device_kind))
+    count = (len(cases) if cases is not None else math.prod(len(v) for v in parameters.values())) * dtypes
+    if count > MAX_CASES:
+        where = "cases" if cases is not None else "parameters"
+        if profile is not None and (profile.cases is not None or profile.parameters is not None):
+            where = f"profiles.{device_kind}.{where}"
+        raise CaseError(list(where.split(".")), f"the sweep expands to {count} cases on {device_kind} "
+                        f"(x {dtypes} dtype(s)), more than the {MAX_CASES} allowed")
     if cases is not None:
         sets = [dict(c) for c in cases]
     else:
@@ -124,4 +145,39 @@ def _tensor(name: str, t: TensorSpec, scope: dict, dtype: str, group: str) -> Te
         raise CaseError([group, name], str(exc)) from None
     if any(d <= 0 for d in shape):
         raise CaseError([group, name, "shape"], f"shape {shape} has a dimension <= 0")
+    if math.prod(shape) > MAX_ELEMENTS:
+        raise CaseError([group, name, "shape"],
+                        f"shape {shape} has {math.prod(shape):.3g} elements, more than {MAX_ELEMENTS:.3g}")
     return TensorShape(name, shape, dtype if t.dtype == "case" else t.dtype, std, mean, t.positive)
+
+
+def required_bytes(case: Case, *, input_sets: int, copies: int = 1) -> int:
+    """Bytes a case's tensors take at once: every input set ``copies`` times, the reference
+    outputs of each input set and the outputs of the call being checked.
+
+        inputs x input_sets x copies + outputs x (input_sets + 1)
+
+    A lower bound: an implementation's own workspace is not counted.
+    """
+    inputs = sum(t.nbytes for t in case.inputs)
+    outputs = sum(t.nbytes for t in case.outputs)
+    return inputs * input_sets * copies + outputs * (input_sets + 1)
+
+
+def check_fits(cases: Iterable[Case], free_bytes: int, *, input_sets: int, copies: int = 1,
+               where: str = "device") -> None:
+    """Raise CaseError for the first case whose tensors (:func:`required_bytes`) exceed ``free_bytes``.
+
+    Pure: the caller measures free memory (``torch.cuda.mem_get_info`` or the host's available
+    memory) and calls this before allocating anything.
+    """
+    for case in cases:
+        need = required_bytes(case, input_sets=input_sets, copies=copies)
+        if need > free_bytes:
+            raise CaseError(["inputs"], f"case {case.id} needs {_gib(need)} for its tensors "
+                            f"({input_sets} input set(s) x {copies} + outputs), more than "
+                            f"the {_gib(free_bytes)} free on the {where}")
+
+
+def _gib(n: int) -> str:
+    return f"{n / 2**30:.3g} GiB ({n} bytes)"

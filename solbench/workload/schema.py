@@ -12,19 +12,31 @@ A workload file holds one or more workloads::
         reference: solbench.impls.attn:o_proj_reference
         implementations: {baseline: "solbench.impls.attn:o_proj_baseline", fused: ...}
 
-Sizes are expressions of the parameters (see :mod:`solbench.workload.expr`).
+Sizes are expressions of the parameters (see :mod:`solbench.workload.expr`). Every model is
+strict: an unknown key, at any level and in every ``ops`` entry, is an error that names the key
+and the close match ("unknown field 'casual' for op 'attention' (did you mean 'causal'?)"); each op
+kind takes only its own fields (:mod:`solbench.workload.ops`); a boolean is refused where a number
+is meant, and read as 1/0 where the field is a flag (``causal: true``).
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+import math
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
 
 from solbench.workload.expr import ExprError, names
-
-Expr = int | float | str
-ParamValue = int | float | str
+from solbench.workload.ops import OpFieldError, check_op, suggest
 
 DTYPES = (
     "float64",
@@ -62,10 +74,52 @@ DTYPE_BYTES = {
 
 
 class _Model(BaseModel):
+    """Base of every workload model: frozen, and an unknown key is an error naming the close match."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
+    _extension_prefix: ClassVar[str | None] = None  # keys starting with this are allowed (and ignored)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_keys(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            cls._check_keys(value)
+        return value
+
+    @classmethod
+    def _check_keys(cls, value: dict[Any, Any]) -> None:
+        allowed, prefix = set(cls.model_fields), cls._extension_prefix
+        for key in value:
+            if key in allowed or (prefix and isinstance(key, str) and key.startswith(prefix)):
+                continue
+            hint = suggest(key, allowed) if isinstance(key, str) else ""
+            raise PydanticCustomError("unknown_field", "unknown field {name}{hint}",
+                                      {"field": key, "name": _short(key), "hint": hint})
 
 
-def _check_expr(value: Expr) -> Expr:
+def _short(value: Any, limit: int = 50) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _not_bool(value: Any) -> Any:
+    if isinstance(value, bool):
+        raise ValueError("a boolean is not a number (write a number or an expression)")
+    return value
+
+
+def _flag(value: Any) -> Any:
+    return int(value) if isinstance(value, bool) else value
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"{value} is not a finite number")
+    return value
+
+
+def _check_expr(value: Any) -> Any:
+    _finite(value)
     try:
         names(value)
     except ExprError as exc:
@@ -73,10 +127,19 @@ def _check_expr(value: Expr) -> Expr:
     return value
 
 
+# A size: a number, or an expression of the parameters (never a boolean).
+Expr = Annotated[int | float | str, BeforeValidator(_not_bool), AfterValidator(_check_expr)]
+# A flag of an op (bias, causal): true/false read as 1/0; a number or an expression also works.
+Flag = Annotated[int | float | str, BeforeValidator(_flag), AfterValidator(_check_expr)]
+ParamValue = int | float | str
+Param = Annotated[int | float | str, AfterValidator(_finite)]
+_Values = Annotated[list[Param], Field(min_length=1)]
+
+
 class TensorSpec(_Model):
     """One named input or output tensor."""
 
-    shape: list[Expr] = Field(description="Dimensions, as expressions of the parameters.")
+    shape: list[Expr] = Field(max_length=16, description="Dimensions, as expressions of the parameters.")
     dtype: DType | Literal["case"] = Field(
         "case", description="Element type; 'case' takes the case's dtype."
     )
@@ -84,23 +147,60 @@ class TensorSpec(_Model):
     mean: Expr = Field(0.0, description="Mean of the random initial values.")
     positive: bool = Field(False, description="Draw |values| + mean (e.g. variances).")
 
-    @field_validator("shape", "std", "mean")
-    @classmethod
-    def _exprs_ok(cls, value: Any) -> Any:
-        return [_check_expr(d) for d in value] if isinstance(value, list) else _check_expr(value)
-
 
 class Op(_Model):
-    """One operation, for the analytic cost model. Fields depend on ``op``.
+    """One operation, for the analytic cost model. Each kind takes its own fields
+    (see :mod:`solbench.workload.ops`); any other field is an error.
 
-    matmul: m, n, k, batch · conv2d: n, c, h, w, k, r, s, stride, pad, dilation, groups ·
-    attention: b, h, sq, sk, d, causal · elementwise kinds (add, mul, bias_add, relu, gelu,
-    elementwise, layernorm, softmax, batchnorm): numel (or rows x cols), inputs, flops_per_element.
+    matmul: m, n, k; batch, batched_b, bias · conv2d: n, c, h, w, k, r, s; stride, pad, dilation,
+    groups · attention: b, h, sq, sk, d; dv, causal · elementwise kinds (add, mul, bias_add, relu,
+    gelu, elementwise, softmax, layernorm, batchnorm, copy): numel or rows and cols; inputs,
+    flops_per_element, param_elements. Flags (batched_b, bias, causal) take true/false or 1/0.
     """
 
-    model_config = ConfigDict(extra="allow", frozen=True)
     op: str = Field(description="Operation kind.")
     dtype: DType | None = Field(None, description="Element type, if not the case's.")
+    m: Expr | None = None
+    n: Expr | None = None
+    k: Expr | None = None
+    batch: Expr | None = None
+    batched_b: Flag | None = None
+    bias: Flag | None = None
+    c: Expr | None = None
+    h: Expr | None = None
+    w: Expr | None = None
+    r: Expr | None = None
+    s: Expr | None = None
+    stride: Expr | None = None
+    pad: Expr | None = None
+    dilation: Expr | None = None
+    groups: Expr | None = None
+    b: Expr | None = None
+    sq: Expr | None = None
+    sk: Expr | None = None
+    d: Expr | None = None
+    dv: Expr | None = None
+    causal: Flag | None = None
+    numel: Expr | None = None
+    rows: Expr | None = None
+    cols: Expr | None = None
+    inputs: Expr | None = None
+    flops_per_element: Expr | None = None
+    param_elements: Expr | None = None
+
+    @classmethod
+    def _check_keys(cls, value: dict[Any, Any]) -> None:
+        try:
+            check_op(value)
+        except OpFieldError as exc:
+            if exc.field is None:
+                raise PydanticCustomError("op_field", str(exc)) from None
+            kind = "unknown_field" if exc.field != "op" else "bad_field"
+            raise PydanticCustomError(kind, "{message}", {"field": exc.field, "message": str(exc)}) from None
+
+    def sizes(self) -> dict[str, Any]:
+        """The fields given, as the cost model reads them (flags as 1/0)."""
+        return self.model_dump(exclude_none=True)
 
 
 class Tolerance(_Model):
@@ -135,8 +235,8 @@ class Implementation(_Model):
 class Profile(_Model):
     """Overrides used on one kind of device (e.g. smaller sizes on the CPU)."""
 
-    parameters: dict[str, list[ParamValue]] | None = None
-    cases: list[dict[str, ParamValue]] | None = None
+    parameters: dict[str, _Values] | None = None
+    cases: list[dict[str, Param]] | None = None
     dtypes: list[DType] | None = None
 
 
@@ -145,13 +245,13 @@ class WorkloadSpec(_Model):
 
     name: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.\-]+$")]
     description: str = ""
-    parameters: dict[str, list[ParamValue]] = Field(
+    parameters: dict[str, _Values] = Field(
         default_factory=dict, description="Swept as a cartesian product."
     )
-    cases: list[dict[str, ParamValue]] | None = Field(
+    cases: list[dict[str, Param]] | None = Field(
         None, description="Explicit parameter sets, used instead of the product when given."
     )
-    constants: dict[str, ParamValue] = Field(
+    constants: dict[str, Param] = Field(
         default_factory=dict, description="Fixed parameters, visible to every expression."
     )
     derived: dict[str, Expr] = Field(
@@ -204,6 +304,7 @@ class WorkloadFile(_Model):
 
     workloads: list[WorkloadSpec] = Field(min_length=1)
     model_config = ConfigDict(extra="forbid", frozen=True, title="solbench workload file")
+    _extension_prefix: ClassVar[str | None] = "x-"
 
     @model_validator(mode="before")
     @classmethod

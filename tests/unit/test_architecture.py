@@ -11,7 +11,9 @@ PKG = Path(__file__).resolve().parents[2] / "solbench"
 PURE = ["solbench.analysis.cost", "solbench.analysis.sol", "solbench.analysis.stats",
         "solbench.analysis.hwspec", "solbench.analysis.significance", "solbench.compare",
         "solbench.gate", "solbench.workload.expr", "solbench.workload.cases",
-        "solbench.measure.loop", "solbench.measure.criteria", "solbench.results.model"]
+        "solbench.measure.loop", "solbench.measure.criteria", "solbench.results.model",
+        "solbench.analysis.scoring", "solbench.pooling", "solbench.workload.ops", "solbench.results.codec",
+        "solbench.exitcodes"]
 HEAVY = ["torch", "cupy", "yaml", "rich", "pynvml"]
 
 

@@ -165,3 +165,56 @@ def test_flop_counter_counts_no_pointwise_or_normalization():
     assert _count(torch.softmax, x, -1) == 0
     assert _count(F.layer_norm, x, (6,)) == 0
     assert _count(F.batch_norm, x, torch.zeros(8), torch.ones(8), None, None, False) == 0
+
+
+# ------------------------------------------------------- op field sets match what the model reads
+
+
+class _Recording(dict):
+    """An op mapping that records which keys the cost model looks at."""
+
+    def __init__(self, *args) -> None:
+        super().__init__(*args)
+        self.read: set[str] = set()
+
+    def __getitem__(self, key):
+        self.read.add(key)
+        return super().__getitem__(key)
+
+    def __contains__(self, key):
+        self.read.add(key)
+        return super().__contains__(key)
+
+    def get(self, key, default=None):
+        self.read.add(key)
+        return super().get(key, default)
+
+
+def test_op_field_sets_are_exactly_what_the_cost_model_reads():
+    from solbench.analysis.cost import known_ops
+    from solbench.workload.ops import COMMON_FIELDS, OP_FIELDS
+
+    assert known_ops() == set(OP_FIELDS)
+    for kind, (required, optional) in OP_FIELDS.items():
+        variants = [required | optional]
+        if "numel" in optional:
+            variants = [(required | optional) - {"rows", "cols"}, (required | optional) - {"numel"}]
+        read: set[str] = set()
+        for fields in variants:
+            op = _Recording({"op": kind, **{f: 1 for f in fields}})
+            op_cost(op, {}, "float32")
+            read |= op.read
+        assert read <= required | optional | COMMON_FIELDS, kind
+        assert read >= required | optional, f"{kind}: declared fields the cost model never reads"
+
+
+def test_flags_written_as_booleans_cost_the_same_as_numbers():
+    from solbench.workload.schema import Op
+
+    base = {"op": "attention", "b": 2, "h": 3, "sq": 8, "sk": 8, "d": 4}
+    as_bool = op_cost(Op.model_validate({**base, "causal": True}).sizes(), {}, "float32")
+    as_int = op_cost({**base, "causal": 1}, {}, "float32")
+    assert as_bool == as_int and as_bool.tensor_flops == 2 * 2 * 3 * 8 * 8 * 4
+    mm = {"op": "matmul", "m": 5, "n": 7, "k": 3}
+    assert op_cost(Op.model_validate({**mm, "bias": True}).sizes(), {}, "float32") == op_cost(
+        {**mm, "bias": 1}, {}, "float32")

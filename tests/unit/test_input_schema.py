@@ -1,0 +1,149 @@
+"""Strict workload schema: unknown keys at every level, op field sets, flags, sweep and memory caps."""
+
+import pytest
+
+from solbench.analysis.cost import op_cost
+from solbench.api import cost_of, plan
+from solbench.config.workloads import load_workload_file
+from solbench.errors import ConfigError
+from solbench.workload import cases as cases_mod
+from solbench.workload.cases import CaseError, check_fits, expand, required_bytes
+from solbench.workload.ops import OP_FIELDS
+from solbench.workload.schema import Op
+from tests.unit.test_input_yaml import GOOD, error_of, write
+
+ATTENTION = "ops: [{op: attention, b: 1, h: 2, sq: n, sk: n, d: 4}]"
+
+
+def with_ops(ops: str) -> str:
+    return GOOD.replace("ops: [{op: mul, numel: n * 4, inputs: 1}]", ops)
+
+
+@pytest.mark.parametrize("old,new,expected", [
+    ("d: 4}", "d: 4, casual: 1}", "w.yaml:9: workloads.0.ops.0.casual: unknown field 'casual' for op 'attention' (did you mean 'causal'?)"),
+    ("op: attention", "op: atention", "w.yaml:9: workloads.0.ops.0.op: unknown op 'atention' (did you mean 'attention'?)"),
+    ("d: 4}", "}", "w.yaml:9: workloads.0.ops.0: op 'attention' needs field 'd'"),
+    ("d: 4}", "d: 4, numel: 7}", "workloads.0.ops.0.numel: unknown field 'numel' for op 'attention'"),
+    ("d: 4}", "d: true}", "workloads.0.ops.0.d: a boolean is not a number"),
+    ("op: attention,", "", "workloads.0.ops.0.op: 'op' must name the operation kind"),
+])
+def test_op_errors(tmp_path, old, new, expected):
+    text = with_ops(ATTENTION)
+    assert old in text
+    assert expected in error_of(write(tmp_path, text.replace(old, new)))
+
+
+@pytest.mark.parametrize("op,expected", [
+    ("{op: add, numel: n, rows: n, cols: 4}", "give 'numel' or 'rows' and 'cols', not both"),
+    ("{op: add, rows: n}", "needs 'numel', or both 'rows' and 'cols'"),
+    ("{op: matmul, m: n, n: 4, k: 4, stride: 2}", "unknown field 'stride' for op 'matmul'"),
+    ("{op: conv2d, n: 1, c: 1, h: 4, w: 4, k: 1, r: 1, s: 1, casual: 1}", "unknown field 'casual' for op 'conv2d'"),
+])
+def test_op_field_sets(tmp_path, op, expected):
+    assert expected in error_of(write(tmp_path, with_ops(f"ops: [{op}]")))
+
+
+def test_causal_true_is_read_as_one_and_halves_the_flops(tmp_path):
+    flops = {}
+    for value in ("true", "1", "false", "0"):
+        path = write(tmp_path, with_ops(ATTENTION.replace("d: 4}", f"d: 4, causal: {value}}}")), f"{value}.yaml")
+        (p,) = plan([path], "cpu")
+        flops[value] = cost_of(p, p.cases[0]).tensor_flops
+    assert flops["true"] == flops["1"] == flops["false"] / 2 == flops["0"] / 2
+    assert flops["0"] == 4 * 1 * 2 * 8 * 8 * 4
+
+
+@pytest.mark.parametrize("old,new,expected", [
+    ("    dtypes:", "    dtypse:", "w.yaml:4: workloads.0.dtypse: unknown field 'dtypse' (did you mean 'dtypes'?)"),
+    ("workloads:", "workload:", "w.yaml:1: workload: unknown field 'workload' (did you mean 'workloads'?)"),
+    ("x: {shape: [n, 4]}", "x: {shap: [n, 4]}", "workloads.0.inputs.x.shap: unknown field 'shap' (did you mean 'shape'?)"),
+    ("baseline: tests.unit.helpers:double", "baseline: {fn: tests.unit.helpers:double, setpu: x.py:f}",
+     "workloads.0.implementations.baseline.setpu: unknown field 'setpu' (did you mean 'setup'?)"),
+    ("x: {shape: [n, 4]}", "x: {shape: [n, true]}", "workloads.0.inputs.x.shape.1: a boolean is not a number"),
+    ("[8, 16]", "[8, .inf]", "workloads.0.parameters.n.1: inf is not a finite number"),
+    ("[8, 16]", "[]", "workloads.0.parameters.n: List should have at least 1 item"),
+    ("x: {shape: [n, 4]}", "x: {shape: [n, 4], std: .nan}", "workloads.0.inputs.x.std: nan is not a finite number"),
+])
+def test_unknown_keys_and_values_at_every_level(tmp_path, old, new, expected):
+    assert old in GOOD
+    message = error_of(write(tmp_path, GOOD.replace(old, new)))
+    assert expected in message, message
+
+
+def test_extension_keys_are_still_ignored(tmp_path):
+    (spec,) = load_workload_file(write(tmp_path, "x-anything: [1, 2]\n" + GOOD))
+    assert spec.name == "scale"
+
+
+def test_every_op_kind_round_trips_its_fields():
+    for kind, (required, optional) in OP_FIELDS.items():
+        fields = {f: 1 for f in required | optional}
+        if "numel" in fields:
+            del fields["rows"], fields["cols"]
+        op = Op.model_validate({"op": kind, **fields})
+        assert op.sizes() == {"op": kind, **fields}
+
+
+def test_op_model_rejects_without_a_file():
+    with pytest.raises(ValueError, match="unknown field 'casual' for op 'attention'"):
+        Op.model_validate({"op": "attention", "b": 1, "h": 1, "sq": 1, "sk": 1, "d": 1, "casual": 1})
+
+
+# ------------------------------------------------------------------ sweeps and memory
+
+
+def test_sweep_past_the_cap_is_refused_with_its_count(tmp_path, monkeypatch):
+    text = GOOD.replace("parameters: {n: [8, 16]}", "parameters: {n: [8, 16], m: [1, 2, 3], k: [1, 2]}")
+    (spec,) = load_workload_file(write(tmp_path, text))
+    monkeypatch.setattr(cases_mod, "MAX_CASES", 11)
+    with pytest.raises(CaseError, match="the sweep expands to 12 cases on cpu") as info:
+        expand(spec, "cpu")
+    assert info.value.loc == ["parameters"]
+    monkeypatch.setattr(cases_mod, "MAX_CASES", 12)
+    assert len(expand(spec, "cpu")) == 12
+
+
+def test_huge_sweep_is_counted_not_expanded(tmp_path):
+    values = "[" + ", ".join(str(i) for i in range(1, 11)) + "]"
+    params = ", ".join(f"p{i}: {values}" for i in range(12))
+    text = GOOD.replace("parameters: {n: [8, 16]}", f"parameters: {{n: [8], {params}}}")
+    with pytest.raises(ConfigError, match=r"w.yaml:3: workloads.0.parameters: the sweep expands to 1000000000000 cases"):
+        plan([write(tmp_path, text)], "cuda")
+
+
+def test_profile_sweeps_are_checked_per_device(tmp_path, monkeypatch):
+    text = GOOD.replace("    dtypes: [float32]\n", "    dtypes: [float32]\n    profiles: {cpu: {parameters: {n: [1, 2, 3]}}}\n")
+    (spec,) = load_workload_file(write(tmp_path, text))
+    monkeypatch.setattr(cases_mod, "MAX_CASES", 2)
+    assert len(expand(spec, "cuda")) == 2
+    with pytest.raises(CaseError, match="expands to 3 cases on cpu") as info:
+        expand(spec, "cpu")
+    assert info.value.loc == ["profiles", "cpu", "parameters"]
+
+
+def test_tensor_with_too_many_elements_is_refused(tmp_path):
+    text = GOOD.replace("x: {shape: [n, 4]}", "x: {shape: [n, 2 ** 60]}")
+    with pytest.raises(ConfigError, match=r"workloads.0.inputs.x.shape: shape \(8, 1152921504606846976\) has"):
+        plan([write(tmp_path, text)], "cpu")
+
+
+def test_required_bytes_and_check_fits(tmp_path):
+    (spec,) = load_workload_file(write(tmp_path, GOOD))
+    small, large = expand(spec, "cuda")  # n = 8, 16; float32; x and y are n x 4
+    need = required_bytes(large, input_sets=2, copies=3)
+    assert need == (16 * 4 * 4) * 2 * 3 + (16 * 4 * 4) * 3
+    check_fits([small, large], need, input_sets=2, copies=3)
+    with pytest.raises(CaseError, match=rf"case scale\[n=16,float32\] needs .* \({need} bytes\).* free on the device"):
+        check_fits([small, large], need - 1, input_sets=2, copies=3)
+
+
+def test_cost_refuses_sizes_that_divide_by_zero_or_go_negative():
+    conv = {"op": "conv2d", "n": 1, "c": 4, "h": 8, "w": 8, "k": 4, "r": 3, "s": 3}
+    with pytest.raises(ValueError, match="groups = 0 is less than 1"):
+        op_cost({**conv, "groups": 0}, {}, "float32")
+    with pytest.raises(ValueError, match="stride = 0 is less than 1"):
+        op_cost({**conv, "stride": 0}, {}, "float32")
+    with pytest.raises(ValueError, match="the output would be -1 x -1"):
+        op_cost({**conv, "h": 1, "w": 1}, {}, "float32")
+    with pytest.raises(ValueError, match="m = -3 is less than 0"):
+        op_cost({"op": "matmul", "m": "n - 5", "n": 1, "k": 1}, {"n": 2}, "float32")
