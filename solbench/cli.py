@@ -222,6 +222,8 @@ class _progress:
         assert bar is not None
         if event == "start":
             self._task = bar.add_task("measuring", total=data["cases"])
+        elif event == "workers":
+            bar.update(self._task, description=escape(f"starting workers for {data['workload']}"))
         elif event == "impl":
             self._label = escape(f"{data['case']} {data['impl']}")
             bar.update(self._task, description=self._label)

@@ -97,6 +97,12 @@ class ProcessWorker:
                     result = _with_log(result, self.log_tail())
                 return result, fatal
 
+    def wait_ready(self) -> None:
+        """Block until the worker has started (or died, or missed the start-up timeout)."""
+        if not self._ready:
+            with contextlib.suppress(EOFError, OSError, TimeoutError):
+                self._wait_ready()
+
     def _wait_ready(self) -> None:
         deadline = time.monotonic() + STARTUP_TIMEOUT_S
         while not self._conn.poll(1.0):
@@ -177,10 +183,19 @@ class Pool:
         self._workers: dict[tuple[str, str], ProcessWorker] = {}
 
     def prestart(self, keys: Iterable[tuple[str, str]]) -> None:
-        """Start workers for these keys now (they import torch while other work goes on)."""
+        """Start workers for these keys together and wait until all are ready.
+
+        They start side by side (context creation and library warm-up overlap each other), but
+        never while anything is being measured: another process's GPU work would share the GPU
+        with the timed calls.
+        """
+        started = []
         for key in keys:
             if key not in self._workers:
                 self._workers[key] = ProcessWorker(self.device, self.device_index)
+                started.append(self._workers[key])
+        for worker in started:
+            worker.wait_ready()
 
     def run(self, key: tuple[str, str], task: Any, timeout_s: float,
             progress: Progress | None = None) -> ImplResult:
@@ -241,7 +256,9 @@ def _main(conn: Connection, log_path: str, device: str, device_index: int | None
 
     if device == "cuda":
         torch.cuda.set_device(device_index or 0)
-        torch.zeros(1, device="cuda")  # create the context now, not inside the first task
+        for dtype in (torch.float32, torch.bfloat16):  # context and cuBLAS handle now, not in a task
+            a = torch.ones(64, 64, device="cuda", dtype=dtype)
+            (a @ a).sum().item()
     from solbench.measure.worker import WorkerState, execute
 
     state = WorkerState()

@@ -1,6 +1,6 @@
 """The run loop: every case, every implementation, each through its worker; results as they come.
 
-    for each workload (the next workload's workers start while this one is measured):
+    for each workload (its workers start side by side first; none start while measuring):
         for each case:
             for each implementation: worker.run(task) -> ImplResult (faults are statuses)
             score the case; hand the partial run to on_case (which saves it)
@@ -63,9 +63,8 @@ def measure_units(units: Sequence[Unit], run: RunResult, executor: Executor, *, 
     try:
         skips = [_skipped(unit, device) for unit in units]
         for n, unit in enumerate(units):
-            if n + 1 < len(units):
-                executor.prestart(_keys(units[n + 1], skips[n + 1]))
-            executor.prestart(_keys(unit, skips[n]))
+            emit("workers", {"workload": unit.spec.name})
+            executor.prestart(_keys(unit, skips[n]))  # all of them, before anything is measured
             for case in unit.cases:
                 impls = [name for name in unit.impls if not keys or f"{case.id}/{name}" in keys]
                 if not impls:
