@@ -175,6 +175,10 @@ def run(files: Sequence[str | Path], options: RunOptions = RunOptions(), *,
     emit = progress or (lambda event, data: None)
     emit("start", {"cases": sum(len(u.cases) for u in units)})
     by_path = {(p.path, p.spec.name): p for p in planned}
+    if options.in_process and info.kind == "cuda":
+        import torch
+
+        torch.cuda.set_device(info.index)  # workers select it themselves; here, this process must
     executor = pool.InProcess() if options.in_process else pool.Pool(info.kind, info.index)
 
     def score_case(unit: session.Unit, case: Case, impls: Sequence[ImplResult]) -> CaseResult:
