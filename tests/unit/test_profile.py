@@ -1,0 +1,151 @@
+"""Nsight Compute counters: CSV parsing, totals, diagnosis, the command line, and errors without ncu."""
+
+import os
+import stat
+import sys
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from solbench import profile_ncu as ncu
+from solbench.cli import main
+from solbench.profile_run import ProfileRequest, _profile_cmd, find_ncu
+from solbench.profile_target import main as target_main
+
+# Shaped like `ncu --import R --csv --page raw --print-units base`: a ==PROF== line, header, units, kernels.
+SAMPLE = """==PROF== Connected to process 1234 (/usr/bin/python3.12)
+"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size","Device","CC",\
+"dram__bytes_read.sum","dram__bytes_write.sum","gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",\
+"gpu__time_duration.sum","sm__ops_path_tensor_src_bf16_dst_fp32.sum",\
+"sm__ops_path_tensor_src_bf16_dst_fp32_sparsity_off.sum","sm__throughput.avg.pct_of_peak_sustained_elapsed",\
+"sm__warps_active.avg.pct_of_peak_sustained_active","smsp__sass_thread_inst_executed_op_fadd_pred_on.sum",\
+"smsp__sass_thread_inst_executed_op_ffma_pred_on.sum","smsp__sass_thread_inst_executed_op_fmul_pred_on.sum"
+"","","","","","","","","","","","byte","Mbyte","%","usecond","","","%","%","inst","inst","inst"
+"0","1234","python3.12","host","void gemm_kernel<128>(Params)","1","7","(256, 1, 1)","(132, 1, 1)","0","9.0",\
+"40,000,000","2","35.5","50","2,000,000,000","2,000,000,000","80.2","11.9","0","1,000","0"
+"1","1234","python3.12","host","void add_kernel(float*)","1","7","(128, 1, 1)","(1024, 1, 1)","0","9.0",\
+"8,000,000","4","85.0","3","0","0","12.0","80.5","500","0","n/a"
+"""
+
+
+def _k(name="k", duration=1e-5, read=1e6, write=1e6, sm=10.0, mem=10.0, occupancy=50.0):
+    return ncu.KernelMetrics(name, duration, read, write, sm, mem, None, occupancy, None, None, None)
+
+
+def test_raw_csv_is_parsed_into_base_units():
+    gemm, add = ncu.parse_raw_csv(SAMPLE)
+    assert gemm.name == "void gemm_kernel<128>(Params)" and gemm.grid == "(132, 1, 1)"
+    assert gemm.dram_read == 40e6 and gemm.dram_write == 2e6 and gemm.dram_bytes == 42e6  # Mbyte scaled
+    assert gemm.duration == pytest.approx(50e-6) and gemm.sm_pct == 80.2 and gemm.occupancy_pct == 11.9
+    assert gemm.tensor_flops == 2e9  # the sparsity_off sub-counter is not added a second time
+    assert gemm.fp32_flops == 2000.0  # an FFMA is two FLOPs
+    assert add.fp32_flops == 500.0  # n/a counts as absent
+    assert add.raw["dram__bytes_read.sum"] == "8,000,000"
+
+
+@pytest.mark.parametrize("text", ["", "==PROF== No kernels were profiled.\n", '"a","b"\n"1","2"\n'])
+def test_output_without_kernels_is_a_parse_error(text):
+    with pytest.raises(ncu.NcuParseError):
+        ncu.parse_raw_csv(text)
+
+
+def test_summary_totals_and_ratios():
+    s = ncu.summarize(ncu.parse_raw_csv(SAMPLE), analytic_bytes=40e6, analytic_tensor_flops=2e9,
+                      analytic_vector_flops=1000.0)
+    assert s.measured_bytes == 54e6 and s.bytes_ratio == pytest.approx(1.35)
+    assert s.tensor_ratio == 1.0 and s.fp32_ratio == 2.5
+    assert s.duration == pytest.approx(53e-6)
+    assert s.sm_pct == pytest.approx((80.2 * 50 + 12.0 * 3) / 53)  # weighted by duration
+    assert s.diagnosis.startswith("compute-bound") and "gemm_kernel" in s.diagnosis
+
+
+def test_diagnosis_memory_bound_with_extra_traffic_names_the_kernel():
+    kernels = [_k("big_copy", 2e-5, 30e6, 30e6, sm=20, mem=90), _k("small", 1e-5, 5e6, 5e6, sm=10, mem=70)]
+    s = ncu.summarize(kernels, analytic_bytes=40e6, analytic_tensor_flops=0, analytic_vector_flops=0)
+    assert s.diagnosis.startswith("memory-bound with extra traffic: DRAM bytes 1.75x")
+    assert "big_copy moves 86%" in s.diagnosis and "over 2 kernels" in s.diagnosis
+
+
+def test_diagnosis_memory_bound_as_modelled():
+    s = ncu.summarize([_k("stream", read=20e6, write=20e6, sm=30, mem=92)], analytic_bytes=40e6,
+                      analytic_tensor_flops=0, analytic_vector_flops=0)
+    assert s.diagnosis == ("memory-bound, traffic as modelled (DRAM bytes 1.00x the analytic fused bytes); "
+                           "memory throughput 92% of peak")
+
+
+def test_diagnosis_latency_bound_below_sixty_percent_in_both():
+    s = ncu.summarize([_k("tiny", sm=12, mem=41, occupancy=9.5)], analytic_bytes=1e6, analytic_tensor_flops=0,
+                      analytic_vector_flops=0)
+    assert s.diagnosis.startswith("latency-bound: SM 12% and memory 41% of peak (< 60%), occupancy 10%")
+    assert ncu.summarize([], analytic_bytes=1, analytic_tensor_flops=0,
+                         analytic_vector_flops=0).diagnosis == "no kernel was profiled"
+
+
+def test_metric_names_from_query_and_the_metrics_asked_for():
+    query = """Device NVIDIA H200 (GH100)
+-----------------------------------------
+Metric Name                                      Metric Type     Metric Description
+dram__bytes_read                                 Counter         # of bytes read from DRAM
+sm__ops_path_tensor_src_bf16_dst_fp32            Counter         # of math ops executed in Tensor path
+sm__ops_path_tensor_src_bf16_dst_fp32_sparsity_on Counter        # of math ops ... sparsity on
+sm__ops_path_tensor_src_fp8                      Counter         # of math ops ... FP8
+"""
+    names = ncu.parse_metric_names(query)
+    assert names == {"dram__bytes_read", "sm__ops_path_tensor_src_bf16_dst_fp32",
+                     "sm__ops_path_tensor_src_bf16_dst_fp32_sparsity_on", "sm__ops_path_tensor_src_fp8"}
+    wanted = ncu.wanted_metrics(names)
+    assert wanted[:5] == list(ncu.BASE_METRICS)
+    assert wanted[5:] == ["sm__ops_path_tensor_src_bf16_dst_fp32.sum", "sm__ops_path_tensor_src_fp8.sum"]
+    assert ncu.wanted_metrics(None) == list(ncu.BASE_METRICS)
+
+
+def test_the_ncu_command_profiles_only_the_timed_range_at_the_clocks_found():
+    req = ProfileRequest("workloads/attn.yaml", "o_proj", "fused")
+    cmd = _profile_cmd("/x/ncu", req, "o_proj[tokens=16,hidden=4096,bfloat16]", "r.ncu-rep", ["m.sum"], nvtx=True)
+    assert cmd[:4] == ["/x/ncu", "--nvtx", "--nvtx-include", "solbench_timed/"]
+    assert cmd[cmd.index("--clock-control") + 1] == "none"
+    assert cmd[cmd.index("--metrics") + 1] == "m.sum" and cmd[cmd.index("--export") + 1] == "r.ncu-rep"
+    tail = cmd[cmd.index(sys.executable):]
+    assert tail[:3] == [sys.executable, "-m", "solbench.profile_target"]
+    assert "--profile-from-start" in _profile_cmd("/x/ncu", req, "c", "r", [], nvtx=False)
+
+
+# ------------------------------------------------------------------ without ncu or without a GPU
+
+
+def test_profile_without_ncu_is_one_line_exit_2(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))  # an empty PATH: no ncu
+    result = CliRunner().invoke(main, ["profile", "workloads/attn.yaml", "-w", "o_proj", "-i", "fused"])
+    assert result.exit_code == 2
+    assert result.output.strip() == "error: Nsight Compute (ncu) is not on PATH: install it or pass --ncu PATH"
+    with pytest.raises(Exception, match="not an executable file"):
+        find_ncu(str(tmp_path / "ncu"))
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message without a GPU")
+def test_profile_with_ncu_but_without_a_gpu_is_one_line_exit_2(tmp_path):
+    fake = tmp_path / "ncu"
+    fake.write_text("#!/bin/sh\nexit 0\n")
+    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+    result = CliRunner().invoke(main, ["profile", "workloads/attn.yaml", "-w", "o_proj", "-i", "fused",
+                                       "--ncu", str(fake)])
+    assert result.exit_code == 2
+    line = result.output.strip()
+    assert "\n" not in line and line.startswith("error: profile needs a CUDA GPU")
+
+
+def test_profile_params_must_be_a_json_object():
+    result = CliRunner().invoke(main, ["profile", "workloads/attn.yaml", "-w", "o_proj", "-i", "fused",
+                                       "--params", "[1]", "--ncu", os.devnull])
+    assert result.exit_code == 2 and "expected a JSON object" in result.output
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["workloads/attn.yaml", "nope", "fused", "x"], "no workload named nope"),
+    (["workloads/attn.yaml", "o_proj", "fused", "o_proj[tokens=3]"], "error:"),
+    (["workloads/attn.yaml", "o_proj", "nope", "o_proj[tokens=16,hidden=4096,bfloat16]"], "error:"),
+])
+def test_profile_target_refuses_bad_input_with_exit_2(args, message, capsys):
+    assert target_main(args) == 2
+    assert message in capsys.readouterr().err
