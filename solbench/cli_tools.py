@@ -16,6 +16,7 @@ from typing import Any
 import click
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from solbench.errors import ConfigError, ResultsFormatError
 from solbench.report.units import format_bytes, format_flops, format_seconds
@@ -192,7 +193,7 @@ def tune(files: Sequence[str], workloads: Sequence[str], impls: Sequence[str], m
 
 
 def _tune_table(result: Any) -> Table:
-    t = Table(title=f"tuning on {result.environment.device_name}", title_justify="left")
+    t = Table(title=Text(f"tuning on {result.environment.device_name}"), title_justify="left")
     for col in ("case", "impl", "tried", "hand-picked", "winner", "tuned", "gain"):
         t.add_column(col, justify="left" if col in ("case", "impl", "winner") else "right")
     for c in result.cases:
@@ -207,8 +208,8 @@ def _tune_table(result: Any) -> Table:
         winner = ",".join(f"{k}={v}" for k, v in (c.winner or {}).items()) or "-"
         tuned = format_seconds(c.confirm_winner.median) if c.confirm_winner else "-"
         gain = f"{c.gain:.3f}×" if c.gain else "-"
-        t.add_row(c.case_id, c.impl, tried, format_seconds(hand.median) if hand.median else hand.status.upper(),
-                  winner, tuned, gain)
+        t.add_row(Text(c.case_id), Text(c.impl), tried, format_seconds(hand.median) if hand.median else hand.status.upper(),
+                  Text(winner), tuned, gain)
     return t
 
 
@@ -263,13 +264,13 @@ def _ratio(x: float | None) -> str:
 
 def _profile_table(result: Any) -> Table:
     s = result.summary
-    t = Table(title=f"{result.case_id} {result.impl} on {result.device_name} (ncu, one timed call)",
+    t = Table(title=Text(f"{result.case_id} {result.impl} on {result.device_name} (ncu, one timed call)"),
               title_justify="left")
     for col in ("kernel", "time", "DRAM read", "DRAM write", "SM %", "mem %", "DRAM %", "occupancy",
                 "tensor FLOP", "FP32 FLOP"):
         t.add_column(col, justify="left" if col == "kernel" else "right", overflow="fold")
     for k in s.kernels:
-        t.add_row(k.name[:70], format_seconds(k.duration), format_bytes(k.dram_read), format_bytes(k.dram_write),
+        t.add_row(Text(k.name[:70]), format_seconds(k.duration), format_bytes(k.dram_read), format_bytes(k.dram_write),
                   _pct(k.sm_pct), _pct(k.mem_pct), _pct(k.dram_pct), _pct(k.occupancy_pct),
                   format_flops(k.tensor_flops), format_flops(k.fp32_flops))
     t.add_section()

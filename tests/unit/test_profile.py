@@ -1,5 +1,6 @@
 """Nsight Compute counters: CSV parsing, totals, diagnosis, the command line, and errors without ncu."""
 
+import json
 import os
 import stat
 import sys
@@ -149,3 +150,60 @@ def test_profile_params_must_be_a_json_object():
 def test_profile_target_refuses_bad_input_with_exit_2(args, message, capsys):
     assert target_main(args) == 2
     assert message in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ the whole flow, with a stand-in for ncu
+
+FAKE_NCU = '''#!{python}
+import sys
+from pathlib import Path
+args = sys.argv[1:]
+log = Path(__file__).with_name("calls.txt")
+log.write_text(log.read_text() + " ".join(args) + "\\n" if log.exists() else " ".join(args) + "\\n")
+if args == ["--version"]:
+    print("NVIDIA (R) Nsight Compute Command Line Profiler\\nVersion 2025.3.1.0 (build 0)")
+elif args == ["--query-metrics"]:
+    print("dram__bytes_read  Counter  bytes\\nsm__ops_path_tensor_src_bf16_dst_fp32  Counter  ops")
+elif "--import" in args:
+    print(Path(__file__).with_name("sample.csv").read_text())
+elif "--nvtx" in args and {nvtx_fails}:
+    print("==PROF== Disconnected from process 1\\n==WARNING== No kernels were profiled.")
+else:
+    Path(args[args.index("--export") + 1]).write_bytes(b"report")
+'''
+
+
+@pytest.mark.parametrize("nvtx_fails", [False, True])
+def test_profile_flow_with_a_stand_in_ncu(tmp_path, monkeypatch, nvtx_fails):
+    from types import SimpleNamespace
+
+    from solbench.config.hwspecs import get_spec
+
+    fake = tmp_path / "ncu"
+    fake.write_text(FAKE_NCU.format(python=sys.executable, nvtx_fails=nvtx_fails))
+    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+    (tmp_path / "sample.csv").write_text(SAMPLE)
+    info = SimpleNamespace(name="NVIDIA H200", spec=get_spec("h200-sxm"))
+    monkeypatch.setattr("solbench.device.detect.detect", lambda device: info)
+    out = tmp_path / "out"
+    case = "o_proj[tokens=16,hidden=4096,bfloat16]"
+    result = CliRunner().invoke(main, ["profile", "workloads/attn.yaml", "-w", "o_proj", "-i", "fused", "--case", case,
+                                       "--ncu", str(fake), "--out-dir", str(out), "--params", '{"block": 1}'])
+    assert result.exit_code == 0, result.output
+    assert "diagnosis: compute-bound" in result.output and "gemm_kernel" in result.output
+    assert "measured / analytic" in result.output
+    calls = (tmp_path / "calls.txt").read_text().splitlines()
+    profiled = [c for c in calls if "--export" in c]
+    assert len(profiled) == (2 if nvtx_fails else 1)
+    assert "--nvtx-include solbench_timed/" in profiled[0]
+    if nvtx_fails:
+        assert "--profile-from-start off" in profiled[1] and "--nvtx" not in profiled[1]
+    assert f"solbench.profile_target workloads/attn.yaml o_proj fused {case}" in profiled[-1]
+    assert '--params {"block": 1}' in profiled[-1]
+    summary = next(out.glob("*.json"))
+    data = json.loads(summary.read_text())
+    assert data["ncu_rep"].endswith(".ncu-rep") and data["range_mode"] == ("profiler-api" if nvtx_fails else "nvtx")
+    assert data["summary"]["analytic_bytes"] == 3 * (16 * 4096 * 2) + 4096 * 4096 * 2  # x, residual, out; w
+    assert data["summary"]["bytes_ratio"] == pytest.approx(data["summary"]["measured_bytes"] / data["summary"]["analytic_bytes"])
+    assert next(out.glob("*.csv")).read_text().strip() == SAMPLE.strip()
+    assert data["ncu_version"] == "Version 2025.3.1.0 (build 0)"

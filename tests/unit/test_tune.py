@@ -254,3 +254,10 @@ def test_bad_tune_spaces_are_one_line_errors_naming_the_line(tmp_path, old, new,
 def test_tune_without_a_tune_space_is_an_error():
     result = CliRunner().invoke(main, ["tune", str(DATA / "double.yaml"), "--device", "cpu"])
     assert result.exit_code == 2 and "no implementation with a tune: space" in result.output
+
+
+def test_the_cuda_tuning_demo_validates_and_is_skipped_on_the_cpu():
+    result = tuning.tune([DATA / "tune_layernorm.yaml"], tuning.TuneOptions(**FAST), device="cpu")
+    (case,) = result.cases
+    assert case.hand_picked.status == "skipped" and case.winner is None
+    assert case.filtered + len(case.trials) == 28 and {t.status for t in case.trials} == {"skipped"}
