@@ -150,6 +150,8 @@ def _label(run: RunResult) -> str:
 @click.option("--max-samples", type=click.IntRange(min=3), default=1000, show_default=True)
 @click.option("--confirm-rounds", type=click.IntRange(min=1), default=2, show_default=True,
               help="Alternating re-measurements of hand-picked and winner.")
+@click.option("--min-gain", type=click.FloatRange(min=0, min_open=True), default=0.01, show_default=True,
+              help="A winner whose gain's 95%% CI lies within +-this of 1 is SAME: hand-picked stays.")
 @click.option("--device", type=click.Choice(["auto", "cuda", "cpu"]), default="auto", show_default=True)
 @click.option("-o", "--output", type=click.Path(dir_okay=False),
               help="Every configuration's result (JSON); default results/<spec>/<time>_tune.json.")
@@ -159,13 +161,13 @@ def _label(run: RunResult) -> str:
 @click.option("-v", "--verbose", is_flag=True, help="One line per configuration as it is measured.")
 def tune(files: Sequence[str], workloads: Sequence[str], impls: Sequence[str], max_configs: int | None,
          patience: int | None, margin: float, budget: float, target: float, min_samples: int, max_samples: int,
-         confirm_rounds: int, device: str, output: str | None, tuned_file: str | None, results_dir: str,
-         verbose: bool) -> None:
+         confirm_rounds: int, min_gain: float, device: str, output: str | None, tuned_file: str | None,
+         results_dir: str, verbose: bool) -> None:
     """Measure every valid configuration of each implementation's tune: space, per case."""
     from solbench import tune as tuning
 
     options = tuning.TuneOptions(workloads=tuple(workloads), impls=tuple(impls), max_configs=max_configs,
-                                 patience=patience, margin=margin, confirm_rounds=confirm_rounds,
+                                 patience=patience, margin=margin, confirm_rounds=confirm_rounds, min_gain=min_gain,
                                  target_rel_ci=target, min_samples=min_samples, max_samples=max_samples,
                                  budget_s=budget)
     err = _err()
@@ -194,8 +196,8 @@ def tune(files: Sequence[str], workloads: Sequence[str], impls: Sequence[str], m
 
 def _tune_table(result: Any) -> Table:
     t = Table(title=Text(f"tuning on {result.environment.device_name}"), title_justify="left")
-    for col in ("case", "impl", "tried", "hand-picked", "winner", "tuned", "gain"):
-        t.add_column(col, justify="left" if col in ("case", "impl", "winner") else "right")
+    for col in ("case", "impl", "tried", "hand-picked", "winner", "tuned", "gain", "verdict"):
+        t.add_column(col, justify="left" if col in ("case", "impl", "winner", "verdict") else "right")
     for c in result.cases:
         counts: dict[str, int] = {}
         for tr in c.trials:
@@ -208,8 +210,10 @@ def _tune_table(result: Any) -> Table:
         winner = ",".join(f"{k}={v}" for k, v in (c.winner or {}).items()) or "-"
         tuned = format_seconds(c.confirm_winner.median) if c.confirm_winner else "-"
         gain = f"{c.gain:.3f}×" if c.gain else "-"
-        t.add_row(Text(c.case_id), Text(c.impl), tried, format_seconds(hand.median) if hand.median else hand.status.upper(),
-                  Text(winner), tuned, gain)
+        if c.confirm_ratio_ci:
+            gain += f" [{1 / c.confirm_ratio_ci[1]:.3f}, {1 / c.confirm_ratio_ci[0]:.3f}]"
+        before = format_seconds(hand.median) if hand.median else hand.status.upper()
+        t.add_row(Text(c.case_id), Text(c.impl), tried, before, Text(winner), tuned, gain, c.verdict or "-")
     return t
 
 
@@ -249,9 +253,9 @@ def profile(file: str, workload: str, impl: str, case_id: str | None, ncu: str |
         return
     out = _out()
     out.print(_profile_table(result))
-    out.print(f"diagnosis: {result.summary.diagnosis}", markup=False)
+    out.print(f"diagnosis: {result.summary.diagnosis}", markup=False, soft_wrap=True)
     out.print(f"report: {rep} ({result.ncu_version}; range: {result.range_mode}); summary: "
-              f"{rep.with_suffix('.json')}", style="dim", markup=False)
+              f"{rep.with_suffix('.json')}", style="dim", markup=False, soft_wrap=True)
 
 
 def _pct(x: float | None) -> str:

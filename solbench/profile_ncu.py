@@ -12,11 +12,15 @@ counters beside solbench's model of the case::
 
 and gives one line of diagnosis (``diagnose``), in this order::
 
-    max(SM %, memory %) < 60 of peak (time-weighted)  -> latency-bound (ncu's own threshold)
-    memory % >= SM %, measured bytes > 1.2 x analytic -> memory-bound with extra traffic,
-                                                         naming the kernel that moves most bytes
-    memory % >= SM %                                  -> memory-bound, traffic as modelled
-    else                                              -> compute-bound
+    max(SM %, memory %) < 60 of peak (time-weighted)   -> latency-bound (ncu's own threshold)
+    measured FLOPs / DRAM bytes below the ridge point  -> memory-bound; with extra traffic when
+      peak FLOP/s / bandwidth (a counter roofline;        measured bytes > 1.2 x analytic, naming
+      without counters: memory % >= SM %)                 the kernel that moves most bytes
+    else                                               -> compute-bound
+
+The memory % of ncu's speed-of-light section is the busiest of L1, L2 and DRAM, so a GEMM keeping
+its shared memory busy reads as high as its tensor pipes; the counter roofline is what tells a
+DRAM-bound kernel from a compute-bound one.
 """
 
 from __future__ import annotations
@@ -90,6 +94,15 @@ class ProfileSummary:
     sm_pct: float | None  # time-weighted over kernels
     mem_pct: float | None
     diagnosis: str
+    ridge: float | None = None  # FLOP per byte where the compute roof meets the memory roof
+
+    @property
+    def measured_intensity(self) -> float | None:
+        """Measured FLOPs (tensor pipe + FP32) per measured DRAM byte."""
+        flops = [f for f in (self.measured_tensor_flops, self.measured_fp32_flops) if f is not None]
+        if not flops or not self.measured_bytes:
+            return None
+        return sum(flops) / self.measured_bytes
 
     @property
     def bytes_ratio(self) -> float | None:
@@ -174,11 +187,12 @@ def _weighted(kernels: Sequence[KernelMetrics], attr: str) -> float | None:
 
 
 def summarize(kernels: Sequence[KernelMetrics], *, analytic_bytes: float, analytic_tensor_flops: float,
-              analytic_vector_flops: float) -> ProfileSummary:
+              analytic_vector_flops: float, ridge: float | None = None) -> ProfileSummary:
     """Totals, ratios to the analytic model, and the diagnosis.
 
-    Tensor FLOPs take ``TENSOR_FLOPS_PER_OP`` FLOP per tensor-pipe math op (an FMA counted as two
-    ops), which makes a cuBLAS GEMM's count match 2·M·N·K.
+    ``ridge`` is the device's peak FLOP/s over its bandwidth (for the unit the kernels use).
+    Tensor FLOPs take ``TENSOR_FLOPS_PER_OP`` FLOP per tensor-pipe math op: on an H200 the
+    counters of cuBLAS GEMMs read 2·M·N·K (o_proj, 16 tokens: 537 MFLOP against 537 analytic).
     """
     summary = ProfileSummary(
         kernels=tuple(kernels), analytic_bytes=analytic_bytes, analytic_tensor_flops=analytic_tensor_flops,
@@ -187,7 +201,7 @@ def summarize(kernels: Sequence[KernelMetrics], *, analytic_bytes: float, analyt
         measured_tensor_flops=_total([k.tensor_flops for k in kernels]),
         measured_fp32_flops=_total([k.fp32_flops for k in kernels]),
         duration=_total([k.duration for k in kernels]),
-        sm_pct=_weighted(kernels, "sm_pct"), mem_pct=_weighted(kernels, "mem_pct"), diagnosis="")
+        sm_pct=_weighted(kernels, "sm_pct"), mem_pct=_weighted(kernels, "mem_pct"), diagnosis="", ridge=ridge)
     return ProfileSummary(**{**summary.__dict__, "diagnosis": diagnose(summary)})
 
 
@@ -202,22 +216,30 @@ def diagnose(s: ProfileSummary) -> str:
         return "no kernel was profiled"
     longest = max(s.kernels, key=lambda k: k.duration or 0.0)
     sm, mem = s.sm_pct or 0.0, s.mem_pct or 0.0
-    ratio = s.bytes_ratio
+    ratio, intensity = s.bytes_ratio, s.measured_intensity
     many = f" over {len(s.kernels)} kernels" if len(s.kernels) > 1 else ""
     if max(sm, mem) < LATENCY_PCT:
         occ = f", occupancy {longest.occupancy_pct:.0f}%" if longest.occupancy_pct is not None else ""
         return (f"latency-bound: SM {sm:.0f}% and memory {mem:.0f}% of peak{many} (< {LATENCY_PCT:.0f}%)"
                 f"{occ}; longest kernel {_short(longest.name)}")
-    if mem >= sm:
-        if ratio is not None and ratio > EXTRA_TRAFFIC:
+    if intensity is not None and s.ridge is not None:
+        memory_side = intensity < s.ridge
+        where = f"{intensity:.1f} FLOP/B measured, ridge {s.ridge:.0f}"
+    else:
+        memory_side, where = mem >= sm, "no FLOP counters"
+    extra = ratio is not None and ratio > EXTRA_TRAFFIC
+    if memory_side:
+        if extra:
             top = max(s.kernels, key=lambda k: k.dram_bytes or 0.0)
             share = (top.dram_bytes or 0.0) / (s.measured_bytes or 1.0)
             return (f"memory-bound with extra traffic: DRAM bytes {ratio:.2f}x the analytic fused bytes{many}; "
-                    f"{_short(top.name)} moves {share:.0%} of them")
+                    f"{_short(top.name)} moves {share:.0%} of them ({where})")
         tail = f"DRAM bytes {ratio:.2f}x the analytic fused bytes" if ratio is not None else "no DRAM counters"
-        return f"memory-bound, traffic as modelled ({tail}); memory throughput {mem:.0f}% of peak"
+        return f"memory-bound, traffic as modelled ({tail}); memory throughput {mem:.0f}% of peak ({where})"
     tensor = f", tensor FLOPs {s.tensor_ratio:.2f}x analytic" if s.tensor_ratio is not None else ""
-    return f"compute-bound: SM throughput {sm:.0f}% of peak{many}{tensor}; longest kernel {_short(longest.name)}"
+    reread = f"; DRAM bytes {ratio:.2f}x analytic (re-reads, not the limit)" if extra else ""
+    return (f"compute-bound: SM throughput {sm:.0f}% of peak{many}{tensor} ({where}){reread}; "
+            f"longest kernel {_short(longest.name)}")
 
 
 def parse_metric_names(text: str) -> set[str]:

@@ -144,7 +144,8 @@ def profile(req: ProfileRequest) -> ProfileResult:
         raise DeviceError(f"profile needs a CUDA GPU: {exc}") from None
     p, case = _locate(req)
     cost = cost_of(p, case)
-    t_sol = speed_of_light(cost, info.spec.peaks_for(case.dtype)).t_sol
+    peaks = info.spec.peaks_for(case.dtype)
+    t_sol = speed_of_light(cost, peaks).t_sol
     created = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
     stamp = created.replace(":", "").replace("-", "").split("+")[0]
     req.out_dir.mkdir(parents=True, exist_ok=True)
@@ -165,9 +166,17 @@ def profile(req: ProfileRequest) -> ProfileResult:
         raise DeviceError(f"ncu --import {rep} failed: {_last_line(csv_out)}")
     kernels = parse_raw_csv(csv_out.stdout)
     summary = summarize(kernels, analytic_bytes=cost.fused_bytes, analytic_tensor_flops=cost.tensor_flops,
-                        analytic_vector_flops=cost.vector_flops)
+                        analytic_vector_flops=cost.vector_flops, ridge=ridge_point(kernels, peaks))
     return ProfileResult(created, info.name, req.workload, req.impl, case.id, t_sol, str(rep), _version(ncu),
                          mode, tuple(cmd), summary, csv_out.stdout)
+
+
+def ridge_point(kernels: Any, peaks: Any) -> float:
+    """Peak FLOP/s over bandwidth, for the tensor units when the kernels ran mostly on them."""
+    tensor = sum(k.tensor_flops or 0.0 for k in kernels)
+    fp32 = sum(k.fp32_flops or 0.0 for k in kernels)
+    peak = peaks.tensor_flops if peaks.tensor_flops and tensor >= fp32 else peaks.vector_flops
+    return float(peak / peaks.bandwidth)
 
 
 def profile_dict(result: ProfileResult) -> dict[str, Any]:
@@ -176,7 +185,8 @@ def profile_dict(result: ProfileResult) -> dict[str, Any]:
     data.pop("csv_text")
     s = result.summary
     data["format"] = "solbench-profile/1"
-    data["summary"].update(bytes_ratio=s.bytes_ratio, tensor_ratio=s.tensor_ratio, fp32_ratio=s.fp32_ratio)
+    data["summary"].update(bytes_ratio=s.bytes_ratio, tensor_ratio=s.tensor_ratio, fp32_ratio=s.fp32_ratio,
+                           measured_intensity=s.measured_intensity)
     for k, obj in zip(data["summary"]["kernels"], s.kernels, strict=True):
         k["dram_bytes"] = obj.dram_bytes
     return data

@@ -12,11 +12,14 @@ a sampler such as optuna would only pay off for spaces far larger than a per-cas
             above best x (1 + margin) ("beaten": it cannot win)
             new best?  else count a miss; stop after `patience` misses in a row
         confirm: time hand-picked and the fastest configuration again, alternately,
-                 `confirm_rounds` times each, samples pooled: the gain is their ratio of medians
+                 `confirm_rounds` times each, samples pooled: the gain is their ratio of medians,
+                 and the verdict is `solbench compare`'s (bootstrap CI of the ratio, Mann-Whitney
+                 at alpha 0.01): FASTER, SAME (CI within +-min_gain), SLOWER or INCONCLUSIVE
 
 Every configuration's result and the winner go into a :class:`TuneResult`; :func:`tuned_file`
-turns it into the tuned-configuration file that ``solbench run --tuned FILE`` applies with
-:meth:`TunedConfig.apply`. Nothing here writes files: the CLI does.
+turns the confidently FASTER winners into the tuned-configuration file that ``solbench run
+--tuned FILE`` applies with :meth:`TunedConfig.apply` (elsewhere hand-picked stays). Nothing here
+writes files: the CLI does.
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ class TuneOptions:
     patience: int | None = None  # stop after this many configurations in a row without a new best
     margin: float = 0.02  # abandon a configuration whose median's CI lies above best x (1 + margin)
     confirm_rounds: int = 2
+    min_gain: float = 0.01  # the confirmation calls the winner SAME when its CI lies within +-min_gain
     target_rel_ci: float = 0.01
     min_samples: int = 10
     max_samples: int = 1000
@@ -92,6 +96,9 @@ class CaseTuning:
     winner: dict[str, Any] | None = None  # fastest correct configuration
     confirm_hand_picked: Trial | None = None
     confirm_winner: Trial | None = None
+    confirm_ratio_ci: tuple[float, float] | None = None  # 95% bootstrap CI of winner / hand-picked
+    confirm_p: float | None = None  # two-sided Mann-Whitney p of the confirmation samples
+    verdict: str = ""  # FASTER, SAME, SLOWER, INCONCLUSIVE ("" when nothing was confirmed)
 
     @property
     def gain(self) -> float | None:
@@ -242,8 +249,25 @@ def _tune_case(p: Any, name: str, impl: Implementation, case: Any, device: str, 
     for _ in range(options.confirm_rounds):
         pools["hand"].append(measure(name, impl))
         pools["winner"].append(measure(f"{name}[{config_label(winner.params)}]", tuned))
-    return dataclasses.replace(result, confirm_hand_picked=_pooled(impl.params, pools["hand"]),
-                               confirm_winner=_pooled(winner.params, pools["winner"]))
+    return confirm(result, _pooled(impl.params, pools["hand"]), _pooled(winner.params, pools["winner"]),
+                   options.min_gain)
+
+
+ALPHA = 0.01
+
+
+def confirm(result: CaseTuning, hand: Trial, win: Trial, min_gain: float) -> CaseTuning:
+    """Attach the confirmation measurements and `solbench compare`'s verdict on winner / hand-picked."""
+    from solbench.analysis.significance import MIN_SAMPLES, bootstrap_ratio_ci, mann_whitney_p
+    from solbench.compare import comparison_verdict
+
+    result = dataclasses.replace(result, confirm_hand_picked=hand, confirm_winner=win)
+    if hand.status != "ok" or win.status != "ok" or min(len(hand.samples), len(win.samples)) < MIN_SAMPLES:
+        return dataclasses.replace(result, verdict="INCONCLUSIVE")
+    _, low, high = bootstrap_ratio_ci(hand.samples, win.samples)
+    p = mann_whitney_p(hand.samples, win.samples, "two-sided")
+    return dataclasses.replace(result, confirm_ratio_ci=(low, high), confirm_p=p,
+                               verdict=comparison_verdict(low, high, p < ALPHA, min_gain))
 
 
 def _pooled(params: Mapping[str, Any], results: Sequence[ImplResult]) -> Trial:
@@ -269,21 +293,21 @@ def result_dict(result: TuneResult) -> dict[str, Any]:
 
 
 def tuned_file(result: TuneResult, existing: TunedConfig | None = None) -> str:
-    """The tuned-configuration file: the winner of every case where it beat hand-picked in the
-    confirmation, merged over ``existing`` entries (same device spec) for other cases."""
+    """The tuned-configuration file: the winner of every case where the confirmation found it
+    FASTER than hand-picked, merged over ``existing`` entries (same device spec) for other cases."""
     spec_id = result.environment.spec_id
     entries: dict[tuple[str, str, str], dict[str, Any]] = {}
     if existing is not None and existing.spec_id == spec_id:
         entries.update(existing.entries)
     for c in result.cases:
         gain = c.gain
-        if c.winner is None or gain is None or gain <= 1.0:
+        if c.winner is None or gain is None or c.verdict != "FASTER":
             continue
         assert c.confirm_winner is not None and c.confirm_hand_picked is not None
         entries[(c.workload, c.impl, c.case_id)] = {
             "workload": c.workload, "impl": c.impl, "case_id": c.case_id, "params": c.winner,
             "median_s": c.confirm_winner.median, "hand_picked_median_s": c.confirm_hand_picked.median,
-            "gain": gain, "tuned": result.created}
+            "gain": gain, "ratio_ci": c.confirm_ratio_ci, "p": c.confirm_p, "tuned": result.created}
     data = {"format": TUNED_FORMAT, "spec_id": spec_id, "device_name": result.environment.device_name,
             "entries": [entries[k] for k in sorted(entries)]}
     return json.dumps(data, indent=1) + "\n"

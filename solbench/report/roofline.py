@@ -98,12 +98,12 @@ def roofs(runs: Sequence[RunResult], calibration: Calibration | None = None) -> 
     return sorted(result, key=lambda r: (r.measured, r.kind, -r.value))
 
 
-def _figure(width: float, height: float) -> Any:
+def _figure(width: float, height: float, dpi: int = 100) -> Any:
     try:
         from matplotlib.figure import Figure
     except ImportError:
         raise ConfigError("plots need matplotlib: pip install 'solbench[plot]'") from None
-    return Figure(figsize=(width, height), dpi=100, layout="constrained")
+    return Figure(figsize=(width, height), dpi=dpi, layout="constrained")
 
 
 def _png(fig: Any) -> bytes:
@@ -210,7 +210,7 @@ def histograms_png(cases: Sequence[CaseResult], columns: int = 4, names: Sequenc
     pass every implementation name in ``names`` to keep colours as in the roofline)."""
     shown = [c for c in cases if any(r.timing is not None and r.timing.samples for r in c.impls)]
     rows = max(1, math.ceil(len(shown) / columns))
-    fig = _figure(3.2 * min(columns, max(1, len(shown))), 2.3 * rows)
+    fig = _figure(3.2 * min(columns, max(1, len(shown))), 2.3 * rows, dpi=80)
     names = sorted(set(names) | {r.name for c in shown for r in c.impls})
     colors = _colors(names, {c.baseline for c in shown if c.baseline})
     for i, c in enumerate(shown):

@@ -72,7 +72,27 @@ def test_diagnosis_memory_bound_as_modelled():
     s = ncu.summarize([_k("stream", read=20e6, write=20e6, sm=30, mem=92)], analytic_bytes=40e6,
                       analytic_tensor_flops=0, analytic_vector_flops=0)
     assert s.diagnosis == ("memory-bound, traffic as modelled (DRAM bytes 1.00x the analytic fused bytes); "
-                           "memory throughput 92% of peak")
+                           "memory throughput 92% of peak (no FLOP counters)")
+
+
+def _with_flops(k, tensor, fp32=0.0):
+    return ncu.KernelMetrics(**{**k.__dict__, "tensor_flops": tensor, "fp32_flops": fp32})
+
+
+def test_diagnosis_uses_the_counter_roofline_when_flop_counters_exist():
+    # A GEMM whose shared memory is as busy as its tensor pipes (memory % >= SM %) and that re-reads
+    # its operands: above the ridge it is compute-bound, the extra bytes are named but not blamed.
+    gemm = _with_flops(_k("gemm", 7e-4, 730e6, 131e6, sm=91, mem=92), 558e9)
+    s = ncu.summarize([gemm], analytic_bytes=436e6, analytic_tensor_flops=550e9, analytic_vector_flops=0,
+                      ridge=206.0)
+    assert s.measured_intensity == pytest.approx(558e9 / 861e6)
+    assert s.diagnosis.startswith("compute-bound: SM throughput 91% of peak, tensor FLOPs 1.01x analytic "
+                                  "(648.1 FLOP/B measured, ridge 206); DRAM bytes 1.97x analytic (re-reads")
+    # Below the ridge a kernel is memory-bound even when its SM % is the larger one.
+    norm = _with_flops(_k("norm", 1e-4, 268e6, 242e6, sm=77, mem=70), 0.0, 6e8)
+    s = ncu.summarize([norm], analytic_bytes=537e6, analytic_tensor_flops=0, analytic_vector_flops=6e8, ridge=14.0)
+    assert s.diagnosis.startswith("memory-bound, traffic as modelled (DRAM bytes 0.95x")
+    assert s.diagnosis.endswith("(1.2 FLOP/B measured, ridge 14)")
 
 
 def test_diagnosis_latency_bound_below_sixty_percent_in_both():
@@ -190,7 +210,9 @@ def test_profile_flow_with_a_stand_in_ncu(tmp_path, monkeypatch, nvtx_fails):
     result = CliRunner().invoke(main, ["profile", "workloads/attn.yaml", "-w", "o_proj", "-i", "fused", "--case", case,
                                        "--ncu", str(fake), "--out-dir", str(out), "--params", '{"block": 1}'])
     assert result.exit_code == 0, result.output
-    assert "diagnosis: compute-bound" in result.output and "gemm_kernel" in result.output
+    # 2 GFLOP + 2.5 kFLOP over 54 MB measured: 37 FLOP/B, below the H200's bf16 ridge (989 TFLOP/s / 4.8 TB/s = 206)
+    assert "diagnosis: memory-bound with extra traffic: DRAM bytes 1.59x the analytic fused bytes over 2 kernels" in result.output
+    assert "gemm_kernel<128>(Params) moves 78% of them (37.0 FLOP/B measured, ridge 206)" in result.output
     assert "measured / analytic" in result.output
     calls = (tmp_path / "calls.txt").read_text().splitlines()
     profiled = [c for c in calls if "--export" in c]

@@ -158,7 +158,7 @@ def test_tuned_file_keeps_only_confirmed_gains_and_round_trips(cpu_result):
     text = tuning.tuned_file(cpu_result)
     cfg = tuning.parse_tuned(text)
     assert cfg.spec_id == "cpu"
-    expected = {(c.workload, c.impl, c.case_id) for c in cpu_result.cases if c.gain and c.gain > 1}
+    expected = {(c.workload, c.impl, c.case_id) for c in cpu_result.cases if c.verdict == "FASTER"}
     assert set(cfg.entries) == expected
     data = json.loads(json.dumps(tuning.result_dict(cpu_result)))
     assert data["format"] == "solbench-tune/1" and len(data["cases"]) == 2
@@ -188,9 +188,30 @@ def _result_with(gains):
         trial = tuning.Trial({"chunk": 8 * (i + 1)}, "ok", median=tuned)
         cases.append(tuning.CaseTuning("w", "fused", f"w[n={i},float32]", "float32", {"n": i},
                                        tuning.Trial({}, "ok", median=hand), (trial,), 0, 0, trial.params,
-                                       tuning.Trial({}, "ok", median=hand), trial))
+                                       tuning.Trial({}, "ok", median=hand), trial,
+                                       verdict="FASTER" if tuned < hand else "SLOWER"))
     return tuning.TuneResult("2026-01-01T00:00:00+00:00", make_env(spec_id="h200-sxm"), ("w.yaml",), {},
                              tuple(cases))
+
+
+def _trial(samples):
+    return tuning.Trial({}, "ok", median=sorted(samples)[len(samples) // 2], samples=tuple(samples))
+
+
+@pytest.mark.parametrize(("hand", "win", "verdict"), [
+    ([1.00 + 0.001 * (i % 7) for i in range(40)], [0.90 + 0.001 * (i % 5) for i in range(40)], "FASTER"),
+    ([1.00 + 0.001 * (i % 7) for i in range(40)], [1.10 + 0.001 * (i % 5) for i in range(40)], "SLOWER"),
+    ([1.00 + 0.001 * (i % 7) for i in range(40)], [1.00 + 0.001 * ((i + 3) % 7) for i in range(40)], "SAME"),
+    ([1.0, 1.1, 0.9], [0.5, 0.6, 0.55], "INCONCLUSIVE"),  # too few samples to conclude anything
+])
+def test_confirmation_verdict_is_compares(hand, win, verdict):
+    base = tuning.CaseTuning("w", "f", "c", "float32", {}, tuning.Trial({}, "ok"))
+    c = tuning.confirm(base, _trial(hand), _trial(win), min_gain=0.01)
+    assert c.verdict == verdict
+    assert c.gain == pytest.approx(c.confirm_hand_picked.median / c.confirm_winner.median)
+    if verdict != "INCONCLUSIVE":
+        low, high = c.confirm_ratio_ci
+        assert low <= c.confirm_winner.median / c.confirm_hand_picked.median <= high and 0 <= c.confirm_p <= 1
 
 
 def test_tuned_file_merges_over_existing_entries_of_the_same_device():
