@@ -160,18 +160,7 @@ def roofline_png(runs: Sequence[RunResult], calibration: Calibration | None = No
     ys = [p.flops_per_s for p in points] or [min(compute)]
     ax.set_xlim(x_lo, x_hi)
     ax.set_ylim(min([*ys, min(memory) * x_lo]) / 3, max(compute) * 2.5)
-    for roof in ceilings:
-        style = {"color": "#444444" if not roof.measured else "#b8860b", "lw": 1.2,
-                 "ls": "--" if roof.measured else "-"}
-        if roof.kind == "compute":
-            ax.axhline(roof.value, **style)
-            ax.text(x_hi / 1.1, roof.value * 1.06, roof.label, ha="right", va="bottom", fontsize=7,
-                    color=style["color"])
-        else:
-            ax.plot([x_lo, x_hi], [roof.value * x_lo, roof.value * x_hi], **style)
-            x_text = max(x_lo * 1.3, min(compute) / roof.value / 8)  # left of the lowest ridge
-            ax.text(x_text, roof.value * x_text * 1.6, roof.label, fontsize=7, color=style["color"],
-                    ha="right" if x_text > x_lo * 1.3 else "left")
+    _draw_roofs(ax, ceilings, x_lo, x_hi, min(compute))
     names = sorted({p.impl for p in points})
     colors = _colors(impl_names(runs), {c.baseline for run in runs for c in run.cases if c.baseline})
     workloads = sorted({p.workload for p in points})
@@ -188,6 +177,34 @@ def roofline_png(runs: Sequence[RunResult], calibration: Calibration | None = No
     ax.grid(True, which="major", alpha=0.3)
     ax.set_title(title or _title(runs), fontsize=10)
     return _png(fig)
+
+
+def _draw_roofs(ax: Any, ceilings: Sequence[Roof], x_lo: float, x_hi: float, lowest_compute: float) -> None:
+    """Roof lines with their labels: the run's peaks solid (labels above), measured dashed (below);
+    a label that would overlap an earlier one moves left."""
+    placed: list[tuple[float, float]] = []
+
+    def free_x(x: float, y: float) -> float:
+        while any(abs(math.log10(y / py)) < 0.08 and abs(math.log10(x / px)) < 1.0 for px, py in placed):
+            x /= 12
+        placed.append((x, y))
+        return x
+
+    for roof in ceilings:
+        color = "#b8860b" if roof.measured else "#444444"
+        ax_kw = {"color": color, "lw": 1.2, "ls": "--" if roof.measured else "-"}
+        text_kw = {"fontsize": 7, "color": color, "ha": "right", "va": "top" if roof.measured else "bottom"}
+        nudge = 1 / 1.06 if roof.measured else 1.06
+        if roof.kind == "compute":
+            ax.axhline(roof.value, **ax_kw)
+            ax.text(free_x(x_hi / 1.1, roof.value), roof.value * nudge, roof.label, **text_kw)
+        else:
+            ax.plot([x_lo, x_hi], [roof.value * x_lo, roof.value * x_hi], **ax_kw)
+            x, above = lowest_compute / roof.value / 4, 1.6  # ends left of the lowest ridge if there is room
+            if x < x_lo * 8:  # else starts at the left edge, under the rising line
+                x, above, text_kw["ha"], text_kw["va"] = x_lo * 1.3, 0.4, "left", "top"
+            y = roof.value * x * (above * 0.35 if roof.measured else above)
+            ax.text(x, max(y, ax.get_ylim()[0] * 3), roof.label, **text_kw)
 
 
 def _legend(ax: Any, names: Sequence[str], colors: dict[str, str], workloads: Sequence[str],

@@ -4,6 +4,7 @@ import json
 import os
 import stat
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -229,3 +230,44 @@ def test_profile_flow_with_a_stand_in_ncu(tmp_path, monkeypatch, nvtx_fails):
     assert data["summary"]["bytes_ratio"] == pytest.approx(data["summary"]["measured_bytes"] / data["summary"]["analytic_bytes"])
     assert next(out.glob("*.csv")).read_text().strip() == SAMPLE.strip()
     assert data["ncu_version"] == "Version 2025.3.1.0 (build 0)"
+
+
+# ------------------------------------------------------------------ real captures (H200, ncu 2025.3.1)
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+
+
+def _capture(name):
+    return ncu.parse_raw_csv((DATA / f"ncu_h200_{name}.csv").read_text())
+
+
+def test_h200_gemv_capture_counts_exactly_the_gemm_flops():
+    (k,) = _capture("o_proj_16_fused")  # only the timed call: the NVTX range held one kernel
+    assert k.name.startswith("void gemv_residual_kernel<0, 2>(")
+    assert (k.dram_read, k.dram_write) == (33_835_776, 1_190_656)
+    assert k.duration == pytest.approx(14.624e-6)
+    assert k.tensor_flops == 2 * 16 * 4096 * 4096  # one tensor-pipe op is one FLOP (TENSOR_FLOPS_PER_OP)
+    assert k.sm_pct == 15.39 and k.grid == "(128, 1, 1)" and k.block == "(256, 1, 1)"
+    assert "solbench_timed" in (DATA / "ncu_h200_o_proj_16_fused.csv").read_text()
+
+
+def test_h200_gemm_capture_counts_the_padded_tiles():
+    (k,) = _capture("o_proj_16384_fused")
+    assert k.name == "nvjet_sm90_tst_320x128_64x3_1x2_h_badd_coopB_TNT"
+    # 16384 rows in 320-row tiles: 52 tiles, 16640 rows computed
+    assert k.tensor_flops == 2 * 16640 * 4096 * 4096
+    s = ncu.summarize([k], analytic_bytes=436_207_616, analytic_tensor_flops=2 * 16384 * 4096 * 4096,
+                      analytic_vector_flops=16384 * 4096, ridge=989.4e12 / 4.8e12)
+    assert s.bytes_ratio == pytest.approx((729_831_680 + 130_568_192) / 436_207_616)
+    assert s.diagnosis.startswith("compute-bound: SM throughput 91% of peak")
+
+
+def test_h200_two_kernel_capture_sums_and_weights():
+    add, norm = _capture("residual_layernorm_baseline")
+    assert "CUDAFunctor_add" in add.name and "layer_norm_kernel" in norm.name
+    s = ncu.summarize([add, norm], analytic_bytes=4 * 16384 * 4096 * 2 + 2 * 4096 * 2,
+                      analytic_vector_flops=9 * 16384 * 4096, analytic_tensor_flops=0, ridge=66.9e12 / 4.8e12)
+    assert s.measured_bytes == add.dram_bytes + norm.dram_bytes
+    assert s.duration == pytest.approx(add.duration + norm.duration)
+    assert min(add.sm_pct, norm.sm_pct) < s.sm_pct < max(add.sm_pct, norm.sm_pct)
+    assert s.diagnosis.startswith("memory-bound")
