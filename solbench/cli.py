@@ -346,8 +346,9 @@ def info(as_json: bool) -> None:
 
 def _register() -> None:
     from solbench.cli_compare import compare, gate_cmd
+    from solbench.cli_tools import TOOLS
 
-    for command in (compare, gate_cmd):
+    for command in (compare, gate_cmd, *TOOLS):
         command.callback = handle_errors(command.callback)  # type: ignore[arg-type,type-var]
         main.add_command(command)
 

@@ -68,10 +68,21 @@ def build_launches(impl: Implementation, case: Case, sets: Sequence[Mapping[str,
     launches: list[Callable[[], Any]] = []
     all_kwargs: list[dict[str, Any]] = []
     for inputs in sets:
-        kwargs = dict(_call(setup, inputs, case.params)) if setup else dict(inputs)
+        extra = {k: v for k, v in impl.params.items() if setup and _accepts(setup, k)}
+        kwargs = dict(_call(setup, {**inputs, **extra}, case.params)) if setup else dict(inputs)
+        kwargs.update(impl.params)  # fixed (e.g. tuned) keyword arguments of fn
         launches.append(functools.partial(fn, **kwargs, **_params_for(fn, case.params, kwargs)))
         all_kwargs.append(kwargs)
     return (launches, all_kwargs) if with_kwargs else launches
+
+
+def _accepts(fn: Callable[..., Any], name: str) -> bool:
+    """Whether ``fn`` takes a keyword argument ``name`` (by name or through ``**kwargs``)."""
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+    return name in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
 
 
 def tolerance_for(spec: WorkloadSpec, impl: Implementation,

@@ -103,15 +103,17 @@ class Fatal(Exception):
 Emit = Callable[[str, dict[str, Any]], None]
 
 
-def execute(task: Task, state: WorkerState, emit: Emit | None = None) -> tuple[ImplResult, bool]:
+def execute(task: Task, state: WorkerState, emit: Emit | None = None,
+            criterion: Any = None) -> tuple[ImplResult, bool]:
     """Run one task; returns (result, fatal). ``fatal`` means: replace this worker.
 
-    The result's protocol records ``task_s``: the task's wall time in the worker (inputs,
-    reference, set-up, checks and timing).
+    ``criterion`` replaces the settings' stopping rule (``solbench tune`` stops a configuration
+    early once it cannot beat the best so far). The result's protocol records ``task_s``: the
+    task's wall time in the worker (inputs, reference, set-up, checks and timing).
     """
     start = time.perf_counter()
     try:
-        result = _execute(task, state, emit or (lambda event, data: None))
+        result = _execute(task, state, emit or (lambda event, data: None), criterion)
         result = replace(result, protocol={**result.protocol, "task_s": round(time.perf_counter() - start, 4)})
         fatal = False
     except Fatal as exc:
@@ -126,7 +128,7 @@ def execute(task: Task, state: WorkerState, emit: Emit | None = None) -> tuple[I
     return result, fatal
 
 
-def _execute(task: Task, state: WorkerState, emit: Emit) -> ImplResult:
+def _execute(task: Task, state: WorkerState, emit: Emit, criterion: Any = None) -> ImplResult:
     spec, case, name = task.spec, task.case, task.impl
     impl = spec.implementations[name]
     reason = missing_requirement(impl, task.device)
@@ -155,7 +157,7 @@ def _execute(task: Task, state: WorkerState, emit: Emit) -> ImplResult:
             return ImplResult(name, "incorrect", correctness.detail, correctness)
         timer = state.timer(task)
         timer.pending_s.clear()
-        criterion = CIWidth(s.target_rel_ci, s.min_samples, s.max_samples, s.budget_s)
+        criterion = criterion or CIWidth(s.target_rel_ci, s.min_samples, s.max_samples, s.budget_s)
         timing = measure(timer, launches, criterion, warmup=s.warmup, verify=checker.verify_timed,
                          on_sample=lambda n: emit("sample", {"n": n}) if n % 10 == 0 else None,
                          rng=random.Random())

@@ -211,6 +211,19 @@ class Tolerance(_Model):
     rel_l2: float | None = Field(None, gt=0)
 
 
+class TuneSpace(_Model):
+    """Autotuning search space: a grid of keyword-argument values, filtered by constraints."""
+
+    space: dict[str, Annotated[list[ParamValue], Field(min_length=1)]] = Field(
+        min_length=1, description="Parameter name -> values to try, e.g. {block: [128, 256, 512]}."
+    )
+    constraints: list[str] = Field(
+        default_factory=list,
+        description="Conditions every configuration must meet, over tuned and case parameters, "
+        "e.g. 'block <= hidden', 'block * vec <= 4096 and hidden % vec == 0'.",
+    )
+
+
 class Implementation(_Model):
     """An implementation: a function, and optionally a set-up step run once per input set."""
 
@@ -230,6 +243,14 @@ class Implementation(_Model):
         None, description="Overrides the workload's tolerance for this implementation (e.g. FP8)."
     )
     description: str = ""
+    tune: TuneSpace | None = Field(
+        None, description="Search space for `solbench tune`: parameter values and constraints."
+    )
+    params: dict[str, ParamValue] = Field(
+        default_factory=dict,
+        description="Fixed keyword arguments passed to fn (and to setup if it takes them), "
+        "e.g. a tuned configuration {block: 256}.",
+    )
 
 
 class Profile(_Model):

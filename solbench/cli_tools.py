@@ -1,0 +1,292 @@
+"""``solbench report``, ``solbench tune`` and ``solbench profile``: parse, call, render, write files.
+
+    solbench report RUN... --html report.html --png roofline.png --csv runs.csv
+    solbench tune workloads/x.yaml -i fused          # every tune: space, per case
+    solbench profile workloads/attn.yaml -w o_proj -i fused --case 'o_proj[tokens=16,...]'
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from solbench.errors import ConfigError, ResultsFormatError
+from solbench.report.units import format_bytes, format_flops, format_seconds
+from solbench.results import store
+from solbench.results.model import Calibration, RunResult
+
+
+def _out(quiet: bool = False) -> Console:
+    return Console(highlight=False, quiet=quiet, width=None if sys.stdout.isatty() else 160)
+
+
+def _err() -> Console:
+    return Console(stderr=True, highlight=False)
+
+
+# ------------------------------------------------------------------ report
+
+
+def _load_runs(names: Sequence[str], rdir: Path) -> list[RunResult]:
+    if not names:
+        return [store.load(store.latest(rdir))]
+    return [store.load(store.find(n, rdir)) for n in names]
+
+
+def _calibration(path: str | None, runs: Sequence[RunResult], rdir: Path) -> Calibration | None:
+    """The calibration given, else the one saved for the first run's device, else None."""
+    if path is None:
+        env = runs[0].environment
+        if env.device_kind != "cuda":
+            return None
+        try:
+            return store.load_calibration(rdir, env.spec_id, env.device_uuid)
+        except ResultsFormatError:
+            return None
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        names = Calibration.__dataclass_fields__
+        return Calibration(**{k: v for k, v in data.items() if k in names})
+    except (OSError, json.JSONDecodeError, TypeError) as exc:
+        raise ResultsFormatError(f"{path}: not a solbench calibration: {exc}") from None
+
+
+@click.command()
+@click.argument("runs", nargs=-1, metavar="RUN...")
+@click.option("--html", "html_file", type=click.Path(dir_okay=False), help="Self-contained HTML report here.")
+@click.option("--csv", "csv_file", type=click.Path(dir_okay=False), help="CSV here ('-': stdout).")
+@click.option("--png", "png_file", type=click.Path(dir_okay=False), help="Roofline PNG here.")
+@click.option("--calibration", type=click.Path(dir_okay=False),
+              help="Measured ceilings (solbench calibrate JSON); default: the one saved for the run's GPU.")
+@click.option("--gate-against", metavar="BASE", help="Add the gate verdicts of the (single) run against BASE.")
+@click.option("--compare-to", metavar="BASE", help="Add a comparison of the (single) run with BASE.")
+@click.option("--title", default="solbench report", show_default=True)
+@click.option("--results-dir", type=click.Path(file_okay=False), default="results", show_default=True)
+def report(runs: Sequence[str], html_file: str | None, csv_file: str | None, png_file: str | None,
+           calibration: str | None, gate_against: str | None, compare_to: str | None, title: str,
+           results_dir: str) -> None:
+    """Roofline PNG, self-contained HTML and CSV of saved runs (files, saved names; default: latest).
+
+    Without --html, --csv or --png the CSV goes to stdout.
+    """
+    from solbench.report.csv import run_csv
+
+    rdir = Path(results_dir)
+    loaded = _load_runs(runs, rdir)
+    if not (html_file or csv_file or png_file):
+        csv_file = "-"
+    if csv_file:
+        text = run_csv(loaded)
+        if csv_file == "-":
+            click.echo(text, nl=False)
+        else:
+            Path(csv_file).write_text(text, encoding="utf-8")
+    if png_file or html_file:
+        _figures(loaded, rdir, html_file, png_file, calibration, gate_against, compare_to, title)
+    for path in (html_file, png_file, None if csv_file == "-" else csv_file):
+        if path:
+            click.echo(f"wrote {path}", err=True)
+
+
+def _figures(runs: list[RunResult], rdir: Path, html_file: str | None, png_file: str | None,
+             calibration: str | None, gate_against: str | None, compare_to: str | None, title: str) -> None:
+    from solbench.report.html import ReportImages, report_html
+    from solbench.report.roofline import histograms_png, impl_names, roofline_png
+
+    roof = roofline_png(runs, _calibration(calibration, runs, rdir))
+    if png_file:
+        Path(png_file).write_bytes(roof)
+    if not html_file:
+        return
+    if (gate_against or compare_to) and len(runs) != 1:
+        raise ConfigError("--gate-against and --compare-to take a single RUN")
+    names = impl_names(runs)
+    hists = {(k, w): histograms_png([c for c in run.cases if c.workload == w], names=names)
+             for k, run in enumerate(runs) for w in dict.fromkeys(c.workload for c in run.cases)}
+    gate_result = comparison = None
+    if gate_against:
+        from solbench.gate import gate
+
+        gate_result = gate(store.load(store.find(gate_against, rdir)), runs[0])
+    if compare_to:
+        from solbench.compare import compare_runs
+
+        comparison = compare_runs(store.load(store.find(compare_to, rdir)), runs[0], label_a=compare_to,
+                                  label_b="run")
+    text = report_html(runs, ReportImages(roof, hists), labels=[_label(r) for r in runs],
+                       comparison=comparison, gate=gate_result, title=title)
+    Path(html_file).write_text(text, encoding="utf-8")
+
+
+def _label(run: RunResult) -> str:
+    files = ", ".join(Path(f).name for f in run.workload_files)
+    return f"{files} · {run.environment.device_name} · {run.created}"
+
+
+# ------------------------------------------------------------------ tune
+
+
+@click.command()
+@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("-w", "--workload", "workloads", multiple=True, help="Only this workload (repeatable).")
+@click.option("-i", "--impl", "impls", multiple=True, help="Only this implementation (repeatable).")
+@click.option("--max-configs", type=click.IntRange(min=1), help="Configurations measured per case at most.")
+@click.option("--patience", type=click.IntRange(min=1),
+              help="Stop a case after this many configurations in a row without a new best.")
+@click.option("--margin", type=click.FloatRange(min=0), default=0.02, show_default=True,
+              help="Abandon a configuration once its median's 95%% CI lies above best x (1 + margin).")
+@click.option("--budget", type=click.FloatRange(min=0.01), default=0.5, show_default=True,
+              help="Seconds of sampling per configuration.")
+@click.option("--target", type=click.FloatRange(min=0.0001), default=0.01, show_default=True)
+@click.option("--min-samples", type=click.IntRange(min=3), default=10, show_default=True)
+@click.option("--max-samples", type=click.IntRange(min=3), default=1000, show_default=True)
+@click.option("--confirm-rounds", type=click.IntRange(min=1), default=2, show_default=True,
+              help="Alternating re-measurements of hand-picked and winner.")
+@click.option("--min-gain", type=click.FloatRange(min=0, min_open=True), default=0.01, show_default=True,
+              help="A winner whose gain's 95%% CI lies within +-this of 1 is SAME: hand-picked stays.")
+@click.option("--device", type=click.Choice(["auto", "cuda", "cpu"]), default="auto", show_default=True)
+@click.option("-o", "--output", type=click.Path(dir_okay=False),
+              help="Every configuration's result (JSON); default results/<spec>/<time>_tune.json.")
+@click.option("--tuned-file", type=click.Path(dir_okay=False),
+              help="Tuned configurations for `run --tuned` (merged); default results/<spec>/tuned.json.")
+@click.option("--results-dir", type=click.Path(file_okay=False), default="results", show_default=True)
+@click.option("-v", "--verbose", is_flag=True, help="One line per configuration as it is measured.")
+def tune(files: Sequence[str], workloads: Sequence[str], impls: Sequence[str], max_configs: int | None,
+         patience: int | None, margin: float, budget: float, target: float, min_samples: int, max_samples: int,
+         confirm_rounds: int, min_gain: float, device: str, output: str | None, tuned_file: str | None,
+         results_dir: str, verbose: bool) -> None:
+    """Measure every valid configuration of each implementation's tune: space, per case."""
+    from solbench import tune as tuning
+
+    options = tuning.TuneOptions(workloads=tuple(workloads), impls=tuple(impls), max_configs=max_configs,
+                                 patience=patience, margin=margin, confirm_rounds=confirm_rounds, min_gain=min_gain,
+                                 target_rel_ci=target, min_samples=min_samples, max_samples=max_samples,
+                                 budget_s=budget)
+    err = _err()
+
+    def progress(event: str, data: dict[str, Any]) -> None:
+        if verbose and event == "trial":
+            t = data["trial"]
+            when = format_seconds(t.median) if t.median else t.status.upper()
+            err.print(f"{data['case']} {data['impl']} {data['label']}: {when} ({t.stop_reason or t.message})",
+                      markup=False)
+
+    result = tuning.tune(files, options, device=device, progress=progress)
+    spec_dir = Path(results_dir) / store.slug(result.environment.spec_id)
+    stamp = result.created.replace(":", "").replace("-", "")[:15]
+    out_path = Path(output) if output else spec_dir / f"{stamp}_tune.json"
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    out_path.write_text(json.dumps(tuning.result_dict(result), indent=1) + "\n", encoding="utf-8")
+    tuned_path = Path(tuned_file) if tuned_file else spec_dir / "tuned.json"
+    existing = tuning.load_tuned(tuned_path) if tuned_path.is_file() else None
+    tuned_path.parent.mkdir(parents=True, exist_ok=True)
+    tuned_path.write_text(tuning.tuned_file(result, existing), encoding="utf-8")
+    _out().print(_tune_table(result))
+    click.echo(f"results: {out_path}\ntuned configurations: {tuned_path} "
+               f"(use with: solbench run ... --tuned {tuned_path})", err=True)
+
+
+def _tune_table(result: Any) -> Table:
+    t = Table(title=Text(f"tuning on {result.environment.device_name}"), title_justify="left")
+    for col in ("case", "impl", "tried", "hand-picked", "winner", "tuned", "gain", "verdict"):
+        t.add_column(col, justify="left" if col in ("case", "impl", "winner", "verdict") else "right")
+    for c in result.cases:
+        counts: dict[str, int] = {}
+        for tr in c.trials:
+            key = "beaten" if tr.stop_reason == "beaten" else tr.status
+            counts[key] = counts.get(key, 0) + 1
+        tried = ", ".join(f"{n} {k}" for k, n in counts.items())
+        tried += f"; {c.filtered} excluded" if c.filtered else ""
+        tried += f"; {c.untried} untried" if c.untried else ""
+        hand = c.confirm_hand_picked or c.hand_picked
+        winner = ",".join(f"{k}={v}" for k, v in (c.winner or {}).items()) or "-"
+        tuned = format_seconds(c.confirm_winner.median) if c.confirm_winner else "-"
+        gain = f"{c.gain:.3f}×" if c.gain else "-"
+        if c.confirm_ratio_ci:
+            gain += f" [{1 / c.confirm_ratio_ci[1]:.3f}, {1 / c.confirm_ratio_ci[0]:.3f}]"
+        before = format_seconds(hand.median) if hand.median else hand.status.upper()
+        t.add_row(Text(c.case_id), Text(c.impl), tried, before, Text(winner), tuned, gain, c.verdict or "-")
+    return t
+
+
+# ------------------------------------------------------------------ profile
+
+
+@click.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("-w", "--workload", required=True)
+@click.option("-i", "--impl", required=True)
+@click.option("--case", "case_id", metavar="ID", help="Case id as `run` prints it (default: the first case).")
+@click.option("--ncu", type=click.Path(dir_okay=False), help="Path to ncu (default: from PATH).")
+@click.option("--params", default="{}", help="Extra keyword arguments for fn as JSON, e.g. a tuned config.")
+@click.option("--out-dir", type=click.Path(file_okay=False), default="results/profiles", show_default=True,
+              help="Where the .ncu-rep, its CSV and the JSON summary go.")
+@click.option("--json", "as_json", is_flag=True, help="Print the JSON summary.")
+def profile(file: str, workload: str, impl: str, case_id: str | None, ncu: str | None, params: str,
+            out_dir: str, as_json: bool) -> None:
+    """Profile one case of one implementation under Nsight Compute, beside the analytic model."""
+    from solbench.profile_run import ProfileRequest, find_ncu, profile_dict
+    from solbench.profile_run import profile as run_profile
+
+    try:
+        extra = json.loads(params)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"--params: not JSON: {exc.msg}") from None
+    if not isinstance(extra, dict):
+        raise ConfigError("--params: expected a JSON object, e.g. '{\"block\": 256}'")
+    find_ncu(ncu)  # before anything else: without ncu, one line and exit 2
+    result = run_profile(ProfileRequest(file, workload, impl, case_id, ncu, Path(out_dir), extra))
+    rep = Path(result.ncu_rep)
+    rep.with_suffix(".csv").write_text(result.csv_text, encoding="utf-8")
+    data = profile_dict(result)
+    rep.with_suffix(".json").write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    if as_json:
+        click.echo(json.dumps(data, indent=1))
+        return
+    out = _out()
+    out.print(_profile_table(result))
+    out.print(f"diagnosis: {result.summary.diagnosis}", markup=False, soft_wrap=True)
+    out.print(f"report: {rep} ({result.ncu_version}; range: {result.range_mode}); summary: "
+              f"{rep.with_suffix('.json')}", style="dim", markup=False, soft_wrap=True)
+
+
+def _pct(x: float | None) -> str:
+    return f"{x:.0f}%" if x is not None else "-"
+
+
+def _ratio(x: float | None) -> str:
+    return f"{x:.2f}×" if x is not None else "-"
+
+
+def _profile_table(result: Any) -> Table:
+    s = result.summary
+    t = Table(title=Text(f"{result.case_id} {result.impl} on {result.device_name} (ncu, one timed call)"),
+              title_justify="left")
+    for col in ("kernel", "time", "DRAM read", "DRAM write", "SM %", "mem %", "DRAM %", "occupancy",
+                "tensor FLOP", "FP32 FLOP"):
+        t.add_column(col, justify="left" if col == "kernel" else "right", overflow="fold")
+    for k in s.kernels:
+        t.add_row(Text(k.name[:70]), format_seconds(k.duration), format_bytes(k.dram_read), format_bytes(k.dram_write),
+                  _pct(k.sm_pct), _pct(k.mem_pct), _pct(k.dram_pct), _pct(k.occupancy_pct),
+                  format_flops(k.tensor_flops), format_flops(k.fp32_flops))
+    t.add_section()
+    read = sum(k.dram_read or 0.0 for k in s.kernels)
+    t.add_row("total", format_seconds(s.duration), format_bytes(read), format_bytes((s.measured_bytes or 0) - read),
+              _pct(s.sm_pct), _pct(s.mem_pct), "", "", format_flops(s.measured_tensor_flops),
+              format_flops(s.measured_fp32_flops))
+    t.add_row("analytic model", format_seconds(result.t_sol) + " (T_SOL)", format_bytes(s.analytic_bytes) + " fused",
+              "", "", "", "", "", format_flops(s.analytic_tensor_flops), format_flops(s.analytic_vector_flops))
+    t.add_row("measured / analytic", "", _ratio(s.bytes_ratio) + " (bytes)", "", "", "", "", "",
+              _ratio(s.tensor_ratio), _ratio(s.fp32_ratio))
+    return t
+
+
+TOOLS = (report, tune, profile)

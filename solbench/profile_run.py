@@ -1,0 +1,192 @@
+"""Run one case of one implementation under Nsight Compute and set its counters beside the model.
+
+    ncu --nvtx --nvtx-include solbench_timed/          only the timed call (warm-up outside)
+        --clock-control none                           clocks as found (ncu would lock them to base)
+        --cache-control all                            caches flushed before each kernel (cold, as solbench's timer)
+        --section SpeedOfLight --section Occupancy --section LaunchStats
+        --metrics dram__bytes_read.sum,dram__bytes_write.sum,<FP32 and tensor-pipe counters>
+        --export R.ncu-rep  python -m solbench.profile_target FILE WORKLOAD IMPL CASE_ID
+    ncu --import R.ncu-rep --csv --page raw --print-units base     -> profile_ncu.parse_raw_csv
+
+If the NVTX filter catches no kernel (a torch built without NVTX), the call is profiled again
+between cudaProfilerStart/Stop (``--profile-from-start off``). Without ncu or a CUDA GPU: DeviceError.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from solbench.errors import ConfigError, DeviceError
+from solbench.profile_ncu import ProfileSummary, parse_metric_names, parse_raw_csv, summarize, wanted_metrics
+from solbench.profile_target import RANGE
+
+SECTIONS = ("SpeedOfLight", "Occupancy", "LaunchStats")
+_NO_KERNELS = "No kernels were profiled"
+
+
+@dataclass(frozen=True)
+class ProfileRequest:
+    """What to profile and where to put the report."""
+
+    file: str
+    workload: str
+    impl: str
+    case_id: str | None = None  # None: the workload's first case on CUDA
+    ncu: str | None = None  # path to ncu; None: from PATH
+    out_dir: Path = Path("results") / "profiles"
+    params: dict[str, Any] = field(default_factory=dict)  # extra keyword arguments (e.g. tuned)
+    warmup: int = 3
+    timeout_s: float = 600.0
+
+
+@dataclass(frozen=True)
+class ProfileResult:
+    """One profiled call: where the report is, how it was taken, and the summary."""
+
+    created: str
+    device_name: str
+    workload: str
+    impl: str
+    case_id: str
+    t_sol: float
+    ncu_rep: str
+    ncu_version: str
+    range_mode: str  # "nvtx" or "profiler-api"
+    command: tuple[str, ...]
+    summary: ProfileSummary
+    csv_text: str = ""
+
+
+def find_ncu(explicit: str | None) -> str:
+    """The ncu executable: ``explicit`` if given, else the one on PATH; DeviceError when none."""
+    if explicit is not None:
+        path = Path(explicit)
+        if not (path.is_file() and os.access(path, os.X_OK)):
+            raise DeviceError(f"--ncu {explicit}: not an executable file")
+        return str(path)
+    found = shutil.which("ncu")
+    if found is None:
+        raise DeviceError("Nsight Compute (ncu) is not on PATH: install it or pass --ncu PATH")
+    return found
+
+
+def _locate(req: ProfileRequest) -> tuple[Any, Any]:
+    from solbench.api import plan
+
+    p = plan([req.file], "cuda", [req.workload])[0]
+    if req.impl not in p.spec.implementations:
+        raise ConfigError(f"{req.file}: workload {req.workload!r} has no implementation {req.impl!r} "
+                          f"(implementations: {', '.join(p.spec.implementations)})")
+    if req.case_id is None:
+        return p, p.cases[0]
+    case = next((c for c in p.cases if c.id == req.case_id), None)
+    if case is None:
+        raise ConfigError(f"{req.file}: no case {req.case_id!r} in {req.workload} on CUDA (cases: "
+                          f"{', '.join(c.id for c in p.cases)})")
+    return p, case
+
+
+def _run(cmd: list[str], timeout_s: float, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=env, check=False)
+    except subprocess.TimeoutExpired:
+        raise DeviceError(f"ncu did not finish within {timeout_s:g} s") from None
+
+
+def _query(ncu: str) -> set[str] | None:
+    out = _run([ncu, "--query-metrics"], 120)
+    names = parse_metric_names(out.stdout)
+    return names or None
+
+
+def _version(ncu: str) -> str:
+    out = _run([ncu, "--version"], 60)
+    lines = [ln for ln in out.stdout.splitlines() if ln.strip()]
+    return lines[-1].strip() if lines else "?"
+
+
+def _profile_cmd(ncu: str, req: ProfileRequest, case_id: str, rep: Path, metrics: list[str],
+                 nvtx: bool) -> list[str]:
+    select = ["--nvtx", "--nvtx-include", f"{RANGE}/"] if nvtx else ["--profile-from-start", "off"]
+    sections = [x for s in SECTIONS for x in ("--section", s)]
+    return [ncu, *select, "--clock-control", "none", "--cache-control", "all", "--target-processes", "all",
+            *sections, "--metrics", ",".join(metrics), "--export", str(rep), "--force-overwrite",
+            sys.executable, "-m", "solbench.profile_target", req.file, req.workload, req.impl, case_id,
+            "--warmup", str(req.warmup), "--params", json.dumps(req.params)]
+
+
+def _last_line(out: subprocess.CompletedProcess[str]) -> str:
+    lines = [ln.strip() for ln in (out.stderr + "\n" + out.stdout).splitlines() if ln.strip()]
+    errors = [ln for ln in lines if "error" in ln.lower()]
+    return (errors or lines or [f"exit status {out.returncode}"])[-1]
+
+
+def profile(req: ProfileRequest) -> ProfileResult:
+    """Profile the timed call of one case under ncu; the report lands in ``req.out_dir``."""
+    from solbench.analysis.sol import speed_of_light
+    from solbench.api import cost_of
+    from solbench.device.detect import detect
+    from solbench.results.store import slug
+
+    ncu = find_ncu(req.ncu)
+    try:
+        info = detect("cuda")
+    except DeviceError as exc:
+        raise DeviceError(f"profile needs a CUDA GPU: {exc}") from None
+    p, case = _locate(req)
+    cost = cost_of(p, case)
+    peaks = info.spec.peaks_for(case.dtype)
+    t_sol = speed_of_light(cost, peaks).t_sol
+    created = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
+    stamp = created.replace(":", "").replace("-", "").split("+")[0]
+    req.out_dir.mkdir(parents=True, exist_ok=True)
+    rep = req.out_dir / f"{stamp}_{slug(req.workload)}_{slug(req.impl)}_{slug(case.id)}.ncu-rep"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+    metrics = wanted_metrics(_query(ncu))
+    mode = "nvtx"
+    cmd = _profile_cmd(ncu, req, case.id, rep, metrics, nvtx=True)
+    out = _run(cmd, req.timeout_s, env)
+    if _NO_KERNELS in out.stdout + out.stderr:
+        mode, cmd = "profiler-api", _profile_cmd(ncu, req, case.id, rep, metrics, nvtx=False)
+        out = _run(cmd, req.timeout_s, env)
+    if out.returncode != 0 or not rep.is_file():
+        raise DeviceError(f"ncu failed on {case.id} {req.impl}: {_last_line(out)}")
+    csv_out = _run([ncu, "--import", str(rep), "--csv", "--page", "raw", "--print-units", "base"], 300)
+    if csv_out.returncode != 0:
+        raise DeviceError(f"ncu --import {rep} failed: {_last_line(csv_out)}")
+    kernels = parse_raw_csv(csv_out.stdout)
+    summary = summarize(kernels, analytic_bytes=cost.fused_bytes, analytic_tensor_flops=cost.tensor_flops,
+                        analytic_vector_flops=cost.vector_flops, ridge=ridge_point(kernels, peaks))
+    return ProfileResult(created, info.name, req.workload, req.impl, case.id, t_sol, str(rep), _version(ncu),
+                         mode, tuple(cmd), summary, csv_out.stdout)
+
+
+def ridge_point(kernels: Any, peaks: Any) -> float:
+    """Peak FLOP/s over bandwidth, for the tensor units when the kernels ran mostly on them."""
+    tensor = sum(k.tensor_flops or 0.0 for k in kernels)
+    fp32 = sum(k.fp32_flops or 0.0 for k in kernels)
+    peak = peaks.tensor_flops if peaks.tensor_flops and tensor >= fp32 else peaks.vector_flops
+    return float(peak / peaks.bandwidth)
+
+
+def profile_dict(result: ProfileResult) -> dict[str, Any]:
+    """A JSON-ready dict of a profile (the ncu CSV is written beside it, not inside)."""
+    data = dataclasses.asdict(result)
+    data.pop("csv_text")
+    s = result.summary
+    data["format"] = "solbench-profile/1"
+    data["summary"].update(bytes_ratio=s.bytes_ratio, tensor_ratio=s.tensor_ratio, fp32_ratio=s.fp32_ratio,
+                           measured_intensity=s.measured_intensity)
+    for k, obj in zip(data["summary"]["kernels"], s.kernels, strict=True):
+        k["dram_bytes"] = obj.dram_bytes
+    return data

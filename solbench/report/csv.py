@@ -1,0 +1,56 @@
+"""Runs as CSV: one row per case x implementation, SI units (seconds, FLOP, bytes). Returns text.
+
+Parameters get one ``param.<name>`` column each (the union over all rows, empty where a workload
+lacks one), so that a spreadsheet can filter and pivot on them.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Sequence
+from typing import Any
+
+from solbench.results.model import CaseResult, ImplResult, RunResult
+
+__all__ = ["COLUMNS", "run_csv"]
+
+COLUMNS = ("run", "device", "workload", "case_id", "dtype", "impl", "status", "median_s", "ci_low_s",
+           "ci_high_s", "n_samples", "stop_reason", "t_sol_s", "bound", "sol", "mfu", "mbu",
+           "achieved_flops_per_s", "achieved_bytes_per_s", "speedup", "s_score", "tensor_flops",
+           "vector_flops", "fused_bytes", "unfused_bytes", "intensity_flop_per_byte", "peaks_source",
+           "message")
+
+
+def _row(run: RunResult, case: CaseResult, r: ImplResult) -> dict[str, Any]:
+    t, s = r.timing, r.score
+    row: dict[str, Any] = {
+        "run": run.created, "device": run.environment.device_name, "workload": case.workload,
+        "case_id": case.case_id, "dtype": case.dtype, "impl": r.name, "status": r.status,
+        "t_sol_s": case.t_sol, "bound": case.bound, "tensor_flops": case.cost.tensor_flops,
+        "vector_flops": case.cost.vector_flops, "fused_bytes": case.cost.fused_bytes,
+        "unfused_bytes": case.cost.unfused_bytes, "intensity_flop_per_byte": case.intensity,
+        "peaks_source": case.peaks.source, "message": r.message,
+    }
+    if t is not None:
+        row.update(median_s=t.median, ci_low_s=t.ci_low, ci_high_s=t.ci_high, n_samples=t.n,
+                   stop_reason=t.stop_reason)
+    if s is not None:
+        row.update(sol=s.sol, mfu=s.mfu, mbu=s.mbu, achieved_flops_per_s=s.achieved_flops,
+                   achieved_bytes_per_s=s.achieved_bandwidth, speedup=s.speedup, s_score=s.s_score)
+    row.update({f"param.{k}": v for k, v in case.params.items()})
+    return row
+
+
+def run_csv(runs: Sequence[RunResult]) -> str:
+    """Every case x implementation of the runs as CSV text (header first; empty cells for None)."""
+    rows = [_row(run, c, r) for run in runs for c in run.cases for r in c.impls]
+    params: list[str] = []
+    for row in rows:
+        params += [k for k in row if k.startswith("param.") and k not in params]
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=[*COLUMNS, *params], lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: ("" if v is None else v) for k, v in row.items()})
+    return buf.getvalue()

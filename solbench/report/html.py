@@ -1,0 +1,166 @@
+"""A self-contained HTML report: one file, styles inline, images as ``data:`` URIs, no network.
+
+    header        devices, dates, the runs' files
+    roofline      the PNG from :mod:`solbench.report.roofline`
+    verdicts      a gate's or a comparison's table, when given
+    per run       environment, protocol, one results table per workload, sample histograms,
+                  notes (why an implementation was not scored)
+
+Returns text; the CLI writes the file.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+
+from solbench.compare import Comparison
+from solbench.gate import GateResult
+from solbench.report.console import run_header, run_notes
+from solbench.report.units import (
+    format_ci,
+    format_p,
+    format_pct,
+    format_percent,
+    format_ratio,
+    format_seconds,
+)
+from solbench.results.model import CaseResult, ImplResult, RunResult
+
+__all__ = ["ReportImages", "report_html"]
+
+_STYLE = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#222;max-width:1400px}
+h1{font-size:22px}h2{font-size:18px;border-bottom:1px solid #ccc;padding-bottom:4px;margin-top:32px}
+h3{font-size:15px;margin-top:20px}
+table{border-collapse:collapse;margin:8px 0 16px;font-size:13px}
+th,td{border:1px solid #ddd;padding:3px 8px;text-align:right;white-space:nowrap}
+th{background:#f3f3f3}td.l,th.l{text-align:left}
+tr.first td{border-top:2px solid #bbb}
+.bad{color:#b00020;font-weight:600}.skip{color:#888}.note{color:#555;font-size:12px}
+img{max-width:100%;border:1px solid #eee}
+"""
+_STATUS_CLASS = {"incorrect": "bad", "invalid": "bad", "error": "bad", "crashed": "bad", "timeout": "bad",
+                 "oom": "bad", "reward_hack": "bad", "skipped": "skip"}
+
+
+@dataclass(frozen=True)
+class ReportImages:
+    """PNG images to inline: the roofline, and sample histograms per (run index, workload)."""
+
+    roofline: bytes | None = None
+    histograms: Mapping[tuple[int, str], bytes] = field(default_factory=dict)
+
+
+def _e(value: object) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _img(png: bytes, alt: str) -> str:
+    return f'<img alt="{_e(alt)}" src="data:image/png;base64,{base64.b64encode(png).decode("ascii")}">'
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]], left: int = 1,
+           caption: str | None = None, first_rows: frozenset[int] = frozenset()) -> str:
+    """Cells are already-escaped HTML; the first ``left`` columns are left-aligned."""
+    head = "".join(f'<th{" class=l" if i < left else ""}>{_e(h)}</th>' for i, h in enumerate(header))
+    body = []
+    for j, row in enumerate(rows):
+        cells = "".join(f'<td{" class=l" if i < left else ""}>{c}</td>' for i, c in enumerate(row))
+        body.append(f'<tr{" class=first" if j in first_rows else ""}>{cells}</tr>')
+    cap = f"<caption>{_e(caption)}</caption>" if caption else ""
+    return f"<table>{cap}<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def _kv_table(pairs: Mapping[str, object]) -> str:
+    rows = [[_e(k), _e(v)] for k, v in pairs.items() if v not in (None, "", ())]
+    return _table(["field", "value"], rows, left=2)
+
+
+def _impl_cells(c: CaseResult, r: ImplResult) -> list[str]:
+    status = f'<span class="{_STATUS_CLASS.get(r.status, "")}">{_e(r.status.upper())}</span>'
+    t, s = r.timing, r.score
+    if t is None:
+        return [status, "", "", "", _e(format_seconds(c.t_sol)), "", "", "", _e(c.bound), "", ""]
+    half = (t.ci_high - t.ci_low) / 2 / t.median if t.median else 0.0
+    cells = [status, _e(format_seconds(t.median)), _e(f"±{half:.1%}"), _e(t.n), _e(format_seconds(c.t_sol))]
+    if s is None:
+        return [*cells, "", "", "", _e(c.bound), "", ""]
+    return [*cells, _e(f"{s.sol:.3f}"), _e(format_pct(s.mfu)), _e(format_pct(s.mbu)), _e(c.bound),
+            _e(f"{s.speedup:.2f}×" if s.speedup else ""), _e(f"{s.s_score:.3f}" if s.s_score is not None else "")]
+
+
+def _results_table(cases: Sequence[CaseResult]) -> str:
+    header = ["case", "impl", "status", "median", "±CI", "n", "T_SOL", "SOL", "MFU", "MBU", "bound", "speedup",
+              "S"]
+    rows, firsts = [], set()
+    for c in cases:
+        params = " ".join(f"{k}={v}" for k, v in c.params.items()) + f" {c.dtype}"
+        for i, r in enumerate(c.impls):
+            if i == 0:
+                firsts.add(len(rows))
+            rows.append([_e(params) if i == 0 else "", _e(r.name), *_impl_cells(c, r)])
+    return _table(header, rows, left=3, first_rows=frozenset(firsts))
+
+
+def _gate_section(g: GateResult) -> str:
+    rows = [[_e(v.key), _e(v.verdict), _e(format_seconds(v.median_base)), _e(format_seconds(v.median_cur)),
+             _e(format_ratio(v.ratio)), _e(format_ci(v.ci_low, v.ci_high)), _e(f"+{format_percent(v.threshold)}"),
+             _e(format_p(v.p_adjusted)), _e(v.reason)] for v in g.verdicts]
+    table = _table(["case", "verdict", "baseline", "current", "ratio", "95% CI", "threshold", "p (adj.)",
+                    "reason"], rows, left=2)
+    return f"<h2>Gate: {_e(g.overall)}</h2>{table}"
+
+
+def _compare_section(c: Comparison) -> str:
+    rows = [[_e(r.key), _e(r.verdict), _e(format_seconds(r.median_a)), _e(format_seconds(r.median_b)),
+             _e(format_ratio(r.ratio)), _e(format_ci(r.ci_low, r.ci_high)), _e(format_p(r.p_value))]
+            for r in c.rows]
+    table = _table(["case", "verdict", c.label_a, c.label_b, f"{c.label_b}/{c.label_a}", "95% CI", "p"],
+                   rows, left=2)
+    geo = f"geomean speedup of {c.label_b} over {c.label_a}: {format_ratio(c.geomean_speedup)}"
+    return f"<h2>Comparison: {_e(c.label_b)} vs {_e(c.label_a)}</h2>{table}<p>{_e(geo)}</p>"
+
+
+def _run_section(k: int, run: RunResult, images: ReportImages, label: str) -> str:
+    parts = [f"<h2>Run {k + 1}: {_e(label)}</h2>", f'<p class="note">{_e(run_header(run))}</p>',
+             "<h3>Environment</h3>", _kv_table(asdict(run.environment)),
+             "<h3>Protocol</h3>", _kv_table({**asdict(run.protocol), "peaks": f"{run.spec.id} ({run.spec.source})"})]
+    by_workload: dict[str, list[CaseResult]] = {}
+    for c in run.cases:
+        by_workload.setdefault(c.workload, []).append(c)
+    for workload, cases in by_workload.items():
+        parts += [f"<h3>{_e(workload)}</h3>", _results_table(cases)]
+        png = images.histograms.get((k, workload))
+        if png:
+            parts.append(_img(png, f"sample histograms: {workload}"))
+    notes = run_notes(run) + list(run.notes)
+    if notes:
+        parts.append("<h3>Notes</h3><ul>" + "".join(f'<li class="note">{_e(n)}</li>' for n in notes) + "</ul>")
+    return "\n".join(parts)
+
+
+def report_html(runs: Sequence[RunResult], images: ReportImages = ReportImages(), *,
+                labels: Sequence[str] = (), comparison: Comparison | None = None,
+                gate: GateResult | None = None, title: str = "solbench report") -> str:
+    """The whole report as one HTML document (no external references)."""
+    labels = list(labels) + [r.created for r in runs[len(labels):]]
+    devices = sorted({r.environment.device_name for r in runs})
+    body = [f"<h1>{_e(title)}</h1>",
+            f'<p class="note">{_e(", ".join(devices))} · {len(runs)} run(s) · '
+            f'{sum(len(r.cases) for r in runs)} case(s)</p>']
+    if images.roofline:
+        body += ["<h2>Roofline</h2>", _img(images.roofline, "roofline"),
+                 '<p class="note">One point per case × implementation: analytic FLOPs / median time against '
+                 "analytic FLOP per fused byte; arrows go from the baseline to the fused (else the fastest) "
+                 "implementation; dashed roofs are ceilings measured by solbench calibrate.</p>"]
+    if gate is not None:
+        body.append(_gate_section(gate))
+    if comparison is not None:
+        body.append(_compare_section(comparison))
+    body += [_run_section(k, run, images, labels[k]) for k, run in enumerate(runs)]
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            f"<title>{_e(title)}</title><style>{_STYLE}</style></head>\n<body>\n"
+            + "\n".join(body) + "\n</body></html>\n")

@@ -1,0 +1,362 @@
+"""Autotuning: measure every valid configuration of an implementation's ``tune:`` space, per case.
+
+Grid search with a budget and early stopping (spaces of a kernel's launch parameters are small;
+a sampler such as optuna would only pay off for spaces far larger than a per-case grid)::
+
+    for each case:
+        inputs = prepare_case(...)                         # shared by every configuration
+        hand-picked = check and time the implementation as declared (its fn defaults, its params)
+        best = hand-picked
+        for config in grid(space) meeting every constraint, at most max_configs:
+            check, then time config; stop sampling it once the 95% CI of its median lies
+            above best x (1 + margin) ("beaten": it cannot win)
+            new best?  else count a miss; stop after `patience` misses in a row
+        confirm: time hand-picked and the fastest configuration again, alternately,
+                 `confirm_rounds` times each, samples pooled: the gain is their ratio of medians,
+                 and the verdict is `solbench compare`'s (bootstrap CI of the ratio, Mann-Whitney
+                 at alpha 0.01): FASTER, SAME (CI within +-min_gain), SLOWER or INCONCLUSIVE
+
+Every configuration's result and the winner go into a :class:`TuneResult`; :func:`tuned_file`
+turns the confidently FASTER winners into the tuned-configuration file that ``solbench run
+--tuned FILE`` applies with :meth:`TunedConfig.apply` (elsewhere hand-picked stays). Nothing here
+writes files: the CLI does.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from solbench.analysis.stats import median, median_ci
+from solbench.errors import ConfigError, ResultsFormatError
+from solbench.measure.criteria import CIWidth
+from solbench.results.model import Environment, ImplResult
+from solbench.tune_space import config_label, constraint_names, valid_configs
+from solbench.workload.expr import ExprError
+from solbench.workload.schema import Implementation
+
+TUNED_FORMAT = "solbench-tuned/1"
+Progress = Callable[[str, dict[str, Any]], None]
+
+
+@dataclass(frozen=True)
+class TuneOptions:
+    """Knobs of a tuning run; timing knobs as in ``solbench run``, shorter budget by default."""
+
+    workloads: tuple[str, ...] = ()
+    impls: tuple[str, ...] = ()
+    max_configs: int | None = None  # valid configurations measured per case (None: all)
+    patience: int | None = None  # stop after this many configurations in a row without a new best
+    margin: float = 0.02  # abandon a configuration whose median's CI lies above best x (1 + margin)
+    confirm_rounds: int = 2
+    min_gain: float = 0.01  # the confirmation calls the winner SAME when its CI lies within +-min_gain
+    target_rel_ci: float = 0.01
+    min_samples: int = 10
+    max_samples: int = 1000
+    budget_s: float = 0.5
+    warmup: int = 3
+    input_sets: int = 2
+    seed: int = 0
+    flush: str = "write"
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One configuration measured on one case."""
+
+    params: dict[str, Any]
+    status: str  # an ImplResult status: "ok", "incorrect", "error", "skipped", ...
+    message: str = ""
+    median: float | None = None  # seconds
+    ci_low: float | None = None
+    ci_high: float | None = None
+    n: int = 0
+    stop_reason: str = ""  # the measurement loop's, or "beaten" (abandoned early)
+    samples: tuple[float, ...] = ()
+
+
+@dataclass(frozen=True)
+class CaseTuning:
+    """Every configuration tried on one case, the winner, and the confirmation against hand-picked."""
+
+    workload: str
+    impl: str
+    case_id: str
+    dtype: str
+    case_params: dict[str, Any]
+    hand_picked: Trial  # the implementation as declared
+    trials: tuple[Trial, ...] = ()
+    filtered: int = 0  # configurations the constraints excluded
+    untried: int = 0  # valid configurations not measured (max_configs or patience)
+    winner: dict[str, Any] | None = None  # fastest correct configuration
+    confirm_hand_picked: Trial | None = None
+    confirm_winner: Trial | None = None
+    confirm_ratio_ci: tuple[float, float] | None = None  # 95% bootstrap CI of winner / hand-picked
+    confirm_p: float | None = None  # two-sided Mann-Whitney p of the confirmation samples
+    verdict: str = ""  # FASTER, SAME, SLOWER, INCONCLUSIVE ("" when nothing was confirmed)
+
+    @property
+    def gain(self) -> float | None:
+        """Hand-picked median / winner median in the confirmation (> 1: the tuned one is faster)."""
+        a, b = self.confirm_hand_picked, self.confirm_winner
+        if a is None or b is None or not a.median or not b.median:
+            return None
+        return a.median / b.median
+
+
+@dataclass(frozen=True)
+class TuneResult:
+    """A whole tuning run."""
+
+    created: str
+    environment: Environment
+    workload_files: tuple[str, ...]
+    options: dict[str, Any]
+    cases: tuple[CaseTuning, ...] = field(default=())
+
+
+class BeatOrStop:
+    """A stopping criterion that also gives up once a configuration is clearly slower than the best.
+
+    ``reason`` is the inner criterion's, or "beaten" once at least ``min_samples`` samples put the
+    lower end of the median's 95% CI above ``bound`` seconds.
+    """
+
+    def __init__(self, inner: CIWidth, bound: float | None) -> None:
+        self.inner, self.bound = inner, bound
+
+    def reason(self, samples: Sequence[float], elapsed_s: float) -> str | None:
+        """Why to stop now, or None to go on."""
+        done = self.inner.reason(samples, elapsed_s)
+        if done is None and self.bound is not None and len(samples) >= self.inner.min_samples \
+                and median_ci(samples)[0] > self.bound:
+            return "beaten"
+        return done
+
+
+def tune(files: Sequence[str | Path], options: TuneOptions = TuneOptions(), *, device: str = "auto",
+         progress: Progress | None = None) -> TuneResult:
+    """Tune every implementation that declares ``tune:`` in ``files``, case by case."""
+    from solbench import api
+    from solbench.device.detect import detect
+
+    info = detect(device)
+    planned = api.plan(files, info.kind, options.workloads)
+    targets = [(p, name, impl) for p in planned for name, impl in p.spec.implementations.items()
+               if impl.tune is not None and (not options.impls or name in options.impls)]
+    if not targets:
+        raise ConfigError(f"no implementation with a tune: space in {', '.join(map(str, files))}"
+                          + (f" named {', '.join(options.impls)}" if options.impls else ""))
+    for p, name, impl in targets:
+        validate(p, name, impl)
+    from solbench.measure.worker import WorkerState
+
+    state = WorkerState()  # tuning runs in this process: one timer and tamper snapshot for all trials
+    emit = progress or (lambda event, data: None)
+    emit("start", {"cases": sum(len(p.cases) for p, _, _ in targets)})
+    cases = [_tune_case(p, name, impl, case, info.kind, (state, info.l2_bytes), options, emit)
+             for p, name, impl in targets for case in p.cases]
+    created = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
+    opts = {k: v for k, v in dataclasses.asdict(options).items() if k not in ("workloads", "impls")}
+    return TuneResult(created, info.environment(), tuple(str(f) for f in files), opts, tuple(cases))
+
+
+def validate(p: Any, name: str, impl: Implementation) -> None:
+    """Tuned names must not shadow case parameters or tensors; constraints must parse and name
+    only tuned or case parameters. A ConfigError names the file and line."""
+    from solbench.config.yamlio import read_yaml
+
+    assert impl.tune is not None
+    loc: list[str | int] = ["workloads", p.index, "implementations", name, "tune"]
+    case_names = {k for c in p.cases for k in c.scope}
+    taken = case_names | set(p.spec.inputs) | set(p.spec.outputs)
+    for key in impl.tune.space:
+        if key in taken:
+            raise read_yaml(p.path).error([*loc, "space", key], f"tuned parameter {key!r} is also a case "
+                                          "parameter or a tensor name; rename it")
+    known = case_names | set(impl.tune.space)
+    for j, text in enumerate(impl.tune.constraints):
+        try:
+            unknown = sorted(constraint_names(text) - known)
+        except ExprError as exc:
+            raise read_yaml(p.path).error([*loc, "constraints", j], str(exc)) from None
+        if unknown:
+            raise read_yaml(p.path).error([*loc, "constraints", j], f"unknown parameter {unknown[0]!r} "
+                                          f"(known: {', '.join(sorted(known - {'dtype'}))})")
+
+
+def _trial(params: Mapping[str, Any], r: ImplResult) -> Trial:
+    t = r.timing
+    if t is None:
+        return Trial(dict(params), r.status, r.message)
+    return Trial(dict(params), r.status, r.message, t.median, t.ci_low, t.ci_high, t.n, t.stop_reason,
+                 t.samples)
+
+
+def _tune_case(p: Any, name: str, impl: Implementation, case: Any, device: str, timer: Any,
+               options: TuneOptions, emit: Progress) -> CaseTuning:
+    """Hand-picked, then the grid with early stopping, then the confirmation."""
+    from solbench.measure.worker import MeasureSettings, Task, execute
+
+    assert impl.tune is not None
+    criterion = CIWidth(options.target_rel_ci, options.min_samples, options.max_samples, options.budget_s)
+    settings = MeasureSettings(timer="cpu" if device == "cpu" else "cold", flush=options.flush,
+                               warmup=options.warmup, input_sets=options.input_sets, seed=options.seed)
+
+    def measure(label: str, variant: Implementation, bound: float | None = None) -> ImplResult:
+        spec = p.spec.model_copy(update={"implementations": {**p.spec.implementations, label: variant}})
+        state, l2_bytes = timer
+        task = Task(spec, case, label, str(p.path.parent), device, settings, l2_bytes)
+        result, _ = execute(task, state, criterion=BeatOrStop(criterion, bound))
+        return result
+
+    hand = _trial(impl.params, measure(name, impl))
+    emit("trial", {"case": case.id, "impl": name, "label": "hand-picked", "trial": hand})
+    valid, filtered = valid_configs(impl.tune.space, impl.tune.constraints, case.scope)
+    best = hand.median if hand.status == "ok" else None
+    trials: list[Trial] = []
+    misses = 0
+    for config in valid[: options.max_configs]:
+        variant = impl.model_copy(update={"params": {**impl.params, **config}})
+        bound = best * (1 + options.margin) if best is not None else None
+        t = _trial(config, measure(f"{name}[{config_label(config)}]", variant, bound))
+        trials.append(t)
+        emit("trial", {"case": case.id, "impl": name, "label": config_label(config), "trial": t})
+        if t.status == "ok" and t.median is not None and (best is None or t.median < best):
+            best, misses = t.median, 0
+        else:
+            misses += 1
+        if options.patience and misses >= options.patience:
+            break
+    ok = [t for t in trials if t.status == "ok" and t.median is not None and t.stop_reason != "beaten"]
+    winner = min(ok, key=lambda t: t.median or 0.0) if ok else None
+    result = CaseTuning(case.workload, name, case.id, case.dtype, dict(case.params), hand, tuple(trials),
+                        filtered, len(valid) - len(trials), winner.params if winner else None)
+    if winner is None or hand.status != "ok":
+        return result
+    tuned = impl.model_copy(update={"params": {**impl.params, **winner.params}})
+    pools: dict[str, list[ImplResult]] = {"hand": [], "winner": []}
+    for _ in range(options.confirm_rounds):
+        pools["hand"].append(measure(name, impl))
+        pools["winner"].append(measure(f"{name}[{config_label(winner.params)}]", tuned))
+    return confirm(result, _pooled(impl.params, pools["hand"]), _pooled(winner.params, pools["winner"]),
+                   options.min_gain)
+
+
+ALPHA = 0.01
+
+
+def confirm(result: CaseTuning, hand: Trial, win: Trial, min_gain: float) -> CaseTuning:
+    """Attach the confirmation measurements and `solbench compare`'s verdict on winner / hand-picked."""
+    from solbench.analysis.significance import MIN_SAMPLES, bootstrap_ratio_ci, mann_whitney_p
+    from solbench.compare import comparison_verdict
+
+    result = dataclasses.replace(result, confirm_hand_picked=hand, confirm_winner=win)
+    if hand.status != "ok" or win.status != "ok" or min(len(hand.samples), len(win.samples)) < MIN_SAMPLES:
+        return dataclasses.replace(result, verdict="INCONCLUSIVE")
+    _, low, high = bootstrap_ratio_ci(hand.samples, win.samples)
+    p = mann_whitney_p(hand.samples, win.samples, "two-sided")
+    return dataclasses.replace(result, confirm_ratio_ci=(low, high), confirm_p=p,
+                               verdict=comparison_verdict(low, high, p < ALPHA, min_gain))
+
+
+def _pooled(params: Mapping[str, Any], results: Sequence[ImplResult]) -> Trial:
+    """One Trial from several measurements of the same configuration: samples pooled."""
+    bad = next((r for r in results if r.status != "ok" or r.timing is None), None)
+    if bad is not None:
+        return _trial(params, bad)
+    samples = tuple(s for r in results for s in r.timing.samples)  # type: ignore[union-attr]
+    lo, hi = median_ci(samples)
+    return Trial(dict(params), "ok", "", median(samples), lo, hi, len(samples), "pooled", samples)
+
+
+# ------------------------------------------------------------------ serialisation
+
+
+def result_dict(result: TuneResult) -> dict[str, Any]:
+    """A JSON-ready dict of a tuning run (seconds; samples kept)."""
+    data = dataclasses.asdict(result)
+    data["format"] = "solbench-tune/1"
+    for case, obj in zip(data["cases"], result.cases, strict=True):
+        case["gain"] = obj.gain
+    return data
+
+
+def tuned_file(result: TuneResult, existing: TunedConfig | None = None) -> str:
+    """The tuned-configuration file: the winner of every case where the confirmation found it
+    FASTER than hand-picked, merged over ``existing`` entries (same device spec) for other cases."""
+    spec_id = result.environment.spec_id
+    entries: dict[tuple[str, str, str], dict[str, Any]] = {}
+    if existing is not None and existing.spec_id == spec_id:
+        entries.update(existing.entries)
+    for c in result.cases:
+        gain = c.gain
+        if c.winner is None or gain is None or c.verdict != "FASTER":
+            continue
+        assert c.confirm_winner is not None and c.confirm_hand_picked is not None
+        entries[(c.workload, c.impl, c.case_id)] = {
+            "workload": c.workload, "impl": c.impl, "case_id": c.case_id, "params": c.winner,
+            "median_s": c.confirm_winner.median, "hand_picked_median_s": c.confirm_hand_picked.median,
+            "gain": gain, "ratio_ci": c.confirm_ratio_ci, "p": c.confirm_p, "tuned": result.created}
+    data = {"format": TUNED_FORMAT, "spec_id": spec_id, "device_name": result.environment.device_name,
+            "entries": [entries[k] for k in sorted(entries)]}
+    return json.dumps(data, indent=1) + "\n"
+
+
+@dataclass(frozen=True)
+class TunedConfig:
+    """A tuned-configuration file: per (workload, implementation, case id), the keyword arguments."""
+
+    spec_id: str
+    device_name: str
+    entries: dict[tuple[str, str, str], dict[str, Any]]
+
+    def params_for(self, workload: str, impl: str, case_id: str) -> dict[str, Any] | None:
+        """The tuned keyword arguments of one implementation on one case, or None."""
+        entry = self.entries.get((workload, impl, case_id))
+        return dict(entry["params"]) if entry is not None else None
+
+    def apply(self, workload: str, impl_name: str, case_id: str, impl: Implementation) -> Implementation:
+        """The implementation with its tuned params for this case (unchanged when none is stored)."""
+        params = self.params_for(workload, impl_name, case_id)
+        if params is None:
+            return impl
+        return impl.model_copy(update={"params": {**impl.params, **params}})
+
+    def check_device(self, spec_id: str) -> None:
+        """Refuse configurations tuned on another kind of device."""
+        if spec_id != self.spec_id:
+            raise ConfigError(f"the tuned configurations are for {self.spec_id} ({self.device_name}); "
+                              f"this device is {spec_id}: run `solbench tune` here")
+
+
+def parse_tuned(text: str, origin: str = "<tuned>") -> TunedConfig:
+    """Read a tuned-configuration file's text; ResultsFormatError when it is not one."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ResultsFormatError(f"{origin}:{exc.lineno}: not valid JSON: {exc.msg}") from None
+    if not isinstance(data, dict) or data.get("format") != TUNED_FORMAT:
+        raise ResultsFormatError(f"{origin}: not a solbench tuned-configuration file "
+                                 f"(format {TUNED_FORMAT!r} expected)")
+    try:
+        entries = {(e["workload"], e["impl"], e["case_id"]): e for e in data["entries"]}
+        if not all(isinstance(e["params"], dict) for e in entries.values()):
+            raise TypeError("params must be a mapping")
+        return TunedConfig(str(data["spec_id"]), str(data.get("device_name", "")), entries)
+    except (KeyError, TypeError) as exc:
+        raise ResultsFormatError(f"{origin}: malformed tuned-configuration file: {exc}") from None
+
+
+def load_tuned(path: str | Path) -> TunedConfig:
+    """Read a tuned-configuration file."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ResultsFormatError(f"{path}: no such tuned-configuration file") from None
+    return parse_tuned(text, str(path))

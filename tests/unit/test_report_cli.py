@@ -1,0 +1,75 @@
+"""``solbench report`` end to end: a CPU run, then CSV, HTML and PNG (roofline against the CPU's
+measured peaks)."""
+
+import csv
+import io
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from solbench.cli import main
+from solbench.results import store
+from tests.unit.test_report_html import Page, assert_self_contained
+
+FAST = ["--budget", "0.05", "--min-samples", "5", "--max-samples", "20"]
+
+
+@pytest.fixture(scope="module")
+def cpu_run(tmp_path_factory):
+    path = tmp_path_factory.mktemp("run") / "attn.json"
+    result = CliRunner().invoke(main, ["run", "workloads/attn.yaml", "--device", "cpu", "-o", str(path), "-q", *FAST])
+    assert result.exit_code == 0, result.output
+    return path
+
+
+def test_report_writes_csv_html_and_png_from_a_cpu_run(cpu_run, tmp_path):
+    pytest.importorskip("matplotlib")
+    html, png, table = tmp_path / "r.html", tmp_path / "r.png", tmp_path / "r.csv"
+    result = CliRunner().invoke(main, ["report", str(cpu_run), "--html", str(html), "--png", str(png),
+                                       "--csv", str(table)])
+    assert result.exit_code == 0, result.output
+    run = store.load(cpu_run)
+    rows = list(csv.DictReader(io.StringIO(table.read_text())))
+    assert len(rows) == sum(len(c.impls) for c in run.cases)
+    assert {r["peaks_source"] for r in rows} == {"measured"}  # the CPU is scored against measured peaks
+    assert png.read_bytes().startswith(b"\x89PNG")
+    text = html.read_text()
+    page = Page(text)
+    assert_self_contained(page, text)
+    workloads = {c.workload for c in run.cases}
+    assert len(page.images) == 1 + len(workloads)  # roofline + a histogram per workload
+    assert len(page.tables) == 2 + len(workloads)
+
+
+def test_report_without_outputs_prints_csv(cpu_run):
+    result = CliRunner().invoke(main, ["report", str(cpu_run)])
+    assert result.exit_code == 0
+    rows = list(csv.DictReader(io.StringIO(result.stdout)))
+    assert rows and rows[0]["device"] and rows[0]["workload"] == "o_proj"
+
+
+def test_report_with_a_gate_against_itself(cpu_run, tmp_path):
+    pytest.importorskip("matplotlib")
+    html = tmp_path / "g.html"
+    result = CliRunner().invoke(main, ["report", str(cpu_run), "--html", str(html), "--gate-against", str(cpu_run)])
+    assert result.exit_code == 0, result.output
+    page = Page(html.read_text())
+    assert any(h.startswith("Gate: ") for h in page.headings)
+    verdicts = next(t for t in page.tables if t[0][:2] == ["case", "verdict"])
+    measured = sum(1 for c in store.load(cpu_run).cases for r in c.impls if r.status == "ok")
+    assert len(verdicts) - 1 == measured and {row[1] for row in verdicts[1:]} <= {"PASS", "INCONCLUSIVE"}
+
+
+def test_report_errors_are_one_line_exit_2(cpu_run, tmp_path):
+    runner = CliRunner()
+    missing = runner.invoke(main, ["report", str(tmp_path / "nope.json"), "--csv", "-"])
+    assert missing.exit_code == 2 and "no such result file" in missing.output
+    assert len(missing.output.strip().splitlines()) == 1
+    two = runner.invoke(main, ["report", str(cpu_run), str(cpu_run), "--html", str(tmp_path / "x.html"),
+                               "--compare-to", str(cpu_run)])
+    assert two.exit_code == 2 and "single RUN" in two.output
+    bad = tmp_path / "cal.json"
+    bad.write_text(json.dumps({"spec_id": "x"}))
+    cal = runner.invoke(main, ["report", str(cpu_run), "--png", str(tmp_path / "p.png"), "--calibration", str(bad)])
+    assert cal.exit_code == 2 and "not a solbench calibration" in cal.output

@@ -1,0 +1,284 @@
+"""Autotuning: search spaces, constraints, early stopping, the tuned file, and a CPU tuning run."""
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from solbench import tune as tuning
+from solbench.cli import main
+from solbench.errors import ConfigError, ResultsFormatError
+from solbench.measure.criteria import CIWidth
+from solbench.measure.runner import build_launches
+from solbench.tune_space import config_label, constraint_names, grid, holds, valid_configs
+from solbench.workload.cases import build_case
+from solbench.workload.expr import ExprError
+from solbench.workload.schema import Implementation, WorkloadSpec
+from tests.unit.factories import make_env
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+TUNE_YAML = DATA / "tune_cpu.yaml"
+# margin: never abandon a configuration early here (that path depends on timing; BeatOrStop is tested alone)
+FAST = dict(budget_s=0.02, min_samples=3, max_samples=10, warmup=1, input_sets=1, confirm_rounds=1, margin=1e9)
+
+
+# ------------------------------------------------------------------ constraints and grids
+
+
+@pytest.mark.parametrize(("text", "scope", "expected"), [
+    ("block <= hidden", {"block": 128, "hidden": 768}, True),
+    ("block <= hidden", {"block": 1024, "hidden": 768}, False),
+    ("32 <= block * rows <= 1024", {"block": 64, "rows": 4}, True),
+    ("32 <= block * rows <= 1024", {"block": 512, "rows": 4}, False),
+    ("hidden % (8 * vec) == 0 and vec != 2", {"hidden": 768, "vec": 4}, True),
+    ("hidden % (8 * vec) == 0 and vec != 2", {"hidden": 768, "vec": 2}, False),
+    ("block < 64 or not rows > 1", {"block": 128, "rows": 1}, True),
+    ("block < 64 or not rows > 1", {"block": 128, "rows": 2}, False),
+])
+def test_constraints_evaluate_like_python(text, scope, expected):
+    assert holds(text, scope) is expected
+
+
+@pytest.mark.parametrize("text", ["block", "block <= hidden +", "__import__('os') == 1", "block in [1, 2]",
+                                  "block <= hidden if 1 else 2"])
+def test_malformed_constraints_are_refused(text):
+    with pytest.raises(ExprError):
+        constraint_names(text)
+
+
+def test_constraint_names_and_unknown_name_at_evaluation():
+    assert constraint_names("block * vec <= min(hidden, 4096)") == {"block", "vec", "hidden"}
+    with pytest.raises(ExprError, match="unknown parameter 'vec'"):
+        holds("block * vec <= 64", {"block": 8})
+
+
+def test_grid_is_the_cartesian_product_in_declared_order():
+    configs = list(grid({"a": [1, 2], "b": [10, 20, 30]}))
+    assert len(configs) == 6
+    assert configs[0] == {"a": 1, "b": 10} and configs[1] == {"a": 1, "b": 20} and configs[-1] == {"a": 2, "b": 30}
+    assert config_label(configs[1]) == "a=1,b=20"
+
+
+def test_valid_configs_filter_on_case_parameters_and_count_the_rest():
+    kept, dropped = valid_configs({"tpr": [32, 64, 128, 256], "rows": [1, 4]},
+                                  ["tpr * rows <= 256", "tpr * 8 <= hidden"], {"hidden": 768, "dtype": "bf16"})
+    assert dropped == 8 - len(kept)
+    assert {config_label(c) for c in kept} == {"tpr=32,rows=1", "tpr=32,rows=4", "tpr=64,rows=1", "tpr=64,rows=4"}
+
+
+# ------------------------------------------------------------------ early stopping
+
+
+def test_beat_or_stop_abandons_a_configuration_clearly_slower_than_the_best():
+    inner = CIWidth(target=0.0001, min_samples=5, max_samples=100, budget_s=100.0)
+    noisy_slow = [2.0, 2.2, 1.9, 2.1, 2.05]  # CI of the median well above 1.1
+    assert tuning.BeatOrStop(inner, bound=1.1).reason(noisy_slow, 0.0) == "beaten"
+    assert tuning.BeatOrStop(inner, bound=3.0).reason(noisy_slow, 0.0) is None
+    assert tuning.BeatOrStop(inner, bound=None).reason(noisy_slow, 0.0) is None
+    assert tuning.BeatOrStop(inner, bound=1.1).reason(noisy_slow[:4], 0.0) is None  # fewer than min_samples
+
+
+def test_beat_or_stop_keeps_the_inner_criterion():
+    inner = CIWidth(target=0.01, min_samples=3, max_samples=4, budget_s=100.0)
+    assert tuning.BeatOrStop(inner, bound=10.0).reason([1.0, 1.5, 2.0, 1.2], 0.0) == "max_samples"
+    assert tuning.BeatOrStop(inner, bound=10.0).reason([1.0, 1.0, 1.0], 0.0) == "converged"
+
+
+# ------------------------------------------------------------------ the runner contract
+
+
+def _spy_setup(x, y, chunk):
+    return {"x": x, "y": y, "seen": torch.tensor(chunk)}
+
+
+def _spy_fn(x, y, seen, chunk, n):
+    return x + y + 0 * seen, chunk, int(seen), n
+
+
+def test_build_launches_passes_params_to_fn_and_to_a_setup_that_takes_them():
+    spec = WorkloadSpec.model_validate(json.loads(json.dumps({
+        "name": "w", "parameters": {"n": [4]}, "dtypes": ["float32"],
+        "inputs": {"x": {"shape": ["n"]}, "y": {"shape": ["n"]}}, "outputs": {"out": {"shape": ["n"]}},
+        "reference": "tests.unit.test_tune:_spy_fn",
+        "implementations": {"baseline": {"fn": "tests.unit.test_tune:_spy_fn",
+                                         "setup": "tests.unit.test_tune:_spy_setup", "params": {"chunk": 3}}}})))
+    case = build_case(spec, {"n": 4}, "float32")
+    sets = [{"x": torch.ones(4), "y": torch.ones(4)}]
+    _, chunk, seen, n = build_launches(spec.implementations["baseline"], case, sets, None)[0]()
+    assert (chunk, seen, n) == (3, 3, 4)  # fn got the param, setup saw it, the case parameter still flows
+
+
+def test_tune_and_params_fields_validate():
+    impl = Implementation.model_validate({"fn": "m:f", "params": {"block": 256},
+                                          "tune": {"space": {"block": [128, 256]}, "constraints": ["block <= 4096"]}})
+    assert impl.params == {"block": 256} and impl.tune is not None and impl.tune.space["block"] == [128, 256]
+    with pytest.raises(ValueError):
+        Implementation.model_validate({"fn": "m:f", "tune": {"space": {"block": []}}})
+    with pytest.raises(ValueError):
+        Implementation.model_validate({"fn": "m:f", "tune": {"space": {}}})
+
+
+# ------------------------------------------------------------------ a tuning run on the CPU
+
+
+@pytest.fixture(scope="module")
+def cpu_result():
+    return tuning.tune([TUNE_YAML], tuning.TuneOptions(**FAST), device="cpu")
+
+
+def test_cpu_tuning_measures_every_valid_configuration(cpu_result):
+    by_impl = {c.impl: c for c in cpu_result.cases}
+    assert set(by_impl) == {"chunked", "no_tail"}  # the baseline declares no tune: space
+    chunked = by_impl["chunked"]
+    assert [t.params for t in chunked.trials] == [{"chunk": 16}, {"chunk": 24}, {"chunk": 64}]
+    assert chunked.filtered == 1 and chunked.untried == 0  # chunk 128 > n = 64
+    assert all(t.status == "ok" and t.median and t.n >= 1 for t in chunked.trials)
+    assert chunked.hand_picked.status == "ok" and chunked.hand_picked.params == {}
+
+
+def test_cpu_tuning_checks_each_configuration(cpu_result):
+    no_tail = next(c for c in cpu_result.cases if c.impl == "no_tail")
+    statuses = {t.params["chunk"]: t for t in no_tail.trials}
+    assert statuses[16].status == "ok"
+    assert statuses[24].status == "incorrect" and "NaN" in statuses[24].message and statuses[24].median is None
+    assert no_tail.winner == {"chunk": 16}  # the only correct configuration
+
+
+def test_the_winner_is_the_fastest_fully_measured_configuration(cpu_result):
+    for c in cpu_result.cases:
+        full = [t for t in c.trials if t.status == "ok" and t.stop_reason != "beaten"]
+        assert c.winner == min(full, key=lambda t: t.median).params
+        assert c.confirm_winner is not None and c.confirm_hand_picked is not None
+        assert c.gain == pytest.approx(c.confirm_hand_picked.median / c.confirm_winner.median)
+
+
+def test_tuned_file_keeps_only_confirmed_gains_and_round_trips(cpu_result):
+    text = tuning.tuned_file(cpu_result)
+    cfg = tuning.parse_tuned(text)
+    assert cfg.spec_id == "cpu"
+    expected = {(c.workload, c.impl, c.case_id) for c in cpu_result.cases if c.verdict == "FASTER"}
+    assert set(cfg.entries) == expected
+    data = json.loads(json.dumps(tuning.result_dict(cpu_result)))
+    assert data["format"] == "solbench-tune/1" and len(data["cases"]) == 2
+    assert all("samples" in t for case in data["cases"] for t in case["trials"])
+
+
+def test_max_configs_and_patience_bound_the_search(tmp_path):
+    text = TUNE_YAML.read_text().replace("space: {chunk: [16, 24]}", "space: {chunk: [24, 16]}")
+    (tmp_path / "tunable.py").write_text((DATA / "tunable.py").read_text())
+    path = tmp_path / "t.yaml"
+    path.write_text(text)
+    first = tuning.tune([path], tuning.TuneOptions(impls=("chunked",), max_configs=1, **FAST), device="cpu")
+    assert len(first.cases[0].trials) == 1 and first.cases[0].untried == 2
+    # no_tail: chunk 24 first, incorrect -> a miss; patience 1 stops before chunk 16
+    patient = tuning.tune([path], tuning.TuneOptions(impls=("no_tail",), patience=1, **FAST), device="cpu")
+    case = patient.cases[0]
+    assert [t.params for t in case.trials] == [{"chunk": 24}] and case.untried == 1 and case.winner is None
+    assert case.gain is None and case.confirm_winner is None
+
+
+# ------------------------------------------------------------------ the tuned file
+
+
+def _result_with(gains):
+    cases = []
+    for i, (hand, tuned) in enumerate(gains):
+        trial = tuning.Trial({"chunk": 8 * (i + 1)}, "ok", median=tuned)
+        cases.append(tuning.CaseTuning("w", "fused", f"w[n={i},float32]", "float32", {"n": i},
+                                       tuning.Trial({}, "ok", median=hand), (trial,), 0, 0, trial.params,
+                                       tuning.Trial({}, "ok", median=hand), trial,
+                                       verdict="FASTER" if tuned < hand else "SLOWER"))
+    return tuning.TuneResult("2026-01-01T00:00:00+00:00", make_env(spec_id="h200-sxm"), ("w.yaml",), {},
+                             tuple(cases))
+
+
+def _trial(samples):
+    return tuning.Trial({}, "ok", median=sorted(samples)[len(samples) // 2], samples=tuple(samples))
+
+
+@pytest.mark.parametrize(("hand", "win", "verdict"), [
+    ([1.00 + 0.001 * (i % 7) for i in range(40)], [0.90 + 0.001 * (i % 5) for i in range(40)], "FASTER"),
+    ([1.00 + 0.001 * (i % 7) for i in range(40)], [1.10 + 0.001 * (i % 5) for i in range(40)], "SLOWER"),
+    ([1.00 + 0.001 * (i % 7) for i in range(40)], [1.00 + 0.001 * ((i + 3) % 7) for i in range(40)], "SAME"),
+    ([1.0, 1.1, 0.9], [0.5, 0.6, 0.55], "INCONCLUSIVE"),  # too few samples to conclude anything
+])
+def test_confirmation_verdict_is_compares(hand, win, verdict):
+    base = tuning.CaseTuning("w", "f", "c", "float32", {}, tuning.Trial({}, "ok"))
+    c = tuning.confirm(base, _trial(hand), _trial(win), min_gain=0.01)
+    assert c.verdict == verdict
+    assert c.gain == pytest.approx(c.confirm_hand_picked.median / c.confirm_winner.median)
+    if verdict != "INCONCLUSIVE":
+        low, high = c.confirm_ratio_ci
+        assert low <= c.confirm_winner.median / c.confirm_hand_picked.median <= high and 0 <= c.confirm_p <= 1
+
+
+def test_tuned_file_merges_over_existing_entries_of_the_same_device():
+    old = tuning.parse_tuned(tuning.tuned_file(_result_with([(2.0, 1.0)])))
+    new = _result_with([(1.0, 2.0), (3.0, 1.0)])  # case 0 now loses to hand-picked: the old entry stays
+    cfg = tuning.parse_tuned(tuning.tuned_file(new, old))
+    assert cfg.params_for("w", "fused", "w[n=0,float32]") == {"chunk": 8}
+    assert cfg.params_for("w", "fused", "w[n=1,float32]") == {"chunk": 16}
+    assert cfg.params_for("w", "other", "w[n=1,float32]") is None
+    other_device = tuning.TunedConfig("b200", "B200", old.entries)
+    assert len(tuning.parse_tuned(tuning.tuned_file(new, other_device)).entries) == 1  # not merged
+
+
+def test_apply_sets_params_and_check_device_refuses_another_gpu():
+    cfg = tuning.parse_tuned(tuning.tuned_file(_result_with([(2.0, 1.0)])))
+    impl = Implementation(fn="m:f", params={"vec": 8, "chunk": 1})
+    assert cfg.apply("w", "fused", "w[n=0,float32]", impl).params == {"vec": 8, "chunk": 8}
+    assert cfg.apply("w", "fused", "w[n=9,float32]", impl) is impl
+    cfg.check_device("h200-sxm")
+    with pytest.raises(ConfigError, match="tuned configurations are for h200-sxm"):
+        cfg.check_device("cpu")
+
+
+@pytest.mark.parametrize("text", ["{", "[]", '{"format": "other"}', '{"format": "solbench-tuned/1"}',
+                                  '{"format": "solbench-tuned/1", "spec_id": "x", "entries": [{"workload": "w"}]}'])
+def test_malformed_tuned_files_are_results_format_errors(text):
+    with pytest.raises(ResultsFormatError):
+        tuning.parse_tuned(text, "t.json")
+
+
+# ------------------------------------------------------------------ the CLI
+
+
+def test_tune_cli_writes_results_and_tuned_file(tmp_path):
+    out, tuned = tmp_path / "tune.json", tmp_path / "tuned.json"
+    result = CliRunner().invoke(main, ["tune", str(TUNE_YAML), "--device", "cpu", "-i", "chunked", "-o", str(out),
+                                       "--tuned-file", str(tuned), "--budget", "0.02", "--min-samples", "3",
+                                       "--max-samples", "10", "--confirm-rounds", "1", "--margin", "1e9", "-v"])
+    assert result.exit_code == 0, result.output
+    assert "chunked_add[n=64,float32]" in result.output and "chunk=16" in result.output
+    data = json.loads(out.read_text())
+    assert [t["params"] for t in data["cases"][0]["trials"]] == [{"chunk": 16}, {"chunk": 24}, {"chunk": 64}]
+    assert tuning.load_tuned(tuned).spec_id == "cpu"
+
+
+@pytest.mark.parametrize(("old", "new", "message"), [
+    ('constraints: ["chunk <= n"]', 'constraints: ["chunk <= rows"]', "unknown parameter 'rows'"),
+    ('constraints: ["chunk <= n"]', 'constraints: ["chunk"]', "is not a comparison"),
+    ("space: {chunk: [16, 24, 64, 128]}", "space: {n: [16]}", "tuned parameter 'n' is also a case parameter"),
+])
+def test_bad_tune_spaces_are_one_line_errors_naming_the_line(tmp_path, old, new, message):
+    (tmp_path / "tunable.py").write_text((DATA / "tunable.py").read_text())
+    path = tmp_path / "t.yaml"
+    path.write_text(TUNE_YAML.read_text().replace(old, new))
+    result = CliRunner().invoke(main, ["tune", str(path), "--device", "cpu"])
+    assert result.exit_code == 2
+    line = result.output.strip()
+    assert "\n" not in line and message in line and f"{path}:" in line and ".tune." in line
+
+
+def test_tune_without_a_tune_space_is_an_error():
+    result = CliRunner().invoke(main, ["tune", str(DATA / "double.yaml"), "--device", "cpu"])
+    assert result.exit_code == 2 and "no implementation with a tune: space" in result.output
+
+
+def test_the_cuda_tuning_demo_validates_and_is_skipped_on_the_cpu():
+    result = tuning.tune([DATA / "tune_layernorm.yaml"], tuning.TuneOptions(**FAST), device="cpu")
+    (case,) = result.cases
+    assert case.hand_picked.status == "skipped" and case.winner is None
+    assert case.filtered + len(case.trials) == 28 and {t.status for t in case.trials} == {"skipped"}
