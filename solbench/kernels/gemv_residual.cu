@@ -36,6 +36,7 @@
 // also with a 128-register cap for 2 blocks per SM: slower at 1, 16 and 64 tokens.
 //
 // Launch: block = 256 threads, grid = ceil(N / 32); NT = ceil(T / 8) token tiles.
+// solbench: min_cc 8.0
 #include "common.cu"
 
 #define SB_GEMV_WARPS 8
