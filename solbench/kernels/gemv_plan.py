@@ -12,7 +12,7 @@ import functools
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["MAX_TOKENS", "Plan", "choose", "shared_bytes", "stage_bytes"]
+__all__ = ["MAX_TOKENS", "Plan", "choose", "chunk_tokens", "shared_bytes", "stage_bytes"]
 
 MAX_TOKENS = 64      # token slots of one launch (8 mma n-tiles)
 ROW_BYTES = 512      # bytes of each weight row per stage
@@ -81,6 +81,24 @@ def choose_for(tokens: int, n: int, k: int, w8: bool, cc: tuple[int, int], smem_
         if plan is not None:
             return plan
     raise ValueError(f"gemv_stream: no tile fits {smem_limit} bytes of shared memory for {tokens} tokens")
+
+
+def chunk_tokens(tokens: int, n: int, k: int, w8: bool, device: Any = None) -> int:
+    """Tokens per launch: 64, or fewer where 64 tokens' stages do not fit shared memory."""
+    cc, smem_limit = _device_limits(_index(device))
+    return chunk_tokens_for(tokens, n, k, w8, cc, smem_limit)
+
+
+def chunk_tokens_for(tokens: int, n: int, k: int, w8: bool, cc: tuple[int, int], smem_limit: int) -> int:
+    """``chunk_tokens`` for a given compute capability and shared-memory limit (pure)."""
+    chunk = MAX_TOKENS
+    while chunk > 1:
+        try:
+            choose_for(min(chunk, tokens), n, k, w8, cc, smem_limit)
+            return chunk
+        except ValueError:
+            chunk //= 2
+    return 1
 
 
 def _index(device: Any) -> int:

@@ -251,8 +251,9 @@ def _stream(x: torch.Tensor, weight: torch.Tensor, scale: torch.Tensor | None,
     n = weight.shape[0]
     w8 = scale is not None
     dev = x.device
-    for t0 in range(0, tokens, gemv_plan.MAX_TOKENS):
-        t1 = min(tokens, t0 + gemv_plan.MAX_TOKENS)
+    chunk = gemv_plan.MAX_TOKENS if plan else gemv_plan.chunk_tokens(tokens, n, k, w8, dev)
+    for t0 in range(0, tokens, chunk):
+        t1 = min(tokens, t0 + chunk)
         p = plan or gemv_plan.choose(t1 - t0, n, k, w8, dev)
         nt = _cdiv(t1 - t0, 8)
         kind = _KIND[x.dtype]
