@@ -34,9 +34,10 @@ SAMPLES = 60
 HIDDEN = 4096
 TOKENS = (1, 16, 64)
 PREFILL = (2048, 16384)
-STREAM_PLANS = ((32, 1, 0), (32, 1, 4), (64, 1, 0), (64, 2, 0), (64, 2, 3), (128, 4, 0), (128, 4, 2),
-                (128, 2, 0), (32, 2, 0), (256, 8, 0))
-FP8_PLANS = ((32, 1, 0), (64, 2, 0), (128, 4, 0), (64, 1, 0), (128, 2, 0))
+STREAM_PLANS = tuple((int(a), int(b), int(c)) for a, b, c in (p.split(":") for p in os.environ.get(
+    "PLANS", "32:1:0,32:1:4,64:1:0,64:2:0,64:2:3,128:4:0,128:4:2,128:2:0,32:2:0").split(",")))
+FP8_PLANS = tuple((int(a), int(b), int(c)) for a, b, c in (p.split(":") for p in os.environ.get(
+    "FP8_PLANS", "32:1:0,64:2:0,128:4:0,64:1:0,128:2:0").split(",")))
 ROWS: list[dict] = []
 
 

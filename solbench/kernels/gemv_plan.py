@@ -16,10 +16,14 @@ __all__ = ["MAX_TOKENS", "Plan", "choose", "chunk_tokens", "shared_bytes", "stag
 
 MAX_TOKENS = 64      # token slots of one launch (8 mma n-tiles)
 ROW_BYTES = 512      # bytes of each weight row per stage
-MAX_STAGES = 8
-# (rows, cluster) in order of preference; the first that fits is taken.
-PREFERENCE_SM90 = ((128, 4), (64, 2), (32, 1))
-PREFERENCE = ((32, 1), (64, 1))
+MAX_STAGES = 6
+# (rows, cluster) in order of preference; the first that fits is taken. H200, N = K = 4096, cold
+# L2 (results/h200/gemv_sweep-*.json): 32-row CTAs were fastest up to 16 tokens (16.6 us at 16
+# tokens; 64 rows in clusters of 2: 16.5-16.8; 128 rows in clusters of 4: 23 us); at 64 tokens,
+# where every CTA re-reads x from L2, clusters of 2 x 64 rows were (24.1 us against 28.7).
+PREFERENCE_FEW = ((32, 1), (64, 2))
+PREFERENCE_MANY_SM90 = ((64, 2), (32, 1))
+FEW_TOKENS = 16
 
 
 @dataclass(frozen=True)
@@ -75,8 +79,10 @@ def choose_for(tokens: int, n: int, k: int, w8: bool, cc: tuple[int, int], smem_
     """``choose`` for a given compute capability and shared-memory limit (pure)."""
     if not 1 <= tokens <= MAX_TOKENS:
         raise ValueError(f"gemv_stream: {tokens} tokens per launch (1 to {MAX_TOKENS})")
-    order = PREFERENCE_SM90 if cc >= (9, 0) else PREFERENCE
+    order = PREFERENCE_MANY_SM90 if tokens > FEW_TOKENS else PREFERENCE_FEW
     for rows, cluster in (*order, (16, 1)):
+        if cluster > 1 and cc < (9, 0):
+            continue
         plan = fit(rows, cluster, tokens, k, w8, smem_limit)
         if plan is not None:
             return plan

@@ -203,6 +203,23 @@ __device__ __forceinline__ void sbs_gemv(const u16* __restrict__ x, const unsign
   if (tid < 4) reinterpret_cast<u32*>(sbs_smem)[tid] = 0u;
   const unsigned long long pol = sb_policy_evict_first();  // the weight is read once
 
+  // The outputs this thread finishes at the end: their residual (and scale) are loaded now,
+  // so that no dependent DRAM round trip is left for after the weight has streamed.
+  constexpr int RPC = ROWS / CL;                          // rows this CTA finishes
+  constexpr int OPT = (TP * RPC + SBS_THREADS - 1) / SBS_THREADS;  // outputs per thread (at most)
+  float res_pre[OPT];
+  float scale_pre[OPT];
+#pragma unroll
+  for (int i = 0; i < OPT; ++i) {
+    const int o = tid + i * SBS_THREADS;
+    const int t = o / RPC;
+    const int n = n0 + crank * RPC + o % RPC;
+    const bool ok = t < T && n < N;
+    res_pre[i] = ok ? sb_to_float<KIND>(residual[(long long)t * N + n]) : 0.f;
+    scale_pre[i] = 1.f;
+    if constexpr (W8 != 0) scale_pre[i] = ok ? scale[n] : 1.f;
+  }
+
   auto load_stage = [&](int s, int buf) {
     const u32 wdst = stage0 + buf * stage_bytes;
     const u32 xdst = wdst + wstage;
@@ -329,12 +346,13 @@ __device__ __forceinline__ void sbs_gemv(const u16* __restrict__ x, const unsign
     __syncthreads();
   }
 
-  constexpr int RPC = ROWS / CL;  // rows this CTA finishes
-  for (int o = tid; o < T * RPC; o += SBS_THREADS) {
+#pragma unroll
+  for (int i = 0; i < OPT; ++i) {
+    const int o = tid + i * SBS_THREADS;
     const int t = o / RPC;
     const int rl = crank * RPC + o % RPC;
     const int n = n0 + rl;
-    if (n < N) {
+    if (t < T && n < N) {
       float s = 0.f;
 #pragma unroll
       for (int kw = 0; kw < WK; ++kw) {
@@ -346,9 +364,7 @@ __device__ __forceinline__ void sbs_gemv(const u16* __restrict__ x, const unsign
           s += *p;
         }
       }
-      if constexpr (W8 != 0) s *= scale[n];
-      const long long idx = (long long)t * N + n;
-      out[idx] = sb_from_float<KIND>(s + sb_to_float<KIND>(residual[idx]));
+      out[(long long)t * N + n] = sb_from_float<KIND>(s * scale_pre[i] + res_pre[i]);
     }
   }
   if constexpr (CL > 1) sbs_cluster_sync();  // no CTA leaves while others read its shared memory
