@@ -264,7 +264,7 @@ def _stream(x: torch.Tensor, weight: torch.Tensor, scale: torch.Tensor | None,
         kernel = get_kernel("gemv_stream.cu", name, options=options, name_expressions=(name,),
                             min_cc=(9, 0) if p.cluster > 1 else None)
         smem = gemv_plan.shared_bytes(p, t1 - t0, w8)
-        args = (ptr(x[t0:t1]), ptr(weight), np.uint64(scale.data_ptr() if w8 else 0), ptr(residual[t0:t1]),
+        args = (ptr(x[t0:t1]), ptr(weight), np.uint64(0 if scale is None else scale.data_ptr()), ptr(residual[t0:t1]),
                 ptr(out[t0:t1]), np.int32(t1 - t0), np.int32(n), np.int32(k), np.int32(p.stages))
         launch(kernel, (_cdiv(n, p.rows) * p.cluster,), (256,), args, smem, device=dev)
 
