@@ -177,17 +177,17 @@ def bench_gemv(timer: ColdTimer, tokens: int, options: tuple[str, ...] = ()) -> 
     x = torch.randn(tokens, GEMV_DIM, device="cuda", generator=g).to(DTYPE)
     w = (torch.randn(GEMV_DIM, GEMV_DIM, device="cuda", generator=g) / GEMV_DIM**0.5).to(DTYPE)
     res = torch.randn(tokens, GEMV_DIM, device="cuda", generator=g).to(DTYPE)
-    out = ops._gemv_residual(x, w, res, options)
+    out = ops._gemv_residual_registers(x, w, res, options)
     ref = x.double() @ w.double().t() + res.double()
     theirs = torch.addmm(res, x, w.t())
     check = {"out_rel_err": rel_err(out, ref), "addmm_rel_err": rel_err(theirs, ref),
              "vs_torch_rel_err": rel_err(out, theirs)}
     name = f"gemv_residual_kernel<0, {-(-tokens // 8)}>"
     kernel = loader.get_kernel("gemv_residual.cu", name, options=options, name_expressions=(name,))
-    op = "gemv_residual" + (f"[{' '.join(o.removeprefix('-D') for o in options)}]" if options else "")
+    op = "gemv_residual_registers" + (f"[{' '.join(o.removeprefix('-D') for o in options)}]" if options else "")
     return {"op": op, "shape": f"T{tokens} N{GEMV_DIM} K{GEMV_DIM}", "bytes": nbytes(x, w, res, out),
             "check": check, "num_regs": kernel.num_regs, "torch_name": "torch.addmm",
-            **measure(timer, lambda: ops._gemv_residual(x, w, res, options), lambda: torch.addmm(res, x, w.t())),
+            **measure(timer, lambda: ops._gemv_residual_registers(x, w, res, options), lambda: torch.addmm(res, x, w.t())),
             "target": {"kind": "torch_ratio", "value": 0.6} if tokens == 16 and not options else None}
 
 

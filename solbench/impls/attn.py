@@ -5,10 +5,12 @@ Weights follow ``torch.nn.Linear``: ``w`` is [out_features, in_features], ``y = 
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
-# Decode sizes where the fused GEMV kernel beats cuBLAS addmm on an H200 (BENCHMARKS.md: ahead at
-# 1 and 16 tokens, behind at 64, where x re-reads from L2 and the tensor-core work grow).
+# Largest token count where the decode GEMV kernel beats cuBLAS on an H200 (BENCHMARKS.md); above
+# it the fused path is one cuBLASLt GEMM with the residual as C (nvmath-python), or addmm without it.
 DECODE_MAX_TOKENS = 16
 
 
@@ -27,12 +29,38 @@ def o_proj_cublas_fused(x: torch.Tensor, w: torch.Tensor, residual: torch.Tensor
     return torch.addmm(residual, x, w.t())
 
 
-def o_proj_fused(x: torch.Tensor, w: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
-    """Best fused path: the GEMV kernel for decode on CUDA, cuBLAS addmm otherwise."""
+def o_proj_cublaslt_setup(x: torch.Tensor, w: torch.Tensor, residual: torch.Tensor) -> dict[str, Any]:
+    """Plan the cuBLASLt call once for these tensors (nvmath-python)."""
+    from solbench.impls.cublaslt import AddmmPlan
+
+    return {"plan": AddmmPlan(x, w, residual)}
+
+
+def o_proj_cublaslt(plan: Any) -> torch.Tensor:
+    """One cuBLASLt GEMM reading the residual as C and writing a separate D."""
+    return plan()  # type: ignore[no-any-return]
+
+
+def o_proj_fused_setup(x: torch.Tensor, w: torch.Tensor, residual: torch.Tensor) -> dict[str, Any]:
+    """Above the decode sizes on CUDA, plan the one-kernel cuBLASLt path if nvmath-python is here."""
+    plan = None
+    if x.is_cuda and x.shape[0] > DECODE_MAX_TOKENS:
+        from solbench.impls import cublaslt
+
+        if cublaslt.available():
+            plan = cublaslt.AddmmPlan(x, w, residual)
+    return {"x": x, "w": w, "residual": residual, "plan": plan}
+
+
+def o_proj_fused(x: torch.Tensor, w: torch.Tensor, residual: torch.Tensor, plan: Any = None) -> torch.Tensor:
+    """Best one-kernel path: the GEMV kernel for decode, cuBLASLt with C != D above (addmm without
+    nvmath-python, or on the CPU)."""
     if x.is_cuda and x.shape[0] <= DECODE_MAX_TOKENS:
         from solbench.kernels.ops import gemv_residual
 
         return gemv_residual(x, w, residual)
+    if plan is not None:
+        return plan()  # type: ignore[no-any-return]
     return torch.addmm(residual, x, w.t())
 
 
@@ -54,6 +82,31 @@ def o_proj_fp8(x: torch.Tensor, w_fp8: torch.Tensor, w_scale: torch.Tensor,
     x_fp8 = (x / x_scale).to(torch.float8_e4m3fn)
     y = torch._scaled_mm(x_fp8, w_fp8.t(), scale_a=x_scale, scale_b=w_scale, out_dtype=x.dtype)
     return y.add_(residual)
+
+
+# --------------------------------------------------------------------------------------------
+# o_proj_fp8w: decode o_proj with an FP8 (e4m3) weight and one fp32 scale per output row
+
+
+def o_proj_fp8w_reference(x: torch.Tensor, w: torch.Tensor, w_scale: torch.Tensor,
+                          residual: torch.Tensor) -> torch.Tensor:
+    """out = x @ (w * w_scale[:, None]).T + residual (w upcast from FP8 by solbench)."""
+    return x @ (w * w_scale[:, None]).t() + residual
+
+
+def o_proj_fp8w_dequantized_setup(x: torch.Tensor, w: torch.Tensor, w_scale: torch.Tensor,
+                                  residual: torch.Tensor) -> dict[str, torch.Tensor]:
+    """The same weights widened once to x's dtype: what a 16-bit model would hold."""
+    wide = (w.float() * w_scale.float()[:, None]).to(x.dtype)
+    return {"x": x, "w": wide, "residual": residual}
+
+
+def o_proj_fp8w_fused(x: torch.Tensor, w: torch.Tensor, w_scale: torch.Tensor,
+                      residual: torch.Tensor) -> torch.Tensor:
+    """One kernel streaming the FP8 weight (half the bytes), widened exactly on chip."""
+    from solbench.kernels.ops import gemv_fp8_residual
+
+    return gemv_fp8_residual(x, w, w_scale, residual)
 
 
 def qkv_reference(x: torch.Tensor, wq: torch.Tensor, wk: torch.Tensor,

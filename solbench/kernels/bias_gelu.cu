@@ -18,6 +18,7 @@
 // MODE 2: exact GELU through libdevice erff (the reference variant, for benchmarks).
 //
 // Launch: block = SB_GELU_BLOCK (256) threads, grid = ceil(npacks / (256 * UNROLL)).
+// solbench: min_cc 8.0
 #include "common.cu"
 
 #define SB_GELU_BLOCK 256

@@ -7,6 +7,10 @@
 // sources compile under bare NVRTC and under nvcc alike.
 //
 // KIND selects the 16-bit format: 0 = bfloat16, 1 = float16.
+//
+// solbench: min_cc 8.0
+// (createpolicy, cvt.rn.bf16.f32 and bf16 mma need sm_80; the sm_90 bf16x2 add below has an
+// sm_80 fallback.) Every file including this one needs at least that.
 #pragma once
 
 typedef unsigned short u16;
@@ -150,14 +154,23 @@ struct SbPack<KIND, 1> {
 };
 
 // Two packed 16-bit additions, each rounded to nearest even (as torch's eager
-// bf16/fp16 add). bf16x2 add needs sm_90.
+// bf16/fp16 add). bf16x2 add needs sm_90; before it, the sum is formed in fp32 and
+// rounded once to bf16, which gives the same bits: two bf16 values whose fp32 sum is
+// inexact differ in exponent by more than 15, and then neither rounding can reach a
+// bf16 rounding boundary (it is also what torch's eager bf16 add computes).
 template <int KIND>
 __device__ __forceinline__ u32 sb_add2(u32 a, u32 b);
 
 template <>
 __device__ __forceinline__ u32 sb_add2<SB_KIND_BF16>(u32 a, u32 b) {
   u32 d;
+#if __CUDA_ARCH__ >= 900
   asm("add.rn.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+#else
+  const float lo = __uint_as_float(a << 16) + __uint_as_float(b << 16);
+  const float hi = __uint_as_float(a & 0xffff0000u) + __uint_as_float(b & 0xffff0000u);
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(hi), "f"(lo));
+#endif
   return d;
 }
 

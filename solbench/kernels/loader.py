@@ -1,8 +1,16 @@
-"""The one CuPy/NVRTC loader for solbench's fused CUDA kernels.
+"""The CuPy/NVRTC loader for CUDA kernels: solbench's own (``get_kernel``) and users' (``load``).
 
-Sources live beside this file (``*.cu``). A line ``#include "name.cu"`` is inlined
-here, before compiling, so that CuPy's on-disk cubin cache (keyed on the source
-text and the options) sees every byte that goes into a kernel::
+A source is read with its local ``#include "file"`` lines inlined (``#line`` directives keep the
+compiler's messages pointing at the right file and line), so that CuPy's on-disk cubin cache,
+keyed on the source text and the options, sees every byte that goes into a kernel. A line
+
+    // solbench: min_cc 8.0
+
+in a source (or in a file it includes) declares the oldest compute capability its kernels build
+for; the highest such line wins. On an older GPU the loader raises :class:`UnsupportedDevice`
+(a :class:`~solbench.errors.DeviceError`: the implementation is reported ``skipped`` with the
+reason) before compiling anything. NVRTC errors raise :class:`KernelCompileError` with the
+compiler's log (reported as ``error``)::
 
     kernel = get_kernel("bias_gelu.cu", "bias_gelu_kernel<0, 8, 0>",
                         name_expressions=("bias_gelu_kernel<0, 8, 0>",))
@@ -16,20 +24,40 @@ from __future__ import annotations
 import functools
 import re
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from solbench.errors import DeviceError
+from solbench.errors import DeviceError, SolbenchError
 
-__all__ = ["get_kernel", "launch", "ptr", "read_source"]
+__all__ = ["KernelCompileError", "Source", "UnsupportedDevice", "compile_module", "get_kernel",
+           "kernel_min_cc", "launch", "ptr", "read_source", "unsupported_reason"]
 
-_KERNEL_DIR = Path(__file__).resolve().parent
-_BASE_OPTIONS = ("-std=c++17",)
-_INCLUDE = re.compile(r'^#include "([A-Za-z0-9_]+\.cu)"[ \t]*$', re.MULTILINE)
-_NO_CUPY = "CuPy is not installed: pip install 'solbench[cuda12]' or 'solbench[cuda13]'"
+KERNEL_DIR = Path(__file__).resolve().parent
+BASE_OPTIONS = ("-std=c++17",)
+_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]+"([^"\n]+)"[ \t]*$', re.MULTILINE)
+_MIN_CC = re.compile(r"^[ \t]*//[ \t]*solbench:[ \t]*min_cc[ \t]+(\d+)\.(\d+)[ \t]*$", re.MULTILINE)
+_NO_CUPY = "needs CuPy (pip install 'solbench[cuda12]' or 'solbench[cuda13]')"
+
+
+class KernelCompileError(SolbenchError):
+    """NVRTC rejected a kernel source; the message carries the compiler's log."""
+
+
+class UnsupportedDevice(DeviceError):
+    """The GPU's compute capability is below what a kernel source declares."""
+
+
+@dataclass(frozen=True)
+class Source:
+    """A kernel source ready for NVRTC: includes inlined, minimum compute capability read."""
+
+    path: Path
+    text: str
+    min_cc: tuple[int, int]
 
 
 def _cupy() -> Any:
@@ -40,29 +68,123 @@ def _cupy() -> Any:
     return cupy
 
 
-def _expand(name: str, seen: set[str]) -> str:
-    path = _KERNEL_DIR / name
-    if path.parent != _KERNEL_DIR or path.suffix != ".cu" or not path.is_file():
-        raise ValueError(f"no kernel source {name!r} in {_KERNEL_DIR}")
-    if name in seen:
+def _expand(path: Path, label: Callable[[Path], str], resolve: Callable[[Path, str], Path],
+            seen: set[Path], levels: list[tuple[int, int]]) -> str:
+    """``path``'s text with quoted includes inlined once each, ``#line`` marking every seam."""
+    if path in seen:
         return ""
-    seen.add(name)
+    seen.add(path)
     text = path.read_text(encoding="utf-8")
-    return _INCLUDE.sub(lambda m: _expand(m.group(1), seen), text)
+    levels.extend((int(a), int(b)) for a, b in _MIN_CC.findall(text))
+    name = label(path)
+    out = [f'#line 1 "{name}"\n']
+    pos = 0
+    for match in _INCLUDE.finditer(text):
+        out.append(text[pos:match.start()])
+        child = resolve(path, match.group(1))
+        out.append(_expand(child, label, resolve, seen, levels))
+        line = text.count("\n", 0, match.end()) + 2  # the number of the line after the include
+        out.append(f'\n#line {line} "{name}"')
+        pos = match.end()
+    out.append(text[pos:])
+    return "".join(out)
+
+
+def _build_source(path: Path, label: Callable[[Path], str],
+                  resolve: Callable[[Path, str], Path]) -> Source:
+    levels: list[tuple[int, int]] = []
+    text = _expand(path, label, resolve, set(), levels)
+    return Source(path, text, max(levels, default=(0, 0)))
+
+
+def _resolve_builtin(parent: Path, name: str) -> Path:
+    path = KERNEL_DIR / name
+    if path.parent != KERNEL_DIR or path.suffix != ".cu" or not path.is_file():
+        raise ValueError(f"{parent.name}: no kernel source {name!r} in {KERNEL_DIR}")
+    return path
+
+
+def _resolve_user(parent: Path, name: str) -> Path:
+    path = (parent.parent / name).resolve()
+    if not path.is_file():
+        raise FileNotFoundError(f"{parent}: #include \"{name}\": no such file {path}")
+    return path
 
 
 @functools.cache
+def builtin_source(source_file: str) -> Source:
+    """One of solbench's own kernel sources (a file name in solbench/kernels/)."""
+    return _build_source(_resolve_builtin(KERNEL_DIR, source_file), lambda p: p.name, _resolve_builtin)
+
+
+def user_source(path: Path) -> Source:
+    """A user's kernel source; quoted includes resolve against the including file's folder."""
+    path = path.resolve()
+    if not path.is_file():
+        raise FileNotFoundError(f"no such kernel source {path}")
+    return _build_source(path, str, _resolve_user)
+
+
 def read_source(source_file: str) -> str:
-    """The text of a kernel source with its local ``#include "x.cu"`` lines inlined."""
-    return _expand(source_file, set())
+    """The text of one of solbench's kernel sources with its local includes inlined."""
+    return builtin_source(source_file).text
+
+
+def kernel_min_cc(source_file: str) -> tuple[int, int]:
+    """The minimum compute capability one of solbench's kernel sources declares."""
+    return builtin_source(source_file).min_cc
+
+
+def device_cc(device: Any = None) -> tuple[int, int]:
+    """Compute capability of a CUDA device (default: the current one)."""
+    import torch
+
+    major, minor = torch.cuda.get_device_capability(device)
+    return int(major), int(minor)
+
+
+def unsupported_reason(source: Source | str, device: Any = None,
+                       min_cc: tuple[int, int] | None = None) -> str | None:
+    """Why ``source`` cannot run on ``device`` (or None): no CUDA, or too old a GPU."""
+    import torch
+
+    src = builtin_source(source) if isinstance(source, str) else source
+    need = max(src.min_cc, min_cc or (0, 0))
+    if not torch.cuda.is_available():
+        return f"needs a CUDA GPU ({src.path.name})"
+    have = device_cc(device)
+    if have < need:
+        return (f"needs compute capability {need[0]}.{need[1]}+ ({src.path.name}); "
+                f"this GPU is {have[0]}.{have[1]}")
+    return None
+
+
+def compile_module(source: Source, options: Sequence[str] = (),
+                   name_expressions: Sequence[str] | None = None) -> Any:
+    """A compiled ``cupy.RawModule`` (compiled now: NVRTC errors surface here)."""
+    cupy = _cupy()
+    from cupy.cuda.compiler import CompileException
+
+    module = cupy.RawModule(code=source.text, options=BASE_OPTIONS + tuple(options),
+                            name_expressions=None if name_expressions is None else tuple(name_expressions))
+    try:
+        module.compile()
+    except CompileException as exc:
+        raise KernelCompileError(f"{source.path}: NVRTC failed to compile:\n{_log_of(exc)}") from None
+    return module
+
+
+def _log_of(exc: BaseException) -> str:
+    """The compiler's own message out of CuPy's CompileException."""
+    get = getattr(exc, "get_message", None)
+    text = get() if callable(get) else str(exc)
+    return str(text).strip()
 
 
 @functools.cache
 def _module(source_file: str, options: tuple[str, ...],
             name_expressions: tuple[str, ...] | None) -> Any:
-    cupy = _cupy()
-    return cupy.RawModule(code=read_source(source_file), options=_BASE_OPTIONS + options,
-                          name_expressions=name_expressions)
+    return compile_module(builtin_source(source_file), options, name_expressions)
 
 
 @functools.cache
@@ -72,16 +194,21 @@ def _kernel(source_file: str, name: str, options: tuple[str, ...],
 
 
 def get_kernel(source_file: str, name: str, *, options: Sequence[str] = (),
-               name_expressions: Sequence[str] | None = None) -> Any:
+               name_expressions: Sequence[str] | None = None,
+               min_cc: tuple[int, int] | None = None) -> Any:
     """A compiled ``cupy.RawKernel`` for ``name`` in ``source_file``, cached in-process.
 
     ``name`` is an ``extern "C"`` kernel name, or, for a template, one of
-    ``name_expressions`` (e.g. ``"gemv_residual_kernel<0, 2>"``). Compilation is
-    lazy (at the first launch); CuPy also caches the cubin on disk.
+    ``name_expressions`` (e.g. ``"gemv_residual_kernel<0, 2>"``). Raises UnsupportedDevice
+    when the current GPU is older than the source's ``min_cc`` line (or the ``min_cc`` given,
+    for a variant that needs more than the file). CuPy also caches the cubin on disk.
     """
     exprs = None if name_expressions is None else tuple(name_expressions)
     if exprs is not None and name not in exprs:
         raise ValueError(f"kernel {name!r} is not among name_expressions {exprs!r}")
+    reason = unsupported_reason(source_file, min_cc=min_cc)
+    if reason is not None:
+        raise UnsupportedDevice(reason)
     return _kernel(source_file, name, tuple(options), exprs)
 
 
@@ -104,6 +231,8 @@ def launch(kernel: Any, grid: Sequence[int], block: Sequence[int], args: Sequenc
     dev = torch.cuda.current_device() if device is None else torch.device(device).index
     if dev is None:
         dev = torch.cuda.current_device()
+    if shared_mem > 48 * 1024 and getattr(kernel, "max_dynamic_shared_size_bytes", 0) < shared_mem:
+        kernel.max_dynamic_shared_size_bytes = shared_mem
     with cupy.cuda.Device(dev), _cupy_stream(cupy, torch.cuda.current_stream(dev), dev):
         kernel(tuple(grid), tuple(block), tuple(args), shared_mem=shared_mem)
 

@@ -4,6 +4,8 @@
         summed = x + residual (rounded to x.dtype), out = LayerNorm(summed) * weight + bias
     bias_gelu(x, bias, approximate="none" | "tanh") -> GELU(x + bias)
     gemv_residual(x, weight, residual) -> x @ weight.T + residual     (decode o_proj, few tokens)
+    gemv_fp8_residual(x, weight_fp8, scale, residual)
+        -> x @ (weight_fp8 * scale[:, None]).T + residual   (FP8 e4m3 weight, per-row fp32 scale)
 
 Outputs are new tensors (torch.empty); nothing is copied on the way in. Inputs must be
 contiguous; a 16-byte-misaligned tensor, or a last dimension that is not a multiple of 8,
@@ -17,9 +19,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from solbench.kernels import gemv_plan
 from solbench.kernels.loader import get_kernel, launch, ptr
 
-__all__ = ["bias_gelu", "gemv_residual", "residual_layernorm"]
+__all__ = ["bias_gelu", "gemv_fp8_residual", "gemv_residual", "residual_layernorm"]
 
 _KIND = {torch.bfloat16: 0, torch.float16: 1}
 _VEC = 8  # 16-bit elements per 16-byte access
@@ -179,41 +182,113 @@ def gemv_residual(x: torch.Tensor, weight: torch.Tensor, residual: torch.Tensor)
     T <= 64 (decode); larger T runs in chunks of 64 tokens, re-reading the weight for each.
     ``K % 8 != 0`` or 16-byte-misaligned ``x``/``weight`` take a slow scalar kernel.
     """
-    return _gemv_residual(x, weight, residual)
+    dtype, tokens, n, k = _gemv_check("gemv_residual", x, weight, residual)
+    out = torch.empty((tokens, n), dtype=dtype, device=x.device)
+    if tokens == 0 or n == 0:
+        return out
+    if k % _VEC == 0 and _aligned(x, weight):
+        _stream(x, weight, None, residual, out)
+    else:
+        _gemv_scalar(x, weight, residual, out)
+    return out
 
 
-def _gemv_residual(x: torch.Tensor, weight: torch.Tensor, residual: torch.Tensor,
-                   options: tuple[str, ...] = ()) -> torch.Tensor:
-    """gemv_residual with extra compiler options for the fast kernel (benchmark variants)."""
-    dtype = _check("gemv_residual", x=x, weight=weight, residual=residual)
+def gemv_fp8_residual(x: torch.Tensor, weight: torch.Tensor, scale: torch.Tensor,
+                      residual: torch.Tensor) -> torch.Tensor:
+    """``x @ (weight * scale[:, None]).T + residual`` with an FP8 (e4m3) weight: half the bytes.
+
+    ``weight`` is ``[N, K]`` ``torch.float8_e4m3fn`` with one float32 ``scale`` per row
+    (weight-only quantization); ``x`` and ``residual`` bf16 or fp16. The weight is widened to
+    x's type exactly inside the kernel, products accumulate in fp32, the scale and residual
+    are applied once per output. ``K % 16 != 0`` or misaligned tensors take a slow torch path.
+    """
+    if not isinstance(weight, torch.Tensor) or weight.dtype != torch.float8_e4m3fn:
+        raise ValueError("gemv_fp8_residual: weight must be a torch.float8_e4m3fn tensor")
+    dtype = _check("gemv_fp8_residual", x=x, residual=residual)
+    if not (isinstance(scale, torch.Tensor) and scale.dtype == torch.float32 and scale.is_contiguous()):
+        raise ValueError("gemv_fp8_residual: scale must be a contiguous float32 tensor")
+    if weight.device != x.device or scale.device != x.device or not weight.is_contiguous():
+        raise ValueError("gemv_fp8_residual: weight and scale must be contiguous, on x's device")
+    _, tokens, n, k = _gemv_check("gemv_fp8_residual", x, weight, residual, weight_checked=True)
+    if scale.shape != (n,):
+        raise ValueError(f"gemv_fp8_residual: scale shape {tuple(scale.shape)}, expected ({n},)")
+    out = torch.empty((tokens, n), dtype=dtype, device=x.device)
+    if tokens == 0 or n == 0:
+        return out
+    if k % 16 == 0 and _aligned(x, weight):
+        _stream(x, weight, scale, residual, out)
+    else:  # correct, not fast: widen the weight in fp32
+        wide = weight.float() * scale[:, None]
+        out.copy_(torch.addmm(residual.float(), x.float(), wide.t()))
+    return out
+
+
+def _gemv_check(op: str, x: torch.Tensor, weight: torch.Tensor, residual: torch.Tensor,
+                weight_checked: bool = False) -> tuple[torch.dtype, int, int, int]:
+    """Shapes of a GEMV + residual call: (dtype, T, N, K); dtypes and devices checked."""
+    dtype = _check(op, x=x, residual=residual) if weight_checked else \
+        _check(op, x=x, weight=weight, residual=residual)
     if x.dim() != 2 or weight.dim() != 2 or residual.dim() != 2:
-        raise ValueError(f"gemv_residual: expected 2-D x [T, K], weight [N, K], residual [T, N]; "
+        raise ValueError(f"{op}: expected 2-D x [T, K], weight [N, K], residual [T, N]; "
                          f"got {tuple(x.shape)}, {tuple(weight.shape)}, {tuple(residual.shape)}")
     tokens, k = x.shape
     n = weight.shape[0]
     if weight.shape[1] != k:
-        raise ValueError(f"gemv_residual: weight shape {tuple(weight.shape)} does not match "
+        raise ValueError(f"{op}: weight shape {tuple(weight.shape)} does not match "
                          f"x shape {tuple(x.shape)} (need weight [N, {k}])")
     if residual.shape != (tokens, n):
-        raise ValueError(f"gemv_residual: residual shape {tuple(residual.shape)}, expected "
-                         f"({tokens}, {n})")
+        raise ValueError(f"{op}: residual shape {tuple(residual.shape)}, expected ({tokens}, {n})")
     if max(n, k) > _INT32_MAX // 2:
-        raise ValueError(f"gemv_residual: N={n}, K={k} exceed the kernel's int32 sizes")
+        raise ValueError(f"{op}: N={n}, K={k} exceed the kernel's int32 sizes")
+    return dtype, tokens, n, k
+
+
+def _stream(x: torch.Tensor, weight: torch.Tensor, scale: torch.Tensor | None,
+            residual: torch.Tensor, out: torch.Tensor, plan: gemv_plan.Plan | None = None,
+            options: tuple[str, ...] = ()) -> None:
+    """gemv_stream.cu over chunks of at most 64 tokens; ``plan`` overrides the tile choice."""
+    tokens, k = x.shape
+    n = weight.shape[0]
+    w8 = scale is not None
+    dev = x.device
+    chunk = gemv_plan.MAX_TOKENS if plan else gemv_plan.chunk_tokens(tokens, n, k, w8, dev)
+    for t0 in range(0, tokens, chunk):
+        t1 = min(tokens, t0 + chunk)
+        p = plan or gemv_plan.choose(t1 - t0, n, k, w8, dev)
+        nt = _cdiv(t1 - t0, 8)
+        kind = _KIND[x.dtype]
+        if p.cluster > 1:
+            name = f"gemv_stream_cluster_kernel<{kind}, {int(w8)}, {p.rows}, {nt}, {p.cluster}>"
+        else:
+            name = f"gemv_stream_kernel<{kind}, {int(w8)}, {p.rows}, {nt}>"
+        kernel = get_kernel("gemv_stream.cu", name, options=options, name_expressions=(name,),
+                            min_cc=(9, 0) if p.cluster > 1 else None)
+        smem = gemv_plan.shared_bytes(p, t1 - t0, w8)
+        args = (ptr(x[t0:t1]), ptr(weight), np.uint64(0 if scale is None else scale.data_ptr()), ptr(residual[t0:t1]),
+                ptr(out[t0:t1]), np.int32(t1 - t0), np.int32(n), np.int32(k), np.int32(p.stages))
+        launch(kernel, (_cdiv(n, p.rows) * p.cluster,), (256,), args, smem, device=dev)
+
+
+def _gemv_scalar(x: torch.Tensor, weight: torch.Tensor, residual: torch.Tensor, out: torch.Tensor) -> None:
+    """The scalar fallback (any K, any alignment): one warp per (token, output)."""
+    tokens, k = x.shape
+    n = weight.shape[0]
+    kernel = _get("gemv_residual.cu", f"gemv_residual_scalar_kernel<{_KIND[x.dtype]}>")
+    launch(kernel, (_cdiv(n, 8), tokens), (256,),
+           (ptr(x), ptr(weight), ptr(residual), ptr(out), np.int32(tokens), np.int32(n), np.int32(k)),
+           device=x.device)
+
+
+def _gemv_residual_registers(x: torch.Tensor, weight: torch.Tensor, residual: torch.Tensor,
+                             options: tuple[str, ...] = ()) -> torch.Tensor:
+    """The earlier register-pipelined GEMV kernel (gemv_residual.cu), kept for benchmarks."""
+    dtype, tokens, n, k = _gemv_check("gemv_residual", x, weight, residual)
     out = torch.empty((tokens, n), dtype=dtype, device=x.device)
-    if tokens == 0 or n == 0:
-        return out
-    kind = _KIND[dtype]
-    fast = k % _VEC == 0 and _aligned(x, weight)
     for t0 in range(0, tokens, _GEMV_MAX_TOKENS):
         t1 = min(tokens, t0 + _GEMV_MAX_TOKENS)
-        xs, rs, os_ = x[t0:t1], residual[t0:t1], out[t0:t1]
-        args = (ptr(xs), ptr(weight), ptr(rs), ptr(os_),
-                np.int32(t1 - t0), np.int32(n), np.int32(k))
-        if fast:
-            name = f"gemv_residual_kernel<{kind}, {_cdiv(t1 - t0, 8)}>"
-            kernel = _get("gemv_residual.cu", name, options)
-            launch(kernel, (_cdiv(n, _GEMV_ROWS),), (256,), args, device=x.device)
-        else:
-            kernel = _get("gemv_residual.cu", f"gemv_residual_scalar_kernel<{kind}>")
-            launch(kernel, (_cdiv(n, 8), t1 - t0), (256,), args, device=x.device)
+        name = f"gemv_residual_kernel<{_KIND[dtype]}, {_cdiv(t1 - t0, 8)}>"
+        kernel = _get("gemv_residual.cu", name, options)
+        launch(kernel, (_cdiv(n, _GEMV_ROWS),), (256,),
+               (ptr(x[t0:t1]), ptr(weight), ptr(residual[t0:t1]), ptr(out[t0:t1]),
+                np.int32(t1 - t0), np.int32(n), np.int32(k)), device=x.device)
     return out

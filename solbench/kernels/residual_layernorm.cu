@@ -14,6 +14,7 @@
 // scalar path for any other shape.
 //
 // Launch: block = tpr * rows_per_block threads, grid = ceil(rows / rows_per_block).
+// solbench: min_cc 8.0
 #include "common.cu"
 
 // Sum of `v` over the `tpr` threads that own this thread's row.

@@ -17,7 +17,7 @@ with warnings.catch_warnings():  # CuPy's own environment notices are not under 
     warnings.simplefilter("ignore")
     pytest.importorskip("cupy")
 
-from solbench.kernels import ops  # after the skips: needs CUDA and CuPy
+from solbench.kernels import gemv_plan, loader, ops  # after the skips: needs CUDA and CuPy
 
 pytestmark = [
     pytest.mark.gpu,
@@ -32,6 +32,13 @@ TOKENS = [1, 5, 16, 33, 64]
 GEMV_SHAPES = [(4096, 4096), (1000, 768), (777, 1000), (96, 777)]  # (N, K); K=777 -> scalar
 # (relative error norm, elementwise atol/rtol) per dtype: a few roundings of the output
 TOL = {torch.bfloat16: (1e-2, 2e-2), torch.float16: (2e-3, 4e-3)}
+
+
+def _needs(source: str) -> None:
+    """Skip, with the loader's own reason, where this GPU is older than the source declares."""
+    reason = loader.unsupported_reason(source)
+    if reason is not None:
+        pytest.skip(reason)
 
 
 def _gen(*key) -> torch.Generator:
@@ -93,6 +100,7 @@ def _ln_check(x, res, w, b, out, summed, dtype, eps=1e-5):
 @pytest.mark.parametrize("hidden", HIDDEN)
 @pytest.mark.parametrize("rows", ROWS)
 def test_residual_layernorm(rows, hidden, dtype):
+    _needs("residual_layernorm.cu")
     x, res, w, b = _ln_inputs(rows, hidden, dtype)
     _poison()
     out, summed = ops.residual_layernorm(x, res, w, b)
@@ -101,6 +109,7 @@ def test_residual_layernorm(rows, hidden, dtype):
 
 
 def test_residual_layernorm_3d_input_and_eps():
+    _needs("residual_layernorm.cu")
     x, res, w, b = _ln_inputs(24, 768, torch.bfloat16)
     x3, r3 = x.view(2, 12, 768), res.view(2, 12, 768)
     _poison()
@@ -111,6 +120,7 @@ def test_residual_layernorm_3d_input_and_eps():
 
 def test_residual_layernorm_misaligned_takes_scalar_path():
     """A view 2 bytes off a 16-byte boundary is still computed correctly (scalar loads)."""
+    _needs("residual_layernorm.cu")
     rows, hidden, dtype = 17, 768, torch.float16
     x, res, w, b = _ln_inputs(rows, hidden, dtype)
     buf = torch.empty(rows * hidden + 1, dtype=dtype, device="cuda")
@@ -123,6 +133,7 @@ def test_residual_layernorm_misaligned_takes_scalar_path():
 
 
 def test_residual_layernorm_rejects_bad_arguments():
+    _needs("residual_layernorm.cu")
     x, res, w, b = _ln_inputs(8, 768, torch.bfloat16)
     with pytest.raises(ValueError, match="not contiguous"):
         ops.residual_layernorm(x.t(), res.t(), w, b)
@@ -154,6 +165,7 @@ def _gelu_ref(x, bias, approximate):
 @pytest.mark.parametrize("hidden", HIDDEN)
 @pytest.mark.parametrize("rows", ROWS)
 def test_bias_gelu(rows, hidden, dtype, approximate):
+    _needs("bias_gelu.cu")
     x, bias = _gelu_inputs(rows, hidden, dtype)
     _poison()
     out = ops.bias_gelu(x, bias, approximate=approximate)
@@ -167,6 +179,7 @@ def test_bias_gelu_matches_torch_within_one_rounding():
     Where torch's float32 ``1 + erf(h / sqrt 2)`` cancels (h < -4 or so) the erfc form is
     the more accurate one, so tiny negative outputs may differ from torch's -0.0.
     """
+    _needs("bias_gelu.cu")
     x, bias = _gelu_inputs(1000, 4096, torch.bfloat16)
     ours = ops.bias_gelu(x, bias)
     theirs = F.gelu(x + bias)
@@ -176,6 +189,7 @@ def test_bias_gelu_matches_torch_within_one_rounding():
 
 
 def test_bias_gelu_misaligned_takes_scalar_path():
+    _needs("bias_gelu.cu")
     rows, hidden, dtype = 17, 1000, torch.bfloat16
     x, bias = _gelu_inputs(rows, hidden, dtype)
     buf = torch.empty(rows * hidden + 3, dtype=dtype, device="cuda")
@@ -188,6 +202,7 @@ def test_bias_gelu_misaligned_takes_scalar_path():
 
 
 def test_bias_gelu_rejects_bad_arguments():
+    _needs("bias_gelu.cu")
     x, bias = _gelu_inputs(8, 768, torch.float16)
     with pytest.raises(ValueError, match="not contiguous"):
         ops.bias_gelu(x[:, ::2], bias[::2])
@@ -215,6 +230,7 @@ def _gemv_ref(x, w, res):
 @pytest.mark.parametrize("shape", GEMV_SHAPES, ids=lambda s: f"N{s[0]}xK{s[1]}")
 @pytest.mark.parametrize("tokens", TOKENS)
 def test_gemv_residual(tokens, shape, dtype):
+    _needs("gemv_stream.cu")
     n, k = shape
     x, w, res = _gemv_inputs(tokens, n, k, dtype)
     _poison()
@@ -224,12 +240,14 @@ def test_gemv_residual(tokens, shape, dtype):
 
 
 def test_gemv_residual_more_than_64_tokens_runs_in_chunks():
+    _needs("gemv_stream.cu")
     x, w, res = _gemv_inputs(100, 1000, 768, torch.bfloat16)
     _poison()
     _close("gemv", ops.gemv_residual(x, w, res), _gemv_ref(x, w, res), torch.bfloat16)
 
 
 def test_gemv_residual_misaligned_takes_scalar_path():
+    _needs("gemv_stream.cu")
     tokens, n, k, dtype = 5, 96, 768, torch.bfloat16
     x, w, res = _gemv_inputs(tokens, n, k, dtype)
     buf = torch.empty(tokens * k + 1, dtype=dtype, device="cuda")
@@ -241,6 +259,7 @@ def test_gemv_residual_misaligned_takes_scalar_path():
 
 
 def test_gemv_residual_rejects_bad_arguments():
+    _needs("gemv_stream.cu")
     x, w, res = _gemv_inputs(4, 64, 128, torch.float16)
     with pytest.raises(ValueError, match="not contiguous"):
         ops.gemv_residual(x, w.t().contiguous().t(), res)
@@ -251,3 +270,103 @@ def test_gemv_residual_rejects_bad_arguments():
     with pytest.raises(ValueError, match="2-D"):
         ops.gemv_residual(x.view(2, 2, 128), w, res)
 
+
+
+# ----------------------------------------------------------------- streaming GEMV: every tile shape
+
+STREAM_PLANS = [(16, 1), (32, 1), (64, 1), (64, 2), (128, 4), (128, 2)]  # (rows per CTA, cluster)
+STREAM_SHAPES = [(4096, 4096), (1000, 1032), (200, 4104)]  # N not a multiple of the tile, K not of a stage
+
+
+def _plan_or_skip(rows, cluster, tokens, k, w8):
+    if cluster > 1 and loader.device_cc() < (9, 0):
+        pytest.skip(f"needs compute capability 9.0+ for clusters; this GPU is {loader.device_cc()}")
+    plan = gemv_plan.fit(rows, cluster, tokens, k, w8, gemv_plan._device_limits(torch.cuda.current_device())[1])
+    if plan is None:
+        pytest.skip(f"tile rows={rows} cluster={cluster} does not fit {tokens} tokens, K={k}")
+    return plan
+
+
+def _stream(x, w, scale, res, plan):
+    out = torch.empty((x.shape[0], w.shape[0]), dtype=x.dtype, device="cuda")
+    ops._stream(x, w, scale, res, out, plan=plan)
+    return out
+
+
+@pytest.mark.parametrize("plan", STREAM_PLANS, ids=lambda p: f"rows{p[0]}-cl{p[1]}")
+@pytest.mark.parametrize("shape", STREAM_SHAPES, ids=lambda s: f"N{s[0]}xK{s[1]}")
+@pytest.mark.parametrize("tokens", [1, 16, 37, 64])
+def test_gemv_stream_every_plan(tokens, shape, plan):
+    _needs("gemv_stream.cu")
+    n, k = shape
+    p = _plan_or_skip(*plan, tokens, k, False)
+    for dtype in DTYPES:
+        x, w, res = _gemv_inputs(tokens, n, k, dtype)
+        _poison()
+        _close(f"stream {p}", _stream(x, w, None, res, p), _gemv_ref(x, w, res), dtype)
+
+
+def _fp8_inputs(tokens, n, k, dtype):
+    x, w, res = _gemv_inputs(tokens, n, k, dtype)
+    scale = (w.float().abs().amax(dim=1) / 448.0).clamp_min(1e-12)
+    w8 = (w.float() / scale[:, None]).to(torch.float8_e4m3fn)
+    return x, w8, scale.contiguous(), res
+
+
+def _fp8_ref(x, w8, scale, res):
+    return x.double() @ (w8.double() * scale.double()[:, None]).t() + res.double()
+
+
+@pytest.mark.parametrize("plan", STREAM_PLANS, ids=lambda p: f"rows{p[0]}-cl{p[1]}")
+@pytest.mark.parametrize("shape", [(4096, 4096), (1000, 1040), (200, 4112)], ids=lambda s: f"N{s[0]}xK{s[1]}")
+@pytest.mark.parametrize("tokens", [1, 16, 37, 64])
+def test_gemv_fp8_stream_every_plan(tokens, shape, plan):
+    """FP8 weights widened exactly: the result matches fp64 math on the same FP8 values."""
+    _needs("gemv_stream.cu")
+    n, k = shape
+    p = _plan_or_skip(*plan, tokens, k, True)
+    for dtype in DTYPES:
+        x, w8, scale, res = _fp8_inputs(tokens, n, k, dtype)
+        _poison()
+        _close(f"fp8 stream {p}", _stream(x, w8, scale, res, p), _fp8_ref(x, w8, scale, res), dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("tokens", [1, 16, 64, 100])
+def test_gemv_fp8_residual_default_plan(tokens, dtype):
+    _needs("gemv_stream.cu")
+    x, w8, scale, res = _fp8_inputs(tokens, 4096, 4096, dtype)
+    _poison()
+    out = ops.gemv_fp8_residual(x, w8, scale, res)
+    assert out.shape == (tokens, 4096) and out.dtype == dtype
+    _close("fp8", out, _fp8_ref(x, w8, scale, res), dtype)
+
+
+def test_gemv_fp8_every_e4m3_value_widens_exactly():
+    """One-hot tokens read single weights: each finite e4m3 code comes out exactly (x scale)."""
+    _needs("gemv_stream.cu")
+    codes = torch.arange(256, dtype=torch.int32)
+    finite = codes[(codes != 0x7F) & (codes != 0xFF)].to(torch.uint8)
+    k = 256
+    w = torch.zeros((16, k), dtype=torch.uint8)
+    for r in range(16):
+        w[r, : finite.numel()] = finite.roll(r)
+    w8 = w.view(torch.float8_e4m3fn).cuda()
+    scale = torch.full((16,), 2.0**-9, dtype=torch.float32, device="cuda")  # keeps every value exact
+    for dtype in DTYPES:
+        x = torch.eye(k, dtype=dtype, device="cuda")  # token t reads column t of every row
+        res = torch.zeros((k, 16), dtype=dtype, device="cuda")
+        got = ops.gemv_fp8_residual(x, w8, scale, res)
+        ref = (w8.double() * 2.0**-9).t().to(dtype)
+        assert torch.equal(got, ref), f"{dtype}: {(got != ref).sum().item()} values differ"
+
+
+def test_gemv_fp8_rejects_bad_arguments():
+    _needs("gemv_stream.cu")
+    x, w8, scale, res = _fp8_inputs(4, 64, 128, torch.bfloat16)
+    with pytest.raises(ValueError, match="float8_e4m3fn"):
+        ops.gemv_fp8_residual(x, w8.to(torch.bfloat16), scale, res)
+    with pytest.raises(ValueError, match="float32"):
+        ops.gemv_fp8_residual(x, w8, scale.half(), res)
+    with pytest.raises(ValueError, match="scale shape"):
+        ops.gemv_fp8_residual(x, w8, scale[:10].contiguous(), res)

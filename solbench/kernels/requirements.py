@@ -1,0 +1,56 @@
+"""What an implementation may need (``requires:`` in a workload), and why this machine lacks it.
+
+The runner calls :func:`requirement_missing` for each entry of an implementation's
+``requires`` list; a non-None answer is the ``skipped`` reason. Kernels also check at the
+point of use (the loader raises UnsupportedDevice, a DeviceError, on too old a GPU), so a
+missing ``requires`` entry still ends in ``skipped``, only later.
+
+    cuda, compile    a CUDA device
+    cupy             CuPy importable (solbench's and users' CUDA kernels)
+    fp8              FP8 tensor cores (compute capability 8.9+)
+    sm80, sm89, sm90 compute capability 8.0+, 8.9+, 9.0+
+    nvmath           nvmath-python importable (cuBLASLt with a separate C and D)
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+__all__ = ["KNOWN", "requirement_missing"]
+
+_CC = {"sm80": (8, 0), "sm89": (8, 9), "sm90": (9, 0), "fp8": (8, 9)}
+KNOWN = ("cuda", "compile", "cupy", "fp8", "sm80", "sm89", "sm90", "nvmath")
+NO_NVMATH = "needs nvmath-python (pip install 'solbench[nvmath]')"
+
+
+def requirement_missing(need: str, device: str = "cuda") -> str | None:
+    """Why ``need`` is not met on ``device`` ("cuda" or "cpu"), or None when it is.
+
+    Every reason starts with "needs ". An unknown ``need`` raises ValueError.
+    """
+    if need not in KNOWN:
+        raise ValueError(f"unknown requirement {need!r}; known: {', '.join(KNOWN)}")
+    if need in ("cuda", "compile"):
+        return None if device == "cuda" else f"needs CUDA ({need})"
+    if need == "cupy":
+        return None if _importable("cupy") else "needs CuPy (pip install 'solbench[cuda12]' or '[cuda13]')"
+    if need == "nvmath":
+        return None if _importable("nvmath") else NO_NVMATH
+    want = _CC[need]
+    label = "FP8 tensor cores (compute capability 8.9+)" if need == "fp8" else \
+        f"compute capability {want[0]}.{want[1]}+"
+    if device != "cuda":
+        return f"needs {label}"
+    import torch
+
+    have = tuple(torch.cuda.get_device_capability())
+    if have < want:
+        return f"needs {label}; this GPU is {have[0]}.{have[1]}"
+    return None
+
+
+def _importable(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False

@@ -1,0 +1,58 @@
+"""Tile choice of the streaming GEMV (pure): every plan fits, clusters only where supported."""
+
+from __future__ import annotations
+
+import pytest
+
+from solbench.kernels import gemv_plan as gp
+
+H100_SMEM = 232448  # opt-in shared memory per block, compute capability 9.0
+A100_SMEM = 166912  # 8.0
+
+
+@pytest.mark.parametrize("w8", [False, True])
+@pytest.mark.parametrize("tokens", [1, 8, 16, 33, 64])
+@pytest.mark.parametrize(("cc", "smem"), [((9, 0), H100_SMEM), ((8, 0), A100_SMEM), ((8, 9), 101376)])
+def test_chosen_plan_fits_and_respects_the_device(tokens, w8, cc, smem):
+    chunk = gp.chunk_tokens_for(tokens, 4096, 4096, w8, cc, smem)
+    tokens = min(tokens, chunk)
+    plan = gp.choose_for(tokens, 4096, 4096, w8, cc, smem)
+    assert gp.shared_bytes(plan, tokens, w8) <= smem
+    assert plan.stages >= 2 and plan.rows % 16 == 0
+    if cc < (9, 0):
+        assert plan.cluster == 1
+
+
+def test_shared_bytes_counts_stages_and_the_zero_row():
+    plan = gp.Plan(rows=32, cluster=1, stages=4)
+    assert gp.stage_bytes(32, 16, False) == 32 * 512 + 16 * 512
+    assert gp.stage_bytes(32, 16, True) == 32 * 512 + 16 * 1024  # FP8: twice the k per stage
+    assert gp.shared_bytes(plan, 16, False) == 128 + 4 * (32 * 512 + 16 * 512)
+
+
+def test_reduction_buffer_can_exceed_the_stages():
+    # 16 rows: one warp along rows, 8 along k; 64 tokens: 8 x 64 x 20 floats
+    assert gp.reduction_bytes(16, 64) == 8 * 64 * 20 * 4
+    plan = gp.Plan(rows=16, cluster=1, stages=2)
+    assert gp.shared_bytes(plan, 64, False) == 128 + max(2 * gp.stage_bytes(16, 64, False), 8 * 64 * 20 * 4)
+
+
+def test_no_cluster_wider_than_the_k_stages():
+    assert gp.fit(128, 4, 16, 512, False, H100_SMEM) is None  # 2 stages of K for 4 CTAs
+    assert gp.fit(32, 1, 16, 512, False, H100_SMEM).stages == 3  # never more than needed + 1
+
+
+@pytest.mark.parametrize("tokens", [0, 65])
+def test_token_count_per_launch_is_bounded(tokens):
+    with pytest.raises(ValueError, match="tokens per launch"):
+        gp.choose_for(tokens, 4096, 4096, False, (9, 0), H100_SMEM)
+
+
+def test_fewer_tokens_per_launch_where_shared_memory_is_small():
+    assert gp.chunk_tokens_for(64, 4096, 4096, False, (9, 0), H100_SMEM) == 64
+    assert gp.chunk_tokens_for(64, 4096, 4096, True, (8, 9), 101376) == 32
+
+
+def test_nothing_fits_is_an_error():
+    with pytest.raises(ValueError, match="no tile fits"):
+        gp.choose_for(64, 4096, 4096, True, (8, 0), 40000)

@@ -1,0 +1,153 @@
+"""The kernel loader without a GPU: includes, #line seams, min_cc declarations, errors."""
+
+from __future__ import annotations
+
+import sys
+import types
+
+import pytest
+
+from solbench.errors import DeviceError
+from solbench.kernels import KernelCompileError, UnsupportedDevice, load, loader, user
+
+
+def _write(path, text):
+    path.write_text(text)
+    return path
+
+
+def test_user_source_inlines_includes_once_with_line_markers(tmp_path):
+    (tmp_path / "inc").mkdir()
+    _write(tmp_path / "inc" / "b.cuh", "// solbench: min_cc 9.0\nint b;\n")
+    _write(tmp_path / "inc" / "a.cuh", '#include "b.cuh"\nint a;\n')
+    main = _write(tmp_path / "k.cu", '// solbench: min_cc 8.0\n#include "inc/a.cuh"\n#include "inc/b.cuh"\nint k;\n')
+    src = loader.user_source(main)
+    assert src.min_cc == (9, 0)  # the highest declaration among the file and its includes
+    assert src.text.count("int b;") == 1  # included twice, inlined once
+    lines = src.text.splitlines()
+    # after the seam, numbering resumes at the main file's line 4 ("int k;")
+    seam = max(i for i, line in enumerate(lines) if line.startswith("#line") and line.endswith('k.cu"'))
+    assert lines[seam] == f'#line 4 "{main}"' and lines[seam + 1] == "int k;"
+    assert f'#line 1 "{tmp_path / "inc" / "a.cuh"}"' in lines
+
+
+def test_missing_include_names_the_including_file(tmp_path):
+    main = _write(tmp_path / "k.cu", '#include "nope.cuh"\n')
+    with pytest.raises(FileNotFoundError, match=r"nope\.cuh"):
+        loader.user_source(main)
+
+
+def test_source_without_declaration_has_no_minimum(tmp_path):
+    assert loader.user_source(_write(tmp_path / "k.cu", "int k;\n")).min_cc == (0, 0)
+
+
+@pytest.mark.parametrize("source", ["bias_gelu.cu", "residual_layernorm.cu", "gemv_residual.cu", "gemv_stream.cu"])
+def test_every_builtin_kernel_declares_a_minimum(source):
+    assert loader.kernel_min_cc(source) >= (8, 0)
+    assert '#line 1 "common.cu"' in loader.read_source(source)
+
+
+def test_unsupported_reason_compares_capabilities(monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (7, 5))
+    reason = loader.unsupported_reason("gemv_stream.cu")
+    assert reason == "needs compute capability 8.0+ (gemv_stream.cu); this GPU is 7.5"
+    with pytest.raises(UnsupportedDevice, match=r"needs compute capability 8\.0"):
+        loader.get_kernel("gemv_stream.cu", "gemv_stream_kernel<0, 0, 32, 2>",
+                          name_expressions=("gemv_stream_kernel<0, 0, 32, 2>",))
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (8, 0))
+    assert loader.unsupported_reason("gemv_stream.cu") is None
+    assert "9.0" in loader.unsupported_reason("gemv_stream.cu", min_cc=(9, 0))
+
+
+def test_unsupported_device_is_a_device_error():
+    assert issubclass(UnsupportedDevice, DeviceError)  # the runner reports it "skipped"
+    assert not issubclass(KernelCompileError, DeviceError)  # ... and this one "error"
+
+
+def test_load_without_cuda_is_unsupported_with_a_reason(tmp_path, monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    path = _write(tmp_path / "k.cu", 'extern "C" __global__ void k() {}\n')
+    with pytest.raises(UnsupportedDevice, match=r"^needs a CUDA GPU \(k.cu\)"):
+        load(path, "k")
+
+
+def test_relative_path_is_found_next_to_the_calling_file(tmp_path, monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    (tmp_path / "pkg").mkdir()
+    _write(tmp_path / "pkg" / "k.cu", "int k;\n")
+    caller = _write(tmp_path / "pkg" / "impl.py",
+                    "from solbench.kernels import load\n\ndef go():\n    return load('k.cu', 'k')\n")
+    monkeypatch.chdir(tmp_path)  # not the caller's folder
+    namespace: dict = {}
+    exec(compile(caller.read_text(), str(caller), "exec"), namespace)
+    with pytest.raises(UnsupportedDevice, match=r"\(k.cu\)"):  # found, then refused for want of CUDA
+        namespace["go"]()
+    with pytest.raises(FileNotFoundError, match="looked in"):
+        load("missing.cu", "k")
+
+
+def _fake_cupy(monkeypatch, log: str):
+    """A stand-in CuPy whose NVRTC rejects every source with ``log``."""
+    class CompileException(Exception):
+        def get_message(self):
+            return log
+
+    class RawModule:
+        def __init__(self, **kwargs):
+            self.kwargs = kwargs
+
+        def compile(self):
+            raise CompileException("ignored")
+
+    compiler = types.ModuleType("cupy.cuda.compiler")
+    compiler.CompileException = CompileException
+    cuda = types.ModuleType("cupy.cuda")
+    cuda.compiler = compiler
+    cupy = types.ModuleType("cupy")
+    cupy.cuda = cuda
+    cupy.RawModule = RawModule
+    for name, mod in (("cupy", cupy), ("cupy.cuda", cuda), ("cupy.cuda.compiler", compiler)):
+        monkeypatch.setitem(sys.modules, name, mod)
+
+
+def test_compile_error_carries_the_log(tmp_path, monkeypatch):
+    log = f'{tmp_path}/k.cu(2): error: identifier "nope" is undefined'
+    _fake_cupy(monkeypatch, log)
+    source = loader.user_source(_write(tmp_path / "k.cu", "int k = nope;\n"))
+    with pytest.raises(KernelCompileError) as info:
+        loader.compile_module(source)
+    assert str(info.value) == f"{source.path}: NVRTC failed to compile:\n{log}"
+
+
+def test_missing_cupy_is_a_device_error(monkeypatch, tmp_path):
+    monkeypatch.setitem(sys.modules, "cupy", None)  # import cupy -> ImportError
+    source = loader.user_source(_write(tmp_path / "k.cu", "int k;\n"))
+    with pytest.raises(DeviceError, match=r"^needs CuPy"):
+        loader.compile_module(source)
+
+
+def test_launch_arguments_are_checked_before_any_launch():
+    import numpy as np
+    import torch
+
+    with pytest.raises(TypeError, match=r"np\.int32"):
+        user._convert_args("k", (np.float32(1.0), 3))
+    with pytest.raises(TypeError, match="Python float"):
+        user._convert_args("k", (2.5,))
+    with pytest.raises(ValueError, match="CUDA tensors"):
+        user._convert_args("k", (torch.zeros(2),))
+    with pytest.raises(TypeError, match="list"):
+        user._convert_args("k", ([1, 2],))
+    assert user._convert_args("k", (np.int32(3), np.float32(1.5))) == ((np.int32(3), np.float32(1.5)), None)
+    assert user._dims(4) == (4,) and user._dims((2, 3)) == (2, 3)
+    with pytest.raises(ValueError, match="launch dimensions"):
+        user._dims((1, 2, 3, 4))
+    with pytest.raises(ValueError, match="launch dimensions"):
+        user._dims(0)
