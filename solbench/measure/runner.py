@@ -43,17 +43,13 @@ def prepare_case(spec: WorkloadSpec, case: Case, device: str, base_dir: Path | N
 
 
 def missing_requirement(impl: Implementation, device: str) -> str | None:
-    """Why an implementation cannot run on this device, or None."""
+    """Why an implementation cannot run on this device (its first unmet ``requires``), or None."""
+    from solbench.kernels.requirements import requirement_missing
+
     for need in impl.requires:
-        if need in ("cuda", "compile") and device != "cuda":
-            return f"needs CUDA ({need})"
-        if need == "cupy":
-            try:
-                import cupy  # noqa: F401
-            except ImportError:
-                return "needs CuPy (pip install 'solbench[cuda12]' or '[cuda13]')"
-        if need == "fp8" and (device != "cuda" or torch.cuda.get_device_capability() < (8, 9)):
-            return "needs FP8 tensor cores (compute capability 8.9+)"
+        reason = requirement_missing(need, device)
+        if reason is not None:
+            return reason
     return None
 
 

@@ -169,6 +169,8 @@ def _execute(task: Task, state: WorkerState, emit: Emit, criterion: Any = None) 
         checker.after_timing(build_launches)
     except CheatDetected as exc:
         return ImplResult(name, "reward_hack", str(exc))
+    except DeviceError as exc:  # e.g. a kernel that needs a newer GPU than this one
+        return ImplResult(name, "skipped", str(exc))
     except _Incorrect as exc:
         return ImplResult(name, "incorrect", exc.correctness.detail, exc.correctness)
     except Exception as exc:
