@@ -6,9 +6,11 @@ implementation) is wrong, and the result is reported INVALID, never scored above
     GPU:  floor = T_SOL against the highest peaks known for the device, unit by unit (the
           datasheet's, or measured ceilings where they are higher); this holds whatever peaks a
           run is scored against, measured ceilings included
-    CPU:  peaks are measured on the host, and caches can beat the measured DRAM copy rate, so
-          floor = max(t_compute / 2, t_vector / 2, t_memory / 16): far below what any honest
-          implementation reaches, far above what skipping the work gives
+    CPU:  peaks are measured on the host (and read low when other processes load it while they
+          are measured), and caches beat the measured DRAM copy rate, so the floor is only a
+          sanity check: max(t_compute / 10, t_vector / 10, t_memory / 100). It catches a time no
+          honest code can reach (a result returned without touching the data); the checks on
+          unseen inputs catch subtler cheats
 """
 
 from __future__ import annotations
@@ -19,8 +21,8 @@ from dataclasses import dataclass, replace
 from solbench.analysis.sol import score, speed_of_light
 from solbench.results.model import Cost, ImplResult, Peaks
 
-CPU_COMPUTE_MARGIN = 2.0
-CPU_MEMORY_MARGIN = 16.0
+CPU_COMPUTE_MARGIN = 10.0
+CPU_MEMORY_MARGIN = 100.0
 
 
 @dataclass(frozen=True)

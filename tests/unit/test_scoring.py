@@ -28,9 +28,9 @@ def test_below_datasheet_t_sol_is_invalid_even_when_scored_against_measured_peak
 def test_cpu_sanity_floor_allows_cache_speed_but_not_skipped_work():
     cpu = Peaks(tensor_flops=None, vector_flops=1e11, bandwidth=1e10, source="measured")
     mem_cost = Cost("float32", 0.0, 1e3, fused_bytes=1e6, unfused_bytes=1e6)  # T_SOL = 100 µs (memory)
-    assert time_floor(mem_cost, cpu, "cpu") == 1e-4 / 16
-    impls = [make_impl("baseline", [2e-4] * 10), make_impl("cached", [20e-6] * 10),
-             make_impl("skipped_work", [1e-6] * 10)]
+    assert time_floor(mem_cost, cpu, "cpu") == 1e-4 / 100
+    impls = [make_impl("baseline", [2e-4] * 10), make_impl("cached", [5e-6] * 10),
+             make_impl("skipped_work", [0.5e-6] * 10)]
     peaks = {n: ImplPeaks(cpu, cpu) for n in ("baseline", "cached", "skipped_work")}
     out = {r.name: r.status for r in score_impls(mem_cost, impls, peaks, "baseline", "cpu")}
     assert out == {"baseline": "ok", "cached": "ok", "skipped_work": "invalid"}
