@@ -176,22 +176,3 @@ def settled_outputs(outputs: Sequence[torch.Tensor], device: str, threads_before
             return ("outputs changed after the call returned: work went on in another thread or on an "
                     "unjoined stream, outside the timed window")
     return None
-
-
-def unjoined_work(drain_s: Sequence[float], samples_s: Sequence[float]) -> str | None:
-    """Whether the calls left work running on the GPU after their timed windows ended.
-
-    ``drain_s[i]`` is how long a device-wide synchronization took right after window ``i``
-    (microseconds on an idle GPU). Medians keep a stray scheduling hiccup from counting: the
-    check fires only when, sample after sample, the GPU stayed busy for more than 30 µs and a
-    quarter of the call's own time.
-    """
-    if not drain_s or not samples_s:
-        return None
-    drain = sorted(drain_s)[len(drain_s) // 2]
-    call = sorted(samples_s)[len(samples_s) // 2]
-    if drain > max(30e-6, 0.25 * call):
-        return (f"the GPU stayed busy a median {drain * 1e6:.0f} µs after each timed window ended "
-                f"(the call's median is {call * 1e6:.1f} µs): work on a stream the call did not join "
-                "to the current one, outside the timed window")
-    return None

@@ -163,9 +163,8 @@ def _execute(task: Task, state: WorkerState, emit: Emit, criterion: Any = None) 
                          rng=random.Random())
         protocol = dict(timer.protocol())
         timer.last_output = None
-        problem = guards.unjoined_work(timer.pending_s, timing.samples)
-        if problem is not None:
-            raise CheatDetected(problem)
+        if timer.pending_s:  # recorded, not judged: host timing of a sync is too noisy to accuse on
+            protocol["drain_us_median"] = round(sorted(timer.pending_s)[len(timer.pending_s) // 2] * 1e6, 1)
         checker.after_timing(build_launches)
     except CheatDetected as exc:
         return ImplResult(name, "reward_hack", str(exc))

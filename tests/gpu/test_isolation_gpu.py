@@ -35,7 +35,8 @@ def test_gpu_faults_are_statuses_and_healthy_ones_are_measured(tmp_path):
 def test_gpu_cheats_are_caught(tmp_path):
     result, status = _run(tmp_path, "gpu_cheats", 60)
     assert result.exit_code == 4, result.output
-    assert status["side_stream"][0] in ("reward_hack", "incorrect"), status["side_stream"]
+    # its work hides outside the timed window: the time left is below T_SOL (or the output is caught unsettled)
+    assert status["side_stream"][0] in ("reward_hack", "incorrect", "invalid"), status["side_stream"]
     assert status["patches_event_timer"][0] == "reward_hack"
     assert "elapsed_time" in status["patches_event_timer"][1]
     assert status["cached_by_pointer"][0] == "reward_hack"
