@@ -64,6 +64,7 @@ class RunOptions:
     results_dir: Path = Path("results")
     timeout_s: float = 120.0  # per implementation and case, compilation included (worker mode)
     in_process: bool = False  # run implementations in this process (debugging; no isolation)
+    tuned: Path | None = None  # a tuned-configuration file from `solbench tune`
 
 
 Progress = Callable[[str, dict[str, Any]], None]
@@ -187,7 +188,8 @@ def run(files: Sequence[str | Path], options: RunOptions = RunOptions(), *,
 
     result = session.measure_units(units, run_result, executor, device=info.kind, settings=settings,
                                    timeout_s=options.timeout_s, l2_bytes=info.l2_bytes, score=score_case,
-                                   emit=emit, on_case=on_case, keys=options.keys)
+                                   emit=emit, on_case=on_case, keys=options.keys,
+                                   variant=_tuned_variant(options.tuned, info.spec.id))
     emit("done", {})
     return replace(result, environment=_with_end_clocks(result.environment, info))
 
@@ -213,6 +215,24 @@ def _check_memory(planned: Sequence[Planned], info: Any, options: RunOptions) ->
             check_fits(p.cases, free, input_sets=options.input_sets + 2, copies=2, where=where)
         except CaseError as exc:
             raise read_yaml(p.path).error(["workloads", p.index, *exc.loc], str(exc)) from None
+
+
+def _tuned_variant(path: Path | None, spec_id: str) -> Any:
+    """``run --tuned FILE``: each implementation with its tuned parameters for each case."""
+    if path is None:
+        return None
+    from solbench.tune import load_tuned
+
+    tuned = load_tuned(path)
+    tuned.check_device(spec_id)
+
+    def variant(spec: WorkloadSpec, case: Case, name: str) -> WorkloadSpec:
+        impl = tuned.apply(spec.name, name, case.id, spec.implementations[name])
+        if impl is spec.implementations[name]:
+            return spec
+        return spec.model_copy(update={"implementations": {**spec.implementations, name: impl}})
+
+    return variant
 
 
 def _selected(cases: Sequence[Case], keys: Sequence[str]) -> tuple[Case, ...]:

@@ -88,6 +88,8 @@ def main() -> None:
 @click.option("--in-process", is_flag=True,
               help="Run implementations in this process (debugging): no isolation, no timeout.")
 @click.option("--force", is_flag=True, help="Allow -o to overwrite an existing file.")
+@click.option("--tuned", type=click.Path(dir_okay=False, exists=True),
+              help="Use the configurations `solbench tune` stored in this file.")
 @click.option("--save", "save_name", metavar="NAME", help="Save as results/<spec>/<time>_NAME.json.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the result JSON here.")
 @click.option("--results-dir", type=click.Path(file_okay=False), default="results", show_default=True)
@@ -104,7 +106,7 @@ def main() -> None:
 def run(files: Sequence[str], gpu: str | None, dry_run: bool, device: str, timer: str, flush: str,
         workloads: Sequence[str], impls: Sequence[str], budget: float, target: float,
         min_samples: int, max_samples: int, input_sets: int, peaks: str, seed: int, timeout_s: float,
-        in_process: bool, force: bool, save_name: str | None,
+        in_process: bool, force: bool, tuned: str | None, save_name: str | None,
         output: str | None, results_dir: str, as_json: bool, quiet: bool, gate_against: str | None,
         threshold: str | None, rerun: int, junit: str | None) -> None:
     """Check and time every implementation of the workloads in FILES."""
@@ -118,7 +120,8 @@ def run(files: Sequence[str], gpu: str | None, dry_run: bool, device: str, timer
     options = api.RunOptions(timer=timer, target_rel_ci=target, min_samples=min_samples,
                              max_samples=max_samples, budget_s=budget, input_sets=input_sets,
                              seed=seed, workloads=tuple(workloads), impls=tuple(impls), peaks=peaks, flush=flush,
-                             results_dir=Path(results_dir), timeout_s=timeout_s, in_process=in_process)
+                             results_dir=Path(results_dir), timeout_s=timeout_s, in_process=in_process,
+                             tuned=Path(tuned) if tuned else None)
     saver = _Saver(Path(output) if output else None, Path(results_dir), save_name, force=force)
     base = api.load_run(gate_against, Path(results_dir)) if gate_against else None
     from solbench.gate import parse_threshold

@@ -58,8 +58,13 @@ def measure_units(units: Sequence[Unit], run: RunResult, executor: Executor, *, 
                   settings: MeasureSettings, timeout_s: float, l2_bytes: int | None,
                   score: Callable[[Unit, Case, Sequence[ImplResult]], CaseResult],
                   emit: Progress, on_case: Callable[[RunResult], None] | None = None,
-                  keys: Sequence[str] = ()) -> RunResult:
-    """Measure every case of every unit; see the module docstring."""
+                  keys: Sequence[str] = (),
+                  variant: Callable[[WorkloadSpec, Case, str], WorkloadSpec] | None = None) -> RunResult:
+    """Measure every case of every unit; see the module docstring.
+
+    ``variant(spec, case, impl)`` may return the spec to send for one implementation and case
+    (``run --tuned`` swaps in an implementation with its tuned parameters).
+    """
     try:
         skips = [_skipped(unit, device) for unit in units]
         for n, unit in enumerate(units):
@@ -75,7 +80,8 @@ def measure_units(units: Sequence[Unit], run: RunResult, executor: Executor, *, 
                     if name in skips[n]:
                         r = ImplResult(name, "skipped", skips[n][name])
                     else:
-                        task = Task(unit.spec, case, name, str(unit.path.parent), device, settings, l2_bytes)
+                        spec = variant(unit.spec, case, name) if variant is not None else unit.spec
+                        task = Task(spec, case, name, str(unit.path.parent), device, settings, l2_bytes)
                         r = executor.run((unit.spec.name, name), task, timeout_s, emit)
                     results.append(r)
                     emit("impl_done", {"case": case.id, "impl": name, "status": r.status})

@@ -175,6 +175,8 @@ def _execute(task: Task, state: WorkerState, emit: Emit, criterion: Any = None) 
     except Exception as exc:
         _check_context(task.device, exc)
         return _fault(name, exc, "")
+    if impl.params:
+        protocol["params"] = ",".join(f"{k}={v}" for k, v in sorted(impl.params.items()))
     return ImplResult(name, "ok", "", correctness, timing, protocol=protocol)
 
 

@@ -13,7 +13,7 @@ PURE = ["solbench.analysis.cost", "solbench.analysis.sol", "solbench.analysis.st
         "solbench.gate", "solbench.workload.expr", "solbench.workload.cases",
         "solbench.measure.loop", "solbench.measure.criteria", "solbench.results.model",
         "solbench.analysis.scoring", "solbench.pooling", "solbench.workload.ops", "solbench.results.codec",
-        "solbench.exitcodes"]
+        "solbench.exitcodes", "solbench.tune_space", "solbench.profile_ncu"]
 HEAVY = ["torch", "cupy", "yaml", "rich", "pynvml"]
 
 

@@ -282,3 +282,25 @@ def test_the_cuda_tuning_demo_validates_and_is_skipped_on_the_cpu():
     (case,) = result.cases
     assert case.hand_picked.status == "skipped" and case.winner is None
     assert case.filtered + len(case.trials) == 28 and {t.status for t in case.trials} == {"skipped"}
+
+
+def test_run_with_a_tuned_file_passes_the_tuned_parameters(tmp_path):
+    from click.testing import CliRunner
+
+    from solbench.cli import main
+    from solbench.results import store
+
+    trial = tuning.Trial({"chunk": 24}, "ok", median=1.0)
+    case = tuning.CaseTuning("chunked_add", "chunked", "chunked_add[n=64,float32]", "float32", {"n": 64},
+                             tuning.Trial({}, "ok", median=2.0), (trial,), 0, 0, trial.params,
+                             tuning.Trial({}, "ok", median=2.0), trial, verdict="FASTER")
+    result = tuning.TuneResult("2026-01-01T00:00:00+00:00", make_env(spec_id="cpu"), ("tune_cpu.yaml",), {}, (case,))
+    tuned = tmp_path / "tuned.json"
+    tuned.write_text(tuning.tuned_file(result))
+    out = tmp_path / "run.json"
+    r = CliRunner().invoke(main, ["run", "tests/data/tune_cpu.yaml", "-i", "chunked", "--tuned", str(tuned),
+                                  "-o", str(out), "--budget", "0.02", "--min-samples", "3", "--device", "cpu"])
+    assert r.exit_code == 0, r.output
+    run = store.load(out)
+    chunked = next(i for c in run.cases for i in c.impls if i.name == "chunked")
+    assert chunked.status == "ok" and chunked.protocol["params"] == "chunk=24"
