@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -81,8 +82,8 @@ def plan(files: Sequence[str | Path], device_kind: str, only: Sequence[str] = ()
     for f in files:
         path = Path(f)
         specs = load_workload_file(path)
-        validate_references(path, specs, include=lambda w, name, specs=specs: _checked(
-            specs, w, name, only, impls, device_kind))
+        validate_references(path, specs, include=functools.partial(_checked, specs, only=only, impls=impls,
+                                                                   device_kind=device_kind))
         for i, spec in enumerate(specs):
             if only and spec.name not in only:
                 continue
@@ -109,7 +110,7 @@ def plan(files: Sequence[str | Path], device_kind: str, only: Sequence[str] = ()
     return planned
 
 
-def _checked(specs: Sequence[WorkloadSpec], workload: str, impl: str, only: Sequence[str],
+def _checked(specs: Sequence[WorkloadSpec], workload: str, impl: str, *, only: Sequence[str],
              impls: Sequence[str], device_kind: str) -> bool:
     """Whether to check an implementation's references: selected, and able to run on this kind of
     device (a CUDA-only implementation may name a module only GPU machines have)."""

@@ -131,8 +131,9 @@ def run(files: Sequence[str], gpu: str | None, dry_run: bool, device: str, timer
         with _progress(quiet or as_json) as progress:
             result = api.run(files, options, device=device, progress=progress, on_case=saver.save)
     except RunInterrupted as stop:
-        saver.save(stop.result)
-        _finish(stop.result, out, as_json, saved=saver.path)
+        partial: RunResult = stop.result  # type: ignore[assignment]
+        saver.save(partial)
+        _finish(partial, out, as_json, saved=saver.path)
         click.echo("interrupted: the cases measured so far are saved", err=True)
         sys.exit(exitcodes.INTERRUPTED)
     if result.cases:

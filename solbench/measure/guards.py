@@ -95,7 +95,7 @@ _WATCHED_MODULES = (
     "solbench.measure.criteria", "solbench.measure.worker", "solbench.device.timer",
     "solbench.analysis.stats", "solbench.analysis.sol",
 )
-_WATCHED_ATTRS = (
+_WATCHED_ATTRS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("time", ("perf_counter", "perf_counter_ns", "monotonic", "monotonic_ns", "time", "time_ns",
               "process_time", "sleep")),
     # not torch.manual_seed and the like: torch.compile wraps some of torch's functions itself
@@ -104,7 +104,7 @@ _WATCHED_ATTRS = (
     ("torch.cuda", ("Event", "synchronize", "_sleep", "current_stream", "Stream", "stream",
                     "graph", "CUDAGraph")),
 )
-_WATCHED_CLASSES = (
+_WATCHED_CLASSES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("torch.cuda", "Event", ("record", "synchronize", "elapsed_time", "query", "wait")),
     ("torch.cuda", "CUDAGraph", ("replay", "capture_begin", "capture_end")),
     ("torch", "Tensor", ("to", "abs", "sum", "max", "any", "all", "clone", "copy_", "detach",

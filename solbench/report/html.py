@@ -95,7 +95,8 @@ def _impl_cells(c: CaseResult, r: ImplResult) -> list[str]:
 def _results_table(cases: Sequence[CaseResult]) -> str:
     header = ["case", "impl", "status", "median", "±CI", "n", "T_SOL", "SOL", "MFU", "MBU", "bound", "speedup",
               "S"]
-    rows, firsts = [], set()
+    rows: list[list[str]] = []
+    firsts: set[int] = set()
     for c in cases:
         params = " ".join(f"{k}={v}" for k, v in c.params.items()) + f" {c.dtype}"
         for i, r in enumerate(c.impls):

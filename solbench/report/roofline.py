@@ -92,9 +92,9 @@ def roofs(runs: Sequence[RunResult], calibration: Calibration | None = None) -> 
         add("memory", "memory", calibration.bandwidth, True, "measured")
     result = []
     for (kind, value, measured, source), groups in found.items():
-        rate = format_flops(value, "/s") if kind == "compute" else format_bytes(value, "/s")
+        label = format_flops(value, "/s") if kind == "compute" else format_bytes(value, "/s")
         name = ", ".join(("/".join(units) + f" {what}").strip() for what, units in groups.items())
-        result.append(Roof(f"{name} {rate} ({source})", kind, value, measured))
+        result.append(Roof(f"{name} {label} ({source})", kind, value, measured))
     return sorted(result, key=lambda r: (r.measured, r.kind, -r.value))
 
 
