@@ -8,11 +8,14 @@ NVML ignores CUDA_VISIBLE_DEVICES and orders GPUs by PCI bus, so callers look de
 (``torch.cuda.get_device_properties(i).uuid``), not by CUDA index. MIG slices report clocks and
 power through their parent GPU, which ``query_device`` and ``read_clocks`` use for those values.
 
-A sampling thread (a later ``device/monitor.py``) needs only this module:
+The measurement loop reads the clocks between samples (``clock_probe``: four NVML calls of a few
+µs each, outside the timed window, on the thread that times; no sampling thread competes with
+the launches):
 
-    handle = get_handle(uuid)                 # once, in the caller's thread
-    while not stop.is_set():
-        samples.append(read_clocks(handle))   # one ClockSample per tick; cheap, never raises
+    probe = clock_probe(uuid)                 # once per worker; None without NVML
+    sample = timer.sample(i); clocks = probe()   # (sm MHz, mem MHz, power W, reason bits)
+
+Nothing here changes a clock or a power limit: every call is a query.
 """
 
 from __future__ import annotations
@@ -188,6 +191,59 @@ def read_clocks(handle: Any) -> ClockSample:
         power_w=_watts(_call("nvmlDeviceGetPowerUsage", gpu)),
         clocks_event_reasons=_reasons(gpu),
         temperature_c=_call("nvmlDeviceGetTemperature", gpu, _const("NVML_TEMPERATURE_GPU")),
+    )
+
+
+ClockReading = tuple[int | None, int | None, float | None, int | None]  # sm MHz, mem MHz, W, reasons
+
+
+def clock_probe(index_or_uuid: int | str | None) -> Any:
+    """A zero-argument function returning the current ``ClockReading`` of a device, or None.
+
+    None when NVML is missing or does not know the device. The handle (and a MIG slice's parent)
+    is looked up once here, so each call costs only the four queries.
+    """
+    if index_or_uuid is None:
+        return None
+    handle = get_handle(index_or_uuid)
+    if handle is None:
+        return None
+    gpu = _parent(handle)
+    sm, mem = _const("NVML_CLOCK_SM"), _const("NVML_CLOCK_MEM")
+
+    def probe() -> ClockReading:
+        return (_call("nvmlDeviceGetClockInfo", gpu, sm), _call("nvmlDeviceGetClockInfo", gpu, mem),
+                _watts(_call("nvmlDeviceGetPowerUsage", gpu)), _reasons(gpu))
+
+    return probe
+
+
+@dataclass(frozen=True)
+class ApplicationClocks:
+    """Applications clocks (what ``nvidia-smi -ac`` sets) and their defaults, in MHz; None if unknown."""
+
+    sm_mhz: int | None
+    default_sm_mhz: int | None
+    mem_mhz: int | None
+    default_mem_mhz: int | None
+
+    @property
+    def changed(self) -> bool | None:
+        """Whether an owner set applications clocks other than the defaults (None: unknown)."""
+        pairs = [(a, d) for a, d in ((self.sm_mhz, self.default_sm_mhz), (self.mem_mhz, self.default_mem_mhz))
+                 if a is not None and d is not None]
+        return any(a != d for a, d in pairs) if pairs else None
+
+
+def application_clocks(handle: Any) -> ApplicationClocks:
+    """Read (never set) the applications clocks and their defaults."""
+    gpu = _parent(handle)
+    sm, mem = _const("NVML_CLOCK_SM"), _const("NVML_CLOCK_MEM")
+    return ApplicationClocks(
+        sm_mhz=_call("nvmlDeviceGetApplicationsClock", gpu, sm),
+        default_sm_mhz=_call("nvmlDeviceGetDefaultApplicationsClock", gpu, sm),
+        mem_mhz=_call("nvmlDeviceGetApplicationsClock", gpu, mem),
+        default_mem_mhz=_call("nvmlDeviceGetDefaultApplicationsClock", gpu, mem),
     )
 
 
