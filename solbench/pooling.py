@@ -168,15 +168,17 @@ def combine_runs(runs: Sequence[RunResult]) -> RunResult:
 
 
 def _pooled(old: ImplResult, new: ImplResult) -> ImplResult:
-    """A re-measurement added to a result: pooled into its single round, or a new round when it
-    already has several (rounds must stay apart: see analysis.rounds)."""
+    """A re-measurement added to a result: pooled into its single round, or its rounds added as
+    new rounds when either has several (rounds must stay apart: see analysis.rounds)."""
     assert old.timing is not None and new.timing is not None
-    if old.timing.n_rounds > 1:
-        label = max(old.timing.rounds) + 1
-        timing = concat_timings([old.timing, new.timing], [old.timing.rounds, (label,) * new.timing.n], "pooled")
+    a, b = old.timing, new.timing
+    if a.n_rounds > 1 or b.n_rounds > 1:
+        offset = max(_labels(a)) + 1
+        labels = [_labels(a), tuple(offset + x for x in _labels(b))]
     else:
-        timing = concat_timings([old.timing, new.timing], [(0,) * old.timing.n, (0,) * new.timing.n], "pooled")
-    return replace(old, timing=timing, score=_rescaled(old.score, old.timing.median, timing.median))
+        labels = [(0,) * a.n, (0,) * b.n]
+    timing = concat_timings([a, b], labels, "pooled")
+    return replace(old, timing=timing, score=_rescaled(old.score, a.median, timing.median))
 
 
 def _merged(r: ImplResult, new: ImplResult | None) -> ImplResult:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -245,6 +246,23 @@ def application_clocks(handle: Any) -> ApplicationClocks:
         mem_mhz=_call("nvmlDeviceGetApplicationsClock", gpu, mem),
         default_mem_mhz=_call("nvmlDeviceGetDefaultApplicationsClock", gpu, mem),
     )
+
+
+APPLICATIONS_CLOCKS_SETTING = 0x2
+
+
+def clocks_locked(app: ApplicationClocks, reasons_seen: Sequence[int]) -> bool | None:
+    """Whether the owner pinned the clocks, from what NVML showed (never from changing anything).
+
+    True: applications clocks differ from their defaults (``nvidia-smi -ac``), or a reading taken
+    after a sample had the ApplicationsClocksSetting reason (clocks held by a setting, as
+    ``nvidia-smi -lgc`` does). False: NVML answered for either and neither holds. None: unknown.
+    """
+    if app.changed or any(bits & APPLICATIONS_CLOCKS_SETTING for bits in reasons_seen):
+        return True
+    if app.changed is False or reasons_seen:
+        return False
+    return None
 
 
 def describe_reasons(bits: int | None) -> tuple[str, ...]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from solbench.compare import Comparison
 from solbench.gate import CASE_VERDICTS, GateCaseVerdict, GateResult
+from solbench.report.timing_cells import clock_cell, has_clocks, has_rounds, rounds_cell
 from solbench.report.units import format_ci, format_p, format_pct, format_percent, format_ratio, format_seconds
 from solbench.results.model import CaseResult, ImplResult, RunResult
 
@@ -131,15 +132,27 @@ def run_markdown(run: RunResult) -> str:
     by_workload: dict[str, list[CaseResult]] = {}
     for case in run.cases:
         by_workload.setdefault(case.workload, []).append(case)
+    extra = (["rounds"] if has_rounds(run) else []) + (["SM MHz"] if has_clocks(run) else [])
+    if extra:
+        notes = []
+        if "rounds" in extra:
+            notes.append(f"{p.rounds} rounds, each with fresh workers; time and ±CI over rounds; rounds: "
+                         "count · spread of the round medians (max/min − 1)")
+        if "SM MHz" in extra:
+            notes.append("SM MHz: clock range over the samples; ⚠n: samples taken under a throttle reason"
+                         + ("" if env.clocks_locked is None else
+                            f"; clocks {'locked' if env.clocks_locked else 'not locked'}"))
+        lines += ["; ".join(notes) + ".", ""]
     for workload, cases in by_workload.items():
         rows = []
         for c in cases:
             params = " ".join(f"{k}={v}" for k, v in c.params.items()) + f" {c.dtype}"
             for r in c.impls:
-                rows.append([params, r.name, *_impl_cells(c, r)])
+                cells = {"rounds": rounds_cell(r.timing), "SM MHz": clock_cell(r.timing)}
+                rows.append([params, r.name, *_impl_cells(c, r), *(cells[e] for e in extra)])
         lines += [f"#### {_cell(workload)}", ""]
-        lines += _table(["case", "impl", "time", "±CI", "T_SOL", "SOL", "MFU", "MBU", "bound", "speedup"],
-                        "llrrrrrrlr", rows)
+        lines += _table(["case", "impl", "time", "±CI", "T_SOL", "SOL", "MFU", "MBU", "bound", "speedup", *extra],
+                        "llrrrrrrlr" + "r" * len(extra), rows)
         lines.append("")
     return "\n".join(lines)
 
