@@ -12,8 +12,15 @@ from solbench.report.timing_cells import clock_cell, has_clocks, has_rounds, rou
 from solbench.report.units import format_ci, format_p, format_pct, format_percent, format_ratio, format_seconds
 from solbench.results.model import CaseResult, ImplResult, RunResult
 
-__all__ = ["comparison_markdown", "gate_markdown", "run_markdown", "side_cell", "threshold_cell",
-           "threshold_summary"]
+__all__ = [
+    "comparison_markdown",
+    "gate_markdown",
+    "rounds_note",
+    "run_markdown",
+    "side_cell",
+    "threshold_cell",
+    "threshold_summary",
+]
 
 _GATE_ICON = {"PASS": "✅", "FASTER": "🚀", "REGRESSION": "❌", "BROKEN": "💥", "INCONCLUSIVE": "⚠️",
               "MISSING": "➖"}
@@ -97,6 +104,18 @@ def _gate_row(v: GateCaseVerdict) -> list[str]:
             f"{_GATE_ICON[v.verdict]} {v.verdict}"]
 
 
+def rounds_note(g: GateResult) -> str:
+    """One sentence when some case was decided over rounds (several runs, ``--repeat``, ``ab``)."""
+    over = [v for v in g.verdicts if max(v.rounds_base, v.rounds_cur) > 1]
+    if not over:
+        return ""
+    base = sorted({v.rounds_base for v in over})
+    cur = sorted({v.rounds_cur for v in over})
+    return (f" Decided over rounds ({'/'.join(map(str, base))} baseline, {'/'.join(map(str, cur))} current): "
+            "ratio of the medians of round medians, two-level bootstrap CI (rounds, then samples), and a "
+            "t test on it in place of Mann-Whitney.")
+
+
 def gate_markdown(g: GateResult) -> str:
     """A gate result as a Markdown section: overall verdict, counts, flagged cases first."""
     counts = ", ".join(f"{g.count(v)} {v.lower()}" for v in CASE_VERDICTS)
@@ -108,7 +127,7 @@ def gate_markdown(g: GateResult) -> str:
         f"at {g.alpha:g} after Benjamini-Hochberg; faster = the whole CI below 1/(1 + threshold), "
         f"likewise tested. Broken = ok in the baseline, failing now (incorrect, error, crashed, "
         f"timeout, ...); missing = not compared (absent, or skipped for a requirement this machine "
-        f"lacks)." + (f" Reruns: {g.reruns}." if g.reruns else ""),
+        f"lacks)." + (f" Reruns: {g.reruns}." if g.reruns else "") + rounds_note(g),
         "",
     ]
     if g.fingerprint_diffs:
