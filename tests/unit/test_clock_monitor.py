@@ -53,36 +53,36 @@ class FakeNvml:
     def _log(self, name, *args):
         self.calls.append((name, args))
 
-    def nvmlDeviceGetHandleByUUID(self, uuid):  # noqa: N802
+    def nvmlDeviceGetHandleByUUID(self, uuid):
         if uuid != UUID:
             raise _NvmlError("NotFound")
         return "mig0" if self.mig else "gpu0"
 
-    def nvmlDeviceIsMigDeviceHandle(self, handle):  # noqa: N802
+    def nvmlDeviceIsMigDeviceHandle(self, handle):
         return handle.startswith("mig")
 
-    def nvmlDeviceGetDeviceHandleFromMigDeviceHandle(self, handle):  # noqa: N802
+    def nvmlDeviceGetDeviceHandleFromMigDeviceHandle(self, handle):
         return "gpu0"
 
-    def nvmlDeviceGetClockInfo(self, handle, kind):  # noqa: N802
+    def nvmlDeviceGetClockInfo(self, handle, kind):
         self._log("clock", handle, kind)
         return (self.sm if kind == 1 else self.mem).pop(0)
 
-    def nvmlDeviceGetPowerUsage(self, handle):  # noqa: N802
+    def nvmlDeviceGetPowerUsage(self, handle):
         self._log("power", handle)
         value = self.power.pop(0)
         if value is None:
             raise _NvmlError("NotSupported")
         return value
 
-    def nvmlDeviceGetCurrentClocksEventReasons(self, handle):  # noqa: N802
+    def nvmlDeviceGetCurrentClocksEventReasons(self, handle):
         self._log("reasons", handle)
         return self.reasons.pop(0)
 
-    def nvmlDeviceGetApplicationsClock(self, handle, kind):  # noqa: N802
+    def nvmlDeviceGetApplicationsClock(self, handle, kind):
         return self.app[0] if kind == 1 else self.app[2]
 
-    def nvmlDeviceGetDefaultApplicationsClock(self, handle, kind):  # noqa: N802
+    def nvmlDeviceGetDefaultApplicationsClock(self, handle, kind):
         return self.app[1] if kind == 1 else self.app[3]
 
 
@@ -115,10 +115,10 @@ def test_no_probe_without_nvml_or_device(fake, monkeypatch):
 class FakeTimer:
     name = "fake"
     last_output = None
-    pending_s: list = []
 
     def __init__(self):
         self.rng = random.Random(0)
+        self.pending_s = []
 
     def prepare(self, launches):
         self.launches = launches
