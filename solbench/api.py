@@ -166,6 +166,17 @@ def run(files: Sequence[str | Path], options: RunOptions = RunOptions(), *,
     return with_end_clocks(result, info)
 
 
+def ab(files: Sequence[str | Path], baseline_tree: str | Path, current_tree: str | Path,
+       options: RunOptions | None = None, **kwargs: Any) -> tuple[RunResult, RunResult]:
+    """Measure two checkouts of the same workloads in one invocation, alternating (``solbench ab``).
+
+    See :func:`solbench.api_ab.ab`; returns (baseline, current).
+    """
+    from solbench.api_ab import ab as _ab
+
+    return _ab(files, baseline_tree, current_tree, options, **kwargs)
+
+
 def _detect(device: str, options: RunOptions) -> tuple[Any, HardwareSpec]:
     """The device and its spec (measured ceilings with ``--peaks measured``), and the INVALID floor."""
     from solbench.device.detect import detect  # device code only when measuring

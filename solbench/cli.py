@@ -351,9 +351,10 @@ def info(as_json: bool) -> None:
 
 
 def _register() -> None:
+    from solbench.cli_ab import ab
     from solbench.cli_compare import compare, gate_cmd
 
-    for command in (compare, gate_cmd):
+    for command in (compare, gate_cmd, ab):
         command.callback = handle_errors(command.callback)  # type: ignore[arg-type,type-var]
         main.add_command(command)
 
