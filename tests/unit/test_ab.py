@@ -214,3 +214,21 @@ def test_a_worker_in_a_tree_loads_code_under_test_from_that_tree(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root,
                          env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"}, check=True)
     assert out.stdout.split() == ["tree", "tree", "True", "True", "True"]
+
+
+def test_the_ci_example_uses_only_options_that_exist():
+    """docs/ci/github-actions-gpu-gate.yml: every solbench option it passes is one the command has."""
+    import re
+
+    import yaml
+
+    doc = yaml.safe_load((Path(api.__file__).parents[1] / "docs/ci/github-actions-gpu-gate.yml").read_text())
+    scripts = [step["run"] for job in doc["jobs"].values() for step in job["steps"] if "run" in step]
+    calls = [line for text in scripts for line in text.replace("\\\n", " ").splitlines() if "bin/solbench " in line]
+    assert any(" ab " in c for c in calls) and any(" gate " in c for c in calls)
+    for call in calls:
+        words = call.split("bin/solbench ", 1)[1].split()
+        command = main.commands[words[0]]
+        known = {opt for p in command.params for opt in p.opts}
+        used = {w.split("=")[0] for w in words[1:] if re.match(r"^--?[a-z]", w)}
+        assert used <= known, (words[0], used - known)
