@@ -86,7 +86,8 @@ def ab(files: Sequence[str], baseline_tree: str, current_tree: str, rounds: int,
         with _progress(quiet or as_json) as progress:
             base, cur = api.ab(files, baseline_tree, current_tree, options, rounds=rounds, device=device,
                                progress=progress, on_case=save)
-    except RunInterrupted:
+    except RunInterrupted as stop:
+        save(stop.result)  # type: ignore[arg-type]  # both runs, marked incomplete
         click.echo("interrupted: the cases measured so far are saved", err=True)
         sys.exit(exitcodes.INTERRUPTED)
     save([base, cur])  # the final records add the end-of-run clocks

@@ -66,7 +66,10 @@ def _case_ids(units: Sequence[Unit | None]) -> list[str]:
 def measure_ab(sides: Sequence[Side], *, device: str, settings: MeasureSettings, timeout_s: float,
                l2_bytes: int | None, emit: Progress, rounds: int = 2, nvml_id: str | None = None,
                on_case: Callable[[Sequence[RunResult]], None] | None = None) -> list[RunResult]:
-    """Measure both sides, alternating (module docstring); returns their runs in ``sides`` order."""
+    """Measure both sides, alternating (module docstring); returns their runs in ``sides`` order.
+
+    Ctrl-C raises RunInterrupted whose ``result`` is the list of both runs so far, marked incomplete.
+    """
     try:
         for r in range(rounds):
             emit("round", {"round": r + 1, "of": rounds})
@@ -76,7 +79,7 @@ def measure_ab(sides: Sequence[Side], *, device: str, settings: MeasureSettings,
     except KeyboardInterrupt:
         for side in sides:
             side.run = replace(side.run, complete=False, notes=(*side.run.notes, "interrupted (Ctrl-C)"))
-        raise RunInterrupted(sides[-1].run) from None
+        raise RunInterrupted([side.run for side in sides]) from None
     finally:
         for side in sides:
             side.executor.close()

@@ -149,6 +149,13 @@ class Timing:
     power_w: tuple[float | None, ...] = ()  # board power right after each sample
     throttle_reasons: tuple[int | None, ...] = ()  # NVML clocks-event reason bits per sample
 
+    def __post_init__(self) -> None:
+        n = len(self.samples)
+        for name in ("rounds", "sm_clock_mhz", "mem_clock_mhz", "power_w", "throttle_reasons"):
+            k = len(getattr(self, name))
+            if k not in (0, n):
+                raise ValueError(f"{name} has {k} values for {n} samples (one per sample, or none)")
+
     @property
     def n(self) -> int:
         return len(self.samples)

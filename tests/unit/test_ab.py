@@ -232,3 +232,27 @@ def test_the_ci_example_uses_only_options_that_exist():
         known = {opt for p in command.params for opt in p.opts}
         used = {w.split("=")[0] for w in words[1:] if re.match(r"^--?[a-z]", w)}
         assert used <= known, (words[0], used - known)
+
+
+def test_ctrl_c_hands_back_both_runs_marked_incomplete(tmp_path, monkeypatch):
+    from solbench.errors import RunInterrupted
+
+    base, head = _tree(tmp_path / "base"), _tree(tmp_path / "head")
+    monkeypatch.syspath_prepend(str(base))
+    log = []
+    sides = [_side("baseline", base, log), _side("current", head, log)]
+    calls = []
+
+    def interrupt(key, task, timeout_s, progress=None):
+        calls.append(task.impl)
+        if len(calls) == 5:  # during the second case of the first round
+            raise KeyboardInterrupt
+        return Recorder.run(sides[0].executor, key, task, timeout_s)
+
+    sides[1].executor.run = interrupt
+    with pytest.raises(RunInterrupted) as stop:
+        measure_ab(sides, device="cpu", settings=MeasureSettings(), timeout_s=1.0, l2_bytes=None,
+                   emit=lambda e, d: None, rounds=2)
+    runs = stop.value.result
+    assert [r.complete for r in runs] == [False, False]
+    assert all(len(r.cases) == 1 for r in runs)  # the first case, measured on both sides, is kept

@@ -247,3 +247,16 @@ def test_throttle_mask_names_only_slowdowns():
     names = nvml.describe_reasons(THROTTLE_MASK)
     assert "SwPowerCap" in names and "HwThermalSlowdown" in names
     assert "GpuIdle" not in names and "ApplicationsClocksSetting" not in names
+
+
+def test_a_file_whose_per_sample_lists_do_not_match_the_samples_is_refused(tmp_path):
+    import json
+
+    from solbench.errors import ResultsFormatError
+
+    data = store.to_dict(_clocked_run())
+    data["cases"][0]["impls"][0]["timing"]["sm_clock_mhz"] = [1980]
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(ResultsFormatError, match=r"cases\[0\]\.impls\[0\]\.timing: sm_clock_mhz has 1 values for 4"):
+        store.load(path)
