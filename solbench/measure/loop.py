@@ -89,7 +89,7 @@ def measure(
         i = len(samples)
         samples.append(timer.sample(i))
         checked = verify is not None and rng.random() < 4 / (i + 1)
-        if checked:  # right after the call, before anything else: a late writer is still writing
+        if verify is not None and checked:  # right after the call: a late writer is still writing
             _verify(verify, timer, i, samples[-1])
         if probe is not None:
             clocks.append(probe())

@@ -63,8 +63,13 @@ def measure_units(units: Sequence[Unit], run: RunResult, executor: Executor, *, 
                   settings: MeasureSettings, timeout_s: float, l2_bytes: int | None,
                   score: Callable[[Unit, Case, Sequence[ImplResult]], CaseResult],
                   emit: Progress, on_case: Callable[[RunResult], None] | None = None,
-                  keys: Sequence[str] = (), repeat: int = 1, nvml_id: str | None = None) -> RunResult:
-    """Measure every case of every unit, ``repeat`` rounds; see the module docstring."""
+                  keys: Sequence[str] = (), repeat: int = 1, nvml_id: str | None = None,
+                  variant: Callable[[WorkloadSpec, Case, str], WorkloadSpec] | None = None) -> RunResult:
+    """Measure every case of every unit, ``repeat`` rounds; see the module docstring.
+
+    ``nvml_id`` is the device UUID workers read clocks by after every sample (None: no readings).
+    ``variant(spec, case, impl)`` may return the spec to send for one implementation and case.
+    """
     rounds: dict[tuple[int, str], list[list[ImplResult]]] = {}  # (unit, case) -> each round's results
     scored: dict[tuple[int, str], CaseResult] = {}
     before = run.cases
@@ -81,7 +86,8 @@ def measure_units(units: Sequence[Unit], run: RunResult, executor: Executor, *, 
                     if not impls:
                         continue
                     task = Task(unit.spec, case, "", str(unit.path.parent), device, settings, l2_bytes, nvml_id)
-                    results = [_one(executor, unit, task, name, skips[n], timeout_s, emit) for name in impls]
+                    results = [_one(executor, unit, task, name, skips[n], timeout_s, emit, variant)
+                               for name in impls]
                     per_round = rounds.setdefault((n, case.id), [])
                     per_round.append(results)
                     scored[(n, case.id)] = score(unit, case, _merged(per_round))
@@ -100,13 +106,14 @@ def measure_units(units: Sequence[Unit], run: RunResult, executor: Executor, *, 
 
 
 def _one(executor: Executor, unit: Unit, task: Task, name: str, skips: dict[str, str], timeout_s: float,
-         emit: Progress) -> ImplResult:
+         emit: Progress, variant: Callable[[WorkloadSpec, Case, str], WorkloadSpec] | None = None) -> ImplResult:
     """One implementation of one case (``task`` with its name filled in), through its worker."""
     emit("impl", {"case": task.case.id, "impl": name})
     if name in skips:
         r = ImplResult(name, "skipped", skips[name])
     else:
-        r = executor.run((unit.spec.name, name), replace(task, impl=name), timeout_s, emit)
+        spec = variant(unit.spec, task.case, name) if variant is not None else unit.spec
+        r = executor.run((unit.spec.name, name), replace(task, spec=spec, impl=name), timeout_s, emit)
     emit("impl_done", {"case": task.case.id, "impl": name, "status": r.status})
     return r
 

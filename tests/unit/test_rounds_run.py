@@ -113,3 +113,19 @@ def test_repeat_must_be_positive():
     result = CliRunner().invoke(main, ["run", DOUBLE, "--repeat", "0", *FAST])
     assert result.exit_code == 2 and "--repeat" in result.output
     assert Path(DOUBLE).exists()
+
+
+def test_a_variant_spec_is_sent_for_each_implementation_and_case():
+    sent = []
+
+    class Spy(FakeExecutor):
+        def run(self, key, task, timeout_s, progress=None):
+            sent.append(task.spec.name)
+            return super().run(key, task, timeout_s, progress)
+
+    units = _units()
+    renamed = units[0].spec.model_copy(update={"name": "variant"})
+    session.measure_units(units, make_run({}), Spy(), device="cpu", settings=MeasureSettings(), timeout_s=1.0,
+                          l2_bytes=None, score=_score, emit=lambda e, d: None,
+                          variant=lambda spec, case, name: renamed)
+    assert sent == ["variant", "variant"]
