@@ -66,6 +66,7 @@ class RunOptions:
     timeout_s: float = 120.0  # per implementation and case, compilation included (worker mode)
     in_process: bool = False  # run implementations in this process (debugging; no isolation)
     tuned: Path | None = None  # a tuned-configuration file from `solbench tune`
+    repeat: int = 1  # independent rounds, each with fresh workers (median and CI over rounds)
 
 
 Progress = Callable[[str, dict[str, Any]], None]
@@ -148,51 +149,93 @@ def run(files: Sequence[str | Path], options: RunOptions = RunOptions(), *,
         on_case: Callable[[RunResult], None] | None = None) -> RunResult:
     """Check and time every implementation of every case on the detected device.
 
+    With ``options.repeat`` > 1, every case is measured in that many rounds, each with fresh
+    workers, and the run holds them all (round labels; median and CI over rounds).
     Raises :class:`solbench.errors.RunInterrupted` (holding the partial run) on Ctrl-C.
     """
-    from solbench.device.detect import detect  # device code only when measuring
     from solbench.measure import pool, session
-    from solbench.measure.worker import MeasureSettings
+
+    info, floor_spec = _detect(device, options)
+    prep = prepare(files, options, info, floor_spec)
+    emit = progress or (lambda event, data: None)
+    emit("start", {"cases": sum(len(u.cases) for u in prep.units) * options.repeat})
+    if options.in_process and info.kind == "cuda":
+        import torch
+
+        torch.cuda.set_device(info.index)  # workers select it themselves; here, this process must
+    executor = pool.InProcess() if options.in_process else pool.Pool(info.kind, info.index)
+    result = session.measure_units(prep.units, prep.run, executor, device=info.kind, settings=prep.settings,
+                                   timeout_s=options.timeout_s, l2_bytes=info.l2_bytes, score=prep.score,
+                                   emit=emit, on_case=on_case, keys=options.keys, repeat=options.repeat,
+                                   nvml_id=prep.nvml_id, variant=_tuned_variant(options.tuned, info.spec.id))
+    emit("done", {})
+    return with_end_clocks(result, info)
+
+
+def ab(files: Sequence[str | Path], baseline_tree: str | Path, current_tree: str | Path,
+       options: RunOptions | None = None, **kwargs: Any) -> tuple[RunResult, RunResult]:
+    """Measure two checkouts of the same workloads in one invocation, alternating (``solbench ab``).
+
+    See :func:`solbench.api_ab.ab`; returns (baseline, current).
+    """
+    from solbench.api_ab import ab as _ab
+
+    return _ab(files, baseline_tree, current_tree, options, **kwargs)
+
+
+def _detect(device: str, options: RunOptions) -> tuple[Any, HardwareSpec]:
+    """The device and its spec (measured ceilings with ``--peaks measured``), and the INVALID floor."""
+    from solbench.device.detect import detect  # device code only when measuring
 
     info = detect(device)
     floor_spec = info.spec
     if options.peaks == "measured":
         info = replace(info, spec=measured_spec(info.spec, info.uuid, options.results_dir))
         floor_spec = _floor_spec(floor_spec, info.spec)
+    return info, floor_spec
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """What measuring a set of workload files needs, planned and checked (nothing run yet)."""
+
+    units: tuple[Any, ...]  # measure.session.Unit
+    settings: Any  # measure.worker.MeasureSettings
+    run: RunResult  # the empty run the measurements are added to
+    score: Callable[[Any, Case, Sequence[ImplResult]], CaseResult]
+    nvml_id: str | None  # the device UUID workers read clocks by (None: no clock monitor)
+
+
+def prepare(files: Sequence[str | Path], options: RunOptions, info: Any, floor_spec: HardwareSpec) -> Prepared:
+    """Plan the files for a detected device, check memory, and build the settings and empty run."""
+    from solbench.device import nvml
+    from solbench.measure import session
+    from solbench.measure.worker import MeasureSettings
+
     planned = plan(files, info.kind, options.workloads, options.impls)
     _check_memory(planned, info, options)
-    units = [session.Unit(p.spec, p.path, _selected(p.cases, options.keys), _impls(p, options, info.kind))
-             for p in planned]
+    units = tuple(session.Unit(p.spec, p.path, _selected(p.cases, options.keys), _impls(p, options, info.kind))
+                  for p in planned)
     settings = MeasureSettings(timer="cpu" if info.kind == "cpu" else options.timer, flush=options.flush,
                                warmup=options.warmup, input_sets=options.input_sets, seed=options.seed,
                                target_rel_ci=options.target_rel_ci, min_samples=options.min_samples,
                                max_samples=options.max_samples, budget_s=options.budget_s)
+    nvml_id = info.uuid if info.kind == "cuda" and info.uuid and nvml.nvml_available() else None
     protocol = Protocol(settings.timer, options.warmup, options.min_samples, options.max_samples,
                         options.target_rel_ci, options.budget_s, options.input_sets, flush=options.flush
                         if info.kind == "cuda" and options.timer == "cold" else "",
-                        isolation="in-process" if options.in_process else "worker", timeout_s=options.timeout_s)
+                        isolation="in-process" if options.in_process else "worker", timeout_s=options.timeout_s,
+                        rounds=options.repeat, clock_monitor="nvml" if nvml_id else "")
     thresholds = {p.spec.name: p.spec.gate_threshold for p in planned if p.spec.gate_threshold is not None}
     run_result = RunResult(_now(), info.environment(), SpecRef(info.spec.id, info.spec.name, info.spec.source),
                            protocol, (), tuple(str(f) for f in files), gate_thresholds=thresholds)
-    emit = progress or (lambda event, data: None)
-    emit("start", {"cases": sum(len(u.cases) for u in units)})
     by_path = {(p.path, p.spec.name): p for p in planned}
-    if options.in_process and info.kind == "cuda":
-        import torch
 
-        torch.cuda.set_device(info.index)  # workers select it themselves; here, this process must
-    executor = pool.InProcess() if options.in_process else pool.Pool(info.kind, info.index)
-
-    def score_case(unit: session.Unit, case: Case, impls: Sequence[ImplResult]) -> CaseResult:
+    def score_case(unit: Any, case: Case, impls: Sequence[ImplResult]) -> CaseResult:
         return _case_result(by_path[(unit.path, unit.spec.name)], case, info.spec, impls,
                             floor_spec=floor_spec, device_kind=info.kind)
 
-    result = session.measure_units(units, run_result, executor, device=info.kind, settings=settings,
-                                   timeout_s=options.timeout_s, l2_bytes=info.l2_bytes, score=score_case,
-                                   emit=emit, on_case=on_case, keys=options.keys,
-                                   variant=_tuned_variant(options.tuned, info.spec.id))
-    emit("done", {})
-    return replace(result, environment=_with_end_clocks(result.environment, info))
+    return Prepared(units, settings, run_result, score_case, nvml_id)
 
 
 def _check_memory(planned: Sequence[Planned], info: Any, options: RunOptions) -> None:
@@ -259,18 +302,26 @@ def _floor_spec(datasheet: HardwareSpec, measured: HardwareSpec) -> HardwareSpec
                                 bandwidth=max(datasheet.bandwidth or 0.0, measured.bandwidth or 0.0))
 
 
-def _with_end_clocks(env: Environment, info: Any) -> Environment:
-    """The SM clock and clocks-event reasons right after measuring (the start reading is often idle)."""
+def with_end_clocks(result: RunResult, info: Any) -> RunResult:
+    """The run with the clocks read right after measuring (the start reading is often idle) and
+    whether clocks were locked (:func:`solbench.device.nvml.clocks_locked`; read only)."""
     if info.kind != "cuda" or info.uuid is None:
-        return env
+        return result
     from solbench.device import nvml
 
     handle = nvml.get_handle(info.uuid)
     if handle is None:
-        return env
+        return result
     sample = nvml.read_clocks(handle)
-    return replace(env, sm_clock_end_mhz=sample.sm_clock_mhz,
-                   clock_event_reasons_end=sample.clocks_event_reasons)
+    app = nvml.application_clocks(handle)
+    seen = [bits for c in result.cases for r in c.impls if r.timing is not None
+            for bits in r.timing.throttle_reasons if bits is not None]
+    env = replace(result.environment, sm_clock_end_mhz=sample.sm_clock_mhz,
+                  clock_event_reasons_end=sample.clocks_event_reasons,
+                  applications_sm_clock_mhz=app.sm_mhz, default_applications_sm_clock_mhz=app.default_sm_mhz,
+                  applications_mem_clock_mhz=app.mem_mhz, default_applications_mem_clock_mhz=app.default_mem_mhz,
+                  clocks_locked=nvml.clocks_locked(app, seen))
+    return replace(result, environment=env)
 
 
 def _case_result(p: Planned, case: Case, spec: HardwareSpec, impls: Sequence[ImplResult],

@@ -87,6 +87,9 @@ def main() -> None:
                    "worker is killed and the result is 'timeout'.")
 @click.option("--in-process", is_flag=True,
               help="Run implementations in this process (debugging): no isolation, no timeout.")
+@click.option("--repeat", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Measure in N independent rounds (fresh workers and allocations each) and report the "
+                   "median and CI over rounds; see README 'Rounds'.")
 @click.option("--force", is_flag=True, help="Allow -o to overwrite an existing file.")
 @click.option("--tuned", type=click.Path(dir_okay=False, exists=True),
               help="Use the configurations `solbench tune` stored in this file.")
@@ -106,7 +109,7 @@ def main() -> None:
 def run(files: Sequence[str], gpu: str | None, dry_run: bool, device: str, timer: str, flush: str,
         workloads: Sequence[str], impls: Sequence[str], budget: float, target: float,
         min_samples: int, max_samples: int, input_sets: int, peaks: str, seed: int, timeout_s: float,
-        in_process: bool, force: bool, tuned: str | None, save_name: str | None,
+        in_process: bool, repeat: int, force: bool, tuned: str | None, save_name: str | None,
         output: str | None, results_dir: str, as_json: bool, quiet: bool, gate_against: str | None,
         threshold: str | None, rerun: int, junit: str | None) -> None:
     """Check and time every implementation of the workloads in FILES."""
@@ -121,7 +124,7 @@ def run(files: Sequence[str], gpu: str | None, dry_run: bool, device: str, timer
                              max_samples=max_samples, budget_s=budget, input_sets=input_sets,
                              seed=seed, workloads=tuple(workloads), impls=tuple(impls), peaks=peaks, flush=flush,
                              results_dir=Path(results_dir), timeout_s=timeout_s, in_process=in_process,
-                             tuned=Path(tuned) if tuned else None)
+                             tuned=Path(tuned) if tuned else None, repeat=repeat)
     saver = _Saver(Path(output) if output else None, Path(results_dir), save_name, force=force)
     base = api.load_run(gate_against, Path(results_dir)) if gate_against else None
     from solbench.gate import parse_threshold
@@ -226,6 +229,8 @@ class _progress:
         assert bar is not None
         if event == "start":
             self._task = bar.add_task("measuring", total=data["cases"])
+        elif event == "round":
+            bar.update(self._task, description=f"round {data['round']} of {data['of']}")
         elif event == "workers":
             bar.update(self._task, description=escape(f"starting workers for {data['workload']}"))
         elif event == "impl":
@@ -349,10 +354,11 @@ def info(as_json: bool) -> None:
 
 
 def _register() -> None:
+    from solbench.cli_ab import ab
     from solbench.cli_compare import compare, gate_cmd
     from solbench.cli_tools import TOOLS
 
-    for command in (compare, gate_cmd, *TOOLS):
+    for command in (compare, gate_cmd, ab, *TOOLS):
         command.callback = handle_errors(command.callback)  # type: ignore[arg-type,type-var]
         main.add_command(command)
 

@@ -17,7 +17,7 @@ import click
 from rich.console import Console
 
 from solbench import api
-from solbench.compare import compare_impls, compare_runs
+from solbench.compare import Comparison, compare_impls, compare_runs
 from solbench.errors import ConfigError, ResultsFormatError
 from solbench.gate import GateResult, gate, parse_threshold
 from solbench.report.compare_console import comparison_table, gate_table
@@ -35,22 +35,50 @@ _gate_threshold = click.option(
          "else 5%.")
 
 
+class _Sides(click.Command):
+    """``--baseline a.json b.json`` reads as ``--baseline a.json --baseline b.json`` (same for
+    ``--current``): every bare word after one of them, up to the next option, is one more run."""
+
+    sides = ("--baseline", "--current")
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        out: list[str] = []
+        side: str | None = None
+        for i, token in enumerate(args):
+            if token == "--":
+                out += args[i:]
+                break
+            if token.startswith("-"):
+                side = token.split("=", 1)[0] if token.split("=", 1)[0] in self.sides else None
+                out.append(token)
+            elif side is not None and out[-1] != side:
+                out += [side, token]
+            else:
+                out.append(token)
+        return super().parse_args(ctx, out)
+
+
 def _console() -> Console:
     # Piped output (CI logs, files) gets a wide table rather than rich's 80-column default.
     width = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 160
     return Console(highlight=False, width=width)
 
 
-@click.command()
-@click.argument("a")
-@click.argument("b")
+@click.command(cls=_Sides)
+@click.argument("a", required=False)
+@click.argument("b", required=False)
+@click.option("--baseline", "baselines", multiple=True, metavar="RUN...",
+              help="Side A as one or more runs of the same code (instead of A B; with --current).")
+@click.option("--current", "currents", multiple=True, metavar="RUN...",
+              help="Side B as one or more runs (their rounds kept apart: CI over runs, then samples).")
 @click.option("--run", "run_file", metavar="FILE", help="Run to compare implementations in (default: latest).")
 @click.option("--impl", help="Compare only this implementation (when A and B are runs).")
 @_compare_threshold
 @click.option("--results-dir", type=click.Path(file_okay=False), default="results", show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
 @click.option("--markdown", "as_markdown", is_flag=True, help="Print the comparison as Markdown.")
-def compare(a: str, b: str, run_file: str | None, impl: str | None, threshold: str, results_dir: str,
+def compare(a: str | None, b: str | None, baselines: tuple[str, ...], currents: tuple[str, ...],
+            run_file: str | None, impl: str | None, threshold: str, results_dir: str,
             as_json: bool, as_markdown: bool) -> None:
     """Compare two saved runs, or two implementations (A B) inside one run.
 
@@ -58,9 +86,20 @@ def compare(a: str, b: str, run_file: str | None, impl: str | None, threshold: s
     solbench compare base.json head.json       # two runs, every case and implementation
     solbench compare nightly head --impl fused  # runs saved with --save NAME
     solbench compare baseline fused             # two implementations in the latest run
+    solbench compare --baseline a1.json a2.json --current b1.json b2.json   # several runs per side
     """
     rdir = Path(results_dir)
     tau = parse_threshold(threshold).fraction
+    if baselines or currents:
+        if not (baselines and currents) or a is not None or run_file is not None:
+            raise click.UsageError("give --baseline RUN... and --current RUN... together, instead of A B")
+        sides = [api.load_run(x, rdir) for x in baselines], [api.load_run(x, rdir) for x in currents]
+        result = compare_runs(sides[0], sides[1], impl=impl, threshold=tau, label_a=_label(baselines),
+                              label_b=_label(currents))
+        _show_comparison(result, as_json, as_markdown)
+        return
+    if a is None or b is None:
+        raise click.UsageError("compare needs A and B (runs or implementations), or --baseline and --current")
     runs = _as_runs(a, b, rdir) if run_file is None else None
     if runs is not None:
         result = compare_runs(runs[0], runs[1], impl=impl, threshold=tau, label_a=a, label_b=b)
@@ -72,6 +111,14 @@ def compare(a: str, b: str, run_file: str | None, impl: str | None, threshold: s
                 raise ConfigError(f"{name!r} is neither a result file, a saved run, nor an implementation "
                                   f"of the run (implementations: {', '.join(sorted(names))})")
         result = compare_impls(run, a, b, threshold=tau)
+    _show_comparison(result, as_json, as_markdown)
+
+
+def _label(names: tuple[str, ...]) -> str:
+    return names[0] if len(names) == 1 else f"{names[0]} +{len(names) - 1}"
+
+
+def _show_comparison(result: Comparison, as_json: bool, as_markdown: bool) -> None:
     if as_json:
         click.echo(json.dumps(comparison_json(result), indent=1))
     elif as_markdown:
@@ -89,9 +136,12 @@ def _as_runs(a: str, b: str, rdir: Path) -> tuple | None:
         raise
 
 
-@click.command(name="gate")
-@click.option("--baseline", "baseline", required=True, metavar="RUN", help="Baseline run: file or saved name.")
-@click.option("--current", "current", required=True, metavar="RUN", help="Current run: file or saved name.")
+@click.command(name="gate", cls=_Sides)
+@click.option("--baseline", "baseline", required=True, multiple=True, metavar="RUN...",
+              help="Baseline run(s): files or saved names; several runs of the same code are decided over "
+                   "runs, then samples.")
+@click.option("--current", "current", required=True, multiple=True, metavar="RUN...",
+              help="Current run(s), likewise.")
 @_gate_threshold
 @click.option("--impl", help="Gate only this implementation.")
 @click.option("--alpha", type=click.FloatRange(0, 1, min_open=True), default=0.01, show_default=True,
@@ -101,10 +151,13 @@ def _as_runs(a: str, b: str, rdir: Path) -> tuple | None:
 @click.option("--junit", type=click.Path(dir_okay=False), help="Write JUnit XML here.")
 @click.option("--markdown", "markdown_file", type=click.Path(dir_okay=False), help="Write Markdown here.")
 @click.option("--json", "as_json", is_flag=True, help="Print the verdicts as JSON.")
-def gate_cmd(baseline: str, current: str, threshold: str | None, impl: str | None, alpha: float,
-             allow_cross_hardware: bool, results_dir: str, junit: str | None, markdown_file: str | None,
-             as_json: bool) -> None:
+def gate_cmd(baseline: tuple[str, ...], current: tuple[str, ...], threshold: str | None, impl: str | None,
+             alpha: float, allow_cross_hardware: bool, results_dir: str, junit: str | None,
+             markdown_file: str | None, as_json: bool) -> None:
     """Fail (exit 1) when CURRENT is slower than BASELINE beyond the threshold, or broken.
+
+    Each side may be several runs of the same code (--baseline a.json b.json --current c.json
+    d.json): the ratio's confidence interval then covers what changes between runs.
 
     A case is BROKEN when it was ok in the baseline and is incorrect, invalid, error,
     crashed, timeout, oom or reward_hack now; one skipped now is listed as MISSING.
@@ -113,8 +166,8 @@ def gate_cmd(baseline: str, current: str, threshold: str | None, impl: str | Non
     """
     rdir = Path(results_dir)
     tau = None if threshold is None else parse_threshold(threshold).fraction
-    base = api.load_run(baseline, rdir)
-    cur = api.load_run(current, rdir)
+    base = [api.load_run(x, rdir) for x in baseline]
+    cur = [api.load_run(x, rdir) for x in current]
     result = gate(base, cur, threshold=tau, alpha=alpha, allow_cross_hardware=allow_cross_hardware, impl=impl)
     emit_gate(result, junit=junit, markdown_file=markdown_file, as_json=as_json)
     sys.exit(result.exit_code)

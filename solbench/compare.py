@@ -9,6 +9,11 @@ For each pair, with ``a`` the reference and ``b`` the candidate:
     p              = two-sided Mann-Whitney U p-value of a vs b
     significant    = Benjamini-Hochberg at level alpha over every row's p
 
+    When either side was measured in several rounds (``run --repeat``, ``ab``, several runs
+    per side), samples of one round are not independent of each other: r is the ratio of the
+    grand medians (median of round medians), [lo, hi] the two-level bootstrap CI, and p the
+    two-sided p-value of the same t statistic (analysis.rounds.hierarchical_ratio).
+
 Verdict rule, first match wins (tau = threshold, default 0.05):
 
     INCONCLUSIVE   fewer than MIN_SAMPLES (5) samples on either side
@@ -31,12 +36,13 @@ or its status, e.g. ``"incorrect"``); a key measured on neither side is not list
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
 
+from solbench.analysis.rounds import group_by_round, hierarchical_ratio
 from solbench.analysis.significance import (
     MIN_SAMPLES,
     benjamini_hochberg,
@@ -56,6 +62,7 @@ __all__ = [
     "Pair",
     "Pairing",
     "Unpaired",
+    "as_one_run",
     "compare_impls",
     "compare_runs",
     "comparison_verdict",
@@ -87,6 +94,8 @@ class ComparisonRow:
     verdict: Verdict
     n_a: int = 0
     n_b: int = 0
+    rounds_a: int = 1  # rounds (processes) the samples of each side came from
+    rounds_b: int = 1
 
 
 @dataclass(frozen=True)
@@ -157,6 +166,15 @@ class Estimate:
     ci_high: float | None
     n_a: int
     n_b: int
+    rounds_a: int = 1
+    rounds_b: int = 1
+    p_slower: float | None = None  # rounds: one-sided p-values of the two-level test (else None:
+    p_faster: float | None = None  # the caller runs Mann-Whitney on the samples)
+
+    @property
+    def over_rounds(self) -> bool:
+        """Whether the estimate treats rounds as the units (either side has several)."""
+        return max(self.rounds_a, self.rounds_b) > 1
 
     @property
     def testable(self) -> bool:
@@ -235,16 +253,38 @@ def estimate(a: ImplResult, b: ImplResult, *, confidence: float = 0.95, seed: in
 
     Below MIN_SAMPLES samples on either side the ratio of the medians is still
     reported, but ``ci_low``/``ci_high`` are None (nothing may be concluded).
+    A side measured in several rounds makes it an estimate over rounds (module docstring).
     Raises ResultsFormatError on a zero, negative or non-finite time.
     """
     sa, sb = samples(a), samples(b)
     if min(sa + sb) <= 0.0 or not np.all(np.isfinite(sa + sb)):
         raise ResultsFormatError(f"implementation {a.name!r}/{b.name!r}: times must be positive and finite")
+    ga, gb = _groups(a), _groups(b)
+    if max(len(ga), len(gb)) > 1:
+        return _over_rounds(ga, gb, confidence=confidence, seed=seed, n_boot=n_boot)
     med_a, med_b = float(np.median(sa)), float(np.median(sb))
     if min(len(sa), len(sb)) < MIN_SAMPLES:
         return Estimate(med_a, med_b, med_b / med_a, None, None, len(sa), len(sb))
     ratio, low, high = bootstrap_ratio_ci(sa, sb, confidence=confidence, n_boot=n_boot, seed=seed)
     return Estimate(med_a, med_b, ratio, low, high, len(sa), len(sb))
+
+
+def _groups(r: ImplResult) -> list[np.ndarray]:
+    try:
+        return group_by_round(samples(r), r.timing.rounds if r.timing is not None else ())
+    except ValueError as exc:
+        raise ResultsFormatError(f"implementation {r.name!r}: {exc}") from None
+
+
+def _over_rounds(ga: list[np.ndarray], gb: list[np.ndarray], *, confidence: float, seed: int,
+                 n_boot: int) -> Estimate:
+    n_a, n_b = sum(g.size for g in ga), sum(g.size for g in gb)
+    r = hierarchical_ratio(ga, gb, confidence=confidence, seed=seed, n_boot=n_boot)
+    med_a, med_b = float(np.median([np.median(g) for g in ga])), float(np.median([np.median(g) for g in gb]))
+    if min(n_a, n_b) < MIN_SAMPLES:
+        return Estimate(med_a, med_b, r.ratio, None, None, n_a, n_b, len(ga), len(gb))
+    return Estimate(med_a, med_b, r.ratio, r.ci_low, r.ci_high, n_a, n_b, len(ga), len(gb), r.p_slower,
+                    r.p_faster)
 
 
 def comparison_verdict(ci_low: float | None, ci_high: float | None, significant: bool,
@@ -261,6 +301,15 @@ def comparison_verdict(ci_low: float | None, ci_high: float | None, significant:
     return "INCONCLUSIVE"
 
 
+def _two_sided(p: Pair, e: Estimate) -> float | None:
+    """Two-sided p of a pair: the two-level test over rounds, else Mann-Whitney; None: untestable."""
+    if not e.testable:
+        return None
+    if e.p_slower is not None and e.p_faster is not None:
+        return min(1.0, 2.0 * min(e.p_slower, e.p_faster))
+    return mann_whitney_p(samples(p.a), samples(p.b), "two-sided")
+
+
 def _sol(r: ImplResult) -> float | None:
     return r.score.sol if r.score is not None else None
 
@@ -272,10 +321,7 @@ def _compare(pairing: Pairing, *, same_impl: bool, label_a: str, label_b: str, t
     if not 0.0 < alpha < 1.0 or not 0.0 < confidence < 1.0:
         raise ConfigError(f"alpha and confidence must lie in (0, 1), got {alpha}, {confidence}")
     ests = [estimate(p.a, p.b, confidence=confidence, seed=seed, n_boot=n_boot) for p in pairing.pairs]
-    pvals: list[float | None] = [
-        mann_whitney_p(samples(p.a), samples(p.b), "two-sided") if e.testable else None
-        for p, e in zip(pairing.pairs, ests, strict=True)
-    ]
+    pvals: list[float | None] = [_two_sided(p, e) for p, e in zip(pairing.pairs, ests, strict=True)]
     tested = [p for p in pvals if p is not None]
     flags = iter(benjamini_hochberg(tested, q=alpha))
     rows = []
@@ -288,7 +334,7 @@ def _compare(pairing: Pairing, *, same_impl: bool, label_a: str, label_b: str, t
             median_a=est.median_a, median_b=est.median_b, ratio=est.ratio,
             ci_low=est.ci_low, ci_high=est.ci_high, sol_a=_sol(pair.a), sol_b=_sol(pair.b),
             p_value=p, verdict=comparison_verdict(est.ci_low, est.ci_high, sig, threshold),
-            n_a=est.n_a, n_b=est.n_b,
+            n_a=est.n_a, n_b=est.n_b, rounds_a=est.rounds_a, rounds_b=est.rounds_b,
         ))
     speedups = [r.median_a / r.median_b for r in rows if r.median_a > 0 and r.median_b > 0]
     geo = geometric_mean(speedups) if speedups else None
@@ -297,15 +343,27 @@ def _compare(pairing: Pairing, *, same_impl: bool, label_a: str, label_b: str, t
                       threshold, alpha, confidence, other)
 
 
-def compare_runs(a: RunResult, b: RunResult, *, impl: str | None = None, threshold: float = 0.05,
-                 alpha: float = 0.01, confidence: float = 0.95, seed: int = 0, n_boot: int = 2000,
-                 label_a: str = "A", label_b: str = "B") -> Comparison:
-    """Compare every ``case_id/impl`` measured in both runs (``b`` relative to ``a``).
+def as_one_run(runs: RunResult | Sequence[RunResult]) -> RunResult:
+    """A side given as one run or several (``pooling.combine_runs``: each run's rounds kept apart)."""
+    if isinstance(runs, RunResult):
+        return runs
+    from solbench.pooling import combine_runs  # pooling builds on this module
 
-    ``impl`` restricts the comparison to one implementation name. Hardware
-    fingerprints are not checked here (see ``gate.check_fingerprints``).
+    return combine_runs(list(runs))
+
+
+def compare_runs(a: RunResult | Sequence[RunResult], b: RunResult | Sequence[RunResult], *,
+                 impl: str | None = None, threshold: float = 0.05, alpha: float = 0.01,
+                 confidence: float = 0.95, seed: int = 0, n_boot: int = 2000,
+                 label_a: str = "A", label_b: str = "B") -> Comparison:
+    """Compare every ``case_id/impl`` measured in both sides (``b`` relative to ``a``).
+
+    Each side is a run or several runs of the same code (combined, their rounds kept apart:
+    the estimate is then over rounds, see the module docstring). ``impl`` restricts the
+    comparison to one implementation name. Hardware fingerprints are not checked here (see
+    ``gate.check_fingerprints``).
     """
-    return _compare(pair_runs(a, b, impl), same_impl=True, label_a=label_a, label_b=label_b,
+    return _compare(pair_runs(as_one_run(a), as_one_run(b), impl), same_impl=True, label_a=label_a, label_b=label_b,
                     threshold=threshold, alpha=alpha, confidence=confidence, seed=seed, n_boot=n_boot)
 
 

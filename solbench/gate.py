@@ -27,6 +27,12 @@ For every ``case_id/impl`` measured ("ok", with samples) in both runs:
     INCONCLUSIVE  otherwise (too noisy to decide at tau, or lo > 1 + tau
                   without a significant rank test)
 
+A side given as several runs (``--baseline a.json b.json``), or a run measured in rounds
+(``run --repeat``, ``ab``), is decided over rounds: r is the ratio of grand medians, [lo, hi]
+the two-level bootstrap CI (runs, then samples) and p_slow, p_fast the one-sided p-values of
+the same t statistic instead of Mann-Whitney (``analysis.rounds``); the rules are the same.
+Several runs of one side must share a fingerprint (below).
+
 For every key measured in one run only:
 
     BROKEN        ok in the baseline, and incorrect, invalid, error, crashed, timeout, oom
@@ -61,6 +67,7 @@ from solbench.analysis import stats
 from solbench.analysis.significance import bh_adjust, mann_whitney_p
 from solbench.compare import Estimate, Pair, Unpaired, estimate, pair_runs, samples
 from solbench.errors import ConfigError, GateRefused, ResultsFormatError
+from solbench.pooling import combine_runs as merge_runs
 from solbench.pooling import merge_samples
 from solbench.results.model import FAILED_STATUSES, Environment, RunResult
 
@@ -143,6 +150,8 @@ class GateCaseVerdict:
     p_adjusted: float | None = None  # Benjamini-Hochberg adjusted
     n_base: int = 0
     n_cur: int = 0
+    rounds_base: int = 1  # rounds (processes, runs) each side's samples came from
+    rounds_cur: int = 1
     status_base: str | None = "ok"  # the key's status in each run; None: absent from that run
     status_cur: str | None = "ok"
     detail: str = ""  # BROKEN: the current run's full message and the worker's last log lines
@@ -219,6 +228,8 @@ def _reason(verdict: CaseVerdict, est: Estimate, tau: float, p_adj: float | None
     if est.ci_low is None or est.ci_high is None:
         return f"too few samples to decide (baseline {est.n_a}, current {est.n_b}; need 5 each)"
     ci = f"CI [{est.ci_low:.4f}, {est.ci_high:.4f}]"
+    if est.over_rounds:
+        ci += f" over {est.rounds_a} vs {est.rounds_b} rounds"
     if verdict == "REGRESSION":
         return (f"slower by {est.ratio - 1:+.1%}: {ci} lies above 1+{tau:.1%}, "
                 f"adjusted p {p_adj:.2g} <= {alpha:g}")
@@ -238,12 +249,19 @@ _Tests = tuple[float, float, float, float]  # p_slow, p_slow adjusted, p_fast, p
 def _rank_tests(pairs: Sequence[Pair], ests: Sequence[Estimate]) -> list[_Tests | None]:
     """Both one-sided Mann-Whitney tests of every testable pair, each family BH-adjusted."""
     tested = [i for i, e in enumerate(ests) if e.testable]
-    slow = [mann_whitney_p(samples(pairs[i].b), samples(pairs[i].a), "greater") for i in tested]
-    fast = [mann_whitney_p(samples(pairs[i].b), samples(pairs[i].a), "less") for i in tested]
+    slow = [_p(ests[i].p_slower, pairs[i], "greater") for i in tested]
+    fast = [_p(ests[i].p_faster, pairs[i], "less") for i in tested]
     out: list[_Tests | None] = [None] * len(pairs)
     for i, ps, ps_adj, pf, pf_adj in zip(tested, slow, bh_adjust(slow), fast, bh_adjust(fast), strict=True):
         out[i] = (ps, ps_adj, pf, pf_adj)
     return out
+
+
+def _p(over_rounds: float | None, pair: Pair, alternative: Literal["greater", "less"]) -> float:
+    """The two-level test's p over rounds, else one-sided Mann-Whitney (current vs baseline)."""
+    if over_rounds is not None:
+        return over_rounds
+    return mann_whitney_p(samples(pair.b), samples(pair.a), alternative)
 
 
 def _decide(pair: Pair, est: Estimate, tests: _Tests | None, tau: float, source: ThresholdSource,
@@ -261,7 +279,7 @@ def _decide(pair: Pair, est: Estimate, tests: _Tests | None, tau: float, source:
         verdict=verdict, reason=_reason(verdict, est, tau, p_adj, alpha), threshold=tau,
         threshold_source=source, median_base=est.median_a, median_cur=est.median_b, ratio=est.ratio,
         ci_low=est.ci_low, ci_high=est.ci_high, alternative=alternative, p_value=p, p_adjusted=p_adj,
-        n_base=est.n_a, n_cur=est.n_b,
+        n_base=est.n_a, n_cur=est.n_b, rounds_base=est.rounds_a, rounds_cur=est.rounds_b,
     )
 
 
@@ -332,17 +350,38 @@ def _threshold_of(explicit: float | None,
     return of
 
 
-def gate(base: RunResult, cur: RunResult, *, threshold: float | None = None, alpha: float = 0.01,
+Side = RunResult | Sequence[RunResult]
+
+
+def _one_side(runs: Side, name: str, allow_cross_hardware: bool) -> RunResult:
+    """Several runs of one side as one (``pooling.combine_runs``), after checking they agree."""
+    if isinstance(runs, RunResult):
+        return runs
+    runs = list(runs)
+    if not runs:
+        raise ConfigError(f"no {name} run given")
+    for other in runs[1:]:
+        diffs = check_fingerprints(runs[0].environment, other.environment)
+        if diffs and not allow_cross_hardware:
+            raise GateRefused(f"the {name} runs were measured on different hardware or software: "
+                              + "; ".join(diffs) + " (allow with --allow-cross-hardware)")
+    return merge_runs(runs)
+
+
+def gate(base: Side, cur: Side, *, threshold: float | None = None, alpha: float = 0.01,
          confidence: float = 0.95, allow_cross_hardware: bool = False, impl: str | None = None,
          seed: int = 0, n_boot: int = 2000) -> GateResult:
     """Decide every key and the overall verdict of ``cur`` against ``base`` (rules above).
 
+    Each side is a run or a sequence of runs of the same code (decided over rounds).
     ``threshold`` is an explicit threshold for every case; None uses each workload's
     recorded ``gate_threshold``, else DEFAULT_THRESHOLD. Raises GateRefused when
     fingerprints differ and ``allow_cross_hardware`` is False; ConfigError for bad
     settings, or when no key is measured in both runs and none is BROKEN;
     ResultsFormatError for a recorded threshold that is not a positive number.
     """
+    base = _one_side(base, "baseline", allow_cross_hardware)
+    cur = _one_side(cur, "current", allow_cross_hardware)
     recorded = {**base.gate_thresholds, **cur.gate_thresholds}
     _validate(threshold, recorded, alpha, confidence)
     diffs = check_fingerprints(base.environment, cur.environment)
@@ -368,7 +407,7 @@ def cases_to_rerun(result: GateResult) -> list[str]:
     return [v.key for v in result.verdicts if v.verdict in ("REGRESSION", "INCONCLUSIVE")]
 
 
-def gate_with_rerun(base: RunResult, cur: RunResult, remeasure: Callable[[list[str]], RunResult],
+def gate_with_rerun(base: Side, cur: RunResult, remeasure: Callable[[list[str]], RunResult],
                     rerun: int, **gate_kwargs: object) -> GateResult:
     """``gate``, then up to ``rerun`` rounds of re-measuring suspect cases.
 

@@ -1,30 +1,184 @@
-"""Pool the samples of a re-measurement into a run, key by key (for ``gate_with_rerun``).
+"""Put samples measured apart together, key by key: rounds of one run, several runs of one side,
+and re-measurements for the gate.
 
 Pure: no I/O, no device libraries. Times are seconds.
+
+    merge_rounds(results)   one implementation measured in R rounds -> one result whose Timing
+                            labels each sample with its round; median and CI over rounds
+                            (analysis.rounds: grand median, two-level bootstrap)
+    combine_runs(runs)      several runs of one side (``gate --baseline a.json b.json``) -> one run;
+                            every round of every run is a round of the result
+    merge_samples(cur, new) a re-measurement pooled into the run it re-measures (gate --rerun)
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import replace
+from typing import Any
 
 from solbench.analysis import stats
+from solbench.analysis.rounds import summarize
 from solbench.compare import samples
 from solbench.results.model import FAILED_STATUSES, CaseResult, ImplResult, RunResult, Score, Timing
 
-__all__ = ["merge_samples"]
+__all__ = ["combine_runs", "concat_timings", "merge_rounds", "merge_samples"]
+
+_CLOCKS = ("sm_clock_mhz", "mem_clock_mhz", "power_w", "throttle_reasons")
+
+
+def _labels(t: Timing) -> tuple[int, ...]:
+    return t.rounds if t.rounds else (0,) * t.n
+
+
+def _column(timings: Sequence[Timing], name: str) -> tuple[Any, ...]:
+    """One clock column over several timings; padded with None where a timing has none."""
+    if not any(getattr(t, name) for t in timings):
+        return ()
+    return tuple(v for t in timings for v in (getattr(t, name) or (None,) * t.n))
+
+
+def concat_timings(timings: Sequence[Timing], labels: Sequence[Sequence[int]],
+                   stop_reason: str | None = None) -> Timing:
+    """Several timings as one: samples and clock readings concatenated, ``labels[i]`` the round of
+    each sample of ``timings[i]``.
+
+    One distinct label: no labels are kept, and median and CI are the single-run ones (median,
+    order-statistic CI). Several: median and CI over rounds (:func:`analysis.rounds.summarize`).
+    """
+    pooled = tuple(x for t in timings for x in t.samples)
+    flat = tuple(int(x) for ls in labels for x in ls)
+    if len(flat) != len(pooled):
+        raise ValueError(f"{len(flat)} round labels for {len(pooled)} samples")
+    reasons = [t.stop_reason for t in timings]
+    reason = stop_reason or "+".join(dict.fromkeys(reasons))
+    clocks = {name: _column(timings, name) for name in _CLOCKS}
+    if len(set(flat)) <= 1:
+        low, high = stats.median_ci(pooled)
+        return Timing(pooled, stats.median(pooled), low, high, reason, **clocks)
+    s = summarize(pooled, flat)
+    return Timing(pooled, s.median, s.ci_low, s.ci_high, reason, rounds=flat, **clocks)
+
+
+def _rescaled(score: Score | None, old: float, new: float) -> Score | None:
+    """Every T-proportional figure scales by T_old / T_new; speedup and S depend on another time."""
+    if score is None or new <= 0 or old <= 0:
+        return score
+    k = old / new
+    return Score(sol=score.sol * k, mfu=None if score.mfu is None else score.mfu * k, mbu=score.mbu * k,
+                 achieved_flops=score.achieved_flops * k, achieved_bandwidth=score.achieved_bandwidth * k,
+                 speedup=None, s_score=None)
+
+
+def _measured(r: ImplResult) -> bool:
+    return r.status == "ok" and bool(samples(r))
+
+
+def _combine(results: Sequence[ImplResult], labels: Sequence[Callable[[Timing], tuple[int, ...]]],
+             what: str) -> ImplResult:
+    """One result from several of the same implementation (rounds, or runs)."""
+    if len(results) == 1:
+        return results[0]
+    for i, r in enumerate(results):
+        if r.status in FAILED_STATUSES:  # failing once is a failure, whatever the others did
+            return replace(r, message=f"{what} {i + 1} of {len(results)}: {r.message}" if len(results) > 1
+                           else r.message)
+    ok = [(r, lab) for r, lab in zip(results, labels, strict=True) if _measured(r)]
+    if not ok:
+        return results[0]
+    first = ok[0][0]
+    assert first.timing is not None
+    timings = [r.timing for r, _ in ok if r.timing is not None]
+    timing = concat_timings(timings, [lab(t) for t, (_, lab) in zip(timings, ok, strict=True)])
+    task_s = sum(float(r.protocol.get("task_s", 0.0)) for r, _ in ok)
+    protocol = {**first.protocol, "rounds": timing.n_rounds}
+    if "task_s" in first.protocol:
+        protocol["task_s"] = round(task_s, 4)
+    return replace(first, timing=timing, score=_rescaled(first.score, first.timing.median, timing.median),
+                   protocol=protocol)
+
+
+def merge_rounds(results: Sequence[ImplResult]) -> ImplResult:
+    """One implementation on one case measured in rounds (``results[i]`` is round i) -> one result.
+
+    A failure in any round is the result (its message says which round); rounds without samples
+    (skipped) are left out; the rest are concatenated with round labels ``0 .. R-1``, and the
+    median and CI are taken over rounds. T-proportional scores are rescaled to the new median
+    (the caller scores the case again anyway).
+    """
+    if not results:
+        raise ValueError("no rounds")
+    labels = [_constant(i) for i in range(len(results))]
+    return _combine(results, labels, "round")
+
+
+def _constant(label: int) -> Callable[[Timing], tuple[int, ...]]:
+    return lambda t: (label,) * t.n
+
+
+def _run_labels(index: int, offsets: dict[tuple[int, int], int]) -> Callable[[Timing], tuple[int, ...]]:
+    def labels(t: Timing) -> tuple[int, ...]:
+        out = []
+        for label in _labels(t):
+            key = (index, label)
+            if key not in offsets:
+                offsets[key] = len(offsets)
+            out.append(offsets[key])
+        return tuple(out)
+
+    return labels
+
+
+def combine_runs(runs: Sequence[RunResult]) -> RunResult:
+    """Several runs of the same code on the same machine as one run with every round labelled.
+
+    Keys (``case_id/impl``) are matched across runs; each run's rounds (one, for a run without
+    round labels) become distinct rounds of the result. A key that failed in any run is that
+    failure. The first run gives the environment, spec, protocol and the case records; the
+    caller checks beforehand that the fingerprints agree (``gate.check_fingerprints``).
+    """
+    if not runs:
+        raise ValueError("no runs")
+    if len(runs) == 1:
+        return runs[0]
+    cases: dict[str, CaseResult] = {}
+    found: dict[str, dict[str, list[tuple[int, ImplResult]]]] = {}
+    for j, run in enumerate(runs):
+        for case in run.cases:
+            cases.setdefault(case.case_id, case)
+            by_impl = found.setdefault(case.case_id, {})
+            for r in case.impls:
+                by_impl.setdefault(r.name, []).append((j, r))
+    merged = []
+    for case_id, case in cases.items():
+        impls = []
+        for entries in found[case_id].values():
+            offsets: dict[tuple[int, int], int] = {}
+            impls.append(_combine([r for _, r in entries], [_run_labels(j, offsets) for j, _ in entries], "run"))
+        merged.append(replace(case, impls=tuple(impls)))
+    thresholds: dict[str, float] = {}
+    for run in runs:
+        thresholds = {**run.gate_thresholds, **thresholds}
+    first = runs[0]
+    files = tuple(dict.fromkeys(f for run in runs for f in run.workload_files))
+    rounds = max((r.timing.n_rounds for c in merged for r in c.impls if r.timing is not None), default=1)
+    return replace(first, cases=tuple(merged), workload_files=files, gate_thresholds=thresholds,
+                   protocol=replace(first.protocol, rounds=rounds), complete=all(r.complete for r in runs),
+                   notes=(*first.notes, f"combined from {len(runs)} runs (each run's rounds kept apart)"))
 
 
 def _pooled(old: ImplResult, new: ImplResult) -> ImplResult:
-    pooled = samples(old) + samples(new)
-    med = stats.median(pooled)
-    low, high = stats.median_ci(pooled)
-    score = old.score
-    if score is not None and med > 0 and old.timing is not None and old.timing.median > 0:
-        k = old.timing.median / med  # every T-proportional figure scales by T_old / T_new
-        score = Score(sol=score.sol * k, mfu=None if score.mfu is None else score.mfu * k,
-                      mbu=score.mbu * k, achieved_flops=score.achieved_flops * k,
-                      achieved_bandwidth=score.achieved_bandwidth * k, speedup=None, s_score=None)
-    return replace(old, timing=Timing(pooled, med, low, high, "pooled"), score=score)
+    """A re-measurement added to a result: pooled into its single round, or its rounds added as
+    new rounds when either has several (rounds must stay apart: see analysis.rounds)."""
+    assert old.timing is not None and new.timing is not None
+    a, b = old.timing, new.timing
+    if a.n_rounds > 1 or b.n_rounds > 1:
+        offset = max(_labels(a)) + 1
+        labels = [_labels(a), tuple(offset + x for x in _labels(b))]
+    else:
+        labels = [(0,) * a.n, (0,) * b.n]
+    timing = concat_timings([a, b], labels, "pooled")
+    return replace(old, timing=timing, score=_rescaled(old.score, a.median, timing.median))
 
 
 def _merged(r: ImplResult, new: ImplResult | None) -> ImplResult:
@@ -50,7 +204,9 @@ def merge_samples(cur: RunResult, fresh: RunResult, keys: list[str] | None = Non
     order-statistic CI recomputed (``analysis.stats``), ``stop_reason`` becomes
     ``"pooled"``, and the T-proportional scores (sol, mfu, mbu, achieved FLOP/s
     and bytes/s) are rescaled to the pooled median; ``speedup`` and ``s_score``
-    depend on another implementation's time and are set to None.
+    depend on another implementation's time and are set to None. A result
+    already measured in several rounds gets the re-measurement as one more
+    round (median and CI over rounds).
 
     A re-measurement that failed (a status in ``FAILED_STATUSES``: incorrect,
     error, crashed, timeout, ...) replaces the current result, so the gate

@@ -8,17 +8,21 @@ NVML ignores CUDA_VISIBLE_DEVICES and orders GPUs by PCI bus, so callers look de
 (``torch.cuda.get_device_properties(i).uuid``), not by CUDA index. MIG slices report clocks and
 power through their parent GPU, which ``query_device`` and ``read_clocks`` use for those values.
 
-A sampling thread (a later ``device/monitor.py``) needs only this module:
+The measurement loop reads the clocks between samples (``clock_probe``: four NVML calls of a few
+µs each, outside the timed window, on the thread that times; no sampling thread competes with
+the launches):
 
-    handle = get_handle(uuid)                 # once, in the caller's thread
-    while not stop.is_set():
-        samples.append(read_clocks(handle))   # one ClockSample per tick; cheap, never raises
+    probe = clock_probe(uuid)                 # once per worker; None without NVML
+    sample = timer.sample(i); clocks = probe()   # (sm MHz, mem MHz, power W, reason bits)
+
+Nothing here changes a clock or a power limit: every call is a query.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -189,6 +193,76 @@ def read_clocks(handle: Any) -> ClockSample:
         clocks_event_reasons=_reasons(gpu),
         temperature_c=_call("nvmlDeviceGetTemperature", gpu, _const("NVML_TEMPERATURE_GPU")),
     )
+
+
+ClockReading = tuple[int | None, int | None, float | None, int | None]  # sm MHz, mem MHz, W, reasons
+
+
+def clock_probe(index_or_uuid: int | str | None) -> Any:
+    """A zero-argument function returning the current ``ClockReading`` of a device, or None.
+
+    None when NVML is missing or does not know the device. The handle (and a MIG slice's parent)
+    is looked up once here, so each call costs only the four queries.
+    """
+    if index_or_uuid is None:
+        return None
+    handle = get_handle(index_or_uuid)
+    if handle is None:
+        return None
+    gpu = _parent(handle)
+    sm, mem = _const("NVML_CLOCK_SM"), _const("NVML_CLOCK_MEM")
+
+    def probe() -> ClockReading:
+        return (_call("nvmlDeviceGetClockInfo", gpu, sm), _call("nvmlDeviceGetClockInfo", gpu, mem),
+                _watts(_call("nvmlDeviceGetPowerUsage", gpu)), _reasons(gpu))
+
+    return probe
+
+
+@dataclass(frozen=True)
+class ApplicationClocks:
+    """Applications clocks (what ``nvidia-smi -ac`` sets) and their defaults, in MHz; None if unknown."""
+
+    sm_mhz: int | None
+    default_sm_mhz: int | None
+    mem_mhz: int | None
+    default_mem_mhz: int | None
+
+    @property
+    def changed(self) -> bool | None:
+        """Whether an owner set applications clocks other than the defaults (None: unknown)."""
+        pairs = [(a, d) for a, d in ((self.sm_mhz, self.default_sm_mhz), (self.mem_mhz, self.default_mem_mhz))
+                 if a is not None and d is not None]
+        return any(a != d for a, d in pairs) if pairs else None
+
+
+def application_clocks(handle: Any) -> ApplicationClocks:
+    """Read (never set) the applications clocks and their defaults."""
+    gpu = _parent(handle)
+    sm, mem = _const("NVML_CLOCK_SM"), _const("NVML_CLOCK_MEM")
+    return ApplicationClocks(
+        sm_mhz=_call("nvmlDeviceGetApplicationsClock", gpu, sm),
+        default_sm_mhz=_call("nvmlDeviceGetDefaultApplicationsClock", gpu, sm),
+        mem_mhz=_call("nvmlDeviceGetApplicationsClock", gpu, mem),
+        default_mem_mhz=_call("nvmlDeviceGetDefaultApplicationsClock", gpu, mem),
+    )
+
+
+APPLICATIONS_CLOCKS_SETTING = 0x2
+
+
+def clocks_locked(app: ApplicationClocks, reasons_seen: Sequence[int]) -> bool | None:
+    """Whether the owner pinned the clocks, from what NVML showed (never from changing anything).
+
+    True: applications clocks differ from their defaults (``nvidia-smi -ac``), or a reading taken
+    after a sample had the ApplicationsClocksSetting reason (clocks held by a setting, as
+    ``nvidia-smi -lgc`` does). False: NVML answered for either and neither holds. None: unknown.
+    """
+    if app.changed or any(bits & APPLICATIONS_CLOCKS_SETTING for bits in reasons_seen):
+        return True
+    if app.changed is False or reasons_seen:
+        return False
+    return None
 
 
 def describe_reasons(bits: int | None) -> tuple[str, ...]:

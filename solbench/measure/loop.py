@@ -43,6 +43,8 @@ class CheatDetected(Exception):
 
 
 Verify = Callable[[int, object, float], "str | None"]  # (launch index, output, sample seconds) -> reason
+# Clocks right after a sample: (SM MHz, memory MHz, power W, clocks-event reason bits), each may be None.
+Probe = Callable[[], "tuple[int | None, int | None, float | None, int | None]"]
 
 
 def measure(
@@ -55,6 +57,7 @@ def measure(
     clock: Callable[[], float] = time.monotonic,
     verify: Verify | None = None,
     rng: random.Random | None = None,
+    probe: Probe | None = None,
 ) -> Timing:
     """Sample ``launches`` (rotated) until ``criterion`` stops; returns raw samples and stats.
 
@@ -67,15 +70,19 @@ def measure(
             samples += timer.sample(i)
             with probability min(1, 4 / i), and for the last sample:
                 verify(the output of that timed call)   # outside the timed window
+            clocks += probe()                           # if given: NVML, outside the window
 
     Verified samples are drawn at random (about 4 ln n of n), so an implementation cannot tell
     which of its timed calls will be checked. A failed verification raises CheatDetected.
+    ``probe`` (from ``solbench.device.nvml.clock_probe``) reads the clocks after every sample;
+    the readings are stored per sample in the Timing.
     """
     rng = rng or random.Random()
     timer.prepare(launches)
     for i in range(warmup):
         timer.sample(i)
     samples: list[float] = []
+    clocks: list[tuple[int | None, int | None, float | None, int | None]] = []
     start = clock()
     reason = None
     while reason is None:
@@ -84,13 +91,19 @@ def measure(
         checked = verify is not None and rng.random() < 4 / (i + 1)
         if verify is not None and checked:  # right after the call: a late writer is still writing
             _verify(verify, timer, i, samples[-1])
+        if probe is not None:
+            clocks.append(probe())
         if on_sample is not None:
             on_sample(len(samples))
         reason = criterion.reason(samples, clock() - start)
         if reason is not None and verify is not None and not checked:
             _verify(verify, timer, i, samples[-1])
     lo, hi = median_ci(samples)
-    return Timing(tuple(samples), median(samples), lo, hi, reason)
+    if not clocks:
+        return Timing(tuple(samples), median(samples), lo, hi, reason)
+    sm, mem, power, reasons = (tuple(column) for column in zip(*clocks, strict=True))
+    return Timing(tuple(samples), median(samples), lo, hi, reason, sm_clock_mhz=sm, mem_clock_mhz=mem,
+                  power_w=power, throttle_reasons=reasons)
 
 
 def _verify(verify: Verify, timer: Timer, i: int, seconds: float) -> None:

@@ -42,12 +42,12 @@ Progress = Callable[[str, dict[str, Any]], None]
 class ProcessWorker:
     """One worker process and the pipe to it."""
 
-    def __init__(self, device: str, device_index: int | None) -> None:
+    def __init__(self, device: str, device_index: int | None, tree: str | None = None) -> None:
         ctx = _context()
         self._conn, child = ctx.Pipe()
         fd, self.log_path = tempfile.mkstemp(prefix="solbench-worker-", suffix=".log")
         os.close(fd)
-        self._proc = ctx.Process(target=_main, args=(child, self.log_path, device, device_index),
+        self._proc = ctx.Process(target=_main, args=(child, self.log_path, device, device_index, tree),
                                  name="solbench-worker")
         self._proc.start()
         child.close()
@@ -175,11 +175,16 @@ def _with_log(result: ImplResult, tail: str) -> ImplResult:
 
 
 class Pool:
-    """Workers keyed by (workload, implementation); started ahead of need, replaced after faults."""
+    """Workers keyed by (workload, implementation); started ahead of need, replaced after faults.
 
-    def __init__(self, device: str, device_index: int | None) -> None:
+    With ``tree`` (``solbench ab``) every worker resolves implementations in that checkout
+    (:func:`solbench.measure.worker.enter_tree`).
+    """
+
+    def __init__(self, device: str, device_index: int | None, tree: str | None = None) -> None:
         self.device = device
         self.device_index = device_index
+        self.tree = tree
         self._workers: dict[tuple[str, str], ProcessWorker] = {}
 
     def prestart(self, keys: Iterable[tuple[str, str]]) -> None:
@@ -192,7 +197,7 @@ class Pool:
         started = []
         for key in keys:
             if key not in self._workers:
-                self._workers[key] = ProcessWorker(self.device, self.device_index)
+                self._workers[key] = ProcessWorker(self.device, self.device_index, self.tree)
                 started.append(self._workers[key])
         for worker in started:
             worker.wait_ready()
@@ -237,13 +242,15 @@ class InProcess:
         return result
 
     def retire(self, keys: Iterable[tuple[str, str]]) -> None:
-        pass
+        """A workload is done: the next one (or round) gets fresh timers and flush buffers."""
+        self._state.timers.clear()
 
     def close(self) -> None:
         pass
 
 
-def _main(conn: Connection, log_path: str, device: str, device_index: int | None) -> None:
+def _main(conn: Connection, log_path: str, device: str, device_index: int | None,
+          tree: str | None = None) -> None:
     """Entry point of a worker process."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     fd = os.open(log_path, os.O_WRONLY | os.O_APPEND)
@@ -259,8 +266,10 @@ def _main(conn: Connection, log_path: str, device: str, device_index: int | None
         for dtype in (torch.float32, torch.bfloat16):  # context and cuBLAS handle now, not in a task
             a = torch.ones(64, 64, device="cuda", dtype=dtype)
             (a @ a).sum().item()
-    from solbench.measure.worker import WorkerState, execute
+    from solbench.measure.worker import WorkerState, enter_tree, execute
 
+    if tree is not None:
+        enter_tree(tree)
     state = WorkerState()
     conn.send(("ready", os.getpid()))
     while True:

@@ -77,6 +77,10 @@ class Task:
     device: str  # "cpu" or "cuda"
     settings: MeasureSettings
     l2_bytes: int | None = None
+    nvml_id: str | None = None  # the device's UUID for NVML (clocks read between samples); None: none
+
+
+TREE: str | None = None  # ``ab``: the checkout this worker process resolves implementations in
 
 
 @dataclass
@@ -85,6 +89,7 @@ class WorkerState:
 
     tamper: guards.TamperGuard = field(default_factory=guards.TamperGuard)
     timers: dict[tuple[str, str], Any] = field(default_factory=dict)
+    probes: dict[str, Any] = field(default_factory=dict)
 
     def timer(self, task: Task) -> Any:
         from solbench.device.timer import make_timer
@@ -94,6 +99,47 @@ class WorkerState:
             self.timers[key] = make_timer(task.device, task.settings.timer, l2_bytes=task.l2_bytes,
                                           flush=task.settings.flush)
         return self.timers[key]
+
+    def probe(self, task: Task) -> Any:
+        """The NVML clock probe of the task's device, or None (CPU, no NVML, unknown device)."""
+        if task.device != "cuda" or task.nvml_id is None:
+            return None
+        if task.nvml_id not in self.probes:
+            from solbench.device.nvml import clock_probe
+
+            self.probes[task.nvml_id] = clock_probe(task.nvml_id)
+        return self.probes[task.nvml_id]
+
+
+def enter_tree(tree: str) -> None:
+    """Make this worker process resolve implementations in the checkout ``tree`` (``solbench ab``).
+
+    The harness (every solbench module this process has imported: the loop, timers, checks) stays
+    the invoking solbench's, so both sides are measured by the same code. What is not imported
+    yet comes from ``tree`` first: its folder leads ``sys.path`` and the search path of every
+    package already imported that the tree also has (so ``solbench.impls.attn`` of a solbench
+    checkout loads from the tree), and it becomes the working folder (``file.py`` references
+    that are not found next to the workload file are looked up there, never in the other tree).
+    """
+    global TREE
+    import contextlib
+    import importlib
+    import os
+    import sys
+
+    from solbench.device import nvml, timer  # noqa: F401  (harness modules imported lazily elsewhere)
+
+    root = str(Path(tree).resolve())
+    os.chdir(root)
+    sys.path.insert(0, root)
+    for name, module in list(sys.modules.items()):
+        paths = getattr(module, "__path__", None)
+        folder = Path(root, *name.split("."))
+        if paths is not None and folder.is_dir() and str(folder) not in list(paths):
+            with contextlib.suppress(AttributeError):  # a namespace package: follows sys.path, which leads
+                paths.insert(0, str(folder))
+    importlib.invalidate_caches()
+    TREE = root
 
 
 class Fatal(Exception):
@@ -160,8 +206,8 @@ def _execute(task: Task, state: WorkerState, emit: Emit, criterion: Any = None) 
         criterion = criterion or CIWidth(s.target_rel_ci, s.min_samples, s.max_samples, s.budget_s)
         timing = measure(timer, launches, criterion, warmup=s.warmup, verify=checker.verify_timed,
                          on_sample=lambda n: emit("sample", {"n": n}) if n % 10 == 0 else None,
-                         rng=random.Random())
-        protocol = dict(timer.protocol())
+                         rng=random.Random(), probe=state.probe(task))
+        protocol = {**timer.protocol(), **_tree_record(impl, base_dir)}
         timer.last_output = None
         if timer.pending_s:  # recorded, not judged: host timing of a sync is too noisy to accuse on
             protocol["drain_us_median"] = round(sorted(timer.pending_s)[len(timer.pending_s) // 2] * 1e6, 1)
@@ -178,6 +224,21 @@ def _execute(task: Task, state: WorkerState, emit: Emit, criterion: Any = None) 
     if impl.params:
         protocol["params"] = ",".join(f"{k}={v}" for k, v in sorted(impl.params.items()))
     return ImplResult(name, "ok", "", correctness, timing, protocol=protocol)
+
+
+def _tree_record(impl: Any, base_dir: Path | None) -> dict[str, str]:
+    """``ab``: the checkout this worker runs in and the file the implementation came from."""
+    if TREE is None:
+        return {}
+    import inspect
+
+    from solbench.impls.registry import resolve
+
+    try:
+        source = inspect.getsourcefile(resolve(impl.fn, base_dir)) or ""
+    except (TypeError, OSError, ResolveError):
+        source = ""
+    return {"tree": TREE, "impl_file": source}
 
 
 class _Incorrect(Exception):

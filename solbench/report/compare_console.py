@@ -8,7 +8,7 @@ from rich.text import Text
 
 from solbench.compare import Comparison
 from solbench.gate import CASE_VERDICTS, GateResult
-from solbench.report.markdown import side_cell, threshold_cell, threshold_summary
+from solbench.report.markdown import rounds_note, side_cell, threshold_cell, threshold_summary
 from solbench.report.units import format_ci, format_p, format_percent, format_ratio, format_seconds
 
 __all__ = ["comparison_table", "gate_table"]
@@ -49,7 +49,7 @@ def gate_table(g: GateResult) -> Table:
     """One row per key, broken and regressed first; the caption holds the overall verdict."""
     counts = ", ".join(f"{g.count(v)} {v.lower()}" for v in CASE_VERDICTS)
     caption = (f"{g.overall} (exit {g.exit_code}): {counts}; {threshold_summary(g)}; alpha {g.alpha:g} (BH)"
-               + (f"; {g.reruns} rerun(s)" if g.reruns else ""))
+               + (f"; {g.reruns} rerun(s)" if g.reruns else "") + escape(rounds_note(g)))
     if g.fingerprint_diffs:
         caption += "\ncross-hardware (allowed): " + "; ".join(g.fingerprint_diffs)
     t = Table(title="regression gate", title_justify="left", caption=caption, caption_justify="left")

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from rich.table import Table
 from rich.text import Text
 
+from solbench.report.timing_cells import clock_cell, has_clocks, has_rounds, rounds_cell
 from solbench.report.units import format_bytes, format_flops, format_pct, format_seconds
 from solbench.results.model import CaseResult, ImplResult, RunResult
 
@@ -19,24 +20,29 @@ def run_tables(run: RunResult) -> list[Table]:
     for case in run.cases:
         by_workload.setdefault(case.workload, []).append(case)
     dry = run.protocol.timer == "none"
-    return [_dry_table(name, cases) if dry else _table(name, cases) for name, cases in by_workload.items()]
+    extra = (("rounds",) if has_rounds(run) else ()) + (("SM MHz",) if has_clocks(run) else ())
+    return [_dry_table(name, cases) if dry else _table(name, cases, extra) for name, cases in by_workload.items()]
 
 
 def _params(case: CaseResult) -> str:
     return " ".join(f"{k}={v}" for k, v in case.params.items()) + f" {case.dtype}"
 
 
-def _table(workload: str, cases: Iterable[CaseResult]) -> Table:
+def _table(workload: str, cases: Iterable[CaseResult], extra: tuple[str, ...] = ()) -> Table:
+    """One workload; ``extra`` adds "rounds" (count and spread) and "SM MHz" (range, ⚠throttled)."""
     t = Table(title=Text(workload), title_justify="left", show_lines=False)
-    for col in ("case", "impl", "time (95% CI)", "T_SOL", "SOL", "MFU", "MBU", "bound", "speedup"):
+    for col in ("case", "impl", "time (95% CI)", "T_SOL", "SOL", "MFU", "MBU", "bound", "speedup", *extra):
         t.add_column(col, justify="left" if col in ("case", "impl", "bound") else "right")
     for case in cases:
         first = True
         for r in case.impls:
-            t.add_row(Text(_params(case)) if first else "", Text(r.name), *_cells(case, r))
+            cells = {"rounds": rounds_cell(r.timing), "SM MHz": clock_cell(r.timing)}
+            t.add_row(Text(_params(case)) if first else "", Text(r.name), *_cells(case, r),
+                      *(cells[c] for c in extra))
             first = False
         if first:
-            t.add_row(_params(case), "-", "", format_seconds(case.t_sol), "", "", "", case.bound, "")
+            t.add_row(_params(case), "-", "", format_seconds(case.t_sol), "", "", "", case.bound, "",
+                      *("" for _ in extra))
         t.add_section()
     return t
 
@@ -80,8 +86,12 @@ def run_header(run: RunResult) -> str:
                      f"or {p.budget_s:g} s, >= {p.min_samples} samples")
     if p.flush == "clean":
         parts.append("flush clean")
+    if p.rounds > 1:
+        parts.append(f"{p.rounds} rounds (fresh workers each; median and CI over rounds)")
     if env.sm_clock_end_mhz:
         parts.append(f"SM clock at end {env.sm_clock_end_mhz} MHz (max {env.max_sm_clock_mhz})")
+    if env.clocks_locked is not None:
+        parts.append("clocks locked" if env.clocks_locked else "clocks not locked")
     return " · ".join(parts)
 
 

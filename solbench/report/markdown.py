@@ -8,11 +8,19 @@ from __future__ import annotations
 
 from solbench.compare import Comparison
 from solbench.gate import CASE_VERDICTS, GateCaseVerdict, GateResult
+from solbench.report.timing_cells import clock_cell, has_clocks, has_rounds, rounds_cell
 from solbench.report.units import format_ci, format_p, format_pct, format_percent, format_ratio, format_seconds
 from solbench.results.model import CaseResult, ImplResult, RunResult
 
-__all__ = ["comparison_markdown", "gate_markdown", "run_markdown", "side_cell", "threshold_cell",
-           "threshold_summary"]
+__all__ = [
+    "comparison_markdown",
+    "gate_markdown",
+    "rounds_note",
+    "run_markdown",
+    "side_cell",
+    "threshold_cell",
+    "threshold_summary",
+]
 
 _GATE_ICON = {"PASS": "✅", "FASTER": "🚀", "REGRESSION": "❌", "BROKEN": "💥", "INCONCLUSIVE": "⚠️",
               "MISSING": "➖"}
@@ -96,6 +104,18 @@ def _gate_row(v: GateCaseVerdict) -> list[str]:
             f"{_GATE_ICON[v.verdict]} {v.verdict}"]
 
 
+def rounds_note(g: GateResult) -> str:
+    """One sentence when some case was decided over rounds (several runs, ``--repeat``, ``ab``)."""
+    over = [v for v in g.verdicts if max(v.rounds_base, v.rounds_cur) > 1]
+    if not over:
+        return ""
+    base = sorted({v.rounds_base for v in over})
+    cur = sorted({v.rounds_cur for v in over})
+    return (f" Decided over rounds ({'/'.join(map(str, base))} baseline, {'/'.join(map(str, cur))} current): "
+            "ratio of the medians of round medians, two-level bootstrap CI (rounds, then samples), and a "
+            "t test on it in place of Mann-Whitney.")
+
+
 def gate_markdown(g: GateResult) -> str:
     """A gate result as a Markdown section: overall verdict, counts, flagged cases first."""
     counts = ", ".join(f"{g.count(v)} {v.lower()}" for v in CASE_VERDICTS)
@@ -107,7 +127,7 @@ def gate_markdown(g: GateResult) -> str:
         f"at {g.alpha:g} after Benjamini-Hochberg; faster = the whole CI below 1/(1 + threshold), "
         f"likewise tested. Broken = ok in the baseline, failing now (incorrect, error, crashed, "
         f"timeout, ...); missing = not compared (absent, or skipped for a requirement this machine "
-        f"lacks)." + (f" Reruns: {g.reruns}." if g.reruns else ""),
+        f"lacks)." + (f" Reruns: {g.reruns}." if g.reruns else "") + rounds_note(g),
         "",
     ]
     if g.fingerprint_diffs:
@@ -131,15 +151,27 @@ def run_markdown(run: RunResult) -> str:
     by_workload: dict[str, list[CaseResult]] = {}
     for case in run.cases:
         by_workload.setdefault(case.workload, []).append(case)
+    extra = (["rounds"] if has_rounds(run) else []) + (["SM MHz"] if has_clocks(run) else [])
+    if extra:
+        notes = []
+        if "rounds" in extra:
+            notes.append(f"{p.rounds} rounds, each with fresh workers; time and ±CI over rounds; rounds: "
+                         "count · spread of the round medians (max/min − 1)")
+        if "SM MHz" in extra:
+            notes.append("SM MHz: clock range over the samples; ⚠n: samples taken under a throttle reason"
+                         + ("" if env.clocks_locked is None else
+                            f"; clocks {'locked' if env.clocks_locked else 'not locked'}"))
+        lines += ["; ".join(notes) + ".", ""]
     for workload, cases in by_workload.items():
         rows = []
         for c in cases:
             params = " ".join(f"{k}={v}" for k, v in c.params.items()) + f" {c.dtype}"
             for r in c.impls:
-                rows.append([params, r.name, *_impl_cells(c, r)])
+                cells = {"rounds": rounds_cell(r.timing), "SM MHz": clock_cell(r.timing)}
+                rows.append([params, r.name, *_impl_cells(c, r), *(cells[e] for e in extra)])
         lines += [f"#### {_cell(workload)}", ""]
-        lines += _table(["case", "impl", "time", "±CI", "T_SOL", "SOL", "MFU", "MBU", "bound", "speedup"],
-                        "llrrrrrrlr", rows)
+        lines += _table(["case", "impl", "time", "±CI", "T_SOL", "SOL", "MFU", "MBU", "bound", "speedup", *extra],
+                        "llrrrrrrlr" + "r" * len(extra), rows)
         lines.append("")
     return "\n".join(lines)
 

@@ -81,7 +81,10 @@ def _dataclass(cls: Any, value: Any, path: str) -> Any:
             kwargs[f.name] = decode(hints[f.name], value[f.name], where)
         elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
             raise DecodeError(f"{where}: required field missing")
-    return cls(**kwargs)
+    try:
+        return cls(**kwargs)
+    except ValueError as exc:  # a record's own consistency check (e.g. Timing's parallel tuples)
+        raise DecodeError(f"{path or cls.__name__}: {exc}") from None
 
 
 @functools.cache

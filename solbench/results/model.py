@@ -30,6 +30,11 @@ STATUSES: tuple[str, ...] = ("ok", "incorrect", "invalid", "skipped", "error", "
 FAILED_STATUSES: frozenset[str] = frozenset(
     {"incorrect", "invalid", "error", "crashed", "timeout", "oom", "reward_hack"})
 Bound = Literal["compute", "vector", "memory"]
+# NVML clocks-event reason bits that mean the clocks were held down while a sample ran: the power
+# cap (SwPowerCap 0x4), hardware slowdown (0x8), thermal limits (0x20, 0x40), power brake (0x80).
+# GpuIdle (0x1), ApplicationsClocksSetting (0x2, an owner's clock lock), SyncBoost and display
+# clocks are not throttling. Names of every bit: solbench.device.nvml.CLOCK_EVENT_REASONS.
+THROTTLE_MASK = 0x4 | 0x8 | 0x20 | 0x40 | 0x80
 
 
 @dataclass(frozen=True)
@@ -55,6 +60,15 @@ class Environment:
     solbench: str | None = None
     sm_clock_end_mhz: int | None = None  # read right after the last measurement (GPU still busy-warm)
     clock_event_reasons_end: int | None = None  # NVML clocks-event reason bits at that moment
+    # Clock locks, read only (solbench never sets clocks; README "Clocks" says how an owner does):
+    applications_sm_clock_mhz: int | None = None  # NVML applications clock (SM) at the end of the run
+    default_applications_sm_clock_mhz: int | None = None
+    applications_mem_clock_mhz: int | None = None
+    default_applications_mem_clock_mhz: int | None = None
+    # True: applications clocks differ from their defaults, or NVML reported the
+    # ApplicationsClocksSetting reason during a sample (clocks pinned by `nvidia-smi -ac`/`-lgc`);
+    # False: NVML answered and neither holds; None: not known (CPU, no NVML).
+    clocks_locked: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -93,6 +107,8 @@ class Protocol:
     flush: str = ""  # cold timer: "write" (zero 2 x L2, as nvbench) or "clean" (then read it back)
     isolation: str = "worker"  # "worker" (one process per implementation) or "in-process"
     timeout_s: float = 0.0  # per implementation and case, set-up and compilation included
+    rounds: int = 1  # independent rounds (fresh workers and allocations each); see Timing.rounds
+    clock_monitor: str = ""  # "nvml": clocks, power and reasons read after every sample; "": none
 
 
 @dataclass(frozen=True)
@@ -113,17 +129,46 @@ class Cost:
 
 @dataclass(frozen=True)
 class Timing:
-    """Raw samples (seconds per call) and the median with its 95% confidence interval."""
+    """Raw samples (seconds per call) and the median with its 95% confidence interval.
+
+    Measured in several rounds (``run --repeat``, ``ab``, or runs combined by ``gate``),
+    ``rounds`` labels each sample with its round, and ``median``/``ci_*`` are the grand median
+    and the two-level bootstrap CI over rounds (:mod:`solbench.analysis.rounds`). The clock
+    tuples hold one NVML reading per sample, taken right after it (None where NVML gave no
+    answer); all of these are empty when not recorded (one round; CPU; no NVML).
+    """
 
     samples: tuple[float, ...]
     median: float
     ci_low: float
     ci_high: float
-    stop_reason: str  # "converged", "budget", "max_samples"
+    stop_reason: str  # "converged", "budget", "max_samples" (rounds: each round's, joined by "+")
+    rounds: tuple[int, ...] = ()  # round label per sample; empty: a single round
+    sm_clock_mhz: tuple[int | None, ...] = ()  # SM clock right after each sample
+    mem_clock_mhz: tuple[int | None, ...] = ()  # memory clock right after each sample
+    power_w: tuple[float | None, ...] = ()  # board power right after each sample
+    throttle_reasons: tuple[int | None, ...] = ()  # NVML clocks-event reason bits per sample
+
+    def __post_init__(self) -> None:
+        n = len(self.samples)
+        for name in ("rounds", "sm_clock_mhz", "mem_clock_mhz", "power_w", "throttle_reasons"):
+            k = len(getattr(self, name))
+            if k not in (0, n):
+                raise ValueError(f"{name} has {k} values for {n} samples (one per sample, or none)")
 
     @property
     def n(self) -> int:
         return len(self.samples)
+
+    @property
+    def n_rounds(self) -> int:
+        """How many rounds the samples came from (1 without labels)."""
+        return len(set(self.rounds)) if self.rounds else 1
+
+    @property
+    def throttled(self) -> tuple[bool, ...]:
+        """Per sample: whether a throttle reason (THROTTLE_MASK) was set right after it."""
+        return tuple(bool(bits and bits & THROTTLE_MASK) for bits in self.throttle_reasons)
 
 
 @dataclass(frozen=True)

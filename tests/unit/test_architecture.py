@@ -13,7 +13,7 @@ PURE = ["solbench.analysis.cost", "solbench.analysis.sol", "solbench.analysis.st
         "solbench.gate", "solbench.workload.expr", "solbench.workload.cases",
         "solbench.measure.loop", "solbench.measure.criteria", "solbench.results.model",
         "solbench.analysis.scoring", "solbench.pooling", "solbench.workload.ops", "solbench.results.codec",
-        "solbench.exitcodes", "solbench.tune_space", "solbench.profile_ncu"]
+        "solbench.exitcodes", "solbench.tune_space", "solbench.profile_ncu", "solbench.analysis.rounds"]
 HEAVY = ["torch", "cupy", "yaml", "rich", "pynvml"]
 
 
@@ -55,5 +55,6 @@ def test_reporters_neither_print_nor_open_files():
 
 
 def test_cli_does_not_reach_into_device_or_measure():
-    mods = _imports(PKG / "cli.py")
-    assert not any(m.startswith(("solbench.device", "solbench.measure")) for m in mods)
+    for name in ("cli.py", "cli_ab.py", "cli_compare.py"):
+        mods = _imports(PKG / name)
+        assert not any(m.startswith(("solbench.device", "solbench.measure")) for m in mods), name

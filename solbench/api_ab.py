@@ -1,0 +1,80 @@
+"""``solbench ab``: two checkouts of the same workloads measured in one invocation.
+
+    for each tree: plan its copy of the workload files (its references checked with the tree
+                   first on sys.path), build its settings and empty run, and a worker pool whose
+                   workers resolve implementations in that tree
+    measure both, alternating (solbench.measure.ab), in ``rounds`` rounds
+    -> (baseline run, current run); the caller gates them (solbench.gate)
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from pathlib import Path
+
+from solbench.api import Progress, RunOptions, _detect, prepare, with_end_clocks
+from solbench.errors import ConfigError
+from solbench.results.model import RunResult
+
+__all__ = ["ab"]
+
+
+def ab(files: Sequence[str | Path], baseline_tree: str | Path, current_tree: str | Path,
+       options: RunOptions | None = None, *, rounds: int = 3, device: str = "auto",
+       progress: Progress | None = None,
+       on_case: Callable[[Sequence[RunResult]], None] | None = None) -> tuple[RunResult, RunResult]:
+    """Measure the workload ``files`` (paths inside each tree) of two checkouts, alternating.
+
+    Each tree's workers resolve implementations in that tree (:mod:`solbench.measure.ab`); a
+    file missing from one tree is measured on the other side only. Returns (baseline, current),
+    each with ``rounds`` rounds. Raises RunInterrupted on Ctrl-C (``on_case`` saw every case).
+    """
+    from solbench.measure import ab as ab_loop
+    from solbench.measure import pool
+
+    options = options or RunOptions()
+    for f in files:
+        if Path(f).is_absolute():
+            raise ConfigError(f"{f}: give workload files as paths inside each tree (e.g. workloads/attn.yaml)")
+    if rounds < 1:
+        raise ConfigError(f"rounds must be at least 1, got {rounds}")
+    info, floor_spec = _detect(device, options)
+    sides = []
+    for label, tree in (("baseline", baseline_tree), ("current", current_tree)):
+        root = Path(tree).resolve()
+        if not root.is_dir():
+            raise ConfigError(f"--{label}-tree {tree}: no such folder")
+        paths = [root / f for f in files if (root / f).is_file()]
+        if not paths and label == "current":
+            raise ConfigError(f"none of {', '.join(map(str, files))} exists in --current-tree {tree}")
+        with _import_path(root):
+            prep = prepare(paths, options, info, floor_spec)
+        run = replace(prep.run, protocol=replace(prep.run.protocol, rounds=rounds),
+                      notes=(f"ab {label}: tree {root}",))
+        sides.append(ab_loop.Side(label, prep.units, run, pool.Pool(info.kind, info.index, tree=str(root)),
+                                  prep.score))
+    emit = progress or (lambda event, data: None)
+    emit("start", {"cases": len({(u.spec.name, c.id) for s in sides for u in s.units for c in u.cases}) * rounds})
+    base, cur = ab_loop.measure_ab(sides, device=info.kind, settings=prep.settings, timeout_s=options.timeout_s,
+                                   l2_bytes=info.l2_bytes, emit=emit, rounds=rounds, nvml_id=prep.nvml_id,
+                                   on_case=on_case)
+    emit("done", {})
+    return with_end_clocks(base, info), with_end_clocks(cur, info)
+
+
+class _import_path:
+    """``root`` first on ``sys.path`` while a tree's references are checked (nothing is imported)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = str(root)
+
+    def __enter__(self) -> None:
+        sys.path.insert(0, self.root)
+        importlib.invalidate_caches()
+
+    def __exit__(self, *exc: object) -> None:
+        if self.root in sys.path:
+            sys.path.remove(self.root)

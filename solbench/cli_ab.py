@@ -1,0 +1,114 @@
+"""``solbench ab``: measure two checkouts of the same workloads in one invocation, then gate.
+
+Exit codes (:mod:`solbench.exitcodes`), the more severe of the gate's and the current tree's:
+0 pass · 3 inconclusive · 1 regression, or a case ok in the baseline broken now · 4 an
+implementation of the current tree failed · 2 bad input or usage · 130 interrupted (both runs
+measured so far are saved).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+
+from solbench import api, exitcodes
+from solbench.errors import RunInterrupted
+from solbench.results.model import FAILED_STATUSES, RunResult
+
+
+@click.command(name="ab")
+@click.argument("files", nargs=-1, required=True)
+@click.option("--baseline-tree", required=True, type=click.Path(file_okay=False),
+              help="Checkout of the baseline (e.g. a `git worktree` of the base commit).")
+@click.option("--current-tree", default=".", show_default=True, type=click.Path(file_okay=False),
+              help="Checkout of the change.")
+@click.option("--rounds", type=click.IntRange(min=1), default=3, show_default=True,
+              help="Rounds; each starts fresh workers on both sides. The gate decides over rounds.")
+@click.option("-w", "--workload", "workloads", multiple=True, help="Only this workload (repeatable).")
+@click.option("-i", "--impl", "impls", multiple=True, help="Only this implementation (repeatable).")
+@click.option("--device", default="auto", show_default=True, metavar="auto|cpu|cuda|cuda:N")
+@click.option("--timer", type=click.Choice(["cold", "graph"]), default="cold", show_default=True)
+@click.option("--flush", type=click.Choice(["write", "clean"]), default="write", show_default=True)
+@click.option("--budget", type=click.FloatRange(min=0.01), default=2.0, show_default=True,
+              help="Seconds of sampling per implementation, case and round.")
+@click.option("--target", type=click.FloatRange(min=0.0001), default=0.01, show_default=True)
+@click.option("--min-samples", type=click.IntRange(min=3), default=10, show_default=True)
+@click.option("--max-samples", type=click.IntRange(min=3), default=2000, show_default=True)
+@click.option("--input-sets", type=click.IntRange(min=1), default=2, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--timeout", "timeout_s", type=click.FloatRange(min=0.1), default=120.0, show_default=True)
+@click.option("--threshold", default=None, help="Gate threshold ('5%'); default: each workload's gate_threshold, "
+                                                "else 5%.")
+@click.option("--alpha", type=click.FloatRange(0, 1, min_open=True), default=0.01, show_default=True)
+@click.option("--out-dir", type=click.Path(file_okay=False),
+              help="Write baseline.json and current.json here (default: saved under --results-dir).")
+@click.option("--results-dir", type=click.Path(file_okay=False), default="results", show_default=True)
+@click.option("--force", is_flag=True, help="Allow --out-dir to overwrite existing files.")
+@click.option("--junit", type=click.Path(dir_okay=False), help="Write the gate's JUnit XML here.")
+@click.option("--markdown", "markdown_file", type=click.Path(dir_okay=False), help="Write the gate's Markdown here.")
+@click.option("--json", "as_json", is_flag=True, help="Print the gate's verdicts as JSON.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress bar.")
+def ab(files: Sequence[str], baseline_tree: str, current_tree: str, rounds: int, workloads: Sequence[str],
+       impls: Sequence[str], device: str, timer: str, flush: str, budget: float, target: float, min_samples: int,
+       max_samples: int, input_sets: int, seed: int, timeout_s: float, threshold: str | None, alpha: float,
+       out_dir: str | None, results_dir: str, force: bool, junit: str | None, markdown_file: str | None,
+       as_json: bool, quiet: bool) -> None:
+    """Measure FILES (paths inside each tree) in two checkouts, alternating, then gate current vs baseline.
+
+    \b
+    git worktree add ../base origin/main
+    solbench ab --baseline-tree ../base workloads/attn.yaml --junit gate.xml
+
+    Both sides run on the same device in the same invocation: implementation by implementation,
+    the side that goes first alternating case by case and round by round, each round with fresh
+    workers. Workers resolve implementations in their own tree; the measuring code is this
+    solbench's for both.
+    """
+    from solbench.cli import _progress
+    from solbench.cli_compare import emit_gate
+    from solbench.gate import gate, parse_threshold
+
+    tau = None if threshold is None else parse_threshold(threshold).fraction  # bad input fails before measuring
+    options = api.RunOptions(timer=timer, target_rel_ci=target, min_samples=min_samples, max_samples=max_samples,
+                             budget_s=budget, input_sets=input_sets, seed=seed, workloads=tuple(workloads),
+                             impls=tuple(impls), flush=flush, results_dir=Path(results_dir), timeout_s=timeout_s)
+    savers = [_saver(out_dir, results_dir, side, force) for side in ("baseline", "current")]
+
+    def save(runs: Sequence[RunResult]) -> None:
+        for saver, run in zip(savers, runs, strict=True):
+            saver.save(run)
+
+    try:
+        with _progress(quiet or as_json) as progress:
+            base, cur = api.ab(files, baseline_tree, current_tree, options, rounds=rounds, device=device,
+                               progress=progress, on_case=save)
+    except RunInterrupted as stop:
+        save(stop.result)  # type: ignore[arg-type]  # both runs, marked incomplete
+        click.echo("interrupted: the cases measured so far are saved", err=True)
+        sys.exit(exitcodes.INTERRUPTED)
+    save([base, cur])  # the final records add the end-of-run clocks
+    result = gate(base, cur, threshold=tau, alpha=alpha)
+    emit_gate(result, junit=junit, markdown_file=markdown_file, as_json=as_json)
+    for saver in savers:
+        if saver.path is not None:
+            click.echo(f"saved {saver.path}", err=True)
+    failed = [f"{c.case_id}/{r.name}: {r.status}" for c in cur.cases for r in c.impls if r.status in FAILED_STATUSES]
+    code = exitcodes.worst(result.exit_code, exitcodes.IMPL_FAILED if failed else exitcodes.OK)
+    errors = [s.error for s in savers if s.error is not None]
+    for error in errors:
+        click.echo(f"error: {error}", err=True)
+    sys.exit(exitcodes.worst(code, exitcodes.USAGE) if errors else code)
+
+
+def _saver(out_dir: str | None, results_dir: str, side: str, force: bool) -> Any:
+    """Where a side's run is written after every case (checked writable before measuring)."""
+    from solbench.cli import _Saver
+
+    if out_dir is not None:
+        Path(out_dir).mkdir(parents=True, exist_ok=True)
+        return _Saver(Path(out_dir) / f"{side}.json", Path(results_dir), None, force=force)
+    return _Saver(None, Path(results_dir), f"ab-{side}", force=force)

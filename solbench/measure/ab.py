@@ -1,0 +1,132 @@
+"""The A/B loop: two checkouts of the same workloads measured side by side on one device.
+
+Each side has its own workers (:class:`~solbench.measure.pool.Pool` with its tree; every worker
+resolves implementations in that checkout, the harness is the invoking solbench's). The two
+sides take turns implementation by implementation, and which side goes first alternates case by
+case and round by round, so drift, heat and the power cap hit both alike::
+
+    for each round r (fresh workers on both sides each round):
+        for each workload (present on either side):
+            start both sides' workers (side by side, before anything is measured)
+            for case k:
+                order = (baseline, current) if (k + r) is even else (current, baseline)
+                for each implementation: measure it on each side, in that order
+                merge each side's rounds so far; score; hand both runs to on_case
+            retire both sides' workers
+
+A workload, case or implementation on one side only is measured on that side only (the gate
+lists it as MISSING, or BROKEN if the current side lost a working one).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from solbench.errors import RunInterrupted
+from solbench.measure.session import Executor, Progress, Unit, _keys, _merged, _one, _skipped
+from solbench.measure.worker import MeasureSettings, Task
+from solbench.results.model import CaseResult, ImplResult, RunResult
+from solbench.workload.cases import Case
+
+
+@dataclass
+class Side:
+    """One checkout: its units, the run its results go into, its workers and how to score."""
+
+    label: str  # "baseline" or "current"
+    units: Sequence[Unit]
+    run: RunResult
+    executor: Executor
+    score: Callable[[Unit, Case, Sequence[ImplResult]], CaseResult]
+    rounds: dict[tuple[str, str], list[list[ImplResult]]] = field(default_factory=dict)
+    scored: dict[tuple[str, str], CaseResult] = field(default_factory=dict)
+
+    def unit(self, workload: str) -> Unit | None:
+        return next((u for u in self.units if u.spec.name == workload), None)
+
+
+def _workloads(sides: Sequence[Side]) -> list[str]:
+    """Workload names in the current side's order, then those only the baseline has."""
+    names: dict[str, None] = {}
+    for side in reversed(sides):
+        names.update(dict.fromkeys(u.spec.name for u in side.units))
+    return list(names)
+
+
+def _case_ids(units: Sequence[Unit | None]) -> list[str]:
+    ids: dict[str, None] = {}
+    for unit in reversed(units):
+        if unit is not None:
+            ids.update(dict.fromkeys(c.id for c in unit.cases))
+    return list(ids)
+
+
+def measure_ab(sides: Sequence[Side], *, device: str, settings: MeasureSettings, timeout_s: float,
+               l2_bytes: int | None, emit: Progress, rounds: int = 2, nvml_id: str | None = None,
+               on_case: Callable[[Sequence[RunResult]], None] | None = None) -> list[RunResult]:
+    """Measure both sides, alternating (module docstring); returns their runs in ``sides`` order.
+
+    Ctrl-C raises RunInterrupted whose ``result`` is the list of both runs so far, marked incomplete.
+    """
+    try:
+        for r in range(rounds):
+            emit("round", {"round": r + 1, "of": rounds})
+            for name in _workloads(sides):
+                _workload(sides, name, r, device=device, settings=settings, timeout_s=timeout_s,
+                          l2_bytes=l2_bytes, emit=emit, nvml_id=nvml_id, on_case=on_case)
+    except KeyboardInterrupt:
+        for side in sides:
+            side.run = replace(side.run, complete=False, notes=(*side.run.notes, "interrupted (Ctrl-C)"))
+        raise RunInterrupted([side.run for side in sides]) from None
+    finally:
+        for side in sides:
+            side.executor.close()
+    return [side.run for side in sides]
+
+
+def _workload(sides: Sequence[Side], name: str, r: int, *, device: str, settings: MeasureSettings,
+              timeout_s: float, l2_bytes: int | None, emit: Progress, nvml_id: str | None,
+              on_case: Callable[[Sequence[RunResult]], None] | None) -> None:
+    units = [side.unit(name) for side in sides]
+    skips = [_skipped(u, device) if u is not None else {} for u in units]
+    emit("workers", {"workload": name})
+    for side, unit, skip in zip(sides, units, skips, strict=True):
+        if unit is not None:
+            side.executor.prestart(_keys(unit, skip))
+    for k, case_id in enumerate(_case_ids(units)):
+        order = list(range(len(sides))) if (k + r) % 2 == 0 else list(reversed(range(len(sides))))
+        cases = [next((c for c in u.cases if c.id == case_id), None) if u is not None else None for u in units]
+        impls: dict[str, None] = {}
+        for unit in reversed(units):
+            impls.update(dict.fromkeys(unit.impls if unit is not None else ()))
+        results: list[list[ImplResult]] = [[] for _ in sides]
+        for impl in impls:
+            for i in order:
+                unit, case = units[i], cases[i]
+                if unit is None or case is None or impl not in unit.impls:
+                    continue
+                task = Task(unit.spec, case, "", str(unit.path.parent), device, settings, l2_bytes, nvml_id)
+                results[i].append(_one(sides[i].executor, unit, task, impl, skips[i], timeout_s, _tagged(emit, i)))
+        for i, side in enumerate(sides):
+            unit, case = units[i], cases[i]
+            if unit is None or case is None:
+                continue
+            per_round = side.rounds.setdefault((name, case_id), [])
+            per_round.append(results[i])
+            side.scored[(name, case_id)] = side.score(unit, case, _merged(per_round))
+            side.run = replace(side.run, cases=tuple(side.scored.values()))
+        if on_case is not None:
+            on_case([side.run for side in sides])
+        emit("case_done", {"case": case_id})
+    for side, unit, skip in zip(sides, units, skips, strict=True):
+        if unit is not None:
+            side.executor.retire(_keys(unit, skip))
+
+
+def _tagged(emit: Progress, side: int) -> Progress:
+    def tagged(event: str, data: dict[str, Any]) -> None:
+        emit(event, {**data, "side": side})
+
+    return tagged

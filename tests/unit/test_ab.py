@@ -1,0 +1,258 @@
+"""``solbench ab``: two checkouts measured in one invocation, alternating, then gated.
+
+Nothing here depends on how fast the machine is: the order of measurements is checked with fake
+executors, the end-to-end runs assert on structure, on failures (an implementation that raises)
+and on a gate with a 10x threshold, and the verdict on a slowdown uses synthetic runs.
+"""
+
+import json
+import subprocess
+import sys
+import textwrap
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from solbench import api
+from solbench.cli import main
+from solbench.measure import session
+from solbench.measure.ab import Side, measure_ab
+from solbench.measure.worker import MeasureSettings
+from solbench.results import store
+from solbench.results.model import ImplResult, Timing
+from tests.unit.factories import make_case, make_run
+
+WORKLOAD = """\
+workloads:
+  - name: tiny
+    parameters: {n: [32, 64]}
+    dtypes: [float32]
+    inputs:
+      x: {shape: [n, 8]}
+    outputs:
+      y: {shape: [n, 8]}
+    ops: [{op: mul, numel: n * 8, inputs: 1}]
+    reference: abimpl:reference
+    implementations:
+      baseline: abimpl:reference
+      kernel: abimpl:kernel
+      local: local_impl.py:kernel
+"""
+GOOD = "def reference(x):\n    return x * 2\n\n\ndef kernel(x):\n    return x + x\n"
+BROKEN = "def reference(x):\n    return x * 2\n\n\ndef kernel(x):\n    raise RuntimeError('broken in this tree')\n"
+FAST = ["--device", "cpu", "--budget", "0.05", "--min-samples", "5", "--max-samples", "15"]
+
+
+def _tree(root: Path, impl: str = GOOD, workload: str = WORKLOAD) -> Path:
+    (root / "wl").mkdir(parents=True)
+    (root / "wl" / "tiny.yaml").write_text(workload)
+    (root / "wl" / "local_impl.py").write_text("def kernel(x):\n    return x * 2\n")
+    (root / "abimpl.py").write_text(impl)
+    return root
+
+
+class Recorder:
+    """A fake executor per side: records (side, case, impl) in one shared log; never times anything."""
+
+    def __init__(self, label, log):
+        self.label, self.log = label, log
+
+    def prestart(self, keys):
+        self.log.append(("prestart", self.label))
+
+    def run(self, key, task, timeout_s, progress=None):
+        self.log.append((self.label, task.case.id, task.impl))
+        return ImplResult(task.impl, "ok", timing=Timing((1e-3,) * 5, 1e-3, 1e-3, 1e-3, "converged"))
+
+    def retire(self, keys):
+        self.log.append(("retire", self.label))
+
+    def close(self):
+        pass
+
+
+def _side(label, tree, log):
+    planned = api.plan([tree / "wl" / "tiny.yaml"], "cpu")
+    units = [session.Unit(p.spec, p.path, p.cases, tuple(p.spec.implementations)) for p in planned]
+
+    def score(unit, case, impls):
+        return replace(make_case(case.id, {}, workload=unit.spec.name), impls=tuple(impls))
+
+    return Side(label, units, make_run({}), Recorder(label, log), score)
+
+
+def test_sides_alternate_implementation_by_implementation_and_swap_each_case_and_round(tmp_path, monkeypatch):
+    base, head = _tree(tmp_path / "base"), _tree(tmp_path / "head")
+    log = []
+    monkeypatch.syspath_prepend(str(base))
+    sides = [_side("baseline", base, log), _side("current", head, log)]
+    runs = measure_ab(sides, device="cpu", settings=MeasureSettings(), timeout_s=1.0, l2_bytes=None,
+                      emit=lambda e, d: None, rounds=2)
+    runs_of = [e for e in log if e[0] in ("baseline", "current")]
+    cases = ["tiny[n=32,float32]", "tiny[n=64,float32]"]
+    impls = ["baseline", "kernel", "local"]
+    expected = []
+    for r in range(2):
+        for k, case in enumerate(cases):
+            order = ["baseline", "current"] if (k + r) % 2 == 0 else ["current", "baseline"]
+            expected += [(side, case, impl) for impl in impls for side in order]
+    assert runs_of == expected
+    # both sides' workers start before anything is measured and are retired after each round
+    assert [e for e in log if e[0] in ("prestart", "retire")] == [
+        ("prestart", "baseline"), ("prestart", "current"), ("retire", "baseline"), ("retire", "current")] * 2
+    for run in runs:
+        assert [c.case_id for c in run.cases] == cases
+        assert all(r.timing.n_rounds == 2 for c in run.cases for r in c.impls)
+
+
+def test_a_workload_on_one_side_only_is_measured_there_only(tmp_path, monkeypatch):
+    base = _tree(tmp_path / "base")
+    extra = WORKLOAD + WORKLOAD.split("workloads:\n", 1)[1].replace("name: tiny", "name: added")
+    head = _tree(tmp_path / "head", workload=extra)
+    monkeypatch.syspath_prepend(str(base))
+    log = []
+    base_run, head_run = measure_ab([_side("baseline", base, log), _side("current", head, log)], device="cpu",
+                                    settings=MeasureSettings(), timeout_s=1.0, l2_bytes=None,
+                                    emit=lambda e, d: None, rounds=1)
+    assert {c.workload for c in base_run.cases} == {"tiny"}
+    assert {c.workload for c in head_run.cases} == {"tiny", "added"}
+
+
+def _ab(*args):
+    return CliRunner().invoke(main, ["ab", *args])
+
+
+def test_identical_trees_measured_in_one_invocation(tmp_path):
+    base, head = _tree(tmp_path / "base"), _tree(tmp_path / "head")
+    out = tmp_path / "out"
+    result = _ab("--baseline-tree", str(base), "--current-tree", str(head), "wl/tiny.yaml", "--rounds", "3",
+                 "--threshold", "1000%", "--out-dir", str(out), "--json", *FAST)
+    assert result.exit_code in (0, 3), result.output
+    verdicts = json.loads(result.stdout)["verdicts"]
+    assert len(verdicts) == 6 and not {v["verdict"] for v in verdicts} & {"REGRESSION", "BROKEN", "MISSING"}
+    assert {(v["rounds_base"], v["rounds_cur"]) for v in verdicts} == {(3, 3)}
+    for side, tree in (("baseline", base), ("current", head)):
+        run = store.load(out / f"{side}.json")
+        assert run.protocol.rounds == 3 and run.notes == (f"ab {side}: tree {tree.resolve()}",)
+        for r in (r for c in run.cases for r in c.impls):
+            assert r.status == "ok" and r.timing.n_rounds == 3
+            assert r.protocol["tree"] == str(tree.resolve())
+            assert Path(r.protocol["impl_file"]).is_relative_to(tree.resolve())  # each side ran its own code
+
+
+def test_a_tree_whose_implementation_raises_is_broken_and_exits_4(tmp_path):
+    base, head = _tree(tmp_path / "base"), _tree(tmp_path / "head", impl=BROKEN)
+    result = _ab("--baseline-tree", str(base), "--current-tree", str(head), "wl/tiny.yaml", "--rounds", "1",
+                 "--out-dir", str(tmp_path / "out"), "--json", *FAST)
+    assert result.exit_code == 4, result.output
+    verdicts = {v["key"]: v for v in json.loads(result.stdout)["verdicts"]}
+    broken = verdicts["tiny[n=32,float32]/kernel"]
+    assert broken["verdict"] == "BROKEN" and "broken in this tree" in broken["reason"]
+    # and the other way round the baseline's failure is not the change's: kernel is new work, not broken
+    swapped = _ab("--baseline-tree", str(head), "--current-tree", str(base), "wl/tiny.yaml", "--rounds", "1",
+                  "--threshold", "1000%", "--out-dir", str(tmp_path / "out2"), "--json", *FAST)
+    assert swapped.exit_code in (0, 3), swapped.output
+    kernel = {v["key"]: v for v in json.loads(swapped.stdout)["verdicts"]}["tiny[n=32,float32]/kernel"]
+    assert kernel["verdict"] == "MISSING"
+
+
+def test_ab_gates_what_it_measured(tmp_path, monkeypatch):
+    """The verdict comes from the gate over rounds: a synthetic 10% slowdown exits 1."""
+    rng = np.random.default_rng(0)
+
+    def fake_ab(files, baseline_tree, current_tree, options, *, rounds, device, progress, on_case):
+        from solbench.pooling import combine_runs
+
+        def side(shift):
+            return combine_runs([make_run({"c": {"k": list(1e-3 * shift * np.exp(rng.normal(0, 0.005)
+                                                                                 + rng.normal(0, 0.01, 30)))}})
+                                 for _ in range(rounds)])
+
+        base, cur = side(1.0), side(1.10)
+        on_case([base, cur])
+        return base, cur
+
+    monkeypatch.setattr(api, "ab", fake_ab)
+    out = tmp_path / "out"
+    result = _ab("--baseline-tree", str(tmp_path), "x.yaml", "--rounds", "5", "--out-dir", str(out), "-q")
+    assert result.exit_code == 1, result.output
+    assert "REGRESSION" in result.output and (out / "baseline.json").is_file() and (out / "current.json").is_file()
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--baseline-tree", "{tmp}/nowhere", "wl/tiny.yaml"], "no such folder"),
+    (["--baseline-tree", "{tmp}/base", "{tmp}/base/wl/tiny.yaml"], "paths inside each tree"),
+    (["--baseline-tree", "{tmp}/base", "--current-tree", "{tmp}/base", "wl/missing.yaml"], "exists in --current-tree"),
+    (["--baseline-tree", "{tmp}/base", "--current-tree", "{tmp}/base", "wl/tiny.yaml", "--threshold", "x"],
+     "cannot parse threshold"),
+])
+def test_bad_input_exits_2(tmp_path, args, message):
+    _tree(tmp_path / "base")
+    result = _ab(*[a.format(tmp=tmp_path) for a in args], *FAST)
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+
+
+def test_a_worker_in_a_tree_loads_code_under_test_from_that_tree(tmp_path):
+    """enter_tree: a module of a package the harness already imported (solbench.impls) comes from
+    the tree; the harness's own modules stay the invoking solbench's."""
+    pkg = tmp_path / "solbench" / "impls"
+    pkg.mkdir(parents=True)
+    (pkg / "ab_probe.py").write_text("WHERE = 'tree'\n")
+    (tmp_path / "plain_mod.py").write_text("WHERE = 'tree'\n")
+    code = textwrap.dedent(f"""
+        import os, solbench.measure.worker as w, solbench.impls.registry as reg
+        w.enter_tree({str(tmp_path)!r})
+        import solbench.impls.ab_probe as probe, plain_mod
+        print(probe.WHERE, plain_mod.WHERE, os.getcwd() == {str(tmp_path.resolve())!r},
+              reg.__file__.startswith({str(Path(api.__file__).parent)!r}), w.TREE == {str(tmp_path.resolve())!r})
+    """)
+    root = Path(api.__file__).parents[1]
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root,
+                         env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"}, check=True)
+    assert out.stdout.split() == ["tree", "tree", "True", "True", "True"]
+
+
+def test_the_ci_example_uses_only_options_that_exist():
+    """docs/ci/github-actions-gpu-gate.yml: every solbench option it passes is one the command has."""
+    import re
+
+    import yaml
+
+    doc = yaml.safe_load((Path(api.__file__).parents[1] / "docs/ci/github-actions-gpu-gate.yml").read_text())
+    scripts = [step["run"] for job in doc["jobs"].values() for step in job["steps"] if "run" in step]
+    calls = [line for text in scripts for line in text.replace("\\\n", " ").splitlines() if "bin/solbench " in line]
+    assert any(" ab " in c for c in calls) and any(" gate " in c for c in calls)
+    for call in calls:
+        words = call.split("bin/solbench ", 1)[1].split()
+        command = main.commands[words[0]]
+        known = {opt for p in command.params for opt in p.opts}
+        used = {w.split("=")[0] for w in words[1:] if re.match(r"^--?[a-z]", w)}
+        assert used <= known, (words[0], used - known)
+
+
+def test_ctrl_c_hands_back_both_runs_marked_incomplete(tmp_path, monkeypatch):
+    from solbench.errors import RunInterrupted
+
+    base, head = _tree(tmp_path / "base"), _tree(tmp_path / "head")
+    monkeypatch.syspath_prepend(str(base))
+    log = []
+    sides = [_side("baseline", base, log), _side("current", head, log)]
+    calls = []
+
+    def interrupt(key, task, timeout_s, progress=None):
+        calls.append(task.impl)
+        if len(calls) == 5:  # during the second case of the first round
+            raise KeyboardInterrupt
+        return Recorder.run(sides[0].executor, key, task, timeout_s)
+
+    sides[1].executor.run = interrupt
+    with pytest.raises(RunInterrupted) as stop:
+        measure_ab(sides, device="cpu", settings=MeasureSettings(), timeout_s=1.0, l2_bytes=None,
+                   emit=lambda e, d: None, rounds=2)
+    runs = stop.value.result
+    assert [r.complete for r in runs] == [False, False]
+    assert all(len(r.cases) == 1 for r in runs)  # the first case, measured on both sides, is kept

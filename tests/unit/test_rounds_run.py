@@ -1,0 +1,131 @@
+"""``run --repeat N``: rounds with fresh workers, stored as one run with round labels.
+
+The session loop is driven by a fake executor (no processes, no timing); one end-to-end CPU run
+checks the record, not any time.
+"""
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from solbench import api
+from solbench.analysis.rounds import summarize
+from solbench.cli import main
+from solbench.measure import session
+from solbench.measure.worker import MeasureSettings
+from solbench.results import store
+from solbench.results.model import ImplResult, Timing
+from tests.unit.factories import make_case, make_run
+
+DOUBLE = "tests/data/double.yaml"
+FAST = ["--budget", "0.05", "--min-samples", "5", "--max-samples", "20", "--device", "cpu"]
+
+
+class FakeExecutor:
+    """Records what the loop asks for; round r of every task returns samples of (r + 1) ms."""
+
+    def __init__(self):
+        self.events = []
+        self.round = 0
+
+    def prestart(self, keys):
+        self.events.append(("prestart", tuple(keys)))
+
+    def run(self, key, task, timeout_s, progress=None):
+        self.events.append(("run", key, task.case.id))
+        value = (self.round + 1) * 1e-3
+        return ImplResult(task.impl, "ok", timing=Timing((value,) * 6, value, value, value, "converged"))
+
+    def retire(self, keys):
+        self.events.append(("retire", tuple(keys)))
+        self.round += 1
+
+    def close(self):
+        self.events.append(("close",))
+
+
+def _units():
+    planned = api.plan([DOUBLE], "cpu", impls=("baseline",))
+    return [session.Unit(p.spec, p.path, p.cases, ("baseline",)) for p in planned]
+
+
+def _score(unit, case, impls):
+    return replace(make_case(case.id, {}, workload=unit.spec.name), impls=tuple(impls))
+
+
+def test_every_round_starts_and_retires_its_own_workers():
+    ex = FakeExecutor()
+    saved = []
+    run = session.measure_units(_units(), make_run({}), ex, device="cpu", settings=MeasureSettings(), timeout_s=1.0,
+                                l2_bytes=None, score=_score, emit=lambda e, d: None, on_case=saved.append, repeat=3)
+    kinds = [e[0] for e in ex.events]
+    assert kinds == (["prestart", "run", "run", "retire"] * 3) + ["close"]
+    assert len(saved) == 6  # the run is handed over after every case of every round
+    ids = [c.case_id for c in run.cases]
+    assert len(ids) == 2 and ids == [c.case_id for c in saved[1].cases]  # each case once, in order
+    timing = run.cases[0].impls[0].timing
+    assert timing.rounds == (0,) * 6 + (1,) * 6 + (2,) * 6
+    assert timing.median == pytest.approx(2e-3)  # median of the round medians 1, 2, 3 ms
+    assert saved[2].cases[0].impls[0].timing.n_rounds == 2  # partial saves hold the rounds so far
+
+
+def test_one_round_is_todays_run():
+    ex = FakeExecutor()
+    run = session.measure_units(_units(), make_run({}), ex, device="cpu", settings=MeasureSettings(), timeout_s=1.0,
+                                l2_bytes=None, score=_score, emit=lambda e, d: None)
+    assert [e[0] for e in ex.events] == ["prestart", "run", "run", "retire", "close"]
+    assert run.cases[0].impls[0].timing.rounds == ()
+
+
+@pytest.fixture(scope="module")
+def repeated(tmp_path_factory):
+    out = tmp_path_factory.mktemp("repeat") / "run.json"
+    result = CliRunner().invoke(main, ["run", DOUBLE, "-i", "baseline", "-i", "wrong", "--repeat", "2",
+                                       "-o", str(out), *FAST])
+    return result, store.load(out)
+
+
+def test_run_repeat_stores_one_run_with_round_labels(repeated):
+    result, run = repeated
+    assert run.protocol.rounds == 2
+    baseline = [r for c in run.cases for r in c.impls if r.name == "baseline"]
+    assert len(baseline) == 2 and len(run.cases) == 2
+    for r in baseline:
+        t = r.timing
+        assert r.status == "ok" and t.n_rounds == 2 and r.protocol["rounds"] == 2
+        assert all(t.rounds.count(label) >= 5 for label in (0, 1))  # every round met min-samples
+        s = summarize(t.samples, t.rounds)
+        assert (t.median, t.ci_low, t.ci_high) == (s.median, s.ci_low, s.ci_high)
+        assert r.score is not None and r.score.speedup == 1.0
+    assert "rounds" in result.output and "2 rounds" in result.output
+
+
+def test_run_repeat_reports_a_failure_with_its_round_and_exits_4(repeated):
+    result, run = repeated
+    wrong = [r for c in run.cases for r in c.impls if r.name == "wrong"]
+    assert all(r.status == "incorrect" and r.message.startswith("round 1 of 2: ") for r in wrong)
+    assert result.exit_code == 4
+
+
+def test_repeat_must_be_positive():
+    result = CliRunner().invoke(main, ["run", DOUBLE, "--repeat", "0", *FAST])
+    assert result.exit_code == 2 and "--repeat" in result.output
+    assert Path(DOUBLE).exists()
+
+
+def test_a_variant_spec_is_sent_for_each_implementation_and_case():
+    sent = []
+
+    class Spy(FakeExecutor):
+        def run(self, key, task, timeout_s, progress=None):
+            sent.append(task.spec.name)
+            return super().run(key, task, timeout_s, progress)
+
+    units = _units()
+    renamed = units[0].spec.model_copy(update={"name": "variant"})
+    session.measure_units(units, make_run({}), Spy(), device="cpu", settings=MeasureSettings(), timeout_s=1.0,
+                          l2_bytes=None, score=_score, emit=lambda e, d: None,
+                          variant=lambda spec, case, name: renamed)
+    assert sent == ["variant", "variant"]
