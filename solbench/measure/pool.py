@@ -52,6 +52,7 @@ class ProcessWorker:
         self._proc.start()
         child.close()
         self._ready = False
+        self._busy = False  # a task was sent and its result has not come back (e.g. Ctrl-C meanwhile)
 
     @property
     def alive(self) -> bool:
@@ -64,6 +65,7 @@ class ProcessWorker:
             if not self._ready:
                 self._wait_ready()
             self._conn.send(task)
+            self._busy = True
         except (EOFError, OSError, BrokenPipeError):
             return self._died(name), True
         except TimeoutError:
@@ -92,6 +94,7 @@ class ProcessWorker:
             if msg[0] == "progress" and progress is not None:
                 progress(msg[1], msg[2])
             elif msg[0] == "result":
+                self._busy = False
                 result, fatal = msg[1], msg[2]
                 if result.status not in ("ok", "skipped", "incorrect"):
                     result = _with_log(result, self.log_tail())
@@ -147,10 +150,12 @@ class ProcessWorker:
         self._proc.join(5)
 
     def close(self) -> None:
-        """Ask the worker to exit; kill it if it does not within a few seconds; remove its log."""
-        with contextlib.suppress(OSError, BrokenPipeError):
-            self._conn.send(None)
-        self._proc.join(5)
+        """Ask an idle worker to exit (kill it if it does not within a few seconds; kill a busy one at
+        once); remove its log."""
+        if not self._busy:
+            with contextlib.suppress(OSError, BrokenPipeError):
+                self._conn.send(None)
+            self._proc.join(5)
         self.kill()
         self._conn.close()
         with contextlib.suppress(OSError):
