@@ -121,6 +121,12 @@ def test_implementation_output_never_reaches_the_json_on_stdout(tmp_path):
     assert json.loads(result.stdout)["cases"][0]["impls"][0]["status"] == "ok"
 
 
+def _default_sigint():
+    # A background job of a non-interactive shell starts with SIGINT ignored, and Python then keeps
+    # ignoring it: give the child the default, as a terminal's foreground process has.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_saves_what_was_measured_and_exits_130(tmp_path):
     src = tmp_path / "slow.py"
     src.write_text("def ref(x, n):\n    return x * 2\n\n"
@@ -132,7 +138,7 @@ def test_ctrl_c_saves_what_was_measured_and_exits_130(tmp_path):
     out = tmp_path / "slow.json"
     proc = subprocess.Popen([sys.executable, "-m", "solbench", "run", str(wl), "-o", str(out), "-q",
                              "--timeout", "600", *FAST], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+                            text=True, preexec_fn=_default_sigint)
     deadline = time.monotonic() + 900
     while not out.exists() and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.2)  # waits for the first case to be saved; asserts nothing about speed
