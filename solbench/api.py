@@ -116,7 +116,7 @@ def _checked(specs: Sequence[WorkloadSpec], workload: str, impl: str, *, only: S
     """Whether to check an implementation's references: selected, and able to run on this kind of
     device (a CUDA-only implementation may name a module only GPU machines have)."""
     spec = next(s for s in specs if s.name == workload)
-    if (only and workload not in only) or (impls and impl not in impls and impl != spec.baseline):
+    if (only and workload not in only) or not _wanted(spec, impl, impls):
         return False
     return not (device_kind == "cpu" and "cuda" in spec.implementations[impl].requires)
 
@@ -214,12 +214,9 @@ def prepare(files: Sequence[str | Path], options: RunOptions, info: Any, floor_s
 
     planned = plan(files, info.kind, options.workloads, options.impls)
     _check_memory(planned, info, options)
-    units = tuple(session.Unit(p.spec, p.path, _selected(p.cases, options.keys), _impls(p, options, info.kind))
+    units = tuple(session.Unit(p.spec, p.path, _selected(p.cases, options.keys), _impls(p, options))
                   for p in planned)
-    settings = MeasureSettings(timer="cpu" if info.kind == "cpu" else options.timer, flush=options.flush,
-                               warmup=options.warmup, input_sets=options.input_sets, seed=options.seed,
-                               target_rel_ci=options.target_rel_ci, min_samples=options.min_samples,
-                               max_samples=options.max_samples, budget_s=options.budget_s)
+    settings = MeasureSettings.of(options, info.kind)
     nvml_id = info.uuid if info.kind == "cuda" and info.uuid and nvml.nvml_available() else None
     protocol = Protocol(settings.timer, options.warmup, options.min_samples, options.max_samples,
                         options.target_rel_ci, options.budget_s, options.input_sets, flush=options.flush
@@ -285,11 +282,14 @@ def _selected(cases: Sequence[Case], keys: Sequence[str]) -> tuple[Case, ...]:
     return tuple(c for c in cases if any(k.startswith(c.id + "/") for k in keys))
 
 
-def _impls(p: Planned, options: RunOptions, kind: str) -> tuple[str, ...]:
-    """Implementations to measure: those asked for (and the baseline), in file order."""
-    names = [n for n in p.spec.implementations
-             if not options.impls or n in options.impls or n == p.spec.baseline]
-    return tuple(names)
+def _wanted(spec: WorkloadSpec, impl: str, impls: Sequence[str]) -> bool:
+    """Whether ``-i`` selects an implementation: all when none is named; the baseline always."""
+    return not impls or impl in impls or impl == spec.baseline
+
+
+def _impls(p: Planned, options: RunOptions) -> tuple[str, ...]:
+    """Implementations to measure, in file order."""
+    return tuple(n for n in p.spec.implementations if _wanted(p.spec, n, options.impls))
 
 
 def _floor_spec(datasheet: HardwareSpec, measured: HardwareSpec) -> HardwareSpec:

@@ -198,19 +198,18 @@ def _trial(params: Mapping[str, Any], r: ImplResult) -> Trial:
                  t.samples)
 
 
-def _tune_case(p: Any, name: str, impl: Implementation, case: Any, device: str, timer: Any,
-               options: TuneOptions, emit: Progress) -> CaseTuning:
+def _tune_case(p: Any, name: str, impl: Implementation, case: Any, device: str,
+               worker: tuple[Any, int | None], options: TuneOptions, emit: Progress) -> CaseTuning:
     """Hand-picked, then the grid with early stopping, then the confirmation."""
     from solbench.measure.worker import MeasureSettings, Task, execute
 
     assert impl.tune is not None
     criterion = CIWidth(options.target_rel_ci, options.min_samples, options.max_samples, options.budget_s)
-    settings = MeasureSettings(timer="cpu" if device == "cpu" else "cold", flush=options.flush,
-                               warmup=options.warmup, input_sets=options.input_sets, seed=options.seed)
+    settings = MeasureSettings.of(options, device)  # the cold timer on CUDA; the criterion is tune's own
+    state, l2_bytes = worker  # one worker state (timer, tamper snapshot) and the L2 size, for every trial
 
     def measure(label: str, variant: Implementation, bound: float | None = None) -> ImplResult:
         spec = p.spec.model_copy(update={"implementations": {**p.spec.implementations, label: variant}})
-        state, l2_bytes = timer
         task = Task(spec, case, label, str(p.path.parent), device, settings, l2_bytes)
         result, _ = execute(task, state, criterion=BeatOrStop(criterion, bound))
         return result

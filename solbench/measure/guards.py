@@ -45,11 +45,22 @@ def check_outputs(outputs: Sequence[Any], names: Sequence[str], inputs: Mapping[
     Views of one buffer the call allocated itself (e.g. q, k, v split from one GEMM output) are
     fine; sharing storage with an input, a set-up tensor or an earlier call's output is not.
     """
+    return plain_outputs(outputs, names) or aliased_outputs(outputs, names, inputs, earlier)
+
+
+def plain_outputs(outputs: Sequence[Any], names: Sequence[str]) -> str | None:
+    """Why an output is not a plain ``torch.Tensor`` with data (subclass, meta tensor), or None."""
     for name, out in zip(names, outputs, strict=True):
         if type(out) is not torch.Tensor:
             return f"output {name!r} is a {type(out).__module__}.{type(out).__qualname__}, not a plain torch.Tensor"
         if out.is_meta:
             return f"output {name!r} is a meta tensor (no data)"
+    return None
+
+
+def aliased_outputs(outputs: Sequence[torch.Tensor], names: Sequence[str], inputs: Mapping[str, Any],
+                    earlier: Iterable[torch.Tensor] = ()) -> str | None:
+    """Why a (plain) output shares storage with an input or an earlier call's output, or None."""
     spans = [(_span(o), n) for n, o in zip(names, outputs, strict=True)]
     for key, value in inputs.items():
         if isinstance(value, torch.Tensor) and type(value) is torch.Tensor:

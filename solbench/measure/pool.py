@@ -54,10 +54,6 @@ class ProcessWorker:
         self._ready = False
         self._busy = False  # a task was sent and its result has not come back (e.g. Ctrl-C meanwhile)
 
-    @property
-    def alive(self) -> bool:
-        return self._proc.is_alive()
-
     def run(self, task: Any, timeout_s: float, progress: Progress | None = None) -> tuple[ImplResult, bool]:
         """Send a task and wait for its result; (result, fatal). Never raises for a worker fault."""
         name = task.impl

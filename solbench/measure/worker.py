@@ -26,7 +26,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +64,15 @@ class MeasureSettings:
     min_samples: int = 10
     max_samples: int = 2000
     budget_s: float = 2.0
+
+    @classmethod
+    def of(cls, options: Any, device_kind: str) -> MeasureSettings:
+        """The settings carried by a run's (or a tuning run's) options, field by field by name;
+        on the CPU the timer is always the wall clock."""
+        values = {f.name: getattr(options, f.name) for f in fields(cls) if hasattr(options, f.name)}
+        if device_kind == "cpu":
+            values["timer"] = "cpu"
+        return cls(**values)
 
 
 @dataclass(frozen=True)
@@ -211,7 +220,7 @@ def _execute(task: Task, state: WorkerState, emit: Emit, criterion: Any = None) 
         timer.last_output = None
         if timer.pending_s:  # recorded, not judged: host timing of a sync is too noisy to accuse on
             protocol["drain_us_median"] = round(sorted(timer.pending_s)[len(timer.pending_s) // 2] * 1e6, 1)
-        checker.after_timing(build_launches)
+        checker.after_timing()
     except CheatDetected as exc:
         return ImplResult(name, "reward_hack", str(exc))
     except DeviceError as exc:  # e.g. a kernel that needs a newer GPU than this one
@@ -267,14 +276,14 @@ class _Checker:
         except TypeError as exc:
             raise _Incorrect(Correctness(False, float("nan"), float("nan"), self.tol[0], self.tol[1],
                                          str(exc))) from None
-        problem = guards.check_outputs(out, self.names, {})
+        problem = guards.plain_outputs(out, self.names)
         if problem is not None:
             raise CheatDetected(problem)
         return out
 
     def _check(self, k: int, out: Sequence[torch.Tensor], reference: Sequence[torch.Tensor],
                kwargs: Mapping[str, Any], inputs: Mapping[str, Any], guard: guards.InputGuard) -> Correctness:
-        problem = (guards.check_outputs(out, self.names, {**kwargs, **inputs}, self.kept)
+        problem = (guards.aliased_outputs(out, self.names, {**kwargs, **inputs}, self.kept)
                    or guard.changed(inputs))
         if problem is not None:
             raise CheatDetected(f"input set {k}: {problem}")
@@ -323,7 +332,7 @@ class _Checker:
             return f"wrong output ({result.detail}) although the checked calls were right: work skipped on some calls"
         return None
 
-    def after_timing(self, builder: Callable[..., Any]) -> None:
+    def after_timing(self) -> None:
         """After timing: inputs unchanged; then two input sets the implementation has never seen.
 
         1. fresh tensors with fresh values (new addresses): catches a result kept from earlier;
@@ -339,19 +348,17 @@ class _Checker:
         impl = task.spec.implementations[task.impl]
         fresh = prepare_case(task.spec, task.case, task.device, base_dir, input_sets=2,
                              seed=s.seed + FRESH_SEED_OFFSET)
-        self._verify_unseen("fresh inputs after timing", builder, impl, base_dir, fresh.sets[0],
-                            fresh.references[0])
+        self._verify_unseen("fresh inputs after timing", impl, base_dir, fresh.sets[0], fresh.references[0])
         reused = self.inputs.sets[0]
         with torch.no_grad():
             for key, tensor in reused.items():
                 tensor.copy_(fresh.sets[1][key])
-        self._verify_unseen("new values in the timed input tensors", builder, impl, base_dir, reused,
-                            fresh.references[1])
+        self._verify_unseen("new values in the timed input tensors", impl, base_dir, reused, fresh.references[1])
 
-    def _verify_unseen(self, what: str, builder: Callable[..., Any], impl: Any, base_dir: Path | None,
-                       inputs: dict[str, torch.Tensor], reference: Sequence[torch.Tensor]) -> None:
+    def _verify_unseen(self, what: str, impl: Any, base_dir: Path | None, inputs: dict[str, torch.Tensor],
+                       reference: Sequence[torch.Tensor]) -> None:
         task = self.task
-        launches, kwargs = builder(impl, task.case, [inputs], base_dir, with_kwargs=True)
+        launches, kwargs = build_launches(impl, task.case, [inputs], base_dir, with_kwargs=True)
         tensors.poison_allocator(task.case, task.device)
         guard = guards.InputGuard(inputs)
         self.threads = set(threading.enumerate())
