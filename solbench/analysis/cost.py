@@ -5,6 +5,7 @@ Conventions (FLOP = 2 x multiply-accumulate; matching ``torch.utils.flop_counter
     matmul     2·batch·M·N·K                       tensor units
     conv2d     2·N·K·P·Q·(C/groups)·R·S            tensor units
     attention  4·B·H·Sq·Sk·D, halved when causal    tensor units  (two matmuls: QK^T and PV)
+    pool2d     R·S per output element (max or mean)  vector units; bytes: input + output
     elementwise, reductions, softmax, normalization:
                flops_per_element · numel            vector units  (non-tensor bucket)
 
@@ -132,6 +133,16 @@ def _conv2d(v: _Sizes, eb: int) -> OpCost:
     return OpCost(flops, 0.0, eb * (n * c * h * w + k * (c // groups) * r * s + n * k * p * q))
 
 
+def _pool2d(v: _Sizes, eb: int) -> OpCost:
+    n, c, h, w, r, s = v("n"), v("c"), v("h"), v("w"), v("r"), v("s")
+    stride, pad = v("stride", 1, 1), v("pad", 0)
+    p = (h + 2 * pad - r) // stride + 1
+    q = (w + 2 * pad - s) // stride + 1
+    if p < 1 or q < 1:
+        raise ValueError(f"op 'pool2d': the output would be {p} x {q} (the window is larger than the padded input)")
+    return OpCost(0.0, float(r * s * n * c * p * q), eb * (n * c * h * w + n * c * p * q))
+
+
 def _attention(v: _Sizes, eb: int) -> OpCost:
     b, h, sq, sk, d = v("b"), v("h"), v("sq"), v("sk"), v("d")
     dv = v("dv", d)
@@ -153,4 +164,5 @@ _HANDLERS: dict[str, Callable[[_Sizes, int], OpCost]] = {
     "matmul": _matmul,
     "conv2d": _conv2d,
     "attention": _attention,
+    "pool2d": _pool2d,
 }

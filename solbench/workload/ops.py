@@ -3,6 +3,7 @@
     matmul     m, n, k; batch, batched_b (flag), bias (flag)
     conv2d     n, c, h, w, k, r, s; stride, pad, dilation, groups
     attention  b, h, sq, sk, d; dv, causal (flag)
+    pool2d     n, c, h, w, r, s; stride, pad (max or average pooling; a global mean is r = h, s = w)
     add, mul, bias_add, relu, gelu, elementwise, softmax, layernorm, batchnorm, copy:
                numel, or rows and cols; inputs, flops_per_element, param_elements
 
@@ -26,6 +27,7 @@ OP_FIELDS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "conv2d": (frozenset({"n", "c", "h", "w", "k", "r", "s"}),
                frozenset({"stride", "pad", "dilation", "groups"})),
     "attention": (frozenset({"b", "h", "sq", "sk", "d"}), frozenset({"dv", "causal"})),
+    "pool2d": (frozenset({"n", "c", "h", "w", "r", "s"}), frozenset({"stride", "pad"})),
     **{kind: (frozenset(), _ELEMENTWISE_FIELDS) for kind in ELEMENTWISE_KINDS},
 }
 COMMON_FIELDS = frozenset({"op", "dtype"})

@@ -34,6 +34,7 @@ RUNS_ON_CPU = {
     "bias_gelu_matmul": {"baseline", "fused"},
     "conv_bn_relu": {"baseline", "fused", "im2col", "conv_only"},
     "conv_alone": {"baseline", "nhwc"},
+    "resnet50": {"baseline", "channels_last", "fused_eager", "fused"},
 }
 
 
@@ -98,7 +99,7 @@ def test_cpu_implementations_match_the_reference(p: Planned, case: Case):
 def _half_precision_cases() -> list:
     """The BERT and ResNet-50 workloads at CPU sizes, in their device dtypes (bf16, fp16)."""
     out = []
-    for name in ("bert.yaml", "resnet50.yaml"):
+    for name in ("bert.yaml", "resnet50.yaml", "resnet50_forward.yaml"):
         for p in plan([WORKLOAD_DIR / name], "cpu"):
             for params in parameter_sets(p.spec, "cpu"):
                 for dtype in p.spec.dtypes:
