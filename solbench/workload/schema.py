@@ -153,8 +153,9 @@ class Op(_Model):
     (see :mod:`solbench.workload.ops`); any other field is an error.
 
     matmul: m, n, k; batch, batched_b, bias · conv2d: n, c, h, w, k, r, s; stride, pad, dilation,
-    groups · attention: b, h, sq, sk, d; dv, causal · pool2d: n, c, h, w, r, s; stride, pad · elementwise kinds (add, mul, bias_add, relu,
-    gelu, elementwise, softmax, layernorm, batchnorm, copy): numel or rows and cols; inputs,
+    groups · attention: b, h, sq, sk, d; dv, causal · pool2d: n, c, h, w, r, s; stride, pad ·
+    elementwise kinds (add, mul, bias_add, relu, gelu, elementwise, softmax, layernorm, batchnorm,
+    copy): numel or rows and cols; inputs,
     flops_per_element, param_elements. Flags (batched_b, bias, causal) take true/false or 1/0.
     """
 

@@ -27,7 +27,7 @@ def test_the_architecture_is_resnet50():
     assert sum(1 for v in convs if v.r == 3) == 16 and sum(1 for v in convs if v.name.endswith("down")) == 4
     trainable = sum(v.k * v.c * v.r * v.r + 2 * v.k for v in convs) + 2048 * 1000 + 1000
     assert trainable == 25_557_032  # torchvision's resnet50: sum(p.numel() for p in parameters())
-    assert net50.PARAM_COUNT == trainable + 2 * sum(v.k for v in convs)  # + BN running statistics
+    assert trainable + 2 * sum(v.k for v in convs) == net50.PARAM_COUNT  # + BN running statistics
     strided = [v.name for v in convs if v.stride == 2]
     assert strided == ["stem", "s1b0.b", "s1b0.down", "s2b0.b", "s2b0.down", "s3b0.b", "s3b0.down"]
 
@@ -60,7 +60,7 @@ def _small_input(seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def test_folding_matches_conv_then_batchnorm():
-    x, params = _small_input()
+    _, params = _small_input()
     layer = net50.unpack(params).convs["s0b0.b"]
     t = torch.randn(2, layer.spec.c, 8, 8)
     expected = F.batch_norm(F.conv2d(t, layer.weight, None, 1, 1), layer.bn_mean, layer.bn_var,
@@ -75,7 +75,7 @@ def test_fused_forward_equals_the_eager_forward_and_differs_without_the_shortcut
     expected = net50.resnet50_reference(x, params)
     net = fused50.fold_net(params, torch.float32)
     torch.testing.assert_close(fused50.fused_forward(x, net), expected, rtol=1e-3, atol=1e-3)
-    a, b, c, down = net.blocks[1]
+    a, b, c, _ = net.blocks[1]
     broken = fused50.FoldedNet(net.stem, (net.blocks[0], (a, b, c, a), *net.blocks[2:]), net.fc_weight,
                                net.fc_bias)
     with pytest.raises(RuntimeError):  # a shortcut of the wrong width cannot be added

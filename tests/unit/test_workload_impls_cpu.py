@@ -99,7 +99,8 @@ def test_cpu_implementations_match_the_reference(p: Planned, case: Case):
 def _half_precision_cases() -> list:
     """The BERT and ResNet-50 workloads at CPU sizes, in their device dtypes (bf16, fp16)."""
     out = []
-    for name in ("bert.yaml", "resnet50.yaml", "resnet50_forward.yaml"):
+    # not resnet50_forward.yaml: bf16 convolutions on a CPU without bf16 units take seconds each
+    for name in ("bert.yaml", "resnet50.yaml"):
         for p in plan([WORKLOAD_DIR / name], "cpu"):
             for params in parameter_sets(p.spec, "cpu"):
                 for dtype in p.spec.dtypes:
