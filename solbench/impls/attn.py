@@ -5,6 +5,7 @@ Weights follow ``torch.nn.Linear``: ``w`` is [out_features, in_features], ``y = 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -132,3 +133,19 @@ def qkv_fused(x: torch.Tensor, w_qkv: torch.Tensor, q_out: int, kv_out: int) -> 
     """One GEMM against the concatenated weight, split into q, k, v views afterwards."""
     y = torch.mm(x, w_qkv.t())
     return tuple(y.split([q_out, kv_out, kv_out], dim=1))
+
+
+def qkv_fused_lt_setup(x: torch.Tensor, wq: torch.Tensor, wk: torch.Tensor,
+                       wv: torch.Tensor) -> dict[str, Any]:
+    """Concatenate the weights and plan + autotune the one cuBLASLt GEMM (nvmath-python)."""
+    from solbench.impls.cublaslt import MatmulPlan
+
+    w_qkv = torch.cat([wq, wk, wv], dim=0).contiguous()
+    return {"x": x, "plan": MatmulPlan(x, w_qkv), "q_out": wq.shape[0], "kv_out": wk.shape[0]}
+
+
+def qkv_fused_lt(x: torch.Tensor, plan: Callable[[], torch.Tensor], q_out: int,
+                 kv_out: int) -> tuple[torch.Tensor, ...]:
+    """One autotuned cuBLASLt GEMM against the concatenated weight (planned for this x), split."""
+    del x  # the plan holds it
+    return tuple(plan().split([q_out, kv_out, kv_out], dim=1))

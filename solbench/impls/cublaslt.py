@@ -19,7 +19,7 @@ import torch
 from solbench.errors import DeviceError
 from solbench.kernels.requirements import NO_NVMATH
 
-__all__ = ["AddmmPlan", "available"]
+__all__ = ["AddmmPlan", "MatmulPlan", "available"]
 
 
 def available() -> bool:
@@ -57,3 +57,29 @@ class AddmmPlan:
 
     def __repr__(self) -> str:  # shown if a plan ever lands in a message
         return f"AddmmPlan(device={self.device})"
+
+
+class MatmulPlan:
+    """A planned and autotuned ``x @ w.T`` for these very tensors; call it to run it.
+
+    ``autotune`` times every algorithm cuBLASLt's heuristic offers (a few calls each, in
+    set-up) and keeps the fastest, where ``torch.mm`` takes the heuristic's first choice.
+    """
+
+    def __init__(self, x: torch.Tensor, w: torch.Tensor, autotune: bool = True) -> None:
+        if not (x.is_cuda and w.is_cuda):
+            raise DeviceError("needs CUDA tensors (cuBLASLt)")
+        matmul = _matmul_class()
+        stream = torch.cuda.current_stream(x.device)
+        self._mm = matmul(x, w.t(), stream=stream)
+        self._mm.plan(stream=stream)
+        if autotune:
+            self._mm.autotune(iterations=5, stream=stream)
+        self.device = x.device
+
+    def __call__(self) -> torch.Tensor:
+        """One cuBLASLt GEMM into a new tensor."""
+        return self._mm.execute(stream=torch.cuda.current_stream(self.device))  # type: ignore[no-any-return]
+
+    def __repr__(self) -> str:
+        return f"MatmulPlan(device={self.device})"

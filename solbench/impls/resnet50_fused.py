@@ -109,8 +109,7 @@ def fused_forward(x: torch.Tensor, net: FoldedNet) -> torch.Tensor:
 
 
 def resnet50_fused_eager_setup(x: torch.Tensor, params: torch.Tensor) -> dict[str, Any]:
-    """Fold the BatchNorms (untimed); cuDNN may benchmark its algorithms on the first calls."""
-    torch.backends.cudnn.benchmark = x.is_cuda
+    """Fold the BatchNorms (untimed); cuDNN picks its algorithms by heuristics (no benchmark mode)."""
     return {"x": x, "net": fold_net(params, x.dtype)}
 
 
@@ -126,7 +125,7 @@ class GraphForward:
         self.net = net
         side = torch.cuda.Stream(x.device)
         side.wait_stream(torch.cuda.current_stream(x.device))
-        with torch.cuda.stream(side):  # cuDNN picks (and benchmarks) its algorithms here
+        with torch.cuda.stream(side):  # cuDNN plans and workspaces are made here, not in the graph
             for _ in range(warmup):
                 fused_forward(x, net)
         torch.cuda.current_stream(x.device).wait_stream(side)
@@ -146,7 +145,6 @@ class GraphForward:
 
 def resnet50_fused_setup(x: torch.Tensor, params: torch.Tensor) -> dict[str, Any]:
     """Fold the BatchNorms and, on CUDA, capture the forward of this ``x`` in a CUDA graph."""
-    torch.backends.cudnn.benchmark = x.is_cuda
     net = fold_net(params, x.dtype)
     run: Callable[[], torch.Tensor] = GraphForward(x, net) if x.is_cuda else _Eager(x, net)
     return {"x": x, "run": run}

@@ -2,6 +2,8 @@
 
     residual_layernorm(x, residual, weight, bias, eps) -> (out, summed)
         summed = x + residual (rounded to x.dtype), out = LayerNorm(summed) * weight + bias
+    residual_layernorm_out(x, residual, weight, bias, eps) -> out   (the sum is not stored)
+    layernorm(x, weight, bias, eps) -> LayerNorm(x) * weight + bias
     bias_gelu(x, bias, approximate="none" | "tanh") -> GELU(x + bias)
     gemv_residual(x, weight, residual) -> x @ weight.T + residual     (decode o_proj, few tokens)
     gemv_fp8_residual(x, weight_fp8, scale, residual)
@@ -22,7 +24,8 @@ import torch
 from solbench.kernels import gemv_plan
 from solbench.kernels.loader import get_kernel, launch, ptr
 
-__all__ = ["bias_gelu", "gemv_fp8_residual", "gemv_residual", "residual_layernorm"]
+__all__ = ["bias_gelu", "gemv_fp8_residual", "gemv_residual", "layernorm", "residual_layernorm",
+           "residual_layernorm_out"]
 
 _KIND = {torch.bfloat16: 0, torch.float16: 1}
 _VEC = 8  # 16-bit elements per 16-byte access
@@ -99,10 +102,22 @@ def residual_layernorm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Te
     return _residual_layernorm(x, residual, weight, bias, eps)
 
 
+def residual_layernorm_out(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor,
+                           bias: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
+    """``residual_layernorm(...)[0]`` without storing the sum: reads two tensors, writes one."""
+    return _residual_layernorm(x, residual, weight, bias, eps, mode=2)[0]
+
+
+def layernorm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
+    """LayerNorm over the last dimension of ``x`` (e.g. after a GEMM that added the residual)."""
+    return _residual_layernorm(x, x, weight, bias, eps, mode=1)[0]
+
+
 def _residual_layernorm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor,
                         bias: torch.Tensor, eps: float = 1e-5,
-                        options: tuple[str, ...] = ()) -> tuple[torch.Tensor, torch.Tensor]:
-    """residual_layernorm with extra compiler options (benchmark variants)."""
+                        options: tuple[str, ...] = (), mode: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """residual_layernorm with extra compiler options (benchmark variants) and the kernel's MODE:
+    0 stores out and summed, 2 only out, 1 is a plain LayerNorm of x (summed is then ``out``)."""
     dtype = _check("residual_layernorm", x=x, residual=residual, weight=weight, bias=bias)
     if x.dim() == 0 or x.shape[-1] == 0:
         raise ValueError(f"residual_layernorm: x must have a non-empty last dimension, got "
@@ -116,7 +131,7 @@ def _residual_layernorm(x: torch.Tensor, residual: torch.Tensor, weight: torch.T
             raise ValueError(f"residual_layernorm: {name} shape {tuple(t.shape)}, expected "
                              f"({hidden},)")
     out = torch.empty(x.shape, dtype=dtype, device=x.device)
-    summed = torch.empty(x.shape, dtype=dtype, device=x.device)
+    summed = torch.empty(x.shape, dtype=dtype, device=x.device) if mode == 0 else out
     rows = x.numel() // hidden
     if rows == 0:
         return out, summed
@@ -124,8 +139,9 @@ def _residual_layernorm(x: torch.Tensor, residual: torch.Tensor, weight: torch.T
         raise ValueError(f"residual_layernorm: {rows} rows exceed the int32 range")
     vec = _VEC if hidden % _VEC == 0 and _aligned(x, residual, weight, bias, out, summed) else 1
     tpr, vpt, rpb = _layernorm_config(hidden, vec)
-    kernel = _get("residual_layernorm.cu", f"residual_layernorm_kernel<{_KIND[dtype]}, {vec}, {vpt}>",
-                  options)
+    name = f"residual_layernorm_kernel<{_KIND[dtype]}, {vec}, {vpt}>" if mode == 0 else \
+        f"residual_layernorm_kernel<{_KIND[dtype]}, {vec}, {vpt}, {mode}>"
+    kernel = _get("residual_layernorm.cu", name, options)
     launch(kernel, (_cdiv(rows, rpb),), (tpr * rpb,),
            (ptr(x), ptr(residual), ptr(weight), ptr(bias), ptr(out), ptr(summed),
             np.int32(rows), np.int32(hidden), np.int32(tpr), np.float32(eps)),

@@ -13,6 +13,10 @@
 // accesses (hidden % 8 == 0 and every pointer 16-byte aligned); VEC = 1 is the
 // scalar path for any other shape.
 //
+// MODE 0 stores `summed` too; MODE 2 adds the residual but stores only `out` (when the sum is
+// not needed again); MODE 1 is a plain LayerNorm of x (residual and summed are not touched:
+// the residual was already added, e.g. in a GEMM epilogue).
+//
 // Launch: block = tpr * rows_per_block threads, grid = ceil(rows / rows_per_block).
 // solbench: min_cc 8.0
 #include "common.cu"
@@ -34,7 +38,7 @@ __device__ __forceinline__ float sb_row_sum(float v, int tpr, int lrow, float* p
 
 // Register budget: more than 32 floats per thread (VEC = 8, VPT = 8) or more
 // than 8 scalar packs (VEC = 1, VPT = 16) need the 512-thread cap to avoid spills.
-template <int KIND, int VEC, int VPT>
+template <int KIND, int VEC, int VPT, int MODE = 0>
 __global__ void __launch_bounds__((VPT * VEC > 32 || (VEC == 1 && VPT > 8)) ? 512 : 1024)
 residual_layernorm_kernel(
     const u16* __restrict__ x, const u16* __restrict__ residual,
@@ -60,7 +64,7 @@ residual_layernorm_kernel(
     const int idx = ltid + i * tpr;
     if (row_ok && idx < nvec) {
       Pack::load_raw_once(x + base + (long long)idx * VEC, xr[i], pol);
-      Pack::load_raw_once(residual + base + (long long)idx * VEC, rr[i], pol);
+      if (MODE != 1) Pack::load_raw_once(residual + base + (long long)idx * VEC, rr[i], pol);
     }
   }
   float v[VPT][VEC];
@@ -69,9 +73,11 @@ residual_layernorm_kernel(
   for (int i = 0; i < VPT; ++i) {
     const int idx = ltid + i * tpr;
     if (row_ok && idx < nvec) {
+      if (MODE != 1) {
 #pragma unroll
-      for (int w = 0; w < Pack::kWords; ++w) xr[i][w] = sb_add2<KIND>(xr[i][w], rr[i][w]);
-      Pack::store_raw(summed + base + (long long)idx * VEC, xr[i]);
+        for (int w = 0; w < Pack::kWords; ++w) xr[i][w] = sb_add2<KIND>(xr[i][w], rr[i][w]);
+      }
+      if (MODE == 0) Pack::store_raw(summed + base + (long long)idx * VEC, xr[i]);
       Pack::unpack(xr[i], v[i]);
 #pragma unroll
       for (int e = 0; e < VEC; ++e) sum += v[i][e];

@@ -108,6 +108,24 @@ def test_residual_layernorm(rows, hidden, dtype):
     _ln_check(x, res, w, b, out, summed, dtype)
 
 
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("hidden", HIDDEN)
+@pytest.mark.parametrize("rows", [3, 1000])
+def test_residual_layernorm_out_and_plain_layernorm(rows, hidden, dtype):
+    """MODE 2 (sum not stored) gives residual_layernorm's out bit for bit; MODE 1 is LayerNorm(x)."""
+    _needs("residual_layernorm.cu")
+    x, res, w, b = _ln_inputs(rows, hidden, dtype)
+    _poison()
+    expected, summed = ops.residual_layernorm(x, res, w, b)
+    out = ops.residual_layernorm_out(x, res, w, b)
+    assert out.shape == x.shape and out.dtype == dtype
+    assert torch.equal(out, expected)
+    _poison()
+    plain = ops.layernorm(summed, w, b)
+    assert torch.equal(plain, expected)  # LN of the stored sum: the same fp32 math on the same bits
+    _close("layernorm", plain, F.layer_norm(summed.double(), (hidden,), w.double(), b.double(), 1e-5), dtype)
+
+
 def test_residual_layernorm_3d_input_and_eps():
     _needs("residual_layernorm.cu")
     x, res, w, b = _ln_inputs(24, 768, torch.bfloat16)

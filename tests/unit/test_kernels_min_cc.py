@@ -18,7 +18,8 @@ from solbench.kernels import loader
 # One instantiation of each template, enough to emit every instruction the file can use.
 KERNELS = {
     "bias_gelu.cu": ["bias_gelu_kernel<0, 8, 0>", "bias_gelu_kernel<1, 8, 1>"],
-    "residual_layernorm.cu": ["residual_layernorm_kernel<0, 8, 4>", "residual_layernorm_kernel<1, 1, 2>"],
+    "residual_layernorm.cu": ["residual_layernorm_kernel<0, 8, 4>", "residual_layernorm_kernel<1, 1, 2>",
+                              "residual_layernorm_kernel<0, 8, 2, 1>", "residual_layernorm_kernel<1, 8, 1, 2>"],
     "gemv_residual.cu": ["gemv_residual_kernel<0, 2>", "gemv_residual_scalar_kernel<1>"],
     "gemv_stream.cu": ["gemv_stream_kernel<0, 0, 32, 2>", "gemv_stream_kernel<1, 1, 64, 8>"],
 }
