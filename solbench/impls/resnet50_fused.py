@@ -13,6 +13,10 @@ the bias (addmm). ``fused`` captures that whole forward in one CUDA graph per in
 input is the set's own ``x``; each call replays the graph and returns a copy of the 256 x 1000
 logits, a fresh tensor); ``fused_eager`` runs the same calls without the graph. Without cuDNN
 (on the CPU) the same math runs as conv2d with bias, add and ReLU, and no graph.
+
+``fused_stem`` is ``fused`` with a faster stem: the 7x7 stride-2 convolution of the 3-channel
+image as a 4x4 stride-1 convolution of its 2x2 space-to-depth rearrangement (16 channels, the
+same sums), and the max-pool as solbench's NHWC kernel (:func:`solbench.kernels.ops.maxpool2d_nhwc`).
 """
 
 from __future__ import annotations
@@ -50,15 +54,59 @@ def fold(layer: ConvBN, dtype: torch.dtype) -> Folded:
 
 @dataclass(frozen=True)
 class FoldedNet:
-    """The folded network; a block is (a, b, c, down or None), c's bias including down's."""
+    """The folded network; a block is (a, b, c, down or None), c's bias including down's.
+
+    ``fast_stem``: the stem is :func:`s2d_stem`'s 4x4 convolution on a space-to-depth input,
+    and the max-pool is solbench's NHWC kernel on CUDA.
+    """
 
     stem: Folded
     blocks: tuple[tuple[Folded, Folded, Folded, Folded | None], ...]
     fc_weight: torch.Tensor
     fc_bias: torch.Tensor
+    fast_stem: bool = False
 
 
-def fold_net(params: torch.Tensor, dtype: torch.dtype) -> FoldedNet:
+S2D_CHANNELS = 16  # 3 x 2 x 2 space-to-depth channels, zero-padded to a multiple of 8
+
+
+def s2d_stem(stem: Folded) -> Folded:
+    """The 7x7 stride-2 stem as a 4x4 stride-1 convolution of the 2x2 space-to-depth input.
+
+    ``w'[k, 4c + 2a + b, U, V] = w[k, c, 2U + a, 2V + b]`` (zero where 2U + a or 2V + b is 7),
+    channels zero-padded from 12 to 16: exactly the same sums, on a layout cuDNN's implicit GEMM
+    kernels handle well (3 input channels take a slow kernel and a padding pass).
+    """
+    w = stem.weight.float().contiguous()
+    k, c = w.shape[0], w.shape[1]
+    w4 = F.pad(w, (0, 1, 0, 1)).view(k, c, 4, 2, 4, 2).permute(0, 1, 3, 5, 2, 4).reshape(k, 4 * c, 4, 4)
+    w16 = F.pad(w4, (0, 0, 0, 0, 0, S2D_CHANNELS - 4 * c))
+    return Folded(w16.to(stem.weight.dtype).contiguous(memory_format=CL), stem.bias, 1, 0)
+
+
+def space_to_depth(x: torch.Tensor) -> torch.Tensor:
+    """[n, 3, h, w] -> [n, 16, (h + 7) // 2, (w + 7) // 2] channels_last: the stem's padding of 3
+    (one more at the end for odd sizes), then channel 4c + 2a + b = pixel (2I + a, 2J + b)."""
+    n, c, h, w = x.shape
+    xp = F.pad(x, (3, 3 + (w + 6) % 2, 3, 3 + (h + 6) % 2))
+    hs, ws = xp.shape[2] // 2, xp.shape[3] // 2
+    t = xp.view(n, c, hs, 2, ws, 2).permute(0, 2, 4, 1, 3, 5).reshape(n, hs, ws, 4 * c)
+    return F.pad(t, (0, S2D_CHANNELS - 4 * c)).permute(0, 3, 1, 2)
+
+
+def _stem(x: torch.Tensor, net: FoldedNet) -> torch.Tensor:
+    """Stem convolution (+ bias + ReLU) and the 3x3 stride-2 max-pool."""
+    if not net.fast_stem:
+        return F.max_pool2d(conv_relu(x.contiguous(memory_format=CL), net.stem), 3, 2, 1)
+    y = conv_relu(space_to_depth(x), net.stem)
+    if y.is_cuda:
+        from solbench.kernels.ops import maxpool2d_nhwc
+
+        return maxpool2d_nhwc(y, 3, 2, 1)
+    return F.max_pool2d(y, 3, 2, 1)
+
+
+def fold_net(params: torch.Tensor, dtype: torch.dtype, fast_stem: bool = False) -> FoldedNet:
     """Unpack the flat weights (fp32) and fold every BatchNorm."""
     net = unpack(params, torch.float32)
     out = []
@@ -69,8 +117,9 @@ def fold_net(params: torch.Tensor, dtype: torch.dtype) -> FoldedNet:
             bias = (net_bias(net.convs[f"{name}.c"]) + net_bias(net.convs[f"{name}.down"])).to(dtype)
             c = Folded(c.weight, bias, c.stride, c.pad)
         out.append((a, b, c, down))
-    return FoldedNet(fold(net.convs["stem"], dtype), tuple(out), net.fc_weight.to(dtype),
-                     net.fc_bias.to(dtype))
+    stem = fold(net.convs["stem"], dtype)
+    return FoldedNet(s2d_stem(stem) if fast_stem else stem, tuple(out), net.fc_weight.to(dtype),
+                     net.fc_bias.to(dtype), fast_stem)
 
 
 def net_bias(layer: ConvBN) -> torch.Tensor:
@@ -100,7 +149,7 @@ def conv_add_relu(x: torch.Tensor, f: Folded, z: torch.Tensor) -> torch.Tensor:
 
 def fused_forward(x: torch.Tensor, net: FoldedNet) -> torch.Tensor:
     """The folded forward: 53 convolutions with their epilogues, max-pool, mean, one GEMM."""
-    y = F.max_pool2d(conv_relu(x.contiguous(memory_format=CL), net.stem), 3, 2, 1)
+    y = _stem(x, net)
     for a, b, c, down in net.blocks:
         t = conv_relu(conv_relu(y, a), b)
         shortcut = y if down is None else F.conv2d(y, down.weight, None, down.stride, down.pad)
@@ -143,9 +192,9 @@ class GraphForward:
         return f"GraphForward(device={self.device})"
 
 
-def resnet50_fused_setup(x: torch.Tensor, params: torch.Tensor) -> dict[str, Any]:
+def resnet50_fused_setup(x: torch.Tensor, params: torch.Tensor, fast_stem: bool = False) -> dict[str, Any]:
     """Fold the BatchNorms and, on CUDA, capture the forward of this ``x`` in a CUDA graph."""
-    net = fold_net(params, x.dtype)
+    net = fold_net(params, x.dtype, fast_stem)
     run: Callable[[], torch.Tensor] = GraphForward(x, net) if x.is_cuda else _Eager(x, net)
     return {"x": x, "run": run}
 
@@ -158,6 +207,11 @@ class _Eager:
 
     def __call__(self) -> torch.Tensor:
         return fused_forward(self.x, self.net)
+
+
+def resnet50_fused_stem_setup(x: torch.Tensor, params: torch.Tensor) -> dict[str, Any]:
+    """``resnet50_fused_setup`` with the space-to-depth stem and the NHWC max-pool kernel."""
+    return resnet50_fused_setup(x, params, fast_stem=True)
 
 
 def resnet50_fused(x: torch.Tensor, run: Callable[[], torch.Tensor]) -> torch.Tensor:

@@ -5,6 +5,7 @@
     residual_layernorm_out(x, residual, weight, bias, eps) -> out   (the sum is not stored)
     layernorm(x, weight, bias, eps) -> LayerNorm(x) * weight + bias
     bias_gelu(x, bias, approximate="none" | "tanh") -> GELU(x + bias)
+    maxpool2d_nhwc(x, kernel_size, stride, padding) -> F.max_pool2d(x, ...) of a channels_last x
     gemv_residual(x, weight, residual) -> x @ weight.T + residual     (decode o_proj, few tokens)
     gemv_fp8_residual(x, weight_fp8, scale, residual)
         -> x @ (weight_fp8 * scale[:, None]).T + residual   (FP8 e4m3 weight, per-row fp32 scale)
@@ -24,8 +25,8 @@ import torch
 from solbench.kernels import gemv_plan
 from solbench.kernels.loader import get_kernel, launch, ptr
 
-__all__ = ["bias_gelu", "gemv_fp8_residual", "gemv_residual", "layernorm", "residual_layernorm",
-           "residual_layernorm_out"]
+__all__ = ["bias_gelu", "gemv_fp8_residual", "gemv_residual", "layernorm", "maxpool2d_nhwc",
+           "residual_layernorm", "residual_layernorm_out"]
 
 _KIND = {torch.bfloat16: 0, torch.float16: 1}
 _VEC = 8  # 16-bit elements per 16-byte access
@@ -186,6 +187,43 @@ def bias_gelu(x: torch.Tensor, bias: torch.Tensor, approximate: str = "none") ->
     if approximate not in _GELU_MODES:
         raise ValueError(f"bias_gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
     return _bias_gelu(x, bias, _GELU_MODES[approximate])
+
+
+# ----------------------------------------------------------------- max pooling (NHWC)
+
+_POOL_BLOCK = 256  # must match maxpool_nhwc.cu's launch bounds
+
+
+def maxpool2d_nhwc(x: torch.Tensor, kernel_size: int, stride: int, padding: int = 0) -> torch.Tensor:
+    """``F.max_pool2d(x, kernel_size, stride, padding)`` of a channels_last ``[n, c, h, w]`` tensor.
+
+    Square windows; the output is channels_last too. One pass: each output pixel's window is
+    read (neighbouring windows overlap in cache) and the output written once.
+    """
+    if not isinstance(x, torch.Tensor) or x.device.type != "cuda" or x.dtype not in _KIND:
+        raise ValueError("maxpool2d_nhwc: x must be a bfloat16 or float16 CUDA tensor")
+    if x.dim() != 4 or not x.is_contiguous(memory_format=torch.channels_last):
+        raise ValueError(f"maxpool2d_nhwc: x must be 4-D and channels_last, got shape {tuple(x.shape)}, "
+                         f"strides {x.stride()}")
+    if kernel_size < 1 or stride < 1 or not 0 <= padding <= kernel_size // 2:
+        raise ValueError(f"maxpool2d_nhwc: kernel_size {kernel_size}, stride {stride}, padding {padding}: "
+                         "need kernel_size, stride >= 1 and 0 <= padding <= kernel_size // 2")
+    n, c, h, w = x.shape
+    p = (h + 2 * padding - kernel_size) // stride + 1
+    q = (w + 2 * padding - kernel_size) // stride + 1
+    if p < 1 or q < 1:
+        raise ValueError(f"maxpool2d_nhwc: a {kernel_size}x{kernel_size} window does not fit {h}x{w}")
+    out = torch.empty((n, c, p, q), dtype=x.dtype, device=x.device, memory_format=torch.channels_last)
+    if out.numel() == 0:
+        return out
+    vec = _VEC if c % _VEC == 0 and _aligned(x, out) else 1
+    packs = out.numel() // vec
+    kernel = _get("maxpool_nhwc.cu", f"maxpool_nhwc_kernel<{_KIND[x.dtype]}, {vec}>")
+    launch(kernel, (_cdiv(packs, _POOL_BLOCK),), (_POOL_BLOCK,),
+           (ptr(x), ptr(out), np.int64(packs), np.int32(h), np.int32(w), np.int32(c), np.int32(p),
+            np.int32(q), np.int32(kernel_size), np.int32(kernel_size), np.int32(stride), np.int32(padding)),
+           device=x.device)
+    return out
 
 
 # ----------------------------------------------------------------- GEMV + residual

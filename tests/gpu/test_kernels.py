@@ -388,3 +388,34 @@ def test_gemv_fp8_rejects_bad_arguments():
         ops.gemv_fp8_residual(x, w8, scale.half(), res)
     with pytest.raises(ValueError, match="scale shape"):
         ops.gemv_fp8_residual(x, w8, scale[:10].contiguous(), res)
+
+
+# ----------------------------------------------------------------- max pooling (NHWC)
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize(("shape", "window"), [
+    ((2, 64, 112, 112), (3, 2, 1)),  # ResNet-50's stem pool, 16-byte path
+    ((3, 16, 15, 17), (3, 2, 1)),  # odd sizes
+    ((2, 12, 9, 9), (3, 2, 1)),  # 12 channels: scalar path
+    ((1, 8, 8, 8), (2, 2, 0)),
+    ((1, 24, 7, 7), (3, 1, 1)),
+])
+def test_maxpool2d_nhwc_equals_torch(shape, window, dtype):
+    _needs("maxpool_nhwc.cu")
+    k, s, p = window
+    x = _randn(shape, dtype, _gen("pool", shape, window, dtype)).contiguous(memory_format=torch.channels_last)
+    _poison()
+    out = ops.maxpool2d_nhwc(x, k, s, p)
+    expected = F.max_pool2d(x, k, s, p)
+    assert out.shape == expected.shape and out.is_contiguous(memory_format=torch.channels_last)
+    assert torch.equal(out, expected)  # a max is exact
+
+
+def test_maxpool2d_nhwc_propagates_nan_and_checks_layout():
+    _needs("maxpool_nhwc.cu")
+    x = torch.zeros(1, 8, 6, 6, dtype=torch.bfloat16, device="cuda").contiguous(memory_format=torch.channels_last)
+    x[0, 3, 2, 2] = float("nan")
+    out = ops.maxpool2d_nhwc(x, 3, 2, 1)
+    assert torch.isnan(out[0, 3, 1, 1]) and torch.isnan(out[0, 3, 0, 0]) and not torch.isnan(out[0, 2]).any()
+    with pytest.raises(ValueError, match="channels_last"):
+        ops.maxpool2d_nhwc(torch.zeros(1, 8, 6, 6, dtype=torch.bfloat16, device="cuda"), 3, 2, 1)

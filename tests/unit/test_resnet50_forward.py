@@ -83,6 +83,31 @@ def test_fused_forward_equals_the_eager_forward_and_differs_without_the_shortcut
     assert not torch.allclose(net50.forward(x * 2, net50.unpack(params)), expected, atol=1e-2)
 
 
+@pytest.mark.parametrize("size", [32, 33, 224])
+def test_space_to_depth_stem_is_the_same_convolution(size: int):
+    _, params = _small_input()
+    stem = fused50.fold(net50.unpack(params).convs["stem"], torch.float32)
+    x = torch.randn(1, 3, size, size, generator=torch.Generator().manual_seed(size))
+    expected = F.conv2d(x, stem.weight, stem.bias, 2, 3)
+    s2d = fused50.s2d_stem(stem)
+    xs = fused50.space_to_depth(x)
+    assert xs.shape[1] == 16 and xs.is_contiguous(memory_format=torch.channels_last)
+    assert tuple(s2d.weight.shape) == (64, 16, 4, 4) and float(s2d.weight[:, 12:].abs().sum()) == 0
+    got = F.conv2d(xs, s2d.weight, s2d.bias, s2d.stride, s2d.pad)
+    assert got.shape == expected.shape
+    torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-4)
+    shifted = F.conv2d(torch.roll(xs, 1, dims=1), s2d.weight, s2d.bias)  # channel order matters
+    assert not torch.allclose(shifted, expected, atol=1e-2)
+
+
+def test_fast_stem_network_equals_the_eager_forward():
+    x, params = _small_input()
+    net = fused50.fold_net(params, torch.float32, fast_stem=True)
+    assert net.fast_stem and net.stem.weight.shape[1] == fused50.S2D_CHANNELS
+    torch.testing.assert_close(fused50.fused_forward(x, net), net50.resnet50_reference(x, params),
+                               rtol=1e-3, atol=1e-3)
+
+
 def test_pool2d_cost():
     op = {"op": "pool2d", "n": 2, "c": 64, "h": 112, "w": 112, "r": 3, "s": 3, "stride": 2, "pad": 1}
     cost = op_cost(op, {}, "bfloat16")

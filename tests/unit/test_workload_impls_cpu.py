@@ -34,7 +34,7 @@ RUNS_ON_CPU = {
     "bias_gelu_matmul": {"baseline", "fused"},
     "conv_bn_relu": {"baseline", "fused", "im2col", "conv_only"},
     "conv_alone": {"baseline", "nhwc"},
-    "resnet50": {"baseline", "channels_last", "fused_eager", "fused"},
+    "resnet50": {"baseline", "channels_last", "fused_eager", "fused", "fused_stem"},
 }
 
 
