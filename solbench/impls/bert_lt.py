@@ -36,6 +36,11 @@ def _nvmath() -> Any:
     return advanced
 
 
+# SDPA backends a variant may pin (``sdpa`` parameter), by name
+_BACKENDS = {"flash": lambda b: b.FLASH_ATTENTION, "cudnn": lambda b: b.CUDNN_ATTENTION,
+             "efficient": lambda b: b.EFFICIENT_ATTENTION}
+
+
 class EpilogueGemm:
     """``x @ w.T + bias`` (+ ``c``) (GELU) as one planned, autotuned cuBLASLt call."""
 
@@ -70,7 +75,7 @@ class BertLayerLt:
     def __init__(self, x: torch.Tensor, w_qkv: torch.Tensor, b_qkv: torch.Tensor, w_o: torch.Tensor,
                  b_o: torch.Tensor, ln1_w: torch.Tensor, ln1_b: torch.Tensor, w_1: torch.Tensor,
                  b_1: torch.Tensor, w_2: torch.Tensor, b_2: torch.Tensor, ln2_w: torch.Tensor,
-                 ln2_b: torch.Tensor, heads: int) -> None:
+                 ln2_b: torch.Tensor, heads: int, sdpa: str | None = None) -> None:
         if not x.is_cuda:
             raise DeviceError("needs CUDA tensors (cuBLASLt)")
         b, s, hidden = x.shape
@@ -87,6 +92,15 @@ class BertLayerLt:
         self.ffn1 = EpilogueGemm(sample(hidden), w_1, b_1, gelu=True)
         self.ffn2 = EpilogueGemm(sample(ffn), w_2, b_2, c=sample(hidden))
         self.ln = (ln1_w, ln1_b, ln2_w, ln2_b)
+        self.sdpa = sdpa
+
+    def _attention(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        if self.sdpa is None:  # torch's own choice of backend
+            return F.scaled_dot_product_attention(q, k, v)
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        with sdpa_kernel(_BACKENDS[self.sdpa](SDPBackend)):
+            return F.scaled_dot_product_attention(q, k, v)
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         """The layer on ``x`` (the tensor planned with)."""
@@ -96,7 +110,7 @@ class BertLayerLt:
         x2 = x.reshape(b * s, hidden)
         qkv = self.qkv(x2)
         q, k, v = qkv.view(b, s, 3, self.heads, hidden // self.heads).permute(2, 0, 3, 1, 4).unbind(0)
-        ctx = F.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(b * s, hidden)
+        ctx = self._attention(q, k, v).transpose(1, 2).reshape(b * s, hidden)
         h1 = layernorm(self.o(ctx, x2), self.ln[0], self.ln[1], LN_EPS)
         f = self.ffn1(h1)
         return layernorm(self.ffn2(f, h1), self.ln[2], self.ln[3], LN_EPS).view(b, s, hidden)
@@ -108,14 +122,18 @@ class BertLayerLt:
 def bert_layer_lt_setup(x: torch.Tensor, w_qkv: torch.Tensor, b_qkv: torch.Tensor, w_o: torch.Tensor,
                         b_o: torch.Tensor, ln1_w: torch.Tensor, ln1_b: torch.Tensor, w_1: torch.Tensor,
                         b_1: torch.Tensor, w_2: torch.Tensor, b_2: torch.Tensor, ln2_w: torch.Tensor,
-                        ln2_b: torch.Tensor, heads: int) -> dict[str, Any]:
-    """Plan and autotune the four GEMMs for this input set (untimed)."""
-    layer = BertLayerLt(x, w_qkv, b_qkv, w_o, b_o, ln1_w, ln1_b, w_1, b_1, w_2, b_2, ln2_w, ln2_b, heads)
+                        ln2_b: torch.Tensor, heads: int, sdpa: str | None = None) -> dict[str, Any]:
+    """Plan and autotune the four GEMMs for this input set (untimed); ``sdpa`` pins a backend."""
+    if sdpa is not None and sdpa not in _BACKENDS:
+        raise ValueError(f"sdpa must be one of {', '.join(_BACKENDS)}, got {sdpa!r}")
+    layer = BertLayerLt(x, w_qkv, b_qkv, w_o, b_o, ln1_w, ln1_b, w_1, b_1, w_2, b_2, ln2_w, ln2_b, heads,
+                        sdpa)
     return {"x": x, "layer": layer}
 
 
-def bert_layer_lt(x: torch.Tensor, layer: BertLayerLt) -> torch.Tensor:
+def bert_layer_lt(x: torch.Tensor, layer: BertLayerLt, sdpa: str | None = None) -> torch.Tensor:
     """Four cuBLASLt GEMMs with bias / GELU / residual epilogues, SDPA, two LayerNorm kernels."""
+    del sdpa  # chosen at set-up
     return layer(x)
 
 
