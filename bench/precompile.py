@@ -31,6 +31,9 @@ def names() -> list[tuple[str, str, tuple[int, int] | None]]:
                 for vec in (1, 8) for mode in (0, 1)]
         out += [("residual_layernorm.cu", f"residual_layernorm_kernel<{kind}, {vec}, {vpt}>", None)
                 for vec, vpts in ((8, (1, 2, 4)), (1, (1, 2, 4, 8, 16))) for vpt in vpts]
+        out += [("residual_layernorm.cu", f"residual_layernorm_kernel<{kind}, {vec}, {vpt}, {mode}>", None)
+                for vec, vpts in ((8, (1, 2, 4)), (1, (1, 2, 4, 8, 16))) for vpt in vpts for mode in (1, 2)]
+        out += [("maxpool_nhwc.cu", f"maxpool_nhwc_kernel<{kind}, {vec}>", None) for vec in (1, 8)]
     return out
 
 
