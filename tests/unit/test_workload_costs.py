@@ -201,7 +201,7 @@ def test_op_field_sets_are_exactly_what_the_cost_model_reads():
             variants = [(required | optional) - {"rows", "cols"}, (required | optional) - {"numel"}]
         read: set[str] = set()
         for fields in variants:
-            op = _Recording({"op": kind, **{f: 1 for f in fields}})
+            op = _Recording({"op": kind, **{f: 2 if f == "ranks" else 1 for f in fields}})
             op_cost(op, {}, "float32")
             read |= op.read
         assert read <= required | optional | COMMON_FIELDS, kind
