@@ -47,11 +47,10 @@ def speed_of_light(cost: Cost, peaks: Peaks) -> SpeedOfLight:
     t_tensor = cost.tensor_flops / tensor_peak
     t_vector = cost.vector_flops / peaks.vector_flops
     t_memory = cost.fused_bytes / peaks.bandwidth
-    terms: dict[Bound, float] = {"compute": t_tensor, "vector": t_vector, "memory": t_memory}
     link_known = not cost.bus_bytes or peaks.link_bandwidth is not None
     t_link = cost.bus_bytes / peaks.link_bandwidth if cost.bus_bytes and peaks.link_bandwidth else 0.0
-    if t_link:
-        terms["link"] = t_link
+    terms: dict[Bound, float] = {"link": t_link} if t_link else {}  # first: a tie names the link
+    terms.update({"compute": t_tensor, "vector": t_vector, "memory": t_memory})
     bound = max(terms, key=lambda k: terms[k])
     intensity = cost.flops / cost.fused_bytes if cost.fused_bytes else float("inf")
     return SpeedOfLight(terms[bound], bound, t_tensor, t_vector, t_memory, intensity, t_link, link_known)

@@ -234,7 +234,7 @@ class Implementation(_Model):
         description="Called once per input set, outside timing, with the inputs; returns the "
         "keyword arguments for fn (e.g. folded or concatenated weights).",
     )
-    requires: list[Literal["cuda", "cupy", "fp8", "compile", "nvmath", "sm80", "sm89", "sm90"]] = Field(
+    requires: list[Literal["cuda", "cupy", "fp8", "compile", "nvmath", "sm80", "sm89", "sm90", "nccl"]] = Field(
         default_factory=list, description="What the implementation needs; skipped otherwise."
     )
     peak_dtype: DType | None = Field(
