@@ -38,7 +38,7 @@ from typing import Any
 from solbench.measure import pool
 from solbench.results.model import ImplResult
 
-GRACE_S = 5.0  # after one rank reports a fault, how long the others have to report theirs
+GRACE_S = 2.0  # after one rank reports a fault, how long the others have to report theirs
 KEEP_GROUP = frozenset({"ok", "skipped", "incorrect"})  # after these the group stays usable
 Progress = pool.Progress
 
@@ -74,9 +74,11 @@ class Group:
             r.wait_ready()
 
     def run(self, task: Any, timeout_s: float, progress: Progress | None = None) -> tuple[ImplResult, bool]:
-        """Send the task to every rank, wait for them; (combined result, fatal). Never raises for a fault."""
+        """Send the task to every rank, wait for them; (combined result, fatal). Never raises for a fault.
+
+        As for a worker, ``timeout_s`` starts once every rank is up (start-up has its own limit).
+        """
         name = task.impl
-        deadline = time.monotonic() + timeout_s
         try:
             for r in self.ranks:
                 if not r._ready:
@@ -91,7 +93,7 @@ class Group:
                 r._busy = True
         except (EOFError, OSError, BrokenPipeError):
             return self._first_death(name), True
-        return self._collect(name, deadline, timeout_s, progress)
+        return self._collect(name, time.monotonic() + timeout_s, timeout_s, progress)
 
     def _collect(self, name: str, deadline: float, timeout_s: float,
                  progress: Progress | None) -> tuple[ImplResult, bool]:
@@ -127,7 +129,8 @@ class Group:
         return self._combine(name, results)
 
     def _combine(self, name: str, results: Mapping[int, tuple[ImplResult, bool]]) -> tuple[ImplResult, bool]:
-        faults = [(r, res) for r, (res, _) in sorted(results.items()) if res.status != "ok" and not _peer(res)]
+        faults = sorted(((r, res) for r, (res, _) in results.items() if res.status != "ok" and not _peer(res)),
+                        key=lambda item: (item[1].status != "crashed", item[0]))  # a death explains its peers' errors
         if faults:
             rank, res = faults[0]
             tail = res.log_tail or (self.ranks[rank].log_tail() if res.status not in KEEP_GROUP else "")
@@ -268,6 +271,8 @@ def _rank_main(conn: Connection, log_path: str, rank: int, world: int, device: s
     if device == "cuda":
         torch.cuda.set_device(rank)
         kwargs["device_id"] = torch.device("cuda", rank)
+    else:  # ranks share the host's cores: no rank's threads should outnumber its share
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // world))
     backend = "nccl" if device == "cuda" else "gloo"
     store = dist.FileStore(store_path, world)
     dist.init_process_group(backend, store=store, rank=rank, world_size=world,
