@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The two-GPU measurement of workloads/collectives.yaml: NCCL, rank r on GPU r. One device call.
+# Usage (repository root, a machine with 2 or more GPUs):  bash bench/two_gpu_collectives.sh [budget_s]
+# Writes $OUT/collectives.json (the run), run.log, topo.txt and table.md (busbw per size, overlap).
+set -uo pipefail
+OUT=${OUT:-/tmp/solbench-out}; mkdir -p "$OUT"
+BUDGET=${1:-1}
+if ls .whl/*.whl >/dev/null 2>&1; then  # pydantic and friends, carried (the device image lacks them)
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+  export PYTHONPATH=/tmp/site:.
+else
+  export PYTHONPATH=.${PYTHONPATH:+:$PYTHONPATH}
+fi
+export PYTHONUNBUFFERED=1 COLUMNS=170
+nvidia-smi topo -m > "$OUT/topo.txt" 2>&1; head -4 "$OUT/topo.txt"
+nvidia-smi --query-gpu=index,name,clocks.sm,clocks.max.sm,power.limit,driver_version --format=csv
+python3 -c "import torch; print('torch', torch.__version__, 'nccl', torch.cuda.nccl.version(), 'gpus', torch.cuda.device_count())"
+python3 -m solbench run workloads/collectives.yaml --budget "$BUDGET" --timeout 300 -o "$OUT/collectives.json" \
+  > "$OUT/run.log" 2>&1
+echo "solbench exit $?"
+grep -E "ERROR|CRASHED|TIMEOUT|INCORRECT|REWARD_HACK|INVALID" "$OUT/run.log" | head -20
+python3 bench/collectives_table.py "$OUT/collectives.json" | tee "$OUT/table.md"
