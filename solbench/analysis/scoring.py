@@ -11,6 +11,10 @@ implementation) is wrong, and the result is reported INVALID, never scored above
           sanity check: max(t_compute / 10, t_vector / 10, t_memory / 100). It catches a time no
           honest code can reach (a result returned without touching the data); the checks on
           unseen inputs catch subtler cheats
+    Collectives: the link term (bus bytes / link bandwidth) is left out of the floor. Bus bytes
+    follow nccl-tests' ring convention; NCCL's NVLS algorithm reduces inside an NVSwitch and moves
+    fewer bytes over each GPU's link (8 H200s reach 475 GB/s busbw over a 450 GB/s link,
+    nccl-tests issue #272), so the link term is a speed of light to score against, not a floor.
 
 Parts (``protocol["part"]`` is "compute" or "comm": components of an overlapped implementation,
 see :mod:`solbench.measure.group`) are neither scored nor floored: they do only part of the work.
@@ -41,7 +45,7 @@ class ImplPeaks:
 
 def time_floor(cost: Cost, floor: Peaks, device_kind: str) -> float:
     """The least time any honest implementation can take (see module docstring)."""
-    sol = speed_of_light(cost, floor)
+    sol = speed_of_light(replace(cost, bus_bytes=0.0), floor)  # no link term: see the module docstring
     if device_kind == "cpu":
         return max(sol.t_tensor / CPU_COMPUTE_MARGIN, sol.t_vector / CPU_COMPUTE_MARGIN,
                    sol.t_memory / CPU_MEMORY_MARGIN)

@@ -152,3 +152,16 @@ def test_world_size_env_and_parts_in_the_schema():
 def test_schema_refuses_misplaced_rank_fields(impls, extra, message):
     with pytest.raises(ValidationError, match=message):
         _spec(impls, **extra)
+
+
+def test_a_busbw_above_the_link_is_scored_not_invalid():
+    """In-switch reduction (NVLS) can beat the ring convention's bus bytes: SOL above 1, not INVALID."""
+    cost = _allreduce(2**30)
+    t = 0.9 * 2**30 / 450e9  # busbw 500 GB/s over a 450 GB/s link
+    r = ImplResult("baseline", "ok", timing=Timing((t,), t, t, t, "converged"))
+    (scored,) = score_impls(cost, [r], {"baseline": ImplPeaks(PEAKS, PEAKS)}, "baseline", "cuda")
+    assert scored.status == "ok" and scored.score.sol > 1.0
+    below_memory = 0.5 * cost.fused_bytes / 4.8e12  # faster than reading and writing the buffer once
+    r = ImplResult("baseline", "ok", timing=Timing((below_memory,), below_memory, below_memory, below_memory, "c"))
+    (flagged,) = score_impls(cost, [r], {"baseline": ImplPeaks(PEAKS, PEAKS)}, "baseline", "cuda")
+    assert flagged.status == "invalid"
