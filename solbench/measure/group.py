@@ -288,10 +288,10 @@ def _rank_main(conn: Connection, log_path: str, rank: int, world: int, device: s
             task = conn.recv()
         except (EOFError, OSError):
             return
-        if task is None:
-            with contextlib.suppress(Exception):
-                dist.destroy_process_group()
-            return
+        if task is None:  # leave at once: tearing NCCL down can wait on peers (the OS frees it all)
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(0)
 
         def emit(event: str, data: dict[str, Any]) -> None:
             conn.send(("progress", event, data))
