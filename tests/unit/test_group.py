@@ -127,3 +127,19 @@ def test_each_rank_draws_its_own_inputs_and_the_reference_sees_them_all():
         expected = x0.float() + x1.float()
         assert torch.equal(r0.references[k][0], expected) and torch.equal(r1.references[k][0], expected)
     assert not torch.equal(r0.sets[0]["x"], r0.sets[1]["x"])
+
+
+def test_single_process_runs_keep_their_executor_and_too_few_gpus_is_a_skip(monkeypatch):
+    from types import SimpleNamespace
+
+    from solbench.measure import group
+
+    inner = object()
+    single = SimpleNamespace(spec=SimpleNamespace(name="o_proj", world_size=1))
+    assert group.with_groups(inner, [single], "cuda") is inner
+    multi = SimpleNamespace(spec=SimpleNamespace(name="allreduce", world_size=2))
+    wrapped = group.with_groups(inner, [single, multi], "cuda")
+    assert isinstance(wrapped, group.GroupExecutor) and wrapped.ranks == {"allreduce": 2}
+    assert group.missing_gpus("cpu", 2) is None
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    assert group.missing_gpus("cuda", 2) == "needs 2 GPUs (one per rank), this machine has 1"
