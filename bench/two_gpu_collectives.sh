@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The two-GPU measurement of workloads/collectives.yaml: NCCL, rank r on GPU r. One device call.
-# Usage (repository root, a machine with 2 or more GPUs):  bash bench/two_gpu_collectives.sh [budget_s]
-# Writes $OUT/collectives.json (the run), run.log, topo.txt and table.md (busbw per size, overlap).
+# Usage (repository root, a machine with 2 or more GPUs):  bash bench/two_gpu_collectives.sh [budget_s] [tests]
+# Writes $OUT/collectives.json (the run), run.log, topo.txt and table.md (busbw per size, overlap);
+# with "tests", first the two-GPU tests (NCCL faults on one rank; tests/gpu/test_collectives_gpu.py).
 set -uo pipefail
 OUT=${OUT:-/tmp/solbench-out}; mkdir -p "$OUT"
 BUDGET=${1:-1}
@@ -15,6 +16,9 @@ export PYTHONUNBUFFERED=1 COLUMNS=170
 nvidia-smi topo -m > "$OUT/topo.txt" 2>&1; head -4 "$OUT/topo.txt"
 nvidia-smi --query-gpu=index,name,clocks.sm,clocks.max.sm,power.limit,driver_version --format=csv
 python3 -c "import torch; print('torch', torch.__version__, 'nccl', torch.cuda.nccl.version(), 'gpus', torch.cuda.device_count())"
+if [ "${2:-}" = tests ]; then
+  python3 -m pytest tests/gpu/test_collectives_gpu.py -q -p no:cacheprovider -rs 2>&1 | tee "$OUT/gpu_tests.log" | tail -8
+fi
 python3 -m solbench run workloads/collectives.yaml --budget "$BUDGET" --timeout 300 -o "$OUT/collectives.json" \
   > "$OUT/run.log" 2>&1
 echo "solbench exit $?"
