@@ -134,7 +134,8 @@ class Group:
         if faults:
             rank, res = faults[0]
             tail = res.log_tail or (self.ranks[rank].log_tail() if res.status not in KEEP_GROUP else "")
-            fault = replace(res, message=f"rank {rank}: {res.message}", log_tail=tail)
+            where = "" if res.status == "skipped" else f"rank {rank}: "  # a skip is about the machine
+            fault = replace(res, message=where + res.message, log_tail=tail)
             complete = len(results) == len(self.ranks)
             fatal = not complete or any(f for _, f in results.values()) or res.status not in KEEP_GROUP
             return fault, fatal
@@ -166,8 +167,10 @@ class Group:
                 with contextlib.suppress(OSError, BrokenPipeError):
                     r._conn.send(None)
         for r in self.ranks:
-            r._proc.join(5)
-            r.close()
+            if not r._busy:
+                r._proc.join(5)
+        for r in self.ranks:
+            r.close()  # kills a busy one (stuck in a collective a faulty peer never joined) at once
         shutil.rmtree(self._dir, ignore_errors=True)
 
 
