@@ -14,6 +14,8 @@ from solbench.results import store
 # NVSwitch), NCCL 2.20.3: peak busbw 475 GB/s (above the 450 GB/s per-direction NVLink figure: with
 # NVSwitch, NCCL's NVLS algorithm reduces in the switch, so fewer bytes cross each GPU's link than the
 # 2(n-1)/n convention counts). With two GPUs NVLS gives no such gain; ring busbw tops out below 450 GB/s.
+# nccl-tests averages 20 back-to-back calls (launch gaps amortized, L2 warm for small buffers); solbench
+# times each call alone (cold: L2 flushed, ranks released together), so its small sizes read slower.
 PUBLISHED = "nccl-tests #272: 8x H200 SXM, NCCL 2.20.3, peak all_reduce busbw 475 GB/s (NVLS)"
 
 
