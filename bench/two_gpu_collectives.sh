@@ -13,7 +13,10 @@ else
   export PYTHONPATH=.${PYTHONPATH:+:$PYTHONPATH}
 fi
 export PYTHONUNBUFFERED=1 COLUMNS=170
-nvidia-smi topo -m > "$OUT/topo.txt" 2>&1; head -4 "$OUT/topo.txt"
+# NVLink multicast stays off (the lent machines require it; ranks inherit this environment, and no
+# implementation in workloads/collectives.yaml sets NCCL_NVLS_ENABLE or NCCL_ALGO=NVLS)
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+nvidia-smi topo -m > "$OUT/topo.txt" 2>&1; head -4 "$OUT/topo.txt"  # NV<n>: NVLink; PIX/PHB/SYS: PCIe only
 nvidia-smi --query-gpu=index,name,clocks.sm,clocks.max.sm,power.limit,driver_version --format=csv
 python3 -c "import torch; print('torch', torch.__version__, 'nccl', torch.cuda.nccl.version(), 'gpus', torch.cuda.device_count())"
 if [ "${2:-}" = tests ]; then
