@@ -8,6 +8,12 @@ Conventions (FLOP = 2 x multiply-accumulate; matching ``torch.utils.flop_counter
     pool2d     R·S per output element (max or mean)  vector units; bytes: input + output
     elementwise, reductions, softmax, normalization:
                flops_per_element · numel            vector units  (non-tensor bucket)
+    collectives, over n ranks (``ranks``, default the workload's world_size), S = numel x dtype bytes
+    (nccl-tests' size: the whole buffer; doc/PERFORMANCE.md of NVIDIA/nccl-tests):
+               allreduce       bus bytes S·2(n−1)/n   reductions S/eb·(n−1)/n (vector)
+               reduce_scatter  bus bytes S·(n−1)/n    reductions S/eb·(n−1)/n (vector)
+               all_gather      bus bytes S·(n−1)/n
+               collective bytes S (algbw = S / T); bus bytes over the link (busbw = bus bytes / T)
 
 Bytes come in two kinds:
     fused      every declared input read once + every declared output written once
@@ -18,6 +24,7 @@ override the tensor FLOPs / fused bytes.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -37,6 +44,8 @@ class OpCost:
     tensor_flops: float = 0.0
     vector_flops: float = 0.0
     bytes: float = 0.0
+    collective_bytes: float = 0.0
+    bus_bytes: float = 0.0
 
 
 # FLOPs per output element of the elementwise kinds, and how many same-sized tensors they read.
@@ -64,7 +73,8 @@ def case_cost(case: Case, ops: Iterable[Mapping[str, Any]], *,
     for op in ops:
         c = op_cost(op, scope, case.dtype)
         total = OpCost(total.tensor_flops + c.tensor_flops, total.vector_flops + c.vector_flops,
-                       total.bytes + c.bytes)
+                       total.bytes + c.bytes, total.collective_bytes + c.collective_bytes,
+                       total.bus_bytes + c.bus_bytes)
     fused = float(sum(t.nbytes for t in case.inputs + case.outputs))
     overridden = []
     tensor_flops = total.tensor_flops
@@ -74,7 +84,8 @@ def case_cost(case: Case, ops: Iterable[Mapping[str, Any]], *,
     if bytes_ is not None:
         fused = float(evaluate(bytes_, scope))
         overridden.append("bytes")
-    return Cost(case.dtype, tensor_flops, total.vector_flops, fused, total.bytes, tuple(overridden))
+    return Cost(case.dtype, tensor_flops, total.vector_flops, fused, total.bytes, tuple(overridden),
+                total.collective_bytes, total.bus_bytes)
 
 
 def op_cost(op: Mapping[str, Any], scope: Mapping[str, Number], case_dtype: str) -> OpCost:
@@ -160,9 +171,36 @@ def _elementwise(kind: str, v: _Sizes, eb: int) -> OpCost:
                   eb * (numel * (v("inputs", reads) + 1) + params))
 
 
+# bus-bandwidth factor as a function of the rank count n, and whether the op reduces (nccl-tests)
+_COLLECTIVES: dict[str, tuple[Callable[[Number], float], bool]] = {
+    "allreduce": (lambda n: 2.0 * (n - 1) / n, True),
+    "reduce_scatter": (lambda n: (n - 1) / n, True),
+    "all_gather": (lambda n: (n - 1) / n, False),
+}
+
+
+def bus_factor(kind: str, ranks: Number) -> float:
+    """nccl-tests' busbw / algbw of a collective over ``ranks`` ranks (allreduce: 2(n-1)/n)."""
+    return _COLLECTIVES[kind][0](ranks)
+
+
+def _collective(kind: str, v: _Sizes, eb: int) -> OpCost:
+    numel = v("numel")
+    n = v("ranks", v.scope.get("world_size", 1))
+    if n < 2:
+        raise ValueError(f"op {kind!r}: ranks = {n}; a collective needs 2 ranks or more "
+                         "(give 'ranks', or world_size on the workload)")
+    size = eb * numel
+    reduces = _COLLECTIVES[kind][1]
+    # HBM per rank: read the send buffer, write the receive buffer (in-place or not)
+    return OpCost(0.0, numel * (n - 1) / n if reduces else 0.0, 2.0 * size, float(size),
+                  size * bus_factor(kind, n))
+
+
 _HANDLERS: dict[str, Callable[[_Sizes, int], OpCost]] = {
     "matmul": _matmul,
     "conv2d": _conv2d,
     "attention": _attention,
     "pool2d": _pool2d,
+    **{kind: functools.partial(_collective, kind) for kind in _COLLECTIVES},
 }

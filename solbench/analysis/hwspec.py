@@ -12,7 +12,11 @@ the speed of light of one dtype is computed against:
     int8                 tensor int8                                    vector fp32
     float4_e2m1fn_x2     tensor fp4                                     vector fp32
 
-A vector peak not listed for a dtype falls back to the vector fp32 peak. ``tensor_flops`` is None
+A vector peak not listed for a dtype falls back to the vector fp32 peak. The link bandwidth (what
+a collective's bus bytes are scored against) is per GPU and per direction, as nccl-tests' busbw
+is: the NVLink figure where the spec has one, else PCIe; on the CPU (gloo between processes of
+one host, every bus byte written and read once through host memory) half the measured copy
+bandwidth, which counts read and write bytes. ``tensor_flops`` is None
 when the device has no matrix unit for the dtype (bf16 on V100 and T4, fp8 on A100): callers then
 score matrix FLOPs against the vector peak.
 
@@ -85,6 +89,8 @@ class HardwareSpec:
     bandwidth: float | None = None  # bytes/s; None until measured (CPU)
     l2_bytes: int | None = None
     tdp_w: float | None = None
+    nvlink_bandwidth: float | None = None  # bytes/s per GPU and direction (datasheet bidirectional / 2)
+    pcie_bandwidth: float | None = None  # bytes/s per direction of the host link (x16)
     tensor_peaks: dict[str, float] = field(default_factory=dict)  # unit -> FLOP/s (int8: op/s)
     vector_peaks: dict[str, float] = field(default_factory=dict)  # unit -> FLOP/s
     pci_device_ids: tuple[int, ...] = ()  # 16-bit PCI device IDs (NVML pciDeviceId >> 16)
@@ -114,7 +120,15 @@ class HardwareSpec:
             tensor = self.tensor_peaks.get("fp64", vector)
         else:
             tensor = self.tensor_peaks.get(unit)
-        return Peaks(tensor_flops=tensor, vector_flops=vector, bandwidth=self.bandwidth, source=self.source)
+        return Peaks(tensor_flops=tensor, vector_flops=vector, bandwidth=self.bandwidth, source=self.source,
+                     link_bandwidth=self.link_bandwidth)
+
+    @property
+    def link_bandwidth(self) -> float | None:
+        """Bytes/s per GPU and direction a collective's bus bytes go at (module docstring); None: unknown."""
+        if self.kind == "cpu":
+            return self.bandwidth / 2 if self.bandwidth is not None else None
+        return self.nvlink_bandwidth if self.nvlink_bandwidth is not None else self.pcie_bandwidth
 
     def with_peaks(self, *, tensor: Mapping[str, float] | None = None,
                    vector: Mapping[str, float] | None = None, bandwidth: float | None = None,

@@ -11,6 +11,15 @@ implementation) is wrong, and the result is reported INVALID, never scored above
           sanity check: max(t_compute / 10, t_vector / 10, t_memory / 100). It catches a time no
           honest code can reach (a result returned without touching the data); the checks on
           unseen inputs catch subtler cheats
+    Collectives: the link term (bus bytes / link bandwidth) is left out of the floor. Bus bytes
+    follow nccl-tests' ring convention; NCCL's NVLS algorithm reduces inside an NVSwitch and moves
+    fewer bytes over each GPU's link (8 H200s reach 475 GB/s busbw over a 450 GB/s link,
+    nccl-tests issue #272), so the link term is a speed of light to score against, not a floor.
+
+Parts (``protocol["part"]`` is "compute" or "comm": components of an overlapped implementation,
+see :mod:`solbench.measure.group`) are neither scored nor floored: they do only part of the work.
+When both parts are ok, every scored implementation of the case gets the overlap efficiency
+(T_compute + T_comm - T) / min(T_compute, T_comm) (:func:`solbench.analysis.sol.overlap_efficiency`).
 """
 
 from __future__ import annotations
@@ -18,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from solbench.analysis.sol import score, speed_of_light
+from solbench.analysis.sol import overlap_efficiency, score, speed_of_light
 from solbench.results.model import Cost, ImplResult, Peaks
 
 CPU_COMPUTE_MARGIN = 10.0
@@ -36,7 +45,7 @@ class ImplPeaks:
 
 def time_floor(cost: Cost, floor: Peaks, device_kind: str) -> float:
     """The least time any honest implementation can take (see module docstring)."""
-    sol = speed_of_light(cost, floor)
+    sol = speed_of_light(replace(cost, bus_bytes=0.0), floor)  # no link term: see the module docstring
     if device_kind == "cpu":
         return max(sol.t_tensor / CPU_COMPUTE_MARGIN, sol.t_vector / CPU_COMPUTE_MARGIN,
                    sol.t_memory / CPU_MEMORY_MARGIN)
@@ -51,9 +60,10 @@ def score_impls(cost: Cost, impls: Sequence[ImplResult], peaks: Mapping[str, Imp
     """
     base = next((r for r in impls if r.name == baseline and r.status == "ok"), None)
     t_base = base.timing.median if base is not None and base.timing is not None else None
+    parts = part_times(impls)
     out = []
     for r in impls:
-        if r.status != "ok" or r.timing is None:
+        if r.status != "ok" or r.timing is None or r.protocol.get("part"):
             out.append(r)
             continue
         p = peaks[r.name]
@@ -66,5 +76,20 @@ def score_impls(cost: Cost, impls: Sequence[ImplResult], peaks: Mapping[str, Imp
                 "the cost model or the implementation is wrong")))
             continue
         sol = speed_of_light(cost, p.scoring)
-        out.append(replace(r, message=p.note or r.message, score=score(t, cost, p.scoring, sol, t_base)))
+        scored = score(t, cost, p.scoring, sol, t_base)
+        if parts is not None:
+            scored = replace(scored, overlap=overlap_efficiency(t, *parts))
+        note = p.note or r.message
+        if not sol.link_known:
+            note = "; ".join(filter(None, [note, "T_SOL has no link term: the spec has no interconnect bandwidth"]))
+        out.append(replace(r, message=note, score=scored))
     return tuple(out)
+
+
+def part_times(impls: Sequence[ImplResult]) -> tuple[float, float] | None:
+    """(T_compute, T_comm): the medians of the ok parts of a case, or None unless both are there."""
+    found = {str(r.protocol.get("part")): r.timing.median for r in impls
+             if r.status == "ok" and r.timing is not None and r.protocol.get("part")}
+    if "compute" not in found or "comm" not in found:
+        return None
+    return found["compute"], found["comm"]

@@ -32,6 +32,11 @@ def _tera(value: float) -> float:
     return float(round(value * _TERA))
 
 
+def _per_direction(bidirectional_gbs: float | None) -> float | None:
+    """A datasheet's bidirectional GB/s as bytes/s per direction (what nccl-tests' busbw compares with)."""
+    return None if bidirectional_gbs is None else bidirectional_gbs * 1e9 / 2
+
+
 def _regex(pattern: str) -> str:
     try:
         re.compile(pattern)
@@ -73,6 +78,8 @@ class _GpuFile(BaseModel):
     bandwidth_tbs: _Positive
     l2_mb: _Positive | None
     tdp_w: _Positive | None
+    nvlink_gbs: _Positive | None = None  # GB/s per GPU, both directions together, as datasheets give it
+    pcie_gbs: _Positive | None = None  # GB/s of the x16 host link, both directions together
     pci_device_ids: list[_HexId]
     name_patterns: list[_Regex]
     match_priority: int
@@ -92,6 +99,7 @@ class _GpuFile(BaseModel):
             memory_bytes=round(self.memory_gb * 1e9), memory_type=self.memory_type,
             bandwidth=_tera(self.bandwidth_tbs),
             l2_bytes=None if self.l2_mb is None else round(self.l2_mb * 2**20), tdp_w=self.tdp_w,
+            nvlink_bandwidth=_per_direction(self.nvlink_gbs), pcie_bandwidth=_per_direction(self.pcie_gbs),
             tensor_peaks={k: _tera(v) for k, v in self.tensor_peaks_tflops.items()},
             vector_peaks={k: _tera(v) for k, v in self.vector_peaks_tflops.items()},
             pci_device_ids=tuple(int(p, 16) for p in self.pci_device_ids),

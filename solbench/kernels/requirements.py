@@ -10,6 +10,7 @@ missing ``requires`` entry still ends in ``skipped``, only later.
     fp8              FP8 tensor cores (compute capability 8.9+)
     sm80, sm89, sm90 compute capability 8.0+, 8.9+, 9.0+
     nvmath           nvmath-python importable (cuBLASLt with a separate C and D)
+    nccl             a CUDA device and torch built with NCCL (multi-rank workloads)
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import importlib.util
 __all__ = ["KNOWN", "requirement_missing"]
 
 _CC = {"sm80": (8, 0), "sm89": (8, 9), "sm90": (9, 0), "fp8": (8, 9)}
-KNOWN = ("cuda", "compile", "cupy", "fp8", "sm80", "sm89", "sm90", "nvmath")
+KNOWN = ("cuda", "compile", "cupy", "fp8", "sm80", "sm89", "sm90", "nvmath", "nccl")
 NO_NVMATH = "needs nvmath-python (pip install 'solbench[nvmath]')"
 
 
@@ -32,6 +33,8 @@ def requirement_missing(need: str, device: str = "cuda") -> str | None:
         raise ValueError(f"unknown requirement {need!r}; known: {', '.join(KNOWN)}")
     if need in ("cuda", "compile"):
         return None if device == "cuda" else f"needs CUDA ({need})"
+    if need == "nccl":
+        return None if device == "cuda" and _nccl() else "needs NCCL (a CUDA device; the CPU runs gloo)"
     if need == "cupy":
         return None if _importable("cupy") else "needs CuPy (pip install 'solbench[cuda12]' or '[cuda13]')"
     if need == "nvmath":
@@ -54,3 +57,9 @@ def _importable(module: str) -> bool:
         return importlib.util.find_spec(module) is not None
     except (ImportError, ValueError):
         return False
+
+
+def _nccl() -> bool:
+    import torch.distributed as dist
+
+    return bool(dist.is_available() and dist.is_nccl_available())

@@ -70,6 +70,9 @@ def measure_units(units: Sequence[Unit], run: RunResult, executor: Executor, *, 
     ``nvml_id`` is the device UUID workers read clocks by after every sample (None: no readings).
     ``variant(spec, case, impl)`` may return the spec to send for one implementation and case.
     """
+    from solbench.measure.group import with_groups
+
+    executor = with_groups(executor, units, device)  # multi-rank workloads: one process per rank
     rounds: dict[tuple[int, str], list[list[ImplResult]]] = {}  # (unit, case) -> each round's results
     scored: dict[tuple[int, str], CaseResult] = {}
     before = run.cases

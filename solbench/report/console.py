@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from rich.table import Table
 from rich.text import Text
 
+from solbench.report.collective_cells import collective_cell, collective_columns, is_part
 from solbench.report.timing_cells import clock_cell, has_clocks, has_rounds, rounds_cell
 from solbench.report.units import format_bytes, format_flops, format_pct, format_seconds
 from solbench.results.model import CaseResult, ImplResult, RunResult
@@ -21,7 +22,8 @@ def run_tables(run: RunResult) -> list[Table]:
         by_workload.setdefault(case.workload, []).append(case)
     dry = run.protocol.timer == "none"
     extra = (("rounds",) if has_rounds(run) else ()) + (("SM MHz",) if has_clocks(run) else ())
-    return [_dry_table(name, cases) if dry else _table(name, cases, extra) for name, cases in by_workload.items()]
+    return [_dry_table(name, cases) if dry else _table(name, cases, extra + collective_columns(cases))
+            for name, cases in by_workload.items()]
 
 
 def _params(case: CaseResult) -> str:
@@ -38,7 +40,7 @@ def _table(workload: str, cases: Iterable[CaseResult], extra: tuple[str, ...] = 
         for r in case.impls:
             cells = {"rounds": rounds_cell(r.timing), "SM MHz": clock_cell(r.timing)}
             t.add_row(Text(_params(case)) if first else "", Text(r.name), *_cells(case, r),
-                      *(cells[c] for c in extra))
+                      *(cells[c] if c in cells else collective_cell(c, r) for c in extra))
             first = False
         if first:
             t.add_row(_params(case), "-", "", format_seconds(case.t_sol), "", "", "", case.bound, "",
@@ -54,6 +56,8 @@ def _cells(case: CaseResult, r: ImplResult) -> list[str | Text]:
     tm = r.timing
     half = (tm.ci_high - tm.ci_low) / 2
     time = f"{format_seconds(tm.median)} ±{half / tm.median * 100:.1f}%"
+    if is_part(r):
+        return [time, format_seconds(case.t_sol), Text("part", style="dim"), "", "", case.bound, ""]
     if r.status == "invalid" or r.score is None:
         return [time, format_seconds(case.t_sol), Text("INVALID", style=_STATUS_STYLE["invalid"]),
                 "", "", case.bound, ""]

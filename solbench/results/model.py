@@ -29,7 +29,7 @@ STATUSES: tuple[str, ...] = ("ok", "incorrect", "invalid", "skipped", "error", "
 # "skipped" is not one of them: it means this machine lacks something the implementation requires.
 FAILED_STATUSES: frozenset[str] = frozenset(
     {"incorrect", "invalid", "error", "crashed", "timeout", "oom", "reward_hack"})
-Bound = Literal["compute", "vector", "memory"]
+Bound = Literal["compute", "vector", "memory", "link"]  # link: the interconnect (collectives)
 # NVML clocks-event reason bits that mean the clocks were held down while a sample ran: the power
 # cap (SwPowerCap 0x4), hardware slowdown (0x8), thermal limits (0x20, 0x40), power brake (0x80).
 # GpuIdle (0x1), ApplicationsClocksSetting (0x2, an owner's clock lock), SyncBoost and display
@@ -79,6 +79,7 @@ class Peaks:
     vector_flops: float  # FLOP/s of the non-tensor units
     bandwidth: float  # bytes/s of device memory
     source: str  # "datasheet", "measured" or "estimated"
+    link_bandwidth: float | None = None  # bytes/s per GPU and direction of the interconnect (None: unknown)
 
 
 @dataclass(frozen=True)
@@ -121,6 +122,8 @@ class Cost:
     fused_bytes: float  # every declared input read once, every output written once
     unfused_bytes: float  # every op's own inputs and outputs
     overridden: tuple[str, ...] = ()  # which of "flops", "bytes" came from explicit expressions
+    collective_bytes: float = 0.0  # collectives: the buffer size S that algbw = S / T divides (nccl-tests)
+    bus_bytes: float = 0.0  # collectives: bytes each rank moves over its link, S x the busbw factor
 
     @property
     def flops(self) -> float:
@@ -182,6 +185,9 @@ class Score:
     achieved_bandwidth: float  # bytes/s
     speedup: float | None  # T_baseline / T
     s_score: float | None  # SOL-ExecBench S = 1 / (1 + (T - T_SOL) / (T_b - T_SOL))
+    algbw: float | None = None  # collectives: collective bytes / T (bytes/s; nccl-tests "algbw")
+    busbw: float | None = None  # collectives: bus bytes / T (bytes/s; nccl-tests "busbw")
+    overlap: float | None = None  # (T_compute + T_comm - T) / min(T_compute, T_comm), from the parts
 
 
 @dataclass(frozen=True)

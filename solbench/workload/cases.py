@@ -123,6 +123,8 @@ def build_case(spec: WorkloadSpec, params: Mapping[str, ParamValue], dtype: str)
     """Evaluate every tensor shape of a workload at one parameter set."""
     scope: dict[str, ParamValue] = {**params, "dtype": dtype}
     derived: dict[str, ParamValue] = {}
+    if spec.world_size > 1:  # visible to expressions and to the collectives' cost
+        derived["world_size"] = scope["world_size"] = spec.world_size
     for name, expr in spec.derived.items():
         numeric = {k: v for k, v in scope.items() if isinstance(v, int | float)}
         try:

@@ -6,6 +6,8 @@
     pool2d     n, c, h, w, r, s; stride, pad (max or average pooling; a global mean is r = h, s = w)
     add, mul, bias_add, relu, gelu, elementwise, softmax, layernorm, batchnorm, copy:
                numel, or rows and cols; inputs, flops_per_element, param_elements
+    allreduce, reduce_scatter, all_gather (collectives over ranks):
+               numel; ranks (default: the workload's world_size)
 
 Every kind also takes ``op`` and ``dtype``. :mod:`solbench.analysis.cost` reads exactly these
 fields (a unit test holds the two together).
@@ -19,6 +21,7 @@ from typing import Any
 
 ELEMENTWISE_KINDS = ("add", "mul", "bias_add", "relu", "gelu", "elementwise", "softmax", "layernorm",
                      "batchnorm", "copy")
+COLLECTIVE_KINDS = ("allreduce", "reduce_scatter", "all_gather")
 _ELEMENTWISE_FIELDS = frozenset({"numel", "rows", "cols", "inputs", "flops_per_element", "param_elements"})
 
 # kind -> (required fields, optional fields)
@@ -29,6 +32,7 @@ OP_FIELDS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "attention": (frozenset({"b", "h", "sq", "sk", "d"}), frozenset({"dv", "causal"})),
     "pool2d": (frozenset({"n", "c", "h", "w", "r", "s"}), frozenset({"stride", "pad"})),
     **{kind: (frozenset(), _ELEMENTWISE_FIELDS) for kind in ELEMENTWISE_KINDS},
+    **{kind: (frozenset({"numel"}), frozenset({"ranks"})) for kind in COLLECTIVE_KINDS},
 }
 COMMON_FIELDS = frozenset({"op", "dtype"})
 FLAG_FIELDS = frozenset({"batched_b", "bias", "causal"})  # true/false accepted, read as 1/0

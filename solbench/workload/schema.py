@@ -188,6 +188,7 @@ class Op(_Model):
     inputs: Expr | None = None
     flops_per_element: Expr | None = None
     param_elements: Expr | None = None
+    ranks: Expr | None = None
 
     @classmethod
     def _check_keys(cls, value: dict[Any, Any]) -> None:
@@ -234,7 +235,7 @@ class Implementation(_Model):
         description="Called once per input set, outside timing, with the inputs; returns the "
         "keyword arguments for fn (e.g. folded or concatenated weights).",
     )
-    requires: list[Literal["cuda", "cupy", "fp8", "compile", "nvmath", "sm80", "sm89", "sm90"]] = Field(
+    requires: list[Literal["cuda", "cupy", "fp8", "compile", "nvmath", "sm80", "sm89", "sm90", "nccl"]] = Field(
         default_factory=list, description="What the implementation needs; skipped otherwise."
     )
     peak_dtype: DType | None = Field(
@@ -251,6 +252,17 @@ class Implementation(_Model):
         default_factory=dict,
         description="Fixed keyword arguments passed to fn (and to setup if it takes them), "
         "e.g. a tuned configuration {block: 256}.",
+    )
+    env: dict[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")], str] = Field(
+        default_factory=dict,
+        description="Environment variables set in each rank process before its process group is "
+        "created (world_size > 1 only), e.g. {NCCL_ALGO: Ring, NCCL_PROTO: Simple}.",
+    )
+    part: Literal["compute", "comm"] | None = Field(
+        None,
+        description="A component of an overlapped implementation (world_size > 1 only): timed with the "
+        "same protocol, never checked against the reference nor scored; its time is T_compute or T_comm "
+        "of the overlap efficiency (T_compute + T_comm - T) / min(T_compute, T_comm).",
     )
 
 
@@ -293,6 +305,11 @@ class WorkloadSpec(_Model):
     tolerances: dict[DType, Tolerance] = Field(default_factory=dict)
     gate_threshold: float | None = Field(None, gt=0, description="Per-workload gate threshold.")
     profiles: dict[Literal["cpu", "cuda"], Profile] = Field(default_factory=dict)
+    world_size: int = Field(
+        1, ge=1, le=64,
+        description="Ranks: implementations run as one process per rank (torch.distributed, NCCL on CUDA "
+        "with rank r on GPU r, gloo on the CPU); inputs are drawn per rank (solbench.measure.group).",
+    )
 
     @field_validator("implementations", mode="before")
     @classmethod
@@ -305,6 +322,7 @@ class WorkloadSpec(_Model):
     def _consistent(self) -> WorkloadSpec:
         if self.baseline not in self.implementations:
             raise ValueError(f"baseline {self.baseline!r} is not one of the implementations")
+        _check_ranks(self)
         if self.cases is None and not self.parameters and not self.constants:
             raise ValueError("give parameters, cases or constants")
         clash = set(self.inputs) & set(self.outputs)
@@ -318,6 +336,22 @@ class WorkloadSpec(_Model):
             raise ValueError(f"tensor names that are also parameters: {sorted(shadow)} "
                              "(an implementation could not tell them apart); rename one")
         return self
+
+
+def _check_ranks(spec: WorkloadSpec) -> None:
+    """``env`` and ``part`` only where there are ranks; parts are never the baseline, and come as a pair."""
+    impls = spec.implementations
+    if spec.world_size == 1:
+        for name, impl in impls.items():
+            if impl.env or impl.part:
+                field = "env" if impl.env else "part"
+                raise ValueError(f"implementation {name!r}: {field} needs world_size > 1 (a multi-rank workload)")
+        return
+    if impls[spec.baseline].part is not None:
+        raise ValueError(f"the baseline {spec.baseline!r} cannot be a part")
+    parts = sorted(impl.part for impl in impls.values() if impl.part is not None)
+    if parts and parts != ["comm", "compute"]:
+        raise ValueError(f"parts come as one 'compute' and one 'comm' implementation, got {parts}")
 
 
 class WorkloadFile(_Model):

@@ -139,5 +139,7 @@ def test_every_shipped_workload_runs_end_to_end_on_cpu(runner, tmp_path, workloa
     for r in statuses:
         if r.status == "skipped":
             assert r.message.startswith("needs "), r.message  # a clear reason, not a failure
+        elif r.protocol.get("part"):  # a part of a multi-rank workload: timed, never checked
+            assert r.correctness is None and r.score is None and r.timing is not None
         else:
             assert r.correctness is not None and r.correctness.passed

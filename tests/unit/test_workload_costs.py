@@ -44,12 +44,22 @@ def test_every_workload_file_is_covered():
             "conv_bn_relu", "conv_alone"} <= names
 
 
+def _prepare(p: Planned, case: Case):
+    """One input set and its reference; a multi-rank workload's as rank 0 sees them."""
+    if p.spec.world_size == 1:
+        return prepare_case(p.spec, case, "cpu", p.path.parent, input_sets=1, seed=0)
+    from solbench.measure.rank import prepare_rank
+
+    return prepare_rank(p.spec, case, "cpu", p.path.parent, input_sets=1, seed=0, rank=0, world=p.spec.world_size)
+
+
 @pytest.mark.parametrize(("p", "case"), CPU_CASES)
 def test_reference_flops_equal_the_cost_model(p: Planned, case: Case):
+    """Per rank: a multi-rank reference computes every rank's share (world_size x the cost)."""
     with FlopCounterMode(display=False) as counter:
-        prepare_case(p.spec, case, "cpu", p.path.parent, input_sets=1, seed=0)
+        _prepare(p, case)
     counted = counter.get_total_flops()
-    assert cost_of(p, case).tensor_flops == counted
+    assert cost_of(p, case).tensor_flops * p.spec.world_size == counted
 
 
 @pytest.mark.parametrize(("p", "case"), CPU_CASES)
@@ -57,7 +67,7 @@ def test_fused_bytes_are_inputs_read_once_and_outputs_written_once(p: Planned, c
     cost = cost_of(p, case)
     if "bytes" in cost.overridden:
         pytest.skip("fused bytes overridden by a bytes: expression")
-    prepared = prepare_case(p.spec, case, "cpu", p.path.parent, input_sets=1, seed=0)
+    prepared = _prepare(p, case)
     in_bytes = sum(t.numel() * t.element_size() for t in prepared.sets[0].values())
     out_bytes = 0
     for ref, declared in zip(prepared.references[0], case.outputs, strict=True):
@@ -201,7 +211,7 @@ def test_op_field_sets_are_exactly_what_the_cost_model_reads():
             variants = [(required | optional) - {"rows", "cols"}, (required | optional) - {"numel"}]
         read: set[str] = set()
         for fields in variants:
-            op = _Recording({"op": kind, **{f: 1 for f in fields}})
+            op = _Recording({"op": kind, **{f: 2 if f == "ranks" else 1 for f in fields}})
             op_cost(op, {}, "float32")
             read |= op.read
         assert read <= required | optional | COMMON_FIELDS, kind

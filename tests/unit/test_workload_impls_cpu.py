@@ -87,8 +87,9 @@ def _check_all(p: Planned, case: Case) -> None:
 
 
 def _cpu_cases() -> list:
+    """Single-process workloads (multi-rank ones run as process groups: tests/unit/test_group.py)."""
     return [pytest.param(p, case, id=f"{path.name}:{case.id}")
-            for path in WORKLOAD_FILES for p in plan([path], "cpu") for case in p.cases]
+            for path in WORKLOAD_FILES for p in plan([path], "cpu") if p.spec.world_size == 1 for case in p.cases]
 
 
 @pytest.mark.parametrize(("p", "case"), _cpu_cases())

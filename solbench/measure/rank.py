@@ -1,0 +1,304 @@
+"""What one rank of a multi-rank workload does for one task (:mod:`solbench.measure.group` starts them).
+
+The steps of :mod:`solbench.measure.worker`, with the ranks kept in lockstep (an implementation
+calls collectives, so every rank must make the same calls in the same order)::
+
+    inputs of every rank r from seed + k + RANK_SEED_STRIDE·r (each rank draws all of them, so the
+      reference needs no communication); the reference gets each input stacked over ranks
+      ([world_size, *shape], fp32) and returns this rank's outputs (it may take ``rank``)
+    correctness: every input set, then the first again, on every rank; no rank stops early;
+      then the ranks agree (any rank failed -> all stop; the failing rank reports why)
+    timing: the measurement loop over a GroupTimer: per sample a host barrier, on CUDA a one-element
+      NCCL all-reduce (the GPUs leave it together), the rank's own timer, then the max over ranks
+      of the sample (and of the elapsed time, so every rank stops after the same sample)
+    after timing: the worker's checks on unseen inputs, drawn per rank the same way
+
+Parts (``part: compute|comm``) are timed the same way but neither checked nor scored.
+A rank that raises between two collectives leaves the others waiting in the next one: the
+group runner (:mod:`solbench.measure.group`) reports the fault and kills the group.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from solbench.errors import DeviceError
+from solbench.impls.registry import ResolveError, resolve
+from solbench.measure import guards, tensors
+from solbench.measure.criteria import CIWidth
+from solbench.measure.loop import CheatDetected, measure
+from solbench.measure.runner import CaseInputs, _call, _exact_fp32, build_launches, missing_requirement
+from solbench.measure.worker import (
+    FRESH_SEED_OFFSET,
+    Fatal,
+    Task,
+    WorkerState,
+    _check_context,
+    _Checker,
+    _fault,
+    _Incorrect,
+    _worst,
+)
+from solbench.results.model import Correctness, ImplResult
+from solbench.workload.cases import Case
+from solbench.workload.schema import WorkloadSpec
+
+RANK_SEED_STRIDE = 100_003  # rank r draws from seed + k + r·stride (never a seed + FRESH_SEED_OFFSET)
+PEER_FAILED = "another rank failed"  # the message of a rank that stopped because a peer failed
+
+
+@dataclass(frozen=True)
+class RankContext:
+    """This rank's place in its group, and the host-side (gloo) group used to keep ranks in step."""
+
+    rank: int
+    world: int
+    backend: str  # "nccl" or "gloo": what implementations' collectives use
+    device: str  # "cuda" or "cpu"
+    control: Any  # a gloo process group: barriers and agreement, never timed
+
+    def agree(self, values: Sequence[float]) -> list[float]:
+        """The elementwise max of ``values`` over ranks."""
+        import torch.distributed as dist
+
+        t = torch.tensor(list(values), dtype=torch.float64)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX, group=self.control)
+        return [float(v) for v in t.tolist()]
+
+    def barrier(self) -> None:
+        import torch.distributed as dist
+
+        dist.barrier(group=self.control)
+
+
+def rank_seed(seed: int, rank: int) -> int:
+    """The seed rank ``rank``'s inputs are drawn from, for a run seed (plus input-set offset)."""
+    return seed + RANK_SEED_STRIDE * rank
+
+
+def prepare_rank(spec: WorkloadSpec, case: Case, device: str, base_dir: Path | None, *, input_sets: int,
+                 seed: int, rank: int, world: int) -> CaseInputs:
+    """This rank's input sets, and the reference outputs of this rank for each."""
+    reference = resolve(spec.reference, base_dir)
+    names = [t.name for t in case.outputs]
+    sets, refs = [], []
+    for k in range(input_sets):
+        every = [tensors.make_inputs(case, device, rank_seed(seed + k, q)) for q in range(world)]
+        with _exact_fp32():
+            stacked = {name: torch.stack([tensors.upcast(e, spec.reference_dtype)[name] for e in every])
+                       for name in every[0]}
+            value = _call(reference, stacked, {**case.params, "rank": rank, "world_size": world})
+        refs.append(tensors.as_outputs(value, names))
+        sets.append(every[rank])
+        del every, stacked
+    return CaseInputs(tuple(sets), tuple(refs))
+
+
+class GroupTimer:
+    """A rank's timer, sampled in step with the other ranks; each sample is the max over ranks."""
+
+    def __init__(self, inner: Any, ctx: RankContext) -> None:
+        self.inner = inner
+        self.ctx = ctx
+        self.name = inner.name
+        self.now = 0.0  # the agreed elapsed seconds after the last sample (the loop's clock)
+        self._t0 = time.monotonic()
+        self._one = torch.ones(1, device="cuda") if ctx.backend == "nccl" else None
+
+    @property
+    def last_output(self) -> object:
+        return self.inner.last_output
+
+    @last_output.setter
+    def last_output(self, value: object) -> None:
+        self.inner.last_output = value
+
+    @property
+    def pending_s(self) -> list[float]:
+        return self.inner.pending_s  # type: ignore[no-any-return]
+
+    def prepare(self, launches: Sequence[Callable[[], Any]]) -> None:
+        """The inner timer's preparation; then every rank takes the longest spin (equal GPU lead-in)."""
+        self.inner.prepare(launches)
+        if hasattr(self.inner, "spin_us"):
+            self.inner.spin_us = self.ctx.agree([self.inner.spin_us])[0]
+
+    def sample(self, index: int) -> float:
+        import torch.distributed as dist
+
+        self.ctx.barrier()
+        if self._one is not None:  # the GPUs leave this together; the equal spins follow
+            dist.all_reduce(self._one)
+        seconds = self.inner.sample(index)
+        seconds, self.now = self.ctx.agree([seconds, time.monotonic() - self._t0])
+        return seconds
+
+    def clock(self) -> float:
+        return self.now
+
+    def protocol(self) -> dict[str, Any]:
+        return {**self.inner.protocol(), "rank_time": "max over ranks",
+                "rank_sync": "barrier" + (" + 1-element NCCL all-reduce" if self._one is not None else "")}
+
+    def output_index(self, index: int) -> int:
+        return self.inner.output_index(index)  # type: ignore[no-any-return]
+
+
+class _RankChecker(_Checker):
+    """The worker's checks, with every rank making every call, and unseen inputs drawn per rank."""
+
+    def __init__(self, task: Task, inputs: CaseInputs, kwargs: Sequence[Mapping[str, Any]],
+                 ctx: RankContext) -> None:
+        super().__init__(task, inputs, kwargs)
+        self.ctx = ctx
+
+    def lockstep(self, launches: Sequence[Callable[[], Any]]) -> tuple[Correctness, ImplResult | None]:
+        """Every input set, then the first again; never stops early (the peers make the same calls)."""
+        name = self.task.impl
+        result = Correctness(True, 0.0, 0.0, self.tol[0], self.tol[1])
+        failure: ImplResult | None = None
+        for k in [*range(len(launches)), 0]:
+            tensors.poison_allocator(self.task.case, self.task.device)
+            self.threads = set(threading.enumerate())
+            value = launches[k]()
+            if failure is not None:
+                continue
+            try:
+                out = self._outputs(value)
+                problem = guards.settled_outputs(out, self.task.device, self.threads)
+                if problem is not None:
+                    raise CheatDetected(f"input set {k}: {problem}")
+                result = _worst(result, self._check(k, out, self.inputs.references[k], self.kwargs[k],
+                                                    self.inputs.sets[k], self.input_guards[k]))
+                if not result.passed:
+                    failure = ImplResult(name, "incorrect", result.detail, result)
+                self.kept.extend(out)
+            except CheatDetected as exc:
+                failure = ImplResult(name, "reward_hack", str(exc))
+            except _Incorrect as exc:
+                failure = ImplResult(name, "incorrect", exc.correctness.detail, exc.correctness)
+        return result, failure
+
+    def after_timing(self) -> None:
+        """The worker's checks after timing, on unseen inputs drawn for this rank."""
+        for k, (inputs, guard) in enumerate(zip(self.inputs.sets, self.input_guards, strict=True)):
+            problem = guard.changed(inputs)
+            if problem is not None:
+                raise CheatDetected(f"input set {k}, during timing: {problem}")
+        task, s = self.task, self.task.settings
+        base_dir = Path(task.base_dir) if task.base_dir is not None else None
+        impl = task.spec.implementations[task.impl]
+        fresh = prepare_rank(task.spec, task.case, task.device, base_dir, input_sets=2,
+                             seed=s.seed + FRESH_SEED_OFFSET, rank=self.ctx.rank, world=self.ctx.world)
+        self._verify_unseen("fresh inputs after timing", impl, base_dir, fresh.sets[0], fresh.references[0])
+        reused = self.inputs.sets[0]
+        with torch.no_grad():
+            for key, tensor in reused.items():
+                tensor.copy_(fresh.sets[1][key])
+        self._verify_unseen("new values in the timed input tensors", impl, base_dir, reused, fresh.references[1])
+
+
+Emit = Callable[[str, dict[str, Any]], None]
+
+
+def execute_rank(task: Task, state: WorkerState, ctx: RankContext,
+                 emit: Emit | None = None) -> tuple[ImplResult, bool]:
+    """Run one task on this rank; (result, fatal), as :func:`solbench.measure.worker.execute`."""
+    start = time.perf_counter()
+    try:
+        result = _execute(task, state, ctx, emit or (lambda event, data: None))
+        result = replace(result, protocol={**result.protocol, "task_s": round(time.perf_counter() - start, 4)})
+        fatal = False
+    except Fatal as exc:
+        result, fatal = ImplResult(task.impl, "crashed", str(exc)), True
+    except SystemExit as exc:
+        result, fatal = ImplResult(task.impl, "crashed", f"the implementation called sys.exit({exc.code})"), True
+    tampered = state.tamper.tampered()
+    if tampered is not None:
+        return ImplResult(task.impl, "reward_hack", tampered), True
+    if task.device == "cuda" and not fatal:
+        torch.cuda.empty_cache()
+    return result, fatal
+
+
+def _execute(task: Task, state: WorkerState, ctx: RankContext, emit: Emit) -> ImplResult:
+    spec, case, name, s = task.spec, task.case, task.impl, task.settings
+    impl = spec.implementations[name]
+    reason = missing_requirement(impl, task.device)
+    if reason is not None:
+        return ImplResult(name, "skipped", reason)
+    graph = s.timer == "graph"
+    if graph:  # NCCL in a captured graph needs its own set-up: time these cold
+        task = replace(task, settings=replace(s, timer="cold"))
+    base_dir = Path(task.base_dir) if task.base_dir is not None else None
+    try:
+        inputs = prepare_rank(spec, case, task.device, base_dir, input_sets=s.input_sets, seed=s.seed,
+                              rank=ctx.rank, world=ctx.world)
+    except Exception as exc:
+        _check_context(task.device, exc)
+        return _fault(name, exc, "reference failed: ")
+    try:
+        launches, kwargs = build_launches(impl, case, inputs.sets, base_dir, with_kwargs=True)
+    except ResolveError as exc:
+        return ImplResult(name, "error", str(exc))
+    except DeviceError as exc:
+        return ImplResult(name, "skipped", str(exc))
+    except Exception as exc:
+        _check_context(task.device, exc)
+        return _fault(name, exc, "set-up failed: ")
+    checker = _RankChecker(task, inputs, kwargs, ctx)
+    try:
+        result = _checked_and_timed(task, state, ctx, emit, checker, launches)
+        if graph and result.timing is not None:
+            result = replace(result, protocol={**result.protocol, "timer": "cold (no graph timer for ranks)"})
+        return result
+    except CheatDetected as exc:
+        return ImplResult(name, "reward_hack", str(exc))
+    except DeviceError as exc:
+        return ImplResult(name, "skipped", str(exc))
+    except _Incorrect as exc:
+        return ImplResult(name, "incorrect", exc.correctness.detail, exc.correctness)
+    except Exception as exc:
+        _check_context(task.device, exc)
+        return _fault(name, exc, "")
+
+
+def _checked_and_timed(task: Task, state: WorkerState, ctx: RankContext, emit: Emit, checker: _RankChecker,
+                       launches: Sequence[Callable[[], Any]]) -> ImplResult:
+    name, s = task.impl, task.settings
+    impl = task.spec.implementations[name]
+    correctness: Correctness | None = None
+    failure: ImplResult | None = None
+    if impl.part is None:
+        correctness, failure = checker.lockstep(launches)
+    else:  # a part does only part of the work: run it once per input set, check nothing
+        for launch in launches:
+            launch()
+        if task.device == "cuda":
+            torch.cuda.synchronize()
+    if ctx.agree([1.0 if failure is not None else 0.0])[0]:
+        return failure or ImplResult(name, "skipped", PEER_FAILED)
+    timer = GroupTimer(state.timer(task), ctx)
+    timer.pending_s.clear()
+    criterion = CIWidth(s.target_rel_ci, s.min_samples, s.max_samples, s.budget_s)
+    timing = measure(timer, launches, criterion, warmup=s.warmup,
+                     verify=checker.verify_timed if impl.part is None else None,
+                     on_sample=lambda n: emit("sample", {"n": n}) if n % 10 == 0 else None,
+                     rng=random.Random(), clock=timer.clock, probe=state.probe(task) if ctx.rank == 0 else None)
+    protocol: dict[str, float | int | str] = {**timer.protocol(), "world_size": ctx.world, "backend": ctx.backend}
+    timer.last_output = None
+    if impl.env:
+        protocol["env"] = ",".join(f"{k}={v}" for k, v in sorted(impl.env.items()))
+    if impl.part is not None:
+        protocol["part"] = impl.part
+        return ImplResult(name, "ok", f"part: T_{impl.part}", None, timing, protocol=protocol)
+    checker.after_timing()
+    return ImplResult(name, "ok", "", correctness, timing, protocol=protocol)

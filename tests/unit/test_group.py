@@ -1,0 +1,145 @@
+"""Multi-rank workloads end to end on the CPU: 2 gloo processes per implementation.
+
+The shipped collectives (workloads/collectives.yaml) are measured and their bandwidths checked
+against their own times and bytes; faults on one rank (tests/data/ranks/) become statuses. Nothing
+here depends on how fast the machine is.
+"""
+
+import math
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from solbench.cli import main
+from solbench.results import store
+
+FAST = ["--budget", "0.05", "--min-samples", "5", "--max-samples", "20", "--device", "cpu"]
+
+
+@pytest.fixture(scope="module")
+def collectives(tmp_path_factory):
+    out = tmp_path_factory.mktemp("collectives") / "run.json"
+    result = CliRunner().invoke(main, ["run", "workloads/collectives.yaml", "-o", str(out), "-q", *FAST])
+    return result, store.load(out)
+
+
+def _impls(run, workload):
+    return [(c, r) for c in run.cases if c.workload == workload for r in c.impls]
+
+
+def test_allreduce_runs_on_two_gloo_ranks_with_busbw_from_its_time_and_bytes(collectives):
+    result, run = collectives
+    assert result.exit_code == 0, result.output
+    measured = 0
+    for case, r in _impls(run, "allreduce"):
+        size = case.params["mib"] * 2**20  # bf16 buffer of mib MiB per rank
+        assert case.cost.collective_bytes == size
+        assert case.cost.bus_bytes == size * 2 * (2 - 1) / 2  # nccl-tests: S x 2(n-1)/n, n = 2
+        if r.name in ("ring_simple", "ring_ll128"):
+            assert r.status == "skipped" and r.message.startswith("needs NCCL")
+            continue
+        assert r.status == "ok", (r.name, r.message)
+        assert r.correctness.passed
+        assert r.protocol["world_size"] == 2 and r.protocol["backend"] == "gloo"
+        assert r.protocol["rank_time"] == "max over ranks"
+        t = r.timing.median
+        assert math.isclose(r.score.algbw, size / t, rel_tol=1e-12)
+        assert math.isclose(r.score.busbw, case.cost.bus_bytes / t, rel_tol=1e-12)
+        assert case.bound == "link" and math.isclose(case.t_sol, case.cost.bus_bytes / case.peaks.link_bandwidth)
+        assert math.isclose(r.score.sol, case.t_sol / t)
+        measured += 1
+    assert measured == 4  # baseline and rs_ag, two sizes
+
+
+def test_overlap_efficiency_comes_from_the_parts_medians(collectives):
+    _, run = collectives
+    rows = _impls(run, "gemm_allreduce")
+    assert rows
+    by_name = {r.name: r for _, r in rows}
+    compute, comm = by_name["compute"], by_name["comm"]
+    for part, which in ((compute, "compute"), (comm, "comm")):
+        assert part.status == "ok" and part.protocol["part"] == which
+        assert part.score is None and part.correctness is None and part.timing.n >= 5
+    tc, tm = compute.timing.median, comm.timing.median
+    for name in ("sequential", "overlapped"):
+        r = by_name[name]
+        assert r.status == "ok" and r.correctness.passed
+        t = r.timing.median
+        assert math.isclose(r.score.overlap, (tc + tm - t) / min(tc, tm), rel_tol=1e-12)
+        assert r.score.busbw is not None
+
+
+def test_the_table_shows_bandwidths_overlap_and_parts(collectives):
+    _, run = collectives
+    from solbench.report.console import run_tables
+    from solbench.report.markdown import run_markdown
+
+    tables = {t.title.plain: [c.header for c in t.columns] for t in run_tables(run)}
+    assert tables["allreduce"][-2:] == ["algbw", "busbw"]
+    assert tables["gemm_allreduce"][-3:] == ["algbw", "busbw", "overlap"]
+    md = run_markdown(run)
+    rows = [[cell.strip() for cell in line.split("|")[1:-1]] for line in md.splitlines() if line.startswith("| m=")]
+    parts = [row for row in rows if row[1] in ("compute", "comm")]
+    assert len(parts) == 2 and all(row[5] == "part" for row in parts)  # the SOL column
+
+
+@pytest.fixture(scope="module")
+def faults(tmp_path_factory):
+    out = tmp_path_factory.mktemp("rank_faults") / "run.json"
+    result = CliRunner().invoke(main, ["run", "tests/data/ranks/ranks.yaml", "--timeout", "6", "-o", str(out),
+                                       *FAST])
+    return result, store.load(out)
+
+
+def test_a_fault_on_one_rank_is_a_status_and_the_run_goes_on(faults):
+    result, run = faults
+    assert result.exit_code == 4, result.output
+    status = {r.name: (r.status, r.message) for c in run.cases for r in c.impls}
+    assert status["raises_on_rank1"][0] == "error"
+    assert status["raises_on_rank1"][1].startswith("rank 1: RuntimeError: rank 1 is broken")
+    assert status["exits_on_rank1"][0] == "crashed"
+    assert status["exits_on_rank1"][1].startswith("rank 1:") and "code 3" in status["exits_on_rank1"][1]
+    assert status["hangs_on_rank0"][0] == "timeout" and "group was killed" in status["hangs_on_rank0"][1]
+    assert status["wrong_on_rank1"][0] == "incorrect" and status["wrong_on_rank1"][1].startswith("rank 1: ")
+    assert status["returns_its_input"][0] == "reward_hack" and "shares storage" in status["returns_its_input"][1]
+    assert status["local_sum_only"][0] == "incorrect"
+    for name in ("baseline", "honest"):  # before and after the faults
+        assert status[name][0] == "ok", status[name]
+    assert run.complete
+
+
+def test_each_rank_draws_its_own_inputs_and_the_reference_sees_them_all():
+    from solbench.config.workloads import load_workload_file
+    from solbench.measure.rank import RANK_SEED_STRIDE, prepare_rank
+    from solbench.measure.tensors import make_inputs
+    from solbench.workload.cases import expand
+
+    spec = next(s for s in load_workload_file("workloads/collectives.yaml") if s.name == "allreduce")
+    case = expand(spec, "cpu")[0]
+    r0 = prepare_rank(spec, case, "cpu", None, input_sets=2, seed=7, rank=0, world=2)
+    r1 = prepare_rank(spec, case, "cpu", None, input_sets=2, seed=7, rank=1, world=2)
+    for k in range(2):
+        x0, x1 = r0.sets[k]["x"], r1.sets[k]["x"]
+        assert torch.equal(x0, make_inputs(case, "cpu", 7 + k)["x"])
+        assert torch.equal(x1, make_inputs(case, "cpu", 7 + k + RANK_SEED_STRIDE)["x"])
+        assert not torch.equal(x0, x1)
+        expected = x0.float() + x1.float()
+        assert torch.equal(r0.references[k][0], expected) and torch.equal(r1.references[k][0], expected)
+    assert not torch.equal(r0.sets[0]["x"], r0.sets[1]["x"])
+
+
+def test_single_process_runs_keep_their_executor_and_too_few_gpus_is_a_skip(monkeypatch):
+    from types import SimpleNamespace
+
+    from solbench.measure import group
+
+    inner = object()
+    single = SimpleNamespace(spec=SimpleNamespace(name="o_proj", world_size=1))
+    assert group.with_groups(inner, [single], "cuda") is inner
+    multi = SimpleNamespace(spec=SimpleNamespace(name="allreduce", world_size=2))
+    wrapped = group.with_groups(inner, [single, multi], "cuda")
+    assert isinstance(wrapped, group.GroupExecutor) and wrapped.ranks == {"allreduce": 2}
+    assert group.missing_gpus("cpu", 2) is None
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    assert group.missing_gpus("cuda", 2) == "needs 2 GPUs (one per rank), this machine has 1"
