@@ -11,6 +11,9 @@ never inside a timed window.
                          and checking functions are the objects they were before user code ran
     settled_outputs      outputs do not change after the call returned (a thread or an unjoined
                          side stream still writing them)
+    traced_call          with cupti-python: every GPU activity the call launched (any stream) ended
+                         before the current stream passed the end of the call (an unjoined side
+                         stream is seen however fast or slow it is, unlike a host-timed drain)
 
 What they cannot do: code running in the same process can, with enough effort, defeat any
 in-process check. The worker process boundary protects the run itself and the other
@@ -20,9 +23,10 @@ implementations; these checks catch the cheats that are easy to write by acciden
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -187,3 +191,45 @@ def settled_outputs(outputs: Sequence[torch.Tensor], device: str, threads_before
             return ("outputs changed after the call returned: work went on in another thread or on an "
                     "unjoined stream, outside the timed window")
     return None
+
+
+def stream_tracer(device: str) -> Any:
+    """This process's CUPTI tracer for the side-stream check, or None: not CUDA, cupti-python not
+    installed, ``SOLBENCH_NO_CUPTI=1`` set, or CUPTI failing to start here."""
+    from solbench.device import cupti
+
+    if device != "cuda" or os.environ.get("SOLBENCH_NO_CUPTI") == "1" or not cupti.available():
+        return None
+    try:
+        return cupti.tracer()
+    except Exception:  # a broken CUPTI install must not fail the run: the settle check remains
+        return None
+
+
+def traced_call(call: Callable[[], Any], trace: Any) -> tuple[Any, str | None]:
+    """Call once; with a CUPTI ``trace``, also say whether its GPU work outlived it on a side stream.
+
+    ::
+
+        t0; value = call(); t1; marker on the current stream; t2; synchronize
+        the work launched in [t0, t1] must have ended before the marker (launched in (t1, t2]) began
+
+    Returns (what the call returned, a reason or None). Without a tracer: (value, None).
+    """
+    if trace is None:
+        return call(), None
+    from solbench.device.cupti import launched_in, stray_work
+
+    marker = torch.empty(1, dtype=torch.int32, device="cuda")
+    turned_on = trace.begin()
+    try:
+        t0 = trace.now()
+        value = call()
+        t1 = trace.now()
+        marker.zero_()
+        t2 = trace.now()
+        torch.cuda.synchronize()
+        calls, work = trace.collect()
+    finally:
+        trace.end(turned_on)
+    return value, stray_work(launched_in(calls, work, t0, t1), launched_in(calls, work, t1 + 1, t2))

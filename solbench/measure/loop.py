@@ -24,6 +24,7 @@ class Timer(Protocol):
     name: str
     last_output: object  # what the last timed call returned (for verifying timed calls)
     pending_s: list[float]  # GPU: seconds a device-wide sync took right after each window
+    stray: str | None  # after a sample: why the call's GPU work was not all inside its window (CUPTI)
 
     def prepare(self, launches: Sequence[Launch]) -> None:
         """Warm whatever the timer needs (graph capture, spin sizing) for these launches."""
@@ -73,21 +74,23 @@ def measure(
             clocks += probe()                           # if given: NVML, outside the window
 
     Verified samples are drawn at random (about 4 ln n of n), so an implementation cannot tell
-    which of its timed calls will be checked. A failed verification raises CheatDetected.
+    which of its timed calls will be checked. A failed verification raises CheatDetected, and so
+    does a sample (warm-up included) after which the timer reports ``stray`` work (the CUPTI timer:
+    GPU work of the call still running after the current stream passed it, or no GPU work at all).
     ``probe`` (from ``solbench.device.nvml.clock_probe``) reads the clocks after every sample;
     the readings are stored per sample in the Timing.
     """
     rng = rng or random.Random()
     timer.prepare(launches)
     for i in range(warmup):
-        timer.sample(i)
+        _sample(timer, i)
     samples: list[float] = []
     clocks: list[tuple[int | None, int | None, float | None, int | None]] = []
     start = clock()
     reason = None
     while reason is None:
         i = len(samples)
-        samples.append(timer.sample(i))
+        samples.append(_sample(timer, i))
         checked = verify is not None and rng.random() < 4 / (i + 1)
         if verify is not None and checked:  # right after the call: a late writer is still writing
             _verify(verify, timer, i, samples[-1])
@@ -104,6 +107,14 @@ def measure(
     sm, mem, power, reasons = (tuple(column) for column in zip(*clocks, strict=True))
     return Timing(tuple(samples), median(samples), lo, hi, reason, sm_clock_mhz=sm, mem_clock_mhz=mem,
                   power_w=power, throttle_reasons=reasons)
+
+
+def _sample(timer: Timer, i: int) -> float:
+    seconds = timer.sample(i)
+    stray = getattr(timer, "stray", None)
+    if stray is not None:
+        raise CheatDetected(f"timed call {i + 1}: {stray}")
+    return seconds
 
 
 def _verify(verify: Verify, timer: Timer, i: int, seconds: float) -> None:
