@@ -155,12 +155,18 @@ class CudaCuptiTimer(CudaColdTimer):
         self._mark = torch.zeros(1, dtype=torch.int32, device="cuda")
         self.kernels: tuple[str, ...] = ()  # names of the GPU work of the last sample, in start order
         self.activities = 0  # how many GPU activities the last sample's call launched
+        self._turned_on = False  # whether prepare turned collection on (finish turns it off)
 
     def prepare(self, launches: Sequence[Launch]) -> None:
         """Turn CUPTI collection on, then size the spin (with collection's host cost included)."""
-        self._trace.begin()
+        self._turned_on = self._trace.begin() or self._turned_on
         super().prepare(launches)
         self._trace.collect()  # the set-up calls' records: not samples
+
+    def finish(self) -> None:
+        """Turn CUPTI collection off again (the loop calls this when sampling ends)."""
+        self._trace.end(self._turned_on)
+        self._turned_on = False
 
     def sample(self, index: int) -> float:
         from solbench.device.cupti import launched_in, span_ns, stray_work

@@ -31,6 +31,8 @@ from typing import Any
 
 import torch
 
+from solbench.device import cupti as _cupti  # noqa: F401  (imported before the tamper snapshot: watched)
+
 
 def _span(t: torch.Tensor) -> tuple[int, int]:
     storage = t.untyped_storage()
@@ -107,7 +109,7 @@ def _bits_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
 # is tampering. Modules are walked for their functions and classes; classes for their methods.
 _WATCHED_MODULES = (
     "solbench.measure.loop", "solbench.measure.tensors", "solbench.measure.guards",
-    "solbench.measure.criteria", "solbench.measure.worker", "solbench.device.timer",
+    "solbench.measure.criteria", "solbench.measure.worker", "solbench.device.timer", "solbench.device.cupti",
     "solbench.analysis.stats", "solbench.analysis.sol",
 )
 _WATCHED_ATTRS: tuple[tuple[str, tuple[str, ...]], ...] = (

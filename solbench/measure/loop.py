@@ -81,6 +81,24 @@ def measure(
     the readings are stored per sample in the Timing.
     """
     rng = rng or random.Random()
+    finish = getattr(timer, "finish", None)  # the CUPTI timer turns collection off there
+    try:
+        samples, clocks, reason = _loop(timer, launches, criterion, warmup, on_sample, clock, verify, rng, probe)
+    finally:
+        if finish is not None:
+            finish()
+    lo, hi = median_ci(samples)
+    if not clocks:
+        return Timing(tuple(samples), median(samples), lo, hi, reason)
+    sm, mem, power, reasons = (tuple(column) for column in zip(*clocks, strict=True))
+    return Timing(tuple(samples), median(samples), lo, hi, reason, sm_clock_mhz=sm, mem_clock_mhz=mem,
+                  power_w=power, throttle_reasons=reasons)
+
+
+def _loop(timer: Timer, launches: Sequence[Launch], criterion: CIWidth, warmup: int,
+          on_sample: Callable[[int], None] | None, clock: Callable[[], float], verify: Verify | None,
+          rng: random.Random, probe: Probe | None) -> tuple[list[float], list[Any], str]:
+    """The body of :func:`measure`: (samples, clock readings, stop reason)."""
     timer.prepare(launches)
     for i in range(warmup):
         _sample(timer, i)
@@ -101,12 +119,7 @@ def measure(
         reason = criterion.reason(samples, clock() - start)
         if reason is not None and verify is not None and not checked:
             _verify(verify, timer, i, samples[-1])
-    lo, hi = median_ci(samples)
-    if not clocks:
-        return Timing(tuple(samples), median(samples), lo, hi, reason)
-    sm, mem, power, reasons = (tuple(column) for column in zip(*clocks, strict=True))
-    return Timing(tuple(samples), median(samples), lo, hi, reason, sm_clock_mhz=sm, mem_clock_mhz=mem,
-                  power_w=power, throttle_reasons=reasons)
+    return samples, clocks, reason
 
 
 def _sample(timer: Timer, i: int) -> float:
