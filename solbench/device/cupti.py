@@ -29,6 +29,10 @@ from typing import Any
 
 from solbench.errors import DeviceError
 
+# Work counts as late only when it ends this long after the marker began: timestamps of work in
+# stream order never invert, and a cheat's unjoined work outlasts the call by far more.
+LATE_NS = 1000
+
 INSTALL_HINT = "--timer cupti needs NVIDIA's cupti-python (pip install 'solbench[cupti]', 13.0.x for CUDA 13.0)"
 
 
@@ -70,13 +74,14 @@ def stray_work(work: Sequence[Activity], marker: Sequence[Activity]) -> str | No
 
     ``marker`` is the work the harness launched on the current stream right after the call (and
     its end event): it begins only once the current stream has reached the end of the call. Work
-    of the call that ends later than that ran on a stream the current stream never waited for:
+    of the call that ends later than that (by more than ``LATE_NS``) ran on a stream the current
+    stream never waited for:
     outside an event-timed window, and racing whatever reads the outputs next.
     """
     if not work or not marker:
         return None
     begin = min(a.start for a in marker)
-    late = [a for a in work if a.end > begin]
+    late = [a for a in work if a.end > begin + LATE_NS]
     if not late:
         return None
     last = max(a.end for a in late)

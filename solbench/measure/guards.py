@@ -23,6 +23,7 @@ implementations; these checks catch the cheats that are easy to write by acciden
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import threading
@@ -223,15 +224,22 @@ def traced_call(call: Callable[[], Any], trace: Any) -> tuple[Any, str | None]:
     from solbench.device.cupti import launched_in, stray_work
 
     marker = torch.empty(1, dtype=torch.int32, device="cuda")
-    turned_on = trace.begin()
+    try:
+        turned_on = trace.begin()
+    except Exception:  # CUPTI refused here (another profiler attached, say): the settle check remains
+        return call(), None
     try:
         t0 = trace.now()
-        value = call()
+        value = call()  # its exceptions are the implementation's, and propagate
         t1 = trace.now()
         marker.zero_()
         t2 = trace.now()
         torch.cuda.synchronize()
-        calls, work = trace.collect()
+        try:
+            calls, work = trace.collect()
+        except Exception:
+            return value, None
     finally:
-        trace.end(turned_on)
+        with contextlib.suppress(Exception):
+            trace.end(turned_on)
     return value, stray_work(launched_in(calls, work, t0, t1), launched_in(calls, work, t1 + 1, t2))

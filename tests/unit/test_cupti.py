@@ -224,3 +224,9 @@ def test_loop_without_stray_work_measures():
 
     t = measure(StrayTimer(-1), [lambda: None], CIWidth(0.01, 10, 10, 1e9), warmup=2)
     assert t.n == 10
+
+
+def test_stray_work_tolerates_timestamps_within_a_microsecond():
+    marker = [Activity("kernel", 2000, 2002, 9, 7, "fill")]
+    assert stray_work([_k(1000, 2000 + cupti.LATE_NS, 1)], marker) is None
+    assert stray_work([_k(1000, 2001 + cupti.LATE_NS, 1)], marker) is not None
