@@ -28,7 +28,7 @@ from solbench.measure.criteria import CIWidth
 from solbench.measure.loop import CheatDetected, measure
 
 H = 4096
-ROUNDS = 5
+ROUNDS = 3
 
 
 def oproj_sets(tokens: int, sets: int = 2) -> list:
