@@ -7,6 +7,7 @@ Run on a GPU from the repository root (cupti-python installed):
 All methods run in this one process, interleaved in rounds (median of the round medians):
   cupti vs cold     o_proj 16 and 16384 tokens (torch.addmm, bf16, hidden 4096; two input sets
                     rotated as `solbench run` does), both with the clean flush and the same stopping rule
+  event floor       both timers on one tiny kernel (a 4-byte fill): what the event window adds
   graph vs triton   o_proj 16 tokens and x.mul_ on 1M fp32: solbench's graph timer (one input set per
                     graph), the former design (two input sets rotated inside one graph), do_bench_cudagraph
   side stream       the hostile side-stream call (50 GEMMs on a stream the current one never waits for)
@@ -59,6 +60,16 @@ def cupti_vs_cold(l2: int) -> dict:
                                  "cold_rounds_us": [t * 1e6 for t in cold], "cupti_rounds_us": [t * 1e6 for t in cupti],
                                  "kernels": list(timer.kernels)}
     return res
+
+
+def event_floor(l2: int) -> dict:
+    """What each timer reads for one tiny kernel (a 4-byte fill): the events' own window cost."""
+    m = torch.zeros(1, dtype=torch.int32, device="cuda")
+    cold, cupti = [], []
+    for _ in range(ROUNDS):
+        cold.append(timed(CudaColdTimer(torch, l2, clean=True), [m.zero_]))
+        cupti.append(timed(make_timer("cuda", "cupti", l2_bytes=l2, flush="clean"), [m.zero_]))
+    return {"cold_us": statistics.median(cold) * 1e6, "cupti_us": statistics.median(cupti) * 1e6}
 
 
 def graph_one_graph_two_sets(launches, calls: int) -> float:
@@ -157,7 +168,8 @@ def main() -> None:
     os.makedirs(out_dir, exist_ok=True)
     l2 = torch.cuda.get_device_properties(0).L2_cache_size
     res = {}
-    for part, fn in (("cupti_vs_cold", lambda: cupti_vs_cold(l2)), ("graph_vs_triton", graph_vs_triton),
+    for part, fn in (("cupti_vs_cold", lambda: cupti_vs_cold(l2)), ("event_floor", lambda: event_floor(l2)),
+                     ("graph_vs_triton", graph_vs_triton),
                      ("side_stream", lambda: side_stream(l2))):
         try:
             res[part] = fn()
@@ -175,6 +187,9 @@ def print_table(res: dict) -> None:
         if isinstance(v, dict):
             print(f"cupti vs cold {k}: cold {v['cold_us']:.2f} us, cupti {v['cupti_us']:.2f} us, "
                   f"ratio {v['cupti_us'] / v['cold_us']:.3f}")
+    ef = res.get("event_floor", {})
+    if "cold_us" in ef:
+        print(f"one 4-byte fill: cold {ef['cold_us']:.2f} us, cupti {ef['cupti_us']:.2f} us")
     for k, v in res.get("graph_vs_triton", {}).items():
         if isinstance(v, dict):
             print(f"graph {k}: solbench graph {v['graph_us']:.2f} us (2 sets, 2 graphs {v['graph_two_sets_us']:.2f};"

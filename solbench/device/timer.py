@@ -34,6 +34,7 @@ from solbench.measure.loop import Launch
 
 _MIN_FLUSH_BYTES = 64 << 20
 _SPIN_QUANTUM_US = 25.0
+_PROBE_CALLS = 10
 
 
 class CpuTimer:
@@ -209,7 +210,7 @@ class CudaGraphTimer:
 
     name = "graph"
 
-    def __init__(self, torch: Any, *, target_replay_s: float = 1e-3, max_calls: int = 200) -> None:
+    def __init__(self, torch: Any, *, target_replay_s: float = 2e-3, max_calls: int = 1000) -> None:
         self._torch = torch
         self._target = target_replay_s
         self._max_calls = max_calls
@@ -224,7 +225,13 @@ class CudaGraphTimer:
         self._end = torch.cuda.Event(enable_timing=True)
 
     def prepare(self, launches: Sequence[Launch]) -> None:
-        """Warm on a side stream, estimate one call's time, capture one graph per input set."""
+        """Warm on a side stream, time one call in a probe graph, capture one graph per input set.
+
+        The probe is a graph of ``_PROBE_CALLS`` calls (timing plain launches would include the
+        host's launch latency and size the graph far too small: 9 calls of o_proj at 16 tokens,
+        where the replay's own start-up cost then adds ~4%). Calls per graph: enough to fill
+        ``target_replay_s``, at most ``max_calls``.
+        """
         torch = self._torch
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
@@ -233,12 +240,7 @@ class CudaGraphTimer:
                 fn()
         torch.cuda.current_stream().wait_stream(side)
         torch.cuda.synchronize()
-        self._start.record()
-        for fn in launches:
-            fn()
-        self._end.record()
-        self._end.synchronize()
-        per_call = self._start.elapsed_time(self._end) * 1e-3 / len(launches)
+        per_call = self._probe(launches[0])
         self.calls = max(1, min(self._max_calls, math.ceil(self._target / max(per_call, 1e-7))))
         self._graphs, self._outputs = [], []
         for fn in launches:
@@ -249,6 +251,22 @@ class CudaGraphTimer:
             self._graphs.append(graph)
             self._outputs.append(out)  # after each replay: the last captured call's fresh results
         torch.cuda.synchronize()
+
+    def _probe(self, fn: Launch) -> float:
+        """Seconds per call in a replayed graph of ``_PROBE_CALLS`` calls (the graph is dropped)."""
+        torch = self._torch
+        probe = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(probe):
+            for _ in range(_PROBE_CALLS):
+                fn()
+        probe.replay()
+        self._start.record()
+        probe.replay()
+        self._end.record()
+        self._end.synchronize()
+        seconds = self._start.elapsed_time(self._end) * 1e-3 / _PROBE_CALLS
+        del probe
+        return seconds
 
     def sample(self, index: int) -> float:
         k = index % len(self._graphs)

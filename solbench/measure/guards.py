@@ -226,7 +226,12 @@ def traced_call(call: Callable[[], Any], trace: Any) -> tuple[Any, str | None]:
     marker = torch.empty(1, dtype=torch.int32, device="cuda")
     try:
         turned_on = trace.begin()
+        ready = not turned_on or _primed(trace, marker)
     except Exception:  # CUPTI refused here (another profiler attached, say): the settle check remains
+        return call(), None
+    if not ready:
+        with contextlib.suppress(Exception):
+            trace.end(turned_on)
         return call(), None
     try:
         t0 = trace.now()
@@ -243,3 +248,23 @@ def traced_call(call: Callable[[], Any], trace: Any) -> tuple[Any, str | None]:
         with contextlib.suppress(Exception):
             trace.end(turned_on)
     return value, stray_work(launched_in(calls, work, t0, t1), launched_in(calls, work, t1 + 1, t2))
+
+
+def _primed(trace: Any, marker: torch.Tensor, tries: int = 4) -> bool:
+    """Whether CUPTI, just turned on, records work yet: launch the marker until its record arrives.
+
+    On an H200 (CUPTI 13.0) the work launched right after collection was turned on was not in the
+    records (an unjoined side stream passed unseen), while a timer that had made a few calls
+    first saw everything; so every freshly turned-on trace is primed.
+    """
+    from solbench.device.cupti import launched_in
+
+    for _ in range(tries):
+        t0 = trace.now()
+        marker.zero_()
+        t1 = trace.now()
+        torch.cuda.synchronize()
+        calls, work = trace.collect()
+        if launched_in(calls, work, t0, t1):
+            return True
+    return False
