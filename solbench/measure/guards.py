@@ -214,8 +214,14 @@ def traced_call(call: Callable[[], Any], trace: Any) -> tuple[Any, str | None]:
 
     ::
 
+        spin (~1 ms) on the current stream       # as in a timed sample: the host runs ahead of the GPU
         t0; value = call(); t1; marker on the current stream; t2; synchronize
         the work launched in [t0, t1] must have ended before the marker (launched in (t1, t2]) began
+
+    Without the spin the check is blind: on an H200 the hostile side-stream call (50 GEMMs on a
+    stream the current one never waits for) took longer on the host to launch than on the GPU to
+    run, so its work was done before the marker ran, while in a cold-timed window (spin first) it
+    ran 600 µs past the end event.
 
     Returns (what the call returned, a reason or None). Without a tracer: (value, None).
     """
@@ -234,6 +240,7 @@ def traced_call(call: Callable[[], Any], trace: Any) -> tuple[Any, str | None]:
             trace.end(turned_on)
         return call(), None
     try:
+        torch.cuda._sleep(_CHECK_SPIN_CYCLES)  # the GPU busy while the host enqueues the whole call
         t0 = trace.now()
         value = call()  # its exceptions are the implementation's, and propagate
         t1 = trace.now()
@@ -250,13 +257,12 @@ def traced_call(call: Callable[[], Any], trace: Any) -> tuple[Any, str | None]:
     return value, stray_work(launched_in(calls, work, t0, t1), launched_in(calls, work, t1 + 1, t2))
 
 
-def _primed(trace: Any, marker: torch.Tensor, tries: int = 4) -> bool:
-    """Whether CUPTI, just turned on, records work yet: launch the marker until its record arrives.
+_CHECK_SPIN_CYCLES = 2_000_000  # ~1 ms at 2 GHz (longer at a lower clock: the safe side)
 
-    On an H200 (CUPTI 13.0) the work launched right after collection was turned on was not in the
-    records (an unjoined side stream passed unseen), while a timer that had made a few calls
-    first saw everything; so every freshly turned-on trace is primed.
-    """
+
+def _primed(trace: Any, marker: torch.Tensor, tries: int = 4) -> bool:
+    """Whether CUPTI, just turned on, delivers records: launch the marker until its record arrives
+    (a guard: a trace that records nothing would pass every call)."""
     from solbench.device.cupti import launched_in
 
     for _ in range(tries):

@@ -96,18 +96,18 @@ def test_traced_call_catches_an_unjoined_side_stream(gemm):
     assert not trace.enabled  # turned off again
 
 
-def test_graph_timer_puts_one_input_set_in_each_graph():
+def test_graph_timer_replays_one_input_set():
     from solbench.device.timer import CudaGraphTimer
 
     a = torch.full((1024,), 1.0, device="cuda")
     b = torch.full((1024,), 2.0, device="cuda")
     timer = CudaGraphTimer(torch)
     timer.prepare([lambda: a * 3, lambda: b * 3])
-    assert timer.protocol()["graph_input_sets"] == 1 and timer.protocol()["graphs"] == 2
-    for i in range(4):
+    assert timer.protocol()["graph_input_sets"] == 1 and timer.calls > 10  # sized from a probe graph
+    for i in range(3):
         timer.sample(i)
-        assert timer.output_index(i) == i % 2
-        assert float(timer.last_output[0]) == (3.0 if i % 2 == 0 else 6.0)
+        assert timer.output_index(i) == 0
+        assert float(timer.last_output[0]) == 3.0
 
 
 def test_run_with_the_cupti_timer_records_it(tmp_path):
