@@ -35,6 +35,8 @@ from solbench.measure.loop import Launch
 _MIN_FLUSH_BYTES = 64 << 20
 _SPIN_QUANTUM_US = 25.0
 _PROBE_CALLS = 10
+_MAX_REDO = 3
+_MAX_SPIN_US = 6400.0
 
 
 class CpuTimer:
@@ -83,9 +85,11 @@ class CudaColdTimer:
         self._sink = torch.empty((), dtype=torch.int32, device="cuda")
         self._start = torch.cuda.Event(enable_timing=True)
         self._end = torch.cuda.Event(enable_timing=True)
+        self._spun = torch.cuda.Event()  # completes when the spin has ended
         self._launches: Sequence[Launch] = ()
         self._cycles_per_us = _sleep_rate(torch)
         self.spin_us = 0.0
+        self.redone = 0  # samples taken again because the spin ended before the call was enqueued
         self.last_output: object = None
         self.pending_s: list[float] = []  # per sample: host time a device-wide sync took after the window
         self.stray: str | None = None
@@ -103,22 +107,43 @@ class CudaColdTimer:
             host_us = max(host_us, (time.perf_counter() - t0) * 1e6)
             torch.cuda.synchronize()
         self.spin_us = spin_length_us(host_us)
+        self.redone = 0
 
     def _before(self) -> None:
         """Spin, then flush L2 (and read the flush buffer back with ``clean``): the pre-window work."""
         torch = self._torch
         torch.cuda._sleep(int(self.spin_us * self._cycles_per_us))
+        self._spun.record()
         self._flush.zero_()
         if self.clean:  # read it back: L2 then holds clean lines, no write-back inside the window
             torch.amax(self._flush, dim=0, out=self._sink)
 
+    def _ran_dry(self) -> bool:
+        """After enqueuing a sample: True if the spin had already ended, so the GPU may have waited
+        on the host inside the window. The spin doubles (up to ``_MAX_SPIN_US``); the caller takes
+        the sample again, at most ``_MAX_REDO`` times.
+
+        On an H200, rounds of decode o_proj had stretches of hundreds of samples at 2-8x the
+        median (SM clock flat at 1980 MHz): a host slower for a while than the spin sized at the
+        start. A longer spin never changes a clean sample, so the spin only grows.
+        """
+        if not self._spun.query():
+            return False
+        self.spin_us = min(2.0 * self.spin_us, _MAX_SPIN_US)
+        self.redone += 1
+        return True
+
     def sample(self, index: int) -> float:
         torch = self._torch
         fn = self._launches[index % len(self._launches)]
-        self._before()
-        self._start.record()
-        out = fn()
-        self._end.record()
+        for attempt in range(_MAX_REDO + 1):
+            self._before()
+            self._start.record()
+            out = fn()
+            self._end.record()
+            if attempt == _MAX_REDO or not self._ran_dry():
+                break
+            self._end.synchronize()
         self._end.synchronize()
         self.last_output = out
         self.pending_s.append(_device_drain(torch))
@@ -126,7 +151,7 @@ class CudaColdTimer:
 
     def protocol(self) -> dict[str, Any]:
         return {"l2_flush_bytes": self.flush_bytes, "spin_us": round(self.spin_us, 1),
-                "flush": "clean" if self.clean else "write"}
+                "flush": "clean" if self.clean else "write", "samples_redone": self.redone}
 
     def output_index(self, index: int) -> int:
         """Which launch produced ``last_output`` after sample ``index``."""
@@ -174,12 +199,17 @@ class CudaCuptiTimer(CudaColdTimer):
 
         torch, trace = self._torch, self._trace
         fn = self._launches[index % len(self._launches)]
-        self._before()
-        t0 = trace.now()
-        out = fn()
-        t1 = trace.now()
-        self._mark.zero_()
-        t2 = trace.now()
+        for attempt in range(_MAX_REDO + 1):
+            self._before()
+            t0 = trace.now()
+            out = fn()
+            t1 = trace.now()
+            self._mark.zero_()
+            t2 = trace.now()
+            if attempt == _MAX_REDO or not self._ran_dry():
+                break
+            torch.cuda.synchronize()
+            trace.collect()
         torch.cuda.synchronize()
         self.last_output = out
         calls, work = trace.collect()

@@ -14,7 +14,7 @@ from solbench.device.cupti import Activity, ApiCall
 
 CURRENT, SIDE = 7, 9
 HOST_STEP = 2000  # ns of host time per API call
-SPIN_NS = 1_000_000
+CLOCK_KHZ = 2_000_000  # the spin's cycles per ms: 2 cycles per ns
 
 
 class SimGpu:
@@ -62,6 +62,26 @@ class SimGpu:
         return calls, work
 
 
+class SimEvent:
+    """Completes when the current stream reaches it; times in ns of the GPU's clock."""
+
+    def __init__(self, gpu):
+        self.gpu, self.t = gpu, None
+
+    def record(self):
+        self.gpu.host += HOST_STEP // 4
+        self.t = self.gpu.free[CURRENT]
+
+    def query(self):
+        return self.gpu.host >= self.t
+
+    def synchronize(self):
+        pass
+
+    def elapsed_time(self, other):
+        return (other.t - self.t) * 1e-6  # ms
+
+
 class SimTensor:
     def __init__(self, gpu, name="tensor"):
         self.gpu, self.name = gpu, name
@@ -73,11 +93,11 @@ class SimTensor:
 
 def sim_torch(gpu):
     cuda = SimpleNamespace(
-        _sleep=lambda cycles: gpu.launch("spin", SPIN_NS),
+        _sleep=lambda cycles: gpu.launch("spin", cycles * 1e6 // CLOCK_KHZ),
         synchronize=lambda: gpu.order.append("sync"),
-        get_device_properties=lambda i: SimpleNamespace(clock_rate=2_000_000),
+        get_device_properties=lambda i: SimpleNamespace(clock_rate=CLOCK_KHZ),
         current_device=lambda: 0,
-        Event=lambda enable_timing=True: SimpleNamespace(record=lambda: None),
+        Event=lambda enable_timing=False: SimEvent(gpu),
     )
     return SimpleNamespace(cuda=cuda, int32="int32",
                            empty=lambda *a, **k: SimTensor(gpu, "buffer"),
@@ -106,7 +126,7 @@ def _timer(gpu):
     from solbench.device.timer import CudaCuptiTimer
 
     timer = CudaCuptiTimer(sim_torch(gpu), 50 << 20, gpu, clean=True)
-    timer.spin_us = 500.0  # prepare would size it; the simulator's spin lasts SPIN_NS anyway
+    timer.spin_us = 500.0  # prepare would size it
     return timer
 
 
@@ -165,3 +185,48 @@ def test_side_stream_check_gives_up_quietly_when_cupti_records_nothing(monkeypat
     value, problem = guards.traced_call(unjoined(gpu), gpu)
     assert value == "out" and problem is None
     assert not gpu.enabled
+
+
+def many_kernels(gpu, kernels=20, duration=300):
+    """A call of many short kernels on the current stream: 40 µs to launch, 6 µs to run."""
+    def call():
+        for _ in range(kernels):
+            gpu.launch("small", duration)
+        return "out"
+    return call
+
+
+def test_cold_timer_takes_a_sample_again_with_a_longer_spin_when_the_host_fell_behind():
+    from solbench.device.timer import CudaColdTimer
+
+    gpu = SimGpu()
+    timer = CudaColdTimer(sim_torch(gpu), 50 << 20, clean=True)
+    timer._launches = [many_kernels(gpu)]
+    timer.spin_us = 25.0  # shorter than the 40 µs the host takes to enqueue the call
+    seconds = timer.sample(0)
+    assert timer.redone == 1 and timer.spin_us == 50.0
+    assert seconds == pytest.approx(20 * 300e-9)  # the kernels back to back: no host gap inside
+    assert timer.protocol()["samples_redone"] == 1
+
+
+def test_cold_timer_with_a_long_enough_spin_takes_each_sample_once():
+    from solbench.device.timer import CudaColdTimer
+
+    gpu = SimGpu()
+    timer = CudaColdTimer(sim_torch(gpu), 50 << 20, clean=True)
+    timer._launches = [many_kernels(gpu)]
+    timer.spin_us = 100.0
+    assert timer.sample(0) == pytest.approx(20 * 300e-9)
+    assert timer.redone == 0 and timer.spin_us == 100.0
+
+
+def test_cold_timer_gives_up_redoing_after_a_few_tries():
+    from solbench.device import timer as timers
+
+    gpu = SimGpu()
+    timer = timers.CudaColdTimer(sim_torch(gpu), 50 << 20, clean=True)
+    timer._launches = [many_kernels(gpu, kernels=2000)]  # 4 ms to enqueue: longer than 25 µs x 2^3
+    timer.spin_us = 25.0
+    seconds = timer.sample(0)
+    assert timer.redone == timers._MAX_REDO and timer.spin_us == 25.0 * 2 ** timers._MAX_REDO
+    assert seconds > 2000 * 300e-9  # kept, with the host's gaps in it (counted in samples_redone)
