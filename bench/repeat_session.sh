@@ -41,6 +41,7 @@ fi
 oproj() {  # run k: the shipped o_proj and the slowed addmm beside it, default protocol
   step "run$1" 25 python3 -m solbench run workloads/attn.yaml bench/data/oproj_slow.yaml -w o_proj -w o_proj_slow \
     -q -o "$OUT/json/oproj-$1.json" >> "$log" 2>&1
+  [ -f "$OUT/json/oproj-$1.json" ] || return 0
   python3 - "$OUT/json/oproj-$1.json" <<'EOF' 2>&1 | tee -a "$log"
 import json, sys
 d = json.load(open(sys.argv[1]))
