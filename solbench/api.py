@@ -49,7 +49,7 @@ class Planned:
 class RunOptions:
     """Knobs of a run; the defaults are the documented protocol."""
 
-    timer: str = "cold"  # "cold", "graph"; the CPU always uses "cpu"
+    timer: str = "cold"  # "cold", "graph", "cupti" (cupti-python); the CPU always uses "cpu"
     target_rel_ci: float = 0.01
     min_samples: int = 10
     max_samples: int = 2000
@@ -61,12 +61,12 @@ class RunOptions:
     impls: tuple[str, ...] = ()  # only these implementations (and the baseline)
     keys: tuple[str, ...] = ()  # only these "case_id/impl" pairs (re-measuring for the gate)
     peaks: str = "datasheet"  # or "measured": ceilings from `solbench calibrate`
-    flush: str = "write"  # cold timer: "write" (nvbench's) or "clean" (no dirty lines left in L2)
+    flush: str = "clean"  # cold/cupti timer: "clean" (no dirty lines left in L2) or "write" (nvbench's)
     results_dir: Path = Path("results")
     timeout_s: float = 120.0  # per implementation and case, compilation included (worker mode)
     in_process: bool = False  # run implementations in this process (debugging; no isolation)
     tuned: Path | None = None  # a tuned-configuration file from `solbench tune`
-    repeat: int = 1  # independent rounds, each with fresh workers (median and CI over rounds)
+    repeat: int = 0  # rounds, each with fresh workers (median and CI over rounds); 0: 3 on a GPU, 1 on the CPU
 
 
 Progress = Callable[[str, dict[str, Any]], None]
@@ -156,6 +156,7 @@ def run(files: Sequence[str | Path], options: RunOptions = RunOptions(), *,
     from solbench.measure import pool, session
 
     info, floor_spec = _detect(device, options)
+    options = replace(options, repeat=rounds_for(options, info.kind))
     prep = prepare(files, options, info, floor_spec)
     emit = progress or (lambda event, data: None)
     emit("start", {"cases": sum(len(u.cases) for u in prep.units) * options.repeat})
@@ -183,11 +184,27 @@ def ab(files: Sequence[str | Path], baseline_tree: str | Path, current_tree: str
     return _ab(files, baseline_tree, current_tree, options, **kwargs)
 
 
+DEFAULT_GPU_ROUNDS = 3
+
+
+def rounds_for(options: RunOptions, device_kind: str) -> int:
+    """Rounds to measure: ``options.repeat``, or by default 3 on a GPU (the CI covers what changes
+    from process to process) and 1 on the CPU (wall-clock timing for development and CI)."""
+    if options.repeat > 0:
+        return options.repeat
+    return DEFAULT_GPU_ROUNDS if device_kind == "cuda" else 1
+
+
 def _detect(device: str, options: RunOptions) -> tuple[Any, HardwareSpec]:
     """The device and its spec (measured ceilings with ``--peaks measured``), and the INVALID floor."""
     from solbench.device.detect import detect  # device code only when measuring
 
     info = detect(device)
+    if options.timer == "cupti" and info.kind == "cuda":
+        from solbench.device import cupti
+
+        if not cupti.available():
+            raise DeviceError(cupti.INSTALL_HINT)
     floor_spec = info.spec
     if options.peaks == "measured":
         info = replace(info, spec=measured_spec(info.spec, info.uuid, options.results_dir))
@@ -220,9 +237,9 @@ def prepare(files: Sequence[str | Path], options: RunOptions, info: Any, floor_s
     nvml_id = info.uuid if info.kind == "cuda" and info.uuid and nvml.nvml_available() else None
     protocol = Protocol(settings.timer, options.warmup, options.min_samples, options.max_samples,
                         options.target_rel_ci, options.budget_s, options.input_sets, flush=options.flush
-                        if info.kind == "cuda" and options.timer == "cold" else "",
+                        if info.kind == "cuda" and options.timer in ("cold", "cupti") else "",
                         isolation="in-process" if options.in_process else "worker", timeout_s=options.timeout_s,
-                        rounds=options.repeat, clock_monitor="nvml" if nvml_id else "")
+                        rounds=rounds_for(options, info.kind), clock_monitor="nvml" if nvml_id else "")
     thresholds = {p.spec.name: p.spec.gate_threshold for p in planned if p.spec.gate_threshold is not None}
     run_result = RunResult(_now(), info.environment(), SpecRef(info.spec.id, info.spec.name, info.spec.source),
                            protocol, (), tuple(str(f) for f in files), gate_thresholds=thresholds)

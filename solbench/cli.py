@@ -65,11 +65,13 @@ def main() -> None:
 @click.option("--dry-run", is_flag=True, help="Print FLOPs, bytes and T_SOL; measure nothing.")
 @click.option("--device", default="auto", show_default=True, metavar="auto|cpu|cuda|cuda:N",
               help="Where to measure; cuda:N picks a GPU (scored against that GPU's spec).")
-@click.option("--timer", type=click.Choice(["cold", "graph"]), default="cold", show_default=True,
-              help="cold: CUDA events, L2 flushed; graph: CUDA-graph replay of many calls.")
-@click.option("--flush", type=click.Choice(["write", "clean"]), default="write", show_default=True,
-              help="cold timer: zero 2 x L2 (write, as nvbench) or zero it and read it back (clean: no "
-                   "write-back of dirty lines inside the timed window).")
+@click.option("--timer", type=click.Choice(["cold", "graph", "cupti"]), default="cold", show_default=True,
+              help="cold: CUDA events, L2 flushed; graph: CUDA-graph replay of many calls of one input set "
+                   "(warm L2); cupti: the cold protocol timed by CUPTI from the first to the last GPU activity "
+                   "the call launched, on any stream (needs cupti-python: pip install 'solbench[cupti]').")
+@click.option("--flush", type=click.Choice(["clean", "write"]), default="clean", show_default=True,
+              help="cold/cupti timer: zero 2 x L2 and read it back (clean: no write-back of dirty lines "
+                   "inside the timed window) or only zero it (write, as nvbench).")
 @click.option("-w", "--workload", "workloads", multiple=True, help="Only this workload (repeatable).")
 @click.option("-i", "--impl", "impls", multiple=True, help="Only this implementation (repeatable).")
 @click.option("--budget", type=click.FloatRange(min=0.01), default=2.0, show_default=True,
@@ -87,9 +89,9 @@ def main() -> None:
                    "worker is killed and the result is 'timeout'.")
 @click.option("--in-process", is_flag=True,
               help="Run implementations in this process (debugging): no isolation, no timeout.")
-@click.option("--repeat", type=click.IntRange(min=1), default=1, show_default=True,
+@click.option("--repeat", type=click.IntRange(min=1), default=None,
               help="Measure in N independent rounds (fresh workers and allocations each) and report the "
-                   "median and CI over rounds; see README 'Rounds'.")
+                   "median and CI over rounds; see README 'Rounds'. Default: 3 on a GPU, 1 on the CPU.")
 @click.option("--force", is_flag=True, help="Allow -o to overwrite an existing file.")
 @click.option("--tuned", type=click.Path(dir_okay=False, exists=True),
               help="Use the configurations `solbench tune` stored in this file.")
@@ -109,7 +111,7 @@ def main() -> None:
 def run(files: Sequence[str], gpu: str | None, dry_run: bool, device: str, timer: str, flush: str,
         workloads: Sequence[str], impls: Sequence[str], budget: float, target: float,
         min_samples: int, max_samples: int, input_sets: int, peaks: str, seed: int, timeout_s: float,
-        in_process: bool, repeat: int, force: bool, tuned: str | None, save_name: str | None,
+        in_process: bool, repeat: int | None, force: bool, tuned: str | None, save_name: str | None,
         output: str | None, results_dir: str, as_json: bool, quiet: bool, gate_against: str | None,
         threshold: str | None, rerun: int, junit: str | None) -> None:
     """Check and time every implementation of the workloads in FILES."""
@@ -124,7 +126,7 @@ def run(files: Sequence[str], gpu: str | None, dry_run: bool, device: str, timer
                              max_samples=max_samples, budget_s=budget, input_sets=input_sets,
                              seed=seed, workloads=tuple(workloads), impls=tuple(impls), peaks=peaks, flush=flush,
                              results_dir=Path(results_dir), timeout_s=timeout_s, in_process=in_process,
-                             tuned=Path(tuned) if tuned else None, repeat=repeat)
+                             tuned=Path(tuned) if tuned else None, repeat=repeat or 0)
     saver = _Saver(Path(output) if output else None, Path(results_dir), save_name, force=force)
     base = api.load_run(gate_against, Path(results_dir)) if gate_against else None
     from solbench.gate import parse_threshold

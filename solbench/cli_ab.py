@@ -31,8 +31,8 @@ from solbench.results.model import FAILED_STATUSES, RunResult
 @click.option("-w", "--workload", "workloads", multiple=True, help="Only this workload (repeatable).")
 @click.option("-i", "--impl", "impls", multiple=True, help="Only this implementation (repeatable).")
 @click.option("--device", default="auto", show_default=True, metavar="auto|cpu|cuda|cuda:N")
-@click.option("--timer", type=click.Choice(["cold", "graph"]), default="cold", show_default=True)
-@click.option("--flush", type=click.Choice(["write", "clean"]), default="write", show_default=True)
+@click.option("--timer", type=click.Choice(["cold", "graph", "cupti"]), default="cold", show_default=True)
+@click.option("--flush", type=click.Choice(["clean", "write"]), default="clean", show_default=True)
 @click.option("--budget", type=click.FloatRange(min=0.01), default=2.0, show_default=True,
               help="Seconds of sampling per implementation, case and round.")
 @click.option("--target", type=click.FloatRange(min=0.0001), default=0.01, show_default=True)

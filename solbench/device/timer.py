@@ -2,14 +2,20 @@
 
     CpuTimer        wall clock (perf_counter_ns) around one call
     CudaColdTimer   CUDA events around one call, L2 flushed and the host queue pre-filled
-    CudaGraphTimer  CUDA events around a CUDA-graph replay of many calls (warm L2, no launch gaps)
+    CudaCuptiTimer  the cold protocol, but the sample is CUPTI's span from the first to the last GPU
+                    activity the call launched (kernels, memcpys, memsets, on any stream)
+    CudaGraphTimer  CUDA events around a CUDA-graph replay of many calls of one input set (warm L2,
+                    launch amortized)
 
 Cold protocol, per sample (nvbench ``measure_cold`` in spirit)::
 
-    spin kernel (torch.cuda._sleep) sized to cover the host's launch time of the call
+    spin kernel (torch.cuda._sleep) sized to cover the host's launch time of the call, rounded
+        up to 25 x 2^k µs (so processes that measure slightly different launch times still spin alike)
     zero a buffer of 2 x L2            # evicts the inputs from L2 (as nvbench does)
-    [--flush clean: read the buffer back, so L2 holds clean lines and no write-back of the
-     zeroed lines competes with the timed call for DRAM bandwidth]
+    --flush clean (the default): read the buffer back, so L2 holds clean lines and no write-back
+        of the zeroed lines competes with the timed call for DRAM bandwidth (--flush write skips
+        it, as nvbench; on an H200 that write-back landed in the timed window differently from
+        process to process: o_proj at 64 tokens read 19.5 µs in some processes, 20.6 µs in others)
     start event; call; end event       # the host enqueued all of this while the GPU span
     wait for the end event; sample = end - start
 
@@ -27,6 +33,10 @@ from typing import Any
 from solbench.measure.loop import Launch
 
 _MIN_FLUSH_BYTES = 64 << 20
+_SPIN_QUANTUM_US = 25.0
+_PROBE_CALLS = 10
+_MAX_REDO = 3
+_MAX_SPIN_US = 6400.0
 
 
 class CpuTimer:
@@ -38,6 +48,7 @@ class CpuTimer:
         self._launches: Sequence[Launch] = ()
         self.last_output: object = None
         self.pending_s: list[float] = []  # GPU timers only: device drain after each window
+        self.stray: str | None = None  # CUPTI timer only: why the last call's work was not its own
         self._clock = time.perf_counter_ns  # bound now: later patching of time.* cannot reach it
 
     def prepare(self, launches: Sequence[Launch]) -> None:
@@ -65,7 +76,7 @@ class CudaColdTimer:
 
     name = "cold"
 
-    def __init__(self, torch: Any, l2_bytes: int | None, *, flush_factor: int = 2, clean: bool = False) -> None:
+    def __init__(self, torch: Any, l2_bytes: int | None, *, flush_factor: int = 2, clean: bool = True) -> None:
         self._torch = torch
         flush = max(flush_factor * (l2_bytes or 0), _MIN_FLUSH_BYTES)
         self.flush_bytes = flush
@@ -74,14 +85,17 @@ class CudaColdTimer:
         self._sink = torch.empty((), dtype=torch.int32, device="cuda")
         self._start = torch.cuda.Event(enable_timing=True)
         self._end = torch.cuda.Event(enable_timing=True)
+        self._spun = torch.cuda.Event()  # completes when the spin has ended
         self._launches: Sequence[Launch] = ()
         self._cycles_per_us = _sleep_rate(torch)
         self.spin_us = 0.0
+        self.redone = 0  # samples taken again because the spin ended before the call was enqueued
         self.last_output: object = None
         self.pending_s: list[float] = []  # per sample: host time a device-wide sync took after the window
+        self.stray: str | None = None
 
     def prepare(self, launches: Sequence[Launch]) -> None:
-        """Size the spin to twice the host time of the slowest launch, at least 20 µs."""
+        """Size the spin to twice the host time of the slowest launch plus 10 µs, rounded up."""
         self._launches = launches
         torch = self._torch
         host_us = 0.0
@@ -92,18 +106,44 @@ class CudaColdTimer:
             fn()
             host_us = max(host_us, (time.perf_counter() - t0) * 1e6)
             torch.cuda.synchronize()
-        self.spin_us = max(20.0, 2.0 * host_us + 10.0)
+        self.spin_us = spin_length_us(host_us)
+        self.redone = 0
+
+    def _before(self) -> None:
+        """Spin, then flush L2 (and read the flush buffer back with ``clean``): the pre-window work."""
+        torch = self._torch
+        torch.cuda._sleep(int(self.spin_us * self._cycles_per_us))
+        self._spun.record()
+        self._flush.zero_()
+        if self.clean:  # read it back: L2 then holds clean lines, no write-back inside the window
+            torch.amax(self._flush, dim=0, out=self._sink)
+
+    def _ran_dry(self) -> bool:
+        """After enqueuing a sample: True if the spin had already ended, so the GPU may have waited
+        on the host inside the window. The spin doubles (up to ``_MAX_SPIN_US``); the caller takes
+        the sample again, at most ``_MAX_REDO`` times.
+
+        On an H200, rounds of decode o_proj had stretches of hundreds of samples at 2-8x the
+        median (SM clock flat at 1980 MHz): a host slower for a while than the spin sized at the
+        start. A longer spin never changes a clean sample, so the spin only grows.
+        """
+        if not self._spun.query():
+            return False
+        self.spin_us = min(2.0 * self.spin_us, _MAX_SPIN_US)
+        self.redone += 1
+        return True
 
     def sample(self, index: int) -> float:
         torch = self._torch
         fn = self._launches[index % len(self._launches)]
-        torch.cuda._sleep(int(self.spin_us * self._cycles_per_us))
-        self._flush.zero_()
-        if self.clean:  # read it back: L2 then holds clean lines, no write-back inside the window
-            torch.amax(self._flush, dim=0, out=self._sink)
-        self._start.record()
-        out = fn()
-        self._end.record()
+        for attempt in range(_MAX_REDO + 1):
+            self._before()
+            self._start.record()
+            out = fn()
+            self._end.record()
+            if attempt == _MAX_REDO or not self._ran_dry():
+                break
+            self._end.synchronize()
         self._end.synchronize()
         self.last_output = out
         self.pending_s.append(_device_drain(torch))
@@ -111,56 +151,150 @@ class CudaColdTimer:
 
     def protocol(self) -> dict[str, Any]:
         return {"l2_flush_bytes": self.flush_bytes, "spin_us": round(self.spin_us, 1),
-                "flush": "clean" if self.clean else "write"}
+                "flush": "clean" if self.clean else "write", "samples_redone": self.redone}
 
     def output_index(self, index: int) -> int:
         """Which launch produced ``last_output`` after sample ``index``."""
         return index % len(self._launches)
 
 
+class CudaCuptiTimer(CudaColdTimer):
+    """The cold protocol (spin, L2 flush), sampled by CUPTI: first start to last end of the GPU work
+    the call launched, on any stream (:mod:`solbench.device.cupti`).
+
+    Per sample::
+
+        spin; flush                          # as the cold timer
+        t0; call; t1                         # host timestamps on CUPTI's clock
+        marker on the current stream         # begins once that stream has passed the call
+        synchronize; records of work launched between t0 and t1 -> span
+        work that ended after the marker began -> ``stray`` (the loop reports it as a cheat)
+
+    Collection stays on from ``prepare`` (so the spin is sized with CUPTI's per-call host cost).
+    """
+
+    name = "cupti"
+
+    def __init__(self, torch: Any, l2_bytes: int | None, trace: Any, *, clean: bool = True) -> None:
+        super().__init__(torch, l2_bytes, clean=clean)
+        self._trace = trace
+        self._mark = torch.zeros(1, dtype=torch.int32, device="cuda")
+        self.kernels: tuple[str, ...] = ()  # names of the GPU work of the last sample, in start order
+        self.activities = 0  # how many GPU activities the last sample's call launched
+        self._turned_on = False  # whether prepare turned collection on (finish turns it off)
+
+    def prepare(self, launches: Sequence[Launch]) -> None:
+        """Turn CUPTI collection on, then size the spin (with collection's host cost included)."""
+        self._turned_on = self._trace.begin() or self._turned_on
+        super().prepare(launches)
+        self._trace.collect()  # the set-up calls' records: not samples
+
+    def finish(self) -> None:
+        """Turn CUPTI collection off again (the loop calls this when sampling ends)."""
+        self._trace.end(self._turned_on)
+        self._turned_on = False
+
+    def sample(self, index: int) -> float:
+        from solbench.device.cupti import launched_in, span_ns, stray_work
+
+        torch, trace = self._torch, self._trace
+        fn = self._launches[index % len(self._launches)]
+        for attempt in range(_MAX_REDO + 1):
+            self._before()
+            t0 = trace.now()
+            out = fn()
+            t1 = trace.now()
+            self._mark.zero_()
+            t2 = trace.now()
+            if attempt == _MAX_REDO or not self._ran_dry():
+                break
+            torch.cuda.synchronize()
+            trace.collect()
+        torch.cuda.synchronize()
+        self.last_output = out
+        calls, work = trace.collect()
+        mine = launched_in(calls, work, t0, t1)
+        self.activities = len(mine)
+        self.kernels = tuple(a.name for a in mine)
+        if not mine:
+            self.stray = "it launched no GPU work while timed (a result computed earlier or elsewhere)"
+            return 0.0
+        self.stray = stray_work(mine, launched_in(calls, work, t1 + 1, t2))
+        return span_ns(mine) * 1e-9
+
+    def protocol(self) -> dict[str, Any]:
+        names = sorted(set(self.kernels))
+        return {**super().protocol(), "gpu_activities": self.activities,
+                "kernels": "; ".join(n[:80] for n in names[:6])}
+
+
 class CudaGraphTimer:
-    """Replay of a CUDA graph holding ``calls`` back-to-back calls; sample = replay time / calls."""
+    """Replay of a CUDA graph holding ``calls`` back-to-back calls of ONE input set (the first);
+    sample = replay time / calls. Warm L2 and launch cost amortized, as
+    ``triton.testing.do_bench_cudagraph``; the result records ``graph_input_sets: 1``.
+
+    Measured on an H200 (o_proj, 16 tokens: a 33.5 MB weight per input set, 60 MB of L2): two
+    input sets rotated inside one graph read 16.3 µs (each set evicts the other: neither warm nor
+    cold); one graph per set, replayed in turn, 12.5 µs; one graph of one set 11.5 µs, where
+    ``do_bench_cudagraph`` reads 11.7 µs. The calls inside a graph are the same kernels on the
+    same addresses whatever the input set, so the other sets add nothing but L2 misses here; they
+    are still drawn, and checked for correctness before timing.
+    """
 
     name = "graph"
 
-    def __init__(self, torch: Any, *, target_replay_s: float = 1e-3, max_calls: int = 200) -> None:
+    def __init__(self, torch: Any, *, target_replay_s: float = 2e-3, max_calls: int = 1000) -> None:
         self._torch = torch
         self._target = target_replay_s
         self._max_calls = max_calls
         self._graph: Any = None
         self.calls = 0
         self.last_output: object = None
-        self.last_index = 0
         self.pending_s: list[float] = []
+        self.stray: str | None = None
         self._start = torch.cuda.Event(enable_timing=True)
         self._end = torch.cuda.Event(enable_timing=True)
 
     def prepare(self, launches: Sequence[Launch]) -> None:
-        """Warm on a side stream, estimate one call's time, capture enough calls to fill ~1 ms."""
+        """Warm on a side stream, time one call in a probe graph, capture the graph of the first set.
+
+        The probe is a graph of ``_PROBE_CALLS`` calls (timing plain launches would include the
+        host's launch latency and size the graph far too small: 9 calls of o_proj at 16 tokens,
+        where the replay's own start-up cost then added ~4%, 17% to a 2.4 µs kernel). Calls per
+        graph: enough to fill ``target_replay_s``, at most ``max_calls``.
+        """
         torch = self._torch
+        fn = launches[0]
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
-            for fn in launches:
-                fn()
+            fn()
         torch.cuda.current_stream().wait_stream(side)
         torch.cuda.synchronize()
-        self._start.record()
-        for fn in launches:
-            fn()
-        self._end.record()
-        self._end.synchronize()
-        per_call = self._start.elapsed_time(self._end) * 1e-3 / len(launches)
-        calls = math.ceil(self._target / max(per_call, 1e-7))
-        self.calls = max(len(launches), min(self._max_calls, calls))
+        per_call = self._probe(fn)
+        self.calls = max(1, min(self._max_calls, math.ceil(self._target / max(per_call, 1e-7))))
         self._graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(self._graph):
-            for i in range(self.calls):
-                out = launches[i % len(launches)]()
+            for _ in range(self.calls):
+                out = fn()
         torch.cuda.synchronize()
-        # After each replay the last captured call's outputs hold its fresh results.
-        self.last_output = out
-        self.last_index = (self.calls - 1) % len(launches)
+        self.last_output = out  # after each replay: the last captured call's fresh results
+
+    def _probe(self, fn: Launch) -> float:
+        """Seconds per call in a replayed graph of ``_PROBE_CALLS`` calls (the graph is dropped)."""
+        torch = self._torch
+        probe = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(probe):
+            for _ in range(_PROBE_CALLS):
+                fn()
+        probe.replay()
+        self._start.record()
+        probe.replay()
+        self._end.record()
+        self._end.synchronize()
+        seconds = self._start.elapsed_time(self._end) * 1e-3 / _PROBE_CALLS
+        del probe
+        return seconds
 
     def sample(self, index: int) -> float:
         self._start.record()
@@ -171,26 +305,44 @@ class CudaGraphTimer:
         return self._start.elapsed_time(self._end) * 1e-3 / self.calls
 
     def protocol(self) -> dict[str, Any]:
-        return {"graph_calls": self.calls}
+        return {"graph_calls": self.calls, "graph_input_sets": 1}
 
     def output_index(self, index: int) -> int:
-        """Which launch produced ``last_output`` (the graph's last captured call)."""
-        return self.last_index
+        """Which launch produced ``last_output``: always the first input set's."""
+        return 0
 
 
-def make_timer(device_kind: str, name: str, *, l2_bytes: int | None = None, flush: str = "write") -> Any:
-    """The timer for a device kind: "cpu" always times with the wall clock; on CUDA "cold" or "graph"."""
+TIMERS = ("cold", "graph", "cupti")
+
+
+def make_timer(device_kind: str, name: str, *, l2_bytes: int | None = None, flush: str = "clean") -> Any:
+    """The timer for a device kind: "cpu" always times with the wall clock; on CUDA "cold", "graph"
+    or "cupti" (DeviceError, saying how to install it, where cupti-python is missing)."""
     if device_kind == "cpu":
         return CpuTimer()
+    from solbench.errors import DeviceError
+
+    if name not in TIMERS:
+        raise DeviceError(f"unknown timer {name!r} ({', '.join(TIMERS)})")
+    if name == "cupti":
+        from solbench.device.cupti import tracer
+
+        trace = tracer()  # before torch: a missing package is the error, not a CUDA one
     import torch
 
     if name == "graph":
         return CudaGraphTimer(torch)
-    if name == "cold":
-        return CudaColdTimer(torch, l2_bytes, clean=flush == "clean")
-    from solbench.errors import DeviceError
+    if name == "cupti":
+        return CudaCuptiTimer(torch, l2_bytes, trace, clean=flush == "clean")
+    return CudaColdTimer(torch, l2_bytes, clean=flush == "clean")
 
-    raise DeviceError(f"unknown timer {name!r} (cold, graph)")
+
+def spin_length_us(host_us: float) -> float:
+    """The spin before each cold sample: twice the host's launch time plus 10 µs, at least 20 µs,
+    rounded up to 25 x 2^k µs so that small differences in the measured launch time between
+    processes do not change the spin (and with it the clock state the call starts in)."""
+    need = max(20.0, 2.0 * host_us + 10.0)
+    return _SPIN_QUANTUM_US * 2.0 ** max(0, math.ceil(math.log2(need / _SPIN_QUANTUM_US)))
 
 
 def _device_drain(torch: Any) -> float:

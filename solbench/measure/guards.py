@@ -11,6 +11,9 @@ never inside a timed window.
                          and checking functions are the objects they were before user code ran
     settled_outputs      outputs do not change after the call returned (a thread or an unjoined
                          side stream still writing them)
+    traced_call          with cupti-python: every GPU activity the call launched (any stream) ended
+                         before the current stream passed the end of the call (an unjoined side
+                         stream is seen however fast or slow it is, unlike a host-timed drain)
 
 What they cannot do: code running in the same process can, with enough effort, defeat any
 in-process check. The worker process boundary protects the run itself and the other
@@ -20,12 +23,16 @@ implementations; these checks catch the cheats that are easy to write by acciden
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import torch
+
+from solbench.device import cupti as _cupti  # noqa: F401  (imported before the tamper snapshot: watched)
 
 
 def _span(t: torch.Tensor) -> tuple[int, int]:
@@ -103,7 +110,7 @@ def _bits_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
 # is tampering. Modules are walked for their functions and classes; classes for their methods.
 _WATCHED_MODULES = (
     "solbench.measure.loop", "solbench.measure.tensors", "solbench.measure.guards",
-    "solbench.measure.criteria", "solbench.measure.worker", "solbench.device.timer",
+    "solbench.measure.criteria", "solbench.measure.worker", "solbench.device.timer", "solbench.device.cupti",
     "solbench.analysis.stats", "solbench.analysis.sol",
 )
 _WATCHED_ATTRS: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -187,3 +194,83 @@ def settled_outputs(outputs: Sequence[torch.Tensor], device: str, threads_before
             return ("outputs changed after the call returned: work went on in another thread or on an "
                     "unjoined stream, outside the timed window")
     return None
+
+
+def stream_tracer(device: str) -> Any:
+    """This process's CUPTI tracer for the side-stream check, or None: not CUDA, cupti-python not
+    installed, ``SOLBENCH_NO_CUPTI=1`` set, or CUPTI failing to start here."""
+    from solbench.device import cupti
+
+    if device != "cuda" or os.environ.get("SOLBENCH_NO_CUPTI") == "1" or not cupti.available():
+        return None
+    try:
+        return cupti.tracer()
+    except Exception:  # a broken CUPTI install must not fail the run: the settle check remains
+        return None
+
+
+def traced_call(call: Callable[[], Any], trace: Any) -> tuple[Any, str | None]:
+    """Call once; with a CUPTI ``trace``, also say whether its GPU work outlived it on a side stream.
+
+    ::
+
+        spin (~1 ms) on the current stream       # as in a timed sample: the host runs ahead of the GPU
+        t0; value = call(); t1; marker on the current stream; t2; synchronize
+        the work launched in [t0, t1] must have ended before the marker (launched in (t1, t2]) began
+
+    Without the spin the check is blind: on an H200 the hostile side-stream call (50 GEMMs on a
+    stream the current one never waits for) took longer on the host to launch than on the GPU to
+    run, so its work was done before the marker ran, while in a cold-timed window (spin first) it
+    ran 600 µs past the end event.
+
+    Returns (what the call returned, a reason or None). Without a tracer: (value, None).
+    """
+    if trace is None:
+        return call(), None
+    from solbench.device.cupti import launched_in, stray_work
+
+    marker = torch.empty(1, dtype=torch.int32, device="cuda")
+    try:
+        turned_on = trace.begin()
+        ready = not turned_on or _primed(trace, marker)
+    except Exception:  # CUPTI refused here (another profiler attached, say): the settle check remains
+        return call(), None
+    if not ready:
+        with contextlib.suppress(Exception):
+            trace.end(turned_on)
+        return call(), None
+    try:
+        torch.cuda._sleep(_CHECK_SPIN_CYCLES)  # the GPU busy while the host enqueues the whole call
+        t0 = trace.now()
+        value = call()  # its exceptions are the implementation's, and propagate
+        t1 = trace.now()
+        marker.zero_()
+        t2 = trace.now()
+        torch.cuda.synchronize()
+        try:
+            calls, work = trace.collect()
+        except Exception:
+            return value, None
+    finally:
+        with contextlib.suppress(Exception):
+            trace.end(turned_on)
+    return value, stray_work(launched_in(calls, work, t0, t1), launched_in(calls, work, t1 + 1, t2))
+
+
+_CHECK_SPIN_CYCLES = 2_000_000  # ~1 ms at 2 GHz (longer at a lower clock: the safe side)
+
+
+def _primed(trace: Any, marker: torch.Tensor, tries: int = 4) -> bool:
+    """Whether CUPTI, just turned on, delivers records: launch the marker until its record arrives
+    (a guard: a trace that records nothing would pass every call)."""
+    from solbench.device.cupti import launched_in
+
+    for _ in range(tries):
+        t0 = trace.now()
+        marker.zero_()
+        t1 = trace.now()
+        torch.cuda.synchronize()
+        calls, work = trace.collect()
+        if launched_in(calls, work, t0, t1):
+            return True
+    return False

@@ -24,6 +24,7 @@ class Timer(Protocol):
     name: str
     last_output: object  # what the last timed call returned (for verifying timed calls)
     pending_s: list[float]  # GPU: seconds a device-wide sync took right after each window
+    stray: str | None  # after a sample: why the call's GPU work was not all inside its window (CUPTI)
 
     def prepare(self, launches: Sequence[Launch]) -> None:
         """Warm whatever the timer needs (graph capture, spin sizing) for these launches."""
@@ -73,21 +74,41 @@ def measure(
             clocks += probe()                           # if given: NVML, outside the window
 
     Verified samples are drawn at random (about 4 ln n of n), so an implementation cannot tell
-    which of its timed calls will be checked. A failed verification raises CheatDetected.
+    which of its timed calls will be checked. A failed verification raises CheatDetected, and so
+    does a sample (warm-up included) after which the timer reports ``stray`` work (the CUPTI timer:
+    GPU work of the call still running after the current stream passed it, or no GPU work at all).
     ``probe`` (from ``solbench.device.nvml.clock_probe``) reads the clocks after every sample;
     the readings are stored per sample in the Timing.
     """
     rng = rng or random.Random()
+    finish = getattr(timer, "finish", None)  # the CUPTI timer turns collection off there
+    try:
+        samples, clocks, reason = _loop(timer, launches, criterion, warmup, on_sample, clock, verify, rng, probe)
+    finally:
+        if finish is not None:
+            finish()
+    lo, hi = median_ci(samples)
+    if not clocks:
+        return Timing(tuple(samples), median(samples), lo, hi, reason)
+    sm, mem, power, reasons = (tuple(column) for column in zip(*clocks, strict=True))
+    return Timing(tuple(samples), median(samples), lo, hi, reason, sm_clock_mhz=sm, mem_clock_mhz=mem,
+                  power_w=power, throttle_reasons=reasons)
+
+
+def _loop(timer: Timer, launches: Sequence[Launch], criterion: CIWidth, warmup: int,
+          on_sample: Callable[[int], None] | None, clock: Callable[[], float], verify: Verify | None,
+          rng: random.Random, probe: Probe | None) -> tuple[list[float], list[Any], str]:
+    """The body of :func:`measure`: (samples, clock readings, stop reason)."""
     timer.prepare(launches)
     for i in range(warmup):
-        timer.sample(i)
+        _sample(timer, i)
     samples: list[float] = []
     clocks: list[tuple[int | None, int | None, float | None, int | None]] = []
     start = clock()
     reason = None
     while reason is None:
         i = len(samples)
-        samples.append(timer.sample(i))
+        samples.append(_sample(timer, i))
         checked = verify is not None and rng.random() < 4 / (i + 1)
         if verify is not None and checked:  # right after the call: a late writer is still writing
             _verify(verify, timer, i, samples[-1])
@@ -98,12 +119,15 @@ def measure(
         reason = criterion.reason(samples, clock() - start)
         if reason is not None and verify is not None and not checked:
             _verify(verify, timer, i, samples[-1])
-    lo, hi = median_ci(samples)
-    if not clocks:
-        return Timing(tuple(samples), median(samples), lo, hi, reason)
-    sm, mem, power, reasons = (tuple(column) for column in zip(*clocks, strict=True))
-    return Timing(tuple(samples), median(samples), lo, hi, reason, sm_clock_mhz=sm, mem_clock_mhz=mem,
-                  power_w=power, throttle_reasons=reasons)
+    return samples, clocks, reason
+
+
+def _sample(timer: Timer, i: int) -> float:
+    seconds = timer.sample(i)
+    stray = getattr(timer, "stray", None)
+    if stray is not None:
+        raise CheatDetected(f"timed call {i + 1}: {stray}")
+    return seconds
 
 
 def _verify(verify: Verify, timer: Timer, i: int, seconds: float) -> None:

@@ -56,7 +56,7 @@ class MeasureSettings:
     """How to time: the run options a worker needs (plain data)."""
 
     timer: str = "cold"
-    flush: str = "write"
+    flush: str = "clean"
     warmup: int = 3
     input_sets: int = 2
     seed: int = 0
@@ -217,6 +217,8 @@ def _execute(task: Task, state: WorkerState, emit: Emit, criterion: Any = None) 
                          on_sample=lambda n: emit("sample", {"n": n}) if n % 10 == 0 else None,
                          rng=random.Random(), probe=state.probe(task))
         protocol = {**timer.protocol(), **_tree_record(impl, base_dir)}
+        if task.device == "cuda":
+            protocol["stream_check"] = "cupti" if checker.trace is not None else "settle"
         timer.last_output = None
         if timer.pending_s:  # recorded, not judged: host timing of a sync is too noisy to accuse on
             protocol["drain_us_median"] = round(sorted(timer.pending_s)[len(timer.pending_s) // 2] * 1e6, 1)
@@ -268,6 +270,14 @@ class _Checker:
         self.input_guards = [guards.InputGuard(s) for s in inputs.sets]
         self.kept: list[torch.Tensor] = []  # outputs of the correctness calls, kept alive
         self.threads = set(threading.enumerate())
+        self.trace = guards.stream_tracer(task.device)  # CUPTI side-stream check, where available
+
+    def _call(self, launch: Callable[[], Any]) -> Any:
+        """One untimed call; CheatDetected if CUPTI saw its GPU work outlive it on a side stream."""
+        value, problem = guards.traced_call(launch, self.trace)
+        if problem is not None:
+            raise CheatDetected(problem)
+        return value
 
     def _outputs(self, value: Any) -> tuple[torch.Tensor, ...]:
         """The outputs in declared order; plain tensors with data, or CheatDetected / _Incorrect."""
@@ -301,7 +311,10 @@ class _Checker:
         for k in order:
             tensors.poison_allocator(self.task.case, self.task.device)
             self.threads = set(threading.enumerate())
-            out = self._outputs(launches[k]())
+            try:
+                out = self._outputs(self._call(launches[k]))
+            except CheatDetected as exc:
+                raise CheatDetected(f"input set {k}: {exc}") from None
             problem = guards.settled_outputs(out, self.task.device, self.threads)
             if problem is not None:
                 raise CheatDetected(f"input set {k}: {problem}")
@@ -363,7 +376,7 @@ class _Checker:
         guard = guards.InputGuard(inputs)
         self.threads = set(threading.enumerate())
         try:
-            out = self._outputs(launches[0]())
+            out = self._outputs(self._call(launches[0]))
             problem = guards.settled_outputs(out, task.device, self.threads)
             if problem is not None:
                 raise CheatDetected(problem)

@@ -1,0 +1,178 @@
+"""CUPTI activity tracing: which GPU work a call launched, and when it ran (``cupti-python``).
+
+The activity API records, for every CUDA runtime and driver API call, its host start time and a
+correlation id, and for every kernel, memcpy and memset the GPU start and end times and the
+correlation id of the API call that launched it (on any stream). So the GPU work one Python call
+launched is found without knowing its streams (SOL-ExecBench's method)::
+
+    t0 = host timestamp (CUPTI's clock)
+    call()
+    t1 = host timestamp
+    synchronize the device; flush CUPTI's buffers
+    launched = API records with t0 <= start <= t1      -> their correlation ids
+    work     = kernel, memcpy and memset records with those ids
+    span     = max(end) - min(start) over ``work``
+
+The same records say whether work outlived the call: the harness launches a marker on the current
+stream right after the call (and its end event); work of the call that ends after the marker began
+ran on a stream the current stream never waited for (:func:`stray_work`).
+
+``cupti-python`` is optional (``pip install 'solbench[cupti]'``; 13.0.x matches the CUPTI of CUDA
+13.0). The records are plain :class:`Activity` values, so the selection logic is tested without a GPU.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from solbench.errors import DeviceError
+
+# Work counts as late only when it ends this long after the marker began: timestamps of work in
+# stream order never invert, and a cheat's unjoined work outlasts the call by far more.
+LATE_NS = 1000
+
+INSTALL_HINT = "--timer cupti needs NVIDIA's cupti-python (pip install 'solbench[cupti]', 13.0.x for CUDA 13.0)"
+
+
+@dataclass(frozen=True)
+class Activity:
+    """One GPU activity record (kernel, memcpy or memset); times in ns on CUPTI's clock."""
+
+    kind: str  # "kernel", "memcpy", "memset"
+    start: int
+    end: int
+    correlation_id: int
+    stream_id: int
+    name: str
+
+
+@dataclass(frozen=True)
+class ApiCall:
+    """One runtime or driver API record: when the host made it and its correlation id."""
+
+    start: int
+    correlation_id: int
+
+
+def launched_in(calls: Iterable[ApiCall], work: Iterable[Activity], t0: int, t1: int) -> list[Activity]:
+    """The GPU work launched by API calls made between host times ``t0`` and ``t1`` (inclusive)."""
+    ids = {c.correlation_id for c in calls if t0 <= c.start <= t1}
+    return sorted((a for a in work if a.correlation_id in ids), key=lambda a: (a.start, a.end))
+
+
+def span_ns(work: Sequence[Activity]) -> int:
+    """From the first start to the last end of ``work``; raises ValueError when there is none."""
+    if not work:
+        raise ValueError("no GPU activity")
+    return max(a.end for a in work) - min(a.start for a in work)
+
+
+def stray_work(work: Sequence[Activity], marker: Sequence[Activity]) -> str | None:
+    """Why some of a call's work ran after the current stream moved past the call, or None.
+
+    ``marker`` is the work the harness launched on the current stream right after the call (and
+    its end event): it begins only once the current stream has reached the end of the call. Work
+    of the call that ends later than that (by more than ``LATE_NS``) ran on a stream the current
+    stream never waited for:
+    outside an event-timed window, and racing whatever reads the outputs next.
+    """
+    if not work or not marker:
+        return None
+    begin = min(a.start for a in marker)
+    late = [a for a in work if a.end > begin + LATE_NS]
+    if not late:
+        return None
+    last = max(a.end for a in late)
+    streams = sorted({a.stream_id for a in late})
+    return (f"{len(late)} of {len(work)} GPU activities it launched (stream {', '.join(map(str, streams))}) "
+            f"ran up to {(last - begin) / 1e3:.1f} µs after the current stream passed the end of the call: "
+            f"work on a stream the current stream does not wait for")
+
+
+def available() -> bool:
+    """Whether ``cupti-python`` can be imported here (nothing is initialized)."""
+    import importlib.util
+
+    return importlib.util.find_spec("cupti") is not None
+
+
+class Tracer:
+    """CUPTI activity collection in this process: kernels, memcpys, memsets and the API calls.
+
+    One per process (:func:`tracer`). ``begin()`` enables collection (if not already on) and
+    ``end()`` turns it off again only if that ``begin()`` turned it on, so a timer that keeps it on
+    and a check that wants it briefly can share it. ``collect()`` flushes CUPTI's buffers (after
+    the caller synchronized the device) and hands back every record since the last collect.
+    """
+
+    def __init__(self, module: Any) -> None:
+        self._cupti = module
+        kind = module.ActivityKind
+        self._work_kinds = {int(kind.CONCURRENT_KERNEL): "kernel", int(kind.MEMCPY): "memcpy",
+                            int(kind.MEMSET): "memset"}
+        self._api_kinds = {int(kind.RUNTIME), int(kind.DRIVER)}
+        self._kinds = [kind.RUNTIME, kind.DRIVER, kind.CONCURRENT_KERNEL, kind.MEMCPY, kind.MEMSET]
+        self._calls: list[ApiCall] = []
+        self._work: list[Activity] = []
+        self.enabled = False
+        module.activity_register_callbacks(self._requested, self._completed)
+
+    @staticmethod
+    def _requested() -> tuple[int, int]:
+        return 8 << 20, 0  # 8 MiB buffers, no record limit
+
+    def _completed(self, activities: list[Any]) -> None:
+        for a in activities:
+            kind = int(a.kind)
+            if kind in self._api_kinds:
+                self._calls.append(ApiCall(int(a.start), int(a.correlation_id)))
+            elif kind in self._work_kinds:
+                what = self._work_kinds[kind]
+                name = str(getattr(a, "name", "") or "") if what == "kernel" else what
+                self._work.append(Activity(what, int(a.start), int(a.end), int(a.correlation_id),
+                                           int(getattr(a, "stream_id", 0)), name))
+
+    def now(self) -> int:
+        """CUPTI's host timestamp (ns), the clock of the API records."""
+        return int(self._cupti.get_timestamp())
+
+    def begin(self) -> bool:
+        """Turn collection on; True if this call did (pass it to ``end``)."""
+        if self.enabled:
+            return False
+        for k in self._kinds:
+            self._cupti.activity_enable(k)
+        self.enabled = True
+        return True
+
+    def end(self, turned_on: bool) -> None:
+        """Turn collection off if ``begin`` turned it on."""
+        if turned_on and self.enabled:
+            self.collect()
+            for k in self._kinds:
+                self._cupti.activity_disable(k)
+            self.enabled = False
+
+    def collect(self) -> tuple[list[ApiCall], list[Activity]]:
+        """Every record since the last collect (synchronize the device first)."""
+        self._cupti.activity_flush_all(1)
+        calls, work = self._calls, self._work
+        self._calls, self._work = [], []
+        return calls, work
+
+
+_TRACER: Tracer | None = None
+
+
+def tracer() -> Tracer:
+    """This process's tracer; DeviceError (with how to install it) when cupti-python is missing."""
+    global _TRACER
+    if _TRACER is None:
+        try:
+            from cupti import cupti as module
+        except Exception as exc:  # not installed, or its CUPTI library failed to load
+            raise DeviceError(f"{INSTALL_HINT}: {exc}") from None
+        _TRACER = Tracer(module)
+    return _TRACER

@@ -1,0 +1,232 @@
+"""The CUPTI timer's record selection, the tracer's bookkeeping (on a fake cupti module), the
+missing-package error, the rounded spin and the default rounds. No GPU needed."""
+
+import enum
+import sys
+from types import SimpleNamespace
+
+import pytest
+
+from solbench.device import cupti
+from solbench.device.cupti import Activity, ApiCall, Tracer, launched_in, span_ns, stray_work
+from solbench.errors import DeviceError
+
+
+def _k(start, end, corr, stream=7, name="gemm"):
+    return Activity("kernel", start, end, corr, stream, name)
+
+
+def test_launched_in_picks_the_work_of_api_calls_inside_the_window():
+    calls = [ApiCall(100, 1), ApiCall(200, 2), ApiCall(250, 3), ApiCall(400, 4)]
+    work = [_k(1000, 1100, 1, name="flush"), _k(1200, 1300, 2), _k(1250, 1500, 3, stream=9), _k(1600, 1700, 4)]
+    mine = launched_in(calls, work, 150, 300)
+    assert [a.correlation_id for a in mine] == [2, 3]
+    assert span_ns(mine) == 300  # 1200 .. 1500, across two streams
+
+
+def test_launched_in_includes_the_window_edges_and_sorts_by_start():
+    calls = [ApiCall(10, 5), ApiCall(20, 6)]
+    work = [_k(90, 95, 6), _k(50, 60, 5)]
+    assert [a.correlation_id for a in launched_in(calls, work, 10, 20)] == [5, 6]
+
+
+def test_span_of_nothing_is_an_error():
+    with pytest.raises(ValueError, match="no GPU activity"):
+        span_ns([])
+
+
+def test_stray_work_names_work_ending_after_the_marker_began():
+    marker = [Activity("kernel", 2000, 2002, 9, 7, "fill")]
+    honest = [_k(1000, 1990, 1)]
+    assert stray_work(honest, marker) is None
+    cheat = [_k(1000, 1500, 1, stream=11), _k(1500, 6000, 2, stream=11)]
+    reason = stray_work(cheat, marker)
+    assert reason is not None
+    assert "1 of 2" in reason and "stream 11" in reason and "4.0 µs" in reason
+
+
+def test_stray_work_without_marker_or_work_says_nothing():
+    assert stray_work([], [_k(1, 2, 1)]) is None
+    assert stray_work([_k(1, 2, 1)], []) is None
+
+
+class _Kind(enum.IntEnum):
+    RUNTIME = 1
+    DRIVER = 2
+    CONCURRENT_KERNEL = 3
+    MEMCPY = 4
+    MEMSET = 5
+    NAME = 6
+
+
+class FakeCupti:
+    """Just enough of ``cupti.cupti``: kinds, callbacks, a clock and a flush that delivers."""
+
+    ActivityKind = _Kind
+
+    def __init__(self):
+        self.enabled: set[int] = set()
+        self.pending: list = []
+        self.clock = 0
+        self.flushes = 0
+
+    def activity_register_callbacks(self, requested, completed):
+        self.requested, self.completed = requested, completed
+
+    def activity_enable(self, kind):
+        self.enabled.add(int(kind))
+
+    def activity_disable(self, kind):
+        self.enabled.discard(int(kind))
+
+    def get_timestamp(self):
+        self.clock += 10
+        return self.clock
+
+    def activity_flush_all(self, flag):
+        self.flushes += 1
+        records, self.pending = self.pending, []
+        self.completed(records)
+
+
+def _rec(kind, **fields):
+    return SimpleNamespace(kind=kind, **fields)
+
+
+def test_tracer_sorts_records_into_api_calls_and_work():
+    fake = FakeCupti()
+    trace = Tracer(fake)
+    assert fake.requested() == (8 << 20, 0)
+    fake.pending = [
+        _rec(_Kind.RUNTIME, start=5, end=6, correlation_id=1),
+        _rec(_Kind.DRIVER, start=7, end=8, correlation_id=2),
+        _rec(_Kind.CONCURRENT_KERNEL, start=100, end=150, correlation_id=1, stream_id=3, name="sm90_gemm"),
+        _rec(_Kind.MEMSET, start=160, end=161, correlation_id=2, stream_id=3),
+        _rec(_Kind.MEMCPY, start=170, end=180, correlation_id=2, stream_id=4),
+        _rec(_Kind.NAME, object_kind=0),  # other kinds are ignored
+    ]
+    calls, work = trace.collect()
+    assert calls == [ApiCall(5, 1), ApiCall(7, 2)]
+    assert [(a.kind, a.name, a.stream_id) for a in work] == [("kernel", "sm90_gemm", 3), ("memset", "memset", 3),
+                                                              ("memcpy", "memcpy", 4)]
+    assert trace.collect() == ([], [])  # handed over once
+
+
+def test_tracer_begin_end_nest():
+    fake = FakeCupti()
+    trace = Tracer(fake)
+    outer = trace.begin()
+    assert outer and fake.enabled == {1, 2, 3, 4, 5}
+    inner = trace.begin()
+    assert not inner
+    trace.end(inner)  # the inner user did not turn it on: stays on
+    assert fake.enabled == {1, 2, 3, 4, 5}
+    trace.end(outer)
+    assert fake.enabled == set() and not trace.enabled
+    assert fake.flushes == 1  # records collected before turning off
+
+
+def test_tracer_now_is_cuptis_clock():
+    fake = FakeCupti()
+    trace = Tracer(fake)
+    assert trace.now() < trace.now()
+
+
+def test_missing_cupti_python_is_one_clear_error(monkeypatch):
+    monkeypatch.setattr(cupti, "_TRACER", None)
+    monkeypatch.setitem(sys.modules, "cupti", None)  # import fails
+    with pytest.raises(DeviceError, match=r"solbench\[cupti\]"):
+        cupti.tracer()
+    from solbench.device.timer import make_timer
+
+    with pytest.raises(DeviceError, match="cupti-python"):
+        make_timer("cuda", "cupti")
+
+
+def test_unknown_timer_names_the_known_ones():
+    from solbench.device.timer import make_timer
+
+    with pytest.raises(DeviceError, match="cold, graph, cupti"):
+        make_timer("cuda", "fast")
+
+
+def test_the_cpu_always_times_with_the_wall_clock():
+    from solbench.device.timer import CpuTimer, make_timer
+
+    assert isinstance(make_timer("cpu", "cupti"), CpuTimer)
+
+
+def test_side_stream_check_is_off_without_cuda_or_when_asked(monkeypatch):
+    from solbench.measure import guards
+
+    assert guards.stream_tracer("cpu") is None
+    monkeypatch.setenv("SOLBENCH_NO_CUPTI", "1")
+    assert guards.stream_tracer("cuda") is None
+    value, problem = guards.traced_call(lambda: 42, None)
+    assert (value, problem) == (42, None)
+
+
+@pytest.mark.parametrize(("host_us", "spin"), [(0.0, 25.0), (5.0, 25.0), (7.6, 50.0), (19.0, 50.0),
+                                              (21.0, 100.0), (40.0, 100.0), (46.0, 200.0)])
+def test_spin_is_rounded_up_to_25_times_a_power_of_two(host_us, spin):
+    from solbench.device.timer import spin_length_us
+
+    assert spin_length_us(host_us) == spin
+    assert spin_length_us(host_us) >= 2 * host_us + 10
+
+
+def test_default_rounds_are_three_on_a_gpu_and_one_on_the_cpu():
+    from solbench.api import RunOptions, rounds_for
+
+    assert rounds_for(RunOptions(), "cuda") == 3
+    assert rounds_for(RunOptions(), "cpu") == 1
+    assert rounds_for(RunOptions(repeat=5), "cpu") == 5
+    assert RunOptions().flush == "clean"
+
+
+class StrayTimer:
+    """A timer whose sample ``bad`` reports stray work."""
+
+    name = "fake"
+
+    def __init__(self, bad):
+        self.bad = bad
+        self.pending_s = []
+        self.stray = None
+        self.last_output = None
+
+    def prepare(self, launches):
+        pass
+
+    def sample(self, index):
+        self.stray = "work on a side stream" if index == self.bad else None
+        return 1e-3
+
+    def protocol(self):
+        return {}
+
+    def output_index(self, index):
+        return 0
+
+
+@pytest.mark.parametrize("bad", [0, 5])  # a warm-up sample, a measured one
+def test_loop_reports_stray_work_as_a_cheat(bad):
+    from solbench.measure.criteria import CIWidth
+    from solbench.measure.loop import CheatDetected, measure
+
+    with pytest.raises(CheatDetected, match="side stream"):
+        measure(StrayTimer(bad), [lambda: None], CIWidth(0.01, 10, 10, 1e9), warmup=2)
+
+
+def test_loop_without_stray_work_measures():
+    from solbench.measure.criteria import CIWidth
+    from solbench.measure.loop import measure
+
+    t = measure(StrayTimer(-1), [lambda: None], CIWidth(0.01, 10, 10, 1e9), warmup=2)
+    assert t.n == 10
+
+
+def test_stray_work_tolerates_timestamps_within_a_microsecond():
+    marker = [Activity("kernel", 2000, 2002, 9, 7, "fill")]
+    assert stray_work([_k(1000, 2000 + cupti.LATE_NS, 1)], marker) is None
+    assert stray_work([_k(1000, 2001 + cupti.LATE_NS, 1)], marker) is not None

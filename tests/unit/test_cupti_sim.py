@@ -1,0 +1,232 @@
+"""The CUPTI timer and the CUPTI side-stream check wired to a simulated GPU (no GPU needed).
+
+A tiny simulator stands in for torch and CUPTI: every launch is an API record at the host's
+clock, and GPU work on a stream starts when the stream (and what it waits for) is free. The host
+is made slower at launching than the GPU at running short kernels, as on the H200 where the
+side-stream check without a spin saw nothing: these tests keep the order spin -> call -> marker.
+"""
+
+from types import SimpleNamespace
+
+import pytest
+
+from solbench.device.cupti import Activity, ApiCall
+
+CURRENT, SIDE = 7, 9
+HOST_STEP = 2000  # ns of host time per API call
+CLOCK_KHZ = 2_000_000  # the spin's cycles per ms: 2 cycles per ns
+
+
+class SimGpu:
+    """Host clock, per-stream GPU cursors, and the records CUPTI would deliver."""
+
+    def __init__(self):
+        self.host = 0
+        self.corr = 0
+        self.free = {CURRENT: 0, SIDE: 0}
+        self.calls: list[ApiCall] = []
+        self.work: list[Activity] = []
+        self.enabled = False
+        self.order: list[str] = []
+
+    def launch(self, name, duration, stream=CURRENT, after=None):
+        self.host += HOST_STEP
+        self.corr += 1
+        start = max(self.host, self.free[stream], after if after is not None else 0)
+        end = start + duration
+        self.free[stream] = end
+        self.order.append(name)
+        if self.enabled:
+            self.calls.append(ApiCall(self.host, self.corr))
+            self.work.append(Activity("kernel", start, end, self.corr, stream, name))
+        return end
+
+    # the Tracer interface
+    def begin(self):
+        if self.enabled:
+            return False
+        self.enabled = True
+        return True
+
+    def end(self, turned_on):
+        if turned_on:
+            self.enabled = False
+
+    def now(self):
+        self.host += 1
+        return self.host
+
+    def collect(self):
+        calls, work = self.calls, self.work
+        self.calls, self.work = [], []
+        return calls, work
+
+
+class SimEvent:
+    """Completes when the current stream reaches it; times in ns of the GPU's clock."""
+
+    def __init__(self, gpu):
+        self.gpu, self.t = gpu, None
+
+    def record(self):
+        self.gpu.host += HOST_STEP // 4
+        self.t = self.gpu.free[CURRENT]
+
+    def query(self):
+        return self.gpu.host >= self.t
+
+    def synchronize(self):
+        pass
+
+    def elapsed_time(self, other):
+        return (other.t - self.t) * 1e-6  # ms
+
+
+class SimTensor:
+    def __init__(self, gpu, name="tensor"):
+        self.gpu, self.name = gpu, name
+
+    def zero_(self):
+        self.gpu.launch(f"fill:{self.name}", 50)
+        return self
+
+
+def sim_torch(gpu):
+    cuda = SimpleNamespace(
+        _sleep=lambda cycles: gpu.launch("spin", cycles * 1e6 // CLOCK_KHZ),
+        synchronize=lambda: gpu.order.append("sync"),
+        get_device_properties=lambda i: SimpleNamespace(clock_rate=CLOCK_KHZ),
+        current_device=lambda: 0,
+        Event=lambda enable_timing=False: SimEvent(gpu),
+    )
+    return SimpleNamespace(cuda=cuda, int32="int32",
+                           empty=lambda *a, **k: SimTensor(gpu, "buffer"),
+                           zeros=lambda *a, **k: SimTensor(gpu, "marker"),
+                           amax=lambda x, dim, out: gpu.launch("amax", 100))
+
+
+def honest(gpu):
+    def call():
+        gpu.launch("gemm", 5000)
+        return "out"
+    return call
+
+
+def unjoined(gpu, kernels=10, duration=1500):
+    """Short kernels on a side stream that waits for the current stream, never joined back."""
+    def call():
+        after = gpu.free[CURRENT]
+        for _ in range(kernels):
+            gpu.launch("side-gemm", duration, stream=SIDE, after=after)
+        return "out"
+    return call
+
+
+def _timer(gpu):
+    from solbench.device.timer import CudaCuptiTimer
+
+    timer = CudaCuptiTimer(sim_torch(gpu), 50 << 20, gpu, clean=True)
+    timer.spin_us = 500.0  # prepare would size it
+    return timer
+
+
+def test_cupti_timer_spans_the_calls_work_only():
+    gpu = SimGpu()
+    timer = _timer(gpu)
+    timer._launches = [honest(gpu)]
+    gpu.begin()
+    seconds = timer.sample(0)
+    assert seconds == pytest.approx(5000e-9)  # the GEMM, not the spin, flush or marker
+    assert timer.activities == 1 and timer.kernels == ("gemm",) and timer.stray is None
+    assert gpu.order[:4] == ["spin", "fill:buffer", "amax", "gemm"]  # spin and flush before the call
+
+
+def test_cupti_timer_times_unjoined_side_stream_work_and_reports_it():
+    gpu = SimGpu()
+    timer = _timer(gpu)
+    timer._launches = [unjoined(gpu)]
+    gpu.begin()
+    seconds = timer.sample(0)
+    assert timer.activities == 10
+    assert seconds == pytest.approx(10 * 1500e-9)  # all ten kernels back to back on the side stream
+    assert timer.stray is not None and "stream 9" in timer.stray
+
+
+def test_cupti_timer_reports_a_call_without_gpu_work():
+    gpu = SimGpu()
+    timer = _timer(gpu)
+    timer._launches = [lambda: "cached"]
+    gpu.begin()
+    assert timer.sample(0) == 0.0
+    assert timer.stray is not None and "no GPU work" in timer.stray
+
+
+def test_side_stream_check_spins_first_so_fast_side_work_is_seen(monkeypatch):
+    from solbench.measure import guards
+
+    gpu = SimGpu()
+    monkeypatch.setattr(guards, "torch", sim_torch(gpu))
+    value, problem = guards.traced_call(honest(gpu), gpu)
+    assert value == "out" and problem is None
+    assert not gpu.enabled  # turned off again
+    # each side kernel (1.5 µs) is shorter than launching it (2 µs): without the spin before
+    # the call, all of it would be over before the marker ran
+    value, problem = guards.traced_call(unjoined(gpu), gpu)
+    assert problem is not None and "does not wait" in problem
+    assert gpu.order.index("spin") < gpu.order.index("side-gemm")
+
+
+def test_side_stream_check_gives_up_quietly_when_cupti_records_nothing(monkeypatch):
+    from solbench.measure import guards
+
+    gpu = SimGpu()
+    monkeypatch.setattr(guards, "torch", sim_torch(gpu))
+    gpu.collect = lambda: ([], [])  # a trace that never delivers
+    value, problem = guards.traced_call(unjoined(gpu), gpu)
+    assert value == "out" and problem is None
+    assert not gpu.enabled
+
+
+def many_kernels(gpu, kernels=20, duration=300):
+    """A call of many short kernels on the current stream: 40 µs to launch, 6 µs to run."""
+    def call():
+        for _ in range(kernels):
+            gpu.launch("small", duration)
+        return "out"
+    return call
+
+
+def test_cold_timer_takes_a_sample_again_with_a_longer_spin_when_the_host_fell_behind():
+    from solbench.device.timer import CudaColdTimer
+
+    gpu = SimGpu()
+    timer = CudaColdTimer(sim_torch(gpu), 50 << 20, clean=True)
+    timer._launches = [many_kernels(gpu)]
+    timer.spin_us = 25.0  # shorter than the 40 µs the host takes to enqueue the call
+    seconds = timer.sample(0)
+    assert timer.redone == 1 and timer.spin_us == 50.0
+    assert seconds == pytest.approx(20 * 300e-9)  # the kernels back to back: no host gap inside
+    assert timer.protocol()["samples_redone"] == 1
+
+
+def test_cold_timer_with_a_long_enough_spin_takes_each_sample_once():
+    from solbench.device.timer import CudaColdTimer
+
+    gpu = SimGpu()
+    timer = CudaColdTimer(sim_torch(gpu), 50 << 20, clean=True)
+    timer._launches = [many_kernels(gpu)]
+    timer.spin_us = 100.0
+    assert timer.sample(0) == pytest.approx(20 * 300e-9)
+    assert timer.redone == 0 and timer.spin_us == 100.0
+
+
+def test_cold_timer_gives_up_redoing_after_a_few_tries():
+    from solbench.device import timer as timers
+
+    gpu = SimGpu()
+    timer = timers.CudaColdTimer(sim_torch(gpu), 50 << 20, clean=True)
+    timer._launches = [many_kernels(gpu, kernels=2000)]  # 4 ms to enqueue: longer than 25 µs x 2^3
+    timer.spin_us = 25.0
+    seconds = timer.sample(0)
+    assert timer.redone == timers._MAX_REDO and timer.spin_us == 25.0 * 2 ** timers._MAX_REDO
+    assert seconds > 2000 * 300e-9  # kept, with the host's gaps in it (counted in samples_redone)
