@@ -1,0 +1,154 @@
+"""Runs over several devices: every GPU of this node (``run --devices``) or a Ray cluster
+(``run --executor ray``). :func:`solbench.api.run` calls :func:`run_sharded` for both.
+
+    lanes   one per device: its workers, its spec (each GPU model scored against its own), its
+            fingerprint (stored with every case it measured)
+    order   cases longest-first by T_SOL x implementations (the dry run's estimate), handed to
+            free lanes by :mod:`solbench.measure.shard`; the run lists them in plan order
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from solbench.errors import ConfigError, DeviceError
+from solbench.results.model import RunResult
+
+Progress = Callable[[str, dict[str, Any]], None]
+
+
+def parse_devices(text: str, count: int) -> tuple[int, ...]:
+    """``"all"`` -> every index below ``count``; ``"0,2"`` -> (0, 2). ConfigError names what is wrong."""
+    text = text.strip().lower()
+    if text == "all":
+        if count < 1:
+            raise DeviceError("--devices all: no CUDA device is visible")
+        return tuple(range(count))
+    if not re.fullmatch(r"\d+(\s*,\s*\d+)*", text):
+        raise ConfigError(f"--devices {text!r}: expected 'all' or CUDA indices such as '0,1'")
+    indices = tuple(int(x) for x in text.split(","))
+    if len(set(indices)) != len(indices):
+        raise ConfigError(f"--devices {text!r}: an index is listed twice")
+    missing = [i for i in indices if i >= count]
+    if missing:
+        raise DeviceError(f"--devices {text!r}: no CUDA device {missing[0]} (torch sees {count})")
+    return indices
+
+
+def run_sharded(files: Sequence[str | Path], options: Any, *, progress: Progress | None = None,
+                on_case: Callable[[RunResult], None] | None = None, infos: Sequence[Any] | None = None) -> RunResult:
+    """Measure the files over several devices; the same RunResult as a one-device run, plus each
+    case's ``device`` fingerprint. ``infos`` (DeviceInfo, one per lane) replaces detection (tests)."""
+    if options.in_process:
+        raise ConfigError("--in-process measures in this one process: it cannot use several devices")
+    if options.executor == "ray":
+        from solbench.measure import ray_exec
+
+        cluster = ray_exec.connect(options.address)
+        try:
+            lanes, prepared = ray_exec.lanes(cluster, files, options)
+            return _measure(files, options, lanes, prepared, progress, on_case, "ray")
+        finally:
+            cluster.close()
+    if options.executor != "local":
+        raise ConfigError(f"--executor {options.executor!r}: expected 'local' or 'ray'")
+    if infos is None:
+        infos = _local_devices(options.devices)
+    lanes, prepared = local_lanes(files, options, infos)
+    return _measure(files, options, lanes, prepared, progress, on_case, "local")
+
+
+def _local_devices(text: str) -> list[Any]:
+    """DeviceInfo of every GPU ``--devices`` names; DeviceError without CUDA."""
+    import torch
+
+    from solbench.device.detect import detect
+
+    if not torch.cuda.is_available():
+        raise DeviceError("--devices needs CUDA GPUs and torch sees none (run without --devices to measure "
+                          "on the CPU)")
+    return [detect(f"cuda:{i}") for i in parse_devices(text, torch.cuda.device_count())]
+
+
+def local_lanes(files: Sequence[str | Path], options: Any, infos: Sequence[Any]) -> tuple[list[Any], list[Any]]:
+    """One lane per local device (a Pool of workers on it), each prepared against its own spec."""
+    from solbench import api
+    from solbench.measure import pool
+    from solbench.measure.shard import Lane
+
+    lanes, prepared = [], []
+    for n, info in enumerate(infos):
+        info, floor = _with_peaks(info, options)
+        prep = api.prepare(files, options, info, floor)
+        index = info.index if info.index is not None else n
+        env = replace(info.environment(), device_index=info.index)
+        lanes.append(Lane(index, info.kind, _pool_factory(pool.Pool, info.kind, info.index), prep.score, env,
+                          info.l2_bytes, prep.nvml_id))
+        prepared.append((info, prep))
+    return lanes, prepared
+
+
+def _pool_factory(cls: Any, kind: str, index: int | None) -> Callable[[], Any]:
+    return lambda: cls(kind, index)
+
+
+def _with_peaks(info: Any, options: Any) -> tuple[Any, Any]:
+    """The device with measured ceilings where ``--peaks measured`` (api._detect's rule), and the floor."""
+    from solbench import api
+
+    floor = info.spec
+    if options.peaks == "measured":
+        info = replace(info, spec=api.measured_spec(info.spec, info.uuid, options.results_dir))
+        floor = api._floor_spec(floor, info.spec)
+    return info, floor
+
+
+def _measure(files: Sequence[str | Path], options: Any, lanes: Sequence[Any], prepared: Sequence[Any],
+             progress: Progress | None, on_case: Callable[[RunResult], None] | None, executor: str) -> RunResult:
+    from solbench import api
+    from solbench.measure.shard import measure_sharded
+
+    first_info, first = prepared[0]
+    units = first.units
+    emit = progress or (lambda event, data: None)
+    emit("start", {"cases": sum(len(u.cases) for u in units) * options.repeat, "devices": len(lanes)})
+    run = replace(first.run, protocol=replace(first.run.protocol, devices=len(lanes), executor=executor),
+                  notes=(*first.run.notes, _devices_note(lanes)))
+
+    def estimate(unit: Any, case: Any) -> float:
+        return float(first.score(unit, case, ()).t_sol) * max(1, len(unit.impls))
+
+    result = measure_sharded(units, run, lanes, settings=first.settings, timeout_s=options.timeout_s,
+                             estimate=estimate, emit=emit, on_case=on_case, keys=options.keys,
+                             repeat=options.repeat, group=_group_executor(executor),
+                             variant=api._tuned_variant(options.tuned, first_info.spec.id))
+    emit("done", {})
+    return api.with_end_clocks(result, first_info) if executor == "local" else result
+
+
+def _devices_note(lanes: Sequence[Any]) -> str:
+    names = [f"{lane.index}: {lane.environment.device_name} ({lane.environment.spec_id})"
+             if lane.environment is not None else str(lane.index) for lane in lanes]
+    return f"cases sharded over {len(lanes)} devices ({'; '.join(names)}); each case records its own"
+
+
+def _group_executor(executor: str) -> Any:
+    """world_size > 1 workloads: ``solbench.measure.group.executor(device, indices)`` where installed."""
+    if executor != "local":
+        return None
+    try:
+        from solbench.measure import group  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    factory = getattr(group, "executor", None)
+    if factory is None:
+        return None
+
+    def make(lanes: Sequence[Any]) -> Any:
+        return factory(lanes[0].device, tuple(lane.index for lane in lanes))
+
+    return make
