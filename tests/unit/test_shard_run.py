@@ -1,0 +1,109 @@
+"""``run --devices``: the sharded run end to end with real worker processes, on two CPU "devices"
+(the lanes are given as detected CPUs; nothing here depends on speed), and its CLI errors."""
+
+import json
+from dataclasses import replace
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from solbench import api
+from solbench.api_shard import parse_devices, run_sharded
+from solbench.cli import main
+from solbench.device.detect import detect
+from solbench.errors import ConfigError, DeviceError
+from solbench.results import store
+
+DOUBLE = "tests/data/double.yaml"
+OPTIONS = api.RunOptions(budget_s=0.05, min_samples=5, max_samples=20)
+FAST = ["--budget", "0.05", "--min-samples", "5", "--max-samples", "20"]
+
+
+def _statuses(run):
+    return [(c.case_id, r.name, r.status) for c in run.cases for r in c.impls]
+
+
+@pytest.fixture(scope="module")
+def two_cpus():
+    cpu = detect("cpu")
+    return [replace(cpu, index=0), replace(cpu, index=1)]
+
+
+@pytest.fixture(scope="module")
+def runs(two_cpus):
+    local = api.run([DOUBLE], OPTIONS, device="cpu")
+    saved = []
+    sharded = run_sharded([DOUBLE], OPTIONS, infos=two_cpus, on_case=saved.append)
+    return local, sharded, saved
+
+
+def test_a_sharded_run_has_the_shape_and_statuses_of_a_local_run(runs):
+    local, sharded, _ = runs
+    assert _statuses(sharded) == _statuses(local)  # same cases, order, implementations and statuses
+    assert {s for *_, s in _statuses(sharded)} == {"ok", "incorrect", "skipped"}
+    assert sharded.complete and sharded.protocol.devices == 2 and sharded.protocol.executor == "local"
+    assert local.protocol.devices == 1 and all(c.device is None for c in local.cases)
+    for c in sharded.cases:
+        base = c.impl("baseline")
+        assert base.timing.n >= 5 and base.score.speedup == 1.0
+
+
+def test_each_case_records_the_device_it_ran_on(runs):
+    _, sharded, saved = runs
+    assert {c.device.device_index for c in sharded.cases} == {0, 1}  # two cases, two free lanes
+    assert all(c.device.spec_id == sharded.spec.id for c in sharded.cases)
+    assert len(saved) == 2 and len(saved[0].cases) == 1  # saved after every case
+    assert "sharded over 2 devices" in sharded.notes[-1]
+
+
+def test_the_device_record_survives_the_result_file_and_old_files_still_load(runs, tmp_path):
+    _, sharded, _ = runs
+    path = store.save(sharded, tmp_path / "sharded.json")
+    back = store.load(path)
+    assert store.to_dict(back) == store.to_dict(sharded)
+    assert [c.device for c in back.cases] == [c.device for c in sharded.cases]
+    data = json.loads(store.dumps(sharded))
+    for case in data["cases"]:
+        del case["device"]
+    del data["protocol"]["devices"], data["protocol"]["executor"]
+    old = store.from_dict(data)
+    assert all(c.device is None for c in old.cases) and old.protocol.devices == 1
+
+
+def test_repeat_works_with_devices(two_cpus):
+    run = run_sharded([DOUBLE], replace(OPTIONS, repeat=2, impls=("baseline",)), infos=two_cpus)
+    assert run.protocol.rounds == 2
+    for c in run.cases:
+        assert c.impl("baseline").timing.n_rounds == 2
+
+
+def test_in_process_cannot_shard(two_cpus):
+    with pytest.raises(ConfigError, match="in-process"):
+        run_sharded([DOUBLE], replace(OPTIONS, in_process=True), infos=two_cpus)
+
+
+def test_device_lists_are_parsed_and_checked():
+    assert parse_devices("all", 3) == (0, 1, 2)
+    assert parse_devices(" 2, 0 ", 3) == (2, 0)
+    for bad, err in (("0,0", ConfigError), ("zero", ConfigError), ("", ConfigError), ("3", DeviceError)):
+        with pytest.raises(err):
+            parse_devices(bad, 3)
+    with pytest.raises(DeviceError):
+        parse_devices("all", 0)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error without a GPU")
+def test_devices_without_a_gpu_is_a_clear_error():
+    result = CliRunner().invoke(main, ["run", DOUBLE, "--devices", "all", *FAST])
+    assert result.exit_code == 2
+    assert "--devices needs CUDA GPUs" in result.output and "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("args,text", [
+    (["--device", "cpu", "--devices", "0"], "--devices"),
+    (["--address", "auto"], "--executor ray"),
+])
+def test_conflicting_options_are_usage_errors(args, text):
+    result = CliRunner().invoke(main, ["run", DOUBLE, *args, *FAST])
+    assert result.exit_code == 2 and text in result.output
