@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
+import socket
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -29,6 +31,7 @@ from solbench.errors import ConfigError, DeviceError
 from solbench.results.model import ImplResult
 
 ABORT_TIMEOUT_S = 30.0
+CONNECT_TIMEOUT_S = 10.0
 
 
 def _ray() -> Any:
@@ -62,12 +65,25 @@ def connect(address: str | None) -> Cluster:
     ray = _ray()
     if ray.is_initialized():
         return Cluster(ray, False, [])
+    if address not in (None, "auto", "local"):
+        _check_reachable(address)
     try:
         ray.init(address=address, log_to_driver=False, configure_logging=False)
     except Exception as exc:  # ConnectionError, ValueError, RuntimeError: all mean "no cluster there"
         raise DeviceError(f"--address {address or '(local)'}: cannot connect to Ray: "
                           f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
     return Cluster(ray, True, [])
+
+
+def _check_reachable(address: str) -> None:
+    """A quick TCP connect to ``host:port`` (``ray://host:port``): Ray itself retries for minutes."""
+    m = re.fullmatch(r"(?:ray://)?\[?([^\]\s]+?)\]?:(\d+)", address.strip())
+    if m is None:
+        raise ConfigError(f"--address {address!r}: expected 'auto', 'host:port' or 'ray://host:10001'")
+    try:
+        socket.create_connection((m.group(1), int(m.group(2))), timeout=CONNECT_TIMEOUT_S).close()
+    except OSError as exc:
+        raise DeviceError(f"--address {address}: cannot connect to Ray: {exc.strerror or exc}") from None
 
 
 def gpu_models(nodes: Iterable[dict[str, Any]]) -> dict[str, int]:
