@@ -10,15 +10,21 @@ cases at once::
     whenever lanes are free, each free lane (in lane order) takes (Scheduler.assign):
         1. the longest queued job of a workload it holds warm workers for
         2. else the longest queued job of a workload no lane has started
-        3. else the longest queued job (a workload another lane is on: its cases are shared)
+        3. else the longest queued job of a workload another lane holds, if that lane would still
+           have more left of it than the thief takes on: queued(w) - e(j) > e(j) + cold(w), with
+           queued(w) the estimates of w's queued jobs and cold(w) its start-up cost on a new lane
+           (0 when unknown: then a workload is shared only while 3 or more equal jobs are queued)
        a job of width k takes k free lanes (the picking lane first) and waits while fewer are free
     a lane whose workload has no queued job left retires that workload's workers
     the main thread scores each finished case against its own lane's device spec, attaches the
     lane's fingerprint, orders the run by plan order and hands it to on_case (saved every case)
 
 Rule 1 keeps a workload's first-call costs (compilation, library heuristics, worker start-up)
-on one device; rule 3 balances the end of the run. ``--repeat``: every round starts fresh workers
-and a case stays on the lane(s) it had in round 1, so its rounds are never merged across devices.
+on one device; rule 3 balances the end of the run without paying them again for a job the warm
+lane would have finished as soon (torch.compile's first call costs tens of seconds).
+
+``--repeat``: every round starts fresh workers and a case stays on the lane(s) it had in round 1,
+so its rounds are never merged across devices.
 
 Ctrl-C (in the main thread): every lane's workers are killed, the lanes' threads joined, and the
 cases finished so far are raised inside RunInterrupted, as in the single-device loop.
@@ -71,12 +77,14 @@ def plan_jobs(units: Sequence[Unit], estimate: Callable[[Unit, Case], float]) ->
 class Scheduler:
     """Which queued job each free lane takes (rules in the module docstring). Pure: no threads.
 
-    ``pinned`` maps a job's order to the lanes it must run on (rounds after the first).
+    ``pinned`` maps a job's order to the lanes it must run on (rounds after the first); ``cold``
+    a unit's start-up cost on a lane that has not run it (same unit as the estimates; default 0).
     """
 
     def __init__(self, jobs: Sequence[Job], lanes: Sequence[int],
-                 pinned: Mapping[int, tuple[int, ...]] | None = None) -> None:
+                 pinned: Mapping[int, tuple[int, ...]] | None = None, cold: Mapping[int, float] | None = None) -> None:
         self.queue = list(jobs)
+        self.cold = dict(cold or {})
         self.lanes = tuple(lanes)
         self.pinned = dict(pinned or {})
         self.warm: dict[int, set[int]] = {lane: set() for lane in self.lanes}  # lane -> units
@@ -109,12 +117,19 @@ class Scheduler:
     def _pick(self, lane: int, avail: Sequence[int]) -> Job | None:
         fits = [j for j in self.queue if self._fits(j, lane, avail)]
         rules: tuple[Callable[[Job], bool], ...] = (
-            lambda j: j.unit in self.warm[lane], lambda j: j.unit not in self.started, lambda j: True)
+            lambda j: j.unit in self.warm[lane], lambda j: j.unit not in self.started, self._worth_sharing)
         for rule in rules:
             job = next((j for j in fits if rule(j)), None)
             if job is not None:
                 return job
         return None
+
+    def _worth_sharing(self, job: Job) -> bool:
+        """Rule 3: the lanes holding the job's workload keep more of it than a new lane takes on."""
+        if job.order in self.pinned or not any(job.unit in units for units in self.warm.values()):
+            return True  # no lane holds it (a wide workload): nothing to keep warm
+        queued = sum(j.estimate for j in self.queue if j.unit == job.unit)
+        return queued - job.estimate > job.estimate + self.cold.get(job.unit, 0.0)
 
     def _fits(self, job: Job, lane: int, avail: Sequence[int]) -> bool:
         want = self.pinned.get(job.order)

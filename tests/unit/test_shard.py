@@ -47,16 +47,32 @@ def test_width_is_the_workloads_world_size_and_one_without_it():
 
 
 def test_a_free_lane_keeps_to_its_workload_then_starts_a_new_one_then_shares():
-    jobs = [_job(0, 0, 9), _job(1, 1, 8), _job(2, 0, 7), _job(3, 1, 1), _job(4, 2, 0.5)]
+    jobs = [_job(0, 0, 9), _job(1, 1, 8), _job(2, 0, 3), _job(3, 1, 1), _job(4, 2, 0.5), _job(5, 0, 3),
+            _job(6, 0, 3)]
     s = Scheduler(jobs, [0, 1])
     assert [(j.order, lanes) for j, lanes in s.assign([0, 1])] == [(0, (0,)), (1, (1,))]
-    # lane 1 is free first: its own workload (unit 1) before the longer job of unit 0
+    # lane 1 is free first: its own workload (unit 1) before the longer jobs of unit 0
     assert [(j.order, lanes) for j, lanes in s.assign([1])] == [(3, (1,))]
-    # lane 1 again: unit 1 has nothing queued; unit 2 was never started: it goes before stealing
+    # lane 1 again: unit 1 has nothing queued; unit 2 was never started: it goes before sharing
     assert [j.order for j, _ in s.assign([1])] == [4]
-    # lane 1 again: nothing of its own, nothing unstarted: it shares unit 0 with lane 0
+    # lane 1 again: nothing of its own, nothing unstarted: it shares unit 0 (3 jobs of 3 queued)
     assert [j.order for j, _ in s.assign([1])] == [2]
-    assert s.queue == [] and s.assign([0, 1]) == []
+    assert s.warm[1] == {1, 2, 0}
+
+
+def test_a_workload_is_shared_only_when_its_lane_keeps_more_than_the_thief_takes():
+    # unit 0 is on lane 0; two equal jobs queued: lane 0 would finish them as soon as a cold lane 1
+    s = Scheduler([_job(0, 0, 5), _job(1, 0, 2), _job(2, 0, 2)], [0, 1])
+    s.assign([0])
+    assert s.assign([1]) == []
+    # three queued: lane 1 takes one (6 - 2 > 2 + cold 0) ...
+    s = Scheduler([_job(0, 0, 5), _job(1, 0, 2), _job(2, 0, 2), _job(3, 0, 2)], [0, 1])
+    s.assign([0])
+    assert [j.order for j, _ in s.assign([1])] == [1]
+    # ... unless starting the workload on a new lane costs more than that (e.g. a compilation)
+    s = Scheduler([_job(0, 0, 5), _job(1, 0, 2), _job(2, 0, 2), _job(3, 0, 2)], [0, 1], cold={0: 30.0})
+    s.assign([0])
+    assert s.assign([1]) == []
 
 
 def test_a_lane_retires_a_workload_once_nothing_of_it_is_queued():

@@ -3,6 +3,7 @@
 
 import json
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 import torch
@@ -31,10 +32,20 @@ def two_cpus():
 
 
 @pytest.fixture(scope="module")
-def runs(two_cpus):
-    local = api.run([DOUBLE], OPTIONS, device="cpu")
+def two_workloads(tmp_path_factory):
+    """double.yaml's workload twice (one case each): one per lane."""
+    text = Path(DOUBLE).read_text().replace("{n: [64, 256]}", "{n: [64]}")
+    body = text[text.index("  - name: double"):]
+    path = tmp_path_factory.mktemp("two") / "two.yaml"
+    path.write_text("workloads:\n" + body + body.replace("name: double", "name: double_b"))
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def runs(two_cpus, two_workloads):
+    local = api.run([two_workloads], OPTIONS, device="cpu")
     saved = []
-    sharded = run_sharded([DOUBLE], OPTIONS, infos=two_cpus, on_case=saved.append)
+    sharded = run_sharded([two_workloads], OPTIONS, infos=two_cpus, on_case=saved.append)
     return local, sharded, saved
 
 
@@ -51,7 +62,7 @@ def test_a_sharded_run_has_the_shape_and_statuses_of_a_local_run(runs):
 
 def test_each_case_records_the_device_it_ran_on(runs):
     _, sharded, saved = runs
-    assert {c.device.device_index for c in sharded.cases} == {0, 1}  # two cases, two free lanes
+    assert {c.device.device_index for c in sharded.cases} == {0, 1}  # two workloads, two free lanes
     assert all(c.device.spec_id == sharded.spec.id for c in sharded.cases)
     assert len(saved) == 2 and len(saved[0].cases) == 1  # saved after every case
     assert "sharded over 2 devices" in sharded.notes[-1]
