@@ -70,6 +70,7 @@ class RunOptions:
     devices: str = ""  # "all" or "0,1": shard cases over these local GPUs ("": the one --device)
     executor: str = "local"  # or "ray": shard cases over the GPUs of a Ray cluster
     address: str | None = None  # Ray: "auto", "ray://host:10001"; None: the running or a new local instance
+    schedule_from: Path | None = None  # --devices/Ray: case times from this run (default: the newest saved)
 
 
 Progress = Callable[[str, dict[str, Any]], None]

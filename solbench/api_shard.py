@@ -3,13 +3,16 @@
 
     lanes   one per device: its workers, its spec (each GPU model scored against its own), its
             fingerprint (stored with every case it measured)
-    order   cases longest-first by T_SOL x implementations (the dry run's estimate), handed to
-            free lanes by :mod:`solbench.measure.shard`; the run lists them in plan order
+    order   cases longest-first, handed to free lanes by :mod:`solbench.measure.shard`; the
+            estimate is the time a case took in the newest saved run of this spec that has it
+            (``--schedule-from RUN`` names one), else T_SOL x implementations (the dry run's
+            figure, which knows nothing of compilation); the run lists cases in plan order
 """
 
 from __future__ import annotations
 
 import re
+import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -19,6 +22,7 @@ from solbench.errors import ConfigError, DeviceError
 from solbench.results.model import RunResult
 
 Progress = Callable[[str, dict[str, Any]], None]
+HISTORY_FILES = 20  # saved runs looked at (newest first) for the schedule's estimates
 
 
 def parse_devices(text: str, count: int) -> tuple[int, ...]:
@@ -119,15 +123,65 @@ def _measure(files: Sequence[str | Path], options: Any, lanes: Sequence[Any], pr
     run = replace(first.run, protocol=replace(first.run.protocol, devices=len(lanes), executor=executor),
                   notes=(*first.run.notes, _devices_note(lanes)))
 
-    def estimate(unit: Any, case: Any) -> float:
-        return float(first.score(unit, case, ()).t_sol) * max(1, len(unit.impls))
-
+    estimate, cold, source = _estimates(units, first, options, first_info.spec.id)
+    run = replace(run, notes=(*run.notes, f"schedule: longest case first, estimated from {source}"))
     result = measure_sharded(units, run, lanes, settings=first.settings, timeout_s=options.timeout_s,
                              estimate=estimate, emit=emit, on_case=on_case, keys=options.keys,
                              repeat=options.repeat, group=_group_executor(executor),
-                             variant=api._tuned_variant(options.tuned, first_info.spec.id))
+                             variant=api._tuned_variant(options.tuned, first_info.spec.id), cold=cold)
     emit("done", {})
     return api.with_end_clocks(result, first_info) if executor == "local" else result
+
+
+def _estimates(units: Sequence[Any], first: Any, options: Any,
+               spec_id: str) -> tuple[Callable[[Any, Any], float], dict[int, float], str]:
+    """Case estimates for the schedule: the time each case took in the newest earlier run of this
+    spec that has it (cases it lacks: the median known time of their workload, else of all),
+    else T_SOL x implementations. Returns (estimate, cold start-up per unit, where they came from)."""
+    from solbench.measure.shard import history_estimates
+
+    found = _history(options, spec_id, {(u.spec.name, c.id) for u in units for c in u.cases})
+    if found is None:
+        return (lambda unit, case: float(first.score(unit, case, ()).t_sol) * max(1, len(unit.impls))), {}, \
+            "T_SOL x implementations (no earlier run of these cases)"
+    path, history = found
+    times, cold = history_estimates(units, history)
+    overall = statistics.median(times.values())
+    per_unit = {u.spec.name: statistics.median(v) for u in units
+                if (v := [times[(u.spec.name, c.id)] for c in u.cases if (u.spec.name, c.id) in times])}
+
+    def estimate(unit: Any, case: Any) -> float:
+        return times.get((unit.spec.name, case.id), per_unit.get(unit.spec.name, overall))
+
+    return estimate, cold, f"the per-task times of {path}"
+
+
+def _history(options: Any, spec_id: str, wanted: set[tuple[str, str]]) -> tuple[Path, RunResult] | None:
+    """``options.schedule_from`` (any GPU), else the newest saved run of this spec under
+    results/<spec>/ (of the newest HISTORY_FILES files) that timed any of ``wanted``, or None."""
+    from solbench.errors import ResultsFormatError
+    from solbench.results import store
+
+    if options.schedule_from is not None:
+        candidates = [Path(options.schedule_from)]
+    else:
+        folder = Path(options.results_dir) / store.slug(spec_id)
+        files = [p for p in folder.glob("*.json") if not p.name.startswith(".")] if folder.is_dir() else []
+        candidates = sorted(files, key=lambda p: p.stat().st_mtime, reverse=True)[:HISTORY_FILES]
+    for path in candidates:
+        try:
+            run = store.load(path)
+        except ResultsFormatError:
+            if options.schedule_from is not None:
+                raise
+            continue
+        timed = any((c.workload, c.case_id) in wanted and any("task_s" in r.protocol for r in c.impls)
+                    for c in run.cases)
+        if timed and (options.schedule_from is not None or run.spec.id == spec_id):
+            return path, run
+    if options.schedule_from is not None:
+        raise ConfigError(f"--schedule-from {options.schedule_from}: it timed none of these cases")
+    return None
 
 
 def _devices_note(lanes: Sequence[Any]) -> str:

@@ -97,6 +97,9 @@ def main() -> None:
               help="ray: measure on the GPUs of a Ray cluster (pip install 'solbench[ray]').")
 @click.option("--address", metavar="ADDR",
               help="Ray cluster to join: 'auto' or 'ray://host:10001' (default: a running or new local one).")
+@click.option("--schedule-from", type=click.Path(dir_okay=False, exists=True),
+              help="--devices/Ray: order cases by the times they took in this run (default: the newest "
+                   "saved run of this GPU that has them, else by T_SOL).")
 @click.option("--force", is_flag=True, help="Allow -o to overwrite an existing file.")
 @click.option("--tuned", type=click.Path(dir_okay=False, exists=True),
               help="Use the configurations `solbench tune` stored in this file.")
@@ -116,7 +119,8 @@ def main() -> None:
 def run(files: Sequence[str], gpu: str | None, dry_run: bool, device: str, timer: str, flush: str,
         workloads: Sequence[str], impls: Sequence[str], budget: float, target: float,
         min_samples: int, max_samples: int, input_sets: int, peaks: str, seed: int, timeout_s: float,
-        in_process: bool, repeat: int, devices: str, executor: str, address: str | None, force: bool,
+        in_process: bool, repeat: int, devices: str, executor: str, address: str | None,
+        schedule_from: str | None, force: bool,
         tuned: str | None, save_name: str | None,
         output: str | None, results_dir: str, as_json: bool, quiet: bool, gate_against: str | None,
         threshold: str | None, rerun: int, junit: str | None) -> None:
@@ -137,7 +141,8 @@ def run(files: Sequence[str], gpu: str | None, dry_run: bool, device: str, timer
                              seed=seed, workloads=tuple(workloads), impls=tuple(impls), peaks=peaks, flush=flush,
                              results_dir=Path(results_dir), timeout_s=timeout_s, in_process=in_process,
                              tuned=Path(tuned) if tuned else None, repeat=repeat, devices=devices,
-                             executor=executor, address=address)
+                             executor=executor, address=address,
+                             schedule_from=Path(schedule_from) if schedule_from else None)
     saver = _Saver(Path(output) if output else None, Path(results_dir), save_name, force=force)
     base = api.load_run(gate_against, Path(results_dir)) if gate_against else None
     from solbench.gate import parse_threshold

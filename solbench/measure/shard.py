@@ -5,7 +5,8 @@ ray``, :mod:`solbench.measure.ray_exec`). Every case is a job; a job runs all im
 its case on one lane, so a case is never split between devices and a device never measures two
 cases at once::
 
-    jobs = every (workload, case); estimate = T_SOL x implementations; width = world_size
+    jobs = every (workload, case); width = world_size; estimate = the case's time in an earlier
+           run (history_estimates), else T_SOL x implementations (the dry run's figure)
     queue: longest estimate first (plan order on ties)
     whenever lanes are free, each free lane (in lane order) takes (Scheduler.assign):
         1. the longest queued job of a workload it holds warm workers for
@@ -145,6 +146,25 @@ class Scheduler:
         return done
 
 
+def history_estimates(units: Sequence[Unit],
+                      history: RunResult) -> tuple[dict[tuple[str, str], float], dict[int, float]]:
+    """Estimates from a run measured before: each case's time (the sum of its implementations'
+    ``task_s``) and each unit's start-up cost on a fresh lane (its slowest case minus its median
+    case: the first-call costs its first case paid). Cases the run lacks are left out."""
+    times: dict[tuple[str, str], float] = {}
+    for case in history.cases:
+        spent = [float(r.protocol["task_s"]) for r in case.impls
+                 if isinstance(r.protocol.get("task_s"), (int, float))]
+        if spent:
+            times[(case.workload, case.case_id)] = sum(spent)
+    cold = {}
+    for u, unit in enumerate(units):
+        known = sorted(times[(unit.spec.name, c.id)] for c in unit.cases if (unit.spec.name, c.id) in times)
+        if len(known) > 1:
+            cold[u] = max(0.0, known[-1] - known[len(known) // 2])
+    return times, cold
+
+
 @dataclass(frozen=True)
 class Lane:
     """One device a job can run on, and how to score and fingerprint what it measured."""
@@ -165,8 +185,11 @@ def measure_sharded(units: Sequence[Unit], run: RunResult, lanes: Sequence[Lane]
                     timeout_s: float, estimate: Callable[[Unit, Case], float], emit: Progress,
                     on_case: Callable[[RunResult], None] | None = None, keys: Sequence[str] = (),
                     repeat: int = 1, group: GroupExecutor | None = None,
-                    variant: Callable[[Any, Case, str], Any] | None = None) -> RunResult:
-    """Measure every case on the lanes, ``repeat`` rounds (module docstring); the run in plan order."""
+                    variant: Callable[[Any, Case, str], Any] | None = None,
+                    cold: Mapping[int, float] | None = None) -> RunResult:
+    """Measure every case on the lanes, ``repeat`` rounds (module docstring); the run in plan order.
+
+    ``cold``: each unit's start-up cost on a fresh lane, in the estimates' unit (Scheduler)."""
     jobs = plan_jobs(units, estimate)
     if group is None and any(j.width > 1 for j in jobs):
         raise ConfigError("a workload with world_size > 1 cannot run on this executor")
@@ -177,7 +200,7 @@ def measure_sharded(units: Sequence[Unit], run: RunResult, lanes: Sequence[Lane]
             if repeat > 1:
                 emit("round", {"round": r + 1, "of": repeat})
             ctx = _Round(units, lanes, settings, timeout_s, keys, group, variant, state)
-            placed = ctx.run(Scheduler(jobs, [lane.index for lane in lanes], pinned))
+            placed = ctx.run(Scheduler(jobs, [lane.index for lane in lanes], pinned, cold))
             pinned = pinned or placed
     except KeyboardInterrupt:
         stopped = replace(state.run, complete=False, notes=(*state.run.notes, "interrupted (Ctrl-C): the cases "
