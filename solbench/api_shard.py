@@ -191,18 +191,64 @@ def _devices_note(lanes: Sequence[Any]) -> str:
 
 
 def _group_executor(executor: str) -> Any:
-    """world_size > 1 workloads: ``solbench.measure.group.executor(device, indices)`` where installed."""
+    """world_size > 1 on local GPUs: ``solbench.measure.group.GroupExecutor`` (where installed) over
+    the job's lanes, its ranks seeing only those GPUs (CUDA_VISIBLE_DEVICES in each rank's env)."""
     if executor != "local":
         return None
     try:
-        from solbench.measure import group  # type: ignore[attr-defined]
+        from solbench.measure.group import GroupExecutor  # type: ignore[attr-defined]
     except ImportError:
         return None
-    factory = getattr(group, "executor", None)
-    if factory is None:
-        return None
+    from solbench.measure.shard import world_size
 
-    def make(lanes: Sequence[Any]) -> Any:
-        return factory(lanes[0].device, tuple(lane.index for lane in lanes))
+    def make(lanes: Sequence[Any], unit: Any) -> Any:
+        inner = GroupExecutor(_NoWorkers(), {unit.spec.name: world_size(unit)}, lanes[0].device)
+        visible = ",".join(str(lane.index) for lane in lanes) if lanes[0].device == "cuda" else None
+        return _OnLanes(inner, visible)
 
     return make
+
+
+class _NoWorkers:
+    """The inner executor of a group executor that only ever gets its own (multi-rank) tasks."""
+
+    def prestart(self, keys: Any) -> None:
+        pass
+
+    def run(self, key: Any, task: Any, timeout_s: float, progress: Any = None) -> Any:
+        raise AssertionError(f"{key} is not a multi-rank task")
+
+    def retire(self, keys: Any) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class _OnLanes:
+    """An executor whose tasks' ranks see only the job's GPUs (``visible``; None: the CPU)."""
+
+    def __init__(self, inner: Any, visible: str | None) -> None:
+        self.inner, self.visible = inner, visible
+
+    def prestart(self, keys: Any) -> None:
+        self.inner.prestart(keys)
+
+    def run(self, key: Any, task: Any, timeout_s: float, progress: Any = None) -> Any:
+        if self.visible is not None:
+            impl = task.spec.implementations[task.impl]
+            env = {**dict(getattr(impl, "env", None) or {}), "CUDA_VISIBLE_DEVICES": self.visible}
+            impls = {**task.spec.implementations, task.impl: impl.model_copy(update={"env": env})}
+            task = replace(task, spec=task.spec.model_copy(update={"implementations": impls}))
+        return self.inner.run(key, task, timeout_s, progress)
+
+    def retire(self, keys: Any) -> None:
+        self.inner.retire(keys)
+
+    def close(self) -> None:
+        self.inner.close()
+
+    def abort(self) -> None:
+        abort = getattr(self.inner, "abort", None)
+        if abort is not None:
+            abort()

@@ -178,7 +178,9 @@ class Lane:
     nvml_id: str | None = None
 
 
-GroupExecutor = Callable[[Sequence[Lane]], Executor]  # world_size > 1: one executor over several lanes
+# world_size > 1: an executor running the unit's tasks as one process group over these lanes
+GroupExecutor = Callable[[Sequence[Lane], Unit], Executor]
+NO_GROUP = "needs {n} devices as one process group, which this executor cannot start"
 
 
 def measure_sharded(units: Sequence[Unit], run: RunResult, lanes: Sequence[Lane], *, settings: MeasureSettings,
@@ -191,8 +193,6 @@ def measure_sharded(units: Sequence[Unit], run: RunResult, lanes: Sequence[Lane]
 
     ``cold``: each unit's start-up cost on a fresh lane, in the estimates' unit (Scheduler)."""
     jobs = plan_jobs(units, estimate)
-    if group is None and any(j.width > 1 for j in jobs):
-        raise ConfigError("a workload with world_size > 1 cannot run on this executor")
     state = _State(units, run, lanes, emit, on_case)
     pinned: dict[int, tuple[int, ...]] = {}
     try:
@@ -261,8 +261,8 @@ class _Round:
         """Run every job; returns where each ran (job order -> lanes)."""
         placed: dict[int, tuple[int, ...]] = {}
         busy: set[int] = set()
-        self._start()
         try:
+            self._start()
             while sched.queue or busy:
                 for job, lanes in sched.assign([x for x in sched.lanes if x not in busy]):
                     busy.update(lanes)
@@ -278,10 +278,10 @@ class _Round:
                 stale = sched.to_retire(lanes[0])
                 if stale:
                     self.inboxes[lanes[0]].put(("retire", stale, None))
+            self._stop()
         except BaseException:
             self._abort()
             raise
-        self._stop()
         return placed
 
     def _next(self) -> tuple[str, Any, Any, Any]:
@@ -326,9 +326,11 @@ class _Round:
         impls = [n for n in unit.impls if not self.keys or f"{job.case.id}/{n}" in self.keys]
         if not impls:
             return []
+        if job.width > 1 and self.group is None:
+            return [ImplResult(name, "skipped", NO_GROUP.format(n=job.width)) for name in impls]
         if job.width > 1:
             assert self.group is not None
-            executor = self.group([self.lanes[x] for x in lanes])
+            executor = self.group([self.lanes[x] for x in lanes], unit)
             with self.lock:
                 self.groups.add(executor)
         try:

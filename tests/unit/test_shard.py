@@ -275,7 +275,8 @@ def test_a_wide_workload_gets_its_lanes_exclusively_through_the_group_executor(t
                 other.path, other.cases, other.impls)
     log, groups = [], []
 
-    def group(lanes):
+    def group(lanes, unit):
+        assert unit is wide
         groups.append(tuple(lane.index for lane in lanes))
         return Fake("g", log)
 
@@ -288,10 +289,16 @@ def test_a_wide_workload_gets_its_lanes_exclusively_through_the_group_executor(t
     assert [c.case_id for c in run.cases] == [c.id for u in (narrow, wide) for c in u.cases]
 
 
-def test_a_wide_workload_without_a_group_executor_is_refused(tmp_path):
-    wide = _unit("g", 1, world_size=2)
-    with pytest.raises(ConfigError, match="world_size"):
-        _measure([wide], _lanes(2, []), estimate=lambda u, c: 1.0)
+def test_a_wide_workload_without_a_group_executor_is_skipped(tmp_path):
+    narrow, other = _units(tmp_path, (1, 1))
+    wide = Unit(SimpleNamespace(name=other.spec.name, implementations=other.spec.implementations, world_size=2),
+                other.path, other.cases, other.impls)
+    log = []
+    run = _measure([narrow, wide], _lanes(2, log))
+    statuses = {(c.workload, r.name): (r.status, r.message) for c in run.cases for r in c.impls}
+    assert statuses[(wide.spec.name, "baseline")] == ("skipped", shard.NO_GROUP.format(n=2))
+    assert statuses[(narrow.spec.name, "baseline")][0] == "ok"
+    assert not [e for e in log if e[0] == "start" and e[2].startswith(wide.spec.name)]
 
 
 def test_a_cpu_lane_skips_cuda_implementations_without_a_worker():

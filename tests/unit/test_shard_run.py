@@ -147,3 +147,52 @@ def test_history_estimates_are_case_times_and_the_first_call_spike():
     times, cold = history_estimates([unit], run)
     assert times == {("demo", "c0"): 30.0, ("demo", "c1"): 3.0, ("demo", "c2"): 2.0}
     assert cold == {0: 27.0}  # slowest minus median
+
+
+def test_ctrl_c_during_a_hanging_case_kills_its_worker_and_keeps_what_was_measured(tmp_path, two_cpus):
+    import _thread
+    import threading
+
+    from solbench.errors import RunInterrupted
+
+    src = tmp_path / "slow.py"
+    src.write_text("def ref(x):\n    return x * 2\n\n"
+                   "def hang(x):\n    while True:\n        pass\n")
+    body = ("    dtypes: [float32]\n    inputs: {x: {shape: [n]}}\n    outputs: {y: {shape: [n]}}\n"
+            "    ops: [{op: mul, numel: n, inputs: 1}]\n    reference: slow.py:ref\n")
+    wl = tmp_path / "slow.yaml"  # the larger case (longest estimate) first; then one that never returns
+    wl.write_text("workloads:\n  - name: fine\n    parameters: {n: [4096]}\n" + body
+                  + "    implementations: {baseline: slow.py:ref}\n"
+                  + "  - name: hangs\n    parameters: {n: [64]}\n" + body
+                  + "    implementations: {baseline: slow.py:hang}\n")
+    saved = []
+
+    def on_case(run):
+        saved.append(run)
+        threading.Timer(0.5, _thread.interrupt_main).start()  # Ctrl-C while (or before) the hang
+
+    # the timeout only bounds the test should Ctrl-C fail to stop the lane (then it fails)
+    with pytest.raises(RunInterrupted) as stop:
+        run_sharded([str(wl)], replace(OPTIONS, timeout_s=120.0), infos=two_cpus, on_case=on_case)
+    run = stop.value.result
+    assert not run.complete and [c.case_id for c in run.cases] == ["fine[n=4096,float32]"]
+    assert len(saved) == 1
+    # the hanging worker was killed: its lane's thread has ended (it would wait out the timeout)
+    assert not [t for t in threading.enumerate() if t.name.startswith("solbench-lane-")]
+
+
+def test_multi_rank_workloads_run_as_groups_over_the_lanes(two_cpus):
+    """Active once solbench.measure.group (multi-rank workloads) is in the tree: a world_size 2
+    workload over two CPU lanes has the statuses of a local run (gloo ranks)."""
+    group = pytest.importorskip("solbench.measure.group")
+    if not hasattr(group, "GroupExecutor") or not Path("workloads/collectives.yaml").exists():
+        pytest.skip("no multi-rank workloads in this tree")
+    planned = api.plan(["workloads/collectives.yaml"], "cpu")
+    wide = [p.spec.name for p in planned if getattr(p.spec, "world_size", 1) > 1]
+    if not wide:
+        pytest.skip("no multi-rank workload")
+    options = replace(OPTIONS, workloads=(wide[0],), impls=(planned[0].spec.baseline,), timeout_s=300.0)
+    local = api.run(["workloads/collectives.yaml"], options, device="cpu")
+    sharded = run_sharded(["workloads/collectives.yaml"], options, infos=two_cpus)
+    assert _statuses(sharded) == _statuses(local)
+    assert any(s == "ok" for *_, s in _statuses(sharded))
