@@ -191,7 +191,8 @@ def test_multi_rank_workloads_run_as_groups_over_the_lanes(two_cpus):
     wide = [p.spec.name for p in planned if getattr(p.spec, "world_size", 1) > 1]
     if not wide:
         pytest.skip("no multi-rank workload")
-    options = replace(OPTIONS, workloads=(wide[0],), impls=(planned[0].spec.baseline,), timeout_s=300.0)
+    spec = next(p.spec for p in planned if p.spec.name == wide[0])
+    options = replace(OPTIONS, workloads=(spec.name,), impls=(spec.baseline,), timeout_s=300.0)
     local = api.run(["workloads/collectives.yaml"], options, device="cpu")
     sharded = run_sharded(["workloads/collectives.yaml"], options, infos=two_cpus)
     assert _statuses(sharded) == _statuses(local)
