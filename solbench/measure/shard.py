@@ -39,7 +39,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from solbench.errors import ConfigError, RunInterrupted
+from solbench.errors import RunInterrupted
 from solbench.measure.session import Executor, Progress, Unit, _keys, _merged, _one
 from solbench.measure.worker import MeasureSettings, Task
 from solbench.results.model import CaseResult, Environment, ImplResult, RunResult
@@ -90,10 +90,8 @@ class Scheduler:
         self.pinned = dict(pinned or {})
         self.warm: dict[int, set[int]] = {lane: set() for lane in self.lanes}  # lane -> units
         self.started: set[int] = set()
-        too_wide = [j for j in self.queue if j.width > len(self.lanes)]
-        if too_wide:
-            raise ConfigError(f"a case needs {too_wide[0].width} devices at once (world_size) but "
-                              f"{len(self.lanes)} are available: {too_wide[0].case.id}")
+        if any(j.width > len(self.lanes) for j in self.queue):
+            raise ValueError("a job is wider than the lanes (measure_sharded skips those)")
 
     def assign(self, free: Sequence[int]) -> list[tuple[Job, tuple[int, ...]]]:
         """Jobs to start now, each with its lanes (the first drives it); every lane used once."""
@@ -193,12 +191,19 @@ def measure_sharded(units: Sequence[Unit], run: RunResult, lanes: Sequence[Lane]
 
     ``cold``: each unit's start-up cost on a fresh lane, in the estimates' unit (Scheduler)."""
     jobs = plan_jobs(units, estimate)
+    too_wide = [j for j in jobs if j.width > len(lanes)]
+    jobs = [j for j in jobs if j.width <= len(lanes)]
     state = _State(units, run, lanes, emit, on_case)
     pinned: dict[int, tuple[int, ...]] = {}
     try:
         for r in range(repeat):
             if repeat > 1:
                 emit("round", {"round": r + 1, "of": repeat})
+            for job in sorted(too_wide, key=lambda j: j.order):
+                unit = units[job.unit]
+                why = f"needs {job.width} devices at once (world_size); this run has {len(lanes)}"
+                state.add(job, (lanes[0].index,), [ImplResult(name, "skipped", why) for name in unit.impls
+                                                   if not keys or f"{job.case.id}/{name}" in keys])
             ctx = _Round(units, lanes, settings, timeout_s, keys, group, variant, state)
             placed = ctx.run(Scheduler(jobs, [lane.index for lane in lanes], pinned, cold))
             pinned = pinned or placed

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from solbench import api
-from solbench.errors import ConfigError, RunInterrupted
+from solbench.errors import RunInterrupted
 from solbench.measure import shard
 from solbench.measure.session import Unit
 from solbench.measure.shard import Job, Lane, Scheduler, measure_sharded, plan_jobs
@@ -91,8 +91,15 @@ def test_a_wide_job_takes_several_lanes_and_waits_for_them():
     assert [(j.order, lanes) for j, lanes in s.assign([0, 1])] == [(0, (0, 1))]
 
 
-def test_a_job_wider_than_the_node_is_refused():
-    with pytest.raises(ConfigError, match="needs 4 devices"):
+def test_a_case_wider_than_the_lanes_is_skipped(tmp_path):
+    narrow, other = _units(tmp_path, (1, 1))
+    wide = Unit(SimpleNamespace(name=other.spec.name, implementations=other.spec.implementations, world_size=4),
+                other.path, other.cases, other.impls)
+    run = _measure([narrow, wide], _lanes(2, []), group=lambda lanes, unit: pytest.fail("no group of 4"))
+    assert [c.case_id for c in run.cases] == [narrow.cases[0].id, wide.cases[0].id]
+    assert {(r.status, r.message) for r in run.cases[1].impls} == {
+        ("skipped", "needs 4 devices at once (world_size); this run has 2")}
+    with pytest.raises(ValueError):
         Scheduler([_job(0, 0, 1, width=4)], [0, 1])
 
 
