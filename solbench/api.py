@@ -67,6 +67,10 @@ class RunOptions:
     in_process: bool = False  # run implementations in this process (debugging; no isolation)
     tuned: Path | None = None  # a tuned-configuration file from `solbench tune`
     repeat: int = 0  # rounds, each with fresh workers (median and CI over rounds); 0: 3 on a GPU, 1 on the CPU
+    devices: str = ""  # "all" or "0,1": shard cases over these local GPUs ("": the one --device)
+    executor: str = "local"  # or "ray": shard cases over the GPUs of a Ray cluster
+    address: str | None = None  # Ray: "auto", "ray://host:10001"; None: the running or a new local instance
+    schedule_from: Path | None = None  # --devices/Ray: case times from this run (default: the newest saved)
 
 
 Progress = Callable[[str, dict[str, Any]], None]
@@ -151,9 +155,16 @@ def run(files: Sequence[str | Path], options: RunOptions = RunOptions(), *,
 
     With ``options.repeat`` > 1, every case is measured in that many rounds, each with fresh
     workers, and the run holds them all (round labels; median and CI over rounds).
+    With ``options.devices`` or ``options.executor == "ray"`` the cases are sharded over several
+    devices (:func:`solbench.api_shard.run_sharded`).
     Raises :class:`solbench.errors.RunInterrupted` (holding the partial run) on Ctrl-C.
     """
     from solbench.measure import pool, session
+
+    if options.devices or options.executor != "local":
+        from solbench.api_shard import run_sharded
+
+        return run_sharded(files, options, progress=progress, on_case=on_case)
 
     info, floor_spec = _detect(device, options)
     options = replace(options, repeat=rounds_for(options, info.kind))

@@ -92,6 +92,16 @@ def main() -> None:
 @click.option("--repeat", type=click.IntRange(min=1), default=None,
               help="Measure in N independent rounds (fresh workers and allocations each) and report the "
                    "median and CI over rounds; see README 'Rounds'. Default: 3 on a GPU, 1 on the CPU.")
+@click.option("--devices", default="", metavar="all|0,1,...",
+              help="Shard the cases over these local GPUs (one case per GPU at a time; each GPU scored "
+                   "against its own spec); with --executor ray: 'all' or how many GPUs.")
+@click.option("--executor", type=click.Choice(["local", "ray"]), default="local", show_default=True,
+              help="ray: measure on the GPUs of a Ray cluster (pip install 'solbench[ray]').")
+@click.option("--address", metavar="ADDR",
+              help="Ray cluster to join: 'auto' or 'ray://host:10001' (default: a running or new local one).")
+@click.option("--schedule-from", type=click.Path(dir_okay=False, exists=True),
+              help="--devices/Ray: order cases by the times they took in this run (default: the newest "
+                   "saved run of this GPU that has them, else by T_SOL).")
 @click.option("--force", is_flag=True, help="Allow -o to overwrite an existing file.")
 @click.option("--tuned", type=click.Path(dir_okay=False, exists=True),
               help="Use the configurations `solbench tune` stored in this file.")
@@ -111,13 +121,18 @@ def main() -> None:
 def run(files: Sequence[str], gpu: str | None, dry_run: bool, device: str, timer: str, flush: str,
         workloads: Sequence[str], impls: Sequence[str], budget: float, target: float,
         min_samples: int, max_samples: int, input_sets: int, peaks: str, seed: int, timeout_s: float,
-        in_process: bool, repeat: int | None, force: bool, tuned: str | None, save_name: str | None,
+        in_process: bool, repeat: int | None, devices: str, executor: str, address: str | None,
+        schedule_from: str | None, force: bool, tuned: str | None, save_name: str | None,
         output: str | None, results_dir: str, as_json: bool, quiet: bool, gate_against: str | None,
         threshold: str | None, rerun: int, junit: str | None) -> None:
     """Check and time every implementation of the workloads in FILES."""
     out = _console(quiet or as_json)
     if gpu and not dry_run:
         raise click.UsageError("--gpu picks a spec for a what-if; add --dry-run")
+    if (devices or executor != "local") and device != "auto":
+        raise click.UsageError("--device picks one device; --devices and --executor ray pick several")
+    if address and executor != "ray":
+        raise click.UsageError("--address names a Ray cluster; add --executor ray")
     if dry_run:
         result = api.dry_run(files, api.hardware_spec(gpu), workloads, impls)
         _finish_dry(result, out, as_json, output, save_name, Path(results_dir), force)
@@ -126,7 +141,9 @@ def run(files: Sequence[str], gpu: str | None, dry_run: bool, device: str, timer
                              max_samples=max_samples, budget_s=budget, input_sets=input_sets,
                              seed=seed, workloads=tuple(workloads), impls=tuple(impls), peaks=peaks, flush=flush,
                              results_dir=Path(results_dir), timeout_s=timeout_s, in_process=in_process,
-                             tuned=Path(tuned) if tuned else None, repeat=repeat or 0)
+                             tuned=Path(tuned) if tuned else None, repeat=repeat or 0, devices=devices,
+                             executor=executor, address=address,
+                             schedule_from=Path(schedule_from) if schedule_from else None)
     saver = _Saver(Path(output) if output else None, Path(results_dir), save_name, force=force)
     base = api.load_run(gate_against, Path(results_dir)) if gate_against else None
     from solbench.gate import parse_threshold

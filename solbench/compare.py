@@ -27,6 +27,11 @@ Verdict rule, first match wins (tau = threshold, default 0.05):
 
 The summary ``geomean_speedup`` is ``geomean(median_a / median_b)`` over all
 rows: how many times faster b is than a overall (> 1: b is faster).
+Runs over several devices (``run --devices``, Ray) record each case's GPU. When either run does,
+a key is compared only when both sides measured it on the same GPU model (device name and spec
+id); otherwise it is listed in ``not_comparable`` (a key with both sides' models), never as a
+row. Runs of one device each are compared whatever they ran on (comparing GPUs is a use).
+
 Keys a row is identified by: ``f"{case_id}/{impl}"`` for two runs, the bare
 ``case_id`` for two implementations of one run. A key measured (status "ok"
 with samples) on one side only is listed in ``only_in_a`` / ``only_in_b``, and
@@ -66,6 +71,7 @@ __all__ = [
     "compare_impls",
     "compare_runs",
     "comparison_verdict",
+    "device_model",
     "estimate",
     "pair_impls",
     "pair_runs",
@@ -112,6 +118,7 @@ class Comparison:
     alpha: float = 0.01
     confidence: float = 0.95
     other_side: dict[str, str] = field(default_factory=dict)  # one-sided key -> "absent" or the other status
+    not_comparable: dict[str, str] = field(default_factory=dict)  # key -> "model a vs model b" (other GPU model)
 
     def count(self, verdict: Verdict) -> int:
         """How many rows have this verdict."""
@@ -153,6 +160,8 @@ class Pairing:
     only_in_a: tuple[str, ...]
     only_in_b: tuple[str, ...]
     unpaired: tuple[Unpaired, ...] = ()  # the keys of only_in_a, then of only_in_b, in that order
+    # keys measured on both sides but on different GPU models: (the key's results, model a, model b)
+    other_model: tuple[tuple[Unpaired, str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -211,30 +220,48 @@ def _impl_keys(run: RunResult, impl: str | None) -> Iterator[tuple[str, CaseResu
             yield key, case, r
 
 
-def _split(entries: dict[str, tuple[CaseResult, ImplResult | None, ImplResult | None]]) -> Pairing:
+def device_model(run: RunResult, case: CaseResult) -> str:
+    """The GPU model a case was measured on: its own device record, else the run's environment."""
+    env = case.device or run.environment
+    return f"{env.device_name} ({env.spec_id})"
+
+
+def _split(entries: dict[str, tuple[CaseResult, ImplResult | None, ImplResult | None]],
+           models: dict[str, tuple[str, str]] | None = None) -> Pairing:
     pairs: list[Pair] = []
     only_a: list[Unpaired] = []
     only_b: list[Unpaired] = []
+    other: list[tuple[Unpaired, str, str]] = []
     for key, (case, ra, rb) in entries.items():
         ok_a, ok_b = _measured(ra), _measured(rb)
-        if ok_a and ok_b:
+        if ok_a and ok_b and models is not None and models[key][0] != models[key][1]:
+            other.append((Unpaired(key, case.case_id, case.workload, ra, rb), *models[key]))
+        elif ok_a and ok_b:
             assert ra is not None and rb is not None
             pairs.append(Pair(key, case.case_id, case.workload, ra, rb))
         elif ok_a or ok_b:
             (only_a if ok_a else only_b).append(Unpaired(key, case.case_id, case.workload, ra, rb))
     return Pairing(tuple(pairs), tuple(u.key for u in only_a), tuple(u.key for u in only_b),
-                   (*only_a, *only_b))
+                   (*only_a, *only_b), tuple(other))
 
 
-def pair_runs(a: RunResult, b: RunResult, impl: str | None = None) -> Pairing:
-    """Match results of two runs by ``f"{case_id}/{impl}"`` (optionally one impl only)."""
+def pair_runs(a: RunResult, b: RunResult, impl: str | None = None, *, same_model: bool = True) -> Pairing:
+    """Match results of two runs by ``f"{case_id}/{impl}"`` (optionally one impl only).
+
+    With ``same_model``, when either run records per-case devices, a key measured on different GPU
+    models goes to ``other_model`` instead of ``pairs`` (module docstring).
+    """
     entries: dict[str, tuple[CaseResult, ImplResult | None, ImplResult | None]] = {}
+    models: dict[str, tuple[str, str]] = {}
     for key, case, r in _impl_keys(a, impl):
         entries[key] = (case, r, None)
+        models[key] = (device_model(a, case), "")
     for key, case, r in _impl_keys(b, impl):
         prev = entries.get(key)
         entries[key] = (prev[0], prev[1], r) if prev else (case, None, r)
-    return _split(entries)
+        models[key] = (models.get(key, ("", ""))[0], device_model(b, case))
+    per_case = any(c.device is not None for run in (a, b) for c in run.cases)
+    return _split(entries, models if same_model and per_case else None)
 
 
 def pair_impls(run: RunResult, impl_a: str, impl_b: str) -> Pairing:
@@ -339,8 +366,9 @@ def _compare(pairing: Pairing, *, same_impl: bool, label_a: str, label_b: str, t
     speedups = [r.median_a / r.median_b for r in rows if r.median_a > 0 and r.median_b > 0]
     geo = geometric_mean(speedups) if speedups else None
     other = {u.key: unmeasured_reason(u.other) for u in pairing.unpaired}
+    models = {u.key: f"{model_a} vs {model_b}" for u, model_a, model_b in pairing.other_model}
     return Comparison(tuple(rows), pairing.only_in_a, pairing.only_in_b, geo, label_a, label_b,
-                      threshold, alpha, confidence, other)
+                      threshold, alpha, confidence, other, models)
 
 
 def as_one_run(runs: RunResult | Sequence[RunResult]) -> RunResult:

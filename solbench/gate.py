@@ -48,7 +48,10 @@ For every key measured in one run only:
               ConfigError, GateRefused, ResultsFormatError).
 
 Two runs whose fingerprints differ (``check_fingerprints``) are refused with
-``GateRefused`` unless ``allow_cross_hardware``. ``gate_with_rerun`` re-measures
+``GateRefused`` unless ``allow_cross_hardware``. A run over several devices (``run --devices``,
+Ray) records each case's GPU; when either run does, the device and spec are checked per case
+instead: a key measured on different GPU models is MISSING ("not comparable: other GPU model"),
+never a regression (unless ``allow_cross_hardware``, which compares it anyway). ``gate_with_rerun`` re-measures
 REGRESSION and INCONCLUSIVE cases, pools the new samples with the current ones
 and decides again (the asv/Bencher "confirm before alert" practice). BROKEN cases
 are not re-measured: a failure is not noise.
@@ -187,17 +190,17 @@ def _major(version: str | None) -> str | None:
     return m.group(1) if m else version.strip()
 
 
-def check_fingerprints(base: Environment, cur: Environment) -> list[str]:
+def check_fingerprints(base: Environment, cur: Environment, *, device: bool = True) -> list[str]:
     """Differences that make two runs' times incomparable, as readable lines.
 
-    Compared: device kind, device name, spec id, driver (full version), CUDA
-    major version, torch major version. A value known on one side only counts
-    as a difference.
+    Compared: device kind, device name and spec id (unless ``device`` is False: runs whose cases
+    record their own GPU are checked case by case), driver (full version), CUDA major version,
+    torch major version. A value known on one side only counts as a difference.
     """
-    checks = [
-        ("device kind", base.device_kind, cur.device_kind),
-        ("device", base.device_name, cur.device_name),
-        ("spec", base.spec_id, cur.spec_id),
+    checks = [("device kind", base.device_kind, cur.device_kind)]
+    if device:
+        checks += [("device", base.device_name, cur.device_name), ("spec", base.spec_id, cur.spec_id)]
+    checks += [
         ("driver", base.driver, cur.driver),
         ("CUDA major", _major(base.cuda), _major(cur.cuda)),
         ("torch major", _major(base.torch), _major(cur.torch)),
@@ -319,6 +322,18 @@ def _unmeasured(u: Unpaired, tau: float, source: ThresholdSource) -> GateCaseVer
     return replace(v, reason=f"{why}; not compared")
 
 
+def _other_model(u: Unpaired, model_base: str, model_cur: str, tau: float,
+                 source: ThresholdSource) -> GateCaseVerdict:
+    """MISSING for a key measured on different GPU models: not comparable, never a regression."""
+    assert u.a is not None and u.b is not None
+    sa, sb = samples(u.a), samples(u.b)
+    return GateCaseVerdict(key=u.key, case_id=u.case_id, impl=u.a.name, workload=u.workload, verdict="MISSING",
+                           reason=f"not comparable: other GPU model ({model_base} in the baseline, {model_cur} in "
+                                  "the current run)", threshold=tau, threshold_source=source,
+                           median_base=stats.median(list(sa)), median_cur=stats.median(list(sb)),
+                           n_base=len(sa), n_cur=len(sb))
+
+
 def _overall(verdicts: tuple[GateCaseVerdict, ...]) -> Overall:
     kinds = {v.verdict for v in verdicts}
     for worst in ("BROKEN", "REGRESSION", "INCONCLUSIVE"):
@@ -384,20 +399,23 @@ def gate(base: Side, cur: Side, *, threshold: float | None = None, alpha: float 
     cur = _one_side(cur, "current", allow_cross_hardware)
     recorded = {**base.gate_thresholds, **cur.gate_thresholds}
     _validate(threshold, recorded, alpha, confidence)
-    diffs = check_fingerprints(base.environment, cur.environment)
+    per_case = any(c.device is not None for run in (base, cur) for c in run.cases)
+    diffs = check_fingerprints(base.environment, cur.environment, device=not per_case)
     if diffs and not allow_cross_hardware:
         raise GateRefused("runs were measured on different hardware or software: " + "; ".join(diffs)
                           + " (allow with --allow-cross-hardware)")
-    pairing = pair_runs(base, cur, impl)
+    pairing = pair_runs(base, cur, impl, same_model=not allow_cross_hardware)
     tau_of = _threshold_of(threshold, recorded)
     ests = [estimate(p.a, p.b, confidence=confidence, seed=seed, n_boot=n_boot) for p in pairing.pairs]
     tests = _rank_tests(pairing.pairs, ests)
     verdicts = [_decide(pair, est, t, *tau_of(pair.workload), alpha)
                 for pair, est, t in zip(pairing.pairs, ests, tests, strict=True)]
     verdicts += [_unmeasured(u, *tau_of(u.workload)) for u in pairing.unpaired]
+    verdicts += [_other_model(u, a, b, *tau_of(u.workload)) for u, a, b in pairing.other_model]
     if not pairing.pairs and not any(v.verdict == "BROKEN" for v in verdicts):
+        other = f", {len(pairing.other_model)} on other GPU models" if pairing.other_model else ""
         raise ConfigError(f"baseline and current have no measured case in common ({len(pairing.only_in_a)} "
-                          f"in baseline only, {len(pairing.only_in_b)} in current only)")
+                          f"in baseline only, {len(pairing.only_in_b)} in current only{other})")
     vs = tuple(verdicts)
     return GateResult(vs, _overall(vs), threshold, alpha, confidence, tuple(diffs))
 

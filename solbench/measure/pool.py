@@ -140,6 +140,12 @@ class ProcessWorker:
         lines = text.rstrip().splitlines()[-LOG_TAIL_LINES:]
         return "\n".join(lines)[-LOG_TAIL_CHARS:]
 
+    def abort(self) -> None:
+        """Kill the process now, from any thread (sharded runs on Ctrl-C): a ``run`` waiting on it
+        in another thread then returns ``crashed``; ``close`` still cleans up."""
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            self._proc.kill()
+
     def kill(self) -> None:
         if self._proc.is_alive():
             self._proc.kill()
@@ -220,6 +226,11 @@ class Pool:
 
     def close(self) -> None:
         self.retire(list(self._workers))
+
+    def abort(self) -> None:
+        """Kill every worker at once, from any thread (the thread using the pool closes it)."""
+        for worker in list(self._workers.values()):
+            worker.abort()
 
 
 class InProcess:

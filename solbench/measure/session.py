@@ -32,7 +32,11 @@ Progress = Callable[[str, dict[str, Any]], None]
 
 
 class Executor(Protocol):
-    """Runs tasks: in worker processes (:class:`~solbench.measure.pool.Pool`) or in-process."""
+    """Runs tasks: in worker processes (:class:`~solbench.measure.pool.Pool`) or in-process.
+
+    Runs over several devices (:mod:`solbench.measure.shard`) also call ``abort()`` where an
+    executor has it: kill its workers now, from another thread (Ctrl-C).
+    """
 
     def prestart(self, keys: Any) -> None: ...
     def run(self, key: tuple[str, str], task: Task, timeout_s: float,

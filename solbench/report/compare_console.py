@@ -42,6 +42,8 @@ def comparison_table(c: Comparison) -> Table:
         for k in keys:
             t.add_row(Text(k), *[""] * 7,
                       Text(f"only in {side} ({other}: {c.other_side.get(k, 'absent')})", style="dim"))
+    for k, models in c.not_comparable.items():
+        t.add_row(Text(k), *[""] * 7, Text(f"not comparable: other GPU model ({models})", style="dim"))
     return t
 
 

@@ -69,6 +69,7 @@ class Environment:
     # ApplicationsClocksSetting reason during a sample (clocks pinned by `nvidia-smi -ac`/`-lgc`);
     # False: NVML answered and neither holds; None: not known (CPU, no NVML).
     clocks_locked: bool | None = None
+    device_index: int | None = None  # CUDA index on its host (runs over several devices: --devices, Ray)
 
 
 @dataclass(frozen=True)
@@ -110,6 +111,8 @@ class Protocol:
     timeout_s: float = 0.0  # per implementation and case, set-up and compilation included
     rounds: int = 1  # independent rounds (fresh workers and allocations each); see Timing.rounds
     clock_monitor: str = ""  # "nvml": clocks, power and reasons read after every sample; "": none
+    devices: int = 1  # devices the cases were sharded over (--devices, Ray); each case names its own
+    executor: str = "local"  # "local" (this host's devices) or "ray" (a Ray cluster)
 
 
 @dataclass(frozen=True)
@@ -231,6 +234,9 @@ class CaseResult:
     intensity: float  # FLOP per fused byte
     impls: tuple[ImplResult, ...] = ()
     baseline: str | None = None
+    # The device this case was measured on, when a run spans several (--devices, Ray); None: the
+    # run's own environment. Its spec_id is the spec the case was scored against.
+    device: Environment | None = None
 
     def impl(self, name: str) -> ImplResult | None:
         return next((r for r in self.impls if r.name == name), None)

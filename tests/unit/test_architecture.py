@@ -42,6 +42,11 @@ def test_only_the_nvml_module_imports_pynvml():
     assert users <= {"device/nvml.py"}
 
 
+def test_only_the_ray_executor_imports_ray():
+    users = {p.relative_to(PKG).as_posix() for p in PKG.rglob("*.py") if "ray" in _imports(p)}
+    assert users <= {"measure/ray_exec.py"}
+
+
 def test_only_config_imports_yaml():
     users = {p.relative_to(PKG).as_posix() for p in PKG.rglob("*.py") if "yaml" in _imports(p)}
     assert users and all(u.startswith("config/") for u in users)

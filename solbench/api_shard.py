@@ -1,0 +1,255 @@
+"""Runs over several devices: every GPU of this node (``run --devices``) or a Ray cluster
+(``run --executor ray``). :func:`solbench.api.run` calls :func:`run_sharded` for both.
+
+    lanes   one per device: its workers, its spec (each GPU model scored against its own), its
+            fingerprint (stored with every case it measured)
+    order   cases longest-first, handed to free lanes by :mod:`solbench.measure.shard`; the
+            estimate is the time a case took in the newest saved run of this spec that has it
+            (``--schedule-from RUN`` names one), else T_SOL x implementations (the dry run's
+            figure, which knows nothing of compilation); the run lists cases in plan order
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from solbench.errors import ConfigError, DeviceError
+from solbench.results.model import RunResult
+
+Progress = Callable[[str, dict[str, Any]], None]
+HISTORY_FILES = 20  # saved runs looked at (newest first) for the schedule's estimates
+
+
+def parse_devices(text: str, count: int) -> tuple[int, ...]:
+    """``"all"`` -> every index below ``count``; ``"0,2"`` -> (0, 2). ConfigError names what is wrong."""
+    text = text.strip().lower()
+    if text == "all":
+        if count < 1:
+            raise DeviceError("--devices all: no CUDA device is visible")
+        return tuple(range(count))
+    if not re.fullmatch(r"\d+(\s*,\s*\d+)*", text):
+        raise ConfigError(f"--devices {text!r}: expected 'all' or CUDA indices such as '0,1'")
+    indices = tuple(int(x) for x in text.split(","))
+    if len(set(indices)) != len(indices):
+        raise ConfigError(f"--devices {text!r}: an index is listed twice")
+    missing = [i for i in indices if i >= count]
+    if missing:
+        raise DeviceError(f"--devices {text!r}: no CUDA device {missing[0]} (torch sees {count})")
+    return indices
+
+
+def run_sharded(files: Sequence[str | Path], options: Any, *, progress: Progress | None = None,
+                on_case: Callable[[RunResult], None] | None = None, infos: Sequence[Any] | None = None) -> RunResult:
+    """Measure the files over several devices; the same RunResult as a one-device run, plus each
+    case's ``device`` fingerprint. ``infos`` (DeviceInfo, one per lane) replaces detection (tests)."""
+    if options.in_process:
+        raise ConfigError("--in-process measures in this one process: it cannot use several devices")
+    if options.executor == "ray":
+        from solbench.measure import ray_exec
+
+        cluster = ray_exec.connect(options.address)
+        try:
+            lanes, prepared = ray_exec.lanes(cluster, files, options)
+            return _measure(files, options, lanes, prepared, progress, on_case, "ray")
+        finally:
+            cluster.close()
+    if options.executor != "local":
+        raise ConfigError(f"--executor {options.executor!r}: expected 'local' or 'ray'")
+    if infos is None:
+        infos = _local_devices(options.devices)
+    lanes, prepared = local_lanes(files, options, infos)
+    return _measure(files, options, lanes, prepared, progress, on_case, "local")
+
+
+def _local_devices(text: str) -> list[Any]:
+    """DeviceInfo of every GPU ``--devices`` names; DeviceError without CUDA."""
+    import torch
+
+    from solbench.device.detect import detect
+
+    if not torch.cuda.is_available():
+        raise DeviceError("--devices needs CUDA GPUs and torch sees none (run without --devices to measure "
+                          "on the CPU)")
+    return [detect(f"cuda:{i}") for i in parse_devices(text, torch.cuda.device_count())]
+
+
+def local_lanes(files: Sequence[str | Path], options: Any, infos: Sequence[Any]) -> tuple[list[Any], list[Any]]:
+    """One lane per local device (a Pool of workers on it), each prepared against its own spec."""
+    from solbench import api
+    from solbench.measure import pool
+    from solbench.measure.shard import Lane
+
+    lanes, prepared = [], []
+    for n, info in enumerate(infos):
+        info, floor = _with_peaks(info, options)
+        prep = api.prepare(files, options, info, floor)
+        index = info.index if info.index is not None else n
+        env = replace(info.environment(), device_index=info.index)
+        lanes.append(Lane(index, info.kind, _pool_factory(pool.Pool, info.kind, info.index), prep.score, env,
+                          info.l2_bytes, prep.nvml_id))
+        prepared.append((info, prep))
+    return lanes, prepared
+
+
+def _pool_factory(cls: Any, kind: str, index: int | None) -> Callable[[], Any]:
+    return lambda: cls(kind, index)
+
+
+def _with_peaks(info: Any, options: Any) -> tuple[Any, Any]:
+    """The device with measured ceilings where ``--peaks measured`` (api._detect's rule), and the floor."""
+    from solbench import api
+
+    floor = info.spec
+    if options.peaks == "measured":
+        info = replace(info, spec=api.measured_spec(info.spec, info.uuid, options.results_dir))
+        floor = api._floor_spec(floor, info.spec)
+    return info, floor
+
+
+def _measure(files: Sequence[str | Path], options: Any, lanes: Sequence[Any], prepared: Sequence[Any],
+             progress: Progress | None, on_case: Callable[[RunResult], None] | None, executor: str) -> RunResult:
+    from solbench import api
+    from solbench.measure.shard import measure_sharded
+
+    first_info, first = prepared[0]
+    options = replace(options, repeat=api.rounds_for(options, first_info.kind))  # 0: the device's default
+    units = first.units
+    emit = progress or (lambda event, data: None)
+    emit("start", {"cases": sum(len(u.cases) for u in units) * options.repeat, "devices": len(lanes)})
+    run = replace(first.run, protocol=replace(first.run.protocol, devices=len(lanes), executor=executor),
+                  notes=(*first.run.notes, _devices_note(lanes)))
+
+    estimate, cold, source = _estimates(units, first, options, first_info.spec.id)
+    run = replace(run, notes=(*run.notes, f"schedule: longest case first, estimated from {source}"))
+    result = measure_sharded(units, run, lanes, settings=first.settings, timeout_s=options.timeout_s,
+                             estimate=estimate, emit=emit, on_case=on_case, keys=options.keys,
+                             repeat=options.repeat, group=_group_executor(executor),
+                             variant=api._tuned_variant(options.tuned, first_info.spec.id), cold=cold)
+    emit("done", {})
+    return api.with_end_clocks(result, first_info) if executor == "local" else result
+
+
+def _estimates(units: Sequence[Any], first: Any, options: Any,
+               spec_id: str) -> tuple[Callable[[Any, Any], float], dict[int, float], str]:
+    """Case estimates for the schedule: the time each case took in the newest earlier run of this
+    spec that has it (cases it lacks: the median known time of their workload, else of all),
+    else T_SOL x implementations. Returns (estimate, cold start-up per unit, where they came from)."""
+    from solbench.measure.shard import history_estimates
+
+    found = _history(options, spec_id, {(u.spec.name, c.id) for u in units for c in u.cases})
+    if found is None:
+        return (lambda unit, case: float(first.score(unit, case, ()).t_sol) * max(1, len(unit.impls))), {}, \
+            "T_SOL x implementations (no earlier run of these cases)"
+    path, history = found
+    times, cold = history_estimates(units, history)
+    overall = statistics.median(times.values())
+    per_unit = {u.spec.name: statistics.median(v) for u in units
+                if (v := [times[(u.spec.name, c.id)] for c in u.cases if (u.spec.name, c.id) in times])}
+
+    def estimate(unit: Any, case: Any) -> float:
+        return times.get((unit.spec.name, case.id), per_unit.get(unit.spec.name, overall))
+
+    return estimate, cold, f"the per-task times of {path}"
+
+
+def _history(options: Any, spec_id: str, wanted: set[tuple[str, str]]) -> tuple[Path, RunResult] | None:
+    """``options.schedule_from`` (any GPU), else the newest saved run of this spec under
+    results/<spec>/ (of the newest HISTORY_FILES files) that timed any of ``wanted``, or None."""
+    from solbench.errors import ResultsFormatError
+    from solbench.results import store
+
+    if options.schedule_from is not None:
+        candidates = [Path(options.schedule_from)]
+    else:
+        folder = Path(options.results_dir) / store.slug(spec_id)
+        files = [p for p in folder.glob("*.json") if not p.name.startswith(".")] if folder.is_dir() else []
+        candidates = sorted(files, key=lambda p: p.stat().st_mtime, reverse=True)[:HISTORY_FILES]
+    for path in candidates:
+        try:
+            run = store.load(path)
+        except ResultsFormatError:
+            if options.schedule_from is not None:
+                raise
+            continue
+        timed = any((c.workload, c.case_id) in wanted and any("task_s" in r.protocol for r in c.impls)
+                    for c in run.cases)
+        if timed and (options.schedule_from is not None or run.spec.id == spec_id):
+            return path, run
+    if options.schedule_from is not None:
+        raise ConfigError(f"--schedule-from {options.schedule_from}: it timed none of these cases")
+    return None
+
+
+def _devices_note(lanes: Sequence[Any]) -> str:
+    names = [f"{lane.index}: {lane.environment.device_name} ({lane.environment.spec_id})"
+             if lane.environment is not None else str(lane.index) for lane in lanes]
+    return f"cases sharded over {len(lanes)} devices ({'; '.join(names)}); each case records its own"
+
+
+def _group_executor(executor: str) -> Any:
+    """world_size > 1 on local GPUs: ``solbench.measure.group.GroupExecutor`` (where installed) over
+    the job's lanes, its ranks seeing only those GPUs (CUDA_VISIBLE_DEVICES in each rank's env)."""
+    if executor != "local":
+        return None
+    try:
+        from solbench.measure.group import GroupExecutor  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    from solbench.measure.shard import world_size
+
+    def make(lanes: Sequence[Any], unit: Any) -> Any:
+        inner = GroupExecutor(_NoWorkers(), {unit.spec.name: world_size(unit)}, lanes[0].device)
+        visible = ",".join(str(lane.index) for lane in lanes) if lanes[0].device == "cuda" else None
+        return _OnLanes(inner, visible)
+
+    return make
+
+
+class _NoWorkers:
+    """The inner executor of a group executor that only ever gets its own (multi-rank) tasks."""
+
+    def prestart(self, keys: Any) -> None:
+        pass
+
+    def run(self, key: Any, task: Any, timeout_s: float, progress: Any = None) -> Any:
+        raise AssertionError(f"{key} is not a multi-rank task")
+
+    def retire(self, keys: Any) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class _OnLanes:
+    """An executor whose tasks' ranks see only the job's GPUs (``visible``; None: the CPU)."""
+
+    def __init__(self, inner: Any, visible: str | None) -> None:
+        self.inner, self.visible = inner, visible
+
+    def prestart(self, keys: Any) -> None:
+        self.inner.prestart(keys)
+
+    def run(self, key: Any, task: Any, timeout_s: float, progress: Any = None) -> Any:
+        if self.visible is not None:
+            impl = task.spec.implementations[task.impl]
+            env = {**dict(getattr(impl, "env", None) or {}), "CUDA_VISIBLE_DEVICES": self.visible}
+            impls = {**task.spec.implementations, task.impl: impl.model_copy(update={"env": env})}
+            task = replace(task, spec=task.spec.model_copy(update={"implementations": impls}))
+        return self.inner.run(key, task, timeout_s, progress)
+
+    def retire(self, keys: Any) -> None:
+        self.inner.retire(keys)
+
+    def close(self) -> None:
+        self.inner.close()
+
+    def abort(self) -> None:
+        abort = getattr(self.inner, "abort", None)
+        if abort is not None:
+            abort()

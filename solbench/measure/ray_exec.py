@@ -1,0 +1,228 @@
+"""Lanes on a Ray cluster: one actor per GPU, each driving solbench's own workers on its GPU.
+
+An actor holds one GPU (``num_gpus=1``, placed by GPU model through Ray's ``accelerator_type:<model>``
+resource) and, inside it, the same :class:`~solbench.measure.pool.Pool` of worker processes a
+local run uses: the same Task, the same checks and timer, the same statuses (a crash or a
+timeout kills the worker inside the actor and becomes ``crashed``/``timeout``). The driver
+schedules cases over the actors exactly as over local GPUs (:mod:`solbench.measure.shard`) and
+scores each case against the spec its actor detected. A cluster without GPUs (CI) gets one CPU
+actor per CPU::
+
+    connect(address)                       ray.init(address) unless Ray is already initialised
+    lanes(cluster, files, options)         an actor per GPU (or CPU); each detects its device
+    RayLane(actor)                         the Executor protocol over ray.get(actor.method.remote())
+
+Every node needs solbench (and the implementations' packages) installed, and the workload files
+at the same path as on the driver (a shared file system, as on a Slurm cluster).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import socket
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from solbench.errors import ConfigError, DeviceError
+from solbench.results.model import ImplResult
+
+ABORT_TIMEOUT_S = 30.0
+CONNECT_TIMEOUT_S = 10.0
+
+
+def _ray() -> Any:
+    try:
+        import ray
+    except ImportError:
+        raise ConfigError("--executor ray needs Ray: pip install 'solbench[ray]'") from None
+    return ray
+
+
+@dataclass
+class Cluster:
+    """The Ray connection of one run; ``close`` shuts down only what this run started."""
+
+    ray: Any
+    started: bool
+    actors: list[Any]
+
+    def close(self) -> None:
+        for actor in self.actors:
+            with contextlib.suppress(Exception):
+                self.ray.kill(actor)
+        self.actors.clear()
+        if self.started:
+            self.ray.shutdown()
+
+
+def connect(address: str | None) -> Cluster:
+    """Join the cluster at ``address`` ("auto", "ray://host:10001"), or the Ray instance this process
+    already initialised, or start a local one (None)."""
+    ray = _ray()
+    if ray.is_initialized():
+        return Cluster(ray, False, [])
+    if address not in (None, "auto", "local"):
+        _check_reachable(address)
+    try:
+        ray.init(address=address, log_to_driver=False, configure_logging=False)
+    except Exception as exc:  # ConnectionError, ValueError, RuntimeError: all mean "no cluster there"
+        raise DeviceError(f"--address {address or '(local)'}: cannot connect to Ray: "
+                          f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
+    return Cluster(ray, True, [])
+
+
+def _check_reachable(address: str) -> None:
+    """A quick TCP connect to ``host:port`` (``ray://host:port``): Ray itself retries for minutes."""
+    m = re.fullmatch(r"(?:ray://)?\[?([^\]\s]+?)\]?:(\d+)", address.strip())
+    if m is None:
+        raise ConfigError(f"--address {address!r}: expected 'auto', 'host:port' or 'ray://host:10001'")
+    try:
+        socket.create_connection((m.group(1), int(m.group(2))), timeout=CONNECT_TIMEOUT_S).close()
+    except OSError as exc:
+        raise DeviceError(f"--address {address}: cannot connect to Ray: {exc.strerror or exc}") from None
+
+
+def gpu_models(nodes: Iterable[dict[str, Any]]) -> dict[str, int]:
+    """GPUs per model over the alive nodes of ``ray.nodes()`` (model from ``accelerator_type:<model>``;
+    "" where a node reports GPUs without a model)."""
+    out: dict[str, int] = {}
+    for node in nodes:
+        if not node.get("Alive", True):
+            continue
+        res = node.get("Resources", {})
+        gpus = int(res.get("GPU", 0))
+        if gpus < 1:
+            continue
+        model = next((k.split(":", 1)[1] for k in res if k.startswith("accelerator_type:")), "")
+        out[model] = out.get(model, 0) + gpus
+    return out
+
+
+def lane_plan(models: dict[str, int], cpus: int, devices: str) -> list[tuple[str, str]]:
+    """(device kind, model) of each actor to start: every GPU (``devices`` "all" or ""), or the first
+    N; without GPUs, one CPU actor per CPU (at least one)."""
+    if models:
+        plan = [("cuda", model) for model, count in sorted(models.items()) for _ in range(count)]
+    else:
+        plan = [("cpu", "")] * max(1, cpus)
+    text = devices.strip().lower()
+    if text in ("", "all"):
+        return plan
+    if not text.isdigit() or int(text) < 1:
+        raise ConfigError(f"--devices {devices!r} with --executor ray: expected 'all' or how many devices")
+    if int(text) > len(plan):
+        raise DeviceError(f"--devices {text}: the Ray cluster has {len(plan)} "
+                          f"{'GPUs' if models else 'CPUs (and no GPU)'}")
+    return plan[: int(text)]
+
+
+def lanes(cluster: Cluster, files: Sequence[str | Path], options: Any) -> tuple[list[Any], list[Any]]:
+    """Start one actor per device of the cluster; returns (lanes, [(DeviceInfo, Prepared)]) in lane order."""
+    from solbench import api
+    from solbench.measure.shard import Lane
+
+    ray = cluster.ray
+    plan = lane_plan(gpu_models(ray.nodes()), int(ray.cluster_resources().get("CPU", 1)), options.devices)
+    remote = ray.remote(_LaneActor)
+    for kind, model in plan:
+        opts: dict[str, Any] = {"num_gpus": 1, "num_cpus": 1} if kind == "cuda" else {"num_cpus": 1}
+        if model:
+            opts["resources"] = {f"accelerator_type:{model}": 0.001}
+        cluster.actors.append(remote.options(max_concurrency=4, **opts).remote(kind, os.getcwd()))
+    described = ray.get([actor.describe.remote(options.peaks, str(options.results_dir)) for actor in cluster.actors])
+    out, prepared = [], []
+    for n, (actor, (info, floor, nvml_id)) in enumerate(zip(cluster.actors, described, strict=True)):
+        prep = api.prepare(files, options, info, floor)
+        env = replace(info.environment(), device_index=info.index)
+        out.append(Lane(n, info.kind, _lane_factory(ray, actor), prep.score, env, info.l2_bytes, nvml_id))
+        prepared.append((info, prep))
+    return out, prepared
+
+
+def _lane_factory(ray: Any, actor: Any) -> Any:
+    return lambda: RayLane(ray, actor)
+
+
+class RayLane:
+    """The Executor protocol over one actor: fresh workers in it for each round."""
+
+    def __init__(self, ray: Any, actor: Any) -> None:
+        self.ray, self.actor = ray, actor
+        self.ray.get(actor.open.remote())
+
+    def prestart(self, keys: Iterable[tuple[str, str]]) -> None:
+        self.ray.get(self.actor.prestart.remote(list(keys)))
+
+    def run(self, key: tuple[str, str], task: Any, timeout_s: float, progress: Any = None) -> ImplResult:
+        try:
+            result: ImplResult = self.ray.get(self.actor.run.remote(key, task, timeout_s))
+        except self.ray.exceptions.RayActorError as exc:
+            return ImplResult(task.impl, "crashed", f"the Ray actor measuring it died: {str(exc).splitlines()[0]}")
+        return result
+
+    def retire(self, keys: Iterable[tuple[str, str]]) -> None:
+        self.ray.get(self.actor.retire.remote(list(keys)))
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.ray.get(self.actor.close.remote())
+
+    def abort(self) -> None:
+        with contextlib.suppress(Exception):
+            self.ray.get(self.actor.abort.remote(), timeout=ABORT_TIMEOUT_S)
+
+
+class _LaneActor:
+    """Runs in a Ray worker process holding one GPU (Ray sets CUDA_VISIBLE_DEVICES: it is cuda:0)."""
+
+    def __init__(self, kind: str, cwd: str) -> None:
+        with contextlib.suppress(OSError):
+            os.chdir(cwd)  # relative workload paths resolve as on the driver
+        self.kind = kind
+        self.pool: Any = None
+
+    def describe(self, peaks: str, results_dir: str) -> tuple[Any, Any, str | None]:
+        """This actor's device, the spec to score against (measured ceilings with ``peaks``), the
+        INVALID floor's spec, and the UUID workers read clocks by."""
+        from solbench.device import nvml
+        from solbench.device.detect import detect
+
+        info = detect("cuda:0" if self.kind == "cuda" else "cpu")
+        floor = info.spec
+        if peaks == "measured":
+            from solbench import api
+
+            info = replace(info, spec=api.measured_spec(info.spec, info.uuid, Path(results_dir)))
+            floor = api._floor_spec(floor, info.spec)
+        nvml_id = info.uuid if info.kind == "cuda" and info.uuid and nvml.nvml_available() else None
+        return info, floor, nvml_id
+
+    def open(self) -> None:
+        from solbench.measure.pool import Pool
+
+        self.close()
+        self.pool = Pool(self.kind, 0 if self.kind == "cuda" else None)
+
+    def prestart(self, keys: list[tuple[str, str]]) -> None:
+        self.pool.prestart(keys)
+
+    def run(self, key: tuple[str, str], task: Any, timeout_s: float) -> ImplResult:
+        if self.pool is None:
+            raise DeviceError("lane not opened")
+        return self.pool.run(key, task, timeout_s)  # type: ignore[no-any-return]
+
+    def retire(self, keys: list[tuple[str, str]]) -> None:
+        self.pool.retire(keys)
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.close()
+            self.pool = None
+
+    def abort(self) -> None:
+        if self.pool is not None:
+            self.pool.abort()

@@ -1,0 +1,388 @@
+"""Cases sharded over several devices: one lane per device (a thread driving its own workers).
+
+A lane is one GPU of this node (``run --devices``) or one GPU of a Ray cluster (``run --executor
+ray``, :mod:`solbench.measure.ray_exec`). Every case is a job; a job runs all implementations of
+its case on one lane, so a case is never split between devices and a device never measures two
+cases at once::
+
+    jobs = every (workload, case); width = world_size; estimate = the case's time in an earlier
+           run (history_estimates), else T_SOL x implementations (the dry run's figure)
+    queue: longest estimate first (plan order on ties)
+    whenever lanes are free, each free lane (in lane order) takes (Scheduler.assign):
+        1. the longest queued job of a workload it holds warm workers for
+        2. else the longest queued job of a workload no lane has started
+        3. else the longest queued job of a workload another lane holds, if that lane would still
+           have more left of it than the thief takes on: queued(w) - e(j) > e(j) + cold(w), with
+           queued(w) the estimates of w's queued jobs and cold(w) its start-up cost on a new lane
+           (0 when unknown: then a workload is shared only while 3 or more equal jobs are queued)
+       a job of width k takes k free lanes (the picking lane first) and waits while fewer are free
+    a lane whose workload has no queued job left retires that workload's workers
+    the main thread scores each finished case against its own lane's device spec, attaches the
+    lane's fingerprint, orders the run by plan order and hands it to on_case (saved every case)
+
+Rule 1 keeps a workload's first-call costs (compilation, library heuristics, worker start-up)
+on one device; rule 3 balances the end of the run without paying them again for a job the warm
+lane would have finished as soon (torch.compile's first call costs tens of seconds).
+
+``--repeat``: every round starts fresh workers and a case stays on the lane(s) it had in round 1,
+so its rounds are never merged across devices.
+
+Ctrl-C (in the main thread): every lane's workers are killed, the lanes' threads joined, and the
+cases finished so far are raised inside RunInterrupted, as in the single-device loop.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from solbench.errors import RunInterrupted
+from solbench.measure.session import Executor, Progress, Unit, _keys, _merged, _one
+from solbench.measure.worker import MeasureSettings, Task
+from solbench.results.model import CaseResult, Environment, ImplResult, RunResult
+from solbench.workload.cases import Case
+
+Score = Callable[[Unit, Case, Sequence[ImplResult]], CaseResult]
+JOIN_TIMEOUT_S = 60.0  # a lane's thread after its workers were killed (Ctrl-C)
+
+
+def world_size(unit: Unit) -> int:
+    """Devices a unit's cases need at once (``world_size`` of its workload; 1 when absent)."""
+    return max(1, int(getattr(unit.spec, "world_size", 1) or 1))
+
+
+@dataclass(frozen=True)
+class Job:
+    """One case to measure on one lane (or ``width`` lanes at once)."""
+
+    order: int  # position in plan order: where the case goes in the run
+    unit: int  # index of its unit (workload)
+    case: Case
+    estimate: float  # seconds; used for ordering only
+    width: int = 1
+
+
+def plan_jobs(units: Sequence[Unit], estimate: Callable[[Unit, Case], float]) -> list[Job]:
+    """Every case of every unit as a job, longest estimate first (plan order on ties)."""
+    jobs, order = [], 0
+    for u, unit in enumerate(units):
+        for case in unit.cases:
+            jobs.append(Job(order, u, case, float(estimate(unit, case)), world_size(unit)))
+            order += 1
+    return sorted(jobs, key=lambda j: -j.estimate)
+
+
+class Scheduler:
+    """Which queued job each free lane takes (rules in the module docstring). Pure: no threads.
+
+    ``pinned`` maps a job's order to the lanes it must run on (rounds after the first); ``cold``
+    a unit's start-up cost on a lane that has not run it (same unit as the estimates; default 0).
+    """
+
+    def __init__(self, jobs: Sequence[Job], lanes: Sequence[int],
+                 pinned: Mapping[int, tuple[int, ...]] | None = None, cold: Mapping[int, float] | None = None) -> None:
+        self.queue = list(jobs)
+        self.cold = dict(cold or {})
+        self.lanes = tuple(lanes)
+        self.pinned = dict(pinned or {})
+        self.warm: dict[int, set[int]] = {lane: set() for lane in self.lanes}  # lane -> units
+        self.started: set[int] = set()
+        if any(j.width > len(self.lanes) for j in self.queue):
+            raise ValueError("a job is wider than the lanes (measure_sharded skips those)")
+
+    def assign(self, free: Sequence[int]) -> list[tuple[Job, tuple[int, ...]]]:
+        """Jobs to start now, each with its lanes (the first drives it); every lane used once."""
+        avail = [lane for lane in self.lanes if lane in set(free)]
+        out = []
+        for lane in list(avail):
+            if lane not in avail:
+                continue  # taken by a wider job this call
+            job = self._pick(lane, avail)
+            if job is None:
+                continue
+            lanes = self.pinned.get(job.order) or (lane, *[x for x in avail if x != lane][: job.width - 1])
+            self.queue.remove(job)
+            for x in lanes:
+                avail.remove(x)
+            if job.width == 1:
+                self.warm[lane].add(job.unit)
+            self.started.add(job.unit)
+            out.append((job, tuple(lanes)))
+        return out
+
+    def _pick(self, lane: int, avail: Sequence[int]) -> Job | None:
+        fits = [j for j in self.queue if self._fits(j, lane, avail)]
+        rules: tuple[Callable[[Job], bool], ...] = (
+            lambda j: j.unit in self.warm[lane], lambda j: j.unit not in self.started, self._worth_sharing)
+        for rule in rules:
+            job = next((j for j in fits if rule(j)), None)
+            if job is not None:
+                return job
+        return None
+
+    def _worth_sharing(self, job: Job) -> bool:
+        """Rule 3: the lanes holding the job's workload keep more of it than a new lane takes on."""
+        if job.order in self.pinned or not any(job.unit in units for units in self.warm.values()):
+            return True  # no lane holds it (a wide workload): nothing to keep warm
+        queued = sum(j.estimate for j in self.queue if j.unit == job.unit)
+        return queued - job.estimate > job.estimate + self.cold.get(job.unit, 0.0)
+
+    def _fits(self, job: Job, lane: int, avail: Sequence[int]) -> bool:
+        want = self.pinned.get(job.order)
+        if want is not None:
+            return want[0] == lane and all(x in avail for x in want)
+        return job.width <= len(avail)
+
+    def to_retire(self, lane: int) -> list[int]:
+        """Units whose workers ``lane`` holds and no queued job needs any more (forgotten here)."""
+        queued = {j.unit for j in self.queue}
+        done = sorted(self.warm[lane] - queued)
+        self.warm[lane] -= set(done)
+        return done
+
+
+def history_estimates(units: Sequence[Unit],
+                      history: RunResult) -> tuple[dict[tuple[str, str], float], dict[int, float]]:
+    """Estimates from a run measured before: each case's time (the sum of its implementations'
+    ``task_s``) and each unit's start-up cost on a fresh lane (its slowest case minus its median
+    case: the first-call costs its first case paid). Cases the run lacks are left out."""
+    times: dict[tuple[str, str], float] = {}
+    for case in history.cases:
+        spent = [float(r.protocol["task_s"]) for r in case.impls
+                 if isinstance(r.protocol.get("task_s"), (int, float))]
+        if spent:
+            times[(case.workload, case.case_id)] = sum(spent)
+    cold = {}
+    for u, unit in enumerate(units):
+        known = sorted(times[(unit.spec.name, c.id)] for c in unit.cases if (unit.spec.name, c.id) in times)
+        if len(known) > 1:
+            cold[u] = max(0.0, known[-1] - known[len(known) // 2])
+    return times, cold
+
+
+@dataclass(frozen=True)
+class Lane:
+    """One device a job can run on, and how to score and fingerprint what it measured."""
+
+    index: int  # lane number (the CUDA index for local GPUs)
+    device: str  # "cuda" or "cpu" (what a Task names)
+    make_executor: Callable[[], Executor]  # fresh workers for a round
+    score: Score  # against this device's spec
+    environment: Environment | None  # the fingerprint stored with each case (None: the run's own)
+    l2_bytes: int | None = None
+    nvml_id: str | None = None
+
+
+# world_size > 1: an executor running the unit's tasks as one process group over these lanes
+GroupExecutor = Callable[[Sequence[Lane], Unit], Executor]
+NO_GROUP = "needs {n} devices as one process group, which this executor cannot start"
+
+
+def measure_sharded(units: Sequence[Unit], run: RunResult, lanes: Sequence[Lane], *, settings: MeasureSettings,
+                    timeout_s: float, estimate: Callable[[Unit, Case], float], emit: Progress,
+                    on_case: Callable[[RunResult], None] | None = None, keys: Sequence[str] = (),
+                    repeat: int = 1, group: GroupExecutor | None = None,
+                    variant: Callable[[Any, Case, str], Any] | None = None,
+                    cold: Mapping[int, float] | None = None) -> RunResult:
+    """Measure every case on the lanes, ``repeat`` rounds (module docstring); the run in plan order.
+
+    ``cold``: each unit's start-up cost on a fresh lane, in the estimates' unit (Scheduler)."""
+    jobs = plan_jobs(units, estimate)
+    too_wide = [j for j in jobs if j.width > len(lanes)]
+    jobs = [j for j in jobs if j.width <= len(lanes)]
+    state = _State(units, run, lanes, emit, on_case)
+    pinned: dict[int, tuple[int, ...]] = {}
+    try:
+        for r in range(repeat):
+            if repeat > 1:
+                emit("round", {"round": r + 1, "of": repeat})
+            for job in sorted(too_wide, key=lambda j: j.order):
+                unit = units[job.unit]
+                why = f"needs {job.width} devices at once (world_size); this run has {len(lanes)}"
+                state.add(job, (lanes[0].index,), [ImplResult(name, "skipped", why) for name in unit.impls
+                                                   if not keys or f"{job.case.id}/{name}" in keys])
+            ctx = _Round(units, lanes, settings, timeout_s, keys, group, variant, state)
+            placed = ctx.run(Scheduler(jobs, [lane.index for lane in lanes], pinned, cold))
+            pinned = pinned or placed
+    except KeyboardInterrupt:
+        stopped = replace(state.run, complete=False, notes=(*state.run.notes, "interrupted (Ctrl-C): the cases "
+                                                            "listed are all that were measured"))
+        raise RunInterrupted(stopped) from None
+    return state.run
+
+
+class _State:
+    """What the rounds build up: each case's results per round, scored; the run in plan order."""
+
+    def __init__(self, units: Sequence[Unit], run: RunResult, lanes: Sequence[Lane], emit: Progress,
+                 on_case: Callable[[RunResult], None] | None) -> None:
+        self.units, self.run, self.emit, self.on_case = units, run, emit, on_case
+        self.before = run.cases
+        self.lanes = {lane.index: lane for lane in lanes}
+        self.rounds: dict[int, list[list[ImplResult]]] = {}
+        self.scored: dict[int, CaseResult] = {}
+
+    def add(self, job: Job, lanes: tuple[int, ...], results: list[ImplResult]) -> None:
+        """A finished job: merged with its earlier rounds, scored on its lane, the run re-saved."""
+        if not results:
+            return
+        per_round = self.rounds.setdefault(job.order, [])
+        per_round.append(results)
+        lane = self.lanes[lanes[0]]
+        case = lane.score(self.units[job.unit], job.case, _merged(per_round))
+        if lane.environment is not None:
+            case = replace(case, device=lane.environment)
+        self.scored[job.order] = case
+        self.run = replace(self.run, cases=(*self.before, *(self.scored[k] for k in sorted(self.scored))))
+        if self.on_case is not None:
+            self.on_case(self.run)
+        self.emit("case_done", {"case": job.case.id, "device": lanes[0]})
+
+
+class _Round:
+    """One round: a thread per lane, fed jobs by the scheduler in the calling thread."""
+
+    def __init__(self, units: Sequence[Unit], lanes: Sequence[Lane], settings: MeasureSettings, timeout_s: float,
+                 keys: Sequence[str], group: GroupExecutor | None, variant: Any, state: _State) -> None:
+        self.units, self.settings, self.timeout_s, self.keys = units, settings, timeout_s, keys
+        self.group, self.variant, self.state = group, variant, state
+        self.lanes = {lane.index: lane for lane in lanes}
+        self.skips = [_skipped(u, lanes[0].device) for u in units]
+        self.groups: set[Executor] = set()  # executors of jobs wider than one lane, while they run
+        self.done: queue.Queue[tuple[str, Any, Any, Any]] = queue.Queue()
+        self.executors: dict[int, Executor] = {}
+        self.inboxes: dict[int, queue.Queue[Any]] = {}
+        self.threads: list[threading.Thread] = []
+        self.lock = threading.Lock()
+
+    def emit(self, event: str, data: dict[str, Any]) -> None:
+        with self.lock:  # progress callbacks are not assumed thread-safe
+            self.state.emit(event, data)
+
+    def run(self, sched: Scheduler) -> dict[int, tuple[int, ...]]:
+        """Run every job; returns where each ran (job order -> lanes)."""
+        placed: dict[int, tuple[int, ...]] = {}
+        busy: set[int] = set()
+        try:
+            self._start()
+            while sched.queue or busy:
+                for job, lanes in sched.assign([x for x in sched.lanes if x not in busy]):
+                    busy.update(lanes)
+                    placed[job.order] = lanes
+                    self.inboxes[lanes[0]].put(("job", job, lanes))
+                if not busy:
+                    raise RuntimeError("scheduler stalled: queued jobs but none can start")
+                kind, job, lanes, payload = self._next()
+                if kind == "error":
+                    raise payload
+                busy.difference_update(lanes)
+                self.state.add(job, lanes, payload)
+                stale = sched.to_retire(lanes[0])
+                if stale:
+                    self.inboxes[lanes[0]].put(("retire", stale, None))
+            self._stop()
+        except BaseException:
+            self._abort()
+            raise
+        return placed
+
+    def _next(self) -> tuple[str, Any, Any, Any]:
+        while True:
+            try:
+                return self.done.get(timeout=0.5)  # a timeout keeps Ctrl-C prompt
+            except queue.Empty:
+                continue
+
+    def _start(self) -> None:
+        for index, lane in self.lanes.items():
+            self.executors[index] = lane.make_executor()
+            self.inboxes[index] = queue.Queue()
+            thread = threading.Thread(target=self._lane, args=(index,), name=f"solbench-lane-{index}", daemon=True)
+            self.threads.append(thread)
+            thread.start()
+
+    def _lane(self, index: int) -> None:
+        """A lane's thread: jobs and retirements in order, until told to stop."""
+        executor = self.executors[index]
+        try:
+            while True:
+                msg = self.inboxes[index].get()
+                if msg is None:
+                    return
+                if msg[0] == "retire":
+                    for u in msg[1]:
+                        executor.retire(_keys(self.units[u], self.skips[u]))
+                    continue
+                _, job, lanes = msg
+                try:
+                    results = self._job(executor, job, lanes)
+                    self.done.put(("done", job, lanes, results))
+                except BaseException as exc:
+                    self.done.put(("error", job, lanes, exc))
+                    return
+        finally:
+            executor.close()
+
+    def _job(self, executor: Executor, job: Job, lanes: tuple[int, ...]) -> list[ImplResult]:
+        unit, skips, lane = self.units[job.unit], self.skips[job.unit], self.lanes[lanes[0]]
+        impls = [n for n in unit.impls if not self.keys or f"{job.case.id}/{n}" in self.keys]
+        if not impls:
+            return []
+        if job.width > 1 and self.group is None:
+            return [ImplResult(name, "skipped", NO_GROUP.format(n=job.width)) for name in impls]
+        if job.width > 1:
+            assert self.group is not None
+            executor = self.group([self.lanes[x] for x in lanes], unit)
+            with self.lock:
+                self.groups.add(executor)
+        try:
+            executor.prestart(_keys(unit, skips))
+            task = Task(unit.spec, job.case, "", str(unit.path.parent), lane.device, self.settings, lane.l2_bytes,
+                        lane.nvml_id)
+            emit = _tagged(self.emit, lanes[0])
+            return [_one(executor, unit, task, name, skips, self.timeout_s, emit, self.variant) for name in impls]
+        finally:
+            if job.width > 1:
+                executor.close()
+                with self.lock:
+                    self.groups.discard(executor)
+
+    def _stop(self) -> None:
+        for inbox in self.inboxes.values():
+            inbox.put(None)
+        for thread in self.threads:
+            thread.join()
+
+    def _abort(self) -> None:
+        """Ctrl-C or a failure: kill every lane's workers, then stop and join the lanes' threads."""
+        with self.lock:
+            running = [*self.executors.values(), *self.groups]
+        for executor in running:
+            abort = getattr(executor, "abort", None)
+            if abort is not None:
+                abort()
+        for inbox in self.inboxes.values():
+            inbox.put(None)
+        for thread in self.threads:
+            thread.join(JOIN_TIMEOUT_S)
+
+
+def _skipped(unit: Unit, device: str) -> dict[str, str]:
+    """Implementations that need CUDA on a CPU lane: skipped without a worker. Every other
+    requirement (compute capability, CuPy, nvmath) depends on the lane's own device and software,
+    so its worker checks it (:func:`solbench.measure.worker.execute` skips with the same reason)."""
+    if device == "cuda":
+        return {}
+    found = {name: next((f"needs CUDA ({need})" for need in unit.spec.implementations[name].requires
+                         if need in ("cuda", "compile")), None) for name in unit.impls}
+    return {name: reason for name, reason in found.items() if reason is not None}
+
+
+def _tagged(emit: Progress, device: int) -> Progress:
+    def tagged(event: str, data: dict[str, Any]) -> None:
+        emit(event, {**data, "device": device})
+
+    return tagged

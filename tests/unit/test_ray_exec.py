@@ -1,0 +1,109 @@
+"""``run --executor ray`` on a local Ray instance on the CPU (2 workers), against local runs.
+
+The lane plan is tested without Ray; everything else skips cleanly where Ray is not importable
+(CI installs it: the ``test`` extra includes ``ray``).
+"""
+
+import pytest
+from click.testing import CliRunner
+
+from solbench import api
+from solbench.cli import main
+from solbench.errors import ConfigError, DeviceError
+from solbench.measure.ray_exec import gpu_models, lane_plan
+from solbench.results import store
+
+DOUBLE = "tests/data/double.yaml"
+HOSTILE = "tests/data/hostile/hostile.yaml"
+SHIPPED = "workloads/bert.yaml"
+FAST = dict(budget_s=0.05, min_samples=5, max_samples=20)
+
+
+def _shape(run):
+    """Everything but the numbers: cases in order, implementations, statuses."""
+    return [(c.workload, c.case_id, r.name, r.status) for c in run.cases for r in c.impls]
+
+
+def test_gpus_are_counted_per_model_over_alive_nodes():
+    nodes = [{"Alive": True, "Resources": {"GPU": 8.0, "accelerator_type:H200": 1.0, "CPU": 128.0}},
+             {"Alive": True, "Resources": {"GPU": 4.0, "accelerator_type:H100": 1.0}},
+             {"Alive": False, "Resources": {"GPU": 8.0, "accelerator_type:H200": 1.0}},
+             {"Alive": True, "Resources": {"CPU": 64.0}},
+             {"Alive": True, "Resources": {"GPU": 1.0}}]
+    assert gpu_models(nodes) == {"H200": 8, "H100": 4, "": 1}
+
+
+def test_the_lane_plan_takes_every_gpu_or_n_or_one_cpu_each():
+    models = {"H200": 2, "H100": 1}
+    assert lane_plan(models, 64, "all") == [("cuda", "H100"), ("cuda", "H200"), ("cuda", "H200")]
+    assert lane_plan(models, 64, "2") == [("cuda", "H100"), ("cuda", "H200")]
+    assert lane_plan({}, 2, "") == [("cpu", "")] * 2
+    with pytest.raises(DeviceError, match="has 3 GPUs"):
+        lane_plan(models, 64, "4")
+    with pytest.raises(ConfigError):
+        lane_plan(models, 64, "0,1")
+
+
+def test_an_unreachable_address_is_one_line():
+    ray = pytest.importorskip("ray")
+    if ray.is_initialized():
+        pytest.skip("a Ray instance runs in this process: --address is not used")
+    for address in ("127.0.0.1:1", "ray://127.0.0.1:1"):
+        result = CliRunner().invoke(main, ["run", DOUBLE, "--executor", "ray", "--address", address])
+        assert result.exit_code == 2 and "cannot connect to Ray" in result.output, result.output
+        assert "Traceback" not in result.output
+    result = CliRunner().invoke(main, ["run", DOUBLE, "--executor", "ray", "--address", "no port"])
+    assert result.exit_code == 2 and "expected 'auto'" in result.output
+
+
+@pytest.fixture(scope="module")
+def ray_cpu():
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    yield ray
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def double_runs(ray_cpu):
+    options = api.RunOptions(**FAST)
+    return api.run([DOUBLE], options, device="cpu"), api.run([DOUBLE], api.RunOptions(**FAST, executor="ray"))
+
+
+def test_a_ray_run_has_the_shape_and_statuses_of_a_local_run(double_runs):
+    local, remote = double_runs
+    assert _shape(remote) == _shape(local)
+    assert remote.protocol.executor == "ray" and remote.protocol.devices == 2 and remote.complete
+    assert all(c.device is not None and c.device.device_kind == "cpu" for c in remote.cases)
+    for c in remote.cases:
+        assert c.impl("baseline").timing.n >= 5 and c.impl("baseline").score.speedup == 1.0
+
+
+def test_faults_through_ray_are_the_same_statuses(ray_cpu):
+    options = api.RunOptions(**FAST, workloads=("faults",), timeout_s=10.0)
+    local = api.run([HOSTILE], options, device="cpu")
+    remote = api.run([HOSTILE], api.RunOptions(**FAST, workloads=("faults",), timeout_s=10.0, executor="ray"))
+    assert _shape(remote) == _shape(local)
+    status = {r.name: r.status for c in remote.cases for r in c.impls}
+    assert status["hangs"] == "timeout" and status["os_exit"] == "crashed" and status["segfault"] == "crashed"
+    assert status["honest"] == "ok"
+
+
+def test_a_shipped_workloads_cpu_profile_through_ray(ray_cpu):
+    options = dict(**FAST, workloads=("residual_layernorm",))
+    local = api.run([SHIPPED], api.RunOptions(**options), device="cpu")
+    remote = api.run([SHIPPED], api.RunOptions(**options, executor="ray", repeat=2))
+    assert _shape(remote) == _shape(local)
+    assert remote.protocol.rounds == 2
+    assert all(c.impl("baseline").timing.n_rounds == 2 for c in remote.cases)
+
+
+def test_the_cli_runs_on_ray_and_saves_one_run(ray_cpu, tmp_path):
+    out = tmp_path / "ray.json"
+    result = CliRunner().invoke(main, ["run", DOUBLE, "--executor", "ray", "-o", str(out), "--budget", "0.05",
+                                       "--min-samples", "5", "--max-samples", "20"])
+    assert result.exit_code == 4, result.output  # double.yaml has a wrong implementation
+    run = store.load(out)
+    assert run.protocol.executor == "ray" and len(run.cases) == 2
+
+

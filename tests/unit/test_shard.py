@@ -1,0 +1,315 @@
+"""Sharding cases over several devices (solbench.measure.shard): the scheduler alone, then the
+threaded loop driven by fake executors (no processes, no timing; order is forced with events)."""
+
+import _thread
+import threading
+from dataclasses import replace
+from types import SimpleNamespace
+
+import pytest
+
+from solbench import api
+from solbench.errors import RunInterrupted
+from solbench.measure import shard
+from solbench.measure.session import Unit
+from solbench.measure.shard import Job, Lane, Scheduler, measure_sharded, plan_jobs
+from solbench.measure.worker import MeasureSettings
+from solbench.results.model import ImplResult, Peaks, Timing
+from tests.unit.factories import make_case, make_env, make_run
+
+
+def _job(order, unit, estimate, width=1):
+    return Job(order, unit, SimpleNamespace(id=f"c{order}"), estimate, width)
+
+
+def _unit(name, n_cases, impls=("baseline",), world_size=None):
+    spec = SimpleNamespace(name=name, implementations={i: SimpleNamespace(requires=()) for i in impls})
+    if world_size is not None:
+        spec.world_size = world_size
+    cases = tuple(SimpleNamespace(id=f"{name}[{k}]") for k in range(n_cases))
+    return Unit(spec, api.Path("w.yaml"), cases, tuple(impls))
+
+
+# --- planning and the scheduler (pure) ---
+
+def test_jobs_are_longest_first_and_keep_plan_order_on_ties():
+    units = [_unit("a", 2), _unit("b", 2)]
+    est = {"a[0]": 1.0, "a[1]": 5.0, "b[0]": 5.0, "b[1]": 2.0}
+    jobs = plan_jobs(units, lambda u, c: est[c.id])
+    assert [j.case.id for j in jobs] == ["a[1]", "b[0]", "b[1]", "a[0]"]
+    assert [j.order for j in jobs] == [1, 2, 3, 0]  # order: position in plan order
+    assert [j.unit for j in jobs] == [0, 1, 1, 0]
+
+
+def test_width_is_the_workloads_world_size_and_one_without_it():
+    jobs = plan_jobs([_unit("a", 1), _unit("g", 1, world_size=2)], lambda u, c: 1.0)
+    assert sorted((j.unit, j.width) for j in jobs) == [(0, 1), (1, 2)]
+
+
+def test_a_free_lane_keeps_to_its_workload_then_starts_a_new_one_then_shares():
+    jobs = [_job(0, 0, 9), _job(1, 1, 8), _job(2, 0, 3), _job(3, 1, 1), _job(4, 2, 0.5), _job(5, 0, 3),
+            _job(6, 0, 3)]
+    s = Scheduler(jobs, [0, 1])
+    assert [(j.order, lanes) for j, lanes in s.assign([0, 1])] == [(0, (0,)), (1, (1,))]
+    # lane 1 is free first: its own workload (unit 1) before the longer jobs of unit 0
+    assert [(j.order, lanes) for j, lanes in s.assign([1])] == [(3, (1,))]
+    # lane 1 again: unit 1 has nothing queued; unit 2 was never started: it goes before sharing
+    assert [j.order for j, _ in s.assign([1])] == [4]
+    # lane 1 again: nothing of its own, nothing unstarted: it shares unit 0 (3 jobs of 3 queued)
+    assert [j.order for j, _ in s.assign([1])] == [2]
+    assert s.warm[1] == {1, 2, 0}
+
+
+def test_a_workload_is_shared_only_when_its_lane_keeps_more_than_the_thief_takes():
+    # unit 0 is on lane 0; two equal jobs queued: lane 0 would finish them as soon as a cold lane 1
+    s = Scheduler([_job(0, 0, 5), _job(1, 0, 2), _job(2, 0, 2)], [0, 1])
+    s.assign([0])
+    assert s.assign([1]) == []
+    # three queued: lane 1 takes one (6 - 2 > 2 + cold 0) ...
+    s = Scheduler([_job(0, 0, 5), _job(1, 0, 2), _job(2, 0, 2), _job(3, 0, 2)], [0, 1])
+    s.assign([0])
+    assert [j.order for j, _ in s.assign([1])] == [1]
+    # ... unless starting the workload on a new lane costs more than that (e.g. a compilation)
+    s = Scheduler([_job(0, 0, 5), _job(1, 0, 2), _job(2, 0, 2), _job(3, 0, 2)], [0, 1], cold={0: 30.0})
+    s.assign([0])
+    assert s.assign([1]) == []
+
+
+def test_a_lane_retires_a_workload_once_nothing_of_it_is_queued():
+    s = Scheduler([_job(0, 0, 2), _job(1, 0, 1)], [0, 1])
+    s.assign([0])
+    assert s.to_retire(0) == []  # job 1 of unit 0 is still queued
+    s.assign([0])
+    assert s.to_retire(0) == [0] and s.to_retire(0) == []  # once
+
+
+def test_a_wide_job_takes_several_lanes_and_waits_for_them():
+    s = Scheduler([_job(0, 0, 9, width=2), _job(1, 1, 1)], [0, 1])
+    # only lane 1 free: the wide job cannot start; the narrow one goes ahead
+    assert [(j.order, lanes) for j, lanes in s.assign([1])] == [(1, (1,))]
+    assert s.assign([0]) == []
+    assert [(j.order, lanes) for j, lanes in s.assign([0, 1])] == [(0, (0, 1))]
+
+
+def test_a_case_wider_than_the_lanes_is_skipped(tmp_path):
+    narrow, other = _units(tmp_path, (1, 1))
+    wide = Unit(SimpleNamespace(name=other.spec.name, implementations=other.spec.implementations, world_size=4),
+                other.path, other.cases, other.impls)
+    run = _measure([narrow, wide], _lanes(2, []), group=lambda lanes, unit: pytest.fail("no group of 4"))
+    assert [c.case_id for c in run.cases] == [narrow.cases[0].id, wide.cases[0].id]
+    assert {(r.status, r.message) for r in run.cases[1].impls} == {
+        ("skipped", "needs 4 devices at once (world_size); this run has 2")}
+    with pytest.raises(ValueError):
+        Scheduler([_job(0, 0, 1, width=4)], [0, 1])
+
+
+def test_pinned_jobs_run_only_on_their_lanes():
+    s = Scheduler([_job(0, 0, 9), _job(1, 0, 1)], [0, 1], pinned={0: (1,), 1: (1,)})
+    assert s.assign([0]) == []
+    assert [(j.order, lanes) for j, lanes in s.assign([0, 1])] == [(0, (1,))]
+
+
+# --- the threaded loop with fake executors ---
+
+class Fake:
+    """A lane's executor; every task returns samples of (lane + 1) ms and is logged with its lane."""
+
+    def __init__(self, lane, log, hook=None):
+        self.lane, self.log, self.hook = lane, log, hook
+        self.aborted = threading.Event()
+        self.closed = False
+
+    def prestart(self, keys):
+        self.log.append(("prestart", self.lane, tuple(keys)))
+
+    def run(self, key, task, timeout_s, progress=None):
+        self.log.append(("start", self.lane, task.case.id, task.impl))
+        if self.hook is not None:
+            self.hook(self, task)
+        self.log.append(("end", self.lane, task.case.id, task.impl))
+        value = (self.lane + 1) * 1e-3 if isinstance(self.lane, int) else 1e-2
+        return ImplResult(task.impl, "ok", timing=Timing((value,) * 6, value, value, value, "converged"))
+
+    def retire(self, keys):
+        self.log.append(("retire", self.lane, tuple(keys)))
+
+    def close(self):
+        self.closed = True
+
+    def abort(self):
+        self.aborted.set()
+
+
+def _units(tmp_path, counts=(2, 2)):
+    lines = ["workloads:"]
+    for w, n in enumerate(counts):
+        sizes = ", ".join(str(64 * (k + 1)) for k in range(n))
+        lines += [f"  - name: w{w}", f"    parameters: {{n: [{sizes}]}}", "    dtypes: [float32]",
+                  "    inputs: {x: {shape: [n]}}", "    outputs: {y: {shape: [n]}}",
+                  "    ops: [{op: mul, numel: n, inputs: 1}]", "    reference: tests.unit.helpers:double",
+                  "    implementations: {baseline: tests.unit.helpers:double, other: tests.unit.helpers:double}"]
+    path = tmp_path / "w.yaml"
+    path.write_text("\n".join(lines) + "\n")
+    return [Unit(p.spec, p.path, p.cases, tuple(p.spec.implementations)) for p in api.plan([path], "cpu")]
+
+
+def _lanes(n, log, hook=None, made=None):
+    def factory(lane):
+        def make():
+            ex = Fake(lane, log, hook)
+            if made is not None:
+                made.append(ex)
+            return ex
+        return make
+
+    def score(lane):
+        def s(unit, case, impls):
+            c = replace(make_case(case.id, {}, workload=unit.spec.name), impls=tuple(impls))
+            return replace(c, peaks=Peaks(None, 1.0, 1.0, f"lane {lane}"))
+        return s
+
+    return [Lane(i, "cpu", factory(i), score(i), make_env(device_index=i, device_name=f"GPU{i}"))
+            for i in range(n)]
+
+
+def _measure(units, lanes, **kw):
+    kw.setdefault("estimate", lambda u, c: float(c.params["n"]))
+    return measure_sharded(units, make_run({}), lanes, settings=MeasureSettings(), timeout_s=1.0,
+                           emit=lambda e, d: None, **kw)
+
+
+def test_the_run_lists_cases_in_plan_order_whoever_finishes_first(tmp_path):
+    units = _units(tmp_path)
+    first_done = threading.Event()
+
+    def hook(ex, task):
+        if ex.lane == 0:
+            assert first_done.wait(60)  # lane 0 finishes only after lane 1 has finished a case
+        elif task.impl == "other":
+            first_done.set()
+
+    log, saved = [], []
+    run = _measure(units, _lanes(2, log, hook), on_case=saved.append)
+    ids = [c.id for u in units for c in u.cases]
+    assert [c.case_id for c in run.cases] == ids
+    assert len(saved) == 4 and [c.case_id for c in saved[0].cases] != ids[:1]  # lane 1's case came first
+    for partial in saved:  # every partial run is in plan order too
+        got = [c.case_id for c in partial.cases]
+        assert got == [i for i in ids if i in got]
+
+
+def test_each_case_is_scored_and_fingerprinted_by_the_lane_that_measured_it(tmp_path):
+    log = []
+    run = _measure(_units(tmp_path), _lanes(2, log))
+    where = {e[2]: e[1] for e in log if e[0] == "start"}
+    for case in run.cases:
+        lane = where[case.case_id]
+        assert case.device.device_index == lane and case.device.device_name == f"GPU{lane}"
+        assert case.peaks.source == f"lane {lane}"
+        assert case.impls[0].timing.median == pytest.approx((lane + 1) * 1e-3)
+    assert {where[c.case_id] for c in run.cases} == {0, 1}  # both lanes were used
+
+
+def test_a_lane_never_measures_two_cases_at_once_and_every_task_runs_once(tmp_path):
+    log = []
+    _measure(_units(tmp_path, (3, 2, 2)), _lanes(3, log))
+    for lane in range(3):
+        events = [e for e in log if e[1] == lane and e[0] in ("start", "end")]
+        assert all(a[0] == "start" and b[0] == "end" and a[2:] == b[2:] for a, b in zip(events[::2], events[1::2], strict=True))
+    starts = [e[2:] for e in log if e[0] == "start"]
+    assert len(starts) == len(set(starts)) == 7 * 2
+
+
+def test_workers_are_started_before_and_retired_after_a_workload_on_each_lane(tmp_path):
+    log = []
+    _measure(_units(tmp_path, (2, 2)), _lanes(1, log))
+    kinds = [(e[0], e[2][0][0] if e[0] in ("prestart", "retire") else e[2].split("[")[0]) for e in log]
+    assert kinds[0] == ("prestart", "w1") or kinds[0] == ("prestart", "w0")
+    retired = [k for k in kinds if k[0] == "retire"]
+    assert sorted(retired) == [("retire", "w0"), ("retire", "w1")]
+    first = kinds.index(retired[0])
+    assert all(k[1] == retired[0][1] for k in kinds[:first] if k[0] == "start")  # one workload at a time
+
+
+def test_rounds_start_fresh_executors_and_keep_each_case_on_its_lane(tmp_path):
+    log, made = [], []
+    run = _measure(_units(tmp_path), _lanes(2, log, made=made), repeat=3)
+    assert len(made) == 6 and all(ex.closed for ex in made)  # a fresh executor per lane and round
+    lanes = {}
+    for e in log:
+        if e[0] == "start":
+            lanes.setdefault(e[2], set()).add(e[1])
+    assert all(len(s) == 1 for s in lanes.values())
+    for case in run.cases:
+        t = case.impls[0].timing
+        assert t.n_rounds == 3 and len(t.samples) == 18
+
+
+def test_ctrl_c_kills_the_lanes_and_keeps_the_finished_cases(tmp_path):
+    units = _units(tmp_path, (3,))
+    made = []
+
+    def hook(ex, task):
+        if task.case.id == units[0].cases[1].id:  # the second case: Ctrl-C while it runs
+            _thread.interrupt_main()
+            assert ex.aborted.wait(60)  # blocks like a worker until the lanes are aborted
+
+    saved = []
+    with pytest.raises(RunInterrupted) as stop:
+        _measure(units, _lanes(1, [], hook, made), estimate=lambda u, c: -float(c.params["n"]),
+                 on_case=saved.append)
+    run = stop.value.result
+    assert not run.complete and "interrupted" in run.notes[-1]
+    assert [c.case_id for c in run.cases] == [units[0].cases[0].id]
+    assert made[0].aborted.is_set() and made[0].closed
+
+
+def test_an_error_in_a_lane_stops_the_run_and_is_raised(tmp_path):
+    made = []
+
+    def hook(ex, task):
+        if ex.lane == 1:
+            raise RuntimeError("lane broke")
+
+    with pytest.raises(RuntimeError, match="lane broke"):
+        _measure(_units(tmp_path), _lanes(2, [], hook, made))
+    assert all(ex.closed for ex in made)
+
+
+def test_a_wide_workload_gets_its_lanes_exclusively_through_the_group_executor(tmp_path):
+    narrow, other = _units(tmp_path, (2, 2))
+    wide = Unit(SimpleNamespace(name=other.spec.name, implementations=other.spec.implementations, world_size=2),
+                other.path, other.cases, other.impls)
+    log, groups = [], []
+
+    def group(lanes, unit):
+        assert unit is wide
+        groups.append(tuple(lane.index for lane in lanes))
+        return Fake("g", log)
+
+    run = _measure([narrow, wide], _lanes(2, log), group=group)
+    assert len(groups) == 2 and all(sorted(g) == [0, 1] for g in groups)  # each wide case: both lanes
+    runs = [e for e in log if e[0] in ("start", "end")]
+    for i, e in enumerate(runs):
+        if e[0] == "start" and e[1] == "g":
+            assert runs[i + 1][:2] == ("end", "g")  # nothing else ran while a wide case ran
+    assert [c.case_id for c in run.cases] == [c.id for u in (narrow, wide) for c in u.cases]
+
+
+def test_a_wide_workload_without_a_group_executor_is_skipped(tmp_path):
+    narrow, other = _units(tmp_path, (1, 1))
+    wide = Unit(SimpleNamespace(name=other.spec.name, implementations=other.spec.implementations, world_size=2),
+                other.path, other.cases, other.impls)
+    log = []
+    run = _measure([narrow, wide], _lanes(2, log))
+    statuses = {(c.workload, r.name): (r.status, r.message) for c in run.cases for r in c.impls}
+    assert statuses[(wide.spec.name, "baseline")] == ("skipped", shard.NO_GROUP.format(n=2))
+    assert statuses[(narrow.spec.name, "baseline")][0] == "ok"
+    assert not [e for e in log if e[0] == "start" and e[2].startswith(wide.spec.name)]
+
+
+def test_a_cpu_lane_skips_cuda_implementations_without_a_worker():
+    unit = _unit("w", 1, impls=("baseline", "gpu"))
+    unit.spec.implementations["gpu"].requires = ("cuda",)
+    assert shard._skipped(unit, "cpu") == {"gpu": "needs CUDA (cuda)"}
+    assert shard._skipped(unit, "cuda") == {}

@@ -1,0 +1,199 @@
+"""``run --devices``: the sharded run end to end with real worker processes, on two CPU "devices"
+(the lanes are given as detected CPUs; nothing here depends on speed), and its CLI errors."""
+
+import json
+from dataclasses import replace
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from solbench import api
+from solbench.api_shard import parse_devices, run_sharded
+from solbench.cli import main
+from solbench.device.detect import detect
+from solbench.errors import ConfigError, DeviceError
+from solbench.results import store
+
+DOUBLE = "tests/data/double.yaml"
+OPTIONS = api.RunOptions(budget_s=0.05, min_samples=5, max_samples=20, results_dir=Path("tests/data/no-results"))
+FAST = ["--budget", "0.05", "--min-samples", "5", "--max-samples", "20"]
+
+
+def _statuses(run):
+    return [(c.case_id, r.name, r.status) for c in run.cases for r in c.impls]
+
+
+@pytest.fixture(scope="module")
+def two_cpus():
+    cpu = detect("cpu")
+    return [replace(cpu, index=0), replace(cpu, index=1)]
+
+
+@pytest.fixture(scope="module")
+def two_workloads(tmp_path_factory):
+    """double.yaml's workload twice (one case each): one per lane."""
+    text = Path(DOUBLE).read_text().replace("{n: [64, 256]}", "{n: [64]}")
+    body = text[text.index("  - name: double"):]
+    path = tmp_path_factory.mktemp("two") / "two.yaml"
+    path.write_text("workloads:\n" + body + body.replace("name: double", "name: double_b"))
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def runs(two_cpus, two_workloads):
+    local = api.run([two_workloads], OPTIONS, device="cpu")
+    saved = []
+    sharded = run_sharded([two_workloads], OPTIONS, infos=two_cpus, on_case=saved.append)
+    return local, sharded, saved
+
+
+def test_a_sharded_run_has_the_shape_and_statuses_of_a_local_run(runs):
+    local, sharded, _ = runs
+    assert _statuses(sharded) == _statuses(local)  # same cases, order, implementations and statuses
+    assert {s for *_, s in _statuses(sharded)} == {"ok", "incorrect", "skipped"}
+    assert sharded.complete and sharded.protocol.devices == 2 and sharded.protocol.executor == "local"
+    assert local.protocol.devices == 1 and all(c.device is None for c in local.cases)
+    for c in sharded.cases:
+        base = c.impl("baseline")
+        assert base.timing.n >= 5 and base.score.speedup == 1.0
+
+
+def test_each_case_records_the_device_it_ran_on(runs):
+    _, sharded, saved = runs
+    assert {c.device.device_index for c in sharded.cases} == {0, 1}  # two workloads, two free lanes
+    assert all(c.device.spec_id == sharded.spec.id for c in sharded.cases)
+    assert len(saved) == 2 and len(saved[0].cases) == 1  # saved after every case
+    assert any("sharded over 2 devices" in n for n in sharded.notes)
+
+
+def test_the_device_record_survives_the_result_file_and_old_files_still_load(runs, tmp_path):
+    _, sharded, _ = runs
+    path = store.save(sharded, tmp_path / "sharded.json")
+    back = store.load(path)
+    assert store.to_dict(back) == store.to_dict(sharded)
+    assert [c.device for c in back.cases] == [c.device for c in sharded.cases]
+    data = json.loads(store.dumps(sharded))
+    for case in data["cases"]:
+        del case["device"]
+    del data["protocol"]["devices"], data["protocol"]["executor"]
+    old = store.from_dict(data)
+    assert all(c.device is None for c in old.cases) and old.protocol.devices == 1
+
+
+def test_repeat_works_with_devices(two_cpus):
+    run = run_sharded([DOUBLE], replace(OPTIONS, repeat=2, impls=("baseline",)), infos=two_cpus)
+    assert run.protocol.rounds == 2
+    for c in run.cases:
+        assert c.impl("baseline").timing.n_rounds == 2
+
+
+def test_in_process_cannot_shard(two_cpus):
+    with pytest.raises(ConfigError, match="in-process"):
+        run_sharded([DOUBLE], replace(OPTIONS, in_process=True), infos=two_cpus)
+
+
+def test_device_lists_are_parsed_and_checked():
+    assert parse_devices("all", 3) == (0, 1, 2)
+    assert parse_devices(" 2, 0 ", 3) == (2, 0)
+    for bad, err in (("0,0", ConfigError), ("zero", ConfigError), ("", ConfigError), ("3", DeviceError)):
+        with pytest.raises(err):
+            parse_devices(bad, 3)
+    with pytest.raises(DeviceError):
+        parse_devices("all", 0)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error without a GPU")
+def test_devices_without_a_gpu_is_a_clear_error():
+    result = CliRunner().invoke(main, ["run", DOUBLE, "--devices", "all", *FAST])
+    assert result.exit_code == 2
+    assert "--devices needs CUDA GPUs" in result.output and "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("args,text", [
+    (["--device", "cpu", "--devices", "0"], "--devices"),
+    (["--address", "auto"], "--executor ray"),
+])
+def test_conflicting_options_are_usage_errors(args, text):
+    result = CliRunner().invoke(main, ["run", DOUBLE, *args, *FAST])
+    assert result.exit_code == 2 and text in result.output
+
+
+def test_the_schedule_uses_the_times_of_an_earlier_run(runs, two_workloads, two_cpus, tmp_path):
+    local, _, _ = runs
+    path = store.save(local, tmp_path / "earlier.json")
+    run = run_sharded([two_workloads], replace(OPTIONS, schedule_from=path), infos=two_cpus)
+    assert f"estimated from the per-task times of {path}" in run.notes[-1]
+    fresh = run_sharded([two_workloads], replace(OPTIONS, results_dir=tmp_path / "none"), infos=two_cpus)
+    assert "T_SOL x implementations" in fresh.notes[-1]
+    other = store.save(replace(local, cases=()), tmp_path / "empty.json")
+    with pytest.raises(ConfigError, match="timed none of these cases"):
+        run_sharded([two_workloads], replace(OPTIONS, schedule_from=other), infos=two_cpus)
+
+
+def test_history_estimates_are_case_times_and_the_first_call_spike():
+    from solbench.measure.session import Unit
+    from solbench.measure.shard import history_estimates
+    from tests.unit.factories import make_run
+
+    run = make_run({"c0": {"x": [1.0]}, "c1": {"x": [1.0]}, "c2": {"x": [1.0]}})
+    secs = {"c0": 30.0, "c1": 3.0, "c2": 2.0}
+    run = replace(run, cases=tuple(replace(c, impls=tuple(replace(r, protocol={"task_s": secs[c.case_id]})
+                                                          for r in c.impls)) for c in run.cases))
+    cases = tuple(SimpleNamespace(id=i) for i in ("c0", "c1", "c2", "c9"))
+    unit = Unit(SimpleNamespace(name="demo"), Path("w.yaml"), cases, ("x",))
+    times, cold = history_estimates([unit], run)
+    assert times == {("demo", "c0"): 30.0, ("demo", "c1"): 3.0, ("demo", "c2"): 2.0}
+    assert cold == {0: 27.0}  # slowest minus median
+
+
+def test_ctrl_c_during_a_hanging_case_kills_its_worker_and_keeps_what_was_measured(tmp_path, two_cpus):
+    import _thread
+    import threading
+
+    from solbench.errors import RunInterrupted
+
+    src = tmp_path / "slow.py"
+    src.write_text("def ref(x):\n    return x * 2\n\n"
+                   "def hang(x):\n    while True:\n        pass\n")
+    body = ("    dtypes: [float32]\n    inputs: {x: {shape: [n]}}\n    outputs: {y: {shape: [n]}}\n"
+            "    ops: [{op: mul, numel: n, inputs: 1}]\n    reference: slow.py:ref\n")
+    wl = tmp_path / "slow.yaml"  # the larger case (longest estimate) first; then one that never returns
+    wl.write_text("workloads:\n  - name: fine\n    parameters: {n: [4096]}\n" + body
+                  + "    implementations: {baseline: slow.py:ref}\n"
+                  + "  - name: hangs\n    parameters: {n: [64]}\n" + body
+                  + "    implementations: {baseline: slow.py:hang}\n")
+    saved = []
+
+    def on_case(run):
+        saved.append(run)
+        threading.Timer(0.5, _thread.interrupt_main).start()  # Ctrl-C while (or before) the hang
+
+    # the timeout only bounds the test should Ctrl-C fail to stop the lane (then it fails)
+    with pytest.raises(RunInterrupted) as stop:
+        run_sharded([str(wl)], replace(OPTIONS, timeout_s=120.0), infos=two_cpus, on_case=on_case)
+    run = stop.value.result
+    assert not run.complete and [c.case_id for c in run.cases] == ["fine[n=4096,float32]"]
+    assert len(saved) == 1
+    # the hanging worker was killed: its lane's thread has ended (it would wait out the timeout)
+    assert not [t for t in threading.enumerate() if t.name.startswith("solbench-lane-")]
+
+
+def test_multi_rank_workloads_run_as_groups_over_the_lanes(two_cpus):
+    """Active once solbench.measure.group (multi-rank workloads) is in the tree: a world_size 2
+    workload over two CPU lanes has the statuses of a local run (gloo ranks)."""
+    group = pytest.importorskip("solbench.measure.group")
+    if not hasattr(group, "GroupExecutor") or not Path("workloads/collectives.yaml").exists():
+        pytest.skip("no multi-rank workloads in this tree")
+    planned = api.plan(["workloads/collectives.yaml"], "cpu")
+    wide = [p.spec.name for p in planned if getattr(p.spec, "world_size", 1) > 1]
+    if not wide:
+        pytest.skip("no multi-rank workload")
+    spec = next(p.spec for p in planned if p.spec.name == wide[0])
+    options = replace(OPTIONS, workloads=(spec.name,), impls=(spec.baseline,), timeout_s=300.0)
+    local = api.run(["workloads/collectives.yaml"], options, device="cpu")
+    sharded = run_sharded(["workloads/collectives.yaml"], options, infos=two_cpus)
+    assert _statuses(sharded) == _statuses(local)
+    assert any(s == "ok" for *_, s in _statuses(sharded))
