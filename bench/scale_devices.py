@@ -60,6 +60,7 @@ def main() -> None:
     parser.add_argument("files", nargs="*", default=SUITE)
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--no-tsol", action="store_true", help="skip the T_SOL-only schedule")
+    parser.add_argument("--repeat", type=int, default=1, help="rounds per run (solbench run --repeat)")
     args = parser.parse_args()
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
@@ -70,7 +71,7 @@ def main() -> None:
     plan.append(("one-b", ["--devices", "0"]))
     walls = {}
     for name, extra in plan:
-        walls[name] = _run(name, args.files, out, extra)
+        walls[name] = _run(name, args.files, out, [*extra, "--repeat", str(args.repeat)])
         print(f"{name}: {walls[name]:.1f} s", file=sys.stderr)
     report(out, walls)
 
