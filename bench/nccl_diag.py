@@ -40,7 +40,7 @@ def rank_main(rank: int, mode: str, store: str) -> None:
     torch.cuda.synchronize()
     print(f"{mode} rank {rank}: 30 calls in {1e3 * (time.perf_counter() - start):.1f} ms", flush=True)
     if trace is not None:
-        calls, work = trace.collect()
+        _calls, work = trace.collect()
         print(f"cupti rank {rank}: {len(work)} activities", flush=True)
     dist.destroy_process_group()
 
