@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from solbench.measure.loop import Launch
@@ -90,6 +90,9 @@ class CudaColdTimer:
         self._cycles_per_us = _sleep_rate(torch)
         self.spin_us = 0.0
         self.redone = 0  # samples taken again because the spin ended before the call was enqueued
+        # ranks of a multi-rank group: the decision to take a sample again, made by every rank together
+        # (each call may be a collective: one rank calling once more than its peers would hang them all)
+        self.agree_dry: Callable[[bool], bool] | None = None
         self.last_output: object = None
         self.pending_s: list[float] = []  # per sample: host time a device-wide sync took after the window
         self.stray: str | None = None
@@ -127,7 +130,10 @@ class CudaColdTimer:
         median (SM clock flat at 1980 MHz): a host slower for a while than the spin sized at the
         start. A longer spin never changes a clean sample, so the spin only grows.
         """
-        if not self._spun.query():
+        dry = bool(self._spun.query())
+        if self.agree_dry is not None:
+            dry = self.agree_dry(dry)
+        if not dry:
             return False
         self.spin_us = min(2.0 * self.spin_us, _MAX_SPIN_US)
         self.redone += 1

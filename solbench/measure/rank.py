@@ -130,6 +130,12 @@ class GroupTimer:
         self.inner.prepare(launches)
         if hasattr(self.inner, "spin_us"):
             self.inner.spin_us = self.ctx.agree([self.inner.spin_us])[0]
+        if hasattr(self.inner, "agree_dry"):  # a sample taken again is taken again by every rank
+            self.inner.agree_dry = self.either
+
+    def either(self, flag: bool) -> bool:
+        """True on every rank if it is True on any."""
+        return self.ctx.agree([1.0 if flag else 0.0])[0] > 0
 
     def sample(self, index: int) -> float:
         import torch.distributed as dist
