@@ -62,7 +62,7 @@ class TuneOptions:
     warmup: int = 3
     input_sets: int = 2
     seed: int = 0
-    flush: str = "write"
+    flush: str = "clean"  # as `solbench run` (README "How solbench measures")
 
 
 @dataclass(frozen=True)
