@@ -98,12 +98,14 @@ class Group:
     def _collect(self, name: str, deadline: float, timeout_s: float,
                  progress: Progress | None) -> tuple[ImplResult, bool]:
         results: dict[int, tuple[ImplResult, bool]] = {}
+        last: dict[int, str] = {}  # each rank's last progress event: where a hang happened
         fault_at: float | None = None
         while len(results) < len(self.ranks):
             now = time.monotonic()
             if now >= deadline:
+                where = "; ".join(f"rank {r.rank}: {last.get(r.rank, 'no progress reported')}" for r in self.ranks)
                 return self._timeout(name, f"no result from every rank within {timeout_s:g} s (set-up included); "
-                                     "the group was killed"), True
+                                     f"the group was killed ({where})"), True
             if fault_at is not None and now - fault_at > GRACE_S:
                 break
             pending = [r for r in self.ranks if r.rank not in results]
@@ -115,8 +117,10 @@ class Group:
                     results[rank.rank] = (rank._died(name), True)
                     fault_at = fault_at or time.monotonic()
                     continue
-                if msg[0] == "progress" and progress is not None and rank.rank == 0:
-                    progress(msg[1], msg[2])
+                if msg[0] == "progress":
+                    last[rank.rank] = _described(msg[1], msg[2])
+                    if progress is not None and rank.rank == 0:
+                        progress(msg[1], msg[2])
                 elif msg[0] == "result":
                     rank._busy = False
                     results[rank.rank] = (msg[1], msg[2])
@@ -172,6 +176,13 @@ class Group:
         for r in self.ranks:
             r.close()  # kills a busy one (stuck in a collective a faulty peer never joined) at once
         shutil.rmtree(self._dir, ignore_errors=True)
+
+
+def _described(event: str, data: dict[str, Any]) -> str:
+    """A rank's progress event in words: ``phase`` events name the phase, ``sample`` the count."""
+    if event == "sample":
+        return f"timing, {data.get('n')} samples taken"
+    return str(data.get("phase", event))
 
 
 def _peer(result: ImplResult) -> bool:

@@ -245,6 +245,7 @@ def _execute(task: Task, state: WorkerState, ctx: RankContext, emit: Emit) -> Im
     if graph:  # NCCL in a captured graph needs its own set-up: time these cold
         task = replace(task, settings=replace(s, timer="cold"))
     base_dir = Path(task.base_dir) if task.base_dir is not None else None
+    emit("phase", {"phase": "inputs and reference"})
     try:
         inputs = prepare_rank(spec, case, task.device, base_dir, input_sets=s.input_sets, seed=s.seed,
                               rank=ctx.rank, world=ctx.world)
@@ -283,6 +284,7 @@ def _checked_and_timed(task: Task, state: WorkerState, ctx: RankContext, emit: E
     impl = task.spec.implementations[name]
     correctness: Correctness | None = None
     failure: ImplResult | None = None
+    emit("phase", {"phase": "correctness calls"})
     if impl.part is None:
         correctness, failure = checker.lockstep(launches)
     else:  # a part does only part of the work: run it once per input set, check nothing
@@ -292,6 +294,7 @@ def _checked_and_timed(task: Task, state: WorkerState, ctx: RankContext, emit: E
             torch.cuda.synchronize()
     if ctx.agree([1.0 if failure is not None else 0.0])[0]:
         return failure or ImplResult(name, "skipped", PEER_FAILED)
+    emit("phase", {"phase": "timer set-up"})
     timer = GroupTimer(state.timer(task), ctx)
     timer.pending_s.clear()
     criterion = CIWidth(s.target_rel_ci, s.min_samples, s.max_samples, s.budget_s)
@@ -306,5 +309,6 @@ def _checked_and_timed(task: Task, state: WorkerState, ctx: RankContext, emit: E
     if impl.part is not None:
         protocol["part"] = impl.part
         return ImplResult(name, "ok", f"part: T_{impl.part}", None, timing, protocol=protocol)
+    emit("phase", {"phase": "checks after timing"})
     checker.after_timing()
     return ImplResult(name, "ok", "", correctness, timing, protocol=protocol)

@@ -101,6 +101,7 @@ def test_a_fault_on_one_rank_is_a_status_and_the_run_goes_on(faults):
     assert status["exits_on_rank1"][0] == "crashed"
     assert status["exits_on_rank1"][1].startswith("rank 1:") and "code 3" in status["exits_on_rank1"][1]
     assert status["hangs_on_rank0"][0] == "timeout" and "group was killed" in status["hangs_on_rank0"][1]
+    assert "rank 0: correctness calls" in status["hangs_on_rank0"][1]  # where each rank was when killed
     assert status["wrong_on_rank1"][0] == "incorrect" and status["wrong_on_rank1"][1].startswith("rank 1: ")
     assert status["returns_its_input"][0] == "reward_hack" and "shares storage" in status["returns_its_input"][1]
     assert status["local_sum_only"][0] == "incorrect"
