@@ -197,7 +197,7 @@ def check_fingerprints(base: Environment, cur: Environment, *, device: bool = Tr
     record their own GPU are checked case by case), driver (full version), CUDA major version,
     torch major version. A value known on one side only counts as a difference.
     """
-    checks = [("device kind", base.device_kind, cur.device_kind)]
+    checks: list[tuple[str, str | None, str | None]] = [("device kind", base.device_kind, cur.device_kind)]
     if device:
         checks += [("device", base.device_name, cur.device_name), ("spec", base.spec_id, cur.spec_id)]
     checks += [

@@ -112,7 +112,7 @@ class Group:
             for conn in wait([r._conn for r in pending], timeout=min(deadline - now, 0.5)):
                 rank = next(r for r in pending if r._conn is conn)
                 try:
-                    msg = conn.recv()
+                    msg = rank._conn.recv()
                 except (EOFError, OSError):
                     results[rank.rank] = (rank._died(name), True)
                     fault_at = fault_at or time.monotonic()

@@ -356,17 +356,21 @@ class _Checker:
             problem = guard.changed(inputs)
             if problem is not None:
                 raise CheatDetected(f"input set {k}, during timing: {problem}")
-        task, s = self.task, self.task.settings
+        task = self.task
         base_dir = Path(task.base_dir) if task.base_dir is not None else None
         impl = task.spec.implementations[task.impl]
-        fresh = prepare_case(task.spec, task.case, task.device, base_dir, input_sets=2,
-                             seed=s.seed + FRESH_SEED_OFFSET)
+        fresh = self._fresh_inputs(base_dir, task.settings.seed + FRESH_SEED_OFFSET)
         self._verify_unseen("fresh inputs after timing", impl, base_dir, fresh.sets[0], fresh.references[0])
         reused = self.inputs.sets[0]
         with torch.no_grad():
             for key, tensor in reused.items():
                 tensor.copy_(fresh.sets[1][key])
         self._verify_unseen("new values in the timed input tensors", impl, base_dir, reused, fresh.references[1])
+
+    def _fresh_inputs(self, base_dir: Path | None, seed: int) -> CaseInputs:
+        """Two input sets (and their references) the implementation has never seen."""
+        task = self.task
+        return prepare_case(task.spec, task.case, task.device, base_dir, input_sets=2, seed=seed)
 
     def _verify_unseen(self, what: str, impl: Any, base_dir: Path | None, inputs: dict[str, torch.Tensor],
                        reference: Sequence[torch.Tensor]) -> None:
