@@ -37,7 +37,6 @@ from solbench.measure.criteria import CIWidth
 from solbench.measure.loop import CheatDetected, measure
 from solbench.measure.runner import CaseInputs, _call, _exact_fp32, build_launches, missing_requirement
 from solbench.measure.worker import (
-    Fatal,
     Task,
     WorkerState,
     _check_context,
@@ -45,6 +44,7 @@ from solbench.measure.worker import (
     _fault,
     _Incorrect,
     _worst,
+    guarded,
 )
 from solbench.results.model import Correctness, ImplResult
 from solbench.workload.cases import Case
@@ -218,21 +218,7 @@ Emit = Callable[[str, dict[str, Any]], None]
 def execute_rank(task: Task, state: WorkerState, ctx: RankContext,
                  emit: Emit | None = None) -> tuple[ImplResult, bool]:
     """Run one task on this rank; (result, fatal), as :func:`solbench.measure.worker.execute`."""
-    start = time.perf_counter()
-    try:
-        result = _execute(task, state, ctx, emit or (lambda event, data: None))
-        result = replace(result, protocol={**result.protocol, "task_s": round(time.perf_counter() - start, 4)})
-        fatal = False
-    except Fatal as exc:
-        result, fatal = ImplResult(task.impl, "crashed", str(exc)), True
-    except SystemExit as exc:
-        result, fatal = ImplResult(task.impl, "crashed", f"the implementation called sys.exit({exc.code})"), True
-    tampered = state.tamper.tampered()
-    if tampered is not None:
-        return ImplResult(task.impl, "reward_hack", tampered), True
-    if task.device == "cuda" and not fatal:
-        torch.cuda.empty_cache()
-    return result, fatal
+    return guarded(task, state, lambda: _execute(task, state, ctx, emit or (lambda event, data: None)))
 
 
 def _execute(task: Task, state: WorkerState, ctx: RankContext, emit: Emit) -> ImplResult:

@@ -166,9 +166,18 @@ def execute(task: Task, state: WorkerState, emit: Emit | None = None,
     early once it cannot beat the best so far). The result's protocol records ``task_s``: the
     task's wall time in the worker (inputs, reference, set-up, checks and timing).
     """
+    return guarded(task, state, lambda: _execute(task, state, emit or (lambda event, data: None), criterion))
+
+
+def guarded(task: Task, state: WorkerState, body: Callable[[], ImplResult]) -> tuple[ImplResult, bool]:
+    """``body()`` (one task's checks and timing) with its wall time as ``task_s``; (result, fatal).
+
+    A crash of the implementation's own making (sys.exit, a lost CUDA context) and tampering with
+    the process are fatal: the caller replaces the process.
+    """
     start = time.perf_counter()
     try:
-        result = _execute(task, state, emit or (lambda event, data: None), criterion)
+        result = body()
         result = replace(result, protocol={**result.protocol, "task_s": round(time.perf_counter() - start, 4)})
         fatal = False
     except Fatal as exc:
