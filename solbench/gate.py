@@ -59,9 +59,8 @@ are not re-measured: a failure is not noise.
 
 from __future__ import annotations
 
-import math
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -69,16 +68,21 @@ from solbench import exitcodes
 from solbench.analysis import stats
 from solbench.analysis.significance import bh_adjust, mann_whitney_p
 from solbench.compare import Estimate, Pair, Unpaired, estimate, pair_runs, samples
-from solbench.errors import ConfigError, GateRefused, ResultsFormatError
+from solbench.errors import ConfigError, GateRefused
+from solbench.gate_threshold import (
+    DEFAULT_THRESHOLD,
+    ThresholdRule,
+    ThresholdSource,
+    parse_threshold,
+    threshold_of,
+    validate,
+)
 from solbench.pooling import combine_runs as merge_runs
 from solbench.pooling import merge_samples
 from solbench.results.model import FAILED_STATUSES, Environment, RunResult
 
 CaseVerdict = Literal["PASS", "FASTER", "REGRESSION", "BROKEN", "INCONCLUSIVE", "MISSING"]
 Overall = Literal["PASS", "REGRESSION", "BROKEN", "INCONCLUSIVE"]
-ThresholdSource = Literal["explicit", "workload", "default"]
-
-DEFAULT_THRESHOLD = 0.05
 CASE_VERDICTS: tuple[CaseVerdict, ...] = ("BROKEN", "REGRESSION", "INCONCLUSIVE", "MISSING", "FASTER", "PASS")
 
 __all__ = [
@@ -95,40 +99,6 @@ __all__ = [
     "merge_samples",
     "parse_threshold",
 ]
-
-
-@dataclass(frozen=True)
-class ThresholdRule:
-    """A regression threshold: fail when ``stat`` got slower by more than ``fraction``."""
-
-    stat: str  # only "median" is supported
-    fraction: float  # 0.05 means 5%
-
-
-_RULE = re.compile(r"^(?:(?P<stat>[a-z_]+)\s*:)?\s*(?P<num>[0-9]*\.?[0-9]+(?:e-?[0-9]+)?)\s*(?P<pct>%)?$")
-
-
-def parse_threshold(text: str) -> ThresholdRule:
-    """Parse ``"5%"``, ``"0.05"`` or ``"median:5%"`` (pytest-benchmark style).
-
-    A bare number is a fraction and must be below 1 (``"5"`` is refused: write
-    ``"5%"``). Raises ConfigError for any other stat than median, a zero or
-    malformed value.
-    """
-    m = _RULE.match(text.strip().lower())
-    if m is None:
-        raise ConfigError(f"cannot parse threshold {text!r}: expected e.g. '5%', '0.05' or 'median:5%'")
-    stat = m.group("stat") or "median"
-    if stat != "median":
-        raise ConfigError(f"threshold stat {stat!r} is not supported: only 'median' is")
-    value = float(m.group("num"))
-    if m.group("pct"):
-        value /= 100.0
-    elif value >= 1.0:
-        raise ConfigError(f"threshold {text!r} reads as {value:.0%}; write '{m.group('num')}%' for percent")
-    if value <= 0.0:
-        raise ConfigError(f"threshold {text!r} must be positive")
-    return ThresholdRule(stat, value)
 
 
 @dataclass(frozen=True)
@@ -342,29 +312,6 @@ def _overall(verdicts: tuple[GateCaseVerdict, ...]) -> Overall:
     return "PASS"
 
 
-def _validate(threshold: float | None, recorded: Mapping[str, object], alpha: float, confidence: float) -> None:
-    if threshold is not None and not (0.0 < threshold < math.inf):
-        raise ConfigError(f"threshold must be positive, got {threshold}")
-    for name, tau in recorded.items():
-        if isinstance(tau, bool) or not isinstance(tau, (int, float)) or not 0.0 < tau < math.inf:
-            raise ResultsFormatError(f"the recorded gate_threshold of workload {name!r} must be a positive "
-                                     f"number, got {tau!r}")
-    if not 0.0 < alpha < 1.0 or not 0.0 < confidence < 1.0:
-        raise ConfigError(f"alpha and confidence must lie in (0, 1), got {alpha}, {confidence}")
-
-
-def _threshold_of(explicit: float | None,
-                  recorded: Mapping[str, float]) -> Callable[[str], tuple[float, ThresholdSource]]:
-    def of(workload: str) -> tuple[float, ThresholdSource]:
-        if explicit is not None:
-            return explicit, "explicit"
-        if workload in recorded:
-            return float(recorded[workload]), "workload"
-        return DEFAULT_THRESHOLD, "default"
-
-    return of
-
-
 Side = RunResult | Sequence[RunResult]
 
 
@@ -398,14 +345,14 @@ def gate(base: Side, cur: Side, *, threshold: float | None = None, alpha: float 
     base = _one_side(base, "baseline", allow_cross_hardware)
     cur = _one_side(cur, "current", allow_cross_hardware)
     recorded = {**base.gate_thresholds, **cur.gate_thresholds}
-    _validate(threshold, recorded, alpha, confidence)
+    validate(threshold, recorded, alpha, confidence)
     per_case = any(c.device is not None for run in (base, cur) for c in run.cases)
     diffs = check_fingerprints(base.environment, cur.environment, device=not per_case)
     if diffs and not allow_cross_hardware:
         raise GateRefused("runs were measured on different hardware or software: " + "; ".join(diffs)
                           + " (allow with --allow-cross-hardware)")
     pairing = pair_runs(base, cur, impl, same_model=not allow_cross_hardware)
-    tau_of = _threshold_of(threshold, recorded)
+    tau_of = threshold_of(threshold, recorded)
     ests = [estimate(p.a, p.b, confidence=confidence, seed=seed, n_boot=n_boot) for p in pairing.pairs]
     tests = _rank_tests(pairing.pairs, ests)
     verdicts = [_decide(pair, est, t, *tau_of(pair.workload), alpha)

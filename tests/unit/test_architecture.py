@@ -10,7 +10,7 @@ import pytest
 PKG = Path(__file__).resolve().parents[2] / "solbench"
 PURE = ["solbench.analysis.cost", "solbench.analysis.sol", "solbench.analysis.stats",
         "solbench.analysis.hwspec", "solbench.analysis.significance", "solbench.compare",
-        "solbench.gate", "solbench.workload.expr", "solbench.workload.cases",
+        "solbench.gate", "solbench.gate_threshold", "solbench.workload.expr", "solbench.workload.cases",
         "solbench.measure.loop", "solbench.measure.criteria", "solbench.results.model",
         "solbench.analysis.scoring", "solbench.pooling", "solbench.workload.ops", "solbench.results.codec",
         "solbench.exitcodes", "solbench.tune_space", "solbench.profile_ncu", "solbench.analysis.rounds"]

@@ -1,0 +1,78 @@
+"""Gate thresholds: parsing ``--threshold``, and which threshold a workload's cases are held to.
+
+Pure. The order (see :mod:`solbench.gate`): an explicit threshold, else the workload's
+``gate_threshold`` as the run recorded it, else DEFAULT_THRESHOLD.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+from solbench.errors import ConfigError, ResultsFormatError
+
+ThresholdSource = Literal["explicit", "workload", "default"]
+
+DEFAULT_THRESHOLD = 0.05
+
+
+@dataclass(frozen=True)
+class ThresholdRule:
+    """A regression threshold: fail when ``stat`` got slower by more than ``fraction``."""
+
+    stat: str  # only "median" is supported
+    fraction: float  # 0.05 means 5%
+
+
+_RULE = re.compile(r"^(?:(?P<stat>[a-z_]+)\s*:)?\s*(?P<num>[0-9]*\.?[0-9]+(?:e-?[0-9]+)?)\s*(?P<pct>%)?$")
+
+
+def parse_threshold(text: str) -> ThresholdRule:
+    """Parse ``"5%"``, ``"0.05"`` or ``"median:5%"`` (pytest-benchmark style).
+
+    A bare number is a fraction and must be below 1 (``"5"`` is refused: write
+    ``"5%"``). Raises ConfigError for any other stat than median, a zero or
+    malformed value.
+    """
+    m = _RULE.match(text.strip().lower())
+    if m is None:
+        raise ConfigError(f"cannot parse threshold {text!r}: expected e.g. '5%', '0.05' or 'median:5%'")
+    stat = m.group("stat") or "median"
+    if stat != "median":
+        raise ConfigError(f"threshold stat {stat!r} is not supported: only 'median' is")
+    value = float(m.group("num"))
+    if m.group("pct"):
+        value /= 100.0
+    elif value >= 1.0:
+        raise ConfigError(f"threshold {text!r} reads as {value:.0%}; write '{m.group('num')}%' for percent")
+    if value <= 0.0:
+        raise ConfigError(f"threshold {text!r} must be positive")
+    return ThresholdRule(stat, value)
+
+
+def validate(threshold: float | None, recorded: Mapping[str, object], alpha: float, confidence: float) -> None:
+    """Refuse a non-positive threshold, a malformed recorded one, and alpha or confidence outside (0, 1)."""
+    if threshold is not None and not (0.0 < threshold < math.inf):
+        raise ConfigError(f"threshold must be positive, got {threshold}")
+    for name, tau in recorded.items():
+        if isinstance(tau, bool) or not isinstance(tau, (int, float)) or not 0.0 < tau < math.inf:
+            raise ResultsFormatError(f"the recorded gate_threshold of workload {name!r} must be a positive "
+                                     f"number, got {tau!r}")
+    if not 0.0 < alpha < 1.0 or not 0.0 < confidence < 1.0:
+        raise ConfigError(f"alpha and confidence must lie in (0, 1), got {alpha}, {confidence}")
+
+
+def threshold_of(explicit: float | None,
+                  recorded: Mapping[str, float]) -> Callable[[str], tuple[float, ThresholdSource]]:
+    """A workload's threshold and where it came from: explicit, recorded by the workload, or the default."""
+    def of(workload: str) -> tuple[float, ThresholdSource]:
+        if explicit is not None:
+            return explicit, "explicit"
+        if workload in recorded:
+            return float(recorded[workload]), "workload"
+        return DEFAULT_THRESHOLD, "default"
+
+    return of
