@@ -1,0 +1,98 @@
+"""Device, hardware-spec and saved-run helpers of the Python API (re-exported by :mod:`solbench.api`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from solbench.config.workloads import load_workload_file
+from solbench.errors import DeviceError
+from solbench.results.model import RunResult
+from solbench.workload.schema import WorkloadSpec
+
+if TYPE_CHECKING:
+    from solbench.analysis.hwspec import HardwareSpec
+
+
+def hardware_spec(name: str | None) -> HardwareSpec:
+    """The spec named (id or alias), or the detected device's spec when None."""
+    if name is None:
+        from solbench.device.detect import detect
+
+        return detect("auto").spec
+    from solbench.config.hwspecs import get_spec
+
+    return get_spec(name)
+
+
+def list_specs() -> tuple[HardwareSpec, ...]:
+    """Every hardware spec shipped in hardware_specs/."""
+    from solbench.config.hwspecs import load_specs
+
+    return load_specs()
+
+
+def list_workloads(paths: Sequence[str | Path]) -> list[tuple[Path, WorkloadSpec]]:
+    """(file, workload) for every workload file in ``paths`` (files or folders)."""
+    files: list[Path] = []
+    for p in map(Path, paths):
+        files.extend(sorted(p.glob("*.yaml")) if p.is_dir() else [p])
+    return [(f, spec) for f in files for spec in load_workload_file(f)]
+
+
+def device_summary() -> dict[str, Any]:
+    """Detected device, matched spec, driver, versions and current clocks, for ``solbench info``."""
+    from solbench.device.detect import detect
+
+    info = detect("auto")
+    env = info.environment()
+    data: dict[str, Any] = {k: v for k, v in vars(env).items() if v is not None}
+    data["spec_source"] = info.spec.source
+    if info.spec.kind != "cpu":
+        peaks = info.spec.peaks_for("bfloat16")
+        data["bf16_tensor_peak_tflops"] = (peaks.tensor_flops or 0) / 1e12
+    if info.spec.bandwidth is not None:
+        data["bandwidth_tbs"] = info.spec.bandwidth / 1e12
+    return data
+
+
+def load_run(name_or_path: str, results_dir: Path = Path("results")) -> RunResult:
+    """A saved run: a file path, or the newest run saved under that name."""
+    from solbench.results import store
+
+    return store.load(store.find(name_or_path, results_dir))
+
+
+def measured_spec(spec: HardwareSpec, uuid: str | None, results_dir: Path) -> HardwareSpec:
+    """The spec with the ceilings ``solbench calibrate`` measured on this device (others kept)."""
+    from solbench.results import store
+
+    if spec.kind == "cpu":
+        return spec  # CPU peaks are always measured
+    cal = store.load_calibration(results_dir, spec.id, uuid)
+    kept = sorted(set(spec.tensor_peaks) - set(cal.tensor_peaks))
+    note = f"measured ceilings of {cal.created}" + (f"; datasheet for {', '.join(kept)}" if kept else "")
+    return spec.with_peaks(tensor={**spec.tensor_peaks, **cal.tensor_peaks},
+                           vector={**spec.vector_peaks, **cal.vector_peaks},
+                           bandwidth=cal.bandwidth, source="measured", note=note)
+
+
+def calibrate(*, seconds: float = 1.0, results_dir: Path = Path("results"), device: str = "auto") -> Any:
+    """Measure this GPU's ceilings and save them for ``run --peaks measured``."""
+    import torch
+
+    from solbench.device import calibrate as cal
+    from solbench.device.detect import detect
+    from solbench.results import store
+
+    info = detect(device)
+    if info.kind != "cuda":
+        raise DeviceError("calibrate needs a CUDA GPU; CPU peaks are measured at every run")
+    from solbench.device import nvml
+
+    handle = nvml.get_handle(info.uuid) if info.uuid else None
+    result = cal.calibrate(torch, spec_id=info.spec.id, device_name=info.name, device_uuid=info.uuid,
+                           seconds=seconds,
+                           sm_clock=(lambda: nvml.read_clocks(handle).sm_clock_mhz) if handle is not None else None)
+    return result, store.save_calibration(result, results_dir), info.spec
