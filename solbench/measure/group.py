@@ -26,8 +26,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import signal
-import sys
 import tempfile
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -265,13 +263,7 @@ def missing_gpus(device: str, world: int) -> str | None:
 def _rank_main(conn: Connection, log_path: str, rank: int, world: int, device: str, store_path: str,
                env: dict[str, str], tree: str | None) -> None:
     """Entry point of a rank process."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    fd = os.open(log_path, os.O_WRONLY | os.O_APPEND)
-    os.dup2(fd, 1)
-    os.dup2(fd, 2)
-    os.close(fd)
-    sys.stdout = os.fdopen(1, "w", buffering=1, closefd=False)
-    sys.stderr = os.fdopen(2, "w", buffering=1, closefd=False)
+    pool.into_log(log_path)
     os.environ.update(env)  # before the process group (NCCL reads its variables when it starts)
     import datetime
 
@@ -296,23 +288,4 @@ def _rank_main(conn: Connection, log_path: str, rank: int, world: int, device: s
         enter_tree(tree)
     ctx = RankContext(rank, world, backend, device, control)
     state = WorkerState()
-    conn.send(("ready", os.getpid()))
-    while True:
-        try:
-            task = conn.recv()
-        except (EOFError, OSError):
-            return
-        if task is None:  # leave at once: tearing NCCL down can wait on peers (the OS frees it all)
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(0)
-
-        def emit(event: str, data: dict[str, Any]) -> None:
-            conn.send(("progress", event, data))
-
-        result, fatal = execute_rank(task, state, ctx, emit)
-        conn.send(("result", result, fatal))
-        if fatal:
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(0)
+    pool.serve(conn, lambda task, emit: execute_rank(task, state, ctx, emit), leave_at_once=True)

@@ -264,13 +264,7 @@ class InProcess:
 def _main(conn: Connection, log_path: str, device: str, device_index: int | None,
           tree: str | None = None) -> None:
     """Entry point of a worker process."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
-    fd = os.open(log_path, os.O_WRONLY | os.O_APPEND)
-    os.dup2(fd, 1)
-    os.dup2(fd, 2)
-    os.close(fd)
-    sys.stdout = os.fdopen(1, "w", buffering=1, closefd=False)
-    sys.stderr = os.fdopen(2, "w", buffering=1, closefd=False)
+    into_log(log_path)
     import torch
 
     if device == "cuda":
@@ -283,6 +277,28 @@ def _main(conn: Connection, log_path: str, device: str, device_index: int | None
     if tree is not None:
         enter_tree(tree)
     state = WorkerState()
+    serve(conn, lambda task, emit: execute(task, state, emit))
+
+
+def into_log(log_path: str) -> None:
+    """A worker's first step: Ctrl-C is the parent's to handle; stdout and stderr go to its log."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    fd = os.open(log_path, os.O_WRONLY | os.O_APPEND)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+    sys.stdout = os.fdopen(1, "w", buffering=1, closefd=False)
+    sys.stderr = os.fdopen(2, "w", buffering=1, closefd=False)
+
+
+def serve(conn: Connection, run: Callable[[Any, Progress], tuple[ImplResult, bool]], *,
+          leave_at_once: bool = False) -> None:
+    """Say ready, then run tasks until told to stop (None) or the parent is gone.
+
+    Progress events and each (result, fatal) go back over ``conn``; after a fatal result the process
+    leaves at once (its state may be compromised). ``leave_at_once``: on None too, skipping the
+    interpreter's teardown (a rank's NCCL teardown can wait on peers; the OS frees it all).
+    """
     conn.send(("ready", os.getpid()))
     while True:
         try:
@@ -290,14 +306,20 @@ def _main(conn: Connection, log_path: str, device: str, device_index: int | None
         except (EOFError, OSError):
             return
         if task is None:
+            if leave_at_once:
+                _leave()
             return
 
         def emit(event: str, data: dict[str, Any]) -> None:
             conn.send(("progress", event, data))
 
-        result, fatal = execute(task, state, emit)
+        result, fatal = run(task, emit)
         conn.send(("result", result, fatal))
         if fatal:
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(0)
+            _leave()
+
+
+def _leave() -> None:
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)

@@ -30,21 +30,20 @@ from typing import Any
 
 import torch
 
-from solbench.errors import DeviceError
-from solbench.impls.registry import ResolveError, resolve
+from solbench.impls.registry import resolve
 from solbench.measure import guards, tensors
 from solbench.measure.criteria import CIWidth
 from solbench.measure.loop import CheatDetected, measure
-from solbench.measure.runner import CaseInputs, _call, _exact_fp32, build_launches, missing_requirement
+from solbench.measure.runner import CaseInputs, _call, _exact_fp32, missing_requirement
 from solbench.measure.worker import (
     Task,
     WorkerState,
-    _check_context,
     _Checker,
-    _fault,
     _Incorrect,
     _worst,
+    as_status,
     guarded,
+    set_up,
 )
 from solbench.results.model import Correctness, ImplResult
 from solbench.workload.cases import Case
@@ -232,36 +231,16 @@ def _execute(task: Task, state: WorkerState, ctx: RankContext, emit: Emit) -> Im
         task = replace(task, settings=replace(s, timer="cold"))
     base_dir = Path(task.base_dir) if task.base_dir is not None else None
     emit("phase", {"phase": "inputs and reference"})
-    try:
-        inputs = prepare_rank(spec, case, task.device, base_dir, input_sets=s.input_sets, seed=s.seed,
-                              rank=ctx.rank, world=ctx.world)
-    except Exception as exc:
-        _check_context(task.device, exc)
-        return _fault(name, exc, "reference failed: ")
-    try:
-        launches, kwargs = build_launches(impl, case, inputs.sets, base_dir, with_kwargs=True)
-    except ResolveError as exc:
-        return ImplResult(name, "error", str(exc))
-    except DeviceError as exc:
-        return ImplResult(name, "skipped", str(exc))
-    except Exception as exc:
-        _check_context(task.device, exc)
-        return _fault(name, exc, "set-up failed: ")
+    ready = set_up(task, base_dir, lambda: prepare_rank(spec, case, task.device, base_dir, input_sets=s.input_sets,
+                                                        seed=s.seed, rank=ctx.rank, world=ctx.world))
+    if isinstance(ready, ImplResult):
+        return ready
+    inputs, launches, kwargs = ready
     checker = _RankChecker(task, inputs, kwargs, ctx)
-    try:
-        result = _checked_and_timed(task, state, ctx, emit, checker, launches)
-        if graph and result.timing is not None:
-            result = replace(result, protocol={**result.protocol, "timer": "cold (no graph timer for ranks)"})
-        return result
-    except CheatDetected as exc:
-        return ImplResult(name, "reward_hack", str(exc))
-    except DeviceError as exc:
-        return ImplResult(name, "skipped", str(exc))
-    except _Incorrect as exc:
-        return ImplResult(name, "incorrect", exc.correctness.detail, exc.correctness)
-    except Exception as exc:
-        _check_context(task.device, exc)
-        return _fault(name, exc, "")
+    result = as_status(task, lambda: _checked_and_timed(task, state, ctx, emit, checker, launches))
+    if graph and result.timing is not None:
+        result = replace(result, protocol={**result.protocol, "timer": "cold (no graph timer for ranks)"})
+    return result
 
 
 def _checked_and_timed(task: Task, state: WorkerState, ctx: RankContext, emit: Emit, checker: _RankChecker,

@@ -193,20 +193,33 @@ def guarded(task: Task, state: WorkerState, body: Callable[[], ImplResult]) -> t
 
 
 def _execute(task: Task, state: WorkerState, emit: Emit, criterion: Any = None) -> ImplResult:
-    spec, case, name = task.spec, task.case, task.impl
-    impl = spec.implementations[name]
+    impl = task.spec.implementations[task.impl]
     reason = missing_requirement(impl, task.device)
     if reason is not None:
-        return ImplResult(name, "skipped", reason)
+        return ImplResult(task.impl, "skipped", reason)
     base_dir = Path(task.base_dir) if task.base_dir is not None else None
     s = task.settings
+    ready = set_up(task, base_dir, lambda: prepare_case(task.spec, task.case, task.device, base_dir,
+                                                        input_sets=s.input_sets, seed=s.seed))
+    if isinstance(ready, ImplResult):
+        return ready
+    inputs, launches, kwargs = ready
+    checker = _Checker(task, inputs, kwargs)
+    return as_status(task, lambda: _checked_and_timed(task, state, emit, criterion, checker, launches, base_dir))
+
+
+def set_up(task: Task, base_dir: Path | None,
+           draw: Callable[[], CaseInputs]) -> tuple[CaseInputs, Sequence[Callable[[], Any]], Any] | ImplResult:
+    """The task's inputs and references (``draw``) and its launches; a status where either fails."""
+    name = task.impl
     try:
-        inputs = prepare_case(spec, case, task.device, base_dir, input_sets=s.input_sets, seed=s.seed)
+        inputs = draw()
     except Exception as exc:
         _check_context(task.device, exc)
         return _fault(name, exc, "reference failed: ")
     try:
-        launches, kwargs = build_launches(impl, case, inputs.sets, base_dir, with_kwargs=True)
+        launches, kwargs = build_launches(task.spec.implementations[name], task.case, inputs.sets, base_dir,
+                                          with_kwargs=True)
     except ResolveError as exc:
         return ImplResult(name, "error", str(exc))
     except DeviceError as exc:  # a device library it needs is missing here: not its fault
@@ -214,24 +227,14 @@ def _execute(task: Task, state: WorkerState, emit: Emit, criterion: Any = None) 
     except Exception as exc:
         _check_context(task.device, exc)
         return _fault(name, exc, "set-up failed: ")
-    checker = _Checker(task, inputs, kwargs)
+    return inputs, launches, kwargs
+
+
+def as_status(task: Task, body: Callable[[], ImplResult]) -> ImplResult:
+    """``body()``, with what it raises as the implementation's status."""
+    name = task.impl
     try:
-        correctness = checker.correctness(launches)
-        if not correctness.passed:
-            return ImplResult(name, "incorrect", correctness.detail, correctness)
-        timer = state.timer(task)
-        timer.pending_s.clear()
-        criterion = criterion or CIWidth(s.target_rel_ci, s.min_samples, s.max_samples, s.budget_s)
-        timing = measure(timer, launches, criterion, warmup=s.warmup, verify=checker.verify_timed,
-                         on_sample=lambda n: emit("sample", {"n": n}) if n % 10 == 0 else None,
-                         rng=random.Random(), probe=state.probe(task))
-        protocol = {**timer.protocol(), **_tree_record(impl, base_dir)}
-        if task.device == "cuda":
-            protocol["stream_check"] = "cupti" if checker.trace is not None else "settle"
-        timer.last_output = None
-        if timer.pending_s:  # recorded, not judged: host timing of a sync is too noisy to accuse on
-            protocol["drain_us_median"] = round(sorted(timer.pending_s)[len(timer.pending_s) // 2] * 1e6, 1)
-        checker.after_timing()
+        return body()
     except CheatDetected as exc:
         return ImplResult(name, "reward_hack", str(exc))
     except DeviceError as exc:  # e.g. a kernel that needs a newer GPU than this one
@@ -241,6 +244,28 @@ def _execute(task: Task, state: WorkerState, emit: Emit, criterion: Any = None) 
     except Exception as exc:
         _check_context(task.device, exc)
         return _fault(name, exc, "")
+
+
+def _checked_and_timed(task: Task, state: WorkerState, emit: Emit, criterion: Any, checker: _Checker,
+                       launches: Sequence[Callable[[], Any]], base_dir: Path | None) -> ImplResult:
+    name, s = task.impl, task.settings
+    impl = task.spec.implementations[name]
+    correctness = checker.correctness(launches)
+    if not correctness.passed:
+        return ImplResult(name, "incorrect", correctness.detail, correctness)
+    timer = state.timer(task)
+    timer.pending_s.clear()
+    criterion = criterion or CIWidth(s.target_rel_ci, s.min_samples, s.max_samples, s.budget_s)
+    timing = measure(timer, launches, criterion, warmup=s.warmup, verify=checker.verify_timed,
+                     on_sample=lambda n: emit("sample", {"n": n}) if n % 10 == 0 else None,
+                     rng=random.Random(), probe=state.probe(task))
+    protocol = {**timer.protocol(), **_tree_record(impl, base_dir)}
+    if task.device == "cuda":
+        protocol["stream_check"] = "cupti" if checker.trace is not None else "settle"
+    timer.last_output = None
+    if timer.pending_s:  # recorded, not judged: host timing of a sync is too noisy to accuse on
+        protocol["drain_us_median"] = round(sorted(timer.pending_s)[len(timer.pending_s) // 2] * 1e6, 1)
+    checker.after_timing()
     if impl.params:
         protocol["params"] = ",".join(f"{k}={v}" for k, v in sorted(impl.params.items()))
     return ImplResult(name, "ok", "", correctness, timing, protocol=protocol)
