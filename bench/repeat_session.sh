@@ -9,18 +9,8 @@ set -uo pipefail
 OUT=${OUT:-/tmp/solbench-out}; mkdir -p "$OUT/json"
 export PYTHONUNBUFFERED=1 COLUMNS=150
 LIMIT=${LIMIT:-226}
-T0=$(date +%s)
 log="$OUT/session.log"
-left() { echo $(( LIMIT - ($(date +%s) - T0) )); }
-step() {  # step NAME SECONDS_NEEDED CMD...: runs CMD if that much time is left, never past LIMIT
-  local name=$1 need=$2; shift 2
-  if [ "$(left)" -lt "$need" ]; then echo "=== SKIP $name: $(left) s left, needs ~$need s" | tee -a "$log"; return 99; fi
-  echo "=== $name $(date -u +%T) ($(left) s left)" | tee -a "$log"
-  local s; s=$(date +%s.%N)
-  timeout "$(left)" "$@"; local rc=$?
-  echo "=== $name exit $rc in $(python3 -c "print(round($(date +%s.%N) - $s, 1))") s" | tee -a "$log"
-  return $rc
-}
+source bench/steps.sh
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,clocks.mem,power.limit,temperature.gpu,driver_version \
   --format=csv,noheader | tee -a "$log"
 python3 -c "import cupti.cupti, importlib.metadata as m; print('cupti-python', m.version('cupti-python'))" 2>&1 | tee -a "$log"

@@ -7,16 +7,8 @@ OUT=${OUT:-/tmp/solbench-out}; mkdir -p "$OUT"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
 export PYTHONPATH=/tmp/site:. PYTHONUNBUFFERED=1 COLUMNS=170
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1  # multicast stays off
-LIMIT=${LIMIT:-540}; T0=$(date +%s); log="$OUT/session.log"
-left() { echo $(( LIMIT - ($(date +%s) - T0) )); }
-step() {  # step NAME SECONDS_NEEDED CMD...
-  local name=$1 need=$2; shift 2
-  if [ "$(left)" -lt "$need" ]; then echo "=== SKIP $name: $(left) s left, needs ~$need s" | tee -a "$log"; return 99; fi
-  echo "=== $name $(date -u +%T) ($(left) s left)" | tee -a "$log"
-  local s; s=$(date +%s)
-  timeout "$(left)" "$@"; local rc=$?
-  echo "=== $name exit $rc in $(( $(date +%s) - s )) s" | tee -a "$log"
-}
+LIMIT=${LIMIT:-540}; log="$OUT/session.log"
+source bench/steps.sh
 nvidia-smi --query-gpu=index,name,clocks.sm,clocks.max.sm,power.limit,temperature.gpu,driver_version --format=csv \
   | tee -a "$log"
 nvidia-smi topo -m > "$OUT/topo.txt" 2>&1; head -3 "$OUT/topo.txt" | tee -a "$log"

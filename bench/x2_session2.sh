@@ -6,15 +6,8 @@ OUT=${OUT:-/tmp/solbench-out}; mkdir -p "$OUT"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
 export PYTHONPATH=/tmp/site:. PYTHONUNBUFFERED=1 COLUMNS=170
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1  # multicast stays off
-LIMIT=${LIMIT:-270}; T0=$(date +%s); log="$OUT/session.log"
-left() { echo $(( LIMIT - ($(date +%s) - T0) )); }
-step() {
-  local name=$1 need=$2; shift 2
-  if [ "$(left)" -lt "$need" ]; then echo "=== SKIP $name: $(left) s left" | tee -a "$log"; return 99; fi
-  echo "=== $name $(date -u +%T) ($(left) s left)" | tee -a "$log"
-  local s; s=$(date +%s); timeout "$(left)" "$@"; local rc=$?
-  echo "=== $name exit $rc in $(( $(date +%s) - s )) s" | tee -a "$log"
-}
+LIMIT=${LIMIT:-270}; log="$OUT/session.log"
+source bench/steps.sh
 nvidia-smi --query-gpu=index,clocks.sm,power.draw,temperature.gpu --format=csv,noheader | tee -a "$log"
 step scale 120 bash -c "python3 bench/scale_devices.py --out $OUT/scale --no-tsol --one-run --repeat 1 > $OUT/scale.md 2> $OUT/scale.err"
 (cd "$OUT" && tar czf scale.tar.gz scale 2>/dev/null && rm -rf scale)

@@ -1,0 +1,14 @@
+# Sourced by the one-call device scripts: steps that run only while the call's time allows.
+# Needs LIMIT (seconds from T0, the script's start) and log (a file); `step NAME NEED CMD...` runs CMD
+# if NEED seconds are left, under `timeout` so it never runs past LIMIT, and logs its exit and time.
+T0=${T0:-$(date +%s)}
+left() { echo $(( LIMIT - ($(date +%s) - T0) )); }
+step() {
+  local name=$1 need=$2; shift 2
+  if [ "$(left)" -lt "$need" ]; then echo "=== SKIP $name: $(left) s left, needs ~$need s" | tee -a "$log"; return 99; fi
+  echo "=== $name $(date -u +%T) ($(left) s left)" | tee -a "$log"
+  local s; s=$(date +%s.%N)
+  timeout "$(left)" "$@"; local rc=$?
+  echo "=== $name exit $rc in $(python3 -c "print(round($(date +%s.%N) - $s, 1))") s" | tee -a "$log"
+  return $rc
+}
