@@ -139,17 +139,31 @@ class CudaColdTimer:
         self.redone += 1
         return True
 
-    def sample(self, index: int) -> float:
-        torch = self._torch
+    def _enqueue(self, fn: Launch) -> object:
+        """The timed window around one call (the pre-window work is already enqueued)."""
+        self._start.record()
+        out = fn()
+        self._end.record()
+        return out
+
+    def _discard(self) -> None:
+        """Let a sample that is taken again finish first."""
+        self._end.synchronize()
+
+    def _enqueued(self, index: int) -> object:
+        """Spin, flush and the window of call ``index``, taken again while the spin ran dry."""
         fn = self._launches[index % len(self._launches)]
         for attempt in range(_MAX_REDO + 1):
             self._before()
-            self._start.record()
-            out = fn()
-            self._end.record()
+            out = self._enqueue(fn)
             if attempt == _MAX_REDO or not self._ran_dry():
-                break
-            self._end.synchronize()
+                return out
+            self._discard()
+        raise AssertionError("unreachable")
+
+    def sample(self, index: int) -> float:
+        torch = self._torch
+        out = self._enqueued(index)
         self._end.synchronize()
         self.last_output = out
         self.pending_s.append(_device_drain(torch))
@@ -188,6 +202,7 @@ class CudaCuptiTimer(CudaColdTimer):
         self.kernels: tuple[str, ...] = ()  # names of the GPU work of the last sample, in start order
         self.activities = 0  # how many GPU activities the last sample's call launched
         self._turned_on = False  # whether prepare turned collection on (finish turns it off)
+        self._window = (0, 0, 0)  # host timestamps of the last sample: before and after the call, after the marker
 
     def prepare(self, launches: Sequence[Launch]) -> None:
         """Turn CUPTI collection on, then size the spin (with collection's host cost included)."""
@@ -200,22 +215,26 @@ class CudaCuptiTimer(CudaColdTimer):
         self._trace.end(self._turned_on)
         self._turned_on = False
 
+    def _enqueue(self, fn: Launch) -> object:
+        """The call between host timestamps t0 and t1, then the marker (launched by t2)."""
+        trace = self._trace
+        t0 = trace.now()
+        out = fn()
+        t1 = trace.now()
+        self._mark.zero_()
+        self._window = (t0, t1, trace.now())
+        return out
+
+    def _discard(self) -> None:
+        self._torch.cuda.synchronize()
+        self._trace.collect()
+
     def sample(self, index: int) -> float:
         from solbench.device.cupti import launched_in, span_ns, stray_work
 
         torch, trace = self._torch, self._trace
-        fn = self._launches[index % len(self._launches)]
-        for attempt in range(_MAX_REDO + 1):
-            self._before()
-            t0 = trace.now()
-            out = fn()
-            t1 = trace.now()
-            self._mark.zero_()
-            t2 = trace.now()
-            if attempt == _MAX_REDO or not self._ran_dry():
-                break
-            torch.cuda.synchronize()
-            trace.collect()
+        out = self._enqueued(index)
+        t0, t1, t2 = self._window
         torch.cuda.synchronize()
         self.last_output = out
         calls, work = trace.collect()
