@@ -91,6 +91,15 @@ def stray_work(work: Sequence[Activity], marker: Sequence[Activity]) -> str | No
             f"work on a stream the current stream does not wait for")
 
 
+def judged(calls: Iterable[ApiCall], work: Iterable[Activity], t0: int, t1: int,
+           t2: int) -> tuple[list[Activity], str | None]:
+    """The work of a call made between ``t0`` and ``t1`` and followed by a marker launched by ``t2``
+    on the current stream; and why some of that work was stray (:func:`stray_work`), or None."""
+    calls, work = list(calls), list(work)
+    mine = launched_in(calls, work, t0, t1)
+    return mine, stray_work(mine, launched_in(calls, work, t1 + 1, t2))
+
+
 def available() -> bool:
     """Whether ``cupti-python`` can be imported here (nothing is initialized)."""
     import importlib.util

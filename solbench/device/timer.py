@@ -230,7 +230,7 @@ class CudaCuptiTimer(CudaColdTimer):
         self._trace.collect()
 
     def sample(self, index: int) -> float:
-        from solbench.device.cupti import launched_in, span_ns, stray_work
+        from solbench.device.cupti import judged, span_ns
 
         torch, trace = self._torch, self._trace
         out = self._enqueued(index)
@@ -238,13 +238,13 @@ class CudaCuptiTimer(CudaColdTimer):
         torch.cuda.synchronize()
         self.last_output = out
         calls, work = trace.collect()
-        mine = launched_in(calls, work, t0, t1)
+        mine, stray = judged(calls, work, t0, t1, t2)
         self.activities = len(mine)
         self.kernels = tuple(a.name for a in mine)
         if not mine:
             self.stray = "it launched no GPU work while timed (a result computed earlier or elsewhere)"
             return 0.0
-        self.stray = stray_work(mine, launched_in(calls, work, t1 + 1, t2))
+        self.stray = stray
         return span_ns(mine) * 1e-9
 
     def protocol(self) -> dict[str, Any]:

@@ -227,7 +227,7 @@ def traced_call(call: Callable[[], Any], trace: Any) -> tuple[Any, str | None]:
     """
     if trace is None:
         return call(), None
-    from solbench.device.cupti import launched_in, stray_work
+    from solbench.device.cupti import judged
 
     marker = torch.empty(1, dtype=torch.int32, device="cuda")
     try:
@@ -254,7 +254,7 @@ def traced_call(call: Callable[[], Any], trace: Any) -> tuple[Any, str | None]:
     finally:
         with contextlib.suppress(Exception):
             trace.end(turned_on)
-    return value, stray_work(launched_in(calls, work, t0, t1), launched_in(calls, work, t1 + 1, t2))
+    return value, judged(calls, work, t0, t1, t2)[1]
 
 
 _CHECK_SPIN_CYCLES = 2_000_000  # ~1 ms at 2 GHz (longer at a lower clock: the safe side)
