@@ -225,11 +225,16 @@ def _detect(device: str, options: RunOptions) -> tuple[Any, HardwareSpec]:
 
         if not cupti.available():
             raise DeviceError(cupti.INSTALL_HINT)
-    floor_spec = info.spec
-    if options.peaks == "measured":
-        info = replace(info, spec=measured_spec(info.spec, info.uuid, options.results_dir))
-        floor_spec = _floor_spec(floor_spec, info.spec)
-    return info, floor_spec
+    return with_peaks(info, options.peaks, options.results_dir)
+
+
+def with_peaks(info: Any, peaks: str, results_dir: Path) -> tuple[Any, HardwareSpec]:
+    """The device scored against its measured ceilings where ``peaks`` is "measured" (else as
+    detected), and the spec of the INVALID floor (:func:`_floor_spec`)."""
+    if peaks != "measured":
+        return info, info.spec
+    measured = replace(info, spec=measured_spec(info.spec, info.uuid, results_dir))
+    return measured, _floor_spec(info.spec, measured.spec)
 
 
 @dataclass(frozen=True)

@@ -86,7 +86,7 @@ def local_lanes(files: Sequence[str | Path], options: Any, infos: Sequence[Any])
 
     lanes, prepared = [], []
     for n, info in enumerate(infos):
-        info, floor = _with_peaks(info, options)
+        info, floor = api.with_peaks(info, options.peaks, options.results_dir)
         prep = api.prepare(files, options, info, floor)
         index = info.index if info.index is not None else n
         env = replace(info.environment(), device_index=info.index)
@@ -98,17 +98,6 @@ def local_lanes(files: Sequence[str | Path], options: Any, infos: Sequence[Any])
 
 def _pool_factory(cls: Any, kind: str, index: int | None) -> Callable[[], Any]:
     return lambda: cls(kind, index)
-
-
-def _with_peaks(info: Any, options: Any) -> tuple[Any, Any]:
-    """The device with measured ceilings where ``--peaks measured`` (api._detect's rule), and the floor."""
-    from solbench import api
-
-    floor = info.spec
-    if options.peaks == "measured":
-        info = replace(info, spec=api.measured_spec(info.spec, info.uuid, options.results_dir))
-        floor = api._floor_spec(floor, info.spec)
-    return info, floor
 
 
 def _measure(files: Sequence[str | Path], options: Any, lanes: Sequence[Any], prepared: Sequence[Any],

@@ -188,16 +188,11 @@ class _LaneActor:
     def describe(self, peaks: str, results_dir: str) -> tuple[Any, Any, str | None]:
         """This actor's device, the spec to score against (measured ceilings with ``peaks``), the
         INVALID floor's spec, and the UUID workers read clocks by."""
+        from solbench import api
         from solbench.device import nvml
         from solbench.device.detect import detect
 
-        info = detect("cuda:0" if self.kind == "cuda" else "cpu")
-        floor = info.spec
-        if peaks == "measured":
-            from solbench import api
-
-            info = replace(info, spec=api.measured_spec(info.spec, info.uuid, Path(results_dir)))
-            floor = api._floor_spec(floor, info.spec)
+        info, floor = api.with_peaks(detect("cuda:0" if self.kind == "cuda" else "cpu"), peaks, Path(results_dir))
         nvml_id = info.uuid if info.kind == "cuda" and info.uuid and nvml.nvml_available() else None
         return info, floor, nvml_id
 
