@@ -9,7 +9,7 @@ optionally semantics.json (bench/timer_semantics.py), cupti.json (a --timer cupt
 
   spread     per point, max/min of the five run medians; the median over points and the maximum
   coverage   per run, the share of points whose 95% CI holds the five-run grand median
-  gate       solbench.gate over the 20 ordered pairs of runs: verdict counts
+  gate       solbench.analysis.gate over the 20 ordered pairs of runs: verdict counts
   slowdown   o_proj_slow (torch.addmm + 10% spin) of run j gated against o_proj/cublas_addmm of run
              i != j (5 pairs): caught as REGRESSION?; and the injected ratio inside each run
   evidence   between-round spread inside a run, per-input-set medians, clocks per round
@@ -24,7 +24,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from solbench.gate import gate
+from solbench.analysis.gate import gate
 from solbench.results.model import RunResult
 from solbench.results.store import load
 

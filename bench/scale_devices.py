@@ -80,7 +80,7 @@ def main() -> None:
 
 def report(out: Path, walls: dict[str, float]) -> None:
     """The tables of the module docstring from DIR/<run>.json and each run's wall time."""
-    from solbench.compare import compare_runs
+    from solbench.analysis.compare import compare_runs
     from solbench.results import store
 
     runs = {name: store.load(out / f"{name}.json") for name in walls}

@@ -17,7 +17,7 @@ implementation) is wrong, and the result is reported INVALID, never scored above
     nccl-tests issue #272), so the link term is a speed of light to score against, not a floor.
 
 Parts (``protocol["part"]`` is "compute" or "comm": components of an overlapped implementation,
-see :mod:`solbench.measure.group`) are neither scored nor floored: they do only part of the work.
+see :mod:`solbench.execute.group`) are neither scored nor floored: they do only part of the work.
 When both parts are ok, every scored implementation of the case gets the overlap efficiency
 (T_compute + T_comm - T) / min(T_compute, T_comm) (:func:`solbench.analysis.sol.overlap_efficiency`).
 """

@@ -1,4 +1,4 @@
-"""What one rank of a multi-rank workload does for one task (:mod:`solbench.measure.group` starts them).
+"""What one rank of a multi-rank workload does for one task (:mod:`solbench.execute.group` starts them).
 
 The steps of :mod:`solbench.measure.worker`, with the ranks kept in lockstep (an implementation
 calls collectives, so every rank must make the same calls in the same order)::
@@ -15,7 +15,7 @@ calls collectives, so every rank must make the same calls in the same order)::
 
 Parts (``part: compute|comm``) are timed the same way but neither checked nor scored.
 A rank that raises between two collectives leaves the others waiting in the next one: the
-group runner (:mod:`solbench.measure.group`) reports the fault and kills the group.
+group runner (:mod:`solbench.execute.group`) reports the fault and kills the group.
 """
 
 from __future__ import annotations

@@ -6,8 +6,8 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from solbench.compare import Comparison
-from solbench.gate import CASE_VERDICTS, GateResult
+from solbench.analysis.compare import Comparison
+from solbench.analysis.gate import CASE_VERDICTS, GateResult
 from solbench.report.markdown import rounds_note, side_cell, threshold_cell, threshold_summary
 from solbench.report.units import format_ci, format_p, format_percent, format_ratio, format_seconds
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from solbench.compare import Comparison
-from solbench.gate import CASE_VERDICTS, GateResult
+from solbench.analysis.compare import Comparison
+from solbench.analysis.gate import CASE_VERDICTS, GateResult
 
 __all__ = ["JSON_VERSION", "comparison_json", "gate_json"]
 

@@ -16,8 +16,8 @@ import html
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
-from solbench.compare import Comparison
-from solbench.gate import GateResult
+from solbench.analysis.compare import Comparison
+from solbench.analysis.gate import GateResult
 from solbench.report.console import run_header, run_notes
 from solbench.report.units import (
     format_ci,

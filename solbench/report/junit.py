@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-from solbench.gate import GateCaseVerdict, GateResult
+from solbench.analysis.gate import GateCaseVerdict, GateResult
 from solbench.report.units import format_ci, format_p, format_ratio
 
 __all__ = ["gate_junit"]

@@ -6,8 +6,8 @@ when that variable is set).
 
 from __future__ import annotations
 
-from solbench.compare import Comparison
-from solbench.gate import CASE_VERDICTS, GateCaseVerdict, GateResult
+from solbench.analysis.compare import Comparison
+from solbench.analysis.gate import CASE_VERDICTS, GateCaseVerdict, GateResult
 from solbench.report.collective_cells import collective_cell, collective_columns, is_part
 from solbench.report.timing_cells import clock_cell, has_clocks, has_rounds, rounds_cell
 from solbench.report.units import format_ci, format_p, format_pct, format_percent, format_ratio, format_seconds

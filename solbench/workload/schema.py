@@ -308,7 +308,7 @@ class WorkloadSpec(_Model):
     world_size: int = Field(
         1, ge=1, le=64,
         description="Ranks: implementations run as one process per rank (torch.distributed, NCCL on CUDA "
-        "with rank r on GPU r, gloo on the CPU); inputs are drawn per rank (solbench.measure.group).",
+        "with rank r on GPU r, gloo on the CPU); inputs are drawn per rank (solbench.execute.group).",
     )
 
     @field_validator("implementations", mode="before")

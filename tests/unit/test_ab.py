@@ -18,8 +18,8 @@ from click.testing import CliRunner
 
 from solbench import api
 from solbench.cli import main
-from solbench.measure import session
-from solbench.measure.ab import Side, measure_ab
+from solbench.execute import session
+from solbench.execute.alternate import Side, measure_ab
 from solbench.measure.worker import MeasureSettings
 from solbench.results import store
 from solbench.results.model import ImplResult, Timing
@@ -164,7 +164,7 @@ def test_ab_gates_what_it_measured(tmp_path, monkeypatch):
     rng = np.random.default_rng(0)
 
     def fake_ab(files, baseline_tree, current_tree, options, *, rounds, device, progress, on_case):
-        from solbench.pooling import combine_runs
+        from solbench.analysis.pooling import combine_runs
 
         def side(shift):
             return combine_runs([make_run({"c": {"k": list(1e-3 * shift * np.exp(rng.normal(0, 0.005)

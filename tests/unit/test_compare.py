@@ -3,7 +3,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from solbench.compare import compare_impls, compare_runs, comparison_verdict
+from solbench.analysis.compare import compare_impls, compare_runs, comparison_verdict
 from solbench.errors import ConfigError, ResultsFormatError
 from tests.unit.factories import T_SOL, make_run, noisy
 

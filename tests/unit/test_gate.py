@@ -7,8 +7,7 @@ import numpy as np
 import pytest
 
 from solbench import exitcodes
-from solbench.errors import ConfigError, GateRefused, ResultsFormatError
-from solbench.gate import (
+from solbench.analysis.gate import (
     ThresholdRule,
     case_verdict,
     cases_to_rerun,
@@ -18,6 +17,7 @@ from solbench.gate import (
     merge_samples,
     parse_threshold,
 )
+from solbench.errors import ConfigError, GateRefused, ResultsFormatError
 from solbench.results.model import FAILED_STATUSES, RunResult
 from tests.unit.factories import T_SOL, make_env, make_run, noisy
 
@@ -418,7 +418,7 @@ def test_rerun_zero_measures_nothing():
 
 
 def test_core_modules_import_no_device_or_ui_libraries():
-    code = ("import sys, solbench.gate, solbench.compare, solbench.pooling, solbench.analysis.significance; "
+    code = ("import sys, solbench.analysis.gate, solbench.analysis.compare, solbench.analysis.pooling, solbench.analysis.significance; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in "
             "('torch', 'cupy', 'yaml', 'rich', 'pynvml', 'click')))")
     root = Path(__file__).resolve().parents[2]

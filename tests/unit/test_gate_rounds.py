@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from solbench.analysis.compare import compare_runs, estimate
+from solbench.analysis.gate import gate, gate_with_rerun
+from solbench.analysis.pooling import combine_runs, concat_timings, merge_rounds, merge_samples
 from solbench.analysis.rounds import summarize
 from solbench.cli import main
-from solbench.compare import compare_runs, estimate
 from solbench.errors import GateRefused
-from solbench.gate import gate, gate_with_rerun
-from solbench.pooling import combine_runs, concat_timings, merge_rounds, merge_samples
 from solbench.results import store
 from solbench.results.model import ImplResult, Timing
 from tests.unit.factories import make_env, make_impl, make_run

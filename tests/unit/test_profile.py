@@ -10,10 +10,10 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from solbench import profile_ncu as ncu
 from solbench.cli import main
-from solbench.profile_run import ProfileRequest, _profile_cmd, find_ncu
-from solbench.profile_target import main as target_main
+from solbench.tools import ncu
+from solbench.tools.profile import ProfileRequest, _profile_cmd, find_ncu
+from solbench.tools.profile_target import main as target_main
 
 # Shaped like `ncu --import R --csv --page raw --print-units base`: a ==PROF== line, header, units, kernels.
 SAMPLE = """==PROF== Connected to process 1234 (/usr/bin/python3.12)
@@ -129,7 +129,7 @@ def test_the_ncu_command_profiles_only_the_timed_range_at_the_clocks_found():
     assert cmd[cmd.index("--clock-control") + 1] == "none"
     assert cmd[cmd.index("--metrics") + 1] == "m.sum" and cmd[cmd.index("--export") + 1] == "r.ncu-rep"
     tail = cmd[cmd.index(sys.executable):]
-    assert tail[:3] == [sys.executable, "-m", "solbench.profile_target"]
+    assert tail[:3] == [sys.executable, "-m", "solbench.tools.profile_target"]
     assert "--profile-from-start" in _profile_cmd("/x/ncu", req, "c", "r", [], nvtx=False)
 
 
@@ -221,7 +221,7 @@ def test_profile_flow_with_a_stand_in_ncu(tmp_path, monkeypatch, nvtx_fails):
     assert "--nvtx-include solbench_timed/" in profiled[0]
     if nvtx_fails:
         assert "--profile-from-start off" in profiled[1] and "--nvtx" not in profiled[1]
-    assert f"solbench.profile_target workloads/attn.yaml o_proj fused {case}" in profiled[-1]
+    assert f"solbench.tools.profile_target workloads/attn.yaml o_proj fused {case}" in profiled[-1]
     assert '--params {"block": 1}' in profiled[-1]
     summary = next(out.glob("*.json"))
     data = json.loads(summary.read_text())

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from solbench import api
 from solbench.cli import main
 from solbench.errors import ConfigError, DeviceError
-from solbench.measure.ray_exec import gpu_models, lane_plan
+from solbench.execute.ray_cluster import gpu_models, lane_plan
 from solbench.results import store
 
 DOUBLE = "tests/data/double.yaml"
@@ -80,9 +80,9 @@ def test_a_ray_run_has_the_shape_and_statuses_of_a_local_run(double_runs):
 
 
 def test_faults_through_ray_are_the_same_statuses(ray_cpu):
-    options = api.RunOptions(**FAST, workloads=("faults",), timeout_s=10.0)
+    options = api.RunOptions(**FAST, workloads=("faults",), timeout_s=3.0)  # the timeout starts once the worker is up
     local = api.run([HOSTILE], options, device="cpu")
-    remote = api.run([HOSTILE], api.RunOptions(**FAST, workloads=("faults",), timeout_s=10.0, executor="ray"))
+    remote = api.run([HOSTILE], api.RunOptions(**FAST, workloads=("faults",), timeout_s=3.0, executor="ray"))
     assert _shape(remote) == _shape(local)
     status = {r.name: r.status for c in remote.cases for r in c.impls}
     assert status["hangs"] == "timeout" and status["os_exit"] == "crashed" and status["segfault"] == "crashed"

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from solbench.compare import compare_runs
-from solbench.gate import GateResult, gate
+from solbench.analysis.compare import compare_runs
+from solbench.analysis.gate import GateResult, gate
 from solbench.report.compare_console import comparison_table, gate_table
 from solbench.report.compare_json import comparison_json, gate_json
 from solbench.report.junit import gate_junit
@@ -183,7 +183,7 @@ def test_case_ids_with_brackets_render_literally():
 
     from rich.console import Console
 
-    from solbench.compare import compare_runs
+    from solbench.analysis.compare import compare_runs
     from solbench.report.compare_console import comparison_table
     from tests.unit.factories import make_run
 

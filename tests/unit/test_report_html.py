@@ -4,8 +4,8 @@ import base64
 import dataclasses
 from html.parser import HTMLParser
 
-from solbench.compare import compare_runs
-from solbench.gate import gate
+from solbench.analysis.compare import compare_runs
+from solbench.analysis.gate import gate
 from solbench.report.html import ReportImages, report_html
 from tests.unit.factories import make_run
 from tests.unit.test_report_roofline import two_workload_run

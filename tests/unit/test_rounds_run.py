@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from solbench import api
 from solbench.analysis.rounds import summarize
 from solbench.cli import main
-from solbench.measure import session
+from solbench.execute import session
 from solbench.measure.worker import MeasureSettings
 from solbench.results import store
 from solbench.results.model import ImplResult, Timing

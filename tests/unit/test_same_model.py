@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from solbench.compare import compare_runs, device_model
+from solbench.analysis.compare import compare_runs, device_model
+from solbench.analysis.gate import check_fingerprints, gate
 from solbench.errors import ConfigError, GateRefused
-from solbench.gate import check_fingerprints, gate
 from solbench.report.compare_console import comparison_table
 from solbench.report.compare_json import comparison_json
 from tests.unit.factories import make_env, make_run, noisy

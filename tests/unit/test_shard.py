@@ -1,4 +1,4 @@
-"""Sharding cases over several devices (solbench.measure.shard): the scheduler alone, then the
+"""Sharding cases over several devices (solbench.execute.shard): the scheduler alone, then the
 threaded loop driven by fake executors (no processes, no timing; order is forced with events)."""
 
 import _thread
@@ -10,9 +10,9 @@ import pytest
 
 from solbench import api
 from solbench.errors import RunInterrupted
-from solbench.measure import shard
-from solbench.measure.session import Unit
-from solbench.measure.shard import Job, Lane, Scheduler, measure_sharded, plan_jobs
+from solbench.execute import shard
+from solbench.execute.session import Unit
+from solbench.execute.shard import Job, Lane, Scheduler, measure_sharded, plan_jobs
 from solbench.measure.worker import MeasureSettings
 from solbench.results.model import ImplResult, Peaks, Timing
 from tests.unit.factories import make_case, make_env, make_run
@@ -245,7 +245,7 @@ def test_rounds_start_fresh_executors_and_keep_each_case_on_its_lane(tmp_path):
         assert t.n_rounds == 3 and len(t.samples) == 18
 
 
-def test_ctrl_c_kills_the_lanes_and_keeps_the_finished_cases(tmp_path):
+def test_ctrl_c_kills_the_lanes_and_keeps_the_finished_cases(tmp_path, sigint_raises_keyboard_interrupt):
     units = _units(tmp_path, (3,))
     made = []
 

@@ -11,10 +11,10 @@ import torch
 from click.testing import CliRunner
 
 from solbench import api
-from solbench.api_shard import parse_devices, run_sharded
 from solbench.cli import main
 from solbench.device.detect import detect
 from solbench.errors import ConfigError, DeviceError
+from solbench.execute.lanes import parse_devices, run_sharded
 from solbench.results import store
 
 DOUBLE = "tests/data/double.yaml"
@@ -134,8 +134,8 @@ def test_the_schedule_uses_the_times_of_an_earlier_run(runs, two_workloads, two_
 
 
 def test_history_estimates_are_case_times_and_the_first_call_spike():
-    from solbench.measure.session import Unit
-    from solbench.measure.shard import history_estimates
+    from solbench.execute.session import Unit
+    from solbench.execute.shard import history_estimates
     from tests.unit.factories import make_run
 
     run = make_run({"c0": {"x": [1.0]}, "c1": {"x": [1.0]}, "c2": {"x": [1.0]}})
@@ -149,7 +149,7 @@ def test_history_estimates_are_case_times_and_the_first_call_spike():
     assert cold == {0: 27.0}  # slowest minus median
 
 
-def test_ctrl_c_during_a_hanging_case_kills_its_worker_and_keeps_what_was_measured(tmp_path, two_cpus):
+def test_ctrl_c_during_a_hanging_case_kills_its_worker_and_keeps_what_was_measured(tmp_path, two_cpus, sigint_raises_keyboard_interrupt):
     import _thread
     import threading
 
@@ -182,9 +182,9 @@ def test_ctrl_c_during_a_hanging_case_kills_its_worker_and_keeps_what_was_measur
 
 
 def test_multi_rank_workloads_run_as_groups_over_the_lanes(two_cpus):
-    """Active once solbench.measure.group (multi-rank workloads) is in the tree: a world_size 2
+    """Active once solbench.execute.group (multi-rank workloads) is in the tree: a world_size 2
     workload over two CPU lanes has the statuses of a local run (gloo ranks)."""
-    group = pytest.importorskip("solbench.measure.group")
+    group = pytest.importorskip("solbench.execute.group")
     if not hasattr(group, "GroupExecutor") or not Path("workloads/collectives.yaml").exists():
         pytest.skip("no multi-rank workloads in this tree")
     planned = api.plan(["workloads/collectives.yaml"], "cpu")

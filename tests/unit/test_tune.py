@@ -7,12 +7,12 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from solbench import tune as tuning
 from solbench.cli import main
 from solbench.errors import ConfigError, ResultsFormatError
 from solbench.measure.criteria import CIWidth
 from solbench.measure.runner import build_launches
-from solbench.tune_space import config_label, constraint_names, grid, holds, valid_configs
+from solbench.tools import tune as tuning
+from solbench.tools.tune_space import config_label, constraint_names, grid, holds, valid_configs
 from solbench.workload.cases import build_case
 from solbench.workload.expr import ExprError
 from solbench.workload.schema import Implementation, WorkloadSpec

@@ -3,11 +3,11 @@ captures (ncu CSV, timing samples) of the device session."""
 import dataclasses, json, shutil, sys
 from pathlib import Path
 from rich.console import Console
-from solbench import tune as tuning
-from solbench.cli_tools import _profile_table, _tune_table
+from solbench.tools import tune as tuning
+from solbench.cli.tools import _profile_table, _tune_table
 from solbench.config.hwspecs import get_spec
-from solbench.profile_ncu import parse_raw_csv, summarize
-from solbench.profile_run import ProfileResult, profile_dict, ridge_point
+from solbench.tools.ncu import parse_raw_csv, summarize
+from solbench.tools.profile import ProfileResult, profile_dict, ridge_point
 from solbench.results.model import Environment
 
 src, dst = Path(sys.argv[1]), Path(sys.argv[2])

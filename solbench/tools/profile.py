@@ -5,7 +5,7 @@
         --cache-control all                            caches flushed before each kernel (cold, as solbench's timer)
         --section SpeedOfLight --section Occupancy --section LaunchStats
         --metrics dram__bytes_read.sum,dram__bytes_write.sum,<FP32 and tensor-pipe counters>
-        --export R.ncu-rep  python -m solbench.profile_target FILE WORKLOAD IMPL CASE_ID
+        --export R.ncu-rep  python -m solbench.tools.profile_target FILE WORKLOAD IMPL CASE_ID
     ncu --import R.ncu-rep --csv --page raw --print-units base     -> profile_ncu.parse_raw_csv
 
 If the NVTX filter catches no kernel (a torch built without NVTX), the call is profiled again
@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from solbench.errors import ConfigError, DeviceError
-from solbench.profile_ncu import ProfileSummary, parse_metric_names, parse_raw_csv, summarize, wanted_metrics
-from solbench.profile_target import RANGE
+from solbench.tools.ncu import ProfileSummary, parse_metric_names, parse_raw_csv, summarize, wanted_metrics
+from solbench.tools.profile_target import RANGE
 
 SECTIONS = ("SpeedOfLight", "Occupancy", "LaunchStats")
 _NO_KERNELS = "No kernels were profiled"
@@ -80,7 +80,7 @@ def find_ncu(explicit: str | None) -> str:
 
 
 def _locate(req: ProfileRequest) -> tuple[Any, Any]:
-    from solbench.api import plan
+    from solbench.plan.workloads import plan
 
     p = plan([req.file], "cuda", [req.workload])[0]
     if req.impl not in p.spec.implementations:
@@ -120,7 +120,7 @@ def _profile_cmd(ncu: str, req: ProfileRequest, case_id: str, rep: Path, metrics
     sections = [x for s in SECTIONS for x in ("--section", s)]
     return [ncu, *select, "--clock-control", "none", "--cache-control", "all", "--target-processes", "all",
             *sections, "--metrics", ",".join(metrics), "--export", str(rep), "--force-overwrite",
-            sys.executable, "-m", "solbench.profile_target", req.file, req.workload, req.impl, case_id,
+            sys.executable, "-m", "solbench.tools.profile_target", req.file, req.workload, req.impl, case_id,
             "--warmup", str(req.warmup), "--params", json.dumps(req.params)]
 
 
@@ -133,8 +133,8 @@ def _last_line(out: subprocess.CompletedProcess[str]) -> str:
 def profile(req: ProfileRequest) -> ProfileResult:
     """Profile the timed call of one case under ncu; the report lands in ``req.out_dir``."""
     from solbench.analysis.sol import speed_of_light
-    from solbench.api import cost_of
     from solbench.device.detect import detect
+    from solbench.plan.workloads import cost_of
     from solbench.results.store import slug
 
     ncu = find_ncu(req.ncu)

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from solbench.errors import RunInterrupted
-from solbench.measure.session import Executor, Progress, Unit, _keys, _merged, _one, _skipped
+from solbench.execute.session import Executor, Progress, Unit, _keys, _merged, _one, _skipped
 from solbench.measure.worker import MeasureSettings, Task
 from solbench.results.model import CaseResult, ImplResult, RunResult
 from solbench.workload.cases import Case

@@ -33,14 +33,18 @@ from pathlib import Path
 from typing import Any
 
 from solbench.analysis.stats import median, median_ci
-from solbench.errors import ConfigError, ResultsFormatError
+from solbench.errors import ConfigError
 from solbench.measure.criteria import CIWidth
+
+# re-exported: tuned files are read by the plan layer (run --tuned) and written here
+from solbench.plan.tuned import TUNED_FORMAT, TunedConfig
+from solbench.plan.tuned import load_tuned as load_tuned
+from solbench.plan.tuned import parse_tuned as parse_tuned
 from solbench.results.model import Environment, ImplResult
-from solbench.tune_space import config_label, constraint_names, valid_configs
+from solbench.tools.tune_space import config_label, constraint_names, valid_configs
 from solbench.workload.expr import ExprError
 from solbench.workload.schema import Implementation
 
-TUNED_FORMAT = "solbench-tuned/1"
 Progress = Callable[[str, dict[str, Any]], None]
 
 
@@ -142,11 +146,11 @@ class BeatOrStop:
 def tune(files: Sequence[str | Path], options: TuneOptions = TuneOptions(), *, device: str = "auto",
          progress: Progress | None = None) -> TuneResult:
     """Tune every implementation that declares ``tune:`` in ``files``, case by case."""
-    from solbench import api
     from solbench.device.detect import detect
+    from solbench.plan.workloads import plan
 
     info = detect(device)
-    planned = api.plan(files, info.kind, options.workloads)
+    planned = plan(files, info.kind, options.workloads)
     targets = [(p, name, impl) for p in planned for name, impl in p.spec.implementations.items()
                if impl.tune is not None and (not options.impls or name in options.impls)]
     if not targets:
@@ -252,8 +256,8 @@ ALPHA = 0.01
 
 def confirm(result: CaseTuning, hand: Trial, win: Trial, min_gain: float) -> CaseTuning:
     """Attach the confirmation measurements and `solbench compare`'s verdict on winner / hand-picked."""
+    from solbench.analysis.compare import comparison_verdict
     from solbench.analysis.significance import MIN_SAMPLES, bootstrap_ratio_ci, mann_whitney_p
-    from solbench.compare import comparison_verdict
 
     result = dataclasses.replace(result, confirm_hand_picked=hand, confirm_winner=win)
     if hand.status != "ok" or win.status != "ok" or min(len(hand.samples), len(win.samples)) < MIN_SAMPLES:
@@ -305,57 +309,3 @@ def tuned_file(result: TuneResult, existing: TunedConfig | None = None) -> str:
     data = {"format": TUNED_FORMAT, "spec_id": spec_id, "device_name": result.environment.device_name,
             "entries": [entries[k] for k in sorted(entries)]}
     return json.dumps(data, indent=1) + "\n"
-
-
-@dataclass(frozen=True)
-class TunedConfig:
-    """A tuned-configuration file: per (workload, implementation, case id), the keyword arguments."""
-
-    spec_id: str
-    device_name: str
-    entries: dict[tuple[str, str, str], dict[str, Any]]
-
-    def params_for(self, workload: str, impl: str, case_id: str) -> dict[str, Any] | None:
-        """The tuned keyword arguments of one implementation on one case, or None."""
-        entry = self.entries.get((workload, impl, case_id))
-        return dict(entry["params"]) if entry is not None else None
-
-    def apply(self, workload: str, impl_name: str, case_id: str, impl: Implementation) -> Implementation:
-        """The implementation with its tuned params for this case (unchanged when none is stored)."""
-        params = self.params_for(workload, impl_name, case_id)
-        if params is None:
-            return impl
-        return impl.model_copy(update={"params": {**impl.params, **params}})
-
-    def check_device(self, spec_id: str) -> None:
-        """Refuse configurations tuned on another kind of device."""
-        if spec_id != self.spec_id:
-            raise ConfigError(f"the tuned configurations are for {self.spec_id} ({self.device_name}); "
-                              f"this device is {spec_id}: run `solbench tune` here")
-
-
-def parse_tuned(text: str, origin: str = "<tuned>") -> TunedConfig:
-    """Read a tuned-configuration file's text; ResultsFormatError when it is not one."""
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ResultsFormatError(f"{origin}:{exc.lineno}: not valid JSON: {exc.msg}") from None
-    if not isinstance(data, dict) or data.get("format") != TUNED_FORMAT:
-        raise ResultsFormatError(f"{origin}: not a solbench tuned-configuration file "
-                                 f"(format {TUNED_FORMAT!r} expected)")
-    try:
-        entries = {(e["workload"], e["impl"], e["case_id"]): e for e in data["entries"]}
-        if not all(isinstance(e["params"], dict) for e in entries.values()):
-            raise TypeError("params must be a mapping")
-        return TunedConfig(str(data["spec_id"]), str(data.get("device_name", "")), entries)
-    except (KeyError, TypeError) as exc:
-        raise ResultsFormatError(f"{origin}: malformed tuned-configuration file: {exc}") from None
-
-
-def load_tuned(path: str | Path) -> TunedConfig:
-    """Read a tuned-configuration file."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ResultsFormatError(f"{path}: no such tuned-configuration file") from None
-    return parse_tuned(text, str(path))

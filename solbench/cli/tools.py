@@ -113,11 +113,11 @@ def _figures(runs: list[RunResult], rdir: Path, html_file: str | None, png_file:
              for k, run in enumerate(runs) for w in dict.fromkeys(c.workload for c in run.cases)}
     gate_result = comparison = None
     if gate_against:
-        from solbench.gate import gate
+        from solbench.analysis.gate import gate
 
         gate_result = gate(store.load(store.find(gate_against, rdir)), runs[0])
     if compare_to:
-        from solbench.compare import compare_runs
+        from solbench.analysis.compare import compare_runs
 
         comparison = compare_runs(store.load(store.find(compare_to, rdir)), runs[0], label_a=compare_to,
                                   label_b="run")
@@ -164,7 +164,7 @@ def tune(files: Sequence[str], workloads: Sequence[str], impls: Sequence[str], m
          confirm_rounds: int, min_gain: float, device: str, output: str | None, tuned_file: str | None,
          results_dir: str, verbose: bool) -> None:
     """Measure every valid configuration of each implementation's tune: space, per case."""
-    from solbench import tune as tuning
+    from solbench.tools import tune as tuning
 
     options = tuning.TuneOptions(workloads=tuple(workloads), impls=tuple(impls), max_configs=max_configs,
                                  patience=patience, margin=margin, confirm_rounds=confirm_rounds, min_gain=min_gain,
@@ -233,8 +233,8 @@ def _tune_table(result: Any) -> Table:
 def profile(file: str, workload: str, impl: str, case_id: str | None, ncu: str | None, params: str,
             out_dir: str, as_json: bool) -> None:
     """Profile one case of one implementation under Nsight Compute, beside the analytic model."""
-    from solbench.profile_run import ProfileRequest, find_ncu, profile_dict
-    from solbench.profile_run import profile as run_profile
+    from solbench.tools.profile import ProfileRequest, find_ncu, profile_dict
+    from solbench.tools.profile import profile as run_profile
 
     try:
         extra = json.loads(params)

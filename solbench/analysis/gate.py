@@ -66,10 +66,11 @@ from typing import Literal
 
 from solbench import exitcodes
 from solbench.analysis import stats
+from solbench.analysis.compare import Estimate, Pair, Unpaired, estimate, pair_runs, samples
+from solbench.analysis.pooling import combine_runs as merge_runs
+from solbench.analysis.pooling import merge_samples
 from solbench.analysis.significance import bh_adjust, mann_whitney_p
-from solbench.compare import Estimate, Pair, Unpaired, estimate, pair_runs, samples
-from solbench.errors import ConfigError, GateRefused
-from solbench.gate_threshold import (
+from solbench.analysis.thresholds import (
     DEFAULT_THRESHOLD,
     ThresholdRule,
     ThresholdSource,
@@ -77,8 +78,7 @@ from solbench.gate_threshold import (
     threshold_of,
     validate,
 )
-from solbench.pooling import combine_runs as merge_runs
-from solbench.pooling import merge_samples
+from solbench.errors import ConfigError, GateRefused
 from solbench.results.model import FAILED_STATUSES, Environment, RunResult
 
 CaseVerdict = Literal["PASS", "FASTER", "REGRESSION", "BROKEN", "INCONCLUSIVE", "MISSING"]
@@ -382,7 +382,7 @@ def gate_with_rerun(base: Side, cur: RunResult, remeasure: Callable[[list[str]],
         repeat rerun times:
             keys = cases_to_rerun(result)           # REGRESSION or INCONCLUSIVE
             if not keys: stop
-            cur = merge_samples(cur, remeasure(keys), keys)   # solbench.pooling
+            cur = merge_samples(cur, remeasure(keys), keys)   # solbench.analysis.pooling
             result = gate(base, cur)                # BH again, over all cases
 
     ``remeasure(keys)`` is injected by the caller (the CLI wires the live

@@ -3,8 +3,8 @@
     for each tree: plan its copy of the workload files (its references checked with the tree
                    first on sys.path), build its settings and empty run, and a worker pool whose
                    workers resolve implementations in that tree
-    measure both, alternating (solbench.measure.ab), in ``rounds`` rounds
-    -> (baseline run, current run); the caller gates them (solbench.gate)
+    measure both, alternating (solbench.execute.alternate), in ``rounds`` rounds
+    -> (baseline run, current run); the caller gates them (solbench.analysis.gate)
 """
 
 from __future__ import annotations
@@ -15,8 +15,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from solbench.api import Progress, RunOptions, _detect, prepare, with_end_clocks
 from solbench.errors import ConfigError
+from solbench.plan.device import detect, with_end_clocks
+from solbench.plan.options import Progress, RunOptions
+from solbench.plan.prepare import prepare
 from solbench.results.model import RunResult
 
 __all__ = ["ab"]
@@ -28,11 +30,11 @@ def ab(files: Sequence[str | Path], baseline_tree: str | Path, current_tree: str
        on_case: Callable[[Sequence[RunResult]], None] | None = None) -> tuple[RunResult, RunResult]:
     """Measure the workload ``files`` (paths inside each tree) of two checkouts, alternating.
 
-    Each tree's workers resolve implementations in that tree (:mod:`solbench.measure.ab`); a
+    Each tree's workers resolve implementations in that tree (:mod:`solbench.execute.alternate`); a
     file missing from one tree is measured on the other side only. Returns (baseline, current),
     each with ``rounds`` rounds. Raises RunInterrupted on Ctrl-C (``on_case`` saw every case).
     """
-    from solbench.measure import ab as ab_loop
+    from solbench.execute import alternate as ab_loop
     from solbench.measure import pool
 
     options = options or RunOptions()
@@ -41,7 +43,7 @@ def ab(files: Sequence[str | Path], baseline_tree: str | Path, current_tree: str
             raise ConfigError(f"{f}: give workload files as paths inside each tree (e.g. workloads/attn.yaml)")
     if rounds < 1:
         raise ConfigError(f"rounds must be at least 1, got {rounds}")
-    info, floor_spec = _detect(device, options)
+    info, floor_spec = detect(device, options)
     sides = []
     for label, tree in (("baseline", baseline_tree), ("current", current_tree)):
         root = Path(tree).resolve()

@@ -18,12 +18,12 @@ Ctrl-C stops the loop: the run measured so far is returned marked incomplete, in
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
-from pathlib import Path
+from dataclasses import replace
 from typing import Any, Protocol
 
 from solbench.errors import RunInterrupted
 from solbench.measure.worker import MeasureSettings, Task
+from solbench.plan.prepare import Unit as Unit  # re-exported: executors take the plan's units
 from solbench.results.model import CaseResult, ImplResult, RunResult
 from solbench.workload.cases import Case
 from solbench.workload.schema import WorkloadSpec
@@ -34,7 +34,7 @@ Progress = Callable[[str, dict[str, Any]], None]
 class Executor(Protocol):
     """Runs tasks: in worker processes (:class:`~solbench.measure.pool.Pool`) or in-process.
 
-    Runs over several devices (:mod:`solbench.measure.shard`) also call ``abort()`` where an
+    Runs over several devices (:mod:`solbench.execute.shard`) also call ``abort()`` where an
     executor has it: kill its workers now, from another thread (Ctrl-C).
     """
 
@@ -43,16 +43,6 @@ class Executor(Protocol):
             progress: Progress | None = None) -> ImplResult: ...
     def retire(self, keys: Any) -> None: ...
     def close(self) -> None: ...
-
-
-@dataclass(frozen=True)
-class Unit:
-    """One workload to measure: its spec, where it came from, its cases and implementations."""
-
-    spec: WorkloadSpec
-    path: Path
-    cases: tuple[Case, ...]
-    impls: tuple[str, ...]
 
 
 class Interrupted(Exception):
@@ -74,7 +64,7 @@ def measure_units(units: Sequence[Unit], run: RunResult, executor: Executor, *, 
     ``nvml_id`` is the device UUID workers read clocks by after every sample (None: no readings).
     ``variant(spec, case, impl)`` may return the spec to send for one implementation and case.
     """
-    from solbench.measure.group import with_groups
+    from solbench.execute.group import with_groups
 
     executor = with_groups(executor, units, device)  # multi-rank workloads: one process per rank
     rounds: dict[tuple[int, str], list[list[ImplResult]]] = {}  # (unit, case) -> each round's results
@@ -129,7 +119,7 @@ def _merged(per_round: list[list[ImplResult]]) -> list[ImplResult]:
     """Each implementation's rounds so far as one result (the first round alone: unchanged)."""
     if len(per_round) == 1:
         return per_round[0]
-    from solbench.pooling import merge_rounds
+    from solbench.analysis.pooling import merge_rounds
 
     names = list(dict.fromkeys(r.name for results in per_round for r in results))
     return [merge_rounds([r for results in per_round for r in results if r.name == name]) for name in names]

@@ -68,9 +68,9 @@ def ab(files: Sequence[str], baseline_tree: str, current_tree: str, rounds: int,
     workers. Workers resolve implementations in their own tree; the measuring code is this
     solbench's for both.
     """
-    from solbench.cli import _progress
-    from solbench.cli_compare import emit_gate
-    from solbench.gate import gate, parse_threshold
+    from solbench.analysis.gate import gate, parse_threshold
+    from solbench.cli.common import ProgressBar
+    from solbench.cli.compare import emit_gate
 
     tau = None if threshold is None else parse_threshold(threshold).fraction  # bad input fails before measuring
     options = api.RunOptions(timer=timer, target_rel_ci=target, min_samples=min_samples, max_samples=max_samples,
@@ -83,7 +83,7 @@ def ab(files: Sequence[str], baseline_tree: str, current_tree: str, rounds: int,
             saver.save(run)
 
     try:
-        with _progress(quiet or as_json) as progress:
+        with ProgressBar(quiet or as_json) as progress:
             base, cur = api.ab(files, baseline_tree, current_tree, options, rounds=rounds, device=device,
                                progress=progress, on_case=save)
     except RunInterrupted as stop:
@@ -106,9 +106,9 @@ def ab(files: Sequence[str], baseline_tree: str, current_tree: str, rounds: int,
 
 def _saver(out_dir: str | None, results_dir: str, side: str, force: bool) -> Any:
     """Where a side's run is written after every case (checked writable before measuring)."""
-    from solbench.cli import _Saver
+    from solbench.cli.common import Saver
 
     if out_dir is not None:
         Path(out_dir).mkdir(parents=True, exist_ok=True)
-        return _Saver(Path(out_dir) / f"{side}.json", Path(results_dir), None, force=force)
-    return _Saver(None, Path(results_dir), f"ab-{side}", force=force)
+        return Saver(Path(out_dir) / f"{side}.json", Path(results_dir), None, force=force)
+    return Saver(None, Path(results_dir), f"ab-{side}", force=force)

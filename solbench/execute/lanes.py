@@ -1,9 +1,9 @@
 """Runs over several devices: every GPU of this node (``run --devices``) or a Ray cluster
-(``run --executor ray``). :func:`solbench.api.run` calls :func:`run_sharded` for both.
+(``run --executor ray``). :func:`solbench.execute.run.run` calls :func:`run_sharded` for both.
 
     lanes   one per device: its workers, its spec (each GPU model scored against its own), its
             fingerprint (stored with every case it measured)
-    order   cases longest-first, handed to free lanes by :mod:`solbench.measure.shard`; the
+    order   cases longest-first, handed to free lanes by :mod:`solbench.execute.shard`; the
             estimate is the time a case took in the newest saved run of this spec that has it
             (``--schedule-from RUN`` names one), else T_SOL x implementations (the dry run's
             figure, which knows nothing of compilation); the run lists cases in plan order
@@ -50,7 +50,7 @@ def run_sharded(files: Sequence[str | Path], options: Any, *, progress: Progress
     if options.in_process:
         raise ConfigError("--in-process measures in this one process: it cannot use several devices")
     if options.executor == "ray":
-        from solbench.measure import ray_exec
+        from solbench.execute import ray_cluster as ray_exec
 
         cluster = ray_exec.connect(options.address)
         try:
@@ -80,14 +80,15 @@ def _local_devices(text: str) -> list[Any]:
 
 def local_lanes(files: Sequence[str | Path], options: Any, infos: Sequence[Any]) -> tuple[list[Any], list[Any]]:
     """One lane per local device (a Pool of workers on it), each prepared against its own spec."""
-    from solbench import api
+    from solbench.execute.shard import Lane
     from solbench.measure import pool
-    from solbench.measure.shard import Lane
+    from solbench.plan.device import with_peaks
+    from solbench.plan.prepare import prepare
 
     lanes, prepared = [], []
     for n, info in enumerate(infos):
-        info, floor = api.with_peaks(info, options.peaks, options.results_dir)
-        prep = api.prepare(files, options, info, floor)
+        info, floor = with_peaks(info, options.peaks, options.results_dir)
+        prep = prepare(files, options, info, floor)
         index = info.index if info.index is not None else n
         env = replace(info.environment(), device_index=info.index)
         lanes.append(Lane(index, info.kind, _pool_factory(pool.Pool, info.kind, info.index), prep.score, env,
@@ -102,11 +103,13 @@ def _pool_factory(cls: Any, kind: str, index: int | None) -> Callable[[], Any]:
 
 def _measure(files: Sequence[str | Path], options: Any, lanes: Sequence[Any], prepared: Sequence[Any],
              progress: Progress | None, on_case: Callable[[RunResult], None] | None, executor: str) -> RunResult:
-    from solbench import api
-    from solbench.measure.shard import measure_sharded
+    from solbench.execute.shard import measure_sharded
+    from solbench.plan.device import with_end_clocks
+    from solbench.plan.options import rounds_for
+    from solbench.plan.prepare import tuned_variant
 
     first_info, first = prepared[0]
-    options = replace(options, repeat=api.rounds_for(options, first_info.kind))  # 0: the device's default
+    options = replace(options, repeat=rounds_for(options, first_info.kind))  # 0: the device's default
     units = first.units
     emit = progress or (lambda event, data: None)
     emit("start", {"cases": sum(len(u.cases) for u in units) * options.repeat, "devices": len(lanes)})
@@ -118,9 +121,9 @@ def _measure(files: Sequence[str | Path], options: Any, lanes: Sequence[Any], pr
     result = measure_sharded(units, run, lanes, settings=first.settings, timeout_s=options.timeout_s,
                              estimate=estimate, emit=emit, on_case=on_case, keys=options.keys,
                              repeat=options.repeat, group=_group_executor(executor),
-                             variant=api._tuned_variant(options.tuned, first_info.spec.id), cold=cold)
+                             variant=tuned_variant(options.tuned, first_info.spec.id), cold=cold)
     emit("done", {})
-    return api.with_end_clocks(result, first_info) if executor == "local" else result
+    return with_end_clocks(result, first_info) if executor == "local" else result
 
 
 def _estimates(units: Sequence[Any], first: Any, options: Any,
@@ -128,7 +131,7 @@ def _estimates(units: Sequence[Any], first: Any, options: Any,
     """Case estimates for the schedule: the time each case took in the newest earlier run of this
     spec that has it (cases it lacks: the median known time of their workload, else of all),
     else T_SOL x implementations. Returns (estimate, cold start-up per unit, where they came from)."""
-    from solbench.measure.shard import history_estimates
+    from solbench.execute.shard import history_estimates
 
     found = _history(options, spec_id, {(u.spec.name, c.id) for u in units for c in u.cases})
     if found is None:
@@ -181,15 +184,15 @@ def _devices_note(lanes: Sequence[Any]) -> str:
 
 
 def _group_executor(executor: str) -> Any:
-    """world_size > 1 on local GPUs: ``solbench.measure.group.GroupExecutor`` (where installed) over
+    """world_size > 1 on local GPUs: ``solbench.execute.group.GroupExecutor`` (where installed) over
     the job's lanes, its ranks seeing only those GPUs (CUDA_VISIBLE_DEVICES in each rank's env)."""
     if executor != "local":
         return None
     try:
-        from solbench.measure.group import GroupExecutor  # type: ignore[attr-defined]
+        from solbench.execute.group import GroupExecutor  # type: ignore[attr-defined]
     except ImportError:
         return None
-    from solbench.measure.shard import world_size
+    from solbench.execute.shard import world_size
 
     def make(lanes: Sequence[Any], unit: Any) -> Any:
         inner = GroupExecutor(_NoWorkers(), {unit.spec.name: world_size(unit)}, lanes[0].device)

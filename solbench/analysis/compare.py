@@ -47,6 +47,7 @@ from typing import Literal
 
 import numpy as np
 
+from solbench.analysis.pooling import combine_runs, samples
 from solbench.analysis.rounds import group_by_round, hierarchical_ratio
 from solbench.analysis.significance import (
     MIN_SAMPLES,
@@ -189,11 +190,6 @@ class Estimate:
     def testable(self) -> bool:
         """Enough samples on both sides to draw a conclusion."""
         return self.ci_low is not None
-
-
-def samples(r: ImplResult) -> tuple[float, ...]:
-    """Raw timing samples of a result (empty when it has no timing)."""
-    return r.timing.samples if r.timing is not None else ()
 
 
 def _measured(r: ImplResult | None) -> bool:
@@ -375,8 +371,6 @@ def as_one_run(runs: RunResult | Sequence[RunResult]) -> RunResult:
     """A side given as one run or several (``pooling.combine_runs``: each run's rounds kept apart)."""
     if isinstance(runs, RunResult):
         return runs
-    from solbench.pooling import combine_runs  # pooling builds on this module
-
     return combine_runs(list(runs))
 
 

@@ -1,6 +1,6 @@
 """Gate thresholds: parsing ``--threshold``, and which threshold a workload's cases are held to.
 
-Pure. The order (see :mod:`solbench.gate`): an explicit threshold, else the workload's
+Pure. The order (see :mod:`solbench.analysis.gate`): an explicit threshold, else the workload's
 ``gate_threshold`` as the run recorded it, else DEFAULT_THRESHOLD.
 """
 

@@ -17,9 +17,9 @@ import click
 from rich.console import Console
 
 from solbench import api
-from solbench.compare import Comparison, compare_impls, compare_runs
+from solbench.analysis.compare import Comparison, compare_impls, compare_runs
+from solbench.analysis.gate import GateResult, gate, parse_threshold
 from solbench.errors import ConfigError, ResultsFormatError
-from solbench.gate import GateResult, gate, parse_threshold
 from solbench.report.compare_console import comparison_table, gate_table
 from solbench.report.compare_json import comparison_json, gate_json
 from solbench.report.junit import gate_junit

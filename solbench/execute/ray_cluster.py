@@ -4,7 +4,7 @@ An actor holds one GPU (``num_gpus=1``, placed by GPU model through Ray's ``acce
 resource) and, inside it, the same :class:`~solbench.measure.pool.Pool` of worker processes a
 local run uses: the same Task, the same checks and timer, the same statuses (a crash or a
 timeout kills the worker inside the actor and becomes ``crashed``/``timeout``). The driver
-schedules cases over the actors exactly as over local GPUs (:mod:`solbench.measure.shard`) and
+schedules cases over the actors exactly as over local GPUs (:mod:`solbench.execute.shard`) and
 scores each case against the spec its actor detected. A cluster without GPUs (CI) gets one CPU
 actor per CPU::
 
@@ -122,8 +122,8 @@ def lane_plan(models: dict[str, int], cpus: int, devices: str) -> list[tuple[str
 
 def lanes(cluster: Cluster, files: Sequence[str | Path], options: Any) -> tuple[list[Any], list[Any]]:
     """Start one actor per device of the cluster; returns (lanes, [(DeviceInfo, Prepared)]) in lane order."""
-    from solbench import api
-    from solbench.measure.shard import Lane
+    from solbench.execute.shard import Lane
+    from solbench.plan.prepare import prepare
 
     ray = cluster.ray
     plan = lane_plan(gpu_models(ray.nodes()), int(ray.cluster_resources().get("CPU", 1)), options.devices)
@@ -136,7 +136,7 @@ def lanes(cluster: Cluster, files: Sequence[str | Path], options: Any) -> tuple[
     described = ray.get([actor.describe.remote(options.peaks, str(options.results_dir)) for actor in cluster.actors])
     out, prepared = [], []
     for n, (actor, (info, floor, nvml_id)) in enumerate(zip(cluster.actors, described, strict=True)):
-        prep = api.prepare(files, options, info, floor)
+        prep = prepare(files, options, info, floor)
         env = replace(info.environment(), device_index=info.index)
         out.append(Lane(n, info.kind, _lane_factory(ray, actor), prep.score, env, info.l2_bytes, nvml_id))
         prepared.append((info, prep))
@@ -188,11 +188,11 @@ class _LaneActor:
     def describe(self, peaks: str, results_dir: str) -> tuple[Any, Any, str | None]:
         """This actor's device, the spec to score against (measured ceilings with ``peaks``), the
         INVALID floor's spec, and the UUID workers read clocks by."""
-        from solbench import api
         from solbench.device import nvml
         from solbench.device.detect import detect
+        from solbench.plan.device import with_peaks
 
-        info, floor = api.with_peaks(detect("cuda:0" if self.kind == "cuda" else "cpu"), peaks, Path(results_dir))
+        info, floor = with_peaks(detect("cuda:0" if self.kind == "cuda" else "cpu"), peaks, Path(results_dir))
         nvml_id = info.uuid if info.kind == "cuda" and info.uuid and nvml.nvml_available() else None
         return info, floor, nvml_id
 

@@ -1,4 +1,5 @@
-"""Device, hardware-spec and saved-run helpers of the Python API (re-exported by :mod:`solbench.api`)."""
+"""Device, hardware-spec and saved-run helpers of the Python API (re-exported by :mod:`solbench.api`):
+what ``solbench info``, ``list``, ``show`` and ``calibrate`` read."""
 
 from __future__ import annotations
 
@@ -62,20 +63,6 @@ def load_run(name_or_path: str, results_dir: Path = Path("results")) -> RunResul
     from solbench.results import store
 
     return store.load(store.find(name_or_path, results_dir))
-
-
-def measured_spec(spec: HardwareSpec, uuid: str | None, results_dir: Path) -> HardwareSpec:
-    """The spec with the ceilings ``solbench calibrate`` measured on this device (others kept)."""
-    from solbench.results import store
-
-    if spec.kind == "cpu":
-        return spec  # CPU peaks are always measured
-    cal = store.load_calibration(results_dir, spec.id, uuid)
-    kept = sorted(set(spec.tensor_peaks) - set(cal.tensor_peaks))
-    note = f"measured ceilings of {cal.created}" + (f"; datasheet for {', '.join(kept)}" if kept else "")
-    return spec.with_peaks(tensor={**spec.tensor_peaks, **cal.tensor_peaks},
-                           vector={**spec.vector_peaks, **cal.vector_peaks},
-                           bandwidth=cal.bandwidth, source="measured", note=note)
 
 
 def calibrate(*, seconds: float = 1.0, results_dir: Path = Path("results"), device: str = "auto") -> Any:

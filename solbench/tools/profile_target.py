@@ -1,6 +1,6 @@
 """The process ``solbench profile`` runs under Nsight Compute: one case of one implementation.
 
-    python -m solbench.profile_target FILE WORKLOAD IMPL CASE_ID [--warmup N] [--params JSON]
+    python -m solbench.tools.profile_target FILE WORKLOAD IMPL CASE_ID [--warmup N] [--params JSON]
 
 Set-up and warm-up calls run outside the measured window; the one timed call runs inside an NVTX
 push/pop range named ``solbench_timed`` and between cudaProfilerStart/Stop, so that ncu profiles
@@ -20,7 +20,7 @@ RANGE = "solbench_timed"
 
 
 def _args(argv: list[str] | None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(prog="python -m solbench.profile_target")
+    ap = argparse.ArgumentParser(prog="python -m solbench.tools.profile_target")
     ap.add_argument("file")
     ap.add_argument("workload")
     ap.add_argument("impl")
@@ -34,9 +34,9 @@ def main(argv: list[str] | None = None) -> int:
     """Prepare, warm up, then run the timed call once inside the profiled range."""
     import torch
 
-    from solbench.api import plan
     from solbench.errors import SolbenchError
     from solbench.measure.runner import build_launches, missing_requirement, prepare_case
+    from solbench.plan.workloads import plan
 
     a = _args(argv)
     try:

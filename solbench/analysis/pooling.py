@@ -19,12 +19,16 @@ from typing import Any
 
 from solbench.analysis import stats
 from solbench.analysis.rounds import summarize
-from solbench.compare import samples
 from solbench.results.model import FAILED_STATUSES, CaseResult, ImplResult, RunResult, Score, Timing
 
-__all__ = ["combine_runs", "concat_timings", "merge_rounds", "merge_samples"]
+__all__ = ["combine_runs", "concat_timings", "merge_rounds", "merge_samples", "samples"]
 
 _CLOCKS = ("sm_clock_mhz", "mem_clock_mhz", "power_w", "throttle_reasons")
+
+
+def samples(r: ImplResult) -> tuple[float, ...]:
+    """Raw timing samples of a result (empty when it has no timing)."""
+    return r.timing.samples if r.timing is not None else ()
 
 
 def _labels(t: Timing) -> tuple[int, ...]:

@@ -1,7 +1,7 @@
 """Cases sharded over several devices: one lane per device (a thread driving its own workers).
 
 A lane is one GPU of this node (``run --devices``) or one GPU of a Ray cluster (``run --executor
-ray``, :mod:`solbench.measure.ray_exec`). Every case is a job; a job runs all implementations of
+ray``, :mod:`solbench.execute.ray_cluster`). Every case is a job; a job runs all implementations of
 its case on one lane, so a case is never split between devices and a device never measures two
 cases at once::
 
@@ -40,7 +40,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from solbench.errors import RunInterrupted
-from solbench.measure.session import Executor, Progress, Unit, _keys, _merged, _one
+from solbench.execute.session import Executor, Progress, Unit, _keys, _merged, _one
 from solbench.measure.worker import MeasureSettings, Task
 from solbench.results.model import CaseResult, Environment, ImplResult, RunResult
 from solbench.workload.cases import Case

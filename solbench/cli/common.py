@@ -1,0 +1,135 @@
+"""What every command shares: consoles, one-line errors, the progress bar, saving and printing a run."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from solbench.errors import SolbenchError
+from solbench.report.console import run_header, run_notes, run_tables
+from solbench.results import store
+from solbench.results.model import FAILED_STATUSES, RunResult
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def console(quiet: bool = False) -> Console:
+    # Piped output (CI logs, files) gets a wide table rather than rich's 80-column default.
+    width = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 160
+    return Console(stderr=False, quiet=quiet, highlight=False, width=width)
+
+
+def err_console() -> Console:
+    return Console(stderr=True, highlight=False)
+
+
+def handle_errors(fn: F) -> F:
+    """Show a SolbenchError as one line on stderr and exit with its code; no traceback."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except SolbenchError as exc:
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(exc.exit_code)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def failures(result: RunResult) -> list[str]:
+    """``case/impl: status`` for every implementation that failed, cheated or was wrong."""
+    return [f"{c.case_id}/{r.name}: {r.status}" for c in result.cases for r in c.impls
+            if r.status in FAILED_STATUSES]
+
+
+class Saver:
+    """Writes the run after every case, to one file chosen (and checked writable) before measuring.
+
+    A write that fails (disk full, folder removed) does not stop the run: the last good file
+    stays, the error is kept and reported at the end, and the exit code says so.
+    """
+
+    def __init__(self, output: Path | None, results_dir: Path, name: str | None, *, force: bool) -> None:
+        self._output, self._dir, self._name, self._force = output, results_dir, name, force
+        self.path: Path | None = None
+        self.error: str | None = None
+        if output is not None:
+            store.check_writable(output, is_file=True, force=force)
+        else:
+            store.check_writable(results_dir)
+
+    def save(self, partial: RunResult) -> None:
+        try:
+            if self.path is not None:
+                store.save(partial, self.path)
+            elif self._output is not None:
+                self.path = store.save(partial, self._output, force=self._force)
+            else:
+                self.path = store.save_new(partial, self._dir, self._name)
+        except SolbenchError as exc:
+            self.error = str(exc)
+
+
+def finish(result: RunResult, out: Console, as_json: bool, *, saved: Path | None = None) -> None:
+    if as_json:
+        click.echo(store.dumps(result))
+        return
+    print_run(out, result)
+    if saved is not None:
+        out.print(f"saved {saved}", style="dim")
+
+
+def print_run(out: Console, result: RunResult) -> None:
+    out.print(run_header(result), style="dim")
+    for table in run_tables(result):
+        out.print(table)
+    for note in run_notes(result):
+        out.print(note, style="dim", overflow="fold", markup=False)
+
+
+class ProgressBar:
+    """A rich progress bar over cases, on stderr; a no-op callback when quiet."""
+
+    def __init__(self, quiet: bool) -> None:
+        self.quiet = quiet or (not sys.stderr.isatty() and os.environ.get("SOLBENCH_PROGRESS") != "1")
+        self._bar: Progress | None = None
+        self._task: Any = None
+
+    def __enter__(self) -> Callable[[str, dict[str, Any]], None]:
+        if self.quiet:
+            return lambda event, data: None
+        self._bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                             TimeElapsedColumn(), console=err_console(), transient=True)
+        self._bar.__enter__()
+        return self._event
+
+    def _event(self, event: str, data: dict[str, Any]) -> None:
+        bar = self._bar
+        assert bar is not None
+        if event == "start":
+            self._task = bar.add_task("measuring", total=data["cases"])
+        elif event == "round":
+            bar.update(self._task, description=f"round {data['round']} of {data['of']}")
+        elif event == "workers":
+            bar.update(self._task, description=escape(f"starting workers for {data['workload']}"))
+        elif event == "impl":
+            self._label = escape(f"{data['case']} {data['impl']}")
+            bar.update(self._task, description=self._label)
+        elif event == "sample" and data["n"] % 10 == 0:
+            bar.update(self._task, description=f"{self._label} ({data['n']} samples)")
+        elif event == "case_done":
+            bar.advance(self._task)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._bar is not None:
+            self._bar.__exit__(None, None, None)

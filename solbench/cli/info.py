@@ -1,0 +1,112 @@
+"""``solbench calibrate``, ``show``, ``schema``, ``list`` and ``info``: the device, the specs, saved runs."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import click
+
+from solbench import api
+from solbench.cli.common import console, handle_errors, print_run
+from solbench.results import store
+
+
+@click.command()
+@click.option("--seconds", type=click.FloatRange(min=0.1), default=1.0, show_default=True,
+              help="Measuring window per GEMM dtype.")
+@click.option("--results-dir", type=click.Path(file_okay=False), default="results", show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+@handle_errors
+def calibrate(seconds: float, results_dir: str, as_json: bool) -> None:
+    """Measure this GPU's ceilings (copy bandwidth, sustained GEMM per dtype) for --peaks measured."""
+    from rich.table import Table
+
+    cal, path, spec = api.calibrate(seconds=seconds, results_dir=Path(results_dir))
+    if as_json:
+        click.echo(path.read_text())
+        return
+    t = Table(title=f"measured ceilings: {cal.device_name} ({spec.id})", title_justify="left")
+    for col in ("ceiling", "measured", "burst", "datasheet", "of datasheet"):
+        t.add_column(col, justify="left" if col == "ceiling" else "right")
+    bw = spec.bandwidth or 0
+    t.add_row("copy bandwidth", f"{cal.bandwidth / 1e12:.2f} TB/s", "", f"{bw / 1e12:.2f} TB/s",
+              f"{cal.bandwidth / bw:.0%}" if bw else "")
+    for unit, rate in {**cal.tensor_peaks, **cal.vector_peaks}.items():
+        sheet = spec.tensor_peaks.get(unit) or spec.vector_peaks.get(unit)
+        t.add_row(f"{unit} GEMM", f"{rate / 1e12:.0f} TFLOP/s", f"{cal.burst_peaks[unit] / 1e12:.0f}",
+                  f"{sheet / 1e12:.0f}" if sheet else "", f"{rate / sheet:.0%}" if sheet else "")
+    out = console()
+    out.print(t)
+    out.print(f"{cal.protocol}; SM clock after: {cal.sm_clock_mhz} MHz; saved {path}", style="dim")
+
+
+@click.command()
+@click.argument("run_file", required=False, metavar="RUN")
+@click.option("--results-dir", type=click.Path(file_okay=False), default="results", show_default=True)
+@click.option("--markdown", "as_markdown", is_flag=True, help="Markdown tables (PR comments, docs).")
+@handle_errors
+def show(run_file: str | None, results_dir: str, as_markdown: bool) -> None:
+    """Show a saved run (a file, a saved name, or the latest) as tables or Markdown."""
+    from solbench.report.markdown import run_markdown
+
+    rdir = Path(results_dir)
+    result = api.load_run(run_file, rdir) if run_file else store.load(store.latest(rdir))
+    if as_markdown:
+        click.echo(run_markdown(result))
+        return
+    print_run(console(), result)
+
+
+@click.command()
+@handle_errors
+def schema() -> None:
+    """Print the JSON Schema of workload files (for editor validation)."""
+    from solbench.config.workloads import workload_json_schema
+
+    click.echo(json.dumps(workload_json_schema(), indent=2))
+
+
+@click.command(name="list")
+@click.argument("paths", nargs=-1, type=click.Path())
+@handle_errors
+def list_(paths: Sequence[str]) -> None:
+    """List workloads (in PATHS, default workloads/) and hardware specs."""
+    from rich.table import Table
+
+    out = console()
+    t = Table(title="workloads", title_justify="left")
+    for col in ("file", "workload", "implementations", "description"):
+        t.add_column(col)
+    for path, spec in api.list_workloads(paths or ["workloads"]):
+        t.add_row(str(path), spec.name, ", ".join(spec.implementations), _first_sentence(spec.description))
+    out.print(t)
+    s = Table(title="hardware specs", title_justify="left")
+    for col in ("id", "name", "bf16 tensor TFLOP/s", "memory TB/s"):
+        s.add_column(col)
+    for hw in api.list_specs():
+        bf16 = hw.tensor_peaks.get("bf16")
+        s.add_row(hw.id, hw.name, f"{bf16 / 1e12:g}" if bf16 else "-",
+                  f"{hw.bandwidth / 1e12:g}" if hw.bandwidth else "measured")
+    out.print(s)
+
+
+def _first_sentence(text: str, limit: int = 90) -> str:
+    first = " ".join(text.split()).split(". ")[0]
+    return first if len(first) <= limit else first[: limit - 1] + "…"
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True)
+@handle_errors
+def info(as_json: bool) -> None:
+    """Show the detected device, its matched spec, versions and current clocks."""
+    data = api.device_summary()
+    if as_json:
+        click.echo(json.dumps(data, indent=1))
+        return
+    out = console()
+    width = max(len(k) for k in data)
+    for key, value in data.items():
+        out.print(f"{key:<{width}}  {value}")

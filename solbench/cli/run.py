@@ -1,0 +1,141 @@
+"""``solbench run``: check, time and score the workloads in FILES (or only cost them, ``--dry-run``)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import click
+from rich.console import Console
+
+from solbench import api, exitcodes
+from solbench.cli.common import ProgressBar, Saver, console, failures, finish, handle_errors
+from solbench.errors import RunInterrupted
+from solbench.results import store
+from solbench.results.model import RunResult
+
+
+@click.command()
+@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("--gpu", "gpu", metavar="SPEC", help="Score against this hardware spec (what-if).")
+@click.option("--dry-run", is_flag=True, help="Print FLOPs, bytes and T_SOL; measure nothing.")
+@click.option("--device", default="auto", show_default=True, metavar="auto|cpu|cuda|cuda:N",
+              help="Where to measure; cuda:N picks a GPU (scored against that GPU's spec).")
+@click.option("--timer", type=click.Choice(["cold", "graph", "cupti"]), default="cold", show_default=True,
+              help="cold: CUDA events, L2 flushed; graph: CUDA-graph replay of many calls of one input set "
+                   "(warm L2); cupti: the cold protocol timed by CUPTI from the first to the last GPU activity "
+                   "the call launched, on any stream (needs cupti-python: pip install 'solbench[cupti]').")
+@click.option("--flush", type=click.Choice(["clean", "write"]), default="clean", show_default=True,
+              help="cold/cupti timer: zero 2 x L2 and read it back (clean: no write-back of dirty lines "
+                   "inside the timed window) or only zero it (write, as nvbench).")
+@click.option("-w", "--workload", "workloads", multiple=True, help="Only this workload (repeatable).")
+@click.option("-i", "--impl", "impls", multiple=True, help="Only this implementation (repeatable).")
+@click.option("--budget", type=click.FloatRange(min=0.01), default=2.0, show_default=True,
+              help="Seconds of sampling per implementation and case.")
+@click.option("--target", type=click.FloatRange(min=0.0001), default=0.01, show_default=True,
+              help="Stop when the median's 95%% CI half-width is within this fraction.")
+@click.option("--min-samples", type=click.IntRange(min=3), default=10, show_default=True)
+@click.option("--max-samples", type=click.IntRange(min=3), default=2000, show_default=True)
+@click.option("--input-sets", type=click.IntRange(min=1), default=2, show_default=True)
+@click.option("--peaks", type=click.Choice(["datasheet", "measured"]), default="datasheet", show_default=True,
+              help="Score against datasheet peaks or the ceilings `solbench calibrate` measured.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--timeout", "timeout_s", type=click.FloatRange(min=0.1), default=120.0, show_default=True,
+              help="Seconds per implementation and case (set-up and compilation included) before its "
+                   "worker is killed and the result is 'timeout'.")
+@click.option("--in-process", is_flag=True,
+              help="Run implementations in this process (debugging): no isolation, no timeout.")
+@click.option("--repeat", type=click.IntRange(min=1), default=None,
+              help="Measure in N independent rounds (fresh workers and allocations each) and report the "
+                   "median and CI over rounds; see README 'Rounds'. Default: 3 on a GPU, 1 on the CPU.")
+@click.option("--devices", default="", metavar="all|0,1,...",
+              help="Shard the cases over these local GPUs (one case per GPU at a time; each GPU scored "
+                   "against its own spec); with --executor ray: 'all' or how many GPUs.")
+@click.option("--executor", type=click.Choice(["local", "ray"]), default="local", show_default=True,
+              help="ray: measure on the GPUs of a Ray cluster (pip install 'solbench[ray]').")
+@click.option("--address", metavar="ADDR",
+              help="Ray cluster to join: 'auto' or 'ray://host:10001' (default: a running or new local one).")
+@click.option("--schedule-from", type=click.Path(dir_okay=False, exists=True),
+              help="--devices/Ray: order cases by the times they took in this run (default: the newest "
+                   "saved run of this GPU that has them, else by T_SOL).")
+@click.option("--force", is_flag=True, help="Allow -o to overwrite an existing file.")
+@click.option("--tuned", type=click.Path(dir_okay=False, exists=True),
+              help="Use the configurations `solbench tune` stored in this file.")
+@click.option("--save", "save_name", metavar="NAME", help="Save as results/<spec>/<time>_NAME.json.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the result JSON here.")
+@click.option("--results-dir", type=click.Path(file_okay=False), default="results", show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the result JSON to stdout.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress bar or tables.")
+@click.option("--gate-against", metavar="RUN", help="Gate this run against a baseline run (file or name).")
+@click.option("--threshold", default=None,
+              help="Gate threshold ('5%', 'median:5%'); default: the workload's gate_threshold as the run "
+                   "recorded it, else 5%.")
+@click.option("--rerun", type=click.IntRange(min=0), default=1, show_default=True,
+              help="Re-measure suspected regressions this many times before deciding.")
+@click.option("--junit", type=click.Path(dir_okay=False), help="With --gate-against: JUnit XML here.")
+@handle_errors
+def run(files: Sequence[str], gpu: str | None, dry_run: bool, device: str, timer: str, flush: str,
+        workloads: Sequence[str], impls: Sequence[str], budget: float, target: float,
+        min_samples: int, max_samples: int, input_sets: int, peaks: str, seed: int, timeout_s: float,
+        in_process: bool, repeat: int | None, devices: str, executor: str, address: str | None,
+        schedule_from: str | None, force: bool, tuned: str | None, save_name: str | None,
+        output: str | None, results_dir: str, as_json: bool, quiet: bool, gate_against: str | None,
+        threshold: str | None, rerun: int, junit: str | None) -> None:
+    """Check and time every implementation of the workloads in FILES."""
+    out = console(quiet or as_json)
+    if gpu and not dry_run:
+        raise click.UsageError("--gpu picks a spec for a what-if; add --dry-run")
+    if (devices or executor != "local") and device != "auto":
+        raise click.UsageError("--device picks one device; --devices and --executor ray pick several")
+    if address and executor != "ray":
+        raise click.UsageError("--address names a Ray cluster; add --executor ray")
+    if dry_run:
+        result = api.dry_run(files, api.hardware_spec(gpu), workloads, impls)
+        _finish_dry(result, out, as_json, output, save_name, Path(results_dir), force)
+        return
+    options = api.RunOptions(timer=timer, target_rel_ci=target, min_samples=min_samples,
+                             max_samples=max_samples, budget_s=budget, input_sets=input_sets,
+                             seed=seed, workloads=tuple(workloads), impls=tuple(impls), peaks=peaks, flush=flush,
+                             results_dir=Path(results_dir), timeout_s=timeout_s, in_process=in_process,
+                             tuned=Path(tuned) if tuned else None, repeat=repeat or 0, devices=devices,
+                             executor=executor, address=address,
+                             schedule_from=Path(schedule_from) if schedule_from else None)
+    saver = Saver(Path(output) if output else None, Path(results_dir), save_name, force=force)
+    base = api.load_run(gate_against, Path(results_dir)) if gate_against else None
+    from solbench.analysis.gate import parse_threshold
+
+    tau = None if threshold is None else parse_threshold(threshold).fraction  # bad input fails before measuring
+    try:
+        with ProgressBar(quiet or as_json) as progress:
+            result = api.run(files, options, device=device, progress=progress, on_case=saver.save)
+    except RunInterrupted as stop:
+        partial: RunResult = stop.result  # type: ignore[assignment]
+        saver.save(partial)
+        finish(partial, out, as_json, saved=saver.path)
+        click.echo("interrupted: the cases measured so far are saved", err=True)
+        sys.exit(exitcodes.INTERRUPTED)
+    if result.cases:
+        saver.save(result)  # the final record adds the end-of-run clocks
+    finish(result, out, as_json, saved=saver.path)
+    code = exitcodes.IMPL_FAILED if failures(result) else exitcodes.OK
+    if saver.error is not None:
+        click.echo(f"error: {saver.error}", err=True)
+        code = exitcodes.worst(code, exitcodes.USAGE)
+    if base is not None:
+        from solbench.cli.compare import emit_gate
+
+        verdict = api.gate_live(base, result, files, options, rerun=rerun, device=device, threshold=tau)
+        emit_gate(verdict, junit=junit, console=console(quiet or as_json))
+        code = exitcodes.worst(code, verdict.exit_code)
+    sys.exit(code)
+
+
+def _finish_dry(result: RunResult, out: Console, as_json: bool, output: str | None, save_name: str | None,
+                results_dir: Path, force: bool) -> None:
+    saved = None
+    if output:
+        saved = store.save(result, Path(output), force=force)
+    elif save_name:
+        saved = store.save_new(result, results_dir, save_name)
+    finish(result, out, as_json, saved=saved)

@@ -1,0 +1,70 @@
+"""``solbench run``: detect, prepare, and hand the plan to the executor the options name.
+
+    run(files, options)  one device: a worker pool (or this process with ``in_process``)
+                         several devices: :func:`solbench.execute.lanes.run_sharded`
+    gate_live(base, cur, files, options, rerun=N)  the gate, re-measuring suspect cases first
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from solbench.plan.device import detect, with_end_clocks
+from solbench.plan.options import Progress, RunOptions, rounds_for
+from solbench.plan.prepare import prepare, tuned_variant
+from solbench.results.model import RunResult
+
+
+def run(files: Sequence[str | Path], options: RunOptions = RunOptions(), *,  # noqa: B008 (frozen)
+        device: str = "auto", progress: Progress | None = None,
+        on_case: Callable[[RunResult], None] | None = None) -> RunResult:
+    """Check and time every implementation of every case on the detected device.
+
+    With ``options.repeat`` > 1, every case is measured in that many rounds, each with fresh
+    workers, and the run holds them all (round labels; median and CI over rounds).
+    With ``options.devices`` or ``options.executor == "ray"`` the cases are sharded over several
+    devices (:func:`solbench.execute.lanes.run_sharded`).
+    Raises :class:`solbench.errors.RunInterrupted` (holding the partial run) on Ctrl-C.
+    """
+    from solbench.execute import session
+    from solbench.measure import pool
+
+    if options.devices or options.executor != "local":
+        from solbench.execute.lanes import run_sharded
+
+        return run_sharded(files, options, progress=progress, on_case=on_case)
+
+    info, floor = detect(device, options)
+    options = replace(options, repeat=rounds_for(options, info.kind))
+    prep = prepare(files, options, info, floor)
+    emit = progress or (lambda event, data: None)
+    emit("start", {"cases": sum(len(u.cases) for u in prep.units) * options.repeat})
+    if options.in_process and info.kind == "cuda":
+        import torch
+
+        torch.cuda.set_device(info.index)  # workers select it themselves; here, this process must
+    executor = pool.InProcess() if options.in_process else pool.Pool(info.kind, info.index)
+    result = session.measure_units(prep.units, prep.run, executor, device=info.kind, settings=prep.settings,
+                                   timeout_s=options.timeout_s, l2_bytes=info.l2_bytes, score=prep.score,
+                                   emit=emit, on_case=on_case, keys=options.keys, repeat=options.repeat,
+                                   nvml_id=prep.nvml_id, variant=tuned_variant(options.tuned, info.spec.id))
+    emit("done", {})
+    return with_end_clocks(result, info)
+
+
+def gate_live(base: RunResult, cur: RunResult, files: Sequence[str | Path], options: RunOptions, *,
+              rerun: int, device: str = "auto", **gate_kwargs: Any) -> Any:
+    """Gate ``cur`` against ``base``, re-measuring suspect cases up to ``rerun`` times first.
+
+    Thresholds: an explicit ``threshold`` in ``gate_kwargs`` wins; otherwise each workload's
+    ``gate_threshold`` as the runs recorded it (``RunResult.gate_thresholds``), else 5%.
+    """
+    from solbench.analysis.gate import gate_with_rerun
+
+    def remeasure(keys: list[str]) -> RunResult:
+        return run(files, replace(options, keys=tuple(keys)), device=device)
+
+    return gate_with_rerun(base, cur, remeasure, rerun, **gate_kwargs)

@@ -1,0 +1,49 @@
+"""The knobs of a run: one frozen record, passed down to every executor as data."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """Knobs of a run; the defaults are the documented protocol."""
+
+    timer: str = "cold"  # "cold", "graph", "cupti" (cupti-python); the CPU always uses "cpu"
+    target_rel_ci: float = 0.01
+    min_samples: int = 10
+    max_samples: int = 2000
+    budget_s: float = 2.0
+    warmup: int = 3
+    input_sets: int = 2
+    seed: int = 0
+    workloads: tuple[str, ...] = ()  # only these workload names (all when empty)
+    impls: tuple[str, ...] = ()  # only these implementations (and the baseline)
+    keys: tuple[str, ...] = ()  # only these "case_id/impl" pairs (re-measuring for the gate)
+    peaks: str = "datasheet"  # or "measured": ceilings from `solbench calibrate`
+    flush: str = "clean"  # cold/cupti timer: "clean" (no dirty lines left in L2) or "write" (nvbench's)
+    results_dir: Path = Path("results")
+    timeout_s: float = 120.0  # per implementation and case, compilation included (worker mode)
+    in_process: bool = False  # run implementations in this process (debugging; no isolation)
+    tuned: Path | None = None  # a tuned-configuration file from `solbench tune`
+    repeat: int = 0  # rounds, each with fresh workers (median and CI over rounds); 0: 3 on a GPU, 1 on the CPU
+    devices: str = ""  # "all" or "0,1": shard cases over these local GPUs ("": the one --device)
+    executor: str = "local"  # or "ray": shard cases over the GPUs of a Ray cluster
+    address: str | None = None  # Ray: "auto", "ray://host:10001"; None: the running or a new local instance
+    schedule_from: Path | None = None  # --devices/Ray: case times from this run (default: the newest saved)
+
+
+Progress = Callable[[str, dict[str, Any]], None]
+
+DEFAULT_GPU_ROUNDS = 3
+
+
+def rounds_for(options: RunOptions, device_kind: str) -> int:
+    """Rounds to measure: ``options.repeat``, or by default 3 on a GPU (the CI covers what changes
+    from process to process) and 1 on the CPU (wall-clock timing for development and CI)."""
+    if options.repeat > 0:
+        return options.repeat
+    return DEFAULT_GPU_ROUNDS if device_kind == "cuda" else 1

@@ -1,0 +1,126 @@
+"""A plan made ready for one detected device: what an executor needs, as data.
+
+    prepare(files, options, info, floor) -> Prepared(units, settings, empty run, score, nvml id)
+
+Executors (:mod:`solbench.execute`) take a Prepared; they never plan or detect on their own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from solbench.plan.options import RunOptions, rounds_for
+from solbench.plan.workloads import Planned, case_result, now, plan, wanted
+from solbench.results.model import CaseResult, ImplResult, Protocol, RunResult, SpecRef
+from solbench.workload.cases import Case, CaseError
+from solbench.workload.schema import WorkloadSpec
+
+if TYPE_CHECKING:
+    from solbench.analysis.hwspec import HardwareSpec
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One workload to measure: its spec, where it came from, its cases and implementations."""
+
+    spec: WorkloadSpec
+    path: Path
+    cases: tuple[Case, ...]
+    impls: tuple[str, ...]
+
+
+Score = Callable[[Unit, Case, Sequence[ImplResult]], CaseResult]
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """What measuring a set of workload files needs, planned and checked (nothing run yet)."""
+
+    units: tuple[Unit, ...]
+    settings: Any  # measure.worker.MeasureSettings
+    run: RunResult  # the empty run the measurements are added to
+    score: Score
+    nvml_id: str | None  # the device UUID workers read clocks by (None: no clock monitor)
+
+
+def prepare(files: Sequence[str | Path], options: RunOptions, info: Any, floor_spec: HardwareSpec) -> Prepared:
+    """Plan the files for a detected device, check memory, and build the settings and empty run."""
+    from solbench.device import nvml
+    from solbench.measure.worker import MeasureSettings
+
+    planned = plan(files, info.kind, options.workloads, options.impls)
+    _check_memory(planned, info, options)
+    units = tuple(Unit(p.spec, p.path, _selected(p.cases, options.keys), _impls(p, options)) for p in planned)
+    settings = MeasureSettings.of(options, info.kind)
+    nvml_id = info.uuid if info.kind == "cuda" and info.uuid and nvml.nvml_available() else None
+    protocol = Protocol(settings.timer, options.warmup, options.min_samples, options.max_samples,
+                        options.target_rel_ci, options.budget_s, options.input_sets, flush=options.flush
+                        if info.kind == "cuda" and options.timer in ("cold", "cupti") else "",
+                        isolation="in-process" if options.in_process else "worker", timeout_s=options.timeout_s,
+                        rounds=rounds_for(options, info.kind), clock_monitor="nvml" if nvml_id else "")
+    thresholds = {p.spec.name: p.spec.gate_threshold for p in planned if p.spec.gate_threshold is not None}
+    run_result = RunResult(now(), info.environment(), SpecRef(info.spec.id, info.spec.name, info.spec.source),
+                           protocol, (), tuple(str(f) for f in files), gate_thresholds=thresholds)
+    by_path = {(p.path, p.spec.name): p for p in planned}
+
+    def score_case(unit: Unit, case: Case, impls: Sequence[ImplResult]) -> CaseResult:
+        return case_result(by_path[(unit.path, unit.spec.name)], case, info.spec, impls,
+                           floor_spec=floor_spec, device_kind=info.kind)
+
+    return Prepared(units, settings, run_result, score_case, nvml_id)
+
+
+def _check_memory(planned: Sequence[Planned], info: Any, options: RunOptions) -> None:
+    """Refuse, before allocating, a case whose tensors cannot fit in free device (or host) memory.
+
+    A worker holds the timed input sets, a pristine copy of each (to catch in-place changes) and
+    two fresh sets for the checks after timing.
+    """
+    from solbench.config.yamlio import read_yaml
+    from solbench.device import nvml
+    from solbench.workload.cases import check_fits
+
+    if info.kind == "cuda":
+        handle = nvml.get_handle(info.uuid) if info.uuid else None
+        free, where = (nvml.free_memory(handle) if handle is not None else None), "device"
+    else:
+        free, where = nvml.host_available_memory(), "host"
+    if free is None:
+        return
+    for p in planned:
+        try:
+            check_fits(p.cases, free, input_sets=options.input_sets + 2, copies=2, where=where)
+        except CaseError as exc:
+            raise read_yaml(p.path).error(["workloads", p.index, *exc.loc], str(exc)) from None
+
+
+def tuned_variant(path: Path | None, spec_id: str) -> Any:
+    """``run --tuned FILE``: each implementation with its tuned parameters for each case."""
+    if path is None:
+        return None
+    from solbench.plan.tuned import load_tuned
+
+    tuned = load_tuned(path)
+    tuned.check_device(spec_id)
+
+    def variant(spec: WorkloadSpec, case: Case, name: str) -> WorkloadSpec:
+        impl = tuned.apply(spec.name, name, case.id, spec.implementations[name])
+        if impl is spec.implementations[name]:
+            return spec
+        return spec.model_copy(update={"implementations": {**spec.implementations, name: impl}})
+
+    return variant
+
+
+def _selected(cases: Sequence[Case], keys: Sequence[str]) -> tuple[Case, ...]:
+    if not keys:
+        return tuple(cases)
+    return tuple(c for c in cases if any(k.startswith(c.id + "/") for k in keys))
+
+
+def _impls(p: Planned, options: RunOptions) -> tuple[str, ...]:
+    """Implementations to measure, in file order."""
+    return tuple(n for n in p.spec.implementations if wanted(p.spec, n, options.impls))

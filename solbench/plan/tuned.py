@@ -1,0 +1,71 @@
+"""Tuned-configuration files (``solbench tune`` writes them, ``run --tuned FILE`` applies them).
+
+    {"format": "solbench-tuned/1", "spec_id": "h200", "device_name": ...,
+     "entries": [{"workload", "impl", "case_id", "params": {...}, "median_s", ...}, ...]}
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from solbench.errors import ConfigError, ResultsFormatError
+from solbench.workload.schema import Implementation
+
+TUNED_FORMAT = "solbench-tuned/1"
+
+
+@dataclass(frozen=True)
+class TunedConfig:
+    """A tuned-configuration file: per (workload, implementation, case id), the keyword arguments."""
+
+    spec_id: str
+    device_name: str
+    entries: dict[tuple[str, str, str], dict[str, Any]]
+
+    def params_for(self, workload: str, impl: str, case_id: str) -> dict[str, Any] | None:
+        """The tuned keyword arguments of one implementation on one case, or None."""
+        entry = self.entries.get((workload, impl, case_id))
+        return dict(entry["params"]) if entry is not None else None
+
+    def apply(self, workload: str, impl_name: str, case_id: str, impl: Implementation) -> Implementation:
+        """The implementation with its tuned params for this case (unchanged when none is stored)."""
+        params = self.params_for(workload, impl_name, case_id)
+        if params is None:
+            return impl
+        return impl.model_copy(update={"params": {**impl.params, **params}})
+
+    def check_device(self, spec_id: str) -> None:
+        """Refuse configurations tuned on another kind of device."""
+        if spec_id != self.spec_id:
+            raise ConfigError(f"the tuned configurations are for {self.spec_id} ({self.device_name}); "
+                              f"this device is {spec_id}: run `solbench tune` here")
+
+
+def parse_tuned(text: str, origin: str = "<tuned>") -> TunedConfig:
+    """Read a tuned-configuration file's text; ResultsFormatError when it is not one."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ResultsFormatError(f"{origin}:{exc.lineno}: not valid JSON: {exc.msg}") from None
+    if not isinstance(data, dict) or data.get("format") != TUNED_FORMAT:
+        raise ResultsFormatError(f"{origin}: not a solbench tuned-configuration file "
+                                 f"(format {TUNED_FORMAT!r} expected)")
+    try:
+        entries = {(e["workload"], e["impl"], e["case_id"]): e for e in data["entries"]}
+        if not all(isinstance(e["params"], dict) for e in entries.values()):
+            raise TypeError("params must be a mapping")
+        return TunedConfig(str(data["spec_id"]), str(data.get("device_name", "")), entries)
+    except (KeyError, TypeError) as exc:
+        raise ResultsFormatError(f"{origin}: malformed tuned-configuration file: {exc}") from None
+
+
+def load_tuned(path: str | Path) -> TunedConfig:
+    """Read a tuned-configuration file."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ResultsFormatError(f"{path}: no such tuned-configuration file") from None
+    return parse_tuned(text, str(path))
