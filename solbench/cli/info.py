@@ -10,6 +10,7 @@ import click
 
 from solbench import api
 from solbench.cli.common import console, handle_errors, print_run
+from solbench.errors import ConfigError
 from solbench.results import store
 
 
@@ -46,13 +47,22 @@ def calibrate(seconds: float, results_dir: str, as_json: bool) -> None:
 @click.argument("run_file", required=False, metavar="RUN")
 @click.option("--results-dir", type=click.Path(file_okay=False), default="results", show_default=True)
 @click.option("--markdown", "as_markdown", is_flag=True, help="Markdown tables (PR comments, docs).")
+@click.option("--harness", "harness", is_flag=True,
+              help="Where the run's wall time went (detect, workers, set-up, checks, sampling, saving; GPU busy).")
 @handle_errors
-def show(run_file: str | None, results_dir: str, as_markdown: bool) -> None:
+def show(run_file: str | None, results_dir: str, as_markdown: bool, harness: bool) -> None:
     """Show a saved run (a file, a saved name, or the latest) as tables or Markdown."""
     from solbench.report.markdown import run_markdown
 
     rdir = Path(results_dir)
     result = api.load_run(run_file, rdir) if run_file else store.load(store.latest(rdir))
+    if harness:
+        from solbench.report.harness import harness_table
+
+        if not result.harness:
+            raise ConfigError("this run has no harness record (measured before solbench recorded one, or a dry run)")
+        console().print(harness_table(result))
+        return
     if as_markdown:
         click.echo(run_markdown(result))
         return

@@ -96,6 +96,20 @@ class CudaColdTimer:
         self.last_output: object = None
         self.pending_s: list[float] = []  # per sample: host time a device-wide sync took after the window
         self.stray: str | None = None
+        self.flush_us = self._flush_time_us()  # the harness's GPU-busy estimate (worker.gpu_busy)
+
+    def _flush_time_us(self) -> float:
+        """Device time of one flush (zero, and read back with ``clean``): the fastest of three."""
+        best = math.inf
+        for _ in range(3):
+            self._start.record()
+            self._flush.zero_()
+            if self.clean:
+                self._torch.amax(self._flush, dim=0, out=self._sink)
+            self._end.record()
+            self._end.synchronize()
+            best = min(best, self._start.elapsed_time(self._end) * 1e3)
+        return best
 
     def prepare(self, launches: Sequence[Launch]) -> None:
         """Size the spin to twice the host time of the slowest launch plus 10 µs, rounded up."""

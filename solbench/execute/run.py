@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -37,9 +38,12 @@ def run(files: Sequence[str | Path], options: RunOptions = RunOptions(), *,  # n
 
         return run_sharded(files, options, progress=progress, on_case=on_case)
 
+    start = time.perf_counter()
     info, floor = detect(device, options)
+    detected = time.perf_counter()
     options = replace(options, repeat=rounds_for(options, info.kind))
     prep = prepare(files, options, info, floor)
+    harness = {"detect_s": round(detected - start, 4), "prepare_s": round(time.perf_counter() - detected, 4)}
     emit = progress or (lambda event, data: None)
     emit("start", {"cases": sum(len(u.cases) for u in prep.units) * options.repeat})
     if options.in_process and info.kind == "cuda":
@@ -47,12 +51,14 @@ def run(files: Sequence[str | Path], options: RunOptions = RunOptions(), *,  # n
 
         torch.cuda.set_device(info.index)  # workers select it themselves; here, this process must
     executor = pool.InProcess() if options.in_process else pool.Pool(info.kind, info.index)
-    result = session.measure_units(prep.units, prep.run, executor, device=info.kind, settings=prep.settings,
+    result = session.measure_units(prep.units, replace(prep.run, harness=harness), executor, device=info.kind,
+                                   settings=prep.settings,
                                    timeout_s=options.timeout_s, l2_bytes=info.l2_bytes, score=prep.score,
                                    emit=emit, on_case=on_case, keys=options.keys, repeat=options.repeat,
                                    nvml_id=prep.nvml_id, variant=tuned_variant(options.tuned, info.spec.id))
     emit("done", {})
-    return with_end_clocks(result, info)
+    result = with_end_clocks(result, info)
+    return replace(result, harness={**result.harness, "wall_s": round(time.perf_counter() - start, 4)})
 
 
 def gate_live(base: RunResult, cur: RunResult, files: Sequence[str | Path], options: RunOptions, *,

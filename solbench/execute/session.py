@@ -17,7 +17,9 @@ Ctrl-C stops the loop: the run measured so far is returned marked incomplete, in
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+import time
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from typing import Any, Protocol
 
@@ -70,6 +72,7 @@ def measure_units(units: Sequence[Unit], run: RunResult, executor: Executor, *, 
     rounds: dict[tuple[int, str], list[list[ImplResult]]] = {}  # (unit, case) -> each round's results
     scored: dict[tuple[int, str], CaseResult] = {}
     before = run.cases
+    clock = Harness(run.harness)
     try:
         skips = [_skipped(unit, device) for unit in units]
         for r in range(repeat):
@@ -77,29 +80,71 @@ def measure_units(units: Sequence[Unit], run: RunResult, executor: Executor, *, 
                 emit("round", {"round": r + 1, "of": repeat})
             for n, unit in enumerate(units):
                 emit("workers", {"workload": unit.spec.name})
-                executor.prestart(_keys(unit, skips[n]))  # all of them, before anything is measured
+                with clock("workers_s"):
+                    executor.prestart(_keys(unit, skips[n]))  # all of them, before anything is measured
                 for case in unit.cases:
                     impls = [name for name in unit.impls if not keys or f"{case.id}/{name}" in keys]
                     if not impls:
                         continue
                     task = Task(unit.spec, case, "", str(unit.path.parent), device, settings, l2_bytes, nvml_id)
-                    results = [_one(executor, unit, task, name, skips[n], timeout_s, emit, variant)
-                               for name in impls]
+                    with clock("tasks_s"):
+                        results = [_one(executor, unit, task, name, skips[n], timeout_s, emit, variant)
+                                   for name in impls]
+                    clock.add_tasks(results)
                     per_round = rounds.setdefault((n, case.id), [])
                     per_round.append(results)
                     scored[(n, case.id)] = score(unit, case, _merged(per_round))
-                    run = replace(run, cases=(*before, *scored.values()))
+                    run = replace(run, cases=(*before, *scored.values()), harness=clock.seconds())
                     if on_case is not None:
-                        on_case(run)
+                        with clock("save_s"):
+                            on_case(run)
                     emit("case_done", {"case": case.id})
-                executor.retire(_keys(unit, skips[n]))
+                with clock("workers_s"):
+                    executor.retire(_keys(unit, skips[n]))
     except KeyboardInterrupt:
         run = replace(run, complete=False, notes=(*run.notes, "interrupted (Ctrl-C): the cases listed are "
-                                                  "all that were measured"))
+                                                  "all that were measured"), harness=clock.seconds())
         raise RunInterrupted(run) from None
     finally:
         executor.close()
-    return run
+    return replace(run, harness=clock.seconds())
+
+
+class Harness:
+    """Where a run's wall time goes, as the parent sees it (``RunResult.harness``, ``show --harness``)::
+
+        workers_s   starting and retiring worker processes (fork, CUDA context, imports)
+        tasks_s     waiting on workers for results; inside it, as the workers report:
+                    setup_s, check_s, sample_s, after_s (worker.Phases) and gpu_busy_s
+                    (spin + flush + timed call: the device time the timing loop needed)
+        save_s      writing the partial run after each case (the caller's on_case)
+
+    The caller adds detect_s, prepare_s and wall_s (solbench.execute.run).
+    """
+
+    PHASES = ("setup_s", "check_s", "sample_s", "after_s", "gpu_busy_s")
+
+    def __init__(self, start: dict[str, float] | None = None) -> None:
+        self._seconds: dict[str, float] = dict(start or {})
+
+    @contextlib.contextmanager
+    def __call__(self, name: str) -> Iterator[None]:
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self._seconds[name] = self._seconds.get(name, 0.0) + time.perf_counter() - t0
+
+    def add_tasks(self, results: Sequence[ImplResult]) -> None:
+        """Add what the workers reported of each task's phases."""
+        for r in results:
+            for name in self.PHASES:
+                value = r.protocol.get(name)
+                if isinstance(value, int | float) and not isinstance(value, bool):
+                    self._seconds[name] = self._seconds.get(name, 0.0) + float(value)
+
+    def seconds(self) -> dict[str, float]:
+        return {k: round(v, 4) for k, v in self._seconds.items()}
 
 
 def _one(executor: Executor, unit: Unit, task: Task, name: str, skips: dict[str, str], timeout_s: float,

@@ -21,11 +21,12 @@ implementation, is ``crashed``, and the worker process must be replaced (``fatal
 
 from __future__ import annotations
 
+import contextlib
 import random
 import threading
 import time
 import traceback
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -199,13 +200,38 @@ def _execute(task: Task, state: WorkerState, emit: Emit, criterion: Any = None) 
         return ImplResult(task.impl, "skipped", reason)
     base_dir = Path(task.base_dir) if task.base_dir is not None else None
     s = task.settings
-    ready = set_up(task, base_dir, lambda: prepare_case(task.spec, task.case, task.device, base_dir,
-                                                        input_sets=s.input_sets, seed=s.seed))
+    phases = Phases()
+    with phases("setup_s"):  # inputs and references drawn, the implementation's set-up (compilation)
+        ready = set_up(task, base_dir, lambda: prepare_case(task.spec, task.case, task.device, base_dir,
+                                                            input_sets=s.input_sets, seed=s.seed))
     if isinstance(ready, ImplResult):
         return ready
     inputs, launches, kwargs = ready
     checker = _Checker(task, inputs, kwargs)
-    return as_status(task, lambda: _checked_and_timed(task, state, emit, criterion, checker, launches, base_dir))
+    result = as_status(task, lambda: _checked_and_timed(task, state, emit, criterion, checker, launches, base_dir,
+                                                         phases))
+    return replace(result, protocol={**result.protocol, **phases.seconds})
+
+
+class Phases:
+    """Wall seconds of a task's phases, for the harness breakdown (``show --harness``)::
+
+        setup_s   inputs, references and the implementation's set-up (compilation, autotuning)
+        check_s   correctness calls and their comparison with the reference
+        sample_s  the timing loop: spins, flushes, timed calls, verified samples, clock reads
+        after_s   the anti-cheat checks after timing (fresh inputs, unseen calls)
+    """
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    @contextlib.contextmanager
+    def __call__(self, name: str) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[name] = round(self.seconds.get(name, 0.0) + time.perf_counter() - start, 6)
 
 
 def set_up(task: Task, base_dir: Path | None,
@@ -247,28 +273,50 @@ def as_status(task: Task, body: Callable[[], ImplResult]) -> ImplResult:
 
 
 def _checked_and_timed(task: Task, state: WorkerState, emit: Emit, criterion: Any, checker: _Checker,
-                       launches: Sequence[Callable[[], Any]], base_dir: Path | None) -> ImplResult:
+                       launches: Sequence[Callable[[], Any]], base_dir: Path | None,
+                       phases: Phases | None = None) -> ImplResult:
     name, s = task.impl, task.settings
     impl = task.spec.implementations[name]
-    correctness = checker.correctness(launches)
+    phases = phases or Phases()
+    with phases("check_s"):
+        correctness = checker.correctness(launches)
     if not correctness.passed:
         return ImplResult(name, "incorrect", correctness.detail, correctness)
     timer = state.timer(task)
     timer.pending_s.clear()
     criterion = criterion or CIWidth(s.target_rel_ci, s.min_samples, s.max_samples, s.budget_s)
-    timing = measure(timer, launches, criterion, warmup=s.warmup, verify=checker.verify_timed,
-                     on_sample=lambda n: emit("sample", {"n": n}) if n % 10 == 0 else None,
-                     rng=random.Random(), probe=state.probe(task))
-    protocol = {**timer.protocol(), **_tree_record(impl, base_dir)}
+    with phases("sample_s"):
+        timing = measure(timer, launches, criterion, warmup=s.warmup, verify=checker.verify_timed,
+                         on_sample=lambda n: emit("sample", {"n": n}) if n % 10 == 0 else None,
+                         rng=random.Random(), probe=state.probe(task))
+    protocol = {**timer.protocol(), **_tree_record(impl, base_dir), **gpu_busy(timer, timing, s.warmup)}
     if task.device == "cuda":
         protocol["stream_check"] = "cupti" if checker.trace is not None else "settle"
     timer.last_output = None
     if timer.pending_s:  # recorded, not judged: host timing of a sync is too noisy to accuse on
         protocol["drain_us_median"] = round(sorted(timer.pending_s)[len(timer.pending_s) // 2] * 1e6, 1)
-    checker.after_timing()
+    with phases("after_s"):
+        checker.after_timing()
     if impl.params:
         protocol["params"] = ",".join(f"{k}={v}" for k, v in sorted(impl.params.items()))
     return ImplResult(name, "ok", "", correctness, timing, protocol=protocol)
+
+
+def gpu_busy(timer: Any, timing: Any, warmup: int) -> dict[str, float]:
+    """``gpu_busy_s``: the seconds the device was kept busy by the timing loop (cold and CUPTI
+    timers): every timed or warm-up call, re-taken samples included, with its spin and its flush::
+
+        calls x (spin + flush) + sum(samples) + (warm-up + redone) x median
+
+    The harness ratio (``show --harness``) divides its sum by the run's wall time."""
+    spin_us = getattr(timer, "spin_us", None)
+    flush_us = getattr(timer, "flush_us", None)
+    if spin_us is None or flush_us is None or not timing.samples:
+        return {}
+    extra = warmup + int(getattr(timer, "redone", 0))
+    calls = len(timing.samples) + extra
+    busy = calls * (spin_us + flush_us) * 1e-6 + sum(timing.samples) + extra * timing.median
+    return {"gpu_busy_s": round(busy, 6)}
 
 
 def _tree_record(impl: Any, base_dir: Path | None) -> dict[str, str]:

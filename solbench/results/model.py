@@ -256,6 +256,9 @@ class RunResult:
     notes: tuple[str, ...] = field(default=())
     gate_thresholds: dict[str, float] = field(default_factory=dict)  # workload -> gate_threshold, as run
     complete: bool = True  # False when the run was interrupted (Ctrl-C) or a save failed midway
+    # where the run's wall time went, seconds (execute.session.Harness): detect_s, prepare_s, workers_s,
+    # tasks_s (setup_s, check_s, sample_s, after_s within them), gpu_busy_s, save_s, wall_s
+    harness: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

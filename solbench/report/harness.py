@@ -1,0 +1,59 @@
+"""Where a run's wall time went (``RunResult.harness``): one row per phase, with its share.
+
+    detect + prepare + workers + tasks + save + other = wall
+    tasks = set-up + checks + sampling + after-checks + messaging (as the workers report them)
+    GPU busy (spin + flush + timed call) / wall: how much of the run the device spent measuring
+"""
+
+from __future__ import annotations
+
+from rich.table import Table
+
+from solbench.results.model import RunResult
+
+_ROWS = (
+    ("detect_s", "detect the device", 0),
+    ("prepare_s", "plan, cost and check the workloads", 0),
+    ("workers_s", "start and retire worker processes", 0),
+    ("tasks_s", "tasks (waiting on workers)", 0),
+    ("setup_s", "inputs, references, set-up and compilation", 1),
+    ("check_s", "correctness checks", 1),
+    ("sample_s", "timing loop (spin, flush, call, verify, clocks)", 1),
+    ("after_s", "anti-cheat checks after timing", 1),
+    ("save_s", "write the partial run after each case", 0),
+)
+
+
+def harness_rows(run: RunResult) -> list[tuple[str, str, float, float | None]]:
+    """(key, label, seconds, share of the wall time) for every recorded phase, then "other" (the
+    wall time no phase accounts for), "messaging" inside tasks, and the GPU-busy ratio."""
+    h = run.harness
+    wall = h.get("wall_s")
+    rows: list[tuple[str, str, float, float | None]] = []
+    inside = sum(h.get(k, 0.0) for k, _, depth in _ROWS if depth == 1)
+    for key, label, depth in _ROWS:
+        if key in h:
+            rows.append((key, ("  " * depth) + label, h[key], h[key] / wall if wall else None))
+        if key == "after_s" and "tasks_s" in h and inside:
+            rest = max(h["tasks_s"] - inside, 0.0)
+            rows.append(("messaging_s", "  messaging and worker bookkeeping", rest, rest / wall if wall else None))
+    if wall:
+        top = sum(h.get(k, 0.0) for k, _, depth in _ROWS if depth == 0)
+        rows.append(("other_s", "other (rendering, scoring, end clocks)", max(wall - top, 0.0),
+                     max(wall - top, 0.0) / wall))
+        rows.append(("wall_s", "wall", wall, 1.0))
+    if "gpu_busy_s" in h:
+        rows.append(("gpu_busy_s", "GPU busy: spin + flush + timed call", h["gpu_busy_s"],
+                     h["gpu_busy_s"] / wall if wall else None))
+    return rows
+
+
+def harness_table(run: RunResult) -> Table:
+    """The breakdown as a rich table (``solbench show --harness``)."""
+    t = Table(title="where the run's wall time went", title_justify="left")
+    t.add_column("phase")
+    t.add_column("seconds", justify="right")
+    t.add_column("of wall", justify="right")
+    for _, label, seconds, share in harness_rows(run):
+        t.add_row(label, f"{seconds:.2f}", f"{share:.1%}" if share is not None else "")
+    return t

@@ -1,0 +1,52 @@
+"""The harness breakdown: phases recorded by workers and the run loop, rendered by show --harness."""
+
+import io
+from dataclasses import replace
+
+from click.testing import CliRunner
+from rich.console import Console
+
+from solbench.cli import main
+from solbench.report.harness import harness_rows, harness_table
+from solbench.results import store
+from tests.unit.factories import make_run
+
+
+def test_a_cpu_run_records_every_phase_and_the_phases_fit_in_the_wall_time(tmp_path):
+    out = tmp_path / "run.json"
+    result = CliRunner().invoke(main, ["run", "tests/data/double.yaml", "--device", "cpu", "-o", str(out), "-q",
+                                       "--budget", "0.02", "--min-samples", "3", "--max-samples", "5"])
+    assert result.exit_code in (0, 4), result.output
+    run = store.load(out)
+    h = run.harness
+    for key in ("detect_s", "prepare_s", "workers_s", "tasks_s", "setup_s", "check_s", "sample_s", "save_s", "wall_s"):
+        assert key in h and h[key] >= 0, key
+    # what the workers report happened inside the tasks the parent waited on
+    assert h["setup_s"] + h["check_s"] + h["sample_s"] <= h["tasks_s"]
+    assert h["detect_s"] + h["prepare_s"] + h["workers_s"] + h["tasks_s"] + h["save_s"] <= h["wall_s"]
+    ok = [r for c in run.cases for r in c.impls if r.status == "ok"]
+    assert ok and all("sample_s" in r.protocol and "setup_s" in r.protocol for r in ok)
+    assert "gpu_busy_s" not in h  # the CPU timer has no spin or flush: no GPU-busy estimate
+
+
+def test_rows_add_other_and_messaging_so_the_shares_sum_to_the_wall():
+    run = make_run({"c": {"baseline": [1e-3] * 5}})
+    run = replace(run, harness={"detect_s": 1.0, "prepare_s": 0.5, "workers_s": 2.0,
+                                                     "tasks_s": 4.0, "setup_s": 1.0, "check_s": 0.5,
+                                                     "sample_s": 1.5, "after_s": 0.5, "save_s": 0.5,
+                                                     "gpu_busy_s": 0.25, "wall_s": 10.0})
+    rows = {key: (seconds, share) for key, _, seconds, share in harness_rows(run)}
+    assert rows["messaging_s"][0] == 0.5  # 4.0 - (1.0 + 0.5 + 1.5 + 0.5)
+    assert rows["other_s"][0] == 2.0  # 10 - (1 + 0.5 + 2 + 4 + 0.5)
+    top = ("detect_s", "prepare_s", "workers_s", "tasks_s", "save_s", "other_s")
+    assert abs(sum(rows[k][1] for k in top) - 1.0) < 1e-9
+    assert rows["gpu_busy_s"][1] == 0.025
+    text = io.StringIO()
+    Console(file=text, width=120).print(harness_table(run))
+    assert "GPU busy" in text.getvalue() and "2.5%" in text.getvalue()
+
+
+def test_show_harness_of_a_run_without_a_record_is_one_line(tmp_path):
+    path = store.save(make_run({"c": {"baseline": [1e-3] * 5}}), tmp_path / "old.json")
+    result = CliRunner().invoke(main, ["show", str(path), "--harness"])
+    assert result.exit_code == 2 and "no harness record" in result.output and "Traceback" not in result.output
