@@ -53,6 +53,7 @@ class ProcessWorker:
         child.close()
         self._ready = False
         self._busy = False  # a task was sent and its result has not come back (e.g. Ctrl-C meanwhile)
+        self._asked = False  # asked to exit (request_close)
 
     def run(self, task: Any, timeout_s: float, progress: Progress | None = None) -> tuple[ImplResult, bool]:
         """Send a task and wait for its result; (result, fatal). Never raises for a worker fault."""
@@ -151,12 +152,19 @@ class ProcessWorker:
             self._proc.kill()
         self._proc.join(5)
 
+    def request_close(self) -> None:
+        """Ask an idle worker to exit, without waiting (``close`` waits): several workers then tear
+        down their CUDA contexts side by side."""
+        if not self._busy and not self._asked:
+            with contextlib.suppress(OSError, BrokenPipeError):
+                self._conn.send(None)
+            self._asked = True
+
     def close(self) -> None:
         """Ask an idle worker to exit (kill it if it does not within a few seconds; kill a busy one at
         once); remove its log."""
         if not self._busy:
-            with contextlib.suppress(OSError, BrokenPipeError):
-                self._conn.send(None)
+            self.request_close()
             self._proc.join(5)
         self.kill()
         self._conn.close()
@@ -218,11 +226,13 @@ class Pool:
         return result
 
     def retire(self, keys: Iterable[tuple[str, str]]) -> None:
-        """Close the workers of these keys (their workload is done)."""
-        for key in keys:
-            worker = self._workers.pop(key, None)
-            if worker is not None:
-                worker.close()
+        """Close the workers of these keys (their workload is done): all are asked to exit first,
+        then each is waited for, so their teardowns overlap."""
+        leaving = [w for w in (self._workers.pop(key, None) for key in list(keys)) if w is not None]
+        for worker in leaving:
+            worker.request_close()
+        for worker in leaving:
+            worker.close()
 
     def close(self) -> None:
         self.retire(list(self._workers))

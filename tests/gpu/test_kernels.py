@@ -53,14 +53,22 @@ def _randn(shape, dtype, g, scale=1.0, shift=0.0):
 
 
 def _poison() -> None:
-    """Leave NaN (0x7fff: NaN in bf16, fp16 and, paired, fp32) in the allocator's free blocks."""
+    """Leave NaN (0x7fff: NaN in bf16, fp16 and, paired, fp32) in free allocator blocks of every size
+    class the tests allocate, so an element a kernel leaves unwritten reads NaN.
+
+    The caching allocator gives a request its best-fitting cached block, but does not always split a
+    much larger one: on an H200 (torch 2.11) an 8 MB request after one freed 256 MB block got fresh,
+    zeroed memory. So blocks of many sizes are filled: the small pool (512 B to 1 MB) and the large
+    pool (2 MB to 256 MB), two of each.
+    """
     torch.cuda.synchronize()
     torch.cuda.empty_cache()
-    big = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")  # large pool (> 1 MB)
-    small = [torch.empty(1 << 20, dtype=torch.uint8, device="cuda") for _ in range(8)]
-    for t in (big, *small):
+    sizes = [512 << k for k in range(12)]  # 512 B .. 1 MB: the small pool
+    sizes += [mb << 20 for mb in (2, 4, 6, 8, 10, 12, 16, 20, 24, 32, 48, 64, 96, 128, 192, 256)]
+    blocks = [torch.empty(size, dtype=torch.uint8, device="cuda") for size in sizes for _ in range(2)]
+    for t in blocks:
         t.view(torch.int16).fill_(0x7FFF)
-    del big, small
+    del blocks
 
 
 def _close(name, got, ref, dtype):
