@@ -96,10 +96,17 @@ class CudaColdTimer:
         self.last_output: object = None
         self.pending_s: list[float] = []  # per sample: host time a device-wide sync took after the window
         self.stray: str | None = None
-        self.flush_us = self._flush_time_us()  # the harness's GPU-busy estimate (worker.gpu_busy)
+        self._flush_us: float | None = None
+
+    @property
+    def flush_us(self) -> float:
+        """Device time of one flush (zero, and read back with ``clean``), the fastest of three,
+        measured on first use (after timing): the harness's GPU-busy estimate (worker.gpu_busy)."""
+        if self._flush_us is None:
+            self._flush_us = self._flush_time_us()
+        return self._flush_us
 
     def _flush_time_us(self) -> float:
-        """Device time of one flush (zero, and read back with ``clean``): the fastest of three."""
         best = math.inf
         for _ in range(3):
             self._start.record()

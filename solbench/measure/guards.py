@@ -221,7 +221,9 @@ def traced_call(call: Callable[[], Any], trace: Any) -> tuple[Any, str | None]:
     Without the spin the check is blind: on an H200 the hostile side-stream call (50 GEMMs on a
     stream the current one never waits for) took longer on the host to launch than on the GPU to
     run, so its work was done before the marker ran, while in a cold-timed window (spin first) it
-    ran 600 µs past the end event.
+    ran 600 µs past the end event. A spin shorter than the host's launch time is as blind (the
+    same call took 1.35 ms to enqueue against a 1 ms spin): when the spin has already ended once the
+    call returns, the call is made again behind a spin four times longer (up to three times).
 
     Returns (what the call returned, a reason or None). Without a tracer: (value, None).
     """
@@ -239,25 +241,37 @@ def traced_call(call: Callable[[], Any], trace: Any) -> tuple[Any, str | None]:
         with contextlib.suppress(Exception):
             trace.end(turned_on)
         return call(), None
+    spun = torch.cuda.Event()
+    cycles = _CHECK_SPIN_CYCLES
     try:
-        torch.cuda._sleep(_CHECK_SPIN_CYCLES)  # the GPU busy while the host enqueues the whole call
-        t0 = trace.now()
-        value = call()  # its exceptions are the implementation's, and propagate
-        t1 = trace.now()
-        marker.zero_()
-        t2 = trace.now()
-        torch.cuda.synchronize()
-        try:
-            calls, work = trace.collect()
-        except Exception:
-            return value, None
+        for attempt in range(_CHECK_REDO + 1):
+            torch.cuda._sleep(cycles)  # the GPU busy while the host enqueues the whole call
+            spun.record()
+            t0 = trace.now()
+            value = call()  # its exceptions are the implementation's, and propagate
+            t1 = trace.now()
+            dry = spun.query()  # the spin ended before the call was enqueued: the check was blind
+            marker.zero_()
+            t2 = trace.now()
+            torch.cuda.synchronize()
+            try:
+                calls, work = trace.collect()
+            except Exception:
+                return value, None
+            if not dry or attempt == _CHECK_REDO:
+                break
+            cycles *= 4  # the call took longer to enqueue than the spin ran: again, with a longer spin
     finally:
         with contextlib.suppress(Exception):
             trace.end(turned_on)
     return value, judged(calls, work, t0, t1, t2)[1]
 
 
-_CHECK_SPIN_CYCLES = 2_000_000  # ~1 ms at 2 GHz (longer at a lower clock: the safe side)
+# ~1 ms at 2 GHz (longer at a lower clock: the safe side). A call whose host launch outlasts it
+# (50 cuBLAS GEMMs on a side stream took 1.35 ms to enqueue on an H200, 827 API calls) would run
+# to its end before the marker: the spin then grows 4x per try, up to 64x (~64 ms).
+_CHECK_SPIN_CYCLES = 2_000_000
+_CHECK_REDO = 3
 
 
 def _primed(trace: Any, marker: torch.Tensor, tries: int = 4) -> bool:

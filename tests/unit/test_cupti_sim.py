@@ -176,6 +176,24 @@ def test_side_stream_check_spins_first_so_fast_side_work_is_seen(monkeypatch):
     assert gpu.order.index("spin") < gpu.order.index("side-gemm")
 
 
+def test_side_stream_check_redoes_the_call_behind_a_longer_spin_when_the_host_outlasts_it(monkeypatch):
+    """As on the H200: 827 API calls took 1.35 ms to enqueue against a 1 ms spin, so the side work ran
+    before the marker. The check sees that its spin ended first and calls again behind a longer spin."""
+    from solbench.measure import guards
+
+    gpu = SimGpu()
+    monkeypatch.setattr(guards, "torch", sim_torch(gpu))
+    spin_ns = guards._CHECK_SPIN_CYCLES * 1e6 // CLOCK_KHZ
+    kernels = int(1.35 * spin_ns / HOST_STEP)  # enqueuing them outlasts the first spin
+    value, problem = guards.traced_call(unjoined(gpu, kernels=kernels, duration=1500), gpu)
+    assert value == "out"
+    assert problem is not None and "does not wait" in problem
+    assert gpu.order.count("spin") == 2  # the first, blind, try and one with a 4x spin
+    gpu.order.clear()
+    value, problem = guards.traced_call(honest(gpu), gpu)
+    assert problem is None and gpu.order.count("spin") == 1  # a quick call is checked once
+
+
 def test_side_stream_check_gives_up_quietly_when_cupti_records_nothing(monkeypatch):
     from solbench.measure import guards
 
