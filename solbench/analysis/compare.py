@@ -10,9 +10,11 @@ For each pair, with ``a`` the reference and ``b`` the candidate:
     significant    = Benjamini-Hochberg at level alpha over every row's p
 
     When either side was measured in several rounds (``run --repeat``, ``ab``, several runs
-    per side), samples of one round are not independent of each other: r is the ratio of the
-    grand medians (median of round medians), [lo, hi] the two-level bootstrap CI, and p the
-    two-sided p-value of the same t statistic (analysis.rounds.hierarchical_ratio).
+    per side), samples of one round are not independent of each other: the rounds are the units.
+    r is the ratio of the geometric means of the round medians, [lo, hi] the t interval on the
+    log round medians and p the two-sided p-value of the same t statistic (analysis.sequential:
+    pooled over both sides; two implementations of one run measured in the same rounds are
+    paired by round from PAIRED_MIN_ROUNDS rounds on).
 
 Verdict rule, first match wins (tau = threshold, default 0.05):
 
@@ -21,9 +23,19 @@ Verdict rule, first match wins (tau = threshold, default 0.05):
                    (the CI rules out any change as large as the threshold, even
                    when the change is statistically detectable: tau is the
                    smallest change worth reporting)
-    SLOWER         lo > 1  and significant        (b is slower than a)
-    FASTER         hi < 1  and significant        (b is faster than a)
+    SLOWER         lo > 1 and significant, or lo > 1+tau and directional   (b is slower than a)
+    FASTER         hi < 1 and significant, or hi < 1/(1+tau) and directional
     INCONCLUSIVE   otherwise (too noisy to tell at this threshold)
+
+    directional    the unadjusted one-sided test in the direction of the change is at alpha
+                   (two-sided p <= 2 alpha)
+
+    An interval that lies wholly beyond the band decides without the Benjamini-Hochberg
+    correction across rows: it is a test of "the change is tau or more" at (1 - confidence) / 2,
+    which an identical pair passes far more rarely than that (it must clear 1 by tau, not merely
+    exclude it); the one-sided test at alpha keeps that rare even with a tiny tau. Requiring the
+    BH-corrected two-sided test at alpha = 0.01 against a 95% interval left a 12% speedup,
+    interval [0.813, 0.945] and p = 0.014, INCONCLUSIVE (issue 16).
 
 The summary ``geomean_speedup`` is ``geomean(median_a / median_b)`` over all
 rows: how many times faster b is than a overall (> 1: b is faster).
@@ -48,7 +60,8 @@ from typing import Literal
 import numpy as np
 
 from solbench.analysis.pooling import combine_runs, samples
-from solbench.analysis.rounds import group_by_round, hierarchical_ratio
+from solbench.analysis.rounds import group_by_round
+from solbench.analysis.sequential import LogRatio, log_ratio
 from solbench.analysis.significance import (
     MIN_SAMPLES,
     benjamini_hochberg,
@@ -178,8 +191,9 @@ class Estimate:
     n_b: int
     rounds_a: int = 1
     rounds_b: int = 1
-    p_slower: float | None = None  # rounds: one-sided p-values of the two-level test (else None:
+    p_slower: float | None = None  # rounds: one-sided p-values of the t test over rounds (else None:
     p_faster: float | None = None  # the caller runs Mann-Whitney on the samples)
+    t: LogRatio | None = None  # rounds: the t statistic itself (analysis.sequential)
 
     @property
     def over_rounds(self) -> bool:
@@ -271,12 +285,13 @@ def pair_impls(run: RunResult, impl_a: str, impl_b: str) -> Pairing:
 
 
 def estimate(a: ImplResult, b: ImplResult, *, confidence: float = 0.95, seed: int = 0,
-             n_boot: int = 2000) -> Estimate:
+             n_boot: int = 2000, paired: bool = False) -> Estimate:
     """Medians of both sides, ``ratio = median_b / median_a`` and its bootstrap CI.
 
     Below MIN_SAMPLES samples on either side the ratio of the medians is still
     reported, but ``ci_low``/``ci_high`` are None (nothing may be concluded).
-    A side measured in several rounds makes it an estimate over rounds (module docstring).
+    A side measured in several rounds makes it an estimate over rounds (module docstring);
+    ``paired``: a and b were measured in the same rounds (same labels), pair them by round.
     Raises ResultsFormatError on a zero, negative or non-finite time.
     """
     sa, sb = samples(a), samples(b)
@@ -284,7 +299,10 @@ def estimate(a: ImplResult, b: ImplResult, *, confidence: float = 0.95, seed: in
         raise ResultsFormatError(f"implementation {a.name!r}/{b.name!r}: times must be positive and finite")
     ga, gb = _groups(a), _groups(b)
     if max(len(ga), len(gb)) > 1:
-        return _over_rounds(ga, gb, confidence=confidence, seed=seed, n_boot=n_boot)
+        same = _same_rounds(a, b) if paired else None
+        if same is not None:
+            ga, gb = same
+        return _over_rounds(ga, gb, confidence=confidence, paired=same is not None)
     med_a, med_b = float(np.median(sa)), float(np.median(sb))
     if min(len(sa), len(sb)) < MIN_SAMPLES:
         return Estimate(med_a, med_b, med_b / med_a, None, None, len(sa), len(sb))
@@ -299,27 +317,42 @@ def _groups(r: ImplResult) -> list[np.ndarray]:
         raise ResultsFormatError(f"implementation {r.name!r}: {exc}") from None
 
 
-def _over_rounds(ga: list[np.ndarray], gb: list[np.ndarray], *, confidence: float, seed: int,
-                 n_boot: int) -> Estimate:
+def _same_rounds(a: ImplResult, b: ImplResult) -> tuple[list[np.ndarray], list[np.ndarray]] | None:
+    """Both sides' rounds in label order when they were measured in the same rounds, else None."""
+    ta, tb = a.timing, b.timing
+    if ta is None or tb is None or not ta.rounds or set(ta.rounds) != set(tb.rounds):
+        return None
+    labels = sorted(set(ta.rounds))
+    xa, xb = np.asarray(ta.samples), np.asarray(tb.samples)
+    la, lb = np.asarray(ta.rounds), np.asarray(tb.rounds)
+    return [xa[la == k] for k in labels], [xb[lb == k] for k in labels]
+
+
+def _over_rounds(ga: list[np.ndarray], gb: list[np.ndarray], *, confidence: float, paired: bool) -> Estimate:
     n_a, n_b = sum(g.size for g in ga), sum(g.size for g in gb)
-    r = hierarchical_ratio(ga, gb, confidence=confidence, seed=seed, n_boot=n_boot)
+    t = log_ratio(ga, gb, paired=paired)
+    assert t is not None  # one side has two rounds at least
     med_a, med_b = float(np.median([np.median(g) for g in ga])), float(np.median([np.median(g) for g in gb]))
     if min(n_a, n_b) < MIN_SAMPLES:
-        return Estimate(med_a, med_b, r.ratio, None, None, n_a, n_b, len(ga), len(gb))
-    return Estimate(med_a, med_b, r.ratio, r.ci_low, r.ci_high, n_a, n_b, len(ga), len(gb), r.p_slower,
-                    r.p_faster)
+        return Estimate(med_a, med_b, t.ratio, None, None, n_a, n_b, len(ga), len(gb), t=t)
+    low, high = t.interval(confidence)
+    return Estimate(med_a, med_b, t.ratio, low, high, n_a, n_b, len(ga), len(gb), t.p_slower(), t.p_faster(), t)
 
 
 def comparison_verdict(ci_low: float | None, ci_high: float | None, significant: bool,
-                       threshold: float) -> Verdict:
-    """The verdict rule of the module docstring, on the CI of ``median_b / median_a``."""
+                       threshold: float, directional: bool = True) -> Verdict:
+    """The verdict rule of the module docstring, on the CI of ``median_b / median_a``.
+
+    ``significant``: the BH-adjusted two-sided test is at alpha; ``directional``: the unadjusted
+    one-sided test in the direction of the change is (two-sided p <= 2 alpha).
+    """
     if ci_low is None or ci_high is None:
         return "INCONCLUSIVE"
     if 1.0 / (1.0 + threshold) <= ci_low and ci_high <= 1.0 + threshold:
         return "SAME"
-    if ci_low > 1.0 and significant:
+    if (ci_low > 1.0 + threshold and directional) or (ci_low > 1.0 and significant):
         return "SLOWER"
-    if ci_high < 1.0 and significant:
+    if (ci_high < 1.0 / (1.0 + threshold) and directional) or (ci_high < 1.0 and significant):
         return "FASTER"
     return "INCONCLUSIVE"
 
@@ -338,12 +371,13 @@ def _sol(r: ImplResult) -> float | None:
 
 
 def _compare(pairing: Pairing, *, same_impl: bool, label_a: str, label_b: str, threshold: float,
-             alpha: float, confidence: float, seed: int, n_boot: int) -> Comparison:
+             alpha: float, confidence: float, seed: int, n_boot: int, paired: bool = False) -> Comparison:
     if not threshold > 0.0:
         raise ConfigError(f"threshold must be positive, got {threshold}")
     if not 0.0 < alpha < 1.0 or not 0.0 < confidence < 1.0:
         raise ConfigError(f"alpha and confidence must lie in (0, 1), got {alpha}, {confidence}")
-    ests = [estimate(p.a, p.b, confidence=confidence, seed=seed, n_boot=n_boot) for p in pairing.pairs]
+    ests = [estimate(p.a, p.b, confidence=confidence, seed=seed, n_boot=n_boot, paired=paired)
+            for p in pairing.pairs]
     pvals: list[float | None] = [_two_sided(p, e) for p, e in zip(pairing.pairs, ests, strict=True)]
     tested = [p for p in pvals if p is not None]
     flags = iter(benjamini_hochberg(tested, q=alpha))
@@ -356,7 +390,8 @@ def _compare(pairing: Pairing, *, same_impl: bool, label_a: str, label_b: str, t
             label_b=pair.b.name if same_impl else label_b,
             median_a=est.median_a, median_b=est.median_b, ratio=est.ratio,
             ci_low=est.ci_low, ci_high=est.ci_high, sol_a=_sol(pair.a), sol_b=_sol(pair.b),
-            p_value=p, verdict=comparison_verdict(est.ci_low, est.ci_high, sig, threshold),
+            p_value=p, verdict=comparison_verdict(est.ci_low, est.ci_high, sig, threshold,
+                                                  p is not None and p <= 2.0 * alpha),
             n_a=est.n_a, n_b=est.n_b, rounds_a=est.rounds_a, rounds_b=est.rounds_b,
         ))
     speedups = [r.median_a / r.median_b for r in rows if r.median_a > 0 and r.median_b > 0]
@@ -392,7 +427,11 @@ def compare_runs(a: RunResult | Sequence[RunResult], b: RunResult | Sequence[Run
 def compare_impls(run: RunResult, impl_a: str, impl_b: str, *, threshold: float = 0.05,
                   alpha: float = 0.01, confidence: float = 0.95, seed: int = 0,
                   n_boot: int = 2000) -> Comparison:
-    """Compare implementation ``impl_b`` against ``impl_a`` within each case of one run."""
+    """Compare implementation ``impl_b`` against ``impl_a`` within each case of one run.
+
+    Both were measured in the same rounds of the run: from PAIRED_MIN_ROUNDS rounds on they are
+    paired by round (the t test on the per-round log ratios, analysis.sequential).
+    """
     return _compare(pair_impls(run, impl_a, impl_b), same_impl=False, label_a=impl_a,
                     label_b=impl_b, threshold=threshold, alpha=alpha, confidence=confidence,
-                    seed=seed, n_boot=n_boot)
+                    seed=seed, n_boot=n_boot, paired=True)

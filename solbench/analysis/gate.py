@@ -51,10 +51,19 @@ Two runs whose fingerprints differ (``check_fingerprints``) are refused with
 ``GateRefused`` unless ``allow_cross_hardware``. A run over several devices (``run --devices``,
 Ray) records each case's GPU; when either run does, the device and spec are checked per case
 instead: a key measured on different GPU models is MISSING ("not comparable: other GPU model"),
-never a regression (unless ``allow_cross_hardware``, which compares it anyway). ``gate_with_rerun`` re-measures
-REGRESSION and INCONCLUSIVE cases, pools the new samples with the current ones
-and decides again (the asv/Bencher "confirm before alert" practice). BROKEN cases
-are not re-measured: a failure is not noise.
+never a regression (unless ``allow_cross_hardware``, which compares it anyway).
+
+**Looks.** ``gate_with_rerun`` (``run --gate-against``) and ``ab`` look at the data again after
+each re-measurement: a case decided at one look keeps its verdict, an undecided one gets one more
+round. So that the error rates hold under this optional stopping, ``looks`` = K (the most looks a
+case can get) splits both levels over them (``analysis.sequential.look_levels``; Bonferroni):
+every look uses ``alpha / K`` for the tests and ``1 - (1 - confidence) / K`` for the interval.
+K = 1 is the rule above unchanged. Over rounds only INCONCLUSIVE cases are re-measured (a
+REGRESSION at a look is already decided at its share of alpha); between single runs, whose
+samples come from one process each, a REGRESSION is re-measured as well and must hold on the
+pooled samples (the asv/Bencher "confirm before alert" practice). BROKEN cases are never
+re-measured: a failure is not noise. An INCONCLUSIVE case over rounds says how many more rounds
+per side would decide it at the measured spread and ratio (``analysis.allocation``).
 """
 
 from __future__ import annotations
@@ -66,9 +75,11 @@ from typing import Literal
 
 from solbench import exitcodes
 from solbench.analysis import stats
+from solbench.analysis.allocation import more_rounds_to_decide
 from solbench.analysis.compare import Estimate, Pair, Unpaired, estimate, pair_runs, samples
 from solbench.analysis.pooling import combine_runs as merge_runs
 from solbench.analysis.pooling import merge_samples
+from solbench.analysis.sequential import look_levels
 from solbench.analysis.significance import bh_adjust, mann_whitney_p
 from solbench.analysis.thresholds import (
     DEFAULT_THRESHOLD,
@@ -96,6 +107,7 @@ __all__ = [
     "check_fingerprints",
     "gate",
     "gate_with_rerun",
+    "merge_looks",
     "merge_samples",
     "parse_threshold",
 ]
@@ -128,6 +140,7 @@ class GateCaseVerdict:
     status_base: str | None = "ok"  # the key's status in each run; None: absent from that run
     status_cur: str | None = "ok"
     detail: str = ""  # BROKEN: the current run's full message and the worker's last log lines
+    more_rounds: int | None = None  # INCONCLUSIVE over rounds: rounds per side that would decide it
 
 
 @dataclass(frozen=True)
@@ -141,6 +154,12 @@ class GateResult:
     confidence: float
     fingerprint_diffs: tuple[str, ...] = ()  # non-empty only with allow_cross_hardware
     reruns: int = 0  # rounds of re-measurement that went into this result
+    looks: int = 1  # K: the looks the error rates are split over (alpha / K, 1 - (1 - confidence) / K)
+
+    @property
+    def undecided(self) -> tuple[GateCaseVerdict, ...]:
+        """The INCONCLUSIVE cases: what a CI owner must act on when the gate exits 3."""
+        return tuple(v for v in self.verdicts if v.verdict == "INCONCLUSIVE")
 
     @property
     def exit_code(self) -> int:
@@ -197,7 +216,24 @@ def case_verdict(ci_low: float | None, ci_high: float | None, significant: bool,
     return "INCONCLUSIVE"
 
 
-def _reason(verdict: CaseVerdict, est: Estimate, tau: float, p_adj: float | None, alpha: float) -> str:
+def _more_rounds(est: Estimate, tau: float, confidence: float) -> int | None:
+    """Rounds per side that would decide an undecided case over rounds (None: not over rounds,
+    or no practical number: the ratio sits at the threshold)."""
+    if est.t is None:
+        return None
+    return more_rounds_to_decide(est.t.d, est.t.sd_round, tau, max(est.rounds_a, est.rounds_b), confidence=confidence)
+
+
+def _needs(more: int | None, est: Estimate) -> str:
+    if est.t is None:
+        return ""
+    if more is None:
+        return "; the ratio sits at the threshold: no practical number of rounds decides it"
+    return f"; needs about {more} more round{'s' if more != 1 else ''} per side at the measured spread"
+
+
+def _reason(verdict: CaseVerdict, est: Estimate, tau: float, p_adj: float | None, alpha: float,
+            more: int | None = None) -> str:
     if est.ci_low is None or est.ci_high is None:
         return f"too few samples to decide (baseline {est.n_a}, current {est.n_b}; need 5 each)"
     ci = f"CI [{est.ci_low:.4f}, {est.ci_high:.4f}]"
@@ -212,8 +248,9 @@ def _reason(verdict: CaseVerdict, est: Estimate, tau: float, p_adj: float | None
     if verdict == "PASS":
         return f"{ci} rules out a slowdown of {tau:.1%} or more"
     if est.ci_low > 1.0 + tau:
-        return f"{ci} lies above 1+{tau:.1%} but the rank test disagrees (adjusted p {p_adj:.2g} > {alpha:g})"
-    return f"{ci} straddles 1+{tau:.1%}: too noisy to decide at this threshold"
+        return (f"{ci} lies above 1+{tau:.1%} but the rank test disagrees (adjusted p {p_adj:.2g} > {alpha:g})"
+                + _needs(more, est))
+    return f"{ci} straddles 1+{tau:.1%}: too noisy to decide at this threshold" + _needs(more, est)
 
 
 _Tests = tuple[float, float, float, float]  # p_slow, p_slow adjusted, p_fast, p_fast adjusted
@@ -238,7 +275,7 @@ def _p(over_rounds: float | None, pair: Pair, alternative: Literal["greater", "l
 
 
 def _decide(pair: Pair, est: Estimate, tests: _Tests | None, tau: float, source: ThresholdSource,
-            alpha: float) -> GateCaseVerdict:
+            alpha: float, confidence: float) -> GateCaseVerdict:
     slow_sig = tests is not None and tests[1] <= alpha
     fast_sig = tests is not None and tests[3] <= alpha
     verdict = case_verdict(est.ci_low, est.ci_high, slow_sig, tau, faster_significant=fast_sig)
@@ -247,12 +284,13 @@ def _decide(pair: Pair, est: Estimate, tests: _Tests | None, tau: float, source:
     alternative: Literal["slower", "faster"] | None = None
     if tests is not None:
         alternative = "faster" if faster else "slower"
+    more = _more_rounds(est, tau, confidence) if verdict == "INCONCLUSIVE" else None
     return GateCaseVerdict(
         key=pair.key, case_id=pair.case_id, impl=pair.a.name, workload=pair.workload,
-        verdict=verdict, reason=_reason(verdict, est, tau, p_adj, alpha), threshold=tau,
+        verdict=verdict, reason=_reason(verdict, est, tau, p_adj, alpha, more), threshold=tau,
         threshold_source=source, median_base=est.median_a, median_cur=est.median_b, ratio=est.ratio,
         ci_low=est.ci_low, ci_high=est.ci_high, alternative=alternative, p_value=p, p_adjusted=p_adj,
-        n_base=est.n_a, n_cur=est.n_b, rounds_base=est.rounds_a, rounds_cur=est.rounds_b,
+        n_base=est.n_a, n_cur=est.n_b, rounds_base=est.rounds_a, rounds_cur=est.rounds_b, more_rounds=more,
     )
 
 
@@ -332,8 +370,11 @@ def _one_side(runs: Side, name: str, allow_cross_hardware: bool) -> RunResult:
 
 def gate(base: Side, cur: Side, *, threshold: float | None = None, alpha: float = 0.01,
          confidence: float = 0.95, allow_cross_hardware: bool = False, impl: str | None = None,
-         seed: int = 0, n_boot: int = 2000) -> GateResult:
+         seed: int = 0, n_boot: int = 2000, looks: int = 1) -> GateResult:
     """Decide every key and the overall verdict of ``cur`` against ``base`` (rules above).
+
+    ``looks``: how many looks the error rates are split over (module docstring, "Looks"); each
+    verdict is reached at ``alpha / looks`` and an interval at ``1 - (1 - confidence) / looks``.
 
     Each side is a run or a sequence of runs of the same code (decided over rounds).
     ``threshold`` is an explicit threshold for every case; None uses each workload's
@@ -353,9 +394,12 @@ def gate(base: Side, cur: Side, *, threshold: float | None = None, alpha: float 
                           + " (allow with --allow-cross-hardware)")
     pairing = pair_runs(base, cur, impl, same_model=not allow_cross_hardware)
     tau_of = threshold_of(threshold, recorded)
-    ests = [estimate(p.a, p.b, confidence=confidence, seed=seed, n_boot=n_boot) for p in pairing.pairs]
+    if looks < 1:
+        raise ConfigError(f"looks must be >= 1, got {looks}")
+    alpha_k, confidence_k = look_levels(alpha, confidence, looks)
+    ests = [estimate(p.a, p.b, confidence=confidence_k, seed=seed, n_boot=n_boot) for p in pairing.pairs]
     tests = _rank_tests(pairing.pairs, ests)
-    verdicts = [_decide(pair, est, t, *tau_of(pair.workload), alpha)
+    verdicts = [_decide(pair, est, t, *tau_of(pair.workload), alpha_k, confidence_k)
                 for pair, est, t in zip(pairing.pairs, ests, tests, strict=True)]
     verdicts += [_unmeasured(u, *tau_of(u.workload)) for u in pairing.unpaired]
     verdicts += [_other_model(u, a, b, *tau_of(u.workload)) for u, a, b in pairing.other_model]
@@ -364,37 +408,54 @@ def gate(base: Side, cur: Side, *, threshold: float | None = None, alpha: float 
         raise ConfigError(f"baseline and current have no measured case in common ({len(pairing.only_in_a)} "
                           f"in baseline only, {len(pairing.only_in_b)} in current only{other})")
     vs = tuple(verdicts)
-    return GateResult(vs, _overall(vs), threshold, alpha, confidence, tuple(diffs))
+    return GateResult(vs, _overall(vs), threshold, alpha, confidence, tuple(diffs), looks=looks)
 
 
 def cases_to_rerun(result: GateResult) -> list[str]:
-    """Keys (``case_id/impl``) whose verdict is REGRESSION or INCONCLUSIVE (never BROKEN)."""
-    return [v.key for v in result.verdicts if v.verdict in ("REGRESSION", "INCONCLUSIVE")]
+    """Keys to measure again: INCONCLUSIVE ones; between single runs REGRESSION ones too (to
+    confirm on a fresh process); never BROKEN (module docstring, "Looks")."""
+    def again(v: GateCaseVerdict) -> bool:
+        over_rounds = max(v.rounds_base, v.rounds_cur) > 1
+        return v.verdict == "INCONCLUSIVE" or (v.verdict == "REGRESSION" and not over_rounds)
+
+    return [v.key for v in result.verdicts if again(v)]
+
+
+def merge_looks(previous: GateResult, new: GateResult, measured: Sequence[str]) -> GateResult:
+    """``new`` with the verdicts of ``previous`` kept for every key not in ``measured``.
+
+    A case decided at an earlier look is not measured again, so its data are unchanged; keeping
+    its verdict keeps it from moving with the Benjamini-Hochberg family of later looks.
+    """
+    again = set(measured)
+    before = {v.key: v for v in previous.verdicts}
+    vs = tuple(v if v.key in again or v.key not in before else before[v.key] for v in new.verdicts)
+    return replace(new, verdicts=vs, overall=_overall(vs))
 
 
 def gate_with_rerun(base: Side, cur: RunResult, remeasure: Callable[[list[str]], RunResult],
                     rerun: int, **gate_kwargs: object) -> GateResult:
-    """``gate``, then up to ``rerun`` rounds of re-measuring suspect cases.
+    """``gate``, then up to ``rerun`` looks more, each after re-measuring the undecided cases.
 
     ::
 
-        result = gate(base, cur)
+        K = rerun + 1                               # the looks; each tests at alpha / K
+        result = gate(base, cur, looks=K)
         repeat rerun times:
-            keys = cases_to_rerun(result)           # REGRESSION or INCONCLUSIVE
+            keys = cases_to_rerun(result)           # undecided (and, between single runs, REGRESSION)
             if not keys: stop
-            cur = merge_samples(cur, remeasure(keys), keys)   # solbench.analysis.pooling
-            result = gate(base, cur)                # BH again, over all cases
+            cur = merge_samples(cur, remeasure(keys), keys)   # one more round (pooled for single runs)
+            result = merge_looks(result, gate(base, cur, looks=K), keys)
 
-    ``remeasure(keys)`` is injected by the caller (the CLI wires the live
-    measurement loop into it): it must measure exactly the given
-    ``case_id/impl`` keys on the same device and return them as a RunResult;
-    keys it leaves out keep their samples. Pooling and deciding again is a
-    sequential test, so the false-positive rate grows slightly with ``rerun``;
-    keep it small (1-3). ``gate_kwargs`` are passed to ``gate`` unchanged.
+    ``remeasure(keys)`` is injected by the caller (the CLI wires the live measurement loop into
+    it): it must measure exactly the given ``case_id/impl`` keys on the same device, one round,
+    and return them as a RunResult; keys it leaves out keep their samples. The error rates hold
+    whatever the stopping (analysis.sequential). ``gate_kwargs`` are passed to ``gate``.
     """
     if rerun < 0:
         raise ConfigError(f"rerun must be >= 0, got {rerun}")
-    result = gate(base, cur, **gate_kwargs)  # type: ignore[arg-type]
+    kwargs = {**gate_kwargs, "looks": rerun + 1}
+    result = gate(base, cur, **kwargs)  # type: ignore[arg-type]
     rounds = 0
     while rounds < rerun:
         keys = cases_to_rerun(result)
@@ -402,5 +463,5 @@ def gate_with_rerun(base: Side, cur: RunResult, remeasure: Callable[[list[str]],
             break
         cur = merge_samples(cur, remeasure(keys), keys)
         rounds += 1
-        result = gate(base, cur, **gate_kwargs)  # type: ignore[arg-type]
+        result = merge_looks(result, gate(base, cur, **kwargs), keys)  # type: ignore[arg-type]
     return replace(result, reruns=rounds)

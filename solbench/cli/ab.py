@@ -27,7 +27,10 @@ from solbench.results.model import FAILED_STATUSES, RunResult
 @click.option("--current-tree", default=".", show_default=True, type=click.Path(file_okay=False),
               help="Checkout of the change.")
 @click.option("--rounds", type=click.IntRange(min=1), default=3, show_default=True,
-              help="Rounds; each starts fresh workers on both sides. The gate decides over rounds.")
+              help="Rounds of every case; each starts fresh workers on both sides. The gate decides over rounds.")
+@click.option("--max-rounds", type=click.IntRange(min=1), default=10, show_default=True,
+              help="Then add rounds only for the undecided cases, up to this many; the error rates are split "
+                   "over the looks (alpha/(max-rounds - rounds + 1)). Equal to --rounds: no added rounds.")
 @click.option("-w", "--workload", "workloads", multiple=True, help="Only this workload (repeatable).")
 @click.option("-i", "--impl", "impls", multiple=True, help="Only this implementation (repeatable).")
 @click.option("--device", default="auto", show_default=True, metavar="auto|cpu|cuda|cuda:N")
@@ -52,7 +55,8 @@ from solbench.results.model import FAILED_STATUSES, RunResult
 @click.option("--markdown", "markdown_file", type=click.Path(dir_okay=False), help="Write the gate's Markdown here.")
 @click.option("--json", "as_json", is_flag=True, help="Print the gate's verdicts as JSON.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar.")
-def ab(files: Sequence[str], baseline_tree: str, current_tree: str, rounds: int, workloads: Sequence[str],
+def ab(files: Sequence[str], baseline_tree: str, current_tree: str, rounds: int, max_rounds: int,
+       workloads: Sequence[str],
        impls: Sequence[str], device: str, timer: str, flush: str, budget: float, target: float, min_samples: int,
        max_samples: int, input_sets: int, seed: int, timeout_s: float, threshold: str | None, alpha: float,
        out_dir: str | None, results_dir: str, force: bool, junit: str | None, markdown_file: str | None,
@@ -68,11 +72,15 @@ def ab(files: Sequence[str], baseline_tree: str, current_tree: str, rounds: int,
     workers. Workers resolve implementations in their own tree; the measuring code is this
     solbench's for both.
     """
-    from solbench.analysis.gate import gate, parse_threshold
+    from solbench.analysis.adaptive import Looks
+    from solbench.analysis.gate import parse_threshold
     from solbench.cli.common import ProgressBar
     from solbench.cli.compare import emit_gate
 
     tau = None if threshold is None else parse_threshold(threshold).fraction  # bad input fails before measuring
+    if max_rounds < rounds:
+        raise click.UsageError(f"--max-rounds ({max_rounds}) must be at least --rounds ({rounds})")
+    looks = Looks(max_rounds - rounds + 1, threshold=tau, alpha=alpha)
     options = api.RunOptions(timer=timer, target_rel_ci=target, min_samples=min_samples, max_samples=max_samples,
                              budget_s=budget, input_sets=input_sets, seed=seed, workloads=tuple(workloads),
                              impls=tuple(impls), flush=flush, results_dir=Path(results_dir), timeout_s=timeout_s)
@@ -85,13 +93,14 @@ def ab(files: Sequence[str], baseline_tree: str, current_tree: str, rounds: int,
     try:
         with ProgressBar(quiet or as_json) as progress:
             base, cur = api.ab(files, baseline_tree, current_tree, options, rounds=rounds, device=device,
-                               progress=progress, on_case=save)
+                               progress=progress, on_case=save, max_rounds=max_rounds,
+                               undecided=lambda runs: looks.undecided(runs[0], runs[1]))
     except RunInterrupted as stop:
         save(stop.result)  # type: ignore[arg-type]  # both runs, marked incomplete
         click.echo("interrupted: the cases measured so far are saved", err=True)
         sys.exit(exitcodes.INTERRUPTED)
     save([base, cur])  # the final records add the end-of-run clocks
-    result = gate(base, cur, threshold=tau, alpha=alpha)
+    result = looks.result(base, cur)
     emit_gate(result, junit=junit, markdown_file=markdown_file, as_json=as_json)
     for saver in savers:
         if saver.path is not None:

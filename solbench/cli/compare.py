@@ -23,7 +23,7 @@ from solbench.errors import ConfigError, ResultsFormatError
 from solbench.report.compare_console import comparison_table, gate_table
 from solbench.report.compare_json import comparison_json, gate_json
 from solbench.report.junit import gate_junit
-from solbench.report.markdown import comparison_markdown, gate_markdown
+from solbench.report.markdown import comparison_markdown, gate_markdown, undecided_note
 from solbench.results import store
 
 _compare_threshold = click.option("--threshold", default="5%", show_default=True,
@@ -191,3 +191,5 @@ def emit_gate(result: GateResult, *, junit: str | None = None, markdown_file: st
         (console or _console()).print(gate_table(result))
     click.echo(f"gate: {result.overall} (exit {result.exit_code}, {len(result.verdicts)} cases, "
                f"{result.reruns} re-measure round(s))", err=True)
+    if result.undecided:
+        click.echo(undecided_note(result), err=True)

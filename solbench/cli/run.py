@@ -71,8 +71,9 @@ from solbench.results.model import RunResult
 @click.option("--threshold", default=None,
               help="Gate threshold ('5%', 'median:5%'); default: the workload's gate_threshold as the run "
                    "recorded it, else 5%.")
-@click.option("--rerun", type=click.IntRange(min=0), default=1, show_default=True,
-              help="Re-measure suspected regressions this many times before deciding.")
+@click.option("--rerun", type=click.IntRange(min=0), default=7, show_default=True,
+              help="With --gate-against: up to N more rounds, each of the cases still undecided only; the "
+                   "error rates are split over the N+1 looks (README 'Comparing runs and gating CI').")
 @click.option("--junit", type=click.Path(dir_okay=False), help="With --gate-against: JUnit XML here.")
 @handle_errors
 def run(files: Sequence[str], gpu: str | None, dry_run: bool, device: str, timer: str, flush: str,

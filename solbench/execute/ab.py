@@ -3,8 +3,9 @@
     for each tree: plan its copy of the workload files (its references checked with the tree
                    first on sys.path), build its settings and empty run, and a worker pool whose
                    workers resolve implementations in that tree
-    measure both, alternating (solbench.execute.alternate), in ``rounds`` rounds
-    -> (baseline run, current run); the caller gates them (solbench.analysis.gate)
+    measure both, alternating (solbench.execute.alternate), in ``rounds`` rounds; then, with
+    ``undecided`` given, one more round at a time of the keys it names, up to ``max_rounds``
+    -> (baseline run, current run); the caller gates them (solbench.analysis.gate, .adaptive)
 """
 
 from __future__ import annotations
@@ -27,12 +28,15 @@ __all__ = ["ab"]
 def ab(files: Sequence[str | Path], baseline_tree: str | Path, current_tree: str | Path,
        options: RunOptions | None = None, *, rounds: int = 3, device: str = "auto",
        progress: Progress | None = None,
-       on_case: Callable[[Sequence[RunResult]], None] | None = None) -> tuple[RunResult, RunResult]:
+       on_case: Callable[[Sequence[RunResult]], None] | None = None, max_rounds: int | None = None,
+       undecided: Callable[[Sequence[RunResult]], Sequence[str]] | None = None) -> tuple[RunResult, RunResult]:
     """Measure the workload ``files`` (paths inside each tree) of two checkouts, alternating.
 
     Each tree's workers resolve implementations in that tree (:mod:`solbench.execute.alternate`); a
     file missing from one tree is measured on the other side only. Returns (baseline, current),
-    each with ``rounds`` rounds. Raises RunInterrupted on Ctrl-C (``on_case`` saw every case).
+    each with ``rounds`` rounds, and up to ``max_rounds`` for the keys ``undecided(runs)`` names
+    after each round (:class:`solbench.analysis.adaptive.Looks`). Raises RunInterrupted on Ctrl-C
+    (``on_case`` saw every case).
     """
     from solbench.execute import alternate as ab_loop
     from solbench.measure import pool
@@ -43,6 +47,8 @@ def ab(files: Sequence[str | Path], baseline_tree: str | Path, current_tree: str
             raise ConfigError(f"{f}: give workload files as paths inside each tree (e.g. workloads/attn.yaml)")
     if rounds < 1:
         raise ConfigError(f"rounds must be at least 1, got {rounds}")
+    if max_rounds is not None and max_rounds < rounds:
+        raise ConfigError(f"max rounds ({max_rounds}) must be at least the rounds ({rounds})")
     info, floor_spec = detect(device, options)
     sides = []
     for label, tree in (("baseline", baseline_tree), ("current", current_tree)):
@@ -62,7 +68,7 @@ def ab(files: Sequence[str | Path], baseline_tree: str | Path, current_tree: str
     emit("start", {"cases": len({(u.spec.name, c.id) for s in sides for u in s.units for c in u.cases}) * rounds})
     base, cur = ab_loop.measure_ab(sides, device=info.kind, settings=prep.settings, timeout_s=options.timeout_s,
                                    l2_bytes=info.l2_bytes, emit=emit, rounds=rounds, nvml_id=prep.nvml_id,
-                                   on_case=on_case)
+                                   on_case=on_case, max_rounds=max_rounds, undecided=undecided)
     emit("done", {})
     return with_end_clocks(base, info), with_end_clocks(cur, info)
 

@@ -14,6 +14,14 @@ case and round by round, so drift, heat and the power cap hit both alike::
                 merge each side's rounds so far; score; hand both runs to on_case
             retire both sides' workers
 
+After the first ``rounds`` rounds, with ``undecided`` given, the loop adds rounds only for the
+``case_id/impl`` keys ``undecided(runs)`` names (the gate's INCONCLUSIVE cases), both sides,
+alternating as above, until it names none or ``max_rounds`` rounds are measured::
+
+    r = rounds
+    while r < max_rounds and (keys := undecided([baseline run, current run])):
+        round r as above, for those keys only (only their workers start)
+
 A workload, case or implementation on one side only is measured on that side only (the gate
 lists it as MISSING, or BROKEN if the current side lost a working one).
 """
@@ -65,17 +73,27 @@ def _case_ids(units: Sequence[Unit | None]) -> list[str]:
 
 def measure_ab(sides: Sequence[Side], *, device: str, settings: MeasureSettings, timeout_s: float,
                l2_bytes: int | None, emit: Progress, rounds: int = 2, nvml_id: str | None = None,
-               on_case: Callable[[Sequence[RunResult]], None] | None = None) -> list[RunResult]:
+               on_case: Callable[[Sequence[RunResult]], None] | None = None, max_rounds: int | None = None,
+               undecided: Callable[[Sequence[RunResult]], Sequence[str]] | None = None) -> list[RunResult]:
     """Measure both sides, alternating (module docstring); returns their runs in ``sides`` order.
 
+    ``undecided`` and ``max_rounds``: add rounds for the keys still undecided (module docstring).
     Ctrl-C raises RunInterrupted whose ``result`` is the list of both runs so far, marked incomplete.
     """
+    cap = max(rounds, max_rounds or rounds)
     try:
-        for r in range(rounds):
-            emit("round", {"round": r + 1, "of": rounds})
+        r = 0
+        while r < cap:
+            keys: set[str] | None = None
+            if r >= rounds:
+                keys = set(undecided([side.run for side in sides])) if undecided is not None else set()
+                if not keys:
+                    break
+            emit("round", {"round": r + 1, "of": rounds if keys is None else cap, "keys": len(keys or ())})
             for name in _workloads(sides):
                 _workload(sides, name, r, device=device, settings=settings, timeout_s=timeout_s,
-                          l2_bytes=l2_bytes, emit=emit, nvml_id=nvml_id, on_case=on_case)
+                          l2_bytes=l2_bytes, emit=emit, nvml_id=nvml_id, on_case=on_case, keys=keys)
+            r += 1
     except KeyboardInterrupt:
         for side in sides:
             side.run = replace(side.run, complete=False, notes=(*side.run.notes, "interrupted (Ctrl-C)"))
@@ -86,21 +104,36 @@ def measure_ab(sides: Sequence[Side], *, device: str, settings: MeasureSettings,
     return [side.run for side in sides]
 
 
+def _wanted(unit: Unit | None, skip: dict[str, str], keys: set[str] | None) -> list[tuple[str, str]]:
+    """The workers a round needs: every implementation's, or those with a key in ``keys``."""
+    if unit is None:
+        return []
+    return [(w, impl) for w, impl in _keys(unit, skip)
+            if keys is None or any(f"{c.id}/{impl}" in keys for c in unit.cases)]
+
+
 def _workload(sides: Sequence[Side], name: str, r: int, *, device: str, settings: MeasureSettings,
               timeout_s: float, l2_bytes: int | None, emit: Progress, nvml_id: str | None,
-              on_case: Callable[[Sequence[RunResult]], None] | None) -> None:
+              on_case: Callable[[Sequence[RunResult]], None] | None, keys: set[str] | None = None) -> None:
     units = [side.unit(name) for side in sides]
     skips = [_skipped(u, device) if u is not None else {} for u in units]
+    workers = [_wanted(u, skip, keys) for u, skip in zip(units, skips, strict=True)]
+    if not any(workers):
+        return
     emit("workers", {"workload": name})
-    for side, unit, skip in zip(sides, units, skips, strict=True):
-        if unit is not None:
-            side.executor.prestart(_keys(unit, skip))
+    for side, wanted in zip(sides, workers, strict=True):
+        if wanted:
+            side.executor.prestart(wanted)
     for k, case_id in enumerate(_case_ids(units)):
         order = list(range(len(sides))) if (k + r) % 2 == 0 else list(reversed(range(len(sides))))
         cases = [next((c for c in u.cases if c.id == case_id), None) if u is not None else None for u in units]
         impls: dict[str, None] = {}
         for unit in reversed(units):
             impls.update(dict.fromkeys(unit.impls if unit is not None else ()))
+        if keys is not None:
+            impls = {impl: None for impl in impls if f"{case_id}/{impl}" in keys}
+            if not impls:
+                continue
         results: list[list[ImplResult]] = [[] for _ in sides]
         for impl in impls:
             for i in order:
@@ -111,7 +144,7 @@ def _workload(sides: Sequence[Side], name: str, r: int, *, device: str, settings
                 results[i].append(_one(sides[i].executor, unit, task, impl, skips[i], timeout_s, _tagged(emit, i)))
         for i, side in enumerate(sides):
             unit, case = units[i], cases[i]
-            if unit is None or case is None:
+            if unit is None or case is None or not results[i]:
                 continue
             per_round = side.rounds.setdefault((name, case_id), [])
             per_round.append(results[i])
@@ -120,9 +153,9 @@ def _workload(sides: Sequence[Side], name: str, r: int, *, device: str, settings
         if on_case is not None:
             on_case([side.run for side in sides])
         emit("case_done", {"case": case_id})
-    for side, unit, skip in zip(sides, units, skips, strict=True):
-        if unit is not None:
-            side.executor.retire(_keys(unit, skip))
+    for side, wanted in zip(sides, workers, strict=True):
+        if wanted:
+            side.executor.retire(wanted)
 
 
 def _tagged(emit: Progress, side: int) -> Progress:

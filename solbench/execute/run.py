@@ -63,14 +63,16 @@ def run(files: Sequence[str | Path], options: RunOptions = RunOptions(), *,  # n
 
 def gate_live(base: RunResult, cur: RunResult, files: Sequence[str | Path], options: RunOptions, *,
               rerun: int, device: str = "auto", **gate_kwargs: Any) -> Any:
-    """Gate ``cur`` against ``base``, re-measuring suspect cases up to ``rerun`` times first.
+    """Gate ``cur`` against ``base``; up to ``rerun`` looks more, each after measuring one more round
+    of the cases still undecided (:func:`solbench.analysis.gate.gate_with_rerun`: the error rates
+    are split over the ``rerun + 1`` looks).
 
     Thresholds: an explicit ``threshold`` in ``gate_kwargs`` wins; otherwise each workload's
     ``gate_threshold`` as the runs recorded it (``RunResult.gate_thresholds``), else 5%.
     """
     from solbench.analysis.gate import gate_with_rerun
 
-    def remeasure(keys: list[str]) -> RunResult:
-        return run(files, replace(options, keys=tuple(keys)), device=device)
+    def remeasure(keys: list[str]) -> RunResult:  # one round (fresh workers) of these keys only
+        return run(files, replace(options, keys=tuple(keys), repeat=1), device=device)
 
     return gate_with_rerun(base, cur, remeasure, rerun, **gate_kwargs)

@@ -60,6 +60,8 @@ def gate_table(g: GateResult) -> Table:
         t.add_column(col, justify="left" if col in ("case", "verdict", "note") else "right")
     for v in sorted(g.verdicts, key=lambda v: _GATE_ORDER[v.verdict]):
         note = v.reason if v.verdict in ("BROKEN", "MISSING") else ""
+        if v.verdict == "INCONCLUSIVE" and v.more_rounds is not None:
+            note = f"needs ~{v.more_rounds} more round(s) per side"
         t.add_row(Text(v.key), side_cell(v.median_base, v.status_base), side_cell(v.median_cur, v.status_cur),
                   format_ratio(v.ratio), format_ci(v.ci_low, v.ci_high), threshold_cell(v), format_p(v.p_adjusted),
                   Text(v.verdict, style=_STYLE[v.verdict]), Text(note, style="dim"))

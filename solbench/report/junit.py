@@ -57,7 +57,8 @@ def gate_junit(g: GateResult, suite_name: str = "solbench-gate") -> str:
     props = ET.SubElement(suite, "properties")
     threshold = "per workload" if g.threshold is None else f"{g.threshold:g}"
     settings = {"overall": g.overall, "exit_code": str(g.exit_code), "threshold": threshold,
-                "alpha": f"{g.alpha:g}", "confidence": f"{g.confidence:g}", "reruns": str(g.reruns)}
+                "alpha": f"{g.alpha:g}", "confidence": f"{g.confidence:g}", "reruns": str(g.reruns),
+                "looks": str(g.looks)}
     for i, diff in enumerate(g.fingerprint_diffs):
         settings[f"fingerprint_diff_{i}"] = diff
     for name, value in settings.items():

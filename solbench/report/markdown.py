@@ -112,9 +112,27 @@ def rounds_note(g: GateResult) -> str:
         return ""
     base = sorted({v.rounds_base for v in over})
     cur = sorted({v.rounds_cur for v in over})
+    looks = (f" Error rates split over {g.looks} looks (each at alpha/{g.looks}, CI at "
+             f"{1 - (1 - g.confidence) / g.looks:.2%}): undecided cases got one more round a look."
+             if g.looks > 1 else "")
     return (f" Decided over rounds ({'/'.join(map(str, base))} baseline, {'/'.join(map(str, cur))} current): "
-            "ratio of the medians of round medians, two-level bootstrap CI (rounds, then samples), and a "
-            "t test on it in place of Mann-Whitney.")
+            "ratio of the geometric means of the round medians, t interval on the log round medians, and "
+            "the t test in place of Mann-Whitney." + looks)
+
+
+def undecided_note(g: GateResult) -> str:
+    """What a CI owner can do about INCONCLUSIVE cases: which, the interval each reached, what decides it."""
+    und = g.undecided
+    if not und:
+        return ""
+    rounds = [v.more_rounds for v in und if v.more_rounds is not None]
+    hint = (f" At the measured spread about {max(rounds)} more round(s) per side would decide them all "
+            "(`ab --max-rounds`, `run --gate-against --rerun`); a ratio on the threshold itself needs a "
+            "different threshold, not more rounds." if rounds else
+            " Measure in rounds (`run --repeat`, `ab`) so that more rounds can decide them.")
+    return f"{len(und)} undecided (INCONCLUSIVE): " + ", ".join(
+        f"{v.key} {format_ratio(v.ratio)} {format_ci(v.ci_low, v.ci_high)}" for v in und[:10]) + (
+        f" and {len(und) - 10} more" if len(und) > 10 else "") + "." + hint
 
 
 def gate_markdown(g: GateResult) -> str:
@@ -137,6 +155,8 @@ def gate_markdown(g: GateResult) -> str:
     ordered = sorted(g.verdicts, key=lambda v: _GATE_ORDER[v.verdict])
     header = ["Case", "Baseline", "Current", "Ratio", "CI", "Threshold", "p (adj.)", "Verdict"]
     lines += [*_table(header, "lrrrrrrl", [_gate_row(v) for v in ordered]), ""]
+    if g.undecided:
+        lines += [f"> {_cell(undecided_note(g))}", ""]
     flagged = [v for v in ordered if v.verdict != "PASS"]  # FASTER too: it is news
     lines += [f"- `{v.key}`: {v.verdict}: {_cell(v.reason)}" for v in flagged]
     return "\n".join(lines).rstrip("\n") + "\n"

@@ -121,6 +121,38 @@ def test_a_workload_on_one_side_only_is_measured_there_only(tmp_path, monkeypatc
     assert {c.workload for c in head_run.cases} == {"tiny", "added"}
 
 
+def test_added_rounds_measure_only_the_undecided_keys_alternating(tmp_path, monkeypatch):
+    base, head = _tree(tmp_path / "base"), _tree(tmp_path / "head")
+    log, asked = [], []
+    monkeypatch.syspath_prepend(str(base))
+    sides = [_side("baseline", base, log), _side("current", head, log)]
+    left = ["tiny[n=64,float32]/kernel"]
+
+    def undecided(runs):
+        asked.append([max(r.timing.n_rounds for c in run.cases for r in c.impls) for run in runs])
+        return list(left) if len(asked) < 3 else []  # undecided after rounds 2 and 3, decided after 4
+
+    runs = measure_ab(sides, device="cpu", settings=MeasureSettings(), timeout_s=1.0, l2_bytes=None,
+                      emit=lambda e, d: None, rounds=2, max_rounds=10, undecided=undecided)
+    assert asked == [[2, 2], [3, 3], [4, 4]]  # asked after each round from the second on; stops when decided
+    added = [e for e in log if e[0] in ("baseline", "current")][2 * 2 * 3 * 2:]  # after two full rounds (2 cases, 3 impls, 2 sides)
+    assert added == [("current", "tiny[n=64,float32]", "kernel"), ("baseline", "tiny[n=64,float32]", "kernel"),
+                     ("baseline", "tiny[n=64,float32]", "kernel"), ("current", "tiny[n=64,float32]", "kernel")]
+    for run in runs:
+        rounds = {f"{c.case_id}/{r.name}": r.timing.n_rounds for c in run.cases for r in c.impls}
+        assert rounds.pop("tiny[n=64,float32]/kernel") == 4 and set(rounds.values()) == {2}
+
+
+def test_added_rounds_stop_at_the_cap(tmp_path, monkeypatch):
+    base, head = _tree(tmp_path / "base"), _tree(tmp_path / "head")
+    monkeypatch.syspath_prepend(str(base))
+    log = []
+    runs = measure_ab([_side("baseline", base, log), _side("current", head, log)], device="cpu",
+                      settings=MeasureSettings(), timeout_s=1.0, l2_bytes=None, emit=lambda e, d: None,
+                      rounds=1, max_rounds=3, undecided=lambda runs: ["tiny[n=32,float32]/local"])
+    assert max(r.timing.n_rounds for c in runs[1].cases for r in c.impls) == 3
+
+
 def _ab(*args):
     return CliRunner().invoke(main, ["ab", *args])
 
@@ -163,7 +195,7 @@ def test_ab_gates_what_it_measured(tmp_path, monkeypatch):
     """The verdict comes from the gate over rounds: a synthetic 10% slowdown exits 1."""
     rng = np.random.default_rng(0)
 
-    def fake_ab(files, baseline_tree, current_tree, options, *, rounds, device, progress, on_case):
+    def fake_ab(files, baseline_tree, current_tree, options, *, rounds, device, progress, on_case, **adaptive):
         from solbench.analysis.pooling import combine_runs
 
         def side(shift):

@@ -128,11 +128,23 @@ def test_bad_threshold_is_a_config_error():
         (1.02, 1.08, False, "INCONCLUSIVE"),
         (0.90, 0.94, True, "FASTER"),
         (0.98, 1.10, True, "INCONCLUSIVE"),  # straddles 1
-        (0.90, 0.94, False, "INCONCLUSIVE"),
+        # a whole interval beyond the band decides without the BH-corrected test across rows
+        # (issue 16: o_proj 16 tokens bf16, 0.876x, CI [0.813, 0.945], p = 0.014 was INCONCLUSIVE)
+        (0.90, 0.94, False, "FASTER"),
+        (0.813, 0.945, False, "FASTER"),
+        (1.06, 1.10, False, "SLOWER"),
+        (0.90, 0.97, False, "INCONCLUSIVE"),  # reaches into the band, and no significant test
+        (1.03, 1.10, False, "INCONCLUSIVE"),
     ],
 )
 def test_comparison_verdict_rule(low, high, sig, expected):
     assert comparison_verdict(low, high, sig, 0.05) == expected
+
+
+@pytest.mark.parametrize(("low", "high"), [(0.90, 0.94), (1.06, 1.10)])
+def test_beyond_the_band_still_needs_the_one_sided_test_in_its_direction(low, high):
+    # two-sided p above 2 alpha: the one-sided test at alpha fails, so the interval alone does not decide
+    assert comparison_verdict(low, high, False, 0.05, directional=False) == "INCONCLUSIVE"
 
 
 def test_aa_comparisons_rarely_claim_a_difference():

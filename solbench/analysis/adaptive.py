@@ -1,0 +1,46 @@
+"""The gate looked at again after every added round: which cases still need rounds. Pure.
+
+``ab`` (and any loop that measures both sides a round at a time) asks after each round which
+``case_id/impl`` keys are still undecided, measures one more round of those only, and asks
+again, up to a cap. ``Looks`` keeps the verdicts of the keys decided at earlier looks (their data
+no longer change; ``gate.merge_looks``) and splits the error rates over the looks the cap allows
+(``gate(looks=K)``; analysis.sequential proves the rates in simulation)::
+
+    looks = Looks(K, threshold=..., alpha=...)     # K = max_rounds - first rounds + 1
+    after each round: keys = looks.undecided(base, cur)   # [] -> stop
+    at the end:       result = looks.result(base, cur)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from solbench.analysis.gate import GateResult, Side, gate, merge_looks
+from solbench.results.model import RunResult
+
+__all__ = ["Looks"]
+
+
+class Looks:
+    """The gate over a growing pair of runs, one look per round, verdicts kept once decided."""
+
+    def __init__(self, looks: int, **gate_kwargs: Any) -> None:
+        self.looks = looks
+        self.gate_kwargs = gate_kwargs
+        self.last: GateResult | None = None
+        self.measured: list[str] = []  # keys named at the last look (measured again since)
+        self.count = 0  # looks taken
+
+    def result(self, base: Side, cur: RunResult) -> GateResult:
+        """The gate now, with verdicts decided at earlier looks kept for keys not measured since."""
+        new = gate(base, cur, looks=self.looks, **self.gate_kwargs)
+        merged = new if self.last is None else merge_looks(self.last, new, self.measured)
+        self.last = merged
+        self.count += 1
+        return merged
+
+    def undecided(self, base: Side, cur: RunResult) -> list[str]:
+        """Keys still INCONCLUSIVE at this look (the ones to measure again); [] when all are decided."""
+        keys = [v.key for v in self.result(base, cur).undecided]
+        self.measured = keys
+        return keys

@@ -1,0 +1,171 @@
+"""How many rounds, how many samples a round: put the time where the variance is. Pure.
+
+**Variance components.** A round's log median is ``mu + b_r + e_r``: b_r the round's own offset
+(per-process state; variance sigma_b^2 between rounds) and e_r the sampling error of the median of
+n samples whose logs spread with variance sigma_w^2 within the round. For a median,
+``var(e_r) ~ (pi/2) sigma_w^2 / n`` (the asymptotic variance of a sample median,
+1 / (4 n f(median)^2), for a normal f; Cramér 1946, sec. 28.5). Estimated from a Timing in rounds
+by the method of moments of one-way random-effects ANOVA (Searle, Casella & McCulloch 1992,
+ch. 3), with robust scales so one odd sample or round does not dominate:
+
+    sigma_w  = 1.4826 * MAD of the log samples within each round, root-mean-square over rounds
+    s_m^2    = variance of the log round medians                     (R - 1 degrees of freedom)
+    sigma_b^2 = max(0, s_m^2 - (pi/2) sigma_w^2 / n_bar)             n_bar = mean samples a round
+
+**Samples a round.** Two-stage (cluster) sampling: with c_r the cost of starting a round (a
+worker's start, set-up, checks; seconds) and c_s the cost of one sample, the variance of the
+grand mean for a fixed budget ``R (c_r + n c_s)`` is smallest at (Cochran, Sampling Techniques,
+3rd ed. 1977, sec. 10.6, eq. 10.23; Hansen, Hurwitz & Madow 1953)
+
+    n* = sqrt( (c_r / c_s) * V_w / sigma_b^2 ),   V_w = (pi/2) sigma_w^2  (per-sample variance
+                                                  of a median's error, times n)
+
+clamped to [min_samples, max_samples] (sigma_b = 0: max_samples). Worked example from the H200
+(issue 16, five o_proj runs): sigma_b 0.78% median (decode points 1.13%, p90 1.83%), sigma_w 2.1%,
+19 samples a round. Then (pi/2) sigma_w^2 / 19 = (0.60%)^2: a round median's sampling error is
+already below the between-round spread, so extra samples buy little. With c_r / c_s = 100 (a
+round of a point costs as much as 100 samples, e.g. 0.2 s against 2 ms) n* = sqrt(100 * 1.571 *
+2.1^2 / 0.78^2) = 34 at sigma_b = 0.78% and 23 at 1.13%; at c_r / c_s = 25, 17 and 12. Rounds
+then follow from the target (below): at sigma_b = 1.13%, n = 19, one side's 95% half-width of 1%
+needs R = 9 rounds (t_8 = 2.31, sd of a round median 1.28%; 7 at sigma_b = 0.78%), where 3 rounds
+give ±3.2% (t_2 = 4.30).
+
+**Rounds for a target.** The t interval of the mean of R log round medians has half-width
+``t_{R-1, (1+c)/2} * sqrt((sigma_b^2 + V_w / n) / R)``; ``rounds_for_half_width`` returns the
+smallest R that brings it within ``log(1 + target)``. For a ratio of two sides with R rounds each
+(pooled, df 2R - 2) the variance doubles. ``more_rounds_to_decide`` gives the rounds per side that
+would move a gate's interval clear of its threshold at the measured spread and ratio.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats as _sstats
+
+from solbench.analysis.rounds import group_by_round
+from solbench.results.model import Timing
+
+__all__ = [
+    "MAX_ROUNDS",
+    "VarianceComponents",
+    "more_rounds_to_decide",
+    "optimal_samples",
+    "rounds_for_half_width",
+    "rounds_needed",
+    "variance_components",
+]
+
+MAX_ROUNDS = 1000  # beyond this a count of rounds means "no practical number decides it"
+_MAD_SD = 1.4826  # sd / MAD for a normal distribution
+_MEDIAN_EFF = math.pi / 2.0  # var(median) / var(mean) for a normal distribution, large n
+
+
+@dataclass(frozen=True)
+class VarianceComponents:
+    """Between- and within-round variances of log times (relative variances)."""
+
+    sigma_b2: float  # between-round variance of the round offsets b_r
+    sigma_w2: float  # within-round variance of log samples
+    n: float  # mean samples a round
+    rounds: int
+
+    @property
+    def round_var(self) -> float:
+        """Variance of one round's log median: sigma_b^2 + (pi/2) sigma_w^2 / n."""
+        return self.sigma_b2 + _MEDIAN_EFF * self.sigma_w2 / self.n
+
+
+def variance_components(groups: Sequence[np.ndarray]) -> VarianceComponents:
+    """sigma_b^2 and sigma_w^2 from samples grouped by round (module docstring).
+
+    One round: sigma_b^2 is unobserved and reported as 0. Raises ValueError on empty rounds or
+    non-positive times.
+    """
+    if not groups or any(len(g) == 0 for g in groups):
+        raise ValueError("every round needs samples")
+    logs = []
+    for g in groups:
+        x = np.asarray(g, dtype=float)
+        if np.any(x <= 0.0) or not np.all(np.isfinite(x)):
+            raise ValueError("times must be positive and finite")
+        logs.append(np.log(x))
+    mads = [_MAD_SD * float(np.median(np.abs(lg - np.median(lg)))) for lg in logs]
+    sigma_w2 = float(np.mean(np.square(mads)))
+    n = float(np.mean([lg.size for lg in logs]))
+    meds = np.array([float(np.median(lg)) for lg in logs])
+    if meds.size < 2:
+        return VarianceComponents(0.0, sigma_w2, n, 1)
+    s_m2 = float(np.var(meds, ddof=1))
+    return VarianceComponents(max(0.0, s_m2 - _MEDIAN_EFF * sigma_w2 / n), sigma_w2, n, int(meds.size))
+
+
+def optimal_samples(sigma_b2: float, sigma_w2: float, c_round: float, c_sample: float, *,
+                    min_samples: int = 10, max_samples: int = 2000) -> int:
+    """n* = sqrt((c_r / c_s) (pi/2) sigma_w^2 / sigma_b^2), clamped (Cochran 1977, eq. 10.23)."""
+    if c_round < 0.0 or c_sample <= 0.0 or sigma_b2 < 0.0 or sigma_w2 < 0.0:
+        raise ValueError("costs and variances must be non-negative (the cost of a sample positive)")
+    if min_samples < 1 or max_samples < min_samples:
+        raise ValueError(f"bad sample bounds [{min_samples}, {max_samples}]")
+    if sigma_b2 == 0.0:
+        return max_samples
+    n = math.sqrt(c_round / c_sample * _MEDIAN_EFF * sigma_w2 / sigma_b2)
+    return int(min(max_samples, max(min_samples, round(n))))
+
+
+def rounds_for_half_width(round_var: float, target: float, *, confidence: float = 0.95, sides: int = 1,
+                          min_rounds: int = 2, cap: int = MAX_ROUNDS) -> int:
+    """Smallest R (per side) with ``t_{df, (1+c)/2} sqrt(sides * round_var / R) <= log(1 + target)``.
+
+    df = sides * (R - 1) (one side: R - 1; a ratio of two sides, pooled: 2R - 2). Returns ``cap``
+    when even ``cap`` rounds are not enough.
+    """
+    if target <= 0.0 or round_var < 0.0:
+        raise ValueError("target must be positive and the variance non-negative")
+    edge = math.log1p(target)
+    for r in range(max(2, min_rounds), cap + 1):
+        q = float(_sstats.t.ppf((1.0 + confidence) / 2.0, sides * (r - 1)))
+        if q * math.sqrt(sides * round_var / r) <= edge:
+            return r
+    return cap
+
+
+def rounds_needed(timing: Timing, target_rel_ci: float, cap: int, *, confidence: float = 0.95) -> int:
+    """How many rounds in all this measurement needs for a ``confidence`` interval of ±target.
+
+    For the run loop after each round: keep adding rounds while ``timing.n_rounds`` is below the
+    answer. The spread comes from the rounds so far (variance_components); with one round the
+    between-round spread is unknown and the answer is ``min(cap, 2)`` (measure a second round).
+    Never below the rounds already measured, never above ``cap``.
+    """
+    if cap < 1:
+        raise ValueError(f"cap must be >= 1, got {cap}")
+    groups = group_by_round(timing.samples, timing.rounds)
+    if len(groups) < 2:
+        return min(cap, 2)
+    vc = variance_components(groups)
+    need = rounds_for_half_width(vc.round_var, target_rel_ci, confidence=confidence, cap=max(cap, 2))
+    return max(len(groups), min(cap, need))
+
+
+def more_rounds_to_decide(log_ratio: float, sd_round: float, tau: float, rounds: int, *,
+                          confidence: float) -> int | None:
+    """Rounds to add to each side so a gate's interval at ``confidence`` clears ``1 + tau``.
+
+    At the measured ratio ``exp(log_ratio)`` and spread of one round's log median ``sd_round``
+    (pooled), both sides at R rounds give ``se = sd_round sqrt(2 / R)`` with 2R - 2 degrees of
+    freedom; the interval decides once ``t se <= |log_ratio - log(1 + tau)|``. Returns R minus the
+    rounds already measured (``rounds``: the larger side's), at least 1; None when no practical
+    number does (the ratio sits at the threshold: more than MAX_ROUNDS).
+    """
+    gap = abs(log_ratio - math.log1p(tau))
+    if gap == 0.0:
+        return None
+    target = math.expm1(gap)
+    need = rounds_for_half_width(sd_round ** 2, target, confidence=confidence, sides=2, cap=MAX_ROUNDS + 1)
+    if need > MAX_ROUNDS:
+        return None
+    return max(1, need - rounds)

@@ -1,0 +1,130 @@
+"""The two-stage allocation: variance components, samples a round, rounds for a target; and the
+gate's undecided cases with what would decide them. Seeded synthetic samples only."""
+
+import math
+
+import numpy as np
+import pytest
+
+from solbench.analysis.adaptive import Looks
+from solbench.analysis.allocation import (
+    more_rounds_to_decide,
+    optimal_samples,
+    rounds_for_half_width,
+    rounds_needed,
+    variance_components,
+)
+from solbench.analysis.gate import gate, gate_with_rerun
+from solbench.analysis.pooling import merge_rounds
+from solbench.report.compare_json import gate_json
+from solbench.report.markdown import gate_markdown
+from solbench.results.model import Timing
+from tests.unit.factories import make_impl, make_run
+
+
+def _rounds(rng, rounds, n, sd_b, sd_w, shift=1.0):
+    return [shift * 1e-3 * np.exp(rng.normal(0, sd_b) + rng.normal(0, sd_w, n)) for _ in range(rounds)]
+
+
+def test_variance_components_recover_the_simulated_ones():
+    rng = np.random.default_rng(0)
+    est = [variance_components(_rounds(rng, 40, 19, 0.0113, 0.021)) for _ in range(30)]
+    assert math.sqrt(np.mean([v.sigma_w2 for v in est])) == pytest.approx(0.021, rel=0.05)
+    assert math.sqrt(np.mean([v.sigma_b2 for v in est])) == pytest.approx(0.0113, rel=0.15)
+    one = variance_components(_rounds(rng, 1, 19, 0.01, 0.02))
+    assert one.sigma_b2 == 0.0 and one.rounds == 1
+    with pytest.raises(ValueError):
+        variance_components([np.array([1e-3, -1.0])])
+
+
+def test_optimal_samples_is_cochrans_rule_on_the_h200_numbers():
+    # sigma_b 0.78% / 1.13%, sigma_w 2.1% (issue 16); c_r / c_s = 100 and 25
+    assert optimal_samples(0.0078 ** 2, 0.021 ** 2, 0.2, 0.002) == 34
+    assert optimal_samples(0.0113 ** 2, 0.021 ** 2, 0.2, 0.002) == 23
+    assert optimal_samples(0.0078 ** 2, 0.021 ** 2, 25.0, 1.0) == 17
+    assert optimal_samples(0.0113 ** 2, 0.021 ** 2, 25.0, 1.0) == 12
+    assert optimal_samples(0.0, 0.021 ** 2, 1.0, 1.0, max_samples=500) == 500  # no spread between rounds
+    assert optimal_samples(1.0, 1e-9, 1.0, 1.0, min_samples=10) == 10  # clamped
+
+
+def test_rounds_for_a_one_percent_interval():
+    var = 0.0113 ** 2 + math.pi / 2 * 0.021 ** 2 / 19
+    r = rounds_for_half_width(var, 0.01)
+    assert r == 9
+    t = __import__("scipy").stats.t
+    assert t.ppf(0.975, r - 1) * math.sqrt(var / r) <= math.log(1.01) < t.ppf(0.975, r - 2) * math.sqrt(var / (r - 1))
+    assert rounds_for_half_width(var, 0.01, sides=2) > r  # a ratio of two sides needs more
+    assert rounds_for_half_width(var, 1e-6, cap=50) == 50
+
+
+def test_rounds_needed_for_the_run_loop():
+    rng = np.random.default_rng(1)
+
+    def timing(rounds, sd_b, sd_w=0.021):
+        groups = _rounds(rng, rounds, 19, sd_b, sd_w)
+        return merge_rounds([make_impl("x", list(g)) for g in groups]).timing
+
+    assert rounds_needed(Timing((1e-3,) * 10, 1e-3, 1e-3, 1e-3, "converged"), 0.01, 10) == 2
+    quiet, noisy = timing(3, 0.001, 0.005), timing(3, 0.03)
+    assert rounds_needed(quiet, 0.01, 10) == 3  # already tight: no more rounds
+    # no spread between rounds, 2.1% within: a round median still errs by 0.6%, t_2 = 4.30 -> four rounds
+    assert rounds_needed(timing(3, 0.0), 0.01, 10) == 4
+    assert rounds_needed(noisy, 0.01, 10) == 10  # wide: up to the cap
+    assert 3 <= rounds_needed(timing(3, 0.0113), 0.01, 40) <= 40
+
+
+def test_more_rounds_to_decide():
+    assert more_rounds_to_decide(math.log(1.05), 0.02, 0.05, 3, confidence=0.95) is None  # on the threshold
+    near, far = (more_rounds_to_decide(math.log(x), 0.02, 0.05, 3, confidence=0.95) for x in (1.03, 1.0))
+    assert near > far >= 1
+
+
+def _side(rng, rounds, shift, sd_b=0.015, n=15, cases=("a", "b")):
+    runs = [make_run({c: {"k": list(g)} for c, g in zip(cases, [_rounds(rng, 1, n, sd_b, 0.02, shift)[0]
+                                                                 for _ in cases], strict=True)})
+            for _ in range(rounds)]
+    return runs
+
+
+def test_an_undecided_case_says_what_would_decide_it():
+    rng = np.random.default_rng(2)
+    result = gate(_side(rng, 3, 1.0, sd_b=0.03), _side(rng, 3, 1.04, sd_b=0.03), threshold=0.05)
+    und = result.undecided
+    assert und and all(v.more_rounds is not None and v.more_rounds >= 1 for v in und)
+    assert all("more round" in v.reason and "per side" in v.reason for v in und)
+    md, js = gate_markdown(result), gate_json(result)
+    assert "undecided (INCONCLUSIVE)" in md and und[0].key in md
+    assert [u["key"] for u in js["undecided"]] == [v.key for v in und] and js["looks"] == 1
+
+
+def test_rerun_over_rounds_adds_rounds_to_undecided_cases_only_and_keeps_decided_verdicts():
+    rng = np.random.default_rng(3)
+    base = _side(rng, 4, 1.0, sd_b=0.005, cases=("a", "b"))
+    # "a" identical and quiet, "b" noisy: only "b" should be measured again
+    cur_runs = [make_run({"a": {"k": list(_rounds(rng, 1, 15, 0.005, 0.02)[0])},
+                          "b": {"k": list(_rounds(rng, 1, 15, 0.04, 0.02, 1.03)[0])}}) for _ in range(3)]
+    from solbench.analysis.pooling import combine_runs
+
+    cur = combine_runs(cur_runs)
+    calls = []
+
+    def remeasure(keys):
+        calls.append(list(keys))
+        return make_run({k.split("/")[0]: {"k": list(_rounds(rng, 1, 15, 0.005, 0.02, 1.03)[0])} for k in keys})
+
+    first = gate(base, cur, threshold=0.05, looks=5)
+    assert {v.key: v.verdict for v in first.verdicts}["a/k"] == "PASS"
+    result = gate_with_rerun(base, cur, remeasure, 4, threshold=0.05)
+    assert calls and all(keys == ["b/k"] for keys in calls)
+    by = {v.key: v for v in result.verdicts}
+    assert by["a/k"] == next(v for v in first.verdicts if v.key == "a/k")  # kept from the first look
+    assert by["b/k"].rounds_cur == 3 + len(calls) and result.looks == 5
+
+
+def test_looks_keep_verdicts_and_name_only_undecided_keys():
+    rng = np.random.default_rng(4)
+    base, cur = _side(rng, 3, 1.0), _side(rng, 3, 1.0)
+    looks = Looks(8, threshold=0.05)
+    keys = looks.undecided(base, cur)
+    assert set(keys) == {v.key for v in looks.last.verdicts if v.verdict == "INCONCLUSIVE"}
+    assert looks.result(base, cur).looks == 8 and looks.count == 2
