@@ -117,9 +117,14 @@ class ProgressBar:
         bar = self._bar
         assert bar is not None
         if event == "start":
+            self._total = data["cases"]
             self._task = bar.add_task("measuring", total=data["cases"])
         elif event == "round":
             bar.update(self._task, description=f"round {data['round']} of {data['of']}")
+        elif event == "more":  # an added round for the points still too uncertain
+            self._total += data["cases"]
+            bar.update(self._task, total=self._total,
+                       description=f"round {data['round']} (of at most {data['of']}): {data['cases']} case(s)")
         elif event == "workers":
             bar.update(self._task, description=escape(f"starting workers for {data['workload']}"))
         elif event == "impl":

@@ -49,6 +49,9 @@ from solbench.results.model import RunResult
 @click.option("--repeat", type=click.IntRange(min=1), default=None,
               help="Measure in N independent rounds (fresh workers and allocations each) and report the "
                    "median and CI over rounds; see README 'Rounds'. Default: 3 on a GPU, 1 on the CPU.")
+@click.option("--max-rounds", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Then add rounds, up to N in all, to the points whose interval over rounds is still "
+                   "wider than --target (0: none added).")
 @click.option("--devices", default="", metavar="all|0,1,...",
               help="Shard the cases over these local GPUs (one case per GPU at a time; each GPU scored "
                    "against its own spec); with --executor ray: 'all' or how many GPUs.")
@@ -79,7 +82,7 @@ from solbench.results.model import RunResult
 def run(files: Sequence[str], gpu: str | None, dry_run: bool, device: str, timer: str, flush: str,
         workloads: Sequence[str], impls: Sequence[str], budget: float, target: float,
         min_samples: int, max_samples: int, input_sets: int, peaks: str, seed: int, timeout_s: float,
-        in_process: bool, repeat: int | None, devices: str, executor: str, address: str | None,
+        in_process: bool, repeat: int | None, max_rounds: int, devices: str, executor: str, address: str | None,
         schedule_from: str | None, force: bool, tuned: str | None, save_name: str | None,
         output: str | None, results_dir: str, as_json: bool, quiet: bool, gate_against: str | None,
         threshold: str | None, rerun: int, junit: str | None) -> None:
@@ -99,7 +102,8 @@ def run(files: Sequence[str], gpu: str | None, dry_run: bool, device: str, timer
                              max_samples=max_samples, budget_s=budget, input_sets=input_sets,
                              seed=seed, workloads=tuple(workloads), impls=tuple(impls), peaks=peaks, flush=flush,
                              results_dir=Path(results_dir), timeout_s=timeout_s, in_process=in_process,
-                             tuned=Path(tuned) if tuned else None, repeat=repeat or 0, devices=devices,
+                             tuned=Path(tuned) if tuned else None, repeat=repeat or 0, max_rounds=max_rounds,
+                             devices=devices,
                              executor=executor, address=address,
                              schedule_from=Path(schedule_from) if schedule_from else None)
     saver = Saver(Path(output) if output else None, Path(results_dir), save_name, force=force)

@@ -49,6 +49,8 @@ def run_sharded(files: Sequence[str | Path], options: Any, *, progress: Progress
     case's ``device`` fingerprint. ``infos`` (DeviceInfo, one per lane) replaces detection (tests)."""
     if options.in_process:
         raise ConfigError("--in-process measures in this one process: it cannot use several devices")
+    if options.max_rounds:
+        raise ConfigError("--max-rounds adds rounds on one device; with --devices or --executor ray give --repeat N")
     if options.executor == "ray":
         from solbench.execute import ray_cluster as ray_exec
 

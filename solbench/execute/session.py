@@ -60,9 +60,13 @@ def measure_units(units: Sequence[Unit], run: RunResult, executor: Executor, *, 
                   score: Callable[[Unit, Case, Sequence[ImplResult]], CaseResult],
                   emit: Progress, on_case: Callable[[RunResult], None] | None = None,
                   keys: Sequence[str] = (), repeat: int = 1, nvml_id: str | None = None,
-                  variant: Callable[[WorkloadSpec, Case, str], WorkloadSpec] | None = None) -> RunResult:
+                  variant: Callable[[WorkloadSpec, Case, str], WorkloadSpec] | None = None,
+                  max_rounds: int = 0, target_rel_ci: float = 0.01) -> RunResult:
     """Measure every case of every unit, ``repeat`` rounds; see the module docstring.
 
+    With ``max_rounds`` above ``repeat``, rounds are then added, one at a time, to the points (case
+    and implementation) whose interval over rounds is still wider than ±``target_rel_ci``
+    (:func:`solbench.analysis.allocation.rounds_needed`), until none is or ``max_rounds`` is reached.
     ``nvml_id`` is the device UUID workers read clocks by after every sample (None: no readings).
     ``variant(spec, case, impl)`` may return the spec to send for one implementation and case.
     """
@@ -73,34 +77,49 @@ def measure_units(units: Sequence[Unit], run: RunResult, executor: Executor, *, 
     scored: dict[tuple[int, str], CaseResult] = {}
     before = run.cases
     clock = Harness(run.harness)
+    skips = [_skipped(unit, device) for unit in units]
+
+    def one_round(wanted: Callable[[int, str, str], bool]) -> None:
+        nonlocal run
+        for n, unit in enumerate(units):
+            names = [name for name in unit.impls if any(wanted(n, c.id, name) for c in unit.cases)]
+            if not names:
+                continue
+            emit("workers", {"workload": unit.spec.name})
+            worker_keys = [k for k in _keys(unit, skips[n]) if k[1] in names]
+            with clock("workers_s"):
+                executor.prestart(worker_keys)  # all of them, before anything is measured
+            for case in unit.cases:
+                impls = [name for name in names if wanted(n, case.id, name)]
+                if not impls:
+                    continue
+                task = Task(unit.spec, case, "", str(unit.path.parent), device, settings, l2_bytes, nvml_id)
+                with clock("tasks_s"):
+                    results = [_one(executor, unit, task, name, skips[n], timeout_s, emit, variant)
+                               for name in impls]
+                clock.add_tasks(results)
+                per_round = rounds.setdefault((n, case.id), [])
+                per_round.append(results)
+                scored[(n, case.id)] = score(unit, case, _merged(per_round))
+                run = replace(run, cases=(*before, *scored.values()), harness=clock.seconds())
+                if on_case is not None:
+                    with clock("save_s"):
+                        on_case(run)
+                emit("case_done", {"case": case.id})
+            with clock("workers_s"):
+                executor.retire(worker_keys)
+
     try:
-        skips = [_skipped(unit, device) for unit in units]
         for r in range(repeat):
             if repeat > 1:
                 emit("round", {"round": r + 1, "of": repeat})
-            for n, unit in enumerate(units):
-                emit("workers", {"workload": unit.spec.name})
-                with clock("workers_s"):
-                    executor.prestart(_keys(unit, skips[n]))  # all of them, before anything is measured
-                for case in unit.cases:
-                    impls = [name for name in unit.impls if not keys or f"{case.id}/{name}" in keys]
-                    if not impls:
-                        continue
-                    task = Task(unit.spec, case, "", str(unit.path.parent), device, settings, l2_bytes, nvml_id)
-                    with clock("tasks_s"):
-                        results = [_one(executor, unit, task, name, skips[n], timeout_s, emit, variant)
-                                   for name in impls]
-                    clock.add_tasks(results)
-                    per_round = rounds.setdefault((n, case.id), [])
-                    per_round.append(results)
-                    scored[(n, case.id)] = score(unit, case, _merged(per_round))
-                    run = replace(run, cases=(*before, *scored.values()), harness=clock.seconds())
-                    if on_case is not None:
-                        with clock("save_s"):
-                            on_case(run)
-                    emit("case_done", {"case": case.id})
-                with clock("workers_s"):
-                    executor.retire(_keys(unit, skips[n]))
+            one_round(lambda n, case_id, name: not keys or f"{case_id}/{name}" in keys)
+        for r in range(repeat, max_rounds):
+            pending = _undecided(rounds, target_rel_ci, max_rounds)
+            if not pending:
+                break
+            emit("more", {"cases": len({(n, c) for n, c, _ in pending}), "round": r + 1, "of": max_rounds})
+            one_round(lambda n, case_id, name, p=pending: (n, case_id, name) in p)
     except KeyboardInterrupt:
         run = replace(run, complete=False, notes=(*run.notes, "interrupted (Ctrl-C): the cases listed are "
                                                   "all that were measured"), harness=clock.seconds())
@@ -145,6 +164,21 @@ class Harness:
 
     def seconds(self) -> dict[str, float]:
         return {k: round(v, 4) for k, v in self._seconds.items()}
+
+
+def _undecided(rounds: dict[tuple[int, str], list[list[ImplResult]]], target_rel_ci: float,
+               cap: int) -> set[tuple[int, str, str]]:
+    """(unit, case id, implementation) of every ok point whose interval over its rounds is wider
+    than ±target and would narrow to it within ``cap`` rounds (allocation.rounds_needed)."""
+    from solbench.analysis.allocation import rounds_needed
+
+    pending = set()
+    for (n, case_id), per_round in rounds.items():
+        for r in _merged(per_round):
+            measured = r.status == "ok" and r.timing is not None and not r.protocol.get("part")
+            if measured and rounds_needed(r.timing, target_rel_ci, cap) > r.timing.n_rounds:  # type: ignore[union-attr]
+                pending.add((n, case_id, r.name))
+    return pending
 
 
 def _one(executor: Executor, unit: Unit, task: Task, name: str, skips: dict[str, str], timeout_s: float,

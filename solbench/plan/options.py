@@ -30,6 +30,9 @@ class RunOptions:
     in_process: bool = False  # run implementations in this process (debugging; no isolation)
     tuned: Path | None = None  # a tuned-configuration file from `solbench tune`
     repeat: int = 0  # rounds, each with fresh workers (median and CI over rounds); 0: 3 on a GPU, 1 on the CPU
+    # then add rounds, up to this many in all, to the points whose interval over rounds is wider than
+    # ±target_rel_ci (0: none added); see solbench.execute.session
+    max_rounds: int = 0
     devices: str = ""  # "all" or "0,1": shard cases over these local GPUs ("": the one --device)
     executor: str = "local"  # or "ray": shard cases over the GPUs of a Ray cluster
     address: str | None = None  # Ray: "auto", "ray://host:10001"; None: the running or a new local instance

@@ -7,6 +7,7 @@ checks the record, not any time.
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
@@ -129,3 +130,47 @@ def test_a_variant_spec_is_sent_for_each_implementation_and_case():
                           l2_bytes=None, score=_score, emit=lambda e, d: None,
                           variant=lambda spec, case, name: renamed)
     assert sent == ["variant", "variant"]
+
+
+class OffsetExecutor(FakeExecutor):
+    """Seeded: each task's samples sit around a per-round offset; the case named ``noisy`` has a large
+    spread between rounds (5%), every other case a tiny one (0.05%)."""
+
+    def __init__(self, seed=0):
+        super().__init__()
+        self.rng = np.random.default_rng(seed)
+
+    def run(self, key, task, timeout_s, progress=None):
+        self.events.append(("run", key, task.case.id, self.round))
+        spread = 0.05 if "n=64" in task.case.id else 0.0005
+        centre = 1e-3 * float(np.exp(self.rng.normal(0.0, spread)))
+        samples = tuple(centre * (1 + 0.0001 * i) for i in range(6))
+        return ImplResult(task.impl, "ok", timing=Timing(samples, centre, centre, centre, "converged"))
+
+
+
+def test_added_rounds_go_only_to_the_points_still_wider_than_the_target():
+    units = _units()
+    ids = [c.id for c in units[0].cases]
+    assert any("n=64" in i for i in ids) and any("n=64" not in i for i in ids), ids
+    ex = OffsetExecutor()
+    events = []
+    run = session.measure_units(units, make_run({}), ex, device="cpu", settings=MeasureSettings(), timeout_s=1.0,
+                                l2_bytes=None, score=_score, emit=lambda e, d: events.append((e, d)), repeat=3,
+                                max_rounds=8, target_rel_ci=0.01)
+    rounds = {c.case_id: c.impls[0].timing.n_rounds for c in run.cases}
+    tight = [i for i in ids if "n=64" not in i]
+    noisy = [i for i in ids if "n=64" in i]
+    assert all(rounds[i] == 3 for i in tight), rounds  # decided after the first three rounds
+    assert all(rounds[i] > 3 for i in noisy), rounds  # 5% between rounds: more were added
+    added = [e for e in ex.events if e[0] == "run" and e[3] >= 3]
+    assert added and all("n=64" in e[2] for e in added)  # only the wide point was measured again
+    assert any(e == "more" for e, _ in events)
+    assert max(rounds.values()) <= 8
+
+
+def test_no_rounds_are_added_without_max_rounds():
+    ex = OffsetExecutor()
+    run = session.measure_units(_units(), make_run({}), ex, device="cpu", settings=MeasureSettings(), timeout_s=1.0,
+                                l2_bytes=None, score=_score, emit=lambda e, d: None, repeat=3)
+    assert {c.impls[0].timing.n_rounds for c in run.cases} == {3}
