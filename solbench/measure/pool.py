@@ -42,6 +42,8 @@ Progress = Callable[[str, dict[str, Any]], None]
 class ProcessWorker:
     """One worker process and the pipe to it."""
 
+    _asked = False  # asked to exit (request_close); a class default for subclasses with their own __init__
+
     def __init__(self, device: str, device_index: int | None, tree: str | None = None) -> None:
         ctx = _context()
         self._conn, child = ctx.Pipe()
@@ -53,7 +55,6 @@ class ProcessWorker:
         child.close()
         self._ready = False
         self._busy = False  # a task was sent and its result has not come back (e.g. Ctrl-C meanwhile)
-        self._asked = False  # asked to exit (request_close)
 
     def run(self, task: Any, timeout_s: float, progress: Progress | None = None) -> tuple[ImplResult, bool]:
         """Send a task and wait for its result; (result, fatal). Never raises for a worker fault."""
