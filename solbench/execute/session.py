@@ -82,7 +82,8 @@ def measure_units(units: Sequence[Unit], run: RunResult, executor: Executor, *, 
                     impls = [name for name in unit.impls if not keys or f"{case.id}/{name}" in keys]
                     if not impls:
                         continue
-                    task = Task(unit.spec, case, "", str(unit.path.parent), device, settings, l2_bytes, nvml_id)
+                    task = Task(unit.spec, case, "", str(unit.path.parent.absolute()), device, settings, l2_bytes,
+                                nvml_id)
                     results = [_one(executor, unit, task, name, skips[n], timeout_s, emit, variant)
                                for name in impls]
                     per_round = rounds.setdefault((n, case.id), [])

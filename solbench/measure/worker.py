@@ -107,6 +107,7 @@ class WorkerState:
         if key not in self.timers:
             self.timers[key] = make_timer(task.device, task.settings.timer, l2_bytes=task.l2_bytes,
                                           flush=task.settings.flush)
+            self.tamper.watch(f"timer {key[0]}", self.timers[key])  # its bound clock, its methods
         return self.timers[key]
 
     def probe(self, task: Task) -> Any:
@@ -137,9 +138,11 @@ def enter_tree(tree: str) -> None:
     import sys
 
     from solbench.device import nvml, timer  # noqa: F401  (harness modules imported lazily elsewhere)
+    from solbench.impls import registry
 
     root = str(Path(tree).resolve())
     os.chdir(root)
+    registry.FALLBACK_DIR = root
     sys.path.insert(0, root)
     for name, module in list(sys.modules.items()):
         paths = getattr(module, "__path__", None)
@@ -258,7 +261,8 @@ def _checked_and_timed(task: Task, state: WorkerState, emit: Emit, criterion: An
     criterion = criterion or CIWidth(s.target_rel_ci, s.min_samples, s.max_samples, s.budget_s)
     timing = measure(timer, launches, criterion, warmup=s.warmup, verify=checker.verify_timed,
                      on_sample=lambda n: emit("sample", {"n": n}) if n % 10 == 0 else None,
-                     rng=random.Random(), probe=state.probe(task))
+                     on_value=lambda i, sec, v: emit("value", {"i": i, "s": sec, "v": v}),
+                     rng=random.SystemRandom(), probe=state.probe(task))
     protocol = {**timer.protocol(), **_tree_record(impl, base_dir)}
     if task.device == "cuda":
         protocol["stream_check"] = "cupti" if checker.trace is not None else "settle"
