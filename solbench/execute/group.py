@@ -288,4 +288,5 @@ def _rank_main(conn: Connection, log_path: str, rank: int, world: int, device: s
         enter_tree(tree)
     ctx = RankContext(rank, world, backend, device, control)
     state = WorkerState()
+    state.tamper.watch("pipe", conn)
     pool.serve(conn, lambda task, emit: execute_rank(task, state, ctx, emit), leave_at_once=True)

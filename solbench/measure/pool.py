@@ -117,8 +117,8 @@ class ProcessWorker:
             return self._died(name), True
         except (wire.BadMessage, Forged) as exc:
             self.kill()
-            what = "sent " if isinstance(exc, wire.BadMessage) else ""
-            return ImplResult(name, "reward_hack", f"the worker {what}{exc}; it was killed",
+            what = "sent" if isinstance(exc, wire.BadMessage) else "reported what the parent did not see:"
+            return ImplResult(name, "reward_hack", f"the worker {what} {exc}; it was killed",
                               log_tail=self.log_tail()), True
         if result.status not in ("ok", "skipped", "incorrect"):
             result = _with_log(result, self.log_tail())
@@ -342,6 +342,7 @@ def _main(conn: Connection, log_path: str, device: str, device_index: int | None
     if tree is not None:
         enter_tree(tree)
     state = WorkerState()
+    state.tamper.watch("pipe", conn)  # its send methods shadowed on the instance: tampering
     serve(conn, lambda task, emit: execute(task, state, emit))
 
 
