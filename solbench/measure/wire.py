@@ -20,7 +20,9 @@ shape, nesting deeper than the records have: all :class:`BadMessage`, which the 
 into ``reward_hack`` and a killed worker (:mod:`solbench.measure.pool`).
 
 The other direction (parent to worker: the Task, None to stop) stays a pickle: the worker
-unpickles what its trusted parent sent.
+unpickles what its trusted parent sent. A Ray actor (:mod:`solbench.execute.ray_cluster`) runs
+only solbench's code and its own workers through this pipe; it still returns each result to the
+driver as message text (:func:`result_text`), which the driver checks the same way.
 
 What the parent then checks against what it saw itself is :mod:`solbench.measure.watch`.
 """
@@ -52,6 +54,22 @@ def send(conn: Connection, kind: str, **fields: Any) -> None:
 def send_result(conn: Connection, result: ImplResult, fatal: bool) -> None:
     """Send a task's result (worker side)."""
     send(conn, "result", result=dataclasses.asdict(result), fatal=fatal)
+
+
+def result_text(result: ImplResult) -> str:
+    """A result as message text (a Ray actor returns this to the driver, not the object)."""
+    return json.dumps({"kind": "result", **encode({"result": dataclasses.asdict(result), "fatal": False})},
+                      allow_nan=False)
+
+
+def result_from_text(text: Any) -> ImplResult:
+    """The result in ``result_text`` output, checked as any message; BadMessage otherwise."""
+    if not isinstance(text, str):
+        raise BadMessage(f"a {type(text).__name__}, not message text")
+    msg = parse(text.encode())
+    if msg["kind"] != "result":
+        raise BadMessage(f"a {msg['kind']!r} message, not a result")
+    return msg["result"]  # type: ignore[no-any-return]
 
 
 def receive(conn: Connection) -> dict[str, Any]:
