@@ -177,10 +177,36 @@ def _check_defined(source: str, attr: str, where: str) -> None:
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise ResolveError(f"{where} defines no {first!r} at top level{hint}")
     node = defined[first]
+    if not rest and _literal_only(tree.body, first):
+        raise ResolveError(f"{where}: {first!r} is bound only to a literal value, not to something callable")
     if rest and isinstance(node, ast.ClassDef):
         members, open_members = _top_level(node.body)
         if rest[0] not in members and not open_members and not node.bases:
             raise ResolveError(f"class {first} in {where} defines no {rest[0]!r}")
+
+
+_LITERALS = (ast.Constant, ast.List, ast.Tuple, ast.Dict, ast.Set, ast.JoinedStr, ast.ListComp, ast.DictComp)
+
+
+def _literal_only(body: list[ast.stmt], name: str) -> bool:
+    """Whether every top-level statement binding ``name`` assigns it a literal (a number, a string,
+    a list...): then it cannot be called. Anything else (a def, an import, a call) may be."""
+    bindings = []
+    for node in body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and node.name == name:
+            return False
+        if isinstance(node, ast.Import | ast.ImportFrom) and any((a.asname or a.name) == name for a in node.names):
+            return False
+        if isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(isinstance(t, ast.Name) and t.id == name for t in targets):
+                bindings.append(node.value)
+            elif any(isinstance(n, ast.Name) and n.id == name for t in targets for n in ast.walk(t)):
+                return False  # unpacked: the value is not visible here
+        elif not isinstance(node, ast.Expr) and any(
+                isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store) for n in ast.walk(node)):
+            return False  # bound inside if/try/with/for: not judged
+    return bool(bindings) and all(isinstance(v, _LITERALS) for v in bindings)
 
 
 def _top_level(body: list[ast.stmt]) -> tuple[dict[str, ast.AST], bool]:
