@@ -233,7 +233,15 @@ def _context() -> Any:
         return multiprocessing.get_context("spawn")
     ctx = multiprocessing.get_context("forkserver")
     ctx.set_forkserver_preload(["torch", "solbench.measure.worker"])
+    if not _AT_EXIT:
+        import atexit
+
+        atexit.register(stop_fork_server)  # no process of a run outlives it (see stop_fork_server)
+        _AT_EXIT.append(True)
     return ctx
+
+
+_AT_EXIT: list[bool] = []
 
 
 def _with_log(result: ImplResult, tail: str) -> ImplResult:
