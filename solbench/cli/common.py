@@ -125,7 +125,7 @@ def finish(result: RunResult, out: Console, as_json: bool, *, saved: Path | None
 
 
 def print_run(out: Console, result: RunResult) -> None:
-    out.print(run_header(result), style="dim")
+    out.print(run_header(result), style="dim", markup=False)  # names in a file are text, never markup
     for table in run_tables(result):
         out.print(table)
     for note in run_notes(result):
