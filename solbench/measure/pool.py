@@ -222,7 +222,7 @@ def stop_fork_server() -> None:
     with contextlib.suppress(OSError):
         os.kill(pid, signal.SIGKILL)
     with contextlib.suppress(Exception):
-        server._stop()
+        server._stop()  # type: ignore[attr-defined]
 
 
 def _context() -> Any:

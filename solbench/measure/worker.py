@@ -34,7 +34,7 @@ import torch
 
 from solbench.errors import DeviceError
 from solbench.impls.registry import ResolveError
-from solbench.measure import guards, tensors
+from solbench.measure import guards, tensors, wire
 from solbench.measure.criteria import CIWidth
 from solbench.measure.loop import CheatDetected, measure
 from solbench.measure.runner import (
@@ -192,7 +192,7 @@ def guarded(task: Task, state: WorkerState, body: Callable[[], ImplResult]) -> t
         return ImplResult(task.impl, "reward_hack", tampered), True
     if task.device == "cuda" and not fatal:
         torch.cuda.empty_cache()  # give cached blocks back: other workers share the GPU
-    return result, fatal
+    return wire.capped(result), fatal
 
 
 def _execute(task: Task, state: WorkerState, emit: Emit, criterion: Any = None) -> ImplResult:
