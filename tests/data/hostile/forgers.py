@@ -194,3 +194,22 @@ def returns_lazy_mapping(x, w, residual):
 
 def returns_generator(x, w, residual):
     return (_right(x, w, residual) for _ in range(1))
+
+
+def shadows_gpu_timer_sample(x, w, residual):
+    """GPU: shadows the cold timer instance's ``sample`` with one that reports FACTOR times less."""
+    for obj in gc.get_objects():
+        if isinstance(obj, solbench.device.timer.CudaColdTimer) and "sample" not in vars(obj):
+            obj.sample = lambda i, real=obj.sample: real(i) / FACTOR
+    return _right(x, w, residual)
+
+
+def rerecords_start_event(x, w, residual):
+    """GPU: works for ~200 ms on the GPU, then records the cold timer's start event again after its
+    work, so the timed window holds nothing. No object is replaced: only the parent's clock sees it."""
+    torch.cuda._sleep(400_000_000)  # ~200 ms at 2 GHz: well past the harness allowance of ~40 ms per sample
+    out = _right(x, w, residual)
+    for obj in gc.get_objects():
+        if isinstance(obj, solbench.device.timer.CudaColdTimer):
+            obj._start.record()
+    return out
