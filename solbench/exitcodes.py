@@ -5,7 +5,8 @@
     1    a gate found a regression, or a case that was ok in the baseline is not ok now
     4    an implementation failed: incorrect, invalid, error, crashed, timeout, oom or reward_hack
     2    bad input or usage: the command could not do what was asked
-    130  interrupted (Ctrl-C); what was measured is saved
+    130  interrupted (Ctrl-C); what was measured is saved, marked incomplete
+    143  terminated (SIGTERM, e.g. a cancelled CI job): as Ctrl-C
 
 Listed from least to most severe. ``run --gate-against`` exits with the worse of the run's code
 and the gate's code (:func:`worst`), so a broken implementation is never hidden behind a passing
@@ -20,8 +21,9 @@ USAGE = 2
 INCONCLUSIVE = 3
 IMPL_FAILED = 4
 INTERRUPTED = 130
+TERMINATED = 143
 
-SEVERITY: tuple[int, ...] = (OK, INCONCLUSIVE, REGRESSION, IMPL_FAILED, USAGE, INTERRUPTED)
+SEVERITY: tuple[int, ...] = (OK, INCONCLUSIVE, REGRESSION, IMPL_FAILED, USAGE, INTERRUPTED, TERMINATED)
 
 
 def worst(*codes: int) -> int:

@@ -74,7 +74,7 @@ def ab(files: Sequence[str], baseline_tree: str, current_tree: str, rounds: int,
     """
     from solbench.analysis.adaptive import Looks
     from solbench.analysis.gate import parse_threshold
-    from solbench.cli.common import ProgressBar
+    from solbench.cli.common import ProgressBar, interrupted_code
     from solbench.cli.compare import emit_gate
 
     tau = None if threshold is None else parse_threshold(threshold).fraction  # bad input fails before measuring
@@ -86,9 +86,9 @@ def ab(files: Sequence[str], baseline_tree: str, current_tree: str, rounds: int,
                              impls=tuple(impls), flush=flush, results_dir=Path(results_dir), timeout_s=timeout_s)
     savers = [_saver(out_dir, results_dir, side, force) for side in ("baseline", "current")]
 
-    def save(runs: Sequence[RunResult]) -> None:
+    def save(runs: Sequence[RunResult], final: bool = False) -> None:
         for saver, run in zip(savers, runs, strict=True):
-            saver.save(run)
+            saver.save(run, final=final)
 
     try:
         with ProgressBar(quiet or as_json) as progress:
@@ -98,8 +98,8 @@ def ab(files: Sequence[str], baseline_tree: str, current_tree: str, rounds: int,
     except RunInterrupted as stop:
         save(stop.result)  # type: ignore[arg-type]  # both runs, marked incomplete
         click.echo("interrupted: the cases measured so far are saved", err=True)
-        sys.exit(exitcodes.INTERRUPTED)
-    save([base, cur])  # the final records add the end-of-run clocks
+        sys.exit(interrupted_code())
+    save([base, cur], final=True)  # the final records add the end-of-run clocks
     result = looks.result(base, cur)
     emit_gate(result, junit=junit, markdown_file=markdown_file, as_json=as_json)
     for saver in savers:

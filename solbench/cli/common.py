@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from solbench import exitcodes
 from solbench.errors import SolbenchError
 from solbench.report.console import run_header, run_notes, run_tables
 from solbench.results import store
@@ -31,17 +32,45 @@ def err_console() -> Console:
     return Console(stderr=True, highlight=False)
 
 
+_stopped_by: list[int] = []  # the exit code of the signal that stopped this command, once one has
+
+
+def interrupted_code() -> int:
+    """130 after Ctrl-C, 143 after SIGTERM."""
+    return _stopped_by[-1] if _stopped_by else exitcodes.INTERRUPTED
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    _stopped_by.append(exitcodes.TERMINATED)
+    raise KeyboardInterrupt
+
+
 def handle_errors(fn: F) -> F:
-    """Show a SolbenchError as one line on stderr and exit with its code; no traceback."""
+    """Show a SolbenchError as one line on stderr and exit with its code; no traceback.
+
+    SIGTERM is handled as Ctrl-C (a run saves what it measured, marked incomplete); either one
+    outside a run's own handling (start-up, say) is one line and exit 130 (143 for SIGTERM).
+    """
     import functools
+    import signal
+    import threading
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        main = threading.current_thread() is threading.main_thread()
+        previous = signal.signal(signal.SIGTERM, _on_sigterm) if main else None
+        _stopped_by.clear()
         try:
             return fn(*args, **kwargs)
         except SolbenchError as exc:
             click.echo(f"error: {exc}", err=True)
             sys.exit(exc.exit_code)
+        except KeyboardInterrupt:
+            click.echo("interrupted", err=True)
+            sys.exit(interrupted_code())
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGTERM, previous)
 
     return wrapper  # type: ignore[return-value]
 
@@ -68,7 +97,13 @@ class Saver:
         else:
             store.check_writable(results_dir)
 
-    def save(self, partial: RunResult) -> None:
+    def save(self, partial: RunResult, *, final: bool = False) -> None:
+        """Write ``partial``; unless ``final``, marked incomplete (a run killed before its final
+        save then leaves a file that says so: ``complete`` is true only once every case is in)."""
+        if not final and partial.complete:
+            from dataclasses import replace
+
+            partial = replace(partial, complete=False)
         try:
             if self.path is not None:
                 store.save(partial, self.path)
@@ -90,7 +125,7 @@ def finish(result: RunResult, out: Console, as_json: bool, *, saved: Path | None
 
 
 def print_run(out: Console, result: RunResult) -> None:
-    out.print(run_header(result), style="dim")
+    out.print(run_header(result), style="dim", markup=False)  # names in a file are text, never markup
     for table in run_tables(result):
         out.print(table)
     for note in run_notes(result):

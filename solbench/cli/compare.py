@@ -162,15 +162,40 @@ def gate_cmd(baseline: tuple[str, ...], current: tuple[str, ...], threshold: str
     A case is BROKEN when it was ok in the baseline and is incorrect, invalid, error,
     crashed, timeout, oom or reward_hack now; one skipped now is listed as MISSING.
 
+    A current run saved as incomplete (interrupted, cancelled, killed before its last save) is
+    refused: exit 2, as bad input. A gate must not pass on the cases a cancelled job happened to
+    measure.
+
     Exit codes: 0 pass, 1 regression or broken, 2 bad input, 3 inconclusive (too noisy to decide).
     """
+    from solbench.errors import ConfigError
+
     rdir = Path(results_dir)
     tau = None if threshold is None else parse_threshold(threshold).fraction
     base = [api.load_run(x, rdir) for x in baseline]
     cur = [api.load_run(x, rdir) for x in current]
+    for name, run in zip(current, cur, strict=True):
+        if not run.complete:
+            raise ConfigError(f"--current {name}: the run is incomplete (complete: false: interrupted or "
+                              "cancelled before every case was measured); measure it again")
+    for path in (junit, markdown_file):
+        if path:
+            _check_writable(path)
     result = gate(base, cur, threshold=tau, alpha=alpha, allow_cross_hardware=allow_cross_hardware, impl=impl)
     emit_gate(result, junit=junit, markdown_file=markdown_file, as_json=as_json)
     sys.exit(result.exit_code)
+
+
+def _check_writable(path: str) -> None:
+    """ConfigError (exit 2, one line) unless ``path`` can be written (checked before any work)."""
+    from solbench.errors import ConfigError
+
+    target = Path(path)
+    try:
+        with open(target, "a", encoding="utf-8"):
+            pass
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot write: {exc.strerror or exc}") from None
 
 
 def emit_gate(result: GateResult, *, junit: str | None = None, markdown_file: str | None = None,

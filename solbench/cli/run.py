@@ -10,7 +10,7 @@ import click
 from rich.console import Console
 
 from solbench import api, exitcodes
-from solbench.cli.common import ProgressBar, Saver, console, failures, finish, handle_errors
+from solbench.cli.common import ProgressBar, Saver, console, failures, finish, handle_errors, interrupted_code
 from solbench.errors import RunInterrupted
 from solbench.results import store
 from solbench.results.model import RunResult
@@ -119,9 +119,9 @@ def run(files: Sequence[str], gpu: str | None, dry_run: bool, device: str, timer
         saver.save(partial)
         finish(partial, out, as_json, saved=saver.path)
         click.echo("interrupted: the cases measured so far are saved", err=True)
-        sys.exit(exitcodes.INTERRUPTED)
+        sys.exit(interrupted_code())
     if result.cases:
-        saver.save(result)  # the final record adds the end-of-run clocks
+        saver.save(result, final=True)  # the final record adds the end-of-run clocks and says complete
     finish(result, out, as_json, saved=saver.path)
     code = exitcodes.IMPL_FAILED if failures(result) else exitcodes.OK
     if saver.error is not None:

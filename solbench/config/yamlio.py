@@ -128,6 +128,8 @@ def read_yaml(path: Path) -> YamlDocument:
 
 def _read_text(path: Path) -> str:
     try:
+        if path.is_fifo() or path.is_socket():  # opening one waits for a writer: refuse, never hang
+            raise ConfigError(f"{path}: not a regular file (a pipe or a socket)")
         with path.open("rb") as f:
             raw = f.read(MAX_BYTES + 1)  # bounded: a device file or a huge file is not read whole
     except FileNotFoundError:

@@ -140,7 +140,7 @@ def _workload(sides: Sequence[Side], name: str, r: int, *, device: str, settings
                 unit, case = units[i], cases[i]
                 if unit is None or case is None or impl not in unit.impls:
                     continue
-                task = Task(unit.spec, case, "", str(unit.path.parent), device, settings, l2_bytes, nvml_id)
+                task = Task(unit.spec, case, "", str(unit.path.parent.absolute()), device, settings, l2_bytes, nvml_id)
                 results[i].append(_one(sides[i].executor, unit, task, impl, skips[i], timeout_s, _tagged(emit, i)))
         for i, side in enumerate(sides):
             unit, case = units[i], cases[i]

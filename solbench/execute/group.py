@@ -34,6 +34,7 @@ from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from solbench.measure import pool
+from solbench.measure.watch import Watch
 from solbench.results.model import ImplResult
 
 GRACE_S = 2.0  # after one rank reports a fault, how long the others have to report theirs
@@ -50,8 +51,10 @@ class _Rank(pool.ProcessWorker):
         self._conn, child = ctx.Pipe()
         fd, self.log_path = tempfile.mkstemp(prefix=f"solbench-rank{rank}-", suffix=".log")
         os.close(fd)
+        self.scratch = tempfile.mkdtemp(prefix=f"solbench-rank{rank}-scratch-")
         self._proc = ctx.Process(target=_rank_main, args=(child, self.log_path, rank, world, device, store,
-                                                          dict(env), tree), name=f"solbench-rank{rank}")
+                                                          dict(env), tree, self.scratch, os.getcwd()),
+                                 name=f"solbench-rank{rank}")
         self._proc.start()
         child.close()
         self._ready = False
@@ -91,12 +94,13 @@ class Group:
                 r._busy = True
         except (EOFError, OSError, BrokenPipeError):
             return self._first_death(name), True
-        return self._collect(name, time.monotonic() + timeout_s, timeout_s, progress)
+        return self._collect(name, task, time.monotonic() + timeout_s, timeout_s, progress)
 
-    def _collect(self, name: str, deadline: float, timeout_s: float,
+    def _collect(self, name: str, task: Any, deadline: float, timeout_s: float,
                  progress: Progress | None) -> tuple[ImplResult, bool]:
         results: dict[int, tuple[ImplResult, bool]] = {}
         last: dict[int, str] = {}  # each rank's last progress event: where a hang happened
+        watches = {r.rank: Watch.of(task) for r in self.ranks}  # each rank's streamed samples
         fault_at: float | None = None
         while len(results) < len(self.ranks):
             now = time.monotonic()
@@ -109,20 +113,16 @@ class Group:
             pending = [r for r in self.ranks if r.rank not in results]
             for conn in wait([r._conn for r in pending], timeout=min(deadline - now, 0.5)):
                 rank = next(r for r in pending if r._conn is conn)
-                try:
-                    msg = rank._conn.recv()
-                except (EOFError, OSError):
-                    results[rank.rank] = (rank._died(name), True)
-                    fault_at = fault_at or time.monotonic()
-                    continue
-                if msg[0] == "progress":
-                    last[rank.rank] = _described(msg[1], msg[2])
+
+                def seen(event: str, data: dict[str, Any], rank: _Rank = rank) -> None:
+                    last[rank.rank] = _described(event, data)
                     if progress is not None and rank.rank == 0:
-                        progress(msg[1], msg[2])
-                elif msg[0] == "result":
-                    rank._busy = False
-                    results[rank.rank] = (msg[1], msg[2])
-                    if msg[1].status != "ok" and not _peer(msg[1]):
+                        progress(event, data)
+
+                done = rank.take(watches[rank.rank], seen)
+                if done is not None:
+                    results[rank.rank] = done
+                    if done[0].status != "ok" and not _peer(done[0]):
                         fault_at = fault_at or time.monotonic()
             for r in pending:
                 if r.rank not in results and not r._proc.is_alive() and not r._conn.poll(0):
@@ -261,9 +261,9 @@ def missing_gpus(device: str, world: int) -> str | None:
 
 
 def _rank_main(conn: Connection, log_path: str, rank: int, world: int, device: str, store_path: str,
-               env: dict[str, str], tree: str | None) -> None:
+               env: dict[str, str], tree: str | None, scratch: str | None = None, origin: str | None = None) -> None:
     """Entry point of a rank process."""
-    pool.into_log(log_path)
+    pool.into_log(log_path, scratch, origin)
     os.environ.update(env)  # before the process group (NCCL reads its variables when it starts)
     import datetime
 
@@ -288,4 +288,5 @@ def _rank_main(conn: Connection, log_path: str, rank: int, world: int, device: s
         enter_tree(tree)
     ctx = RankContext(rank, world, backend, device, control)
     state = WorkerState()
+    state.tamper.watch("pipe", conn)
     pool.serve(conn, lambda task, emit: execute_rank(task, state, ctx, emit), leave_at_once=True)

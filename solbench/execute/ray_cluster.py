@@ -158,11 +158,16 @@ class RayLane:
         self.ray.get(self.actor.prestart.remote(list(keys)))
 
     def run(self, key: tuple[str, str], task: Any, timeout_s: float, progress: Any = None) -> ImplResult:
+        from solbench.measure import wire
+
         try:
-            result: ImplResult = self.ray.get(self.actor.run.remote(key, task, timeout_s))
+            text = self.ray.get(self.actor.run.remote(key, task, timeout_s))
         except self.ray.exceptions.RayActorError as exc:
             return ImplResult(task.impl, "crashed", f"the Ray actor measuring it died: {str(exc).splitlines()[0]}")
-        return result
+        try:
+            return wire.result_from_text(text)
+        except wire.BadMessage as exc:
+            return ImplResult(task.impl, "reward_hack", f"the Ray actor sent {exc}")
 
     def retire(self, keys: Iterable[tuple[str, str]]) -> None:
         self.ray.get(self.actor.retire.remote(list(keys)))
@@ -205,10 +210,13 @@ class _LaneActor:
     def prestart(self, keys: list[tuple[str, str]]) -> None:
         self.pool.prestart(keys)
 
-    def run(self, key: tuple[str, str], task: Any, timeout_s: float) -> ImplResult:
+    def run(self, key: tuple[str, str], task: Any, timeout_s: float) -> str:
+        """The result as message text (:func:`solbench.measure.wire.result_text`): data, not an object."""
+        from solbench.measure import wire
+
         if self.pool is None:
             raise DeviceError("lane not opened")
-        return self.pool.run(key, task, timeout_s)  # type: ignore[no-any-return]
+        return wire.result_text(self.pool.run(key, task, timeout_s))
 
     def retire(self, keys: list[tuple[str, str]]) -> None:
         self.pool.retire(keys)

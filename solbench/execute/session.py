@@ -93,7 +93,8 @@ def measure_units(units: Sequence[Unit], run: RunResult, executor: Executor, *, 
                 impls = [name for name in names if wanted(n, case.id, name)]
                 if not impls:
                     continue
-                task = Task(unit.spec, case, "", str(unit.path.parent), device, settings, l2_bytes, nvml_id)
+                task = Task(unit.spec, case, "", str(unit.path.parent.absolute()), device, settings, l2_bytes,
+                            nvml_id)
                 with clock("tasks_s"):
                     results = [_one(executor, unit, task, name, skips[n], timeout_s, emit, variant)
                                for name in impls]

@@ -340,8 +340,8 @@ class _Round:
                 self.groups.add(executor)
         try:
             executor.prestart(_keys(unit, skips))
-            task = Task(unit.spec, job.case, "", str(unit.path.parent), lane.device, self.settings, lane.l2_bytes,
-                        lane.nvml_id)
+            task = Task(unit.spec, job.case, "", str(unit.path.parent.absolute()), lane.device, self.settings,
+                        lane.l2_bytes, lane.nvml_id)
             emit = _tagged(self.emit, lanes[0])
             return [_one(executor, unit, task, name, skips, self.timeout_s, emit, self.variant) for name in impls]
         finally:

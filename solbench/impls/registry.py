@@ -21,6 +21,10 @@ from typing import Any
 from solbench.errors import ConfigError
 
 MAX_SOURCE_BYTES = 16 << 20  # a source file larger than this is not parsed to check a name
+# Where ``file.py`` references not found next to the workload resolve (None: the working folder).
+# A worker process works in a scratch folder of its own and sets this to the parent's working
+# folder (absolute) before any user code runs.
+FALLBACK_DIR: str | None = None
 
 
 class ResolveError(ConfigError, ValueError):
@@ -31,7 +35,7 @@ def resolve(ref: str, base_dir: Path | None = None) -> Callable[..., Any]:
     """The callable a reference names.
 
     ``pkg.mod:fn`` imports a module; ``dir/file.py:fn`` loads a file, relative to ``base_dir``
-    (the workload file's folder) first, then to the current directory.
+    (the workload file's folder) first, then to the current directory (``FALLBACK_DIR`` in a worker).
     """
     if ":" not in ref:
         raise ResolveError(f"{ref!r} is not of the form 'module:function' or 'file.py:function'")
@@ -52,7 +56,7 @@ def _import(name: str) -> Any:
 
 def _load_file(target: str, base_dir: Path | None) -> Any:
     candidates = [base_dir / target] if base_dir is not None else []
-    candidates.append(Path(target))
+    candidates.append(Path(FALLBACK_DIR, target) if FALLBACK_DIR is not None else Path(target))
     path = next((p.resolve() for p in candidates if p.is_file()), None)
     if path is None:
         raise ResolveError(f"no such file {target!r}")
@@ -112,7 +116,7 @@ def _split(ref: Any) -> tuple[str, str]:
 
 def _find_file(target: str, base_dir: Path | None) -> Path:
     candidates = [base_dir / target] if base_dir is not None else []
-    candidates.append(Path(target))
+    candidates.append(Path(FALLBACK_DIR, target) if FALLBACK_DIR is not None else Path(target))
     try:
         found = next((p for p in candidates if p.is_file()), None)
     except (OSError, ValueError) as exc:  # a name too long, a NUL byte
@@ -173,10 +177,36 @@ def _check_defined(source: str, attr: str, where: str) -> None:
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise ResolveError(f"{where} defines no {first!r} at top level{hint}")
     node = defined[first]
+    if not rest and _literal_only(tree.body, first):
+        raise ResolveError(f"{where}: {first!r} is bound only to a literal value, not to something callable")
     if rest and isinstance(node, ast.ClassDef):
         members, open_members = _top_level(node.body)
         if rest[0] not in members and not open_members and not node.bases:
             raise ResolveError(f"class {first} in {where} defines no {rest[0]!r}")
+
+
+_LITERALS = (ast.Constant, ast.List, ast.Tuple, ast.Dict, ast.Set, ast.JoinedStr, ast.ListComp, ast.DictComp)
+
+
+def _literal_only(body: list[ast.stmt], name: str) -> bool:
+    """Whether every top-level statement binding ``name`` assigns it a literal (a number, a string,
+    a list...): then it cannot be called. Anything else (a def, an import, a call) may be."""
+    bindings = []
+    for node in body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and node.name == name:
+            return False
+        if isinstance(node, ast.Import | ast.ImportFrom) and any((a.asname or a.name) == name for a in node.names):
+            return False
+        if isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(isinstance(t, ast.Name) and t.id == name for t in targets):
+                bindings.append(node.value)
+            elif any(isinstance(n, ast.Name) and n.id == name for t in targets for n in ast.walk(t)):
+                return False  # unpacked: the value is not visible here
+        elif not isinstance(node, ast.Expr) and any(
+                isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store) for n in ast.walk(node)):
+            return False  # bound inside if/try/with/for: not judged
+    return bool(bindings) and all(isinstance(v, _LITERALS) for v in bindings)
 
 
 def _top_level(body: list[ast.stmt]) -> tuple[dict[str, ast.AST], bool]:

@@ -24,9 +24,11 @@ implementations; these checks catch the cheats that are easy to write by acciden
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
 import sys
 import threading
+import types
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -107,15 +109,24 @@ def _bits_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 
 # Objects the harness relies on: replacing any of them (or a function's code) from user code
-# is tampering. Modules are walked for their functions and classes; classes for their methods.
+# is tampering. Modules are imported before the snapshot and walked for every name they bind
+# (their own functions and classes, and what they imported: ``worker.measure``, ``worker.tensors``,
+# ``worker.tolerance_for`` re-pointed is as much tampering as a patched function); their classes
+# for their methods.
 _WATCHED_MODULES = (
     "solbench.measure.loop", "solbench.measure.tensors", "solbench.measure.guards",
-    "solbench.measure.criteria", "solbench.measure.worker", "solbench.device.timer", "solbench.device.cupti",
-    "solbench.analysis.stats", "solbench.analysis.sol",
+    "solbench.measure.criteria", "solbench.measure.runner", "solbench.measure.worker",
+    "solbench.measure.wire", "solbench.measure.pool", "solbench.device.timer", "solbench.device.cupti",
+    "solbench.analysis.stats", "solbench.analysis.sol", "solbench.results.codec", "solbench.results.model",
 )
+# Module globals the harness itself sets while it runs (never a function it calls to measure or check)
+_VOLATILE_GLOBALS = frozenset({"TREE", "FALLBACK_DIR", "_TRACER"})
 _WATCHED_ATTRS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("time", ("perf_counter", "perf_counter_ns", "monotonic", "monotonic_ns", "time", "time_ns",
               "process_time", "sleep")),
+    ("os", ("urandom", "write", "getpid")),
+    ("random", ("_urandom", "SystemRandom", "Random")),
+    ("json", ("dumps", "loads")),
     # not torch.manual_seed and the like: torch.compile wraps some of torch's functions itself
     ("torch", ("equal", "isfinite", "allclose", "abs", "empty", "full", "randn", "Generator")),
     ("torch.linalg", ("vector_norm",)),
@@ -128,7 +139,12 @@ _WATCHED_CLASSES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("torch", "Tensor", ("to", "abs", "sum", "max", "any", "all", "clone", "copy_", "detach",
                          "data_ptr", "untyped_storage", "view", "__sub__", "__gt__", "__le__",
                          "__eq__", "numel", "item", "float", "double", "is_floating_point")),
+    ("random", "SystemRandom", ("random",)),
+    ("multiprocessing.connection", "Connection", ("send_bytes", "_send_bytes", "_send", "recv", "recv_bytes")),
+    ("json", "JSONEncoder", ("encode", "iterencode")),
 )
+# Instance attributes a watched object (a timer) may rebind itself while it runs
+_VOLATILE_ATTRS = frozenset({"agree_dry", "last_output", "stray"})
 
 
 def _identity(obj: Any) -> tuple[int, int]:
@@ -136,14 +152,31 @@ def _identity(obj: Any) -> tuple[int, int]:
     return id(obj), id(code) if code is not None else 0
 
 
+def _watched(value: Any) -> bool:
+    return callable(value) or isinstance(value, types.ModuleType)
+
+
 class TamperGuard:
-    """A snapshot of the objects the harness relies on; ``tampered()`` names any that changed."""
+    """A snapshot of the objects the harness relies on; ``tampered()`` names any that changed.
+
+    Taken when the guard is made, after importing every watched module (a module imported
+    later would have no entry). ``watch(label, obj)`` adds an object's own attributes (a
+    timer's bound clock): rebinding one, or shadowing a method of its class with an instance
+    attribute, is tampering too.
+    """
 
     def __init__(self) -> None:
+        for name in _WATCHED_MODULES:
+            importlib.import_module(name)
+        self._objects: dict[str, Any] = {}
         self._snapshot = self._take()
 
-    @staticmethod
-    def _take() -> dict[str, tuple[int, int]]:
+    def watch(self, label: str, obj: Any) -> None:
+        """Watch ``obj``'s instance attributes from now on (see the class docstring)."""
+        self._objects[label] = obj
+        self._snapshot.update(_instance(label, obj))
+
+    def _take(self) -> dict[str, tuple[int, int]]:
         snap: dict[str, tuple[int, int]] = {}
         for mod_name, attrs in _WATCHED_ATTRS:
             mod = sys.modules.get(mod_name)
@@ -157,22 +190,39 @@ class TamperGuard:
                     snap[f"{mod_name}.{cls_name}.{attr}"] = _identity(getattr(cls, attr))
         for mod_name in _WATCHED_MODULES:
             mod = sys.modules.get(mod_name)
-            for attr, value in vars(mod).items() if mod is not None else ():
-                if getattr(value, "__module__", None) == mod_name and callable(value):
-                    snap[f"{mod_name}.{attr}"] = _identity(value)
-                    for meth, fn in vars(value).items() if isinstance(value, type) else ():
-                        if callable(fn):
+            for attr, value in list(vars(mod).items()) if mod is not None else ():
+                if attr.startswith("__") or attr in _VOLATILE_GLOBALS:
+                    continue
+                snap[f"{mod_name}.{attr}"] = _identity(value)
+                if isinstance(value, type) and value.__module__ == mod_name:
+                    for meth, fn in vars(value).items():
+                        if callable(fn) or isinstance(fn, staticmethod | classmethod | property):
                             snap[f"{mod_name}.{attr}.{meth}"] = _identity(fn)
+        for label, obj in self._objects.items():
+            snap.update(_instance(label, obj))
         return snap
 
     def tampered(self) -> str | None:
         """Which watched objects were replaced since the snapshot, as a reason; or None."""
         now = self._take()
         changed = sorted(k for k, v in self._snapshot.items() if now.get(k) != v)
+        changed += sorted(k for k in now if k not in self._snapshot and k.startswith("instance "))
         if not changed:
             return None
         shown = ", ".join(changed[:4]) + (f" and {len(changed) - 4} more" if len(changed) > 4 else "")
         return f"replaced what the harness measures or checks with: {shown}"
+
+
+def _instance(label: str, obj: Any) -> dict[str, tuple[int, int]]:
+    """The callable (or module) instance attributes of ``obj``, and any that shadows a method."""
+    out = {}
+    cls = type(obj)
+    for attr, value in vars(obj).items():
+        if attr in _VOLATILE_ATTRS:
+            continue
+        if _watched(value) or callable(getattr(cls, attr, None)):
+            out[f"instance {label}.{attr}"] = _identity(value)
+    return out
 
 
 def settled_outputs(outputs: Sequence[torch.Tensor], device: str, threads_before: set[threading.Thread],

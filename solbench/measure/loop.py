@@ -46,6 +46,8 @@ class CheatDetected(Exception):
 Verify = Callable[[int, object, float], "str | None"]  # (launch index, output, sample seconds) -> reason
 # Clocks right after a sample: (SM MHz, memory MHz, power W, clocks-event reason bits), each may be None.
 Probe = Callable[[], "tuple[int | None, int | None, float | None, int | None]"]
+# (index, seconds, verified next): each timed sample as the timer returned it, before it is stored
+OnValue = Callable[[int, float, bool], None]
 
 
 def measure(
@@ -59,6 +61,7 @@ def measure(
     verify: Verify | None = None,
     rng: random.Random | None = None,
     probe: Probe | None = None,
+    on_value: OnValue | None = None,
 ) -> Timing:
     """Sample ``launches`` (rotated) until ``criterion`` stops; returns raw samples and stats.
 
@@ -68,7 +71,7 @@ def measure(
         repeat warmup times: timer.sample(i)            # discarded
         samples = []
         until criterion.reason(samples, elapsed):
-            samples += timer.sample(i)
+            seconds = timer.sample(i); on_value(i, seconds, verified?); samples += seconds
             with probability min(1, 4 / i), and for the last sample:
                 verify(the output of that timed call)   # outside the timed window
             clocks += probe()                           # if given: NVML, outside the window
@@ -78,12 +81,15 @@ def measure(
     does a sample (warm-up included) after which the timer reports ``stray`` work (the CUPTI timer:
     GPU work of the call still running after the current stream passed it, or no GPU work at all).
     ``probe`` (from ``solbench.device.nvml.clock_probe``) reads the clocks after every sample;
-    the readings are stored per sample in the Timing.
+    the readings are stored per sample in the Timing. ``on_value`` streams each sample the moment
+    the timer returns it (a worker sends it to its parent, :mod:`solbench.measure.watch`), so a
+    list rewritten afterwards no longer matches what was streamed.
     """
     rng = rng or random.Random()
     finish = getattr(timer, "finish", None)  # the CUPTI timer turns collection off there
     try:
-        samples, clocks, reason = _loop(timer, launches, criterion, warmup, on_sample, clock, verify, rng, probe)
+        samples, clocks, reason = _loop(timer, launches, criterion, warmup, on_sample, clock, verify, rng, probe,
+                                        on_value)
     finally:
         if finish is not None:
             finish()
@@ -97,7 +103,8 @@ def measure(
 
 def _loop(timer: Timer, launches: Sequence[Launch], criterion: CIWidth, warmup: int,
           on_sample: Callable[[int], None] | None, clock: Callable[[], float], verify: Verify | None,
-          rng: random.Random, probe: Probe | None) -> tuple[list[float], list[Any], str]:
+          rng: random.Random, probe: Probe | None,
+          on_value: OnValue | None = None) -> tuple[list[float], list[Any], str]:
     """The body of :func:`measure`: (samples, clock readings, stop reason)."""
     timer.prepare(launches)
     for i in range(warmup):
@@ -108,8 +115,11 @@ def _loop(timer: Timer, launches: Sequence[Launch], criterion: CIWidth, warmup: 
     reason = None
     while reason is None:
         i = len(samples)
-        samples.append(_sample(timer, i))
+        seconds = _sample(timer, i)
         checked = verify is not None and rng.random() < 4 / (i + 1)
+        if on_value is not None:
+            on_value(i, seconds, checked)
+        samples.append(seconds)
         if verify is not None and checked:  # right after the call: a late writer is still writing
             _verify(verify, timer, i, samples[-1])
         if probe is not None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
+import shutil
 import signal
 import sys
 import tempfile
@@ -30,6 +31,8 @@ from collections.abc import Callable, Iterable
 from multiprocessing.connection import Connection
 from typing import Any
 
+from solbench.measure import wire
+from solbench.measure.watch import Forged, Watch
 from solbench.results.model import ImplResult
 
 STARTUP_TIMEOUT_S = 600.0  # importing torch and creating a CUDA context, on a loaded machine
@@ -49,8 +52,9 @@ class ProcessWorker:
         self._conn, child = ctx.Pipe()
         fd, self.log_path = tempfile.mkstemp(prefix="solbench-worker-", suffix=".log")
         os.close(fd)
-        self._proc = ctx.Process(target=_main, args=(child, self.log_path, device, device_index, tree),
-                                 name="solbench-worker")
+        self.scratch = tempfile.mkdtemp(prefix="solbench-scratch-")
+        self._proc = ctx.Process(target=_main, args=(child, self.log_path, device, device_index, tree,
+                                                     self.scratch, os.getcwd()), name="solbench-worker")
         self._proc.start()
         child.close()
         self._ready = False
@@ -71,6 +75,7 @@ class ProcessWorker:
             return ImplResult(name, "timeout", f"the worker did not start within {STARTUP_TIMEOUT_S:.0f} s",
                               log_tail=self.log_tail()), True
         deadline = time.monotonic() + timeout_s
+        watch = Watch.of(task)
         while True:
             remaining = deadline - time.monotonic()
             try:
@@ -85,18 +90,41 @@ class ProcessWorker:
                 if not self._proc.is_alive() and not self._conn.poll(0):
                     return self._died(name), True
                 continue
-            try:
-                msg = self._conn.recv()
-            except (EOFError, OSError):
-                return self._died(name), True
-            if msg[0] == "progress" and progress is not None:
-                progress(msg[1], msg[2])
-            elif msg[0] == "result":
-                self._busy = False
-                result, fatal = msg[1], msg[2]
-                if result.status not in ("ok", "skipped", "incorrect"):
-                    result = _with_log(result, self.log_tail())
-                return result, fatal
+            done = self.take(watch, progress)
+            if done is not None:
+                return done
+
+    def take(self, watch: Watch, progress: Progress | None) -> tuple[ImplResult, bool] | None:
+        """Read one message of the running task: None for progress and samples, else (result, fatal).
+
+        Anything malformed, or a report that contradicts what the parent saw (:mod:`.watch`), is
+        ``reward_hack``, and the worker is killed. Nothing the worker sends is unpickled.
+        """
+        name = watch.impl
+        try:
+            msg = wire.receive(self._conn)
+            kind = msg["kind"]
+            if kind == "progress":
+                if progress is not None:
+                    progress(msg["event"], msg["data"])
+                return None
+            if kind == "value":
+                watch.value(msg["i"], msg["s"], msg["v"])
+                return None
+            if kind != "result":
+                raise wire.BadMessage(f"a {kind!r} message in the middle of a task")
+            self._busy = False
+            result, fatal = watch.judge(msg["result"]), msg["fatal"]
+        except (EOFError, OSError):
+            return self._died(name), True
+        except (wire.BadMessage, Forged) as exc:
+            self.kill()
+            what = "sent" if isinstance(exc, wire.BadMessage) else "reported what the parent did not see:"
+            return ImplResult(name, "reward_hack", f"the worker {what} {exc}; it was killed",
+                              log_tail=self.log_tail()), True
+        if result.status not in ("ok", "skipped", "incorrect"):
+            result = _with_log(result, self.log_tail())
+        return result, fatal
 
     def wait_ready(self) -> None:
         """Block until the worker has started (or died, or missed the start-up timeout)."""
@@ -111,8 +139,11 @@ class ProcessWorker:
                 raise EOFError
             if time.monotonic() > deadline:
                 raise TimeoutError
-        msg = self._conn.recv()
-        if msg[0] != "ready":
+        try:
+            msg = wire.receive(self._conn)
+        except wire.BadMessage:
+            raise EOFError from None
+        if msg["kind"] != "ready":
             raise EOFError
         self._ready = True
 
@@ -149,9 +180,11 @@ class ProcessWorker:
             self._proc.kill()
 
     def kill(self) -> None:
+        """Kill the worker and every process in its group (what an implementation forked)."""
         if self._proc.is_alive():
             self._proc.kill()
         self._proc.join(5)
+        kill_group(self._proc.pid)
 
     def request_close(self) -> None:
         """Ask an idle worker to exit, without waiting (``close`` waits): several workers then tear
@@ -171,6 +204,34 @@ class ProcessWorker:
         self._conn.close()
         with contextlib.suppress(OSError):
             os.unlink(self.log_path)
+        shutil.rmtree(self.scratch, ignore_errors=True)
+
+
+def kill_group(pid: int | None) -> None:
+    """SIGKILL the process group a worker leads (it calls ``os.setsid`` first): processes an
+    implementation forked and left running die with it (unless they left the group themselves)."""
+    if pid is not None:
+        with contextlib.suppress(OSError):
+            os.killpg(pid, signal.SIGKILL)
+
+
+def stop_fork_server() -> None:
+    """Stop multiprocessing's fork server, if this process started one (the end of a run).
+
+    Every worker holds the write end of the server's "alive" pipe, and so does anything a worker
+    forked: a process an implementation left behind would keep the server, and the stdout it
+    inherited from solbench, open after solbench exits (``solbench run | tee`` would wait).
+    """
+    from multiprocessing import forkserver
+
+    server = forkserver._forkserver  # type: ignore[attr-defined]
+    pid = getattr(server, "_forkserver_pid", None)
+    if pid is None:
+        return
+    with contextlib.suppress(OSError):
+        os.kill(pid, signal.SIGKILL)
+    with contextlib.suppress(Exception):
+        server._stop()  # type: ignore[attr-defined]
 
 
 def _context() -> Any:
@@ -181,7 +242,15 @@ def _context() -> Any:
         return multiprocessing.get_context("spawn")
     ctx = multiprocessing.get_context("forkserver")
     ctx.set_forkserver_preload(["torch", "solbench.measure.worker"])
+    if not _AT_EXIT:
+        import atexit
+
+        atexit.register(stop_fork_server)  # no process of a run outlives it (see stop_fork_server)
+        _AT_EXIT.append(True)
     return ctx
+
+
+_AT_EXIT: list[bool] = []
 
 
 def _with_log(result: ImplResult, tail: str) -> ImplResult:
@@ -259,7 +328,11 @@ class InProcess:
             progress: Progress | None = None) -> ImplResult:
         from solbench.measure.worker import WorkerState, execute
 
-        result, fatal = execute(task, self._state, progress)
+        def shown(event: str, data: dict[str, Any]) -> None:
+            if progress is not None and event != "value":  # samples stream only to a parent process
+                progress(event, data)
+
+        result, fatal = execute(task, self._state, shown)
         if fatal:
             self._state = WorkerState()
         return result
@@ -273,9 +346,9 @@ class InProcess:
 
 
 def _main(conn: Connection, log_path: str, device: str, device_index: int | None,
-          tree: str | None = None) -> None:
+          tree: str | None = None, scratch: str | None = None, origin: str | None = None) -> None:
     """Entry point of a worker process."""
-    into_log(log_path)
+    into_log(log_path, scratch, origin)
     import torch
 
     if device == "cuda":
@@ -288,12 +361,23 @@ def _main(conn: Connection, log_path: str, device: str, device_index: int | None
     if tree is not None:
         enter_tree(tree)
     state = WorkerState()
+    state.tamper.watch("pipe", conn)  # its send methods shadowed on the instance: tampering
     serve(conn, lambda task, emit: execute(task, state, emit))
 
 
-def into_log(log_path: str) -> None:
-    """A worker's first step: Ctrl-C is the parent's to handle; stdout and stderr go to its log."""
+def into_log(log_path: str, scratch: str | None = None, origin: str | None = None) -> None:
+    """A worker's first step: Ctrl-C is the parent's to handle; stdout and stderr go to its log;
+    it leads its own process group (the parent kills the group); it works in its own ``scratch``
+    folder, and file references that are not next to the workload resolve in ``origin`` (the
+    parent's working folder, absolute), not in the scratch folder."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    with contextlib.suppress(OSError):
+        os.setsid()
+    if scratch is not None:
+        from solbench.impls import registry
+
+        registry.FALLBACK_DIR = origin
+        os.chdir(scratch)
     fd = os.open(log_path, os.O_WRONLY | os.O_APPEND)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
@@ -306,11 +390,12 @@ def serve(conn: Connection, run: Callable[[Any, Progress], tuple[ImplResult, boo
           leave_at_once: bool = False) -> None:
     """Say ready, then run tasks until told to stop (None) or the parent is gone.
 
-    Progress events and each (result, fatal) go back over ``conn``; after a fatal result the process
+    Progress events, streamed samples (the ``value`` event) and each (result, fatal) go back over
+    ``conn`` as JSON messages (:mod:`solbench.measure.wire`); after a fatal result the process
     leaves at once (its state may be compromised). ``leave_at_once``: on None too, skipping the
     interpreter's teardown (a rank's NCCL teardown can wait on peers; the OS frees it all).
     """
-    conn.send(("ready", os.getpid()))
+    wire.send(conn, "ready", pid=os.getpid())
     while True:
         try:
             task = conn.recv()
@@ -322,10 +407,13 @@ def serve(conn: Connection, run: Callable[[Any, Progress], tuple[ImplResult, boo
             return
 
         def emit(event: str, data: dict[str, Any]) -> None:
-            conn.send(("progress", event, data))
+            if event == "value":
+                wire.send(conn, "value", i=data["i"], s=data["s"], v=data["v"])
+            else:
+                wire.send(conn, "progress", event=event, data=data)
 
         result, fatal = run(task, emit)
-        conn.send(("result", result, fatal))
+        wire.send_result(conn, result, fatal)
         if fatal:
             _leave()
 

@@ -94,7 +94,7 @@ def prepare_rank(spec: WorkloadSpec, case: Case, device: str, base_dir: Path | N
             stacked = {name: torch.stack([tensors.upcast(e, spec.reference_dtype)[name] for e in every])
                        for name in every[0]}
             value = _call(reference, stacked, {**case.params, "rank": rank, "world_size": world})
-        refs.append(tensors.as_outputs(value, names))
+        refs.append(tensors.as_outputs(value, names, strict=False))
         sets.append(every[rank])
         del every, stacked
     return CaseInputs(tuple(sets), tuple(refs))
@@ -266,7 +266,8 @@ def _checked_and_timed(task: Task, state: WorkerState, ctx: RankContext, emit: E
     timing = measure(timer, launches, criterion, warmup=s.warmup,
                      verify=checker.verify_timed if impl.part is None else None,
                      on_sample=lambda n: emit("sample", {"n": n}) if n % 10 == 0 else None,
-                     rng=random.Random(), clock=timer.clock, probe=state.probe(task) if ctx.rank == 0 else None)
+                     on_value=lambda i, sec, v: emit("value", {"i": i, "s": sec, "v": v}),
+                     rng=random.SystemRandom(), clock=timer.clock, probe=state.probe(task) if ctx.rank == 0 else None)
     protocol: dict[str, float | int | str] = {**timer.protocol(), "world_size": ctx.world, "backend": ctx.backend}
     timer.last_output = None
     if impl.env:

@@ -53,17 +53,36 @@ def upcast(inputs: Mapping[str, torch.Tensor], dtype: str) -> dict[str, torch.Te
     return {k: v.to(target) if v.is_floating_point() else v for k, v in inputs.items()}
 
 
-def as_outputs(value: Any, names: Sequence[str]) -> tuple[torch.Tensor, ...]:
-    """Normalize what an implementation returned to a tuple in declared-output order."""
+def as_outputs(value: Any, names: Sequence[str], *, strict: bool = True) -> tuple[torch.Tensor, ...]:
+    """Normalize what an implementation returned to a tuple in declared-output order.
+
+    Only a tensor, a plain ``dict`` (by output name), or a ``tuple``/``list`` (a named tuple too)
+    holding tensors: the outputs must exist when the call returns. A lazy mapping or a generator
+    would compute them here, after the timed window closed; it is a TypeError, as a wrong type.
+    ``strict=False`` (a reference's outputs, never timed) also takes any mapping and iterable.
+    """
     if isinstance(value, torch.Tensor):
         value = (value,)
-    elif isinstance(value, Mapping):
-        value = tuple(value[n] for n in names)
+    elif type(value) is dict or (not strict and isinstance(value, Mapping)):
+        value = tuple(value[n] for n in names if n in value)
+    elif strict and not _eager_sequence(value):
+        raise TypeError(f"expected {len(names)} tensor output(s) ({', '.join(names)}) as a tensor, tuple, list "
+                        f"or dict, got {type(value).__module__}.{type(value).__qualname__} (outputs must exist "
+                        "when the call returns)")
     value = tuple(value)
     if len(value) != len(names) or not all(isinstance(v, torch.Tensor) for v in value):
         raise TypeError(f"expected {len(names)} tensor output(s) ({', '.join(names)}), "
                         f"got {type(value).__name__} of {len(value)}")
     return value
+
+
+def _eager_sequence(value: Any) -> bool:
+    """A list, or a tuple whose items are stored (a named tuple, not a class computing them)."""
+    if type(value) is list:
+        return True
+    cls = type(value)
+    return isinstance(value, tuple) and all(getattr(cls, m) is getattr(tuple, m)
+                                            for m in ("__iter__", "__getitem__", "__len__"))
 
 
 def poison_allocator(case: Case, device: str) -> None:

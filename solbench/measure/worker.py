@@ -35,7 +35,7 @@ import torch
 
 from solbench.errors import DeviceError
 from solbench.impls.registry import ResolveError
-from solbench.measure import guards, tensors
+from solbench.measure import guards, tensors, wire
 from solbench.measure.criteria import CIWidth
 from solbench.measure.loop import CheatDetected, measure
 from solbench.measure.runner import (
@@ -108,6 +108,7 @@ class WorkerState:
         if key not in self.timers:
             self.timers[key] = make_timer(task.device, task.settings.timer, l2_bytes=task.l2_bytes,
                                           flush=task.settings.flush)
+            self.tamper.watch(f"timer {key[0]}", self.timers[key])  # its bound clock, its methods
         return self.timers[key]
 
     def probe(self, task: Task) -> Any:
@@ -138,9 +139,11 @@ def enter_tree(tree: str) -> None:
     import sys
 
     from solbench.device import nvml, timer  # noqa: F401  (harness modules imported lazily elsewhere)
+    from solbench.impls import registry
 
     root = str(Path(tree).resolve())
     os.chdir(root)
+    registry.FALLBACK_DIR = root
     sys.path.insert(0, root)
     for name, module in list(sys.modules.items()):
         paths = getattr(module, "__path__", None)
@@ -190,7 +193,7 @@ def guarded(task: Task, state: WorkerState, body: Callable[[], ImplResult]) -> t
         return ImplResult(task.impl, "reward_hack", tampered), True
     if task.device == "cuda" and not fatal:
         torch.cuda.empty_cache()  # give cached blocks back: other workers share the GPU
-    return result, fatal
+    return wire.capped(result), fatal
 
 
 def _execute(task: Task, state: WorkerState, emit: Emit, criterion: Any = None) -> ImplResult:
@@ -288,7 +291,8 @@ def _checked_and_timed(task: Task, state: WorkerState, emit: Emit, criterion: An
     with phases("sample_s"):
         timing = measure(timer, launches, criterion, warmup=s.warmup, verify=checker.verify_timed,
                          on_sample=lambda n: emit("sample", {"n": n}) if n % 10 == 0 else None,
-                         rng=random.Random(), probe=state.probe(task))
+                         on_value=lambda i, sec, v: emit("value", {"i": i, "s": sec, "v": v}),
+                         rng=random.SystemRandom(), probe=state.probe(task))
     protocol = {**timer.protocol(), **_tree_record(impl, base_dir), **gpu_busy(timer, timing, s.warmup)}
     if task.device == "cuda":
         protocol["stream_check"] = "cupti" if checker.trace is not None else "settle"

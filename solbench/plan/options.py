@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from solbench.errors import ConfigError
+
+MAX_SEED = 2**62  # |seed|: input sets draw from seed + offsets (torch seeds are 64-bit)
 
 
 @dataclass(frozen=True)
@@ -37,6 +42,19 @@ class RunOptions:
     executor: str = "local"  # or "ray": shard cases over the GPUs of a Ray cluster
     address: str | None = None  # Ray: "auto", "ray://host:10001"; None: the running or a new local instance
     schedule_from: Path | None = None  # --devices/Ray: case times from this run (default: the newest saved)
+
+    def __post_init__(self) -> None:
+        """ConfigError (exit 2) for knobs no run can honour: a time that is not a positive finite
+        number, fewer samples allowed than required, a seed the generators cannot take."""
+        for name in ("timeout_s", "budget_s", "target_rel_ci"):
+            value = getattr(self, name)
+            if not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
+                flag = {"timeout_s": "--timeout", "budget_s": "--budget", "target_rel_ci": "--target"}[name]
+                raise ConfigError(f"{flag} must be a positive finite number, got {value!r}")
+        if self.min_samples > self.max_samples:
+            raise ConfigError(f"--min-samples {self.min_samples} is larger than --max-samples {self.max_samples}")
+        if abs(self.seed) >= MAX_SEED:
+            raise ConfigError(f"--seed {self.seed} is out of range (|seed| < 2**62)")
 
 
 Progress = Callable[[str, dict[str, Any]], None]

@@ -43,7 +43,7 @@ def _table(workload: str, cases: Iterable[CaseResult], extra: tuple[str, ...] = 
                       *(cells[c] if c in cells else collective_cell(c, r) for c in extra))
             first = False
         if first:
-            t.add_row(_params(case), "-", "", format_seconds(case.t_sol), "", "", "", case.bound, "",
+            t.add_row(Text(_params(case)), "-", "", format_seconds(case.t_sol), "", "", "", case.bound, "",
                       *("" for _ in extra))
         t.add_section()
     return t
@@ -55,7 +55,8 @@ def _cells(case: CaseResult, r: ImplResult) -> list[str | Text]:
         return [label, format_seconds(case.t_sol), "", "", "", case.bound, ""]
     tm = r.timing
     half = (tm.ci_high - tm.ci_low) / 2
-    time = f"{format_seconds(tm.median)} ±{half / tm.median * 100:.1f}%"
+    spread = f"±{half / tm.median * 100:.1f}%" if tm.median > 0 else "(zero time)"
+    time = f"{format_seconds(tm.median)} {spread}"
     if is_part(r):
         return [time, format_seconds(case.t_sol), Text("part", style="dim"), "", "", case.bound, ""]
     if r.status == "invalid" or r.score is None:
@@ -73,7 +74,7 @@ def _dry_table(workload: str, cases: Iterable[CaseResult]) -> Table:
                 "T_SOL", "bound"):
         t.add_column(col, justify="left" if col in ("case", "bound") else "right")
     for c in cases:
-        t.add_row(_params(c), format_flops(c.cost.tensor_flops), format_flops(c.cost.vector_flops),
+        t.add_row(Text(_params(c)), format_flops(c.cost.tensor_flops), format_flops(c.cost.vector_flops),
                   format_bytes(c.cost.fused_bytes), format_bytes(c.cost.unfused_bytes),
                   f"{c.intensity:.1f}", format_seconds(c.t_sol), c.bound)
     return t

@@ -79,6 +79,8 @@ def check_writable(path: Path, *, is_file: bool = False, force: bool = False) ->
     folder = path.parent if is_file else path
     if is_file and path.is_dir():
         raise ResultsWriteError(f"{path}: is a directory, not a result file")
+    if is_file and path.is_symlink() and not path.exists():  # the save would fail after measuring
+        raise ResultsWriteError(f"{path}: a symbolic link to nothing ({os.readlink(path)}); give a real path")
     if is_file and path.exists() and not force:
         raise ResultsWriteError(f"{path}: exists; not overwriting it (pass --force to replace it)")
     try:

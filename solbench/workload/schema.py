@@ -21,6 +21,7 @@ is meant, and read as 1/0 where the field is a flag (``causal: true``).
 
 from __future__ import annotations
 
+import keyword
 import math
 from typing import Annotated, Any, ClassVar, Literal
 
@@ -132,7 +133,7 @@ Expr = Annotated[int | float | str, BeforeValidator(_not_bool), AfterValidator(_
 # A flag of an op (bias, causal): true/false read as 1/0; a number or an expression also works.
 Flag = Annotated[int | float | str, BeforeValidator(_flag), AfterValidator(_check_expr)]
 ParamValue = int | float | str
-Param = Annotated[int | float | str, AfterValidator(_finite)]
+Param = Annotated[int | float | str, BeforeValidator(_not_bool), AfterValidator(_finite)]
 _Values = Annotated[list[Param], Field(min_length=1)]
 
 
@@ -325,6 +326,9 @@ class WorkloadSpec(_Model):
         _check_ranks(self)
         if self.cases is None and not self.parameters and not self.constants:
             raise ValueError("give parameters, cases or constants")
+        bad = [n for n in self.inputs if not n.isidentifier() or keyword.iskeyword(n)]
+        if bad:
+            raise ValueError(f"input {bad[0]!r} is not a Python name (inputs are passed as keyword arguments)")
         clash = set(self.inputs) & set(self.outputs)
         if clash:
             raise ValueError(f"names used for both inputs and outputs: {sorted(clash)}")

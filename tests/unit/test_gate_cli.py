@@ -246,3 +246,25 @@ def test_run_gate_against_exits_4_when_an_implementation_raises_even_if_the_gate
     assert {i.name: i.status for c in saved.cases for i in c.impls} == {"kernel": "ok", "broken": "error"}
     assert _junit_cases(tmp_path / "gate.xml")["tiny[n=64,float32]/kernel"].find("failure") is None  # gate passes
     assert r.exit_code == 4, r.output
+
+
+def test_an_incomplete_current_run_is_refused(tmp_path):
+    from dataclasses import replace
+
+    from click.testing import CliRunner
+
+    from solbench.cli import main
+    from solbench.results import store
+
+    out = tmp_path / "r.json"
+    assert CliRunner().invoke(main, ["run", "tests/data/double.yaml", "-o", str(out), "-i", "baseline",
+                                     "--budget", "0.05", "--min-samples", "5", "--max-samples", "30",
+                                     "--device", "cpu"]).exit_code == 0
+    cut = tmp_path / "cut.json"
+    store.save(replace(store.load(out), complete=False), cut)
+    result = CliRunner().invoke(main, ["gate", "--baseline", str(out), "--current", str(cut)])
+    assert result.exit_code == 2 and "incomplete" in result.output and "Traceback" not in result.output
+    unwritable = tmp_path / "no" / "such" / "dir" / "gate.xml"
+    result = CliRunner().invoke(main, ["gate", "--baseline", str(out), "--current", str(out), "--junit",
+                                       str(unwritable)])
+    assert result.exit_code == 2 and "cannot write" in result.output and "Traceback" not in result.output

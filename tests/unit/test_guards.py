@@ -165,3 +165,42 @@ def test_worst_exit_code_order():
     assert worst(IMPL_FAILED, USAGE) == USAGE
     assert worst(USAGE, INTERRUPTED, OK) == INTERRUPTED
     assert worst() == OK
+
+
+def test_the_tamper_snapshot_holds_the_timer_and_the_sol_modules():
+    from solbench.measure.worker import WorkerState
+
+    keys = WorkerState().tamper._snapshot
+    assert "solbench.device.timer.CpuTimer.sample" in keys
+    assert any(k.startswith("solbench.analysis.sol.") for k in keys)
+
+
+def test_tamper_guard_sees_a_re_pointed_name():
+    import solbench.measure.worker as worker_mod
+
+    g = guards.TamperGuard()
+    for name, stand_in in (("measure", lambda *a, **k: None), ("tolerance_for", lambda *a: (1.0, 1.0, None)),
+                           ("tensors", object())):
+        original = getattr(worker_mod, name)
+        setattr(worker_mod, name, stand_in)
+        try:
+            assert f"solbench.measure.worker.{name}" in g.tampered()
+        finally:
+            setattr(worker_mod, name, original)
+    assert g.tampered() is None
+
+
+def test_tamper_guard_sees_a_watched_instance_rebound_or_shadowed():
+    from solbench.device.timer import CpuTimer
+
+    g = guards.TamperGuard()
+    timer = CpuTimer()
+    g.watch("timer cpu", timer)
+    assert g.tampered() is None
+    timer.last_output = object()  # the timer's own bookkeeping is not tampering
+    assert g.tampered() is None
+    timer.sample = lambda index: 1e-9
+    assert "instance timer cpu.sample" in g.tampered()
+    del timer.sample
+    timer._clock = lambda: 0
+    assert "instance timer cpu._clock" in g.tampered()

@@ -200,3 +200,100 @@ def test_in_process_mode_runs_the_same_checks(tmp_path):
     run = store.load(out)
     assert run.protocol.isolation == "in-process"
     assert _statuses(run)["wrong"][0] == "incorrect" and _statuses(run)["baseline"][0] == "ok"
+
+
+def test_sigterm_saves_what_was_measured_marked_incomplete_and_exits_143(tmp_path):
+    src = tmp_path / "slow.py"
+    src.write_text("def ref(x, n):\n    return x * 2\n\n"
+                   "def fn(x, n):\n    if n > 64:\n        while True:\n            pass\n    return x * 2\n")
+    wl = tmp_path / "slow.yaml"
+    wl.write_text("workloads:\n  - name: slow\n    parameters: {n: [64, 128, 256]}\n    dtypes: [float32]\n"
+                  "    inputs: {x: {shape: [n]}}\n    outputs: {y: {shape: [n]}}\n"
+                  "    reference: slow.py:ref\n    implementations: {baseline: slow.py:fn}\n")
+    out = tmp_path / "slow.json"
+    proc = subprocess.Popen([sys.executable, "-m", "solbench", "run", str(wl), "-o", str(out), "-q",
+                             "--timeout", "600", *FAST], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 900
+    while not out.exists() and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.2)  # waits for the first case to be saved; asserts nothing about speed
+    if not out.exists():
+        proc.kill()
+        _, err = proc.communicate()
+        pytest.fail(f"no result file: {err}")
+    assert not store.load(out).complete  # a save before the last one never says complete
+    proc.send_signal(signal.SIGTERM)
+    try:
+        _, err = proc.communicate(timeout=900)  # a hang, not slowness, is what this would catch
+    finally:
+        proc.kill()
+        proc.communicate()
+    assert proc.returncode == 143, err
+    run = store.load(out)
+    assert not run.complete
+    assert [c.case_id for c in run.cases] == ["slow[n=64,float32]"]
+    assert "interrupted" in err and "Traceback" not in err
+
+
+def test_a_finished_run_says_complete_and_every_save_before_it_does_not(tmp_path):
+    from solbench.cli.common import Saver
+
+    out = tmp_path / "r.json"
+    result = CliRunner().invoke(main, ["run", "tests/data/double.yaml", "-o", str(out), "-i", "baseline", *FAST])
+    assert result.exit_code == 0, result.output
+    run = store.load(out)
+    assert run.complete
+    saver = Saver(tmp_path / "p.json", tmp_path, None, force=False)
+    saver.save(run)
+    assert not store.load(tmp_path / "p.json").complete
+    saver.save(run, final=True)
+    assert store.load(tmp_path / "p.json").complete
+
+
+def test_ctrl_c_during_start_up_is_one_line_and_130(monkeypatch):
+    from solbench import api
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(api, "run", interrupted)
+    result = CliRunner().invoke(main, ["run", "tests/data/double.yaml", *FAST])
+    assert result.exit_code == 130, result.output
+    assert "Aborted" not in result.output and "interrupted" in result.output
+
+
+def test_a_process_an_implementation_forks_does_not_outlive_the_run(tmp_path):
+    src = tmp_path / "forks.py"
+    src.write_text("import os, time\n\ndef ref(x, n):\n    return x * 2\n\n"
+                   "def fn(x, n):\n    if os.fork() == 0:\n        time.sleep(3600)\n        os._exit(0)\n"
+                   "    return x * 2\n")
+    wl = tmp_path / "forks.yaml"
+    wl.write_text("workloads:\n  - name: forks\n    parameters: {n: [64]}\n    dtypes: [float32]\n"
+                  "    inputs: {x: {shape: [n]}}\n    outputs: {y: {shape: [n]}}\n"
+                  "    reference: forks.py:ref\n    implementations: {baseline: forks.py:fn}\n")
+    # solbench's stdout is a pipe: communicate() returns only once every process holding it has exited
+    proc = subprocess.Popen([sys.executable, "-m", "solbench", "run", str(wl), "-q", "--results-dir",
+                             str(tmp_path / "r"), *FAST], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _, err = proc.communicate(timeout=900)  # a hang (the children sleep an hour), not slowness
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
+
+
+def test_an_implementation_deleting_files_in_its_folder_cannot_break_the_next(tmp_path, monkeypatch):
+    (tmp_path / "impls").mkdir()
+    (tmp_path / "impls" / "f.py").write_text(
+        "import os\n\ndef ref(x, n):\n    return x * 2\n\n"
+        "def wipes(x, n):\n    for name in os.listdir('.'):\n        if os.path.isfile(name):\n"
+        "            os.remove(name)\n    return x * 2\n\ndef honest(x, n):\n    return x * 2\n")
+    (tmp_path / "w.yaml").write_text(
+        "workloads:\n  - name: wipe\n    parameters: {n: [64]}\n    dtypes: [float32]\n"
+        "    inputs: {x: {shape: [n]}}\n    outputs: {y: {shape: [n]}}\n    reference: impls/f.py:ref\n"
+        "    implementations: {baseline: impls/f.py:wipes, honest: impls/f.py:honest}\n")
+    (tmp_path / "keep.txt").write_text("mine")
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "out" / "r.json"
+    result = CliRunner().invoke(main, ["run", "w.yaml", "-o", str(out), *FAST])
+    assert result.exit_code == 0, result.output
+    assert {r.name: r.status for c in store.load(out).cases for r in c.impls} == {"baseline": "ok", "honest": "ok"}
+    assert (tmp_path / "keep.txt").read_text() == "mine" and (tmp_path / "w.yaml").exists()

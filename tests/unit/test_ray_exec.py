@@ -107,3 +107,39 @@ def test_the_cli_runs_on_ray_and_saves_one_run(ray_cpu, tmp_path):
     assert run.protocol.executor == "ray" and len(run.cases) == 2
 
 
+
+
+class _FakeRay:
+    """Ray's ``get`` returning what an actor sent: no cluster needed to test what the driver accepts."""
+
+    class exceptions:
+        RayActorError = RuntimeError
+
+    def __init__(self, sent):
+        self.sent = sent
+
+    def get(self, ref, timeout=None):
+        return self.sent
+
+
+class _FakeActor:
+    class _Method:
+        def remote(self, *args):
+            return None
+
+    open = run = _Method()
+
+
+def test_the_driver_takes_a_result_only_as_checked_message_text():
+    from solbench.execute.ray_cluster import RayLane
+    from solbench.measure import wire
+    from solbench.results.model import ImplResult
+
+    class Task:
+        impl = "impl"
+
+    ok = ImplResult("impl", "skipped", "no GPU")
+    assert RayLane(_FakeRay(wire.result_text(ok)), _FakeActor()).run(("w", "impl"), Task(), 1.0) == ok
+    for sent in (ok, b"\x80\x04", '{"kind": "ready", "pid": 1}'):  # an object, a pickle, the wrong message
+        got = RayLane(_FakeRay(sent), _FakeActor()).run(("w", "impl"), Task(), 1.0)
+        assert got.status == "reward_hack" and "the Ray actor sent" in got.message

@@ -1,0 +1,167 @@
+"""Messages from a worker to its parent: data only (JSON text), checked field by field on receipt.
+
+The parent trusts itself, not its workers: a worker runs an implementation that may read
+solbench's source, find its pipe and write anything to it. So nothing a worker sends is ever
+unpickled by the parent. Each message is one JSON object sent with ``Connection.send_bytes``
+and read with ``Connection.recv_bytes(MAX_MESSAGE_BYTES)``::
+
+    {"kind": "ready", "pid": int}                          the worker is up
+    {"kind": "progress", "event": "sample", "data": {"n": int}}    samples taken so far
+    {"kind": "progress", "event": "phase", "data": {"phase": str}} what a rank is doing
+    {"kind": "value", "i": int, "s": float, "v": bool}     timed sample i (seconds), taken just now;
+                                                           v: a verification follows it
+    {"kind": "result", "result": {ImplResult}, "fatal": bool}
+
+Floats that JSON has no literal for travel as the strings "NaN"/"Infinity"/"-Infinity"
+(:mod:`solbench.results.codec`); the result is decoded against the ImplResult dataclass, field
+by field, so a wrong type, an unknown status or an unknown key shape is :class:`BadMessage`.
+A message over ``MAX_MESSAGE_BYTES``, bytes that are not UTF-8 JSON, an object of the wrong
+shape, nesting deeper than the records have: all :class:`BadMessage`, which the parent turns
+into ``reward_hack`` and a killed worker (:mod:`solbench.measure.pool`).
+
+The other direction (parent to worker: the Task, None to stop) stays a pickle: the worker
+unpickles what its trusted parent sent. A Ray actor (:mod:`solbench.execute.ray_cluster`) runs
+only solbench's code and its own workers through this pipe; it still returns each result to the
+driver as message text (:func:`result_text`), which the driver checks the same way.
+
+What the parent then checks against what it saw itself is :mod:`solbench.measure.watch`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from multiprocessing.connection import Connection
+from typing import Any
+
+from solbench.results.codec import DecodeError, decode, encode
+from solbench.results.model import ImplResult
+
+MAX_MESSAGE_BYTES = 16 << 20  # a result of 100k samples with clock readings is ~10 MB
+MAX_TEXT_CHARS = 4096  # an ImplResult's message: longer ones are cut (the worker's log keeps the rest)
+_MAX_PROGRESS_TEXT = 200
+
+
+class BadMessage(Exception):
+    """A worker sent something that is not a well-formed message: it is not to be trusted."""
+
+
+def send(conn: Connection, kind: str, **fields: Any) -> None:
+    """Send one message (worker side)."""
+    conn.send_bytes(json.dumps({"kind": kind, **encode(fields)}, allow_nan=False).encode())
+
+
+def send_result(conn: Connection, result: ImplResult, fatal: bool) -> None:
+    """Send a task's result (worker side)."""
+    send(conn, "result", result=dataclasses.asdict(result), fatal=fatal)
+
+
+def result_text(result: ImplResult) -> str:
+    """A result as message text (a Ray actor returns this to the driver, not the object)."""
+    return json.dumps({"kind": "result", **encode({"result": dataclasses.asdict(result), "fatal": False})},
+                      allow_nan=False)
+
+
+def result_from_text(text: Any) -> ImplResult:
+    """The result in ``result_text`` output, checked as any message; BadMessage otherwise."""
+    if not isinstance(text, str):
+        raise BadMessage(f"a {type(text).__name__}, not message text")
+    msg = parse(text.encode())
+    if msg["kind"] != "result":
+        raise BadMessage(f"a {msg['kind']!r} message, not a result")
+    return msg["result"]  # type: ignore[no-any-return]
+
+
+def receive(conn: Connection) -> dict[str, Any]:
+    """The next message, parsed and checked (parent side).
+
+    EOFError/OSError when the pipe is closed, as ``Connection.recv``; BadMessage for anything a
+    well-behaved worker never sends. ``result`` messages come back with ``result`` an ImplResult.
+    """
+    try:
+        raw = conn.recv_bytes(MAX_MESSAGE_BYTES)
+    except EOFError:
+        raise
+    except OSError as exc:
+        if "bad message length" in str(exc):  # the length header: too long, or garbage bytes
+            raise BadMessage(f"a message over {MAX_MESSAGE_BYTES} bytes (or a corrupt length header)") from None
+        raise
+    return parse(raw)
+
+
+def parse(raw: bytes) -> dict[str, Any]:
+    """One message's bytes as a checked message (see the module docstring)."""
+    if len(raw) > MAX_MESSAGE_BYTES:
+        raise BadMessage(f"a message over {MAX_MESSAGE_BYTES} bytes")
+    try:
+        msg = json.loads(raw.decode("utf-8"), parse_constant=_no_constant)
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise BadMessage(f"not a JSON message ({type(exc).__name__})") from None
+    if not isinstance(msg, dict):
+        raise BadMessage("a message that is not a JSON object")
+    kind = msg.get("kind")
+    check = _CHECKS.get(kind) if isinstance(kind, str) else None
+    if check is None:
+        raise BadMessage(f"a message of unknown kind {str(kind)[:40]!r}")
+    return check(msg)
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _keys(msg: dict[str, Any], *names: str) -> None:
+    if set(msg) != {"kind", *names}:
+        raise BadMessage(f"a {msg['kind']!r} message with fields {sorted(msg)} (expected {sorted(['kind', *names])})")
+
+
+def _ready(msg: dict[str, Any]) -> dict[str, Any]:
+    _keys(msg, "pid")
+    if type(msg["pid"]) is not int:
+        raise BadMessage("a 'ready' message whose pid is not an integer")
+    return msg
+
+
+def _progress(msg: dict[str, Any]) -> dict[str, Any]:
+    _keys(msg, "event", "data")
+    event, data = msg["event"], msg["data"]
+    if event == "sample" and isinstance(data, dict) and set(data) == {"n"} and type(data["n"]) is int:
+        return msg
+    if (event == "phase" and isinstance(data, dict) and set(data) == {"phase"} and type(data["phase"]) is str
+            and len(data["phase"]) <= _MAX_PROGRESS_TEXT):
+        return msg
+    raise BadMessage(f"a malformed progress message ({str(event)[:40]!r})")
+
+
+def _value(msg: dict[str, Any]) -> dict[str, Any]:
+    _keys(msg, "i", "s", "v")
+    if type(msg["i"]) is not int or type(msg["v"]) is not bool:
+        raise BadMessage("a malformed sample message")
+    try:
+        msg["s"] = decode(float, msg["s"], "s")
+    except DecodeError as exc:
+        raise BadMessage(f"a sample that is not a number ({exc})") from None
+    return msg
+
+
+def _result(msg: dict[str, Any]) -> dict[str, Any]:
+    _keys(msg, "result", "fatal")
+    if type(msg["fatal"]) is not bool:
+        raise BadMessage("a result whose 'fatal' is not a boolean")
+    try:
+        result = decode(ImplResult, msg["result"], "result")
+    except (DecodeError, RecursionError) as exc:
+        raise BadMessage(f"a malformed result: {str(exc)[:200]}") from None
+    msg["result"] = capped(result)
+    return msg
+
+
+def capped(result: ImplResult) -> ImplResult:
+    """``result`` with its message cut to MAX_TEXT_CHARS (saying so)."""
+    if len(result.message) <= MAX_TEXT_CHARS:
+        return result
+    cut = len(result.message) - MAX_TEXT_CHARS
+    return dataclasses.replace(result, message=result.message[:MAX_TEXT_CHARS] + f"... ({cut} characters truncated)")
+
+
+_CHECKS = {"ready": _ready, "progress": _progress, "value": _value, "result": _result}

@@ -1,0 +1,79 @@
+"""Attacks on the harness itself, end to end on the CPU (tests/data/hostile/forgers.py).
+
+Each implementation computes the right answer and attacks the worker boundary: it sends the parent
+a pickle that runs code when loaded, patches or re-points what the worker times and checks with,
+rewrites the samples, or returns outputs that are computed after the timed window. Each must be
+caught, and the honest implementations in the same run must stay ok. Nothing here is timed: the
+one wall-time case sleeps 0.2 s per call and claims microseconds (see solbench.measure.watch).
+"""
+
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from solbench.cli import main
+from solbench.results import store
+
+HOSTILE = "tests/data/hostile/hostile.yaml"
+FAST = ["--budget", "0.05", "--min-samples", "5", "--max-samples", "30", "--device", "cpu"]
+
+CAUGHT = {
+    "sends_pickle": ("reward_hack", "sent not a JSON message"),
+    "patches_timer_sample": ("reward_hack", "solbench.device.timer.CpuTimer.sample"),
+    "patches_timer_clock": ("reward_hack", "instance timer cpu._clock"),
+    "rebinds_worker_measure": ("reward_hack", "solbench.measure.worker.measure"),
+    "rebinds_tensors_module": ("reward_hack", "solbench.measure.worker.tensors"),
+    "loose_tolerance": ("reward_hack", "solbench.measure.worker.tolerance_for"),
+    "scales_samples_in_frame": ("reward_hack", "not the 30 streamed as they were taken"),
+    "rewrites_sent_samples": ("reward_hack", "multiprocessing.connection.Connection.send_bytes"),
+    "predicts_rng": ("reward_hack", "work skipped on some calls"),
+    "returns_lazy_mapping": ("incorrect", "outputs must exist when the call returns"),
+    "returns_generator": ("incorrect", "outputs must exist when the call returns"),
+}
+
+
+def _statuses(run):
+    return {r.name: (r.status, r.message) for c in run.cases for r in c.impls}
+
+
+@pytest.fixture(scope="module")
+def forgers_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("forgers") / "forgers.json"
+    result = CliRunner().invoke(main, ["run", HOSTILE, "-w", "forgers", "--timeout", "120", "-o", str(out), *FAST])
+    return result, store.load(out)
+
+
+@pytest.mark.parametrize("name", sorted(CAUGHT))
+def test_every_attack_on_the_harness_is_caught(forgers_run, name):
+    result, run = forgers_run
+    assert result.exit_code == 4, result.output
+    status, message = _statuses(run)[name]
+    want_status, want_text = CAUGHT[name]
+    assert status == want_status, message
+    assert want_text in message, message
+
+
+def test_a_pickle_from_a_worker_never_runs_in_the_parent(forgers_run):
+    # the payload would set this flag in whatever process unpickled it; the parent is this process
+    assert not hasattr(sys, "solbench_hostile_payload_ran")
+    status, message = _statuses(forgers_run[1])["sends_pickle"]
+    assert status == "reward_hack" and "killed" in message
+
+
+def test_honest_implementations_beside_the_attacks_are_ok(forgers_run):
+    status = _statuses(forgers_run[1])
+    assert status["baseline"][0] == "ok" and status["honest"][0] == "ok"
+    assert forgers_run[1].complete
+
+
+def test_samples_claiming_a_fraction_of_the_watched_time_are_caught(tmp_path):
+    out = tmp_path / "slow.json"
+    result = CliRunner().invoke(main, ["run", HOSTILE, "-w", "slow_forgers", "--timeout", "300", "-o", str(out),
+                                       "--budget", "0.05", "--min-samples", "30", "--max-samples", "40",
+                                       "--device", "cpu"])
+    assert result.exit_code == 4, result.output
+    status = _statuses(store.load(out))
+    assert status["rewrites_window_start"][0] == "reward_hack"
+    assert "forged timings" in status["rewrites_window_start"][1]
+    assert status["baseline"][0] == "ok" and status["honest"][0] == "ok"

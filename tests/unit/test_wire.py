@@ -1,0 +1,138 @@
+"""Worker-to-parent messages are data: parsed as JSON, checked field by field, capped; and the
+parent's checks of a report against what it saw (streamed samples, counts, wall time).
+
+The wall-time checks are driven by a fake clock: nothing here depends on how fast the machine is.
+"""
+
+import dataclasses
+import pickle
+import struct
+from concurrent.futures import ThreadPoolExecutor
+from multiprocessing import Pipe
+
+import pytest
+
+from solbench.measure import wire
+from solbench.measure.watch import WALL_SLACK_S, Forged, Watch
+from solbench.results.model import Correctness, ImplResult, Score, Timing
+
+
+def _ok(samples, name="impl", **protocol):
+    timing = Timing(tuple(samples), 0.0, 0.0, 0.0, "converged")
+    return ImplResult(name, "ok", "", Correctness(True, 0.0, 0.0, 1e-4, 1e-4), timing, protocol=protocol)
+
+
+def _roundtrip(result):
+    a, b = Pipe()
+    with ThreadPoolExecutor(1) as pool:  # a large message would fill the pipe before it is read
+        pool.submit(wire.send_result, b, result, False)
+        return wire.receive(a)
+
+
+def test_a_result_travels_as_json_and_comes_back_equal():
+    result = _ok([1e-3, 2e-3, float("inf")], spin_us=25.0)
+    msg = _roundtrip(result)
+    assert msg["result"] == result and msg["fatal"] is False
+
+
+@pytest.mark.parametrize("raw", [
+    pickle.dumps(("result", "x", False)),               # a pickle: never loaded
+    b"\xff\xfe",                                         # not UTF-8
+    b"[1, 2]",                                           # not an object
+    b'{"kind": "shell"}',                                # unknown kind
+    b'{"kind": "ready", "pid": "1"}',                    # wrong type
+    b'{"kind": "ready", "pid": 1, "extra": 2}',          # unknown field
+    b'{"kind": "value", "i": 0, "s": NaN, "v": false}',  # a JSON extension, not JSON
+    b'{"kind": "progress", "event": "sample", "data": {"n": "10"}}',
+    b'{"kind": "result", "result": {"name": "a", "status": "pwned"}, "fatal": false}',
+    b'{"kind": "result", "result": {"name": "a", "status": "ok"}, "fatal": 0}',
+    b"[" * 100000 + b"]" * 100000,                       # nesting deeper than any record
+])
+def test_anything_but_a_well_formed_message_is_refused(raw):
+    with pytest.raises(wire.BadMessage):
+        wire.parse(raw)
+
+
+def test_an_oversized_message_is_refused_without_reading_it_whole():
+    a, b = Pipe()
+    # only the length header is written: the parent refuses on reading it, before any body
+    b._send(struct.pack("!i", wire.MAX_MESSAGE_BYTES + 1))
+    with pytest.raises(wire.BadMessage, match="over"):
+        wire.receive(a)
+
+
+def test_a_long_message_is_cut_and_says_so():
+    msg = _roundtrip(ImplResult("impl", "error", "x" * 5_000_000))
+    text = msg["result"].message
+    assert len(text) < wire.MAX_TEXT_CHARS + 100 and text.endswith("characters truncated)")
+
+
+class _Clock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+
+def _watched(samples, gaps, verified=None, max_samples=100):
+    clock = _Clock()
+    watch = Watch("impl", 1, max_samples, clock=clock)
+    for i, (s, gap) in enumerate(zip(samples, gaps, strict=True)):
+        clock.now += gap
+        watch.value(i, s, bool(verified and verified[i]))
+    return watch
+
+
+def test_the_result_must_hold_exactly_the_streamed_samples():
+    watch = _watched([1e-3] * 5, [2e-3] * 5)
+    assert watch.judge(_ok([1e-3] * 5)).timing.median == 1e-3  # recomputed by the parent
+    with pytest.raises(Forged, match="rewritten"):
+        watch.judge(_ok([1e-3] * 4 + [1e-6]))
+
+
+@pytest.mark.parametrize("result,text", [
+    (_ok([1e-3] * 5, name="other"), "not for"),
+    (dataclasses.replace(_ok([1e-3] * 5), score=Score(1, None, 1, 1, 1, None, None)), "score"),
+    (dataclasses.replace(_ok([1e-3] * 5), status="incorrect"), "timing with status"),
+    (ImplResult("impl", "ok"), "without a timing"),
+    (dataclasses.replace(_ok([1e-3] * 5), correctness=None), "without a correctness"),
+])
+def test_impossible_shapes_are_forged(result, text):
+    with pytest.raises(Forged, match=text):
+        _watched([1e-3] * 5, [2e-3] * 5).judge(result)
+
+
+def test_impossible_streams_are_forged():
+    watch = _watched([1e-3] * 3, [1e-3] * 3, max_samples=3)
+    with pytest.raises(Forged, match="max_samples"):
+        watch.value(3, 1e-3, False)
+    with pytest.raises(Forged, match="out of order"):
+        _watched([1e-3], [1e-3]).value(5, 1e-3, False)
+    with pytest.raises(Forged, match="not a possible time"):
+        _watched([], []).value(0, -1.0, False)
+
+
+def test_samples_claiming_far_less_than_the_watched_time_are_forged():
+    # 50 calls watched taking 0.1 s each, reported at 0.1 ms: 1000x less
+    watch = _watched([1e-4] * 50, [0.1] * 50)
+    assert "forged timings" in watch.wall_problem({})
+
+
+def test_the_harness_work_between_samples_never_counts_against_an_honest_run():
+    # tiny calls (1 µs) with the harness's work between them ten times the call, on a machine
+    # three times oversubscribed: W/R is 33, far above WALL_FACTOR, and still honest
+    assert _watched([1e-6] * 200, [3.3e-5] * 200, max_samples=200).wall_problem({}) is None
+    # a cold-timer spin of 6.4 ms per sample around 10 µs calls
+    assert _watched([1e-5] * 100, [6.5e-3] * 100).wall_problem({"spin_us": 6400.0, "l2_flush_bytes": 1}) is None
+
+
+def test_gaps_after_a_verified_sample_are_not_counted():
+    # every sample verified (a check can take far longer than the call): nothing to judge
+    assert _watched([1e-4] * 50, [0.1] * 50, verified=[True] * 50).wall_problem({}) is None
+
+
+def test_one_late_wakeup_of_the_parent_is_absorbed():
+    gaps = [1e-3] * 20
+    gaps[-1] += WALL_SLACK_S * 0.9  # the parent read the last sample late
+    assert _watched([1e-3] * 20, gaps).wall_problem({}) is None
