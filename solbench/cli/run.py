@@ -52,6 +52,8 @@ from solbench.results.model import RunResult
 @click.option("--max-rounds", type=click.IntRange(min=0), default=0, show_default=True,
               help="Then add rounds, up to N in all, to the points whose interval over rounds is still "
                    "wider than --target (0: none added).")
+@click.option("--rounds-target", type=click.FloatRange(min=0.0001), default=None,
+              help="The ± width (a fraction) the added rounds aim at over rounds. Default: --target.")
 @click.option("--devices", default="", metavar="all|0,1,...",
               help="Shard the cases over these local GPUs (one case per GPU at a time; each GPU scored "
                    "against its own spec); with --executor ray: 'all' or how many GPUs.")
@@ -82,7 +84,8 @@ from solbench.results.model import RunResult
 def run(files: Sequence[str], gpu: str | None, dry_run: bool, device: str, timer: str, flush: str,
         workloads: Sequence[str], impls: Sequence[str], budget: float, target: float,
         min_samples: int, max_samples: int, input_sets: int, peaks: str, seed: int, timeout_s: float,
-        in_process: bool, repeat: int | None, max_rounds: int, devices: str, executor: str, address: str | None,
+        in_process: bool, repeat: int | None, max_rounds: int, rounds_target: float | None,
+        devices: str, executor: str, address: str | None,
         schedule_from: str | None, force: bool, tuned: str | None, save_name: str | None,
         output: str | None, results_dir: str, as_json: bool, quiet: bool, gate_against: str | None,
         threshold: str | None, rerun: int, junit: str | None) -> None:
@@ -103,6 +106,7 @@ def run(files: Sequence[str], gpu: str | None, dry_run: bool, device: str, timer
                              seed=seed, workloads=tuple(workloads), impls=tuple(impls), peaks=peaks, flush=flush,
                              results_dir=Path(results_dir), timeout_s=timeout_s, in_process=in_process,
                              tuned=Path(tuned) if tuned else None, repeat=repeat or 0, max_rounds=max_rounds,
+                             rounds_target_rel_ci=rounds_target or 0.0,
                              devices=devices,
                              executor=executor, address=address,
                              schedule_from=Path(schedule_from) if schedule_from else None)

@@ -38,6 +38,7 @@ class RunOptions:
     # then add rounds, up to this many in all, to the points whose interval over rounds is wider than
     # ±target_rel_ci (0: none added); see solbench.execute.session
     max_rounds: int = 0
+    rounds_target_rel_ci: float = 0.0  # the ± width added rounds aim at over rounds (0: target_rel_ci)
     devices: str = ""  # "all" or "0,1": shard cases over these local GPUs ("": the one --device)
     executor: str = "local"  # or "ray": shard cases over the GPUs of a Ray cluster
     address: str | None = None  # Ray: "auto", "ray://host:10001"; None: the running or a new local instance

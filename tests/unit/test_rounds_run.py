@@ -174,3 +174,14 @@ def test_no_rounds_are_added_without_max_rounds():
     run = session.measure_units(_units(), make_run({}), ex, device="cpu", settings=MeasureSettings(), timeout_s=1.0,
                                 l2_bytes=None, score=_score, emit=lambda e, d: None, repeat=3)
     assert {c.impls[0].timing.n_rounds for c in run.cases} == {3}
+
+
+def test_rounds_target_is_what_added_rounds_aim_at(tmp_path):
+    """A ±50% rounds target is met by two rounds of anything: --max-rounds adds none."""
+    out = tmp_path / "run.json"
+    result = CliRunner().invoke(main, ["run", DOUBLE, *FAST, "--repeat", "2", "--max-rounds", "4",
+                                       "--rounds-target", "0.5", "-o", str(out), "-q"])
+    assert result.exit_code == 4, result.output  # double.yaml has a wrong implementation
+    run = store.load(out)
+    rounds = [r.timing.n_rounds for c in run.cases for r in c.impls if r.timing is not None]
+    assert rounds and set(rounds) == {2}
