@@ -176,12 +176,19 @@ def test_no_rounds_are_added_without_max_rounds():
     assert {c.impls[0].timing.n_rounds for c in run.cases} == {3}
 
 
-def test_rounds_target_is_what_added_rounds_aim_at(tmp_path):
-    """A ±50% rounds target is met by two rounds of anything: --max-rounds adds none."""
-    out = tmp_path / "run.json"
-    result = CliRunner().invoke(main, ["run", DOUBLE, *FAST, "--repeat", "2", "--max-rounds", "4",
-                                       "--rounds-target", "0.5", "-o", str(out), "-q"])
-    assert result.exit_code == 4, result.output  # double.yaml has a wrong implementation
-    run = store.load(out)
-    rounds = [r.timing.n_rounds for c in run.cases for r in c.impls if r.timing is not None]
-    assert rounds and set(rounds) == {2}
+def test_rounds_target_and_max_rounds_reach_the_run_loop(tmp_path, monkeypatch):
+    """The CLI's --max-rounds and --rounds-target (else --target) are what the run loop gets."""
+    seen = []
+
+    def fake_measure_units(units, run, executor, **kwargs):
+        seen.append(kwargs)
+        executor.close()
+        return run
+
+    monkeypatch.setattr(session, "measure_units", fake_measure_units)
+    for extra, want in ((["--rounds-target", "0.03"], 0.03), ([], 0.01)):
+        result = CliRunner().invoke(main, ["run", DOUBLE, *FAST, "--repeat", "2", "--max-rounds", "5", "-q",
+                                           "-o", str(tmp_path / f"run{len(seen)}.json"), *extra])
+        assert result.exit_code == 0, result.output
+        assert seen[-1]["max_rounds"] == 5 and seen[-1]["repeat"] == 2
+        assert seen[-1]["target_rel_ci"] == want
