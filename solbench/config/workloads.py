@@ -90,7 +90,7 @@ def _expressions(spec: WorkloadSpec) -> list[tuple[list[str | int], Any]]:
     found: list[tuple[list[str | int], Any]] = []
     for group, tensors in (("inputs", spec.inputs), ("outputs", spec.outputs)):
         for name, t in tensors.items():
-            found += [([group, name, "shape", j], d) for j, d in enumerate(t.shape)]
+            found += [([group, name, "shape", j], d) for j, d in enumerate(t.shape or [])]
             found += [([group, name, "std"], t.std), ([group, name, "mean"], t.mean)]
     for j, op in enumerate(spec.ops):
         found += [(["ops", j, key], value) for key, value in op.sizes().items() if key not in ("op", "dtype")]
