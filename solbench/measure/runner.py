@@ -70,7 +70,7 @@ def build_launches(impl: Implementation, case: Case, sets: Sequence[Mapping[str,
         extra = {k: v for k, v in impl.params.items() if setup and _accepts(setup, k)}
         kwargs = dict(_call(setup, {**inputs, **extra}, case.params, case.scope)) if setup else dict(inputs)
         kwargs.update(impl.params)  # fixed (e.g. tuned) keyword arguments of fn
-        call = functools.partial(fn, **kwargs, **_params_for(fn, case.params, kwargs, case.scope))
+        call = functools.partial(fn, **kwargs, **params_for(fn, case.params, kwargs, case.scope))
         launches.append(_destination(call, case, inputs) if impl.destination else call)
         all_kwargs.append(kwargs)
     return (launches, all_kwargs) if with_kwargs else launches
@@ -127,10 +127,10 @@ def tolerance_for(spec: WorkloadSpec, impl: Implementation, dtype: str,
 
 def _call(fn: Callable[..., Any], inputs: Mapping[str, Any], params: Mapping[str, Any],
           scope: Mapping[str, Any] | None = None) -> Any:
-    return fn(**inputs, **_params_for(fn, params, inputs, scope))
+    return fn(**inputs, **params_for(fn, params, inputs, scope))
 
 
-def _params_for(fn: Callable[..., Any], params: Mapping[str, Any],
+def params_for(fn: Callable[..., Any], params: Mapping[str, Any],
                 taken: Mapping[str, Any], scope: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Case parameters the function asks for by name (and that inputs do not already give).
 

@@ -45,7 +45,7 @@ def make_inputs(case: Case, device: str, seed: int,
     missing = [n for n in wanted if n not in drawn]
     if missing:
         raise ValueError(f"the input generator gave no {', '.join(missing)}")
-    return {n: drawn[n] for n in wanted}
+    return {**{n: drawn[n] for n in wanted}, **{k: v for k, v in drawn.items() if k not in wanted}}
 
 
 def _random(t: TensorShape, gen: torch.Generator, device: str) -> torch.Tensor:

@@ -215,6 +215,8 @@ def set_up(task: Task, base_dir: Path | None,
     name = task.impl
     try:
         inputs = draw()
+    except DeviceError as exc:  # e.g. an input file this machine does not have
+        return ImplResult(name, "skipped", str(exc))
     except Exception as exc:
         _check_context(task.device, exc)
         return _fault(name, exc, "reference failed: ")
