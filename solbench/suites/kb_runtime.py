@@ -46,6 +46,8 @@ def load_module(path: str | Path) -> Any:
     except BaseException:
         del sys.modules[name]
         raise
+    module.__solbench_constants__ = {k: v for k, v in vars(module).items()  # as the file wrote them
+                                     if isinstance(v, int | float) and not isinstance(v, bool)}
     return module
 
 

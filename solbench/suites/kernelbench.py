@@ -90,8 +90,7 @@ def read(path: Path, solutions: list[Path] | None = None) -> WorkloadSpec:
     module = _call(path, "importing it", lambda: kb_runtime.load_module(path))
     if not isinstance(getattr(module, "Model", None), type) or not issubclass(module.Model, torch.nn.Module):
         raise ConfigError(f"{path}: Model is not an nn.Module class")
-    constants = {k: v for k, v in vars(module).items()
-                 if k in names and isinstance(v, int | float) and not isinstance(v, bool) and not k.startswith("_")}
+    constants = {k: v for k, v in module.__solbench_constants__.items() if k in names and not k.startswith("_")}
     meta = _call(path, "get_inputs()", lambda: kb_runtime.inputs(
         constants, "meta", torch.Generator(), str(path), ",".join(_input_names(module, constants, path))))
     order = list(meta)
