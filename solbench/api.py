@@ -33,7 +33,7 @@ from solbench.plan.workloads import Planned as Planned
 from solbench.plan.workloads import cost_of as cost_of
 from solbench.plan.workloads import dry_run as dry_run
 from solbench.plan.workloads import plan as plan
-from solbench.suites.export import export as import_problems
+from solbench.suites.export import import_problems as import_problems
 from solbench.tools.info import calibrate as calibrate
 from solbench.tools.info import device_summary as device_summary
 from solbench.tools.info import hardware_spec as hardware_spec

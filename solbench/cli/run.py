@@ -78,7 +78,8 @@ from solbench.results.model import RunResult
               help="Re-measure suspected regressions this many times before deciding.")
 @click.option("--junit", type=click.Path(dir_okay=False), help="With --gate-against: JUnit XML here.")
 @handle_errors
-def run(files: Sequence[str], solutions: Sequence[str], gpu: str | None, dry_run: bool, device: str, timer: str, flush: str,
+def run(files: Sequence[str], solutions: Sequence[str], gpu: str | None, dry_run: bool, device: str, timer: str,
+        flush: str,
         workloads: Sequence[str], impls: Sequence[str], budget: float, target: float,
         min_samples: int, max_samples: int, input_sets: int, peaks: str, seed: int, timeout_s: float,
         in_process: bool, repeat: int | None, devices: str, executor: str, address: str | None,

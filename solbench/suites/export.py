@@ -16,7 +16,7 @@ from solbench.errors import ConfigError
 from solbench.suites import detect, load
 
 
-def export(src: str | Path, out: str | Path, solutions: Sequence[str | Path] = ()) -> list[Path]:
+def import_problems(src: str | Path, out: str | Path, solutions: Sequence[str | Path] = ()) -> list[Path]:
     """Write one workload file per problem under ``src`` into folder ``out``; the paths written."""
     if detect(src) is None:
         raise ConfigError(f"{src}: not a KernelBench problem or level folder, nor a SOL-ExecBench problem or "

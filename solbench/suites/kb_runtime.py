@@ -46,8 +46,8 @@ def load_module(path: str | Path) -> Any:
     except BaseException:
         del sys.modules[name]
         raise
-    module.__solbench_constants__ = {k: v for k, v in vars(module).items()  # as the file wrote them
-                                     if isinstance(v, int | float) and not isinstance(v, bool)}
+    constants = {k: v for k, v in vars(module).items() if isinstance(v, int | float) and not isinstance(v, bool)}
+    module.__solbench_constants__ = constants  # type: ignore[attr-defined]  # as the file wrote them
     return module
 
 
@@ -60,7 +60,7 @@ def set_constants(module: Any, params: Mapping[str, Any]) -> None:
 
 def input_names(model_cls: type) -> list[str]:
     """forward's parameter names (self excluded); empty when it takes ``*args``."""
-    params = list(inspect.signature(model_cls.forward).parameters.values())[1:]
+    params = list(inspect.signature(model_cls.forward).parameters.values())[1:]  # type: ignore[attr-defined]
     if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params):
         return []
     return [p.name for p in params]

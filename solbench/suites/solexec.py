@@ -73,7 +73,8 @@ def read(folder: Path, solutions: list[Path] | None = None) -> WorkloadSpec:
     tensors = {n: {"shape": t["shape"], "dtype": t["dtype"]} for n, t in d["inputs"].items()
                if t.get("shape") is not None}
     outputs = {n: {"shape": t["shape"], "dtype": t["dtype"]} for n, t in d["outputs"].items()}
-    floating = [t["dtype"] for t in list(tensors.values()) + list(outputs.values()) if t["dtype"].startswith(("float", "bfloat"))]
+    floating = [t["dtype"] for t in [*tensors.values(), *outputs.values()]
+                if t["dtype"].startswith(("float", "bfloat"))]
     fixed = {"definition": str(dpath)}
     gen = {"definition": str(dpath), "workloads": str(wpath)}
     impls: dict[str, Any] = {
