@@ -94,9 +94,14 @@ def build(problem: str, cls: str, params: Mapping[str, Any], device: torch.devic
     if solution:
         set_constants(owner, params)
     meta = device.type == "meta"
-    with torch.random.fork_rng(devices=[]), torch.device("meta" if meta else "cpu"):
-        torch.manual_seed(SEED)
-        model = getattr(owner, cls)(*init)
+    try:
+        model = _construct(getattr(owner, cls), init, "meta" if meta else "cpu")
+    except RuntimeError:
+        if not meta:
+            raise
+        # a constructor that reads values (e.g. ``.item()`` of a drop-path schedule) cannot run on
+        # the meta device: build it on the CPU, then move it there
+        model = _construct(getattr(owner, cls), init, "cpu")
     if cls != "Model" and not meta:
         _adopt_weights(model, build(problem, "Model", params, torch.device("cpu")))
     model = model.to(device)
@@ -104,6 +109,12 @@ def build(problem: str, cls: str, params: Mapping[str, Any], device: torch.devic
         _MODELS.pop(next(iter(_MODELS)))
     _MODELS[key] = model
     return model
+
+
+def _construct(cls: Any, init: Sequence[Any], device: str) -> torch.nn.Module:
+    with torch.random.fork_rng(devices=[]), torch.device(device):
+        torch.manual_seed(SEED)
+        return cls(*init)  # type: ignore[no-any-return]
 
 
 def _adopt_weights(model: torch.nn.Module, reference: torch.nn.Module) -> None:
