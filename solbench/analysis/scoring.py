@@ -16,6 +16,11 @@ implementation) is wrong, and the result is reported INVALID, never scored above
     fewer bytes over each GPU's link (8 H200s reach 475 GB/s busbw over a 450 GB/s link,
     nccl-tests issue #272), so the link term is a speed of light to score against, not a floor.
 
+Traced costs (``cost.source == "traced"``: the reference run on the meta device) count what the
+reference executes: dense triangular matmuls, unmasked causal attention, untouched pages of a KV
+cache. They can exceed the least work an implementation must do, so no floor is applied to them;
+reports mark their cases.
+
 Parts (``protocol["part"]`` is "compute" or "comm": components of an overlapped implementation,
 see :mod:`solbench.execute.group`) are neither scored nor floored: they do only part of the work.
 When both parts are ok, every scored implementation of the case gets the overlap efficiency
@@ -68,7 +73,7 @@ def score_impls(cost: Cost, impls: Sequence[ImplResult], peaks: Mapping[str, Imp
             continue
         p = peaks[r.name]
         t = r.timing.median
-        floor = time_floor(cost, p.floor, device_kind)
+        floor = time_floor(cost, p.floor, device_kind) if cost.source == "analytic" else 0.0
         if t < floor:
             out.append(replace(r, status="invalid", score=None, message=(
                 f"median {t:.3e} s is below the least possible time {floor:.3e} s "

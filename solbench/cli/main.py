@@ -5,6 +5,7 @@
     ab.py        ab (two checkouts in one invocation)
     info.py      calibrate, show, schema, list, info
     tools.py     report, tune, profile
+    imports.py   import (KernelBench and SOL-ExecBench problems as workload files)
     common.py    consoles, one-line errors, the progress bar, saving and printing a run
 
 Commands parse options, call :mod:`solbench.api` and render; they hold no measurement logic.
@@ -18,7 +19,7 @@ from __future__ import annotations
 import click
 
 from solbench._version import __version__
-from solbench.cli import ab, compare, info, run, tools
+from solbench.cli import ab, compare, imports, info, run, tools
 from solbench.cli.common import handle_errors
 
 
@@ -29,7 +30,7 @@ def main() -> None:
 
 
 def _register() -> None:
-    for command in (run.run, info.calibrate, info.show, info.schema, info.list_, info.info):
+    for command in (run.run, imports.import_, info.calibrate, info.show, info.schema, info.list_, info.info):
         main.add_command(command)  # these wrap their own errors (@handle_errors)
     for command in (compare.compare, compare.gate_cmd, ab.ab, *tools.TOOLS):
         command.callback = handle_errors(command.callback)  # type: ignore[arg-type,type-var]

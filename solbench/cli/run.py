@@ -17,7 +17,10 @@ from solbench.results.model import RunResult
 
 
 @click.command()
-@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.argument("files", nargs=-1, required=True, type=click.Path())
+@click.option("--solution", "solutions", multiple=True, type=click.Path(dir_okay=False, exists=True),
+              help="A KernelBench ModelNew file or a SOL-ExecBench solution.json: an implementation of the "
+                   "problem it belongs to (repeatable).")
 @click.option("--gpu", "gpu", metavar="SPEC", help="Score against this hardware spec (what-if).")
 @click.option("--dry-run", is_flag=True, help="Print FLOPs, bytes and T_SOL; measure nothing.")
 @click.option("--device", default="auto", show_default=True, metavar="auto|cpu|cuda|cuda:N",
@@ -81,7 +84,8 @@ from solbench.results.model import RunResult
                    "error rates are split over the N+1 looks (README 'Comparing runs and gating CI').")
 @click.option("--junit", type=click.Path(dir_okay=False), help="With --gate-against: JUnit XML here.")
 @handle_errors
-def run(files: Sequence[str], gpu: str | None, dry_run: bool, device: str, timer: str, flush: str,
+def run(files: Sequence[str], solutions: Sequence[str], gpu: str | None, dry_run: bool, device: str, timer: str,
+        flush: str,
         workloads: Sequence[str], impls: Sequence[str], budget: float, target: float,
         min_samples: int, max_samples: int, input_sets: int, peaks: str, seed: int, timeout_s: float,
         in_process: bool, repeat: int | None, max_rounds: int, rounds_target: float | None,
@@ -89,7 +93,8 @@ def run(files: Sequence[str], gpu: str | None, dry_run: bool, device: str, timer
         schedule_from: str | None, force: bool, tuned: str | None, save_name: str | None,
         output: str | None, results_dir: str, as_json: bool, quiet: bool, gate_against: str | None,
         threshold: str | None, rerun: int, junit: str | None) -> None:
-    """Check and time every implementation of the workloads in FILES."""
+    """Check and time every implementation of the workloads in FILES: solbench YAML files, KernelBench
+    problem files or level folders, SOL-ExecBench problem or benchmark folders."""
     out = console(quiet or as_json)
     if gpu and not dry_run:
         raise click.UsageError("--gpu picks a spec for a what-if; add --dry-run")
@@ -98,7 +103,7 @@ def run(files: Sequence[str], gpu: str | None, dry_run: bool, device: str, timer
     if address and executor != "ray":
         raise click.UsageError("--address names a Ray cluster; add --executor ray")
     if dry_run:
-        result = api.dry_run(files, api.hardware_spec(gpu), workloads, impls)
+        result = api.dry_run(files, api.hardware_spec(gpu), workloads, impls, solutions)
         _finish_dry(result, out, as_json, output, save_name, Path(results_dir), force)
         return
     options = api.RunOptions(timer=timer, target_rel_ci=target, min_samples=min_samples,
@@ -109,7 +114,8 @@ def run(files: Sequence[str], gpu: str | None, dry_run: bool, device: str, timer
                              rounds_target_rel_ci=rounds_target or 0.0,
                              devices=devices,
                              executor=executor, address=address,
-                             schedule_from=Path(schedule_from) if schedule_from else None)
+                             schedule_from=Path(schedule_from) if schedule_from else None,
+                             solutions=tuple(solutions))
     saver = Saver(Path(output) if output else None, Path(results_dir), save_name, force=force)
     base = api.load_run(gate_against, Path(results_dir)) if gate_against else None
     from solbench.analysis.gate import parse_threshold

@@ -90,7 +90,7 @@ def _expressions(spec: WorkloadSpec) -> list[tuple[list[str | int], Any]]:
     found: list[tuple[list[str | int], Any]] = []
     for group, tensors in (("inputs", spec.inputs), ("outputs", spec.outputs)):
         for name, t in tensors.items():
-            found += [([group, name, "shape", j], d) for j, d in enumerate(t.shape)]
+            found += [([group, name, "shape", j], d) for j, d in enumerate(t.shape or [])]
             found += [([group, name, "std"], t.std), ([group, name, "mean"], t.mean)]
     for j, op in enumerate(spec.ops):
         found += [(["ops", j, key], value) for key, value in op.sizes().items() if key not in ("op", "dtype")]
@@ -98,3 +98,19 @@ def _expressions(spec: WorkloadSpec) -> list[tuple[list[str | int], Any]]:
     found += [([key], value) for key, value in (("flops", spec.flops), ("bytes", spec.bytes))
               if value is not None]
     return found
+
+
+def write_workload_file(path: str | Path, specs: Sequence[WorkloadSpec], header: str = "") -> None:
+    """Write workloads as a workload file (defaults left out), atomically; ``header`` becomes comments."""
+    import os
+    import tempfile
+
+    import yaml
+
+    data = {"workloads": [s.model_dump(mode="json", exclude_defaults=True) for s in specs]}
+    text = "".join(f"# {line}\n" for line in header.splitlines()) + yaml.safe_dump(data, sort_keys=False, width=110)
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, path)

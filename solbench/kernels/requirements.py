@@ -6,6 +6,8 @@ point of use (the loader raises UnsupportedDevice, a DeviceError, on too old a G
 missing ``requires`` entry still ends in ``skipped``, only later.
 
     cuda, compile    a CUDA device
+    inductor         torch.compile's inductor can build code here: Triton on a CUDA device, a C++
+                     compiler on the CPU
     cupy             CuPy importable (solbench's and users' CUDA kernels)
     fp8              FP8 tensor cores (compute capability 8.9+)
     sm80, sm89, sm90 compute capability 8.0+, 8.9+, 9.0+
@@ -20,7 +22,7 @@ import importlib.util
 __all__ = ["KNOWN", "requirement_missing"]
 
 _CC = {"sm80": (8, 0), "sm89": (8, 9), "sm90": (9, 0), "fp8": (8, 9)}
-KNOWN = ("cuda", "compile", "cupy", "fp8", "sm80", "sm89", "sm90", "nvmath", "nccl")
+KNOWN = ("cuda", "compile", "inductor", "cupy", "fp8", "sm80", "sm89", "sm90", "nvmath", "nccl")
 NO_NVMATH = "needs nvmath-python (pip install 'solbench[nvmath]')"
 
 
@@ -33,6 +35,8 @@ def requirement_missing(need: str, device: str = "cuda") -> str | None:
         raise ValueError(f"unknown requirement {need!r}; known: {', '.join(KNOWN)}")
     if need in ("cuda", "compile"):
         return None if device == "cuda" else f"needs CUDA ({need})"
+    if need == "inductor":
+        return _inductor(device)
     if need == "nccl":
         return None if device == "cuda" and _nccl() else "needs NCCL (a CUDA device; the CPU runs gloo)"
     if need == "cupy":
@@ -50,6 +54,16 @@ def requirement_missing(need: str, device: str = "cuda") -> str | None:
     if have < want:
         return f"needs {label}; this GPU is {have[0]}.{have[1]}"
     return None
+
+
+def _inductor(device: str) -> str | None:
+    if device == "cuda":
+        return None if _importable("triton") else "needs Triton for torch.compile on CUDA (pip install triton)"
+    import shutil
+
+    if any(shutil.which(cc) for cc in ("c++", "g++", "clang++")):
+        return None
+    return "needs a C++ compiler for torch.compile on the CPU (inductor)"
 
 
 def _importable(module: str) -> bool:

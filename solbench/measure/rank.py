@@ -180,7 +180,7 @@ class _RankChecker(_Checker):
     def lockstep(self, launches: Sequence[Callable[[], Any]]) -> tuple[Correctness, ImplResult | None]:
         """Every input set, then the first again; never stops early (the peers make the same calls)."""
         name = self.task.impl
-        result = Correctness(True, 0.0, 0.0, self.tol[0], self.tol[1])
+        result = Correctness(True, 0.0, 0.0, self.tol.atol, self.tol.rtol)
         failure: ImplResult | None = None
         for k in [*range(len(launches)), 0]:
             tensors.poison_allocator(self.task.case, self.task.device)

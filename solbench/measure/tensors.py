@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -26,15 +27,25 @@ def torch_dtype(name: str) -> torch.dtype:
     return getattr(torch, name)  # type: ignore[no-any-return]
 
 
-def make_inputs(case: Case, device: str, seed: int) -> dict[str, torch.Tensor]:
+def make_inputs(case: Case, device: str, seed: int,
+                generator: Callable[..., Mapping[str, Any]] | None = None,
+                fixed: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Fresh random inputs (normal, never zeros) for one case, reproducible from ``seed``.
 
     Drawn on the device itself (a CPU generator would take seconds for the largest cases, once
     per implementation and input set); the same seed gives the same inputs on the same kind of
-    device.
+    device. With a workload's input ``generator``, it draws them:
+    ``generator(params, device, torch_generator, **fixed)`` returns every input by name.
     """
     gen = torch.Generator(device=device).manual_seed(seed)
-    return {t.name: _random(t, gen, device) for t in case.inputs}
+    if generator is None:
+        return {t.name: _random(t, gen, device) for t in case.inputs}
+    drawn = dict(generator(dict(case.scope), device, gen, **(fixed or {})))
+    wanted = [t.name for t in case.inputs] + list(case.scalars)
+    missing = [n for n in wanted if n not in drawn]
+    if missing:
+        raise ValueError(f"the input generator gave no {', '.join(missing)}")
+    return {**{n: drawn[n] for n in wanted}, **{k: v for k, v in drawn.items() if k not in wanted}}
 
 
 def _random(t: TensorShape, gen: torch.Generator, device: str) -> torch.Tensor:
@@ -47,10 +58,14 @@ def _random(t: TensorShape, gen: torch.Generator, device: str) -> torch.Tensor:
     return (x.mul_(t.std).add_(t.mean)).to(dtype)
 
 
-def upcast(inputs: Mapping[str, torch.Tensor], dtype: str) -> dict[str, torch.Tensor]:
-    """Floating inputs converted to the reference dtype; other inputs unchanged."""
+def upcast(inputs: Mapping[str, Any], dtype: str) -> dict[str, Any]:
+    """Floating tensor inputs converted to the reference dtype ("declared": left as drawn); other
+    inputs unchanged."""
+    if dtype == "declared":
+        return dict(inputs)
     target = torch_dtype(dtype)
-    return {k: v.to(target) if v.is_floating_point() else v for k, v in inputs.items()}
+    return {k: v.to(target) if isinstance(v, torch.Tensor) and v.is_floating_point() else v
+            for k, v in inputs.items()}
 
 
 def as_outputs(value: Any, names: Sequence[str], *, strict: bool = True) -> tuple[torch.Tensor, ...]:
@@ -96,32 +111,69 @@ def poison_allocator(case: Case, device: str) -> None:
     del blocks
 
 
+@dataclass(frozen=True)
+class Bounds:
+    """The tolerance an output is checked against (see :class:`solbench.workload.schema.Tolerance`)."""
+
+    atol: float
+    rtol: float
+    rel_l2: float | None = None
+    matched_ratio: float | None = None
+    error_cap: float | None = None
+    allow_negative_inf: bool = False
+
+
 def compare(out: Sequence[torch.Tensor], ref: Sequence[torch.Tensor], case: Case,
-            rtol: float, atol: float, rel_l2: float | None) -> Correctness:
-    """Check shapes, dtypes, NaN/Inf and tolerances of every output."""
+            rtol: float, atol: float, rel_l2: float | None, bounds: Bounds | None = None) -> Correctness:
+    """Check shapes, dtypes, NaN/Inf and tolerances of every output.
+
+    Elementwise ``|out - ref| <= atol + rtol * |ref|`` holds for every element, or, with
+    ``matched_ratio``, for at least that fraction of them (and then no error above ``error_cap``).
+    """
+    b = bounds or Bounds(atol, rtol, rel_l2)
     worst_abs, worst_l2 = 0.0, 0.0
     for o, r, t in zip(out, ref, case.outputs, strict=True):
         if tuple(o.shape) != t.shape:
-            return Correctness(False, float("nan"), float("nan"), atol, rtol,
-                               f"{t.name}: shape {tuple(o.shape)} != {t.shape}")
+            return _fail(b, f"{t.name}: shape {tuple(o.shape)} != {t.shape}")
         if o.dtype != torch_dtype(t.dtype):
-            return Correctness(False, float("nan"), float("nan"), atol, rtol,
-                               f"{t.name}: dtype {o.dtype} != {t.dtype}")
+            return _fail(b, f"{t.name}: dtype {o.dtype} != {t.dtype}")
         o64, r64 = o.detach().to(torch.float64), r.detach().to(o.device, torch.float64)
+        keep = None
+        if b.allow_negative_inf:
+            both = (o64 == float("-inf")) & (r64 == float("-inf"))
+            keep = ~both
+            o64, r64 = torch.where(both, 0.0, o64), torch.where(both, 0.0, r64)
         if not torch.isfinite(o64).all():
             bad = int((~torch.isfinite(o64)).sum())
-            return Correctness(False, float("nan"), float("nan"), atol, rtol,
-                               f"{t.name}: {bad} NaN/Inf element(s) (unwritten or overflow)")
+            return _fail(b, f"{t.name}: {bad} NaN/Inf element(s) (unwritten or overflow)")
         err = (o64 - r64).abs()
-        worst_abs = max(worst_abs, float(err.max()))
+        max_err = float(err.max()) if err.numel() else 0.0
+        worst_abs = max(worst_abs, max_err)
         l2 = float(torch.linalg.vector_norm(o64 - r64) / torch.linalg.vector_norm(r64).clamp_min(1e-30))
         worst_l2 = max(worst_l2, l2)
-        over = err > atol + rtol * r64.abs()
-        if bool(over.any()):
-            return Correctness(False, worst_abs, worst_l2, atol, rtol,
-                               f"{t.name}: {int(over.sum())} of {o.numel()} elements outside "
-                               f"atol={atol:g} rtol={rtol:g} (max abs err {float(err.max()):.3g})")
-        if rel_l2 is not None and l2 > rel_l2:
-            return Correctness(False, worst_abs, worst_l2, atol, rtol,
-                               f"{t.name}: relative L2 error {l2:.3g} > {rel_l2:g}")
-    return Correctness(True, worst_abs, worst_l2, atol, rtol)
+        over = err > b.atol + b.rtol * r64.abs()
+        if keep is not None:
+            over &= keep
+        n_over = int(over.sum())
+        detail = _outside(t.name, n_over, o.numel(), b, max_err)
+        if detail and (b.matched_ratio is None or 1 - n_over / max(o.numel(), 1) < b.matched_ratio):
+            return Correctness(False, worst_abs, worst_l2, b.atol, b.rtol, detail)
+        if b.error_cap is not None and max_err > b.error_cap:
+            return Correctness(False, worst_abs, worst_l2, b.atol, b.rtol,
+                               f"{t.name}: max abs err {max_err:.3g} > error cap {b.error_cap:g}")
+        if b.rel_l2 is not None and l2 > b.rel_l2:
+            return Correctness(False, worst_abs, worst_l2, b.atol, b.rtol,
+                               f"{t.name}: relative L2 error {l2:.3g} > {b.rel_l2:g}")
+    return Correctness(True, worst_abs, worst_l2, b.atol, b.rtol)
+
+
+def _fail(b: Bounds, detail: str) -> Correctness:
+    return Correctness(False, float("nan"), float("nan"), b.atol, b.rtol, detail)
+
+
+def _outside(name: str, n_over: int, numel: int, b: Bounds, max_err: float) -> str:
+    if not n_over:
+        return ""
+    ratio = f"; {1 - n_over / numel:.4f} matched < {b.matched_ratio:g} required" if b.matched_ratio else ""
+    return (f"{name}: {n_over} of {numel} elements outside atol={b.atol:g} rtol={b.rtol:g} "
+            f"(max abs err {max_err:.3g}){ratio}")

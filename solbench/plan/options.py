@@ -43,6 +43,7 @@ class RunOptions:
     executor: str = "local"  # or "ray": shard cases over the GPUs of a Ray cluster
     address: str | None = None  # Ray: "auto", "ray://host:10001"; None: the running or a new local instance
     schedule_from: Path | None = None  # --devices/Ray: case times from this run (default: the newest saved)
+    solutions: tuple[str, ...] = ()  # solution files of suite problems (KernelBench ModelNew, solution.json)
 
     def __post_init__(self) -> None:
         """ConfigError (exit 2) for knobs no run can honour: a time that is not a positive finite

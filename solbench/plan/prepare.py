@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from solbench.plan.options import RunOptions, rounds_for
-from solbench.plan.workloads import Planned, case_result, now, plan, wanted
+from solbench.plan.workloads import Planned, case_result, located, now, plan, wanted
 from solbench.results.model import CaseResult, ImplResult, Protocol, RunResult, SpecRef
 from solbench.workload.cases import Case, CaseError
 from solbench.workload.schema import WorkloadSpec
@@ -51,7 +51,7 @@ def prepare(files: Sequence[str | Path], options: RunOptions, info: Any, floor_s
     from solbench.device import nvml
     from solbench.measure.worker import MeasureSettings
 
-    planned = plan(files, info.kind, options.workloads, options.impls)
+    planned = plan(files, info.kind, options.workloads, options.impls, options.solutions)
     _check_memory(planned, info, options)
     units = tuple(Unit(p.spec, p.path, _selected(p.cases, options.keys), _impls(p, options)) for p in planned)
     settings = MeasureSettings.of(options, info.kind)
@@ -79,7 +79,6 @@ def _check_memory(planned: Sequence[Planned], info: Any, options: RunOptions) ->
     A worker holds the timed input sets, a pristine copy of each (to catch in-place changes) and
     two fresh sets for the checks after timing.
     """
-    from solbench.config.yamlio import read_yaml
     from solbench.device import nvml
     from solbench.workload.cases import check_fits
 
@@ -94,7 +93,7 @@ def _check_memory(planned: Sequence[Planned], info: Any, options: RunOptions) ->
         try:
             check_fits(p.cases, free, input_sets=options.input_sets + 2, copies=2, where=where)
         except CaseError as exc:
-            raise read_yaml(p.path).error(["workloads", p.index, *exc.loc], str(exc)) from None
+            raise located(p.path, ["workloads", p.index, *exc.loc], str(exc)) from None
 
 
 def tuned_variant(path: Path | None, spec_id: str) -> Any:

@@ -7,10 +7,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import functools
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,7 +22,7 @@ from solbench.analysis.sol import speed_of_light
 from solbench.config.workloads import load_workload_file, validate_references
 from solbench.config.yamlio import read_yaml
 from solbench.errors import ConfigError
-from solbench.results.model import CaseResult, Environment, ImplResult, Protocol, RunResult, SpecRef
+from solbench.results.model import CaseResult, Cost, Environment, ImplResult, Peaks, Protocol, RunResult, SpecRef
 from solbench.workload.cases import Case, CaseError, expand
 from solbench.workload.schema import WorkloadSpec
 
@@ -31,44 +32,61 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Planned:
-    """One workload of a file with its expanded cases."""
+    """One workload of a file with its expanded cases (and, for a traced cost, each case's cost)."""
 
     spec: WorkloadSpec
     path: Path
     index: int
     cases: tuple[Case, ...]
+    costs: Mapping[str, Cost] = field(default_factory=dict)  # case id -> traced cost
+
+
+def load_specs(path: Path, device_kind: str, only: Sequence[str], impls: Sequence[str],
+               solutions: Sequence[str | Path] = ()) -> list[tuple[WorkloadSpec, Path, int]]:
+    """The workloads of one path: a solbench YAML file, or problems of a suite (solbench.suites)."""
+    from solbench.suites import detect, load
+
+    if detect(path) is not None:
+        return [(spec, origin, 0) for spec, origin in load(path, solutions)]
+    if path.is_dir():
+        raise ConfigError(f"{path}: a folder; give a workload file (.yaml), a KernelBench problem or level "
+                          "folder, or a SOL-ExecBench problem or benchmark folder")
+    specs = load_workload_file(path)
+    validate_references(path, specs, include=functools.partial(_checked, specs, only=only, impls=impls,
+                                                               device_kind=device_kind))
+    return [(spec, path, i) for i, spec in enumerate(specs)]
 
 
 def plan(files: Sequence[str | Path], device_kind: str, only: Sequence[str] = (),
-         impls: Sequence[str] = ()) -> list[Planned]:
-    """Load workload files and expand their cases for a device kind ("cpu" or "cuda").
+         impls: Sequence[str] = (), solutions: Sequence[str | Path] = ()) -> list[Planned]:
+    """Load workload files (or suite problems) and expand their cases for a device kind ("cpu" or
+    "cuda"); a workload with ``cost: traced`` or traced shapes is traced case by case.
 
     ``only`` and ``impls`` (workload and implementation names) must each name something that
-    exists, or this raises a ConfigError listing what does.
+    exists, or this raises a ConfigError listing what does. ``solutions``: solution files of suite
+    problems (``run --solution``).
     """
     planned = []
+    known: set[str] = set()
     for f in files:
-        path = Path(f)
-        specs = load_workload_file(path)
-        validate_references(path, specs, include=functools.partial(_checked, specs, only=only, impls=impls,
-                                                                   device_kind=device_kind))
-        for i, spec in enumerate(specs):
+        for spec, path, i in load_specs(Path(f), device_kind, only, impls, solutions):
+            known.add(spec.name)
             if only and spec.name not in only:
                 continue
             try:
                 cases = tuple(expand(spec, device_kind))
             except CaseError as exc:
-                raise read_yaml(path).error(["workloads", i, *exc.loc], str(exc)) from None
-            p = Planned(spec, path, i, cases)
+                raise located(path, ["workloads", i, *exc.loc], str(exc)) from None
+            cases, costs = _traced(spec, path, cases)
+            p = Planned(spec, path, i, cases, costs)
             for case in cases:  # every op of every case is costed before anything is measured
                 cost_of(p, case)
             planned.append(p)
     if only:
         missing = sorted(set(only) - {p.spec.name for p in planned})
         if missing:
-            known = sorted({s.name for f in files for s in load_workload_file(Path(f))})
             raise ConfigError(f"-w: no workload named {', '.join(missing)} in {', '.join(map(str, files))} "
-                              f"(there are: {', '.join(known)})")
+                              f"(there are: {', '.join(sorted(known))})")
     if impls:
         known_impls = {n for p in planned for n in p.spec.implementations}
         missing = sorted(set(impls) - known_impls)
@@ -93,21 +111,53 @@ def wanted(spec: WorkloadSpec, impl: str, impls: Sequence[str]) -> bool:
     return not impls or impl in impls or impl == spec.baseline
 
 
+def _traced(spec: WorkloadSpec, path: Path, cases: tuple[Case, ...]) -> tuple[tuple[Case, ...], dict[str, Cost]]:
+    """Cases with traced shapes filled in and, for ``cost: traced``, their traced costs."""
+    if spec.cost != "traced" and not any(c.traced for c in cases):
+        return cases, {}
+    from solbench.suites.trace import probe
+
+    done, costs = [], {}
+    for case in cases:
+        try:
+            filled, cost = probe(spec, case, path.parent)
+        except ConfigError as exc:
+            raise ConfigError(f"{path}: workload {spec.name!r}, case {case.id}: {exc}") from None
+        except Exception as exc:
+            text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            raise ConfigError(f"{path}: workload {spec.name!r}, case {case.id}: tracing the reference on the "
+                              f"meta device raised {type(exc).__name__}: {text[:300]}") from None
+        done.append(filled)
+        if spec.cost == "traced":
+            costs[filled.id] = cost
+    return tuple(done), costs
+
+
+def located(path: Path, loc: Sequence[str | int], message: str) -> ConfigError:
+    """An error at ``loc`` of a workload file: its YAML line, or the file alone for a suite's problem."""
+    if path.suffix in (".yaml", ".yml"):
+        return read_yaml(path).error(loc, message)
+    return ConfigError(f"{path}: {message}")
+
+
 def cost_of(p: Planned, case: Case) -> Any:
-    """Analytic cost of a case; a bad op field is a ConfigError naming the file and line."""
+    """The cost of a case: traced (at plan time) or analytic; a bad op field is a ConfigError naming
+    the file and line."""
+    if case.id in p.costs:
+        return p.costs[case.id]
     try:
         return case_cost(case, [op.model_dump(exclude_none=True) for op in p.spec.ops],
                          flops=p.spec.flops, bytes_=p.spec.bytes)
     except ValueError as exc:
-        raise read_yaml(p.path).error(["workloads", p.index, "ops"], str(exc)) from None
+        raise located(p.path, ["workloads", p.index, "ops"], str(exc)) from None
 
 
 def dry_run(files: Sequence[str | Path], spec: HardwareSpec, only: Sequence[str] = (),
-            impls: Sequence[str] = ()) -> RunResult:
+            impls: Sequence[str] = (), solutions: Sequence[str | Path] = ()) -> RunResult:
     """FLOPs, bytes and T_SOL of every case against ``spec``, without running anything."""
     kind = "cpu" if spec.kind == "cpu" else "cuda"
     cases = []
-    for p in plan(files, kind, only, impls):
+    for p in plan(files, kind, only, impls, solutions):
         for case in p.cases:
             cases.append(case_result(p, case, spec, ()))
     env = Environment(device_kind=kind, device_name=spec.name, spec_id=spec.id, solbench=__version__)
@@ -121,17 +171,33 @@ def case_result(p: Planned, case: Case, spec: HardwareSpec, impls: Sequence[Impl
     """A case's cost and T_SOL against ``spec``, its implementations scored (SOL, MFU, S, INVALID
     against ``floor_spec``, default ``spec``)."""
     cost = cost_of(p, case)
-    peaks = spec.peaks_for(case.dtype)
+    policy = p.spec.fp32_peak
+    peaks = peaks_at(spec, case.dtype, policy)
     floor = floor_spec or spec
     per_impl = {}
     for r in impls:
         dtype = p.spec.implementations[r.name].peak_dtype or case.dtype
         note = f"scored against the {dtype} peak" if dtype != case.dtype else ""
-        per_impl[r.name] = ImplPeaks(spec.peaks_for(dtype), floor.peaks_for(dtype), note)
+        per_impl[r.name] = ImplPeaks(peaks_at(spec, dtype, policy), peaks_at(floor, dtype, policy), note)
     sol = speed_of_light(cost, peaks)
     scored = score_impls(cost, impls, per_impl, p.spec.baseline, device_kind)
+    src = p.spec.source
     return CaseResult(case.workload, case.id, dict(case.params), case.dtype, cost, peaks, sol.t_sol,
-                      sol.bound, sol.intensity, scored, p.spec.baseline)
+                      sol.bound, sol.intensity, scored, p.spec.baseline,
+                      source=f"{src.suite}:{src.path}@{src.sha256}" if src is not None else "",
+                      peak_policy=policy if case.dtype == "float32" else "")
+
+
+def peaks_at(spec: HardwareSpec, dtype: str, policy: str) -> Peaks:
+    """The spec's peaks for ``dtype``; an fp32 case's tensor peak by the workload's ``fp32_peak``
+    policy: fp32 (CUDA cores), tf32, or the fp16 tensor rate (as SOLAR prices fp32 problems)."""
+    if dtype != "float32" or policy == "fp32":
+        return spec.peaks_for(dtype)
+    if policy == "tf32":
+        return spec.peaks_for(dtype, tf32=True)
+    fp16 = spec.peaks_for("float16").tensor_flops
+    base = spec.peaks_for(dtype)
+    return dataclasses.replace(base, tensor_flops=fp16 if fp16 is not None else base.tensor_flops)
 
 
 def now() -> str:

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: Cost.source, CaseResult.source and peak_policy
 
 Status = Literal["ok", "incorrect", "invalid", "skipped", "error", "crashed", "timeout", "oom", "reward_hack"]
 STATUSES: tuple[str, ...] = ("ok", "incorrect", "invalid", "skipped", "error", "crashed", "timeout", "oom",
@@ -127,6 +127,9 @@ class Cost:
     overridden: tuple[str, ...] = ()  # which of "flops", "bytes" came from explicit expressions
     collective_bytes: float = 0.0  # collectives: the buffer size S that algbw = S / T divides (nccl-tests)
     bus_bytes: float = 0.0  # collectives: bytes each rank moves over its link, S x the busbw factor
+    # "analytic" (ops, flops/bytes expressions) or "traced" (the reference run on the meta device: it counts
+    # what the reference executes, which can exceed the least work, so no INVALID floor is applied to it)
+    source: str = "analytic"
 
     @property
     def flops(self) -> float:
@@ -237,6 +240,14 @@ class CaseResult:
     # The device this case was measured on, when a run spans several (--devices, Ray); None: the
     # run's own environment. Its spec_id is the spec the case was scored against.
     device: Environment | None = None
+    # Provenance of an imported workload: "suite:path@sha256" (suite: kernelbench, sol-execbench); "": native
+    source: str = ""
+    peak_policy: str = ""  # the tensor peak an fp32 case was priced at: "fp32", "tf32" or "fp16-rate"
+
+    @property
+    def suite(self) -> str:
+        """The suite an imported case came from ("" for a native workload)."""
+        return self.source.partition(":")[0] if self.source else ""
 
     def impl(self, name: str) -> ImplResult | None:
         return next((r for r in self.impls if r.name == name), None)

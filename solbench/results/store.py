@@ -1,7 +1,8 @@
 """The only reader and writer of result JSON.
 
 Files carry ``schema_version``. A newer file is refused; an older one is migrated step by step
-(one ``_migrate_N_to_M`` per step; none exist yet, as version 1 is the first). Reading checks
+(one ``_migrate_N_to_M`` per step: 1 -> 2 marks every case's cost ``analytic``, the only kind
+version 1 knew). Reading checks
 every field against the record definitions (:mod:`solbench.results.codec`); a file that is not
 UTF-8, not JSON, nested too deeply, too large or of the wrong shape is one ResultsFormatError line.
 
@@ -29,7 +30,18 @@ from solbench.results.codec import DecodeError, decode, encode
 from solbench.results.model import SCHEMA_VERSION, Calibration, RunResult
 
 MAX_FILE_BYTES = 256 << 20  # a result file of 2,000 samples per case and implementation is ~1 MiB
-_MIGRATIONS: dict[int, Any] = {}  # version N -> function(dict) -> dict of version N + 1
+def _migrate_1_to_2(data: dict[str, Any]) -> dict[str, Any]:
+    """Version 2 added ``cost.source`` ("analytic" or "traced"), ``source`` and ``peak_policy`` of a
+    case: every version-1 cost was analytic, every case native."""
+    out = {**data, "schema_version": 2}
+    cases = data.get("cases")
+    if isinstance(cases, list):
+        out["cases"] = [{**c, "cost": {**c["cost"], "source": "analytic"}}
+                        if isinstance(c, dict) and isinstance(c.get("cost"), dict) else c for c in cases]
+    return out
+
+
+_MIGRATIONS: dict[int, Any] = {1: _migrate_1_to_2}  # version N -> function(dict) -> dict of version N + 1
 _WRITTEN: set[Path] = set()  # files this process created: later saves may replace them
 
 

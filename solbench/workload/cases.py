@@ -28,6 +28,7 @@ class TensorShape:
     std: float = 1.0
     mean: float = 0.0
     positive: bool = False
+    traced: bool = False  # shape and dtype not known until the case is traced (shape: null)
 
     @property
     def numel(self) -> int:
@@ -57,6 +58,13 @@ class Case:
         return f"{self.workload}[{values},{self.dtype}]"
 
     derived: Mapping[str, ParamValue] = field(default_factory=dict)
+    scalars: tuple[str, ...] = ()  # inputs the input generator gives as Python numbers (not tensors)
+    extra_bytes: int = 0  # parameters and buffers the reference reads besides its inputs (traced)
+
+    @property
+    def traced(self) -> bool:
+        """Whether some tensor's shape waits for tracing (``shape: null``)."""
+        return any(t.traced for t in self.inputs + self.outputs)
 
     @property
     def scope(self) -> dict[str, ParamValue]:
@@ -139,6 +147,8 @@ def build_case(spec: WorkloadSpec, params: Mapping[str, ParamValue], dtype: str)
 
 def _tensor(name: str, t: TensorSpec, scope: dict, dtype: str, group: str) -> TensorShape:
     numeric = {k: v for k, v in scope.items() if isinstance(v, int | float)}
+    if t.shape is None:  # traced: solbench.suites.trace.probe fills it in at plan time
+        return TensorShape(name, (), dtype if t.dtype == "case" else t.dtype, traced=True)
     try:
         shape = tuple(evaluate_int(d, numeric) for d in t.shape)
         std = float(evaluate(t.std, numeric))
@@ -157,13 +167,15 @@ def required_bytes(case: Case, *, input_sets: int, copies: int = 1) -> int:
     """Bytes a case's tensors take at once: every input set ``copies`` times, the reference
     outputs of each input set and the outputs of the call being checked.
 
-        inputs x input_sets x copies + outputs x (input_sets + 1)
+        inputs x input_sets x copies + outputs x (input_sets + 1) + 2 x parameters
 
+    (parameters: what a traced reference reads besides its inputs, held by the reference and the
+    implementation.)
     A lower bound: an implementation's own workspace is not counted.
     """
     inputs = sum(t.nbytes for t in case.inputs)
     outputs = sum(t.nbytes for t in case.outputs)
-    return inputs * input_sets * copies + outputs * (input_sets + 1)
+    return inputs * input_sets * copies + outputs * (input_sets + 1) + 2 * case.extra_bytes
 
 
 def check_fits(cases: Iterable[Case], free_bytes: int, *, input_sets: int, copies: int = 1,

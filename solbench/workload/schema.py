@@ -46,9 +46,13 @@ DTYPES = (
     "float16",
     "float8_e4m3fn",
     "float8_e5m2",
+    "float4_e2m1fn_x2",
     "int8",
+    "int16",
     "int32",
     "int64",
+    "uint8",
+    "bool",
 )
 DType = Literal[
     "float64",
@@ -57,9 +61,13 @@ DType = Literal[
     "float16",
     "float8_e4m3fn",
     "float8_e5m2",
+    "float4_e2m1fn_x2",
     "int8",
+    "int16",
     "int32",
     "int64",
+    "uint8",
+    "bool",
 ]
 DTYPE_BYTES = {
     "float64": 8,
@@ -68,9 +76,13 @@ DTYPE_BYTES = {
     "float16": 2,
     "float8_e4m3fn": 1,
     "float8_e5m2": 1,
+    "float4_e2m1fn_x2": 1,  # two 4-bit values packed in one byte (one element of the x2 dtype)
     "int8": 1,
+    "int16": 2,
     "int32": 4,
     "int64": 8,
+    "uint8": 1,
+    "bool": 1,
 }
 
 
@@ -140,7 +152,9 @@ _Values = Annotated[list[Param], Field(min_length=1)]
 class TensorSpec(_Model):
     """One named input or output tensor."""
 
-    shape: list[Expr] = Field(max_length=16, description="Dimensions, as expressions of the parameters.")
+    shape: list[Expr] | None = Field(
+        max_length=16, description="Dimensions, as expressions of the parameters; null: traced (the shape the "
+        "input generator draws, or the reference returns, on the meta device).")
     dtype: DType | Literal["case"] = Field(
         "case", description="Element type; 'case' takes the case's dtype."
     )
@@ -207,11 +221,43 @@ class Op(_Model):
 
 
 class Tolerance(_Model):
-    """Elementwise |out - ref| <= atol + rtol * |ref|, and ||out - ref|| / ||ref|| <= rel_l2."""
+    """Elementwise |out - ref| <= atol + rtol * |ref|, and ||out - ref|| / ||ref|| <= rel_l2.
+
+    With ``matched_ratio`` (SOL-ExecBench's ``required_matched_ratio``), an output passes when at
+    least that fraction of its elements is within the elementwise bound; ``error_cap`` then bounds
+    the largest absolute error of any element. ``allow_negative_inf``: -inf where the reference has
+    -inf is right (excluded from the errors); any other NaN/Inf fails.
+    """
 
     rtol: float = Field(gt=0)
     atol: float = Field(ge=0)
     rel_l2: float | None = Field(None, gt=0)
+    matched_ratio: float | None = Field(None, gt=0, le=1)
+    error_cap: float | None = Field(None, gt=0)
+    allow_negative_inf: bool = False
+
+
+class CaseTolerance(Tolerance):
+    """A tolerance for the cases whose parameters match ``where`` (every key equal)."""
+
+    where: dict[str, Param] = Field(min_length=1)
+
+
+class InputGenerator(_Model):
+    """A workload-level input generator: ``fn(params, device, generator, **params_fixed) -> dict`` of
+    every input (tensors, or Python scalars), drawn on ``device`` from ``generator`` (a seeded
+    torch.Generator); ``params`` is the case's parameters, derived values and dtype."""
+
+    fn: str = Field(description="'module:function' or 'path/to/file.py:function'.")
+    params: dict[str, ParamValue] = Field(default_factory=dict, description="Fixed keyword arguments.")
+
+
+class Source(_Model):
+    """Where an imported workload came from (provenance, recorded in the results)."""
+
+    suite: Literal["kernelbench", "sol-execbench"]
+    path: str
+    sha256: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
 
 
 class TuneSpace(_Model):
@@ -236,7 +282,8 @@ class Implementation(_Model):
         description="Called once per input set, outside timing, with the inputs; returns the "
         "keyword arguments for fn (e.g. folded or concatenated weights).",
     )
-    requires: list[Literal["cuda", "cupy", "fp8", "compile", "nvmath", "sm80", "sm89", "sm90", "nccl"]] = Field(
+    requires: list[Literal["cuda", "cupy", "fp8", "compile", "inductor", "nvmath", "sm80", "sm89", "sm90",
+                           "nccl"]] = Field(
         default_factory=list, description="What the implementation needs; skipped otherwise."
     )
     peak_dtype: DType | None = Field(
@@ -246,6 +293,9 @@ class Implementation(_Model):
         None, description="Overrides the workload's tolerance for this implementation (e.g. FP8)."
     )
     description: str = ""
+    destination: bool = Field(
+        False, description="Destination-passing: fn also takes every output as a keyword argument, allocated "
+        "outside the timed call, and writes it (what it returns is ignored).")
     tune: TuneSpace | None = Field(
         None, description="Search space for `solbench tune`: parameter values and constraints."
     )
@@ -300,10 +350,26 @@ class WorkloadSpec(_Model):
     flops: Expr | None = Field(None, description="Override of the tensor-unit FLOPs.")
     bytes: Expr | None = Field(None, description="Override of the fused bytes.")
     reference: str = Field(description="'module:function' computing the outputs (run in fp32+).")
-    reference_dtype: Literal["float32", "float64"] = "float32"
+    reference_params: dict[str, ParamValue] = Field(
+        default_factory=dict, description="Fixed keyword arguments passed to the reference.")
+    reference_dtype: Literal["float32", "float64", "declared"] = Field(
+        "float32", description="Floating inputs are converted to this dtype for the reference; 'declared': "
+        "the reference runs on the inputs as drawn, at their declared dtypes.")
+    input_generator: InputGenerator | None = Field(
+        None, description="Draws every input instead of the random normal values (see InputGenerator).")
+    cost: Literal["analytic", "traced"] = Field(
+        "analytic", description="analytic: from ops (and flops/bytes); traced: the reference run on the meta "
+        "device per case, tensor FLOPs by torch.utils.flop_counter, one vector FLOP per element an "
+        "elementwise or reduction op touches, bytes = inputs + parameters + buffers + outputs.")
+    fp32_peak: Literal["fp32", "tf32", "fp16-rate"] = Field(
+        "fp32", description="The tensor peak an fp32 case is priced at: fp32 (CUDA cores), tf32, or the "
+        "fp16 tensor rate (as SOLAR prices fp32 problems).")
+    source: Source | None = Field(None, description="Provenance of an imported workload.")
     implementations: dict[str, Implementation] = Field(min_length=1)
     baseline: str = Field("baseline", description="Implementation speedups are measured against.")
     tolerances: dict[DType, Tolerance] = Field(default_factory=dict)
+    case_tolerances: list[CaseTolerance] = Field(
+        default_factory=list, description="Per-case tolerances (first match wins), before the dtype's.")
     gate_threshold: float | None = Field(None, gt=0, description="Per-workload gate threshold.")
     profiles: dict[Literal["cpu", "cuda"], Profile] = Field(default_factory=dict)
     world_size: int = Field(
@@ -319,11 +385,18 @@ class WorkloadSpec(_Model):
             return {k: {"fn": v} if isinstance(v, str) else v for k, v in value.items()}
         return value
 
+    @field_validator("input_generator", mode="before")
+    @classmethod
+    def _generator_shorthand(cls, value: Any) -> Any:
+        return {"fn": value} if isinstance(value, str) else value
+
     @model_validator(mode="after")
     def _consistent(self) -> WorkloadSpec:
         if self.baseline not in self.implementations:
             raise ValueError(f"baseline {self.baseline!r} is not one of the implementations")
         _check_ranks(self)
+        if self.input_generator is None and any(t.shape is None for t in self.inputs.values()):
+            raise ValueError("an input without a shape needs an input_generator (it draws the inputs)")
         if self.cases is None and not self.parameters and not self.constants:
             raise ValueError("give parameters, cases or constants")
         bad = [n for n in self.inputs if not n.isidentifier() or keyword.iskeyword(n)]

@@ -39,7 +39,7 @@ def test_run_json_to_stdout_is_the_result(runner):
                                   *FAST])
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
-    assert data["schema_version"] == 1
+    assert data["schema_version"] == 2
     assert {i["name"] for c in data["cases"] for i in c["impls"]} == {"baseline"}
 
 

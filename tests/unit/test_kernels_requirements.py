@@ -20,7 +20,7 @@ def test_every_schema_requirement_is_known_and_vice_versa():
 @pytest.mark.parametrize("need", KNOWN)
 def test_every_requirement_has_a_reason_on_the_cpu_or_is_importable(need):
     reason = requirement_missing(need, "cpu")
-    if need in ("cupy", "nvmath"):  # import checks, independent of the device
+    if need in ("cupy", "nvmath", "inductor"):  # tool checks (inductor: a C++ compiler on the CPU)
         assert reason is None or reason.startswith("needs ")
     else:
         assert reason is not None and reason.startswith("needs ")
@@ -56,3 +56,12 @@ def test_missing_modules(monkeypatch):
 def test_unknown_requirement_is_an_error():
     with pytest.raises(ValueError, match="unknown requirement 'tpu'"):
         requirement_missing("tpu")
+
+
+def test_inductor_on_the_cpu_needs_a_cxx_compiler(monkeypatch):
+    import shutil
+
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    assert requirement_missing("inductor", "cpu") == "needs a C++ compiler for torch.compile on the CPU (inductor)"
+    monkeypatch.setattr(shutil, "which", lambda name: "/usr/bin/g++" if name == "g++" else None)
+    assert requirement_missing("inductor", "cpu") is None

@@ -1,0 +1,23 @@
+"""``solbench import SRC --out DIR``: a suite's problems as solbench workload files."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import click
+
+from solbench import api
+from solbench.cli.common import handle_errors
+
+
+@click.command("import")
+@click.argument("src", type=click.Path(exists=True))
+@click.option("--out", "out", required=True, type=click.Path(file_okay=False),
+              help="Folder to write one workload file per problem into.")
+@click.option("--solution", "solutions", multiple=True, type=click.Path(dir_okay=False, exists=True),
+              help="A KernelBench ModelNew file or a SOL-ExecBench solution.json (repeatable).")
+@handle_errors
+def import_(src: str, out: str, solutions: Sequence[str]) -> None:
+    """Write the KernelBench or SOL-ExecBench problems under SRC as solbench workload files in DIR."""
+    for path in api.import_problems(src, out, solutions):
+        click.echo(str(path))

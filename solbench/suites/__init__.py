@@ -1,0 +1,103 @@
+"""Problems of the suites kernel engineers already have, read where they are, as workloads.
+
+    detect(path)              -> "kernelbench" | "sol-execbench" | None   (by the path's shape)
+    load(path, solutions)     -> [(WorkloadSpec, origin path)]            (ConfigError naming the file)
+
+KernelBench: a problem file (``class Model`` + ``get_inputs``) or a folder of them (a level);
+files that define only ``ModelNew`` are solutions (:mod:`solbench.suites.kernelbench`).
+SOL-ExecBench: a problem folder (``definition.json`` + ``workload.jsonl``) or a folder of them
+(:mod:`solbench.suites.solexec`). Nothing of either suite ships with solbench.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from solbench.errors import ConfigError
+from solbench.workload.schema import WorkloadSpec
+
+SUITES = ("kernelbench", "sol-execbench")
+MAX_PROBLEMS = 5000
+
+
+def detect(path: str | Path) -> str | None:
+    """Which suite a path holds problems of, by its shape; None for a solbench YAML file."""
+    from solbench.suites import kernelbench, solexec
+
+    p = Path(path)
+    if p.suffix in (".yaml", ".yml"):
+        return None
+    if solexec.looks_like_problem(p):
+        return "sol-execbench"
+    if p.suffix == ".py" and p.is_file():
+        return "kernelbench"
+    if p.is_dir():
+        if any(solexec.looks_like_problem(c) for c in _children(p)):
+            return "sol-execbench"
+        if any(kernelbench.looks_like_problem(c) for c in _children(p)):
+            return "kernelbench"
+        raise ConfigError(f"{p}: a folder with neither KernelBench problems (.py files defining Model) nor "
+                          "SOL-ExecBench problems (folders with definition.json)")
+    return None
+
+
+def _children(folder: Path) -> list[Path]:
+    return sorted(folder.iterdir(), key=_natural)[:MAX_PROBLEMS]
+
+
+def _natural(p: Path) -> tuple[int, str]:
+    """``2_x`` before ``10_x``: KernelBench problems sort by their number."""
+    head = p.name.split("_", 1)[0]
+    return (int(head) if head.isdigit() else 1 << 30, p.name)
+
+
+def problems(path: str | Path) -> list[Path]:
+    """The problem files (KernelBench) or folders (SOL-ExecBench) a path holds."""
+    from solbench.suites import kernelbench, solexec
+
+    p = Path(path)
+    suite = detect(p)
+    if p.is_file() or (suite == "sol-execbench" and solexec.looks_like_problem(p)):
+        return [p]
+    if suite == "sol-execbench":
+        return [c for c in _children(p) if solexec.looks_like_problem(c)]
+    return [c for c in _children(p) if c.suffix == ".py" and kernelbench.looks_like_problem(c)
+            and not kernelbench.is_solution(c)]
+
+
+def load(path: str | Path, solutions: Sequence[str | Path] = ()) -> list[tuple[WorkloadSpec, Path]]:
+    """Every problem under ``path`` as a workload, with the file it came from.
+
+    ``solutions`` (``--solution``): KernelBench ModelNew files or SOL-ExecBench solution.json files;
+    each joins the problem it belongs to (the only one, or the one whose file stem starts the
+    solution's name; a solution.json names its definition). Solutions found beside a problem join
+    it too.
+    """
+    from solbench.suites import kernelbench, solexec
+
+    suite = detect(path)
+    out = []
+    given = [Path(s) for s in solutions]
+    found = problems(path)
+    for problem in found:
+        if suite == "kernelbench":
+            mine = [s for s in given if len(found) == 1 or s.stem.startswith(problem.stem)]
+            spec = kernelbench.read(problem, [*kernelbench.siblings(problem), *mine])
+            out.append((spec, problem.resolve()))
+        else:
+            folder = problem if problem.is_dir() else problem.parent
+            mine = [s for s in given if len(found) == 1 or _names_definition(s, folder)]
+            spec = solexec.read(folder, [*sorted(folder.glob("solution*.json")), *mine] if mine else None)
+            out.append((spec, (folder / "definition.json").resolve()))
+    return out
+
+
+def _names_definition(solution: Path, folder: Path) -> bool:
+    import json
+
+    try:
+        definition = json.loads((folder / "definition.json").read_text(encoding="utf-8")).get("name")
+        return bool(json.loads(solution.read_text(encoding="utf-8")).get("definition") == definition)
+    except (OSError, ValueError, AttributeError):
+        return False

@@ -1,0 +1,205 @@
+"""Read a SOL-ExecBench problem folder into a workload (the folder is read where it is).
+
+A problem folder holds ``definition.json`` (axes ``const``/``var``/``expr``, inputs and outputs
+with shapes as axis names or ``null`` for a Python scalar, a reference ``run``), and
+``workload.jsonl`` (one workload per line: axes values, inputs, tolerance). It becomes one workload:
+
+    constants       the const axes;  derived: the expr axes
+    cases           one per line: its var axes and ``wl`` (the line's index)
+    profiles.cpu    every case with its sizes halved until it fits a CPU run (solbench.suites.scale)
+    inputs          the tensor inputs (declared shapes and dtypes), drawn per line by
+                    solbench.suites.sol_runtime (random, scalar, custom, safetensors)
+    case_tolerances each line's tolerance (max_atol, max_rtol, required_matched_ratio default 0.99,
+                    max_error_cap, allow_negative_inf); SOL-ExecBench's defaults 1e-2 otherwise
+    reference       the definition's run, at the declared dtypes
+    cost            traced on the meta device (solbench.suites.trace)
+    baseline        the reference, eager; compiled: torch.compile of it (needs inductor here)
+    a solution      a ``solution*.json`` beside the definition, or ``--solution`` (Python solutions)
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from solbench.errors import ConfigError
+from solbench.suites import scale
+from solbench.suites.common import one_line, validated
+from solbench.suites.kernelbench import sha256
+from solbench.suites.trace import probe
+from solbench.workload.cases import build_case
+from solbench.workload.expr import ExprError, names
+from solbench.workload.schema import DTYPES, Profile, WorkloadSpec
+
+RT = "solbench.suites.sol_runtime"
+AXIS_TYPES = ("const", "var", "expr")
+
+
+def looks_like_problem(path: Path) -> bool:
+    """A folder with definition.json (or the definition.json itself)."""
+    return (path.is_dir() and (path / "definition.json").is_file()) or path.name == "definition.json"
+
+
+def read(folder: Path, solutions: list[Path] | None = None) -> WorkloadSpec:
+    """The workload of one problem folder (module docstring); ConfigError naming the file otherwise."""
+    folder = folder.resolve()
+    if folder.name == "definition.json":
+        folder = folder.parent
+    dpath, wpath = folder / "definition.json", folder / "workload.jsonl"
+    d = _json(dpath)
+    if not isinstance(d, dict):
+        raise ConfigError(f"{dpath}: expected a JSON object")
+    for key in ("name", "axes", "inputs", "outputs", "reference"):
+        if key not in d:
+            raise ConfigError(f"{dpath}: no {key!r} (a SOL-ExecBench definition has name, axes, inputs, outputs, "
+                              "reference)")
+    constants, derived, var = _axes(dpath, d["axes"])
+    lines = _lines(wpath)
+    cases, tolerances = [], []
+    for i, line in enumerate(lines):
+        axes = line.get("axes", {})
+        missing = [a for a in var if a not in axes]
+        if missing:
+            raise ConfigError(f"{wpath}:{i + 1}: no value for the var axis {missing[0]!r}")
+        cases.append({"wl": i, **{a: axes[a] for a in var}})
+        tolerances.append({"where": {"wl": i}, **_tolerance(line.get("tolerance") or {})})
+    for group in ("inputs", "outputs"):
+        for name, t in d[group].items():
+            if t.get("dtype") not in DTYPES:
+                raise ConfigError(f"{dpath}: {group}.{name}.dtype: {t.get('dtype')!r} is not supported "
+                                  f"(known: {', '.join(DTYPES)})")
+    tensors = {n: {"shape": t["shape"], "dtype": t["dtype"]} for n, t in d["inputs"].items()
+               if t.get("shape") is not None}
+    outputs = {n: {"shape": t["shape"], "dtype": t["dtype"]} for n, t in d["outputs"].items()}
+    floating = [t["dtype"] for t in [*tensors.values(), *outputs.values()]
+                if t["dtype"].startswith(("float", "bfloat"))]
+    fixed = {"definition": str(dpath)}
+    gen = {"definition": str(dpath), "workloads": str(wpath)}
+    impls: dict[str, Any] = {
+        "baseline": {"fn": f"{RT}:reference", "params": fixed, "description": "the reference, eager"},
+        "compiled": {"fn": f"{RT}:compiled_reference", "params": fixed, "requires": ["inductor"],
+                     "description": "torch.compile of the reference"},
+    }
+    for sol in solutions if solutions is not None else sorted(folder.glob("solution*.json")):
+        name, impl = _solution(sol, dpath, d["name"])
+        impls[name] = impl
+    data = {
+        "name": re.sub(r"[^A-Za-z0-9_.\-]", "_", folder.name),
+        "description": one_line(d.get("description", "")),
+        "constants": constants, "derived": derived, "cases": cases,
+        "dtypes": [floating[0] if floating else "float32"],
+        "inputs": tensors, "outputs": outputs,
+        "input_generator": {"fn": f"{RT}:inputs", "params": gen},
+        "reference": f"{RT}:reference", "reference_params": fixed, "reference_dtype": "declared",
+        "cost": "traced", "implementations": impls, "case_tolerances": tolerances,
+        "source": {"suite": "sol-execbench", "path": str(folder), "sha256": sha256(dpath)},
+    }
+    spec = validated(dpath, data)
+    return _with_cpu_profile(spec, dpath, cases, frozenset(constants) - _sizes(d))
+
+
+def _json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read it: {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path}:{exc.lineno}: not JSON: {exc.msg}") from None
+
+
+def _lines(path: Path) -> list[dict[str, Any]]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read it: {exc}") from None
+    out = []
+    for i, raw in enumerate(text.splitlines()):
+        if not raw.strip():
+            continue
+        try:
+            line = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"{path}:{i + 1}: not JSON: {exc.msg}") from None
+        if not isinstance(line, dict):
+            raise ConfigError(f"{path}:{i + 1}: expected a JSON object")
+        out.append(line)
+    if not out:
+        raise ConfigError(f"{path}: no workloads")
+    return out
+
+
+def _axes(path: Path, axes: Any) -> tuple[dict[str, Any], dict[str, str], list[str]]:
+    if not isinstance(axes, dict):
+        raise ConfigError(f"{path}: axes: expected an object")
+    constants, derived, var = {}, {}, []
+    for name, axis in axes.items():
+        kind = axis.get("type") if isinstance(axis, dict) else None
+        if kind not in AXIS_TYPES:
+            raise ConfigError(f"{path}: axes.{name}: unknown axis type {kind!r} (known: {', '.join(AXIS_TYPES)})")
+        if kind == "const":
+            constants[name] = axis.get("value")
+            if type(constants[name]) is not int:
+                raise ConfigError(f"{path}: axes.{name}: a const axis needs an integer value")
+        elif kind == "var":
+            var.append(name)
+        else:
+            try:
+                names(axis.get("expression", ""))
+            except ExprError as exc:
+                raise ConfigError(f"{path}: axes.{name}.expression: {exc}") from None
+            derived[name] = axis["expression"]
+    return constants, derived, var
+
+
+def _tolerance(t: dict[str, Any]) -> dict[str, Any]:
+    """SOL-ExecBench's tolerance fields (and defaults: 1e-2, 1e-2, 0.99) as solbench's."""
+    out: dict[str, Any] = {"atol": t.get("max_atol", 1e-2), "rtol": t.get("max_rtol", 1e-2),
+                           "matched_ratio": t.get("required_matched_ratio", 0.99)}
+    if t.get("max_error_cap") is not None:
+        out["error_cap"] = t["max_error_cap"]
+    if t.get("allow_negative_inf"):
+        out["allow_negative_inf"] = True
+    return out
+
+
+def _sizes(d: dict[str, Any]) -> frozenset[str]:
+    """Axes that appear in a tensor's shape (the ones worth scaling)."""
+    return frozenset(a for g in ("inputs", "outputs") for t in d[g].values() for a in t.get("shape") or []
+                     if isinstance(a, str))
+
+
+def _solution(path: Path, dpath: Path, definition: str) -> tuple[str, dict[str, Any]]:
+    data = _json(path)
+    if not isinstance(data, dict) or "spec" not in data or "entry_point" not in data.get("spec", {}):
+        raise ConfigError(f"{path}: not a SOL-ExecBench solution (no spec.entry_point)")
+    if data.get("definition") not in (None, definition):
+        raise ConfigError(f"{path}: a solution of {data.get('definition')!r}, not of {definition!r}")
+    name = re.sub(r"[^A-Za-z0-9_.\-]", "_", str(data.get("name") or path.stem))
+    return name, {"fn": f"{RT}:solution", "params": {"definition": str(dpath), "solution": str(path.resolve())},
+                  "destination": bool(data["spec"].get("destination_passing_style", True)),
+                  "description": f"{path.name} ({', '.join(data['spec'].get('languages', []))})"}
+
+
+def _with_cpu_profile(spec: WorkloadSpec, dpath: Path, cases: list[dict[str, Any]],
+                      keep: frozenset[str]) -> WorkloadSpec:
+    dtype = spec.dtypes[0]
+
+    def trace(params: dict[str, Any]) -> Any:
+        return probe(spec, build_case(spec, params, dtype), None)[1]
+
+    small = []
+    for case in cases:
+        full = {**spec.constants, **case}
+        try:
+            trace(full)
+        except ConfigError:
+            raise
+        except Exception as exc:
+            raise ConfigError(f"{dpath}: workload line {case['wl'] + 1}: tracing the reference on the meta "
+                              f"device raised {type(exc).__name__}: {one_line(str(exc))}") from None
+        small.append(scale.scaled(full, trace, keep | {"wl"}))
+    if small == [{**spec.constants, **c} for c in cases]:
+        return spec
+    return spec.model_copy(update={"profiles": {"cpu": Profile(cases=small)}})

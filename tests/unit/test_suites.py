@@ -1,0 +1,141 @@
+"""KernelBench- and SOL-ExecBench-style problems (our own small files in those formats) read in
+place, traced, run end to end on the CPU, and malformed ones refused with one line."""
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from solbench.cli import main
+from solbench.plan.workloads import plan
+from solbench.results import store
+from solbench.suites import detect, load
+from solbench.suites.trace import probe
+from solbench.workload.cases import expand
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+KB = DATA / "kernelbench"
+SOL = DATA / "solexec" / "rmsnorm"
+FAST = ["--budget", "0.05", "--min-samples", "3", "--max-samples", "10", "--device", "cpu"]
+
+
+@pytest.fixture
+def runner():
+    return CliRunner()
+
+
+def test_detect_by_shape():
+    assert detect(KB / "level1" / "1_Square_matmul.py") == "kernelbench"
+    assert detect(KB / "level1") == "kernelbench"
+    assert detect(SOL) == "sol-execbench"
+    assert detect(SOL.parent) == "sol-execbench"
+    assert detect(DATA / "double.yaml") is None
+
+
+def test_kernelbench_problem_reads_with_provenance_and_cpu_profile():
+    [(spec, origin)] = load(KB / "level2" / "1_Conv2D_ReLU_BiasAdd.py")
+    assert origin.name == "1_Conv2D_ReLU_BiasAdd.py"
+    assert spec.source.suite == "kernelbench" and len(spec.source.sha256) == 64
+    assert spec.parameters["out_channels"] == [64] and spec.cost == "traced"
+    assert set(spec.implementations) == {"baseline", "compiled"}
+    cpu = spec.profiles["cpu"].parameters
+    assert cpu["kernel_size"] == [3] and cpu["in_channels"] == [3]  # small sizes are left alone
+    assert cpu["height"][0] < 128
+
+
+def test_traced_cost_of_a_matmul_is_2mnk_and_bytes_are_inputs_plus_outputs():
+    [(spec, _)] = load(KB / "level1" / "1_Square_matmul.py")
+    [case] = expand(spec, "cuda")
+    filled, cost = probe(spec, case, None)
+    n = 256
+    assert [t.shape for t in filled.inputs + filled.outputs] == [(n, n)] * 3
+    assert cost.tensor_flops == 2 * n**3 and cost.source == "traced"
+    assert cost.fused_bytes == 3 * n * n * 4
+
+
+def test_traced_bytes_count_parameters_and_vector_work():
+    [(spec, _)] = load(KB / "level2" / "1_Conv2D_ReLU_BiasAdd.py")
+    [case] = expand(spec, "cuda")
+    filled, cost = probe(spec, case, None)
+    out = filled.outputs[0]
+    assert out.shape == (8, 64, 126, 126)
+    weights = (64 * 3 * 3 * 3 + 64 + 64) * 4  # conv weight, conv bias, the added bias
+    assert filled.extra_bytes == weights
+    assert cost.fused_bytes == filled.inputs[0].nbytes + out.nbytes + weights
+    assert cost.tensor_flops == 2 * 8 * 64 * 126 * 126 * 3 * 3 * 3
+    assert cost.vector_flops == 2 * out.numel  # relu, then the bias add
+
+
+def test_dry_run_of_a_level_folder_prints_every_problem_and_marks_traced_costs(runner):
+    result = runner.invoke(main, ["run", str(KB / "level1"), "--dry-run", "--device", "cpu"])
+    assert result.exit_code == 0, result.output
+    assert "level1_1_Square_matmul" in result.output and "level1_23_Softmax" in result.output
+
+
+def test_kernelbench_solutions_run_end_to_end_and_a_cached_output_is_caught(runner, tmp_path):
+    out = tmp_path / "kb.json"
+    problem = KB / "level1" / "1_Square_matmul.py"
+    result = runner.invoke(main, ["run", str(problem), "--solution", str(KB / "solutions" / "1_Square_matmul_new.py"),
+                                  "-i", "baseline", "-i", "new", "--in-process", "-o", str(out), *FAST])
+    assert result.exit_code == 0, result.output
+    run = store.load(out)
+    [case] = run.cases
+    assert case.source.startswith("kernelbench:") and case.cost.source == "traced"
+    assert case.impl("new").status == "ok" and case.impl("new").score.speedup is not None
+    cheat = runner.invoke(main, ["run", str(problem), "--solution",
+                                 str(KB / "solutions" / "1_Square_matmul_cached.py"), "-i", "solution",
+                                 "--in-process", *FAST])
+    assert cheat.exit_code == 4, cheat.output
+    assert "INCORRECT" in cheat.output or "REWARD" in cheat.output.upper()
+
+
+def test_a_solution_with_another_parameter_order_gets_the_problems_weights():
+    [(spec, _)] = load(KB / "level2" / "2_Linear_ReLU_order.py",
+                       [KB / "solutions" / "2_Linear_ReLU_order_new.py"])
+    assert "new" in spec.implementations
+    from solbench.suites import kb_runtime
+
+    params = {"batch_size": 32, "in_features": 64, "out_features": 64}
+    import torch
+
+    ref = kb_runtime.build(spec.source.path, "Model", params, torch.device("cpu"))
+    new = kb_runtime.build(spec.source.path, "ModelNew", params, torch.device("cpu"),
+                           spec.implementations["new"].params["solution"])
+    assert torch.equal(ref.first.weight, new.first.weight) and torch.equal(ref.second.bias, new.second.bias)
+
+
+def test_sol_execbench_folder_runs_with_scalar_input_dps_solution_and_per_case_tolerance(runner, tmp_path):
+    [p] = plan([SOL], "cpu")
+    assert [c.params["wl"] for c in p.cases] == [0, 1]
+    assert p.cases[0].scalars == ("eps",)
+    assert p.spec.case_tolerances[1].matched_ratio == 0.95 and p.spec.case_tolerances[1].error_cap == 0.5
+    assert p.spec.implementations["rmsnorm_dps"].destination
+    out = tmp_path / "sol.json"
+    result = runner.invoke(main, ["run", str(SOL), "-i", "baseline", "-i", "rmsnorm_dps", "--in-process",
+                                  "-o", str(out), *FAST])
+    assert result.exit_code == 0, result.output
+    run = store.load(out)
+    assert {r.status for c in run.cases for r in c.impls} == {"ok"}
+    assert all(c.source.startswith("sol-execbench:") for c in run.cases)
+
+
+@pytest.mark.parametrize(("path", "needle"), [
+    (KB / "bad" / "no_model.py", "no class Model"),
+    (KB / "bad" / "inputs_raise.py", "get_inputs() raised RuntimeError: no inputs today"),
+    (DATA / "solexec_bad" / "unknown_axis", "axes.n: unknown axis type 'variable'"),
+])
+def test_malformed_problems_exit_2_with_one_line_naming_the_file(runner, path, needle):
+    result = runner.invoke(main, ["run", str(path), "--dry-run", "--device", "cpu"])
+    assert result.exit_code == 2
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and needle in lines[0] and path.name in lines[0], result.output
+
+
+def test_import_writes_yaml_that_runs_the_same_workload(runner, tmp_path):
+    result = runner.invoke(main, ["import", str(KB / "level1" / "23_Softmax.py"), "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    [written] = sorted(tmp_path.glob("*.yaml"))
+    [p] = plan([written], "cpu")
+    [q] = plan([KB / "level1" / "23_Softmax.py"], "cpu")
+    assert p.spec == q.spec
+    assert [c.id for c in p.cases] == [c.id for c in q.cases]
