@@ -18,6 +18,7 @@ Ctrl-C stops the loop: the run measured so far is returned marked incomplete, in
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
@@ -120,7 +121,7 @@ def measure_units(units: Sequence[Unit], run: RunResult, executor: Executor, *, 
             if not pending:
                 break
             emit("more", {"cases": len({(n, c) for n, c, _ in pending}), "round": r + 1, "of": max_rounds})
-            one_round(lambda n, case_id, name, p=pending: (n, case_id, name) in p)
+            one_round(functools.partial(_in_pending, pending))
     except KeyboardInterrupt:
         run = replace(run, complete=False, notes=(*run.notes, "interrupted (Ctrl-C): the cases listed are "
                                                   "all that were measured"), harness=clock.seconds())
@@ -167,6 +168,10 @@ class Harness:
         return {k: round(v, 4) for k, v in self._seconds.items()}
 
 
+def _in_pending(pending: set[tuple[int, str, str]], n: int, case_id: str, name: str) -> bool:
+    return (n, case_id, name) in pending
+
+
 def _undecided(rounds: dict[tuple[int, str], list[list[ImplResult]]], target_rel_ci: float,
                cap: int) -> set[tuple[int, str, str]]:
     """(unit, case id, implementation) of every ok point whose interval over its rounds is wider
@@ -176,8 +181,8 @@ def _undecided(rounds: dict[tuple[int, str], list[list[ImplResult]]], target_rel
     pending = set()
     for (n, case_id), per_round in rounds.items():
         for r in _merged(per_round):
-            measured = r.status == "ok" and r.timing is not None and not r.protocol.get("part")
-            if measured and rounds_needed(r.timing, target_rel_ci, cap) > r.timing.n_rounds:  # type: ignore[union-attr]
+            timing = r.timing if r.status == "ok" and not r.protocol.get("part") else None
+            if timing is not None and rounds_needed(timing, target_rel_ci, cap) > timing.n_rounds:
                 pending.add((n, case_id, r.name))
     return pending
 
