@@ -44,6 +44,9 @@ from solbench.results.model import RunResult
 @click.option("--timeout", "timeout_s", type=click.FloatRange(min=0.1), default=120.0, show_default=True,
               help="Seconds per implementation and case (set-up and compilation included) before its "
                    "worker is killed and the result is 'timeout'.")
+@click.option("--threads", type=click.IntRange(min=0), default=0, show_default=True,
+              help="torch CPU threads of the measuring process (0: on the CPU, every usable core but one; "
+                   "on a GPU, torch's default). Recorded as protocol.threads; see README 'CPU threads'.")
 @click.option("--in-process", is_flag=True,
               help="Run implementations in this process (debugging): no isolation, no timeout.")
 @click.option("--repeat", type=click.IntRange(min=1), default=None,
@@ -78,7 +81,7 @@ from solbench.results.model import RunResult
 def run(files: Sequence[str], gpu: str | None, dry_run: bool, device: str, timer: str, flush: str,
         workloads: Sequence[str], impls: Sequence[str], budget: float, target: float,
         min_samples: int, max_samples: int, input_sets: int, peaks: str, seed: int, timeout_s: float,
-        in_process: bool, repeat: int | None, devices: str, executor: str, address: str | None,
+        threads: int, in_process: bool, repeat: int | None, devices: str, executor: str, address: str | None,
         schedule_from: str | None, force: bool, tuned: str | None, save_name: str | None,
         output: str | None, results_dir: str, as_json: bool, quiet: bool, gate_against: str | None,
         threshold: str | None, rerun: int, junit: str | None) -> None:
@@ -100,7 +103,7 @@ def run(files: Sequence[str], gpu: str | None, dry_run: bool, device: str, timer
                              results_dir=Path(results_dir), timeout_s=timeout_s, in_process=in_process,
                              tuned=Path(tuned) if tuned else None, repeat=repeat or 0, devices=devices,
                              executor=executor, address=address,
-                             schedule_from=Path(schedule_from) if schedule_from else None)
+                             schedule_from=Path(schedule_from) if schedule_from else None, threads=threads)
     saver = Saver(Path(output) if output else None, Path(results_dir), save_name, force=force)
     base = api.load_run(gate_against, Path(results_dir)) if gate_against else None
     from solbench.analysis.gate import parse_threshold

@@ -24,7 +24,7 @@ def detect(device: str, options: RunOptions) -> tuple[Any, HardwareSpec]:
     """The device and its spec (measured ceilings with ``--peaks measured``), and the INVALID floor."""
     from solbench.device.detect import detect as detect_device  # device code only when measuring
 
-    info = detect_device(device)
+    info = detect_device(device, cpu_threads=options.threads)
     if options.timer == "cupti" and info.kind == "cuda":
         from solbench.device import cupti
 
