@@ -3,7 +3,7 @@
 A CPU has no datasheet peak solbench could trust, so the CPU spec is scored against what torch
 achieves on this host, measured once per process:
 
-    vector_fp32_flops = max over n in (1024, 1536, 2048) of best(2 n^3 / t(torch.mm))
+    vector_fp32_flops = max over n in (512, 768, 1024) of best(2 n^3 / t(torch.mm))
     bandwidth         = best(2 x bytes / t(dst.copy_(src)))     read + write, 128 MiB tensors
 
 Measured with the run's torch threads (:mod:`solbench.device.threads`), so that SOL compares
@@ -19,9 +19,9 @@ from collections.abc import Callable
 
 from solbench.device import threads
 
-_MATMUL_SIZES = (1024, 1536, 2048)
+_MATMUL_SIZES = (512, 768, 1024)  # compute-bound, and short enough for several calls per size
 _COPY_BYTES = 128 * 2**20  # per tensor: larger than the last-level cache of most CPUs
-_MIN_REPS = 2
+_MIN_REPS = 3
 
 
 def _best_rate(fn: Callable[[], object], work: float, budget_s: float) -> float:

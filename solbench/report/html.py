@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, field
 
 from solbench.analysis.compare import Comparison
 from solbench.analysis.gate import GateResult
+from solbench.report import flags
 from solbench.report.console import run_header, run_notes
 from solbench.report.units import (
     format_ci,
@@ -79,20 +80,24 @@ def _kv_table(pairs: Mapping[str, object]) -> str:
     return _table(["field", "value"], rows, left=2)
 
 
-def _impl_cells(c: CaseResult, r: ImplResult) -> list[str]:
+def _impl_cells(run: RunResult, c: CaseResult, r: ImplResult) -> list[str]:
     status = f'<span class="{_STATUS_CLASS.get(r.status, "")}">{_e(r.status.upper())}</span>'
     t, s = r.timing, r.score
     if t is None:
         return [status, "", "", "", _e(format_seconds(c.t_sol)), "", "", "", _e(c.bound), "", ""]
     half = (t.ci_high - t.ci_low) / 2 / t.median if t.median else 0.0
-    cells = [status, _e(format_seconds(t.median)), _e(f"±{half:.1%}"), _e(t.n), _e(format_seconds(c.t_sol))]
+    marks = flags.time_marks(t, run.protocol.target_rel_ci)
+    cells = [status, _e(format_seconds(t.median)), _e(flags.mark(f"±{half:.1%}", marks)), _e(t.n),
+             _e(format_seconds(c.t_sol))]
     if s is None:
         return [*cells, "", "", "", _e(c.bound), "", ""]
-    return [*cells, _e(f"{s.sol:.3f}"), _e(format_pct(s.mfu)), _e(format_pct(s.mbu)), _e(c.bound),
+    return [*cells, _e(flags.mark(f"{s.sol:.3f}", flags.over_peak(s.sol, run))),
+            _e(flags.mark(format_pct(s.mfu), flags.over_peak(s.mfu, run))),
+            _e(flags.mark(format_pct(s.mbu), flags.over_peak(s.mbu, run))), _e(c.bound),
             _e(f"{s.speedup:.2f}×" if s.speedup else ""), _e(f"{s.s_score:.3f}" if s.s_score is not None else "")]
 
 
-def _results_table(cases: Sequence[CaseResult]) -> str:
+def _results_table(run: RunResult, cases: Sequence[CaseResult]) -> str:
     header = ["case", "impl", "status", "median", "±CI", "n", "T_SOL", "SOL", "MFU", "MBU", "bound", "speedup",
               "S"]
     rows: list[list[str]] = []
@@ -102,7 +107,7 @@ def _results_table(cases: Sequence[CaseResult]) -> str:
         for i, r in enumerate(c.impls):
             if i == 0:
                 firsts.add(len(rows))
-            rows.append([_e(params) if i == 0 else "", _e(r.name), *_impl_cells(c, r)])
+            rows.append([_e(params) if i == 0 else "", _e(r.name), *_impl_cells(run, c, r)])
     return _table(header, rows, left=3, first_rows=frozenset(firsts))
 
 
@@ -133,7 +138,7 @@ def _run_section(k: int, run: RunResult, images: ReportImages, label: str) -> st
     for c in run.cases:
         by_workload.setdefault(c.workload, []).append(c)
     for workload, cases in by_workload.items():
-        parts += [f"<h3>{_e(workload)}</h3>", _results_table(cases)]
+        parts += [f"<h3>{_e(workload)}</h3>", _results_table(run, cases)]
         png = images.histograms.get((k, workload))
         if png:
             parts.append(_img(png, f"sample histograms: {workload}"))

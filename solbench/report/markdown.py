@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from solbench.analysis.compare import Comparison
 from solbench.analysis.gate import CASE_VERDICTS, GateCaseVerdict, GateResult
+from solbench.report import flags
 from solbench.report.collective_cells import collective_cell, collective_columns, is_part
 from solbench.report.timing_cells import clock_cell, has_clocks, has_rounds, rounds_cell
 from solbench.report.units import format_ci, format_p, format_pct, format_percent, format_ratio, format_seconds
@@ -170,23 +171,30 @@ def run_markdown(run: RunResult) -> str:
             params = " ".join(f"{k}={v}" for k, v in c.params.items()) + f" {c.dtype}"
             for r in c.impls:
                 cells = {"rounds": rounds_cell(r.timing), "SM MHz": clock_cell(r.timing)}
-                rows.append([params, r.name, *_impl_cells(c, r),
+                rows.append([params, r.name, *_impl_cells(run, c, r),
                              *(cells[e] if e in cells else collective_cell(e, r) for e in cols)])
         lines += [f"#### {_cell(workload)}", ""]
         lines += _table(["case", "impl", "time", "±CI", "T_SOL", "SOL", "MFU", "MBU", "bound", "speedup", *cols],
                         "llrrrrrrlr" + "r" * len(cols), rows)
         lines.append("")
+    key = flags.legend(run)
+    if key:
+        lines += [key, ""]
     return "\n".join(lines)
 
 
-def _impl_cells(c: CaseResult, r: ImplResult) -> list[str]:
+def _impl_cells(run: RunResult, c: CaseResult, r: ImplResult) -> list[str]:
     if r.timing is not None and is_part(r):
         t = r.timing
         half = (t.ci_high - t.ci_low) / 2 / t.median
-        return [format_seconds(t.median), f"{half:.1%}", format_seconds(c.t_sol), "part", "", "", c.bound, ""]
+        return [format_seconds(t.median), flags.mark(f"{half:.1%}", flags.time_marks(t, run.protocol.target_rel_ci)),
+                format_seconds(c.t_sol), "part", "", "", c.bound, ""]
     if r.timing is None or r.score is None:
         return [r.status.upper(), "", format_seconds(c.t_sol), "", "", "", c.bound, ""]
     t, s = r.timing, r.score
     half = (t.ci_high - t.ci_low) / 2 / t.median
-    return [format_seconds(t.median), f"{half:.1%}", format_seconds(c.t_sol), _sol(s.sol), format_pct(s.mfu),
-            format_pct(s.mbu), c.bound, f"{s.speedup:.2f}x" if s.speedup else ""]
+    return [format_seconds(t.median), flags.mark(f"{half:.1%}", flags.time_marks(t, run.protocol.target_rel_ci)),
+            format_seconds(c.t_sol), flags.mark(_sol(s.sol), flags.over_peak(s.sol, run)),
+            flags.mark(format_pct(s.mfu), flags.over_peak(s.mfu, run)),
+            flags.mark(format_pct(s.mbu), flags.over_peak(s.mbu, run)), c.bound,
+            f"{s.speedup:.2f}x" if s.speedup else ""]
