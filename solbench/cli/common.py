@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -53,7 +53,9 @@ def failures(result: RunResult) -> list[str]:
 
 
 class Saver:
-    """Writes the run after every case, to one file chosen (and checked writable) before measuring.
+    """Writes the run after every case, to the places chosen (and checked writable) before measuring:
+    ``-o FILE``, and a fresh ``results/<spec>/<time>_NAME.json`` with ``--save NAME`` (both when both
+    are given); without either, a fresh file under the results folder.
 
     A write that fails (disk full, folder removed) does not stop the run: the last good file
     stays, the error is kept and reported at the end, and the exit code says so.
@@ -61,32 +63,40 @@ class Saver:
 
     def __init__(self, output: Path | None, results_dir: Path, name: str | None, *, force: bool) -> None:
         self._output, self._dir, self._name, self._force = output, results_dir, name, force
-        self.path: Path | None = None
+        self.path: Path | None = None  # the -o file, else the file under the results folder
+        self.named: Path | None = None  # the --save NAME file when -o is given too
         self.error: str | None = None
         if output is not None:
             store.check_writable(output, is_file=True, force=force)
-        else:
+        if output is None or name is not None:
             store.check_writable(results_dir)
 
     def save(self, partial: RunResult) -> None:
         try:
-            if self.path is not None:
-                store.save(partial, self.path)
-            elif self._output is not None:
-                self.path = store.save(partial, self._output, force=self._force)
-            else:
-                self.path = store.save_new(partial, self._dir, self._name)
+            if self._output is None:
+                self.path = self._again(partial, self.path, self._name)
+                return
+            self.path = store.save(partial, self._output, force=self._force or self.path is not None)
+            if self._name is not None:
+                self.named = self._again(partial, self.named, self._name)
         except SolbenchError as exc:
             self.error = str(exc)
 
+    def _again(self, partial: RunResult, path: Path | None, name: str | None) -> Path:
+        return store.save(partial, path) if path is not None else store.save_new(partial, self._dir, name)
 
-def finish(result: RunResult, out: Console, as_json: bool, *, saved: Path | None = None) -> None:
+    @property
+    def paths(self) -> list[Path]:
+        return [p for p in (self.path, self.named) if p is not None]
+
+
+def finish(result: RunResult, out: Console, as_json: bool, *, saved: Path | Sequence[Path] | None = None) -> None:
     if as_json:
         click.echo(store.dumps(result))
         return
     print_run(out, result)
-    if saved is not None:
-        out.print(f"saved {saved}", style="dim")
+    for path in [saved] if isinstance(saved, Path) else saved or ():
+        out.print(f"saved {path}", style="dim")
 
 
 def print_run(out: Console, result: RunResult) -> None:

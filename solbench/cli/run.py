@@ -11,7 +11,7 @@ from rich.console import Console
 
 from solbench import api, exitcodes
 from solbench.cli.common import ProgressBar, Saver, console, failures, finish, handle_errors
-from solbench.errors import RunInterrupted
+from solbench.errors import ConfigError, RunInterrupted
 from solbench.results import store
 from solbench.results.model import RunResult
 
@@ -93,6 +93,8 @@ def run(files: Sequence[str], gpu: str | None, dry_run: bool, device: str, timer
         raise click.UsageError("--device picks one device; --devices and --executor ray pick several")
     if address and executor != "ray":
         raise click.UsageError("--address names a Ray cluster; add --executor ray")
+    if junit and not gate_against:
+        raise ConfigError("--junit writes the gate's verdicts; add --gate-against RUN (or use solbench gate --junit)")
     if dry_run:
         result = api.dry_run(files, api.hardware_spec(gpu), workloads, impls)
         _finish_dry(result, out, as_json, output, save_name, Path(results_dir), force)
@@ -115,12 +117,12 @@ def run(files: Sequence[str], gpu: str | None, dry_run: bool, device: str, timer
     except RunInterrupted as stop:
         partial: RunResult = stop.result  # type: ignore[assignment]
         saver.save(partial)
-        finish(partial, out, as_json, saved=saver.path)
+        finish(partial, out, as_json, saved=saver.paths)
         click.echo("interrupted: the cases measured so far are saved", err=True)
         sys.exit(exitcodes.INTERRUPTED)
     if result.cases:
         saver.save(result)  # the final record adds the end-of-run clocks
-    finish(result, out, as_json, saved=saver.path)
+    finish(result, out, as_json, saved=saver.paths)
     code = exitcodes.IMPL_FAILED if failures(result) else exitcodes.OK
     if saver.error is not None:
         click.echo(f"error: {saver.error}", err=True)
@@ -136,9 +138,9 @@ def run(files: Sequence[str], gpu: str | None, dry_run: bool, device: str, timer
 
 def _finish_dry(result: RunResult, out: Console, as_json: bool, output: str | None, save_name: str | None,
                 results_dir: Path, force: bool) -> None:
-    saved = None
+    saved = []
     if output:
-        saved = store.save(result, Path(output), force=force)
-    elif save_name:
-        saved = store.save_new(result, results_dir, save_name)
+        saved.append(store.save(result, Path(output), force=force))
+    if save_name:
+        saved.append(store.save_new(result, results_dir, save_name))
     finish(result, out, as_json, saved=saved)

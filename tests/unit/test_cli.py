@@ -34,9 +34,9 @@ def test_run_attn_on_cpu_end_to_end(runner, tmp_path):
     assert fused.score.sol > 0
 
 
-def test_run_json_to_stdout_is_the_result(runner):
+def test_run_json_to_stdout_is_the_result(runner, tmp_path):
     result = runner.invoke(main, ["run", "tests/data/double.yaml", "--device", "cpu", "--json", "-i", "baseline",
-                                  *FAST])
+                                  "--results-dir", str(tmp_path / "results"), *FAST])
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
     assert data["schema_version"] == 1
