@@ -46,6 +46,16 @@ def handle_errors(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+def read_run(name_or_path: str | None, results_dir: Path, role: str = "run") -> RunResult:
+    """A saved run (a file, a saved name, or with None the latest under ``results_dir``); says on
+    stderr which file it read (``read baseline: results/cpu/..._nightly.json``), so that stdout
+    stays the table, JSON or Markdown."""
+    path = store.find(name_or_path, results_dir) if name_or_path else store.latest(results_dir)
+    result = store.load(path)
+    click.echo(f"read {role}: {path}", err=True)
+    return result
+
+
 def failures(result: RunResult) -> list[str]:
     """``case/impl: status`` for every implementation that failed, cheated or was wrong."""
     return [f"{c.case_id}/{r.name}: {r.status}" for c in result.cases for r in c.impls

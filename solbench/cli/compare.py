@@ -16,9 +16,9 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-from solbench import api
 from solbench.analysis.compare import Comparison, compare_impls, compare_runs
 from solbench.analysis.gate import GateResult, gate, parse_threshold
+from solbench.cli.common import read_run
 from solbench.errors import ConfigError, ResultsFormatError
 from solbench.report.compare_console import comparison_table, gate_table
 from solbench.report.compare_json import comparison_json, gate_json
@@ -93,7 +93,8 @@ def compare(a: str | None, b: str | None, baselines: tuple[str, ...], currents: 
     if baselines or currents:
         if not (baselines and currents) or a is not None or run_file is not None:
             raise click.UsageError("give --baseline RUN... and --current RUN... together, instead of A B")
-        sides = [api.load_run(x, rdir) for x in baselines], [api.load_run(x, rdir) for x in currents]
+        sides = ([read_run(x, rdir, "baseline") for x in baselines],
+                 [read_run(x, rdir, "current") for x in currents])
         result = compare_runs(sides[0], sides[1], impl=impl, threshold=tau, label_a=_label(baselines),
                               label_b=_label(currents))
         _show_comparison(result, as_json, as_markdown)
@@ -104,7 +105,7 @@ def compare(a: str | None, b: str | None, baselines: tuple[str, ...], currents: 
     if runs is not None:
         result = compare_runs(runs[0], runs[1], impl=impl, threshold=tau, label_a=a, label_b=b)
     else:
-        run = store.load(Path(run_file) if run_file else store.latest(rdir))
+        run = read_run(run_file, rdir)
         names = {r.name for c in run.cases for r in c.impls}
         for name in (a, b):
             if name not in names:
@@ -128,8 +129,22 @@ def _show_comparison(result: Comparison, as_json: bool, as_markdown: bool) -> No
 
 
 def _as_runs(a: str, b: str, rdir: Path) -> tuple | None:
+    """Both runs when A and B both name runs; None when neither does (two implementations); an
+    error naming the one that is missing when only one does."""
+    found = {name: _find(name, rdir) for name in (a, b)}
+    if all(p is None for p in found.values()):
+        return None
+    missing = [name for name, p in found.items() if p is None]
+    if missing:
+        other = a if missing[0] == b else b
+        raise ResultsFormatError(f"{missing[0]}: no such result file or saved run in {rdir} ({other} is one; "
+                                 "compare takes two runs, or two implementations of one run)")
+    return read_run(a, rdir, f"A ({a})"), read_run(b, rdir, f"B ({b})")
+
+
+def _find(name: str, rdir: Path) -> Path | None:
     try:
-        return store.load(store.find(a, rdir)), store.load(store.find(b, rdir))
+        return store.find(name, rdir)
     except ResultsFormatError as exc:
         if "no such result file or saved run" in str(exc):
             return None
@@ -166,8 +181,8 @@ def gate_cmd(baseline: tuple[str, ...], current: tuple[str, ...], threshold: str
     """
     rdir = Path(results_dir)
     tau = None if threshold is None else parse_threshold(threshold).fraction
-    base = [api.load_run(x, rdir) for x in baseline]
-    cur = [api.load_run(x, rdir) for x in current]
+    base = [read_run(x, rdir, "baseline") for x in baseline]
+    cur = [read_run(x, rdir, "current") for x in current]
     result = gate(base, cur, threshold=tau, alpha=alpha, allow_cross_hardware=allow_cross_hardware, impl=impl)
     emit_gate(result, junit=junit, markdown_file=markdown_file, as_json=as_json)
     sys.exit(result.exit_code)

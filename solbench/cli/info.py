@@ -9,8 +9,7 @@ from pathlib import Path
 import click
 
 from solbench import api
-from solbench.cli.common import console, handle_errors, print_run
-from solbench.results import store
+from solbench.cli.common import console, handle_errors, print_run, read_run
 
 
 @click.command()
@@ -52,7 +51,7 @@ def show(run_file: str | None, results_dir: str, as_markdown: bool) -> None:
     from solbench.report.markdown import run_markdown
 
     rdir = Path(results_dir)
-    result = api.load_run(run_file, rdir) if run_file else store.load(store.latest(rdir))
+    result = read_run(run_file, rdir)
     if as_markdown:
         click.echo(run_markdown(result))
         return

@@ -120,7 +120,7 @@ def test_show_renders_a_saved_run_as_tables_and_markdown(runner, tmp_path):
     assert table.exit_code == 0 and "double" in table.output and "baseline" in table.output
     md = runner.invoke(main, ["show", str(out), "--markdown"])
     assert md.exit_code == 0
-    lines = md.output.splitlines()
+    lines = md.stdout.splitlines()  # stderr says which file was read
     assert lines[0].startswith("### solbench run:")
     rows = [line for line in lines if line.startswith("| n=")]
     assert len(rows) == 2 and all("| baseline |" in r for r in rows)

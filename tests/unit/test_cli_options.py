@@ -54,3 +54,44 @@ def test_dry_run_output_and_save_both_act(tmp_path: Path) -> None:
                                        "--save", "what_if", "--results-dir", str(results)])
     assert result.exit_code == 0, result.output
     assert out.is_file() and len(list(results.rglob("*_what_if.json"))) == 1
+
+
+@pytest.fixture
+def saved(tmp_path: Path) -> Path:
+    """A results folder holding one run saved as ``nightly`` (a stored H200 run)."""
+    folder = tmp_path / "results" / "h200"
+    folder.mkdir(parents=True)
+    src = Path("results/h200/issue8-ab-same-baseline.json")
+    (folder / "20260101T000000-000000-aaaa_nightly.json").write_text(src.read_text())
+    return tmp_path / "results"
+
+
+def test_show_compare_and_gate_name_the_files_they_read(saved: Path) -> None:
+    path = next(saved.rglob("*_nightly.json"))
+    show = CliRunner().invoke(main, ["show", "--results-dir", str(saved), "--markdown"])
+    assert show.exit_code == 0 and f"read run: {path}" in show.stderr and "read run" not in show.stdout
+    cmp = CliRunner().invoke(main, ["compare", "nightly", str(path), "--results-dir", str(saved)])
+    assert cmp.exit_code == 0, cmp.output
+    assert f"read A (nightly): {path}" in cmp.stderr and f"read B ({path}): {path}" in cmp.stderr
+    gate = CliRunner().invoke(main, ["gate", "--baseline", "nightly", "--current", str(path), "--results-dir",
+                                     str(saved), "--threshold", "5%"])
+    assert f"read baseline: {path}" in gate.stderr and f"read current: {path}" in gate.stderr
+
+
+def test_a_run_compared_with_itself_is_same_or_pass_everywhere(saved: Path) -> None:
+    path = str(next(saved.rglob("*_nightly.json")))
+    cmp = CliRunner().invoke(main, ["compare", path, path, "--json"])
+    assert cmp.exit_code == 0
+    import json
+
+    rows = json.loads(cmp.stdout)["rows"]
+    assert rows and {r["verdict"] for r in rows} == {"SAME"}
+    gate = CliRunner().invoke(main, ["gate", "--baseline", path, "--current", path, "--json"])
+    assert gate.exit_code == 0 and {v["verdict"] for v in json.loads(gate.stdout)["verdicts"]} == {"PASS"}
+
+
+def test_compare_names_the_run_that_is_missing(saved: Path) -> None:
+    result = CliRunner().invoke(main, ["compare", "nightly", "head", "--results-dir", str(saved)])
+    assert _one_line_exit_2(result).startswith("error: head: no such result file or saved run")
+    result = CliRunner().invoke(main, ["compare", "head", "nightly", "--results-dir", str(saved)])
+    assert _one_line_exit_2(result).startswith("error: head: no such result file or saved run")
