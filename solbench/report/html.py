@@ -20,6 +20,7 @@ from solbench.analysis.compare import Comparison
 from solbench.analysis.gate import GateResult
 from solbench.report import flags
 from solbench.report.console import run_header, run_notes
+from solbench.report.markdown import split_key
 from solbench.report.units import (
     format_ci,
     format_p,
@@ -112,20 +113,22 @@ def _results_table(run: RunResult, cases: Sequence[CaseResult]) -> str:
 
 
 def _gate_section(g: GateResult) -> str:
-    rows = [[_e(v.key), _e(v.verdict), _e(format_seconds(v.median_base)), _e(format_seconds(v.median_cur)),
+    rows = [[_e(v.case_id), _e(v.impl), _e(v.verdict), _e(format_seconds(v.median_base)),
+             _e(format_seconds(v.median_cur)),
              _e(format_ratio(v.ratio)), _e(format_ci(v.ci_low, v.ci_high)), _e(f"+{format_percent(v.threshold)}"),
              _e(format_p(v.p_adjusted)), _e(v.reason)] for v in g.verdicts]
-    table = _table(["case", "verdict", "baseline", "current", "ratio", "95% CI", "threshold", "p (adj.)",
-                    "reason"], rows, left=2)
+    table = _table(["case", "impl", "verdict", "baseline", "current", "ratio", "95% CI", "threshold", "p (adj.)",
+                    "reason"], rows, left=3)
     return f"<h2>Gate: {_e(g.overall)}</h2>{table}"
 
 
 def _compare_section(c: Comparison) -> str:
-    rows = [[_e(r.key), _e(r.verdict), _e(format_seconds(r.median_a)), _e(format_seconds(r.median_b)),
-             _e(format_ratio(r.ratio)), _e(format_ci(r.ci_low, r.ci_high)), _e(format_p(r.p_value))]
-            for r in c.rows]
-    table = _table(["case", "verdict", c.label_a, c.label_b, f"{c.label_b}/{c.label_a}", "95% CI", "p"],
-                   rows, left=2)
+    by_impl = any(split_key(r.key)[1] for r in c.rows)  # two runs: case and implementation apart
+    rows = [[*(_e(x) for x in (split_key(r.key) if by_impl else (r.key,))), _e(r.verdict),
+             _e(format_seconds(r.median_a)), _e(format_seconds(r.median_b)), _e(format_ratio(r.ratio)),
+             _e(format_ci(r.ci_low, r.ci_high)), _e(format_p(r.p_value))] for r in c.rows]
+    table = _table(["case", *(["impl"] if by_impl else []), "verdict", c.label_a, c.label_b,
+                    f"{c.label_b}/{c.label_a}", "95% CI", "p"], rows, left=3 if by_impl else 2)
     geo = f"geomean speedup of {c.label_b} over {c.label_a}: {format_ratio(c.geomean_speedup)}"
     return f"<h2>Comparison: {_e(c.label_b)} vs {_e(c.label_a)}</h2>{table}<p>{_e(geo)}</p>"
 

@@ -20,6 +20,7 @@ __all__ = [
     "rounds_note",
     "run_markdown",
     "side_cell",
+    "split_key",
     "threshold_cell",
     "threshold_summary",
 ]
@@ -46,6 +47,14 @@ def threshold_summary(g: GateResult) -> str:
     if g.threshold is not None:
         return f"threshold {format_percent(g.threshold)} (explicit, every case)"
     return "threshold: each workload's recorded gate_threshold, else 5%"
+
+
+def split_key(key: str) -> tuple[str, str]:
+    """``"o_proj[tokens=16]/fused"`` -> ``("o_proj[tokens=16]", "fused")``; a bare case id -> ``(id, "")``."""
+    if key.endswith("]") or "/" not in key:
+        return key, ""
+    case, impl = key.rsplit("/", 1)
+    return case, impl
 
 
 def _cell(text: str) -> str:
@@ -85,11 +94,13 @@ def comparison_markdown(c: Comparison) -> str:
         "",
     ]
     if c.rows:
-        rows = [[r.key, format_seconds(r.median_a), format_seconds(r.median_b), format_ratio(r.ratio),
-                 format_ci(r.ci_low, r.ci_high), _sol(r.sol_a), _sol(r.sol_b), format_p(r.p_value),
-                 r.verdict] for r in c.rows]
-        header = ["Case", a, b, f"{b}/{a}", "CI", f"SOL {a}", f"SOL {b}", "p", "Verdict"]
-        lines += [*_table(header, "lrrrrrrrl", rows), ""]
+        by_impl = any(split_key(r.key)[1] for r in c.rows)  # two runs: case and implementation apart
+        rows = [[*(split_key(r.key) if by_impl else (r.key,)), format_seconds(r.median_a),
+                 format_seconds(r.median_b), format_ratio(r.ratio), format_ci(r.ci_low, r.ci_high), _sol(r.sol_a),
+                 _sol(r.sol_b), format_p(r.p_value), r.verdict] for r in c.rows]
+        header = ["Case", *(["Impl"] if by_impl else []), a, b, f"{b}/{a}", "CI", f"SOL {a}", f"SOL {b}", "p",
+                  "Verdict"]
+        lines += [*_table(header, ("ll" if by_impl else "l") + "rrrrrrrl", rows), ""]
     else:
         lines += ["No case was measured on both sides.", ""]
     lines += _keys(f"Only in {a}", c.only_in_a, b, c.other_side) + _keys(f"Only in {b}", c.only_in_b, a, c.other_side)
@@ -101,7 +112,7 @@ def comparison_markdown(c: Comparison) -> str:
 
 def _gate_row(v: GateCaseVerdict) -> list[str]:
     p = format_p(v.p_adjusted) if v.p_adjusted is not None else "—"
-    return [v.key, side_cell(v.median_base, v.status_base), side_cell(v.median_cur, v.status_cur),
+    return [v.case_id, v.impl, side_cell(v.median_base, v.status_base), side_cell(v.median_cur, v.status_cur),
             format_ratio(v.ratio), format_ci(v.ci_low, v.ci_high), threshold_cell(v), p,
             f"{_GATE_ICON[v.verdict]} {v.verdict}"]
 
@@ -136,8 +147,8 @@ def gate_markdown(g: GateResult) -> str:
         lines += ["> ⚠️ Compared across different hardware or software (allowed): "
                   + "; ".join(_cell(d) for d in g.fingerprint_diffs), ""]
     ordered = sorted(g.verdicts, key=lambda v: _GATE_ORDER[v.verdict])
-    header = ["Case", "Baseline", "Current", "Ratio", "CI", "Threshold", "p (adj.)", "Verdict"]
-    lines += [*_table(header, "lrrrrrrl", [_gate_row(v) for v in ordered]), ""]
+    header = ["Case", "Impl", "Baseline", "Current", "Ratio", "CI", "Threshold", "p (adj.)", "Verdict"]
+    lines += [*_table(header, "llrrrrrrl", [_gate_row(v) for v in ordered]), ""]
     flagged = [v for v in ordered if v.verdict != "PASS"]  # FASTER too: it is news
     lines += [f"- `{v.key}`: {v.verdict}: {_cell(v.reason)}" for v in flagged]
     return "\n".join(lines).rstrip("\n") + "\n"

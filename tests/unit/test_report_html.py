@@ -95,8 +95,9 @@ def test_gate_and_comparison_tables_appear_when_given():
     page = Page(text)
     assert_self_contained(page, text)
     assert "Gate: REGRESSION" in page.headings and "Comparison: head vs base" in page.headings
-    gate_table = next(t for t in page.tables if t[0][:2] == ["case", "verdict"] and "threshold" in t[0])
-    assert {row[0]: row[1] for row in gate_table[1:]} == {"c1/baseline": "REGRESSION", "c2/baseline": "PASS"}
+    gate_table = next(t for t in page.tables if t[0][:3] == ["case", "impl", "verdict"] and "threshold" in t[0])
+    assert {f"{row[0]}/{row[1]}": row[2] for row in gate_table[1:]} == {"c1/baseline": "REGRESSION",
+                                                                       "c2/baseline": "PASS"}
     assert page.images == []  # no images given: none referenced
 
 
