@@ -95,3 +95,23 @@ def test_compare_names_the_run_that_is_missing(saved: Path) -> None:
     assert _one_line_exit_2(result).startswith("error: head: no such result file or saved run")
     result = CliRunner().invoke(main, ["compare", "head", "nightly", "--results-dir", str(saved)])
     assert _one_line_exit_2(result).startswith("error: head: no such result file or saved run")
+
+
+def test_report_without_matplotlib_writes_nothing(saved: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "matplotlib" else real(name, *a))
+    csv, html = tmp_path / "out" / "r.csv", tmp_path / "out" / "r.html"
+    result = CliRunner().invoke(main, ["report", "nightly", "--csv", str(csv), "--html", str(html),
+                                       "--results-dir", str(saved)])
+    line = _one_line_exit_2(result)
+    assert "pip install 'solbench[plot]'" in line and "nothing was written" in line
+    assert not csv.exists() and not html.exists()
+
+
+def test_report_gate_sections_need_html(saved: Path, tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["report", "nightly", "--csv", str(tmp_path / "r.csv"), "--gate-against",
+                                       "nightly", "--results-dir", str(saved)])
+    assert "add --html FILE" in _one_line_exit_2(result)
+    assert not (tmp_path / "r.csv").exists()
