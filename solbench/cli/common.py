@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -19,6 +20,41 @@ from solbench.results import store
 from solbench.results.model import FAILED_STATUSES, RunResult
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+# Help of options several commands share, so that one option reads the same everywhere; a command
+# gives its own help where its meaning differs. Filled in by solbench.cli.main when a command loads.
+OPTION_HELP = {
+    "--results-dir": "Folder of saved runs: where runs are saved and saved names (--save NAME) are looked up.",
+    "--min-samples": "Take at least this many timed samples per implementation and case.",
+    "--max-samples": "Stop after this many timed samples, converged or not.",
+    "--input-sets": "Independently drawn input sets the timed calls rotate through.",
+    "--seed": "Seed of the random inputs (every worker draws its own from it).",
+    "--target": "Stop when the median's 95% CI half-width is within this fraction of the median.",
+    "--device": "Where to measure: auto (a CUDA GPU if torch sees one, else the CPU), cpu, cuda or cuda:N.",
+    "--timer": "cold: CUDA events, L2 flushed; graph: CUDA-graph replay (warm L2); cupti: the cold protocol "
+               "timed by CUPTI. GPU only: refused on the CPU, which uses the wall clock.",
+    "--flush": "cold/cupti timer: zero 2 x L2 and read it back (clean) or only zero it (write, as nvbench). GPU only.",
+    "--timeout": "Seconds per implementation and case (set-up and compilation included) before its worker is "
+                 "killed and the result is 'timeout'.",
+    "--alpha": "False-discovery rate across cases (Benjamini-Hochberg).",
+    "--json": "Print the result as JSON on stdout (nothing else).",
+    "--title": "Title of the HTML report.",
+    "--workload": "Only this workload (repeatable).",
+    "--impl": "Only this implementation (repeatable).",
+    "--markdown": "Print Markdown on stdout instead of the table (PR comments, $GITHUB_STEP_SUMMARY).",
+    "--markdown-file": "Also write the Markdown to FILE.",
+}
+
+
+def refuse_markdown_path(args: list[str], *, any_word: bool) -> None:
+    """``--markdown`` is a flag in every command (Markdown on stdout); a file is ``--markdown-file``.
+    The old ``gate``/``ab`` form ``--markdown FILE`` is refused with the new spelling, never read as
+    an input: for ``gate`` any word after it, for ``ab`` (whose FILES are workloads) a ``.md`` file."""
+    for flag, word in itertools.pairwise(args):
+        if flag == "--markdown" and not word.startswith("-") and (any_word or word.endswith((".md", ".markdown"))):
+            raise click.UsageError(f"--markdown prints Markdown on stdout; write it to a file with "
+                                   f"--markdown-file {word}")
 
 
 def console(quiet: bool = False) -> Console:

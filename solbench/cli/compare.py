@@ -18,7 +18,7 @@ from rich.console import Console
 
 from solbench.analysis.compare import Comparison, compare_impls, compare_runs
 from solbench.analysis.gate import GateResult, gate, parse_threshold
-from solbench.cli.common import read_run
+from solbench.cli.common import read_run, refuse_markdown_path
 from solbench.errors import ConfigError, ResultsFormatError
 from solbench.report.compare_console import comparison_table, gate_table
 from solbench.report.compare_json import comparison_json, gate_json
@@ -42,6 +42,7 @@ class _Sides(click.Command):
     sides = ("--baseline", "--current")
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        refuse_markdown_path(args, any_word=self.name == "gate")
         out: list[str] = []
         side: str | None = None
         for i, token in enumerate(args):
@@ -76,7 +77,8 @@ def _console() -> Console:
 @_compare_threshold
 @click.option("--results-dir", type=click.Path(file_okay=False), default="results", show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
-@click.option("--markdown", "as_markdown", is_flag=True, help="Print the comparison as Markdown.")
+@click.option("--markdown", "as_markdown", is_flag=True,
+              help="Print the comparison as Markdown on stdout instead of the table.")
 def compare(a: str | None, b: str | None, baselines: tuple[str, ...], currents: tuple[str, ...],
             run_file: str | None, impl: str | None, threshold: str, results_dir: str,
             as_json: bool, as_markdown: bool) -> None:
@@ -164,11 +166,13 @@ def _find(name: str, rdir: Path) -> Path | None:
 @click.option("--allow-cross-hardware", is_flag=True, help="Compare runs whose fingerprints differ.")
 @click.option("--results-dir", type=click.Path(file_okay=False), default="results", show_default=True)
 @click.option("--junit", type=click.Path(dir_okay=False), help="Write JUnit XML here.")
-@click.option("--markdown", "markdown_file", type=click.Path(dir_okay=False), help="Write Markdown here.")
+@click.option("--markdown", "as_markdown", is_flag=True,
+              help="Print the verdicts as Markdown on stdout instead of the table.")
+@click.option("--markdown-file", type=click.Path(dir_okay=False), help="Also write the Markdown to FILE.")
 @click.option("--json", "as_json", is_flag=True, help="Print the verdicts as JSON.")
 def gate_cmd(baseline: tuple[str, ...], current: tuple[str, ...], threshold: str | None, impl: str | None,
              alpha: float, allow_cross_hardware: bool, results_dir: str, junit: str | None,
-             markdown_file: str | None, as_json: bool) -> None:
+             as_markdown: bool, markdown_file: str | None, as_json: bool) -> None:
     """Fail (exit 1) when CURRENT is slower than BASELINE beyond the threshold, or broken.
 
     Each side may be several runs of the same code (--baseline a.json b.json --current c.json
@@ -184,12 +188,12 @@ def gate_cmd(baseline: tuple[str, ...], current: tuple[str, ...], threshold: str
     base = [read_run(x, rdir, "baseline") for x in baseline]
     cur = [read_run(x, rdir, "current") for x in current]
     result = gate(base, cur, threshold=tau, alpha=alpha, allow_cross_hardware=allow_cross_hardware, impl=impl)
-    emit_gate(result, junit=junit, markdown_file=markdown_file, as_json=as_json)
+    emit_gate(result, junit=junit, markdown_file=markdown_file, as_json=as_json, as_markdown=as_markdown)
     sys.exit(result.exit_code)
 
 
 def emit_gate(result: GateResult, *, junit: str | None = None, markdown_file: str | None = None,
-              as_json: bool = False, console: Console | None = None) -> None:
+              as_json: bool = False, console: Console | None = None, as_markdown: bool = False) -> None:
     """Render a gate result to the terminal, files and $GITHUB_STEP_SUMMARY."""
     md = gate_markdown(result)
     if junit:
@@ -202,6 +206,8 @@ def emit_gate(result: GateResult, *, junit: str | None = None, markdown_file: st
             f.write(md + "\n")
     if as_json:
         click.echo(json.dumps(gate_json(result), indent=1))
+    elif as_markdown:
+        click.echo(md)
     else:
         (console or _console()).print(gate_table(result))
     click.echo(f"gate: {result.overall} (exit {result.exit_code}, {len(result.verdicts)} cases, "

@@ -18,14 +18,16 @@ from solbench.results.model import RunResult
 
 @click.command()
 @click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
-@click.option("--gpu", "gpu", metavar="SPEC", help="Score against this hardware spec (what-if).")
+@click.option("--gpu", "gpu", metavar="SPEC",
+              help="With --dry-run: cost the cases on this hardware spec (what-if; `solbench list` names them).")
 @click.option("--dry-run", is_flag=True, help="Print FLOPs, bytes and T_SOL; measure nothing.")
 @click.option("--device", default="auto", show_default=True, metavar="auto|cpu|cuda|cuda:N",
               help="Where to measure; cuda:N picks a GPU (scored against that GPU's spec).")
 @click.option("--timer", type=click.Choice(["cold", "graph", "cupti"]), default="cold", show_default=True,
               help="cold: CUDA events, L2 flushed; graph: CUDA-graph replay of many calls of one input set "
                    "(warm L2); cupti: the cold protocol timed by CUPTI from the first to the last GPU activity "
-                   "the call launched, on any stream (needs cupti-python: pip install 'solbench[cupti]').")
+                   "the call launched, on any stream (needs cupti-python: pip install 'solbench[cupti]'). "
+                   "GPU only: refused on the CPU, which is timed with the wall clock.")
 @click.option("--flush", type=click.Choice(["clean", "write"]), default="clean", show_default=True,
               help="cold/cupti timer: zero 2 x L2 and read it back (clean: no write-back of dirty lines "
                    "inside the timed window) or only zero it (write, as nvbench).")
@@ -34,7 +36,7 @@ from solbench.results.model import RunResult
 @click.option("--budget", type=click.FloatRange(min=0.01), default=2.0, show_default=True,
               help="Seconds of sampling per implementation and case.")
 @click.option("--target", type=click.FloatRange(min=0.0001), default=0.01, show_default=True,
-              help="Stop when the median's 95%% CI half-width is within this fraction.")
+              help="Stop when the median's 95% CI half-width is within this fraction.")
 @click.option("--min-samples", type=click.IntRange(min=3), default=10, show_default=True)
 @click.option("--max-samples", type=click.IntRange(min=3), default=2000, show_default=True)
 @click.option("--input-sets", type=click.IntRange(min=1), default=2, show_default=True)

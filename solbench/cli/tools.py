@@ -161,7 +161,7 @@ def _label(run: RunResult) -> str:
 @click.option("--patience", type=click.IntRange(min=1),
               help="Stop a case after this many configurations in a row without a new best.")
 @click.option("--margin", type=click.FloatRange(min=0), default=0.02, show_default=True,
-              help="Abandon a configuration once its median's 95%% CI lies above best x (1 + margin).")
+              help="Abandon a configuration once its median's 95% CI lies above best x (1 + margin).")
 @click.option("--budget", type=click.FloatRange(min=0.01), default=0.5, show_default=True,
               help="Seconds of sampling per configuration.")
 @click.option("--target", type=click.FloatRange(min=0.0001), default=0.01, show_default=True)
@@ -170,8 +170,8 @@ def _label(run: RunResult) -> str:
 @click.option("--confirm-rounds", type=click.IntRange(min=1), default=2, show_default=True,
               help="Alternating re-measurements of hand-picked and winner.")
 @click.option("--min-gain", type=click.FloatRange(min=0, min_open=True), default=0.01, show_default=True,
-              help="A winner whose gain's 95%% CI lies within +-this of 1 is SAME: hand-picked stays.")
-@click.option("--device", type=click.Choice(["auto", "cuda", "cpu"]), default="auto", show_default=True)
+              help="A winner whose gain's 95% CI lies within +-this of 1 is SAME: hand-picked stays.")
+@click.option("--device", default="auto", show_default=True, metavar="auto|cpu|cuda|cuda:N")
 @click.option("-o", "--output", type=click.Path(dir_okay=False),
               help="Every configuration's result (JSON); default results/<spec>/<time>_tune.json.")
 @click.option("--tuned-file", type=click.Path(dir_okay=False),

@@ -92,8 +92,8 @@ def comparison_table(c: Comparison) -> Table:
                   f"{format_ratio(r.ratio)} {format_ci(r.ci_low, r.ci_high)}", f"{_sol(r.sol_a)} → {_sol(r.sol_b)}",
                   format_p(r.p_value),
                   Text(r.verdict, style=_STYLE[r.verdict]))
-    for side, other, keys in ((a, b, c.only_in_a), (b, a, c.only_in_b)):
-        for k in keys:
+    for side, other, one_sided in ((a, b, c.only_in_a), (b, a, c.only_in_b)):
+        for k in one_sided:
             t.add_row(*key(k), *[""] * 5,
                       Text(f"only in {side} ({other}: {c.other_side.get(k, 'absent')})", style="dim"))
     for k, models in c.not_comparable.items():
