@@ -12,7 +12,14 @@ from typing import Any, TypeVar
 import click
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 
 from solbench.errors import SolbenchError
 from solbench.report.console import run_header, run_notes, run_tables
@@ -154,7 +161,8 @@ def print_run(out: Console, result: RunResult) -> None:
 
 
 class ProgressBar:
-    """A rich progress bar over cases, on stderr; a no-op callback when quiet."""
+    """A rich progress bar over cases, on stderr, with the time elapsed and an ETA (the mean time per
+    case so far times the cases left); a no-op callback when quiet."""
 
     def __init__(self, quiet: bool) -> None:
         self.quiet = quiet or (not sys.stderr.isatty() and os.environ.get("SOLBENCH_PROGRESS") != "1")
@@ -165,7 +173,8 @@ class ProgressBar:
         if self.quiet:
             return lambda event, data: None
         self._bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                             TimeElapsedColumn(), console=err_console(), transient=True)
+                             TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
+                             console=err_console(), transient=True)
         self._bar.__enter__()
         return self._event
 

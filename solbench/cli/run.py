@@ -33,6 +33,13 @@ from solbench.results.model import RunResult
                    "inside the timed window) or only zero it (write, as nvbench).")
 @click.option("-w", "--workload", "workloads", multiple=True, help="Only this workload (repeatable).")
 @click.option("-i", "--impl", "impls", multiple=True, help="Only this implementation (repeatable).")
+@click.option("--case", "cases", multiple=True, metavar="PATTERN",
+              help="Only cases matching PATTERN (repeatable): name=value items every one of which the case has "
+                   "('tokens=16', 'tokens=16,float32'), or a case id with * and ? wildcards "
+                   "('o_proj[tokens=16,*').")
+@click.option("--set", "sets", multiple=True, metavar="NAME=V1,V2",
+              help="Measure parameter NAME at these values instead of the file's (repeatable; every workload "
+                   "that has the parameter).")
 @click.option("--budget", type=click.FloatRange(min=0.01), default=2.0, show_default=True,
               help="Seconds of sampling per implementation and case.")
 @click.option("--target", type=click.FloatRange(min=0.0001), default=0.01, show_default=True,
@@ -81,7 +88,8 @@ from solbench.results.model import RunResult
 @click.option("--junit", type=click.Path(dir_okay=False), help="With --gate-against: JUnit XML here.")
 @handle_errors
 def run(files: Sequence[str], gpu: str | None, dry_run: bool, device: str, timer: str, flush: str,
-        workloads: Sequence[str], impls: Sequence[str], budget: float, target: float,
+        workloads: Sequence[str], impls: Sequence[str], cases: Sequence[str], sets: Sequence[str], budget: float,
+        target: float,
         min_samples: int, max_samples: int, input_sets: int, peaks: str, seed: int, timeout_s: float,
         threads: int, in_process: bool, repeat: int | None, devices: str, executor: str, address: str | None,
         schedule_from: str | None, force: bool, tuned: str | None, save_name: str | None,
@@ -97,8 +105,10 @@ def run(files: Sequence[str], gpu: str | None, dry_run: bool, device: str, timer
         raise click.UsageError("--address names a Ray cluster; add --executor ray")
     if junit and not gate_against:
         raise ConfigError("--junit writes the gate's verdicts; add --gate-against RUN (or use solbench gate --junit)")
+    overrides = parse_sets(sets)
     if dry_run:
-        result = api.dry_run(files, api.hardware_spec(gpu), workloads, impls)
+        result = api.dry_run(files, api.hardware_spec(gpu), workloads, impls, select=tuple(cases),
+                             overrides=dict(overrides))
         _finish_dry(result, out, as_json, output, save_name, Path(results_dir), force)
         return
     options = api.RunOptions(timer=timer, target_rel_ci=target, min_samples=min_samples,
@@ -107,7 +117,8 @@ def run(files: Sequence[str], gpu: str | None, dry_run: bool, device: str, timer
                              results_dir=Path(results_dir), timeout_s=timeout_s, in_process=in_process,
                              tuned=Path(tuned) if tuned else None, repeat=repeat or 0, devices=devices,
                              executor=executor, address=address,
-                             schedule_from=Path(schedule_from) if schedule_from else None, threads=threads)
+                             schedule_from=Path(schedule_from) if schedule_from else None, threads=threads,
+                             cases=tuple(cases), overrides=overrides)
     saver = Saver(Path(output) if output else None, Path(results_dir), save_name, force=force)
     base = api.load_run(gate_against, Path(results_dir)) if gate_against else None
     from solbench.analysis.gate import parse_threshold
@@ -136,6 +147,27 @@ def run(files: Sequence[str], gpu: str | None, dry_run: bool, device: str, timer
         emit_gate(verdict, junit=junit, console=console(quiet or as_json))
         code = exitcodes.worst(code, verdict.exit_code)
     sys.exit(code)
+
+
+def parse_sets(sets: Sequence[str]) -> tuple[tuple[str, tuple[int | float | str, ...]], ...]:
+    """``("tokens=16,64", "hidden=512")`` -> ``(("tokens", (16, 64)), ("hidden", (512,)))``; numbers
+    are ints where they read as ints, else floats, else kept as text."""
+    def value(text: str) -> int | float | str:
+        for kind in (int, float):
+            try:
+                return kind(text)
+            except ValueError:
+                pass
+        return text
+
+    out = []
+    for item in sets:
+        name, sep, values = item.partition("=")
+        parsed = tuple(value(v.strip()) for v in values.split(",") if v.strip())
+        if not sep or not name.strip() or not parsed:
+            raise ConfigError(f"--set {item!r}: expected NAME=V1,V2 (e.g. --set tokens=16,64)")
+        out.append((name.strip(), parsed))
+    return tuple(out)
 
 
 def _finish_dry(result: RunResult, out: Console, as_json: bool, output: str | None, save_name: str | None,

@@ -51,7 +51,8 @@ def prepare(files: Sequence[str | Path], options: RunOptions, info: Any, floor_s
     from solbench.device import nvml, threads
     from solbench.measure.worker import MeasureSettings
 
-    planned = plan(files, info.kind, options.workloads, options.impls)
+    planned = plan(files, info.kind, options.workloads, options.impls, cases=options.cases,
+                   overrides=dict(options.overrides))
     _check_memory(planned, info, options)
     units = tuple(Unit(p.spec, p.path, _selected(p.cases, options.keys), _impls(p, options)) for p in planned)
     settings = replace(MeasureSettings.of(options, info.kind), threads=threads.policy(options.threads, info.kind))

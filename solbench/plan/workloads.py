@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import functools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,8 +22,8 @@ from solbench.config.workloads import load_workload_file, validate_references
 from solbench.config.yamlio import read_yaml
 from solbench.errors import ConfigError
 from solbench.results.model import CaseResult, Environment, ImplResult, Protocol, RunResult, SpecRef
-from solbench.workload.cases import Case, CaseError, expand
-from solbench.workload.schema import WorkloadSpec
+from solbench.workload.cases import Case, CaseError, case_matches, expand, parameter_names
+from solbench.workload.schema import ParamValue, WorkloadSpec
 
 if TYPE_CHECKING:
     from solbench.analysis.hwspec import HardwareSpec
@@ -40,13 +40,16 @@ class Planned:
 
 
 def plan(files: Sequence[str | Path], device_kind: str, only: Sequence[str] = (),
-         impls: Sequence[str] = ()) -> list[Planned]:
+         impls: Sequence[str] = (), *, cases: Sequence[str] = (),
+         overrides: Mapping[str, Sequence[ParamValue]] | None = None) -> list[Planned]:
     """Load workload files and expand their cases for a device kind ("cpu" or "cuda").
 
     ``only`` and ``impls`` (workload and implementation names) must each name something that
-    exists, or this raises a ConfigError listing what does.
+    exists, or this raises a ConfigError listing what does. ``overrides`` (``--set``) replaces
+    the values of the parameters it names; ``cases`` (``--case``) keeps the cases that match one
+    of its patterns (:func:`~solbench.workload.cases.case_matches`); each must apply somewhere.
     """
-    planned = []
+    planned, every_id = [], []
     for f in files:
         path = Path(f)
         specs = load_workload_file(path)
@@ -56,11 +59,14 @@ def plan(files: Sequence[str | Path], device_kind: str, only: Sequence[str] = ()
             if only and spec.name not in only:
                 continue
             try:
-                cases = tuple(expand(spec, device_kind))
+                expanded = tuple(expand(spec, device_kind, overrides))
             except CaseError as exc:
                 raise read_yaml(path).error(["workloads", i, *exc.loc], str(exc)) from None
-            p = Planned(spec, path, i, cases)
-            for case in cases:  # every op of every case is costed before anything is measured
+            every_id += [c.id for c in expanded]
+            if cases:
+                expanded = tuple(c for c in expanded if any(case_matches(c.id, pat) for pat in cases))
+            p = Planned(spec, path, i, expanded)
+            for case in expanded:  # every op of every case is costed before anything is measured
                 cost_of(p, case)
             planned.append(p)
     if only:
@@ -69,13 +75,14 @@ def plan(files: Sequence[str | Path], device_kind: str, only: Sequence[str] = ()
             known = sorted({s.name for f in files for s in load_workload_file(Path(f))})
             raise ConfigError(f"-w: no workload named {', '.join(missing)} in {', '.join(map(str, files))} "
                               f"(there are: {', '.join(known)})")
+    _check_selection(planned, every_id, device_kind, cases, overrides or {})
     if impls:
         known_impls = {n for p in planned for n in p.spec.implementations}
         missing = sorted(set(impls) - known_impls)
         if missing:
             raise ConfigError(f"-i: no implementation named {', '.join(missing)} in the selected workloads "
                               f"(there are: {', '.join(sorted(known_impls))})")
-    return planned
+    return [p for p in planned if p.cases] if cases else planned  # a workload --case left empty: no workers
 
 
 def _checked(specs: Sequence[WorkloadSpec], workload: str, impl: str, *, only: Sequence[str],
@@ -86,6 +93,20 @@ def _checked(specs: Sequence[WorkloadSpec], workload: str, impl: str, *, only: S
     if (only and workload not in only) or not wanted(spec, impl, impls):
         return False
     return not (device_kind == "cpu" and "cuda" in spec.implementations[impl].requires)
+
+
+def _check_selection(planned: list[Planned], ids: list[str], device_kind: str, cases: Sequence[str],
+                     overrides: Mapping[str, Sequence[ParamValue]]) -> None:
+    """ConfigError for a --set parameter no selected workload has, or a --case pattern nothing matched."""
+    names = set().union(*(parameter_names(p.spec, device_kind) for p in planned)) if planned else set()
+    unknown = sorted(set(overrides) - names)
+    if unknown:
+        raise ConfigError(f"--set: no selected workload has a parameter {', '.join(unknown)} "
+                          f"(they have: {', '.join(sorted(names))})")
+    for pattern in cases:
+        if not any(case_matches(i, pattern) for i in ids):
+            raise ConfigError(f"--case: no case matches {pattern!r} (cases: {', '.join(ids[:6])}"
+                              f"{', ...' if len(ids) > 6 else ''})")
 
 
 def wanted(spec: WorkloadSpec, impl: str, impls: Sequence[str]) -> bool:
@@ -103,11 +124,13 @@ def cost_of(p: Planned, case: Case) -> Any:
 
 
 def dry_run(files: Sequence[str | Path], spec: HardwareSpec, only: Sequence[str] = (),
-            impls: Sequence[str] = ()) -> RunResult:
-    """FLOPs, bytes and T_SOL of every case against ``spec``, without running anything."""
+            impls: Sequence[str] = (), *, select: Sequence[str] = (),
+            overrides: Mapping[str, Sequence[ParamValue]] | None = None) -> RunResult:
+    """FLOPs, bytes and T_SOL of every case against ``spec``, without running anything
+    (``select``, ``overrides``: as :func:`plan`'s ``cases`` and ``overrides``)."""
     kind = "cpu" if spec.kind == "cpu" else "cuda"
     cases = []
-    for p in plan(files, kind, only, impls):
+    for p in plan(files, kind, only, impls, cases=select, overrides=overrides):
         for case in p.cases:
             cases.append(case_result(p, case, spec, ()))
     env = Environment(device_kind=kind, device_name=spec.name, spec_id=spec.id, solbench=__version__)
