@@ -7,6 +7,7 @@ in a layer below and is re-exported, so ``solbench.api`` owns no logic of its ow
     ab(files, base_tree, cur_tree)-> (baseline, current) runs                   solbench.execute.ab
     gate_live(base, cur, ...)     -> GateResult, suspect cases re-measured      solbench.execute.run
     tune(files)                   -> TuneResult                                  solbench.tools.tune
+    bench(fn, *args, flops=, bytes=) -> BenchResult (one callable, no YAML)     solbench.tools.bench
     calibrate(), device_summary(), hardware_spec(), list_specs(), list_workloads(), load_run()
                                                                                  solbench.tools.info
 """
@@ -32,6 +33,8 @@ from solbench.plan.workloads import Planned as Planned
 from solbench.plan.workloads import cost_of as cost_of
 from solbench.plan.workloads import dry_run as dry_run
 from solbench.plan.workloads import plan as plan
+from solbench.tools.bench import BenchResult as BenchResult
+from solbench.tools.bench import bench as bench
 from solbench.tools.info import calibrate as calibrate
 from solbench.tools.info import device_summary as device_summary
 from solbench.tools.info import hardware_spec as hardware_spec
