@@ -21,6 +21,7 @@ from solbench.analysis.gate import GateResult
 from solbench.report import flags
 from solbench.report.console import run_header, run_notes
 from solbench.report.markdown import split_key
+from solbench.report.roofline import point_labels
 from solbench.report.units import (
     format_ci,
     format_p,
@@ -161,10 +162,13 @@ def report_html(runs: Sequence[RunResult], images: ReportImages = ReportImages()
             f'<p class="note">{_e(", ".join(devices))} · {len(runs)} run(s) · '
             f'{sum(len(r.cases) for r in runs)} case(s)</p>']
     if images.roofline:
+        numbered = point_labels(runs)
         body += ["<h2>Roofline</h2>", _img(images.roofline, "roofline"),
                  '<p class="note">One point per case × implementation: analytic FLOPs / median time against '
                  "analytic FLOP per fused byte; arrows go from the baseline to the fused (else the fastest) "
-                 "implementation; dashed roofs are ceilings measured by solbench calibrate.</p>"]
+                 "implementation; dashed roofs are ceilings measured by solbench calibrate. Each point carries "
+                 "the number of its case:</p>",
+                 '<ol class="note">' + "".join(f"<li>{_e(case)}</li>" for case in numbered) + "</ol>"]
     if gate is not None:
         body.append(_gate_section(gate))
     if comparison is not None:
