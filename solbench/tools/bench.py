@@ -83,19 +83,23 @@ def bench(fn: Callable[..., Any], *args: Any, flops: float = 0.0, bytes: float =
                 "target_rel_ci": target_rel_ci, "budget_s": budget_s, "isolation": "in-process",
                 "threads": n_threads, **timer.protocol()}
     spec = f"{info.spec.id} ({info.spec.source} peaks)"
-    common = {"median": timing.median, "ci_low": timing.ci_low, "ci_high": timing.ci_high, "n": timing.n,
-              "stop_reason": timing.stop_reason, "device": info.name, "spec": spec, "protocol": protocol,
-              "timing": timing}
     if not (flops or bytes or vector_flops):
-        return BenchResult(**common, t_sol=None, bound=None, sol=None, mfu=None, mbu=None, invalid=False)
+        return _result(timing, info.name, spec, protocol)
     peaks = info.spec.peaks_for(dtype)
     cost = Cost(dtype=dtype, tensor_flops=float(flops), vector_flops=float(vector_flops),
                 fused_bytes=float(bytes), unfused_bytes=float(bytes))
     sol = speed_of_light(cost, peaks)
     s = score(timing.median, cost, peaks, sol, None)
-    return BenchResult(**common, t_sol=sol.t_sol, bound=sol.bound, sol=s.sol, mfu=s.mfu,
-                       mbu=s.mbu if bytes else None,
-                       invalid=info.spec.source != "measured" and is_below_sol(timing.median, sol.t_sol))
+    return _result(timing, info.name, spec, protocol, t_sol=sol.t_sol, bound=sol.bound, sol=s.sol, mfu=s.mfu,
+                   mbu=s.mbu if bytes else None,
+                   invalid=info.spec.source != "measured" and is_below_sol(timing.median, sol.t_sol))
+
+
+def _result(timing: Timing, device: str, spec: str, protocol: dict[str, Any], *, t_sol: float | None = None,
+            bound: str | None = None, sol: float | None = None, mfu: float | None = None,
+            mbu: float | None = None, invalid: bool = False) -> BenchResult:
+    return BenchResult(timing.median, timing.ci_low, timing.ci_high, timing.n, timing.stop_reason, device, spec,
+                       t_sol, bound, sol, mfu, mbu, invalid, protocol, timing)
 
 
 def _torch_threads() -> int:

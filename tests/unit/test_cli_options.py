@@ -115,3 +115,18 @@ def test_report_gate_sections_need_html(saved: Path, tmp_path: Path) -> None:
                                        "nightly", "--results-dir", str(saved)])
     assert "add --html FILE" in _one_line_exit_2(result)
     assert not (tmp_path / "r.csv").exists()
+
+
+def test_the_progress_bar_shows_an_eta(monkeypatch: pytest.MonkeyPatch) -> None:
+    from rich.progress import TimeRemainingColumn
+
+    from solbench.cli.common import ProgressBar
+
+    monkeypatch.setenv("SOLBENCH_PROGRESS", "1")
+    bar = ProgressBar(quiet=False)
+    with bar as progress:
+        progress("start", {"cases": 4})
+        progress("case_done", {"case": "c"})
+        assert bar._bar is not None
+        assert any(isinstance(c, TimeRemainingColumn) for c in bar._bar.columns)
+        assert bar._bar.tasks[0].completed == 1 and bar._bar.tasks[0].total == 4
