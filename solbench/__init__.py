@@ -4,6 +4,7 @@
     run = solbench.run(["workloads/attn.yaml"])          # check, time and score on this device
     dry = solbench.dry_run(["workloads/attn.yaml"], solbench.hardware_spec("b200"))
     verdict = solbench.gate(base_run, run)               # CI regression decision
+    r = solbench.bench(torch.mm, a, b, flops=2 * m * n * k)   # one callable, no YAML
 
 Names are imported lazily, so importing one pure submodule pulls in nothing heavy.
 """
@@ -16,7 +17,9 @@ from typing import Any
 from solbench._version import __version__ as __version__
 
 _EXPORTS = {
+    "BenchResult": "solbench.api",
     "RunOptions": "solbench.api",
+    "bench": "solbench.api",
     "dry_run": "solbench.api",
     "hardware_spec": "solbench.api",
     "load_run": "solbench.api",

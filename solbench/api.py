@@ -8,6 +8,7 @@ in a layer below and is re-exported, so ``solbench.api`` owns no logic of its ow
     gate_live(base, cur, ...)     -> GateResult, suspect cases re-measured      solbench.execute.run
     tune(files)                   -> TuneResult                                  solbench.tools.tune
     import_problems(src, out)     -> workload files of a suite's problems       solbench.suites.export
+    bench(fn, *args, flops=, bytes=) -> BenchResult (one callable, no YAML)     solbench.tools.bench
     calibrate(), device_summary(), hardware_spec(), list_specs(), list_workloads(), load_run()
                                                                                  solbench.tools.info
 """
@@ -34,6 +35,8 @@ from solbench.plan.workloads import cost_of as cost_of
 from solbench.plan.workloads import dry_run as dry_run
 from solbench.plan.workloads import plan as plan
 from solbench.suites.export import import_problems as import_problems
+from solbench.tools.bench import BenchResult as BenchResult
+from solbench.tools.bench import bench as bench
 from solbench.tools.info import calibrate as calibrate
 from solbench.tools.info import device_summary as device_summary
 from solbench.tools.info import hardware_spec as hardware_spec

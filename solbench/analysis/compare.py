@@ -20,6 +20,8 @@ Verdict rule, first match wins (tau = threshold, default 0.05):
 
     INCONCLUSIVE   fewer than MIN_SAMPLES (5) samples on either side
     SAME           1/(1+tau) <= lo  and  hi <= 1+tau
+                   (both sides holding the very same samples, in the same rounds, as when a
+                   run is compared with itself, is the same measurement: r = 1, [lo, hi] = [1, 1])
                    (the CI rules out any change as large as the threshold, even
                    when the change is statistically detectable: tau is the
                    smallest change worth reporting)
@@ -298,6 +300,10 @@ def estimate(a: ImplResult, b: ImplResult, *, confidence: float = 0.95, seed: in
     if min(sa + sb) <= 0.0 or not np.all(np.isfinite(sa + sb)):
         raise ResultsFormatError(f"implementation {a.name!r}/{b.name!r}: times must be positive and finite")
     ga, gb = _groups(a), _groups(b)
+    if min(len(sa), len(sb)) >= MIN_SAMPLES and _identical(ga, gb):  # one measurement on both sides
+        med = float(np.median([np.median(g) for g in ga]))
+        return Estimate(med, med, 1.0, 1.0, 1.0, len(sa), len(sb), len(ga), len(gb),
+                        *((1.0, 1.0) if len(ga) > 1 else (None, None)))
     if max(len(ga), len(gb)) > 1:
         same = _same_rounds(a, b) if paired else None
         if same is not None:
@@ -308,6 +314,11 @@ def estimate(a: ImplResult, b: ImplResult, *, confidence: float = 0.95, seed: in
         return Estimate(med_a, med_b, med_b / med_a, None, None, len(sa), len(sb))
     ratio, low, high = bootstrap_ratio_ci(sa, sb, confidence=confidence, n_boot=n_boot, seed=seed)
     return Estimate(med_a, med_b, ratio, low, high, len(sa), len(sb))
+
+
+def _identical(ga: list[np.ndarray], gb: list[np.ndarray]) -> bool:
+    """Whether two sides hold the same samples in the same rounds (the same measurement)."""
+    return len(ga) == len(gb) and all(x.shape == y.shape and np.array_equal(x, y) for x, y in zip(ga, gb, strict=True))
 
 
 def _groups(r: ImplResult) -> list[np.ndarray]:

@@ -20,7 +20,15 @@ from solbench.errors import RunInterrupted
 from solbench.results.model import FAILED_STATUSES, RunResult
 
 
-@click.command(name="ab")
+class _AbCommand(click.Command):
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        from solbench.cli.common import refuse_markdown_path
+
+        refuse_markdown_path(args, any_word=False)
+        return super().parse_args(ctx, args)
+
+
+@click.command(name="ab", cls=_AbCommand)
 @click.argument("files", nargs=-1, required=True)
 @click.option("--baseline-tree", required=True, type=click.Path(file_okay=False),
               help="Checkout of the baseline (e.g. a `git worktree` of the base commit).")
@@ -52,15 +60,17 @@ from solbench.results.model import FAILED_STATUSES, RunResult
 @click.option("--results-dir", type=click.Path(file_okay=False), default="results", show_default=True)
 @click.option("--force", is_flag=True, help="Allow --out-dir to overwrite existing files.")
 @click.option("--junit", type=click.Path(dir_okay=False), help="Write the gate's JUnit XML here.")
-@click.option("--markdown", "markdown_file", type=click.Path(dir_okay=False), help="Write the gate's Markdown here.")
+@click.option("--markdown", "as_markdown", is_flag=True,
+              help="Print the gate's verdicts as Markdown on stdout instead of the table.")
+@click.option("--markdown-file", type=click.Path(dir_okay=False), help="Also write the gate's Markdown to FILE.")
 @click.option("--json", "as_json", is_flag=True, help="Print the gate's verdicts as JSON.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar.")
 def ab(files: Sequence[str], baseline_tree: str, current_tree: str, rounds: int, max_rounds: int,
        workloads: Sequence[str],
        impls: Sequence[str], device: str, timer: str, flush: str, budget: float, target: float, min_samples: int,
        max_samples: int, input_sets: int, seed: int, timeout_s: float, threshold: str | None, alpha: float,
-       out_dir: str | None, results_dir: str, force: bool, junit: str | None, markdown_file: str | None,
-       as_json: bool, quiet: bool) -> None:
+       out_dir: str | None, results_dir: str, force: bool, junit: str | None, as_markdown: bool,
+       markdown_file: str | None, as_json: bool, quiet: bool) -> None:
     """Measure FILES (paths inside each tree) in two checkouts, alternating, then gate current vs baseline.
 
     \b
@@ -101,7 +111,7 @@ def ab(files: Sequence[str], baseline_tree: str, current_tree: str, rounds: int,
         sys.exit(interrupted_code())
     save([base, cur], final=True)  # the final records add the end-of-run clocks
     result = looks.result(base, cur)
-    emit_gate(result, junit=junit, markdown_file=markdown_file, as_json=as_json)
+    emit_gate(result, junit=junit, markdown_file=markdown_file, as_json=as_json, as_markdown=as_markdown)
     for saver in savers:
         if saver.path is not None:
             click.echo(f"saved {saver.path}", err=True)

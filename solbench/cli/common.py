@@ -2,16 +2,24 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 
 from solbench import exitcodes
 from solbench.errors import SolbenchError
@@ -20,6 +28,41 @@ from solbench.results import store
 from solbench.results.model import FAILED_STATUSES, RunResult
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+# Help of options several commands share, so that one option reads the same everywhere; a command
+# gives its own help where its meaning differs. Filled in by solbench.cli.main when a command loads.
+OPTION_HELP = {
+    "--results-dir": "Folder of saved runs: where runs are saved and saved names (--save NAME) are looked up.",
+    "--min-samples": "Take at least this many timed samples per implementation and case.",
+    "--max-samples": "Stop after this many timed samples, converged or not.",
+    "--input-sets": "Independently drawn input sets the timed calls rotate through.",
+    "--seed": "Seed of the random inputs (every worker draws its own from it).",
+    "--target": "Stop when the median's 95% CI half-width is within this fraction of the median.",
+    "--device": "Where to measure: auto (a CUDA GPU if torch sees one, else the CPU), cpu, cuda or cuda:N.",
+    "--timer": "cold: CUDA events, L2 flushed; graph: CUDA-graph replay (warm L2); cupti: the cold protocol "
+               "timed by CUPTI. GPU only: refused on the CPU, which uses the wall clock.",
+    "--flush": "cold/cupti timer: zero 2 x L2 and read it back (clean) or only zero it (write, as nvbench). GPU only.",
+    "--timeout": "Seconds per implementation and case (set-up and compilation included) before its worker is "
+                 "killed and the result is 'timeout'.",
+    "--alpha": "False-discovery rate across cases (Benjamini-Hochberg).",
+    "--json": "Print the result as JSON on stdout (nothing else).",
+    "--title": "Title of the HTML report.",
+    "--workload": "Only this workload (repeatable).",
+    "--impl": "Only this implementation (repeatable).",
+    "--markdown": "Print Markdown on stdout instead of the table (PR comments, $GITHUB_STEP_SUMMARY).",
+    "--markdown-file": "Also write the Markdown to FILE.",
+}
+
+
+def refuse_markdown_path(args: list[str], *, any_word: bool) -> None:
+    """``--markdown`` is a flag in every command (Markdown on stdout); a file is ``--markdown-file``.
+    The old ``gate``/``ab`` form ``--markdown FILE`` is refused with the new spelling, never read as
+    an input: for ``gate`` any word after it, for ``ab`` (whose FILES are workloads) a ``.md`` file."""
+    for flag, word in itertools.pairwise(args):
+        if flag == "--markdown" and not word.startswith("-") and (any_word or word.endswith((".md", ".markdown"))):
+            raise click.UsageError(f"--markdown prints Markdown on stdout; write it to a file with "
+                                   f"--markdown-file {word}")
 
 
 def console(quiet: bool = False) -> Console:
@@ -75,6 +118,16 @@ def handle_errors(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+def read_run(name_or_path: str | None, results_dir: Path, role: str = "run") -> RunResult:
+    """A saved run (a file, a saved name, or with None the latest under ``results_dir``); says on
+    stderr which file it read (``read baseline: results/cpu/..._nightly.json``), so that stdout
+    stays the table, JSON or Markdown."""
+    path = store.find(name_or_path, results_dir) if name_or_path else store.latest(results_dir)
+    result = store.load(path)
+    click.echo(f"read {role}: {path}", err=True)
+    return result
+
+
 def failures(result: RunResult) -> list[str]:
     """``case/impl: status`` for every implementation that failed, cheated or was wrong."""
     return [f"{c.case_id}/{r.name}: {r.status}" for c in result.cases for r in c.impls
@@ -82,7 +135,9 @@ def failures(result: RunResult) -> list[str]:
 
 
 class Saver:
-    """Writes the run after every case, to one file chosen (and checked writable) before measuring.
+    """Writes the run after every case, to the places chosen (and checked writable) before measuring:
+    ``-o FILE``, and a fresh ``results/<spec>/<time>_NAME.json`` with ``--save NAME`` (both when both
+    are given); without either, a fresh file under the results folder.
 
     A write that fails (disk full, folder removed) does not stop the run: the last good file
     stays, the error is kept and reported at the end, and the exit code says so.
@@ -90,11 +145,12 @@ class Saver:
 
     def __init__(self, output: Path | None, results_dir: Path, name: str | None, *, force: bool) -> None:
         self._output, self._dir, self._name, self._force = output, results_dir, name, force
-        self.path: Path | None = None
+        self.path: Path | None = None  # the -o file, else the file under the results folder
+        self.named: Path | None = None  # the --save NAME file when -o is given too
         self.error: str | None = None
         if output is not None:
             store.check_writable(output, is_file=True, force=force)
-        else:
+        if output is None or name is not None:
             store.check_writable(results_dir)
 
     def save(self, partial: RunResult, *, final: bool = False) -> None:
@@ -105,23 +161,30 @@ class Saver:
 
             partial = replace(partial, complete=False)
         try:
-            if self.path is not None:
-                store.save(partial, self.path)
-            elif self._output is not None:
-                self.path = store.save(partial, self._output, force=self._force)
-            else:
-                self.path = store.save_new(partial, self._dir, self._name)
+            if self._output is None:
+                self.path = self._again(partial, self.path, self._name)
+                return
+            self.path = store.save(partial, self._output, force=self._force or self.path is not None)
+            if self._name is not None:
+                self.named = self._again(partial, self.named, self._name)
         except SolbenchError as exc:
             self.error = str(exc)
 
+    def _again(self, partial: RunResult, path: Path | None, name: str | None) -> Path:
+        return store.save(partial, path) if path is not None else store.save_new(partial, self._dir, name)
 
-def finish(result: RunResult, out: Console, as_json: bool, *, saved: Path | None = None) -> None:
+    @property
+    def paths(self) -> list[Path]:
+        return [p for p in (self.path, self.named) if p is not None]
+
+
+def finish(result: RunResult, out: Console, as_json: bool, *, saved: Path | Sequence[Path] | None = None) -> None:
     if as_json:
         click.echo(store.dumps(result))
         return
     print_run(out, result)
-    if saved is not None:
-        out.print(f"saved {saved}", style="dim")
+    for path in [saved] if isinstance(saved, Path) else saved or ():
+        out.print(f"saved {path}", style="dim")
 
 
 def print_run(out: Console, result: RunResult) -> None:
@@ -133,7 +196,8 @@ def print_run(out: Console, result: RunResult) -> None:
 
 
 class ProgressBar:
-    """A rich progress bar over cases, on stderr; a no-op callback when quiet."""
+    """A rich progress bar over cases, on stderr, with the time elapsed and an ETA (the mean time per
+    case so far times the cases left); a no-op callback when quiet."""
 
     def __init__(self, quiet: bool) -> None:
         self.quiet = quiet or (not sys.stderr.isatty() and os.environ.get("SOLBENCH_PROGRESS") != "1")
@@ -144,7 +208,8 @@ class ProgressBar:
         if self.quiet:
             return lambda event, data: None
         self._bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                             TimeElapsedColumn(), console=err_console(), transient=True)
+                             TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
+                             console=err_console(), transient=True)
         self._bar.__enter__()
         return self._event
 

@@ -16,9 +16,9 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-from solbench import api
 from solbench.analysis.compare import Comparison, compare_impls, compare_runs
 from solbench.analysis.gate import GateResult, gate, parse_threshold
+from solbench.cli.common import read_run, refuse_markdown_path
 from solbench.errors import ConfigError, ResultsFormatError
 from solbench.report.compare_console import comparison_table, gate_table
 from solbench.report.compare_json import comparison_json, gate_json
@@ -42,6 +42,7 @@ class _Sides(click.Command):
     sides = ("--baseline", "--current")
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        refuse_markdown_path(args, any_word=self.name == "gate")
         out: list[str] = []
         side: str | None = None
         for i, token in enumerate(args):
@@ -76,7 +77,8 @@ def _console() -> Console:
 @_compare_threshold
 @click.option("--results-dir", type=click.Path(file_okay=False), default="results", show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
-@click.option("--markdown", "as_markdown", is_flag=True, help="Print the comparison as Markdown.")
+@click.option("--markdown", "as_markdown", is_flag=True,
+              help="Print the comparison as Markdown on stdout instead of the table.")
 def compare(a: str | None, b: str | None, baselines: tuple[str, ...], currents: tuple[str, ...],
             run_file: str | None, impl: str | None, threshold: str, results_dir: str,
             as_json: bool, as_markdown: bool) -> None:
@@ -93,7 +95,8 @@ def compare(a: str | None, b: str | None, baselines: tuple[str, ...], currents: 
     if baselines or currents:
         if not (baselines and currents) or a is not None or run_file is not None:
             raise click.UsageError("give --baseline RUN... and --current RUN... together, instead of A B")
-        sides = [api.load_run(x, rdir) for x in baselines], [api.load_run(x, rdir) for x in currents]
+        sides = ([read_run(x, rdir, "baseline") for x in baselines],
+                 [read_run(x, rdir, "current") for x in currents])
         result = compare_runs(sides[0], sides[1], impl=impl, threshold=tau, label_a=_label(baselines),
                               label_b=_label(currents))
         _show_comparison(result, as_json, as_markdown)
@@ -104,7 +107,7 @@ def compare(a: str | None, b: str | None, baselines: tuple[str, ...], currents: 
     if runs is not None:
         result = compare_runs(runs[0], runs[1], impl=impl, threshold=tau, label_a=a, label_b=b)
     else:
-        run = store.load(Path(run_file) if run_file else store.latest(rdir))
+        run = read_run(run_file, rdir)
         names = {r.name for c in run.cases for r in c.impls}
         for name in (a, b):
             if name not in names:
@@ -128,8 +131,22 @@ def _show_comparison(result: Comparison, as_json: bool, as_markdown: bool) -> No
 
 
 def _as_runs(a: str, b: str, rdir: Path) -> tuple | None:
+    """Both runs when A and B both name runs; None when neither does (two implementations); an
+    error naming the one that is missing when only one does."""
+    found = {name: _find(name, rdir) for name in (a, b)}
+    if all(p is None for p in found.values()):
+        return None
+    missing = [name for name, p in found.items() if p is None]
+    if missing:
+        other = a if missing[0] == b else b
+        raise ResultsFormatError(f"{missing[0]}: no such result file or saved run in {rdir} ({other} is one; "
+                                 "compare takes two runs, or two implementations of one run)")
+    return read_run(a, rdir, f"A ({a})"), read_run(b, rdir, f"B ({b})")
+
+
+def _find(name: str, rdir: Path) -> Path | None:
     try:
-        return store.load(store.find(a, rdir)), store.load(store.find(b, rdir))
+        return store.find(name, rdir)
     except ResultsFormatError as exc:
         if "no such result file or saved run" in str(exc):
             return None
@@ -149,11 +166,13 @@ def _as_runs(a: str, b: str, rdir: Path) -> tuple | None:
 @click.option("--allow-cross-hardware", is_flag=True, help="Compare runs whose fingerprints differ.")
 @click.option("--results-dir", type=click.Path(file_okay=False), default="results", show_default=True)
 @click.option("--junit", type=click.Path(dir_okay=False), help="Write JUnit XML here.")
-@click.option("--markdown", "markdown_file", type=click.Path(dir_okay=False), help="Write Markdown here.")
+@click.option("--markdown", "as_markdown", is_flag=True,
+              help="Print the verdicts as Markdown on stdout instead of the table.")
+@click.option("--markdown-file", type=click.Path(dir_okay=False), help="Also write the Markdown to FILE.")
 @click.option("--json", "as_json", is_flag=True, help="Print the verdicts as JSON.")
 def gate_cmd(baseline: tuple[str, ...], current: tuple[str, ...], threshold: str | None, impl: str | None,
              alpha: float, allow_cross_hardware: bool, results_dir: str, junit: str | None,
-             markdown_file: str | None, as_json: bool) -> None:
+             as_markdown: bool, markdown_file: str | None, as_json: bool) -> None:
     """Fail (exit 1) when CURRENT is slower than BASELINE beyond the threshold, or broken.
 
     Each side may be several runs of the same code (--baseline a.json b.json --current c.json
@@ -172,8 +191,8 @@ def gate_cmd(baseline: tuple[str, ...], current: tuple[str, ...], threshold: str
 
     rdir = Path(results_dir)
     tau = None if threshold is None else parse_threshold(threshold).fraction
-    base = [api.load_run(x, rdir) for x in baseline]
-    cur = [api.load_run(x, rdir) for x in current]
+    base = [read_run(x, rdir, "baseline") for x in baseline]
+    cur = [read_run(x, rdir, "current") for x in current]
     for name, run in zip(current, cur, strict=True):
         if not run.complete:
             raise ConfigError(f"--current {name}: the run is incomplete (complete: false: interrupted or "
@@ -182,7 +201,7 @@ def gate_cmd(baseline: tuple[str, ...], current: tuple[str, ...], threshold: str
         if path:
             _check_writable(path)
     result = gate(base, cur, threshold=tau, alpha=alpha, allow_cross_hardware=allow_cross_hardware, impl=impl)
-    emit_gate(result, junit=junit, markdown_file=markdown_file, as_json=as_json)
+    emit_gate(result, junit=junit, markdown_file=markdown_file, as_json=as_json, as_markdown=as_markdown)
     sys.exit(result.exit_code)
 
 
@@ -199,7 +218,7 @@ def _check_writable(path: str) -> None:
 
 
 def emit_gate(result: GateResult, *, junit: str | None = None, markdown_file: str | None = None,
-              as_json: bool = False, console: Console | None = None) -> None:
+              as_json: bool = False, console: Console | None = None, as_markdown: bool = False) -> None:
     """Render a gate result to the terminal, files and $GITHUB_STEP_SUMMARY."""
     md = gate_markdown(result)
     if junit:
@@ -212,6 +231,8 @@ def emit_gate(result: GateResult, *, junit: str | None = None, markdown_file: st
             f.write(md + "\n")
     if as_json:
         click.echo(json.dumps(gate_json(result), indent=1))
+    elif as_markdown:
+        click.echo(md)
     else:
         (console or _console()).print(gate_table(result))
     click.echo(f"gate: {result.overall} (exit {result.exit_code}, {len(result.verdicts)} cases, "

@@ -9,9 +9,8 @@ from pathlib import Path
 import click
 
 from solbench import api
-from solbench.cli.common import console, handle_errors, print_run
+from solbench.cli.common import console, handle_errors, print_run, read_run
 from solbench.errors import ConfigError
-from solbench.results import store
 
 
 @click.command()
@@ -55,7 +54,7 @@ def show(run_file: str | None, results_dir: str, as_markdown: bool, harness: boo
     from solbench.report.markdown import run_markdown
 
     rdir = Path(results_dir)
-    result = api.load_run(run_file, rdir) if run_file else store.load(store.latest(rdir))
+    result = read_run(run_file, rdir)
     if harness:
         from solbench.report.harness import harness_table
 

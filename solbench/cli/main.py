@@ -9,6 +9,8 @@
     common.py    consoles, one-line errors, the progress bar, saving and printing a run
 
 Commands parse options, call :mod:`solbench.api` and render; they hold no measurement logic.
+A command's module is imported when the command is used (or listed by ``--help``), so
+``solbench --version`` and ``import solbench.cli`` load neither torch nor scipy.
 Exit codes (see :mod:`solbench.exitcodes`): 0 success · 1 a gate found a regression ·
 2 bad input or usage · 3 a gate was inconclusive · 4 an implementation failed (incorrect, invalid,
 error, crashed, timeout, oom, reward_hack) · 130 interrupted.
@@ -16,28 +18,78 @@ error, crashed, timeout, oom, reward_hack) · 130 interrupted.
 
 from __future__ import annotations
 
+import importlib
+from typing import Any
+
 import click
 
 from solbench._version import __version__
-from solbench.cli import ab, compare, imports, info, run, tools
-from solbench.cli.common import handle_errors
+
+# command name -> (module, attribute, whether its errors are wrapped here: the others wrap their own)
+_COMMANDS: dict[str, tuple[str, str, bool]] = {
+    "run": ("run", "run", False),
+    "show": ("info", "show", False),
+    "compare": ("compare", "compare", True),
+    "gate": ("compare", "gate_cmd", True),
+    "ab": ("ab", "ab", True),
+    "report": ("tools", "report", True),
+    "tune": ("tools", "tune", True),
+    "profile": ("tools", "profile", True),
+    "calibrate": ("info", "calibrate", False),
+    "info": ("info", "info", False),
+    "list": ("info", "list_", False),
+    "schema": ("info", "schema", False),
+    "import": ("imports", "import_", False),
+}
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="solbench")
+def _load(name: str) -> click.Command:
+    module, attr, wrap = _COMMANDS[name]
+    command: click.Command = getattr(importlib.import_module(f"solbench.cli.{module}"), attr)
+    from solbench.cli.common import OPTION_HELP, handle_errors
+
+    for param in command.params:  # one help text per shared option (common.OPTION_HELP)
+        if isinstance(param, click.Option) and not (param.help or "").strip():
+            param.help = OPTION_HELP.get(max(param.opts, key=len))
+    if wrap and not getattr(command, "_solbench_wrapped", False):
+        command.callback = handle_errors(command.callback)  # type: ignore[arg-type,type-var]
+        command._solbench_wrapped = True  # type: ignore[attr-defined]
+    return command
+
+
+class _Commands(dict[str, click.Command]):
+    """The group's commands, each imported on first use."""
+
+    def __missing__(self, name: str) -> click.Command:
+        if name not in _COMMANDS:
+            raise KeyError(name)
+        self[name] = command = _load(name)
+        return command
+
+    def get(self, name: str, default: Any = None) -> Any:  # type: ignore[override]
+        return self[name] if name in _COMMANDS or dict.__contains__(self, name) else default
+
+    def __contains__(self, name: object) -> bool:
+        return name in _COMMANDS or dict.__contains__(self, name)
+
+
+class _LazyGroup(click.Group):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.commands = _Commands()
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(_COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        return self.commands.get(cmd_name)
+
+
+@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="solbench", message="%(prog)s, version %(version)s")
 def main() -> None:
     """How far is an implementation from the hardware's speed of light?"""
 
-
-def _register() -> None:
-    for command in (run.run, imports.import_, info.calibrate, info.show, info.schema, info.list_, info.info):
-        main.add_command(command)  # these wrap their own errors (@handle_errors)
-    for command in (compare.compare, compare.gate_cmd, ab.ab, *tools.TOOLS):
-        command.callback = handle_errors(command.callback)  # type: ignore[arg-type,type-var]
-        main.add_command(command)
-
-
-_register()
 
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -11,7 +11,7 @@ from rich.console import Console
 
 from solbench import api, exitcodes
 from solbench.cli.common import ProgressBar, Saver, console, failures, finish, handle_errors, interrupted_code
-from solbench.errors import RunInterrupted
+from solbench.errors import ConfigError, RunInterrupted
 from solbench.results import store
 from solbench.results.model import RunResult
 
@@ -21,23 +21,32 @@ from solbench.results.model import RunResult
 @click.option("--solution", "solutions", multiple=True, type=click.Path(dir_okay=False, exists=True),
               help="A KernelBench ModelNew file or a SOL-ExecBench solution.json: an implementation of the "
                    "problem it belongs to (repeatable).")
-@click.option("--gpu", "gpu", metavar="SPEC", help="Score against this hardware spec (what-if).")
+@click.option("--gpu", "gpu", metavar="SPEC",
+              help="With --dry-run: cost the cases on this hardware spec (what-if; `solbench list` names them).")
 @click.option("--dry-run", is_flag=True, help="Print FLOPs, bytes and T_SOL; measure nothing.")
 @click.option("--device", default="auto", show_default=True, metavar="auto|cpu|cuda|cuda:N",
               help="Where to measure; cuda:N picks a GPU (scored against that GPU's spec).")
 @click.option("--timer", type=click.Choice(["cold", "graph", "cupti"]), default="cold", show_default=True,
               help="cold: CUDA events, L2 flushed; graph: CUDA-graph replay of many calls of one input set "
                    "(warm L2); cupti: the cold protocol timed by CUPTI from the first to the last GPU activity "
-                   "the call launched, on any stream (needs cupti-python: pip install 'solbench[cupti]').")
+                   "the call launched, on any stream (needs cupti-python: pip install 'solbench[cupti]'). "
+                   "GPU only: refused on the CPU, which is timed with the wall clock.")
 @click.option("--flush", type=click.Choice(["clean", "write"]), default="clean", show_default=True,
               help="cold/cupti timer: zero 2 x L2 and read it back (clean: no write-back of dirty lines "
                    "inside the timed window) or only zero it (write, as nvbench).")
 @click.option("-w", "--workload", "workloads", multiple=True, help="Only this workload (repeatable).")
 @click.option("-i", "--impl", "impls", multiple=True, help="Only this implementation (repeatable).")
+@click.option("--case", "cases", multiple=True, metavar="PATTERN",
+              help="Only cases matching PATTERN (repeatable): name=value items every one of which the case has "
+                   "('tokens=16', 'tokens=16,float32'), or a case id with * and ? wildcards "
+                   "('o_proj[tokens=16,*').")
+@click.option("--set", "sets", multiple=True, metavar="NAME=V1,V2",
+              help="Measure parameter NAME at these values instead of the file's (repeatable; every workload "
+                   "that has the parameter).")
 @click.option("--budget", type=click.FloatRange(min=0.01), default=2.0, show_default=True,
               help="Seconds of sampling per implementation and case.")
 @click.option("--target", type=click.FloatRange(min=0.0001), default=0.01, show_default=True,
-              help="Stop when the median's 95%% CI half-width is within this fraction.")
+              help="Stop when the median's 95% CI half-width is within this fraction.")
 @click.option("--min-samples", type=click.IntRange(min=3), default=10, show_default=True)
 @click.option("--max-samples", type=click.IntRange(min=3), default=2000, show_default=True)
 @click.option("--input-sets", type=click.IntRange(min=1), default=2, show_default=True)
@@ -47,6 +56,9 @@ from solbench.results.model import RunResult
 @click.option("--timeout", "timeout_s", type=click.FloatRange(min=0.1), default=120.0, show_default=True,
               help="Seconds per implementation and case (set-up and compilation included) before its "
                    "worker is killed and the result is 'timeout'.")
+@click.option("--threads", type=click.IntRange(min=0), default=0, show_default=True,
+              help="torch CPU threads of the measuring process (0: on the CPU, every usable core but one; "
+                   "on a GPU, torch's default). Recorded as protocol.threads; see README 'CPU threads'.")
 @click.option("--in-process", is_flag=True,
               help="Run implementations in this process (debugging): no isolation, no timeout.")
 @click.option("--repeat", type=click.IntRange(min=1), default=None,
@@ -85,10 +97,10 @@ from solbench.results.model import RunResult
 @click.option("--junit", type=click.Path(dir_okay=False), help="With --gate-against: JUnit XML here.")
 @handle_errors
 def run(files: Sequence[str], solutions: Sequence[str], gpu: str | None, dry_run: bool, device: str, timer: str,
-        flush: str,
-        workloads: Sequence[str], impls: Sequence[str], budget: float, target: float,
+        flush: str, workloads: Sequence[str], impls: Sequence[str], cases: Sequence[str], sets: Sequence[str],
+        budget: float, target: float,
         min_samples: int, max_samples: int, input_sets: int, peaks: str, seed: int, timeout_s: float,
-        in_process: bool, repeat: int | None, max_rounds: int, rounds_target: float | None,
+        threads: int, in_process: bool, repeat: int | None, max_rounds: int, rounds_target: float | None,
         devices: str, executor: str, address: str | None,
         schedule_from: str | None, force: bool, tuned: str | None, save_name: str | None,
         output: str | None, results_dir: str, as_json: bool, quiet: bool, gate_against: str | None,
@@ -102,8 +114,12 @@ def run(files: Sequence[str], solutions: Sequence[str], gpu: str | None, dry_run
         raise click.UsageError("--device picks one device; --devices and --executor ray pick several")
     if address and executor != "ray":
         raise click.UsageError("--address names a Ray cluster; add --executor ray")
+    if junit and not gate_against:
+        raise ConfigError("--junit writes the gate's verdicts; add --gate-against RUN (or use solbench gate --junit)")
+    overrides = parse_sets(sets)
     if dry_run:
-        result = api.dry_run(files, api.hardware_spec(gpu), workloads, impls, solutions)
+        result = api.dry_run(files, api.hardware_spec(gpu), workloads, impls, solutions, select=tuple(cases),
+                             overrides=dict(overrides))
         _finish_dry(result, out, as_json, output, save_name, Path(results_dir), force)
         return
     options = api.RunOptions(timer=timer, target_rel_ci=target, min_samples=min_samples,
@@ -114,8 +130,8 @@ def run(files: Sequence[str], solutions: Sequence[str], gpu: str | None, dry_run
                              rounds_target_rel_ci=rounds_target or 0.0,
                              devices=devices,
                              executor=executor, address=address,
-                             schedule_from=Path(schedule_from) if schedule_from else None,
-                             solutions=tuple(solutions))
+                             schedule_from=Path(schedule_from) if schedule_from else None, threads=threads,
+                             cases=tuple(cases), overrides=overrides, solutions=tuple(solutions))
     saver = Saver(Path(output) if output else None, Path(results_dir), save_name, force=force)
     base = api.load_run(gate_against, Path(results_dir)) if gate_against else None
     from solbench.analysis.gate import parse_threshold
@@ -127,12 +143,12 @@ def run(files: Sequence[str], solutions: Sequence[str], gpu: str | None, dry_run
     except RunInterrupted as stop:
         partial: RunResult = stop.result  # type: ignore[assignment]
         saver.save(partial)
-        finish(partial, out, as_json, saved=saver.path)
+        finish(partial, out, as_json, saved=saver.paths)
         click.echo("interrupted: the cases measured so far are saved", err=True)
         sys.exit(interrupted_code())
     if result.cases:
         saver.save(result, final=True)  # the final record adds the end-of-run clocks and says complete
-    finish(result, out, as_json, saved=saver.path)
+    finish(result, out, as_json, saved=saver.paths)
     code = exitcodes.IMPL_FAILED if failures(result) else exitcodes.OK
     if saver.error is not None:
         click.echo(f"error: {saver.error}", err=True)
@@ -146,11 +162,32 @@ def run(files: Sequence[str], solutions: Sequence[str], gpu: str | None, dry_run
     sys.exit(code)
 
 
+def parse_sets(sets: Sequence[str]) -> tuple[tuple[str, tuple[int | float | str, ...]], ...]:
+    """``("tokens=16,64", "hidden=512")`` -> ``(("tokens", (16, 64)), ("hidden", (512,)))``; numbers
+    are ints where they read as ints, else floats, else kept as text."""
+    def value(text: str) -> int | float | str:
+        for kind in (int, float):
+            try:
+                return kind(text)
+            except ValueError:
+                pass
+        return text
+
+    out = []
+    for item in sets:
+        name, sep, values = item.partition("=")
+        parsed = tuple(value(v.strip()) for v in values.split(",") if v.strip())
+        if not sep or not name.strip() or not parsed:
+            raise ConfigError(f"--set {item!r}: expected NAME=V1,V2 (e.g. --set tokens=16,64)")
+        out.append((name.strip(), parsed))
+    return tuple(out)
+
+
 def _finish_dry(result: RunResult, out: Console, as_json: bool, output: str | None, save_name: str | None,
                 results_dir: Path, force: bool) -> None:
-    saved = None
+    saved = []
     if output:
-        saved = store.save(result, Path(output), force=force)
-    elif save_name:
-        saved = store.save_new(result, results_dir, save_name)
+        saved.append(store.save(result, Path(output), force=force))
+    if save_name:
+        saved.append(store.save_new(result, results_dir, save_name))
     finish(result, out, as_json, saved=saved)

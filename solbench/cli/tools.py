@@ -35,12 +35,6 @@ def _err() -> Console:
 # ------------------------------------------------------------------ report
 
 
-def _load_runs(names: Sequence[str], rdir: Path) -> list[RunResult]:
-    if not names:
-        return [store.load(store.latest(rdir))]
-    return [store.load(store.find(n, rdir)) for n in names]
-
-
 def _calibration(path: str | None, runs: Sequence[RunResult], rdir: Path) -> Calibration | None:
     """The calibration given, else the one saved for the first run's device, else None."""
     if path is None:
@@ -75,55 +69,80 @@ def report(runs: Sequence[str], html_file: str | None, csv_file: str | None, png
            results_dir: str) -> None:
     """Roofline PNG, self-contained HTML and CSV of saved runs (files, saved names; default: latest).
 
-    Without --html, --csv or --png the CSV goes to stdout.
+    Without --html, --csv or --png the CSV goes to stdout. --html and --png need matplotlib
+    (pip install 'solbench[plot]'). Everything is checked and built before any file is written:
+    a report that fails writes nothing.
     """
+    from solbench.cli.common import read_run
     from solbench.report.csv import run_csv
 
     rdir = Path(results_dir)
-    loaded = _load_runs(runs, rdir)
+    if (gate_against or compare_to) and not html_file:
+        raise ConfigError("--gate-against and --compare-to add sections to the HTML report; add --html FILE")
+    if (gate_against or compare_to) and len(runs) > 1:
+        raise ConfigError("--gate-against and --compare-to take a single RUN")
+    if png_file or html_file:
+        _need_matplotlib("--html" if html_file else "--png")
+    loaded = [read_run(n, rdir) for n in runs] if runs else [read_run(None, rdir)]
+    base = read_run(gate_against, rdir, "gate baseline") if gate_against else None
+    other = read_run(compare_to, rdir, "compared with") if compare_to else None
     if not (html_file or csv_file or png_file):
         csv_file = "-"
+    files: dict[str, str | bytes] = {}
     if csv_file:
-        text = run_csv(loaded)
-        if csv_file == "-":
-            click.echo(text, nl=False)
-        else:
-            Path(csv_file).write_text(text, encoding="utf-8")
+        files[csv_file] = run_csv(loaded)
     if png_file or html_file:
-        _figures(loaded, rdir, html_file, png_file, calibration, gate_against, compare_to, title)
-    for path in (html_file, png_file, None if csv_file == "-" else csv_file):
-        if path:
+        roof, html = _figures(loaded, rdir, html_file is not None, calibration, base, other, compare_to, title)
+        if png_file:
+            files[png_file] = roof
+        if html_file and html is not None:
+            files[html_file] = html
+    for path in files:
+        if path != "-":
+            store.check_writable(Path(path), is_file=True, force=True)
+    for path, content in files.items():
+        if path == "-":
+            click.echo(content, nl=False)
+        elif isinstance(content, bytes):
+            Path(path).write_bytes(content)
+        else:
+            Path(path).write_text(content, encoding="utf-8")
+    for path in files:
+        if path != "-":
             click.echo(f"wrote {path}", err=True)
 
 
-def _figures(runs: list[RunResult], rdir: Path, html_file: str | None, png_file: str | None,
-             calibration: str | None, gate_against: str | None, compare_to: str | None, title: str) -> None:
+def _need_matplotlib(option: str) -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("matplotlib") is None:
+        raise ConfigError(f"{option} draws figures with matplotlib, which is not installed: "
+                          "pip install 'solbench[plot]' (nothing was written)")
+
+
+def _figures(runs: list[RunResult], rdir: Path, html: bool, calibration: str | None, base: RunResult | None,
+             other: RunResult | None, other_label: str | None, title: str) -> tuple[bytes, str | None]:
+    """The roofline PNG, and the HTML report when asked for (with the gate and comparison sections)."""
     from solbench.report.html import ReportImages, report_html
     from solbench.report.roofline import histograms_png, impl_names, roofline_png
 
     roof = roofline_png(runs, _calibration(calibration, runs, rdir))
-    if png_file:
-        Path(png_file).write_bytes(roof)
-    if not html_file:
-        return
-    if (gate_against or compare_to) and len(runs) != 1:
-        raise ConfigError("--gate-against and --compare-to take a single RUN")
+    if not html:
+        return roof, None
     names = impl_names(runs)
     hists = {(k, w): histograms_png([c for c in run.cases if c.workload == w], names=names)
              for k, run in enumerate(runs) for w in dict.fromkeys(c.workload for c in run.cases)}
     gate_result = comparison = None
-    if gate_against:
+    if base is not None:
         from solbench.analysis.gate import gate
 
-        gate_result = gate(store.load(store.find(gate_against, rdir)), runs[0])
-    if compare_to:
+        gate_result = gate(base, runs[0])
+    if other is not None:
         from solbench.analysis.compare import compare_runs
 
-        comparison = compare_runs(store.load(store.find(compare_to, rdir)), runs[0], label_a=compare_to,
-                                  label_b="run")
-    text = report_html(runs, ReportImages(roof, hists), labels=[_label(r) for r in runs],
-                       comparison=comparison, gate=gate_result, title=title)
-    Path(html_file).write_text(text, encoding="utf-8")
+        comparison = compare_runs(other, runs[0], label_a=other_label or "base", label_b="run")
+    return roof, report_html(runs, ReportImages(roof, hists), labels=[_label(r) for r in runs],
+                             comparison=comparison, gate=gate_result, title=title)
 
 
 def _label(run: RunResult) -> str:
@@ -142,7 +161,7 @@ def _label(run: RunResult) -> str:
 @click.option("--patience", type=click.IntRange(min=1),
               help="Stop a case after this many configurations in a row without a new best.")
 @click.option("--margin", type=click.FloatRange(min=0), default=0.02, show_default=True,
-              help="Abandon a configuration once its median's 95%% CI lies above best x (1 + margin).")
+              help="Abandon a configuration once its median's 95% CI lies above best x (1 + margin).")
 @click.option("--budget", type=click.FloatRange(min=0.01), default=0.5, show_default=True,
               help="Seconds of sampling per configuration.")
 @click.option("--target", type=click.FloatRange(min=0.0001), default=0.01, show_default=True)
@@ -151,8 +170,8 @@ def _label(run: RunResult) -> str:
 @click.option("--confirm-rounds", type=click.IntRange(min=1), default=2, show_default=True,
               help="Alternating re-measurements of hand-picked and winner.")
 @click.option("--min-gain", type=click.FloatRange(min=0, min_open=True), default=0.01, show_default=True,
-              help="A winner whose gain's 95%% CI lies within +-this of 1 is SAME: hand-picked stays.")
-@click.option("--device", type=click.Choice(["auto", "cuda", "cpu"]), default="auto", show_default=True)
+              help="A winner whose gain's 95% CI lies within +-this of 1 is SAME: hand-picked stays.")
+@click.option("--device", default="auto", show_default=True, metavar="auto|cpu|cuda|cuda:N")
 @click.option("-o", "--output", type=click.Path(dir_okay=False),
               help="Every configuration's result (JSON); default results/<spec>/<time>_tune.json.")
 @click.option("--tuned-file", type=click.Path(dir_okay=False),

@@ -3,10 +3,12 @@
 A CPU has no datasheet peak solbench could trust, so the CPU spec is scored against what torch
 achieves on this host, measured once per process:
 
-    vector_fp32_flops = max over n in (1024, 1536, 2048) of best(2 n^3 / t(torch.mm))
+    vector_fp32_flops = max over n in (512, 768, 1024) of best(2 n^3 / t(torch.mm))
     bandwidth         = best(2 x bytes / t(dst.copy_(src)))     read + write, 128 MiB tensors
 
-``seconds`` is the timed budget; allocating the tensors and one warm-up call per kernel come on top.
+Measured with the run's torch threads (:mod:`solbench.device.threads`), so that SOL compares
+an implementation with what the same threads achieve. ``seconds`` is the timed budget; allocating
+the tensors and one warm-up call per kernel come on top.
 """
 
 from __future__ import annotations
@@ -15,9 +17,11 @@ import functools
 import time
 from collections.abc import Callable
 
-_MATMUL_SIZES = (1024, 1536, 2048)
+from solbench.device import threads
+
+_MATMUL_SIZES = (512, 768, 1024)  # compute-bound, and short enough for several calls per size
 _COPY_BYTES = 128 * 2**20  # per tensor: larger than the last-level cache of most CPUs
-_MIN_REPS = 2
+_MIN_REPS = 3
 
 
 def _best_rate(fn: Callable[[], object], work: float, budget_s: float) -> float:
@@ -37,7 +41,18 @@ def _best_rate(fn: Callable[[], object], work: float, budget_s: float) -> float:
 
 
 @functools.cache
-def _measure(seconds: float) -> tuple[float, float]:
+def _measure(seconds: float, n_threads: int) -> tuple[float, float]:
+    import torch
+
+    before = torch.get_num_threads()
+    threads.apply(n_threads)
+    try:
+        return _rates(seconds)
+    finally:
+        threads.apply(before)
+
+
+def _rates(seconds: float) -> tuple[float, float]:
     import torch
 
     per_size = seconds / 2 / len(_MATMUL_SIZES)
@@ -52,7 +67,8 @@ def _measure(seconds: float) -> tuple[float, float]:
     return flops, bandwidth
 
 
-def measure_cpu_peaks(seconds: float = 0.5) -> dict[str, float]:
-    """Measured {"vector_fp32_flops": FLOP/s, "bandwidth": bytes/s}; cached per process and budget."""
-    flops, bandwidth = _measure(float(seconds))
+def measure_cpu_peaks(seconds: float = 0.5, threads: int = 0) -> dict[str, float]:
+    """Measured {"vector_fp32_flops": FLOP/s, "bandwidth": bytes/s} with ``threads`` torch threads
+    (0: as torch is set); cached per process, budget and threads."""
+    flops, bandwidth = _measure(float(seconds), int(threads))
     return {"vector_fp32_flops": flops, "bandwidth": bandwidth}

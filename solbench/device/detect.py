@@ -25,7 +25,7 @@ from typing import Any
 
 from solbench._version import __version__
 from solbench.analysis.hwspec import HardwareSpec, estimate_spec, is_mig, match_spec, strip_mig
-from solbench.device import cpu_peaks, nvml
+from solbench.device import cpu_peaks, nvml, threads
 from solbench.device.nvml import NvmlInfo
 from solbench.errors import DeviceError
 from solbench.results.model import Environment
@@ -66,8 +66,12 @@ class DeviceInfo:
         )
 
 
-def detect(device: str = "auto", specs: Sequence[HardwareSpec] | None = None) -> DeviceInfo:
-    """The device named by ``device`` ("auto", "cpu", "cuda", "cuda:N") with its matched spec."""
+def detect(device: str = "auto", specs: Sequence[HardwareSpec] | None = None, *, cpu_threads: int = 0) -> DeviceInfo:
+    """The device named by ``device`` ("auto", "cpu", "cuda", "cuda:N") with its matched spec.
+
+    On the CPU the peaks are measured with ``cpu_threads`` torch threads (0: the thread policy's
+    default, :mod:`solbench.device.threads`), the threads the run measures with.
+    """
     import torch
 
     kind, index = _parse(device)
@@ -78,7 +82,7 @@ def detect(device: str = "auto", specs: Sequence[HardwareSpec] | None = None) ->
 
         specs = load_specs()
     if kind == "cpu":
-        return _detect_cpu(specs)
+        return _detect_cpu(specs, threads.policy(cpu_threads, "cpu"))
     if not torch.cuda.is_available():
         raise DeviceError(f"device {device!r} requested but torch.cuda.is_available() is False")
     if index is None:
@@ -98,13 +102,13 @@ def _parse(device: str) -> tuple[str, int | None]:
     return "cuda", int(m.group(1)) if m.group(1) else None
 
 
-def _detect_cpu(specs: Sequence[HardwareSpec]) -> DeviceInfo:
+def _detect_cpu(specs: Sequence[HardwareSpec], n_threads: int) -> DeviceInfo:
     import torch
 
     base = next((s for s in specs if s.kind == "cpu"), None)
     if base is None:
         raise DeviceError("no hardware spec with kind: cpu (hardware_specs/cpu.yaml)")
-    measured = cpu_peaks.measure_cpu_peaks()
+    measured = cpu_peaks.measure_cpu_peaks(threads=n_threads)
     spec = base.with_peaks(tensor={}, vector={"fp32": measured["vector_fp32_flops"]},
                            bandwidth=measured["bandwidth"], source="measured")
     return DeviceInfo(kind="cpu", index=None, name=_cpu_name(), spec=spec, nvml=None,

@@ -55,7 +55,7 @@ class _Rank(pool.ProcessWorker):
         self._proc = ctx.Process(target=_rank_main, args=(child, self.log_path, rank, world, device, store,
                                                           dict(env), tree, self.scratch, os.getcwd()),
                                  name=f"solbench-rank{rank}")
-        self._proc.start()
+        pool.start(self._proc)
         child.close()
         self._ready = False
         self._busy = False

@@ -50,7 +50,8 @@ def run(files: Sequence[str | Path], options: RunOptions = RunOptions(), *,  # n
         import torch
 
         torch.cuda.set_device(info.index)  # workers select it themselves; here, this process must
-    executor = pool.InProcess() if options.in_process else pool.Pool(info.kind, info.index)
+    executor = pool.InProcess() if options.in_process else pool.Pool(info.kind, info.index,
+                                                                           threads=prep.settings.threads)
     result = session.measure_units(prep.units, replace(prep.run, harness=harness), executor, device=info.kind,
                                    settings=prep.settings,
                                    timeout_s=options.timeout_s, l2_bytes=info.l2_bytes, score=prep.score,

@@ -26,7 +26,9 @@ import shutil
 import signal
 import sys
 import tempfile
+import threading
 import time
+import types
 from collections.abc import Callable, Iterable
 from multiprocessing.connection import Connection
 from typing import Any
@@ -47,15 +49,15 @@ class ProcessWorker:
 
     _asked = False  # asked to exit (request_close); a class default for subclasses with their own __init__
 
-    def __init__(self, device: str, device_index: int | None, tree: str | None = None) -> None:
+    def __init__(self, device: str, device_index: int | None, tree: str | None = None, threads: int = 0) -> None:
         ctx = _context()
         self._conn, child = ctx.Pipe()
         fd, self.log_path = tempfile.mkstemp(prefix="solbench-worker-", suffix=".log")
         os.close(fd)
         self.scratch = tempfile.mkdtemp(prefix="solbench-scratch-")
         self._proc = ctx.Process(target=_main, args=(child, self.log_path, device, device_index, tree,
-                                                     self.scratch, os.getcwd()), name="solbench-worker")
-        self._proc.start()
+                                                     self.scratch, os.getcwd(), threads), name="solbench-worker")
+        start(self._proc)
         child.close()
         self._ready = False
         self._busy = False  # a task was sent and its result has not come back (e.g. Ctrl-C meanwhile)
@@ -234,6 +236,30 @@ def stop_fork_server() -> None:
         server._stop()  # type: ignore[attr-defined]
 
 
+_MAIN_LOCK = threading.Lock()
+
+
+def start(proc: Any) -> None:
+    """Start a worker process without re-importing the caller's ``__main__`` in it.
+
+    ``spawn`` and ``forkserver`` children normally import the parent's main script again (as
+    ``__mp_main__``) so that functions defined there can be unpickled; a plain script that calls
+    ``solbench.run`` without an ``if __name__ == "__main__":`` guard would then run itself again in
+    every worker. Workers only run solbench's own entry points, so while the process starts,
+    ``sys.modules["__main__"]`` is a bare module: :func:`multiprocessing.spawn.get_preparation_data`
+    then finds no main script or module to send. A lock keeps threads that start workers at once
+    (sharded runs) from restoring it under each other.
+    """
+    with _MAIN_LOCK:
+        main = sys.modules.get("__main__")
+        sys.modules["__main__"] = types.ModuleType("__main__")
+        try:
+            proc.start()
+        finally:
+            if main is not None:
+                sys.modules["__main__"] = main
+
+
 def _context() -> Any:
     """``forkserver`` with torch preloaded where available (a worker starts in tens of ms, not
     seconds), else ``spawn``. The fork server never touches CUDA, so its forks start clean."""
@@ -266,10 +292,11 @@ class Pool:
     (:func:`solbench.measure.worker.enter_tree`).
     """
 
-    def __init__(self, device: str, device_index: int | None, tree: str | None = None) -> None:
+    def __init__(self, device: str, device_index: int | None, tree: str | None = None, threads: int = 0) -> None:
         self.device = device
         self.device_index = device_index
         self.tree = tree
+        self.threads = threads  # torch CPU threads of every worker (solbench.device.threads); 0: torch's
         self._workers: dict[tuple[str, str], ProcessWorker] = {}
 
     def prestart(self, keys: Iterable[tuple[str, str]]) -> None:
@@ -282,7 +309,7 @@ class Pool:
         started = []
         for key in keys:
             if key not in self._workers:
-                self._workers[key] = ProcessWorker(self.device, self.device_index, self.tree)
+                self._workers[key] = ProcessWorker(self.device, self.device_index, self.tree, self.threads)
                 started.append(self._workers[key])
         for worker in started:
             worker.wait_ready()
@@ -317,9 +344,12 @@ class InProcess:
     """The same tasks run in this process (``--in-process``): no isolation, for debugging."""
 
     def __init__(self) -> None:
+        import torch
+
         from solbench.measure.worker import WorkerState
 
         self._state = WorkerState()
+        self._threads = torch.get_num_threads()  # tasks set the run's threads; close() gives these back
 
     def prestart(self, keys: Iterable[tuple[str, str]]) -> None:
         pass
@@ -342,14 +372,23 @@ class InProcess:
         self._state.timers.clear()
 
     def close(self) -> None:
-        pass
+        from solbench.device import threads
+
+        threads.apply(self._threads)
 
 
 def _main(conn: Connection, log_path: str, device: str, device_index: int | None,
-          tree: str | None = None, scratch: str | None = None, origin: str | None = None) -> None:
-    """Entry point of a worker process."""
+          tree: str | None = None, scratch: str | None = None, origin: str | None = None,
+          n_threads: int = 0) -> None:
+    """Entry point of a worker process. Its CPU threads are set before torch loads where it has not
+    (``spawn``) and through torch otherwise (a fork server's torch is loaded already)."""
     into_log(log_path, scratch, origin)
+    from solbench.device import threads
+
+    os.environ.update(threads.env_for(n_threads))
     import torch
+
+    threads.apply(n_threads)
 
     if device == "cuda":
         torch.cuda.set_device(device_index or 0)

@@ -30,6 +30,7 @@ from typing import Any
 
 import torch
 
+from solbench.device import threads
 from solbench.impls.registry import resolve
 from solbench.measure import guards, tensors
 from solbench.measure.criteria import CIWidth
@@ -222,6 +223,8 @@ def execute_rank(task: Task, state: WorkerState, ctx: RankContext,
 
 def _execute(task: Task, state: WorkerState, ctx: RankContext, emit: Emit) -> ImplResult:
     spec, case, name, s = task.spec, task.case, task.impl, task.settings
+    if s.threads > 0:  # the run's CPU threads shared by the ranks, which all run at once
+        threads.apply(max(1, s.threads // ctx.world))
     impl = spec.implementations[name]
     reason = missing_requirement(impl, task.device)
     if reason is not None:

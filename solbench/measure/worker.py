@@ -33,6 +33,7 @@ from typing import Any
 
 import torch
 
+from solbench.device import threads
 from solbench.errors import DeviceError
 from solbench.impls.registry import ResolveError
 from solbench.measure import guards, tensors, wire
@@ -66,6 +67,7 @@ class MeasureSettings:
     min_samples: int = 10
     max_samples: int = 2000
     budget_s: float = 2.0
+    threads: int = 0  # torch CPU threads while measuring (solbench.device.threads); 0: leave as set
 
     @classmethod
     def of(cls, options: Any, device_kind: str) -> MeasureSettings:
@@ -198,6 +200,7 @@ def guarded(task: Task, state: WorkerState, body: Callable[[], ImplResult]) -> t
 
 
 def _execute(task: Task, state: WorkerState, emit: Emit, criterion: Any = None) -> ImplResult:
+    threads.apply(task.settings.threads)
     impl = task.spec.implementations[task.impl]
     reason = missing_requirement(impl, task.device)
     if reason is not None:

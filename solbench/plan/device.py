@@ -12,7 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from solbench.errors import DeviceError
+from solbench.errors import ConfigError, DeviceError
 from solbench.results.model import RunResult
 
 if TYPE_CHECKING:
@@ -24,13 +24,25 @@ def detect(device: str, options: RunOptions) -> tuple[Any, HardwareSpec]:
     """The device and its spec (measured ceilings with ``--peaks measured``), and the INVALID floor."""
     from solbench.device.detect import detect as detect_device  # device code only when measuring
 
-    info = detect_device(device)
+    info = detect_device(device, cpu_threads=options.threads)
+    if info.kind == "cpu":
+        refuse_gpu_options(options)
     if options.timer == "cupti" and info.kind == "cuda":
         from solbench.device import cupti
 
         if not cupti.available():
             raise DeviceError(cupti.INSTALL_HINT)
     return with_peaks(info, options.peaks, options.results_dir)
+
+
+def refuse_gpu_options(options: RunOptions) -> None:
+    """ConfigError (exit 2) for a GPU-only timing option on the CPU, which would otherwise do nothing."""
+    if options.timer != "cold":
+        raise ConfigError(f"--timer {options.timer} needs a CUDA GPU; on the CPU every sample is timed "
+                          "with the wall clock (leave --timer out)")
+    if options.flush != "clean":
+        raise ConfigError(f"--flush {options.flush} flushes a GPU's L2; on the CPU nothing is flushed "
+                          "(leave --flush out)")
 
 
 def with_peaks(info: Any, peaks: str, results_dir: Path) -> tuple[Any, HardwareSpec]:

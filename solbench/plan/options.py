@@ -43,6 +43,9 @@ class RunOptions:
     executor: str = "local"  # or "ray": shard cases over the GPUs of a Ray cluster
     address: str | None = None  # Ray: "auto", "ray://host:10001"; None: the running or a new local instance
     schedule_from: Path | None = None  # --devices/Ray: case times from this run (default: the newest saved)
+    cases: tuple[str, ...] = ()  # --case: only cases matching one of these (workload.cases.case_matches)
+    overrides: tuple[tuple[str, tuple[int | float | str, ...]], ...] = ()  # --set name=v1,v2: parameter values
+    threads: int = 0  # torch CPU threads of the measuring process; 0: the policy (solbench.device.threads)
     solutions: tuple[str, ...] = ()  # solution files of suite problems (KernelBench ModelNew, solution.json)
 
     def __post_init__(self) -> None:

@@ -8,7 +8,7 @@ Executors (:mod:`solbench.execute`) take a Prepared; they never plan or detect o
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -48,19 +48,21 @@ class Prepared:
 
 def prepare(files: Sequence[str | Path], options: RunOptions, info: Any, floor_spec: HardwareSpec) -> Prepared:
     """Plan the files for a detected device, check memory, and build the settings and empty run."""
-    from solbench.device import nvml
+    from solbench.device import nvml, threads
     from solbench.measure.worker import MeasureSettings
 
-    planned = plan(files, info.kind, options.workloads, options.impls, options.solutions)
+    planned = plan(files, info.kind, options.workloads, options.impls, options.solutions, cases=options.cases,
+                   overrides=dict(options.overrides))
     _check_memory(planned, info, options)
     units = tuple(Unit(p.spec, p.path, _selected(p.cases, options.keys), _impls(p, options)) for p in planned)
-    settings = MeasureSettings.of(options, info.kind)
+    settings = replace(MeasureSettings.of(options, info.kind), threads=threads.policy(options.threads, info.kind))
     nvml_id = info.uuid if info.kind == "cuda" and info.uuid and nvml.nvml_available() else None
     protocol = Protocol(settings.timer, options.warmup, options.min_samples, options.max_samples,
                         options.target_rel_ci, options.budget_s, options.input_sets, flush=options.flush
                         if info.kind == "cuda" and options.timer in ("cold", "cupti") else "",
                         isolation="in-process" if options.in_process else "worker", timeout_s=options.timeout_s,
-                        rounds=rounds_for(options, info.kind), clock_monitor="nvml" if nvml_id else "")
+                        rounds=rounds_for(options, info.kind), clock_monitor="nvml" if nvml_id else "",
+                        threads=settings.threads)
     thresholds = {p.spec.name: p.spec.gate_threshold for p in planned if p.spec.gate_threshold is not None}
     run_result = RunResult(now(), info.environment(), SpecRef(info.spec.id, info.spec.name, info.spec.source),
                            protocol, (), tuple(str(f) for f in files), gate_thresholds=thresholds)

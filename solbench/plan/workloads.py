@@ -23,8 +23,8 @@ from solbench.config.workloads import load_workload_file, validate_references
 from solbench.config.yamlio import read_yaml
 from solbench.errors import ConfigError
 from solbench.results.model import CaseResult, Cost, Environment, ImplResult, Peaks, Protocol, RunResult, SpecRef
-from solbench.workload.cases import Case, CaseError, expand
-from solbench.workload.schema import WorkloadSpec
+from solbench.workload.cases import Case, CaseError, case_matches, expand, parameter_names
+from solbench.workload.schema import ParamValue, WorkloadSpec
 
 if TYPE_CHECKING:
     from solbench.analysis.hwspec import HardwareSpec
@@ -58,15 +58,19 @@ def load_specs(path: Path, device_kind: str, only: Sequence[str], impls: Sequenc
 
 
 def plan(files: Sequence[str | Path], device_kind: str, only: Sequence[str] = (),
-         impls: Sequence[str] = (), solutions: Sequence[str | Path] = ()) -> list[Planned]:
+         impls: Sequence[str] = (), solutions: Sequence[str | Path] = (), *, cases: Sequence[str] = (),
+         overrides: Mapping[str, Sequence[ParamValue]] | None = None) -> list[Planned]:
     """Load workload files (or suite problems) and expand their cases for a device kind ("cpu" or
     "cuda"); a workload with ``cost: traced`` or traced shapes is traced case by case.
 
     ``only`` and ``impls`` (workload and implementation names) must each name something that
     exists, or this raises a ConfigError listing what does. ``solutions``: solution files of suite
-    problems (``run --solution``).
+    problems (``run --solution``). ``overrides`` (``--set``) replaces the values of the parameters
+    it names; ``cases`` (``--case``) keeps the cases that match one of its patterns
+    (:func:`~solbench.workload.cases.case_matches`); each must apply somewhere.
     """
-    planned = []
+    planned: list[Planned] = []
+    every_id: list[str] = []
     known: set[str] = set()
     for f in files:
         for spec, path, i in load_specs(Path(f), device_kind, only, impls, solutions):
@@ -74,12 +78,15 @@ def plan(files: Sequence[str | Path], device_kind: str, only: Sequence[str] = ()
             if only and spec.name not in only:
                 continue
             try:
-                cases = tuple(expand(spec, device_kind))
+                expanded = tuple(expand(spec, device_kind, overrides))
             except CaseError as exc:
                 raise located(path, ["workloads", i, *exc.loc], str(exc)) from None
-            cases, costs = _traced(spec, path, cases)
-            p = Planned(spec, path, i, cases, costs)
-            for case in cases:  # every op of every case is costed before anything is measured
+            every_id += [c.id for c in expanded]
+            if cases:
+                expanded = tuple(c for c in expanded if any(case_matches(c.id, pat) for pat in cases))
+            expanded, costs = _traced(spec, path, expanded)
+            p = Planned(spec, path, i, expanded, costs)
+            for case in expanded:  # every op of every case is costed before anything is measured
                 cost_of(p, case)
             planned.append(p)
     if only:
@@ -87,13 +94,14 @@ def plan(files: Sequence[str | Path], device_kind: str, only: Sequence[str] = ()
         if missing:
             raise ConfigError(f"-w: no workload named {', '.join(missing)} in {', '.join(map(str, files))} "
                               f"(there are: {', '.join(sorted(known))})")
+    _check_selection(planned, every_id, device_kind, cases, overrides or {})
     if impls:
         known_impls = {n for p in planned for n in p.spec.implementations}
         missing = sorted(set(impls) - known_impls)
         if missing:
             raise ConfigError(f"-i: no implementation named {', '.join(missing)} in the selected workloads "
                               f"(there are: {', '.join(sorted(known_impls))})")
-    return planned
+    return [p for p in planned if p.cases] if cases else planned  # a workload --case left empty: no workers
 
 
 def _checked(specs: Sequence[WorkloadSpec], workload: str, impl: str, *, only: Sequence[str],
@@ -104,6 +112,20 @@ def _checked(specs: Sequence[WorkloadSpec], workload: str, impl: str, *, only: S
     if (only and workload not in only) or not wanted(spec, impl, impls):
         return False
     return not (device_kind == "cpu" and "cuda" in spec.implementations[impl].requires)
+
+
+def _check_selection(planned: list[Planned], ids: list[str], device_kind: str, cases: Sequence[str],
+                     overrides: Mapping[str, Sequence[ParamValue]]) -> None:
+    """ConfigError for a --set parameter no selected workload has, or a --case pattern nothing matched."""
+    names = set().union(*(parameter_names(p.spec, device_kind) for p in planned)) if planned else set()
+    unknown = sorted(set(overrides) - names)
+    if unknown:
+        raise ConfigError(f"--set: no selected workload has a parameter {', '.join(unknown)} "
+                          f"(they have: {', '.join(sorted(names))})")
+    for pattern in cases:
+        if not any(case_matches(i, pattern) for i in ids):
+            raise ConfigError(f"--case: no case matches {pattern!r} (cases: {', '.join(ids[:6])}"
+                              f"{', ...' if len(ids) > 6 else ''})")
 
 
 def wanted(spec: WorkloadSpec, impl: str, impls: Sequence[str]) -> bool:
@@ -153,11 +175,13 @@ def cost_of(p: Planned, case: Case) -> Any:
 
 
 def dry_run(files: Sequence[str | Path], spec: HardwareSpec, only: Sequence[str] = (),
-            impls: Sequence[str] = (), solutions: Sequence[str | Path] = ()) -> RunResult:
-    """FLOPs, bytes and T_SOL of every case against ``spec``, without running anything."""
+            impls: Sequence[str] = (), solutions: Sequence[str | Path] = (), *, select: Sequence[str] = (),
+            overrides: Mapping[str, Sequence[ParamValue]] | None = None) -> RunResult:
+    """FLOPs, bytes and T_SOL of every case against ``spec``, without running anything
+    (``select``, ``overrides``: as :func:`plan`'s ``cases`` and ``overrides``)."""
     kind = "cpu" if spec.kind == "cpu" else "cuda"
     cases = []
-    for p in plan(files, kind, only, impls, solutions):
+    for p in plan(files, kind, only, impls, solutions, cases=select, overrides=overrides):
         for case in p.cases:
             cases.append(case_result(p, case, spec, ()))
     env = Environment(device_kind=kind, device_name=spec.name, spec_id=spec.id, solbench=__version__)

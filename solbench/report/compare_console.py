@@ -8,10 +8,10 @@ from rich.text import Text
 
 from solbench.analysis.compare import Comparison
 from solbench.analysis.gate import CASE_VERDICTS, GateResult
-from solbench.report.markdown import rounds_note, side_cell, threshold_cell, threshold_summary
+from solbench.report.markdown import rounds_note, side_cell, split_key, threshold_cell, threshold_summary
 from solbench.report.units import format_ci, format_p, format_percent, format_ratio, format_seconds
 
-__all__ = ["comparison_table", "gate_table"]
+__all__ = ["comparison_table", "gate_table", "short_cases"]
 
 _STYLE = {
     "FASTER": "bold green", "SLOWER": "bold red", "SAME": "dim", "INCONCLUSIVE": "yellow",
@@ -24,26 +24,80 @@ def _sol(x: float | None) -> str:
     return f"{x:.2f}" if x is not None else "—"
 
 
+def _items(case_id: str) -> tuple[str, list[str]]:
+    """``"o_proj[tokens=16,hidden=4096,bfloat16]"`` -> ``("o_proj", ["tokens=16", "hidden=4096", "bfloat16"])``."""
+    if "[" not in case_id or not case_id.endswith("]"):
+        return case_id, []
+    name, inner = case_id[:-1].split("[", 1)
+    return name, [item for item in inner.split(",") if item]
+
+
+def short_cases(case_ids: list[str]) -> tuple[dict[str, str], str]:
+    """Each case id shortened to what varies across the table, and the constant part, said once.
+
+    ``o_proj[tokens=16,hidden=4096,bfloat16]`` and ``o_proj[tokens=64,hidden=4096,bfloat16]`` read
+    ``tokens=16`` and ``tokens=64``, with ``o_proj: hidden=4096 bfloat16`` under the table; the
+    workload stays in each cell when the table holds several. Nothing is cut: the full ids are the
+    constant part plus the cell.
+    """
+    parsed = {c: _items(c) for c in dict.fromkeys(case_ids)}
+    if len(parsed) == 1:  # nothing to compare against: the id as it is
+        return {c: c for c in parsed}, ""
+    names = {name for name, _ in parsed.values()}
+    lists = [items for _, items in parsed.values()]
+    constant = [x for x in lists[0] if all(x in items for items in lists)] if len(lists) > 1 else []
+    short = {}
+    for case_id, (name, items) in parsed.items():
+        varying = " ".join(x for x in items if x not in constant)
+        short[case_id] = (f"{name} {varying}" if len(names) > 1 else varying or name).strip()
+    shared = f"{next(iter(names))}: " if len(names) == 1 else "every case: "
+    return short, (shared + " ".join(constant)) if constant else ""
+
+
+def _key_columns(t: Table, cases: list[str], impls: list[str] | None) -> None:
+    """The case (and implementation) columns: the only ones that wrap (the numbers never do), so
+    on a narrow terminal a key wraps at spaces or folds, and never ends in an ellipsis."""
+    for name, cells in (("case", cases), ("impl", impls)):
+        if cells is not None:
+            t.add_column(name, justify="left", overflow="fold")
+
+
 def comparison_table(c: Comparison) -> Table:
     """One row per paired key, then one row per key measured on one side only."""
     a, b = c.label_a, c.label_b
     counts = ", ".join(f"{c.count(v)} {v.lower()}" for v in ("FASTER", "SLOWER", "SAME", "INCONCLUSIVE"))
-    t = Table(title=Text(f"{b} vs {a}"), title_justify="left",
+    t = Table(title=Text(f"{b} vs {a} (ratio = {b} time / {a} time; SOL: {a} → {b})"), title_justify="left",
               caption=f"geomean speedup of {escape(b)} over {escape(a)}: {format_ratio(c.geomean_speedup)} ({counts}); "
                       f"SAME within ±{format_percent(c.threshold)}, alpha {c.alpha:g} (BH)",
               caption_justify="left")
-    for col in ("case", a, b, f"{b}/{a}", f"{c.confidence:.0%} CI", f"SOL {a}", f"SOL {b}", "p", "verdict"):
-        t.add_column(col, justify="left" if col in ("case", "verdict") else "right")
+    keys = [r.key for r in c.rows] + [*c.only_in_a, *c.only_in_b, *c.not_comparable]
+    by_impl = any(split_key(k)[1] for k in keys)  # two runs: keys are case/impl
+    short, constant = short_cases([split_key(k)[0] for k in keys]) if keys else ({}, "")
+    impls = sorted({split_key(k)[1] for k in keys})
+    if by_impl and len(impls) == 1:  # one implementation throughout: said once, under the table
+        constant, by_impl = f"{constant}; impl {impls[0]}".lstrip("; "), False
+    if constant:
+        t.caption = f"{escape(constant)}\n{t.caption}"
+    _key_columns(t, list(short.values()), [split_key(k)[1] for k in keys] if by_impl else None)
+    ratio = f"{b}/{a}" if len(a) + len(b) < 10 else "ratio"  # the title says which way
+    for col in (a, b, f"{ratio} ({c.confidence:.0%} CI)", "SOL", "p", "verdict"):
+        t.add_column(col, justify="left" if col == "verdict" else "right", no_wrap=col != "verdict")
+
+    def key(k: str) -> list[Text]:
+        case, impl = split_key(k)
+        return [Text(short[case]), Text(impl)] if by_impl else [Text(short[case])]
+
     for r in c.rows:
-        t.add_row(Text(r.key), format_seconds(r.median_a), format_seconds(r.median_b), format_ratio(r.ratio),
-                  format_ci(r.ci_low, r.ci_high), _sol(r.sol_a), _sol(r.sol_b), format_p(r.p_value),
+        t.add_row(*key(r.key), format_seconds(r.median_a), format_seconds(r.median_b),
+                  f"{format_ratio(r.ratio)} {format_ci(r.ci_low, r.ci_high)}", f"{_sol(r.sol_a)} → {_sol(r.sol_b)}",
+                  format_p(r.p_value),
                   Text(r.verdict, style=_STYLE[r.verdict]))
-    for side, other, keys in ((a, b, c.only_in_a), (b, a, c.only_in_b)):
-        for k in keys:
-            t.add_row(Text(k), *[""] * 7,
+    for side, other, one_sided in ((a, b, c.only_in_a), (b, a, c.only_in_b)):
+        for k in one_sided:
+            t.add_row(*key(k), *[""] * 5,
                       Text(f"only in {side} ({other}: {c.other_side.get(k, 'absent')})", style="dim"))
     for k, models in c.not_comparable.items():
-        t.add_row(Text(k), *[""] * 7, Text(f"not comparable: other GPU model ({models})", style="dim"))
+        t.add_row(*key(k), *[""] * 5, Text(f"not comparable: other GPU model ({models})", style="dim"))
     return t
 
 
@@ -55,14 +109,24 @@ def gate_table(g: GateResult) -> Table:
     if g.fingerprint_diffs:
         caption += "\ncross-hardware (allowed): " + "; ".join(g.fingerprint_diffs)
     t = Table(title="regression gate", title_justify="left", caption=caption, caption_justify="left")
-    for col in ("case", "baseline", "current", "ratio", f"{g.confidence:.0%} CI", "threshold",
-                "p (adj.)", "verdict", "note"):
-        t.add_column(col, justify="left" if col in ("case", "verdict", "note") else "right")
+    notes = {v.key: v.reason for v in g.verdicts if v.verdict in ("BROKEN", "MISSING") and v.reason}
+    notes.update({v.key: f"needs ~{v.more_rounds} more round(s) per side" for v in g.verdicts
+                  if v.verdict == "INCONCLUSIVE" and v.more_rounds is not None})
+    short, constant = short_cases([v.case_id for v in g.verdicts]) if g.verdicts else ({}, "")
+    impls = sorted({v.impl for v in g.verdicts})
+    if len(impls) == 1:  # one implementation throughout: said once, under the table
+        constant = f"{constant}; impl {impls[0]}".lstrip("; ")
+    if constant:
+        t.caption = f"{escape(constant)}\n{t.caption}"
+    _key_columns(t, list(short.values()), [v.impl for v in g.verdicts] if len(impls) > 1 else None)
+    for col in ("baseline", "current", "ratio", f"{g.confidence:.0%} CI", "threshold", "p (adj.)", "verdict",
+                *(("note",) if notes else ())):  # no column that would always be empty
+        t.add_column(col, justify="left" if col in ("verdict", "note") else "right", no_wrap=col != "note")
     for v in sorted(g.verdicts, key=lambda v: _GATE_ORDER[v.verdict]):
-        note = v.reason if v.verdict in ("BROKEN", "MISSING") else ""
-        if v.verdict == "INCONCLUSIVE" and v.more_rounds is not None:
-            note = f"needs ~{v.more_rounds} more round(s) per side"
-        t.add_row(Text(v.key), side_cell(v.median_base, v.status_base), side_cell(v.median_cur, v.status_cur),
+        note = [Text(notes.get(v.key, ""), style="dim")] if notes else []
+        key = [Text(short[v.case_id]), Text(v.impl)] if len(impls) > 1 else [Text(short[v.case_id])]
+        t.add_row(*key, side_cell(v.median_base, v.status_base),
+                  side_cell(v.median_cur, v.status_cur),
                   format_ratio(v.ratio), format_ci(v.ci_low, v.ci_high), threshold_cell(v), format_p(v.p_adjusted),
-                  Text(v.verdict, style=_STYLE[v.verdict]), Text(note, style="dim"))
+                  Text(v.verdict, style=_STYLE[v.verdict]), *note)
     return t

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from rich.table import Table
 from rich.text import Text
 
+from solbench.report import flags
 from solbench.report.collective_cells import collective_cell, collective_columns, is_part
 from solbench.report.timing_cells import clock_cell, has_clocks, has_rounds, rounds_cell
 from solbench.report.units import format_bytes, format_flops, format_pct, format_seconds
@@ -22,7 +23,7 @@ def run_tables(run: RunResult) -> list[Table]:
         by_workload.setdefault(case.workload, []).append(case)
     dry = run.protocol.timer == "none"
     extra = (("rounds",) if has_rounds(run) else ()) + (("SM MHz",) if has_clocks(run) else ())
-    return [_dry_table(name, cases) if dry else _table(name, cases, extra + collective_columns(cases))
+    return [_dry_table(name, cases) if dry else _table(run, name, cases, extra + collective_columns(cases))
             for name, cases in by_workload.items()]
 
 
@@ -30,7 +31,7 @@ def _params(case: CaseResult) -> str:
     return " ".join(f"{k}={v}" for k, v in case.params.items()) + f" {case.dtype}"
 
 
-def _table(workload: str, cases: Iterable[CaseResult], extra: tuple[str, ...] = ()) -> Table:
+def _table(run: RunResult, workload: str, cases: Iterable[CaseResult], extra: tuple[str, ...] = ()) -> Table:
     """One workload; ``extra`` adds "rounds" (count and spread) and "SM MHz" (range, ⚠throttled)."""
     t = Table(title=Text(workload), title_justify="left", show_lines=False)
     for col in ("case", "impl", "time (95% CI)", "T_SOL", "SOL", "MFU", "MBU", "bound", "speedup", *extra):
@@ -39,7 +40,7 @@ def _table(workload: str, cases: Iterable[CaseResult], extra: tuple[str, ...] = 
         first = True
         for r in case.impls:
             cells = {"rounds": rounds_cell(r.timing), "SM MHz": clock_cell(r.timing)}
-            t.add_row(Text(_params(case)) if first else "", Text(r.name), *_cells(case, r),
+            t.add_row(Text(_params(case)) if first else "", Text(r.name), *_cells(run, case, r),
                       *(cells[c] if c in cells else collective_cell(c, r) for c in extra))
             first = False
         if first:
@@ -49,14 +50,14 @@ def _table(workload: str, cases: Iterable[CaseResult], extra: tuple[str, ...] = 
     return t
 
 
-def _cells(case: CaseResult, r: ImplResult) -> list[str | Text]:
+def _cells(run: RunResult, case: CaseResult, r: ImplResult) -> list[str | Text]:
     if r.status not in ("ok", "invalid") or r.timing is None:
         label = Text(r.status.upper(), style=_STATUS_STYLE.get(r.status, ""))
         return [label, format_seconds(case.t_sol), "", "", "", case.bound, ""]
     tm = r.timing
     half = (tm.ci_high - tm.ci_low) / 2
     spread = f"±{half / tm.median * 100:.1f}%" if tm.median > 0 else "(zero time)"
-    time = f"{format_seconds(tm.median)} {spread}"
+    time = flags.mark(f"{format_seconds(tm.median)} {spread}", flags.time_marks(tm, run.protocol.target_rel_ci))
     if is_part(r):
         return [time, format_seconds(case.t_sol), Text("part", style="dim"), "", "", case.bound, ""]
     if r.status == "invalid" or r.score is None:
@@ -64,8 +65,9 @@ def _cells(case: CaseResult, r: ImplResult) -> list[str | Text]:
                 "", "", case.bound, ""]
     s = r.score
     speed = f"{s.speedup:.2f}x" if s.speedup is not None else ""
-    return [time, format_seconds(case.t_sol), f"{s.sol:.2f}", format_pct(s.mfu), format_pct(s.mbu),
-            case.bound, speed]
+    return [time, format_seconds(case.t_sol), flags.mark(f"{s.sol:.2f}", flags.over_peak(s.sol, run)),
+            flags.mark(format_pct(s.mfu), flags.over_peak(s.mfu, run)),
+            flags.mark(format_pct(s.mbu), flags.over_peak(s.mbu, run)), case.bound, speed]
 
 
 def _dry_table(workload: str, cases: Iterable[CaseResult]) -> Table:
@@ -101,6 +103,8 @@ def run_header(run: RunResult) -> str:
 
 
 def run_notes(run: RunResult) -> list[str]:
-    """One line per implementation that was not scored, saying why (printed under the tables)."""
-    return [f"{c.case_id} {r.name}: {r.status.upper()}: {r.message}"
-            for c in run.cases for r in c.impls if r.status != "ok" and r.message]
+    """The legend of the tables' marks (:mod:`solbench.report.flags`), then one line per
+    implementation that was not scored, saying why (printed under the tables)."""
+    key = flags.legend(run)
+    return ([key] if key else []) + [f"{c.case_id} {r.name}: {r.status.upper()}: {r.message}"
+                                     for c in run.cases for r in c.impls if r.status != "ok" and r.message]

@@ -18,7 +18,10 @@ from dataclasses import asdict, dataclass, field
 
 from solbench.analysis.compare import Comparison
 from solbench.analysis.gate import GateResult
+from solbench.report import flags
 from solbench.report.console import run_header, run_notes
+from solbench.report.markdown import split_key
+from solbench.report.roofline import point_labels
 from solbench.report.units import (
     format_ci,
     format_p,
@@ -79,20 +82,24 @@ def _kv_table(pairs: Mapping[str, object]) -> str:
     return _table(["field", "value"], rows, left=2)
 
 
-def _impl_cells(c: CaseResult, r: ImplResult) -> list[str]:
+def _impl_cells(run: RunResult, c: CaseResult, r: ImplResult) -> list[str]:
     status = f'<span class="{_STATUS_CLASS.get(r.status, "")}">{_e(r.status.upper())}</span>'
     t, s = r.timing, r.score
     if t is None:
         return [status, "", "", "", _e(format_seconds(c.t_sol)), "", "", "", _e(c.bound), "", ""]
     half = (t.ci_high - t.ci_low) / 2 / t.median if t.median else 0.0
-    cells = [status, _e(format_seconds(t.median)), _e(f"±{half:.1%}"), _e(t.n), _e(format_seconds(c.t_sol))]
+    marks = flags.time_marks(t, run.protocol.target_rel_ci)
+    cells = [status, _e(format_seconds(t.median)), _e(flags.mark(f"±{half:.1%}", marks)), _e(t.n),
+             _e(format_seconds(c.t_sol))]
     if s is None:
         return [*cells, "", "", "", _e(c.bound), "", ""]
-    return [*cells, _e(f"{s.sol:.3f}"), _e(format_pct(s.mfu)), _e(format_pct(s.mbu)), _e(c.bound),
+    return [*cells, _e(flags.mark(f"{s.sol:.3f}", flags.over_peak(s.sol, run))),
+            _e(flags.mark(format_pct(s.mfu), flags.over_peak(s.mfu, run))),
+            _e(flags.mark(format_pct(s.mbu), flags.over_peak(s.mbu, run))), _e(c.bound),
             _e(f"{s.speedup:.2f}×" if s.speedup else ""), _e(f"{s.s_score:.3f}" if s.s_score is not None else "")]
 
 
-def _results_table(cases: Sequence[CaseResult]) -> str:
+def _results_table(run: RunResult, cases: Sequence[CaseResult]) -> str:
     header = ["case", "impl", "status", "median", "±CI", "n", "T_SOL", "SOL", "MFU", "MBU", "bound", "speedup",
               "S"]
     rows: list[list[str]] = []
@@ -102,25 +109,27 @@ def _results_table(cases: Sequence[CaseResult]) -> str:
         for i, r in enumerate(c.impls):
             if i == 0:
                 firsts.add(len(rows))
-            rows.append([_e(params) if i == 0 else "", _e(r.name), *_impl_cells(c, r)])
+            rows.append([_e(params) if i == 0 else "", _e(r.name), *_impl_cells(run, c, r)])
     return _table(header, rows, left=3, first_rows=frozenset(firsts))
 
 
 def _gate_section(g: GateResult) -> str:
-    rows = [[_e(v.key), _e(v.verdict), _e(format_seconds(v.median_base)), _e(format_seconds(v.median_cur)),
+    rows = [[_e(v.case_id), _e(v.impl), _e(v.verdict), _e(format_seconds(v.median_base)),
+             _e(format_seconds(v.median_cur)),
              _e(format_ratio(v.ratio)), _e(format_ci(v.ci_low, v.ci_high)), _e(f"+{format_percent(v.threshold)}"),
              _e(format_p(v.p_adjusted)), _e(v.reason)] for v in g.verdicts]
-    table = _table(["case", "verdict", "baseline", "current", "ratio", "95% CI", "threshold", "p (adj.)",
-                    "reason"], rows, left=2)
+    table = _table(["case", "impl", "verdict", "baseline", "current", "ratio", "95% CI", "threshold", "p (adj.)",
+                    "reason"], rows, left=3)
     return f"<h2>Gate: {_e(g.overall)}</h2>{table}"
 
 
 def _compare_section(c: Comparison) -> str:
-    rows = [[_e(r.key), _e(r.verdict), _e(format_seconds(r.median_a)), _e(format_seconds(r.median_b)),
-             _e(format_ratio(r.ratio)), _e(format_ci(r.ci_low, r.ci_high)), _e(format_p(r.p_value))]
-            for r in c.rows]
-    table = _table(["case", "verdict", c.label_a, c.label_b, f"{c.label_b}/{c.label_a}", "95% CI", "p"],
-                   rows, left=2)
+    by_impl = any(split_key(r.key)[1] for r in c.rows)  # two runs: case and implementation apart
+    rows = [[*(_e(x) for x in (split_key(r.key) if by_impl else (r.key,))), _e(r.verdict),
+             _e(format_seconds(r.median_a)), _e(format_seconds(r.median_b)), _e(format_ratio(r.ratio)),
+             _e(format_ci(r.ci_low, r.ci_high)), _e(format_p(r.p_value))] for r in c.rows]
+    table = _table(["case", *(["impl"] if by_impl else []), "verdict", c.label_a, c.label_b,
+                    f"{c.label_b}/{c.label_a}", "95% CI", "p"], rows, left=3 if by_impl else 2)
     geo = f"geomean speedup of {c.label_b} over {c.label_a}: {format_ratio(c.geomean_speedup)}"
     return f"<h2>Comparison: {_e(c.label_b)} vs {_e(c.label_a)}</h2>{table}<p>{_e(geo)}</p>"
 
@@ -133,7 +142,7 @@ def _run_section(k: int, run: RunResult, images: ReportImages, label: str) -> st
     for c in run.cases:
         by_workload.setdefault(c.workload, []).append(c)
     for workload, cases in by_workload.items():
-        parts += [f"<h3>{_e(workload)}</h3>", _results_table(cases)]
+        parts += [f"<h3>{_e(workload)}</h3>", _results_table(run, cases)]
         png = images.histograms.get((k, workload))
         if png:
             parts.append(_img(png, f"sample histograms: {workload}"))
@@ -153,10 +162,13 @@ def report_html(runs: Sequence[RunResult], images: ReportImages = ReportImages()
             f'<p class="note">{_e(", ".join(devices))} · {len(runs)} run(s) · '
             f'{sum(len(r.cases) for r in runs)} case(s)</p>']
     if images.roofline:
+        numbered = point_labels(runs)
         body += ["<h2>Roofline</h2>", _img(images.roofline, "roofline"),
                  '<p class="note">One point per case × implementation: analytic FLOPs / median time against '
                  "analytic FLOP per fused byte; arrows go from the baseline to the fused (else the fastest) "
-                 "implementation; dashed roofs are ceilings measured by solbench calibrate.</p>"]
+                 "implementation; dashed roofs are ceilings measured by solbench calibrate. Each point carries "
+                 "the number of its case:</p>",
+                 '<ol class="note">' + "".join(f"<li>{_e(case)}</li>" for case in numbered) + "</ol>"]
     if gate is not None:
         body.append(_gate_section(gate))
     if comparison is not None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from solbench.analysis.compare import Comparison
 from solbench.analysis.gate import CASE_VERDICTS, GateCaseVerdict, GateResult
+from solbench.report import flags
 from solbench.report.collective_cells import collective_cell, collective_columns, is_part
 from solbench.report.timing_cells import clock_cell, has_clocks, has_rounds, rounds_cell
 from solbench.report.units import format_ci, format_p, format_pct, format_percent, format_ratio, format_seconds
@@ -19,6 +20,7 @@ __all__ = [
     "rounds_note",
     "run_markdown",
     "side_cell",
+    "split_key",
     "threshold_cell",
     "threshold_summary",
 ]
@@ -45,6 +47,14 @@ def threshold_summary(g: GateResult) -> str:
     if g.threshold is not None:
         return f"threshold {format_percent(g.threshold)} (explicit, every case)"
     return "threshold: each workload's recorded gate_threshold, else 5%"
+
+
+def split_key(key: str) -> tuple[str, str]:
+    """``"o_proj[tokens=16]/fused"`` -> ``("o_proj[tokens=16]", "fused")``; a bare case id -> ``(id, "")``."""
+    if key.endswith("]") or "/" not in key:
+        return key, ""
+    case, impl = key.rsplit("/", 1)
+    return case, impl
 
 
 def _cell(text: str) -> str:
@@ -84,11 +94,13 @@ def comparison_markdown(c: Comparison) -> str:
         "",
     ]
     if c.rows:
-        rows = [[r.key, format_seconds(r.median_a), format_seconds(r.median_b), format_ratio(r.ratio),
-                 format_ci(r.ci_low, r.ci_high), _sol(r.sol_a), _sol(r.sol_b), format_p(r.p_value),
-                 r.verdict] for r in c.rows]
-        header = ["Case", a, b, f"{b}/{a}", "CI", f"SOL {a}", f"SOL {b}", "p", "Verdict"]
-        lines += [*_table(header, "lrrrrrrrl", rows), ""]
+        by_impl = any(split_key(r.key)[1] for r in c.rows)  # two runs: case and implementation apart
+        rows = [[*(split_key(r.key) if by_impl else (r.key,)), format_seconds(r.median_a),
+                 format_seconds(r.median_b), format_ratio(r.ratio), format_ci(r.ci_low, r.ci_high), _sol(r.sol_a),
+                 _sol(r.sol_b), format_p(r.p_value), r.verdict] for r in c.rows]
+        header = ["Case", *(["Impl"] if by_impl else []), a, b, f"{b}/{a}", "CI", f"SOL {a}", f"SOL {b}", "p",
+                  "Verdict"]
+        lines += [*_table(header, ("ll" if by_impl else "l") + "rrrrrrrl", rows), ""]
     else:
         lines += ["No case was measured on both sides.", ""]
     lines += _keys(f"Only in {a}", c.only_in_a, b, c.other_side) + _keys(f"Only in {b}", c.only_in_b, a, c.other_side)
@@ -100,7 +112,7 @@ def comparison_markdown(c: Comparison) -> str:
 
 def _gate_row(v: GateCaseVerdict) -> list[str]:
     p = format_p(v.p_adjusted) if v.p_adjusted is not None else "—"
-    return [v.key, side_cell(v.median_base, v.status_base), side_cell(v.median_cur, v.status_cur),
+    return [v.case_id, v.impl, side_cell(v.median_base, v.status_base), side_cell(v.median_cur, v.status_cur),
             format_ratio(v.ratio), format_ci(v.ci_low, v.ci_high), threshold_cell(v), p,
             f"{_GATE_ICON[v.verdict]} {v.verdict}"]
 
@@ -153,8 +165,8 @@ def gate_markdown(g: GateResult) -> str:
         lines += ["> ⚠️ Compared across different hardware or software (allowed): "
                   + "; ".join(_cell(d) for d in g.fingerprint_diffs), ""]
     ordered = sorted(g.verdicts, key=lambda v: _GATE_ORDER[v.verdict])
-    header = ["Case", "Baseline", "Current", "Ratio", "CI", "Threshold", "p (adj.)", "Verdict"]
-    lines += [*_table(header, "lrrrrrrl", [_gate_row(v) for v in ordered]), ""]
+    header = ["Case", "Impl", "Baseline", "Current", "Ratio", "CI", "Threshold", "p (adj.)", "Verdict"]
+    lines += [*_table(header, "llrrrrrrl", [_gate_row(v) for v in ordered]), ""]
     if g.undecided:
         lines += [f"> {_cell(undecided_note(g))}", ""]
     flagged = [v for v in ordered if v.verdict != "PASS"]  # FASTER too: it is news
@@ -190,23 +202,30 @@ def run_markdown(run: RunResult) -> str:
             params = " ".join(f"{k}={v}" for k, v in c.params.items()) + f" {c.dtype}"
             for r in c.impls:
                 cells = {"rounds": rounds_cell(r.timing), "SM MHz": clock_cell(r.timing)}
-                rows.append([params, r.name, *_impl_cells(c, r),
+                rows.append([params, r.name, *_impl_cells(run, c, r),
                              *(cells[e] if e in cells else collective_cell(e, r) for e in cols)])
         lines += [f"#### {_cell(workload)}", ""]
         lines += _table(["case", "impl", "time", "±CI", "T_SOL", "SOL", "MFU", "MBU", "bound", "speedup", *cols],
                         "llrrrrrrlr" + "r" * len(cols), rows)
         lines.append("")
+    key = flags.legend(run)
+    if key:
+        lines += [key, ""]
     return "\n".join(lines)
 
 
-def _impl_cells(c: CaseResult, r: ImplResult) -> list[str]:
+def _impl_cells(run: RunResult, c: CaseResult, r: ImplResult) -> list[str]:
     if r.timing is not None and is_part(r):
         t = r.timing
         half = (t.ci_high - t.ci_low) / 2 / t.median
-        return [format_seconds(t.median), f"{half:.1%}", format_seconds(c.t_sol), "part", "", "", c.bound, ""]
+        return [format_seconds(t.median), flags.mark(f"{half:.1%}", flags.time_marks(t, run.protocol.target_rel_ci)),
+                format_seconds(c.t_sol), "part", "", "", c.bound, ""]
     if r.timing is None or r.score is None:
         return [r.status.upper(), "", format_seconds(c.t_sol), "", "", "", c.bound, ""]
     t, s = r.timing, r.score
     half = (t.ci_high - t.ci_low) / 2 / t.median
-    return [format_seconds(t.median), f"{half:.1%}", format_seconds(c.t_sol), _sol(s.sol), format_pct(s.mfu),
-            format_pct(s.mbu), c.bound, f"{s.speedup:.2f}x" if s.speedup else ""]
+    return [format_seconds(t.median), flags.mark(f"{half:.1%}", flags.time_marks(t, run.protocol.target_rel_ci)),
+            format_seconds(c.t_sol), flags.mark(_sol(s.sol), flags.over_peak(s.sol, run)),
+            flags.mark(format_pct(s.mfu), flags.over_peak(s.mfu, run)),
+            flags.mark(format_pct(s.mbu), flags.over_peak(s.mbu, run)), c.bound,
+            f"{s.speedup:.2f}x" if s.speedup else ""]

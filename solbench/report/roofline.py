@@ -65,6 +65,15 @@ def roofline_points(runs: Sequence[RunResult]) -> list[Point]:
     return points
 
 
+def point_labels(runs: Sequence[RunResult]) -> dict[str, int]:
+    """The number each case's points carry in the roofline (1, 2, ... in order of first appearance);
+    the HTML report lists them under the figure."""
+    labels: dict[str, int] = {}
+    for p in roofline_points(runs):
+        labels.setdefault(p.case_id, len(labels) + 1)
+    return labels
+
+
 def roofs(runs: Sequence[RunResult], calibration: Calibration | None = None) -> list[Roof]:
     """The ceilings of every dtype in the runs, then the measured ones; units sharing a ceiling share
     one roof (``bf16/fp16 tensor 989 TFLOP/s``)."""
@@ -168,9 +177,12 @@ def roofline_png(runs: Sequence[RunResult], calibration: Calibration | None = No
     for base, target in _arrows(points):
         ax.annotate("", xy=(target.intensity, target.flops_per_s), xytext=(base.intensity, base.flops_per_s),
                     arrowprops={"arrowstyle": "->", "color": "#999999", "lw": 0.8})
+    labels = point_labels(runs)
     for p in points:
         ax.scatter(p.intensity, p.flops_per_s, marker=markers[p.workload], color=colors[p.impl], s=28,
                    edgecolors="black", linewidths=0.3, zorder=3)
+        ax.annotate(str(labels[p.case_id]), (p.intensity, p.flops_per_s), xytext=(4, 3),
+                    textcoords="offset points", fontsize=6, color="#333333", zorder=4)
     _legend(ax, names, colors, workloads, markers)
     ax.set_xlabel("arithmetic intensity (analytic FLOP per fused byte)")
     ax.set_ylabel("achieved FLOP/s (analytic FLOPs / median time)")

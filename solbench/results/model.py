@@ -113,6 +113,7 @@ class Protocol:
     clock_monitor: str = ""  # "nvml": clocks, power and reasons read after every sample; "": none
     devices: int = 1  # devices the cases were sharded over (--devices, Ray); each case names its own
     executor: str = "local"  # "local" (this host's devices) or "ray" (a Ray cluster)
+    threads: int = 0  # torch CPU threads of the measuring process (solbench.device.threads); 0: torch's default
 
 
 @dataclass(frozen=True)

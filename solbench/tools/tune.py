@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from solbench.analysis.stats import median, median_ci
+from solbench.device import threads
 from solbench.errors import ConfigError
 from solbench.measure.criteria import CIWidth
 
@@ -163,11 +164,21 @@ def tune(files: Sequence[str | Path], options: TuneOptions = TuneOptions(), *, d
     state = WorkerState()  # tuning runs in this process: one timer and tamper snapshot for all trials
     emit = progress or (lambda event, data: None)
     emit("start", {"cases": sum(len(p.cases) for p, _, _ in targets)})
-    cases = [_tune_case(p, name, impl, case, info.kind, (state, info.l2_bytes), options, emit)
-             for p, name, impl in targets for case in p.cases]
+    before = torch_threads()
+    try:
+        cases = [_tune_case(p, name, impl, case, info.kind, (state, info.l2_bytes), options, emit)
+                 for p, name, impl in targets for case in p.cases]
+    finally:
+        threads.apply(before)  # tuning ran in this process under the CPU thread policy
     created = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
     opts = {k: v for k, v in dataclasses.asdict(options).items() if k not in ("workloads", "impls")}
     return TuneResult(created, info.environment(), tuple(str(f) for f in files), opts, tuple(cases))
+
+
+def torch_threads() -> int:
+    import torch
+
+    return int(torch.get_num_threads())
 
 
 def validate(p: Any, name: str, impl: Implementation) -> None:
@@ -210,6 +221,7 @@ def _tune_case(p: Any, name: str, impl: Implementation, case: Any, device: str,
     assert impl.tune is not None
     criterion = CIWidth(options.target_rel_ci, options.min_samples, options.max_samples, options.budget_s)
     settings = MeasureSettings.of(options, device)  # the cold timer on CUDA; the criterion is tune's own
+    settings = dataclasses.replace(settings, threads=threads.policy(0, device))  # the run's CPU thread policy
     state, l2_bytes = worker  # one worker state (timer, tamper snapshot) and the L2 size, for every trial
 
     def measure(label: str, variant: Implementation, bound: float | None = None) -> ImplResult:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -85,8 +86,11 @@ class CaseError(ConfigError, ValueError):
         self.loc = list(loc)
 
 
-def parameter_sets(spec: WorkloadSpec, device_kind: str) -> list[dict[str, ParamValue]]:
-    """Parameter dictionaries for a device kind, profile overrides applied."""
+def parameter_sets(spec: WorkloadSpec, device_kind: str,
+                   overrides: Mapping[str, Sequence[ParamValue]] | None = None) -> list[dict[str, ParamValue]]:
+    """Parameter dictionaries for a device kind, profile overrides applied, then ``overrides``
+    (``run --set name=v1,v2``): each named parameter the workload has takes these values instead
+    (in a ``cases:`` list, every listed case once per value)."""
     profile = spec.profiles.get(device_kind)  # type: ignore[call-overload]
     parameters = spec.parameters
     cases = spec.cases
@@ -94,6 +98,12 @@ def parameter_sets(spec: WorkloadSpec, device_kind: str) -> list[dict[str, Param
         parameters, cases = {**parameters, **profile.parameters}, None
     if profile is not None and profile.cases is not None:
         cases = profile.cases
+    mine = {k: list(v) for k, v in (overrides or {}).items() if k in parameter_names(spec, device_kind)}
+    if mine and cases is not None:
+        cases = [{**c, **dict(zip(mine, combo, strict=True))} for c in cases
+                 for combo in itertools.product(*mine.values())]
+    elif mine:
+        parameters = {**parameters, **mine}
     dtypes = len(dtypes_for(spec, device_kind))
     count = (len(cases) if cases is not None else math.prod(len(v) for v in parameters.values())) * dtypes
     if count > MAX_CASES:
@@ -110,6 +120,33 @@ def parameter_sets(spec: WorkloadSpec, device_kind: str) -> list[dict[str, Param
     return [{**s, **{k: v for k, v in spec.constants.items() if k not in s}} for s in sets]
 
 
+def parameter_names(spec: WorkloadSpec, device_kind: str) -> set[str]:
+    """The parameters a workload's cases have on a device kind (what ``--set`` can override)."""
+    profile = spec.profiles.get(device_kind)  # type: ignore[call-overload]
+    names = set(spec.parameters)
+    for source in (spec.cases, getattr(profile, "cases", None)):
+        for c in source or ():
+            names |= set(c)
+    if profile is not None and profile.parameters is not None:
+        names |= set(profile.parameters)
+    return names
+
+
+def case_matches(case_id: str, pattern: str) -> bool:
+    """Whether ``run --case PATTERN`` selects a case.
+
+    A pattern with ``[``, ``*`` or ``?`` is matched against the whole id, ``*`` and ``?`` as
+    wildcards and everything else literally (``o_proj[tokens=16,*``). Otherwise it is a list of
+    ``name=value`` items (and dtypes), every one of which the case must have: ``tokens=16``,
+    ``tokens=16,float32``.
+    """
+    if any(ch in pattern for ch in "[*?"):
+        regex = "".join(".*" if ch == "*" else "." if ch == "?" else re.escape(ch) for ch in pattern)
+        return re.fullmatch(regex, case_id) is not None
+    items = set(case_id[case_id.find("[") + 1:-1].split(",")) if case_id.endswith("]") else set()
+    return all(item.strip() in items for item in pattern.split(",") if item.strip())
+
+
 def dtypes_for(spec: WorkloadSpec, device_kind: str) -> list[str]:
     """The dtypes a workload runs in on a device kind."""
     profile = spec.profiles.get(device_kind)  # type: ignore[call-overload]
@@ -118,11 +155,12 @@ def dtypes_for(spec: WorkloadSpec, device_kind: str) -> list[str]:
     return list(spec.dtypes)
 
 
-def expand(spec: WorkloadSpec, device_kind: str) -> list[Case]:
+def expand(spec: WorkloadSpec, device_kind: str,
+           overrides: Mapping[str, Sequence[ParamValue]] | None = None) -> list[Case]:
     """All cases of a workload on a device kind, in file order (parameters, then dtype)."""
     return [
         build_case(spec, params, dtype)
-        for params in parameter_sets(spec, device_kind)
+        for params in parameter_sets(spec, device_kind, overrides)
         for dtype in dtypes_for(spec, device_kind)
     ]
 

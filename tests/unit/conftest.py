@@ -26,3 +26,23 @@ def _no_terminal_size_from_the_runner(monkeypatch):
     pytest-xdist's workers inherit ``COLUMNS=80``, which would truncate the tables tests read."""
     monkeypatch.delenv("COLUMNS", raising=False)
     monkeypatch.delenv("LINES", raising=False)
+
+
+_ROOT = __import__("pathlib").Path(__file__).resolve().parents[2]
+
+
+def _results_in_tree() -> set[str]:
+    """Result files under the checkout's results/ that git does not track (results/h200 is)."""
+    folder = _ROOT / "results"
+    return {str(p.relative_to(folder)) for p in folder.rglob("*.json")
+            if p.is_file() and p.relative_to(folder).parts[0] != "h200"} if folder.is_dir() else set()
+
+
+@pytest.fixture(autouse=True)
+def _tests_never_write_into_the_working_tree():
+    """A test that saves a run must save it under tmp_path (``-o``, ``--results-dir``): a run left in
+    ./results/ is what ``solbench show`` would then call the latest run."""
+    before = _results_in_tree()
+    yield
+    new = _results_in_tree() - before
+    assert not new, f"the test wrote into the working tree: results/{sorted(new)[0]}"

@@ -34,9 +34,9 @@ def test_run_attn_on_cpu_end_to_end(runner, tmp_path):
     assert fused.score.sol > 0
 
 
-def test_run_json_to_stdout_is_the_result(runner):
+def test_run_json_to_stdout_is_the_result(runner, tmp_path):
     result = runner.invoke(main, ["run", "tests/data/double.yaml", "--device", "cpu", "--json", "-i", "baseline",
-                                  *FAST])
+                                  "--results-dir", str(tmp_path / "results"), *FAST])
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
     assert data["schema_version"] == 2
@@ -120,7 +120,7 @@ def test_show_renders_a_saved_run_as_tables_and_markdown(runner, tmp_path):
     assert table.exit_code == 0 and "double" in table.output and "baseline" in table.output
     md = runner.invoke(main, ["show", str(out), "--markdown"])
     assert md.exit_code == 0
-    lines = md.output.splitlines()
+    lines = md.stdout.splitlines()  # stderr says which file was read
     assert lines[0].startswith("### solbench run:")
     rows = [line for line in lines if line.startswith("| n=")]
     assert len(rows) == 2 and all("| baseline |" in r for r in rows)

@@ -169,7 +169,7 @@ def test_spec_disagreement_is_warned(fake_gpu: Any, specs: tuple[HardwareSpec, .
 
 def test_cpu_when_cuda_is_unavailable(monkeypatch: pytest.MonkeyPatch, specs: tuple[HardwareSpec, ...]) -> None:
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    monkeypatch.setattr(cpu_peaks, "measure_cpu_peaks", lambda: {"vector_fp32_flops": 2e11, "bandwidth": 3e10})
+    monkeypatch.setattr(cpu_peaks, "measure_cpu_peaks", lambda **_: {"vector_fp32_flops": 2e11, "bandwidth": 3e10})
     info = detect("auto", specs)
     assert (info.kind, info.index, info.nvml, info.spec.id, info.spec.source) == (
         "cpu", None, None, "cpu", "measured")
@@ -182,7 +182,7 @@ def test_cpu_when_cuda_is_unavailable(monkeypatch: pytest.MonkeyPatch, specs: tu
 
 def test_cpu_can_be_forced(fake_gpu: Any, monkeypatch: pytest.MonkeyPatch, specs: tuple[HardwareSpec, ...]) -> None:
     fake_gpu(props("NVIDIA H200"))
-    monkeypatch.setattr(cpu_peaks, "measure_cpu_peaks", lambda: {"vector_fp32_flops": 1e11, "bandwidth": 1e10})
+    monkeypatch.setattr(cpu_peaks, "measure_cpu_peaks", lambda **_: {"vector_fp32_flops": 1e11, "bandwidth": 1e10})
     assert detect("CPU", specs).kind == "cpu"
 
 

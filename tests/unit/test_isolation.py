@@ -116,7 +116,8 @@ def test_implementation_output_never_reaches_the_json_on_stdout(tmp_path):
     wl.write_text("workloads:\n  - name: noisy\n    parameters: {n: [64]}\n    dtypes: [float32]\n"
                   "    inputs: {x: {shape: [n]}}\n    outputs: {y: {shape: [n]}}\n"
                   "    reference: noisy.py:ref\n    implementations: {baseline: noisy.py:fn}\n")
-    result = subprocess.run([sys.executable, "-m", "solbench", "run", str(wl), "--json", *FAST],
+    result = subprocess.run([sys.executable, "-m", "solbench", "run", str(wl), "--json", *FAST,
+                             "--results-dir", str(tmp_path / "results")],
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["cases"][0]["impls"][0]["status"] == "ok"

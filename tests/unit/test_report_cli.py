@@ -56,9 +56,9 @@ def test_report_with_a_gate_against_itself(cpu_run, tmp_path):
     assert result.exit_code == 0, result.output
     page = Page(html.read_text())
     assert any(h.startswith("Gate: ") for h in page.headings)
-    verdicts = next(t for t in page.tables if t[0][:2] == ["case", "verdict"])
+    verdicts = next(t for t in page.tables if t[0][:3] == ["case", "impl", "verdict"])
     measured = sum(1 for c in store.load(cpu_run).cases for r in c.impls if r.status == "ok")
-    assert len(verdicts) - 1 == measured and {row[1] for row in verdicts[1:]} <= {"PASS", "INCONCLUSIVE"}
+    assert len(verdicts) - 1 == measured and {row[2] for row in verdicts[1:]} <= {"PASS", "INCONCLUSIVE"}
 
 
 def test_report_errors_are_one_line_exit_2(cpu_run, tmp_path):

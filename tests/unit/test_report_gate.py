@@ -108,12 +108,12 @@ def test_gate_markdown():
     assert "each workload's recorded gate_threshold, else 5%" in md
     table = [ln for ln in lines if ln.startswith("| ")]
     assert len(table) == 2 + 6  # header, separator, one row per case
-    assert table[2].startswith("| bad/x | 1.00 ms | INCORRECT |") and "💥 BROKEN" in table[2]
-    assert table[3].startswith("| slow\\|pipe/x |") and "❌ REGRESSION" in table[3]
+    assert table[2].startswith("| bad | x | 1.00 ms | INCORRECT |") and "💥 BROKEN" in table[2]
+    assert table[3].startswith("| slow\\|pipe | x |") and "❌ REGRESSION" in table[3]
     assert "+10% (workload)" in table[3] and "+5% |" in table[2]
-    assert next(ln for ln in table if ln.startswith("| gone/x |")).startswith("| gone/x | 1.00 ms | absent |")
-    assert "🚀 FASTER" in table[-2] and table[-1].startswith("| ok/x |")  # FASTER, then PASS rows last
-    assert all(ln.count(" | ") == 7 for ln in table)  # escaped pipes do not add columns
+    assert next(ln for ln in table if ln.startswith("| gone |")).startswith("| gone | x | 1.00 ms | absent |")
+    assert "🚀 FASTER" in table[-2] and table[-1].startswith("| ok | x |")  # FASTER, then PASS rows last
+    assert all(ln.count(" | ") == 8 for ln in table)  # escaped pipes do not add columns
     bullets = [ln for ln in lines if ln.startswith("- ")]
     assert len(bullets) == 5 and "too few samples" in md
     assert "- `bad/x`: BROKEN: ok in the baseline, INCORRECT in the current run: max abs err 0.5 \\| atol" in md
@@ -130,7 +130,7 @@ def test_comparison_markdown():
     md = comparison_markdown(_comparison())
     assert md.startswith("### solbench compare: pr vs main\n")
     table = [ln for ln in md.splitlines() if ln.startswith("| ")]
-    assert table[0] == "| Case | main | pr | pr/main | CI | SOL main | SOL pr | p | Verdict |"
+    assert table[0] == "| Case | Impl | main | pr | pr/main | CI | SOL main | SOL pr | p | Verdict |"
     assert len(table) == 4 and "FASTER" in table[2] and "SAME" in table[3]
     assert "**Only in main** (1): `gone/x` (pr: absent)" in md and "**Only in pr** (1): `new/x` (main: absent)" in md
     assert "**Geomean speedup of pr over main: 1.4" in md  # sqrt(2 * 1) ~ 1.41
@@ -190,4 +190,4 @@ def test_case_ids_with_brackets_render_literally():
     run = make_run({"o_proj[tokens=16,bfloat16]": {"fused": [1e-3] * 10}})
     buf = io.StringIO()
     Console(file=buf, width=200).print(comparison_table(compare_runs(run, run)))
-    assert "o_proj[tokens=16,bfloat16]/fused" in buf.getvalue()
+    assert "o_proj[tokens=16,bfloat16]" in buf.getvalue() and "impl fused" in buf.getvalue()

@@ -2,6 +2,7 @@
 
 import base64
 import dataclasses
+from html import escape
 from html.parser import HTMLParser
 
 from solbench.analysis.compare import compare_runs
@@ -95,8 +96,9 @@ def test_gate_and_comparison_tables_appear_when_given():
     page = Page(text)
     assert_self_contained(page, text)
     assert "Gate: REGRESSION" in page.headings and "Comparison: head vs base" in page.headings
-    gate_table = next(t for t in page.tables if t[0][:2] == ["case", "verdict"] and "threshold" in t[0])
-    assert {row[0]: row[1] for row in gate_table[1:]} == {"c1/baseline": "REGRESSION", "c2/baseline": "PASS"}
+    gate_table = next(t for t in page.tables if t[0][:3] == ["case", "impl", "verdict"] and "threshold" in t[0])
+    assert {f"{row[0]}/{row[1]}": row[2] for row in gate_table[1:]} == {"c1/baseline": "REGRESSION",
+                                                                       "c2/baseline": "PASS"}
     assert page.images == []  # no images given: none referenced
 
 
@@ -106,3 +108,18 @@ def test_text_from_results_is_escaped():
     text = report_html([dataclasses.replace(run, cases=(evil,))], title="a <b> title")
     assert "<script>" not in text and "&lt;script&gt;" in text
     assert "<title>a &lt;b&gt; title</title>" in text
+
+
+def test_roofline_points_are_numbered_and_the_numbers_listed():
+    from solbench.report.roofline import point_labels
+
+    run = two_workload_run()
+    labels = point_labels([run])
+    assert sorted(labels.values()) == list(range(1, len(labels) + 1))
+    assert set(labels) == {c.case_id for c in run.cases
+                           if any(r.status == "ok" and r.score is not None for r in c.impls) and c.intensity > 0}
+    text = report_html([run], ReportImages(PNG, {}))
+    listed = text.split('<ol class="note">', 1)[1].split("</ol>", 1)[0]
+    assert listed.count("<li>") == len(labels)
+    for case, n in labels.items():
+        assert listed.split("<li>")[n].startswith(escape(case))

@@ -1,0 +1,74 @@
+"""Marks for numbers that are less certain than they look, shared by every run table.
+
+    time_marks(t, target)   "~"  the 95% CI of the median is wider than the run's target (±1%)
+                            "†"  sampling stopped on the budget or the sample cap, not converged
+    over_peak(x, run)       "!"  SOL above 1 (or MFU/MBU above 100%) against *measured* peaks:
+                                 the ceiling measurement, not the hardware, is what was beaten
+    legend(run)             one line explaining the marks the run's tables use (empty: none)
+
+A mark follows the number (``"15.8 ms ±357.8% ~†"``, ``"2.07 !"``); the legend is printed under the
+tables, so that no uncertain number is shown as plain fact.
+"""
+
+from __future__ import annotations
+
+from solbench.results.model import ImplResult, RunResult, Timing
+
+__all__ = ["ABOVE", "STOPPED", "WIDE", "legend", "mark", "over_peak", "time_marks"]
+
+WIDE = "~"
+STOPPED = "†"
+ABOVE = "!"
+_SLACK = 1.0 + 1e-9  # a CI exactly at the target converged
+
+
+def half_width(t: Timing) -> float:
+    """The CI half-width as a fraction of the median (0 for a zero median)."""
+    return (t.ci_high - t.ci_low) / 2 / t.median if t.median else 0.0
+
+
+def time_marks(t: Timing | None, target: float) -> str:
+    """``~`` when the CI is wider than ``target``, ``†`` when sampling did not converge."""
+    if t is None:
+        return ""
+    marks = WIDE if target > 0 and half_width(t) > target * _SLACK else ""
+    if any(part not in ("converged", "") for part in t.stop_reason.split("+")):  # rounds: "converged+budget"
+        marks += STOPPED
+    return marks
+
+
+def measured_peaks(run: RunResult) -> bool:
+    return run.spec.source == "measured"
+
+
+def over_peak(value: float | None, run: RunResult) -> str:
+    """``!`` for a fraction of the peak above 1 where the peaks are measured, else nothing."""
+    return ABOVE if value is not None and value > 1.0 and measured_peaks(run) else ""
+
+
+def mark(text: str, marks: str) -> str:
+    """``text`` followed by its marks, if any."""
+    return f"{text} {marks}" if marks else text
+
+
+def _impls(run: RunResult) -> list[ImplResult]:
+    return [r for c in run.cases for r in c.impls if r.timing is not None]
+
+
+def legend(run: RunResult) -> str:
+    """The marks used anywhere in ``run``'s tables, explained in one line (empty: none used)."""
+    p = run.protocol
+    impls = _impls(run)
+    marks = "".join(time_marks(r.timing, p.target_rel_ci) for r in impls)
+    above = any(over_peak(v, run) for r in impls if r.score is not None
+                for v in (r.score.sol, r.score.mfu, r.score.mbu))
+    parts = []
+    if WIDE in marks:
+        parts.append(f"{WIDE} the 95% CI is wider than the target ±{p.target_rel_ci:.0%}")
+    if STOPPED in marks:
+        parts.append(f"{STOPPED} sampling stopped on the budget ({p.budget_s:g} s) or the sample cap "
+                     f"({p.max_samples}) before the CI reached the target")
+    if above:
+        parts.append(f"{ABOVE} above 1 (100%) against peaks measured on this host ({run.spec.id}): "
+                     "the peak measurement was beaten, not the hardware; not a speed-of-light result")
+    return "; ".join(parts) + "." if parts else ""

@@ -1,0 +1,58 @@
+"""``run --case PATTERN`` and ``run --set NAME=V1,V2``: pick cases and override parameters."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from solbench.cli import main
+from solbench.cli.run import parse_sets
+from solbench.errors import ConfigError
+from solbench.plan.workloads import plan
+from solbench.workload.cases import case_matches
+
+ID = "o_proj[tokens=16,hidden=512,float32]"
+
+
+@pytest.mark.parametrize(("pattern", "hit"), [
+    (ID, True), ("tokens=16", True), ("tokens=16,float32", True), ("tokens=1", False), ("hidden=512,bfloat16", False),
+    ("o_proj[tokens=16,*", True), ("o_proj[tokens=1?,*", True), ("o_proj[tokens=1,*", False), ("*float32]", True),
+    ("qkv_proj[*", False),
+])
+def test_case_patterns(pattern: str, hit: bool) -> None:
+    assert case_matches(ID, pattern) is hit
+
+
+def test_parse_sets_reads_numbers_and_refuses_bad_items() -> None:
+    assert parse_sets(["tokens=16,64", "eps=1e-5", "mode=fast"]) == (
+        ("tokens", (16, 64)), ("eps", (1e-5,)), ("mode", ("fast",)))
+    for bad in ("tokens", "=16", "tokens="):
+        with pytest.raises(ConfigError, match="expected NAME=V1,V2"):
+            parse_sets([bad])
+
+
+def test_overrides_and_selection_in_the_plan() -> None:
+    planned = plan(["workloads/attn.yaml"], "cpu", ["o_proj"], overrides={"tokens": (8, 32)})
+    assert [c.id for c in planned[0].cases] == ["o_proj[tokens=8,hidden=512,float32]",
+                                                "o_proj[tokens=32,hidden=512,float32]"]
+    picked = plan(["workloads/attn.yaml"], "cpu", cases=["tokens=256"])
+    assert {c.id for p in picked for c in p.cases} == {"o_proj[tokens=256,hidden=512,float32]",
+                                                       "qkv_proj[tokens=256,hidden=512,kv_hidden=1024,float32]"}
+    with pytest.raises(ConfigError, match="no selected workload has a parameter tokenz"):
+        plan(["workloads/attn.yaml"], "cpu", overrides={"tokenz": (8,)})
+    with pytest.raises(ConfigError, match="no case matches 'tokens=3'"):
+        plan(["workloads/attn.yaml"], "cpu", cases=["tokens=3"])
+
+
+def test_run_measures_only_the_selected_overridden_case(tmp_path: Path) -> None:
+    out = tmp_path / "run.json"
+    result = CliRunner().invoke(main, ["run", "workloads/attn.yaml", "--device", "cpu", "-w", "o_proj", "-i",
+                                       "fused", "--set", "tokens=8,24", "--case", "tokens=24", "-o", str(out),
+                                       "--budget", "0.02", "--min-samples", "3", "--max-samples", "10", "-q"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(out.read_text())
+    assert [c["case_id"] for c in data["cases"]] == ["o_proj[tokens=24,hidden=512,float32]"]
+    assert {i["name"]: i["status"] for i in data["cases"][0]["impls"]} == {"baseline": "ok", "fused": "ok"}

@@ -1,0 +1,132 @@
+"""Options either act or are refused: no option is silently ignored; commands name what they read."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from solbench.cli import main
+from solbench.results import store
+
+FAST = ["--budget", "0.02", "--min-samples", "3", "--max-samples", "10", "-q"]
+DOUBLE = "tests/data/double.yaml"
+
+
+def _one_line_exit_2(result) -> str:  # type: ignore[no-untyped-def]
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in result.output, result.output
+    return lines[0]
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["--timer", "graph"], "--timer graph needs a CUDA GPU"),
+    (["--timer", "cupti"], "--timer cupti needs a CUDA GPU"),
+    (["--flush", "write"], "--flush write flushes a GPU's L2"),
+])
+def test_gpu_timing_options_are_refused_on_the_cpu(args: list[str], says: str, tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["run", DOUBLE, "--device", "cpu", *args, "--results-dir", str(tmp_path), *FAST])
+    assert says in _one_line_exit_2(result)
+    assert not list(tmp_path.rglob("*.json"))
+
+
+def test_junit_without_a_gate_is_refused(tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["run", DOUBLE, "--device", "cpu", "--junit", str(tmp_path / "j.xml"), *FAST])
+    assert "--gate-against" in _one_line_exit_2(result)
+    assert not (tmp_path / "j.xml").exists()
+
+
+def test_output_and_save_both_act(tmp_path: Path) -> None:
+    out, results = tmp_path / "run.json", tmp_path / "results"
+    result = CliRunner().invoke(main, ["run", DOUBLE, "--device", "cpu", "-i", "baseline", "-o", str(out),
+                                       "--save", "head", "--results-dir", str(results), *FAST])
+    assert result.exit_code == 0, result.output
+    named = list(results.rglob("*_head.json"))
+    assert len(named) == 1 and out.is_file()
+    assert store.load(named[0]).cases == store.load(out).cases
+
+
+def test_dry_run_output_and_save_both_act(tmp_path: Path) -> None:
+    out, results = tmp_path / "dry.json", tmp_path / "results"
+    result = CliRunner().invoke(main, ["run", "workloads/attn.yaml", "--gpu", "h200", "--dry-run", "-o", str(out),
+                                       "--save", "what_if", "--results-dir", str(results)])
+    assert result.exit_code == 0, result.output
+    assert out.is_file() and len(list(results.rglob("*_what_if.json"))) == 1
+
+
+@pytest.fixture
+def saved(tmp_path: Path) -> Path:
+    """A results folder holding one run saved as ``nightly`` (a stored H200 run)."""
+    folder = tmp_path / "results" / "h200"
+    folder.mkdir(parents=True)
+    src = Path("results/h200/issue8-ab-same-baseline.json")
+    (folder / "20260101T000000-000000-aaaa_nightly.json").write_text(src.read_text())
+    return tmp_path / "results"
+
+
+def test_show_compare_and_gate_name_the_files_they_read(saved: Path) -> None:
+    path = next(saved.rglob("*_nightly.json"))
+    show = CliRunner().invoke(main, ["show", "--results-dir", str(saved), "--markdown"])
+    assert show.exit_code == 0 and f"read run: {path}" in show.stderr and "read run" not in show.stdout
+    cmp = CliRunner().invoke(main, ["compare", "nightly", str(path), "--results-dir", str(saved)])
+    assert cmp.exit_code == 0, cmp.output
+    assert f"read A (nightly): {path}" in cmp.stderr and f"read B ({path}): {path}" in cmp.stderr
+    gate = CliRunner().invoke(main, ["gate", "--baseline", "nightly", "--current", str(path), "--results-dir",
+                                     str(saved), "--threshold", "5%"])
+    assert f"read baseline: {path}" in gate.stderr and f"read current: {path}" in gate.stderr
+
+
+def test_a_run_compared_with_itself_is_same_or_pass_everywhere(saved: Path) -> None:
+    path = str(next(saved.rglob("*_nightly.json")))
+    cmp = CliRunner().invoke(main, ["compare", path, path, "--json"])
+    assert cmp.exit_code == 0
+    import json
+
+    rows = json.loads(cmp.stdout)["rows"]
+    assert rows and {r["verdict"] for r in rows} == {"SAME"}
+    gate = CliRunner().invoke(main, ["gate", "--baseline", path, "--current", path, "--json"])
+    assert gate.exit_code == 0 and {v["verdict"] for v in json.loads(gate.stdout)["verdicts"]} == {"PASS"}
+
+
+def test_compare_names_the_run_that_is_missing(saved: Path) -> None:
+    result = CliRunner().invoke(main, ["compare", "nightly", "head", "--results-dir", str(saved)])
+    assert _one_line_exit_2(result).startswith("error: head: no such result file or saved run")
+    result = CliRunner().invoke(main, ["compare", "head", "nightly", "--results-dir", str(saved)])
+    assert _one_line_exit_2(result).startswith("error: head: no such result file or saved run")
+
+
+def test_report_without_matplotlib_writes_nothing(saved: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "matplotlib" else real(name, *a))
+    csv, html = tmp_path / "out" / "r.csv", tmp_path / "out" / "r.html"
+    result = CliRunner().invoke(main, ["report", "nightly", "--csv", str(csv), "--html", str(html),
+                                       "--results-dir", str(saved)])
+    line = _one_line_exit_2(result)
+    assert "pip install 'solbench[plot]'" in line and "nothing was written" in line
+    assert not csv.exists() and not html.exists()
+
+
+def test_report_gate_sections_need_html(saved: Path, tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["report", "nightly", "--csv", str(tmp_path / "r.csv"), "--gate-against",
+                                       "nightly", "--results-dir", str(saved)])
+    assert "add --html FILE" in _one_line_exit_2(result)
+    assert not (tmp_path / "r.csv").exists()
+
+
+def test_the_progress_bar_shows_an_eta(monkeypatch: pytest.MonkeyPatch) -> None:
+    from rich.progress import TimeRemainingColumn
+
+    from solbench.cli.common import ProgressBar
+
+    monkeypatch.setenv("SOLBENCH_PROGRESS", "1")
+    bar = ProgressBar(quiet=False)
+    with bar as progress:
+        progress("start", {"cases": 4})
+        progress("case_done", {"case": "c"})
+        assert bar._bar is not None
+        assert any(isinstance(c, TimeRemainingColumn) for c in bar._bar.columns)
+        assert bar._bar.tasks[0].completed == 1 and bar._bar.tasks[0].total == 4

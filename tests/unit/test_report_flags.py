@@ -1,0 +1,72 @@
+"""Uncertain numbers carry a mark in every run table (console, Markdown, HTML), with a legend."""
+
+from __future__ import annotations
+
+import io
+from dataclasses import replace
+
+import numpy as np
+from rich.console import Console
+
+from solbench.report import flags
+from solbench.report.console import run_notes, run_tables
+from solbench.report.html import report_html
+from solbench.report.markdown import run_markdown
+from solbench.results.model import RunResult, Timing
+from tests.unit.factories import make_run, noisy
+
+
+def _render(run: RunResult) -> str:
+    console = Console(width=250, record=True, file=io.StringIO())
+    for table in run_tables(run):
+        console.print(table)
+    return console.export_text()
+
+
+def _run(noise: float, stop: str = "converged", measured: bool = False, samples_median: float = 1e-3) -> RunResult:
+    rng = np.random.default_rng(7)
+    run = make_run({"c1": {"base": noisy(rng, 200, samples_median, noise)}})
+    case = run.cases[0]
+    r = case.impls[0]
+    assert r.timing is not None
+    r = replace(r, timing=replace(r.timing, stop_reason=stop))
+    run = replace(run, cases=(replace(case, impls=(r,)),))
+    return replace(run, spec=replace(run.spec, source="measured")) if measured else run
+
+
+def test_time_marks_on_seeded_timings() -> None:
+    t = Timing((1.0,), 1.0, 0.99, 1.01, "converged")
+    assert flags.time_marks(t, 0.01) == ""
+    assert flags.time_marks(replace(t, ci_low=0.9, ci_high=1.1), 0.01) == "~"
+    assert flags.time_marks(replace(t, stop_reason="budget"), 0.01) == "†"
+    assert flags.time_marks(replace(t, ci_low=0.5, stop_reason="converged+max_samples"), 0.01) == "~†"
+    assert flags.time_marks(None, 0.01) == ""
+
+
+def test_a_narrow_converged_point_carries_no_mark_and_no_legend() -> None:
+    run = _run(noise=0.0005)
+    assert flags.legend(run) == ""
+    assert "~" not in _render(run) and "†" not in _render(run)
+    assert "~" not in run_markdown(run)
+
+
+def test_wide_and_budget_points_are_marked_in_every_format() -> None:
+    run = _run(noise=0.5, stop="budget")
+    legend = flags.legend(run)
+    assert "~ the 95% CI is wider than the target" in legend and "† sampling stopped on the budget" in legend
+    assert "~†" in _render(run) and legend in run_notes(run)
+    md = run_markdown(run)
+    assert "~†" in md and legend in md
+    html = report_html([run])
+    assert "~†" in html and "sampling stopped on the budget" in html
+
+
+def test_sol_above_one_is_marked_only_against_measured_peaks() -> None:
+    fast = 1e-5  # below the factories' T_SOL of 1e-4 s: SOL 10
+    datasheet = _run(noise=0.0, samples_median=fast)
+    assert "!" not in flags.legend(datasheet) and " !" not in _render(datasheet)
+    measured = _run(noise=0.0, measured=True, samples_median=fast)
+    assert "! above 1 (100%) against peaks measured on this host" in flags.legend(measured)
+    assert "10.00 !" in _render(measured)
+    assert "10.00 !" in run_markdown(measured)
+    assert "10.000 !" in report_html([measured])
