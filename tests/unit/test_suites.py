@@ -84,7 +84,7 @@ def test_kernelbench_solutions_run_end_to_end_and_a_cached_output_is_caught(runn
     assert case.impl("new").status == "ok" and case.impl("new").score.speedup is not None
     cheat = runner.invoke(main, ["run", str(problem), "--solution",
                                  str(KB / "solutions" / "1_Square_matmul_cached.py"), "-i", "solution",
-                                 "--in-process", *FAST])
+                                 "--in-process", "-o", str(tmp_path / "cheat.json"), *FAST])
     assert cheat.exit_code == 4, cheat.output
     assert "INCORRECT" in cheat.output or "REWARD" in cheat.output.upper()
 
