@@ -69,6 +69,7 @@ def test_cupti_timer_covers_every_stream_and_flags_unjoined_work(l2, gemm):
     timer.sample(0)
     assert timer.activities >= 1 and timer.stray is None  # work on a side stream, joined: fine
     timer.sample(1)
+    timer.finish()  # prepare turned collection on; measure() would turn it off here
     assert timer.activities >= 20  # all 20 GEMMs of the side stream are in the span
     assert timer.stray is not None and "does not wait" in timer.stray
 
@@ -81,6 +82,8 @@ def test_traced_call_catches_an_unjoined_side_stream(gemm):
     side = torch.cuda.Stream()
     trace = guards.stream_tracer("cuda")
     assert trace is not None
+    if trace.enabled:  # the process's one tracer, left on by an earlier timer that never finished
+        trace.end(True)
 
     def unjoined():
         side.wait_stream(torch.cuda.current_stream())
