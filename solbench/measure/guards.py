@@ -29,7 +29,7 @@ import os
 import sys
 import threading
 import types
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -315,34 +315,6 @@ def traced_call(call: Callable[[], Any], trace: Any) -> tuple[Any, str | None]:
         with contextlib.suppress(Exception):
             trace.end(turned_on)
     return value, judged(calls, work, t0, t1, t2)[1]
-
-
-@contextlib.contextmanager
-def tracing(trace: Any) -> Iterator[None]:
-    """Keep CUPTI collection on (and primed once) across several :func:`traced_call` checks.
-
-    Each traced call otherwise turns collection on, primes it and turns it off again: five times
-    per task (three correctness calls, two unseen-input calls). Inside this block those calls
-    find it on and only collect their own records. Without a tracer, or where CUPTI refuses or
-    records nothing, the block does nothing and each call fends for itself as before.
-    """
-    if trace is None:
-        yield
-        return
-    turned_on = False
-    try:
-        turned_on = trace.begin()
-        if turned_on and not _primed(trace, torch.empty(1, dtype=torch.int32, device="cuda")):
-            trace.end(turned_on)
-            turned_on = False
-    except Exception:  # CUPTI refused here: the calls try on their own
-        turned_on = False
-    try:
-        yield
-    finally:
-        if turned_on:
-            with contextlib.suppress(Exception):
-                trace.end(turned_on)
 
 
 # ~1 ms at 2 GHz (longer at a lower clock: the safe side). A call whose host launch outlasts it

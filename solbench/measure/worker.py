@@ -400,10 +400,6 @@ class _Checker:
 
     def correctness(self, launches: Sequence[Callable[[], Any]]) -> Correctness:
         """Every input set once, then the first again (a second call must be as right as the first)."""
-        with guards.tracing(self.trace):
-            return self._correctness(launches)
-
-    def _correctness(self, launches: Sequence[Callable[[], Any]]) -> Correctness:
         result = Correctness(True, 0.0, 0.0, self.tol.atol, self.tol.rtol)
         order = [*range(len(launches)), 0]
         for k in order:
@@ -459,15 +455,13 @@ class _Checker:
         base_dir = Path(task.base_dir) if task.base_dir is not None else None
         impl = task.spec.implementations[task.impl]
         fresh = self._fresh_inputs(base_dir, task.settings.seed + FRESH_SEED_OFFSET)
-        with guards.tracing(self.trace):
-            self._verify_unseen("fresh inputs after timing", impl, base_dir, fresh.sets[0], fresh.references[0])
-            reused = self.inputs.sets[0]
-            with torch.no_grad():
-                for key, tensor in reused.items():
-                    if isinstance(tensor, torch.Tensor):
-                        tensor.copy_(fresh.sets[1][key])
-            self._verify_unseen("new values in the timed input tensors", impl, base_dir, reused,
-                                fresh.references[1])
+        self._verify_unseen("fresh inputs after timing", impl, base_dir, fresh.sets[0], fresh.references[0])
+        reused = self.inputs.sets[0]
+        with torch.no_grad():
+            for key, tensor in reused.items():
+                if isinstance(tensor, torch.Tensor):
+                    tensor.copy_(fresh.sets[1][key])
+        self._verify_unseen("new values in the timed input tensors", impl, base_dir, reused, fresh.references[1])
 
     def _fresh_inputs(self, base_dir: Path | None, seed: int) -> CaseInputs:
         """Two input sets (and their references) the implementation has never seen."""

@@ -248,38 +248,3 @@ def test_cold_timer_gives_up_redoing_after_a_few_tries():
     seconds = timer.sample(0)
     assert timer.redone == timers._MAX_REDO and timer.spin_us == 25.0 * 2 ** timers._MAX_REDO
     assert seconds > 2000 * 300e-9  # kept, with the host's gaps in it (counted in samples_redone)
-
-
-def test_a_tracing_block_turns_collection_on_once_for_several_checks(monkeypatch):
-    from solbench.measure import guards
-
-    gpu = SimGpu()
-    monkeypatch.setattr(guards, "torch", sim_torch(gpu))
-    begins = []
-    real_begin = gpu.begin
-
-    def begin():
-        begins.append(real_begin())
-        return begins[-1]
-
-    gpu.begin = begin
-    with guards.tracing(gpu):
-        assert gpu.enabled
-        for _ in range(3):
-            value, problem = guards.traced_call(honest(gpu), gpu)
-            assert value == "out" and problem is None
-        value, problem = guards.traced_call(unjoined(gpu), gpu)
-        assert problem is not None and "does not wait" in problem  # still judged inside the block
-    assert not gpu.enabled  # off again after the block
-    assert begins == [True, False, False, False, False]  # turned on once; the four calls find it on
-
-
-def test_a_tracing_block_that_records_nothing_leaves_collection_off(monkeypatch):
-    from solbench.measure import guards
-
-    gpu = SimGpu()
-    monkeypatch.setattr(guards, "torch", sim_torch(gpu))
-    gpu.collect = lambda: ([], [])  # a trace that never delivers: priming fails
-    with guards.tracing(gpu):
-        assert not gpu.enabled
-    assert not gpu.enabled
