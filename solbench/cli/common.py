@@ -22,8 +22,10 @@ from rich.progress import (
 )
 
 from solbench import exitcodes
+from solbench.analysis.suite_summary import DEFAULT_PS
 from solbench.errors import SolbenchError
 from solbench.report.console import run_header, run_notes, run_tables
+from solbench.report.suites import summary_json, summary_note, summary_table
 from solbench.results import store
 from solbench.results.model import FAILED_STATUSES, RunResult
 
@@ -164,14 +166,17 @@ class Saver:
             if self._output is None:
                 self.path = self._again(partial, self.path, self._name)
                 return
-            self.path = store.save(partial, self._output, force=self._force or self.path is not None)
+            self.path = store.save(partial, self._output, force=self._force or self.path is not None,
+                                   extra=derived(partial))
             if self._name is not None:
                 self.named = self._again(partial, self.named, self._name)
         except SolbenchError as exc:
             self.error = str(exc)
 
     def _again(self, partial: RunResult, path: Path | None, name: str | None) -> Path:
-        return store.save(partial, path) if path is not None else store.save_new(partial, self._dir, name)
+        extra = derived(partial)
+        return (store.save(partial, path, extra=extra) if path is not None
+                else store.save_new(partial, self._dir, name, extra=extra))
 
     @property
     def paths(self) -> list[Path]:
@@ -180,17 +185,29 @@ class Saver:
 
 def finish(result: RunResult, out: Console, as_json: bool, *, saved: Path | Sequence[Path] | None = None) -> None:
     if as_json:
-        click.echo(store.dumps(result))
+        click.echo(store.dumps(result, derived(result)))
         return
     print_run(out, result)
     for path in [saved] if isinstance(saved, Path) else saved or ():
         out.print(f"saved {path}", style="dim")
 
 
-def print_run(out: Console, result: RunResult) -> None:
+def derived(result: RunResult, fast_ps: Sequence[float] = DEFAULT_PS) -> dict[str, Any]:
+    """Values derived from a run, saved beside it in its JSON (ignored when read back): ``suite_summary``
+    (fast_p and mean S per suite and implementation, :mod:`solbench.analysis.suite_summary`) when the
+    run holds suite problems."""
+    summary = summary_json(result, fast_ps)
+    return {"suite_summary": summary} if summary else {}
+
+
+def print_run(out: Console, result: RunResult, fast_ps: Sequence[float] = DEFAULT_PS) -> None:
     out.print(run_header(result), style="dim", markup=False)  # names in a file are text, never markup
     for table in run_tables(result):
         out.print(table)
+    summary = summary_table(result, fast_ps)
+    if summary is not None:
+        out.print(summary)
+        out.print(summary_note(fast_ps), style="dim", overflow="fold", markup=False)
     for note in run_notes(result):
         out.print(note, style="dim", overflow="fold", markup=False)
 

@@ -9,8 +9,10 @@ from pathlib import Path
 import click
 
 from solbench import api
-from solbench.cli.common import console, handle_errors, print_run, read_run
+from solbench.analysis.suite_summary import DEFAULT_PS
+from solbench.cli.common import console, derived, handle_errors, print_run, read_run
 from solbench.errors import ConfigError
+from solbench.results import store
 
 
 @click.command()
@@ -48,9 +50,19 @@ def calibrate(seconds: float, results_dir: str, as_json: bool) -> None:
 @click.option("--markdown", "as_markdown", is_flag=True, help="Markdown tables (PR comments, docs).")
 @click.option("--harness", "harness", is_flag=True,
               help="Where the run's wall time went (detect, workers, set-up, checks, sampling, saving; GPU busy).")
+@click.option("--json", "as_json", is_flag=True,
+              help="The run as JSON, with its suite summary (fast_p, mean S) when it holds suite problems.")
+@click.option("--fast-p", "fast_ps", type=click.FloatRange(min=0), multiple=True, metavar="P",
+              help="Suite summary: report fast_P (correct and faster than the baseline by more than P; "
+                   "repeatable; default 0 and 1).")
 @handle_errors
-def show(run_file: str | None, results_dir: str, as_markdown: bool, harness: bool) -> None:
-    """Show a saved run (a file, a saved name, or the latest) as tables or Markdown."""
+def show(run_file: str | None, results_dir: str, as_markdown: bool, harness: bool, as_json: bool,
+         fast_ps: tuple[float, ...]) -> None:
+    """Show a saved run (a file, a saved name, or the latest) as tables, Markdown or JSON.
+
+    A run of KernelBench or SOL-ExecBench problems ends with a suite summary: fast_p per
+    implementation (KernelBench's) and the mean S score (SOL-ExecBench's).
+    """
     from solbench.report.markdown import run_markdown
 
     rdir = Path(results_dir)
@@ -62,10 +74,14 @@ def show(run_file: str | None, results_dir: str, as_markdown: bool, harness: boo
             raise ConfigError("this run has no harness record (measured before solbench recorded one, or a dry run)")
         console().print(harness_table(result))
         return
-    if as_markdown:
-        click.echo(run_markdown(result))
+    ps = fast_ps or DEFAULT_PS
+    if as_json:
+        click.echo(store.dumps(result, derived(result, ps)))
         return
-    print_run(console(), result)
+    if as_markdown:
+        click.echo(run_markdown(result, ps))
+        return
+    print_run(console(), result, ps)
 
 
 @click.command()

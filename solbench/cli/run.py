@@ -10,7 +10,16 @@ import click
 from rich.console import Console
 
 from solbench import api, exitcodes
-from solbench.cli.common import ProgressBar, Saver, console, failures, finish, handle_errors, interrupted_code
+from solbench.cli.common import (
+    ProgressBar,
+    Saver,
+    console,
+    derived,
+    failures,
+    finish,
+    handle_errors,
+    interrupted_code,
+)
 from solbench.errors import ConfigError, RunInterrupted
 from solbench.results import store
 from solbench.results.model import RunResult
@@ -187,7 +196,7 @@ def _finish_dry(result: RunResult, out: Console, as_json: bool, output: str | No
                 results_dir: Path, force: bool) -> None:
     saved = []
     if output:
-        saved.append(store.save(result, Path(output), force=force))
+        saved.append(store.save(result, Path(output), force=force, extra=derived(result)))
     if save_name:
-        saved.append(store.save_new(result, results_dir, save_name))
+        saved.append(store.save_new(result, results_dir, save_name, extra=derived(result)))
     finish(result, out, as_json, saved=saved)

@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from solbench.analysis.suite_summary import DEFAULT_PS
 from solbench.errors import ConfigError, ResultsFormatError
 from solbench.report.units import format_bytes, format_flops, format_seconds
 from solbench.results import store
@@ -63,10 +64,12 @@ def _calibration(path: str | None, runs: Sequence[RunResult], rdir: Path) -> Cal
 @click.option("--gate-against", metavar="BASE", help="Add the gate verdicts of the (single) run against BASE.")
 @click.option("--compare-to", metavar="BASE", help="Add a comparison of the (single) run with BASE.")
 @click.option("--title", default="solbench report", show_default=True)
+@click.option("--fast-p", "fast_ps", type=click.FloatRange(min=0), multiple=True, metavar="P",
+              help="HTML suite summary: report fast_P (repeatable; default 0 and 1).")
 @click.option("--results-dir", type=click.Path(file_okay=False), default="results", show_default=True)
 def report(runs: Sequence[str], html_file: str | None, csv_file: str | None, png_file: str | None,
            calibration: str | None, gate_against: str | None, compare_to: str | None, title: str,
-           results_dir: str) -> None:
+           fast_ps: tuple[float, ...], results_dir: str) -> None:
     """Roofline PNG, self-contained HTML and CSV of saved runs (files, saved names; default: latest).
 
     Without --html, --csv or --png the CSV goes to stdout. --html and --png need matplotlib
@@ -92,7 +95,8 @@ def report(runs: Sequence[str], html_file: str | None, csv_file: str | None, png
     if csv_file:
         files[csv_file] = run_csv(loaded)
     if png_file or html_file:
-        roof, html = _figures(loaded, rdir, html_file is not None, calibration, base, other, compare_to, title)
+        roof, html = _figures(loaded, rdir, html_file is not None, calibration, base, other, compare_to, title,
+                              fast_ps or DEFAULT_PS)
         if png_file:
             files[png_file] = roof
         if html_file and html is not None:
@@ -121,7 +125,8 @@ def _need_matplotlib(option: str) -> None:
 
 
 def _figures(runs: list[RunResult], rdir: Path, html: bool, calibration: str | None, base: RunResult | None,
-             other: RunResult | None, other_label: str | None, title: str) -> tuple[bytes, str | None]:
+             other: RunResult | None, other_label: str | None, title: str,
+             fast_ps: Sequence[float] = DEFAULT_PS) -> tuple[bytes, str | None]:
     """The roofline PNG, and the HTML report when asked for (with the gate and comparison sections)."""
     from solbench.report.html import ReportImages, report_html
     from solbench.report.roofline import histograms_png, impl_names, roofline_png
@@ -142,7 +147,7 @@ def _figures(runs: list[RunResult], rdir: Path, html: bool, calibration: str | N
 
         comparison = compare_runs(other, runs[0], label_a=other_label or "base", label_b="run")
     return roof, report_html(runs, ReportImages(roof, hists), labels=[_label(r) for r in runs],
-                             comparison=comparison, gate=gate_result, title=title)
+                             comparison=comparison, gate=gate_result, title=title, fast_ps=fast_ps)
 
 
 def _label(run: RunResult) -> str:

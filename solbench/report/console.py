@@ -44,7 +44,7 @@ def _table(run: RunResult, workload: str, cases: Iterable[CaseResult], extra: tu
                       *(cells[c] if c in cells else collective_cell(c, r) for c in extra))
             first = False
         if first:
-            t.add_row(Text(_params(case)), "-", "", format_seconds(case.t_sol), "", "", "", case.bound, "",
+            t.add_row(Text(_params(case)), "-", "", flags.t_sol(case), "", "", "", case.bound, "",
                       *("" for _ in extra))
         t.add_section()
     return t
@@ -53,19 +53,19 @@ def _table(run: RunResult, workload: str, cases: Iterable[CaseResult], extra: tu
 def _cells(run: RunResult, case: CaseResult, r: ImplResult) -> list[str | Text]:
     if r.status not in ("ok", "invalid") or r.timing is None:
         label = Text(r.status.upper(), style=_STATUS_STYLE.get(r.status, ""))
-        return [label, format_seconds(case.t_sol), "", "", "", case.bound, ""]
+        return [label, flags.t_sol(case), "", "", "", case.bound, ""]
     tm = r.timing
     half = (tm.ci_high - tm.ci_low) / 2
     spread = f"±{half / tm.median * 100:.1f}%" if tm.median > 0 else "(zero time)"
     time = flags.mark(f"{format_seconds(tm.median)} {spread}", flags.time_marks(tm, run.protocol.target_rel_ci))
     if is_part(r):
-        return [time, format_seconds(case.t_sol), Text("part", style="dim"), "", "", case.bound, ""]
+        return [time, flags.t_sol(case), Text("part", style="dim"), "", "", case.bound, ""]
     if r.status == "invalid" or r.score is None:
-        return [time, format_seconds(case.t_sol), Text("INVALID", style=_STATUS_STYLE["invalid"]),
+        return [time, flags.t_sol(case), Text("INVALID", style=_STATUS_STYLE["invalid"]),
                 "", "", case.bound, ""]
     s = r.score
     speed = f"{s.speedup:.2f}x" if s.speedup is not None else ""
-    return [time, format_seconds(case.t_sol), flags.mark(f"{s.sol:.2f}", flags.over_peak(s.sol, run)),
+    return [time, flags.t_sol(case), flags.mark(f"{s.sol:.2f}", flags.over_peak(s.sol, run)),
             flags.mark(format_pct(s.mfu), flags.over_peak(s.mfu, run)),
             flags.mark(format_pct(s.mbu), flags.over_peak(s.mbu, run)), case.bound, speed]
 
@@ -78,7 +78,7 @@ def _dry_table(workload: str, cases: Iterable[CaseResult]) -> Table:
     for c in cases:
         t.add_row(Text(_params(c)), format_flops(c.cost.tensor_flops), format_flops(c.cost.vector_flops),
                   format_bytes(c.cost.fused_bytes), format_bytes(c.cost.unfused_bytes),
-                  f"{c.intensity:.1f}", format_seconds(c.t_sol), c.bound)
+                  f"{c.intensity:.1f}", flags.t_sol(c), c.bound)
     return t
 
 

@@ -4,6 +4,9 @@
                             "†"  sampling stopped on the budget or the sample cap, not converged
     over_peak(x, run)       "!"  SOL above 1 (or MFU/MBU above 100%) against *measured* peaks:
                                  the ceiling measurement, not the hardware, is what was beaten
+    traced(case)            "‡"  on T_SOL: the cost was traced (what the reference executes), which
+                                 can exceed the least work, so T_SOL can be high and no INVALID floor
+                                 applies (:mod:`solbench.analysis.scoring`)
     legend(run)             one line explaining the marks the run's tables use (empty: none)
 
 A mark follows the number (``"15.8 ms ±357.8% ~†"``, ``"2.07 !"``); the legend is printed under the
@@ -12,13 +15,16 @@ tables, so that no uncertain number is shown as plain fact.
 
 from __future__ import annotations
 
-from solbench.results.model import ImplResult, RunResult, Timing
+from solbench.report.units import format_seconds
+from solbench.results.model import CaseResult, ImplResult, RunResult, Timing
 
-__all__ = ["ABOVE", "STOPPED", "WIDE", "legend", "mark", "over_peak", "time_marks"]
+__all__ = ["ABOVE", "STOPPED", "TRACED", "WIDE", "legend", "mark", "over_peak", "t_sol", "time_marks",
+           "traced"]
 
 WIDE = "~"
 STOPPED = "†"
 ABOVE = "!"
+TRACED = "‡"
 _SLACK = 1.0 + 1e-9  # a CI exactly at the target converged
 
 
@@ -46,6 +52,16 @@ def over_peak(value: float | None, run: RunResult) -> str:
     return ABOVE if value is not None and value > 1.0 and measured_peaks(run) else ""
 
 
+def traced(case: CaseResult) -> str:
+    """``‡`` for a case whose cost was traced rather than given analytically, else nothing."""
+    return TRACED if case.cost.source == "traced" else ""
+
+
+def t_sol(case: CaseResult) -> str:
+    """The case's T_SOL, formatted, with ``‡`` when its cost was traced."""
+    return mark(format_seconds(case.t_sol), traced(case))
+
+
 def mark(text: str, marks: str) -> str:
     """``text`` followed by its marks, if any."""
     return f"{text} {marks}" if marks else text
@@ -71,4 +87,8 @@ def legend(run: RunResult) -> str:
     if above:
         parts.append(f"{ABOVE} above 1 (100%) against peaks measured on this host ({run.spec.id}): "
                      "the peak measurement was beaten, not the hardware; not a speed-of-light result")
+    if any(traced(c) for c in run.cases):
+        parts.append(f"{TRACED} T_SOL from a traced cost (what the reference executes, counted on the meta "
+                     "device): it can exceed the least work needed, so T_SOL and SOL can read high, and no "
+                     "INVALID floor is applied")
     return "; ".join(parts) + "." if parts else ""

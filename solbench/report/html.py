@@ -4,6 +4,7 @@
     roofline      the PNG from :mod:`solbench.report.roofline`
     verdicts      a gate's or a comparison's table, when given
     per run       environment, protocol, one results table per workload, sample histograms,
+                  the suite summary (fast_p, mean S) of KernelBench/SOL-ExecBench problems,
                   notes (why an implementation was not scored)
 
 Returns text; the CLI writes the file.
@@ -18,10 +19,12 @@ from dataclasses import asdict, dataclass, field
 
 from solbench.analysis.compare import Comparison
 from solbench.analysis.gate import GateResult
+from solbench.analysis.suite_summary import DEFAULT_PS
 from solbench.report import flags
 from solbench.report.console import run_header, run_notes
 from solbench.report.markdown import split_key
 from solbench.report.roofline import point_labels
+from solbench.report.suites import summary_html
 from solbench.report.units import (
     format_ci,
     format_p,
@@ -86,11 +89,11 @@ def _impl_cells(run: RunResult, c: CaseResult, r: ImplResult) -> list[str]:
     status = f'<span class="{_STATUS_CLASS.get(r.status, "")}">{_e(r.status.upper())}</span>'
     t, s = r.timing, r.score
     if t is None:
-        return [status, "", "", "", _e(format_seconds(c.t_sol)), "", "", "", _e(c.bound), "", ""]
+        return [status, "", "", "", _e(flags.t_sol(c)), "", "", "", _e(c.bound), "", ""]
     half = (t.ci_high - t.ci_low) / 2 / t.median if t.median else 0.0
     marks = flags.time_marks(t, run.protocol.target_rel_ci)
     cells = [status, _e(format_seconds(t.median)), _e(flags.mark(f"±{half:.1%}", marks)), _e(t.n),
-             _e(format_seconds(c.t_sol))]
+             _e(flags.t_sol(c))]
     if s is None:
         return [*cells, "", "", "", _e(c.bound), "", ""]
     return [*cells, _e(flags.mark(f"{s.sol:.3f}", flags.over_peak(s.sol, run))),
@@ -134,7 +137,8 @@ def _compare_section(c: Comparison) -> str:
     return f"<h2>Comparison: {_e(c.label_b)} vs {_e(c.label_a)}</h2>{table}<p>{_e(geo)}</p>"
 
 
-def _run_section(k: int, run: RunResult, images: ReportImages, label: str) -> str:
+def _run_section(k: int, run: RunResult, images: ReportImages, label: str,
+                 fast_ps: Sequence[float] = DEFAULT_PS) -> str:
     parts = [f"<h2>Run {k + 1}: {_e(label)}</h2>", f'<p class="note">{_e(run_header(run))}</p>',
              "<h3>Environment</h3>", _kv_table(asdict(run.environment)),
              "<h3>Protocol</h3>", _kv_table({**asdict(run.protocol), "peaks": f"{run.spec.id} ({run.spec.source})"})]
@@ -146,6 +150,9 @@ def _run_section(k: int, run: RunResult, images: ReportImages, label: str) -> st
         png = images.histograms.get((k, workload))
         if png:
             parts.append(_img(png, f"sample histograms: {workload}"))
+    summary = summary_html(run, fast_ps)
+    if summary:
+        parts.append(summary)
     notes = run_notes(run) + list(run.notes)
     if notes:
         parts.append("<h3>Notes</h3><ul>" + "".join(f'<li class="note">{_e(n)}</li>' for n in notes) + "</ul>")
@@ -154,8 +161,10 @@ def _run_section(k: int, run: RunResult, images: ReportImages, label: str) -> st
 
 def report_html(runs: Sequence[RunResult], images: ReportImages = ReportImages(), *,
                 labels: Sequence[str] = (), comparison: Comparison | None = None,
-                gate: GateResult | None = None, title: str = "solbench report") -> str:
-    """The whole report as one HTML document (no external references)."""
+                gate: GateResult | None = None, title: str = "solbench report",
+                fast_ps: Sequence[float] = DEFAULT_PS) -> str:
+    """The whole report as one HTML document (no external references); runs of suite problems get a
+    suite summary (fast_p at ``fast_ps``, mean S)."""
     labels = list(labels) + [r.created for r in runs[len(labels):]]
     devices = sorted({r.environment.device_name for r in runs})
     body = [f"<h1>{_e(title)}</h1>",
@@ -173,7 +182,7 @@ def report_html(runs: Sequence[RunResult], images: ReportImages = ReportImages()
         body.append(_gate_section(gate))
     if comparison is not None:
         body.append(_compare_section(comparison))
-    body += [_run_section(k, run, images, labels[k]) for k, run in enumerate(runs)]
+    body += [_run_section(k, run, images, labels[k], fast_ps) for k, run in enumerate(runs)]
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>{_e(title)}</title><style>{_STYLE}</style></head>\n<body>\n"
             + "\n".join(body) + "\n</body></html>\n")

@@ -6,10 +6,14 @@ when that variable is set).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from solbench.analysis.compare import Comparison
 from solbench.analysis.gate import CASE_VERDICTS, GateCaseVerdict, GateResult
+from solbench.analysis.suite_summary import DEFAULT_PS
 from solbench.report import flags
 from solbench.report.collective_cells import collective_cell, collective_columns, is_part
+from solbench.report.suites import summary_markdown
 from solbench.report.timing_cells import clock_cell, has_clocks, has_rounds, rounds_cell
 from solbench.report.units import format_ci, format_p, format_pct, format_percent, format_ratio, format_seconds
 from solbench.results.model import CaseResult, ImplResult, RunResult
@@ -174,8 +178,9 @@ def gate_markdown(g: GateResult) -> str:
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
-def run_markdown(run: RunResult) -> str:
-    """A run as Markdown: one table per workload (time, T_SOL, SOL, MFU, MBU, bound, speedup)."""
+def run_markdown(run: RunResult, fast_ps: Sequence[float] = DEFAULT_PS) -> str:
+    """A run as Markdown: one table per workload (time, T_SOL, SOL, MFU, MBU, bound, speedup), then the
+    suite summary (fast_p at ``fast_ps``, mean S) when the run holds suite problems."""
     env, p = run.environment, run.protocol
     lines = [f"### solbench run: {_cell(env.device_name)} ({run.spec.id}, {run.spec.source} peaks)", "",
              f"timer `{p.timer}`{f' (flush {p.flush})' if p.flush else ''}, median of adaptive samples "
@@ -208,6 +213,7 @@ def run_markdown(run: RunResult) -> str:
         lines += _table(["case", "impl", "time", "±CI", "T_SOL", "SOL", "MFU", "MBU", "bound", "speedup", *cols],
                         "llrrrrrrlr" + "r" * len(cols), rows)
         lines.append("")
+    lines += summary_markdown(run, fast_ps)
     key = flags.legend(run)
     if key:
         lines += [key, ""]
@@ -219,13 +225,13 @@ def _impl_cells(run: RunResult, c: CaseResult, r: ImplResult) -> list[str]:
         t = r.timing
         half = (t.ci_high - t.ci_low) / 2 / t.median
         return [format_seconds(t.median), flags.mark(f"{half:.1%}", flags.time_marks(t, run.protocol.target_rel_ci)),
-                format_seconds(c.t_sol), "part", "", "", c.bound, ""]
+                flags.t_sol(c), "part", "", "", c.bound, ""]
     if r.timing is None or r.score is None:
-        return [r.status.upper(), "", format_seconds(c.t_sol), "", "", "", c.bound, ""]
+        return [r.status.upper(), "", flags.t_sol(c), "", "", "", c.bound, ""]
     t, s = r.timing, r.score
     half = (t.ci_high - t.ci_low) / 2 / t.median
     return [format_seconds(t.median), flags.mark(f"{half:.1%}", flags.time_marks(t, run.protocol.target_rel_ci)),
-            format_seconds(c.t_sol), flags.mark(_sol(s.sol), flags.over_peak(s.sol, run)),
+            flags.t_sol(c), flags.mark(_sol(s.sol), flags.over_peak(s.sol, run)),
             flags.mark(format_pct(s.mfu), flags.over_peak(s.mfu, run)),
             flags.mark(format_pct(s.mbu), flags.over_peak(s.mbu, run)), c.bound,
             f"{s.speedup:.2f}x" if s.speedup else ""]

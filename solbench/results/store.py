@@ -22,6 +22,7 @@ import os
 import re
 import secrets
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -45,9 +46,18 @@ _MIGRATIONS: dict[int, Any] = {1: _migrate_1_to_2}  # version N -> function(dict
 _WRITTEN: set[Path] = set()  # files this process created: later saves may replace them
 
 
-def to_dict(run: RunResult) -> dict[str, Any]:
-    """A JSON-ready dict of a run (SI units; non-finite floats as "NaN", "Infinity", "-Infinity")."""
+def to_dict(run: RunResult, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """A JSON-ready dict of a run (SI units; non-finite floats as "NaN", "Infinity", "-Infinity").
+
+    Derived values are written beside the record for readers of the JSON and ignored when it is
+    read back (the decoder skips unknown keys; they are recomputed from the record): each case's
+    ``cost.flops``, each timing's ``n``, and ``extra``'s top-level keys (e.g. ``suite_summary``).
+    """
     data = dataclasses.asdict(run)
+    for key in extra or {}:
+        if key in data:
+            raise ValueError(f"derived key {key!r} would replace the record's own field")
+    data.update(extra or {})
     for case, case_obj in zip(data["cases"], run.cases, strict=True):
         case["cost"]["flops"] = case_obj.cost.flops
         for impl in case["impls"]:
@@ -56,24 +66,25 @@ def to_dict(run: RunResult) -> dict[str, Any]:
     return encode(data)  # type: ignore[no-any-return]
 
 
-def dumps(run: RunResult) -> str:
-    """The run as JSON text (finite JSON: every number is a JSON number)."""
-    return json.dumps(to_dict(run), indent=1, allow_nan=False)
+def dumps(run: RunResult, extra: Mapping[str, Any] | None = None) -> str:
+    """The run as JSON text (finite JSON: every number is a JSON number); ``extra``: see :func:`to_dict`."""
+    return json.dumps(to_dict(run, extra), indent=1, allow_nan=False)
 
 
-def save(run: RunResult, path: Path, *, force: bool = False) -> Path:
+def save(run: RunResult, path: Path, *, force: bool = False, extra: Mapping[str, Any] | None = None) -> Path:
     """Write a run atomically; creates parent folders.
 
     An existing file is replaced only if this process wrote it (an earlier save of the same run)
     or ``force`` is true; otherwise ResultsWriteError. Any failure to write is a ResultsWriteError.
     """
     path = Path(path)
-    return _write_atomic(path, dumps(run), replace=force or path.absolute() in _WRITTEN)
+    return _write_atomic(path, dumps(run, extra), replace=force or path.absolute() in _WRITTEN)
 
 
-def save_new(run: RunResult, results_dir: Path, name: str | None = None) -> Path:
+def save_new(run: RunResult, results_dir: Path, name: str | None = None, *,
+             extra: Mapping[str, Any] | None = None) -> Path:
     """Write a run under a fresh name (:func:`default_path`) that no other file has; returns it."""
-    text = dumps(run)
+    text = dumps(run, extra)
     for _ in range(16):
         path = default_path(run, results_dir, name)
         try:

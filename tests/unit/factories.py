@@ -7,6 +7,7 @@
     run = make_run(..., statuses={"gemm-1024/fused": "error"}, messages={"gemm-1024/fused": "boom"})
     run = make_run(..., gate_thresholds={"gemm": 0.1})   # as `run` records them
     run = with_samples(real_run, lambda impl: [1e-9] * 30)  # a real run's fingerprint, synthetic times
+    run = as_suite(make_run(...), "kernelbench")  # imported problems, scored against "baseline"
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from dataclasses import replace
 
 import numpy as np
 
+from solbench.analysis.scoring import ImplPeaks, score_impls
+from solbench.analysis.sol import speed_of_light
 from solbench.results.model import (
     CaseResult,
     Cost,
@@ -124,3 +127,20 @@ def with_samples(run: RunResult, samples_of: Callable[[ImplResult], Sequence[flo
 def noisy(rng: np.random.Generator, n: int, median: float = 1e-3, rel_noise: float = 0.01) -> list[float]:
     """n lognormal samples with the given median and ~rel_noise relative spread."""
     return list(median * rng.lognormal(0.0, rel_noise, size=n))
+
+
+def as_suite(run: RunResult, suite: str, *, case_ids: Sequence[str] | None = None,
+             baseline: str = "baseline") -> RunResult:
+    """``run`` with its cases (or those in ``case_ids``) made imported problems of ``suite``: a
+    provenance ``source``, a traced cost, ``baseline`` named, and every ok implementation scored by
+    :func:`solbench.analysis.scoring.score_impls` (speedup and S against the baseline's median)."""
+    def imported(c: CaseResult) -> CaseResult:
+        if case_ids is not None and c.case_id not in case_ids:
+            return c
+        cost = replace(c.cost, source="traced")
+        peaks = {r.name: ImplPeaks(c.peaks, c.peaks) for r in c.impls}
+        return replace(c, source=f"{suite}:/problems/{c.case_id}.py@{'0' * 64}", baseline=baseline, cost=cost,
+                       t_sol=speed_of_light(cost, c.peaks).t_sol, impls=score_impls(cost, c.impls, peaks, baseline,
+                                                                                     "cuda"))
+
+    return replace(run, cases=tuple(imported(c) for c in run.cases))

@@ -1,6 +1,7 @@
 """KernelBench- and SOL-ExecBench-style problems (our own small files in those formats) read in
 place, traced, run end to end on the CPU, and malformed ones refused with one line."""
 
+import json
 from pathlib import Path
 
 import pytest
@@ -70,6 +71,7 @@ def test_dry_run_of_a_level_folder_prints_every_problem_and_marks_traced_costs(r
     result = runner.invoke(main, ["run", str(KB / "level1"), "--dry-run", "--device", "cpu"])
     assert result.exit_code == 0, result.output
     assert "level1_1_Square_matmul" in result.output and "level1_23_Softmax" in result.output
+    assert "‡" in result.output and "T_SOL from a traced cost" in result.output
 
 
 def test_kernelbench_solutions_run_end_to_end_and_a_cached_output_is_caught(runner, tmp_path):
@@ -139,3 +141,25 @@ def test_import_writes_yaml_that_runs_the_same_workload(runner, tmp_path):
     [q] = plan([KB / "level1" / "23_Softmax.py"], "cpu")
     assert p.spec == q.spec
     assert [c.id for c in p.cases] == [c.id for c in q.cases]
+
+
+def test_show_prints_the_suite_summary_of_a_kernelbench_run(runner, tmp_path):
+    out = tmp_path / "kb.json"
+    problem = KB / "level1" / "1_Square_matmul.py"
+    result = runner.invoke(main, ["run", str(problem), "--solution", str(KB / "solutions" / "1_Square_matmul_new.py"),
+                                  "-i", "baseline", "-i", "new", "--in-process", "-o", str(out), *FAST])
+    assert result.exit_code == 0, result.output
+    run = store.load(out)
+    assert {r.name: r.status for r in run.cases[0].impls} == {"baseline": "ok", "new": "ok"}
+    shown = runner.invoke(main, ["show", str(out), "--fast-p", "0", "--fast-p", "1", "--fast-p", "1.5"])
+    assert shown.exit_code == 0, shown.output
+    assert "suite summary" in shown.output and "fast_1.5" in shown.output and "mean S" in shown.output
+    [row] = [line for line in shown.output.splitlines() if "kernelbench" in line and "new" in line]
+    assert "100% (1/1)" in row  # fast_0: correct with a baseline time; fast_1 depends on the timings
+    [saved] = json.loads(out.read_text())["suite_summary"]
+    assert saved["impl"] == "new" and saved["correct"] == 1 and [f["p"] for f in saved["fast"]] == [0.0, 1.0]
+    assert saved["fast"][1]["count"] == (run.cases[0].impl("new").score.speedup > 1.0)
+    as_json = json.loads(runner.invoke(main, ["show", str(out), "--json", "--fast-p", "2"]).stdout)
+    assert [f["p"] for f in as_json["suite_summary"][0]["fast"]] == [2.0]
+    md = runner.invoke(main, ["show", str(out), "--markdown"]).output
+    assert "#### suite summary" in md and "| kernelbench | new |" in md
