@@ -8,6 +8,7 @@ in a layer below and is re-exported, so ``solbench.api`` owns no logic of its ow
     gate_live(base, cur, ...)     -> GateResult, suspect cases re-measured      solbench.execute.run
     tune(files)                   -> TuneResult                                  solbench.tools.tune
     import_problems(src, out)     -> workload files of a suite's problems       solbench.suites.export
+    suite_summary(run, ps)        -> fast_p and mean S per suite and impl       solbench.analysis.suite_summary
     bench(fn, *args, flops=, bytes=) -> BenchResult (one callable, no YAML)     solbench.tools.bench
     calibrate(), device_summary(), hardware_spec(), list_specs(), list_workloads(), load_run()
                                                                                  solbench.tools.info
@@ -18,6 +19,7 @@ from __future__ import annotations
 from pathlib import Path as Path
 
 from solbench._version import __version__ as __version__
+from solbench.analysis.suite_summary import suite_summary as suite_summary
 from solbench.execute.ab import ab as ab
 from solbench.execute.run import gate_live as gate_live
 from solbench.execute.run import run as run

@@ -163,3 +163,7 @@ def test_show_prints_the_suite_summary_of_a_kernelbench_run(runner, tmp_path):
     assert [f["p"] for f in as_json["suite_summary"][0]["fast"]] == [2.0]
     md = runner.invoke(main, ["show", str(out), "--markdown"]).output
     assert "#### suite summary" in md and "| kernelbench | new |" in md
+    page = tmp_path / "r.html"
+    report = runner.invoke(main, ["report", str(out), "--html", str(page), "--fast-p", "3"])
+    assert report.exit_code == 0, report.output
+    assert "Suite summary" in page.read_text() and "fast_3" in page.read_text()
