@@ -3,7 +3,9 @@
 Pure functions on raw timing samples (seconds); numpy and scipy only, no I/O.
 
 * ``bootstrap_ratio_ci``: percentile bootstrap CI of ``median(b) / median(a)``
-  (Efron 1979; Efron & Tibshirani 1993, ch. 13).
+  (Efron 1979; Efron & Tibshirani 1993, ch. 13). Linear in the samples: above
+  ``_RESAMPLE_MAX_N`` a resample's median is drawn from its order-statistic distribution
+  (``_order_statistic_medians``), not from a drawn resample.
 * ``mann_whitney_p``: Mann-Whitney U rank test (Mann & Whitney 1947).
 * ``bh_adjust`` / ``benjamini_hochberg``: false-discovery-rate control across
   cases (Benjamini & Hochberg 1995).
