@@ -296,13 +296,13 @@ def estimate(a: ImplResult, b: ImplResult, *, confidence: float = 0.95, seed: in
     ``paired``: a and b were measured in the same rounds (same labels), pair them by round.
     Raises ResultsFormatError on a zero, negative or non-finite time.
     """
-    sa, sb = samples(a), samples(b)
-    if min(sa + sb) <= 0.0 or not np.all(np.isfinite(sa + sb)):
+    sa, sb = np.asarray(samples(a), dtype=float), np.asarray(samples(b), dtype=float)
+    if min(sa.min(), sb.min()) <= 0.0 or not (np.all(np.isfinite(sa)) and np.all(np.isfinite(sb))):
         raise ResultsFormatError(f"implementation {a.name!r}/{b.name!r}: times must be positive and finite")
     ga, gb = _groups(a), _groups(b)
-    if min(len(sa), len(sb)) >= MIN_SAMPLES and _identical(ga, gb):  # one measurement on both sides
+    if min(sa.size, sb.size) >= MIN_SAMPLES and _identical(ga, gb):  # one measurement on both sides
         med = float(np.median([np.median(g) for g in ga]))
-        return Estimate(med, med, 1.0, 1.0, 1.0, len(sa), len(sb), len(ga), len(gb),
+        return Estimate(med, med, 1.0, 1.0, 1.0, sa.size, sb.size, len(ga), len(gb),
                         *((1.0, 1.0) if len(ga) > 1 else (None, None)))
     if max(len(ga), len(gb)) > 1:
         same = _same_rounds(a, b) if paired else None
@@ -310,10 +310,10 @@ def estimate(a: ImplResult, b: ImplResult, *, confidence: float = 0.95, seed: in
             ga, gb = same
         return _over_rounds(ga, gb, confidence=confidence, paired=same is not None)
     med_a, med_b = float(np.median(sa)), float(np.median(sb))
-    if min(len(sa), len(sb)) < MIN_SAMPLES:
-        return Estimate(med_a, med_b, med_b / med_a, None, None, len(sa), len(sb))
+    if min(sa.size, sb.size) < MIN_SAMPLES:
+        return Estimate(med_a, med_b, med_b / med_a, None, None, sa.size, sb.size)
     ratio, low, high = bootstrap_ratio_ci(sa, sb, confidence=confidence, n_boot=n_boot, seed=seed)
-    return Estimate(med_a, med_b, ratio, low, high, len(sa), len(sb))
+    return Estimate(med_a, med_b, ratio, low, high, sa.size, sb.size)
 
 
 def _identical(ga: list[np.ndarray], gb: list[np.ndarray]) -> bool:

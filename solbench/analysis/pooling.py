@@ -15,7 +15,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from itertools import chain
 from typing import Any
+
+import numpy as np
 
 from solbench.analysis import stats
 from solbench.analysis.rounds import summarize
@@ -50,8 +53,8 @@ def concat_timings(timings: Sequence[Timing], labels: Sequence[Sequence[int]],
     One distinct label: no labels are kept, and median and CI are the single-run ones (median,
     order-statistic CI). Several: median and CI over rounds (:func:`analysis.rounds.summarize`).
     """
-    pooled = tuple(x for t in timings for x in t.samples)
-    flat = tuple(int(x) for ls in labels for x in ls)
+    pooled = tuple(chain.from_iterable(t.samples for t in timings))
+    flat = tuple(np.fromiter(chain.from_iterable(labels), dtype=np.int64).tolist())
     if len(flat) != len(pooled):
         raise ValueError(f"{len(flat)} round labels for {len(pooled)} samples")
     reasons = [t.stop_reason for t in timings]
@@ -121,14 +124,15 @@ def _constant(label: int) -> Callable[[Timing], tuple[int, ...]]:
 
 
 def _run_labels(index: int, offsets: dict[tuple[int, int], int]) -> Callable[[Timing], tuple[int, ...]]:
+    """Round labels of run ``index``'s samples renumbered: each (run, round) gets the next free
+    label in order of first appearance (``offsets`` is shared by the runs of one key)."""
     def labels(t: Timing) -> tuple[int, ...]:
-        out = []
-        for label in _labels(t):
-            key = (index, label)
-            if key not in offsets:
-                offsets[key] = len(offsets)
-            out.append(offsets[key])
-        return tuple(out)
+        distinct, first, inverse = np.unique(np.asarray(_labels(t), dtype=np.int64), return_index=True,
+                                             return_inverse=True)
+        new = np.empty(distinct.size, dtype=np.int64)
+        for j in np.argsort(first):
+            new[j] = offsets.setdefault((index, int(distinct[j])), len(offsets))
+        return tuple(new[inverse.ravel()].tolist())
 
     return labels
 

@@ -106,10 +106,12 @@ def group_by_round(samples: Sequence[float], rounds: Sequence[int] = ()) -> list
         return [x]
     if len(rounds) != x.size:
         raise ValueError(f"{len(rounds)} round labels for {x.size} samples")
-    order: dict[int, list[int]] = {}
-    for i, label in enumerate(rounds):
-        order.setdefault(int(label), []).append(i)
-    return [x[idx] for idx in order.values()]
+    _, first, inverse = np.unique(np.asarray(rounds).astype(np.int64), return_index=True, return_inverse=True)
+    rank = np.empty(first.size, dtype=np.int64)
+    rank[np.argsort(first)] = np.arange(first.size)  # label -> its place in order of first appearance
+    key = rank[inverse.ravel()]
+    grouped = x[np.argsort(key, kind="stable")]  # stable: each round keeps its samples' order
+    return np.split(grouped, np.cumsum(np.bincount(key))[:-1])
 
 
 def round_medians(groups: Sequence[np.ndarray]) -> np.ndarray:

@@ -267,7 +267,7 @@ def _context() -> Any:
     if "forkserver" not in methods:
         return multiprocessing.get_context("spawn")
     ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(["torch", "solbench.measure.worker"])
+    ctx.set_forkserver_preload(["solbench.measure.forkserver_preload", "torch", "solbench.measure.worker"])
     if not _AT_EXIT:
         import atexit
 
@@ -405,10 +405,14 @@ def _main(conn: Connection, log_path: str, device: str, device_index: int | None
 
 
 def into_log(log_path: str, scratch: str | None = None, origin: str | None = None) -> None:
-    """A worker's first step: Ctrl-C is the parent's to handle; stdout and stderr go to its log;
-    it leads its own process group (the parent kills the group); it works in its own ``scratch``
-    folder, and file references that are not next to the workload resolve in ``origin`` (the
-    parent's working folder, absolute), not in the scratch folder."""
+    """A worker's first step: no other process of the user may ptrace it or open its memory
+    (:mod:`solbench.measure.nodump`); Ctrl-C is the parent's to handle; stdout and stderr go to its
+    log; it leads its own process group (the parent kills the group); it works in its own
+    ``scratch`` folder, and file references that are not next to the workload resolve in ``origin``
+    (the parent's working folder, absolute), not in the scratch folder."""
+    from solbench.measure.nodump import forbid_attach
+
+    forbid_attach()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     with contextlib.suppress(OSError):
         os.setsid()

@@ -38,6 +38,46 @@ def test_bootstrap_medians_chunked_for_memory(monkeypatch):
     assert chunked.shape == (1000,) and np.array_equal(whole, chunked)
 
 
+@pytest.mark.parametrize("n", [11, 21])
+def test_order_statistic_medians_follow_the_exact_bootstrap_distribution(n):
+    # Odd n: the resample's median is xs[j] with j its (h+1)-th smallest index, and
+    # P(j <= k) = P(Binomial(n, (k+1)/n) >= h+1) exactly. 200k seeded draws must match that CDF.
+    xs = np.arange(1.0, n + 1.0)
+    draws = sig._order_statistic_medians(xs, 200_000, np.random.default_rng(4))
+    h = n // 2
+    exact = stats.binom.sf(h, n, np.arange(1, n + 1) / n)
+    observed = np.searchsorted(np.sort(draws), xs, side="right") / draws.size
+    assert np.max(np.abs(observed - exact)) < 0.005
+    assert set(np.unique(draws)) <= set(xs)
+
+
+@pytest.mark.parametrize("n", [12, 40])
+def test_order_statistic_medians_match_resampled_medians(n):
+    # Even n (a mean of two order statistics drawn jointly): the distribution of the drawn
+    # medians matches medians of drawn resamples, value by value.
+    xs = np.sort(np.random.default_rng(2).lognormal(0.0, 0.2, n))
+    direct = sig._order_statistic_medians(xs, 100_000, np.random.default_rng(5))
+    resampled = sig._resampled_medians(xs, 100_000, np.random.default_rng(6))
+    values = np.union1d(direct, resampled)
+    cdf = [np.searchsorted(np.sort(d), values, side="right") / d.size for d in (direct, resampled)]
+    assert np.max(np.abs(cdf[0] - cdf[1])) < 0.01
+    assert np.mean(direct) == pytest.approx(np.mean(resampled), rel=1e-3)
+
+
+def test_large_samples_take_the_order_statistic_path_with_the_same_interval(monkeypatch):
+    # Above _RESAMPLE_MAX_N samples the interval comes from drawn order statistics; forced back
+    # onto resampling, the same data give the same interval up to Monte-Carlo noise.
+    rng = np.random.default_rng(8)
+    n = sig._RESAMPLE_MAX_N + 1000
+    a, b = rng.lognormal(0, 0.02, n), 1.002 * rng.lognormal(0, 0.02, n)
+    ratio, low, high = bootstrap_ratio_ci(a, b, seed=1)
+    monkeypatch.setattr(sig, "_RESAMPLE_MAX_N", n)
+    ratio_r, low_r, high_r = bootstrap_ratio_ci(a, b, seed=1)
+    assert ratio == ratio_r and (low, high) != (low_r, high_r)  # two paths, one point estimate
+    width = high_r - low_r
+    assert abs(low - low_r) < 0.1 * width and abs(high - high_r) < 0.1 * width
+
+
 def test_bootstrap_ratio_point_estimate_and_determinism():
     rng = np.random.default_rng(0)
     a, b = rng.lognormal(0, 0.01, 30), 1.1 * rng.lognormal(0, 0.01, 30)
