@@ -6,8 +6,9 @@
     per run       environment, protocol, one results table per workload, sample histograms,
                   notes (why an implementation was not scored)
 
-A results table can be shown in four orders (as given, by time, by SOL, by speedup), switched
-by radio buttons through CSS alone (:mod:`solbench.report.html_views`): the report holds no script.
+A results table can be shown in four orders (as given, by time, by SOL, by speedup), a gate's or a
+comparison's in two (as given, by ratio), switched by radio buttons through CSS alone
+(:mod:`solbench.report.html_views`): the report holds no script.
 
 Returns text; the CLI writes the file.
 """
@@ -152,13 +153,24 @@ def _results_table(run: RunResult, cases: Sequence[CaseResult], group: str) -> s
     return html_views.views(group, rendered if len(pairs) > 1 else rendered[:1])
 
 
+def _by_ratio(group: str, header: Sequence[str], rows: Sequence[list[str]], ratios: Sequence[float | None],
+              left: int, slower: str) -> str:
+    """A verdict table as given, and again by ratio, the largest slowdown first (no ratio: last, as given)."""
+    ranked = sorted(range(len(rows)), key=lambda j: (ratios[j] is None, -(ratios[j] or 0.0), j))
+    views = [("given", "as given", _table(header, rows, left, "order: as given", order="given")),
+             ("ratio", "by ratio", _table(header, [rows[j] for j in ranked], left,
+                                          f"order: by ratio, {slower} first", order="ratio"))]
+    return html_views.views(group, views if len(rows) > 1 else views[:1])
+
+
 def _gate_section(g: GateResult) -> str:
     rows = [[_e(v.case_id), _e(v.impl), _e(v.verdict), _e(format_seconds(v.median_base)),
              _e(format_seconds(v.median_cur)),
              _e(format_ratio(v.ratio)), _e(format_ci(v.ci_low, v.ci_high)), _e(f"+{format_percent(v.threshold)}"),
              _e(format_p(v.p_adjusted)), _e(v.reason)] for v in g.verdicts]
-    table = _table(["case", "impl", "verdict", "baseline", "current", "ratio", "95% CI", "threshold", "p (adj.)",
-                    "reason"], rows, left=3)
+    table = _by_ratio("gate", ["case", "impl", "verdict", "baseline", "current", "ratio", "95% CI", "threshold",
+                               "p (adj.)", "reason"], rows, [v.ratio for v in g.verdicts], 3,
+                      "the largest slowdown of current against baseline")
     return f"<h2>Gate: {_e(g.overall)}</h2>{table}"
 
 
@@ -167,8 +179,9 @@ def _compare_section(c: Comparison) -> str:
     rows = [[*(_e(x) for x in (split_key(r.key) if by_impl else (r.key,))), _e(r.verdict),
              _e(format_seconds(r.median_a)), _e(format_seconds(r.median_b)), _e(format_ratio(r.ratio)),
              _e(format_ci(r.ci_low, r.ci_high)), _e(format_p(r.p_value))] for r in c.rows]
-    table = _table(["case", *(["impl"] if by_impl else []), "verdict", c.label_a, c.label_b,
-                    f"{c.label_b}/{c.label_a}", "95% CI", "p"], rows, left=3 if by_impl else 2)
+    table = _by_ratio("compare", ["case", *(["impl"] if by_impl else []), "verdict", c.label_a, c.label_b,
+                                  f"{c.label_b}/{c.label_a}", "95% CI", "p"], rows, [r.ratio for r in c.rows],
+                      3 if by_impl else 2, f"the largest slowdown of {c.label_b} against {c.label_a}")
     geo = f"geomean speedup of {c.label_b} over {c.label_a}: {format_ratio(c.geomean_speedup)}"
     return f"<h2>Comparison: {_e(c.label_b)} vs {_e(c.label_a)}</h2>{table}<p>{_e(geo)}</p>"
 

@@ -219,3 +219,22 @@ def test_a_one_row_table_has_no_switch_and_groups_are_unique():
     names = [r["name"] for r in page.radios]
     assert len(set(names)) == 3 and len(names) == 12  # one radio set per multi-row table, never shared
     assert len({r["id"] for r in page.radios}) == 12
+
+
+def test_gate_and_comparison_tables_are_also_shown_by_ratio_largest_slowdown_first():
+    base = make_run({c: {"baseline": [1e-3] * 30} for c in ("c1", "c2", "c3")})
+    cur = make_run({"c1": {"baseline": [1.5e-3] * 30}, "c2": {"baseline": [0.8e-3] * 30},
+                    "c3": {"baseline": [2e-3] * 30}})
+    text = report_html([cur], gate=gate(base, cur), comparison=compare_runs(base, cur, label_a="base", label_b="head"))
+    page = Page(text)
+    assert_self_contained(page, text)
+    verdict_tables = [(t, o) for t, o in zip(page.tables, page.orders, strict=True) if t[0][2:3] == ["verdict"]]
+    assert [o for _, o in verdict_tables] == ["given", "ratio", "given", "ratio"]  # gate, then comparison
+    for table, order in verdict_tables:
+        ratio_col = table[0].index("ratio" if "ratio" in table[0] else "head/base")
+        cases = [row[0] for row in table[1:]]
+        assert cases == (["c1", "c2", "c3"] if order == "given" else ["c3", "c1", "c2"])
+        ratios = [float(row[ratio_col].rstrip("×")) for row in table[1:]]
+        assert ratios == [1.5, 0.8, 2.0] if order == "given" else ratios == [2.0, 1.5, 0.8]
+    assert {r["name"] for r in page.radios} >= {"gate", "compare"}
+    assert "<caption>order: by ratio, the largest slowdown of head against base first</caption>" in text
