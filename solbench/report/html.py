@@ -7,6 +7,10 @@
                   the suite summary (fast_p, mean S) of KernelBench/SOL-ExecBench problems,
                   notes (why an implementation was not scored)
 
+A results table can be shown in four orders (as given, by time, by SOL, by speedup), a gate's or a
+comparison's in two (as given, by ratio), switched by radio buttons through CSS alone
+(:mod:`solbench.report.html_views`): the report holds no script.
+
 Returns text; the CLI writes the file.
 """
 
@@ -14,13 +18,13 @@ from __future__ import annotations
 
 import base64
 import html
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
 from solbench.analysis.compare import Comparison
 from solbench.analysis.gate import GateResult
 from solbench.analysis.suite_summary import DEFAULT_PS
-from solbench.report import flags
+from solbench.report import flags, html_views
 from solbench.report.console import run_header, run_notes
 from solbench.report.markdown import split_key
 from solbench.report.roofline import point_labels
@@ -69,15 +73,17 @@ def _img(png: bytes, alt: str) -> str:
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]], left: int = 1,
-           caption: str | None = None, first_rows: frozenset[int] = frozenset()) -> str:
-    """Cells are already-escaped HTML; the first ``left`` columns are left-aligned."""
+           caption: str | None = None, first_rows: frozenset[int] = frozenset(), order: str | None = None) -> str:
+    """Cells are already-escaped HTML; the first ``left`` columns are left-aligned; ``order`` names the
+    row order (``data-order``) of a table shown in several orders."""
     head = "".join(f'<th{" class=l" if i < left else ""}>{_e(h)}</th>' for i, h in enumerate(header))
     body = []
     for j, row in enumerate(rows):
         cells = "".join(f'<td{" class=l" if i < left else ""}>{c}</td>' for i, c in enumerate(row))
         body.append(f'<tr{" class=first" if j in first_rows else ""}>{cells}</tr>')
     cap = f"<caption>{_e(caption)}</caption>" if caption else ""
-    return f"<table>{cap}<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    attr = f' data-order="{_e(order)}"' if order else ""
+    return f"<table{attr}>{cap}<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
 def _kv_table(pairs: Mapping[str, object]) -> str:
@@ -102,18 +108,62 @@ def _impl_cells(run: RunResult, c: CaseResult, r: ImplResult) -> list[str]:
             _e(f"{s.speedup:.2f}×" if s.speedup else ""), _e(f"{s.s_score:.3f}" if s.s_score is not None else "")]
 
 
-def _results_table(run: RunResult, cases: Sequence[CaseResult]) -> str:
-    header = ["case", "impl", "status", "median", "±CI", "n", "T_SOL", "SOL", "MFU", "MBU", "bound", "speedup",
-              "S"]
-    rows: list[list[str]] = []
-    firsts: set[int] = set()
-    for c in cases:
-        params = " ".join(f"{k}={v}" for k, v in c.params.items()) + f" {c.dtype}"
-        for i, r in enumerate(c.impls):
-            if i == 0:
-                firsts.add(len(rows))
-            rows.append([_e(params) if i == 0 else "", _e(r.name), *_impl_cells(run, c, r)])
-    return _table(header, rows, left=3, first_rows=frozenset(firsts))
+_RESULTS_HEADER = ["case", "impl", "status", "median", "±CI", "n", "T_SOL", "SOL", "MFU", "MBU", "bound", "speedup",
+                   "S"]
+
+
+def _median(r: ImplResult) -> float | None:
+    return r.timing.median if r.timing is not None else None
+
+
+def _sol(r: ImplResult) -> float | None:
+    return -r.score.sol if r.score is not None else None
+
+
+def _speedup(r: ImplResult) -> float | None:
+    return -r.score.speedup if r.score is not None and r.score.speedup else None
+
+
+# (key, label, caption, sort key: smaller first, None last; None: the order as given)
+_ORDERS: tuple[tuple[str, str, str, Callable[[ImplResult], float | None] | None], ...] = (
+    ("given", "as given", "as given: cases in the workload's order, implementations in the file's order", None),
+    ("time", "by time", "by median time, fastest first", _median),
+    ("sol", "by SOL", "by SOL, highest first", _sol),
+    ("speedup", "by speedup", "by speedup over the baseline, highest first", _speedup),
+)
+
+
+def _params(c: CaseResult) -> str:
+    return " ".join(f"{k}={v}" for k, v in c.params.items()) + f" {c.dtype}"
+
+
+def _results_table(run: RunResult, cases: Sequence[CaseResult], group: str) -> str:
+    """One table per order of :data:`_ORDERS`, switched by :func:`html_views.views`; the first keeps the
+    order of the run (rows grouped by case). Sorts are stable; rows without the key come last, as given."""
+    pairs = [(c, r) for c in cases for r in c.impls]
+    rendered = []
+    for key, label, caption, sort_key in _ORDERS:
+        if sort_key is None:
+            rows = [[_e(_params(c)) if r is c.impls[0] else "", _e(r.name), *_impl_cells(run, c, r)] for c, r in pairs]
+            firsts = frozenset(j for j, (c, r) in enumerate(pairs) if r is c.impls[0])
+        else:
+            keyed = [(sort_key(r), j) for j, (_, r) in enumerate(pairs)]
+            ranked = sorted(keyed, key=lambda kj: (kj[0] is None, kj[0] or 0.0, kj[1]))
+            rows = [[_e(_params(pairs[j][0])), _e(pairs[j][1].name), *_impl_cells(run, *pairs[j])] for _, j in ranked]
+            firsts = frozenset()
+        rendered.append((key, label, _table(_RESULTS_HEADER, rows, left=3, caption=f"order: {caption}",
+                                            first_rows=firsts, order=key)))
+    return html_views.views(group, rendered if len(pairs) > 1 else rendered[:1])
+
+
+def _by_ratio(group: str, header: Sequence[str], rows: Sequence[list[str]], ratios: Sequence[float | None],
+              left: int, slower: str) -> str:
+    """A verdict table as given, and again by ratio, the largest slowdown first (no ratio: last, as given)."""
+    ranked = sorted(range(len(rows)), key=lambda j: (ratios[j] is None, -(ratios[j] or 0.0), j))
+    views = [("given", "as given", _table(header, rows, left, "order: as given", order="given")),
+             ("ratio", "by ratio", _table(header, [rows[j] for j in ranked], left,
+                                          f"order: by ratio, {slower} first", order="ratio"))]
+    return html_views.views(group, views if len(rows) > 1 else views[:1])
 
 
 def _gate_section(g: GateResult) -> str:
@@ -121,8 +171,9 @@ def _gate_section(g: GateResult) -> str:
              _e(format_seconds(v.median_cur)),
              _e(format_ratio(v.ratio)), _e(format_ci(v.ci_low, v.ci_high)), _e(f"+{format_percent(v.threshold)}"),
              _e(format_p(v.p_adjusted)), _e(v.reason)] for v in g.verdicts]
-    table = _table(["case", "impl", "verdict", "baseline", "current", "ratio", "95% CI", "threshold", "p (adj.)",
-                    "reason"], rows, left=3)
+    table = _by_ratio("gate", ["case", "impl", "verdict", "baseline", "current", "ratio", "95% CI", "threshold",
+                               "p (adj.)", "reason"], rows, [v.ratio for v in g.verdicts], 3,
+                      "the largest slowdown of current against baseline")
     return f"<h2>Gate: {_e(g.overall)}</h2>{table}"
 
 
@@ -131,8 +182,9 @@ def _compare_section(c: Comparison) -> str:
     rows = [[*(_e(x) for x in (split_key(r.key) if by_impl else (r.key,))), _e(r.verdict),
              _e(format_seconds(r.median_a)), _e(format_seconds(r.median_b)), _e(format_ratio(r.ratio)),
              _e(format_ci(r.ci_low, r.ci_high)), _e(format_p(r.p_value))] for r in c.rows]
-    table = _table(["case", *(["impl"] if by_impl else []), "verdict", c.label_a, c.label_b,
-                    f"{c.label_b}/{c.label_a}", "95% CI", "p"], rows, left=3 if by_impl else 2)
+    table = _by_ratio("compare", ["case", *(["impl"] if by_impl else []), "verdict", c.label_a, c.label_b,
+                                  f"{c.label_b}/{c.label_a}", "95% CI", "p"], rows, [r.ratio for r in c.rows],
+                      3 if by_impl else 2, f"the largest slowdown of {c.label_b} against {c.label_a}")
     geo = f"geomean speedup of {c.label_b} over {c.label_a}: {format_ratio(c.geomean_speedup)}"
     return f"<h2>Comparison: {_e(c.label_b)} vs {_e(c.label_a)}</h2>{table}<p>{_e(geo)}</p>"
 
@@ -145,8 +197,8 @@ def _run_section(k: int, run: RunResult, images: ReportImages, label: str,
     by_workload: dict[str, list[CaseResult]] = {}
     for c in run.cases:
         by_workload.setdefault(c.workload, []).append(c)
-    for workload, cases in by_workload.items():
-        parts += [f"<h3>{_e(workload)}</h3>", _results_table(run, cases)]
+    for j, (workload, cases) in enumerate(by_workload.items()):
+        parts += [f"<h3>{_e(workload)}</h3>", _results_table(run, cases, f"r{k}w{j}")]
         png = images.histograms.get((k, workload))
         if png:
             parts.append(_img(png, f"sample histograms: {workload}"))
@@ -184,5 +236,5 @@ def report_html(runs: Sequence[RunResult], images: ReportImages = ReportImages()
         body.append(_compare_section(comparison))
     body += [_run_section(k, run, images, labels[k], fast_ps) for k, run in enumerate(runs)]
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            f"<title>{_e(title)}</title><style>{_STYLE}</style></head>\n<body>\n"
+            f"<title>{_e(title)}</title><style>{_STYLE}{html_views.VIEWS_CSS}</style></head>\n<body>\n"
             + "\n".join(body) + "\n</body></html>\n")

@@ -39,7 +39,9 @@ def test_report_writes_csv_html_and_png_from_a_cpu_run(cpu_run, tmp_path):
     assert_self_contained(page, text)
     workloads = {c.workload for c in run.cases}
     assert len(page.images) == 1 + len(workloads)  # roofline + a histogram per workload
-    assert len(page.tables) == 2 + len(workloads)
+    shown = [o for o in page.orders if o in (None, "given")]  # environment, protocol, a table per workload
+    assert len(shown) == 2 + len(workloads)
+    assert len(page.tables) == 2 + 4 * len(workloads)  # each workload's table also by time, by SOL, by speedup
 
 
 def test_report_without_outputs_prints_csv(cpu_run):

@@ -20,12 +20,18 @@ class Page(HTMLParser):
     def __init__(self, text: str) -> None:
         super().__init__(convert_charrefs=True)
         self.tables: list[list[list[str]]] = []
+        self.orders: list[str | None] = []  # each table's data-order (None: a table shown in one order)
+        self.radios: list[dict[str, str]] = []
+        self.labels: dict[str, str] = {}  # label text by the id it is for
+        self.views: list[dict[str, str]] = []  # the class and data-order of each view
         self.images: list[dict[str, str]] = []
         self.headings: list[str] = []
         self.urls: list[str] = []
         self.tags: set[str] = set()
         self._cell: list[str] | None = None
         self._heading: list[str] | None = None
+        self._label: list[str] | None = None
+        self._label_for = ""
         self.feed(text)
 
     def handle_starttag(self, tag, attrs):
@@ -34,6 +40,13 @@ class Page(HTMLParser):
         self.urls += [v for k, v in a.items() if k in ("src", "href", "action", "srcset", "data")]
         if tag == "table":
             self.tables.append([])
+            self.orders.append(a.get("data-order"))
+        elif tag == "input" and a.get("type") == "radio":
+            self.radios.append(a)
+        elif tag == "label":
+            self._label, self._label_for = [], a.get("for", "")
+        elif tag == "div" and "view" in a.get("class", "").split():
+            self.views.append(a)
         elif tag == "tr":
             self.tables[-1].append([])
         elif tag in ("td", "th"):
@@ -44,6 +57,9 @@ class Page(HTMLParser):
             self._heading = []
 
     def handle_endtag(self, tag):
+        if tag == "label" and self._label is not None:
+            self.labels[self._label_for] = "".join(self._label).strip()
+            self._label = None
         if tag in ("td", "th") and self._cell is not None:
             self.tables[-1][-1].append("".join(self._cell).strip())
             self._cell = None
@@ -56,6 +72,8 @@ class Page(HTMLParser):
             self._cell.append(data)
         if self._heading is not None:
             self._heading.append(data)
+        if self._label is not None:
+            self._label.append(data)
 
 
 def assert_self_contained(page: Page, text: str) -> None:
@@ -76,9 +94,12 @@ def test_report_has_every_table_and_image_and_nothing_external():
     page = Page(text)
     assert_self_contained(page, text)
     assert len(page.images) == 3  # roofline + one histogram per workload
-    # environment, protocol, then one results table per workload
-    assert len(page.tables) == 4
-    env, protocol, o_proj, norm = page.tables
+    # environment, protocol, then one results table per workload, in the order as given ...
+    shown = [t for t, order in zip(page.tables, page.orders, strict=True) if order in (None, "given")]
+    assert len(shown) == 4
+    # ... and each results table again by time, by SOL and by speedup
+    assert page.orders == [None, None, *["given", "time", "sol", "speedup"] * 2]
+    env, protocol, o_proj, norm = shown
     assert ["device_name", "NVIDIA H100 80GB HBM3"] in env
     assert ["timer", "cold"] in protocol and ["peaks", "h100-sxm (datasheet)"] in protocol
     assert o_proj[0][:4] == ["case", "impl", "status", "median"]
@@ -123,3 +144,97 @@ def test_roofline_points_are_numbered_and_the_numbers_listed():
     assert listed.count("<li>") == len(labels)
     for case, n in labels.items():
         assert listed.split("<li>")[n].startswith(escape(case))
+
+
+def sortable_run():
+    """Two cases (T_SOL 10 µs and 100 µs) whose orders by time, SOL and speedup all differ from the given one:
+    SOL = T_SOL / median and speedup = baseline median / median, as the scorer computes them."""
+    run = make_run({"small": {"baseline": [40e-6] * 20, "fused": [20e-6] * 20, "extra": [30e-6] * 20},
+                    "large": {"baseline": [400e-6] * 20, "fused": [125e-6] * 20, "broken": []}},
+                   statuses={"large/broken": "error"})
+    cases = []
+    for n, (c, t_sol) in enumerate(zip(run.cases, (10e-6, 100e-6), strict=True), start=1):
+        base = c.impls[0].timing.median
+        impls = tuple(dataclasses.replace(r, score=dataclasses.replace(
+            r.score, sol=t_sol / r.timing.median, speedup=base / r.timing.median)) if r.score else r for r in c.impls)
+        cases.append(dataclasses.replace(c, params={"n": n}, t_sol=t_sol, impls=impls, baseline="baseline"))
+    return dataclasses.replace(run, cases=tuple(cases))
+
+
+def _view(page: Page, order: str) -> list[list[str]]:
+    """The rows (case, impl, ...) of the one results table shown in ``order``."""
+    (table,) = [t for t, o in zip(page.tables, page.orders, strict=True) if o == order]
+    assert table[0][:2] == ["case", "impl"]
+    return table[1:]
+
+
+def test_results_tables_hold_every_order_and_each_is_sorted():
+    text = report_html([sortable_run()])
+    page = Page(text)
+    assert_self_contained(page, text)  # still no script: the views switch through CSS alone
+    assert "<script" not in text.lower()
+    given = [(row[0], row[1]) for row in _view(page, "given")]
+    assert given == [("n=1 bf16", "baseline"), ("", "fused"), ("", "extra"),
+                     ("n=2 bf16", "baseline"), ("", "fused"), ("", "broken")]  # today's order, grouped by case
+
+    def keys(order):
+        return [(row[0], row[1]) for row in _view(page, order)]
+
+    assert keys("time") == [("n=1 bf16", "fused"), ("n=1 bf16", "extra"), ("n=1 bf16", "baseline"),
+                            ("n=2 bf16", "fused"), ("n=2 bf16", "baseline"), ("n=2 bf16", "broken")]
+    by_sol = _view(page, "sol")
+    sols = [float(row[7]) for row in by_sol if row[7]]
+    assert sols == sorted(sols, reverse=True) and len(sols) == 5
+    assert [(row[0], row[1]) for row in by_sol] == [
+        ("n=2 bf16", "fused"), ("n=1 bf16", "fused"), ("n=1 bf16", "extra"), ("n=1 bf16", "baseline"),
+        ("n=2 bf16", "baseline"), ("n=2 bf16", "broken")]  # a tie keeps the given order; unscored last
+    speedups = [float(row[11].rstrip("×")) for row in _view(page, "speedup") if row[11]]
+    assert speedups == [3.2, 2.0, 1.33, 1.0, 1.0]
+    assert keys("speedup")[:2] == [("n=2 bf16", "fused"), ("n=1 bf16", "fused")]
+    # every view holds the same rows (all but the case cell, which the given order shows once per case)
+    for order in ("time", "sol", "speedup"):
+        assert sorted(row[1:] for row in _view(page, order)) == sorted(row[1:] for row in _view(page, "given"))
+
+
+def test_the_order_shown_is_named_and_picked_by_radio_buttons():
+    text = report_html([sortable_run()])
+    page = Page(text)
+    assert [r["class"] for r in page.radios] == ["o0", "o1", "o2", "o3"]
+    assert [("checked" in r) for r in page.radios] == [True, False, False, False]  # as given by default
+    assert len({r["name"] for r in page.radios}) == 1
+    assert [page.labels[r["id"]] for r in page.radios] == ["as given", "by time", "by SOL", "by speedup"]
+    assert [(v["class"], v["data-order"]) for v in page.views] == [
+        ("view v0", "given"), ("view v1", "time"), ("view v2", "sol"), ("view v3", "speedup")]
+    for i in range(4):  # the CSS shows view i when radio i is checked, and only then
+        assert f".views>input.o{i}:checked~.v{i}" in text
+    assert ".views>.view{display:none}" in text
+    assert "<caption>order: by SOL, highest first</caption>" in text  # each view says its order
+
+
+def test_a_one_row_table_has_no_switch_and_groups_are_unique():
+    one = make_run({"only": {"baseline": [1e-3] * 30}})
+    page = Page(report_html([one]))
+    assert page.radios == [] and page.orders[-1] == "given"
+    page = Page(report_html([two_workload_run(), sortable_run()]))
+    names = [r["name"] for r in page.radios]
+    assert len(set(names)) == 3 and len(names) == 12  # one radio set per multi-row table, never shared
+    assert len({r["id"] for r in page.radios}) == 12
+
+
+def test_gate_and_comparison_tables_are_also_shown_by_ratio_largest_slowdown_first():
+    base = make_run({c: {"baseline": [1e-3] * 30} for c in ("c1", "c2", "c3")})
+    cur = make_run({"c1": {"baseline": [1.5e-3] * 30}, "c2": {"baseline": [0.8e-3] * 30},
+                    "c3": {"baseline": [2e-3] * 30}})
+    text = report_html([cur], gate=gate(base, cur), comparison=compare_runs(base, cur, label_a="base", label_b="head"))
+    page = Page(text)
+    assert_self_contained(page, text)
+    verdict_tables = [(t, o) for t, o in zip(page.tables, page.orders, strict=True) if t[0][2:3] == ["verdict"]]
+    assert [o for _, o in verdict_tables] == ["given", "ratio", "given", "ratio"]  # gate, then comparison
+    for table, order in verdict_tables:
+        ratio_col = table[0].index("ratio" if "ratio" in table[0] else "head/base")
+        cases = [row[0] for row in table[1:]]
+        assert cases == (["c1", "c2", "c3"] if order == "given" else ["c3", "c1", "c2"])
+        ratios = [float(row[ratio_col].rstrip("×")) for row in table[1:]]
+        assert ratios == [1.5, 0.8, 2.0] if order == "given" else ratios == [2.0, 1.5, 0.8]
+    assert {r["name"] for r in page.radios} >= {"gate", "compare"}
+    assert "<caption>order: by ratio, the largest slowdown of head against base first</caption>" in text
