@@ -17,15 +17,13 @@ Ctrl-C stops the loop: the run measured so far is returned marked incomplete, in
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any, Protocol
 
 from solbench.errors import RunInterrupted
-from solbench.measure.worker import MeasureSettings, Task
+from solbench.measure.worker import MeasureSettings, Phases, Task
 from solbench.plan.prepare import Unit as Unit  # re-exported: executors take the plan's units
 from solbench.results.model import CaseResult, ImplResult, RunResult
 from solbench.workload.cases import Case
@@ -103,7 +101,7 @@ def measure_units(units: Sequence[Unit], run: RunResult, executor: Executor, *, 
                 per_round = rounds.setdefault((n, case.id), [])
                 per_round.append(results)
                 scored[(n, case.id)] = score(unit, case, _merged(per_round))
-                run = replace(run, cases=(*before, *scored.values()), harness=clock.seconds())
+                run = replace(run, cases=(*before, *scored.values()), harness=clock.totals())
                 if on_case is not None:
                     with clock("save_s"):
                         on_case(run)
@@ -124,14 +122,14 @@ def measure_units(units: Sequence[Unit], run: RunResult, executor: Executor, *, 
             one_round(functools.partial(_in_pending, pending))
     except KeyboardInterrupt:
         run = replace(run, complete=False, notes=(*run.notes, "interrupted (Ctrl-C): the cases listed are "
-                                                  "all that were measured"), harness=clock.seconds())
+                                                  "all that were measured"), harness=clock.totals())
         raise RunInterrupted(run) from None
     finally:
         executor.close()
-    return replace(run, harness=clock.seconds())
+    return replace(run, harness=clock.totals())
 
 
-class Harness:
+class Harness(Phases):
     """Where a run's wall time goes, as the parent sees it (``RunResult.harness``, ``show --harness``)::
 
         workers_s   starting and retiring worker processes (fork, CUDA context, imports)
@@ -145,27 +143,16 @@ class Harness:
 
     PHASES = ("setup_s", "check_s", "sample_s", "after_s", "gpu_busy_s")
 
-    def __init__(self, start: dict[str, float] | None = None) -> None:
-        self._seconds: dict[str, float] = dict(start or {})
-
-    @contextlib.contextmanager
-    def __call__(self, name: str) -> Iterator[None]:
-        t0 = time.perf_counter()
-        try:
-            yield
-        finally:
-            self._seconds[name] = self._seconds.get(name, 0.0) + time.perf_counter() - t0
-
     def add_tasks(self, results: Sequence[ImplResult]) -> None:
         """Add what the workers reported of each task's phases."""
         for r in results:
             for name in self.PHASES:
                 value = r.protocol.get(name)
                 if isinstance(value, int | float) and not isinstance(value, bool):
-                    self._seconds[name] = self._seconds.get(name, 0.0) + float(value)
+                    self.seconds[name] = self.seconds.get(name, 0.0) + float(value)
 
-    def seconds(self) -> dict[str, float]:
-        return {k: round(v, 4) for k, v in self._seconds.items()}
+    def totals(self) -> dict[str, float]:
+        return {k: round(v, 4) for k, v in self.seconds.items()}
 
 
 def _in_pending(pending: set[tuple[int, str, str]], n: int, case_id: str, name: str) -> bool:

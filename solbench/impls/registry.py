@@ -61,6 +61,15 @@ def _load_file(target: str, base_dir: Path | None) -> Any:
     if path is None:
         raise ResolveError(f"no such file {target!r}")
     name = "solbench_user_" + hashlib.sha1(str(path).encode()).hexdigest()[:12]
+    try:
+        return import_file(path, name)
+    except Exception as exc:
+        raise ResolveError(f"error importing {path}: {type(exc).__name__}: {exc}") from None
+
+
+def import_file(path: Path, name: str) -> Any:
+    """The Python file ``path`` imported as module ``name``, once per process (kept in
+    ``sys.modules``); an import that raises leaves nothing behind and re-raises."""
     if name in sys.modules:
         return sys.modules[name]
     spec = importlib.util.spec_from_file_location(name, path)
@@ -69,9 +78,9 @@ def _load_file(target: str, base_dir: Path | None) -> Any:
     sys.modules[name] = module
     try:
         spec.loader.exec_module(module)
-    except Exception as exc:
-        del sys.modules[name]
-        raise ResolveError(f"error importing {path}: {type(exc).__name__}: {exc}") from None
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
     return module
 
 

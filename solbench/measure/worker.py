@@ -229,11 +229,12 @@ class Phases:
         after_s   the anti-cheat checks after timing (fresh inputs, unseen calls)
     """
 
-    def __init__(self) -> None:
-        self.seconds: dict[str, float] = {}
+    def __init__(self, start: Mapping[str, float] | None = None) -> None:
+        self.seconds: dict[str, float] = dict(start or {})
 
     @contextlib.contextmanager
     def __call__(self, name: str) -> Iterator[None]:
+        """Add the wall time of the ``with`` block to phase ``name``."""
         start = time.perf_counter()
         try:
             yield

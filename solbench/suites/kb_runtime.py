@@ -17,7 +17,6 @@ is reported incorrect if they differ from Model's.
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import inspect
 import sys
 from collections.abc import Mapping, Sequence
@@ -25,6 +24,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
+from solbench.impls.registry import import_file
 
 SEED = 42  # KernelBench's eval seeds Model and ModelNew alike (src/eval.py, set_seed)
 _MODELS: dict[tuple[Any, ...], torch.nn.Module] = {}
@@ -37,15 +38,7 @@ def load_module(path: str | Path) -> Any:
     name = "solbench_kb_" + hashlib.sha256(str(path).encode() + data).hexdigest()[:16]
     if name in sys.modules:
         return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        del sys.modules[name]
-        raise
+    module = import_file(path, name)
     constants = {k: v for k, v in vars(module).items() if isinstance(v, int | float) and not isinstance(v, bool)}
     module.__solbench_constants__ = constants  # type: ignore[attr-defined]  # as the file wrote them
     return module
