@@ -129,18 +129,20 @@ def _default_sigint():
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def test_ctrl_c_saves_what_was_measured_and_exits_130(tmp_path):
+def _slow_run(tmp_path, sizes, **popen):
+    """Start `solbench run` on a workload whose first case is quick and whose others never return;
+    return (process, result file) once the first case is saved."""
     src = tmp_path / "slow.py"
     src.write_text("def ref(x, n):\n    return x * 2\n\n"
                    "def fn(x, n):\n    if n > 64:\n        while True:\n            pass\n    return x * 2\n")
     wl = tmp_path / "slow.yaml"
-    wl.write_text("workloads:\n  - name: slow\n    parameters: {n: [64, 128]}\n    dtypes: [float32]\n"
+    wl.write_text(f"workloads:\n  - name: slow\n    parameters: {{n: {list(sizes)}}}\n    dtypes: [float32]\n"
                   "    inputs: {x: {shape: [n]}}\n    outputs: {y: {shape: [n]}}\n"
                   "    reference: slow.py:ref\n    implementations: {baseline: slow.py:fn}\n")
     out = tmp_path / "slow.json"
     proc = subprocess.Popen([sys.executable, "-m", "solbench", "run", str(wl), "-o", str(out), "-q",
                              "--timeout", "600", *FAST], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, preexec_fn=_default_sigint)
+                            text=True, **popen)
     deadline = time.monotonic() + 900
     while not out.exists() and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.2)  # waits for the first case to be saved; asserts nothing about speed
@@ -148,12 +150,23 @@ def test_ctrl_c_saves_what_was_measured_and_exits_130(tmp_path):
         proc.kill()
         _, err = proc.communicate()
         pytest.fail(f"no result file: {err}")
-    proc.send_signal(signal.SIGINT)
+    return proc, out
+
+
+def _stop(proc, sig):
+    """Send ``sig`` and wait for the run to end; its stderr."""
+    proc.send_signal(sig)
     try:
         _, err = proc.communicate(timeout=900)  # a hang, not slowness, is what this would catch
     finally:
         proc.kill()
         proc.communicate()
+    return err
+
+
+def test_ctrl_c_saves_what_was_measured_and_exits_130(tmp_path):
+    proc, out = _slow_run(tmp_path, (64, 128), preexec_fn=_default_sigint)
+    err = _stop(proc, signal.SIGINT)
     assert proc.returncode == 130, err
     run = store.load(out)
     assert not run.complete
@@ -204,30 +217,9 @@ def test_in_process_mode_runs_the_same_checks(tmp_path):
 
 
 def test_sigterm_saves_what_was_measured_marked_incomplete_and_exits_143(tmp_path):
-    src = tmp_path / "slow.py"
-    src.write_text("def ref(x, n):\n    return x * 2\n\n"
-                   "def fn(x, n):\n    if n > 64:\n        while True:\n            pass\n    return x * 2\n")
-    wl = tmp_path / "slow.yaml"
-    wl.write_text("workloads:\n  - name: slow\n    parameters: {n: [64, 128, 256]}\n    dtypes: [float32]\n"
-                  "    inputs: {x: {shape: [n]}}\n    outputs: {y: {shape: [n]}}\n"
-                  "    reference: slow.py:ref\n    implementations: {baseline: slow.py:fn}\n")
-    out = tmp_path / "slow.json"
-    proc = subprocess.Popen([sys.executable, "-m", "solbench", "run", str(wl), "-o", str(out), "-q",
-                             "--timeout", "600", *FAST], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 900
-    while not out.exists() and time.monotonic() < deadline and proc.poll() is None:
-        time.sleep(0.2)  # waits for the first case to be saved; asserts nothing about speed
-    if not out.exists():
-        proc.kill()
-        _, err = proc.communicate()
-        pytest.fail(f"no result file: {err}")
+    proc, out = _slow_run(tmp_path, (64, 128, 256))
     assert not store.load(out).complete  # a save before the last one never says complete
-    proc.send_signal(signal.SIGTERM)
-    try:
-        _, err = proc.communicate(timeout=900)  # a hang, not slowness, is what this would catch
-    finally:
-        proc.kill()
-        proc.communicate()
+    err = _stop(proc, signal.SIGTERM)
     assert proc.returncode == 143, err
     run = store.load(out)
     assert not run.complete
