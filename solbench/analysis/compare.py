@@ -219,7 +219,9 @@ def unmeasured_reason(r: ImplResult | None) -> str:
     return "ok, no samples" if r.status == "ok" else r.status
 
 
-def _impl_keys(run: RunResult, impl: str | None) -> Iterator[tuple[str, CaseResult, ImplResult]]:
+def impl_keys(run: RunResult, impl: str | None) -> Iterator[tuple[str, CaseResult, ImplResult]]:
+    """Every ``case_id/impl`` key of a run with its case and result (one implementation with
+    ``impl``); ResultsFormatError on a key seen twice."""
     seen: set[str] = set()
     for case in run.cases:
         for r in case.impls:
@@ -265,10 +267,10 @@ def pair_runs(a: RunResult, b: RunResult, impl: str | None = None, *, same_model
     """
     entries: dict[str, tuple[CaseResult, ImplResult | None, ImplResult | None]] = {}
     models: dict[str, tuple[str, str]] = {}
-    for key, case, r in _impl_keys(a, impl):
+    for key, case, r in impl_keys(a, impl):
         entries[key] = (case, r, None)
         models[key] = (device_model(a, case), "")
-    for key, case, r in _impl_keys(b, impl):
+    for key, case, r in impl_keys(b, impl):
         prev = entries.get(key)
         entries[key] = (prev[0], prev[1], r) if prev else (case, None, r)
         models[key] = (models.get(key, ("", ""))[0], device_model(b, case))

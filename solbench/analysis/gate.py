@@ -40,7 +40,9 @@ For every key measured in one run only:
     MISSING       listed, never fails the gate: absent from the current run; ``skipped``
                   there (the machine lacks a requirement, so nothing can be compared); or
                   measured in the current run only
-    (not listed)  a key that is not ok in either run
+    BROKEN        failed in the current run (as above) and not ok in the baseline either
+                  (failed there too, or absent): a failing implementation never passes
+    (not listed)  a key that is not ok in either run and did not fail in the current run
 
     overall = BROKEN if any BROKEN, else REGRESSION if any REGRESSION, else INCONCLUSIVE
               if any INCONCLUSIVE, else PASS (FASTER and MISSING cases pass);
@@ -76,7 +78,7 @@ from typing import Literal
 from solbench import exitcodes
 from solbench.analysis import stats
 from solbench.analysis.allocation import more_rounds_to_decide
-from solbench.analysis.compare import Estimate, Pair, Unpaired, estimate, pair_runs, samples
+from solbench.analysis.compare import Estimate, Pair, Unpaired, estimate, impl_keys, pair_runs, samples
 from solbench.analysis.pooling import combine_runs as merge_runs
 from solbench.analysis.pooling import merge_samples
 from solbench.analysis.sequential import look_levels
@@ -330,6 +332,27 @@ def _unmeasured(u: Unpaired, tau: float, source: ThresholdSource) -> GateCaseVer
     return replace(v, reason=f"{why}; not compared")
 
 
+def _failing_now(base: RunResult, cur: RunResult, impl: str | None, listed: set[str],
+                 tau_of: Callable[[str], tuple[float, ThresholdSource]]) -> list[GateCaseVerdict]:
+    """BROKEN for every key that fails in the current run and was not ok in the baseline either
+    (failed there too, or absent): an incorrect, crashed or cheating implementation never passes."""
+    before = {key: r for key, _, r in impl_keys(base, impl)}
+    out = []
+    for key, case, r in impl_keys(cur, impl):
+        if key in listed or r.status not in FAILED_STATUSES:
+            continue
+        was = before.get(key)
+        then = "absent from the baseline" if was is None else f"{was.status.upper()} in the baseline too"
+        msg = _first_line(r.message)
+        out.append(GateCaseVerdict(
+            key=key, case_id=case.case_id, impl=r.name, workload=case.workload, verdict="BROKEN",
+            reason=f"{r.status.upper()} in the current run ({then})" + (f": {msg}" if msg else ""),
+            threshold=tau_of(case.workload)[0], threshold_source=tau_of(case.workload)[1],
+            status_base=None if was is None else was.status, status_cur=r.status,
+            detail="\n".join(part for part in (r.message.strip(), r.log_tail.strip()) if part)))
+    return out
+
+
 def _other_model(u: Unpaired, model_base: str, model_cur: str, tau: float,
                  source: ThresholdSource) -> GateCaseVerdict:
     """MISSING for a key measured on different GPU models: not comparable, never a regression."""
@@ -403,6 +426,7 @@ def gate(base: Side, cur: Side, *, threshold: float | None = None, alpha: float 
                 for pair, est, t in zip(pairing.pairs, ests, tests, strict=True)]
     verdicts += [_unmeasured(u, *tau_of(u.workload)) for u in pairing.unpaired]
     verdicts += [_other_model(u, a, b, *tau_of(u.workload)) for u, a, b in pairing.other_model]
+    verdicts += _failing_now(base, cur, impl, {v.key for v in verdicts}, tau_of)
     if not pairing.pairs and not any(v.verdict == "BROKEN" for v in verdicts):
         other = f", {len(pairing.other_model)} on other GPU models" if pairing.other_model else ""
         raise ConfigError(f"baseline and current have no measured case in common ({len(pairing.only_in_a)} "

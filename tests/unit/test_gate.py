@@ -239,12 +239,16 @@ def test_skipped_now_is_missing_not_a_failure():
     assert (g.overall, g.exit_code) == ("PASS", 0)
 
 
-def test_failing_in_both_runs_is_not_listed_and_fixed_now_is_missing():
+def test_failing_in_both_runs_is_broken_and_fixed_now_is_missing():
     rng = np.random.default_rng(39)
     base = make_run({"a": {"x": noisy(rng, N), "y": [], "z": []}}, statuses={"a/y": "error", "a/z": "incorrect"})
     cur = make_run({"a": {"x": noisy(rng, N), "y": [], "z": noisy(rng, N)}}, statuses={"a/y": "error"})
-    by = {v.key: v for v in gate(base, cur).verdicts}
-    assert set(by) == {"a/x", "a/z"}  # y fails on both sides: nothing got worse
+    result = gate(base, cur)
+    by = {v.key: v for v in result.verdicts}
+    assert set(by) == {"a/x", "a/y", "a/z"}
+    # y fails on both sides: not worse, but a failing implementation never passes a gate
+    assert by["a/y"].verdict == "BROKEN" and "ERROR in the baseline too" in by["a/y"].reason
+    assert result.exit_code == 1
     assert by["a/z"].verdict == "MISSING" and "incorrect in the baseline" in by["a/z"].reason
 
 
@@ -424,3 +428,16 @@ def test_core_modules_import_no_device_or_ui_libraries():
     root = Path(__file__).resolve().parents[2]
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root)
     assert out.stdout.strip() == "[]"
+
+
+def test_an_implementation_failing_now_is_broken_even_when_it_failed_in_the_baseline_too():
+    rng = np.random.default_rng(3)
+    ok = make_run({"c": {"baseline": noisy(rng, N), "f": noisy(rng, N)}})
+    bad = make_run({"c": {"baseline": noisy(rng, N), "f": noisy(rng, N)}}, statuses={"c/f": "incorrect"})
+    for base in (ok, bad):
+        result = gate(base, bad)
+        f = next(v for v in result.verdicts if v.key == "c/f")
+        assert f.verdict == "BROKEN" and f.status_cur == "incorrect"
+        assert result.exit_code == 1
+    fixed = gate(bad, ok)  # failing before, ok now: not compared, and no failure
+    assert next(v for v in fixed.verdicts if v.key == "c/f").verdict == "MISSING" and fixed.exit_code == 0
