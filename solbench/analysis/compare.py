@@ -14,7 +14,9 @@ For each pair, with ``a`` the reference and ``b`` the candidate:
     r is the ratio of the geometric means of the round medians, [lo, hi] the t interval on the
     log round medians and p the two-sided p-value of the same t statistic (analysis.sequential:
     pooled over both sides; two implementations of one run measured in the same rounds are
-    paired by round from PAIRED_MIN_ROUNDS rounds on).
+    paired by round from PAIRED_MIN_ROUNDS rounds on). Where ten or more pairs are compared over
+    rounds, each pair's spread borrows strength from the others (``moderate``: the empirical-Bayes
+    moderated t of analysis.sequential), so three rounds a side can decide.
 
 Verdict rule, first match wins (tau = threshold, default 0.05):
 
@@ -55,6 +57,7 @@ or its status, e.g. ``"incorrect"``); a key measured on neither side is not list
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
@@ -63,7 +66,7 @@ import numpy as np
 
 from solbench.analysis.pooling import combine_runs, samples
 from solbench.analysis.rounds import group_by_round
-from solbench.analysis.sequential import LogRatio, log_ratio
+from solbench.analysis.sequential import LogRatio, log_ratio, moderated, variance_prior
 from solbench.analysis.significance import (
     MIN_SAMPLES,
     benjamini_hochberg,
@@ -352,6 +355,29 @@ def _over_rounds(ga: list[np.ndarray], gb: list[np.ndarray], *, confidence: floa
     return Estimate(med_a, med_b, t.ratio, low, high, n_a, n_b, len(ga), len(gb), t.p_slower(), t.p_faster(), t)
 
 
+def moderate(ests: Sequence[Estimate], confidence: float) -> list[Estimate]:
+    """Every estimate over rounds with its t moderated by the prior fitted over all of them
+    (pooled and paired estimates each over their own kind; analysis.sequential.variance_prior);
+    the others unchanged. Fewer than MIN_PRIOR_POINTS of a kind: unchanged."""
+    out = list(ests)
+    for paired in (False, True):
+        idx = [i for i, e in enumerate(ests) if e.t is not None and e.t.paired == paired and e.t.prior_df == 0.0]
+        prior = variance_prior([ests[i].t.sd_round ** 2 for i in idx],  # type: ignore[union-attr]
+                               [ests[i].t.df for i in idx])  # type: ignore[union-attr]
+        if prior is None:
+            continue
+        for i in idx:
+            e = ests[i]
+            t = moderated(e.t, prior)  # type: ignore[arg-type]
+            if e.ci_low is None:
+                out[i] = dataclasses.replace(e, t=t)
+                continue
+            low, high = t.interval(confidence)
+            out[i] = dataclasses.replace(e, ci_low=low, ci_high=high, p_slower=t.p_slower(),
+                                         p_faster=t.p_faster(), t=t)
+    return out
+
+
 def comparison_verdict(ci_low: float | None, ci_high: float | None, significant: bool,
                        threshold: float, directional: bool = True) -> Verdict:
     """The verdict rule of the module docstring, on the CI of ``median_b / median_a``.
@@ -389,8 +415,8 @@ def _compare(pairing: Pairing, *, same_impl: bool, label_a: str, label_b: str, t
         raise ConfigError(f"threshold must be positive, got {threshold}")
     if not 0.0 < alpha < 1.0 or not 0.0 < confidence < 1.0:
         raise ConfigError(f"alpha and confidence must lie in (0, 1), got {alpha}, {confidence}")
-    ests = [estimate(p.a, p.b, confidence=confidence, seed=seed, n_boot=n_boot, paired=paired)
-            for p in pairing.pairs]
+    ests = moderate([estimate(p.a, p.b, confidence=confidence, seed=seed, n_boot=n_boot, paired=paired)
+                     for p in pairing.pairs], confidence)
     pvals: list[float | None] = [_two_sided(p, e) for p, e in zip(pairing.pairs, ests, strict=True)]
     tested = [p for p in pvals if p is not None]
     flags = iter(benjamini_hochberg(tested, q=alpha))

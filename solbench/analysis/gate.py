@@ -78,7 +78,7 @@ from typing import Literal
 from solbench import exitcodes
 from solbench.analysis import stats
 from solbench.analysis.allocation import more_rounds_to_decide
-from solbench.analysis.compare import Estimate, Pair, Unpaired, estimate, impl_keys, pair_runs, samples
+from solbench.analysis.compare import Estimate, Pair, Unpaired, estimate, impl_keys, moderate, pair_runs, samples
 from solbench.analysis.pooling import combine_runs as merge_runs
 from solbench.analysis.pooling import merge_samples
 from solbench.analysis.sequential import look_levels
@@ -420,7 +420,8 @@ def gate(base: Side, cur: Side, *, threshold: float | None = None, alpha: float 
     if looks < 1:
         raise ConfigError(f"looks must be >= 1, got {looks}")
     alpha_k, confidence_k = look_levels(alpha, confidence, looks)
-    ests = [estimate(p.a, p.b, confidence=confidence_k, seed=seed, n_boot=n_boot) for p in pairing.pairs]
+    ests = moderate([estimate(p.a, p.b, confidence=confidence_k, seed=seed, n_boot=n_boot)
+                     for p in pairing.pairs], confidence_k)
     tests = _rank_tests(pairing.pairs, ests)
     verdicts = [_decide(pair, est, t, *tau_of(pair.workload), alpha_k, confidence_k)
                 for pair, est, t in zip(pairing.pairs, ests, tests, strict=True)]
