@@ -248,3 +248,40 @@ def test_cold_timer_gives_up_redoing_after_a_few_tries():
     seconds = timer.sample(0)
     assert timer.redone == timers._MAX_REDO and timer.spin_us == 25.0 * 2 ** timers._MAX_REDO
     assert seconds > 2000 * 300e-9  # kept, with the host's gaps in it (counted in samples_redone)
+
+
+def test_side_stream_check_collects_once_when_cupti_delivers_at_once(monkeypatch):
+    """The marker's record in the collected ones proves the trace saw the call: no priming
+    (a synchronization and a flush per call saved)."""
+    from solbench.measure import guards
+
+    gpu = SimGpu()
+    monkeypatch.setattr(guards, "torch", sim_torch(gpu))
+    collects = []
+    real = gpu.collect
+    gpu.collect = lambda: collects.append(1) or real()
+    value, problem = guards.traced_call(honest(gpu), gpu)
+    assert value == "out" and problem is None
+    assert len(collects) == 1 and gpu.order.count("gemm") == 1
+
+
+def test_side_stream_check_primes_and_calls_again_when_the_first_records_are_missing(monkeypatch):
+    """CUPTI, just turned on, may deliver nothing at first: the check primes it, calls again, and
+    still catches the side stream (a trace that stayed blind would have passed it)."""
+    from solbench.measure import guards
+
+    gpu = SimGpu()
+    monkeypatch.setattr(guards, "torch", sim_torch(gpu))
+    real = gpu.collect
+    lost = iter([True])
+
+    def collect():
+        calls, work = real()
+        return ([], []) if next(lost, False) else (calls, work)
+
+    gpu.collect = collect
+    value, problem = guards.traced_call(unjoined(gpu), gpu)
+    assert value == "out"
+    assert problem is not None and "does not wait" in problem
+    assert gpu.order.count("side-gemm") == 20  # called twice: the blind try and the checked one
+    assert gpu.order.count("fill:buffer") >= 3  # the marker after each call, and the priming one
