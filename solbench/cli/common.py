@@ -188,6 +188,9 @@ def finish(result: RunResult, out: Console, as_json: bool, *, saved: Path | Sequ
         click.echo(store.dumps(result, derived(result)))
         return
     print_run(out, result)
+    for note in result.notes:
+        if note.startswith("skipped "):  # a case this machine cannot run (its inputs are not here)
+            out.print(note, style="yellow", markup=False)
     for path in [saved] if isinstance(saved, Path) else saved or ():
         out.print(f"saved {path}", style="dim")
 

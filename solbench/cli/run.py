@@ -155,7 +155,7 @@ def run(files: Sequence[str], solutions: Sequence[str], gpu: str | None, dry_run
         finish(partial, out, as_json, saved=saver.paths)
         click.echo("interrupted: the cases measured so far are saved", err=True)
         sys.exit(interrupted_code())
-    if result.cases:
+    if result.cases or result.notes:
         saver.save(result, final=True)  # the final record adds the end-of-run clocks and says complete
     finish(result, out, as_json, saved=saver.paths)
     code = exitcodes.IMPL_FAILED if failures(result) else exitcodes.OK

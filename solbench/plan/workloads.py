@@ -39,6 +39,7 @@ class Planned:
     index: int
     cases: tuple[Case, ...]
     costs: Mapping[str, Cost] = field(default_factory=dict)  # case id -> traced cost
+    skipped: tuple[tuple[str, str], ...] = ()  # (case id, why): cases this machine cannot trace or run
 
 
 def load_specs(path: Path, device_kind: str, only: Sequence[str], impls: Sequence[str],
@@ -84,8 +85,8 @@ def plan(files: Sequence[str | Path], device_kind: str, only: Sequence[str] = ()
             every_id += [c.id for c in expanded]
             if cases:
                 expanded = tuple(c for c in expanded if any(case_matches(c.id, pat) for pat in cases))
-            expanded, costs = _traced(spec, path, expanded)
-            p = Planned(spec, path, i, expanded, costs)
+            expanded, costs, skipped = _traced(spec, path, expanded, _real_device(device_kind))
+            p = Planned(spec, path, i, expanded, costs, skipped)
             for case in expanded:  # every op of every case is costed before anything is measured
                 cost_of(p, case)
             planned.append(p)
@@ -133,26 +134,45 @@ def wanted(spec: WorkloadSpec, impl: str, impls: Sequence[str]) -> bool:
     return not impls or impl in impls or impl == spec.baseline
 
 
-def _traced(spec: WorkloadSpec, path: Path, cases: tuple[Case, ...]) -> tuple[tuple[Case, ...], dict[str, Cost]]:
-    """Cases with traced shapes filled in and, for ``cost: traced``, their traced costs."""
-    if spec.cost != "traced" and not any(c.traced for c in cases):
-        return cases, {}
-    from solbench.suites.trace import probe
+def _real_device(device_kind: str) -> str:
+    """Where a reference that cannot run on the meta device is traced: this machine's device of
+    that kind, or nowhere ("meta") for a what-if on a GPU this machine does not have."""
+    if device_kind == "cpu":
+        return "cpu"
+    import torch
 
-    done, costs = [], {}
+    return "cuda" if torch.cuda.is_available() else "meta"
+
+
+def _traced(spec: WorkloadSpec, path: Path, cases: tuple[Case, ...], device: str = "meta",
+            ) -> tuple[tuple[Case, ...], dict[str, Cost], tuple[tuple[str, str], ...]]:
+    """Cases with traced shapes filled in and, for ``cost: traced``, their traced costs (on the meta
+    device; a reference that cannot run there is traced on ``device`` with real inputs). A case
+    whose inputs this machine lacks (a safetensors file that is not here) is left out and listed
+    with the reason: skipped, not an error."""
+    if spec.cost != "traced" and not any(c.traced for c in cases):
+        return cases, {}, ()
+    from solbench.errors import DeviceError
+    from solbench.suites.trace import probe_on
+
+    done, costs, skipped = [], {}, []
     for case in cases:
         try:
-            filled, cost = probe(spec, case, path.parent)
+            filled, cost, _ = probe_on(spec, case, path.parent, device)
+        except DeviceError as exc:
+            skipped.append((case.id, str(exc)))
+            continue
         except ConfigError as exc:
             raise ConfigError(f"{path}: workload {spec.name!r}, case {case.id}: {exc}") from None
         except Exception as exc:
             text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-            raise ConfigError(f"{path}: workload {spec.name!r}, case {case.id}: tracing the reference on the "
-                              f"meta device raised {type(exc).__name__}: {text[:300]}") from None
+            where = "the meta device" if device == "meta" else f"the meta device and on {device}"
+            raise ConfigError(f"{path}: workload {spec.name!r}, case {case.id}: tracing the reference on "
+                              f"{where} raised {type(exc).__name__}: {text[:300]}") from None
         done.append(filled)
         if spec.cost == "traced":
             costs[filled.id] = cost
-    return tuple(done), costs
+    return tuple(done), costs, tuple(skipped)
 
 
 def located(path: Path, loc: Sequence[str | int], message: str) -> ConfigError:
@@ -180,14 +200,15 @@ def dry_run(files: Sequence[str | Path], spec: HardwareSpec, only: Sequence[str]
     """FLOPs, bytes and T_SOL of every case against ``spec``, without running anything
     (``select``, ``overrides``: as :func:`plan`'s ``cases`` and ``overrides``)."""
     kind = "cpu" if spec.kind == "cpu" else "cuda"
-    cases = []
+    cases, skipped = [], []
     for p in plan(files, kind, only, impls, solutions, cases=select, overrides=overrides):
+        skipped += [f"skipped {case_id}: {why}" for case_id, why in p.skipped]
         for case in p.cases:
             cases.append(case_result(p, case, spec, ()))
     env = Environment(device_kind=kind, device_name=spec.name, spec_id=spec.id, solbench=__version__)
     protocol = Protocol("none", 0, 0, 0, 0.0, 0.0, 0)
     return RunResult(now(), env, SpecRef(spec.id, spec.name, spec.source), protocol, tuple(cases),
-                     tuple(str(f) for f in files), notes=("dry run: nothing was measured",))
+                     tuple(str(f) for f in files), notes=("dry run: nothing was measured", *skipped))
 
 
 def case_result(p: Planned, case: Case, spec: HardwareSpec, impls: Sequence[ImplResult],

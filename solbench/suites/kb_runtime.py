@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from torch.utils._python_dispatch import _disable_current_modes
 
 from solbench.impls.registry import import_file
 
@@ -122,8 +123,10 @@ def _device(values: Mapping[str, Any]) -> torch.device:
 
 
 def reference(params: Mapping[str, Any], problem: str, order: str, **values: Any) -> Any:
-    """Model(*get_init_inputs())(*inputs), without autograd."""
-    model = build(problem, "Model", params, _device(values))
+    """Model(*get_init_inputs())(*inputs), without autograd. The model is built outside any dispatch
+    mode: a trace (solbench.suites.trace) counts the call, not the initialisers of its weights."""
+    with _disable_current_modes():
+        model = build(problem, "Model", params, _device(values))
     with torch.no_grad():
         return model(*[values[n] for n in order.split(",")])
 

@@ -146,10 +146,18 @@ def _spec(path: Path, constants: dict[str, Any], order: list[str], meta: dict[st
         "compiled": {"fn": f"{RT}:forward", "setup": f"{RT}:setup", "params": {**fixed, "compile": 1},
                      "requires": ["inductor"], "description": "torch.compile(Model)"},
     }
+    given: dict[Path, Path] = {}
     for sol in solutions:
-        impls[solution_name(path, sol)] = {"fn": f"{RT}:forward", "setup": f"{RT}:setup",
-                                           "params": {**fixed, "cls": "ModelNew", "solution": str(sol.resolve())},
-                                           "description": f"ModelNew of {sol.name}"}
+        given.setdefault(sol.resolve(), sol)  # a file given twice (beside the problem and --solution) counts once
+    for resolved, sol in given.items():
+        name = solution_name(path, sol)
+        if name in impls:  # another solution has that name: this one is named by its file
+            name = re.sub(r"[^A-Za-z0-9_.\-]", "_", sol.stem)
+        if name in impls:
+            raise ConfigError(f"{path}: two implementations would be named {name!r}; rename the solution {sol}")
+        impls[name] = {"fn": f"{RT}:forward", "setup": f"{RT}:setup",
+                       "params": {**fixed, "cls": "ModelNew", "solution": str(resolved)},
+                       "description": f"ModelNew of {sol.name}"}
     data = {
         "name": workload_name(path),
         "description": f"KernelBench {path.parent.name}/{path.name}",
@@ -195,7 +203,8 @@ def workload_name(path: Path) -> str:
 
 
 def solution_name(problem: Path, solution: Path) -> str:
-    """``new`` for ``<stem>_new.py``, ``new_x`` for ``<stem>_new_x.py``; else the solution's stem."""
+    """``new`` for ``<stem>_new.py``, ``new_x`` for ``<stem>_new_x.py``; else ``solution`` (a second
+    such solution of one problem is named by its file's stem instead)."""
     stem = solution.stem
     if stem.startswith(problem.stem + "_new"):
         rest = stem[len(problem.stem) + 1:]

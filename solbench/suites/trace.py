@@ -64,15 +64,15 @@ class _Work(TorchDispatchMode):
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         out = func(*args, **(kwargs or {}))
-        if func.is_view:
-            self._produced(out)
-            return out
         ins = [t for t in pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
-        for t in ins:
+        for t in ins:  # a parameter read only through a view (Linear's weight.t()) is read all the same
             if id(t) not in self._seen:
                 self._seen.add(id(t))
                 self._keep.append(t)
                 self.external += _nbytes(t)
+        if func.is_view:
+            self._produced(out)
+            return out
         outs = self._produced(out)
         self.unfused += sum(_nbytes(t) for t in ins + outs)
         packet = func.overloadpacket
@@ -100,22 +100,42 @@ def dtype_name(dtype: torch.dtype) -> str:
     return name
 
 
-def meta_inputs(spec: WorkloadSpec, case: Case, base_dir: Path | None) -> dict[str, Any]:
+def meta_inputs(spec: WorkloadSpec, case: Case, base_dir: Path | None, device: str = "meta") -> dict[str, Any]:
     """The case's inputs on the meta device: the input generator's (on "meta"), else empty tensors
-    of the declared shapes."""
+    of the declared shapes. On a real ``device``: drawn as a run draws them (seed 0)."""
     gen = spec.input_generator
+    if device != "meta":
+        from solbench.measure.tensors import make_inputs
+
+        return make_inputs(case, device, 0, resolve(gen.fn, base_dir) if gen is not None else None,
+                           gen.params if gen is not None else None)
     if gen is None:
         return {t.name: torch.empty(t.shape, dtype=getattr(torch, t.dtype), device="meta") for t in case.inputs}
     fn = resolve(gen.fn, base_dir)
     return dict(fn(dict(case.scope), "meta", torch.Generator().manual_seed(0), **gen.params))
 
 
-def probe(spec: WorkloadSpec, case: Case, base_dir: Path | None) -> tuple[Case, Cost]:
+def probe_on(spec: WorkloadSpec, case: Case, base_dir: Path | None, device: str) -> tuple[Case, Cost, str]:
+    """:func:`probe` on the meta device; where the reference cannot run there (it reads a value with
+    ``.item()``, or launches a Triton or CUDA kernel of its own), again with real inputs on
+    ``device`` (the same counts: the dispatcher sees the same ops). Returns the device it traced on
+    too. What the last attempt raised propagates."""
+    try:
+        return (*probe(spec, case, base_dir), "meta")
+    except ConfigError:
+        raise
+    except Exception:
+        if device == "meta":
+            raise
+    return (*probe(spec, case, base_dir, device), device)
+
+
+def probe(spec: WorkloadSpec, case: Case, base_dir: Path | None, device: str = "meta") -> tuple[Case, Cost]:
     """The case with traced shapes and dtypes filled in, and its traced cost (module docstring).
 
     Raises whatever the generator or the reference raises (the caller names the workload).
     """
-    inputs = meta_inputs(spec, case, base_dir)
+    inputs = meta_inputs(spec, case, base_dir, device)
     tensors_in, scalars = _split_inputs(spec, case, inputs)
     reference = resolve(spec.reference, base_dir)
     ref_inputs = {**upcast(inputs, spec.reference_dtype), **spec.reference_params}

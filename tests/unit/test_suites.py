@@ -167,3 +167,94 @@ def test_show_prints_the_suite_summary_of_a_kernelbench_run(runner, tmp_path):
     report = runner.invoke(main, ["report", str(out), "--html", str(page), "--fast-p", "3"])
     assert report.exit_code == 0, report.output
     assert "Suite summary" in page.read_text() and "fast_3" in page.read_text()
+
+
+def test_a_solution_found_beside_a_problem_for_another_definition_is_skipped_and_said(tmp_path):
+    """SOL-ExecBench's own samples hold a solution naming another definition: found beside the
+    problem it is left out (and said in the description); asked for with --solution it is refused."""
+    import shutil
+
+    from solbench.errors import ConfigError
+    from solbench.suites.solexec import read as load_solexec
+
+    folder = tmp_path / "rmsnorm"
+    shutil.copytree(SOL, folder)
+    other = json.loads(next(folder.glob("solution*.json")).read_text())
+    stray = folder / "solution_other.json"
+    stray.write_text(json.dumps({**other, "name": "other", "definition": "vecadd"}))
+    spec = load_solexec(folder)
+    assert "other" not in spec.implementations
+    assert "solution_other.json skipped: a solution of 'vecadd'" in spec.description
+    with pytest.raises(ConfigError, match="a solution of 'vecadd'"):
+        load_solexec(folder, [stray])
+
+
+def _rmsnorm_variant(tmp_path, reference=None, weight_input=None):
+    """tests/data/solexec/rmsnorm copied, with another reference source or weight input spec."""
+    import shutil
+
+    folder = tmp_path / "rms"
+    shutil.copytree(SOL, folder)
+    for stray in folder.glob("solution*.json"):
+        stray.unlink()
+    d = json.loads((folder / "definition.json").read_text())
+    if reference is not None:
+        d["reference"] = reference
+    (folder / "definition.json").write_text(json.dumps(d))
+    if weight_input is not None:
+        lines = [json.loads(x) for x in (folder / "workload.jsonl").read_text().splitlines()]
+        for line in lines:
+            line["inputs"]["weight"] = weight_input
+        (folder / "workload.jsonl").write_text("\n".join(map(json.dumps, lines)))
+    return folder
+
+
+def test_a_reference_that_reads_a_value_is_traced_on_the_real_device(runner, tmp_path):
+    """``.item()`` cannot run on the meta device: the cost is traced on the CPU with real inputs:
+    the same bytes as the plain RMSNorm, and its vector work plus the extra abs and max."""
+    reads = ("import torch\n\n\ndef run(input, weight, eps):\n"
+             "    assert input.abs().max().item() >= 0\n"
+             "    variance = input.to(torch.float32).pow(2).mean(-1, keepdim=True)\n"
+             "    rstd = torch.rsqrt(variance + eps)\n"
+             "    return (input.to(torch.float32) * rstd * weight.to(torch.float32)).to(weight.dtype)\n")
+    folder = _rmsnorm_variant(tmp_path, reference=reads)
+    [p] = plan([folder], "cpu")
+    [q] = plan([SOL], "cpu")
+    assert [c.id.split("[")[1] for c in p.cases] == [c.id.split("[")[1] for c in q.cases]
+    for a, b in zip(p.cases, q.cases, strict=True):
+        assert p.costs[a.id].fused_bytes == q.costs[b.id].fused_bytes
+        assert p.costs[a.id].tensor_flops == q.costs[b.id].tensor_flops == 0.0
+        assert p.costs[a.id].vector_flops == q.costs[b.id].vector_flops + 2 * a.inputs[0].numel + 1
+    out = tmp_path / "r.json"
+    result = runner.invoke(main, ["run", str(folder), "-i", "baseline", "--in-process", "-o", str(out), *FAST])
+    assert result.exit_code == 0, result.output
+    assert {r.status for c in store.load(out).cases for r in c.impls} == {"ok"}
+
+
+READS = ("import torch\n\n\ndef run(input, weight, eps):\n"
+         "    assert input.abs().max().item() >= 0\n"
+         "    return (input.to(torch.float32) * weight.to(torch.float32)).to(weight.dtype)\n")
+MISSING = {"type": "safetensors", "path": "blob/w.safetensors", "tensor_key": "weight"}
+
+
+def test_a_case_whose_safetensors_input_is_not_here_is_skipped_when_timed(runner, tmp_path):
+    folder = _rmsnorm_variant(tmp_path, weight_input=MISSING)
+    out = tmp_path / "t.json"
+    result = runner.invoke(main, ["run", str(folder), "--in-process", "-o", str(out), *FAST])
+    assert result.exit_code == 0, result.output
+    impls = [r for c in store.load(out).cases for r in c.impls]
+    assert impls and all(r.status == "skipped" and "w.safetensors" in r.message for r in impls)
+
+
+def test_a_case_that_cannot_be_traced_without_its_safetensors_input_is_skipped_and_said(runner, tmp_path):
+    """The reference reads a value (no meta trace) and its weight is in a file that is not here (no
+    trace on the CPU either): the case is left out of the plan and listed as skipped, exit 0."""
+    folder = _rmsnorm_variant(tmp_path, reference=READS, weight_input=MISSING)
+    out = tmp_path / "s.json"
+    result = runner.invoke(main, ["run", str(folder), "--in-process", "-o", str(out), *FAST])
+    assert result.exit_code == 0, result.output
+    run = store.load(out)
+    assert run.cases == ()
+    skipped = [n for n in run.notes if n.startswith("skipped ")]
+    assert len(skipped) == 2 and all("w.safetensors" in n and "not on this machine" in n for n in skipped)
+    assert "skipped rms" in result.output
