@@ -6,22 +6,22 @@
 set -o pipefail
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
   && export PYTHONPATH=/tmp/site:. || exit 1
-export PYTHONUNBUFFERED=1 LIMIT=${LIMIT:-560} log=$OUT/steps.log
+export PYTHONUNBUFFERED=1 LIMIT=${LIMIT:-500} log=$OUT/steps.log
 . bench/steps.sh
 R=/tmp/s && mkdir -p $R
 KB=.kb/KernelBench
 L1=$(ls $KB/level1/*.py | sort -t/ -k4 -n)
 FIRST=$(for f in $L1; do echo $f; done | sort -V | head -n ${COMPILED_N:-12})
-step kb1-eager 230 python3 -m solbench run $KB/level1 --device cuda --timer cupti -i baseline --repeat 1 \
+step kb1-eager 200 timeout -s INT 210 python3 -m solbench run $KB/level1 --device cuda --timer cupti -i baseline --repeat 1 \
   --timeout 120 -o $R/kb1-eager.json -q
-step kb1-compiled 150 python3 -m solbench run $FIRST --device cuda --timer cupti -i baseline -i compiled --repeat 1 \
+step kb1-compiled 120 timeout -s INT 130 python3 -m solbench run $FIRST --device cuda --timer cupti -i baseline -i compiled --repeat 1 \
   --timeout 120 -o $R/kb1-compiled.json -q
-step crosscheck 80 python3 bench/kernelbench_cupti_crosscheck.py $KB/level1 -n 10 --out $R/crosscheck.json
+step crosscheck 60 timeout 70 python3 bench/kernelbench_cupti_crosscheck.py $KB/level1 -n 10 --out $R/crosscheck.json
 P2=$KB/level2/2_ConvTranspose2d_BiasAdd_Clamp_Scaling_Clamp_Divide.py
 step solution 60 python3 -m solbench run $P2 --device cuda --solution bench/data/kernelbench/2_ConvTranspose2d_BiasAdd_Clamp_Scaling_Clamp_Divide.py \
   --solution bench/data/kernelbench/cheat_2_ConvTranspose2d_BiasAdd_Clamp_Scaling_Clamp_Divide.py --repeat 1 -o $R/kb2-solution.json -q
 SOLS=$(find .kb/sol -name definition.json -printf '%h\n' | sort)
-step sol-examples 90 python3 -m solbench run $SOLS --device cuda --repeat 1 --timeout 120 -o $R/solexec.json -q
+step sol-examples 60 timeout -s INT 80 python3 -m solbench run $SOLS --device cuda --repeat 1 --timeout 120 -o $R/solexec.json -q
 cp $log $R/ && tar -czf $OUT/s.tar.gz -C /tmp s
 python3 - <<'PY'
 import json, os
