@@ -4,6 +4,7 @@ set-up and bound calls, tolerances. :mod:`solbench.measure.worker` runs them in 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 from collections.abc import Callable, Mapping, Sequence
@@ -37,7 +38,7 @@ def prepare_case(spec: WorkloadSpec, case: Case, device: str, base_dir: Path | N
     sets, refs = [], []
     for k in range(input_sets):
         inputs = tensors.make_inputs(case, device, seed + k, generator, gen.params if gen is not None else None)
-        with _exact_fp32():
+        with _exact_fp32() if spec.reference_dtype != "declared" else contextlib.nullcontext():
             value = _call(reference, {**tensors.upcast(inputs, spec.reference_dtype), **spec.reference_params},
                           case.params, case.scope)
         refs.append(tensors.as_outputs(value, names, strict=False))

@@ -137,24 +137,10 @@ def compare(out: Sequence[torch.Tensor], ref: Sequence[torch.Tensor], case: Case
             return _fail(b, f"{t.name}: shape {tuple(o.shape)} != {t.shape}")
         if o.dtype != torch_dtype(t.dtype):
             return _fail(b, f"{t.name}: dtype {o.dtype} != {t.dtype}")
-        o64, r64 = o.detach().to(torch.float64), r.detach().to(o.device, torch.float64)
-        keep = None
-        if b.allow_negative_inf:
-            both = (o64 == float("-inf")) & (r64 == float("-inf"))
-            keep = ~both
-            o64, r64 = torch.where(both, 0.0, o64), torch.where(both, 0.0, r64)
-        if not torch.isfinite(o64).all():
-            bad = int((~torch.isfinite(o64)).sum())
+        bad, max_err, n_over, l2 = _errors(o.detach().reshape(-1), r.detach().reshape(-1), b)
+        if bad:
             return _fail(b, f"{t.name}: {bad} NaN/Inf element(s) (unwritten or overflow)")
-        err = (o64 - r64).abs()
-        max_err = float(err.max()) if err.numel() else 0.0
-        worst_abs = max(worst_abs, max_err)
-        l2 = float(torch.linalg.vector_norm(o64 - r64) / torch.linalg.vector_norm(r64).clamp_min(1e-30))
-        worst_l2 = max(worst_l2, l2)
-        over = err > b.atol + b.rtol * r64.abs()
-        if keep is not None:
-            over &= keep
-        n_over = int(over.sum())
+        worst_abs, worst_l2 = max(worst_abs, max_err), max(worst_l2, l2)
         detail = _outside(t.name, n_over, o.numel(), b, max_err)
         if detail and (b.matched_ratio is None or 1 - n_over / max(o.numel(), 1) < b.matched_ratio):
             return Correctness(False, worst_abs, worst_l2, b.atol, b.rtol, detail)
@@ -165,6 +151,39 @@ def compare(out: Sequence[torch.Tensor], ref: Sequence[torch.Tensor], case: Case
             return Correctness(False, worst_abs, worst_l2, b.atol, b.rtol,
                                f"{t.name}: relative L2 error {l2:.3g} > {b.rel_l2:g}")
     return Correctness(True, worst_abs, worst_l2, b.atol, b.rtol)
+
+
+# Elements compared at a time: the fp64 copies of one chunk take 128 MiB each, so a 1.6 G-element
+# output (KernelBench's elementwise problems) is checked without tens of GB of temporaries.
+CHUNK = 1 << 24
+
+
+def _errors(o: torch.Tensor, r: torch.Tensor, b: Bounds) -> tuple[int, float, int, float]:
+    """(non-finite outputs, max abs error, elements outside tolerance, relative L2 error) of two
+    flat tensors, in fp64, chunk by chunk. With ``allow_negative_inf``, -inf on both sides is equal."""
+    bad = n_over = 0
+    max_err, sq_err, sq_ref = 0.0, 0.0, 0.0
+    for start in range(0, o.numel(), CHUNK):
+        o64 = o[start:start + CHUNK].to(torch.float64)
+        r64 = r[start:start + CHUNK].to(o.device, torch.float64)
+        keep = None
+        if b.allow_negative_inf:
+            both = (o64 == float("-inf")) & (r64 == float("-inf"))
+            keep = ~both
+            o64, r64 = torch.where(both, 0.0, o64), torch.where(both, 0.0, r64)
+        bad += int((~torch.isfinite(o64)).sum())
+        if bad:
+            continue
+        err = (o64 - r64).abs()
+        if err.numel():
+            max_err = max(max_err, float(err.max()))
+        sq_err += float(err.square().sum())
+        sq_ref += float(r64.square().sum())
+        over = err > b.atol + b.rtol * r64.abs()
+        if keep is not None:
+            over &= keep
+        n_over += int(over.sum())
+    return bad, max_err, n_over, (sq_err ** 0.5) / max(sq_ref ** 0.5, 1e-30)
 
 
 def _fail(b: Bounds, detail: str) -> Correctness:

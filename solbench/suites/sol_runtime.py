@@ -51,9 +51,19 @@ def reference_module(path: str) -> types.ModuleType:
     if name not in sys.modules:
         module = types.ModuleType(name)
         module.__file__ = str(Path(path).with_name("reference.py"))
-        exec(compile(source, f"{path}:reference", "exec"), module.__dict__)
+        _run_source(source, f"{path}:reference", module)
         sys.modules[name] = module
     return sys.modules[name]
+
+
+def _run_source(text: str, filename: str, module: types.ModuleType) -> None:
+    """Execute ``text`` as ``module``'s source, with the source in ``linecache`` under ``filename``:
+    ``inspect.getsource`` then finds it, as Triton's ``@jit`` needs (a reference given inline in
+    definition.json has no file of its own)."""
+    import linecache
+
+    linecache.cache[filename] = (len(text), None, text.splitlines(keepends=True), filename)
+    exec(compile(text, filename, "exec"), module.__dict__)
 
 
 def _dtype(name: str) -> torch.dtype:
@@ -149,7 +159,7 @@ def _entry(path: str) -> Any:
         module = types.ModuleType(name)
         module.__file__ = str(folder / file)
         sys.modules[name] = module
-        exec(compile(text, str(folder / file), "exec"), module.__dict__)
+        _run_source(text, str(folder / file), module)
         _CACHE[key] = getattr(module, fn)
     return _CACHE[key]
 

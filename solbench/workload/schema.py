@@ -354,7 +354,9 @@ class WorkloadSpec(_Model):
         default_factory=dict, description="Fixed keyword arguments passed to the reference.")
     reference_dtype: Literal["float32", "float64", "declared"] = Field(
         "float32", description="Floating inputs are converted to this dtype for the reference; 'declared': "
-        "the reference runs on the inputs as drawn, at their declared dtypes.")
+        "the reference runs on the inputs as drawn, at their declared dtypes, with torch's default backend "
+        "settings (cuDNN convolutions in TF32 on CUDA), as KernelBench and SOL-ExecBench run theirs; the "
+        "others run in true fp32 or fp64 (no TF32).")
     input_generator: InputGenerator | None = Field(
         None, description="Draws every input instead of the random normal values (see InputGenerator).")
     cost: Literal["analytic", "traced"] = Field(

@@ -258,3 +258,18 @@ def test_a_case_that_cannot_be_traced_without_its_safetensors_input_is_skipped_a
     skipped = [n for n in run.notes if n.startswith("skipped ")]
     assert len(skipped) == 2 and all("w.safetensors" in n and "not on this machine" in n for n in skipped)
     assert "skipped rms" in result.output
+
+
+def test_an_inline_reference_has_its_source_for_inspect(tmp_path):
+    """A reference given inline in definition.json is executed with its source in linecache, so a
+    decorator that reads its function's source (Triton's @jit) finds it."""
+    import inspect
+
+    from solbench.suites import sol_runtime
+
+    source = ("import inspect\n\n\ndef _needs_source(fn):\n    fn.src = inspect.getsource(fn)\n    return fn\n\n\n"
+              "@_needs_source\ndef run(x):\n    return x + 1\n")
+    folder = _rmsnorm_variant(tmp_path, reference=source)
+    module = sol_runtime.reference_module(str(folder / "definition.json"))
+    assert "return x + 1" in module.run.src
+    assert inspect.getsource(module.run).startswith("@_needs_source")
