@@ -190,7 +190,7 @@ def log_ratio(a: Sequence[np.ndarray], b: Sequence[np.ndarray], *, paired: bool 
         return None
     pair = paired and la.size == lb.size >= PAIRED_MIN_ROUNDS
     d, se, df = t_stats(la, lb, paired=pair)
-    sd = float(se) / math.sqrt(1.0 / la.size) if pair else float(se) / math.sqrt(1.0 / la.size + 1.0 / lb.size)
+    sd = float(se) / _se_per_sd(pair, int(la.size), int(lb.size))
     return LogRatio(float(d), float(se), float(df), pair, int(la.size), int(lb.size), sd)
 
 
@@ -257,13 +257,14 @@ def moderated(t: LogRatio, prior: VariancePrior | None) -> LogRatio:
         return t
     d = t.df
     var = (prior.df * prior.var + d * t.sd_round ** 2) / (prior.df + d)
-    scale = t.se / t.sd_round if t.sd_round > 0.0 else _se_per_sd(t)
     sd = math.sqrt(var)
-    return replace(t, se=sd * scale, df=d + prior.df, sd_round=sd, prior_df=prior.df)
+    return replace(t, se=sd * _se_per_sd(t.paired, t.rounds_a, t.rounds_b), df=d + prior.df, sd_round=sd,
+                   prior_df=prior.df)
 
 
-def _se_per_sd(t: LogRatio) -> float:
-    return math.sqrt(1.0 / t.rounds_a) if t.paired else math.sqrt(1.0 / t.rounds_a + 1.0 / t.rounds_b)
+def _se_per_sd(paired: bool, rounds_a: int, rounds_b: int) -> float:
+    """The standard error of the log ratio per unit of ``sd_round`` (module docstring)."""
+    return math.sqrt(1.0 / rounds_a) if paired else math.sqrt(1.0 / rounds_a + 1.0 / rounds_b)
 
 
 # Verdict codes of the vectorized gate rule (simulations)

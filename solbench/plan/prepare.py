@@ -66,7 +66,7 @@ def prepare(files: Sequence[str | Path], options: RunOptions, info: Any, floor_s
     thresholds = {p.spec.name: p.spec.gate_threshold for p in planned if p.spec.gate_threshold is not None}
     run_result = RunResult(now(), info.environment(), SpecRef(info.spec.id, info.spec.name, info.spec.source),
                            protocol, (), tuple(str(f) for f in files), gate_thresholds=thresholds,
-                           notes=tuple(f"skipped {case_id}: {why}" for p in planned for case_id, why in p.skipped))
+                           notes=tuple(note for p in planned for note in p.skip_notes()))
     by_path = {(p.path, p.spec.name): p for p in planned}
 
     def score_case(unit: Unit, case: Case, impls: Sequence[ImplResult]) -> CaseResult:

@@ -41,6 +41,10 @@ class Planned:
     costs: Mapping[str, Cost] = field(default_factory=dict)  # case id -> traced cost
     skipped: tuple[tuple[str, str], ...] = ()  # (case id, why): cases this machine cannot trace or run
 
+    def skip_notes(self) -> list[str]:
+        """A run note for each case left out (``skipped <case id>: <why>``; the CLI prints them)."""
+        return [f"skipped {case_id}: {why}" for case_id, why in self.skipped]
+
 
 def load_specs(path: Path, device_kind: str, only: Sequence[str], impls: Sequence[str],
                solutions: Sequence[str | Path] = ()) -> list[tuple[WorkloadSpec, Path, int]]:
@@ -202,7 +206,7 @@ def dry_run(files: Sequence[str | Path], spec: HardwareSpec, only: Sequence[str]
     kind = "cpu" if spec.kind == "cpu" else "cuda"
     cases, skipped = [], []
     for p in plan(files, kind, only, impls, solutions, cases=select, overrides=overrides):
-        skipped += [f"skipped {case_id}: {why}" for case_id, why in p.skipped]
+        skipped += p.skip_notes()
         for case in p.cases:
             cases.append(case_result(p, case, spec, ()))
     env = Environment(device_kind=kind, device_name=spec.name, spec_id=spec.id, solbench=__version__)

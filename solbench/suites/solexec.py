@@ -84,8 +84,9 @@ def read(folder: Path, solutions: list[Path] | None = None) -> WorkloadSpec:
     }
     skipped = []
     for sol in solutions if solutions is not None else sorted(folder.glob("solution*.json")):
-        if solutions is None and _definition_of(sol) not in (None, d["name"]):
-            skipped.append(f"{sol.name} skipped: a solution of {_definition_of(sol)!r}")  # found, not asked for
+        named = _definition_of(sol) if solutions is None else None
+        if named not in (None, d["name"]):  # found beside the problem, not asked for: left out, and said
+            skipped.append(f"{sol.name} skipped: a solution of {named!r}")
             continue
         name, impl = _solution(sol, dpath, d["name"])
         impls[name] = impl

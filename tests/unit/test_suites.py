@@ -74,11 +74,19 @@ def test_dry_run_of_a_level_folder_prints_every_problem_and_marks_traced_costs(r
     assert "‡" in result.output and "T_SOL from a traced cost" in result.output
 
 
-def test_kernelbench_solutions_run_end_to_end_and_a_cached_output_is_caught(runner, tmp_path):
-    out = tmp_path / "kb.json"
+@pytest.fixture(scope="module")
+def kb_new_run(tmp_path_factory):
+    """One CPU run of 1_Square_matmul with its ModelNew solution (``new``): (result, saved JSON)."""
+    out = tmp_path_factory.mktemp("kb") / "kb.json"
+    result = CliRunner().invoke(main, ["run", str(KB / "level1" / "1_Square_matmul.py"), "--solution",
+                                       str(KB / "solutions" / "1_Square_matmul_new.py"), "-i", "baseline", "-i", "new",
+                                       "--in-process", "-o", str(out), *FAST])
+    return result, out
+
+
+def test_kernelbench_solutions_run_end_to_end_and_a_cached_output_is_caught(runner, tmp_path, kb_new_run):
+    result, out = kb_new_run
     problem = KB / "level1" / "1_Square_matmul.py"
-    result = runner.invoke(main, ["run", str(problem), "--solution", str(KB / "solutions" / "1_Square_matmul_new.py"),
-                                  "-i", "baseline", "-i", "new", "--in-process", "-o", str(out), *FAST])
     assert result.exit_code == 0, result.output
     run = store.load(out)
     [case] = run.cases
@@ -143,11 +151,8 @@ def test_import_writes_yaml_that_runs_the_same_workload(runner, tmp_path):
     assert [c.id for c in p.cases] == [c.id for c in q.cases]
 
 
-def test_show_prints_the_suite_summary_of_a_kernelbench_run(runner, tmp_path):
-    out = tmp_path / "kb.json"
-    problem = KB / "level1" / "1_Square_matmul.py"
-    result = runner.invoke(main, ["run", str(problem), "--solution", str(KB / "solutions" / "1_Square_matmul_new.py"),
-                                  "-i", "baseline", "-i", "new", "--in-process", "-o", str(out), *FAST])
+def test_show_prints_the_suite_summary_of_a_kernelbench_run(runner, tmp_path, kb_new_run):
+    result, out = kb_new_run
     assert result.exit_code == 0, result.output
     run = store.load(out)
     assert {r.name: r.status for r in run.cases[0].impls} == {"baseline": "ok", "new": "ok"}
