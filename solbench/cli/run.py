@@ -68,6 +68,13 @@ from solbench.results.model import RunResult
 @click.option("--threads", type=click.IntRange(min=0), default=0, show_default=True,
               help="torch CPU threads of the measuring process (0: on the CPU, every usable core but one; "
                    "on a GPU, torch's default). Recorded as protocol.threads; see README 'CPU threads'.")
+@click.option("--compile-jobs", type=click.IntRange(min=0), default=None,
+              help="Processes that run torch.compile side by side before the first round, filling the run's "
+                   "compile cache (0: none; each measuring worker compiles for itself). Default: half the "
+                   "CPUs, at most 8. See README 'Compiled implementations'.")
+@click.option("--compile-cache", type=click.Path(file_okay=False), default=None,
+              help="Keep torch.compile's cache in this folder across runs (default: the run's own folder, "
+                   "removed when it ends).")
 @click.option("--in-process", is_flag=True,
               help="Run implementations in this process (debugging): no isolation, no timeout.")
 @click.option("--repeat", type=click.IntRange(min=1), default=None,
@@ -109,7 +116,8 @@ def run(files: Sequence[str], solutions: Sequence[str], gpu: str | None, dry_run
         flush: str, workloads: Sequence[str], impls: Sequence[str], cases: Sequence[str], sets: Sequence[str],
         budget: float, target: float,
         min_samples: int, max_samples: int, input_sets: int, peaks: str, seed: int, timeout_s: float,
-        threads: int, in_process: bool, repeat: int | None, max_rounds: int, rounds_target: float | None,
+        threads: int, compile_jobs: int | None, compile_cache: str | None, in_process: bool,
+        repeat: int | None, max_rounds: int, rounds_target: float | None,
         devices: str, executor: str, address: str | None,
         schedule_from: str | None, force: bool, tuned: str | None, save_name: str | None,
         output: str | None, results_dir: str, as_json: bool, quiet: bool, gate_against: str | None,
@@ -140,7 +148,9 @@ def run(files: Sequence[str], solutions: Sequence[str], gpu: str | None, dry_run
                              devices=devices,
                              executor=executor, address=address,
                              schedule_from=Path(schedule_from) if schedule_from else None, threads=threads,
-                             cases=tuple(cases), overrides=overrides, solutions=tuple(solutions))
+                             cases=tuple(cases), overrides=overrides, solutions=tuple(solutions),
+                             compile_jobs=compile_jobs,
+                             compile_cache_dir=Path(compile_cache) if compile_cache else None)
     saver = Saver(Path(output) if output else None, Path(results_dir), save_name, force=force)
     base = api.load_run(gate_against, Path(results_dir)) if gate_against else None
     from solbench.analysis.gate import parse_threshold

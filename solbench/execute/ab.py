@@ -16,7 +16,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from solbench.errors import ConfigError
+from solbench.errors import ConfigError, RunInterrupted
+from solbench.execute import warm
 from solbench.plan.device import detect, with_end_clocks
 from solbench.plan.options import Progress, RunOptions
 from solbench.plan.prepare import prepare
@@ -66,9 +67,21 @@ def ab(files: Sequence[str | Path], baseline_tree: str | Path, current_tree: str
                                   prep.score))
     emit = progress or (lambda event, data: None)
     emit("start", {"cases": len({(u.spec.name, c.id) for s in sides for u in s.units for c in u.cases}) * rounds})
-    base, cur = ab_loop.measure_ab(sides, device=info.kind, settings=prep.settings, timeout_s=options.timeout_s,
-                                   l2_bytes=info.l2_bytes, emit=emit, rounds=rounds, nvml_id=prep.nvml_id,
-                                   on_case=on_case, max_rounds=max_rounds, undecided=undecided)
+    with warm.cache_folder(options.compile_cache_dir) as folder:  # one torch.compile cache, both trees
+        settings = replace(prep.settings, compile_cache=folder)
+        jobs = warm.default_jobs() if options.compile_jobs is None else options.compile_jobs
+        for side, tree in zip(sides, (baseline_tree, current_tree), strict=True):
+            try:
+                ahead = warm.compile_ahead(side.units, settings, device=info.kind, device_index=info.index,
+                                           jobs=jobs, timeout_s=options.timeout_s, tree=str(Path(tree).resolve()),
+                                           emit=emit)
+            except KeyboardInterrupt:
+                raise RunInterrupted(warm.interrupted([s.run for s in sides])) from None
+            side.run = replace(side.run, protocol=warm.recorded(side.run.protocol, folder, options.compile_cache_dir,
+                                                                ahead))
+        base, cur = ab_loop.measure_ab(sides, device=info.kind, settings=settings, timeout_s=options.timeout_s,
+                                       l2_bytes=info.l2_bytes, emit=emit, rounds=rounds, nvml_id=prep.nvml_id,
+                                       on_case=on_case, max_rounds=max_rounds, undecided=undecided)
     emit("done", {})
     return with_end_clocks(base, info), with_end_clocks(cur, info)
 

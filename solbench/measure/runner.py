@@ -32,18 +32,23 @@ def prepare_case(spec: WorkloadSpec, case: Case, device: str, base_dir: Path | N
                  *, input_sets: int, seed: int) -> CaseInputs:
     """Draw ``input_sets`` fresh input sets and compute the reference on each."""
     reference = resolve(spec.reference, base_dir)
-    gen = spec.input_generator
-    generator = resolve(gen.fn, base_dir) if gen is not None else None
     names = [t.name for t in case.outputs]
     sets, refs = [], []
     for k in range(input_sets):
-        inputs = tensors.make_inputs(case, device, seed + k, generator, gen.params if gen is not None else None)
+        inputs = draw_inputs(spec, case, device, base_dir, seed + k)
         with _exact_fp32() if spec.reference_dtype != "declared" else contextlib.nullcontext():
             value = _call(reference, {**tensors.upcast(inputs, spec.reference_dtype), **spec.reference_params},
                           case.params, case.scope)
         refs.append(tensors.as_outputs(value, names, strict=False))
         sets.append(inputs)
     return CaseInputs(tuple(sets), tuple(refs))
+
+
+def draw_inputs(spec: WorkloadSpec, case: Case, device: str, base_dir: Path | None, seed: int) -> dict[str, Any]:
+    """One input set of ``case`` from ``seed``: the workload's input generator where it has one."""
+    gen = spec.input_generator
+    generator = resolve(gen.fn, base_dir) if gen is not None else None
+    return tensors.make_inputs(case, device, seed, generator, gen.params if gen is not None else None)
 
 
 def missing_requirement(impl: Implementation, device: str) -> str | None:
@@ -149,12 +154,22 @@ def params_for(fn: Callable[..., Any], params: Mapping[str, Any],
 
 
 class _exact_fp32:
-    """Reference math in true fp32: no TF32 on CUDA matmuls and convolutions."""
+    """Reference math in true fp32: no TF32 on CUDA matmuls and convolutions.
+
+    Set through the legacy booleans, and given back exactly as found: where torch has the
+    ``fp32_precision`` strings (2.9+), those too. The legacy setter alone would leave "ieee" where
+    "none" was: the same behaviour, but torch.compile keys its cache on the strings, so an
+    implementation compiled after a reference would miss what the run compiled ahead."""
+
+    _STRINGS = (torch.backends.cuda.matmul, torch.backends.cudnn, torch.backends.cudnn.conv, torch.backends.cudnn.rnn)
 
     def __enter__(self) -> None:
+        self._strings = [(o, o.fp32_precision) for o in self._STRINGS if hasattr(o, "fp32_precision")]
         self._saved = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
 
     def __exit__(self, *exc: object) -> None:
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = self._saved
+        for owner, value in self._strings:
+            owner.fp32_precision = value

@@ -22,7 +22,9 @@ implementation, is ``crashed``, and the worker process must be replaced (``fatal
 from __future__ import annotations
 
 import contextlib
+import os
 import random
+import sys
 import threading
 import time
 import traceback
@@ -42,6 +44,7 @@ from solbench.measure.loop import CheatDetected, measure
 from solbench.measure.runner import (
     CaseInputs,
     build_launches,
+    draw_inputs,
     missing_requirement,
     prepare_case,
     refill,
@@ -68,6 +71,7 @@ class MeasureSettings:
     max_samples: int = 2000
     budget_s: float = 2.0
     threads: int = 0  # torch CPU threads while measuring (solbench.device.threads); 0: leave as set
+    compile_cache: str = ""  # the run's torch.compile cache folder (solbench.execute.warm); "": torch's default
 
     @classmethod
     def of(cls, options: Any, device_kind: str) -> MeasureSettings:
@@ -91,6 +95,7 @@ class Task:
     settings: MeasureSettings
     l2_bytes: int | None = None
     nvml_id: str | None = None  # the device's UUID for NVML (clocks read between samples); None: none
+    warm: int = 0  # > 0: compile ahead (solbench.execute.warm) with this many Inductor compile threads
 
 
 TREE: str | None = None  # ``ab``: the checkout this worker process resolves implementations in
@@ -207,6 +212,10 @@ def _execute(task: Task, state: WorkerState, emit: Emit, criterion: Any = None) 
         return ImplResult(task.impl, "skipped", reason)
     base_dir = Path(task.base_dir) if task.base_dir is not None else None
     s = task.settings
+    use_compile_cache(s.compile_cache)
+    if task.warm:
+        return _compile_ahead(task, base_dir)
+    compiled = _compile_counts()
     phases = Phases()
     with phases("setup_s"):  # inputs and references drawn, the implementation's set-up (compilation)
         ready = set_up(task, base_dir, lambda: prepare_case(task.spec, task.case, task.device, base_dir,
@@ -217,7 +226,54 @@ def _execute(task: Task, state: WorkerState, emit: Emit, criterion: Any = None) 
     checker = _Checker(task, inputs, kwargs)
     result = as_status(task, lambda: _checked_and_timed(task, state, emit, criterion, checker, launches, base_dir,
                                                          phases))
-    return replace(result, protocol={**result.protocol, **phases.seconds})
+    return replace(result, protocol={**result.protocol, **phases.seconds, **_compile_counts(compiled)})
+
+
+def _compile_counts(before: Mapping[str, int] | None = None) -> dict[str, int]:
+    """Inductor's FX-graph cache lookups in this process (``compile_cache_hits`` / ``_misses``), less
+    ``before``; only those that happened. A compiled implementation's result so says whether its
+    worker loaded the run's cache (:mod:`solbench.execute.warm`) or compiled for itself."""
+    utils = sys.modules.get("torch._dynamo.utils")
+    if utils is None:
+        return {}
+    inductor = utils.counters["inductor"]
+    now = {"compile_cache_hits": int(inductor["fxgraph_cache_hit"]),
+           "compile_cache_misses": int(inductor["fxgraph_cache_miss"])}
+    if before is None:
+        return now
+    return {k: v - before.get(k, 0) for k, v in now.items() if v - before.get(k, 0)}
+
+
+def use_compile_cache(folder: str) -> None:
+    """Point torch.compile's on-disk caches at the run's folder (:mod:`solbench.execute.warm`):
+    Inductor's FX graphs and generated code, and the Triton binaries it builds, which Inductor keeps
+    under it unless ``TRITON_CACHE_DIR`` is set. Inductor reads the variable at each use, so this
+    works after torch is imported, before the first compilation. "" leaves torch's default."""
+    if folder:
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = folder
+
+
+def _compile_ahead(task: Task, base_dir: Path | None) -> ImplResult:
+    """A warm task: one input set, the implementation's set-up and one call, synchronized, so that
+    what torch.compile builds lands in the run's cache. Nothing is checked, timed or kept; a fault is
+    the status, and the measuring worker meets it again and reports it there."""
+    os.environ["TORCHINDUCTOR_COMPILE_THREADS"] = str(task.warm)  # its share of the CPUs
+    if "torch._inductor.config" in sys.modules:  # read at import: set it there too
+        sys.modules["torch._inductor.config"].compile_threads = task.warm
+    phases = Phases()
+    try:
+        with phases("setup_s"):
+            inputs = draw_inputs(task.spec, task.case, task.device, base_dir, task.settings.seed)
+            (launch,) = build_launches(task.spec.implementations[task.impl], task.case, [inputs], base_dir)
+            launch()
+            if task.device == "cuda":
+                torch.cuda.synchronize()
+    except DeviceError as exc:
+        return ImplResult(task.impl, "skipped", str(exc))
+    except Exception as exc:
+        _check_context(task.device, exc)
+        return _fault(task.impl, exc, "compiling ahead: ")
+    return ImplResult(task.impl, "ok", "compiled ahead", protocol=dict(phases.seconds))
 
 
 class Phases:

@@ -47,6 +47,8 @@ class RunOptions:
     overrides: tuple[tuple[str, tuple[int | float | str, ...]], ...] = ()  # --set name=v1,v2: parameter values
     threads: int = 0  # torch CPU threads of the measuring process; 0: the policy (solbench.device.threads)
     solutions: tuple[str, ...] = ()  # solution files of suite problems (KernelBench ModelNew, solution.json)
+    compile_jobs: int | None = None  # processes compiling ahead (execute.warm); None: half the CPUs, at most 8
+    compile_cache_dir: Path | None = None  # keep torch.compile's cache here across runs; None: the run's own
 
     def __post_init__(self) -> None:
         """ConfigError (exit 2) for knobs no run can honour: a time that is not a positive finite

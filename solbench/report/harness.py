@@ -1,6 +1,6 @@
 """Where a run's wall time went (``RunResult.harness``): one row per phase, with its share.
 
-    detect + prepare + workers + tasks + save + other = wall
+    detect + prepare + compile ahead + workers + tasks + save + other = wall
     tasks = set-up + checks + sampling + after-checks + messaging (as the workers report them)
     GPU busy (spin + flush + timed call) / wall: how much of the run the device spent measuring
 """
@@ -14,6 +14,7 @@ from solbench.results.model import RunResult
 _ROWS = (
     ("detect_s", "detect the device", 0),
     ("prepare_s", "plan, cost and check the workloads", 0),
+    ("compile_ahead_s", "compile ahead (torch.compile, processes side by side)", 0),
     ("workers_s", "start and retire worker processes", 0),
     ("tasks_s", "tasks (waiting on workers)", 0),
     ("setup_s", "inputs, references, set-up and compilation", 1),

@@ -114,6 +114,10 @@ class Protocol:
     devices: int = 1  # devices the cases were sharded over (--devices, Ray); each case names its own
     executor: str = "local"  # "local" (this host's devices) or "ray" (a Ray cluster)
     threads: int = 0  # torch CPU threads of the measuring process (solbench.device.threads); 0: torch's default
+    # torch.compile's cache (solbench.execute.warm): "run" (the run's own folder, removed after it), the
+    # folder --compile-cache kept, or "" (torch's default: in-process runs)
+    compile_cache: str = ""
+    compile_ahead: int = 0  # processes that compiled ahead before the first round; 0: none did
 
 
 @dataclass(frozen=True)

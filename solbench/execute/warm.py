@@ -1,0 +1,180 @@
+"""torch.compile paid once per run: one cache folder for the run's workers, filled ahead in parallel.
+
+A run's workers share one compile cache (``MeasureSettings.compile_cache``, which each worker
+sets as ``TORCHINDUCTOR_CACHE_DIR``): Inductor's FX graphs and generated code, and the Triton
+binaries it builds. Without more, the first round's worker of each compiled implementation still
+compiles every case itself, one case after the other, while the GPU waits (KernelBench level 1:
+about 20 s a problem on the H200).
+
+Before the first round, :func:`compile_ahead` therefore sets up and calls once every (case,
+implementation) that declares torch.compile (``requires: [inductor]`` or ``[compile]``), in
+``jobs`` processes side by side, each compiling with its share of the CPUs. Nothing is timed then.
+The measuring workers load what they need from the folder (a cache hit: seconds, not tens).
+
+Autotuning: what Inductor chooses by timing candidates on the device is stored as
+``*.best_config`` files. The processes compiling ahead ran side by side on one device, so their
+timings are not trusted: those files are removed afterwards, and the first measuring worker of
+each kernel times the candidates again, alone on the device; later rounds reuse its choice.
+
+A fault while compiling ahead is not a result: the measuring worker meets it again and reports it.
+The folder is the run's own (made and removed by :func:`cache_folder`) unless the caller names
+one to keep across runs (``--compile-cache DIR``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from solbench.measure.worker import MeasureSettings, Task
+from solbench.plan.prepare import Unit
+
+COMPILING = frozenset({"inductor", "compile"})  # requirements that mean torch.compile
+MAX_JOBS = 8
+AUTOTUNE_GLOB = "*.best_config"
+
+Progress = Callable[[str, dict[str, Any]], None]
+
+
+@dataclass(frozen=True)
+class Ahead:
+    """What compiling ahead did: tasks, the processes used, the wall time, the tasks that failed."""
+
+    tasks: int = 0
+    jobs: int = 0
+    seconds: float = 0.0
+    failed: int = 0
+    autotune_removed: int = 0
+
+
+def default_jobs(cpus: int | None = None) -> int:
+    """Processes that compile side by side: half the CPUs (each gets two compile threads), at most 8."""
+    cpus = cpus or os.cpu_count() or 1
+    return max(1, min(MAX_JOBS, cpus // 2))
+
+
+@contextlib.contextmanager
+def cache_folder(kept: Path | None) -> Iterator[str]:
+    """The run's compile cache folder: ``kept`` (made if missing, left in place), or a fresh
+    temporary one that is removed when the run ends."""
+    if kept is not None:
+        kept.mkdir(parents=True, exist_ok=True)
+        yield str(kept.absolute())
+        return
+    folder = tempfile.mkdtemp(prefix="solbench-compile-")
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def warm_tasks(units: Sequence[Unit], settings: MeasureSettings, device: str, *, threads: int,
+               keys: Sequence[str] = ()) -> list[Task]:
+    """One warm task per (case, implementation) that compiles, in run order; ``keys`` as in a run."""
+    tasks = []
+    for unit in units:
+        compiling = [n for n in unit.impls if COMPILING & set(unit.spec.implementations[n].requires)]
+        for case in unit.cases:
+            for name in compiling:
+                if not keys or f"{case.id}/{name}" in keys:
+                    tasks.append(Task(unit.spec, case, name, str(unit.path.parent.absolute()), device, settings,
+                                      warm=threads))
+    return tasks
+
+
+def compile_ahead(units: Sequence[Unit], settings: MeasureSettings, *, device: str, device_index: int | None,
+                  jobs: int, timeout_s: float, keys: Sequence[str] = (), tree: str | None = None,
+                  emit: Progress | None = None) -> Ahead:
+    """Run the warm tasks in ``jobs`` worker processes side by side (see the module docstring).
+
+    Does nothing where fewer than two processes would work at once (one job, or one task): the
+    measuring worker compiling for itself costs the same. Ctrl-C kills the processes and is raised.
+    """
+    from solbench.measure.pool import ProcessWorker
+
+    if not settings.compile_cache:
+        return Ahead()
+    cpus = os.cpu_count() or 1
+    tasks = warm_tasks(units, settings, device, threads=max(1, cpus // max(jobs, 1)), keys=keys)
+    jobs = min(jobs, len(tasks))
+    if jobs < 2:
+        return Ahead(len(tasks))
+    emit = emit or (lambda event, data: None)
+    emit("compile_ahead", {"tasks": len(tasks), "jobs": jobs})
+    queue: deque[Task] = deque(tasks)
+    lock = threading.Lock()
+    live: list[Any] = []
+    failed = [0]
+    start = time.perf_counter()
+
+    def lane() -> None:
+        worker = None
+        while True:
+            with lock:
+                if not queue:
+                    break
+                task = queue.popleft()
+            if worker is None:
+                worker = ProcessWorker(device, device_index, tree, threads=task.warm if device == "cpu" else 0)
+                with lock:
+                    live.append(worker)
+            result, fatal = worker.run(task, timeout_s)
+            with lock:
+                failed[0] += result.status != "ok"
+            emit("compiled_ahead", {"case": task.case.id, "impl": task.impl, "status": result.status})
+            if fatal:
+                worker.close()
+                worker = None
+        if worker is not None:
+            worker.close()
+
+    threads = [threading.Thread(target=lane, name=f"solbench-compile-{i}", daemon=True) for i in range(jobs)]
+    for t in threads:
+        t.start()
+    try:
+        for t in threads:
+            while t.is_alive():
+                t.join(0.2)
+    except KeyboardInterrupt:
+        with lock:
+            queue.clear()
+            for worker in live:
+                worker.abort()
+        raise
+    removed = _forget_autotuning(settings.compile_cache)
+    return Ahead(len(tasks), jobs, round(time.perf_counter() - start, 3), failed[0], removed)
+
+
+INTERRUPTED = "interrupted (Ctrl-C) while compiling ahead: nothing was measured"
+
+
+def interrupted(runs: Any) -> Any:
+    """Ctrl-C while compiling ahead, as the run (or the runs, ``ab``) to save: marked incomplete."""
+    if isinstance(runs, list | tuple):
+        return [interrupted(r) for r in runs]
+    return replace(runs, complete=False, notes=(*runs.notes, INTERRUPTED))
+
+
+def _forget_autotuning(folder: str) -> int:
+    """Remove the autotuning choices made while compiling ahead (timed side by side); how many."""
+    removed = 0
+    for path in Path(folder).rglob(AUTOTUNE_GLOB):
+        with contextlib.suppress(OSError):
+            path.unlink()
+            removed += 1
+    return removed
+
+
+def recorded(protocol: Any, folder: str, kept: Path | None, ahead: Ahead) -> Any:
+    """The run's protocol with its compile cache and what was compiled ahead."""
+    label = "" if not folder else "run" if kept is None else str(kept.absolute())
+    return replace(protocol, compile_cache=label, compile_ahead=ahead.jobs)

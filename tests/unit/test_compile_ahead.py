@@ -1,0 +1,112 @@
+"""Compiling ahead (solbench.execute.warm): the run's own torch.compile cache, filled side by side
+before the first round, then loaded by the measuring workers."""
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from solbench.cli import main
+from solbench.execute import warm
+from solbench.kernels.requirements import requirement_missing
+from solbench.measure.worker import MeasureSettings
+from solbench.plan.prepare import Unit
+from solbench.plan.workloads import plan
+from solbench.results import store
+
+WORKLOAD = "tests/data/compiled.yaml"
+
+
+def _units(device: str = "cpu") -> list[Unit]:
+    return [Unit(p.spec, p.path, tuple(p.cases), tuple(p.spec.implementations)) for p in plan([WORKLOAD], device)]
+
+
+def test_warm_tasks_are_the_compiling_implementations_of_every_case_in_run_order():
+    tasks = warm.warm_tasks(_units(), MeasureSettings(compile_cache="/c"), "cpu", threads=3)
+    assert [(t.case.params["n"], t.impl) for t in tasks] == [(64, "compiled"), (64, "on_gpu"),
+                                                             (128, "compiled"), (128, "on_gpu")]
+    assert all(t.warm == 3 and t.settings.compile_cache == "/c" for t in tasks)
+    first = tasks[0].case.id
+    only = warm.warm_tasks(_units(), MeasureSettings(), "cpu", threads=1, keys=(f"{first}/compiled",))
+    assert [(t.case.id, t.impl) for t in only] == [(first, "compiled")]
+
+
+def test_nothing_is_compiled_ahead_where_one_process_would_do_it_alone():
+    settings = MeasureSettings(compile_cache="/nowhere")
+    one_job = warm.compile_ahead(_units(), settings, device="cpu", device_index=None, jobs=1, timeout_s=10)
+    assert (one_job.jobs, one_job.tasks) == (0, 4)
+    no_cache = warm.compile_ahead(_units(), MeasureSettings(), device="cpu", device_index=None, jobs=4, timeout_s=10)
+    assert no_cache.jobs == 0 and no_cache.tasks == 0
+
+
+def test_default_jobs_are_half_the_cpus_within_one_and_eight():
+    assert [warm.default_jobs(n) for n in (1, 2, 3, 16, 64)] == [1, 1, 1, 8, 8]
+
+
+def test_the_run_folder_is_removed_and_a_kept_folder_is_left(tmp_path):
+    with warm.cache_folder(None) as folder:
+        Path(folder, "x").write_text("1")
+        assert Path(folder).is_dir()
+    assert not Path(folder).exists()
+    kept = tmp_path / "cache"
+    with warm.cache_folder(kept) as folder:
+        Path(folder, "x").write_text("1")
+    assert (kept / "x").read_text() == "1" and folder == str(kept.absolute())
+
+
+def test_only_autotuning_choices_are_forgotten(tmp_path):
+    (tmp_path / "ab").mkdir()
+    (tmp_path / "ab" / "k.best_config").write_text("{}")
+    (tmp_path / "ab" / "k.py").write_text("# kernel")
+    (tmp_path / "k2.best_config").write_text("{}")
+    assert warm._forget_autotuning(str(tmp_path)) == 2
+    assert [p.name for p in tmp_path.rglob("*") if p.is_file()] == ["k.py"]
+
+
+@pytest.mark.skipif(requirement_missing("inductor", "cpu") is not None, reason="no C++ compiler for Inductor")
+def test_a_run_compiles_ahead_and_its_measuring_workers_load_the_cache(tmp_path):
+    out = tmp_path / "run.json"
+    kept = tmp_path / "cache"
+    result = CliRunner().invoke(main, ["run", WORKLOAD, "--device", "cpu", "-o", str(out), "-q", "-i", "compiled",
+                                       "--compile-jobs", "2", "--compile-cache", str(kept),
+                                       "--budget", "0.02", "--min-samples", "3", "--max-samples", "5"])
+    assert result.exit_code == 0, result.output
+    run = store.load(out)
+    assert run.protocol.compile_ahead == 2 and run.protocol.compile_cache == str(kept.absolute())
+    assert run.harness["compile_ahead_s"] > 0
+    compiled = [r for c in run.cases for r in c.impls if r.name == "compiled"]
+    assert len(compiled) == 2 and all(r.status == "ok" for r in compiled)
+    # every graph the measuring workers needed came from the cache the run filled ahead
+    assert all(r.protocol.get("compile_cache_hits", 0) >= 1 for r in compiled)
+    assert all("compile_cache_misses" not in r.protocol for r in compiled)
+    assert any(kept.rglob("*.py"))  # Inductor's generated code stayed in the kept folder
+
+
+@pytest.mark.skipif(requirement_missing("inductor", "cpu") is not None, reason="no C++ compiler for Inductor")
+def test_without_compiling_ahead_the_worker_compiles_for_itself_in_the_runs_own_folder(tmp_path):
+    out = tmp_path / "run.json"
+    result = CliRunner().invoke(main, ["run", WORKLOAD, "--device", "cpu", "-o", str(out), "-q", "-i", "compiled",
+                                       "--case", "n=64", "--compile-jobs", "0",
+                                       "--budget", "0.02", "--min-samples", "3", "--max-samples", "5"])
+    assert result.exit_code == 0, result.output
+    run = store.load(out)
+    assert run.protocol.compile_ahead == 0 and run.protocol.compile_cache == "run"
+    assert "compile_ahead_s" not in run.harness
+    (compiled,) = [r for c in run.cases for r in c.impls if r.name == "compiled"]
+    assert compiled.status == "ok" and compiled.protocol.get("compile_cache_misses", 0) >= 1
+
+
+def test_an_exact_fp32_reference_gives_every_precision_setting_back_as_found():
+    """torch.compile keys its cache on these strings: a reference computed before the call must
+    leave them as found, or the worker misses what the run compiled ahead (seen: "none" -> "ieee")."""
+    import torch
+
+    from solbench.measure.runner import _exact_fp32
+
+    owners = (torch.backends.cuda.matmul, torch.backends.cudnn, torch.backends.cudnn.conv, torch.backends.cudnn.rnn)
+    if not hasattr(torch.backends.cuda.matmul, "fp32_precision"):
+        pytest.skip("torch before 2.9 has only the legacy booleans")
+    before = [o.fp32_precision for o in owners]
+    with _exact_fp32():
+        assert torch.backends.cuda.matmul.allow_tf32 is False and torch.backends.cudnn.allow_tf32 is False
+    assert [o.fp32_precision for o in owners] == before
