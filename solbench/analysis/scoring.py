@@ -25,6 +25,8 @@ Parts (``protocol["part"]`` is "compute" or "comm": components of an overlapped 
 see :mod:`solbench.execute.group`) are neither scored nor floored: they do only part of the work.
 When both parts are ok, every scored implementation of the case gets the overlap efficiency
 (T_compute + T_comm - T) / min(T_compute, T_comm) (:func:`solbench.analysis.sol.overlap_efficiency`).
+A byte floor (``part: floor``, :mod:`solbench.impls.floor`) is not scored either; where one is ok,
+every scored implementation gets ``floor_fraction = T_floor / T`` (the fastest floor, where several).
 """
 
 from __future__ import annotations
@@ -66,6 +68,7 @@ def score_impls(cost: Cost, impls: Sequence[ImplResult], peaks: Mapping[str, Imp
     base = next((r for r in impls if r.name == baseline and r.status == "ok"), None)
     t_base = base.timing.median if base is not None and base.timing is not None else None
     parts = part_times(impls)
+    t_floor = floor_time(impls)
     out = []
     for r in impls:
         if r.status != "ok" or r.timing is None or r.protocol.get("part"):
@@ -84,11 +87,20 @@ def score_impls(cost: Cost, impls: Sequence[ImplResult], peaks: Mapping[str, Imp
         scored = score(t, cost, p.scoring, sol, t_base)
         if parts is not None:
             scored = replace(scored, overlap=overlap_efficiency(t, *parts))
+        if t_floor is not None and t > 0:
+            scored = replace(scored, floor_fraction=t_floor / t)
         note = p.note or r.message
         if not sol.link_known:
             note = "; ".join(filter(None, [note, "T_SOL has no link term: the spec has no interconnect bandwidth"]))
         out.append(replace(r, message=note, score=scored))
     return tuple(out)
+
+
+def floor_time(impls: Sequence[ImplResult]) -> float | None:
+    """T_floor: the fastest ok byte floor of a case (``part: floor``), or None where none is."""
+    found = [r.timing.median for r in impls
+             if r.status == "ok" and r.timing is not None and r.protocol.get("part") == "floor"]
+    return min(found) if found else None
 
 
 def part_times(impls: Sequence[ImplResult]) -> tuple[float, float] | None:

@@ -22,6 +22,7 @@ implementation, is ``crashed``, and the worker process must be replaced (``fatal
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import random
 import sys
@@ -215,6 +216,8 @@ def _execute(task: Task, state: WorkerState, emit: Emit, criterion: Any = None) 
     use_compile_cache(s.compile_cache)
     if task.warm:
         return _compile_ahead(task, base_dir)
+    if impl.part == "floor":
+        return as_status(task, lambda: _time_floor(task, state, emit, criterion, base_dir))
     compiled = _compile_counts()
     phases = Phases()
     with phases("setup_s"):  # inputs and references drawn, the implementation's set-up (compilation)
@@ -367,6 +370,32 @@ def _checked_and_timed(task: Task, state: WorkerState, emit: Emit, criterion: An
     if impl.params:
         protocol["params"] = ",".join(f"{k}={v}" for k, v in sorted(impl.params.items()))
     return ImplResult(name, "ok", "", correctness, timing, protocol=protocol)
+
+
+def _time_floor(task: Task, state: WorkerState, emit: Emit, criterion: Any, base_dir: Path | None) -> ImplResult:
+    """A ``part: floor`` implementation (:mod:`solbench.impls.floor`): ``fn(src, dst)`` over buffers of the
+    case's read and written bytes, timed like any implementation; nothing to check, never scored."""
+    from solbench.impls import floor
+    from solbench.impls.registry import resolve
+
+    s = task.settings
+    phases = Phases()
+    with phases("setup_s"):
+        read, write = floor.case_bytes(task.spec, task.case)
+        src, dst = floor.buffers(read, write, task.device, s.seed)
+        launch = functools.partial(resolve(task.spec.implementations[task.impl].fn, base_dir), src=src, dst=dst)
+    timer = state.timer(task)
+    criterion = criterion or CIWidth(s.target_rel_ci, s.min_samples, s.max_samples, s.budget_s)
+    with phases("sample_s"):
+        timing = measure(timer, [launch], criterion, warmup=s.warmup,
+                         on_sample=lambda n: emit("sample", {"n": n}) if n % 10 == 0 else None,
+                         on_value=lambda i, sec, v: emit("value", {"i": i, "s": sec, "v": v}),
+                         rng=random.SystemRandom(), probe=state.probe(task))
+    timer.last_output = None
+    protocol = {**timer.protocol(), **gpu_busy(timer, timing, s.warmup), **phases.seconds, "part": "floor",
+                "floor_read_bytes": src.nbytes, "floor_write_bytes": dst.nbytes}
+    return ImplResult(task.impl, "ok", f"floor: reads {src.nbytes} B, writes {dst.nbytes} B", None, timing,
+                      protocol=protocol)
 
 
 def gpu_busy(timer: Any, timing: Any, warmup: int) -> dict[str, float]:

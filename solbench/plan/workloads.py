@@ -134,8 +134,9 @@ def _check_selection(planned: list[Planned], ids: list[str], device_kind: str, c
 
 
 def wanted(spec: WorkloadSpec, impl: str, impls: Sequence[str]) -> bool:
-    """Whether ``-i`` selects an implementation: all when none is named; the baseline always."""
-    return not impls or impl in impls or impl == spec.baseline
+    """Whether ``-i`` selects an implementation: all when none is named; the baseline and the byte
+    floor (``part: floor``) always."""
+    return not impls or impl in impls or impl == spec.baseline or spec.implementations[impl].part == "floor"
 
 
 def _real_device(device_kind: str) -> str:

@@ -8,7 +8,7 @@ from rich.table import Table
 from rich.text import Text
 
 from solbench.report import flags
-from solbench.report.collective_cells import collective_cell, collective_columns, is_part
+from solbench.report.collective_cells import collective_cell, collective_columns, is_part, part_label
 from solbench.report.timing_cells import clock_cell, has_clocks, has_rounds, rounds_cell
 from solbench.report.units import format_bytes, format_flops, format_pct, format_seconds
 from solbench.results.model import CaseResult, ImplResult, RunResult
@@ -59,7 +59,7 @@ def _cells(run: RunResult, case: CaseResult, r: ImplResult) -> list[str | Text]:
     spread = f"±{half / tm.median * 100:.1f}%" if tm.median > 0 else "(zero time)"
     time = flags.mark(f"{format_seconds(tm.median)} {spread}", flags.time_marks(tm, run.protocol.target_rel_ci))
     if is_part(r):
-        return [time, flags.t_sol(case), Text("part", style="dim"), "", "", case.bound, ""]
+        return [time, flags.t_sol(case), Text(part_label(r), style="dim"), "", "", case.bound, ""]
     if r.status == "invalid" or r.score is None:
         return [time, flags.t_sol(case), Text("INVALID", style=_STATUS_STYLE["invalid"]),
                 "", "", case.bound, ""]

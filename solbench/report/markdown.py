@@ -12,7 +12,7 @@ from solbench.analysis.compare import Comparison
 from solbench.analysis.gate import CASE_VERDICTS, GateCaseVerdict, GateResult
 from solbench.analysis.suite_summary import DEFAULT_PS
 from solbench.report import flags
-from solbench.report.collective_cells import collective_cell, collective_columns, is_part
+from solbench.report.collective_cells import collective_cell, collective_columns, is_part, part_label
 from solbench.report.suites import summary_markdown
 from solbench.report.timing_cells import clock_cell, has_clocks, has_rounds, rounds_cell
 from solbench.report.units import format_ci, format_p, format_pct, format_percent, format_ratio, format_seconds
@@ -225,7 +225,7 @@ def _impl_cells(run: RunResult, c: CaseResult, r: ImplResult) -> list[str]:
         t = r.timing
         half = (t.ci_high - t.ci_low) / 2 / t.median
         return [format_seconds(t.median), flags.mark(f"{half:.1%}", flags.time_marks(t, run.protocol.target_rel_ci)),
-                flags.t_sol(c), "part", "", "", c.bound, ""]
+                flags.t_sol(c), part_label(r), "", "", c.bound, ""]
     if r.timing is None or r.score is None:
         return [r.status.upper(), "", flags.t_sol(c), "", "", "", c.bound, ""]
     t, s = r.timing, r.score

@@ -199,6 +199,7 @@ class Score:
     algbw: float | None = None  # collectives: collective bytes / T (bytes/s; nccl-tests "algbw")
     busbw: float | None = None  # collectives: bus bytes / T (bytes/s; nccl-tests "busbw")
     overlap: float | None = None  # (T_compute + T_comm - T) / min(T_compute, T_comm), from the parts
+    floor_fraction: float | None = None  # T_floor / T: the case's bytes moved by a plain kernel (impls.floor)
 
 
 @dataclass(frozen=True)

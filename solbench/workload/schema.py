@@ -309,11 +309,13 @@ class Implementation(_Model):
         description="Environment variables set in each rank process before its process group is "
         "created (world_size > 1 only), e.g. {NCCL_ALGO: Ring, NCCL_PROTO: Simple}.",
     )
-    part: Literal["compute", "comm"] | None = Field(
+    part: Literal["compute", "comm", "floor"] | None = Field(
         None,
-        description="A component of an overlapped implementation (world_size > 1 only): timed with the "
-        "same protocol, never checked against the reference nor scored; its time is T_compute or T_comm "
-        "of the overlap efficiency (T_compute + T_comm - T) / min(T_compute, T_comm).",
+        description="compute or comm: a component of an overlapped implementation (world_size > 1 only): "
+        "timed with the same protocol, never checked against the reference nor scored; its time is T_compute "
+        "or T_comm of the overlap efficiency (T_compute + T_comm - T) / min(T_compute, T_comm). floor "
+        "(world_size 1 only): fn(src, dst) reads the case's read bytes and writes its written bytes, timed "
+        "the same way; each scored implementation gets T_floor / T (solbench.impls.floor).",
     )
 
 
@@ -374,6 +376,10 @@ class WorkloadSpec(_Model):
         default_factory=list, description="Per-case tolerances (first match wins), before the dtype's.")
     gate_threshold: float | None = Field(None, gt=0, description="Per-workload gate threshold.")
     profiles: dict[Literal["cpu", "cuda"], Profile] = Field(default_factory=dict)
+    floor: bool = Field(
+        False, description="Also time the case's byte floor: an implementation 'floor' (part: floor) that "
+        "reads and writes the case's fused bytes in one plain kernel under the same timer; every scored "
+        "implementation then reports T_floor / T (solbench.impls.floor).")
     world_size: int = Field(
         1, ge=1, le=64,
         description="Ranks: implementations run as one process per rank (torch.distributed, NCCL on CUDA "
@@ -386,6 +392,20 @@ class WorkloadSpec(_Model):
         if isinstance(value, dict):
             return {k: {"fn": v} if isinstance(v, str) else v for k, v in value.items()}
         return value
+
+    @model_validator(mode="before")
+    @classmethod
+    def _with_floor(cls, value: Any) -> Any:
+        """``floor: true`` adds the built-in floor implementation, unless the workload has its own."""
+        if not (isinstance(value, dict) and value.get("floor") is True):
+            return value
+        impls = value.get("implementations")
+        if not isinstance(impls, dict) or any(isinstance(v, dict) and v.get("part") == "floor" for v in impls.values()):
+            return value
+        if FLOOR in impls:
+            raise ValueError(f"floor: true adds an implementation named {FLOOR!r}; rename yours or give it part: floor")
+        return {**value, "implementations": {**impls, FLOOR: {"fn": "solbench.impls.floor:read", "part": "floor",
+                                                              "description": BUILTIN_FLOOR}}}
 
     @field_validator("input_generator", mode="before")
     @classmethod
@@ -417,17 +437,25 @@ class WorkloadSpec(_Model):
         return self
 
 
+FLOOR = "floor"  # the name of the implementation ``floor: true`` adds
+BUILTIN_FLOOR = ("the case's bytes in one plain kernel (a reduction or a broadcast copy of random fp32), same timer; "
+                 "never checked or scored: each implementation's T_floor / T")
+
+
 def _check_ranks(spec: WorkloadSpec) -> None:
     """``env`` and ``part`` only where there are ranks; parts are never the baseline, and come as a pair."""
     impls = spec.implementations
+    if impls[spec.baseline].part is not None:
+        raise ValueError(f"the baseline {spec.baseline!r} cannot be a part")
     if spec.world_size == 1:
         for name, impl in impls.items():
-            if impl.env or impl.part:
+            if impl.env or impl.part not in (None, "floor"):
                 field = "env" if impl.env else "part"
                 raise ValueError(f"implementation {name!r}: {field} needs world_size > 1 (a multi-rank workload)")
         return
-    if impls[spec.baseline].part is not None:
-        raise ValueError(f"the baseline {spec.baseline!r} cannot be a part")
+    floors = [name for name, impl in impls.items() if impl.part == "floor"]
+    if floors:
+        raise ValueError(f"implementation {floors[0]!r}: part floor needs world_size 1")
     parts = sorted(impl.part for impl in impls.values() if impl.part is not None)
     if parts and parts != ["comm", "compute"]:
         raise ValueError(f"parts come as one 'compute' and one 'comm' implementation, got {parts}")

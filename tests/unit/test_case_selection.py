@@ -55,4 +55,4 @@ def test_run_measures_only_the_selected_overridden_case(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     data = json.loads(out.read_text())
     assert [c["case_id"] for c in data["cases"]] == ["o_proj[tokens=24,hidden=512,float32]"]
-    assert {i["name"]: i["status"] for i in data["cases"][0]["impls"]} == {"baseline": "ok", "fused": "ok"}
+    assert {i["name"]: i["status"] for i in data["cases"][0]["impls"]} == {"baseline": "ok", "fused": "ok", "floor": "ok"}

@@ -1,0 +1,64 @@
+"""The byte floor of a case: how fast this device moves the case's bytes, under the run's timer.
+
+A workload with ``floor: true`` gets an implementation ``floor`` (``part: floor``) next to its own.
+Its worker draws two buffers of random fp32 values (never zeros): ``src`` as large as the bytes the
+case reads (its declared inputs, plus the parameters a traced reference reads, or the workload's
+``bytes`` override less the outputs) and ``dst`` as large as the bytes it writes (its outputs). Each
+timed call is :func:`read`: one kernel that reads all of ``src`` and writes all of ``dst``, with the
+same timer, flush and rounds as every implementation. It is never checked against the reference
+(it computes nothing of the case) and never scored; every scored implementation of the case gets
+``floor_fraction = T_floor / T``: 1.0 moves the bytes as fast as this plain kernel does.
+
+Against T_SOL, which prices the bytes at the datasheet bandwidth, the floor also holds what the
+timer and a launch cost at this size: at decode sizes the gap to SOL is mostly those. A workload
+may bring its own floor kernel (``part: floor``, ``fn(src, dst)``); the fastest is the floor.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from solbench.workload.cases import Case
+from solbench.workload.expr import evaluate
+from solbench.workload.schema import WorkloadSpec
+
+ELEMENT = 4  # bytes: the buffers hold fp32 values
+
+
+def buffers(read_bytes: int, write_bytes: int, device: str, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``src`` and ``dst`` for :func:`read`: about ``read_bytes`` and ``write_bytes`` of fp32, shaped so
+    one reduction (more read than written) or one broadcast copy (more written) moves them all.
+
+    Read and write round up to whole rows; what they really move is ``src.nbytes`` and ``dst.nbytes``.
+    """
+    n_read = max(1, -(-read_bytes // ELEMENT))
+    n_write = max(1, -(-write_bytes // ELEMENT))
+    gen = torch.Generator(device="cpu").manual_seed(seed)
+    if n_read >= n_write:
+        src = torch.rand(n_write, -(-n_read // n_write), generator=gen) + 0.5
+        dst = torch.empty(n_write)
+    else:
+        src = torch.rand(n_read, 1, generator=gen) + 0.5
+        dst = torch.empty(n_read, -(-n_write // n_read))
+    return src.to(device), dst.to(device)
+
+
+def read(src: torch.Tensor, dst: torch.Tensor) -> torch.Tensor:
+    """Read every element of ``src`` and write every element of ``dst``, in one kernel: a copy where
+    they are the same size, else a row reduction (more read) or a broadcast copy (more written)."""
+    if dst.dim() == 1:
+        if src.shape[1] == 1:
+            return dst.copy_(src.view(-1))
+        return torch.sum(src, dim=1, out=dst)
+    return dst.copy_(src.expand_as(dst))
+
+
+def case_bytes(spec: WorkloadSpec, case: Case) -> tuple[int, int]:
+    """(read, write): the bytes the case's fused-bytes cost counts, split into what it reads and writes."""
+    write = sum(t.nbytes for t in case.outputs)
+    if spec.bytes is not None:
+        scope = {k: v for k, v in case.scope.items() if isinstance(v, int | float)}
+        fused = int(float(evaluate(spec.bytes, scope)))
+    else:
+        fused = sum(t.nbytes for t in case.inputs) + case.extra_bytes + write
+    return max(fused - write, 0), write

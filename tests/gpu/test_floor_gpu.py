@@ -1,0 +1,41 @@
+"""The byte floor on a GPU (solbench.impls.floor; skipped without CUDA)."""
+
+import json
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+pytestmark = pytest.mark.gpu
+
+
+def test_the_floor_kernel_moves_every_byte_once_and_no_faster_than_the_datasheet():
+    from solbench.device.timer import CudaColdTimer
+    from solbench.impls import floor
+    from solbench.measure.criteria import CIWidth
+    from solbench.measure.loop import measure
+
+    read, write = 4096 * 4096 * 2, 16 * 4096 * 2  # o_proj at 16 tokens: the bf16 weight, the output
+    src, dst = floor.buffers(read, write, "cuda", seed=0)
+    floor.read(src, dst)
+    torch.testing.assert_close(dst, src.sum(dim=1))
+    timer = CudaColdTimer(torch, torch.cuda.get_device_properties(0).L2_cache_size)
+    t = measure(timer, [lambda: floor.read(src, dst)], CIWidth(0.01, 10, 500, 1.0))
+    moved = src.nbytes + dst.nbytes
+    assert moved / t.median < 5.5e12  # faster than any HBM3e datasheet: the kernel skipped bytes
+
+
+def test_o_proj_decode_reports_each_implementations_fraction_of_the_floor(tmp_path):
+    from solbench.cli import main
+
+    out = tmp_path / "run.json"
+    result = CliRunner().invoke(main, ["run", "workloads/attn.yaml", "-w", "o_proj", "-i", "fused", "--case",
+                                       "tokens=16,bfloat16", "--repeat", "1", "-o", str(out), "-q"])
+    assert result.exit_code == 0, result.output
+    (case,) = json.loads(out.read_text())["cases"]
+    by = {r["name"]: r for r in case["impls"]}
+    assert by["floor"]["status"] == "ok" and by["floor"]["score"] is None
+    assert by["floor"]["timing"]["median"] > case["t_sol"]  # a real kernel never beats the datasheet
+    for name in ("baseline", "fused"):
+        fraction = by[name]["score"]["floor_fraction"]
+        assert fraction == pytest.approx(by["floor"]["timing"]["median"] / by[name]["timing"]["median"])
