@@ -137,12 +137,17 @@ def failures(result: RunResult) -> list[str]:
 
 
 class Saver:
-    """Writes the run after every case, to the places chosen (and checked writable) before measuring:
+    """Writes the run as it is measured, to the places chosen (and checked writable) before measuring:
     ``-o FILE``, and a fresh ``results/<spec>/<time>_NAME.json`` with ``--save NAME`` (both when both
     are given); without either, a fresh file under the results folder.
 
-    A write that fails (disk full, folder removed) does not stop the run: the last good file
-    stays, the error is kept and reported at the end, and the exit code says so.
+    While the run is in progress each file holds the run's record without its cases (rewritten only
+    when that record changes: a note, the protocol) and its journal gets every case measured or
+    re-scored since the last save (:func:`solbench.results.store.append_cases`): a save costs what
+    changed, not the whole run. The final save writes the whole run and removes the journal.
+
+    A write that fails (disk full, folder removed) does not stop the run: what was written stays,
+    the error is kept and reported at the end, and the exit code says so.
     """
 
     def __init__(self, output: Path | None, results_dir: Path, name: str | None, *, force: bool) -> None:
@@ -150,6 +155,8 @@ class Saver:
         self.path: Path | None = None  # the -o file, else the file under the results folder
         self.named: Path | None = None  # the --save NAME file when -o is given too
         self.error: str | None = None
+        self._header: RunResult | None = None  # the record (no cases, no harness) the files hold now
+        self._sent: dict[str, Any] = {}  # case id -> the CaseResult last appended to the journals
         if output is not None:
             store.check_writable(output, is_file=True, force=force)
         if output is None or name is not None:
@@ -158,25 +165,42 @@ class Saver:
     def save(self, partial: RunResult, *, final: bool = False) -> None:
         """Write ``partial``; unless ``final``, marked incomplete (a run killed before its final
         save then leaves a file that says so: ``complete`` is true only once every case is in)."""
-        if not final and partial.complete:
-            from dataclasses import replace
+        from dataclasses import replace
 
+        if not final and partial.complete:
             partial = replace(partial, complete=False)
         try:
-            if self._output is None:
-                self.path = self._again(partial, self.path, self._name)
+            if final:
+                self._write(partial, derived(partial))
+                for path in self.paths:
+                    store.drop_journal(path)
                 return
-            self.path = store.save(partial, self._output, force=self._force or self.path is not None,
-                                   extra=derived(partial))
-            if self._name is not None:
-                self.named = self._again(partial, self.named, self._name)
+            header = replace(partial, cases=(), harness={})
+            if header != self._header:
+                self._write(replace(partial, cases=()), None)
+                if self._header is None:  # a journal left by an earlier run under the same name
+                    for path in self.paths:
+                        store.drop_journal(path)
+                self._header, self._sent = header, {}
+            changed = [c for c in partial.cases if self._sent.get(c.case_id) is not c]
+            for path in self.paths:
+                store.append_cases(path, partial, changed)
+            self._sent.update((c.case_id, c) for c in changed)
         except SolbenchError as exc:
             self.error = str(exc)
 
-    def _again(self, partial: RunResult, path: Path | None, name: str | None) -> Path:
-        extra = derived(partial)
-        return (store.save(partial, path, extra=extra) if path is not None
-                else store.save_new(partial, self._dir, name, extra=extra))
+    def _write(self, run: RunResult, extra: Any) -> None:
+        """The whole record of ``run`` to every place, each file claimed at its first write."""
+        if self._output is None:
+            self.path = self._again(run, self.path, self._name, extra)
+            return
+        self.path = store.save(run, self._output, force=self._force or self.path is not None, extra=extra)
+        if self._name is not None:
+            self.named = self._again(run, self.named, self._name, extra)
+
+    def _again(self, run: RunResult, path: Path | None, name: str | None, extra: Any) -> Path:
+        return (store.save(run, path, extra=extra) if path is not None
+                else store.save_new(run, self._dir, name, extra=extra))
 
     @property
     def paths(self) -> list[Path]:

@@ -9,8 +9,10 @@ UTF-8, not JSON, nested too deeply, too large or of the wrong shape is one Resul
 Writing is finite JSON (no bare NaN/Infinity) and atomic: a temporary file in the same folder,
 fsync, then a rename. A new file is claimed exclusively (a hard link, which fails if the name
 exists), so two runs never share a file and a file this process did not write is never replaced
-unless ``force=True``; later saves of a file this process wrote replace it (the run is re-saved
-after every case). Default names carry microseconds and a random suffix.
+unless ``force=True``; later saves of a file this process wrote replace it. A run in progress is
+its record without cases, plus a journal beside it (``PATH.journal``) each measured case is
+appended to (:func:`append_cases`); :func:`load` replays it, and the final save writes the whole
+run and removes it. Default names carry microseconds and a random suffix.
 """
 
 from __future__ import annotations
@@ -22,13 +24,13 @@ import os
 import re
 import secrets
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from solbench.errors import ResultsFormatError, ResultsWriteError
 from solbench.results.codec import DecodeError, decode, encode
-from solbench.results.model import SCHEMA_VERSION, Calibration, RunResult
+from solbench.results.model import SCHEMA_VERSION, Calibration, CaseResult, RunResult
 
 MAX_FILE_BYTES = 256 << 20  # a result file of 2,000 samples per case and implementation is ~1 MiB
 def _migrate_1_to_2(data: dict[str, Any]) -> dict[str, Any]:
@@ -161,6 +163,72 @@ def _claim(tmp: str, path: Path) -> None:
         os.replace(tmp, path)
 
 
+JOURNAL = ".journal"  # PATH.journal: the cases of the incomplete run saved at PATH, one JSON line each
+
+
+def journal_path(path: Path) -> Path:
+    """Where the cases of an incomplete run saved at ``path`` are appended as they come."""
+    path = Path(path)
+    return path.with_name(path.name + JOURNAL)
+
+
+def append_cases(path: Path, run: RunResult, cases: Sequence[CaseResult]) -> None:
+    """Append ``cases`` of the incomplete ``run`` saved at ``path`` to its journal, one JSON line each,
+    with the run's harness record so far; flushed and fsynced, so a killed run loses nothing written.
+
+    A run saved after every case pays for its own size only once this way, not at every case (a
+    suite's multi-MB file rewritten case after case is quadratic). :func:`load` replays the journal
+    of an incomplete run: the last line of a case wins; a torn last line is ignored.
+    """
+    lines = "".join(json.dumps(encode({"run": run.created, "case": dataclasses.asdict(c), "harness": run.harness}),
+                               allow_nan=False) + "\n" for c in cases)
+    try:
+        with journal_path(path).open("a", encoding="utf-8") as f:
+            f.write(lines)
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError as exc:
+        raise ResultsWriteError(f"cannot write {journal_path(path)}: {exc.strerror or exc}") from exc
+
+
+def drop_journal(path: Path) -> None:
+    """Remove the journal of ``path`` (its run is complete, or a new run takes the name)."""
+    journal_path(path).unlink(missing_ok=True)
+
+
+def _replayed(data: Any, path: Path) -> Any:
+    """An incomplete run's record with the cases of its journal (see :func:`append_cases`)."""
+    journal = journal_path(path)
+    if not (isinstance(data, dict) and data.get("complete") is False and journal.is_file()):
+        return data
+    try:
+        with journal.open("rb") as f:
+            raw = f.read(MAX_FILE_BYTES + 1)
+    except OSError as exc:
+        raise ResultsFormatError(f"{journal}: cannot read: {exc.strerror or exc}") from None
+    if len(raw) > MAX_FILE_BYTES:
+        raise ResultsFormatError(f"{journal}: larger than the {MAX_FILE_BYTES} bytes a journal may have")
+    lines = raw.split(b"\n")
+    cases = {c.get("case_id"): c for c in data.get("cases") or [] if isinstance(c, dict)}
+    harness = data.get("harness")
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            entry = json.loads(line.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError):
+            if n >= len(lines) - 1:  # the last line, torn by a kill mid-write
+                break
+            raise ResultsFormatError(f"{journal}:{n}: not a journal line") from None
+        if not (isinstance(entry, dict) and isinstance(entry.get("case"), dict)):
+            raise ResultsFormatError(f"{journal}:{n}: not a journal line")
+        if entry.get("run") != data.get("created"):
+            continue  # left by an earlier run under the same name
+        cases[entry["case"].get("case_id")] = entry["case"]
+        harness = entry.get("harness", harness)
+    return {**data, "cases": list(cases.values()), "harness": harness if harness is not None else {}}
+
+
 def read_json(path: Path, what: str = "result file") -> Any:
     """Parsed JSON of a file; every problem with the file itself is one ResultsFormatError line.
 
@@ -192,8 +260,9 @@ def read_json(path: Path, what: str = "result file") -> Any:
 
 
 def load(path: Path) -> RunResult:
-    """Read a run; a malformed or newer file is a ResultsFormatError."""
-    return from_dict(read_json(path), str(path))
+    """Read a run (an incomplete one with the cases its journal holds); a malformed or newer file is a
+    ResultsFormatError."""
+    return from_dict(_replayed(read_json(path), Path(path)), str(path))
 
 
 def from_dict(data: Any, origin: str = "<result>") -> RunResult:

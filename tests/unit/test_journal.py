@@ -1,0 +1,84 @@
+"""A run saved as it is measured: the record without cases, and a journal each case is appended to
+(solbench.results.store.append_cases, the CLI's Saver); load replays it, the final save removes it."""
+
+import json
+from dataclasses import replace
+
+import pytest
+
+from solbench.cli.common import Saver
+from solbench.errors import ResultsFormatError
+from solbench.results import store
+from tests.unit.factories import make_case, make_run
+
+
+def _cases(n, t=1e-3):
+    return [make_case(f"c[n={i}]", {"baseline": [t * (i + 1)] * 5}) for i in range(n)]
+
+
+def test_each_save_appends_what_changed_and_load_replays_it(tmp_path):
+    out = tmp_path / "run.json"
+    saver = Saver(out, tmp_path, None, force=False)
+    run = make_run({})
+    cases = _cases(3)
+    for k in range(1, 4):
+        saver.save(replace(run, cases=tuple(cases[:k]), harness={"wall_s": float(k)}))
+    assert json.loads(out.read_text())["cases"] == []  # the record alone: never rewritten case by case
+    lines = store.journal_path(out).read_text().splitlines()
+    assert len(lines) == 3  # each case once, when it came
+    back = store.load(out)
+    assert [c.case_id for c in back.cases] == [c.case_id for c in cases] and back.cases == tuple(cases)
+    assert back.complete is False and back.harness == {"wall_s": 3.0}
+    # a later round re-scores a case: only it is appended, and the last line of a case wins
+    again = replace(cases[0], impls=tuple(replace(i, message="round 2") for i in cases[0].impls))
+    saver.save(replace(run, cases=(again, *cases[1:]), harness={"wall_s": 4.0}))
+    assert len(store.journal_path(out).read_text().splitlines()) == 4
+    back = store.load(out)
+    assert back.cases[0].impls[0].message == "round 2" and [c.case_id for c in back.cases][1:] == ["c[n=1]", "c[n=2]"]
+    saver.save(replace(run, cases=(again, *cases[1:])), final=True)
+    assert not store.journal_path(out).exists()
+    assert len(json.loads(out.read_text())["cases"]) == 3 and store.load(out).complete is True
+
+
+def test_a_new_note_rewrites_the_record_and_keeps_the_cases(tmp_path):
+    out = tmp_path / "run.json"
+    saver = Saver(out, tmp_path, None, force=False)
+    run = replace(make_run({}), cases=tuple(_cases(2)))
+    saver.save(run)
+    saver.save(replace(run, notes=("interrupted (Ctrl-C)",)))
+    back = store.load(out)
+    assert back.notes == ("interrupted (Ctrl-C)",) and len(back.cases) == 2
+
+
+def test_a_line_torn_by_a_kill_is_ignored_and_a_broken_one_before_it_is_refused(tmp_path):
+    out = tmp_path / "run.json"
+    saver = Saver(out, tmp_path, None, force=False)
+    saver.save(replace(make_run({}), cases=tuple(_cases(2))))
+    journal = store.journal_path(out)
+    good = journal.read_text()
+    journal.write_text(good + good.splitlines()[0][:40])  # killed while appending a third line
+    assert len(store.load(out).cases) == 2
+    journal.write_text("{not json\n" + good)
+    with pytest.raises(ResultsFormatError, match=r"run.json.journal:1: not a journal line"):
+        store.load(out)
+
+
+def test_a_journal_left_by_another_run_under_the_same_name_is_not_replayed(tmp_path):
+    out = tmp_path / "run.json"
+    old = Saver(out, tmp_path, None, force=False)
+    old.save(replace(make_run({}), cases=tuple(_cases(2)), created="2025-01-01T00:00:00Z"))
+    stale = store.journal_path(out).read_text()
+    new = Saver(out, tmp_path, None, force=True)  # -o run.json --force: a new run takes the name
+    fresh = replace(make_run({}), created="2025-02-02T00:00:00Z")
+    new.save(replace(fresh, cases=tuple(_cases(1, t=5e-3))))
+    assert store.journal_path(out).read_text() != stale  # dropped at the new run's first save
+    (case,) = store.load(out).cases
+    assert case.impls[0].timing.median == pytest.approx(5e-3)
+    store.journal_path(out).write_text(stale + store.journal_path(out).read_text())  # and if it were there
+    assert [c.case_id for c in store.load(out).cases] == ["c[n=0]"]
+
+
+def test_a_complete_run_ignores_a_journal_beside_it(tmp_path):
+    out = store.save(replace(make_run({}), cases=tuple(_cases(1))), tmp_path / "run.json")
+    store.journal_path(out).write_text("garbage\n")
+    assert len(store.load(out).cases) == 1
