@@ -20,7 +20,7 @@ from solbench.errors import ConfigError, RunInterrupted
 from solbench.execute import warm
 from solbench.plan.device import detect, with_end_clocks
 from solbench.plan.options import Progress, RunOptions
-from solbench.plan.prepare import prepare
+from solbench.plan.prepare import free_memory, prepare
 from solbench.results.model import RunResult
 
 __all__ = ["ab"]
@@ -74,7 +74,7 @@ def ab(files: Sequence[str | Path], baseline_tree: str | Path, current_tree: str
             try:
                 ahead = warm.compile_ahead(side.units, settings, device=info.kind, device_index=info.index,
                                            jobs=jobs, timeout_s=options.timeout_s, tree=str(Path(tree).resolve()),
-                                           emit=emit)
+                                           emit=emit, free_bytes=free_memory(info))
             except KeyboardInterrupt:
                 raise RunInterrupted(warm.interrupted([s.run for s in sides])) from None
             side.run = replace(side.run, protocol=warm.recorded(side.run.protocol, folder, options.compile_cache_dir,

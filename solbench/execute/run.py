@@ -16,7 +16,7 @@ from typing import Any
 from solbench.execute import warm
 from solbench.plan.device import detect, with_end_clocks
 from solbench.plan.options import Progress, RunOptions, rounds_for
-from solbench.plan.prepare import prepare, tuned_variant
+from solbench.plan.prepare import free_memory, prepare, tuned_variant
 from solbench.results.model import RunResult
 
 
@@ -86,7 +86,8 @@ def _ahead(prep: Any, settings: Any, info: Any, options: RunOptions, emit: Progr
     jobs = warm.default_jobs() if options.compile_jobs is None else options.compile_jobs
     try:
         return warm.compile_ahead(prep.units, settings, device=info.kind, device_index=info.index, jobs=jobs,
-                                  timeout_s=options.timeout_s, keys=options.keys, emit=emit)
+                                  timeout_s=options.timeout_s, keys=options.keys, emit=emit,
+                                  free_bytes=free_memory(info))
     except KeyboardInterrupt:
         raise RunInterrupted(warm.interrupted(prep.run)) from None
 

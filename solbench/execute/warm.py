@@ -40,6 +40,8 @@ from solbench.plan.prepare import Unit
 
 COMPILING = frozenset({"inductor", "compile"})  # requirements that mean torch.compile
 MAX_JOBS = 8
+MEMORY_SHARE = 0.8  # of the free memory, for the tasks compiling side by side
+CONTEXT_BYTES = 1 << 30  # a CUDA context, cuBLAS workspace and Inductor's own buffers, roughly
 AUTOTUNE_GLOB = "*.best_config"
 
 Progress = Callable[[str, dict[str, Any]], None]
@@ -91,13 +93,30 @@ def warm_tasks(units: Sequence[Unit], settings: MeasureSettings, device: str, *,
     return tasks
 
 
+def fits(used: int, need: int, budget: int | None) -> bool:
+    """Whether a warm task needing ``need`` bytes may start beside tasks holding ``used``: always when
+    none runs (one task at a time is what the run itself needs), else within ``budget`` (None: no limit)."""
+    return budget is None or used == 0 or used + need <= budget
+
+
+def task_bytes(task: Task) -> int:
+    """What a warm task holds while it compiles: one input set, its outputs twice and the parameters a
+    traced reference reads (:func:`~solbench.workload.cases.required_bytes`), and on a GPU a context."""
+    from solbench.workload.cases import required_bytes
+
+    return required_bytes(task.case, input_sets=1) + (CONTEXT_BYTES if task.device == "cuda" else 0)
+
+
 def compile_ahead(units: Sequence[Unit], settings: MeasureSettings, *, device: str, device_index: int | None,
                   jobs: int, timeout_s: float, keys: Sequence[str] = (), tree: str | None = None,
-                  emit: Progress | None = None) -> Ahead:
+                  emit: Progress | None = None, free_bytes: int | None = None) -> Ahead:
     """Run the warm tasks in ``jobs`` worker processes side by side (see the module docstring).
 
     Does nothing where fewer than two processes would work at once (one job, or one task): the
-    measuring worker compiling for itself costs the same. Ctrl-C kills the processes and is raised.
+    measuring worker compiling for itself costs the same. Tasks side by side hold at most
+    ``MEMORY_SHARE`` of ``free_bytes`` (the device's, or the host's on the CPU; None: no limit), so
+    that large problems compile one after the other instead of running each other out of memory.
+    Ctrl-C kills the processes and is raised.
     """
     from solbench.measure.pool import ProcessWorker
 
@@ -111,9 +130,10 @@ def compile_ahead(units: Sequence[Unit], settings: MeasureSettings, *, device: s
     emit = emit or (lambda event, data: None)
     emit("compile_ahead", {"tasks": len(tasks), "jobs": jobs})
     queue: deque[Task] = deque(tasks)
-    lock = threading.Lock()
+    lock = threading.Condition()
     live: list[Any] = []
-    failed = [0]
+    failed, used = [0], [0]
+    budget = None if free_bytes is None else int(free_bytes * MEMORY_SHARE)
     start = time.perf_counter()
 
     def lane() -> None:
@@ -127,7 +147,16 @@ def compile_ahead(units: Sequence[Unit], settings: MeasureSettings, *, device: s
                 worker = ProcessWorker(device, device_index, tree, threads=task.warm if device == "cpu" else 0)
                 with lock:
                     live.append(worker)
-            result, fatal = worker.run(task, timeout_s)
+            need = task_bytes(task)
+            with lock:
+                lock.wait_for(lambda need=need: fits(used[0], need, budget))
+                used[0] += need
+            try:
+                result, fatal = worker.run(task, timeout_s)
+            finally:
+                with lock:
+                    used[0] -= need
+                    lock.notify_all()
             with lock:
                 failed[0] += result.status != "ok"
             emit("compiled_ahead", {"case": task.case.id, "impl": task.impl, "status": result.status})

@@ -82,14 +82,9 @@ def _check_memory(planned: Sequence[Planned], info: Any, options: RunOptions) ->
     A worker holds the timed input sets, a pristine copy of each (to catch in-place changes) and
     two fresh sets for the checks after timing.
     """
-    from solbench.device import nvml
     from solbench.workload.cases import check_fits
 
-    if info.kind == "cuda":
-        handle = nvml.get_handle(info.uuid) if info.uuid else None
-        free, where = (nvml.free_memory(handle) if handle is not None else None), "device"
-    else:
-        free, where = nvml.host_available_memory(), "host"
+    free, where = free_memory(info), "device" if info.kind == "cuda" else "host"
     if free is None:
         return
     for p in planned:
@@ -97,6 +92,17 @@ def _check_memory(planned: Sequence[Planned], info: Any, options: RunOptions) ->
             check_fits(p.cases, free, input_sets=options.input_sets + 2, copies=2, where=where)
         except CaseError as exc:
             raise located(p.path, ["workloads", p.index, *exc.loc], str(exc)) from None
+
+
+def free_memory(info: Any) -> int | None:
+    """Free bytes where the run's tensors go: the device's (NVML), or the host's on the CPU; None
+    where it cannot be read."""
+    from solbench.device import nvml
+
+    if info.kind == "cuda":
+        handle = nvml.get_handle(info.uuid) if info.uuid else None
+        return nvml.free_memory(handle) if handle is not None else None
+    return nvml.host_available_memory()
 
 
 def tuned_variant(path: Path | None, spec_id: str) -> Any:

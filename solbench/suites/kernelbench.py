@@ -104,6 +104,9 @@ def _call(path: Path, what: str, fn: Any) -> Any:
         return fn()
     except ConfigError:
         raise
+    except ModuleNotFoundError as exc:  # a module the problem imports: its suite's requirements
+        hint = f" (the problem needs it: pip install {exc.name})" if exc.name else ""
+        raise ConfigError(f"{path}: {what} raised ModuleNotFoundError: {one_line(str(exc))}{hint}") from None
     except Exception as exc:
         raise ConfigError(f"{path}: {what} raised {type(exc).__name__}: {one_line(str(exc))}") from None
 

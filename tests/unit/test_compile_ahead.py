@@ -110,3 +110,18 @@ def test_an_exact_fp32_reference_gives_every_precision_setting_back_as_found():
     with _exact_fp32():
         assert torch.backends.cuda.matmul.allow_tf32 is False and torch.backends.cudnn.allow_tf32 is False
     assert [o.fp32_precision for o in owners] == before
+
+
+def test_tasks_side_by_side_stay_within_the_memory_budget_and_one_always_runs():
+    assert warm.fits(0, 10**15, 1)  # nothing running: a task larger than the budget still runs, alone
+    assert warm.fits(4, 6, 10) and not warm.fits(5, 6, 10)
+    assert warm.fits(10**15, 10**15, None)  # no budget known: no limit
+
+
+def test_a_warm_task_holds_one_input_set_its_outputs_and_on_a_gpu_a_context():
+    from dataclasses import replace
+
+    (task, *_) = warm.warm_tasks(_units(), MeasureSettings(compile_cache="/c"), "cpu", threads=1)
+    n = task.case.params["n"]
+    assert warm.task_bytes(task) == n * 16 * 4 + 2 * n * 16 * 4  # x; y for the call and for the reference
+    assert warm.task_bytes(replace(task, device="cuda")) == warm.task_bytes(task) + warm.CONTEXT_BYTES

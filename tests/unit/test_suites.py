@@ -132,6 +132,8 @@ def test_sol_execbench_folder_runs_with_scalar_input_dps_solution_and_per_case_t
 @pytest.mark.parametrize(("path", "needle"), [
     (KB / "bad" / "no_model.py", "no class Model"),
     (KB / "bad" / "inputs_raise.py", "get_inputs() raised RuntimeError: no inputs today"),
+    (KB / "bad" / "needs_module.py", "No module named 'solbench_no_such_module' (the problem needs it: pip install "
+                                     "solbench_no_such_module)"),
     (DATA / "solexec_bad" / "unknown_axis", "axes.n: unknown axis type 'variable'"),
 ])
 def test_malformed_problems_exit_2_with_one_line_naming_the_file(runner, path, needle):
