@@ -81,10 +81,15 @@ def cache_folder(kept: Path | None) -> Iterator[str]:
 
 def warm_tasks(units: Sequence[Unit], settings: MeasureSettings, device: str, *, threads: int,
                keys: Sequence[str] = ()) -> list[Task]:
-    """One warm task per (case, implementation) that compiles, in run order; ``keys`` as in a run."""
+    """One warm task per (case, implementation) that compiles and can run on ``device``, in run order;
+    ``keys`` as in a run."""
+    from solbench.measure.runner import missing_requirement
+
     tasks = []
     for unit in units:
-        compiling = [n for n in unit.impls if COMPILING & set(unit.spec.implementations[n].requires)]
+        impls = unit.spec.implementations
+        compiling = [n for n in unit.impls if COMPILING & set(impls[n].requires)
+                     and missing_requirement(impls[n], device) is None]
         for case in unit.cases:
             for name in compiling:
                 if not keys or f"{case.id}/{name}" in keys:
