@@ -17,7 +17,7 @@ __all__ = ["COLUMNS", "run_csv"]
 
 COLUMNS = ("run", "device", "workload", "case_id", "dtype", "impl", "status", "median_s", "ci_low_s",
            "ci_high_s", "n_samples", "stop_reason", "t_sol_s", "bound", "sol", "mfu", "mbu",
-           "achieved_flops_per_s", "achieved_bytes_per_s", "speedup", "s_score", "tensor_flops",
+           "achieved_flops_per_s", "achieved_bytes_per_s", "speedup", "s_score", "floor_fraction", "tensor_flops",
            "vector_flops", "fused_bytes", "unfused_bytes", "intensity_flop_per_byte", "peaks_source",
            "message")
 
@@ -37,7 +37,8 @@ def _row(run: RunResult, case: CaseResult, r: ImplResult) -> dict[str, Any]:
                    stop_reason=t.stop_reason)
     if s is not None:
         row.update(sol=s.sol, mfu=s.mfu, mbu=s.mbu, achieved_flops_per_s=s.achieved_flops,
-                   achieved_bytes_per_s=s.achieved_bandwidth, speedup=s.speedup, s_score=s.s_score)
+                   achieved_bytes_per_s=s.achieved_bandwidth, speedup=s.speedup, s_score=s.s_score,
+                   floor_fraction=s.floor_fraction)
     row.update({f"param.{k}": v for k, v in case.params.items()})
     return row
 

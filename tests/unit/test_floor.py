@@ -1,6 +1,8 @@
 """The byte floor (``floor: true``, solbench.impls.floor): a plain kernel over the case's bytes, timed
 like every implementation, never checked or scored; each implementation's T_floor / T."""
 
+from dataclasses import replace
+
 import pytest
 import torch
 from click.testing import CliRunner
@@ -109,3 +111,18 @@ def test_a_cpu_run_times_the_floor_and_reports_each_fraction(tmp_path):
     assert by["floor"].protocol["floor_read_bytes"] == 64 * 8 * 4 == by["floor"].protocol["floor_write_bytes"]
     fraction = by["baseline"].score.floor_fraction
     assert fraction == pytest.approx(by["floor"].timing.median / by["baseline"].timing.median)
+
+
+def test_the_csv_carries_each_fraction_of_the_floor():
+    import csv
+    import io
+
+    from solbench.report.csv import run_csv
+
+    run = make_run({"c": {"baseline": [2e-3] * 5}})
+    case = run.cases[0]
+    (base,) = case.impls
+    scored = replace(base, score=replace(base.score, floor_fraction=0.8))
+    rows = list(csv.DictReader(io.StringIO(run_csv([replace(run, cases=(replace(case, impls=(scored,)),))]))))
+    assert rows[0]["floor_fraction"] == "0.8"
+    assert next(csv.DictReader(io.StringIO(run_csv([run]))))["floor_fraction"] == ""  # no floor: empty
