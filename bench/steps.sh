@@ -12,3 +12,9 @@ step() {
   echo "=== $name exit $rc in $(python3 -c "print(round($(date +%s.%N) - $s, 1))") s" | tee -a "$log"
   return $rc
 }
+# The wheels carried in .whl (git-ignored; the device image lacks them) into /tmp/site, which then
+# leads PYTHONPATH before the tree. Call it first: `install_wheels || exit 1`.
+install_wheels() {
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    && export PYTHONPATH=/tmp/site:.
+}
