@@ -4,7 +4,8 @@
 # on a GPU), the floor on o_proj decode, KernelBench level 1 with compiled implementations and compiling
 # ahead, and ab with the in-kernel slowdown (bench/data/slow_k.py). Carry .whl and .kb. $OUT/g.tar.gz.
 # Two calls of under 10 minutes each: `bash bench/session4_gpu.sh 1` (GPU tests, the floor, the FP8 probe,
-# ab: issues 16 and 20), then `bash bench/session4_gpu.sh 2` (KernelBench: issue 19).
+# ab: issues 16 and 20), `bash bench/session4_gpu.sh 2` (KernelBench: issue 19), and if device time is
+# left `bash bench/session4_gpu.sh 3` (every SOL-ExecBench example and sample: issue 19).
 set -o pipefail
 PART=${1:-1}
 export PYTHONUNBUFFERED=1 LIMIT=${LIMIT:-570} log=$OUT/steps.log
@@ -30,20 +31,25 @@ step ab-s3 60 python3 -m solbench ab --baseline-tree /tmp/ab/base --current-tree
   --threshold 5% --json > $R/ab-s3.json
 step ab-s10 60 python3 -m solbench ab --baseline-tree /tmp/ab/base --current-tree /tmp/ab/s10 ab_k.yaml \
   --threshold 5% --json > $R/ab-s10.json
-else
+elif [ "$PART" = 2 ]; then
 # KernelBench level 1, eager and compiled, compiling ahead in 8 processes (issue 19)
 step kb1-compiled 480 timeout -s INT 470 python3 -m solbench run .kb/KernelBench/level1 --device cuda \
   --repeat 1 -o $R/kb1-compiled.json -q
 # level 3, the two problems that import einops (carried as a wheel in .whl since the fourth session)
 step kb3-einops 60 python3 -m solbench run .kb/KernelBench/level3/48_*.py .kb/KernelBench/level3/49_*.py \
   --device cuda -i baseline --repeat 1 -o $R/kb3-einops.json -q
+else
+# every SOL-ExecBench problem under examples/ and the samples, baseline and compiled, compiling ahead
+SOLS=$(find .kb/sol -name definition.json -printf '%h\n' | sort)
+step sol-all 540 timeout -s INT 530 python3 -m solbench run $SOLS --device cuda --repeat 1 --timeout 120 \
+  -o $R/solexec.json -q
 fi
 cp $log $R/ && tar -czf $OUT/g.tar.gz -C /tmp g
 python3 - <<'PY'
 import os
 from collections import Counter
 from solbench.results import store  # replays the journal of a run cut short
-for name in ("floor-cupti.json", "kb1-compiled.json", "kb3-einops.json"):
+for name in ("floor-cupti.json", "kb1-compiled.json", "kb3-einops.json", "solexec.json"):
     path = os.path.join("/tmp/g", name)
     if not os.path.exists(path):
         print(name, "missing"); continue
