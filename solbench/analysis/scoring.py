@@ -97,8 +97,9 @@ def score_impls(cost: Cost, impls: Sequence[ImplResult], peaks: Mapping[str, Imp
 
 
 def floor_time(impls: Sequence[ImplResult]) -> float | None:
-    """T_floor: the fastest ok byte floor of a case (``part: floor``), or None where none is."""
-    found = [r.timing.median for r in impls
+    """T_floor: the fastest ok byte floor of a case (``part: floor``), its median scaled to the case's
+    bytes (``protocol["floor_scale"]``, :func:`solbench.impls.floor.scale`), or None where none is."""
+    found = [r.timing.median * float(r.protocol.get("floor_scale", 1.0)) for r in impls
              if r.status == "ok" and r.timing is not None and r.protocol.get("part") == "floor"]
     return min(found) if found else None
 

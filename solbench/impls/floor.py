@@ -5,9 +5,11 @@ Its worker draws two buffers of random fp32 values (never zeros): ``src`` as lar
 case reads (its declared inputs, plus the parameters a traced reference reads, or the workload's
 ``bytes`` override less the outputs) and ``dst`` as large as the bytes it writes (its outputs). Each
 timed call is :func:`read`: one kernel that reads all of ``src`` and writes all of ``dst``, with the
-same timer, flush and rounds as every implementation. It is never checked against the reference
-(it computes nothing of the case) and never scored; every scored implementation of the case gets
-``floor_fraction = T_floor / T``: 1.0 moves the bytes as fast as this plain kernel does.
+same timer, flush and rounds as every implementation; its times are scaled by the case's bytes over
+the bytes the kernel moved (:func:`buffers` says how close one kernel gets). It is never checked
+against the reference (it computes nothing of the case) and never scored; every scored
+implementation of the case gets ``floor_fraction = T_floor / T``: 1.0 moves the bytes as fast as
+this plain kernel does.
 
 Against T_SOL, which prices the bytes at the datasheet bandwidth, the floor also holds what the
 timer and a launch cost at this size: at decode sizes the gap to SOL is mostly those. A workload
@@ -26,29 +28,43 @@ ELEMENT = 4  # bytes: the buffers hold fp32 values
 
 
 def buffers(read_bytes: int, write_bytes: int, device: str, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """``src`` and ``dst`` for :func:`read`: about ``read_bytes`` and ``write_bytes`` of fp32, shaped so
-    one reduction (more read than written) or one broadcast copy (more written) moves them all.
+    """``src`` and ``dst`` for :func:`read`: fp32 buffers that one kernel moves in full, as close to
+    ``read_bytes`` and ``write_bytes`` as one kernel allows:
 
-    Read and write round up to whole rows; what they really move is ``src.nbytes`` and ``dst.nbytes``.
+        read within 2x of written   a copy of (read + written) / 2 each way: the total is exact
+        read >= 2x written          a row reduction of k = round(read / written) elements a row
+        written >= 2x read          a broadcast copy of each element to k = round(written / read)
+
+    What they really move is ``src.nbytes + dst.nbytes`` (at most a seventh off the total, read 2.5x
+    written); the worker scales the time to the case's bytes (:func:`scale`).
     """
     n_read = max(1, -(-read_bytes // ELEMENT))
     n_write = max(1, -(-write_bytes // ELEMENT))
     gen = torch.Generator(device="cpu").manual_seed(seed)
-    if n_read >= n_write:
-        src = torch.rand(n_write, -(-n_read // n_write), generator=gen) + 0.5
+    if n_read >= 2 * n_write:
+        src = torch.rand(n_write, round(n_read / n_write), generator=gen) + 0.5
         dst = torch.empty(n_write)
-    else:
+    elif n_write >= 2 * n_read:
         src = torch.rand(n_read, 1, generator=gen) + 0.5
-        dst = torch.empty(n_read, -(-n_write // n_read))
+        dst = torch.empty(n_read, round(n_write / n_read))
+    else:
+        n = max(1, (n_read + n_write) // 2)
+        src, dst = torch.rand(n, generator=gen) + 0.5, torch.empty(n)
     return src.to(device), dst.to(device)
 
 
+def scale(read_bytes: int, write_bytes: int, src: torch.Tensor, dst: torch.Tensor) -> float:
+    """The factor that turns the kernel's time into the floor of the case's bytes: the case's bytes
+    over the bytes the kernel moves (bandwidth-bound, time goes with bytes; the factor is near 1)."""
+    return (read_bytes + write_bytes) / (src.nbytes + dst.nbytes) if read_bytes + write_bytes else 1.0
+
+
 def read(src: torch.Tensor, dst: torch.Tensor) -> torch.Tensor:
-    """Read every element of ``src`` and write every element of ``dst``, in one kernel: a copy where
-    they are the same size, else a row reduction (more read) or a broadcast copy (more written)."""
+    """Read every element of ``src`` and write every element of ``dst``, in one kernel: a copy (same
+    size), a row reduction (``src`` has rows of ``dst``'s length) or a broadcast copy (``dst`` rows)."""
+    if src.dim() == 1:
+        return dst.copy_(src)
     if dst.dim() == 1:
-        if src.shape[1] == 1:
-            return dst.copy_(src.view(-1))
         return torch.sum(src, dim=1, out=dst)
     return dst.copy_(src.expand_as(dst))
 

@@ -392,10 +392,11 @@ def _time_floor(task: Task, state: WorkerState, emit: Emit, criterion: Any, base
                          on_value=lambda i, sec, v: emit("value", {"i": i, "s": sec, "v": v}),
                          rng=random.SystemRandom(), probe=state.probe(task))
     timer.last_output = None
+    factor = floor.scale(read, write, src, dst)
     protocol = {**timer.protocol(), **gpu_busy(timer, timing, s.warmup), **phases.seconds, "part": "floor",
-                "floor_read_bytes": src.nbytes, "floor_write_bytes": dst.nbytes}
-    return ImplResult(task.impl, "ok", f"floor: reads {src.nbytes} B, writes {dst.nbytes} B", None, timing,
-                      protocol=protocol)
+                "floor_read_bytes": src.nbytes, "floor_write_bytes": dst.nbytes, "floor_scale": round(factor, 6)}
+    return ImplResult(task.impl, "ok", f"floor: the kernel reads {src.nbytes} B and writes {dst.nbytes} B; the case "
+                      f"moves {read + write} B (T_floor = its time x {factor:.4f})", None, timing, protocol=protocol)
 
 
 def gpu_busy(timer: Any, timing: Any, warmup: int) -> dict[str, float]:
