@@ -270,11 +270,9 @@ class ProgressBar:
             bar.update(self._task, total=self._total,
                        description=f"round {data['round']} (of at most {data['of']}): {data['cases']} case(s)")
         elif event == "compile_ahead":
-            self._ahead, self._ahead_done = data["tasks"], 0
             bar.update(self._task, description=f"compiling ahead: {data['tasks']} in {data['jobs']} processes")
-        elif event == "compiled_ahead":
-            self._ahead_done += 1
-            bar.update(self._task, description=f"compiling ahead: {self._ahead_done} of {self._ahead}")
+        elif event == "compiled_ahead":  # from the compiling threads; the count comes counted
+            bar.update(self._task, description=f"compiling ahead: {data['done']} of {data['of']}")
         elif event == "workers":
             bar.update(self._task, description=escape(f"starting workers for {data['workload']}"))
         elif event == "impl":

@@ -137,7 +137,7 @@ def compile_ahead(units: Sequence[Unit], settings: MeasureSettings, *, device: s
     queue: deque[Task] = deque(tasks)
     lock = threading.Condition()
     live: list[Any] = []
-    failed, used = [0], [0]
+    failed, used, done = [0], [0], [0]
     budget = None if free_bytes is None else int(free_bytes * MEMORY_SHARE)
     start = time.perf_counter()
 
@@ -164,7 +164,10 @@ def compile_ahead(units: Sequence[Unit], settings: MeasureSettings, *, device: s
                     lock.notify_all()
             with lock:
                 failed[0] += result.status != "ok"
-            emit("compiled_ahead", {"case": task.case.id, "impl": task.impl, "status": result.status})
+                done[0] += 1
+                event = {"case": task.case.id, "impl": task.impl, "status": result.status, "done": done[0],
+                         "of": len(tasks)}
+            emit("compiled_ahead", event)
             if fatal:
                 worker.close()
                 worker = None

@@ -70,36 +70,37 @@ def test_only_autotuning_choices_are_forgotten(tmp_path):
 
 
 @pytest.mark.skipif(requirement_missing("inductor", "cpu") is not None, reason="no C++ compiler for Inductor")
-def test_a_run_compiles_ahead_and_its_measuring_workers_load_the_cache(tmp_path):
-    out = tmp_path / "run.json"
-    kept = tmp_path / "cache"
-    result = CliRunner().invoke(main, ["run", WORKLOAD, "--device", "cpu", "-o", str(out), "-q", "-i", "compiled",
-                                       "--compile-jobs", "2", "--compile-cache", str(kept),
-                                       "--budget", "0.02", "--min-samples", "3", "--max-samples", "5"])
-    assert result.exit_code == 0, result.output
-    run = store.load(out)
-    assert run.protocol.compile_ahead == 2 and run.protocol.compile_cache == str(kept.absolute())
+def test_a_run_compiles_ahead_and_its_measuring_workers_load_the_cache():
+    from solbench import api
+
+    events: list[tuple[str, dict]] = []
+    options = api.RunOptions(impls=("compiled",), compile_jobs=2, budget_s=0.02, min_samples=3, max_samples=5)
+    run = api.run([WORKLOAD], options, device="cpu", progress=lambda e, d: events.append((e, d)))
+    assert run.protocol.compile_ahead == 2 and run.protocol.compile_cache == "run"
     assert run.harness["compile_ahead_s"] > 0
     compiled = [r for c in run.cases for r in c.impls if r.name == "compiled"]
     assert len(compiled) == 2 and all(r.status == "ok" for r in compiled)
     # every graph the measuring workers needed came from the cache the run filled ahead
     assert all(r.protocol.get("compile_cache_hits", 0) >= 1 for r in compiled)
     assert all("compile_cache_misses" not in r.protocol for r in compiled)
-    assert any(kept.rglob("*.py"))  # Inductor's generated code stayed in the kept folder
+    assert [d for e, d in events if e == "compile_ahead"] == [{"tasks": 2, "jobs": 2}]
+    assert sorted(d["done"] for e, d in events if e == "compiled_ahead") == [1, 2]
+    assert [e for e, _ in events].index("compiled_ahead") < [e for e, _ in events].index("impl")  # before timing
 
 
 @pytest.mark.skipif(requirement_missing("inductor", "cpu") is not None, reason="no C++ compiler for Inductor")
-def test_without_compiling_ahead_the_worker_compiles_for_itself_in_the_runs_own_folder(tmp_path):
-    out = tmp_path / "run.json"
+def test_without_compiling_ahead_the_worker_compiles_for_itself_into_a_kept_folder(tmp_path):
+    out, kept = tmp_path / "run.json", tmp_path / "cache"
     result = CliRunner().invoke(main, ["run", WORKLOAD, "--device", "cpu", "-o", str(out), "-q", "-i", "compiled",
-                                       "--case", "n=64", "--compile-jobs", "0",
+                                       "--case", "n=64", "--compile-jobs", "0", "--compile-cache", str(kept),
                                        "--budget", "0.02", "--min-samples", "3", "--max-samples", "5"])
     assert result.exit_code == 0, result.output
     run = store.load(out)
-    assert run.protocol.compile_ahead == 0 and run.protocol.compile_cache == "run"
+    assert run.protocol.compile_ahead == 0 and run.protocol.compile_cache == str(kept.absolute())
     assert "compile_ahead_s" not in run.harness
     (compiled,) = [r for c in run.cases for r in c.impls if r.name == "compiled"]
     assert compiled.status == "ok" and compiled.protocol.get("compile_cache_misses", 0) >= 1
+    assert any(kept.rglob("*.py"))  # Inductor's generated code stayed in the kept folder
 
 
 def test_an_exact_fp32_reference_gives_every_precision_setting_back_as_found():
