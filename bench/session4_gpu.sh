@@ -31,6 +31,16 @@ step ab-s3 60 python3 -m solbench ab --baseline-tree /tmp/ab/base --current-tree
   --threshold 5% --json > $R/ab-s3.json
 step ab-s10 60 python3 -m solbench ab --baseline-tree /tmp/ab/base --current-tree /tmp/ab/s10 ab_k.yaml \
   --threshold 5% --json > $R/ab-s10.json
+elif [ "$PART" = check ]; then
+# after part 1: the floor on its own CUDA kernel, the two GPU tests that met the floor, the FP8 probe fixed
+step floor-tests 150 bash -c "python3 -m pytest -q -p no:cacheprovider -rfEs tests/gpu/test_floor_gpu.py \
+  tests/gpu/test_compile_ahead_gpu.py tests/gpu/test_cupti_gpu.py::test_run_with_the_cupti_timer_records_it \
+  tests/gpu/test_timers_gpu.py::test_run_attn_end_to_end_on_gpu 2>&1 | tail -n 30 > $R/floor_tests.log"
+tail -n 3 $R/floor_tests.log | tee -a $log
+step floor-cupti 60 python3 -m solbench run workloads/attn.yaml -w o_proj -w o_proj_fp8w --case 'tokens=16' \
+  --case 'tokens=1' --case 'tokens=64' --timer cupti --repeat 1 -o $R/floor-cupti.json -q
+step fp8-probe 60 bash -c "python3 bench/fp8_probe.py $R > $R/fp8_probe.txt 2>&1"
+grep -v "^  \|^Traceback\|^    " $R/fp8_probe.txt | tee -a $log
 elif [ "$PART" = 2 ]; then
 # KernelBench level 1, eager and compiled, compiling ahead in 8 processes (issue 19)
 step kb1-compiled 480 timeout -s INT 470 python3 -m solbench run .kb/KernelBench/level1 --device cuda \

@@ -27,20 +27,31 @@ from solbench.workload.schema import WorkloadSpec
 ELEMENT = 4  # bytes: the buffers hold fp32 values
 
 
+WORD = 16  # bytes: the GPU kernel moves 16-byte words
+BLOCKS_PER_SM = 4  # 512-thread blocks of the GPU kernel per SM
+
+
 def buffers(read_bytes: int, write_bytes: int, device: str, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """``src`` and ``dst`` for :func:`read`: fp32 buffers that one kernel moves in full, as close to
-    ``read_bytes`` and ``write_bytes`` as one kernel allows:
+    """``src`` and ``dst`` for :func:`read`, filled with random values (never zeros).
+
+    On a GPU, the case's bytes rounded up to 16-byte words, moved by one kernel
+    (``kernels/floor.cu``): read exactly, written exactly. On the CPU (torch), fp32 buffers that
+    one torch op moves in full, as close to ``read_bytes`` and ``write_bytes`` as one op allows:
 
         read within 2x of written   a copy of (read + written) / 2 each way: the total is exact
         read >= 2x written          a row reduction of k = round(read / written) elements a row
         written >= 2x read          a broadcast copy of each element to k = round(written / read)
 
-    What they really move is ``src.nbytes + dst.nbytes`` (at most a seventh off the total, read 2.5x
-    written); the worker scales the time to the case's bytes (:func:`scale`).
+    What they really move is ``src.nbytes + dst.nbytes`` (on the CPU at most a seventh off the
+    total, read 2.5x written); the worker scales the time to the case's bytes (:func:`scale`).
     """
+    gen = torch.Generator(device="cpu").manual_seed(seed)
+    if device == "cuda":
+        n_read, n_write = max(1, -(-read_bytes // WORD)), max(1, -(-write_bytes // WORD))
+        src = (torch.rand(n_read * WORD // ELEMENT, generator=gen) + 0.5).to(device)
+        return src, torch.empty(n_write * WORD // ELEMENT, device=device)
     n_read = max(1, -(-read_bytes // ELEMENT))
     n_write = max(1, -(-write_bytes // ELEMENT))
-    gen = torch.Generator(device="cpu").manual_seed(seed)
     if n_read >= 2 * n_write:
         src = torch.rand(n_write, round(n_read / n_write), generator=gen) + 0.5
         dst = torch.empty(n_write)
@@ -60,13 +71,35 @@ def scale(read_bytes: int, write_bytes: int, src: torch.Tensor, dst: torch.Tenso
 
 
 def read(src: torch.Tensor, dst: torch.Tensor) -> torch.Tensor:
-    """Read every element of ``src`` and write every element of ``dst``, in one kernel: a copy (same
-    size), a row reduction (``src`` has rows of ``dst``'s length) or a broadcast copy (``dst`` rows)."""
+    """Read every element of ``src`` and write every element of ``dst``, in one kernel: on a GPU
+    solbench's ``move_floor`` (CuPy), on the CPU a copy (same size), a row reduction (``src`` has
+    rows of ``dst``'s length) or a broadcast copy (``dst`` rows)."""
+    if src.is_cuda:
+        _move_on_gpu(src, dst)
+        return dst
     if src.dim() == 1:
         return dst.copy_(src)
     if dst.dim() == 1:
         return torch.sum(src, dim=1, out=dst)
     return dst.copy_(src.expand_as(dst))
+
+
+def _move_on_gpu(src: torch.Tensor, dst: torch.Tensor) -> None:
+    import numpy as np
+
+    from solbench.kernels.loader import get_kernel, launch, ptr
+
+    kernel = get_kernel("floor.cu", "move_floor")
+    props = torch.cuda.get_device_properties(src.device)
+    blocks = props.multi_processor_count * BLOCKS_PER_SM
+    sink = _SINKS.get(src.device.index)
+    if sink is None or sink.numel() < blocks:
+        sink = _SINKS[src.device.index] = torch.zeros(blocks, dtype=torch.int32, device=src.device)
+    launch(kernel, (blocks,), (512,), (ptr(src), np.int64(src.nbytes // WORD), ptr(dst),
+                                       np.int64(dst.nbytes // WORD), ptr(sink)), device=src.device)
+
+
+_SINKS: dict[int | None, torch.Tensor] = {}
 
 
 def case_bytes(spec: WorkloadSpec, case: Case) -> tuple[int, int]:

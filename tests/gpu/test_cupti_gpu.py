@@ -128,7 +128,8 @@ def test_run_with_the_cupti_timer_records_it(tmp_path):
         for impl in case["impls"]:
             assert impl["status"] == "ok", impl
             assert impl["protocol"]["gpu_activities"] >= 1
-            assert impl["protocol"]["stream_check"] == "cupti"
+            if impl["protocol"].get("part") != "floor":  # the byte floor is timed, never checked
+                assert impl["protocol"]["stream_check"] == "cupti"
 
 
 def test_side_stream_cheat_is_a_reward_hack_with_cupti(tmp_path):

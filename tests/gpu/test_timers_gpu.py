@@ -54,6 +54,9 @@ def test_run_attn_end_to_end_on_gpu(tmp_path):
     assert statuses["baseline"] == "ok" and statuses["fused"] == "ok"
     for case in data["cases"]:
         for impl in case["impls"]:
+            if impl["protocol"].get("part") == "floor":  # the byte floor: timed, never scored
+                assert impl["score"] is None and impl["timing"]["median"] > case["t_sol"]
+                continue
             assert impl["score"]["sol"] <= 1.0
 
 
