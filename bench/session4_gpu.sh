@@ -41,6 +41,16 @@ step floor-cupti 60 python3 -m solbench run workloads/attn.yaml -w o_proj -w o_p
   --case 'tokens=1' --case 'tokens=64' --timer cupti --repeat 1 -o $R/floor-cupti.json -q
 step fp8-probe 60 bash -c "python3 bench/fp8_probe.py $R > $R/fp8_probe.txt 2>&1"
 grep -v "^  \|^Traceback\|^    " $R/fp8_probe.txt | tee -a $log
+elif [ "$PART" = fp8 ]; then
+# the shipped FP8 o_proj (static scales, Triton quantization, FP8 cuBLASLt), its GPU tests, and o_proj in full
+step fp8-tests 120 bash -c "python3 -m pytest -q -p no:cacheprovider -rfEs tests/gpu/test_fp8_gpu.py \
+  tests/gpu/test_floor_gpu.py tests/gpu/test_timers_gpu.py::test_run_attn_end_to_end_on_gpu 2>&1 | tail -n 30 \
+  > $R/fp8_tests.log"
+tail -n 3 $R/fp8_tests.log | tee -a $log
+step oproj 150 python3 -m solbench run workloads/attn.yaml -w o_proj -w o_proj_fp8w -o $R/oproj.json -q
+step compare 20 bash -c "python3 -m solbench compare baseline fp8 --run $R/oproj.json > $R/compare-fp8.txt 2>&1; \
+  python3 -m solbench compare fused fp8 --run $R/oproj.json > $R/compare-fused-fp8.txt 2>&1; \
+  python3 -m solbench compare baseline fused --run $R/oproj.json > $R/compare-fused.txt 2>&1; cat $R/compare-*.txt"
 elif [ "$PART" = 2 ]; then
 # KernelBench level 1, eager and compiled, compiling ahead in 8 processes (issue 19)
 step kb1-compiled 480 timeout -s INT 470 python3 -m solbench run .kb/KernelBench/level1 --device cuda \
@@ -59,14 +69,14 @@ python3 - <<'PY'
 import os
 from collections import Counter
 from solbench.results import store  # replays the journal of a run cut short
-for name in ("floor-cupti.json", "kb1-compiled.json", "kb3-einops.json", "solexec.json"):
+for name in ("floor-cupti.json", "oproj.json", "kb1-compiled.json", "kb3-einops.json", "solexec.json"):
     path = os.path.join("/tmp/g", name)
     if not os.path.exists(path):
         print(name, "missing"); continue
     run = store.load(path)
     st = Counter(i.status for c in run.cases for i in c.impls)
     print(name, "complete" if run.complete else "INCOMPLETE", "cases", len(run.cases), dict(st), "harness", run.harness)
-    if name.startswith("floor"):
+    if name.startswith(("floor", "oproj")):
         for c in run.cases:
             for i in c.impls:
                 median = i.timing.median * 1e6 if i.timing else 0.0

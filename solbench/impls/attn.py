@@ -85,6 +85,32 @@ def o_proj_fp8(x: torch.Tensor, w_fp8: torch.Tensor, w_scale: torch.Tensor,
     return y.add_(residual)
 
 
+def o_proj_fp8_static_setup(x: torch.Tensor, w: torch.Tensor, residual: torch.Tensor) -> dict[str, Any]:
+    """The FP8 weight (per-tensor scale, once), a static activation scale calibrated here (amax of
+    this input set / 448, as FP8 inference calibrates its activation scales offline), and the plan
+    of one FP8 cuBLASLt GEMM with the residual as C. FP8 GEMMs need M % 16 == 0: below that (one
+    token) the FP8 weight goes through the weight-only FP8 GEMV kernel instead (x stays 16-bit)."""
+    base = o_proj_fp8_setup(x, w, residual)
+    w8, w_scale = base["w_fp8"], base["w_scale"].reshape(1)
+    if x.shape[0] % 16:
+        return {"x": x, "residual": residual, "gemv": (w8, w_scale.expand(w8.shape[0]).contiguous())}
+    from solbench.impls.cublaslt import Fp8AddmmPlan
+
+    x_scale = (x.abs().amax().float() / FP8_MAX).clamp_min(1e-12).reshape(1)
+    return {"x": x, "residual": residual, "plan": Fp8AddmmPlan(x, w8, w_scale, residual, x_scale)}
+
+
+def o_proj_fp8_static(x: torch.Tensor, residual: torch.Tensor, plan: Any = None,
+                      gemv: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+    """FP8 o_proj: one-pass quantization of x and one FP8 cuBLASLt GEMM with the residual in its
+    epilogue (two kernels); at fewer than 16 tokens the FP8-weight GEMV (one kernel)."""
+    if gemv is not None:
+        from solbench.kernels.ops import gemv_fp8_residual
+
+        return gemv_fp8_residual(x, gemv[0], gemv[1], residual)
+    return plan(x)  # type: ignore[no-any-return]
+
+
 # --------------------------------------------------------------------------------------------
 # o_proj_fp8w: decode o_proj with an FP8 (e4m3) weight and one fp32 scale per output row
 

@@ -19,7 +19,7 @@ import torch
 from solbench.errors import DeviceError
 from solbench.kernels.requirements import NO_NVMATH
 
-__all__ = ["AddmmPlan", "MatmulPlan", "available"]
+__all__ = ["AddmmPlan", "Fp8AddmmPlan", "MatmulPlan", "available"]
 
 
 def available() -> bool:
@@ -83,3 +83,42 @@ class MatmulPlan:
 
     def __repr__(self) -> str:
         return f"MatmulPlan(device={self.device})"
+
+
+class Fp8AddmmPlan:
+    """``x @ w.T + c`` in FP8: x quantized with a fixed per-tensor scale in one pass (Triton,
+    :mod:`solbench.kernels.fp8_quant`), then one FP8 cuBLASLt GEMM (e4m3 x e4m3, fp32 accumulation)
+    with both scales applied on the device and ``c`` read as C into a separate D of c's dtype.
+
+    ``w8`` is the FP8 weight ``[N, K]`` with its one-element float32 ``w_scale``; ``x_scale`` the
+    one-element float32 activation scale (calibrated in set-up). cuBLASLt's FP8 kernels need
+    M, N and K divisible by 16. Planned and autotuned here, for these very tensors.
+    """
+
+    def __init__(self, x: torch.Tensor, w8: torch.Tensor, w_scale: torch.Tensor, c: torch.Tensor,
+                 x_scale: torch.Tensor) -> None:
+        from solbench.kernels import fp8_quant
+
+        if not (x.is_cuda and w8.is_cuda and c.is_cuda):
+            raise DeviceError("needs CUDA tensors (cuBLASLt)")
+        if any(d % 16 for d in (*x.shape, w8.shape[0])):
+            raise ValueError(f"FP8 cuBLASLt needs M, N, K divisible by 16, got x {tuple(x.shape)}, w {tuple(w8.shape)}")
+        fp8_quant._kernel()  # DeviceError now, in set-up, where Triton is missing
+        matmul = _matmul_class()
+        stream = torch.cuda.current_stream(x.device)
+        self.x8 = torch.empty(x.shape, dtype=torch.float8_e4m3fn, device=x.device)
+        self.inv = (1.0 / x_scale.float()).reshape(1).contiguous()
+        self.quantize = fp8_quant.quantize
+        self._mm = matmul(self.x8, w8.t(), c=c, beta=1.0, stream=stream,
+                          quantization_scales={"a": x_scale.float().reshape(1), "b": w_scale.float().reshape(1)})
+        self._mm.plan(stream=stream)
+        self._mm.autotune(iterations=5, stream=stream)
+        self.device = x.device
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        """Quantize ``x`` (one kernel), then the FP8 GEMM with the C epilogue into a new tensor."""
+        self.quantize(x, self.x8, self.inv)
+        return self._mm.execute(stream=torch.cuda.current_stream(self.device))  # type: ignore[no-any-return]
+
+    def __repr__(self) -> str:
+        return f"Fp8AddmmPlan(device={self.device})"
