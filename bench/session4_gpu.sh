@@ -51,6 +51,13 @@ step oproj 150 python3 -m solbench run workloads/attn.yaml -w o_proj -w o_proj_f
 step compare 20 bash -c "python3 -m solbench compare baseline fp8 --run $R/oproj.json > $R/compare-fp8.txt 2>&1; \
   python3 -m solbench compare fused fp8 --run $R/oproj.json > $R/compare-fused-fp8.txt 2>&1; \
   python3 -m solbench compare baseline fused --run $R/oproj.json > $R/compare-fused.txt 2>&1; cat $R/compare-*.txt"
+elif [ "$PART" = final ]; then
+# the closing call: every GPU test on the final tree, then as much of KernelBench level 1 with compiled
+# implementations (compiling ahead) as the call has left, cut short by SIGINT (the journal keeps it)
+step gpu-tests 330 bash -c "python3 -m pytest tests/gpu -q -p no:cacheprovider -rfEs 2>&1 | tail -n 40 > $R/gpu_tests.log"
+tail -n 3 $R/gpu_tests.log | tee -a $log
+step kb1-compiled 120 timeout -s INT $(( $(left) - 25 )) python3 -m solbench run .kb/KernelBench/level1 \
+  --device cuda --repeat 1 -o $R/kb1-compiled.json -q
 elif [ "$PART" = 2 ]; then
 # KernelBench level 1, eager and compiled, compiling ahead in 8 processes (issue 19)
 step kb1-compiled 480 timeout -s INT 470 python3 -m solbench run .kb/KernelBench/level1 --device cuda \
