@@ -79,6 +79,7 @@ def ab(files: Sequence[str | Path], baseline_tree: str | Path, current_tree: str
                 raise RunInterrupted(warm.interrupted([s.run for s in sides])) from None
             side.run = replace(side.run, protocol=warm.recorded(side.run.protocol, folder, options.compile_cache_dir,
                                                                 ahead))
+            settings = warm.measuring(settings, ahead)
         base, cur = ab_loop.measure_ab(sides, device=info.kind, settings=settings, timeout_s=options.timeout_s,
                                        l2_bytes=info.l2_bytes, emit=emit, rounds=rounds, nvml_id=prep.nvml_id,
                                        on_case=on_case, max_rounds=max_rounds, undecided=undecided)

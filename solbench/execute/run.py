@@ -64,6 +64,7 @@ def run(files: Sequence[str | Path], options: RunOptions = RunOptions(), *,  # n
         with warm.cache_folder(options.compile_cache_dir) as folder:
             settings = replace(prep.settings, compile_cache=folder)
             ahead = _ahead(prep, settings, info, options, emit)
+            settings = warm.measuring(settings, ahead)
             harness = {**harness, **({"compile_ahead_s": ahead.seconds} if ahead.jobs else {})}
             base = replace(prep.run, harness=harness,
                            protocol=warm.recorded(prep.run.protocol, folder, options.compile_cache_dir, ahead))

@@ -9,7 +9,8 @@ about 20 s a problem on the H200).
 Before the first round, :func:`compile_ahead` therefore sets up and calls once every (case,
 implementation) that declares torch.compile (``requires: [inductor]`` or ``[compile]``), in
 ``jobs`` processes side by side, each compiling with its share of the CPUs. Nothing is timed then.
-The measuring workers load what they need from the folder (a cache hit: seconds, not tens).
+The measuring workers load what they need from the folder (a cache hit: seconds, not tens), with
+one Inductor compile thread: they start no pool of compile processes (:func:`measuring`).
 
 Autotuning: what Inductor chooses by timing candidates on the device is stored as
 ``*.best_config`` files. The processes compiling ahead ran side by side on one device, so their
@@ -209,6 +210,12 @@ def _forget_autotuning(folder: str) -> int:
             path.unlink()
             removed += 1
     return removed
+
+
+def measuring(settings: MeasureSettings, ahead: Ahead) -> MeasureSettings:
+    """The settings of the measuring workers: where the run compiled ahead they only load compiled
+    code, so Inductor gets one compile thread there (no pool of compile processes to start)."""
+    return replace(settings, compile_threads=1) if ahead.jobs else settings
 
 
 def recorded(protocol: Any, folder: str, kept: Path | None, ahead: Ahead) -> Any:

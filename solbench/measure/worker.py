@@ -73,6 +73,7 @@ class MeasureSettings:
     budget_s: float = 2.0
     threads: int = 0  # torch CPU threads while measuring (solbench.device.threads); 0: leave as set
     compile_cache: str = ""  # the run's torch.compile cache folder (solbench.execute.warm); "": torch's default
+    compile_threads: int = 0  # Inductor's compile threads in measuring workers; 0: torch's (execute.warm sets 1)
 
     @classmethod
     def of(cls, options: Any, device_kind: str) -> MeasureSettings:
@@ -216,6 +217,8 @@ def _execute(task: Task, state: WorkerState, emit: Emit, criterion: Any = None) 
     use_compile_cache(s.compile_cache)
     if task.warm:
         return _compile_ahead(task, base_dir)
+    if s.compile_threads:
+        _compile_threads(s.compile_threads)
     if impl.part == "floor":
         return as_status(task, lambda: _time_floor(task, state, emit, criterion, base_dir))
     compiled = _compile_counts()
@@ -229,7 +232,10 @@ def _execute(task: Task, state: WorkerState, emit: Emit, criterion: Any = None) 
     checker = _Checker(task, inputs, kwargs)
     result = as_status(task, lambda: _checked_and_timed(task, state, emit, criterion, checker, launches, base_dir,
                                                          phases))
-    return replace(result, protocol={**result.protocol, **phases.seconds, **_compile_counts(compiled)})
+    counts = _compile_counts(compiled)
+    if counts and s.compile_threads:
+        counts["compile_threads"] = s.compile_threads
+    return replace(result, protocol={**result.protocol, **phases.seconds, **counts})
 
 
 def _compile_counts(before: Mapping[str, int] | None = None) -> dict[str, int]:
@@ -256,13 +262,21 @@ def use_compile_cache(folder: str) -> None:
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = folder
 
 
+def _compile_threads(n: int) -> None:
+    """Inductor's compile threads in this process: read from the environment when its config is first
+    imported, set on the config where it already is. With one thread Inductor starts no pool of
+    compile processes, which a worker that only loads compiled code does not need (on an H200 host,
+    4 of the 5 s of a KernelBench problem's first compiled call, cache hit and all)."""
+    os.environ["TORCHINDUCTOR_COMPILE_THREADS"] = str(n)
+    if "torch._inductor.config" in sys.modules:
+        sys.modules["torch._inductor.config"].compile_threads = n
+
+
 def _compile_ahead(task: Task, base_dir: Path | None) -> ImplResult:
     """A warm task: one input set, the implementation's set-up and one call, synchronized, so that
     what torch.compile builds lands in the run's cache. Nothing is checked, timed or kept; a fault is
     the status, and the measuring worker meets it again and reports it there."""
-    os.environ["TORCHINDUCTOR_COMPILE_THREADS"] = str(task.warm)  # its share of the CPUs
-    if "torch._inductor.config" in sys.modules:  # read at import: set it there too
-        sys.modules["torch._inductor.config"].compile_threads = task.warm
+    _compile_threads(task.warm)  # its share of the CPUs
     phases = Phases()
     try:
         with phases("setup_s"):

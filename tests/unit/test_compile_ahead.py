@@ -83,6 +83,7 @@ def test_a_run_compiles_ahead_and_its_measuring_workers_load_the_cache():
     # every graph the measuring workers needed came from the cache the run filled ahead
     assert all(r.protocol.get("compile_cache_hits", 0) >= 1 for r in compiled)
     assert all("compile_cache_misses" not in r.protocol for r in compiled)
+    assert all(r.protocol["compile_threads"] == 1 for r in compiled)  # loaders start no compile pool
     assert [d for e, d in events if e == "compile_ahead"] == [{"tasks": 2, "jobs": 2}]
     assert sorted(d["done"] for e, d in events if e == "compiled_ahead") == [1, 2]
     assert [e for e, _ in events].index("compiled_ahead") < [e for e, _ in events].index("impl")  # before timing
@@ -100,6 +101,7 @@ def test_without_compiling_ahead_the_worker_compiles_for_itself_into_a_kept_fold
     assert "compile_ahead_s" not in run.harness
     (compiled,) = [r for c in run.cases for r in c.impls if r.name == "compiled"]
     assert compiled.status == "ok" and compiled.protocol.get("compile_cache_misses", 0) >= 1
+    assert "compile_threads" not in compiled.protocol  # it compiles for itself: torch's own threads
     assert any(kept.rglob("*.py"))  # Inductor's generated code stayed in the kept folder
 
 
