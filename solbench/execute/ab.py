@@ -20,7 +20,7 @@ from solbench.errors import ConfigError, RunInterrupted
 from solbench.execute import warm
 from solbench.plan.device import detect, with_end_clocks
 from solbench.plan.options import Progress, RunOptions
-from solbench.plan.prepare import free_memory, prepare
+from solbench.plan.prepare import prepare
 from solbench.results.model import RunResult
 
 __all__ = ["ab"]
@@ -68,18 +68,15 @@ def ab(files: Sequence[str | Path], baseline_tree: str | Path, current_tree: str
     emit = progress or (lambda event, data: None)
     emit("start", {"cases": len({(u.spec.name, c.id) for s in sides for u in s.units for c in u.cases}) * rounds})
     with warm.cache_folder(options.compile_cache_dir) as folder:  # one torch.compile cache, both trees
-        settings = replace(prep.settings, compile_cache=folder)
-        jobs = warm.default_jobs() if options.compile_jobs is None else options.compile_jobs
+        settings = prep.settings
         for side, tree in zip(sides, (baseline_tree, current_tree), strict=True):
             try:
-                ahead = warm.compile_ahead(side.units, settings, device=info.kind, device_index=info.index,
-                                           jobs=jobs, timeout_s=options.timeout_s, tree=str(Path(tree).resolve()),
-                                           emit=emit, free_bytes=free_memory(info))
+                settings, ahead = warm.ahead_of_run(side.units, settings, folder, info, options,
+                                                    tree=str(Path(tree).resolve()), emit=emit)
             except KeyboardInterrupt:
                 raise RunInterrupted(warm.interrupted([s.run for s in sides])) from None
             side.run = replace(side.run, protocol=warm.recorded(side.run.protocol, folder, options.compile_cache_dir,
                                                                 ahead))
-            settings = warm.measuring(settings, ahead)
         base, cur = ab_loop.measure_ab(sides, device=info.kind, settings=settings, timeout_s=options.timeout_s,
                                        l2_bytes=info.l2_bytes, emit=emit, rounds=rounds, nvml_id=prep.nvml_id,
                                        on_case=on_case, max_rounds=max_rounds, undecided=undecided)

@@ -7,16 +7,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from solbench.errors import RunInterrupted
 from solbench.execute import warm
 from solbench.plan.device import detect, with_end_clocks
 from solbench.plan.options import Progress, RunOptions, rounds_for
-from solbench.plan.prepare import free_memory, prepare, tuned_variant
+from solbench.plan.prepare import prepare, tuned_variant
 from solbench.results.model import RunResult
 
 
@@ -51,46 +53,28 @@ def run(files: Sequence[str | Path], options: RunOptions = RunOptions(), *,  # n
         import torch
 
         torch.cuda.set_device(info.index)  # workers select it themselves; here, this process must
-    if options.in_process:  # this process compiles for itself, with torch's own cache
-        executor: Any = pool.InProcess()
-        result = session.measure_units(prep.units, replace(prep.run, harness=harness), executor, device=info.kind,
-                                       settings=prep.settings, timeout_s=options.timeout_s, l2_bytes=info.l2_bytes,
-                                       score=prep.score, emit=emit, on_case=on_case, keys=options.keys,
-                                       repeat=options.repeat, nvml_id=prep.nvml_id,
-                                       variant=tuned_variant(options.tuned, info.spec.id),
-                                       max_rounds=options.max_rounds,
-                                       target_rel_ci=options.rounds_target_rel_ci or options.target_rel_ci)
-    else:
-        with warm.cache_folder(options.compile_cache_dir) as folder:
-            settings = replace(prep.settings, compile_cache=folder)
-            ahead = _ahead(prep, settings, info, options, emit)
-            settings = warm.measuring(settings, ahead)
-            harness = {**harness, **({"compile_ahead_s": ahead.seconds} if ahead.jobs else {})}
-            base = replace(prep.run, harness=harness,
+    settings, base = prep.settings, replace(prep.run, harness=harness)
+    with contextlib.nullcontext("") if options.in_process else warm.cache_folder(options.compile_cache_dir) as folder:
+        if options.in_process:  # this process compiles for itself, with torch's own cache
+            executor: Any = pool.InProcess()
+        else:
+            try:
+                settings, ahead = warm.ahead_of_run(prep.units, settings, folder, info, options, keys=options.keys,
+                                                    emit=emit)
+            except KeyboardInterrupt:
+                raise RunInterrupted(warm.interrupted(prep.run)) from None
+            base = replace(base, harness={**harness, **({"compile_ahead_s": ahead.seconds} if ahead.jobs else {})},
                            protocol=warm.recorded(prep.run.protocol, folder, options.compile_cache_dir, ahead))
             executor = pool.Pool(info.kind, info.index, threads=settings.threads)
-            result = session.measure_units(prep.units, base, executor, device=info.kind, settings=settings,
-                                           timeout_s=options.timeout_s, l2_bytes=info.l2_bytes, score=prep.score,
-                                           emit=emit, on_case=on_case, keys=options.keys, repeat=options.repeat,
-                                           nvml_id=prep.nvml_id, variant=tuned_variant(options.tuned, info.spec.id),
-                                           max_rounds=options.max_rounds,
-                                           target_rel_ci=options.rounds_target_rel_ci or options.target_rel_ci)
+        result = session.measure_units(prep.units, base, executor, device=info.kind, settings=settings,
+                                       timeout_s=options.timeout_s, l2_bytes=info.l2_bytes, score=prep.score,
+                                       emit=emit, on_case=on_case, keys=options.keys, repeat=options.repeat,
+                                       nvml_id=prep.nvml_id, variant=tuned_variant(options.tuned, info.spec.id),
+                                       max_rounds=options.max_rounds,
+                                       target_rel_ci=options.rounds_target_rel_ci or options.target_rel_ci)
     emit("done", {})
     result = with_end_clocks(result, info)
     return replace(result, harness={**result.harness, "wall_s": round(time.perf_counter() - start, 4)})
-
-
-def _ahead(prep: Any, settings: Any, info: Any, options: RunOptions, emit: Progress) -> warm.Ahead:
-    """Compile ahead (:mod:`solbench.execute.warm`); Ctrl-C meanwhile ends the run with nothing measured."""
-    from solbench.errors import RunInterrupted
-
-    jobs = warm.default_jobs() if options.compile_jobs is None else options.compile_jobs
-    try:
-        return warm.compile_ahead(prep.units, settings, device=info.kind, device_index=info.index, jobs=jobs,
-                                  timeout_s=options.timeout_s, keys=options.keys, emit=emit,
-                                  free_bytes=free_memory(info))
-    except KeyboardInterrupt:
-        raise RunInterrupted(warm.interrupted(prep.run)) from None
 
 
 def gate_live(base: RunResult, cur: RunResult, files: Sequence[str | Path], options: RunOptions, *,

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from solbench.measure.worker import MeasureSettings, Task
-from solbench.plan.prepare import Unit
+from solbench.plan.prepare import Unit, free_memory
 
 COMPILING = frozenset({"inductor", "compile"})  # requirements that mean torch.compile
 MAX_JOBS = 8
@@ -210,6 +210,19 @@ def _forget_autotuning(folder: str) -> int:
             path.unlink()
             removed += 1
     return removed
+
+
+def ahead_of_run(units: Sequence[Unit], settings: MeasureSettings, folder: str, info: Any, options: Any, *,
+                 keys: Sequence[str] = (), tree: str | None = None,
+                 emit: Progress | None = None) -> tuple[MeasureSettings, Ahead]:
+    """A run's (or one ``ab`` tree's) compiling ahead: the settings with the cache ``folder``, the
+    units compiled ahead in ``options.compile_jobs`` processes (None: :func:`default_jobs`) within the
+    free memory, and the settings the measuring workers then get (:func:`measuring`)."""
+    settings = replace(settings, compile_cache=folder)
+    jobs = default_jobs() if options.compile_jobs is None else options.compile_jobs
+    ahead = compile_ahead(units, settings, device=info.kind, device_index=info.index, jobs=jobs,
+                          timeout_s=options.timeout_s, keys=keys, tree=tree, emit=emit, free_bytes=free_memory(info))
+    return measuring(settings, ahead), ahead
 
 
 def measuring(settings: MeasureSettings, ahead: Ahead) -> MeasureSettings:

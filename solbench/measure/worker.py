@@ -365,14 +365,8 @@ def _checked_and_timed(task: Task, state: WorkerState, emit: Emit, criterion: An
         correctness = checker.correctness(launches)
     if not correctness.passed:
         return ImplResult(name, "incorrect", correctness.detail, correctness)
-    timer = state.timer(task)
-    timer.pending_s.clear()
-    criterion = criterion or CIWidth(s.target_rel_ci, s.min_samples, s.max_samples, s.budget_s)
     with phases("sample_s"):
-        timing = measure(timer, launches, criterion, warmup=s.warmup, verify=checker.verify_timed,
-                         on_sample=lambda n: emit("sample", {"n": n}) if n % 10 == 0 else None,
-                         on_value=lambda i, sec, v: emit("value", {"i": i, "s": sec, "v": v}),
-                         rng=random.SystemRandom(), probe=state.probe(task))
+        timer, timing = _timed(task, state, emit, criterion, launches, checker.verify_timed)
     protocol = {**timer.protocol(), **_tree_record(impl, base_dir), **gpu_busy(timer, timing, s.warmup)}
     if task.device == "cuda":
         protocol["stream_check"] = "cupti" if checker.trace is not None else "settle"
@@ -384,6 +378,21 @@ def _checked_and_timed(task: Task, state: WorkerState, emit: Emit, criterion: An
     if impl.params:
         protocol["params"] = ",".join(f"{k}={v}" for k, v in sorted(impl.params.items()))
     return ImplResult(name, "ok", "", correctness, timing, protocol=protocol)
+
+
+def _timed(task: Task, state: WorkerState, emit: Emit, criterion: Any, launches: Sequence[Callable[[], Any]],
+           verify: Any = None) -> tuple[Any, Any]:
+    """The timing loop over ``launches`` with the task's timer and stopping rule (``criterion``, else
+    the settings' CI width); samples streamed to the parent as taken. Returns (timer, timing)."""
+    s = task.settings
+    timer = state.timer(task)
+    timer.pending_s.clear()
+    criterion = criterion or CIWidth(s.target_rel_ci, s.min_samples, s.max_samples, s.budget_s)
+    timing = measure(timer, launches, criterion, warmup=s.warmup, verify=verify,
+                     on_sample=lambda n: emit("sample", {"n": n}) if n % 10 == 0 else None,
+                     on_value=lambda i, sec, v: emit("value", {"i": i, "s": sec, "v": v}),
+                     rng=random.SystemRandom(), probe=state.probe(task))
+    return timer, timing
 
 
 def _time_floor(task: Task, state: WorkerState, emit: Emit, criterion: Any, base_dir: Path | None) -> ImplResult:
@@ -398,13 +407,8 @@ def _time_floor(task: Task, state: WorkerState, emit: Emit, criterion: Any, base
         read, write = floor.case_bytes(task.spec, task.case)
         src, dst = floor.buffers(read, write, task.device, s.seed)
         launch = functools.partial(resolve(task.spec.implementations[task.impl].fn, base_dir), src=src, dst=dst)
-    timer = state.timer(task)
-    criterion = criterion or CIWidth(s.target_rel_ci, s.min_samples, s.max_samples, s.budget_s)
     with phases("sample_s"):
-        timing = measure(timer, [launch], criterion, warmup=s.warmup,
-                         on_sample=lambda n: emit("sample", {"n": n}) if n % 10 == 0 else None,
-                         on_value=lambda i, sec, v: emit("value", {"i": i, "s": sec, "v": v}),
-                         rng=random.SystemRandom(), probe=state.probe(task))
+        timer, timing = _timed(task, state, emit, criterion, [launch])
     timer.last_output = None
     factor = floor.scale(read, write, src, dst)
     protocol = {**timer.protocol(), **gpu_busy(timer, timing, s.warmup), **phases.seconds, "part": "floor",
