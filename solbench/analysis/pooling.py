@@ -81,6 +81,10 @@ def _measured(r: ImplResult) -> bool:
     return r.status == "ok" and bool(samples(r))
 
 
+# set-up counters a worker records per task (measure.worker._compile_counts): summed over rounds
+COUNTED = ("compile_cache_hits", "compile_cache_misses", "cublaslt_tuned", "cublaslt_reused")
+
+
 def _combine(results: Sequence[ImplResult], labels: Sequence[Callable[[Timing], tuple[int, ...]]],
              what: str) -> ImplResult:
     """One result from several of the same implementation (rounds, or runs)."""
@@ -99,6 +103,12 @@ def _combine(results: Sequence[ImplResult], labels: Sequence[Callable[[Timing], 
     timing = concat_timings(timings, [lab(t) for t, (_, lab) in zip(timings, ok, strict=True)])
     task_s = sum(float(r.protocol.get("task_s", 0.0)) for r, _ in ok)
     protocol = {**first.protocol, "rounds": timing.n_rounds}
+    for key in COUNTED:  # set-up work done or taken from the run's caches, over every round
+        if any(key in r.protocol for r, _ in ok):
+            protocol[key] = sum(int(r.protocol.get(key, 0)) for r, _ in ok)
+    light = sum(r.protocol.get("checks") == "light" for r, _ in ok)
+    if light:  # rounds after the first, checked lighter (solbench.measure.worker)
+        protocol["light_rounds"] = light
     if "task_s" in first.protocol:
         protocol["task_s"] = round(task_s, 4)
     return replace(first, timing=timing, score=_rescaled(first.score, first.timing.median, timing.median),

@@ -5,7 +5,8 @@ resolves implementations in that checkout, the harness is the invoking solbench'
 sides take turns implementation by implementation, and which side goes first alternates case by
 case and round by round, so drift, heat and the power cap hit both alike::
 
-    for each round r (fresh workers on both sides each round):
+    for each round r (fresh workers on both sides each round; every check in the first, lighter
+                      checks in the later ones: solbench.measure.worker):
         for each workload (present on either side):
             start both sides' workers (side by side, before anything is measured)
             for case k:
@@ -140,7 +141,8 @@ def _workload(sides: Sequence[Side], name: str, r: int, *, device: str, settings
                 unit, case = units[i], cases[i]
                 if unit is None or case is None or impl not in unit.impls:
                     continue
-                task = Task(unit.spec, case, "", str(unit.path.parent.absolute()), device, settings, l2_bytes, nvml_id)
+                task = Task(unit.spec, case, "", str(unit.path.parent.absolute()), device, settings, l2_bytes, nvml_id,
+                            checks="light" if r else "full")
                 results[i].append(_one(sides[i].executor, unit, task, impl, skips[i], timeout_s, _tagged(emit, i)))
         for i, side in enumerate(sides):
             unit, case = units[i], cases[i]

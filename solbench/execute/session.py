@@ -1,6 +1,7 @@
 """The run loop: every case, every implementation, each through its worker; results as they come.
 
-    for each round (``repeat`` of them; one by default):
+    for each round (``repeat`` of them; one by default; every check in the first, lighter checks in
+                    the later ones: solbench.measure.worker):
         for each workload (its workers start side by side first; none start while measuring):
             for each case:
                 for each implementation: worker.run(task) -> ImplResult (faults are statuses)
@@ -78,7 +79,7 @@ def measure_units(units: Sequence[Unit], run: RunResult, executor: Executor, *, 
     clock = Harness(run.harness)
     skips = [_skipped(unit, device) for unit in units]
 
-    def one_round(wanted: Callable[[int, str, str], bool]) -> None:
+    def one_round(wanted: Callable[[int, str, str], bool], checks: str) -> None:
         nonlocal run
         for n, unit in enumerate(units):
             names = [name for name in unit.impls if any(wanted(n, c.id, name) for c in unit.cases)]
@@ -93,7 +94,7 @@ def measure_units(units: Sequence[Unit], run: RunResult, executor: Executor, *, 
                 if not impls:
                     continue
                 task = Task(unit.spec, case, "", str(unit.path.parent.absolute()), device, settings, l2_bytes,
-                            nvml_id)
+                            nvml_id, checks=checks)
                 with clock("tasks_s"):
                     results = [_one(executor, unit, task, name, skips[n], timeout_s, emit, variant)
                                for name in impls]
@@ -113,13 +114,13 @@ def measure_units(units: Sequence[Unit], run: RunResult, executor: Executor, *, 
         for r in range(repeat):
             if repeat > 1:
                 emit("round", {"round": r + 1, "of": repeat})
-            one_round(lambda n, case_id, name: not keys or f"{case_id}/{name}" in keys)
+            one_round(lambda n, case_id, name: not keys or f"{case_id}/{name}" in keys, "light" if r else "full")
         for r in range(repeat, max_rounds):
             pending = _undecided(rounds, target_rel_ci, max_rounds)
             if not pending:
                 break
             emit("more", {"cases": len({(n, c) for n, c, _ in pending}), "round": r + 1, "of": max_rounds})
-            one_round(functools.partial(_in_pending, pending))
+            one_round(functools.partial(_in_pending, pending), "light")
     except KeyboardInterrupt:
         run = replace(run, complete=False, notes=(*run.notes, "interrupted (Ctrl-C): the cases listed are "
                                                   "all that were measured"), harness=clock.totals())

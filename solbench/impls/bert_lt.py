@@ -23,6 +23,7 @@ import torch
 import torch.nn.functional as F
 
 from solbench.errors import DeviceError
+from solbench.impls.cublaslt import plan_tuned
 from solbench.kernels.requirements import NO_NVMATH
 
 LN_EPS = 1e-5
@@ -55,9 +56,10 @@ class EpilogueGemm:
         extra: dict[str, Any] = {"c": c.t(), "beta": 1.0} if c is not None else {}
         self._mm = adv.Matmul(self._a, x.t(), stream=stream, **extra)
         epilog = adv.MatmulEpilog.GELU_BIAS if gelu else adv.MatmulEpilog.BIAS
-        self._mm.plan(epilog=epilog, epilog_inputs={"bias": self._bias}, stream=stream)
         if autotune:
-            self._mm.autotune(iterations=5, stream=stream)
+            plan_tuned(self._mm, stream, epilog=epilog, epilog_inputs={"bias": self._bias})
+        else:
+            self._mm.plan(epilog=epilog, epilog_inputs={"bias": self._bias}, stream=stream)
 
     def __call__(self, x: torch.Tensor, c: torch.Tensor | None = None) -> torch.Tensor:
         """Run on new operands of the planned shapes and layouts; returns D [tokens, out]."""

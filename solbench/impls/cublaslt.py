@@ -8,10 +8,18 @@ then runs one kernel into a freshly allocated D, on torch's current stream.
 
 nvmath-python is optional (``pip install 'solbench[nvmath]'``); without it the plan raises
 DeviceError, which solbench reports as ``skipped``.
+
+Autotuning (:func:`plan_tuned`) is paid once per run and problem: the first worker to meet a
+problem times the algorithms and writes down the fastest; later workers of the run take it.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -19,7 +27,65 @@ import torch
 from solbench.errors import DeviceError
 from solbench.kernels.requirements import NO_NVMATH
 
-__all__ = ["AddmmPlan", "Fp8AddmmPlan", "MatmulPlan", "available"]
+__all__ = ["CHOICES_ENV", "AddmmPlan", "Fp8AddmmPlan", "MatmulPlan", "available", "choice_counts", "plan_tuned"]
+
+CHOICES_ENV = "SOLBENCH_CUBLASLT_CHOICES"  # the run's folder of autotuned choices (set by the worker); unset: none
+_COUNTS = {"cublaslt_tuned": 0, "cublaslt_reused": 0}
+
+
+def choice_counts() -> dict[str, int]:
+    """Autotuned plans in this process so far: timed here (``cublaslt_tuned``) or taken from the run's
+    choices (``cublaslt_reused``). The worker records what each task added."""
+    return dict(_COUNTS)
+
+
+def plan_tuned(mm: Any, stream: Any, *, iterations: int = 5, **plan: Any) -> str:
+    """``mm.plan(**plan)`` then ``mm.autotune``, or the algorithm an earlier worker of this run chose
+    for the same problem; returns ``"tuned"`` or ``"reused"``.
+
+    The problem is what cuBLASLt's heuristic offers for it on this device: every algorithm in its
+    answer, configuration bytes and order (they follow from the shapes, types, layouts, epilogue,
+    pointer alignment and the library version). The worker that tunes writes the fastest one's bytes
+    to the run's choices folder (``SOLBENCH_CUBLASLT_CHOICES``), keyed by that answer; a later worker
+    whose heuristic gives the same answer plans again with that one algorithm and times none.
+    So every worker of a run executes the algorithm the first one measured fastest, and the result
+    records which happened (``cublaslt_tuned`` / ``cublaslt_reused``). Without the folder, or with
+    one algorithm offered, this is plan and autotune as nvmath does them.
+    """
+    offered = mm.plan(stream=stream, **plan)
+    folder = os.environ.get(CHOICES_ENV)
+    if not folder or len(offered) < 2:
+        mm.autotune(iterations=iterations, stream=stream)
+        _COUNTS["cublaslt_tuned"] += 1
+        return "tuned"
+    configs = [bytes(a.as_numpy().tobytes()) for a in offered]
+    name = torch.cuda.get_device_name(torch.cuda.current_device()).encode()
+    path = Path(folder, "cublaslt", hashlib.sha256(name + b"|" + b"|".join(configs)).hexdigest() + ".json")
+    chosen = _read_choice(path)
+    if chosen in configs:
+        mm.plan(stream=stream, algorithms=[offered[configs.index(chosen)]], **plan)
+        _COUNTS["cublaslt_reused"] += 1
+        return "reused"
+    mm.autotune(iterations=iterations, stream=stream)
+    _write_choice(path, bytes(mm.algorithms[0].as_numpy().tobytes()))
+    _COUNTS["cublaslt_tuned"] += 1
+    return "tuned"
+
+
+def _read_choice(path: Path) -> bytes | None:
+    try:
+        return bytes.fromhex(json.loads(path.read_text())["algorithm"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None  # none yet, or unreadable: tune
+
+
+def _write_choice(path: Path, config: bytes) -> None:
+    """Atomically (workers may tune the same problem side by side: the last one wins, whole)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+    with os.fdopen(fd, "w") as f:
+        json.dump({"algorithm": config.hex()}, f)
+    os.replace(tmp, path)
 
 
 def available() -> bool:
@@ -72,9 +138,10 @@ class MatmulPlan:
         matmul = _matmul_class()
         stream = torch.cuda.current_stream(x.device)
         self._mm = matmul(x, w.t(), stream=stream)
-        self._mm.plan(stream=stream)
         if autotune:
-            self._mm.autotune(iterations=5, stream=stream)
+            plan_tuned(self._mm, stream)
+        else:
+            self._mm.plan(stream=stream)
         self.device = x.device
 
     def __call__(self) -> torch.Tensor:
@@ -111,8 +178,7 @@ class Fp8AddmmPlan:
         self.quantize = fp8_quant.quantize
         self._mm = matmul(self.x8, w8.t(), c=c, beta=1.0, stream=stream,
                           quantization_scales={"a": x_scale.float().reshape(1), "b": w_scale.float().reshape(1)})
-        self._mm.plan(stream=stream)
-        self._mm.autotune(iterations=5, stream=stream)
+        plan_tuned(self._mm, stream)
         self.device = x.device
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:

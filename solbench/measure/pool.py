@@ -298,19 +298,21 @@ class Pool:
         self.tree = tree
         self.threads = threads  # torch CPU threads of every worker (solbench.device.threads); 0: torch's
         self._workers: dict[tuple[str, str], ProcessWorker] = {}
+        self._leaving: list[ProcessWorker] = []  # retired, asked to exit, not yet waited for
 
     def prestart(self, keys: Iterable[tuple[str, str]]) -> None:
         """Start workers for these keys together and wait until all are ready.
 
-        They start side by side (context creation and library warm-up overlap each other), but
-        never while anything is being measured: another process's GPU work would share the GPU
-        with the timed calls.
+        They start side by side (context creation and library warm-up overlap each other, and the
+        teardown of workers retired since the last call), but never while anything is being
+        measured: another process's GPU work would share the GPU with the timed calls.
         """
         started = []
         for key in keys:
             if key not in self._workers:
                 self._workers[key] = ProcessWorker(self.device, self.device_index, self.tree, self.threads)
                 started.append(self._workers[key])
+        self._reap()  # retired workers tear down while these start; gone before anything is measured
         for worker in started:
             worker.wait_ready()
 
@@ -323,20 +325,27 @@ class Pool:
         return result
 
     def retire(self, keys: Iterable[tuple[str, str]]) -> None:
-        """Close the workers of these keys (their workload is done): all are asked to exit first,
-        then each is waited for, so their teardowns overlap."""
+        """Ask the workers of these keys to exit (their workload or round is done), without waiting:
+        their teardowns overlap each other and the start of the next workers, and :meth:`prestart`
+        (which every task goes through) waits for them to be gone first."""
         leaving = [w for w in (self._workers.pop(key, None) for key in list(keys)) if w is not None]
         for worker in leaving:
             worker.request_close()
+        self._leaving.extend(leaving)
+
+    def _reap(self) -> None:
+        """Wait for the retired workers to exit (kill any that do not within a few seconds)."""
+        leaving, self._leaving = self._leaving, []
         for worker in leaving:
             worker.close()
 
     def close(self) -> None:
         self.retire(list(self._workers))
+        self._reap()
 
     def abort(self) -> None:
         """Kill every worker at once, from any thread (the thread using the pool closes it)."""
-        for worker in list(self._workers.values()):
+        for worker in [*self._workers.values(), *self._leaving]:
             worker.abort()
 
 

@@ -14,6 +14,12 @@ the run's seed, so no tensor crosses a process boundary::
     after timing: inputs unchanged; a fresh input set the implementation has never seen
         (set-up and call) is verified; nothing the harness relies on was replaced
 
+A later round of the same invocation (``Task.checks == "light"``) checks lighter: one checked call
+(the first input set) instead of every set and a repeat, no unseen input sets after timing. The
+first round ran every check on the same code and inputs, in a process just as fresh; what a later
+round's process could do differently (work skipped on some calls, outputs still being written,
+inputs changed) the checked call, the verified samples and the after-timing input check still see.
+
 Faults become statuses: error (an exception), oom, reward_hack (a check above failed),
 incorrect, skipped. A CUDA error that poisons the context, or ``sys.exit`` called by the
 implementation, is ``crashed``, and the worker process must be replaced (``fatal``).
@@ -38,6 +44,7 @@ import torch
 
 from solbench.device import threads
 from solbench.errors import DeviceError
+from solbench.impls.cublaslt import CHOICES_ENV
 from solbench.impls.registry import ResolveError
 from solbench.measure import guards, tensors, wire
 from solbench.measure.criteria import CIWidth
@@ -98,6 +105,7 @@ class Task:
     l2_bytes: int | None = None
     nvml_id: str | None = None  # the device's UUID for NVML (clocks read between samples); None: none
     warm: int = 0  # > 0: compile ahead (solbench.execute.warm) with this many Inductor compile threads
+    checks: str = "full"  # "light" in a later round of the same invocation (see _checked_and_timed)
 
 
 TREE: str | None = None  # ``ab``: the checkout this worker process resolves implementations in
@@ -233,21 +241,26 @@ def _execute(task: Task, state: WorkerState, emit: Emit, criterion: Any = None) 
     result = as_status(task, lambda: _checked_and_timed(task, state, emit, criterion, checker, launches, base_dir,
                                                          phases))
     counts = _compile_counts(compiled)
-    if counts and s.compile_threads:
+    if s.compile_threads and any(k.startswith("compile_cache") for k in counts):
         counts["compile_threads"] = s.compile_threads
     return replace(result, protocol={**result.protocol, **phases.seconds, **counts})
 
 
 def _compile_counts(before: Mapping[str, int] | None = None) -> dict[str, int]:
-    """Inductor's FX-graph cache lookups in this process (``compile_cache_hits`` / ``_misses``), less
-    ``before``; only those that happened. A compiled implementation's result so says whether its
-    worker loaded the run's cache (:mod:`solbench.execute.warm`) or compiled for itself."""
+    """Set-up work this process did or took from the run's caches, less ``before``; only what happened:
+    Inductor's FX-graph cache lookups (``compile_cache_hits`` / ``_misses``: whether a compiled
+    implementation's worker loaded the run's cache, :mod:`solbench.execute.warm`, or compiled for
+    itself) and cuBLASLt plans autotuned here or reused from the run's choices
+    (``cublaslt_tuned`` / ``cublaslt_reused``, :func:`solbench.impls.cublaslt.plan_tuned`)."""
+    now: dict[str, int] = {}
     utils = sys.modules.get("torch._dynamo.utils")
-    if utils is None:
-        return {}
-    inductor = utils.counters["inductor"]
-    now = {"compile_cache_hits": int(inductor["fxgraph_cache_hit"]),
-           "compile_cache_misses": int(inductor["fxgraph_cache_miss"])}
+    if utils is not None:
+        inductor = utils.counters["inductor"]
+        now = {"compile_cache_hits": int(inductor["fxgraph_cache_hit"]),
+               "compile_cache_misses": int(inductor["fxgraph_cache_miss"])}
+    lt = sys.modules.get("solbench.impls.cublaslt")
+    if lt is not None:
+        now.update(lt.choice_counts())
     if before is None:
         return now
     return {k: v - before.get(k, 0) for k, v in now.items() if v - before.get(k, 0)}
@@ -256,10 +269,12 @@ def _compile_counts(before: Mapping[str, int] | None = None) -> dict[str, int]:
 def use_compile_cache(folder: str) -> None:
     """Point torch.compile's on-disk caches at the run's folder (:mod:`solbench.execute.warm`):
     Inductor's FX graphs and generated code, and the Triton binaries it builds, which Inductor keeps
-    under it unless ``TRITON_CACHE_DIR`` is set. Inductor reads the variable at each use, so this
-    works after torch is imported, before the first compilation. "" leaves torch's default."""
+    under it unless ``TRITON_CACHE_DIR`` is set; cuBLASLt's autotuned choices go there too. Inductor
+    reads the variable at each use, so this works after torch is imported, before the first
+    compilation. "" leaves torch's default."""
     if folder:
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = folder
+        os.environ[CHOICES_ENV] = folder  # and cuBLASLt's autotuned choices (impls.cublaslt.plan_tuned)
 
 
 def _compile_threads(n: int) -> None:
@@ -361,8 +376,9 @@ def _checked_and_timed(task: Task, state: WorkerState, emit: Emit, criterion: An
     name, s = task.impl, task.settings
     impl = task.spec.implementations[name]
     phases = phases or Phases()
+    light = task.checks == "light"
     with phases("check_s"):
-        correctness = checker.correctness(launches)
+        correctness = checker.correctness(launches, light=light)
     if not correctness.passed:
         return ImplResult(name, "incorrect", correctness.detail, correctness)
     with phases("sample_s"):
@@ -374,7 +390,9 @@ def _checked_and_timed(task: Task, state: WorkerState, emit: Emit, criterion: An
     if timer.pending_s:  # recorded, not judged: host timing of a sync is too noisy to accuse on
         protocol["drain_us_median"] = round(sorted(timer.pending_s)[len(timer.pending_s) // 2] * 1e6, 1)
     with phases("after_s"):
-        checker.after_timing()
+        checker.after_timing(unseen=not light)
+    if light:
+        protocol["checks"] = "light"
     if impl.params:
         protocol["params"] = ",".join(f"{k}={v}" for k, v in sorted(impl.params.items()))
     return ImplResult(name, "ok", "", correctness, timing, protocol=protocol)
@@ -503,10 +521,11 @@ class _Checker:
                                f"input set {k}: {result.detail}")
         return result
 
-    def correctness(self, launches: Sequence[Callable[[], Any]]) -> Correctness:
-        """Every input set once, then the first again (a second call must be as right as the first)."""
+    def correctness(self, launches: Sequence[Callable[[], Any]], light: bool = False) -> Correctness:
+        """Every input set once, then the first again (a second call must be as right as the first);
+        ``light``: the first input set once (a later round of the same invocation)."""
         result = Correctness(True, 0.0, 0.0, self.tol.atol, self.tol.rtol)
-        order = [*range(len(launches)), 0]
+        order = [0] if light else [*range(len(launches)), 0]
         for k in order:
             tensors.poison_allocator(self.task.case, self.task.device)
             self.threads = set(threading.enumerate())
@@ -545,8 +564,9 @@ class _Checker:
             return f"wrong output ({result.detail}) although the checked calls were right: work skipped on some calls"
         return None
 
-    def after_timing(self) -> None:
-        """After timing: inputs unchanged; then two input sets the implementation has never seen.
+    def after_timing(self, unseen: bool = True) -> None:
+        """After timing: inputs unchanged; then (``unseen``) two input sets the implementation has
+        never seen.
 
         1. fresh tensors with fresh values (new addresses): catches a result kept from earlier;
         2. new values written into the tensors it was timed on (same addresses), set-up run again:
@@ -556,6 +576,8 @@ class _Checker:
             problem = guard.changed(inputs)
             if problem is not None:
                 raise CheatDetected(f"input set {k}, during timing: {problem}")
+        if not unseen:
+            return
         task = self.task
         base_dir = Path(task.base_dir) if task.base_dir is not None else None
         impl = task.spec.implementations[task.impl]

@@ -1,0 +1,29 @@
+"""cuBLASLt choices reused across workers, on a GPU: a later plan of the same problem takes the
+algorithm the first one measured fastest, times nothing, and computes the same result."""
+
+import pytest
+import torch
+
+pytestmark = pytest.mark.gpu
+
+
+def test_a_reused_choice_runs_the_chosen_algorithm(tmp_path, monkeypatch):
+    pytest.importorskip("nvmath")
+    from solbench.impls import bert_lt, cublaslt
+
+    monkeypatch.setenv(cublaslt.CHOICES_ENV, str(tmp_path))
+    g = torch.Generator(device="cuda").manual_seed(0)
+    x = torch.randn(512, 768, device="cuda", dtype=torch.bfloat16, generator=g)
+    w = torch.randn(3072, 768, device="cuda", dtype=torch.bfloat16, generator=g) * 768 ** -0.5
+    bias = torch.randn(3072, device="cuda", dtype=torch.bfloat16, generator=g)
+    before = cublaslt.choice_counts()
+    first = bert_lt.EpilogueGemm(x, w, bias, gelu=True)
+    later = bert_lt.EpilogueGemm(x, w, bias, gelu=True)
+    after = cublaslt.choice_counts()
+    assert after["cublaslt_tuned"] - before["cublaslt_tuned"] <= 1  # one algorithm offered: nothing to reuse
+    chosen = first._mm.algorithms[0].as_numpy().tobytes()
+    if after["cublaslt_reused"] - before["cublaslt_reused"]:
+        assert [a.as_numpy().tobytes() for a in later._mm.algorithms] == [chosen]
+    assert torch.equal(first(x), later(x))  # same algorithm, same operands: the same bits
+    ref = torch.nn.functional.gelu(x.float() @ w.float().T + bias.float(), approximate="tanh")
+    assert torch.allclose(later(x).float(), ref, rtol=2e-2, atol=2e-2)

@@ -1,0 +1,88 @@
+"""cuBLASLt autotuning paid once per run: the first worker times the algorithms, later ones reuse
+the fastest (:func:`solbench.impls.cublaslt.plan_tuned`). A stand-in for nvmath's ``Matmul``
+(plan, autotune, algorithms) drives it on the CPU."""
+
+import numpy as np
+import pytest
+
+from solbench.impls import cublaslt
+
+
+class Algo:
+    def __init__(self, config: int):
+        self.config = config
+
+    def as_numpy(self):
+        return np.array([self.config, 7], dtype=np.int64)
+
+
+class FakeMatmul:
+    """Offers ``configs`` in heuristic order; autotuning finds ``fastest`` best."""
+
+    def __init__(self, configs, fastest):
+        self.offered = [Algo(c) for c in configs]
+        self.fastest = fastest
+        self.algorithms = ()
+        self.plans = []
+        self.tuned = 0
+
+    def plan(self, *, stream=None, algorithms=None, **kwargs):
+        self.plans.append((algorithms, kwargs))
+        self.algorithms = tuple(algorithms) if algorithms is not None else tuple(self.offered)
+        return self.algorithms
+
+    def autotune(self, *, iterations, stream):
+        self.tuned += 1
+        self.algorithms = tuple(sorted(self.algorithms, key=lambda a: a.config != self.fastest))
+
+
+@pytest.fixture
+def choices(tmp_path, monkeypatch):
+    monkeypatch.setattr(cublaslt.torch.cuda, "get_device_name", lambda *a: "NVIDIA H200")
+    monkeypatch.setattr(cublaslt.torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setenv(cublaslt.CHOICES_ENV, str(tmp_path))
+    return tmp_path
+
+
+def test_without_a_choices_folder_every_plan_is_autotuned(monkeypatch):
+    monkeypatch.delenv(cublaslt.CHOICES_ENV, raising=False)
+    mm = FakeMatmul([1, 2, 3], fastest=3)
+    assert cublaslt.plan_tuned(mm, None, epilog="BIAS") == "tuned"
+    assert mm.tuned == 1 and mm.algorithms[0].config == 3
+    assert mm.plans == [(None, {"epilog": "BIAS"})]
+
+
+def test_a_later_worker_reuses_the_fastest_without_timing(choices):
+    before = cublaslt.choice_counts()
+    first = FakeMatmul([1, 2, 3], fastest=2)
+    assert cublaslt.plan_tuned(first, None, epilog="BIAS") == "tuned"
+    later = FakeMatmul([1, 2, 3], fastest=3)  # would tune differently: it must not tune at all
+    assert cublaslt.plan_tuned(later, None, epilog="BIAS") == "reused"
+    assert later.tuned == 0
+    assert [a.config for a in later.algorithms] == [2]  # planned again with the chosen one only
+    assert later.plans[-1][1] == {"epilog": "BIAS"}  # the same plan arguments
+    after = cublaslt.choice_counts()
+    assert after["cublaslt_tuned"] - before["cublaslt_tuned"] == 1
+    assert after["cublaslt_reused"] - before["cublaslt_reused"] == 1
+
+
+def test_another_problem_is_tuned_for_itself(choices):
+    cublaslt.plan_tuned(FakeMatmul([1, 2, 3], fastest=2), None)
+    other = FakeMatmul([1, 2, 4], fastest=4)  # a different heuristic answer: a different problem
+    assert cublaslt.plan_tuned(other, None) == "tuned"
+    assert other.algorithms[0].config == 4
+
+
+def test_an_unreadable_choice_is_tuned_again(choices):
+    cublaslt.plan_tuned(FakeMatmul([5, 6], fastest=6), None)
+    (path,) = (choices / "cublaslt").glob("*.json")
+    path.write_text("{not json")
+    again = FakeMatmul([5, 6], fastest=5)
+    assert cublaslt.plan_tuned(again, None) == "tuned"
+    assert again.algorithms[0].config == 5
+
+
+def test_one_algorithm_offered_is_not_worth_a_file(choices):
+    mm = FakeMatmul([9], fastest=9)
+    assert cublaslt.plan_tuned(mm, None) == "tuned"
+    assert not (choices / "cublaslt").exists()

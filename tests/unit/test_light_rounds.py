@@ -1,0 +1,120 @@
+"""Rounds after the first check lighter: one checked call, no unseen input sets after timing.
+
+The first round of an invocation runs every check; later rounds (``Task.checks == "light"``), in
+processes just as fresh, make one checked call (the first input set) and keep the verified timed
+samples and the after-timing input check. Driven in this process on the CPU; nothing is timed.
+"""
+
+from dataclasses import replace
+from pathlib import Path
+from unittest import mock
+
+import pytest
+
+from solbench import api
+from solbench.analysis.pooling import merge_rounds
+from solbench.execute import session
+from solbench.measure import worker
+from solbench.measure.worker import MeasureSettings, Task, WorkerState, execute
+from solbench.results.model import ImplResult, Timing
+from tests.unit.factories import make_case, make_run
+
+DOUBLE = "tests/data/double.yaml"
+HOSTILE = "tests/data/hostile/hostile.yaml"
+SETTINGS = MeasureSettings(timer="cpu", warmup=1, min_samples=3, max_samples=6, budget_s=0.05)
+
+
+def _task(path: str, workload: str, impl: str, checks: str) -> Task:
+    (planned,) = [p for p in api.plan([path], "cpu") if p.spec.name == workload]
+    return Task(planned.spec, planned.cases[0], impl, str(Path(path).parent.absolute()), "cpu", SETTINGS,
+                checks=checks)
+
+
+def _checked_calls(task: Task) -> tuple[ImplResult, int]:
+    """The result, and how many untimed (checked) calls the worker made."""
+    calls = []
+    original = worker._Checker._call
+
+    def counted(self, launch):
+        calls.append(1)
+        return original(self, launch)
+
+    with mock.patch.object(worker._Checker, "_call", counted):
+        result, fatal = execute(task, WorkerState())
+    assert not fatal
+    return result, len(calls)
+
+
+def test_the_first_round_checks_every_input_set_a_repeat_and_two_unseen_sets():
+    result, calls = _checked_calls(_task(DOUBLE, "double", "baseline", "full"))
+    assert result.status == "ok", result.message
+    assert calls == 3 + 2  # sets 0, 1, 0 again; then the two unseen sets after timing
+    assert "checks" not in result.protocol
+
+
+def test_a_later_round_makes_one_checked_call_and_says_so():
+    result, calls = _checked_calls(_task(DOUBLE, "double", "baseline", "light"))
+    assert result.status == "ok", result.message
+    assert calls == 1
+    assert result.protocol["checks"] == "light"
+    assert result.timing is not None and result.timing.n >= SETTINGS.min_samples
+
+
+@pytest.mark.parametrize("impl,status", [("wrong", "incorrect"), ("unwritten", "incorrect")])
+def test_a_later_round_still_fails_a_wrong_implementation(impl, status):
+    result, _ = _checked_calls(_task(DOUBLE, "double", impl, "light"))
+    assert result.status == status
+
+
+@pytest.mark.parametrize("impl", ["returns_input", "mutates_input", "cached_by_nothing"])
+def test_a_later_round_still_catches_cheats_its_checks_can_see(impl):
+    # returns_input and mutates_input: the checked call; cached_by_nothing: the timed calls
+    # alternate two input sets, and every verified sample of the second set is wrong
+    task = _task(HOSTILE, "cheats", impl, "light")
+    task = replace(task, settings=replace(SETTINGS, min_samples=20, max_samples=20))
+    result, _ = _checked_calls(task)
+    assert result.status == "reward_hack", (result.status, result.message)
+
+
+class _Recorder:
+    def __init__(self):
+        self.checks = []
+        self.round = 0
+
+    def prestart(self, keys):
+        pass
+
+    def run(self, key, task, timeout_s, progress=None):
+        self.checks.append((self.round, task.checks))
+        value = (self.round + 1) * 1e-3
+        return ImplResult(task.impl, "ok", timing=Timing((value,) * 6, value, value, value, "converged"),
+                          protocol={"checks": "light"} if task.checks == "light" else {})
+
+    def retire(self, keys):
+        self.round += 1
+
+    def close(self):
+        pass
+
+
+def _score(unit, case, impls):
+    return replace(make_case(case.id, {}, workload=unit.spec.name), impls=tuple(impls))
+
+
+def test_the_run_loop_checks_fully_in_the_first_round_only():
+    planned = api.plan([DOUBLE], "cpu", impls=("baseline",))
+    units = [session.Unit(p.spec, p.path, p.cases, ("baseline",)) for p in planned]
+    ex = _Recorder()
+    run = session.measure_units(units, make_run({}), ex, device="cpu", settings=MeasureSettings(), timeout_s=1.0,
+                                l2_bytes=None, score=_score, emit=lambda e, d: None, repeat=3)
+    assert ex.checks == [(0, "full")] * 2 + [(1, "light")] * 2 + [(2, "light")] * 2
+    merged = run.cases[0].impls[0]
+    assert merged.protocol["light_rounds"] == 2 and "checks" not in merged.protocol
+
+
+def test_merging_counts_the_light_rounds():
+    t = Timing((1e-3,) * 4, 1e-3, 1e-3, 1e-3, "converged")
+    full = ImplResult("a", "ok", timing=t)
+    light = ImplResult("a", "ok", timing=t, protocol={"checks": "light"})
+    assert merge_rounds([full, light, light]).protocol["light_rounds"] == 2
+    assert "light_rounds" not in merge_rounds([full, full]).protocol

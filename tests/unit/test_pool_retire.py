@@ -1,0 +1,45 @@
+"""Retired workers tear down while the next ones start, and are gone before anything is measured
+(:class:`solbench.measure.pool.Pool`). Real worker processes on the CPU; nothing is timed."""
+
+from pathlib import Path
+
+from solbench import api
+from solbench.measure import pool
+from solbench.measure.worker import MeasureSettings, Task
+
+DOUBLE = "tests/data/double.yaml"
+SETTINGS = MeasureSettings(timer="cpu", warmup=1, min_samples=3, max_samples=5, budget_s=0.05)
+
+
+def _task(impl: str) -> Task:
+    (planned,) = api.plan([DOUBLE], "cpu")
+    return Task(planned.spec, planned.cases[0], impl, str(Path(DOUBLE).parent.absolute()), "cpu", SETTINGS)
+
+
+def test_retired_workers_are_gone_once_the_next_ones_are_ready():
+    p = pool.Pool("cpu", None)
+    try:
+        p.prestart([("double", "baseline")])
+        old = p._workers[("double", "baseline")]
+        p.retire([("double", "baseline")])
+        assert ("double", "baseline") not in p._workers and p._leaving == [old]  # asked to exit, not waited for
+        p.prestart([("double", "baseline")])
+        assert p._leaving == []
+        assert old._proc.exitcode is not None  # exited before the new worker was handed a task
+        assert p._workers[("double", "baseline")] is not old
+    finally:
+        p.close()
+
+
+def test_a_task_after_a_retire_waits_for_the_retired_worker():
+    p = pool.Pool("cpu", None)
+    try:
+        p.prestart([("double", "baseline"), ("double", "wrong")])
+        leaving = p._workers[("double", "wrong")]
+        p.retire([("double", "wrong")])
+        result = p.run(("double", "baseline"), _task("baseline"), timeout_s=120)
+        assert result.status == "ok", result.message
+        assert leaving._proc.exitcode is not None
+    finally:
+        p.close()
+    assert p._workers == {} and p._leaving == []
