@@ -1,41 +1,46 @@
 #!/usr/bin/env bash
 # The fifth session's H200 calls (issue 16). Carry .whl. Results under $OUT (8 files at most).
-#   bash bench/session5_gpu.sh before   o_proj default, then the shipped suite (cut by SIGINT when the call's
-#                                       time runs out; the journal keeps it), each with its harness table
-#   bash bench/session5_gpu.sh after    the same on a changed tree, five o_proj runs, ab on identical trees
-#   bash bench/session5_gpu.sh final    every GPU test
+#   bash bench/session5_gpu.sh before   the shipped suite on the tree as the session found it (cut by SIGINT
+#                                       when the call's time runs out), with its harness table
+#   bash bench/session5_gpu.sh A        every GPU test; o_proj runs 1 and 2; ab on identical trees
+#   bash bench/session5_gpu.sh B        the shipped suite; o_proj runs 3, 4 and 5
+# Gates between the five o_proj runs: python3 bench/repeat_gates.py oproj-{1,2,3,4,5}.json (any machine).
 set -o pipefail
-PART=${1:-before}
-export PYTHONUNBUFFERED=1 LIMIT=${LIMIT:-570} log=$OUT/steps.log
+PART=${1:-A}
+export PYTHONUNBUFFERED=1 LIMIT=${LIMIT:-575} log=$OUT/steps.log
 . bench/steps.sh
 install_wheels || exit 1
 R=/tmp/g && mkdir -p $R
-nvidia-smi --query-gpu=clocks.sm,clocks.mem,power.limit,temperature.gpu --format=csv | tee -a $log
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,power.limit,temperature.gpu --format=csv | tee -a $log
 SUITE="workloads/attn.yaml workloads/bert.yaml workloads/resnet50.yaml workloads/resnet50_forward.yaml workloads/collectives.yaml"
-timed() {  # timed NAME CMD...: the command's wall time in the log
-  local name=$1; shift; local s; s=$(date +%s.%N); "$@"; local rc=$?
-  echo "=== $name wall $(python3 -c "print(round($(date +%s.%N) - $s, 1))") s exit $rc" | tee -a "$log"; return $rc
-}
-harness() { python3 -m solbench show "$1" --harness 2>&1 | tail -n 22 | tee -a $log; }
-if [ "$PART" = before ] || [ "$PART" = after ]; then
-step oproj 60 timed oproj python3 -m solbench run workloads/attn.yaml -w o_proj -o $R/oproj.json -q
-harness $R/oproj.json
-step suite 120 timeout -s INT $(( $(left) - 20 )) python3 -m solbench run $SUITE -o $R/suite.json -q
-echo "=== suite exit $?" | tee -a $log
-harness $R/suite.json
-python3 - $R/suite.json <<'PY' | tee -a $log
+harness() { python3 -m solbench show "$1" --harness 2>&1 | tail -n 18 | tee -a $log; }
+oproj() { step oproj-$1 40 python3 -m solbench run workloads/attn.yaml -w o_proj -o $R/oproj-$1.json -q; harness $R/oproj-$1.json; }
+if [ "$PART" = A ]; then
+  step gpu-tests 320 bash -c "python3 -m pytest tests/gpu -q -p no:cacheprovider -rfEs 2>&1 | tail -n 40 > $R/gpu_tests.log"
+  tail -n 4 $R/gpu_tests.log | tee -a $log
+  oproj 1
+  oproj 2
+  rm -rf /tmp/base && mkdir -p /tmp/base && cp -r solbench workloads /tmp/base/
+  step ab-same 90 python3 -m solbench ab --baseline-tree /tmp/base workloads/attn.yaml -w o_proj -q --json > $R/ab-same.json
+  echo "=== ab-same exit $?" | tee -a $log
+  python3 -c "import json,sys; d=json.load(open('$R/ab-same.json')); print({k: d[k] for k in d if not isinstance(d[k], (list, dict))})" 2>&1 | tail -n 3 | tee -a $log
+fi
+if [ "$PART" = before ] || [ "$PART" = B ]; then
+  reserve=20; [ "$PART" = B ] && reserve=135  # B: time for three o_proj runs after the suite
+  step suite 120 timeout -s INT $(( $(left) - reserve )) python3 -m solbench run $SUITE -o $R/suite.json -q
+  echo "=== suite exit $?" | tee -a $log
+  harness $R/suite.json
+  python3 - $R/suite.json <<'PY' | tee -a $log
 import sys, collections
 from solbench.results import store
 r = store.load(sys.argv[1])
-per = collections.defaultdict(float)
+per, n = collections.defaultdict(float), collections.Counter()
 for c in r.cases:
     for i in c.impls:
-        per[c.workload if hasattr(c, "workload") else c.case_id.split("/")[0]] += i.protocol.get("task_s", 0) or 0
-print("complete", r.complete, "cases", len(r.cases), "task_s by workload", {k: round(v, 1) for k, v in per.items()})
+        per[c.workload] += i.protocol.get("task_s", 0) or 0
+        n[i.status] += 1
+print("complete", r.complete, "cases", len(r.cases), dict(n), "task_s by workload", {k: round(v, 1) for k, v in per.items()})
 PY
+  if [ "$PART" = B ]; then oproj 3; oproj 4; oproj 5; fi
 fi
-if [ "$PART" = final ]; then
-step gpu-tests 330 bash -c "python3 -m pytest tests/gpu -q -p no:cacheprovider -rfEs 2>&1 | tail -n 40 > $R/gpu_tests.log"
-tail -n 3 $R/gpu_tests.log | tee -a $log
-fi
-cp $R/*.json $R/*.log $OUT/ 2>/dev/null; ls -la $OUT
+cp $R/* $OUT/ 2>/dev/null; ls -la $OUT
