@@ -10,7 +10,8 @@ nvmath-python is optional (``pip install 'solbench[nvmath]'``); without it the p
 DeviceError, which solbench reports as ``skipped``.
 
 Autotuning (:func:`plan_tuned`) is paid once per run and problem: the first worker to meet a
-problem times the algorithms and writes down the fastest; later workers of the run take it.
+problem times the algorithms (:func:`fastest`) and writes down the fastest; later workers of the
+run take it.
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import statistics
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +30,8 @@ import torch
 from solbench.errors import DeviceError
 from solbench.kernels.requirements import NO_NVMATH
 
-__all__ = ["CHOICES_ENV", "AddmmPlan", "Fp8AddmmPlan", "MatmulPlan", "available", "choice_counts", "plan_tuned"]
+__all__ = ["CHOICES_ENV", "AddmmPlan", "Fp8AddmmPlan", "MatmulPlan", "available", "choice_counts", "fastest",
+           "plan_tuned"]
 
 CHOICES_ENV = "SOLBENCH_CUBLASLT_CHOICES"  # the run's folder of autotuned choices (set by the worker); unset: none
 _COUNTS = {"cublaslt_tuned": 0, "cublaslt_reused": 0}
@@ -40,36 +44,67 @@ def choice_counts() -> dict[str, int]:
 
 
 def plan_tuned(mm: Any, stream: Any, *, iterations: int = 5, **plan: Any) -> str:
-    """``mm.plan(**plan)`` then ``mm.autotune``, or the algorithm an earlier worker of this run chose
-    for the same problem; returns ``"tuned"`` or ``"reused"``.
+    """``mm.plan(**plan)``, then the fastest of the algorithms it offers: timed here (:func:`fastest`),
+    or the one an earlier worker of this run timed fastest for the same problem; returns ``"tuned"``,
+    ``"reused"``, or ``"single"`` where the heuristic offers one algorithm (nothing to choose). Either
+    way ``mm`` is then planned with that one algorithm.
 
     The problem is what cuBLASLt's heuristic offers for it on this device: every algorithm in its
     answer, configuration bytes and order (they follow from the shapes, types, layouts, epilogue,
     pointer alignment and the library version). The worker that tunes writes the fastest one's bytes
     to the run's choices folder (``SOLBENCH_CUBLASLT_CHOICES``), keyed by that answer; a later worker
-    whose heuristic gives the same answer plans again with that one algorithm and times none.
-    So every worker of a run executes the algorithm the first one measured fastest, and the result
-    records which happened (``cublaslt_tuned`` / ``cublaslt_reused``). Without the folder, or with
-    one algorithm offered, this is plan and autotune as nvmath does them.
+    whose heuristic gives the same answer plans with that algorithm and times none. So every worker
+    of a run executes the algorithm the first one measured fastest, and the result records which
+    happened (``cublaslt_tuned`` / ``cublaslt_reused``).
     """
     offered = mm.plan(stream=stream, **plan)
+    if len(offered) < 2:
+        return "single"
     folder = os.environ.get(CHOICES_ENV)
-    if not folder or len(offered) < 2:
-        mm.autotune(iterations=iterations, stream=stream)
-        _COUNTS["cublaslt_tuned"] += 1
-        return "tuned"
     configs = [bytes(a.as_numpy().tobytes()) for a in offered]
-    name = torch.cuda.get_device_name(torch.cuda.current_device()).encode()
-    path = Path(folder, "cublaslt", hashlib.sha256(name + b"|" + b"|".join(configs)).hexdigest() + ".json")
-    chosen = _read_choice(path)
-    if chosen in configs:
-        mm.plan(stream=stream, algorithms=[offered[configs.index(chosen)]], **plan)
-        _COUNTS["cublaslt_reused"] += 1
-        return "reused"
-    mm.autotune(iterations=iterations, stream=stream)
-    _write_choice(path, bytes(mm.algorithms[0].as_numpy().tobytes()))
+    path = None
+    if folder:
+        name = torch.cuda.get_device_name(torch.cuda.current_device()).encode()
+        path = Path(folder, "cublaslt", hashlib.sha256(name + b"|" + b"|".join(configs)).hexdigest() + ".json")
+        chosen = _read_choice(path)
+        if chosen in configs:
+            mm.plan(stream=stream, algorithms=[offered[configs.index(chosen)]], **plan)
+            _COUNTS["cublaslt_reused"] += 1
+            return "reused"
+    best = fastest(mm, offered, iterations)
+    mm.plan(stream=stream, algorithms=[offered[best]], **plan)
+    if path is not None:
+        _write_choice(path, configs[best])
     _COUNTS["cublaslt_tuned"] += 1
     return "tuned"
+
+
+def fastest(mm: Any, offered: Sequence[Any], iterations: int = 5) -> int:
+    """The index of the fastest of ``offered`` (algorithms of the planned ``mm``): each executed
+    ``iterations`` times, in a fresh random order every pass, with L2 flushed on the device before
+    each call (a write of twice its size, outside the window) and CUDA events around the call; the
+    smallest median wins. nvmath's own ``autotune`` does the same but flushes by copying a host
+    buffer of L2's size to the device before each call, 5 ms a call on an H200: most of a
+    cuBLASLt implementation's set-up."""
+    import random
+
+    device = torch.cuda.current_device()
+    stream = torch.cuda.current_stream(device)
+    scratch = torch.empty(2 * torch.cuda.get_device_properties(device).L2_cache_size // 4, device=device)
+    windows: list[list[tuple[Any, Any]]] = [[] for _ in offered]
+    order = list(range(len(offered)))
+    for _ in range(iterations):
+        random.shuffle(order)
+        for i in order:
+            scratch.zero_()
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record(stream)
+            mm.execute(algorithm=offered[i], stream=stream)
+            end.record(stream)
+            windows[i].append((start, end))
+    torch.cuda.synchronize(device)
+    medians = [statistics.median(s.elapsed_time(e) for s, e in w) for w in windows]
+    return min(range(len(offered)), key=medians.__getitem__)
 
 
 def _read_choice(path: Path) -> bytes | None:
