@@ -30,11 +30,13 @@ import torch
 from solbench.errors import DeviceError
 from solbench.kernels.requirements import NO_NVMATH
 
-__all__ = ["CHOICES_ENV", "AddmmPlan", "Fp8AddmmPlan", "MatmulPlan", "available", "choice_counts", "fastest",
-           "plan_tuned"]
+__all__ = ["CHOICES_ENV", "AddmmPlan", "Fp8AddmmPlan", "MatmulPlan", "available", "choice_counts", "chosen_since",
+           "fastest", "plan_tuned"]
 
 CHOICES_ENV = "SOLBENCH_CUBLASLT_CHOICES"  # the run's folder of autotuned choices (set by the worker); unset: none
 _COUNTS = {"cublaslt_tuned": 0, "cublaslt_reused": 0}
+_CHOSEN: list[str] = []  # the algorithm each plan_tuned call chose, in order (see chosen_since)
+SPIN_CYCLES = 200_000  # the spin before each tuning call: ~100 us at 2 GHz, longer than nvmath's host launch
 
 
 def choice_counts() -> dict[str, int]:
@@ -43,7 +45,7 @@ def choice_counts() -> dict[str, int]:
     return dict(_COUNTS)
 
 
-def plan_tuned(mm: Any, stream: Any, *, iterations: int = 5, **plan: Any) -> str:
+def plan_tuned(mm: Any, stream: Any, *, iterations: int = 20, **plan: Any) -> str:
     """``mm.plan(**plan)``, then the fastest of the algorithms it offers: timed here (:func:`fastest`),
     or the one an earlier worker of this run timed fastest for the same problem; returns ``"tuned"``,
     ``"reused"``, or ``"single"`` where the heuristic offers one algorithm (nothing to choose). Either
@@ -68,24 +70,41 @@ def plan_tuned(mm: Any, stream: Any, *, iterations: int = 5, **plan: Any) -> str
         path = Path(folder, "cublaslt", hashlib.sha256(name + b"|" + b"|".join(configs)).hexdigest() + ".json")
         chosen = _read_choice(path)
         if chosen in configs:
-            mm.plan(stream=stream, algorithms=[offered[configs.index(chosen)]], **plan)
+            best = configs.index(chosen)
+            mm.plan(stream=stream, algorithms=[offered[best]], **plan)
             _COUNTS["cublaslt_reused"] += 1
+            _CHOSEN.append(_label(offered[best], configs[best]))
             return "reused"
     best = fastest(mm, offered, iterations)
     mm.plan(stream=stream, algorithms=[offered[best]], **plan)
     if path is not None:
         _write_choice(path, configs[best])
     _COUNTS["cublaslt_tuned"] += 1
+    _CHOSEN.append(_label(offered[best], configs[best]))
     return "tuned"
 
 
-def fastest(mm: Any, offered: Sequence[Any], iterations: int = 5) -> int:
+def chosen_since(start: int) -> tuple[int, str]:
+    """(how many plans this process has chosen an algorithm for, the distinct algorithms chosen since
+    plan number ``start``, comma-separated as ``id:config hash``): what a result records, so that two
+    runs that chose differently can be told apart."""
+    return len(_CHOSEN), ",".join(sorted(set(_CHOSEN[start:])))
+
+
+def _label(algorithm: Any, config: bytes) -> str:
+    return f"{getattr(algorithm, 'algorithm_id', '?')}:{hashlib.sha256(config).hexdigest()[:8]}"
+
+
+def fastest(mm: Any, offered: Sequence[Any], iterations: int = 20) -> int:
     """The index of the fastest of ``offered`` (algorithms of the planned ``mm``): each executed
-    ``iterations`` times, in a fresh random order every pass, with L2 flushed on the device before
-    each call (a write of twice its size, outside the window) and CUDA events around the call; the
-    smallest median wins. nvmath's own ``autotune`` does the same but flushes by copying a host
-    buffer of L2's size to the device before each call, 5 ms a call on an H200: most of a
-    cuBLASLt implementation's set-up."""
+    ``iterations`` times, in a fresh random order every pass; before each call L2 is flushed on the
+    device (a write of twice its size) and the GPU spins while the host enqueues the call, so the
+    CUDA events around it time the kernel, not nvmath's host work; the smallest median wins.
+
+    nvmath's own ``autotune`` flushes by copying an L2-sized host buffer to the device before each
+    call (5 ms a call on an H200: most of a cuBLASLt implementation's set-up) and times without a
+    spin, so at decode sizes its windows hold host launch time of the same order as the kernels
+    it ranks. Here a pass over 8 algorithms costs about 1.5 ms of GPU time."""
     import random
 
     device = torch.cuda.current_device()
@@ -97,6 +116,7 @@ def fastest(mm: Any, offered: Sequence[Any], iterations: int = 5) -> int:
         random.shuffle(order)
         for i in order:
             scratch.zero_()
+            torch.cuda._sleep(SPIN_CYCLES)
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record(stream)
             mm.execute(algorithm=offered[i], stream=stream)

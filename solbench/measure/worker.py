@@ -230,6 +230,7 @@ def _execute(task: Task, state: WorkerState, emit: Emit, criterion: Any = None) 
     if impl.part == "floor":
         return as_status(task, lambda: _time_floor(task, state, emit, criterion, base_dir))
     compiled = _compile_counts()
+    plans, _ = _chosen()
     phases = Phases()
     with phases("setup_s"):  # inputs and references drawn, the implementation's set-up (compilation)
         ready = set_up(task, base_dir, lambda: prepare_case(task.spec, task.case, task.device, base_dir,
@@ -240,10 +241,21 @@ def _execute(task: Task, state: WorkerState, emit: Emit, criterion: Any = None) 
     checker = _Checker(task, inputs, kwargs)
     result = as_status(task, lambda: _checked_and_timed(task, state, emit, criterion, checker, launches, base_dir,
                                                          phases))
-    counts = _compile_counts(compiled)
+    counts: dict[str, Any] = dict(_compile_counts(compiled))
     if s.compile_threads and any(k.startswith("compile_cache") for k in counts):
         counts["compile_threads"] = s.compile_threads
+    _, algorithms = _chosen(plans)
+    if algorithms:
+        counts["cublaslt_algorithms"] = algorithms
     return replace(result, protocol={**result.protocol, **phases.seconds, **counts})
+
+
+def _chosen(start: int = 0) -> tuple[int, str]:
+    """(cuBLASLt plans this process has chosen an algorithm for, the algorithms chosen since plan
+    ``start`` as ``id:config hash``, comma-separated): a result records the latter, so that runs
+    that chose differently can be told apart (:func:`solbench.impls.cublaslt.plan_tuned`)."""
+    lt = sys.modules.get("solbench.impls.cublaslt")
+    return lt.chosen_since(start) if lt is not None else (0, "")
 
 
 def _compile_counts(before: Mapping[str, int] | None = None) -> dict[str, int]:

@@ -94,3 +94,16 @@ def test_one_algorithm_offered_is_not_worth_a_file(choices):
     assert cublaslt.plan_tuned(mm, None) == "single"
     assert mm.tuned == 0 and len(mm.plans) == 1
     assert not (choices / "cublaslt").exists()
+
+
+def test_each_plan_records_the_algorithm_it_runs(choices):
+    start, _ = cublaslt.chosen_since(0)
+    cublaslt.plan_tuned(FakeMatmul([1, 2, 3], fastest=2), None)
+    cublaslt.plan_tuned(FakeMatmul([1, 2, 3], fastest=3), None)  # reuses 2
+    cublaslt.plan_tuned(FakeMatmul([4, 5], fastest=5), None)
+    count, since = cublaslt.chosen_since(start)
+    assert count == start + 3
+    labels = since.split(",")
+    assert len(labels) == 2  # two problems, one algorithm each: the reused plan runs the tuned one
+    assert all(label.startswith("?:") and len(label) == 10 for label in labels)  # id (unknown here):hash
+    assert cublaslt.chosen_since(count) == (count, "")
