@@ -404,6 +404,9 @@ def _main(conn: Connection, log_path: str, device: str, device_index: int | None
         for dtype in (torch.float32, torch.bfloat16):  # context and cuBLAS handle now, not in a task
             a = torch.ones(64, 64, device="cuda", dtype=dtype)
             (a @ a).sum().item()
+        from solbench.measure import guards
+
+        guards.warm_tracer(device)  # CUPTI loaded now, not in the first checked call
     from solbench.measure.worker import WorkerState, enter_tree, execute
 
     if tree is not None:

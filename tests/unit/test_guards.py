@@ -204,3 +204,21 @@ def test_tamper_guard_sees_a_watched_instance_rebound_or_shadowed():
     del timer.sample
     timer._clock = lambda: 0
     assert "instance timer cpu._clock" in g.tampered()
+
+
+def test_warm_tracer_collects_once_and_never_fails_the_worker(monkeypatch):
+    from solbench.measure import guards
+
+    seen = []
+    tracer = object()
+
+    def refused(call, trace):
+        seen.append(trace)
+        raise RuntimeError("CUPTI refused")
+
+    monkeypatch.setattr(guards, "stream_tracer", lambda device: tracer if device == "cuda" else None)
+    monkeypatch.setattr(guards, "traced_call", refused)
+    guards.warm_tracer("cpu")
+    assert seen == []  # no tracer on the CPU: nothing to load
+    guards.warm_tracer("cuda")  # raises nothing although CUPTI does
+    assert seen == [tracer]
