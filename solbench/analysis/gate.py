@@ -92,7 +92,7 @@ from solbench.analysis.thresholds import (
     validate,
 )
 from solbench.errors import ConfigError, GateRefused
-from solbench.results.model import FAILED_STATUSES, Environment, RunResult
+from solbench.results.model import FAILED_STATUSES, Environment, ImplResult, RunResult
 
 CaseVerdict = Literal["PASS", "FASTER", "REGRESSION", "BROKEN", "INCONCLUSIVE", "MISSING"]
 Overall = Literal["PASS", "REGRESSION", "BROKEN", "INCONCLUSIVE"]
@@ -287,13 +287,26 @@ def _decide(pair: Pair, est: Estimate, tests: _Tests | None, tau: float, source:
     if tests is not None:
         alternative = "faster" if faster else "slower"
     more = _more_rounds(est, tau, confidence) if verdict == "INCONCLUSIVE" else None
+    reason = _reason(verdict, est, tau, p_adj, alpha, more)
+    if verdict != "PASS":
+        reason += _other_algorithms(pair.a, pair.b)
     return GateCaseVerdict(
         key=pair.key, case_id=pair.case_id, impl=pair.a.name, workload=pair.workload,
-        verdict=verdict, reason=_reason(verdict, est, tau, p_adj, alpha, more), threshold=tau,
+        verdict=verdict, reason=reason, threshold=tau,
         threshold_source=source, median_base=est.median_a, median_cur=est.median_b, ratio=est.ratio,
         ci_low=est.ci_low, ci_high=est.ci_high, alternative=alternative, p_value=p, p_adjusted=p_adj,
         n_base=est.n_a, n_cur=est.n_b, rounds_base=est.rounds_a, rounds_cur=est.rounds_b, more_rounds=more,
     )
+
+
+def _other_algorithms(base: ImplResult, cur: ImplResult) -> str:
+    """A note for a verdict whose two sides ran different autotuned cuBLASLt algorithms (each result
+    records them: ``cublaslt_algorithms``), or "": the difference may be that choice, not the code."""
+    a, b = base.protocol.get("cublaslt_algorithms"), cur.protocol.get("cublaslt_algorithms")
+    if not a or not b or a == b:
+        return ""
+    return (f"; the runs' autotuning chose different cuBLASLt algorithms ({a} in the baseline, {b} in the "
+            "current): the difference may be that choice, not the code")
 
 
 def _first_line(text: str, limit: int = 200) -> str:

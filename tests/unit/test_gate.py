@@ -441,3 +441,23 @@ def test_an_implementation_failing_now_is_broken_even_when_it_failed_in_the_base
         assert result.exit_code == 1
     fixed = gate(bad, ok)  # failing before, ok now: not compared, and no failure
     assert next(v for v in fixed.verdicts if v.key == "c/f").verdict == "MISSING" and fixed.exit_code == 0
+
+
+def _with_algorithms(run: RunResult, label: str) -> RunResult:
+    from dataclasses import replace
+
+    return replace(run, cases=tuple(replace(c, impls=tuple(
+        replace(i, protocol={**i.protocol, "cublaslt_algorithms": label}) for i in c.impls)) for c in run.cases))
+
+
+def test_a_verdict_says_when_the_runs_autotuned_different_algorithms():
+    rng = np.random.default_rng(21)
+    base = _with_algorithms(make_run({"slow": {"x": noisy(rng, N)}, "same": {"x": noisy(rng, N)}}), "66:aaaa1111")
+    cur = _with_algorithms(make_run({"slow": {"x": noisy(rng, N, 1.2e-3)}, "same": {"x": noisy(rng, N)}}),
+                           "31:bbbb2222")
+    by_key = {v.key: v for v in gate(base, cur).verdicts}
+    assert by_key["slow/x"].verdict == "REGRESSION"
+    assert "66:aaaa1111 in the baseline, 31:bbbb2222 in the current" in by_key["slow/x"].reason
+    assert by_key["same/x"].verdict == "PASS" and "cuBLASLt" not in by_key["same/x"].reason
+    same = gate(base, _with_algorithms(cur, "66:aaaa1111"))
+    assert all("cuBLASLt" not in v.reason for v in same.verdicts)  # the same algorithm: nothing to say
