@@ -229,7 +229,7 @@ def _execute(task: Task, state: WorkerState, emit: Emit, criterion: Any = None) 
         _compile_threads(s.compile_threads)
     if impl.part == "floor":
         return as_status(task, lambda: _time_floor(task, state, emit, criterion, base_dir))
-    compiled = _compile_counts()
+    compiled = _setup_counts()
     plans, _ = _chosen()
     phases = Phases()
     with phases("setup_s"):  # inputs and references drawn, the implementation's set-up (compilation)
@@ -241,7 +241,7 @@ def _execute(task: Task, state: WorkerState, emit: Emit, criterion: Any = None) 
     checker = _Checker(task, inputs, kwargs)
     result = as_status(task, lambda: _checked_and_timed(task, state, emit, criterion, checker, launches, base_dir,
                                                          phases))
-    counts: dict[str, Any] = dict(_compile_counts(compiled))
+    counts: dict[str, Any] = dict(_setup_counts(compiled))
     if s.compile_threads and any(k.startswith("compile_cache") for k in counts):
         counts["compile_threads"] = s.compile_threads
     _, algorithms = _chosen(plans)
@@ -258,7 +258,7 @@ def _chosen(start: int = 0) -> tuple[int, str]:
     return lt.chosen_since(start) if lt is not None else (0, "")
 
 
-def _compile_counts(before: Mapping[str, int] | None = None) -> dict[str, int]:
+def _setup_counts(before: Mapping[str, int] | None = None) -> dict[str, int]:
     """Set-up work this process did or took from the run's caches, less ``before``; only what happened:
     Inductor's FX-graph cache lookups (``compile_cache_hits`` / ``_misses``: whether a compiled
     implementation's worker loaded the run's cache, :mod:`solbench.execute.warm`, or compiled for
