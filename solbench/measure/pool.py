@@ -260,6 +260,25 @@ def start(proc: Any) -> None:
                 sys.modules["__main__"] = main
 
 
+_PRELOAD = ["solbench.measure.forkserver_preload", "torch", "solbench.measure.worker"]
+# What torch.compile imports on first use (about 2 s a process on a 2-core CPU): preloaded for runs
+# that compile (preload_compiler), so no compiled worker of the run imports it for itself.
+COMPILER_MODULES = ("torch._dynamo", "torch._inductor.compile_fx")
+
+
+def preload_compiler() -> bool:
+    """Have the fork server import torch.compile's machinery before it forks the first worker (a run
+    with compiled implementations calls this first). None of it touches CUDA at import (the fork
+    server must never). Returns False where it is too late: this process's fork server is already
+    running (a second run in one process), whose workers then import it themselves."""
+    from multiprocessing import forkserver
+
+    if getattr(forkserver._forkserver, "_forkserver_pid", None) is not None:  # type: ignore[attr-defined]
+        return all(m in _PRELOAD for m in COMPILER_MODULES)
+    _PRELOAD.extend(m for m in COMPILER_MODULES if m not in _PRELOAD)
+    return True
+
+
 def _context() -> Any:
     """``forkserver`` with torch preloaded where available (a worker starts in tens of ms, not
     seconds), else ``spawn``. The fork server never touches CUDA, so its forks start clean."""
@@ -267,7 +286,7 @@ def _context() -> Any:
     if "forkserver" not in methods:
         return multiprocessing.get_context("spawn")
     ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(["solbench.measure.forkserver_preload", "torch", "solbench.measure.worker"])
+    ctx.set_forkserver_preload(list(_PRELOAD))
     if not _AT_EXIT:
         import atexit
 

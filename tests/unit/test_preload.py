@@ -1,0 +1,58 @@
+"""Runs that compile have the fork server import torch.compile's machinery once, before the first
+worker is forked (:func:`solbench.measure.pool.preload_compiler`). Each check runs in a fresh
+interpreter, whose fork server starts with the preload list it is given."""
+
+import subprocess
+import sys
+from types import SimpleNamespace
+
+from solbench import api
+from solbench.execute import warm
+from solbench.measure import pool
+from solbench.measure.worker import MeasureSettings
+
+SCRIPT = """
+import sys
+from pathlib import Path
+from solbench import api
+from solbench.measure import pool
+from solbench.measure.worker import MeasureSettings, Task
+if sys.argv[1] == "preload":
+    assert pool.preload_compiler()
+(planned,) = api.plan(["tests/data/preload/preload.yaml"], "cpu")
+settings = MeasureSettings(timer="cpu", warmup=1, min_samples=3, max_samples=5, budget_s=0.05)
+task = Task(planned.spec, planned.cases[0], "baseline", str(Path("tests/data/preload").absolute()), "cpu", settings)
+p = pool.Pool("cpu", None)
+result = p.run(("preload", "baseline"), task, 120)
+p.close()
+print(result.status, result.message)
+"""
+
+
+def _status(mode: str) -> str:
+    done = subprocess.run([sys.executable, "-c", SCRIPT, mode], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout.strip().splitlines()[-1]
+
+
+def test_a_compiling_runs_workers_start_with_torch_compile_imported():
+    assert _status("preload").startswith("ok")
+
+
+def test_other_runs_workers_do_not():
+    line = _status("plain")
+    assert line.startswith("error") and "not imported before the task" in line
+
+
+def test_compiling_ahead_asks_for_the_preload_only_where_something_compiles(monkeypatch, tmp_path):
+    asked = []
+    monkeypatch.setattr(pool, "preload_compiler", lambda: asked.append(True) or True)
+    monkeypatch.setattr(warm, "compile_ahead", lambda *a, **k: warm.Ahead())
+    info = SimpleNamespace(kind="cpu", index=None)
+    options = SimpleNamespace(compile_jobs=0, timeout_s=10.0)
+    for path, compiles in (("tests/data/double.yaml", False), ("tests/data/compiled.yaml", True)):
+        planned = api.plan([path], "cpu")
+        units = [warm.Unit(p.spec, p.path, tuple(p.cases), tuple(p.spec.implementations)) for p in planned]
+        asked.clear()
+        warm.ahead_of_run(units, MeasureSettings(), str(tmp_path), info, options)
+        assert bool(asked) == compiles, path
