@@ -4,6 +4,7 @@
 #                                       when the call's time runs out), with its harness table
 #   bash bench/session5_gpu.sh A        every GPU test; o_proj runs 1 and 2; ab on identical trees
 #   bash bench/session5_gpu.sh B        the shipped suite; o_proj runs 3, 4 and 5
+#   bash bench/session5_gpu.sh kb       KernelBench level 1, baseline and compiled, one round (carry .kb too)
 # Gates between the five o_proj runs: python3 bench/repeat_gates.py oproj-{1,2,3,4,5}.json (any machine).
 set -o pipefail
 PART=${1:-A}
@@ -21,7 +22,7 @@ if [ "$PART" = A ]; then
   oproj 1
   oproj 2
   rm -rf /tmp/base && mkdir -p /tmp/base && cp -r solbench workloads /tmp/base/
-  step ab-same 90 python3 -m solbench ab --baseline-tree /tmp/base workloads/attn.yaml -w o_proj -q --json > $R/ab-same.json
+  step ab-same 150 python3 -m solbench ab --baseline-tree /tmp/base workloads/attn.yaml -w o_proj -q --json > $R/ab-same.json
   echo "=== ab-same exit $?" | tee -a $log
   python3 -c "import json,sys; d=json.load(open('$R/ab-same.json')); print({k: d[k] for k in d if not isinstance(d[k], (list, dict))})" 2>&1 | tail -n 3 | tee -a $log
 fi
@@ -43,4 +44,10 @@ print("complete", r.complete, "cases", len(r.cases), dict(n), "task_s by workloa
 PY
   if [ "$PART" = B ]; then oproj 3; oproj 4; oproj 5; fi
 fi
-cp $R/* $OUT/ 2>/dev/null; ls -la $OUT
+if [ "$PART" = kb ]; then
+  step kb1 120 timeout -s INT $(( $(left) - 20 )) python3 -m solbench run .kb/KernelBench/level1 --device cuda \
+    --repeat 1 -o $R/kb1.json -q
+  echo "=== kb1 exit $?" | tee -a $log
+  harness $R/kb1.json
+fi
+cp $R/* $OUT/ 2>/dev/null; ls -la $OUT  # a run cut short keeps its cases in RUN.json.journal: copied too
