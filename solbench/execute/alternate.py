@@ -5,8 +5,8 @@ resolves implementations in that checkout, the harness is the invoking solbench'
 sides take turns implementation by implementation, and which side goes first alternates case by
 case and round by round, so drift, heat and the power cap hit both alike::
 
-    for each round r (fresh workers on both sides each round; every check in the first, lighter
-                      checks in the later ones: solbench.measure.worker):
+    for each round r (fresh workers on both sides each round; every check until a point has passed
+                      them all once, lighter checks after that: solbench.measure.worker):
         for each workload (present on either side):
             start both sides' workers (side by side, before anything is measured)
             for case k:
@@ -34,7 +34,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from solbench.errors import RunInterrupted
-from solbench.execute.session import Executor, Progress, Unit, _keys, _merged, _one, _skipped
+from solbench.execute.session import Checked, Executor, Progress, Unit, _keys, _merged, _one, _skipped
 from solbench.measure.worker import MeasureSettings, Task
 from solbench.results.model import CaseResult, ImplResult, RunResult
 from solbench.workload.cases import Case
@@ -51,6 +51,7 @@ class Side:
     score: Callable[[Unit, Case, Sequence[ImplResult]], CaseResult]
     rounds: dict[tuple[str, str], list[list[ImplResult]]] = field(default_factory=dict)
     scored: dict[tuple[str, str], CaseResult] = field(default_factory=dict)
+    checked: Checked = field(default_factory=Checked)  # points past every check: lighter checks after
 
     def unit(self, workload: str) -> Unit | None:
         return next((u for u in self.units if u.spec.name == workload), None)
@@ -141,9 +142,11 @@ def _workload(sides: Sequence[Side], name: str, r: int, *, device: str, settings
                 unit, case = units[i], cases[i]
                 if unit is None or case is None or impl not in unit.impls:
                     continue
-                task = Task(unit.spec, case, "", str(unit.path.parent.absolute()), device, settings, l2_bytes, nvml_id,
-                            checks="light" if r else "full")
-                results[i].append(_one(sides[i].executor, unit, task, impl, skips[i], timeout_s, _tagged(emit, i)))
+                task = Task(unit.spec, case, "", str(unit.path.parent.absolute()), device, settings, l2_bytes, nvml_id)
+                key = (name, case_id, impl)
+                task = sides[i].checked.task(task, key)
+                results[i].append(sides[i].checked.saw(key, _one(sides[i].executor, unit, task, impl, skips[i],
+                                                                 timeout_s, _tagged(emit, i))))
         for i, side in enumerate(sides):
             unit, case = units[i], cases[i]
             if unit is None or case is None or not results[i]:

@@ -1,7 +1,7 @@
 """The run loop: every case, every implementation, each through its worker; results as they come.
 
-    for each round (``repeat`` of them; one by default; every check in the first, lighter checks in
-                    the later ones: solbench.measure.worker):
+    for each round (``repeat`` of them; one by default; every check until a point has passed them
+                    all once, lighter checks after that: solbench.measure.worker):
         for each workload (its workers start side by side first; none start while measuring):
             for each case:
                 for each implementation: worker.run(task) -> ImplResult (faults are statuses)
@@ -79,7 +79,9 @@ def measure_units(units: Sequence[Unit], run: RunResult, executor: Executor, *, 
     clock = Harness(run.harness)
     skips = [_skipped(unit, device) for unit in units]
 
-    def one_round(wanted: Callable[[int, str, str], bool], checks: str) -> None:
+    checked = Checked()
+
+    def one_round(wanted: Callable[[int, str, str], bool]) -> None:
         nonlocal run
         for n, unit in enumerate(units):
             names = [name for name in unit.impls if any(wanted(n, c.id, name) for c in unit.cases)]
@@ -94,9 +96,11 @@ def measure_units(units: Sequence[Unit], run: RunResult, executor: Executor, *, 
                 if not impls:
                     continue
                 task = Task(unit.spec, case, "", str(unit.path.parent.absolute()), device, settings, l2_bytes,
-                            nvml_id, checks=checks)
+                            nvml_id)
                 with clock("tasks_s"):
-                    results = [_one(executor, unit, task, name, skips[n], timeout_s, emit, variant)
+                    results = [checked.saw((n, case.id, name),
+                                           _one(executor, unit, checked.task(task, (n, case.id, name)), name,
+                                                skips[n], timeout_s, emit, variant))
                                for name in impls]
                 clock.add_tasks(results)
                 per_round = rounds.setdefault((n, case.id), [])
@@ -114,13 +118,13 @@ def measure_units(units: Sequence[Unit], run: RunResult, executor: Executor, *, 
         for r in range(repeat):
             if repeat > 1:
                 emit("round", {"round": r + 1, "of": repeat})
-            one_round(lambda n, case_id, name: not keys or f"{case_id}/{name}" in keys, "light" if r else "full")
+            one_round(lambda n, case_id, name: not keys or f"{case_id}/{name}" in keys)
         for r in range(repeat, max_rounds):
             pending = _undecided(rounds, target_rel_ci, max_rounds)
             if not pending:
                 break
             emit("more", {"cases": len({(n, c) for n, c, _ in pending}), "round": r + 1, "of": max_rounds})
-            one_round(functools.partial(_in_pending, pending), "light")
+            one_round(functools.partial(_in_pending, pending))
     except KeyboardInterrupt:
         run = replace(run, complete=False, notes=(*run.notes, "interrupted (Ctrl-C): the cases listed are "
                                                   "all that were measured"), harness=clock.totals())
@@ -128,6 +132,25 @@ def measure_units(units: Sequence[Unit], run: RunResult, executor: Executor, *, 
     finally:
         executor.close()
     return replace(run, harness=clock.totals())
+
+
+class Checked:
+    """Which points (any hashable key per case and implementation) have passed every check in this
+    invocation: their later rounds check lighter (``Task.checks``, :mod:`solbench.measure.worker`).
+    A point whose first round did not pass them (skipped, failed) is checked in full again."""
+
+    def __init__(self) -> None:
+        self._keys: set[Any] = set()
+
+    def task(self, task: Task, key: Any) -> Task:
+        """``task`` with the checks this point needs now."""
+        return replace(task, checks="light" if key in self._keys else "full")
+
+    def saw(self, key: Any, result: ImplResult) -> ImplResult:
+        """Note a result (returned as it is): ok under every check marks the point."""
+        if result.status == "ok" and result.protocol.get("checks") != "light":
+            self._keys.add(key)
+        return result
 
 
 class Harness(Phases):

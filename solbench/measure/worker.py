@@ -14,9 +14,10 @@ the run's seed, so no tensor crosses a process boundary::
     after timing: inputs unchanged; a fresh input set the implementation has never seen
         (set-up and call) is verified; nothing the harness relies on was replaced
 
-A later round of the same invocation (``Task.checks == "light"``) checks lighter: one checked call
-(the first input set) instead of every set and a repeat, no unseen input sets after timing. The
-first round ran every check on the same code and inputs, in a process just as fresh; what a later
+A later round of a point that has passed every check once in the same invocation
+(``Task.checks == "light"``, set by :class:`solbench.execute.session.Checked`) checks lighter: one
+checked call (the first input set) instead of every set and a repeat, no unseen input sets after
+timing. An earlier round ran every check on the same code and inputs, in a process just as fresh; what a later
 round's process could do differently (work skipped on some calls, outputs still being written,
 inputs changed) the checked call, the verified samples and the after-timing input check still see.
 

@@ -65,7 +65,9 @@ class Recorder:
 
     def run(self, key, task, timeout_s, progress=None):
         self.log.append((self.label, task.case.id, task.impl))
-        return ImplResult(task.impl, "ok", timing=Timing((1e-3,) * 5, 1e-3, 1e-3, 1e-3, "converged"))
+        self.checks = [*getattr(self, "checks", []), task.checks]
+        return ImplResult(task.impl, "ok", timing=Timing((1e-3,) * 5, 1e-3, 1e-3, 1e-3, "converged"),
+                          protocol={"checks": "light"} if task.checks == "light" else {})
 
     def retire(self, keys):
         self.log.append(("retire", self.label))
@@ -288,3 +290,16 @@ def test_ctrl_c_hands_back_both_runs_marked_incomplete(tmp_path, monkeypatch):
     runs = stop.value.result
     assert [r.complete for r in runs] == [False, False]
     assert all(len(r.cases) == 1 for r in runs)  # the first case, measured on both sides, is kept
+
+
+def test_each_side_checks_every_point_in_full_once_then_lighter(tmp_path, monkeypatch):
+    base, head = _tree(tmp_path / "base"), _tree(tmp_path / "head")
+    log = []
+    monkeypatch.syspath_prepend(str(base))
+    sides = [_side("baseline", base, log), _side("current", head, log)]
+    measure_ab(sides, device="cpu", settings=MeasureSettings(), timeout_s=1.0, l2_bytes=None,
+               emit=lambda e, d: None, rounds=3)
+    for side in sides:
+        checks = side.executor.checks
+        points = len(checks) // 3  # 2 cases x 3 implementations a round
+        assert checks == ["full"] * points + ["light"] * 2 * points

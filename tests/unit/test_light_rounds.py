@@ -77,15 +77,20 @@ def test_a_later_round_still_catches_cheats_its_checks_can_see(impl):
 
 
 class _Recorder:
-    def __init__(self):
+    """Round r of every task returns samples of (r + 1) ms; ``skip_first``: round 0 says skipped."""
+
+    def __init__(self, skip_first=False):
         self.checks = []
         self.round = 0
+        self.skip_first = skip_first
 
     def prestart(self, keys):
         pass
 
     def run(self, key, task, timeout_s, progress=None):
         self.checks.append((self.round, task.checks))
+        if self.skip_first and self.round == 0:
+            return ImplResult(task.impl, "skipped", "not this time")
         value = (self.round + 1) * 1e-3
         return ImplResult(task.impl, "ok", timing=Timing((value,) * 6, value, value, value, "converged"),
                           protocol={"checks": "light"} if task.checks == "light" else {})
@@ -110,6 +115,16 @@ def test_the_run_loop_checks_fully_in_the_first_round_only():
     assert ex.checks == [(0, "full")] * 2 + [(1, "light")] * 2 + [(2, "light")] * 2
     merged = run.cases[0].impls[0]
     assert merged.protocol["light_rounds"] == 2 and "checks" not in merged.protocol
+
+
+def test_a_point_that_did_not_pass_every_check_is_checked_in_full_again():
+    # an implementation that skips (or fails) its first round must not get by on light checks later
+    planned = api.plan([DOUBLE], "cpu", impls=("baseline",))
+    units = [session.Unit(p.spec, p.path, p.cases, ("baseline",)) for p in planned]
+    ex = _Recorder(skip_first=True)
+    session.measure_units(units, make_run({}), ex, device="cpu", settings=MeasureSettings(), timeout_s=1.0,
+                          l2_bytes=None, score=_score, emit=lambda e, d: None, repeat=3)
+    assert ex.checks == [(0, "full")] * 2 + [(1, "full")] * 2 + [(2, "light")] * 2
 
 
 def test_merging_counts_the_light_rounds():
