@@ -17,7 +17,7 @@ SUITE="workloads/attn.yaml workloads/bert.yaml workloads/resnet50.yaml workloads
 harness() { python3 -m solbench show "$1" --harness 2>&1 | tail -n 18 | tee -a $log; }
 oproj() { step oproj-$1 40 python3 -m solbench run workloads/attn.yaml -w o_proj -o $R/oproj-$1.json -q; harness $R/oproj-$1.json; }
 if [ "$PART" = A ]; then
-  step gpu-tests 320 bash -c "python3 -m pytest tests/gpu -q -p no:cacheprovider -rfEs 2>&1 | tail -n 40 > $R/gpu_tests.log"
+  step gpu-tests 320 bash -c "python3 -m pytest tests/gpu -q -p no:cacheprovider -rfEs --durations=15 2>&1 | tail -n 60 > $R/gpu_tests.log"
   tail -n 4 $R/gpu_tests.log | tee -a $log
   oproj 1
   oproj 2
