@@ -289,7 +289,7 @@ def _decide(pair: Pair, est: Estimate, tests: _Tests | None, tau: float, source:
     more = _more_rounds(est, tau, confidence) if verdict == "INCONCLUSIVE" else None
     reason = _reason(verdict, est, tau, p_adj, alpha, more)
     if verdict != "PASS":
-        reason += _other_algorithms(pair.a, pair.b)
+        reason += _other_choices(pair.a, pair.b)
     return GateCaseVerdict(
         key=pair.key, case_id=pair.case_id, impl=pair.a.name, workload=pair.workload,
         verdict=verdict, reason=reason, threshold=tau,
@@ -299,14 +299,23 @@ def _decide(pair: Pair, est: Estimate, tests: _Tests | None, tau: float, source:
     )
 
 
-def _other_algorithms(base: ImplResult, cur: ImplResult) -> str:
-    """A note for a verdict whose two sides ran different autotuned cuBLASLt algorithms (each result
-    records them: ``cublaslt_algorithms``), or "": the difference may be that choice, not the code."""
+def _other_choices(base: ImplResult, cur: ImplResult) -> str:
+    """A note for a verdict whose two sides ran different code below the implementation: other
+    autotuned cuBLASLt algorithms (``cublaslt_algorithms``) or other kernels in the checked calls
+    (``kernels``, as CUPTI named them), or "". The difference may be that choice, not the code."""
+    found = []
     a, b = base.protocol.get("cublaslt_algorithms"), cur.protocol.get("cublaslt_algorithms")
-    if not a or not b or a == b:
+    if a and b and a != b:
+        found.append(f"autotuning chose different cuBLASLt algorithms ({a} in the baseline, {b} in the current)")
+    a, b = base.protocol.get("kernels"), cur.protocol.get("kernels")
+    if isinstance(a, str) and isinstance(b, str) and a and b and a != b:
+        only_a = [k for k in a.split(" | ") if k not in b.split(" | ")]
+        only_b = [k for k in b.split(" | ") if k not in a.split(" | ")]
+        found.append(f"ran different kernels (baseline only: {', '.join(only_a) or 'none'}; current only: "
+                     f"{', '.join(only_b) or 'none'})")
+    if not found:
         return ""
-    return (f"; the runs' autotuning chose different cuBLASLt algorithms ({a} in the baseline, {b} in the "
-            "current): the difference may be that choice, not the code")
+    return "; the runs " + " and ".join(found) + ": the difference may be that choice, not the code"
 
 
 def _first_line(text: str, limit: int = 200) -> str:

@@ -272,7 +272,7 @@ def warm_tracer(device: str) -> None:
             traced_call(lambda: None, trace)
 
 
-def traced_call(call: Callable[[], Any], trace: Any) -> tuple[Any, str | None]:
+def traced_call(call: Callable[[], Any], trace: Any, kernels: list[str] | None = None) -> tuple[Any, str | None]:
     """Call once; with a CUPTI ``trace``, also say whether its GPU work outlived it on a side stream.
 
     ::
@@ -294,7 +294,8 @@ def traced_call(call: Callable[[], Any], trace: Any) -> tuple[Any, str | None]:
     the marker in the collected records, instead of priming before every call, saves a device
     synchronization and a buffer flush per call (3.4 ms a call on the H200).
 
-    Returns (what the call returned, a reason or None). Without a tracer: (value, None).
+    Returns (what the call returned, a reason or None). Without a tracer: (value, None). With a
+    ``kernels`` list, the names of the kernels the call launched are appended to it, in order.
     """
     if trace is None:
         return call(), None
@@ -339,7 +340,10 @@ def traced_call(call: Callable[[], Any], trace: Any) -> tuple[Any, str | None]:
     finally:
         with contextlib.suppress(Exception):
             trace.end(turned_on)
-    return value, judged(calls, work, t0, t1, t2)[1]
+    mine, problem = judged(calls, work, t0, t1, t2)
+    if kernels is not None:
+        kernels.extend(a.name for a in mine if a.kind == "kernel")
+    return value, problem
 
 
 # ~1 ms at 2 GHz (longer at a lower clock: the safe side). A call whose host launch outlasts it

@@ -399,6 +399,8 @@ def _checked_and_timed(task: Task, state: WorkerState, emit: Emit, criterion: An
     protocol = {**timer.protocol(), **_tree_record(impl, base_dir), **gpu_busy(timer, timing, s.warmup)}
     if task.device == "cuda":
         protocol["stream_check"] = "cupti" if checker.trace is not None else "settle"
+    if checker.kernels:  # which kernels this process's libraries chose (issue: per-process state)
+        protocol["kernels"] = kernel_names(checker.kernels)
     timer.last_output = None
     if timer.pending_s:  # recorded, not judged: host timing of a sync is too noisy to accuse on
         protocol["drain_us_median"] = round(sorted(timer.pending_s)[len(timer.pending_s) // 2] * 1e6, 1)
@@ -446,6 +448,16 @@ def _time_floor(task: Task, state: WorkerState, emit: Emit, criterion: Any, base
                 "floor_read_bytes": src.nbytes, "floor_write_bytes": dst.nbytes, "floor_scale": round(factor, 6)}
     return ImplResult(task.impl, "ok", f"floor: the kernel reads {src.nbytes} B and writes {dst.nbytes} B; the case "
                       f"moves {read + write} B (T_floor = its time x {factor:.4f})", None, timing, protocol=protocol)
+
+
+KERNEL_NAME_CHARS = 96  # a kernel's name as recorded: long templated names cut to this
+
+
+def kernel_names(names: Sequence[str]) -> str:
+    """The distinct kernels of the checked calls, in order of first launch, each name cut to
+    ``KERNEL_NAME_CHARS``, joined by " | ": the result's ``kernels``, which the gate compares
+    between runs (a library choosing another kernel in another process shows there)."""
+    return " | ".join(name[:KERNEL_NAME_CHARS] for name in dict.fromkeys(names))
 
 
 def gpu_busy(timer: Any, timing: Any, warmup: int) -> dict[str, float]:
@@ -500,10 +512,11 @@ class _Checker:
         self.kept: list[torch.Tensor] = []  # outputs of the correctness calls, kept alive
         self.threads = set(threading.enumerate())
         self.trace = guards.stream_tracer(task.device)  # CUPTI side-stream check, where available
+        self.kernels: list[str] = []  # what CUPTI saw the checked calls launch (names, in order)
 
     def _call(self, launch: Callable[[], Any]) -> Any:
         """One untimed call; CheatDetected if CUPTI saw its GPU work outlive it on a side stream."""
-        value, problem = guards.traced_call(launch, self.trace)
+        value, problem = guards.traced_call(launch, self.trace, self.kernels)
         if problem is not None:
             raise CheatDetected(problem)
         return value

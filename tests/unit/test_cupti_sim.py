@@ -285,3 +285,18 @@ def test_side_stream_check_primes_and_calls_again_when_the_first_records_are_mis
     assert problem is not None and "does not wait" in problem
     assert gpu.order.count("side-gemm") == 20  # called twice: the blind try and the checked one
     assert gpu.order.count("fill:buffer") >= 3  # the marker after each call, and the priming one
+
+
+def test_a_checked_call_reports_the_kernels_it_launched(monkeypatch):
+    from solbench.measure import guards
+    from solbench.measure.worker import kernel_names
+
+    gpu = SimGpu()
+    monkeypatch.setattr(guards, "torch", sim_torch(gpu))
+    seen = []
+    value, problem = guards.traced_call(honest(gpu), gpu, seen)
+    assert value == "out" and problem is None
+    assert seen == ["gemm"]  # the call's own kernel; not the spin before it nor the marker after
+    guards.traced_call(honest(gpu), gpu, seen)
+    assert kernel_names(seen) == "gemm"
+    assert kernel_names(["a" * 200, "b", "a" * 200]) == "a" * 96 + " | b"

@@ -443,11 +443,11 @@ def test_an_implementation_failing_now_is_broken_even_when_it_failed_in_the_base
     assert next(v for v in fixed.verdicts if v.key == "c/f").verdict == "MISSING" and fixed.exit_code == 0
 
 
-def _with_algorithms(run: RunResult, label: str) -> RunResult:
+def _with_algorithms(run: RunResult, label: str, key: str = "cublaslt_algorithms") -> RunResult:
     from dataclasses import replace
 
     return replace(run, cases=tuple(replace(c, impls=tuple(
-        replace(i, protocol={**i.protocol, "cublaslt_algorithms": label}) for i in c.impls)) for c in run.cases))
+        replace(i, protocol={**i.protocol, key: label}) for i in c.impls)) for c in run.cases))
 
 
 def test_a_verdict_says_when_the_runs_autotuned_different_algorithms():
@@ -461,3 +461,14 @@ def test_a_verdict_says_when_the_runs_autotuned_different_algorithms():
     assert by_key["same/x"].verdict == "PASS" and "cuBLASLt" not in by_key["same/x"].reason
     same = gate(base, _with_algorithms(cur, "66:aaaa1111"))
     assert all("cuBLASLt" not in v.reason for v in same.verdicts)  # the same algorithm: nothing to say
+
+
+def test_a_verdict_says_when_the_runs_ran_different_kernels():
+    rng = np.random.default_rng(22)
+    base = _with_algorithms(make_run({"slow": {"x": noisy(rng, N)}}), "sm90_gemm_a | add_kernel", "kernels")
+    cur = _with_algorithms(make_run({"slow": {"x": noisy(rng, N, 1.2e-3)}}), "sm90_gemm_b | add_kernel", "kernels")
+    (v,) = gate(base, cur).verdicts
+    assert v.verdict == "REGRESSION"
+    assert "baseline only: sm90_gemm_a; current only: sm90_gemm_b" in v.reason
+    (same,) = gate(base, _with_algorithms(cur, "sm90_gemm_a | add_kernel", "kernels")).verdicts
+    assert "kernels" not in same.reason
