@@ -81,7 +81,7 @@ def _measured(r: ImplResult) -> bool:
     return r.status == "ok" and bool(samples(r))
 
 
-# set-up counters a worker records per task (measure.worker._setup_counts): summed over rounds
+# set-up counters a worker records per task (measure.worker): summed over rounds
 COUNTED = ("compile_cache_hits", "compile_cache_misses", "cublaslt_tuned", "cublaslt_reused")
 
 

@@ -143,10 +143,8 @@ def _workload(sides: Sequence[Side], name: str, r: int, *, device: str, settings
                 if unit is None or case is None or impl not in unit.impls:
                     continue
                 task = Task(unit.spec, case, "", str(unit.path.parent.absolute()), device, settings, l2_bytes, nvml_id)
-                key = (name, case_id, impl)
-                task = sides[i].checked.task(task, key)
-                results[i].append(sides[i].checked.saw(key, _one(sides[i].executor, unit, task, impl, skips[i],
-                                                                 timeout_s, _tagged(emit, i))))
+                results[i].append(_one(sides[i].executor, unit, task, impl, skips[i], timeout_s, _tagged(emit, i),
+                                       checked=sides[i].checked))
         for i, side in enumerate(sides):
             unit, case = units[i], cases[i]
             if unit is None or case is None or not results[i]:

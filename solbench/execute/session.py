@@ -98,9 +98,7 @@ def measure_units(units: Sequence[Unit], run: RunResult, executor: Executor, *, 
                 task = Task(unit.spec, case, "", str(unit.path.parent.absolute()), device, settings, l2_bytes,
                             nvml_id)
                 with clock("tasks_s"):
-                    results = [checked.saw((n, case.id, name),
-                                           _one(executor, unit, checked.task(task, (n, case.id, name)), name,
-                                                skips[n], timeout_s, emit, variant))
+                    results = [_one(executor, unit, task, name, skips[n], timeout_s, emit, variant, checked)
                                for name in impls]
                 clock.add_tasks(results)
                 per_round = rounds.setdefault((n, case.id), [])
@@ -142,15 +140,14 @@ class Checked:
     def __init__(self) -> None:
         self._keys: set[Any] = set()
 
-    def task(self, task: Task, key: Any) -> Task:
-        """``task`` with the checks this point needs now."""
-        return replace(task, checks="light" if key in self._keys else "full")
+    def checks(self, key: Any) -> str:
+        """The checks the point ``key`` needs now: "full" until it has passed them all, then "light"."""
+        return "light" if key in self._keys else "full"
 
-    def saw(self, key: Any, result: ImplResult) -> ImplResult:
-        """Note a result (returned as it is): ok under every check marks the point."""
+    def note(self, key: Any, result: ImplResult) -> None:
+        """A result of the point ``key``: ok under every check marks it."""
         if result.status == "ok" and result.protocol.get("checks") != "light":
             self._keys.add(key)
-        return result
 
 
 class Harness(Phases):
@@ -199,14 +196,20 @@ def _undecided(rounds: dict[tuple[int, str], list[list[ImplResult]]], target_rel
 
 
 def _one(executor: Executor, unit: Unit, task: Task, name: str, skips: dict[str, str], timeout_s: float,
-         emit: Progress, variant: Callable[[WorkloadSpec, Case, str], WorkloadSpec] | None = None) -> ImplResult:
-    """One implementation of one case (``task`` with its name filled in), through its worker."""
+         emit: Progress, variant: Callable[[WorkloadSpec, Case, str], WorkloadSpec] | None = None,
+         checked: Checked | None = None) -> ImplResult:
+    """One implementation of one case (``task`` with its name filled in), through its worker; with
+    ``checked``, with the checks the point needs (every check until it has passed them all once)."""
     emit("impl", {"case": task.case.id, "impl": name})
+    key = (str(unit.path), unit.spec.name, task.case.id, name)
     if name in skips:
         r = ImplResult(name, "skipped", skips[name])
     else:
         spec = variant(unit.spec, task.case, name) if variant is not None else unit.spec
-        r = executor.run((unit.spec.name, name), replace(task, spec=spec, impl=name), timeout_s, emit)
+        checks = checked.checks(key) if checked is not None else "full"
+        r = executor.run((unit.spec.name, name), replace(task, spec=spec, impl=name, checks=checks), timeout_s, emit)
+    if checked is not None:
+        checked.note(key, r)
     emit("impl_done", {"case": task.case.id, "impl": name, "status": r.status})
     return r
 

@@ -118,18 +118,22 @@ def compile_ahead(units: Sequence[Unit], settings: MeasureSettings, *, device: s
                   emit: Progress | None = None, free_bytes: int | None = None) -> Ahead:
     """Run the warm tasks in ``jobs`` worker processes side by side (see the module docstring).
 
-    Does nothing where fewer than two processes would work at once (one job, or one task): the
-    measuring worker compiling for itself costs the same. Tasks side by side hold at most
+    Where anything compiles, the fork server first preloads torch.compile
+    (:func:`solbench.measure.pool.preload_compiler`). Does nothing more where fewer than two
+    processes would work at once (one job, or one task): the measuring worker compiling for itself
+    costs the same. Tasks side by side hold at most
     ``MEMORY_SHARE`` of ``free_bytes`` (the device's, or the host's on the CPU; None: no limit), so
     that large problems compile one after the other instead of running each other out of memory.
     Ctrl-C kills the processes and is raised.
     """
-    from solbench.measure.pool import ProcessWorker
+    from solbench.measure import pool
 
     if not settings.compile_cache:
         return Ahead()
     cpus = os.cpu_count() or 1
     tasks = warm_tasks(units, settings, device, threads=max(1, cpus // max(jobs, 1)), keys=keys)
+    if tasks:
+        pool.preload_compiler()  # the run compiles: torch.compile imported once, before the first fork
     jobs = min(jobs, len(tasks))
     if jobs < 2:
         return Ahead(len(tasks))
@@ -150,7 +154,7 @@ def compile_ahead(units: Sequence[Unit], settings: MeasureSettings, *, device: s
                     break
                 task = queue.popleft()
             if worker is None:
-                worker = ProcessWorker(device, device_index, tree, threads=task.warm if device == "cpu" else 0)
+                worker = pool.ProcessWorker(device, device_index, tree, threads=task.warm if device == "cpu" else 0)
                 with lock:
                     live.append(worker)
             need = task_bytes(task)
@@ -218,11 +222,7 @@ def ahead_of_run(units: Sequence[Unit], settings: MeasureSettings, folder: str, 
     """A run's (or one ``ab`` tree's) compiling ahead: the settings with the cache ``folder``, the
     units compiled ahead in ``options.compile_jobs`` processes (None: :func:`default_jobs`) within the
     free memory, and the settings the measuring workers then get (:func:`measuring`)."""
-    from solbench.measure import pool
-
     settings = replace(settings, compile_cache=folder)
-    if warm_tasks(units, settings, info.kind, threads=1, keys=keys):
-        pool.preload_compiler()  # before the first worker is forked
     jobs = default_jobs() if options.compile_jobs is None else options.compile_jobs
     ahead = compile_ahead(units, settings, device=info.kind, device_index=info.index, jobs=jobs,
                           timeout_s=options.timeout_s, keys=keys, tree=tree, emit=emit, free_bytes=free_memory(info))

@@ -30,19 +30,26 @@ import torch
 from solbench.errors import DeviceError
 from solbench.kernels.requirements import NO_NVMATH
 
-__all__ = ["CHOICES_ENV", "AddmmPlan", "Fp8AddmmPlan", "MatmulPlan", "available", "choice_counts", "chosen_since",
-           "fastest", "plan_tuned"]
+__all__ = ["CHOICES_ENV", "AddmmPlan", "Fp8AddmmPlan", "MatmulPlan", "available", "fastest", "plan_tuned",
+           "plans_since"]
 
 CHOICES_ENV = "SOLBENCH_CUBLASLT_CHOICES"  # the run's folder of autotuned choices (set by the worker); unset: none
-_COUNTS = {"cublaslt_tuned": 0, "cublaslt_reused": 0}
-_CHOSEN: list[str] = []  # the algorithm each plan_tuned call chose, in order (see chosen_since)
+_PLANS: list[tuple[str, str]] = []  # each plan_tuned choice in this process: ("tuned" or "reused", its label)
 SPIN_CYCLES = 200_000  # the spin before each tuning call: ~100 us at 2 GHz, longer than nvmath's host launch
 
 
-def choice_counts() -> dict[str, int]:
-    """Autotuned plans in this process so far: timed here (``cublaslt_tuned``) or taken from the run's
-    choices (``cublaslt_reused``). The worker records what each task added."""
-    return dict(_COUNTS)
+def plans_since(start: int) -> tuple[int, dict[str, Any]]:
+    """(the choices this process has made so far, what the choices from number ``start`` on record):
+    ``cublaslt_tuned`` (timed here) and ``cublaslt_reused`` (taken from the run's choices) where
+    non-zero, and ``cublaslt_algorithms``, the distinct algorithms chosen (``id:config hash``,
+    comma-separated), so that runs that chose differently can be told apart. The worker records
+    what each task added."""
+    made = _PLANS[start:]
+    record: dict[str, Any] = {f"cublaslt_{how}": n for how in ("tuned", "reused")
+                              if (n := sum(1 for h, _ in made if h == how))}
+    if made:
+        record["cublaslt_algorithms"] = ",".join(sorted({label for _, label in made}))
+    return len(_PLANS), record
 
 
 def plan_tuned(mm: Any, stream: Any, *, iterations: int = 20, **plan: Any) -> str:
@@ -57,7 +64,7 @@ def plan_tuned(mm: Any, stream: Any, *, iterations: int = 20, **plan: Any) -> st
     to the run's choices folder (``SOLBENCH_CUBLASLT_CHOICES``), keyed by that answer; a later worker
     whose heuristic gives the same answer plans with that algorithm and times none. So every worker
     of a run executes the algorithm the first one measured fastest, and the result records which
-    happened (``cublaslt_tuned`` / ``cublaslt_reused``).
+    happened (:func:`plans_since`).
     """
     offered = mm.plan(stream=stream, **plan)
     if len(offered) < 2:
@@ -68,27 +75,16 @@ def plan_tuned(mm: Any, stream: Any, *, iterations: int = 20, **plan: Any) -> st
     if folder:
         name = torch.cuda.get_device_name(torch.cuda.current_device()).encode()
         path = Path(folder, "cublaslt", hashlib.sha256(name + b"|" + b"|".join(configs)).hexdigest() + ".json")
-        chosen = _read_choice(path)
-        if chosen in configs:
-            best = configs.index(chosen)
-            mm.plan(stream=stream, algorithms=[offered[best]], **plan)
-            _COUNTS["cublaslt_reused"] += 1
-            _CHOSEN.append(_label(offered[best], configs[best]))
-            return "reused"
-    best = fastest(mm, offered, iterations)
+    chosen = _read_choice(path) if path is not None else None
+    if chosen in configs:
+        how, best = "reused", configs.index(chosen)
+    else:
+        how, best = "tuned", fastest(mm, offered, iterations)
+        if path is not None:
+            _write_choice(path, configs[best])
     mm.plan(stream=stream, algorithms=[offered[best]], **plan)
-    if path is not None:
-        _write_choice(path, configs[best])
-    _COUNTS["cublaslt_tuned"] += 1
-    _CHOSEN.append(_label(offered[best], configs[best]))
-    return "tuned"
-
-
-def chosen_since(start: int) -> tuple[int, str]:
-    """(how many plans this process has chosen an algorithm for, the distinct algorithms chosen since
-    plan number ``start``, comma-separated as ``id:config hash``): what a result records, so that two
-    runs that chose differently can be told apart."""
-    return len(_CHOSEN), ",".join(sorted(set(_CHOSEN[start:])))
+    _PLANS.append((how, _label(offered[best], configs[best])))
+    return how
 
 
 def _label(algorithm: Any, config: bytes) -> str:

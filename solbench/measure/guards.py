@@ -261,11 +261,11 @@ def stream_tracer(device: str) -> Any:
 
 def warm_tracer(device: str) -> None:
     """Load CUPTI and collect once now, at a worker's start (side by side with the other workers),
-    not inside the first task's first checked call: importing cupti-python and its first
-    collection took about 0.3 s a process on an H200 under the profiler
-    (results/h200/issue16/session5/oproj-inprocess-profile.txt), paid once per worker and round,
-    one worker after another. Nothing here can fail the worker:
-    a CUPTI that misbehaves is met again, and handled, by the checks."""
+    not inside the first task's first checked call: importing cupti-python and its first collection
+    took about 0.3 s a process on an H200 under the profiler (results/h200/issue16/session5/
+    oproj-inprocess-profile.txt), paid once per worker and round, one worker after another.
+    Nothing here can fail the worker: a CUPTI that misbehaves is met again, and handled, by the
+    checks."""
     trace = stream_tracer(device)
     if trace is not None:
         with contextlib.suppress(Exception):

@@ -17,9 +17,10 @@ the run's seed, so no tensor crosses a process boundary::
 A later round of a point that has passed every check once in the same invocation
 (``Task.checks == "light"``, set by :class:`solbench.execute.session.Checked`) checks lighter: one
 checked call (the first input set) instead of every set and a repeat, no unseen input sets after
-timing. An earlier round ran every check on the same code and inputs, in a process just as fresh; what a later
-round's process could do differently (work skipped on some calls, outputs still being written,
-inputs changed) the checked call, the verified samples and the after-timing input check still see.
+timing. An earlier round ran every check on the same code and inputs, in a process just as fresh;
+what a later round's process could do differently (work skipped on some calls, outputs still being
+written, inputs changed) the checked call, the verified samples and the after-timing input check
+still see.
 
 Faults become statuses: error (an exception), oom, reward_hack (a check above failed),
 incorrect, skipped. A CUDA error that poisons the context, or ``sys.exit`` called by the
@@ -45,7 +46,7 @@ import torch
 
 from solbench.device import threads
 from solbench.errors import DeviceError
-from solbench.impls.cublaslt import CHOICES_ENV
+from solbench.impls import cublaslt
 from solbench.impls.registry import ResolveError
 from solbench.measure import guards, tensors, wire
 from solbench.measure.criteria import CIWidth
@@ -230,8 +231,8 @@ def _execute(task: Task, state: WorkerState, emit: Emit, criterion: Any = None) 
         _compile_threads(s.compile_threads)
     if impl.part == "floor":
         return as_status(task, lambda: _time_floor(task, state, emit, criterion, base_dir))
-    compiled = _setup_counts()
-    plans, _ = _chosen()
+    compiled = _compile_counts()
+    plans, _ = cublaslt.plans_since(0)
     phases = Phases()
     with phases("setup_s"):  # inputs and references drawn, the implementation's set-up (compilation)
         ready = set_up(task, base_dir, lambda: prepare_case(task.spec, task.case, task.device, base_dir,
@@ -242,38 +243,23 @@ def _execute(task: Task, state: WorkerState, emit: Emit, criterion: Any = None) 
     checker = _Checker(task, inputs, kwargs)
     result = as_status(task, lambda: _checked_and_timed(task, state, emit, criterion, checker, launches, base_dir,
                                                          phases))
-    counts: dict[str, Any] = dict(_setup_counts(compiled))
-    if s.compile_threads and any(k.startswith("compile_cache") for k in counts):
+    counts: dict[str, Any] = dict(_compile_counts(compiled))
+    if counts and s.compile_threads:
         counts["compile_threads"] = s.compile_threads
-    _, algorithms = _chosen(plans)
-    if algorithms:
-        counts["cublaslt_algorithms"] = algorithms
-    return replace(result, protocol={**result.protocol, **phases.seconds, **counts})
+    _, chosen = cublaslt.plans_since(plans)  # the cuBLASLt algorithms set-up chose: tuned, or the run's
+    return replace(result, protocol={**result.protocol, **phases.seconds, **counts, **chosen})
 
 
-def _chosen(start: int = 0) -> tuple[int, str]:
-    """(cuBLASLt plans this process has chosen an algorithm for, the algorithms chosen since plan
-    ``start`` as ``id:config hash``, comma-separated): a result records the latter, so that runs
-    that chose differently can be told apart (:func:`solbench.impls.cublaslt.plan_tuned`)."""
-    lt = sys.modules.get("solbench.impls.cublaslt")
-    return lt.chosen_since(start) if lt is not None else (0, "")
-
-
-def _setup_counts(before: Mapping[str, int] | None = None) -> dict[str, int]:
-    """Set-up work this process did or took from the run's caches, less ``before``; only what happened:
-    Inductor's FX-graph cache lookups (``compile_cache_hits`` / ``_misses``: whether a compiled
-    implementation's worker loaded the run's cache, :mod:`solbench.execute.warm`, or compiled for
-    itself) and cuBLASLt plans autotuned here or reused from the run's choices
-    (``cublaslt_tuned`` / ``cublaslt_reused``, :func:`solbench.impls.cublaslt.plan_tuned`)."""
-    now: dict[str, int] = {}
+def _compile_counts(before: Mapping[str, int] | None = None) -> dict[str, int]:
+    """Inductor's FX-graph cache lookups in this process (``compile_cache_hits`` / ``_misses``), less
+    ``before``; only those that happened. A compiled implementation's result so says whether its
+    worker loaded the run's cache (:mod:`solbench.execute.warm`) or compiled for itself."""
     utils = sys.modules.get("torch._dynamo.utils")
-    if utils is not None:
-        inductor = utils.counters["inductor"]
-        now = {"compile_cache_hits": int(inductor["fxgraph_cache_hit"]),
-               "compile_cache_misses": int(inductor["fxgraph_cache_miss"])}
-    lt = sys.modules.get("solbench.impls.cublaslt")
-    if lt is not None:
-        now.update(lt.choice_counts())
+    if utils is None:
+        return {}
+    inductor = utils.counters["inductor"]
+    now = {"compile_cache_hits": int(inductor["fxgraph_cache_hit"]),
+           "compile_cache_misses": int(inductor["fxgraph_cache_miss"])}
     if before is None:
         return now
     return {k: v - before.get(k, 0) for k, v in now.items() if v - before.get(k, 0)}
@@ -287,7 +273,7 @@ def use_compile_cache(folder: str) -> None:
     compilation. "" leaves torch's default."""
     if folder:
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = folder
-        os.environ[CHOICES_ENV] = folder  # and cuBLASLt's autotuned choices (impls.cublaslt.plan_tuned)
+        os.environ[cublaslt.CHOICES_ENV] = folder  # and cuBLASLt's autotuned choices (cublaslt.plan_tuned)
 
 
 def _compile_threads(n: int) -> None:

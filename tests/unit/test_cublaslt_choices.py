@@ -60,7 +60,7 @@ def test_without_a_choices_folder_every_plan_is_autotuned(monkeypatch):
 
 
 def test_a_later_worker_reuses_the_fastest_without_timing(choices):
-    before = cublaslt.choice_counts()
+    start, _ = cublaslt.plans_since(0)
     first = FakeMatmul([1, 2, 3], fastest=2)
     assert cublaslt.plan_tuned(first, None, epilog="BIAS") == "tuned"
     later = FakeMatmul([1, 2, 3], fastest=3)  # would tune differently: it must not tune at all
@@ -68,9 +68,9 @@ def test_a_later_worker_reuses_the_fastest_without_timing(choices):
     assert later.tuned == 0
     assert [a.config for a in later.algorithms] == [2]  # planned again with the chosen one only
     assert later.plans[-1][1] == {"epilog": "BIAS"}  # the same plan arguments
-    after = cublaslt.choice_counts()
-    assert after["cublaslt_tuned"] - before["cublaslt_tuned"] == 1
-    assert after["cublaslt_reused"] - before["cublaslt_reused"] == 1
+    _, added = cublaslt.plans_since(start)
+    assert added["cublaslt_tuned"] == 1
+    assert added["cublaslt_reused"] == 1
 
 
 def test_another_problem_is_tuned_for_itself(choices):
@@ -97,13 +97,13 @@ def test_one_algorithm_offered_is_not_worth_a_file(choices):
 
 
 def test_each_plan_records_the_algorithm_it_runs(choices):
-    start, _ = cublaslt.chosen_since(0)
+    start, _ = cublaslt.plans_since(0)
     cublaslt.plan_tuned(FakeMatmul([1, 2, 3], fastest=2), None)
     cublaslt.plan_tuned(FakeMatmul([1, 2, 3], fastest=3), None)  # reuses 2
     cublaslt.plan_tuned(FakeMatmul([4, 5], fastest=5), None)
-    count, since = cublaslt.chosen_since(start)
+    count, since = cublaslt.plans_since(start)
     assert count == start + 3
-    labels = since.split(",")
+    labels = since["cublaslt_algorithms"].split(",")
     assert len(labels) == 2  # two problems, one algorithm each: the reused plan runs the tuned one
     assert all(label.startswith("?:") and len(label) == 10 for label in labels)  # id (unknown here):hash
-    assert cublaslt.chosen_since(count) == (count, "")
+    assert cublaslt.plans_since(count) == (count, {})

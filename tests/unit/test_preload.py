@@ -47,9 +47,8 @@ def test_other_runs_workers_do_not():
 def test_compiling_ahead_asks_for_the_preload_only_where_something_compiles(monkeypatch, tmp_path):
     asked = []
     monkeypatch.setattr(pool, "preload_compiler", lambda: asked.append(True) or True)
-    monkeypatch.setattr(warm, "compile_ahead", lambda *a, **k: warm.Ahead())
     info = SimpleNamespace(kind="cpu", index=None)
-    options = SimpleNamespace(compile_jobs=0, timeout_s=10.0)
+    options = SimpleNamespace(compile_jobs=0, timeout_s=10.0)  # no process compiles ahead: nothing is forked
     for path, compiles in (("tests/data/double.yaml", False), ("tests/data/compiled.yaml", True)):
         planned = api.plan([path], "cpu")
         units = [warm.Unit(p.spec, p.path, tuple(p.cases), tuple(p.spec.implementations)) for p in planned]
