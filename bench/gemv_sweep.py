@@ -7,8 +7,9 @@ Run from the repository root on a CUDA machine with CuPy (nvmath-python optional
 Each variant is first checked against an fp32 torch result on fresh random data, then timed
 with solbench's own cold timer (CudaColdTimer: spin, 2 x L2 zeroed, events around one call;
 ``flush=clean`` also reads the buffer back), two input sets rotated, 3 warm-up calls, the
-median of SAMPLES samples. The read floor streams the same number of weight bytes through a
-read-only kernel (bench/read_floor.cu) under the same timer.
+median of SAMPLES samples. The read floor streams the same number of weight bytes through
+solbench's byte-floor kernel (solbench/kernels/floor.cu, ``move_floor``, with nothing to write)
+under the same timer.
 """
 
 from __future__ import annotations
@@ -161,14 +162,16 @@ def prefill(dtype: torch.dtype) -> None:
 
 
 def read_floor() -> None:
-    kernel = load(Path(__file__).with_name("read_floor.cu"), "read_floor")
+    import solbench.kernels
+
+    kernel = load(Path(solbench.kernels.__file__).with_name("floor.cu"), "move_floor")
     sink = torch.zeros(132 * 8, dtype=torch.int32, device="cuda")
     for mb, label in ((HIDDEN * HIDDEN * 2, "bf16 weight"), (HIDDEN * HIDDEN, "fp8 weight")):
         bufs = [torch.randint(0, 1 << 30, (mb // 4,), dtype=torch.int32, device="cuda") for _ in range(2)]
         sms = torch.cuda.get_device_properties(0).multi_processor_count
         for blocks_per_sm in (2, 4):
             launches = [functools.partial(kernel, grid=sms * blocks_per_sm, block=512,
-                                          args=(b, np.int64(mb // 16), sink)) for b in bufs]
+                                          args=(b, np.int64(mb // 16), b, np.int64(0), sink)) for b in bufs]
             _guard("floor", lambda launches=launches, bps=blocks_per_sm: _time(
                 f"read floor {mb / 1e6:.1f} MB ({label}) {bps} blk/SM", launches))
             _guard("floor", lambda launches=launches, bps=blocks_per_sm: _time(
