@@ -143,6 +143,7 @@ class GateCaseVerdict:
     status_cur: str | None = "ok"
     detail: str = ""  # BROKEN: the current run's full message and the worker's last log lines
     more_rounds: int | None = None  # INCONCLUSIVE over rounds: rounds per side that would decide it
+    choices: str = ""  # not PASS: how the two runs' autotuned algorithms or kernels differed ("": they did not)
 
 
 @dataclass(frozen=True)
@@ -288,21 +289,23 @@ def _decide(pair: Pair, est: Estimate, tests: _Tests | None, tau: float, source:
         alternative = "faster" if faster else "slower"
     more = _more_rounds(est, tau, confidence) if verdict == "INCONCLUSIVE" else None
     reason = _reason(verdict, est, tau, p_adj, alpha, more)
-    if verdict != "PASS":
-        reason += _other_choices(pair.a, pair.b)
+    choices = _other_choices(pair.a, pair.b) if verdict != "PASS" else ""
+    if choices:
+        reason += f"; the runs {choices}: the difference may be that choice, not the code"
     return GateCaseVerdict(
         key=pair.key, case_id=pair.case_id, impl=pair.a.name, workload=pair.workload,
         verdict=verdict, reason=reason, threshold=tau,
         threshold_source=source, median_base=est.median_a, median_cur=est.median_b, ratio=est.ratio,
         ci_low=est.ci_low, ci_high=est.ci_high, alternative=alternative, p_value=p, p_adjusted=p_adj,
         n_base=est.n_a, n_cur=est.n_b, rounds_base=est.rounds_a, rounds_cur=est.rounds_b, more_rounds=more,
+        choices=choices,
     )
 
 
 def _other_choices(base: ImplResult, cur: ImplResult) -> str:
-    """A note for a verdict whose two sides ran different code below the implementation: other
-    autotuned cuBLASLt algorithms (``cublaslt_algorithms``) or other kernels in the checked calls
-    (``kernels``, as CUPTI named them), or "". The difference may be that choice, not the code."""
+    """How a verdict's two sides ran different code below the implementation: other autotuned
+    cuBLASLt algorithms (``cublaslt_algorithms``) or other kernels in the checked calls (``kernels``,
+    as CUPTI named them), or "". The difference may be that choice, not the code."""
     found = []
     a, b = base.protocol.get("cublaslt_algorithms"), cur.protocol.get("cublaslt_algorithms")
     if a and b and a != b:
@@ -313,9 +316,7 @@ def _other_choices(base: ImplResult, cur: ImplResult) -> str:
         only_b = [k for k in b.split(" | ") if k not in a.split(" | ")]
         found.append(f"ran different kernels (baseline only: {', '.join(only_a) or 'none'}; current only: "
                      f"{', '.join(only_b) or 'none'})")
-    if not found:
-        return ""
-    return "; the runs " + " and ".join(found) + ": the difference may be that choice, not the code"
+    return " and ".join(found)
 
 
 def _first_line(text: str, limit: int = 200) -> str:

@@ -9,18 +9,24 @@
 
 Cold protocol, per sample (nvbench ``measure_cold`` in spirit)::
 
-    spin kernel (torch.cuda._sleep) sized to cover the host's launch time of the call, rounded
-        up to 25 x 2^k µs (so processes that measure slightly different launch times still spin alike)
+    gate kernel (kernels/gate.cu): one thread holds the stream until the host releases it
+        (nvbench's blocking kernel); where CuPy is missing, and for ranks of a multi-GPU group
+        (whose GPUs must start their windows together), a spin kernel (torch.cuda._sleep) sized
+        to cover the host's launch time of the call instead, rounded up to 25 x 2^k µs (so
+        processes that measure slightly different launch times still spin alike)
     zero a buffer of 2 x L2            # evicts the inputs from L2 (as nvbench does)
     --flush clean (the default): read the buffer back, so L2 holds clean lines and no write-back
         of the zeroed lines competes with the timed call for DRAM bandwidth (--flush write skips
         it, as nvbench; on an H200 that write-back landed in the timed window differently from
         process to process: o_proj at 64 tokens read 19.5 µs in some processes, 20.6 µs in others)
-    start event; call; end event       # the host enqueued all of this while the GPU span
-    wait for the end event; sample = end - start
+    start event; call; end event       # the host enqueued all of this while the GPU was held
+    release the gate (the spin: nothing to do); wait for the end event; sample = end - start
 
-Without the spin, the start event fires as soon as the host reaches it and the window includes
-the host's launch latency (an H200 then reads a 2 µs kernel as ~15 µs).
+Without the gate or spin, the start event fires as soon as the host reaches it and the window
+includes the host's launch latency (an H200 then reads a 2 µs kernel as ~15 µs). The gate costs
+the GPU only the host's own enqueue time: on an H200 the spins of an o_proj run had grown to
+0.4-3.2 ms a sample (sized from the slowest launch, doubled whenever the host ran past one), more
+than half of the run's sampling time.
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ _SPIN_QUANTUM_US = 25.0
 _PROBE_CALLS = 10
 _MAX_REDO = 3
 _MAX_SPIN_US = 6400.0
+_GATE_TIMEOUT_US = 500_000.0  # a gate the host has not released by then lets the GPU go (a dry sample)
 
 
 class CpuTimer:
@@ -85,11 +92,13 @@ class CudaColdTimer:
         self._sink = torch.empty((), dtype=torch.int32, device="cuda")
         self._start = torch.cuda.Event(enable_timing=True)
         self._end = torch.cuda.Event(enable_timing=True)
-        self._spun = torch.cuda.Event()  # completes when the spin has ended
+        self._spun = torch.cuda.Event()  # completes when the gate (or spin) has let the stream go
         self._launches: Sequence[Launch] = ()
-        self._cycles_per_us = _sleep_rate(torch)
+        self._cycles_per_us = sleep_rate(torch)
+        self.gate = process_gate(torch)  # None: spin instead (no CuPy, or a rank)
         self.spin_us = 0.0
-        self.redone = 0  # samples taken again because the spin ended before the call was enqueued
+        self.host_us = 0.0  # the slowest launch's host time, measured in prepare
+        self.redone = 0  # samples taken again because the GPU was let go before the call was enqueued
         # ranks of a multi-rank group: the decision to take a sample again, made by every rank together
         # (each call may be a collective: one rank calling once more than its peers would hang them all)
         self.agree_dry: Callable[[bool], bool] | None = None
@@ -119,7 +128,8 @@ class CudaColdTimer:
         return best
 
     def prepare(self, launches: Sequence[Launch]) -> None:
-        """Size the spin to twice the host time of the slowest launch plus 10 µs, rounded up."""
+        """Measure the host time of the slowest launch; without a gate, size the spin to twice it plus
+        10 µs, rounded up."""
         self._launches = launches
         torch = self._torch
         host_us = 0.0
@@ -130,33 +140,46 @@ class CudaColdTimer:
             fn()
             host_us = max(host_us, (time.perf_counter() - t0) * 1e6)
             torch.cuda.synchronize()
-        self.spin_us = spin_length_us(host_us)
+        self.host_us = host_us
+        self.spin_us = 0.0 if self.gate is not None else spin_length_us(host_us)
         self.redone = 0
 
     def _before(self) -> None:
-        """Spin, then flush L2 (and read the flush buffer back with ``clean``): the pre-window work."""
+        """Hold the stream (gate, else spin), then flush L2 (and read the flush buffer back with
+        ``clean``): the pre-window work."""
         torch = self._torch
-        torch.cuda._sleep(int(self.spin_us * self._cycles_per_us))
+        if self.gate is not None:
+            self.gate.hold()
+        else:
+            torch.cuda._sleep(int(self.spin_us * self._cycles_per_us))
         self._spun.record()
         self._flush.zero_()
         if self.clean:  # read it back: L2 then holds clean lines, no write-back inside the window
             torch.amax(self._flush, dim=0, out=self._sink)
 
-    def _ran_dry(self) -> bool:
-        """After enqueuing a sample: True if the spin had already ended, so the GPU may have waited
-        on the host inside the window. The spin doubles (up to ``_MAX_SPIN_US``); the caller takes
-        the sample again, at most ``_MAX_REDO`` times.
+    def _let_go(self) -> bool:
+        """After enqueuing a sample: whether the GPU was let go before the call was enqueued (the gate
+        timed out, or the spin ended), so it may have waited on the host inside the window; then the
+        gate is released."""
+        dry = bool(self._spun.query())
+        if self.gate is not None:
+            self.gate.release()
+        return dry
+
+    def _ran_dry(self, dry: bool) -> bool:
+        """True if the sample must be taken again (``dry``, as every rank agrees): the spin doubles (up
+        to ``_MAX_SPIN_US``); the caller takes the sample again, at most ``_MAX_REDO`` times.
 
         On an H200, rounds of decode o_proj had stretches of hundreds of samples at 2-8x the
         median (SM clock flat at 1980 MHz): a host slower for a while than the spin sized at the
         start. A longer spin never changes a clean sample, so the spin only grows.
         """
-        dry = bool(self._spun.query())
         if self.agree_dry is not None:
             dry = self.agree_dry(dry)
         if not dry:
             return False
-        self.spin_us = min(2.0 * self.spin_us, _MAX_SPIN_US)
+        if self.gate is None:
+            self.spin_us = min(2.0 * self.spin_us, _MAX_SPIN_US)
         self.redone += 1
         return True
 
@@ -176,8 +199,11 @@ class CudaColdTimer:
         fn = self._launches[index % len(self._launches)]
         for attempt in range(_MAX_REDO + 1):
             self._before()
-            out = self._enqueue(fn)
-            if attempt == _MAX_REDO or not self._ran_dry():
+            try:
+                out = self._enqueue(fn)
+            finally:  # released even when the call raises
+                dry = self._let_go()
+            if attempt == _MAX_REDO or not self._ran_dry(dry):
                 return out
             self._discard()
         raise AssertionError("unreachable")
@@ -191,7 +217,8 @@ class CudaColdTimer:
         return self._start.elapsed_time(self._end) * 1e-3
 
     def protocol(self) -> dict[str, Any]:
-        return {"l2_flush_bytes": self.flush_bytes, "spin_us": round(self.spin_us, 1),
+        return {"l2_flush_bytes": self.flush_bytes, "hold": "spin" if self.gate is None else "gate",
+                "spin_us": round(self.spin_us, 1), "host_launch_us": round(self.host_us, 1),
                 "flush": "clean" if self.clean else "write", "samples_redone": self.redone}
 
     def output_index(self, index: int) -> int:
@@ -404,7 +431,53 @@ def _device_drain(torch: Any) -> float:
     return time.perf_counter() - t0
 
 
-def _sleep_rate(torch: Any) -> float:
+class HostGate:
+    """The gate kernel (``kernels/gate.cu``) and its flag, a word of pinned host memory that the GPU
+    reads through unified addressing: :meth:`hold` enqueues the kernel on the current stream, which
+    then waits until :meth:`release` (or ``_GATE_TIMEOUT_US`` at the top SM clock: longer at any
+    lower one)."""
+
+    def __init__(self, torch: Any, cycles_per_us: float) -> None:
+        import numpy as np
+
+        from solbench.kernels.loader import get_kernel, launch
+
+        self._flag = torch.zeros(1, dtype=torch.int32, pin_memory=True)
+        self._host = self._flag.numpy()  # the same word, written from the host
+        self._kernel = get_kernel("gate.cu", "hold_until_released")
+        self._launch = launch
+        self._args = (np.uint64(self._flag.data_ptr()), np.int64(int(_GATE_TIMEOUT_US * cycles_per_us)))
+
+    @classmethod
+    def make(cls, torch: Any, cycles_per_us: float) -> HostGate | None:
+        """A gate, or None where the kernel cannot be built here (no CuPy, no NVRTC): the timer spins."""
+        try:
+            return cls(torch, cycles_per_us)
+        except Exception:  # CuPy missing or broken: the spin holds the stream instead, and the result says so
+            return None
+
+    def hold(self) -> None:
+        self._host[0] = 0  # the last kernel has ended: every sample waits for its end event first
+        self._launch(self._kernel, (1,), (1,), self._args)
+
+    def release(self) -> None:
+        self._host[0] = 1
+
+
+_GATES: dict[tuple[int, int], HostGate | None] = {}
+
+
+def process_gate(torch: Any) -> HostGate | None:
+    """This process's gate on the current device (made on first use: a worker makes it at start), or
+    None where it cannot be built. The timer and the side-stream check share it: they never hold at
+    the same time."""
+    key = (id(torch), torch.cuda.current_device())
+    if key not in _GATES:
+        _GATES[key] = HostGate.make(torch, sleep_rate(torch))
+    return _GATES[key]
+
+
+def sleep_rate(torch: Any) -> float:
     """Cycles per microsecond for sizing ``torch.cuda._sleep``: the maximum SM clock in MHz.
 
     At any lower clock the spin lasts longer, never shorter, than asked: the safe side.

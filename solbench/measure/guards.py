@@ -272,6 +272,15 @@ def warm_tracer(device: str) -> None:
             traced_call(lambda: None, trace)
 
 
+def warm_gate() -> None:
+    """Build this process's gate (:func:`solbench.device.timer.process_gate`) now, at a worker's
+    start: importing CuPy and loading the kernel happen side by side with the other workers' starts,
+    not inside the first task."""
+    from solbench.device.timer import process_gate
+
+    process_gate(torch)
+
+
 def traced_call(call: Callable[[], Any], trace: Any, kernels: list[str] | None = None) -> tuple[Any, str | None]:
     """Call once; with a CUPTI ``trace``, also say whether its GPU work outlived it on a side stream.
 
@@ -287,6 +296,11 @@ def traced_call(call: Callable[[], Any], trace: Any, kernels: list[str] | None =
     ran 600 µs past the end event. A spin shorter than the host's launch time is as blind (the
     same call took 1.35 ms to enqueue against a 1 ms spin): when the spin has already ended once the
     call returns, the call is made again behind a spin four times longer (up to three times).
+
+    The spin stays here, where the timed loop holds the stream with the gate
+    (:class:`solbench.device.timer.HostGate`): with the gate here too, an o_proj run's checks took
+    91 s instead of 12 s on an H200 (about 170 ms more per task, every round), for a cause not yet
+    found (results/h200/issue16/session6/).
 
     The check is also blind when CUPTI, just turned on, delivers nothing: the marker's own record
     must be among those collected. When it is missing, CUPTI is primed (the marker launched until

@@ -158,9 +158,15 @@ class ProcessWorker:
         elif code < 0:
             sig = signal.Signals(-code).name if -code in signal.Signals._value2member_map_ else str(-code)
             how = f"was killed by {sig}" + (" (out of host memory?)" if -code == signal.SIGKILL else "")
-        else:
+        elif self._ready:
             how = f"exited with code {code} (os._exit or sys.exit in the implementation?)"
-        return ImplResult(name, "crashed", f"the worker process {how}", log_tail=self.log_tail())
+        else:
+            how = f"exited with code {code}"
+        tail = self.log_tail()
+        if not self._ready:  # nothing of the implementation ran yet: the harness's or the machine's fault
+            last = tail.strip().splitlines()[-1:] or ["its log is empty"]
+            how += f" while starting, before it ran any task: {last[0]}"
+        return ImplResult(name, "crashed", f"the worker process {how}", log_tail=tail)
 
     def log_tail(self) -> str:
         """The last lines the worker wrote to stdout or stderr."""
@@ -261,21 +267,24 @@ def start(proc: Any) -> None:
 
 
 _PRELOAD = ["solbench.measure.forkserver_preload", "torch", "solbench.measure.worker"]
-# What torch.compile imports on first use (about 2 s a process on a 2-core CPU): preloaded for runs
-# that compile (preload_compiler), so no compiled worker of the run imports it for itself.
-COMPILER_MODULES = ("torch._dynamo", "torch._inductor.compile_fx")
+# What torch.compile imports on first use (about 2 s a process on a 2-core CPU), imported without
+# initializing CUDA: preloaded for runs that compile (preload_compiler), so no compiled worker of the
+# run imports it for itself.
+COMPILER_PRELOAD = "solbench.measure.compiler_preload"
 
 
 def preload_compiler() -> bool:
     """Have the fork server import torch.compile's machinery before it forks the first worker (a run
-    with compiled implementations calls this first). None of it touches CUDA at import (the fork
-    server must never). Returns False where it is too late: this process's fork server is already
-    running (a second run in one process), whose workers then import it themselves."""
+    with compiled implementations calls this first), without initializing CUDA there
+    (:mod:`solbench.measure.compiler_preload`). Returns False where it is too late: this process's
+    fork server is already running (a second run in one process), whose workers then import it
+    themselves."""
     from multiprocessing import forkserver
 
     if getattr(forkserver._forkserver, "_forkserver_pid", None) is not None:  # type: ignore[attr-defined]
-        return all(m in _PRELOAD for m in COMPILER_MODULES)
-    _PRELOAD.extend(m for m in COMPILER_MODULES if m not in _PRELOAD)
+        return COMPILER_PRELOAD in _PRELOAD
+    if COMPILER_PRELOAD not in _PRELOAD:
+        _PRELOAD.append(COMPILER_PRELOAD)
     return True
 
 
@@ -426,6 +435,7 @@ def _main(conn: Connection, log_path: str, device: str, device_index: int | None
         from solbench.measure import guards
 
         guards.warm_tracer(device)  # CUPTI loaded now, not in the first checked call
+        guards.warm_gate()  # and the gate kernel (CuPy imported, the kernel loaded)
     from solbench.measure.worker import WorkerState, enter_tree, execute
 
     if tree is not None:

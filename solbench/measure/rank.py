@@ -138,7 +138,11 @@ class GroupTimer:
         self.inner.stray = value
 
     def prepare(self, launches: Sequence[Callable[[], Any]]) -> None:
-        """The inner timer's preparation; then every rank takes the longest spin (equal GPU lead-in)."""
+        """The inner timer's preparation, with a spin, not a gate (each rank's gate would open when its
+        own host released it; equal spins after the GPUs' all-reduce start the windows together);
+        then every rank takes the longest spin (equal GPU lead-in)."""
+        if getattr(self.inner, "gate", None) is not None:
+            self.inner.gate = None
         self.inner.prepare(launches)
         if hasattr(self.inner, "spin_us"):
             self.inner.spin_us = self.ctx.agree([self.inner.spin_us])[0]

@@ -112,6 +112,9 @@ def gate_table(g: GateResult) -> Table:
     notes = {v.key: v.reason for v in g.verdicts if v.verdict in ("BROKEN", "MISSING") and v.reason}
     notes.update({v.key: f"needs ~{v.more_rounds} more round(s) per side" for v in g.verdicts
                   if v.verdict == "INCONCLUSIVE" and v.more_rounds is not None})
+    for v in g.verdicts:  # the two runs chose other algorithms or kernels: said beside the verdict
+        if v.choices:
+            notes[v.key] = "; ".join(filter(None, (notes.get(v.key), f"the runs {v.choices}")))
     short, constant = short_cases([v.case_id for v in g.verdicts]) if g.verdicts else ({}, "")
     impls = sorted({v.impl for v in g.verdicts})
     if len(impls) == 1:  # one implementation throughout: said once, under the table

@@ -107,3 +107,12 @@ def test_each_plan_records_the_algorithm_it_runs(choices):
     assert len(labels) == 2  # two problems, one algorithm each: the reused plan runs the tuned one
     assert all(label.startswith("?:") and len(label) == 10 for label in labels)  # id (unknown here):hash
     assert cublaslt.plans_since(count) == (count, {})
+
+
+def test_a_tie_goes_to_the_heuristics_earlier_algorithm():
+    """Within 2% of the fastest counts as tied: the earliest in the heuristic's order wins, so a
+    difference the tuner cannot resolve never makes two runs choose differently."""
+    assert cublaslt.first_within([10.0, 9.9, 9.0]) == 2  # 10% slower is not a tie
+    assert cublaslt.first_within([10.1, 10.0, 9.95]) == 0  # within 2% of 9.95: the first one
+    assert cublaslt.first_within([11.0, 10.1, 10.0]) == 1
+    assert cublaslt.first_within([10.0, 10.0], tie=0.0) == 0

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from rich.console import Console
 
 from solbench import exitcodes
 from solbench.analysis.gate import (
@@ -18,6 +19,7 @@ from solbench.analysis.gate import (
     parse_threshold,
 )
 from solbench.errors import ConfigError, GateRefused, ResultsFormatError
+from solbench.report.compare_console import gate_table
 from solbench.results.model import FAILED_STATUSES, RunResult
 from tests.unit.factories import T_SOL, make_env, make_run, noisy
 
@@ -459,6 +461,11 @@ def test_a_verdict_says_when_the_runs_autotuned_different_algorithms():
     assert by_key["slow/x"].verdict == "REGRESSION"
     assert "66:aaaa1111 in the baseline, 31:bbbb2222 in the current" in by_key["slow/x"].reason
     assert by_key["same/x"].verdict == "PASS" and "cuBLASLt" not in by_key["same/x"].reason
+    assert by_key["slow/x"].choices and not by_key["same/x"].choices
+    console = Console(width=400, record=True)
+    console.print(gate_table(gate(base, cur)))
+    row = next(line for line in console.export_text().splitlines() if "REGRESSION" in line and "│" in line)
+    assert "66:aaaa1111 in the baseline" in row  # said beside the verdict, not only in the reason
     same = gate(base, _with_algorithms(cur, "66:aaaa1111"))
     assert all("cuBLASLt" not in v.reason for v in same.verdicts)  # the same algorithm: nothing to say
 

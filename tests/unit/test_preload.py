@@ -2,6 +2,7 @@
 worker is forked (:func:`solbench.measure.pool.preload_compiler`). Each check runs in a fresh
 interpreter, whose fork server starts with the preload list it is given."""
 
+import os
 import subprocess
 import sys
 from types import SimpleNamespace
@@ -55,3 +56,32 @@ def test_compiling_ahead_asks_for_the_preload_only_where_something_compiles(monk
         asked.clear()
         warm.ahead_of_run(units, MeasureSettings(), str(tmp_path), info, options)
         assert bool(asked) == compiles, path
+
+
+def test_the_compiler_preload_imports_without_letting_torch_initialize_cuda(monkeypatch):
+    """The imports run with PYTORCH_NVML_BASED_CUDA_CHECK=1 (torch.cuda.is_available() then asks NVML,
+    not the driver), the variable is restored after, and an import that fails does not stop it."""
+    from solbench.measure import compiler_preload
+
+    monkeypatch.syspath_prepend("tests/data/preload")
+    for name in ("sees_nvml_check", "raises_at_import"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    monkeypatch.delenv(compiler_preload.NVML_CHECK, raising=False)
+    compiler_preload.preload(("raises_at_import", "sees_nvml_check"))
+    assert sys.modules["sees_nvml_check"].SEEN == "1"
+    assert compiler_preload.NVML_CHECK not in os.environ
+    monkeypatch.setenv(compiler_preload.NVML_CHECK, "0")
+    del sys.modules["sees_nvml_check"]
+    compiler_preload.preload(("sees_nvml_check",))
+    assert sys.modules["sees_nvml_check"].SEEN == "1" and os.environ[compiler_preload.NVML_CHECK] == "0"
+
+
+def test_a_worker_that_dies_while_starting_is_not_blamed_on_the_implementation(tmp_path):
+    worker = pool.ProcessWorker("cpu", None, tree=str(tmp_path / "no such tree"))
+    try:
+        result, fatal = worker.run(SimpleNamespace(impl="baseline"), 60)
+    finally:
+        worker.kill()
+    assert fatal and result.status == "crashed"
+    assert "while starting, before it ran any task" in result.message
+    assert "FileNotFoundError" in result.message and "in the implementation" not in result.message

@@ -49,8 +49,9 @@ def test_the_group_timer_routes_the_decision_through_the_ranks_agreement():
         return [max(values[0], 1.0)]  # another rank said yes
 
     ctx = SimpleNamespace(backend="gloo", agree=agree, barrier=lambda: None)
-    inner = SimpleNamespace(name="cold", prepare=lambda launches: None, agree_dry=None)
+    inner = SimpleNamespace(name="cold", prepare=lambda launches: None, agree_dry=None, gate=object())
     group = GroupTimer(inner, ctx)
     group.prepare([])
+    assert inner.gate is None  # ranks spin: equal spins after the all-reduce start their windows together
     assert inner.agree_dry is not None
     assert inner.agree_dry(False) is True and seen[-1] == [0.0]

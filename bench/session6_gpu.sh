@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The sixth session's H200 calls (issue 16). Carry .whl. Results under $OUT (8 files at most).
+#   bash bench/session6_gpu.sh T   the per-sample cost (gate vs spin, NVML probe); every GPU test;
+#                                  o_proj runs 1 and 2; ab on identical trees
+#   bash bench/session6_gpu.sh B   o_proj runs 3, 4 and 5; then the shipped suite until the call's
+#                                  time runs out (SIGINT: the harness table of what ran)
+# Gates between the five o_proj runs: python3 bench/repeat_gates.py oproj-{1,2,3,4,5}.json (any machine).
+set -o pipefail
+PART=${1:-T}
+export PYTHONUNBUFFERED=1 LIMIT=${LIMIT:-575} log=$OUT/steps.log
+. bench/steps.sh
+install_wheels || exit 1
+R=/tmp/g && mkdir -p $R
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,power.limit,temperature.gpu --format=csv | tee -a $log
+SUITE="workloads/attn.yaml workloads/bert.yaml workloads/resnet50.yaml workloads/resnet50_forward.yaml workloads/collectives.yaml"
+harness() { python3 -m solbench show "$1" --harness 2>&1 | tail -n 18 | tee -a $log; }
+oproj() { step oproj-$1 40 python3 -m solbench run workloads/attn.yaml -w o_proj -o $R/oproj-$1.json -q; harness $R/oproj-$1.json; }
+if [ "$PART" = T ]; then
+  step sample-cost 40 bash -c "python3 bench/sample_cost.py > $R/sample_cost.log 2>&1"
+  tail -n 12 $R/sample_cost.log | tee -a $log
+  step gpu-tests 320 bash -c "python3 -m pytest tests/gpu -q -p no:cacheprovider -rfEs --durations=15 > $R/gpu_tests.log 2>&1"
+  tail -n 25 $R/gpu_tests.log | tee -a $log
+  oproj 1
+  oproj 2
+  rm -rf /tmp/base && mkdir -p /tmp/base && cp -r solbench workloads /tmp/base/
+  step ab-same 100 bash -c "python3 -m solbench ab --baseline-tree /tmp/base workloads/attn.yaml -w o_proj -q --json > $R/ab-same.json 2> $R/ab-same.out"
+  echo "=== ab-same exit $?" | tee -a $log
+  tail -n 3 $R/ab-same.out | tee -a $log
+  python3 -c "import json; d=json.load(open('$R/ab-same.json')); print('ab-same', d['overall'], d['counts'])" 2>&1 | tail -n 1 | tee -a $log
+fi
+if [ "$PART" = B ]; then
+  oproj 3; oproj 4; oproj 5
+  step suite 60 timeout -s INT $(( $(left) - 15 )) python3 -m solbench run $SUITE -o $R/suite.json -q
+  echo "=== suite exit $?" | tee -a $log
+  harness $R/suite.json
+fi
+rm -f $R/ab-same.out
+cp $R/* $OUT/ 2>/dev/null; ls -la $OUT
