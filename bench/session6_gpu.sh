@@ -4,6 +4,7 @@
 #                                  o_proj runs 1 and 2; ab on identical trees
 #   bash bench/session6_gpu.sh B   o_proj runs 3, 4 and 5; then the shipped suite until the call's
 #                                  time runs out (SIGINT: the harness table of what ran)
+#   LIMIT=270 bash bench/session6_gpu.sh F   the GPU tests of checks and timers; o_proj runs 3 and 4
 # Gates between the five o_proj runs: python3 bench/repeat_gates.py oproj-{1,2,3,4,5}.json (any machine).
 set -o pipefail
 PART=${1:-T}
@@ -34,5 +35,11 @@ if [ "$PART" = B ]; then
   echo "=== suite exit $?" | tee -a $log
   harness $R/suite.json
 fi
-rm -f $R/ab-same.out
-cp $R/* $OUT/ 2>/dev/null; ls -la $OUT
+if [ "$PART" = T ] || [ "$PART" = B ]; then rm -f $R/ab-same.out; cp $R/* $OUT/ 2>/dev/null; ls -la $OUT; fi
+# F: after the check's gate was taken out again: the GPU tests of the checks and timers, two o_proj runs
+if [ "$PART" = F ]; then
+  step gpu-tests 120 bash -c "python3 -m pytest tests/gpu/test_cupti_gpu.py tests/gpu/test_isolation_gpu.py tests/gpu/test_forgers_gpu.py tests/gpu/test_timers_gpu.py tests/gpu/test_user_kernels.py -q -p no:cacheprovider -rfEs > $R/gpu_tests-F.log 2>&1"
+  tail -n 4 $R/gpu_tests-F.log | tee -a $log
+  oproj 3; oproj 4
+  cp $R/* $OUT/ 2>/dev/null; ls -la $OUT
+fi
