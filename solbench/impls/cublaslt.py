@@ -99,10 +99,13 @@ def fastest(mm: Any, offered: Sequence[Any], iterations: int = 40) -> int:
     algorithm runs ``iterations`` times, in a fresh random order every pass.
 
     The choice must be the same in every run, or two runs of one tree differ by the choice: on an
-    H200 two o_proj runs chose FP8 tiles 15% apart at 16 tokens (flushed dirty here, clean in the
-    harness, so ranked under other conditions than they were then timed under). So the earliest
-    algorithm in the heuristic's order whose median is within ``TIE`` of the fastest wins: a
-    difference the tuner cannot resolve run after run never decides.
+    H200 two o_proj runs chose FP8 tiles 15% apart at 16 tokens (flushed dirty here then, clean in
+    the harness). So the earliest algorithm in the heuristic's order whose median is within ``TIE``
+    of the fastest wins, and ``WARM_PASSES`` untimed passes first bring the clocks up from idle (a
+    worker tunes at set-up, on a GPU that may have idled at 345 MHz): with the clean flush and the
+    tie rule, one of three H200 runs still chose the slower of those two tiles, and tuning on a
+    GPU still ramping its clocks is the suspect (the warm passes came after: not yet measured).
+    Runs that must share choices share a cache folder (``--compile-cache DIR``).
 
     nvmath's own ``autotune`` flushes by copying an L2-sized host buffer to the device before each
     call (5 ms a call on an H200) and times without a spin, so at decode sizes its windows hold host
@@ -116,6 +119,10 @@ def fastest(mm: Any, offered: Sequence[Any], iterations: int = 40) -> int:
     sink = torch.empty((), dtype=torch.int32, device=device)
     windows: list[list[tuple[Any, Any]]] = [[] for _ in offered]
     order = list(range(len(offered)))
+    for _ in range(WARM_PASSES):  # untimed: the clocks up from idle before anything is ranked
+        for i in order:
+            torch.cuda._sleep(SPIN_CYCLES)
+            mm.execute(algorithm=offered[i], stream=stream)
     for _ in range(iterations):
         random.shuffle(order)
         for i in order:
@@ -132,6 +139,7 @@ def fastest(mm: Any, offered: Sequence[Any], iterations: int = 40) -> int:
 
 
 TIE = 0.02  # algorithms whose tuning medians are this close to the fastest count as tied
+WARM_PASSES = 10  # untimed passes over every algorithm before the timed ones
 
 
 def first_within(medians: Sequence[float], tie: float = TIE) -> int:
