@@ -128,8 +128,10 @@ class Watch:
         """Why the streamed samples claim less time than the parent watched them take, or None."""
         calls = _number(protocol.get("graph_calls"), 1.0, 1.0, MAX_GRAPH_CALLS)
         spin = _number(protocol.get("spin_us"), 0.0, 0.0, MAX_SPIN_US) * 1e-6
+        # the gate holds the GPU for the host's launch time of the call (the spin's bound applies)
+        launch = _number(protocol.get("host_launch_us"), 0.0, 0.0, MAX_SPIN_US) * 1e-6
         flush = FLUSH_S if protocol.get("l2_flush_bytes") else 0.0
-        per_sample = HARNESS_S + spin + flush + SORT_S_PER_SAMPLE * self.max_samples
+        per_sample = HARNESS_S + spin + launch + flush + SORT_S_PER_SAMPLE * self.max_samples
         kept = [i for i in range(1, len(self.values)) if not self.verified[i - 1]]
         if not kept:
             return None

@@ -119,6 +119,15 @@ def test_samples_claiming_far_less_than_the_watched_time_are_forged():
     assert "forged timings" in watch.wall_problem({})
 
 
+def test_a_slow_host_launch_behind_the_gate_is_not_taken_for_a_forgery():
+    # 20 µs calls whose launch takes the host 25 ms (thousands of kernels): each sample watched taking 30 ms
+    watch = _watched([2e-5] * 300, [3e-2] * 300, max_samples=300)
+    assert watch.wall_problem({"spin_us": 0.0}) is not None  # unexplained, without the launch time
+    assert watch.wall_problem({"spin_us": 0.0, "host_launch_us": 25_000.0}) is None
+    slower = _watched([2e-5] * 300, [0.2] * 300, max_samples=300)  # 0.2 s a sample: beyond what a launch explains
+    assert slower.wall_problem({"host_launch_us": 1e9}) is not None  # the claim is bounded (6.4 ms)
+
+
 def test_the_harness_work_between_samples_never_counts_against_an_honest_run():
     # tiny calls (1 µs) with the harness's work between them ten times the call, on a machine
     # three times oversubscribed: W/R is 33, far above WALL_FACTOR, and still honest
