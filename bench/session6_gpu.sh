@@ -10,12 +10,7 @@ set -o pipefail
 PART=${1:-T}
 export PYTHONUNBUFFERED=1 LIMIT=${LIMIT:-575} log=$OUT/steps.log
 . bench/steps.sh
-install_wheels || exit 1
-R=/tmp/g && mkdir -p $R
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,power.limit,temperature.gpu --format=csv | tee -a $log
-SUITE="workloads/attn.yaml workloads/bert.yaml workloads/resnet50.yaml workloads/resnet50_forward.yaml workloads/collectives.yaml"
-harness() { python3 -m solbench show "$1" --harness 2>&1 | tail -n 18 | tee -a $log; }
-oproj() { step oproj-$1 40 python3 -m solbench run workloads/attn.yaml -w o_proj -o $R/oproj-$1.json -q; harness $R/oproj-$1.json; }
+device_start || exit 1
 if [ "$PART" = T ]; then
   step sample-cost 40 bash -c "python3 bench/sample_cost.py > $R/sample_cost.log 2>&1"
   tail -n 12 $R/sample_cost.log | tee -a $log

@@ -18,3 +18,14 @@ install_wheels() {
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
     && export PYTHONPATH=/tmp/site:.
 }
+# What the session scripts share after `device_start || exit 1`: the wheels installed, $R (results
+# folder), the GPU's state logged; `harness RUN` prints a run's harness table, `oproj N` runs
+# o_proj into $R/oproj-N.json, $SUITE names the shipped workload files.
+SUITE="workloads/attn.yaml workloads/bert.yaml workloads/resnet50.yaml workloads/resnet50_forward.yaml workloads/collectives.yaml"
+device_start() {
+  install_wheels || return 1
+  R=/tmp/g && mkdir -p $R
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,power.limit,temperature.gpu --format=csv | tee -a "$log"
+}
+harness() { python3 -m solbench show "$1" --harness 2>&1 | tail -n 18 | tee -a "$log"; }
+oproj() { step oproj-$1 40 python3 -m solbench run workloads/attn.yaml -w o_proj -o $R/oproj-$1.json -q; harness $R/oproj-$1.json; }
