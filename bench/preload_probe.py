@@ -9,7 +9,8 @@ import threading
 
 
 def probe(label: str) -> None:
-    maps = open("/proc/self/maps").read()
+    with open("/proc/self/maps") as f:
+        maps = f.read()
     state = "libcuda not loaded"
     if "libcuda.so" in maps:
         lib = ctypes.CDLL("libcuda.so.1", mode=getattr(os, "RTLD_NOLOAD", 4))
@@ -30,14 +31,14 @@ for name in sys.argv[1:] or ["torch._dynamo", "torch._inductor.compile_fx"]:
     try:
         __import__(name)
         probe(name)
-    except BaseException as e:  # noqa: BLE001
+    except BaseException as e:
         print(f"{name}: {type(e).__name__}: {e}", flush=True)
 pid = os.fork()
 if pid == 0:
     try:
         print("child:", torch.ones(4, device="cuda").sum().item(), flush=True)
         os._exit(0)
-    except BaseException as e:  # noqa: BLE001
+    except BaseException as e:
         print(f"child: {type(e).__name__}: {e}", flush=True)
         os._exit(1)
 _, status = os.waitpid(pid, 0)

@@ -43,4 +43,6 @@ for name, fn in (("mul 4 MB", lambda: x.mul_(1.0001)), ("addmm 16x4096x4096", la
 print(f"{'call':20s} {'hold':5s} {'probe':5s} {'wall/sample us':>14s} {'median us':>9s} {'spin us':>7s} "
       f"{'host us':>7s} {'redone':>6s}")
 for row in rows:
-    print(f"{row[0]:20s} {row[1]:5s} {row[2]!s:5s} {row[3]:14.1f} {row[4]:9.2f} {row[5]:7.1f} {row[6]:7.1f} {row[7]:6d}")
+    name, hold, with_probe, wall_us, median_us, spin_us, host_us, redone = row
+    print(f"{name:20s} {hold:5s} {with_probe!s:5s} {wall_us:14.1f} {median_us:9.2f} {spin_us:7.1f} {host_us:7.1f} "
+          f"{redone:6d}")

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The sixth session's H200 calls (issue 16). Carry .whl. Results under $OUT (8 files at most).
-#   bash bench/session6_gpu.sh T   the per-sample cost (gate vs spin, NVML probe); every GPU test;
+#   bash bench/session6_gpu.sh T   the per-sample cost (gate vs spin, NVML probe); the gate under CUPTI;
+#                                  every GPU test;
 #                                  o_proj runs 1 and 2; ab on identical trees
 #   bash bench/session6_gpu.sh B   o_proj runs 3, 4 and 5; then the shipped suite until the call's
 #                                  time runs out (SIGINT: the harness table of what ran)
@@ -14,6 +15,8 @@ device_start || exit 1
 if [ "$PART" = T ]; then
   step sample-cost 40 bash -c "python3 bench/sample_cost.py > $R/sample_cost.log 2>&1"
   tail -n 12 $R/sample_cost.log | tee -a $log
+  step gate-cupti 30 bash -c "python3 bench/gate_cupti_probe.py > $R/gate_cupti.log 2>&1"
+  tail -n 4 $R/gate_cupti.log | tee -a $log
   step gpu-tests 320 bash -c "python3 -m pytest tests/gpu -q -p no:cacheprovider -rfEs --durations=15 > $R/gpu_tests.log 2>&1"
   tail -n 25 $R/gpu_tests.log | tee -a $log
   oproj 1
