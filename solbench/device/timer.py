@@ -468,9 +468,9 @@ _GATES: dict[tuple[int, int], HostGate | None] = {}
 
 
 def process_gate(torch: Any) -> HostGate | None:
-    """This process's gate on the current device (made on first use: a worker makes it at start), or
-    None where it cannot be built. The timer and the side-stream check share it: they never hold at
-    the same time."""
+    """This process's gate on the current device, or None where it cannot be built; made on first
+    use (a worker makes it at start, side by side with the other workers' starts) and kept for every
+    timer the process makes."""
     key = (id(torch), torch.cuda.current_device())
     if key not in _GATES:
         _GATES[key] = HostGate.make(torch, sleep_rate(torch))

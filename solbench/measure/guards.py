@@ -272,15 +272,6 @@ def warm_tracer(device: str) -> None:
             traced_call(lambda: None, trace)
 
 
-def warm_gate() -> None:
-    """Build this process's gate (:func:`solbench.device.timer.process_gate`) now, at a worker's
-    start: importing CuPy and loading the kernel happen side by side with the other workers' starts,
-    not inside the first task."""
-    from solbench.device.timer import process_gate
-
-    process_gate(torch)
-
-
 def traced_call(call: Callable[[], Any], trace: Any, kernels: list[str] | None = None) -> tuple[Any, str | None]:
     """Call once; with a CUPTI ``trace``, also say whether its GPU work outlived it on a side stream.
 

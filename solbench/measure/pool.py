@@ -435,7 +435,9 @@ def _main(conn: Connection, log_path: str, device: str, device_index: int | None
         from solbench.measure import guards
 
         guards.warm_tracer(device)  # CUPTI loaded now, not in the first checked call
-        guards.warm_gate()  # and the gate kernel (CuPy imported, the kernel loaded)
+        from solbench.device.timer import process_gate
+
+        process_gate(torch)  # and the cold timer's gate (CuPy imported, its kernel loaded)
     from solbench.measure.worker import WorkerState, enter_tree, execute
 
     if tree is not None:
