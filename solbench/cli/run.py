@@ -73,8 +73,9 @@ from solbench.results.model import RunResult
                    "compile cache (0: none; each measuring worker compiles for itself). Default: half the "
                    "CPUs, at most 8. See README 'Compiled implementations'.")
 @click.option("--compile-cache", type=click.Path(file_okay=False), default=None,
-              help="Keep torch.compile's cache in this folder across runs (default: the run's own folder, "
-                   "removed when it ends).")
+              help="Keep torch.compile's cache, and the cuBLASLt choices, in this folder across runs (default: "
+                   "the run's own folder for torch.compile, removed when it ends; the machine's store for "
+                   "cuBLASLt). See README 'Set-up paid once per run'.")
 @click.option("--in-process", is_flag=True,
               help="Run implementations in this process (debugging): no isolation, no timeout.")
 @click.option("--repeat", type=click.IntRange(min=1), default=None,

@@ -33,9 +33,15 @@ from solbench.kernels.requirements import NO_NVMATH
 __all__ = ["CHOICES_ENV", "AddmmPlan", "Fp8AddmmPlan", "MatmulPlan", "available", "fastest", "plan_tuned",
            "plans_since"]
 
-CHOICES_ENV = "SOLBENCH_CUBLASLT_CHOICES"  # the run's folder of autotuned choices (set by the worker); unset: none
+CHOICES_ENV = "SOLBENCH_CUBLASLT_CHOICES"  # where autotuned choices are kept (set by the worker); unset: the machine's
 _PLANS: list[tuple[str, str]] = []  # each plan_tuned choice in this process: ("tuned" or "reused", its label)
 SPIN_CYCLES = 200_000  # the spin before each tuning call: ~100 us at 2 GHz, longer than the flush and nvmath's launch
+
+
+def machine_choices() -> Path:
+    """Where this machine keeps its cuBLASLt choices when no folder is given: ``solbench`` in the
+    user's cache folder (``$XDG_CACHE_HOME``, else ``~/.cache``). Remove it to tune again."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache", "solbench")
 
 
 def plans_since(start: int) -> tuple[int, dict[str, Any]]:
@@ -61,27 +67,27 @@ def plan_tuned(mm: Any, stream: Any, *, iterations: int = 40, **plan: Any) -> st
     The problem is what cuBLASLt's heuristic offers for it on this device: every algorithm in its
     answer, configuration bytes and order (they follow from the shapes, types, layouts, epilogue,
     pointer alignment and the library version). The worker that tunes writes the fastest one's bytes
-    to the run's choices folder (``SOLBENCH_CUBLASLT_CHOICES``), keyed by that answer; a later worker
-    whose heuristic gives the same answer plans with that algorithm and times none. So every worker
-    of a run executes the algorithm the first one measured fastest, and the result records which
-    happened (:func:`plans_since`).
+    to the choices folder (``SOLBENCH_CUBLASLT_CHOICES``: a run's ``--compile-cache DIR``, else the
+    machine's, :func:`machine_choices`), keyed by the device's name and that answer; a later plan
+    whose heuristic gives the same answer, in this run or a later one, uses that algorithm and times
+    none. So every run on a machine executes the algorithm the first one measured fastest: on an
+    H200 two runs that each tuned for themselves put an FP8 GEMM 13% apart (BENCHMARKS.md, sixth
+    session), a difference of choice, not of code. The result records which happened
+    (:func:`plans_since`).
     """
     offered = mm.plan(stream=stream, **plan)
     if len(offered) < 2:
         return "single"
-    folder = os.environ.get(CHOICES_ENV)
+    folder = os.environ.get(CHOICES_ENV) or str(machine_choices())
     configs = [bytes(a.as_numpy().tobytes()) for a in offered]
-    path = None
-    if folder:
-        name = torch.cuda.get_device_name(torch.cuda.current_device()).encode()
-        path = Path(folder, "cublaslt", hashlib.sha256(name + b"|" + b"|".join(configs)).hexdigest() + ".json")
-    chosen = _read_choice(path) if path is not None else None
+    name = torch.cuda.get_device_name(torch.cuda.current_device()).encode()
+    path = Path(folder, "cublaslt", hashlib.sha256(name + b"|" + b"|".join(configs)).hexdigest() + ".json")
+    chosen = _read_choice(path)
     if chosen in configs:
         how, best = "reused", configs.index(chosen)
     else:
         how, best = "tuned", fastest(mm, offered, iterations)
-        if path is not None:
-            _write_choice(path, configs[best])
+        _write_choice(path, configs[best])
     mm.plan(stream=stream, algorithms=[offered[best]], **plan)
     _PLANS.append((how, _label(offered[best], configs[best])))
     return how
@@ -156,12 +162,16 @@ def _read_choice(path: Path) -> bytes | None:
 
 
 def _write_choice(path: Path, config: bytes) -> None:
-    """Atomically (workers may tune the same problem side by side: the last one wins, whole)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-    with os.fdopen(fd, "w") as f:
-        json.dump({"algorithm": config.hex()}, f)
-    os.replace(tmp, path)
+    """Atomically (workers may tune the same problem side by side: the last one wins, whole). A
+    folder that cannot be written (read-only home) only means the next plan tunes again."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+        with os.fdopen(fd, "w") as f:
+            json.dump({"algorithm": config.hex()}, f)
+        os.replace(tmp, path)
+    except OSError:
+        return
 
 
 def available() -> bool:

@@ -82,6 +82,7 @@ class MeasureSettings:
     budget_s: float = 2.0
     threads: int = 0  # torch CPU threads while measuring (solbench.device.threads); 0: leave as set
     compile_cache: str = ""  # the run's torch.compile cache folder (solbench.execute.warm); "": torch's default
+    choices: str = ""  # where cuBLASLt choices are kept: --compile-cache DIR; "": the machine's (impls.cublaslt)
     compile_threads: int = 0  # Inductor's compile threads in measuring workers; 0: torch's (execute.warm sets 1)
 
     @classmethod
@@ -225,6 +226,7 @@ def _execute(task: Task, state: WorkerState, emit: Emit, criterion: Any = None) 
     base_dir = Path(task.base_dir) if task.base_dir is not None else None
     s = task.settings
     use_compile_cache(s.compile_cache)
+    os.environ[cublaslt.CHOICES_ENV] = s.choices or str(cublaslt.machine_choices())
     if task.warm:
         return _compile_ahead(task, base_dir)
     if s.compile_threads:
@@ -268,12 +270,10 @@ def _compile_counts(before: Mapping[str, int] | None = None) -> dict[str, int]:
 def use_compile_cache(folder: str) -> None:
     """Point torch.compile's on-disk caches at the run's folder (:mod:`solbench.execute.warm`):
     Inductor's FX graphs and generated code, and the Triton binaries it builds, which Inductor keeps
-    under it unless ``TRITON_CACHE_DIR`` is set; cuBLASLt's autotuned choices go there too. Inductor
-    reads the variable at each use, so this works after torch is imported, before the first
-    compilation. "" leaves torch's default."""
+    under it unless ``TRITON_CACHE_DIR`` is set. Inductor reads the variable at each use, so this
+    works after torch is imported, before the first compilation. "" leaves torch's default."""
     if folder:
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = folder
-        os.environ[cublaslt.CHOICES_ENV] = folder  # and cuBLASLt's autotuned choices (cublaslt.plan_tuned)
 
 
 def _compile_threads(n: int) -> None:

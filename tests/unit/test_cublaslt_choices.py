@@ -51,12 +51,33 @@ def choices(tmp_path, monkeypatch):
     return tmp_path
 
 
-def test_without_a_choices_folder_every_plan_is_autotuned(monkeypatch):
+def test_without_a_folder_the_machine_keeps_the_choices_for_later_runs(tmp_path, monkeypatch):
+    """No --compile-cache DIR: the choice goes to the user's cache folder, where a later run (a later
+    process: here a later plan) finds it, so runs on one machine run the same algorithm."""
+    monkeypatch.setattr(cublaslt.torch.cuda, "get_device_name", lambda *a: "NVIDIA H200")
+    monkeypatch.setattr(cublaslt.torch.cuda, "current_device", lambda: 0)
     monkeypatch.delenv(cublaslt.CHOICES_ENV, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert cublaslt.machine_choices() == tmp_path / "solbench"
     mm = FakeMatmul([1, 2, 3], fastest=3)
     assert cublaslt.plan_tuned(mm, None, epilog="BIAS") == "tuned"
     assert mm.tuned == 1 and [a.config for a in mm.algorithms] == [3]  # planned again with the fastest only
     assert mm.plans[0] == (None, {"epilog": "BIAS"}) and mm.plans[1][1] == {"epilog": "BIAS"}
+    assert len(list((tmp_path / "solbench" / "cublaslt").glob("*.json"))) == 1
+    later_run = FakeMatmul([1, 2, 3], fastest=1)
+    assert cublaslt.plan_tuned(later_run, None, epilog="BIAS") == "reused"
+    assert later_run.tuned == 0 and [a.config for a in later_run.algorithms] == [3]
+
+
+def test_a_folder_that_cannot_be_written_only_means_tuning_again(tmp_path, monkeypatch):
+    monkeypatch.setattr(cublaslt.torch.cuda, "get_device_name", lambda *a: "NVIDIA H200")
+    monkeypatch.setattr(cublaslt.torch.cuda, "current_device", lambda: 0)
+    blocked = tmp_path / "file"
+    blocked.write_text("")  # a file where the folder would go
+    monkeypatch.setenv(cublaslt.CHOICES_ENV, str(blocked))
+    for _ in range(2):
+        mm = FakeMatmul([1, 2], fastest=2)
+        assert cublaslt.plan_tuned(mm, None) == "tuned" and [a.config for a in mm.algorithms] == [2]
 
 
 def test_a_later_worker_reuses_the_fastest_without_timing(choices):
@@ -116,3 +137,21 @@ def test_a_tie_goes_to_the_heuristics_earlier_algorithm():
     assert cublaslt.first_within([10.1, 10.0, 9.95]) == 0  # within 2% of 9.95: the first one
     assert cublaslt.first_within([11.0, 10.1, 10.0]) == 1
     assert cublaslt.first_within([10.0, 10.0], tie=0.0) == 0
+
+
+def test_a_kept_compile_cache_keeps_the_choices_too(tmp_path):
+    """--compile-cache DIR: the measuring workers keep cuBLASLt choices in DIR (a CI baseline and the
+    run gated against it share them); without it, in the machine's store ("")."""
+    from types import SimpleNamespace
+
+    from solbench import api
+    from solbench.execute import warm
+    from solbench.measure.worker import MeasureSettings
+
+    (planned,) = api.plan(["tests/data/double.yaml"], "cpu")
+    units = [warm.Unit(planned.spec, planned.path, tuple(planned.cases), tuple(planned.spec.implementations))]
+    info = SimpleNamespace(kind="cpu", index=None)
+    for kept, expected in ((tmp_path / "kept", str((tmp_path / "kept").absolute())), (None, "")):
+        options = SimpleNamespace(compile_jobs=0, timeout_s=10.0, compile_cache_dir=kept)
+        settings, _ = warm.ahead_of_run(units, MeasureSettings(), str(tmp_path / "run"), info, options)
+        assert settings.choices == expected

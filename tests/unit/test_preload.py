@@ -49,7 +49,7 @@ def test_compiling_ahead_asks_for_the_preload_only_where_something_compiles(monk
     asked = []
     monkeypatch.setattr(pool, "preload_compiler", lambda: asked.append(True) or True)
     info = SimpleNamespace(kind="cpu", index=None)
-    options = SimpleNamespace(compile_jobs=0, timeout_s=10.0)  # no process compiles ahead: nothing is forked
+    options = SimpleNamespace(compile_jobs=0, timeout_s=10.0, compile_cache_dir=None)  # nothing compiles ahead
     for path, compiles in (("tests/data/double.yaml", False), ("tests/data/compiled.yaml", True)):
         planned = api.plan([path], "cpu")
         units = [warm.Unit(p.spec, p.path, tuple(p.cases), tuple(p.spec.implementations)) for p in planned]
