@@ -81,7 +81,7 @@ def test_a_worker_that_dies_while_starting_is_not_blamed_on_the_implementation(t
     try:
         result, fatal = worker.run(SimpleNamespace(impl="baseline"), 60)
     finally:
-        worker.kill()
+        worker.close()  # its log and scratch folder removed
     assert fatal and result.status == "crashed"
     assert "while starting, before it ran any task" in result.message
     assert "FileNotFoundError" in result.message and "in the implementation" not in result.message
