@@ -24,6 +24,11 @@ def _shape(run):
     return [(c.workload, c.case_id, r.name, r.status) for c in run.cases for r in c.impls]
 
 
+def _messages(run):
+    """Each result's status and message, for an assertion that fails (a status that differs says why)."""
+    return "\n".join(f"{c.case_id} {r.name}: {r.status}: {r.message[:300]}" for c in run.cases for r in c.impls)
+
+
 def test_gpus_are_counted_per_model_over_alive_nodes():
     nodes = [{"Alive": True, "Resources": {"GPU": 8.0, "accelerator_type:H200": 1.0, "CPU": 128.0}},
              {"Alive": True, "Resources": {"GPU": 4.0, "accelerator_type:H100": 1.0}},
@@ -72,7 +77,7 @@ def double_runs(ray_cpu):
 
 def test_a_ray_run_has_the_shape_and_statuses_of_a_local_run(double_runs):
     local, remote = double_runs
-    assert _shape(remote) == _shape(local)
+    assert _shape(remote) == _shape(local), _messages(remote)
     assert remote.protocol.executor == "ray" and remote.protocol.devices == 2 and remote.complete
     assert all(c.device is not None and c.device.device_kind == "cpu" for c in remote.cases)
     for c in remote.cases:
@@ -83,7 +88,7 @@ def test_faults_through_ray_are_the_same_statuses(ray_cpu):
     options = api.RunOptions(**FAST, workloads=("faults",), timeout_s=3.0)  # the timeout starts once the worker is up
     local = api.run([HOSTILE], options, device="cpu")
     remote = api.run([HOSTILE], api.RunOptions(**FAST, workloads=("faults",), timeout_s=3.0, executor="ray"))
-    assert _shape(remote) == _shape(local)
+    assert _shape(remote) == _shape(local), _messages(remote)
     status = {r.name: r.status for c in remote.cases for r in c.impls}
     assert status["hangs"] == "timeout" and status["os_exit"] == "crashed" and status["segfault"] == "crashed"
     assert status["honest"] == "ok"
@@ -93,7 +98,7 @@ def test_a_shipped_workloads_cpu_profile_through_ray(ray_cpu):
     options = dict(**FAST, workloads=("residual_layernorm",))
     local = api.run([SHIPPED], api.RunOptions(**options), device="cpu")
     remote = api.run([SHIPPED], api.RunOptions(**options, executor="ray", repeat=2))
-    assert _shape(remote) == _shape(local)
+    assert _shape(remote) == _shape(local), _messages(remote)
     assert remote.protocol.rounds == 2
     assert all(c.impl("baseline").timing.n_rounds == 2 for c in remote.cases)
 
