@@ -6,9 +6,7 @@
 #   bash bench/session5_gpu.sh B        the shipped suite; o_proj runs 3, 4 and 5
 #   bash bench/session5_gpu.sh kb       KernelBench level 1, baseline and compiled, one round (carry .kb too)
 # Gates between the five o_proj runs: python3 bench/repeat_gates.py oproj-{1,2,3,4,5}.json (any machine).
-set -o pipefail
 PART=${1:-A}
-export PYTHONUNBUFFERED=1 LIMIT=${LIMIT:-575} log=$OUT/steps.log
 . bench/steps.sh
 device_start || exit 1
 if [ "$PART" = A ]; then

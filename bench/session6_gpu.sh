@@ -7,9 +7,7 @@
 #                                  time runs out (SIGINT: the harness table of what ran)
 #   LIMIT=270 bash bench/session6_gpu.sh F   the GPU tests of checks and timers; o_proj runs 3 and 4
 # Gates between the five o_proj runs: python3 bench/repeat_gates.py oproj-{1,2,3,4,5}.json (any machine).
-set -o pipefail
 PART=${1:-T}
-export PYTHONUNBUFFERED=1 LIMIT=${LIMIT:-575} log=$OUT/steps.log
 . bench/steps.sh
 device_start || exit 1
 if [ "$PART" = T ]; then

@@ -18,11 +18,14 @@ install_wheels() {
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
     && export PYTHONPATH=/tmp/site:.
 }
-# What the session scripts share after `device_start || exit 1`: the wheels installed, $R (results
+# What the session scripts share after `device_start || exit 1`: pipefail, unbuffered Python, LIMIT
+# (575 s unless given) and log ($OUT/steps.log unless given) set, the wheels installed, $R (results
 # folder), the GPU's state logged; `harness RUN` prints a run's harness table, `oproj N` runs
 # o_proj into $R/oproj-N.json, $SUITE names the shipped workload files.
 SUITE="workloads/attn.yaml workloads/bert.yaml workloads/resnet50.yaml workloads/resnet50_forward.yaml workloads/collectives.yaml"
 device_start() {
+  set -o pipefail
+  export PYTHONUNBUFFERED=1 LIMIT=${LIMIT:-575} log=${log:-$OUT/steps.log}
   install_wheels || return 1
   R=/tmp/g && mkdir -p $R
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,power.limit,temperature.gpu --format=csv | tee -a "$log"

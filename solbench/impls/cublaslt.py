@@ -9,9 +9,9 @@ then runs one kernel into a freshly allocated D, on torch's current stream.
 nvmath-python is optional (``pip install 'solbench[nvmath]'``); without it the plan raises
 DeviceError, which solbench reports as ``skipped``.
 
-Autotuning (:func:`plan_tuned`) is paid once per run and problem: the first worker to meet a
-problem times the algorithms (:func:`fastest`) and writes down the fastest; later workers of the
-run take it.
+Autotuning (:func:`plan_tuned`) is paid once per machine and problem: the first plan to meet a
+problem times the algorithms (:func:`fastest`) and writes down the fastest; later plans, in any
+worker of this run or a later one, take it.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ def machine_choices() -> Path:
 
 def plans_since(start: int) -> tuple[int, dict[str, Any]]:
     """(the choices this process has made so far, what the choices from number ``start`` on record):
-    ``cublaslt_tuned`` (timed here) and ``cublaslt_reused`` (taken from the run's choices) where
+    ``cublaslt_tuned`` (timed here) and ``cublaslt_reused`` (taken from the kept choices) where
     non-zero, and ``cublaslt_algorithms``, the distinct algorithms chosen (``id:config hash``,
     comma-separated), so that runs that chose differently can be told apart. The worker records
     what each task added."""
@@ -60,7 +60,7 @@ def plans_since(start: int) -> tuple[int, dict[str, Any]]:
 
 def plan_tuned(mm: Any, stream: Any, *, iterations: int = 40, **plan: Any) -> str:
     """``mm.plan(**plan)``, then the fastest of the algorithms it offers: timed here (:func:`fastest`),
-    or the one an earlier worker of this run timed fastest for the same problem; returns ``"tuned"``,
+    or the one an earlier plan timed fastest for the same problem; returns ``"tuned"``,
     ``"reused"``, or ``"single"`` where the heuristic offers one algorithm (nothing to choose). Either
     way ``mm`` is then planned with that one algorithm.
 
@@ -111,7 +111,7 @@ def fastest(mm: Any, offered: Sequence[Any], iterations: int = 40) -> int:
     worker tunes at set-up, on a GPU that may have idled at 345 MHz): with the clean flush and the
     tie rule, one of three H200 runs still chose the slower of those two tiles, and tuning on a
     GPU still ramping its clocks is the suspect (the warm passes came after: not yet measured).
-    Runs that must share choices share a cache folder (``--compile-cache DIR``).
+    Once made, the choice is kept (:func:`plan_tuned`), so later runs do not draw again.
 
     nvmath's own ``autotune`` flushes by copying an L2-sized host buffer to the device before each
     call (5 ms a call on an H200) and times without a spin, so at decode sizes its windows hold host

@@ -141,7 +141,7 @@ class GroupTimer:
         """The inner timer's preparation, with a spin, not a gate (each rank's gate would open when its
         own host released it; equal spins after the GPUs' all-reduce start the windows together);
         then every rank takes the longest spin (equal GPU lead-in)."""
-        if getattr(self.inner, "gate", None) is not None:
+        if hasattr(self.inner, "gate"):
             self.inner.gate = None
         self.inner.prepare(launches)
         if hasattr(self.inner, "spin_us"):

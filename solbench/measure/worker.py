@@ -248,7 +248,7 @@ def _execute(task: Task, state: WorkerState, emit: Emit, criterion: Any = None) 
     counts: dict[str, Any] = dict(_compile_counts(compiled))
     if counts and s.compile_threads:
         counts["compile_threads"] = s.compile_threads
-    _, chosen = cublaslt.plans_since(plans)  # the cuBLASLt algorithms set-up chose: tuned, or the run's
+    _, chosen = cublaslt.plans_since(plans)  # the cuBLASLt algorithms set-up chose: tuned, or kept ones
     return replace(result, protocol={**result.protocol, **phases.seconds, **counts, **chosen})
 
 
