@@ -7,8 +7,21 @@
         safetensors the tensor from the file (relative to the problem folder, then its parents);
                     a file not there is a DeviceError: the implementations are ``skipped``
     reference(definition, **inputs)      the definition's ``run`` on the inputs in declared order
-    solution(definition, solution, **inputs)   a Python solution's entry point; destination-passing
+    solution(definition, solution, **inputs)   a solution's entry point; destination-passing
                                           ones also get the outputs (in declared order)
+    prepare(definition, solution, **inputs)    the solution's set-up, outside timing: a Python
+                                          solution imported, a C++/CUDA one built (below)
+
+A solution in ``cuda_cpp``, ``cudnn`` or ``cutlass`` with the ``torch`` binding is built as
+SOL-ExecBench builds it: ``torch.utils.cpp_extension.load`` over its ``.cu``/``.cpp``/``.cc``/
+``.cxx``/``.c`` sources, its ``compile_options`` (``cuda_cflags``, ``cflags``, ``ld_flags``), its own
+folder and CUTLASS (``$CUTLASS_DIR``, default /usr/local/cutlass) on the include path; cuDNN's
+headers and library come from the ``nvidia-cudnn`` wheel where the CUDA toolkit has none. The
+extension is named by a hash of its sources and flags, in torch's extension folder
+(``$TORCH_EXTENSIONS_DIR``), so later workers load it instead of building it again, and two workers
+that build it at once take turns (torch's lock). A machine without nvcc, CUTLASS or cuDNN makes
+the solution ``skipped`` with what it needs; sources that do not compile make it fail, with the
+compiler's output in its log.
 """
 
 from __future__ import annotations
@@ -16,6 +29,8 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import os
+import shutil
 import sys
 import types
 from collections.abc import Mapping
@@ -143,25 +158,158 @@ def solution(definition: str, solution: str, **values: Any) -> Any:
     return fn(*args)
 
 
+def prepare(definition: str, solution: str, **values: Any) -> dict[str, Any]:
+    """The solution's set-up (import or build), outside every timed call; the inputs unchanged."""
+    _entry(solution)
+    return values
+
+
+PYTHON_LANGUAGES = frozenset({"pytorch", "python", "triton", "cute_dsl", "cutile"})
+BUILT_LANGUAGES = frozenset({"cuda_cpp", "cudnn", "cutlass"})
+SOURCE_SUFFIXES = (".cu", ".cpp", ".cc", ".cxx", ".c")
+
+
 def _entry(path: str) -> Any:
     key = "solution:" + path
+    if isinstance(_CACHE.get(key), Exception):  # a build or import that failed fails again, the same way
+        raise _CACHE[key]
     if key not in _CACHE:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-        languages = set(data.get("spec", {}).get("languages", []))
-        if languages - {"pytorch", "python", "triton", "cute_dsl", "cutile"}:
-            raise DeviceError(f"needs a build of {', '.join(sorted(languages))} sources, which solbench does not "
-                              "do yet (Python solutions only)")
-        file, _, fn = data["spec"]["entry_point"].partition("::")
-        sources = {s["path"]: s["content"] for s in data.get("sources", [])}
-        folder = Path(path).parent
-        text = sources.get(file) or (folder / file).read_text(encoding="utf-8")
-        name = "solbench_solution_" + hashlib.sha256(text.encode()).hexdigest()[:16]
-        module = types.ModuleType(name)
-        module.__file__ = str(folder / file)
-        sys.modules[name] = module
-        _run_source(text, str(folder / file), module)
-        _CACHE[key] = getattr(module, fn)
+        try:
+            _CACHE[key] = _load(path)
+        except Exception as exc:
+            _CACHE[key] = exc
+            raise
     return _CACHE[key]
+
+
+def _load(path: str) -> Any:
+    """The solution's entry point: its Python source run, or its C++/CUDA sources built."""
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    spec = data.get("spec", {})
+    languages = set(spec.get("languages") or [])
+    file, _, fn = spec["entry_point"].partition("::")
+    sources = {s["path"]: s["content"] for s in data.get("sources", [])}
+    folder = Path(path).parent
+    unknown = languages - PYTHON_LANGUAGES - BUILT_LANGUAGES
+    if unknown:
+        raise DeviceError(f"needs a build of {', '.join(sorted(unknown))} sources, which solbench does not do "
+                          f"(it builds {', '.join(sorted(BUILT_LANGUAGES))} and runs Python solutions)")
+    built = languages & BUILT_LANGUAGES
+    module = _build(folder, sources, spec, languages) if built else _python(folder, file, sources)
+    if not hasattr(module, fn):
+        raise AttributeError(f"{path}: the entry point {spec['entry_point']!r} names no function {fn!r}")
+    return getattr(module, fn)
+
+
+def _python(folder: Path, file: str, sources: Mapping[str, str]) -> types.ModuleType:
+    text = sources.get(file) or (folder / file).read_text(encoding="utf-8")
+    name = "solbench_solution_" + hashlib.sha256(text.encode()).hexdigest()[:16]
+    module = types.ModuleType(name)
+    module.__file__ = str(folder / file)
+    sys.modules[name] = module
+    try:
+        _run_source(text, str(folder / file), module)
+    except ModuleNotFoundError as exc:
+        top = (exc.name or "").split(".")[0]
+        if top and importlib.util.find_spec(top) is None:  # a dependency this machine lacks, not a bug
+            raise DeviceError(f"needs the Python module {exc.name!r}, which is not installed here") from None
+        raise
+    return module
+
+
+def _build(folder: Path, sources: Mapping[str, str], spec: Mapping[str, Any], languages: set[str]) -> Any:
+    """The solution's sources built into a torch extension (module docstring), or a DeviceError
+    saying what this machine lacks."""
+    binding = spec.get("binding") or "torch"
+    if binding != "torch":
+        raise DeviceError(f"needs the {binding!r} binding; solbench builds torch-bound C++/CUDA solutions only")
+    import torch.utils.cpp_extension as ext
+
+    if shutil.which("ninja") is None and importlib.util.find_spec("ninja") is None:
+        raise DeviceError("needs ninja to build C++/CUDA sources (pip install ninja)")
+    options = spec.get("compile_options") or {}
+    cflags = list(options.get("cflags") or [])
+    cuda_cflags = list(options.get("cuda_cflags") or [])
+    ldflags = list(options.get("ld_flags") or [])
+    files = {name: text for name, text in sources.items()} or {
+        p.name: p.read_text(encoding="utf-8") for p in sorted(folder.iterdir())
+        if p.is_file() and p.suffix in (*SOURCE_SUFFIXES, ".h", ".hpp", ".cuh")}
+    if any(Path(n).suffix == ".cu" for n in files):
+        if not torch.cuda.is_available():
+            raise DeviceError("needs CUDA (the solution has .cu sources)")
+        if ext.CUDA_HOME is None:
+            raise DeviceError("needs CUDA's compiler (nvcc) to build .cu sources: set CUDA_HOME")
+    includes: list[str] = []
+    if "cutlass" in languages or "cutlass" in (spec.get("dependencies") or []):
+        root = Path(os.environ.get("CUTLASS_DIR", "/usr/local/cutlass"))
+        if not (root / "include" / "cutlass" / "cutlass.h").is_file():
+            raise DeviceError(f"needs CUTLASS's headers: set CUTLASS_DIR to a CUTLASS checkout (none in {root})")
+        includes += [str(root / "include"), str(root / "tools" / "util" / "include")]
+    digest = hashlib.sha256(json.dumps([sorted(files.items()), cflags, cuda_cflags, ldflags, includes,
+                                        torch.__version__]).encode()).hexdigest()[:16]
+    name = f"solbench_sol_{digest}"
+    root_dir = _extensions_dir() / name
+    src = root_dir / "src"
+    src.mkdir(parents=True, exist_ok=True)
+    for rel, text in files.items():
+        target = src / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if not target.is_file() or target.read_text(encoding="utf-8") != text:
+            target.write_text(text, encoding="utf-8")
+    if "cudnn" in languages or "cudnn" in (spec.get("dependencies") or []):
+        inc, link, lib = _cudnn(root_dir)
+        includes.append(inc)
+        ldflags = [f"-L{link}", f"-Wl,-rpath,{lib}", *ldflags]
+    compiled = [str(src / n) for n in files if Path(n).suffix in SOURCE_SUFFIXES]
+    if not compiled:
+        raise ValueError(f"no source file to build (expected one of {', '.join(SOURCE_SUFFIXES)})")
+    try:
+        return ext.load(name, compiled, extra_cflags=cflags, extra_cuda_cflags=cuda_cflags, extra_ldflags=ldflags,
+                        extra_include_paths=[str(src), *includes], build_directory=str(root_dir), verbose=False)
+    except RuntimeError as exc:  # the compiler's first error, not ninja's command line (the log has it all)
+        text = str(exc)
+        first = next((ln.strip() for ln in text.splitlines() if "error" in ln.lower() and "Error building" not in ln),
+                     None)
+        if first is None:
+            raise
+        raise RuntimeError(f"the build failed: {first.replace(str(src) + os.sep, '')}") from exc
+
+
+def _extensions_dir() -> Path:
+    """Where built solutions live: ``$TORCH_EXTENSIONS_DIR``, else torch's own default folder, one
+    sub-folder per Python and CUDA version."""
+    base = os.environ.get("TORCH_EXTENSIONS_DIR") or str(Path.home() / ".cache" / "torch_extensions")
+    flavour = f"solbench_py{sys.version_info.major}{sys.version_info.minor}_{torch.version.cuda or 'cpu'}"
+    return Path(base) / flavour
+
+
+def _cudnn(build: Path) -> tuple[str, str, str]:
+    """cuDNN's include folder, the folder to link from and the folder to load from: the CUDA
+    toolkit's, else the ``nvidia-cudnn`` wheel's (which ships ``libcudnn.so.N`` alone: a
+    ``libcudnn.so`` link to it is made in the build folder)."""
+    import torch.utils.cpp_extension as ext
+
+    home = Path(ext.CUDA_HOME or "/nonexistent")
+    for inc, lib in ((home / "include", home / "lib64"), (home / "include", home / "lib")):
+        if (inc / "cudnn.h").is_file() and any(lib.glob("libcudnn.so*")):
+            return str(inc), str(lib), str(lib)
+    spec = importlib.util.find_spec("nvidia.cudnn")
+    if spec is None or not spec.submodule_search_locations:
+        raise DeviceError("needs cuDNN's headers and library (pip install nvidia-cudnn-cu12 or -cu13)")
+    root = Path(next(iter(spec.submodule_search_locations)))
+    if not (root / "include" / "cudnn.h").is_file():
+        raise DeviceError(f"needs cuDNN's headers (no cudnn.h under {root / 'include'})")
+    lib = root / "lib"
+    if not (lib / "libcudnn.so").exists():
+        versioned = sorted(lib.glob("libcudnn.so.*"))
+        if not versioned:
+            raise DeviceError(f"needs cuDNN's library (no libcudnn.so under {lib})")
+        link = build / "cudnn_lib"
+        link.mkdir(parents=True, exist_ok=True)
+        if not (link / "libcudnn.so").exists():
+            (link / "libcudnn.so").symlink_to(versioned[0])
+        return str(root / "include"), str(link), str(lib)
+    return str(root / "include"), str(lib), str(lib)
 
 
 _COMPILED: dict[str, Any] = {}

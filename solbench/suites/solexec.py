@@ -14,7 +14,8 @@ with shapes as axis names or ``null`` for a Python scalar, a reference ``run``),
     reference       the definition's run, at the declared dtypes
     cost            traced on the meta device (solbench.suites.trace)
     baseline        the reference, eager; compiled: torch.compile of it (needs inductor here)
-    a solution      a ``solution*.json`` beside the definition, or ``--solution`` (Python solutions)
+    a solution      a ``solution*.json`` beside the definition, or ``--solution``: Python, or C++/CUDA
+                    built at set-up (solbench.suites.sol_runtime)
 """
 
 from __future__ import annotations
@@ -191,7 +192,8 @@ def _solution(path: Path, dpath: Path, definition: str) -> tuple[str, dict[str, 
     if data.get("definition") not in (None, definition):
         raise ConfigError(f"{path}: a solution of {data.get('definition')!r}, not of {definition!r}")
     name = re.sub(r"[^A-Za-z0-9_.\-]", "_", str(data.get("name") or path.stem))
-    return name, {"fn": f"{RT}:solution", "params": {"definition": str(dpath), "solution": str(path.resolve())},
+    return name, {"fn": f"{RT}:solution", "setup": f"{RT}:prepare",
+                  "params": {"definition": str(dpath), "solution": str(path.resolve())},
                   "destination": bool(data["spec"].get("destination_passing_style", True)),
                   "description": f"{path.name} ({', '.join(data['spec'].get('languages', []))})"}
 

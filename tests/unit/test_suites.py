@@ -2,6 +2,7 @@
 place, traced, run end to end on the CPU, and malformed ones refused with one line."""
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -280,3 +281,38 @@ def test_an_inline_reference_has_its_source_for_inspect(tmp_path):
     module = sol_runtime.reference_module(str(folder / "definition.json"))
     assert "return x + 1" in module.run.src
     assert inspect.getsource(module.run).startswith("@_needs_source")
+
+
+SOLUTIONS = DATA / "solexec_solutions"
+CAN_BUILD = shutil.which("ninja") is not None and shutil.which("c++") is not None
+
+
+@pytest.mark.skipif(not CAN_BUILD, reason="needs a C++ compiler and ninja to build a torch extension")
+def test_cpp_solutions_are_built_at_set_up_and_what_cannot_build_is_said(runner, tmp_path, monkeypatch):
+    """SOL-ExecBench's C++/CUDA solutions (torch binding) are built as SOL-ExecBench builds them:
+    one that compiles runs and is checked like any other; one that does not compile fails with the
+    compiler's first error (exit 4); one that needs what this machine lacks is skipped with what it
+    needs. The build lands in $TORCH_EXTENSIONS_DIR once, however many cases use it."""
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path / "ext"))
+    monkeypatch.setenv("CUTLASS_DIR", str(tmp_path / "no_cutlass"))
+    names = ["cpp", "broken", "cutlass", "dsl", "cuda"]
+    out = tmp_path / "b.json"
+    args = ["run", str(SOL), "--in-process", "-o", str(out), "--repeat", "1", "-i", "baseline", *FAST]
+    for n in names:
+        args += ["--solution", str(SOLUTIONS / f"rmsnorm_{n}.json"), "-i", f"rmsnorm_{n}"]
+    result = runner.invoke(main, args)
+    assert result.exit_code == 4, result.output
+    by = {(c.params["wl"], r.name): r for c in store.load(out).cases for r in c.impls}
+    for wl in (0, 1):
+        assert by[wl, "rmsnorm_cpp"].status == "ok", by[wl, "rmsnorm_cpp"].message
+        assert by[wl, "rmsnorm_cpp"].correctness.passed
+        broken = by[wl, "rmsnorm_broken"]
+        assert broken.status == "error" and "the build failed: main.cpp:3:" in broken.message
+        assert "error: expected primary-expression" in broken.message
+        assert by[wl, "rmsnorm_cutlass"].status == "skipped"
+        assert "needs CUTLASS's headers" in by[wl, "rmsnorm_cutlass"].message
+        assert by[wl, "rmsnorm_dsl"].status == "skipped"
+        assert "needs the Python module 'solbench_no_such_dsl'" in by[wl, "rmsnorm_dsl"].message
+        assert by[wl, "rmsnorm_cuda"].status == "skipped" and "needs CUDA" in by[wl, "rmsnorm_cuda"].message
+    built = list((tmp_path / "ext").glob("*/solbench_sol_*/solbench_sol_*.so"))
+    assert len(built) == 1, built  # the one that compiled, built once for both cases

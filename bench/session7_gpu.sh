@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# The seventh session's H200 work (issues 19 and 16) as one pipeline that outlives a device call.
+# Carry .whl and .kb (a KernelBench checkout and SOL-ExecBench's examples and test samples).
+#   bash bench/session7_gpu.sh start    copy the tree to /tmp/t7, start the pipeline there in a process
+#                                       session of its own (setsid: it survives the call), follow it
+#   bash bench/session7_gpu.sh follow   follow the running pipeline (the next call, made while the
+#                                       machine is still warm)
+# Every call ends, before its limit, by copying what the pipeline wrote (/tmp/s7) to $OUT: s7.tar.gz,
+# and the pipeline's log. The pipeline, in order of what matters most:
+#   1. every GPU test (the final tree);
+#   2. KernelBench level 1, baseline and compiled, one invocation, timed (--timer cupti, one round);
+#   3. every SOL-ExecBench example and test sample with a definition, one invocation;
+#   4. SOL-ExecBench's rmsnorm hack solutions against its rmsnorm sample;
+#   5. o_proj runs 1-3 (the cuBLASLt choices kept per machine, issue 16).
+PART=${1:-start}
+S=/tmp/s7
+LIMIT=${LIMIT:-570}
+T0=$(date +%s)
+if [ "$PART" = pipeline ]; then
+  set -o pipefail
+  export PYTHONUNBUFFERED=1 PYTHONPATH=/tmp/site:.
+  log=$S/pipeline.log
+  run() {  # run NAME TIMEOUT CMD...: logged with its exit code and wall time
+    local name=$1 limit=$2; shift 2
+    echo "=== $name $(date -u +%T)" >> $log
+    local s; s=$(date +%s.%N)
+    timeout -s INT "$limit" "$@"; local rc=$?
+    echo "=== $name exit $rc in $(python3 -c "print(round($(date +%s.%N) - $s, 1))") s" >> $log
+  }
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,power.limit,temperature.gpu --format=csv >> $log
+  run gpu-tests 600 bash -c "python3 -m pytest tests/gpu -q -p no:cacheprovider -rfEs --durations=15 > $S/gpu_tests.log 2>&1"
+  tail -n 30 $S/gpu_tests.log >> $log
+  run kb1 1500 bash -c "python3 -m solbench run .kb/KernelBench/level1 --device cuda --timer cupti --repeat 1 -o $S/kb1.json -q > $S/kb1.out 2>&1"
+  tail -n 5 $S/kb1.out >> $log
+  python3 -m solbench show $S/kb1.json --harness 2>&1 | tail -n 18 >> $log
+  sol=$(for d in .kb/sol/examples/*/* .kb/sol/tests/sol_execbench/samples/*; do [ -f $d/definition.json ] && echo $d; done)
+  run sol 600 bash -c "python3 -m solbench run $(echo $sol) --device cuda --repeat 1 -o $S/sol.json -q > $S/sol.out 2>&1"
+  tail -n 40 $S/sol.out >> $log
+  hacks=$(for f in .kb/sol/tests/samples/rmsnorm/solution_hack_*.json; do echo --solution $f; done)
+  run sol-hacks 300 bash -c "python3 -m solbench run .kb/sol/tests/sol_execbench/samples/rmsnorm $hacks --device cuda --repeat 1 -o $S/sol-hacks.json > $S/sol-hacks.out 2>&1"
+  tail -n 30 $S/sol-hacks.out >> $log
+  for n in 1 2 3; do
+    run oproj-$n 120 python3 -m solbench run workloads/attn.yaml -w o_proj -o $S/oproj-$n.json -q
+    python3 -m solbench show $S/oproj-$n.json --harness 2>&1 | tail -n 18 >> $log
+  done
+  echo "=== pipeline done $(date -u +%T)" >> $log
+  exit 0
+fi
+collect() {
+  tar -C $S -czf $OUT/s7.tar.gz --exclude='*.journal' . 2>/dev/null
+  cp $S/pipeline.log $OUT/ 2>/dev/null
+  tail -n 60 $S/pipeline.log
+  ls -la $OUT
+}
+if [ "$PART" = start ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+  rm -rf /tmp/t7 $S && mkdir -p $S && cp -r . /tmp/t7 && rm -rf /tmp/t7/.git
+  (cd /tmp/t7 && setsid nohup bash bench/session7_gpu.sh pipeline > $S/nohup.out 2>&1 < /dev/null &)
+  sleep 2
+fi
+while ! grep -q "=== pipeline done" $S/pipeline.log 2>/dev/null && [ $(( $(date +%s) - T0 )) -lt $LIMIT ]; do sleep 5; done
+collect
