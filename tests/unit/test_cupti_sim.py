@@ -300,3 +300,29 @@ def test_a_checked_call_reports_the_kernels_it_launched(monkeypatch):
     guards.traced_call(honest(gpu), gpu, seen)
     assert kernel_names(seen) == "gemm"
     assert kernel_names(["a" * 200, "b", "a" * 200]) == "a" * 96 + " | b"
+
+
+def test_the_cupti_timer_verifies_timed_outputs_with_collection_off():
+    """The harness's checks between samples launch work of their own (a tolerance check of a large
+    output: many kernels); the CUPTI timer turns collection off for them and on again before the
+    next sample, so none of it is recorded, and every sample is still traced."""
+    from solbench.measure.criteria import CIWidth
+    from solbench.measure.loop import measure
+
+    gpu = SimGpu()
+    timer = _timer(gpu)
+    timer.prepare = lambda launches: (setattr(timer, "_launches", launches), gpu.begin(),
+                                      setattr(timer, "_turned_on", True))
+    seen = []
+
+    def verify(index, output, seconds):
+        seen.append(gpu.enabled)
+        for _ in range(50):  # the check's own kernels
+            gpu.launch("check", 10)
+        return None
+
+    timing = measure(timer, [honest(gpu)], CIWidth(0.5, 6, 6, 10.0), warmup=1, verify=verify)
+    assert len(timing.samples) == 6 and seen and not any(seen)  # collection off in every verification
+    assert all(s == pytest.approx(5000e-9) for s in timing.samples)  # every sample traced: the GEMM alone
+    assert not gpu.enabled  # off again once sampling ended
+    assert "check" in gpu.order and not any(w.name == "check" for w in gpu.work)

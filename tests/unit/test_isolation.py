@@ -70,6 +70,8 @@ CAUGHT = {
     "partial_output": ("incorrect", "input set 0: out:"),  # NaN-poisoned or stale: never right
     "low_precision": ("incorrect", "outside atol"),
     "honest_first_calls_only": ("reward_hack", "work skipped on some calls"),
+    # right on the inputs it was timed on, 0.1% off on unseen ones: a numerical difference, not a cache
+    "drifts_on_unseen_inputs": ("incorrect", "a numerical difference, not a stale result"),
     "patches_comparison": ("reward_hack", "solbench.measure.tensors.compare"),
     "patches_clock": ("reward_hack", "time.perf_counter_ns"),
 }

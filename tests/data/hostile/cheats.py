@@ -129,3 +129,16 @@ def side_stream(x, w, residual):
         for _ in range(50):
             torch.addmm(residual, x, w.T, out=out)
     return out
+
+
+_SEEN: set[int] = set()
+
+
+def drifts_on_unseen_inputs(x, w, residual):
+    """Exact on the first two input sets it is given (the checked and timed ones), 0.1% off on any
+    later one: outside the tolerance on unseen inputs, but by a numerical amount, not a stale result
+    (it is incorrect, not a cheat)."""
+    out = torch.addmm(residual, x, w.T)
+    if len(_SEEN) < 2:
+        _SEEN.add(x.data_ptr())
+    return out if x.data_ptr() in _SEEN else out * 1.001
