@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import functools
+import importlib.util
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -169,9 +170,19 @@ def _traced(spec: WorkloadSpec, path: Path, cases: tuple[Case, ...], device: str
             continue
         except ConfigError as exc:
             raise ConfigError(f"{path}: workload {spec.name!r}, case {case.id}: {exc}") from None
+        except ModuleNotFoundError as exc:  # the reference needs a package this machine lacks: not a bad file
+            if exc.name is None or importlib.util.find_spec(exc.name.split(".")[0]) is not None:
+                raise
+            skipped.append((case.id, f"the reference needs the Python module {exc.name!r}, which is not installed "
+                                     "here"))
+            continue
         except Exception as exc:
             text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-            where = "the meta device" if device == "meta" else f"the meta device and on {device}"
+            if device == "meta":  # a what-if (--gpu) on a machine without that device: nowhere to trace it
+                skipped.append((case.id, f"no cost: the reference cannot run on the meta device ({type(exc).__name__}: "
+                                         f"{text[:160]}) and this machine has no GPU to trace it on with real inputs"))
+                continue
+            where = f"the meta device and on {device}"
             raise ConfigError(f"{path}: workload {spec.name!r}, case {case.id}: tracing the reference on "
                               f"{where} raised {type(exc).__name__}: {text[:300]}") from None
         done.append(filled)

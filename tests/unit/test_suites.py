@@ -316,3 +316,26 @@ def test_cpp_solutions_are_built_at_set_up_and_what_cannot_build_is_said(runner,
         assert by[wl, "rmsnorm_cuda"].status == "skipped" and "needs CUDA" in by[wl, "rmsnorm_cuda"].message
     built = list((tmp_path / "ext").glob("*/solbench_sol_*/solbench_sol_*.so"))
     assert len(built) == 1, built  # the one that compiled, built once for both cases
+
+
+MISSING_MODULE = ("import torch\nimport solbench_no_such_kernels as k\n\n\ndef run(input, weight, eps):\n"
+                  "    return k.rmsnorm(input, weight, eps)\n")
+
+
+@pytest.mark.parametrize(("reference", "gpu", "needle"), [
+    (READS, ["--gpu", "h200"], "no cost: the reference cannot run on the meta device (RuntimeError: "),
+    (MISSING_MODULE, [], "the reference needs the Python module 'solbench_no_such_kernels', which is not installed"),
+])
+def test_a_case_whose_reference_cannot_be_traced_here_is_skipped_in_a_dry_run(runner, tmp_path, reference, gpu,
+                                                                             needle):
+    """A folder of problems is not stopped by one whose reference this machine cannot trace: one
+    that reads a value, in a what-if for a GPU this machine lacks (no meta trace, no device to
+    trace it on), or one that needs a package that is not installed. Its cases are skipped, said."""
+    folder = _rmsnorm_variant(tmp_path, reference=reference)
+    out = tmp_path / "d.json"
+    result = runner.invoke(main, ["run", str(folder), str(SOL), "--dry-run", *gpu, "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    run = store.load(out)
+    skipped = [n for n in run.notes if n.startswith("skipped ")]
+    assert len(skipped) == 2 and all(needle in n for n in skipped), skipped
+    assert {c.workload for c in run.cases} == {"rmsnorm"} and len(run.cases) == 2  # the other problem is costed
