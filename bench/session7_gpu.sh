@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The seventh session's H200 work (issues 19 and 16) as one pipeline that outlives a device call.
+# H200 work (issues 19 and 16) as one pipeline that outlives a device call: written in the seventh
+# session, which ran it at 1b5b91a with KB_TIMER="--timer cupti" (it ran out of device time in step 2).
 # Carry .whl and .kb (a KernelBench checkout and SOL-ExecBench's examples and test samples).
 #   bash bench/session7_gpu.sh start    copy the tree to /tmp/t7, start the pipeline there in a process
 #                                       session of its own (setsid: it survives the call), follow it
@@ -8,7 +9,8 @@
 # Every call ends, before its limit, by copying what the pipeline wrote (/tmp/s7) to $OUT: s7.tar.gz,
 # and the pipeline's log. The pipeline, in order of what matters most:
 #   1. every GPU test (the final tree);
-#   2. KernelBench level 1, baseline and compiled, one invocation, timed (--timer cupti, one round);
+#   2. KernelBench level 1, baseline and compiled, one invocation, timed (one round; $KB_TIMER, default
+#      the default timer);
 #   3. every SOL-ExecBench example and test sample with a definition, one invocation;
 #   4. SOL-ExecBench's rmsnorm hack solutions against its rmsnorm sample;
 #   5. o_proj runs 1-3 (the cuBLASLt choices kept per machine, issue 16).
@@ -30,7 +32,7 @@ if [ "$PART" = pipeline ]; then
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,power.limit,temperature.gpu --format=csv >> $log
   run gpu-tests 600 bash -c "python3 -m pytest tests/gpu -q -p no:cacheprovider -rfEs --durations=15 > $S/gpu_tests.log 2>&1"
   tail -n 30 $S/gpu_tests.log >> $log
-  run kb1 1500 bash -c "python3 -m solbench run .kb/KernelBench/level1 --device cuda --timer cupti --repeat 1 -o $S/kb1.json -q > $S/kb1.out 2>&1"
+  run kb1 1500 bash -c "python3 -m solbench run .kb/KernelBench/level1 --device cuda ${KB_TIMER:-} --repeat 1 -o $S/kb1.json -q > $S/kb1.out 2>&1"
   tail -n 5 $S/kb1.out >> $log
   python3 -m solbench show $S/kb1.json --harness 2>&1 | tail -n 18 >> $log
   sol=$(for d in .kb/sol/examples/*/* .kb/sol/tests/sol_execbench/samples/*; do [ -f $d/definition.json ] && echo $d; done)
@@ -47,7 +49,7 @@ if [ "$PART" = pipeline ]; then
   exit 0
 fi
 collect() {
-  tar -C $S -czf $OUT/s7.tar.gz --exclude='*.journal' . 2>/dev/null
+  tar -C $S -czf $OUT/s7.tar.gz . 2>/dev/null  # journals too: a run still going is in its journal
   cp $S/pipeline.log $OUT/ 2>/dev/null
   tail -n 60 $S/pipeline.log
   ls -la $OUT
@@ -55,7 +57,7 @@ collect() {
 if [ "$PART" = start ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
   rm -rf /tmp/t7 $S && mkdir -p $S && cp -r . /tmp/t7 && rm -rf /tmp/t7/.git
-  (cd /tmp/t7 && setsid nohup bash bench/session7_gpu.sh pipeline > $S/nohup.out 2>&1 < /dev/null &)
+  (cd /tmp/t7 && KB_TIMER="${KB_TIMER:-}" setsid nohup bash bench/session7_gpu.sh pipeline > $S/nohup.out 2>&1 < /dev/null &)
   sleep 2
 fi
 while ! grep -q "=== pipeline done" $S/pipeline.log 2>/dev/null && [ $(( $(date +%s) - T0 )) -lt $LIMIT ]; do sleep 5; done

@@ -40,9 +40,9 @@ def requirement_missing(need: str, device: str = "cuda") -> str | None:
     if need == "nccl":
         return None if device == "cuda" and _nccl() else "needs NCCL (a CUDA device; the CPU runs gloo)"
     if need == "cupy":
-        return None if _importable("cupy") else "needs CuPy (pip install 'solbench[cuda12]' or '[cuda13]')"
+        return None if importable("cupy") else "needs CuPy (pip install 'solbench[cuda12]' or '[cuda13]')"
     if need == "nvmath":
-        return None if _importable("nvmath") else NO_NVMATH
+        return None if importable("nvmath") else NO_NVMATH
     want = _CC[need]
     label = "FP8 tensor cores (compute capability 8.9+)" if need == "fp8" else \
         f"compute capability {want[0]}.{want[1]}+"
@@ -58,7 +58,7 @@ def requirement_missing(need: str, device: str = "cuda") -> str | None:
 
 def _inductor(device: str) -> str | None:
     if device == "cuda":
-        return None if _importable("triton") else "needs Triton for torch.compile on CUDA (pip install triton)"
+        return None if importable("triton") else "needs Triton for torch.compile on CUDA (pip install triton)"
     import shutil
 
     if any(shutil.which(cc) for cc in ("c++", "g++", "clang++")):
@@ -66,7 +66,8 @@ def _inductor(device: str) -> str | None:
     return "needs a C++ compiler for torch.compile on the CPU (inductor)"
 
 
-def _importable(module: str) -> bool:
+def importable(module: str) -> bool:
+    """Whether ``module`` (dotted names too) is installed here: False also when a parent package is missing."""
     try:
         return importlib.util.find_spec(module) is not None
     except (ImportError, ValueError):

@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import functools
-import importlib.util
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -171,7 +170,9 @@ def _traced(spec: WorkloadSpec, path: Path, cases: tuple[Case, ...], device: str
         except ConfigError as exc:
             raise ConfigError(f"{path}: workload {spec.name!r}, case {case.id}: {exc}") from None
         except ModuleNotFoundError as exc:  # the reference needs a package this machine lacks: not a bad file
-            if exc.name is None or importlib.util.find_spec(exc.name.split(".")[0]) is not None:
+            from solbench.kernels.requirements import importable
+
+            if exc.name is None or importable(exc.name):
                 raise
             skipped.append((case.id, f"the reference needs the Python module {exc.name!r}, which is not installed "
                                      "here"))

@@ -40,6 +40,7 @@ from typing import Any
 import torch
 
 from solbench.errors import DeviceError
+from solbench.kernels.requirements import importable
 
 _CACHE: dict[str, Any] = {}
 
@@ -210,8 +211,7 @@ def _python(folder: Path, file: str, sources: Mapping[str, str]) -> types.Module
     try:
         _run_source(text, str(folder / file), module)
     except ModuleNotFoundError as exc:
-        top = (exc.name or "").split(".")[0]
-        if top and importlib.util.find_spec(top) is None:  # a dependency this machine lacks, not a bug
+        if exc.name and not importable(exc.name):  # a dependency this machine lacks, not a bug
             raise DeviceError(f"needs the Python module {exc.name!r}, which is not installed here") from None
         raise
     return module
@@ -225,7 +225,7 @@ def _build(folder: Path, sources: Mapping[str, str], spec: Mapping[str, Any], la
         raise DeviceError(f"needs the {binding!r} binding; solbench builds torch-bound C++/CUDA solutions only")
     import torch.utils.cpp_extension as ext
 
-    if shutil.which("ninja") is None and importlib.util.find_spec("ninja") is None:
+    if shutil.which("ninja") is None and not importable("ninja"):
         raise DeviceError("needs ninja to build C++/CUDA sources (pip install ninja)")
     options = spec.get("compile_options") or {}
     cflags = list(options.get("cflags") or [])
@@ -293,7 +293,7 @@ def _cudnn(build: Path) -> tuple[str, str, str]:
     for inc, lib in ((home / "include", home / "lib64"), (home / "include", home / "lib")):
         if (inc / "cudnn.h").is_file() and any(lib.glob("libcudnn.so*")):
             return str(inc), str(lib), str(lib)
-    spec = importlib.util.find_spec("nvidia.cudnn")
+    spec = importlib.util.find_spec("nvidia.cudnn") if importable("nvidia.cudnn") else None
     if spec is None or not spec.submodule_search_locations:
         raise DeviceError("needs cuDNN's headers and library (pip install nvidia-cudnn-cu12 or -cu13)")
     root = Path(next(iter(spec.submodule_search_locations)))

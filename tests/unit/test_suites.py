@@ -295,7 +295,7 @@ def test_cpp_solutions_are_built_at_set_up_and_what_cannot_build_is_said(runner,
     needs. The build lands in $TORCH_EXTENSIONS_DIR once, however many cases use it."""
     monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path / "ext"))
     monkeypatch.setenv("CUTLASS_DIR", str(tmp_path / "no_cutlass"))
-    names = ["cpp", "broken", "cutlass", "dsl", "cuda"]
+    names = ["cpp", "broken", "cutlass", "dsl", "tile", "cuda"]
     out = tmp_path / "b.json"
     args = ["run", str(SOL), "--in-process", "-o", str(out), "--repeat", "1", "-i", "baseline", *FAST]
     for n in names:
@@ -313,6 +313,8 @@ def test_cpp_solutions_are_built_at_set_up_and_what_cannot_build_is_said(runner,
         assert "needs CUTLASS's headers" in by[wl, "rmsnorm_cutlass"].message
         assert by[wl, "rmsnorm_dsl"].status == "skipped"
         assert "needs the Python module 'solbench_no_such_dsl'" in by[wl, "rmsnorm_dsl"].message
+        assert by[wl, "rmsnorm_tile"].status == "skipped"
+        assert "needs the Python module 'json.solbench_tile'" in by[wl, "rmsnorm_tile"].message
         assert by[wl, "rmsnorm_cuda"].status == "skipped" and "needs CUDA" in by[wl, "rmsnorm_cuda"].message
     built = list((tmp_path / "ext").glob("*/solbench_sol_*/solbench_sol_*.so"))
     assert len(built) == 1, built  # the one that compiled, built once for both cases
