@@ -591,10 +591,13 @@ class _Checker:
                 raise CheatDetected(f"input set {k}, during timing: {problem}")
         if not unseen:
             return
-        # The saved inputs and the references are done with: freed before two fresh input sets and their
-        # references are drawn (KernelBench's 8 GiB tensors: 32 GiB, which compiled workers ran out of).
+        # The saved inputs, the references and the checked calls' outputs are done with: freed before two
+        # fresh input sets and their references are drawn (KernelBench's 8 GiB tensors: 56 GiB, where
+        # compiled workers ran out of memory). An output returned again from a cache is still caught,
+        # by its values: computed from other inputs, it is off by its own size.
         self.input_guards = []
         self.inputs = CaseInputs(self.inputs.sets, ())
+        self.kept = []
         task = self.task
         base_dir = Path(task.base_dir) if task.base_dir is not None else None
         impl = task.spec.implementations[task.impl]

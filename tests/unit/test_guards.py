@@ -222,3 +222,44 @@ def test_warm_tracer_collects_once_and_never_fails_the_worker(monkeypatch):
     assert seen == []  # no tracer on the CPU: nothing to load
     guards.warm_tracer("cuda")  # raises nothing although CUPTI does
     assert seen == [tracer]
+
+
+def test_unseen_inputs_are_drawn_once_the_timed_sets_state_is_freed(monkeypatch, tmp_path):
+    """After timing, the references, the input guards' saved copies and the checked calls' outputs
+    are let go before the two unseen input sets (and their references) are drawn: at KernelBench's
+    sizes they are tens of GiB, and compiled workers ran out of memory with both held."""
+    import gc
+    import weakref
+
+    from click.testing import CliRunner
+
+    from solbench.cli import main
+    from solbench.measure import worker
+    from solbench.results import store
+
+    seen = []
+    draw = worker._Checker._fresh_inputs
+
+    def watched(self, base_dir, seed):
+        gc.collect()
+        seen.append((self.inputs.references, self.input_guards, self.kept, [r() for r in self.weak]))
+        return draw(self, base_dir, seed)
+
+    first = worker._Checker.correctness
+
+    def remember(self, launches, light=False):
+        result = first(self, launches, light)
+        self.weak = [weakref.ref(t) for ref in self.inputs.references for t in ref] + [weakref.ref(t) for t in self.kept]
+        return result
+
+    monkeypatch.setattr(worker._Checker, "_fresh_inputs", watched)
+    monkeypatch.setattr(worker._Checker, "correctness", remember)
+    out = tmp_path / "d.json"
+    result = CliRunner().invoke(main, ["run", "tests/data/double.yaml", "-i", "baseline", "--in-process", "--repeat", "1",
+                                       "--device", "cpu", "--budget", "0.05", "--min-samples", "3", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert {r.status for c in store.load(out).cases for r in c.impls} == {"ok"}
+    assert len(seen) == 2  # one per case
+    for references, guards_left, kept, alive in seen:
+        assert references == () and guards_left == [] and kept == []
+        assert alive and all(t is None for t in alive)  # freed, not only dropped from the checker
