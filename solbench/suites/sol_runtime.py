@@ -21,7 +21,7 @@ extension is named by a hash of its sources and flags, in torch's extension fold
 (``$TORCH_EXTENSIONS_DIR``), so later workers load it instead of building it again, and two workers
 that build it at once take turns (torch's lock). A machine without nvcc, CUTLASS or cuDNN makes
 the solution ``skipped`` with what it needs; sources that do not compile make it fail, with the
-compiler's output in its log.
+compiler's first error as its message (the whole output goes to the worker's stderr).
 """
 
 from __future__ import annotations
@@ -231,7 +231,7 @@ def _build(folder: Path, sources: Mapping[str, str], spec: Mapping[str, Any], la
     cflags = list(options.get("cflags") or [])
     cuda_cflags = list(options.get("cuda_cflags") or [])
     ldflags = list(options.get("ld_flags") or [])
-    files = {name: text for name, text in sources.items()} or {
+    files = dict(sources) or {
         p.name: p.read_text(encoding="utf-8") for p in sorted(folder.iterdir())
         if p.is_file() and p.suffix in (*SOURCE_SUFFIXES, ".h", ".hpp", ".cuh")}
     if any(Path(n).suffix == ".cu" for n in files):
@@ -266,8 +266,9 @@ def _build(folder: Path, sources: Mapping[str, str], spec: Mapping[str, Any], la
     try:
         return ext.load(name, compiled, extra_cflags=cflags, extra_cuda_cflags=cuda_cflags, extra_ldflags=ldflags,
                         extra_include_paths=[str(src), *includes], build_directory=str(root_dir), verbose=False)
-    except RuntimeError as exc:  # the compiler's first error, not ninja's command line (the log has it all)
+    except RuntimeError as exc:  # the compiler's first error as the message; all it printed to stderr
         text = str(exc)
+        print(text, file=sys.stderr)
         first = next((ln.strip() for ln in text.splitlines() if "error" in ln.lower() and "Error building" not in ln),
                      None)
         if first is None:
