@@ -95,7 +95,8 @@ def test_every_cheat_is_caught(cheats_run, name):
 
 
 def test_work_left_in_a_thread_is_caught(cheats_run):
-    # The thread may finish before or after the checks look: either way it is not ok.
+    # The thread writes the output 0.2 s after the call returned: the outputs change after the call,
+    # or (should a check look later still) read NaN; either way it is not ok.
     status, message = _statuses(cheats_run[1])["work_in_thread"]
     assert status in ("reward_hack", "incorrect"), message
 

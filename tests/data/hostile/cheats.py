@@ -1,6 +1,7 @@
 """Implementations that try to look fast or correct without doing the work. Each must be caught."""
 
 import threading
+import time
 
 import torch
 
@@ -61,8 +62,10 @@ def work_in_thread(x, w, residual):
     out = torch.full_like(residual, float("nan"))
 
     def work():
-        for _ in range(20):  # long enough to outlive the call
-            torch.addmm(residual, x, w.T, out=out)
+        # Outlives the call by design: without the wait, a main thread descheduled on a loaded machine let
+        # the whole computation finish before the call returned (then nothing was left in a thread).
+        time.sleep(0.2)
+        torch.addmm(residual, x, w.T, out=out)
 
     threading.Thread(target=work).start()
     return out
