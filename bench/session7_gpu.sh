@@ -60,5 +60,8 @@ if [ "$PART" = start ]; then
   (cd /tmp/t7 && KB_TIMER="${KB_TIMER:-}" setsid nohup bash bench/session7_gpu.sh pipeline > $S/nohup.out 2>&1 < /dev/null &)
   sleep 2
 fi
+if [ "$PART" = follow ] && [ ! -f $S/pipeline.log ]; then  # a fresh machine (the last one went back): nothing to follow
+  echo "no pipeline on this machine: run 'bash bench/session7_gpu.sh start'"; exit 1
+fi
 while ! grep -q "=== pipeline done" $S/pipeline.log 2>/dev/null && [ $(( $(date +%s) - T0 )) -lt $LIMIT ]; do sleep 5; done
 collect
