@@ -74,6 +74,13 @@ def importable(module: str) -> bool:
         return False
 
 
+def not_installed(exc: ModuleNotFoundError) -> bool:
+    """Whether an import failed for a module this machine lacks (a dependency to install, not a bug in
+    the code that imported it): the module it names, dotted names whole (``cuda.tile`` beside
+    cuda-bindings' ``cuda``), is not installed."""
+    return exc.name is not None and not importable(exc.name)
+
+
 def _nccl() -> bool:
     import torch.distributed as dist
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import math
 import os
 import random
 import sys
@@ -241,9 +242,9 @@ def _execute(task: Task, state: WorkerState, emit: Emit, criterion: Any = None) 
                                                             input_sets=s.input_sets, seed=s.seed))
     if isinstance(ready, ImplResult):
         return ready
-    checker = _Checker(task, ready[0], ready[2])  # the checker alone holds the references: freed after timing
-    launches = ready[1]
-    del ready
+    inputs, launches, kwargs = ready
+    checker = _Checker(task, inputs, kwargs)
+    del inputs, ready  # the checker alone holds the references now: it frees them after timing
     result = as_status(task, lambda: _checked_and_timed(task, state, emit, criterion, checker, launches, base_dir,
                                                          phases))
     counts: dict[str, Any] = dict(_compile_counts(compiled))
@@ -652,7 +653,7 @@ STALE_REL_L2 = 0.05
 def stale(result: Correctness) -> bool:
     """Whether a failed check on unseen inputs reads as a stale (cached or skipped) result: a
     shape, dtype or NaN failure (no error measured), or a relative L2 error of ``STALE_REL_L2`` or more."""
-    return not (result.max_rel_l2 == result.max_rel_l2 and result.max_rel_l2 < STALE_REL_L2)
+    return not (math.isfinite(result.max_rel_l2) and result.max_rel_l2 < STALE_REL_L2)
 
 
 def _worst(a: Correctness, b: Correctness) -> Correctness:

@@ -170,9 +170,9 @@ def _traced(spec: WorkloadSpec, path: Path, cases: tuple[Case, ...], device: str
         except ConfigError as exc:
             raise ConfigError(f"{path}: workload {spec.name!r}, case {case.id}: {exc}") from None
         except ModuleNotFoundError as exc:  # the reference needs a package this machine lacks: not a bad file
-            from solbench.kernels.requirements import importable
+            from solbench.kernels.requirements import not_installed
 
-            if exc.name is None or importable(exc.name):
+            if not not_installed(exc):
                 raise
             skipped.append((case.id, f"the reference needs the Python module {exc.name!r}, which is not installed "
                                      "here"))

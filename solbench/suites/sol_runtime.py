@@ -40,7 +40,7 @@ from typing import Any
 import torch
 
 from solbench.errors import DeviceError
-from solbench.kernels.requirements import importable
+from solbench.kernels.requirements import importable, not_installed
 
 _CACHE: dict[str, Any] = {}
 
@@ -211,7 +211,7 @@ def _python(folder: Path, file: str, sources: Mapping[str, str]) -> types.Module
     try:
         _run_source(text, str(folder / file), module)
     except ModuleNotFoundError as exc:
-        if exc.name and not importable(exc.name):  # a dependency this machine lacks, not a bug
+        if not_installed(exc):
             raise DeviceError(f"needs the Python module {exc.name!r}, which is not installed here") from None
         raise
     return module
@@ -239,8 +239,9 @@ def _build(folder: Path, sources: Mapping[str, str], spec: Mapping[str, Any], la
             raise DeviceError("needs CUDA (the solution has .cu sources)")
         if ext.CUDA_HOME is None:
             raise DeviceError("needs CUDA's compiler (nvcc) to build .cu sources: set CUDA_HOME")
+    needs = languages | set(spec.get("dependencies") or [])
     includes: list[str] = []
-    if "cutlass" in languages or "cutlass" in (spec.get("dependencies") or []):
+    if "cutlass" in needs:
         root = Path(os.environ.get("CUTLASS_DIR", "/usr/local/cutlass"))
         if not (root / "include" / "cutlass" / "cutlass.h").is_file():
             raise DeviceError(f"needs CUTLASS's headers: set CUTLASS_DIR to a CUTLASS checkout (none in {root})")
@@ -256,7 +257,7 @@ def _build(folder: Path, sources: Mapping[str, str], spec: Mapping[str, Any], la
         target.parent.mkdir(parents=True, exist_ok=True)
         if not target.is_file() or target.read_text(encoding="utf-8") != text:
             target.write_text(text, encoding="utf-8")
-    if "cudnn" in languages or "cudnn" in (spec.get("dependencies") or []):
+    if "cudnn" in needs:
         inc, link, lib = _cudnn(root_dir)
         includes.append(inc)
         ldflags = [f"-L{link}", f"-Wl,-rpath,{lib}", *ldflags]
