@@ -4,6 +4,7 @@ SOL and MFU/MBU of each, and the status of anything not ok.
     python bench/kb_table.py RUN.json
 """
 
+import statistics
 import sys
 from pathlib import Path
 
@@ -29,3 +30,15 @@ for c in run.cases:
     bad = "; ".join(f"{r.name} {r.status}: {r.message[:110]}" for r in c.impls if r.status != "ok")
     print(f"| {c.workload.removeprefix('level1_')} | {' | '.join(_cell(base))} | {' | '.join(_cell(comp))} "
           f"| {speed} | {bad} |")
+
+# compile's speedup over the problems where both are ok: how many within 1% (the same library kernel:
+# KernelBench's fast_1 counts those by noise), faster or slower by more, and the geometric mean
+pairs = [(c.workload, by["baseline"].timing.median / by["compiled"].timing.median) for c in run.cases
+         for by in [{r.name: r for r in c.impls}]
+         if by.get("baseline") and by.get("compiled") and by["baseline"].status == by["compiled"].status == "ok"]
+if pairs:
+    ratios = [s for _, s in pairs]
+    low, high = min(pairs, key=lambda p: p[1]), max(pairs, key=lambda p: p[1])
+    print(f"\n{len(ratios)} problems with both ok: {sum(s > 1.01 for s in ratios)} faster by more than 1%, "
+          f"{sum(0.99 <= s <= 1.01 for s in ratios)} within 1%, {sum(s < 0.99 for s in ratios)} slower by more than 1%; "
+          f"geometric mean {statistics.geometric_mean(ratios):.2f}x ({low[1]:.2f}x {low[0]} to {high[1]:.2f}x {high[0]})")
