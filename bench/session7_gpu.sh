@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # H200 work (issues 19 and 16) as one pipeline that outlives a device call: written in the seventh
-# session, which ran it at 1b5b91a with KB_TIMER="--timer cupti" (it ran out of device time in step 2).
+# session, which ran it at 1b5b91a with KB_TIMER="--timer cupti" (it ran out of device time in step 2);
+# the eighth ran it at 24ba79e with the default timer (every step; step 4 failed on its own quoting,
+# fixed since). STEPS picks steps by name (default: all, in this order).
 # Carry .whl and .kb (a KernelBench checkout and SOL-ExecBench's examples and test samples).
 #   bash bench/session7_gpu.sh start    copy the tree to /tmp/t7, start the pipeline there in a process
 #                                       session of its own (setsid: it survives the call), follow it
@@ -24,6 +26,7 @@ if [ "$PART" = pipeline ]; then
   log=$S/pipeline.log
   run() {  # run NAME TIMEOUT CMD...: logged with its exit code and wall time
     local name=$1 limit=$2; shift 2
+    case " ${STEPS:-gpu-tests kb1 sol sol-hacks oproj} " in *" ${name%-[0-9]*} "*) ;; *) return 0 ;; esac
     echo "=== $name $(date -u +%T)" >> $log
     local s; s=$(date +%s.%N)
     timeout -s INT "$limit" "$@"; local rc=$?
@@ -38,7 +41,7 @@ if [ "$PART" = pipeline ]; then
   sol=$(for d in .kb/sol/examples/*/* .kb/sol/tests/sol_execbench/samples/*; do [ -f $d/definition.json ] && echo $d; done)
   run sol 600 bash -c "python3 -m solbench run $(echo $sol) --device cuda --repeat 1 -o $S/sol.json -q > $S/sol.out 2>&1"
   tail -n 40 $S/sol.out >> $log
-  hacks=$(for f in .kb/sol/tests/samples/rmsnorm/solution_hack_*.json; do echo --solution $f; done)
+  hacks=$(for f in .kb/sol/tests/samples/rmsnorm/solution_hack_*.json; do printf ' --solution %s' $f; done)  # one line
   run sol-hacks 300 bash -c "python3 -m solbench run .kb/sol/tests/sol_execbench/samples/rmsnorm $hacks --device cuda --repeat 1 -o $S/sol-hacks.json > $S/sol-hacks.out 2>&1"
   tail -n 30 $S/sol-hacks.out >> $log
   for n in 1 2 3; do
@@ -57,7 +60,7 @@ collect() {
 if [ "$PART" = start ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
   rm -rf /tmp/t7 $S && mkdir -p $S && cp -r . /tmp/t7 && rm -rf /tmp/t7/.git
-  (cd /tmp/t7 && KB_TIMER="${KB_TIMER:-}" setsid nohup bash bench/session7_gpu.sh pipeline > $S/nohup.out 2>&1 < /dev/null &)
+  (cd /tmp/t7 && KB_TIMER="${KB_TIMER:-}" STEPS="${STEPS:-}" setsid nohup bash bench/session7_gpu.sh pipeline > $S/nohup.out 2>&1 < /dev/null &)
   sleep 2
 fi
 if [ "$PART" = follow ] && [ ! -f $S/pipeline.log ]; then  # a fresh machine (the last one went back): nothing to follow

@@ -22,6 +22,15 @@ Cold protocol, per sample (nvbench ``measure_cold`` in spirit)::
     start event; call; end event       # the host enqueued all of this while the GPU was held
     release the gate (the spin: nothing to do); wait for the end event; sample = end - start
 
+A call that outlasts the hold on every try (``_MAX_REDO`` retries: it synchronizes with the device,
+which under the gate waits for the gate's own timeout, or its host side takes longer than the gate
+or the longest spin) cannot have its launch overhead kept out. Such a sample is not kept as a GPU
+time with an arbitrary part of the host's time in it: the timer stops holding (``unheld``, the
+result's ``hold: none``) and times the call as the GPU sees it, host gaps included, which is what
+a synchronizing call costs (nvbench's ``exec_tag::sync``). On an H200 a SOL-ExecBench example that
+creates and destroys a cuDNN handle in every call waited 0.5 s on the gate each try; kept after the
+retries, its samples read 0.8-1.1 ms of a 2 ms call, and the parent's wall check called them forged.
+
 Without the gate or spin, the start event fires as soon as the host reaches it and the window
 includes the host's launch latency (an H200 then reads a 2 µs kernel as ~15 µs). The gate costs
 the GPU only the host's own enqueue time: on an H200 the spins of an o_proj run had grown to
@@ -78,6 +87,11 @@ class CpuTimer:
         """Which launch produced ``last_output`` after sample ``index``."""
         return index % len(self._launches)
 
+    def release(self) -> None:
+        """Let go of the task's calls and last output (and, through the calls, its inputs)."""
+        self._launches = ()
+        self.last_output = None
+
 
 class CudaColdTimer:
     """CUDA events around one call, with L2 flushed and launch latency kept out of the window."""
@@ -100,6 +114,7 @@ class CudaColdTimer:
         self.spin_us = 0.0
         self.host_us = 0.0  # the slowest launch's host time, measured in prepare
         self.redone = 0  # samples taken again because the GPU was let go before the call was enqueued
+        self.unheld = False  # a call outlasted the hold on every try: timed with nothing ahead of it
         # ranks of a multi-rank group: the decision to take a sample again, made by every rank together
         # (each call may be a collective: one rank calling once more than its peers would hang them all)
         self.agree_dry: Callable[[bool], bool] | None = None
@@ -144,12 +159,15 @@ class CudaColdTimer:
         self.host_us = host_us
         self.spin_us = 0.0 if self.gate is not None else spin_length_us(host_us)
         self.redone = 0
+        self.unheld = False
 
     def _before(self) -> None:
         """Hold the stream (gate, else spin), then flush L2 (and read the flush buffer back with
         ``clean``): the pre-window work."""
         torch = self._torch
-        if self.gate is not None:
+        if self.unheld:
+            pass
+        elif self.gate is not None:
             self.gate.hold()
         else:
             torch.cuda._sleep(int(self.spin_us * self._cycles_per_us))
@@ -161,7 +179,9 @@ class CudaColdTimer:
     def _let_go(self) -> bool:
         """After enqueuing a sample: whether the GPU was let go before the call was enqueued (the gate
         timed out, or the spin ended), so it may have waited on the host inside the window; then the
-        gate is released."""
+        gate is released. Never dry when nothing held the GPU (``unheld``)."""
+        if self.unheld:
+            return False
         dry = bool(self._spun.query())
         if self.gate is not None:
             self.gate.release()
@@ -196,18 +216,22 @@ class CudaColdTimer:
         self._end.synchronize()
 
     def _enqueued(self, index: int) -> object:
-        """Spin, flush and the window of call ``index``, taken again while the spin ran dry."""
+        """Hold, flush and the window of call ``index``, taken again while the hold ran dry; after
+        ``_MAX_REDO`` retries still dry, taken once more with nothing held (``unheld`` from then on:
+        see the module docstring)."""
         fn = self._launches[index % len(self._launches)]
-        for attempt in range(_MAX_REDO + 1):
+        for attempt in range(_MAX_REDO + 2):
             self._before()
             try:
                 out = self._enqueue(fn)
             finally:  # released even when the call raises
                 dry = self._let_go()
-            if attempt == _MAX_REDO or not self._ran_dry(dry):
+            if not self._ran_dry(dry):
                 return out
             self._discard()
-        raise AssertionError("unreachable")
+            if attempt == _MAX_REDO:
+                self.unheld = True
+        raise AssertionError("unreachable: an unheld sample is never dry")
 
     def sample(self, index: int) -> float:
         torch = self._torch
@@ -218,13 +242,19 @@ class CudaColdTimer:
         return self._start.elapsed_time(self._end) * 1e-3
 
     def protocol(self) -> dict[str, Any]:
-        return {"l2_flush_bytes": self.flush_bytes, "hold": "spin" if self.gate is None else "gate",
+        hold = "none" if self.unheld else "spin" if self.gate is None else "gate"
+        return {"l2_flush_bytes": self.flush_bytes, "hold": hold,
                 "spin_us": round(self.spin_us, 1), "host_launch_us": round(self.host_us, 1),
                 "flush": "clean" if self.clean else "write", "samples_redone": self.redone}
 
     def output_index(self, index: int) -> int:
         """Which launch produced ``last_output`` after sample ``index``."""
         return index % len(self._launches)
+
+    def release(self) -> None:
+        """Let go of the task's calls and last output (and, through the calls, its inputs)."""
+        self._launches = ()
+        self.last_output = None
 
 
 class CudaCuptiTimer(CudaColdTimer):
@@ -405,6 +435,11 @@ class CudaGraphTimer:
     def output_index(self, index: int) -> int:
         """Which launch produced ``last_output``: always the first input set's."""
         return 0
+
+    def release(self) -> None:
+        """Let go of the captured graph (its memory pool holds the calls' outputs) and last output."""
+        self._graph = None
+        self.last_output = None
 
 
 TIMERS = ("cold", "graph", "cupti")

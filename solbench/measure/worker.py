@@ -66,6 +66,10 @@ from solbench.workload.cases import Case
 from solbench.workload.schema import WorkloadSpec
 
 FRESH_SEED_OFFSET = 1_000_003  # the post-timing input set: a seed no timed input set uses
+# the message of an ok result timed with nothing held ahead of its calls (solbench.device.timer: unheld)
+UNHELD = ("timed with the host in the window: its call outlasted the hold ahead of it on every try (it "
+          "synchronizes with the device, or its host side takes longer than the hold), so launch overhead "
+          "could not be kept out")
 
 
 @dataclass(frozen=True)
@@ -213,8 +217,12 @@ def guarded(task: Task, state: WorkerState, body: Callable[[], ImplResult]) -> t
     tampered = state.tamper.tampered()
     if tampered is not None:  # the process is compromised: report it and start afresh
         return ImplResult(task.impl, "reward_hack", tampered), True
+    for timer in state.timers.values():  # kept for the next task, without this one's inputs and outputs
+        timer.release()
     if task.device == "cuda" and not fatal:
-        torch.cuda.empty_cache()  # give cached blocks back: other workers share the GPU
+        # give cached blocks back: other workers share the GPU (on an H200, a KernelBench compiled worker
+        # ran out of memory while its sibling's timer still held the 32 GiB of inputs it was timed on)
+        torch.cuda.empty_cache()
     return wire.capped(result), fatal
 
 
@@ -398,7 +406,8 @@ def _checked_and_timed(task: Task, state: WorkerState, emit: Emit, criterion: An
         protocol["checks"] = "light"
     if impl.params:
         protocol["params"] = ",".join(f"{k}={v}" for k, v in sorted(impl.params.items()))
-    return ImplResult(name, "ok", "", correctness, timing, protocol=protocol)
+    return ImplResult(name, "ok", UNHELD if protocol.get("hold") == "none" else "", correctness, timing,
+                      protocol=protocol)
 
 
 def _timed(task: Task, state: WorkerState, emit: Emit, criterion: Any, launches: Sequence[Callable[[], Any]],

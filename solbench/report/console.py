@@ -104,7 +104,9 @@ def run_header(run: RunResult) -> str:
 
 def run_notes(run: RunResult) -> list[str]:
     """The legend of the tables' marks (:mod:`solbench.report.flags`), then one line per
-    implementation that was not scored, saying why (printed under the tables)."""
+    implementation that was not scored, saying why, and one per time taken with the host in its
+    window (``hold: none``, :mod:`solbench.device.timer`) (printed under the tables)."""
     key = flags.legend(run)
     return ([key] if key else []) + [f"{c.case_id} {r.name}: {r.status.upper()}: {r.message}"
-                                     for c in run.cases for r in c.impls if r.status != "ok" and r.message]
+                                     for c in run.cases for r in c.impls
+                                     if r.message and (r.status != "ok" or r.protocol.get("hold") == "none")]

@@ -238,16 +238,22 @@ def test_cold_timer_with_a_long_enough_spin_takes_each_sample_once():
     assert timer.redone == 0 and timer.spin_us == 100.0
 
 
-def test_cold_timer_gives_up_redoing_after_a_few_tries():
+def test_cold_timer_stops_holding_after_a_few_tries():
     from solbench.device import timer as timers
 
     gpu = SimGpu()
     timer = timers.CudaColdTimer(sim_torch(gpu), 50 << 20, clean=True)
-    timer._launches = [many_kernels(gpu, kernels=2000)]  # 4 ms to enqueue: longer than 25 µs x 2^3
+    timer._launches = [many_kernels(gpu, kernels=2000)]  # 4 ms to enqueue: longer than 25 µs x 2^4
     timer.spin_us = 25.0
     seconds = timer.sample(0)
-    assert timer.redone == timers._MAX_REDO and timer.spin_us == 25.0 * 2 ** timers._MAX_REDO
-    assert seconds > 2000 * 300e-9  # kept, with the host's gaps in it (counted in samples_redone)
+    assert timer.redone == timers._MAX_REDO + 1 and timer.spin_us == 25.0 * 2 ** (timers._MAX_REDO + 1)
+    assert timer.unheld and timer.protocol()["hold"] == "none"
+    assert seconds == pytest.approx(2000 * HOST_STEP * 1e-9, rel=0.01)  # the host's launch time: what the call costs
+    spins = gpu.order.count("spin")
+    timer.sample(0)
+    assert gpu.order.count("spin") == spins and timer.redone == timers._MAX_REDO + 1  # no hold, no retry
+    timer.prepare([honest(gpu)])
+    assert not timer.unheld  # the next task is held again
 
 
 def test_side_stream_check_collects_once_when_cupti_delivers_at_once(monkeypatch):

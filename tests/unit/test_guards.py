@@ -263,3 +263,44 @@ def test_unseen_inputs_are_drawn_once_the_timed_sets_state_is_freed(monkeypatch,
     for references, guards_left, kept, alive in seen:
         assert references == () and guards_left == [] and kept == []
         assert alive and all(t is None for t in alive)  # freed, not only dropped from the checker
+
+
+def test_a_worker_holds_no_inputs_or_outputs_between_tasks(monkeypatch, tmp_path):
+    """The timers a worker keeps for its next task let go of this task's calls (and through them its
+    inputs) and last output: on an H200 a KernelBench compiled worker ran out of memory while its
+    sibling worker's timer still held the 32 GiB of inputs it had been timed on."""
+    import gc
+    import weakref
+
+    from click.testing import CliRunner
+
+    from solbench.cli import main
+    from solbench.measure import worker
+
+    drawn, after = [], []
+    prepare = worker.prepare_case
+
+    def remembered(*args, **kwargs):
+        inputs = prepare(*args, **kwargs)
+        drawn.extend(weakref.ref(t) for s in inputs.sets for t in s.values() if hasattr(t, "data_ptr"))
+        return inputs
+
+    guarded = worker.guarded
+
+    def watched(task, state, body):
+        out = guarded(task, state, body)
+        gc.collect()
+        after.append(([r() for r in drawn], [(t._launches, t.last_output) for t in state.timers.values()]))
+        drawn.clear()
+        return out
+
+    monkeypatch.setattr(worker, "prepare_case", remembered)
+    monkeypatch.setattr(worker, "guarded", watched)
+    result = CliRunner().invoke(main, ["run", "tests/data/double.yaml", "-i", "baseline", "--in-process", "--repeat", "1", "--device",
+                                       "cpu", "--budget", "0.05", "--min-samples", "3", "-o", str(tmp_path / "d.json")])
+    assert result.exit_code == 0, result.output
+    timed = [(alive, timers) for alive, timers in after if timers]
+    assert len(timed) >= 2  # a task per implementation and case
+    for alive, timers in timed:
+        assert alive and all(t is None for t in alive)  # the task's inputs are gone
+        assert all(launches == () and last is None for launches, last in timers)

@@ -54,9 +54,33 @@ def test_a_gate_that_timed_out_before_the_call_was_enqueued_is_a_dry_sample():
     gpu = SimGpu()
     timer = _gated(gpu, timeout_ns=10_000, call=many_kernels(gpu, kernels=20))  # 40 µs of launches, 10 µs gate
     seconds = timer.sample(0)
-    assert timer.redone == timers._MAX_REDO and timer.gate.held == timers._MAX_REDO + 1
+    assert timer.redone == timers._MAX_REDO + 1 and timer.gate.held == timers._MAX_REDO + 1
     assert timer.gate.released == timer.gate.held  # every hold released
-    assert seconds > 20 * 300e-9  # kept at last, with the host's gaps in it (counted in samples_redone)
+    assert timer.unheld and timer.protocol()["hold"] == "none"  # then taken with nothing held
+    assert seconds == pytest.approx(20 * HOST_STEP * 1e-9, rel=0.05)  # the host's launch time is in it
+
+
+def synchronizing(gpu):
+    """A call that waits for the device inside (a cuDNN handle made and destroyed per call): under
+    the gate, the wait lasts until the gate times out."""
+    def call():
+        gpu.launch("softmax", 5000)
+        gpu.host = max(gpu.host, gpu.free[CURRENT]) + 100_000  # synchronize, then 0.1 ms more host work
+        return "out"
+    return call
+
+
+def test_a_call_that_synchronizes_is_timed_with_nothing_held():
+    gpu = SimGpu()
+    timer = _gated(gpu, timeout_ns=500_000_000, call=synchronizing(gpu))
+    seconds = timer.sample(0)
+    assert timer.gate.held == timers._MAX_REDO + 1 and timer.unheld
+    assert gpu.host > (timers._MAX_REDO + 1) * 500_000_000  # each held try waited out the gate
+    # nothing held: the kernel and the host's work after the wait, not the gate's 0.5 s
+    assert 5000e-9 < seconds < 200_000e-9
+    held = timer.gate.held
+    timer.sample(0)
+    assert timer.gate.held == held  # later samples: no hold, no retry
 
 
 def test_the_gate_is_released_when_the_call_raises():

@@ -70,3 +70,15 @@ def test_sol_above_one_is_marked_only_against_measured_peaks() -> None:
     assert "10.00 !" in _render(measured)
     assert "10.00 !" in run_markdown(measured)
     assert "10.000 !" in report_html([measured])
+
+
+def test_a_time_taken_with_the_host_in_its_window_is_said_under_the_tables() -> None:
+    from solbench.measure.worker import UNHELD
+
+    run = _run(noise=0.0005)
+    case = run.cases[0]
+    r = case.impls[0]
+    assert not any(UNHELD in note for note in run_notes(run))
+    unheld = replace(r, message=UNHELD, protocol={**r.protocol, "hold": "none"})
+    notes = run_notes(replace(run, cases=(replace(case, impls=(unheld,)),)))
+    assert any(note.startswith(f"{case.case_id} {r.name}: OK: timed with the host in the window") for note in notes)
