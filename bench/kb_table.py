@@ -1,25 +1,33 @@
 """A KernelBench run as a Markdown table: per problem, eager and compiled time, compile's speedup,
 SOL and MFU/MBU of each, and the status of anything not ok.
 
-    python bench/kb_table.py RUN.json
+    python bench/kb_table.py RUN.json [COSTS.json]
+
+COSTS: a dry run of the same problems (``solbench run LEVEL --dry-run --gpu h200``); its costs and
+peaks score RUN's times instead of RUN's own (a run saved before a costing or pricing change, such as
+the ``torch`` fp32 peak policy, read with today's).
 """
 
 import statistics
 import sys
 from pathlib import Path
 
+from solbench.analysis.sol import score, speed_of_light
 from solbench.results import store
 
 
-def _cell(r):
+def _cell(r, costed):
     if r is None or r.timing is None:
         return "", "", ""
     s = r.score
+    if costed is not None:  # scored again with the dry run's cost and peaks
+        s = score(r.timing.median, costed.cost, costed.peaks, speed_of_light(costed.cost, costed.peaks), None)
     util = "" if s is None else f"{s.mfu:.2f} / {s.mbu:.2f}" if s.mfu is not None else f"– / {s.mbu:.2f}"
     return f"{r.timing.median * 1e6:,.1f} µs", "" if s is None else f"{s.sol:.2f}", util
 
 
 run = store.load(Path(sys.argv[1]))
+costs = {c.case_id: c for c in store.load(Path(sys.argv[2])).cases} if len(sys.argv) > 2 else {}
 print("| problem | eager | SOL | MFU / MBU | compiled | SOL | MFU / MBU | compile's speedup | not ok |")
 print("|---|---|---|---|---|---|---|---|---|")
 for c in run.cases:
@@ -28,7 +36,8 @@ for c in run.cases:
     speed = (f"{base.timing.median / comp.timing.median:.3f}x" if base and comp and base.timing and comp.timing
              else "")
     bad = "; ".join(f"{r.name} {r.status}: {r.message[:110]}" for r in c.impls if r.status != "ok")
-    print(f"| {c.workload.removeprefix('level1_')} | {' | '.join(_cell(base))} | {' | '.join(_cell(comp))} "
+    costed = costs.get(c.case_id)
+    print(f"| {c.workload.removeprefix('level1_')} | {' | '.join(_cell(base, costed))} | {' | '.join(_cell(comp, costed))} "
           f"| {speed} | {bad} |")
 
 # compile's speedup over the problems where both are ok: how many within 1% (the same library kernel:

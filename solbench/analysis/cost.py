@@ -70,8 +70,10 @@ def case_cost(case: Case, ops: Iterable[Mapping[str, Any]], *,
     """The analytic cost of a case: op costs summed, fused bytes from declared tensors."""
     scope = {k: v for k, v in case.scope.items() if isinstance(v, int | float)}
     total = OpCost()
+    conv = 0.0  # the convolutions' tensor FLOPs (Cost.conv_flops)
     for op in ops:
         c = op_cost(op, scope, case.dtype)
+        conv += c.tensor_flops if str(op["op"]).startswith("conv") else 0.0
         total = OpCost(total.tensor_flops + c.tensor_flops, total.vector_flops + c.vector_flops,
                        total.bytes + c.bytes, total.collective_bytes + c.collective_bytes,
                        total.bus_bytes + c.bus_bytes)
@@ -81,11 +83,12 @@ def case_cost(case: Case, ops: Iterable[Mapping[str, Any]], *,
     if flops is not None:
         tensor_flops = float(evaluate(flops, scope))
         overridden.append("flops")
+        conv = 0.0  # which part of an expression's FLOPs are convolutions is not known
     if bytes_ is not None:
         fused = float(evaluate(bytes_, scope))
         overridden.append("bytes")
     return Cost(case.dtype, tensor_flops, total.vector_flops, fused, total.bytes, tuple(overridden),
-                total.collective_bytes, total.bus_bytes)
+                total.collective_bytes, total.bus_bytes, conv_flops=conv)
 
 
 def op_cost(op: Mapping[str, Any], scope: Mapping[str, Number], case_dtype: str) -> OpCost:

@@ -234,13 +234,13 @@ def case_result(p: Planned, case: Case, spec: HardwareSpec, impls: Sequence[Impl
     against ``floor_spec``, default ``spec``)."""
     cost = cost_of(p, case)
     policy = p.spec.fp32_peak
-    peaks = peaks_at(spec, case.dtype, policy)
+    peaks = peaks_at(spec, case.dtype, policy, cost)
     floor = floor_spec or spec
     per_impl = {}
     for r in impls:
         dtype = p.spec.implementations[r.name].peak_dtype or case.dtype
         note = f"scored against the {dtype} peak" if dtype != case.dtype else ""
-        per_impl[r.name] = ImplPeaks(peaks_at(spec, dtype, policy), peaks_at(floor, dtype, policy), note)
+        per_impl[r.name] = ImplPeaks(peaks_at(spec, dtype, policy, cost), peaks_at(floor, dtype, policy, cost), note)
     sol = speed_of_light(cost, peaks)
     scored = score_impls(cost, impls, per_impl, p.spec.baseline, device_kind)
     src = p.spec.source
@@ -250,13 +250,27 @@ def case_result(p: Planned, case: Case, spec: HardwareSpec, impls: Sequence[Impl
                       peak_policy=policy if case.dtype == "float32" else "")
 
 
-def peaks_at(spec: HardwareSpec, dtype: str, policy: str) -> Peaks:
+def peaks_at(spec: HardwareSpec, dtype: str, policy: str, cost: Cost | None = None) -> Peaks:
     """The spec's peaks for ``dtype``; an fp32 case's tensor peak by the workload's ``fp32_peak``
-    policy: fp32 (CUDA cores), tf32, or the fp16 tensor rate (as SOLAR prices fp32 problems)."""
+    policy: fp32 (CUDA cores), tf32, the fp16 tensor rate (as SOLAR prices fp32 problems), or torch.
+
+    torch: the cost's convolution FLOPs at the TF32 peak and the rest at the fp32 peak, as one
+    tensor peak that takes the same time for the whole (F / (F_conv / P_tf32 + F_rest / P_fp32)).
+    torch runs fp32 convolutions on TF32 tensor cores by default; priced at the fp32 peak, KernelBench's
+    2D convolutions read SOL 2-3 on an H200.
+    """
     if dtype != "float32" or policy == "fp32":
         return spec.peaks_for(dtype)
     if policy == "tf32":
         return spec.peaks_for(dtype, tf32=True)
+    if policy == "torch":
+        base, tf32 = spec.peaks_for(dtype), spec.peaks_for(dtype, tf32=True).tensor_flops
+        total = cost.tensor_flops if cost is not None else 0.0
+        conv = min(cost.conv_flops, total) if cost is not None else 0.0
+        if not conv or not tf32 or not base.tensor_flops:
+            return base
+        seconds = conv / tf32 + (total - conv) / base.tensor_flops
+        return dataclasses.replace(base, tensor_flops=total / seconds)
     fp16 = spec.peaks_for("float16").tensor_flops
     base = spec.peaks_for(dtype)
     return dataclasses.replace(base, tensor_flops=fp16 if fp16 is not None else base.tensor_flops)

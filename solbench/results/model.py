@@ -135,6 +135,9 @@ class Cost:
     # "analytic" (ops, flops/bytes expressions) or "traced" (the reference run on the meta device: it counts
     # what the reference executes, which can exceed the least work, so no INVALID floor is applied to it)
     source: str = "analytic"
+    # of tensor_flops, those of convolutions (traced costs): torch runs fp32 convolutions on TF32 tensor
+    # cores by default (cudnn.allow_tf32) and fp32 matmuls without (the ``torch`` fp32 peak policy)
+    conv_flops: float = 0.0
 
     @property
     def flops(self) -> float:

@@ -174,6 +174,7 @@ def _spec(path: Path, constants: dict[str, Any], order: list[str], meta: dict[st
         "reference_params": fixed,
         "reference_dtype": "declared",
         "cost": "traced",
+        "fp32_peak": "torch",  # the implementations run with torch's defaults: convolutions in TF32
         "implementations": impls,
         "tolerances": TOLERANCES,
         "source": {"suite": "kernelbench", "path": problem, "sha256": sha256(path)},

@@ -99,7 +99,7 @@ def read(folder: Path, solutions: list[Path] | None = None) -> WorkloadSpec:
         "inputs": tensors, "outputs": outputs,
         "input_generator": {"fn": f"{RT}:inputs", "params": gen},
         "reference": f"{RT}:reference", "reference_params": fixed, "reference_dtype": "declared",
-        "cost": "traced", "implementations": impls, "case_tolerances": tolerances,
+        "cost": "traced", "fp32_peak": "torch", "implementations": impls, "case_tolerances": tolerances,
         "source": {"suite": "sol-execbench", "path": str(folder), "sha256": sha256(dpath)},
     }
     spec = validated(dpath, data)

@@ -5,7 +5,8 @@
 What is counted (the reference's own execution, op by op, through ``__torch_dispatch__``):
 
     tensor FLOPs   ``torch.utils.flop_counter.FlopCounterMode``: 2 x multiply-accumulates of every
-                   matmul, convolution and attention op (its registry)
+                   matmul, convolution and attention op (its registry); the convolutions' share
+                   apart (``conv_flops``: the ``torch`` fp32 peak policy prices them at TF32)
     vector FLOPs   one per element of the largest tensor an elementwise or reduction op reads or
                    writes (an element count, not an instruction count: softmax counts its elements
                    once, not five times); views, copies, casts, concatenations, gathers and factory
@@ -149,8 +150,15 @@ def probe(spec: WorkloadSpec, case: Case, base_dir: Path | None, device: str = "
     filled = dataclasses.replace(case, inputs=tensors_in, outputs=outputs, scalars=scalars,
                                  extra_bytes=work.external)
     fused = float(sum(t.nbytes for t in filled.inputs + filled.outputs) + work.external)
-    cost = Cost(case.dtype, float(counter.get_total_flops()), work.vector, fused, work.unfused, source="traced")
+    cost = Cost(case.dtype, float(counter.get_total_flops()), work.vector, fused, work.unfused, source="traced",
+                conv_flops=conv_flops(counter))
     return filled, cost
+
+
+def conv_flops(counter: FlopCounterMode) -> float:
+    """The convolutions' share of what ``counter`` counted (its ops named ``*convolution*``)."""
+    counts = counter.get_flop_counts().get("Global", {})
+    return float(sum(n for op, n in counts.items() if "convolution" in str(op)))
 
 
 def _split_inputs(spec: WorkloadSpec, case: Case, inputs: Mapping[str, Any]) -> tuple[tuple[TensorShape, ...],

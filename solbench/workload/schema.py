@@ -365,9 +365,10 @@ class WorkloadSpec(_Model):
         "analytic", description="analytic: from ops (and flops/bytes); traced: the reference run on the meta "
         "device per case, tensor FLOPs by torch.utils.flop_counter, one vector FLOP per element an "
         "elementwise or reduction op touches, bytes = inputs + parameters + buffers + outputs.")
-    fp32_peak: Literal["fp32", "tf32", "fp16-rate"] = Field(
-        "fp32", description="The tensor peak an fp32 case is priced at: fp32 (CUDA cores), tf32, or the "
-        "fp16 tensor rate (as SOLAR prices fp32 problems).")
+    fp32_peak: Literal["fp32", "tf32", "fp16-rate", "torch"] = Field(
+        "fp32", description="The tensor peak an fp32 case is priced at: fp32 (CUDA cores), tf32, the fp16 "
+        "tensor rate (as SOLAR prices fp32 problems), or torch (as torch runs fp32 by default on CUDA: "
+        "convolutions on TF32 tensor cores, matmuls on CUDA cores; traced costs count the two apart).")
     source: Source | None = Field(None, description="Provenance of an imported workload.")
     implementations: dict[str, Implementation] = Field(min_length=1)
     baseline: str = Field("baseline", description="Implementation speedups are measured against.")

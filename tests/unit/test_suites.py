@@ -65,7 +65,28 @@ def test_traced_bytes_count_parameters_and_vector_work():
     assert filled.extra_bytes == weights
     assert cost.fused_bytes == filled.inputs[0].nbytes + out.nbytes + weights
     assert cost.tensor_flops == 2 * 8 * 64 * 126 * 126 * 3 * 3 * 3
+    assert cost.conv_flops == cost.tensor_flops  # every tensor FLOP is the convolution's
     assert cost.vector_flops == 2 * out.numel  # relu, then the bias add
+
+
+def test_imported_fp32_problems_are_priced_as_torch_runs_them(runner):
+    """torch runs fp32 convolutions on TF32 tensor cores by default and fp32 matmuls on CUDA cores:
+    an imported problem's convolution is priced at the TF32 peak, its matmul at the fp32 peak."""
+    from solbench.config.hwspecs import get_spec
+
+    h200 = get_spec("h200")
+    for problem, tensor_peak in [("level2/1_Conv2D_ReLU_BiasAdd.py", h200.peaks_for("float32", tf32=True)),
+                                 ("level1/1_Square_matmul.py", h200.peaks_for("float32"))]:
+        [(spec, _)] = load(KB / problem)
+        assert spec.fp32_peak == "torch"
+        result = runner.invoke(main, ["run", str(KB / problem), "--dry-run", "--gpu", "h200", "--json"])
+        assert result.exit_code == 0, result.output
+        [case] = json.loads(result.output)["cases"]
+        assert case["peak_policy"] == "torch"
+        assert case["peaks"]["tensor_flops"] == pytest.approx(tensor_peak.tensor_flops)
+    [(spec, _)] = load(KB / "level1" / "1_Square_matmul.py")
+    [case] = expand(spec, "cuda")
+    assert probe(spec, case, None)[1].conv_flops == 0.0
 
 
 def test_dry_run_of_a_level_folder_prints_every_problem_and_marks_traced_costs(runner):
