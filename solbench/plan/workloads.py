@@ -256,8 +256,8 @@ def peaks_at(spec: HardwareSpec, dtype: str, policy: str, cost: Cost | None = No
 
     torch: the cost's convolution FLOPs at the TF32 peak and the rest at the fp32 peak, as one
     tensor peak that takes the same time for the whole (F / (F_conv / P_tf32 + F_rest / P_fp32)).
-    torch runs fp32 convolutions on TF32 tensor cores by default; priced at the fp32 peak, KernelBench's
-    2D convolutions read SOL 2-3 on an H200.
+    torch runs fp32 convolutions on TF32 tensor cores by default; priced at the fp32 peak, 12 of
+    KernelBench's level-1 convolutions read SOL 1.2-3.2 on an H200.
     """
     if dtype != "float32" or policy == "fp32":
         return spec.peaks_for(dtype)
