@@ -7,7 +7,10 @@ compiles every case itself, one case after the other, while the GPU waits (Kerne
 about 20 s a problem on the H200).
 
 Before the first round, :func:`compile_ahead` therefore sets up and calls once every (case,
-implementation) that declares torch.compile (``requires: [inductor]`` or ``[compile]``), in
+implementation) that declares torch.compile (``requires: [inductor]`` or ``[compile]``), and the
+first case of every implementation whose set-up builds C++/CUDA sources (``requires: [build]``:
+SOL-ExecBench's C++ solutions, built into torch's extensions folder, which the measuring workers
+then load; on an H200 each took 60-66 s to build inside a measuring worker, one after another), in
 ``jobs`` processes side by side, each compiling with its share of the CPUs. Nothing is timed then.
 The measuring workers load what they need from the folder (a cache hit: seconds, not tens), with
 one Inductor compile thread: they start no pool of compile processes (:func:`measuring`).
@@ -40,6 +43,7 @@ from solbench.measure.worker import MeasureSettings, Task
 from solbench.plan.prepare import Unit, free_memory
 
 COMPILING = frozenset({"inductor", "compile"})  # requirements that mean torch.compile
+BUILDING = "build"  # the set-up builds C++/CUDA sources: once per implementation, not per case
 MAX_JOBS = 8
 MEMORY_SHARE = 0.8  # of the free memory, for the tasks compiling side by side
 CONTEXT_BYTES = 1 << 30  # a CUDA context, cuBLAS workspace and Inductor's own buffers, roughly
@@ -89,13 +93,17 @@ def warm_tasks(units: Sequence[Unit], settings: MeasureSettings, device: str, *,
     tasks = []
     for unit in units:
         impls = unit.spec.implementations
-        compiling = [n for n in unit.impls if COMPILING & set(impls[n].requires)
+        compiling = [n for n in unit.impls if (COMPILING | {BUILDING}) & set(impls[n].requires)
                      and missing_requirement(impls[n], device) is None]
+        built: set[str] = set()  # a build serves every case: the first case's task builds it
         for case in unit.cases:
             for name in compiling:
-                if not keys or f"{case.id}/{name}" in keys:
-                    tasks.append(Task(unit.spec, case, name, str(unit.path.parent.absolute()), device, settings,
-                                      warm=threads))
+                if (keys and f"{case.id}/{name}" not in keys) or name in built:
+                    continue
+                if not COMPILING & set(impls[name].requires):
+                    built.add(name)
+                tasks.append(Task(unit.spec, case, name, str(unit.path.parent.absolute()), device, settings,
+                                  warm=threads))
     return tasks
 
 

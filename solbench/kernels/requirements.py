@@ -13,6 +13,9 @@ missing ``requires`` entry still ends in ``skipped``, only later.
     sm80, sm89, sm90 compute capability 8.0+, 8.9+, 9.0+
     nvmath           nvmath-python importable (cuBLASLt with a separate C and D)
     nccl             a CUDA device and torch built with NCCL (multi-rank workloads)
+    build            a C++ compiler and ninja: the set-up builds C++/CUDA sources into a torch
+                     extension (SOL-ExecBench's C++ solutions); built ahead of the run, beside
+                     torch.compile's work (solbench.execute.warm)
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import importlib.util
 __all__ = ["KNOWN", "requirement_missing"]
 
 _CC = {"sm80": (8, 0), "sm89": (8, 9), "sm90": (9, 0), "fp8": (8, 9)}
-KNOWN = ("cuda", "compile", "inductor", "cupy", "fp8", "sm80", "sm89", "sm90", "nvmath", "nccl")
+KNOWN = ("cuda", "compile", "inductor", "cupy", "fp8", "sm80", "sm89", "sm90", "nvmath", "nccl", "build")
 NO_NVMATH = "needs nvmath-python (pip install 'solbench[nvmath]')"
 
 
@@ -37,6 +40,8 @@ def requirement_missing(need: str, device: str = "cuda") -> str | None:
         return None if device == "cuda" else f"needs CUDA ({need})"
     if need == "inductor":
         return _inductor(device)
+    if need == "build":
+        return _toolchain()
     if need == "nccl":
         return None if device == "cuda" and _nccl() else "needs NCCL (a CUDA device; the CPU runs gloo)"
     if need == "cupy":
@@ -53,6 +58,16 @@ def requirement_missing(need: str, device: str = "cuda") -> str | None:
     have = tuple(torch.cuda.get_device_capability())
     if have < want:
         return f"needs {label}; this GPU is {have[0]}.{have[1]}"
+    return None
+
+
+def _toolchain() -> str | None:
+    import shutil
+
+    if not any(shutil.which(cc) for cc in ("c++", "g++", "clang++")):
+        return "needs a C++ compiler to build C++/CUDA sources"
+    if shutil.which("ninja") is None and not importable("ninja"):
+        return "needs ninja to build C++/CUDA sources (pip install ninja)"
     return None
 
 

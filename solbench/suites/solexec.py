@@ -29,6 +29,7 @@ from solbench.errors import ConfigError
 from solbench.suites import scale
 from solbench.suites.common import one_line, validated
 from solbench.suites.kernelbench import sha256
+from solbench.suites.sol_runtime import BUILT_LANGUAGES
 from solbench.suites.trace import probe
 from solbench.workload.cases import build_case
 from solbench.workload.expr import ExprError, names
@@ -192,7 +193,8 @@ def _solution(path: Path, dpath: Path, definition: str) -> tuple[str, dict[str, 
     if data.get("definition") not in (None, definition):
         raise ConfigError(f"{path}: a solution of {data.get('definition')!r}, not of {definition!r}")
     name = re.sub(r"[^A-Za-z0-9_.\-]", "_", str(data.get("name") or path.stem))
-    return name, {"fn": f"{RT}:solution", "setup": f"{RT}:prepare",
+    built = set(data["spec"].get("languages") or []) & BUILT_LANGUAGES
+    return name, {"fn": f"{RT}:solution", "setup": f"{RT}:prepare", "requires": ["build"] if built else [],
                   "params": {"definition": str(dpath), "solution": str(path.resolve())},
                   "destination": bool(data["spec"].get("destination_passing_style", True)),
                   "description": f"{path.name} ({', '.join(data['spec'].get('languages', []))})"}

@@ -283,7 +283,7 @@ class Implementation(_Model):
         "keyword arguments for fn (e.g. folded or concatenated weights).",
     )
     requires: list[Literal["cuda", "cupy", "fp8", "compile", "inductor", "nvmath", "sm80", "sm89", "sm90",
-                           "nccl"]] = Field(
+                           "nccl", "build"]] = Field(
         default_factory=list, description="What the implementation needs; skipped otherwise."
     )
     peak_dtype: DType | None = Field(

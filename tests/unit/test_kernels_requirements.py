@@ -20,7 +20,7 @@ def test_every_schema_requirement_is_known_and_vice_versa():
 @pytest.mark.parametrize("need", KNOWN)
 def test_every_requirement_has_a_reason_on_the_cpu_or_is_importable(need):
     reason = requirement_missing(need, "cpu")
-    if need in ("cupy", "nvmath", "inductor"):  # tool checks (inductor: a C++ compiler on the CPU)
+    if need in ("cupy", "nvmath", "inductor", "build"):  # tool checks (inductor, build: a C++ compiler)
         assert reason is None or reason.startswith("needs ")
     else:
         assert reason is not None and reason.startswith("needs ")
@@ -51,6 +51,19 @@ def test_missing_modules(monkeypatch):
     monkeypatch.setattr("importlib.util.find_spec", lambda name: None)
     assert requirement_missing("nvmath") == "needs nvmath-python (pip install 'solbench[nvmath]')"
     assert requirement_missing("cupy").startswith("needs CuPy")
+
+
+def test_build_needs_a_compiler_and_ninja(monkeypatch):
+    import shutil
+
+    tools = {"c++": "/usr/bin/c++", "ninja": "/usr/bin/ninja"}
+    monkeypatch.setattr(shutil, "which", lambda name: tools.get(name))
+    assert requirement_missing("build", "cpu") is None and requirement_missing("build", "cuda") is None
+    del tools["ninja"]
+    monkeypatch.setattr("importlib.util.find_spec", lambda name: None)
+    assert requirement_missing("build") == "needs ninja to build C++/CUDA sources (pip install ninja)"
+    tools.clear()
+    assert requirement_missing("build") == "needs a C++ compiler to build C++/CUDA sources"
 
 
 def test_unknown_requirement_is_an_error():

@@ -341,6 +341,25 @@ def test_cpp_solutions_are_built_at_set_up_and_what_cannot_build_is_said(runner,
     assert len(built) == 1, built  # the one that compiled, built once for both cases
 
 
+def test_a_cpp_solution_is_built_ahead_once_and_a_python_one_not_at_all():
+    """A C++ solution declares ``requires: [build]``; compiling ahead builds it once, for its first case
+    (the build serves every case), beside torch.compile's work on every case."""
+    from solbench.execute import warm
+    from solbench.measure.worker import MeasureSettings
+    from solbench.plan.prepare import Unit
+
+    [(spec, _)] = load(SOL, [SOLUTIONS / "rmsnorm_cpp.json", SOLUTIONS / "rmsnorm_dsl.json"])
+    assert spec.implementations["rmsnorm_cpp"].requires == ["build"]
+    assert spec.implementations["rmsnorm_dsl"].requires == []
+    [p] = plan([SOL], "cpu", solutions=[SOLUTIONS / "rmsnorm_cpp.json", SOLUTIONS / "rmsnorm_dsl.json"])
+    assert len(p.cases) >= 2
+    tasks = warm.warm_tasks([Unit(p.spec, p.path, tuple(p.cases), tuple(p.spec.implementations))],
+                            MeasureSettings(), "cpu", threads=1)
+    built = [t.case.id for t in tasks if t.impl == "rmsnorm_cpp"]
+    assert built == ([p.cases[0].id] if CAN_BUILD else [])  # without a toolchain it is skipped, not built
+    assert not [t for t in tasks if t.impl in ("baseline", "rmsnorm_dsl")]
+
+
 MISSING_MODULE = ("import torch\nimport solbench_no_such_kernels as k\n\n\ndef run(input, weight, eps):\n"
                   "    return k.rmsnorm(input, weight, eps)\n")
 
