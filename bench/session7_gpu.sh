@@ -2,7 +2,9 @@
 # H200 work (issues 19 and 16) as one pipeline that outlives a device call: written in the seventh
 # session, which ran it at 1b5b91a with KB_TIMER="--timer cupti" (it ran out of device time in step 2);
 # the eighth ran it at 24ba79e with the default timer (every step; step 4 failed on its own quoting,
-# fixed since). STEPS picks steps by name (default: all, in this order).
+# fixed since). STEPS picks steps by name, in this order (default: every step but kb1; the ninth
+# session's plan: GPU tests on the final tree, the OOM fix on 45_Average_Pooling_2D, SOL-ExecBench
+# again with its C++ solutions built ahead and the cuDNN example timed unheld, the hack solutions).
 # Carry .whl and .kb (a KernelBench checkout and SOL-ExecBench's examples and test samples).
 #   bash bench/session7_gpu.sh start    copy the tree to /tmp/t7, start the pipeline there in a process
 #                                       session of its own (setsid: it survives the call), follow it
@@ -11,8 +13,10 @@
 # Every call ends, before its limit, by copying what the pipeline wrote (/tmp/s7) to $OUT: s7.tar.gz,
 # and the pipeline's log. The pipeline, in order of what matters most:
 #   1. every GPU test (the final tree);
-#   2. KernelBench level 1, baseline and compiled, one invocation, timed (one round; $KB_TIMER, default
-#      the default timer);
+#   2. kb45: KernelBench level 1's 45_Average_Pooling_2D alone (its compiled worker ran out of memory
+#      beside the eager one in the eighth session's level run);
+#      kb1: KernelBench level 1, baseline and compiled, one invocation, timed (one round; $KB_TIMER,
+#      default the default timer);
 #   3. every SOL-ExecBench example and test sample with a definition, one invocation;
 #   4. SOL-ExecBench's rmsnorm hack solutions against its rmsnorm sample;
 #   5. o_proj runs 1-3 (the cuBLASLt choices kept per machine, issue 16).
@@ -26,7 +30,7 @@ if [ "$PART" = pipeline ]; then
   log=$S/pipeline.log
   run() {  # run NAME TIMEOUT CMD...: logged with its exit code and wall time
     local name=$1 limit=$2; shift 2
-    case " ${STEPS:-gpu-tests kb1 sol sol-hacks oproj} " in *" ${name%-[0-9]*} "*) ;; *) return 0 ;; esac
+    case " ${STEPS:-gpu-tests kb45 sol sol-hacks oproj} " in *" ${name%-[0-9]*} "*) ;; *) return 0 ;; esac
     echo "=== $name $(date -u +%T)" >> $log
     local s; s=$(date +%s.%N)
     timeout -s INT "$limit" "$@"; local rc=$?
@@ -35,6 +39,8 @@ if [ "$PART" = pipeline ]; then
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,power.limit,temperature.gpu --format=csv >> $log
   run gpu-tests 600 bash -c "python3 -m pytest tests/gpu -q -p no:cacheprovider -rfEs --durations=15 > $S/gpu_tests.log 2>&1"
   tail -n 30 $S/gpu_tests.log >> $log
+  run kb45 300 bash -c "python3 -m solbench run .kb/KernelBench/level1/45_Average_Pooling_2D.py --device cuda --repeat 1 -o $S/kb45.json > $S/kb45.out 2>&1"
+  tail -n 12 $S/kb45.out >> $log
   run kb1 1500 bash -c "python3 -m solbench run .kb/KernelBench/level1 --device cuda ${KB_TIMER:-} --repeat 1 -o $S/kb1.json -q > $S/kb1.out 2>&1"
   tail -n 5 $S/kb1.out >> $log
   python3 -m solbench show $S/kb1.json --harness 2>&1 | tail -n 18 >> $log
