@@ -19,7 +19,8 @@
 #      default the default timer);
 #   3. every SOL-ExecBench example and test sample with a definition, one invocation;
 #   4. SOL-ExecBench's rmsnorm hack solutions against its rmsnorm sample;
-#   5. o_proj runs 1-3 (the cuBLASLt choices kept per machine, issue 16).
+#   5. attn-bert (by name only): workloads/attn.yaml and bert.yaml, default protocol (issue 20's targets);
+#   6. o_proj runs 1-3 (the cuBLASLt choices kept per machine, issue 16).
 PART=${1:-start}
 S=/tmp/s7
 LIMIT=${LIMIT:-570}
@@ -50,6 +51,8 @@ if [ "$PART" = pipeline ]; then
   hacks=$(for f in .kb/sol/tests/samples/rmsnorm/solution_hack_*.json; do printf ' --solution %s' $f; done)  # one line
   run sol-hacks 300 bash -c "python3 -m solbench run .kb/sol/tests/sol_execbench/samples/rmsnorm $hacks --device cuda --repeat 1 -o $S/sol-hacks.json > $S/sol-hacks.out 2>&1"
   tail -n 30 $S/sol-hacks.out >> $log
+  run attn-bert 420 bash -c "python3 -m solbench run workloads/attn.yaml workloads/bert.yaml -o $S/attn-bert.json -q > $S/attn-bert.out 2>&1"
+  tail -n 5 $S/attn-bert.out >> $log
   for n in 1 2 3; do
     run oproj-$n 120 python3 -m solbench run workloads/attn.yaml -w o_proj -o $S/oproj-$n.json -q
     python3 -m solbench show $S/oproj-$n.json --harness 2>&1 | tail -n 18 >> $log
