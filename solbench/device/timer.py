@@ -189,7 +189,8 @@ class CudaColdTimer:
 
     def _ran_dry(self, dry: bool) -> bool:
         """True if the sample must be taken again (``dry``, as every rank agrees): the spin doubles (up
-        to ``_MAX_SPIN_US``); the caller takes the sample again, at most ``_MAX_REDO`` times.
+        to ``_MAX_SPIN_US``); the caller takes the sample again, held at most ``_MAX_REDO`` times, then
+        once with nothing held.
 
         On an H200, rounds of decode o_proj had stretches of hundreds of samples at 2-8x the
         median (SM clock flat at 1980 MHz): a host slower for a while than the spin sized at the
