@@ -37,8 +37,8 @@ for c in run.cases:
              else "")
     bad = "; ".join(f"{r.name} {r.status}: {r.message[:110]}" for r in c.impls if r.status != "ok")
     costed = costs.get(c.case_id)
-    print(f"| {c.workload.removeprefix('level1_')} | {' | '.join(_cell(base, costed))} | {' | '.join(_cell(comp, costed))} "
-          f"| {speed} | {bad} |")
+    eager, compiled = " | ".join(_cell(base, costed)), " | ".join(_cell(comp, costed))
+    print(f"| {c.workload.removeprefix('level1_')} | {eager} | {compiled} | {speed} | {bad} |")
 
 # compile's speedup over the problems where both are ok: how many within 1% (the same library kernel:
 # KernelBench's fast_1 counts those by noise), faster or slower by more, and the geometric mean
@@ -48,6 +48,8 @@ pairs = [(c.workload, by["baseline"].timing.median / by["compiled"].timing.media
 if pairs:
     ratios = [s for _, s in pairs]
     low, high = min(pairs, key=lambda p: p[1]), max(pairs, key=lambda p: p[1])
-    print(f"\n{len(ratios)} problems with both ok: {sum(s > 1.01 for s in ratios)} faster by more than 1%, "
-          f"{sum(0.99 <= s <= 1.01 for s in ratios)} within 1%, {sum(s < 0.99 for s in ratios)} slower by more than 1%; "
-          f"geometric mean {statistics.geometric_mean(ratios):.2f}x ({low[1]:.2f}x {low[0]} to {high[1]:.2f}x {high[0]})")
+    faster, same, slower = (sum(s > 1.01 for s in ratios), sum(0.99 <= s <= 1.01 for s in ratios),
+                            sum(s < 0.99 for s in ratios))
+    print(f"\n{len(ratios)} problems with both ok: {faster} faster by more than 1%, {same} within 1%, {slower} slower "
+          f"by more than 1%; geometric mean {statistics.geometric_mean(ratios):.2f}x ({low[1]:.2f}x {low[0]} to "
+          f"{high[1]:.2f}x {high[0]})")
