@@ -64,7 +64,7 @@ def requirement_missing(need: str, device: str = "cuda") -> str | None:
 def _toolchain() -> str | None:
     import shutil
 
-    if not any(shutil.which(cc) for cc in ("c++", "g++", "clang++")):
+    if not _cxx():
         return "needs a C++ compiler to build C++/CUDA sources"
     if shutil.which("ninja") is None and not importable("ninja"):
         return "needs ninja to build C++/CUDA sources (pip install ninja)"
@@ -74,11 +74,14 @@ def _toolchain() -> str | None:
 def _inductor(device: str) -> str | None:
     if device == "cuda":
         return None if importable("triton") else "needs Triton for torch.compile on CUDA (pip install triton)"
+    return None if _cxx() else "needs a C++ compiler for torch.compile on the CPU (inductor)"
+
+
+def _cxx() -> bool:
+    """Whether a C++ compiler is on the PATH."""
     import shutil
 
-    if any(shutil.which(cc) for cc in ("c++", "g++", "clang++")):
-        return None
-    return "needs a C++ compiler for torch.compile on the CPU (inductor)"
+    return any(shutil.which(cc) for cc in ("c++", "g++", "clang++"))
 
 
 def importable(module: str) -> bool:

@@ -30,7 +30,6 @@ import hashlib
 import importlib.util
 import json
 import os
-import shutil
 import sys
 import types
 from collections.abc import Mapping
@@ -40,7 +39,7 @@ from typing import Any
 import torch
 
 from solbench.errors import DeviceError
-from solbench.kernels.requirements import importable, not_installed
+from solbench.kernels.requirements import importable, not_installed, requirement_missing
 
 _CACHE: dict[str, Any] = {}
 
@@ -225,8 +224,9 @@ def _build(folder: Path, sources: Mapping[str, str], spec: Mapping[str, Any], la
         raise DeviceError(f"needs the {binding!r} binding; solbench builds torch-bound C++/CUDA solutions only")
     import torch.utils.cpp_extension as ext
 
-    if shutil.which("ninja") is None and not importable("ninja"):
-        raise DeviceError("needs ninja to build C++/CUDA sources (pip install ninja)")
+    missing = requirement_missing("build")  # the compiler and ninja (a solution's ``requires: [build]``)
+    if missing is not None:
+        raise DeviceError(missing)
     options = spec.get("compile_options") or {}
     cflags = list(options.get("cflags") or [])
     cuda_cflags = list(options.get("cuda_cflags") or [])
