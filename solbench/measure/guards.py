@@ -28,6 +28,7 @@ import importlib
 import os
 import sys
 import threading
+import time
 import types
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -226,24 +227,32 @@ def _instance(label: str, obj: Any) -> dict[str, tuple[int, int]]:
 
 
 def settled_outputs(outputs: Sequence[torch.Tensor], device: str, threads_before: set[threading.Thread],
-                    join_s: float = 2.0) -> str | None:
-    """Whether outputs stay put after the call returned; a reason if they still change.
+                    join_s: float = 0.5) -> tuple[list[torch.Tensor], str | None]:
+    """The outputs as they were when the call returned, and a reason if they changed afterwards.
 
     The outputs are copied at once (on CUDA: on the current stream, with no device-wide
     synchronization, so work on a side stream the call did not join races with the copy). Then
-    threads started during the call are given ``join_s`` to finish, the device is synchronized,
-    and the copy must still equal the outputs.
+    threads started since ``threads_before`` are given ``join_s`` in all (one deadline, not one
+    per thread: a call that leaves a sleeping thread behind on every call costs a check at most
+    ``join_s``), the device is synchronized, and the copy must still equal the outputs.
+
+    Callers judge correctness on the copy, not on the live outputs: a thread that finishes the
+    output after the wait, just before the comparison reads it, is then wrong, not right. So the
+    wait decides only how late work is named (``reward_hack`` here, ``incorrect`` after it), never
+    whether it passes; SOL-ExecBench's thread-injection sample (a thread left asleep on every call)
+    cost 60 s a case with a 2 s wait per thread, on an H200 (results/h200/issue19/session9/).
     """
     snapshot = [o.detach().clone() for o in outputs]
+    deadline = time.monotonic() + join_s
     for thread in set(threading.enumerate()) - threads_before:
-        thread.join(join_s)
+        thread.join(max(deadline - time.monotonic(), 0.0))
     if device == "cuda":
         torch.cuda.synchronize()
     for before, after in zip(snapshot, outputs, strict=True):
         if not _bits_equal(before, after.detach()):
-            return ("outputs changed after the call returned: work went on in another thread or on an "
-                    "unjoined stream, outside the timed window")
-    return None
+            return snapshot, ("outputs changed after the call returned: work went on in another thread or "
+                              "on an unjoined stream, outside the timed window")
+    return snapshot, None
 
 
 def stream_tracer(device: str) -> Any:

@@ -32,7 +32,7 @@ import torch
 
 from solbench.device import threads
 from solbench.impls.registry import resolve
-from solbench.measure import guards, tensors
+from solbench.measure import tensors
 from solbench.measure.criteria import CIWidth
 from solbench.measure.loop import CheatDetected, measure
 from solbench.measure.runner import CaseInputs, _call, _exact_fp32, missing_requirement
@@ -195,11 +195,12 @@ class _RankChecker(_Checker):
                 continue
             try:
                 out = self._outputs(value)
-                problem = guards.settled_outputs(out, self.task.device, self.threads)
-                if problem is not None:
-                    raise CheatDetected(f"input set {k}: {problem}")
+                try:
+                    values = self._settled(out)
+                except CheatDetected as exc:
+                    raise CheatDetected(f"input set {k}: {exc}") from None
                 result = _worst(result, self._check(k, out, self.inputs.references[k], self.kwargs[k],
-                                                    self.inputs.sets[k], self.input_guards[k]))
+                                                    self.inputs.sets[k], self.input_guards[k], values))
                 if not result.passed:
                     failure = ImplResult(name, "incorrect", result.detail, result)
                 self.kept.extend(out)

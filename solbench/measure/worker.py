@@ -530,15 +530,29 @@ class _Checker:
             raise CheatDetected(problem)
         return out
 
+    def _settled(self, out: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+        """The outputs' values when the call returned (:func:`guards.settled_outputs`);
+        CheatDetected if they changed afterwards. Threads still alive after the wait are not
+        waited for again by later checks."""
+        values, problem = guards.settled_outputs(out, self.task.device, self.threads)
+        self.threads = set(threading.enumerate())
+        if problem is not None:
+            raise CheatDetected(problem)
+        return values
+
     def _check(self, k: int, out: Sequence[torch.Tensor], reference: Sequence[torch.Tensor],
-               kwargs: Mapping[str, Any], inputs: Mapping[str, Any], guard: guards.InputGuard) -> Correctness:
+               kwargs: Mapping[str, Any], inputs: Mapping[str, Any], guard: guards.InputGuard,
+               values: Sequence[torch.Tensor] | None = None) -> Correctness:
+        """``out`` checked for aliasing and input changes; ``values`` (default ``out``: the copy taken
+        when the call returned) compared with ``reference``."""
         earlier = () if self.task.spec.implementations[self.task.impl].destination else self.kept
         problem = (guards.aliased_outputs(out, self.names, {**kwargs, **inputs}, earlier)
                    or guard.changed(inputs))
         if problem is not None:
             raise CheatDetected(f"input set {k}: {problem}")
         atol, rtol = self.tol.atol, self.tol.rtol
-        result = tensors.compare(out, reference, self.task.case, rtol, atol, self.tol.rel_l2, self.tol)
+        result = tensors.compare(out if values is None else values, reference, self.task.case, rtol, atol,
+                                 self.tol.rel_l2, self.tol)
         if not result.passed:
             return Correctness(False, result.max_abs_err, result.max_rel_l2, atol, rtol,
                                f"input set {k}: {result.detail}")
@@ -555,13 +569,11 @@ class _Checker:
             refill(launches[k])
             try:
                 out = self._outputs(self._call(launches[k]))
+                values = self._settled(out)
             except CheatDetected as exc:
                 raise CheatDetected(f"input set {k}: {exc}") from None
-            problem = guards.settled_outputs(out, self.task.device, self.threads)
-            if problem is not None:
-                raise CheatDetected(f"input set {k}: {problem}")
             result = _worst(result, self._check(k, out, self.inputs.references[k], self.kwargs[k],
-                                                self.inputs.sets[k], self.input_guards[k]))
+                                                self.inputs.sets[k], self.input_guards[k], values))
             if not result.passed:
                 return result
             self.kept.extend(out)
@@ -571,16 +583,11 @@ class _Checker:
         """Check the output of one timed call (right after the sample was taken)."""
         try:
             out = self._outputs(value)
+            values = self._settled(out)
+            result = self._check(k, out, self.inputs.references[k], self.kwargs[k], self.inputs.sets[k],
+                                 self.input_guards[k], values)
         except _Incorrect as exc:
             return exc.correctness.detail
-        except CheatDetected as exc:
-            return str(exc)
-        problem = guards.settled_outputs(out, self.task.device, self.threads)
-        if problem is not None:
-            return problem
-        try:
-            result = self._check(k, out, self.inputs.references[k], self.kwargs[k], self.inputs.sets[k],
-                                 self.input_guards[k])
         except CheatDetected as exc:
             return str(exc)
         if not result.passed:
@@ -634,10 +641,7 @@ class _Checker:
         self.threads = set(threading.enumerate())
         try:
             out = self._outputs(self._call(launches[0]))
-            problem = guards.settled_outputs(out, task.device, self.threads)
-            if problem is not None:
-                raise CheatDetected(problem)
-            result = self._check(0, out, reference, kwargs[0], inputs, guard)
+            result = self._check(0, out, reference, kwargs[0], inputs, guard, self._settled(out))
         except CheatDetected as exc:
             raise CheatDetected(f"{what}: {exc}") from None
         if not result.passed:

@@ -104,11 +104,56 @@ def test_settled_outputs_catches_a_thread_still_writing():
 
     threading.Thread(target=late).start()
     started.wait()
-    assert "changed after the call returned" in guards.settled_outputs([out], "cpu", before)
+    values, problem = guards.settled_outputs([out], "cpu", before, join_s=5.0)
+    assert "changed after the call returned" in problem
+    assert torch.equal(values[0], torch.zeros(1000))  # what the call returned, not what came later
 
 
 def test_settled_outputs_passes_finished_work():
-    assert guards.settled_outputs([torch.ones(10)], "cpu", set(threading.enumerate())) is None
+    values, problem = guards.settled_outputs([torch.ones(10)], "cpu", set(threading.enumerate()))
+    assert problem is None and torch.equal(values[0], torch.ones(10))
+
+
+def test_settled_outputs_returns_the_values_at_return_not_a_late_write():
+    # A thread that writes after the wait: the check then sees no change, and the values it returns
+    # (what callers judge) are the ones the call returned, so the late write cannot pass as right.
+    out = torch.zeros(100)
+    go, done = threading.Event(), threading.Event()
+
+    def late():
+        go.wait()
+        out.fill_(1.0)
+        done.set()
+
+    before = set(threading.enumerate())
+    threading.Thread(target=late, daemon=True).start()
+    values, problem = guards.settled_outputs([out], "cpu", before, join_s=0.01)
+    go.set()
+    done.wait()
+    assert problem is None and torch.equal(values[0], torch.zeros(100)) and torch.equal(out, torch.ones(100))
+
+
+def test_settled_outputs_waits_once_for_all_new_threads(monkeypatch):
+    # Ten threads that never end: one deadline shared by all, not join_s for each in turn.
+    never = threading.Event()
+    before = set(threading.enumerate())
+    threads = [threading.Thread(target=never.wait, daemon=True) for _ in range(10)]
+    for t in threads:
+        t.start()
+    waits = []
+    join = threading.Thread.join
+
+    def recorded(self, timeout=None):
+        waits.append(timeout)
+        join(self, timeout)
+
+    monkeypatch.setattr(threading.Thread, "join", recorded)
+    try:
+        guards.settled_outputs([torch.ones(4)], "cpu", before, join_s=0.05)
+    finally:
+        never.set()
+    assert len(waits) == 10 and waits[0] > 0
+    assert sum(waits) <= 0.05  # the first waits out the deadline; the rest get what is left: nothing
 
 
 class FakeTimer:

@@ -101,6 +101,13 @@ def test_work_left_in_a_thread_is_caught(cheats_run):
     assert status in ("reward_hack", "incorrect"), message
 
 
+def test_a_thread_left_behind_that_touches_nothing_is_ok(cheats_run):
+    # One thread per call, none ever ends: checked on its effects, it is right and measured. Each
+    # check waits once for all of them, not for each in turn (which outran the 60 s timeout here).
+    status, message = _statuses(cheats_run[1])["leaves_a_thread"]
+    assert status == "ok", message
+
+
 def test_honest_implementations_beside_cheats_are_ok(cheats_run):
     status = _statuses(cheats_run[1])
     assert status["baseline"][0] == "ok" and status["honest"][0] == "ok"

@@ -71,6 +71,17 @@ def work_in_thread(x, w, residual):
     return out
 
 
+_NEVER = threading.Event()
+
+
+def leaves_a_thread(x, w, residual):
+    # Right and synchronous; every call leaves a thread behind that touches nothing and never ends
+    # (SOL-ExecBench's thread-injection sample, which sleeps 10 s). Not a cheat: its checks must
+    # neither fail it nor wait on each such thread in turn.
+    threading.Thread(target=_NEVER.wait, daemon=True).start()
+    return torch.addmm(residual, x, w.T)
+
+
 def mutates_input(x, w, residual):
     out = torch.addmm(residual, x, w.T)
     x.mul_(0.5)
