@@ -20,7 +20,9 @@
 #   3. every SOL-ExecBench example and test sample with a definition, one invocation;
 #   4. SOL-ExecBench's rmsnorm hack solutions against its rmsnorm sample;
 #   5. attn-bert (by name only): workloads/attn.yaml and bert.yaml, default protocol (issue 20's targets);
-#   6. o_proj runs 1-3 (the cuBLASLt choices kept per machine, issue 16).
+#   6. o_proj runs 1-$OPROJ_RUNS (default 3; the cuBLASLt choices kept per machine, issue 16);
+#   7. gate-against (by name only): three `run --gate-against oproj-1.json --rerun 6`;
+#   8. ab (by name only): two `ab` of the tree against a copy of itself (o_proj).
 PART=${1:-start}
 S=/tmp/s7
 LIMIT=${LIMIT:-570}
@@ -53,9 +55,18 @@ if [ "$PART" = pipeline ]; then
   tail -n 30 $S/sol-hacks.out >> $log
   run attn-bert 420 bash -c "python3 -m solbench run workloads/attn.yaml workloads/bert.yaml -o $S/attn-bert.json -q > $S/attn-bert.out 2>&1"
   tail -n 5 $S/attn-bert.out >> $log
-  for n in 1 2 3; do
+  for n in $(seq 1 ${OPROJ_RUNS:-3}); do
     run oproj-$n 120 python3 -m solbench run workloads/attn.yaml -w o_proj -o $S/oproj-$n.json -q
     python3 -m solbench show $S/oproj-$n.json --harness 2>&1 | tail -n 18 >> $log
+  done
+  [ -f $S/oproj-1.json ] && for n in 1 2 3; do  # issue 16: PASS in 5 of 5 wanted
+    run gate-against-$n 180 bash -c "python3 -m solbench run workloads/attn.yaml -w o_proj --gate-against $S/oproj-1.json --rerun 6 -o $S/gate-against-$n.json -q > $S/gate-against-$n.out 2>&1; echo exit \$? >> $S/gate-against-$n.out"
+    tail -n 4 $S/gate-against-$n.out >> $log 2>/dev/null
+  done
+  rm -rf /tmp/tree-b && cp -r . /tmp/tree-b
+  for n in 1 2; do  # issue 16: exit 0 in 5 of 5, each <= 90 s, on identical trees
+    run ab-$n 200 bash -c "python3 -m solbench ab --baseline-tree /tmp/tree-b workloads/attn.yaml -w o_proj --out-dir $S/ab-$n -q > $S/ab-$n.out 2>&1; echo exit \$? >> $S/ab-$n.out"
+    tail -n 6 $S/ab-$n.out >> $log 2>/dev/null
   done
   echo "=== pipeline done $(date -u +%T)" >> $log
   exit 0
