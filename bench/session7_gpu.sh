@@ -20,7 +20,7 @@
 #   3. every SOL-ExecBench example and test sample with a definition, one invocation;
 #   4. SOL-ExecBench's rmsnorm hack solutions against its rmsnorm sample;
 #   5. attn-bert (by name only): workloads/attn.yaml and bert.yaml, default protocol (issue 20's targets);
-#   6. o_proj runs 1-$OPROJ_RUNS (default 3; the cuBLASLt choices kept per machine, issue 16);
+#   6. o_proj runs 1-$OPROJ_RUNS (default 3; $OPROJ_ARGS added, e.g. "--max-rounds 8 --rounds-target 0.015"; issue 16);
 #   7. gate-against (by name only): three `run --gate-against oproj-1.json --rerun 6`;
 #   8. ab (by name only): two `ab` of the tree against a copy of itself (o_proj).
 PART=${1:-start}
@@ -56,11 +56,11 @@ if [ "$PART" = pipeline ]; then
   run attn-bert 420 bash -c "python3 -m solbench run workloads/attn.yaml workloads/bert.yaml -o $S/attn-bert.json -q > $S/attn-bert.out 2>&1"
   tail -n 5 $S/attn-bert.out >> $log
   for n in $(seq 1 ${OPROJ_RUNS:-3}); do
-    run oproj-$n 120 python3 -m solbench run workloads/attn.yaml -w o_proj -o $S/oproj-$n.json -q
+    run oproj-$n 150 python3 -m solbench run workloads/attn.yaml -w o_proj ${OPROJ_ARGS:-} -o $S/oproj-$n.json -q
     python3 -m solbench show $S/oproj-$n.json --harness 2>&1 | tail -n 18 >> $log
   done
   [ -f $S/oproj-1.json ] && for n in 1 2 3; do  # issue 16: PASS in 5 of 5 wanted
-    run gate-against-$n 180 bash -c "python3 -m solbench run workloads/attn.yaml -w o_proj --gate-against $S/oproj-1.json --rerun 6 -o $S/gate-against-$n.json -q > $S/gate-against-$n.out 2>&1; echo exit \$? >> $S/gate-against-$n.out"
+    run gate-against-$n 180 bash -c "python3 -m solbench run workloads/attn.yaml -w o_proj ${OPROJ_ARGS:-} --gate-against $S/oproj-1.json --rerun 6 -o $S/gate-against-$n.json -q > $S/gate-against-$n.out 2>&1; echo exit \$? >> $S/gate-against-$n.out"
     tail -n 4 $S/gate-against-$n.out >> $log 2>/dev/null
   done
   rm -rf /tmp/tree-b && cp -r . /tmp/tree-b
@@ -80,7 +80,7 @@ collect() {
 if [ "$PART" = start ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
   rm -rf /tmp/t7 $S && mkdir -p $S && cp -r . /tmp/t7 && rm -rf /tmp/t7/.git
-  (cd /tmp/t7 && KB_TIMER="${KB_TIMER:-}" STEPS="${STEPS:-}" setsid nohup bash bench/session7_gpu.sh pipeline > $S/nohup.out 2>&1 < /dev/null &)
+  (cd /tmp/t7 && KB_TIMER="${KB_TIMER:-}" STEPS="${STEPS:-}" OPROJ_RUNS="${OPROJ_RUNS:-}" OPROJ_ARGS="${OPROJ_ARGS:-}" setsid nohup bash bench/session7_gpu.sh pipeline > $S/nohup.out 2>&1 < /dev/null &)
   sleep 2
 fi
 if [ "$PART" = follow ] && [ ! -f $S/pipeline.log ]; then  # a fresh machine (the last one went back): nothing to follow

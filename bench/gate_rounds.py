@@ -1,0 +1,211 @@
+"""How many rounds a gate between two runs of the same code needs, from the spreads an H200 showed.
+
+Usage: python bench/gate_rounds.py RUN.json [RUN.json ...] [--trials N] [--points-from RUN.json]
+
+From the given runs (3 or more rounds each, same workload), each point's spread of log round
+medians is estimated within each run and pooled over the runs (``s_g``, with its degrees of
+freedom). A check of that model first: the difference of two runs' mean log round medians,
+divided by what the within-run spread predicts for it (``s_g sqrt(1/R_1 + 1/R_2)``), should have
+sd 1 when runs differ by nothing but their rounds; above 1, runs carry an offset of their own
+that no number of rounds in one run removes.
+
+Then, with true ratio 1 at every point (the same code twice) and each round's log median drawn
+from N(0, s_g^2), it applies the gate's own rule (``analysis.sequential``: pooled t, the moderated
+prior over all points, ``gate_codes``; threshold 5%, alpha 1%, 95%) and counts per gate:
+
+  fixed R        both runs measured R rounds (``run --repeat R``), gated once;
+  adaptive       both runs 3 rounds, then rounds added to the points whose interval over rounds is
+                 wider than +-target, up to a cap (``run --max-rounds C --rounds-target T``);
+  rerun K        the baseline run 3 rounds; the current run 3 rounds, then one more round for the
+                 points still undecided, up to K more (``run --gate-against --rerun K``; the error
+                 rates split over the K + 1 looks).
+
+Nothing is timed here: the cost is counted in rounds of points (one point, one round: about
+0.17 s of harness on the H200 for o_proj, BENCHMARKS.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+
+import numpy as np
+
+from solbench.analysis import sequential as seq
+from solbench.analysis.allocation import rounds_for_half_width
+
+TAU, ALPHA, CONF = 0.05, 0.01, 0.95
+
+
+def round_logs(path: str) -> dict[str, np.ndarray]:
+    """point key -> log round medians of that run (points with ok timings and >= 2 rounds)."""
+    with open(path) as f:
+        run = json.load(f)
+    out = {}
+    for case in run["cases"]:
+        for impl in case["impls"]:
+            t = impl.get("timing")
+            if impl["status"] != "ok" or not t or not t.get("rounds"):
+                continue
+            s, r = np.asarray(t["samples"]), np.asarray(t["rounds"])
+            meds = [np.median(s[r == k]) for k in sorted(set(r.tolist()))]
+            if len(meds) >= 2:
+                out[f"{case['case_id']}/{impl['name']}"] = np.log(meds)
+    return out
+
+
+def pooled_sd(runs: list[dict[str, np.ndarray]]) -> dict[str, tuple[float, int]]:
+    """point -> (pooled within-run sd of log round medians, its degrees of freedom)."""
+    keys = set.intersection(*(set(r) for r in runs))
+    out = {}
+    for k in sorted(keys):
+        ss = sum(float(((r[k] - r[k].mean()) ** 2).sum()) for r in runs)
+        df = sum(r[k].size - 1 for r in runs)
+        out[k] = (math.sqrt(ss / df), df)
+    return out
+
+
+def adaptive(s: np.ndarray, target: float, cap: int, rng: np.random.Generator) -> list[np.ndarray]:
+    """One run of ``run --max-rounds cap --rounds-target target``: 3 rounds, then a round more for
+    each point whose interval over its rounds is still wider than +-target (``allocation.rounds_needed``,
+    the spread of its round medians standing for sigma_b^2 + V_w / n), until none is or ``cap``."""
+    out = []
+    for x in s:
+        logs = list(rng.normal(0.0, x, 3))
+        while len(logs) < cap and rounds_for_half_width(float(np.var(logs, ddof=1)), target,
+                                                         cap=cap) > len(logs):
+            logs.append(float(rng.normal(0.0, x)))
+        out.append(np.asarray(logs))
+    return out
+
+
+def gate_ragged(a: list[np.ndarray], b: list[np.ndarray]) -> np.ndarray:
+    """Gate codes of two runs whose points have their own numbers of rounds (one look), the prior
+    fitted over all points as the gate does."""
+    d = np.array([y.mean() - x.mean() for x, y in zip(a, b, strict=True)])
+    ss = np.array([((x - x.mean()) ** 2).sum() + ((y - y.mean()) ** 2).sum() for x, y in zip(a, b, strict=True)])
+    df = np.array([x.size + y.size - 2 for x, y in zip(a, b, strict=True)], float)
+    k = np.array([math.sqrt(1 / x.size + 1 / y.size) for x, y in zip(a, b, strict=True)])
+    sd = np.sqrt(ss / df)
+    prior = seq.variance_prior((sd ** 2).tolist(), df.tolist())
+    if prior is not None:
+        sd, df = np.sqrt((prior.df * prior.var + df * sd ** 2) / (prior.df + df)), df + prior.df
+    return seq.gate_codes(d, sd * k, df, TAU, alpha=ALPHA, confidence=CONF, looks=1)
+
+
+def run_offsets(runs: list[dict[str, np.ndarray]], sd: dict[str, tuple[float, int]]) -> np.ndarray:
+    """(mean_i - mean_j) / (s_g sqrt(1/R_i + 1/R_j)) over every pair of runs and point."""
+    z = []
+    for i in range(len(runs)):
+        for j in range(i + 1, len(runs)):
+            for k, (s, _) in sd.items():
+                a, b = runs[i][k], runs[j][k]
+                if s > 0:
+                    z.append((a.mean() - b.mean()) / (s * math.sqrt(1 / a.size + 1 / b.size)))
+    return np.asarray(z)
+
+
+def _codes(la: np.ndarray, lb: np.ndarray, looks: int) -> np.ndarray:
+    """Gate codes per point of one gate; la, lb: (points, R) log round medians."""
+    d, se, df = seq.t_stats(la, lb)
+    sd_round = se / np.sqrt(1 / la.shape[1] + 1 / lb.shape[1])
+    prior = seq.variance_prior((sd_round ** 2).tolist(), df.tolist())
+    if prior is not None:
+        var = (prior.df * prior.var + df * sd_round ** 2) / (prior.df + df)
+        se, df = np.sqrt(var) * np.sqrt(1 / la.shape[1] + 1 / lb.shape[1]), df + prior.df
+    return seq.gate_codes(d, se, df, TAU, alpha=ALPHA, confidence=CONF, looks=looks)
+
+
+def fixed(s: np.ndarray, rounds: int, trials: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """(undecided per gate, regressions per gate) over ``trials`` gates of two R-round runs."""
+    und, reg = np.zeros(trials, int), np.zeros(trials, int)
+    for t in range(trials):
+        la = rng.normal(0.0, s[:, None], (s.size, rounds))
+        lb = rng.normal(0.0, s[:, None], (s.size, rounds))
+        c = _codes(la, lb, 1)
+        und[t], reg[t] = int((c == seq.UNDECIDED).sum()), int((c == seq.REGRESSION).sum())
+    return und, reg
+
+
+def rerun(s: np.ndarray, more: int, trials: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(undecided, regressions, rounds added) per gate: ``run --gate-against --rerun more``.
+
+    The moderated prior is fitted once per look over the points still measured, as the gate
+    refits it over all points; here over all points each look (their latest rounds)."""
+    und, reg, added = np.zeros(trials, int), np.zeros(trials, int), np.zeros(trials, int)
+    looks = more + 1
+    for t in range(trials):
+        la = rng.normal(0.0, s[:, None], (s.size, 3))
+        cur = [list(rng.normal(0.0, x, 3)) for x in s]
+        final = np.full(s.size, seq.UNDECIDED)
+        pending = np.arange(s.size)
+        for look in range(looks):
+            # one look: every point's current rounds against the baseline's three
+            codes = np.empty(s.size, int)
+            for r in sorted({len(cur[g]) for g in range(s.size)}):
+                idx = np.array([g for g in range(s.size) if len(cur[g]) == r])
+                lb = np.array([cur[g] for g in idx])
+                codes[idx] = _codes(la[idx], lb, looks) if idx.size >= seq.MIN_PRIOR_POINTS else \
+                    _codes_unmoderated(la[idx], lb, looks)
+            decided = [g for g in pending if codes[g] != seq.UNDECIDED]
+            for g in decided:
+                final[g] = codes[g]
+            pending = np.array([g for g in pending if codes[g] == seq.UNDECIDED], int)
+            if look == looks - 1 or pending.size == 0:
+                break
+            for g in pending:
+                cur[g].append(float(rng.normal(0.0, s[g])))
+                added[t] += 1
+        und[t] = int((final == seq.UNDECIDED).sum())
+        reg[t] = int((final == seq.REGRESSION).sum())
+    return und, reg, added
+
+
+def _codes_unmoderated(la: np.ndarray, lb: np.ndarray, looks: int) -> np.ndarray:
+    d, se, df = seq.t_stats(la, lb)
+    return seq.gate_codes(d, se, df, TAU, alpha=ALPHA, confidence=CONF, looks=looks)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("runs", nargs="+")
+    ap.add_argument("--trials", type=int, default=400)
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+    runs = [round_logs(p) for p in args.runs]
+    sd = pooled_sd(runs)
+    s = np.array([v[0] for v in sd.values()])
+    z = run_offsets(runs, sd)
+    print(f"{len(sd)} points, {len(runs)} runs; pooled between-round sd of log round medians: "
+          f"median {np.median(s):.2%}, p90 {np.percentile(s, 90):.2%}, max {s.max():.2%}")
+    df = int(np.median([v[1] for v in sd.values()]))
+    expect = math.sqrt(df / (df - 2)) if df > 2 else float("inf")
+    print(f"run-to-run check: sd of the standardized differences of run means {z.std(ddof=1):.2f} over "
+          f"{z.size} (runs that differ only by their rounds: {expect:.2f}, a t with {df} df)")
+    rng = np.random.default_rng(args.seed)
+    print(f"\n{args.trials} simulated gates each, true ratio 1, threshold {TAU:.0%}, alpha {ALPHA}:")
+    print("| protocol | undecided per gate (mean) | gates with <= 2 undecided | regressions per gate (mean) "
+          "| point-rounds per run |")
+    print("|---|---|---|---|---|")
+    for r in (3, 4, 5, 6, 8):
+        und, reg = fixed(s, r, args.trials, rng)
+        print(f"| both runs {r} rounds | {und.mean():.2f} | {(und <= 2).mean():.1%} | {reg.mean():.3f} "
+              f"| {r * s.size} |")
+    for target, cap in ((0.02, 6), (0.02, 8), (0.015, 8), (0.01, 8), (0.01, 12)):
+        und, reg, cost = np.zeros(args.trials, int), np.zeros(args.trials, int), np.zeros(args.trials)
+        for t in range(args.trials):
+            a, b = adaptive(s, target, cap, rng), adaptive(s, target, cap, rng)
+            c = gate_ragged(a, b)
+            und[t], reg[t] = int((c == seq.UNDECIDED).sum()), int((c == seq.REGRESSION).sum())
+            cost[t] = sum(x.size for x in b)
+        print(f"| both runs 3 rounds, then `--max-rounds {cap} --rounds-target {target:.1%}` | {und.mean():.2f} "
+              f"| {(und <= 2).mean():.1%} | {reg.mean():.3f} | {cost.mean():.0f} |")
+    for k in (3, 6, 10):
+        und, reg, added = rerun(s, k, args.trials, rng)
+        print(f"| 3 rounds, then `--gate-against --rerun {k}` | {und.mean():.2f} | {(und <= 2).mean():.1%} "
+              f"| {reg.mean():.3f} | {3 * s.size} + {added.mean():.1f} |")
+
+
+if __name__ == "__main__":
+    main()
