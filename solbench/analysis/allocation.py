@@ -52,6 +52,7 @@ from solbench.results.model import Timing
 __all__ = [
     "MAX_ROUNDS",
     "VarianceComponents",
+    "more_current_rounds_to_decide",
     "more_rounds_to_decide",
     "optimal_samples",
     "rounds_for_half_width",
@@ -169,3 +170,26 @@ def more_rounds_to_decide(log_ratio: float, sd_round: float, tau: float, rounds:
     if need > MAX_ROUNDS:
         return None
     return max(1, need - rounds)
+
+
+def more_current_rounds_to_decide(log_ratio: float, sd_round: float, tau: float, rounds_base: int,
+                                  rounds_cur: int, *, confidence: float, cap: int = 64) -> int | None:
+    """Rounds to add to the current side alone (``run --gate-against --rerun``: the baseline is a
+    saved run) so a gate's interval at ``confidence`` clears ``1 + tau``; None when none does.
+
+    With the baseline fixed at ``rounds_base``, ``se = sd_round sqrt(1/R_base + 1/R_cur)`` never
+    falls below ``sd_round / sqrt(R_base)``: when even that, at the normal quantile, is wider than
+    the gap between the ratio and the threshold, no number of current rounds decides, and the
+    baseline must be measured in more rounds. Otherwise the smallest R_cur (df R_base + R_cur - 2)
+    that clears the gap, minus the rounds already measured; None beyond ``cap`` added rounds.
+    """
+    gap = abs(log_ratio - math.log1p(tau))
+    if gap == 0.0 or rounds_base < 1:
+        return None
+    q = (1.0 + confidence) / 2.0
+    if float(_sstats.norm.ppf(q)) * sd_round / math.sqrt(rounds_base) >= gap:
+        return None
+    for r in range(rounds_cur + 1, rounds_cur + cap + 1):
+        if float(_sstats.t.ppf(q, rounds_base + r - 2)) * sd_round * math.sqrt(1.0 / rounds_base + 1.0 / r) <= gap:
+            return r - rounds_cur
+    return None

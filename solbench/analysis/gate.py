@@ -77,7 +77,7 @@ from typing import Literal
 
 from solbench import exitcodes
 from solbench.analysis import stats
-from solbench.analysis.allocation import more_rounds_to_decide
+from solbench.analysis.allocation import more_current_rounds_to_decide, more_rounds_to_decide
 from solbench.analysis.compare import Estimate, Pair, Unpaired, estimate, impl_keys, moderate, pair_runs, samples
 from solbench.analysis.pooling import combine_runs as merge_runs
 from solbench.analysis.pooling import merge_samples
@@ -143,6 +143,9 @@ class GateCaseVerdict:
     status_cur: str | None = "ok"
     detail: str = ""  # BROKEN: the current run's full message and the worker's last log lines
     more_rounds: int | None = None  # INCONCLUSIVE over rounds: rounds per side that would decide it
+    # INCONCLUSIVE over rounds: rounds added to the current side alone that would decide it (None:
+    # none would, the baseline's rounds keep it undecided; see allocation.more_current_rounds_to_decide)
+    current_rounds: int | None = None
     choices: str = ""  # not PASS: how the two runs' autotuned algorithms or kernels differed ("": they did not)
 
 
@@ -227,6 +230,14 @@ def _more_rounds(est: Estimate, tau: float, confidence: float) -> int | None:
     return more_rounds_to_decide(est.t.d, est.t.sd_round, tau, max(est.rounds_a, est.rounds_b), confidence=confidence)
 
 
+def _current_rounds(est: Estimate, tau: float, confidence: float) -> int | None:
+    """Rounds added to the current side alone that would decide an undecided case over rounds."""
+    if est.t is None:
+        return None
+    return more_current_rounds_to_decide(est.t.d, est.t.sd_round, tau, est.rounds_a, est.rounds_b,
+                                         confidence=confidence)
+
+
 def _needs(more: int | None, est: Estimate) -> str:
     if est.t is None:
         return ""
@@ -288,6 +299,7 @@ def _decide(pair: Pair, est: Estimate, tests: _Tests | None, tau: float, source:
     if tests is not None:
         alternative = "faster" if faster else "slower"
     more = _more_rounds(est, tau, confidence) if verdict == "INCONCLUSIVE" else None
+    current = _current_rounds(est, tau, confidence) if verdict == "INCONCLUSIVE" else None
     reason = _reason(verdict, est, tau, p_adj, alpha, more)
     choices = _other_choices(pair.a, pair.b) if verdict != "PASS" else ""
     if choices:
@@ -298,7 +310,7 @@ def _decide(pair: Pair, est: Estimate, tests: _Tests | None, tau: float, source:
         threshold_source=source, median_base=est.median_a, median_cur=est.median_b, ratio=est.ratio,
         ci_low=est.ci_low, ci_high=est.ci_high, alternative=alternative, p_value=p, p_adjusted=p_adj,
         n_base=est.n_a, n_cur=est.n_b, rounds_base=est.rounds_a, rounds_cur=est.rounds_b, more_rounds=more,
-        choices=choices,
+        current_rounds=current, choices=choices,
     )
 
 

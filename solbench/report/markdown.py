@@ -143,9 +143,19 @@ def undecided_note(g: GateResult) -> str:
         return ""
     rounds = [v.more_rounds for v in und if v.more_rounds is not None]
     hint = (f" At the measured spread about {max(rounds)} more round(s) per side would decide them all "
-            "(`ab --max-rounds`, `run --gate-against --rerun`); a ratio on the threshold itself needs a "
-            "different threshold, not more rounds." if rounds else
+            "(`ab --max-rounds`; a saved baseline measured with `run --max-rounds`); a ratio on the threshold "
+            "itself needs a different threshold, not more rounds." if rounds else
             " Measure in rounds (`run --repeat`, `ab`) so that more rounds can decide them.")
+    if rounds:
+        alone = [v.current_rounds for v in und if v.more_rounds is not None]
+        stuck = sum(r is None for r in alone)
+        base = max(v.rounds_base for v in und)
+        hint += (f" Re-measuring the current run alone (`run --gate-against --rerun`) cannot decide {stuck} "
+                 f"of them: the baseline's {base} round(s) keep the interval wider than the threshold, so "
+                 "the baseline needs more rounds where it is noisy (`run --max-rounds 8 --rounds-target 0.015`)."
+                 if stuck else
+                 f" Re-measuring the current run alone would take about {max(r for r in alone if r is not None)} "
+                 "more round(s) (`run --gate-against --rerun`).")
     return f"{len(und)} undecided (INCONCLUSIVE): " + ", ".join(
         f"{v.key} {format_ratio(v.ratio)} {format_ci(v.ci_low, v.ci_high)}" for v in und[:10]) + (
         f" and {len(und) - 10} more" if len(und) > 10 else "") + "." + hint

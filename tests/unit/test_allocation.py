@@ -8,6 +8,7 @@ import pytest
 
 from solbench.analysis.adaptive import Looks
 from solbench.analysis.allocation import (
+    more_current_rounds_to_decide,
     more_rounds_to_decide,
     optimal_samples,
     rounds_for_half_width,
@@ -79,6 +80,25 @@ def test_more_rounds_to_decide():
     assert near > far >= 1
 
 
+def test_current_rounds_alone_cannot_beat_the_baselines_rounds():
+    # sd 3% a round, 3 baseline rounds: its share alone, 1.96 * 3% / sqrt(3) = 3.4%, is wider than
+    # the 2% between a ratio of 1.03 and the threshold: no number of current rounds decides
+    assert more_current_rounds_to_decide(math.log(1.03), 0.03, 0.05, 3, 3, confidence=0.95) is None
+    # with 8 baseline rounds it is 2.1%... still wider than the 2% gap; at a ratio of 1.0 (gap 4.9%) it decides
+    assert more_current_rounds_to_decide(math.log(1.03), 0.03, 0.05, 8, 3, confidence=0.95) is None
+    alone = more_current_rounds_to_decide(0.0, 0.03, 0.05, 3, 3, confidence=0.95)
+    both = more_rounds_to_decide(0.0, 0.03, 0.05, 3, confidence=0.95)
+    assert alone is not None and alone > both >= 1  # one side adding alone needs more than both sides adding
+    # what it returns decides: t over R_base + R_cur - 2 df at the returned rounds clears the gap, one fewer does not
+    from scipy import stats
+
+    def half(r):
+        return stats.t.ppf(0.975, 3 + r - 2) * 0.03 * math.sqrt(1 / 3 + 1 / r)
+
+    assert half(3 + alone) <= math.log(1.05) < half(3 + alone - 1)
+    assert more_current_rounds_to_decide(math.log(1.05), 0.01, 0.05, 3, 3, confidence=0.95) is None  # on it
+
+
 def _side(rng, rounds, shift, sd_b=0.015, n=15, cases=("a", "b")):
     runs = [make_run({c: {"k": list(g)} for c, g in zip(cases, [_rounds(rng, 1, n, sd_b, 0.02, shift)[0]
                                                                  for _ in cases], strict=True)})
@@ -95,6 +115,18 @@ def test_an_undecided_case_says_what_would_decide_it():
     md, js = gate_markdown(result), gate_json(result)
     assert "undecided (INCONCLUSIVE)" in md and und[0].key in md
     assert [u["key"] for u in js["undecided"]] == [v.key for v in und] and js["looks"] == 1
+    assert [u["current_rounds"] for u in js["undecided"]] == [v.current_rounds for v in und]
+
+
+def test_the_note_says_when_the_current_run_alone_cannot_decide():
+    # 3% between rounds on both sides, ratio 1.04: the baseline's three rounds alone leave the
+    # interval wider than the 1% left to the threshold; the note sends the user to the baseline
+    rng = np.random.default_rng(2)
+    result = gate(_side(rng, 3, 1.0, sd_b=0.03), _side(rng, 3, 1.04, sd_b=0.03), threshold=0.05)
+    und = [v for v in result.undecided if v.more_rounds is not None]
+    assert und and all(v.current_rounds is None for v in und)
+    md = gate_markdown(result)
+    assert f"cannot decide {len(und)} of them" in md and "baseline's 3 round(s)" in md
 
 
 def test_rerun_over_rounds_adds_rounds_to_undecided_cases_only_and_keeps_decided_verdicts():
