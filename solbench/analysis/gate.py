@@ -222,20 +222,16 @@ def case_verdict(ci_low: float | None, ci_high: float | None, significant: bool,
     return "INCONCLUSIVE"
 
 
-def _more_rounds(est: Estimate, tau: float, confidence: float) -> int | None:
-    """Rounds per side that would decide an undecided case over rounds (None: not over rounds,
-    or no practical number: the ratio sits at the threshold)."""
+def _rounds_to_decide(est: Estimate, tau: float, confidence: float) -> tuple[int | None, int | None]:
+    """For an undecided case over rounds: rounds per side that would decide it, and rounds added to
+    the current side alone that would (each None: not over rounds, or no practical number does)."""
     if est.t is None:
-        return None
-    return more_rounds_to_decide(est.t.d, est.t.sd_round, tau, max(est.rounds_a, est.rounds_b), confidence=confidence)
-
-
-def _current_rounds(est: Estimate, tau: float, confidence: float) -> int | None:
-    """Rounds added to the current side alone that would decide an undecided case over rounds."""
-    if est.t is None:
-        return None
-    return more_current_rounds_to_decide(est.t.d, est.t.sd_round, tau, est.rounds_a, est.rounds_b,
-                                         confidence=confidence)
+        return None, None
+    per_side = more_rounds_to_decide(est.t.d, est.t.sd_round, tau, max(est.rounds_a, est.rounds_b),
+                                     confidence=confidence)
+    alone = more_current_rounds_to_decide(est.t.d, est.t.sd_round, tau, est.rounds_a, est.rounds_b,
+                                          confidence=confidence)
+    return per_side, alone
 
 
 def _needs(more: int | None, est: Estimate) -> str:
@@ -298,8 +294,7 @@ def _decide(pair: Pair, est: Estimate, tests: _Tests | None, tau: float, source:
     alternative: Literal["slower", "faster"] | None = None
     if tests is not None:
         alternative = "faster" if faster else "slower"
-    more = _more_rounds(est, tau, confidence) if verdict == "INCONCLUSIVE" else None
-    current = _current_rounds(est, tau, confidence) if verdict == "INCONCLUSIVE" else None
+    more, current = _rounds_to_decide(est, tau, confidence) if verdict == "INCONCLUSIVE" else (None, None)
     reason = _reason(verdict, est, tau, p_adj, alpha, more)
     choices = _other_choices(pair.a, pair.b) if verdict != "PASS" else ""
     if choices:
