@@ -80,9 +80,10 @@ def adaptive(s: np.ndarray, target: float, cap: int, rng: np.random.Generator) -
     return out
 
 
-def gate_ragged(a: list[np.ndarray], b: list[np.ndarray]) -> np.ndarray:
-    """Gate codes of two runs whose points have their own numbers of rounds (one look), the prior
-    fitted over all points as the gate does."""
+def codes(a: list[np.ndarray], b: list[np.ndarray], looks: int = 1) -> np.ndarray:
+    """The gate's codes per point: log round medians ``a[g]`` (baseline) and ``b[g]`` (current),
+    each point with its own number of rounds; pooled t, the moderated prior fitted over all points
+    as the gate fits it (none below ``MIN_PRIOR_POINTS``), the error rates split over ``looks``."""
     d = np.array([y.mean() - x.mean() for x, y in zip(a, b, strict=True)])
     ss = np.array([((x - x.mean()) ** 2).sum() + ((y - y.mean()) ** 2).sum() for x, y in zip(a, b, strict=True)])
     df = np.array([x.size + y.size - 2 for x, y in zip(a, b, strict=True)], float)
@@ -91,7 +92,7 @@ def gate_ragged(a: list[np.ndarray], b: list[np.ndarray]) -> np.ndarray:
     prior = seq.variance_prior((sd ** 2).tolist(), df.tolist())
     if prior is not None:
         sd, df = np.sqrt((prior.df * prior.var + df * sd ** 2) / (prior.df + df)), df + prior.df
-    return seq.gate_codes(d, sd * k, df, TAU, alpha=ALPHA, confidence=CONF, looks=1)
+    return seq.gate_codes(d, sd * k, df, TAU, alpha=ALPHA, confidence=CONF, looks=looks)
 
 
 def run_offsets(runs: list[dict[str, np.ndarray]], sd: dict[str, tuple[float, int]]) -> np.ndarray:
@@ -106,24 +107,13 @@ def run_offsets(runs: list[dict[str, np.ndarray]], sd: dict[str, tuple[float, in
     return np.asarray(z)
 
 
-def _codes(la: np.ndarray, lb: np.ndarray, looks: int) -> np.ndarray:
-    """Gate codes per point of one gate; la, lb: (points, R) log round medians."""
-    d, se, df = seq.t_stats(la, lb)
-    sd_round = se / np.sqrt(1 / la.shape[1] + 1 / lb.shape[1])
-    prior = seq.variance_prior((sd_round ** 2).tolist(), df.tolist())
-    if prior is not None:
-        var = (prior.df * prior.var + df * sd_round ** 2) / (prior.df + df)
-        se, df = np.sqrt(var) * np.sqrt(1 / la.shape[1] + 1 / lb.shape[1]), df + prior.df
-    return seq.gate_codes(d, se, df, TAU, alpha=ALPHA, confidence=CONF, looks=looks)
-
-
 def fixed(s: np.ndarray, rounds: int, trials: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """(undecided per gate, regressions per gate) over ``trials`` gates of two R-round runs."""
     und, reg = np.zeros(trials, int), np.zeros(trials, int)
     for t in range(trials):
         la = rng.normal(0.0, s[:, None], (s.size, rounds))
         lb = rng.normal(0.0, s[:, None], (s.size, rounds))
-        c = _codes(la, lb, 1)
+        c = codes(list(la), list(lb))
         und[t], reg[t] = int((c == seq.UNDECIDED).sum()), int((c == seq.REGRESSION).sum())
     return und, reg
 
@@ -131,8 +121,8 @@ def fixed(s: np.ndarray, rounds: int, trials: int, rng: np.random.Generator) -> 
 def rerun(s: np.ndarray, more: int, trials: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(undecided, regressions, rounds added) per gate: ``run --gate-against --rerun more``.
 
-    The moderated prior is fitted once per look over the points still measured, as the gate
-    refits it over all points; here over all points each look (their latest rounds)."""
+    Each look gates every point (its rounds so far against the baseline's three), the prior fitted
+    over all of them as the gate refits it; a point keeps the verdict of the look that decided it."""
     und, reg, added = np.zeros(trials, int), np.zeros(trials, int), np.zeros(trials, int)
     looks = more + 1
     for t in range(trials):
@@ -142,16 +132,10 @@ def rerun(s: np.ndarray, more: int, trials: int, rng: np.random.Generator) -> tu
         pending = np.arange(s.size)
         for look in range(looks):
             # one look: every point's current rounds against the baseline's three
-            codes = np.empty(s.size, int)
-            for r in sorted({len(cur[g]) for g in range(s.size)}):
-                idx = np.array([g for g in range(s.size) if len(cur[g]) == r])
-                lb = np.array([cur[g] for g in idx])
-                codes[idx] = _codes(la[idx], lb, looks) if idx.size >= seq.MIN_PRIOR_POINTS else \
-                    _codes_unmoderated(la[idx], lb, looks)
-            decided = [g for g in pending if codes[g] != seq.UNDECIDED]
-            for g in decided:
-                final[g] = codes[g]
-            pending = np.array([g for g in pending if codes[g] == seq.UNDECIDED], int)
+            now = codes(list(la), [np.asarray(c) for c in cur], looks)
+            for g in pending:
+                final[g] = now[g]
+            pending = np.array([g for g in pending if now[g] == seq.UNDECIDED], int)
             if look == looks - 1 or pending.size == 0:
                 break
             for g in pending:
@@ -160,11 +144,6 @@ def rerun(s: np.ndarray, more: int, trials: int, rng: np.random.Generator) -> tu
         und[t] = int((final == seq.UNDECIDED).sum())
         reg[t] = int((final == seq.REGRESSION).sum())
     return und, reg, added
-
-
-def _codes_unmoderated(la: np.ndarray, lb: np.ndarray, looks: int) -> np.ndarray:
-    d, se, df = seq.t_stats(la, lb)
-    return seq.gate_codes(d, se, df, TAU, alpha=ALPHA, confidence=CONF, looks=looks)
 
 
 def main() -> None:
@@ -196,7 +175,7 @@ def main() -> None:
         und, reg, cost = np.zeros(args.trials, int), np.zeros(args.trials, int), np.zeros(args.trials)
         for t in range(args.trials):
             a, b = adaptive(s, target, cap, rng), adaptive(s, target, cap, rng)
-            c = gate_ragged(a, b)
+            c = codes(a, b)
             und[t], reg[t] = int((c == seq.UNDECIDED).sum()), int((c == seq.REGRESSION).sum())
             cost[t] = sum(x.size for x in b)
         print(f"| both runs 3 rounds, then `--max-rounds {cap} --rounds-target {target:.1%}` | {und.mean():.2f} "
