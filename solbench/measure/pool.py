@@ -266,6 +266,7 @@ def start(proc: Any) -> None:
                 sys.modules["__main__"] = main
 
 
+PROFILE_ENV = "SOLBENCH_PROFILE_DIR"
 _PRELOAD = ["solbench.measure.forkserver_preload", "torch", "solbench.measure.worker"]
 # What torch.compile imports on first use (about 2 s a process on a 2-core CPU), imported without
 # initializing CUDA: preloaded for runs that compile (preload_compiler), so no compiled worker of the
@@ -420,6 +421,10 @@ def _main(conn: Connection, log_path: str, device: str, device_index: int | None
     """Entry point of a worker process. Its CPU threads are set before torch loads where it has not
     (``spawn``) and through torch otherwise (a fork server's torch is loaded already)."""
     into_log(log_path, scratch, origin)
+    _profiled(lambda: _work(conn, device, device_index, tree, n_threads))
+
+
+def _work(conn: Connection, device: str, device_index: int | None, tree: str | None, n_threads: int) -> None:
     from solbench.device import threads
 
     os.environ.update(threads.env_for(n_threads))
@@ -445,6 +450,24 @@ def _main(conn: Connection, log_path: str, device: str, device_index: int | None
     state = WorkerState()
     state.tamper.watch("pipe", conn)  # its send methods shadowed on the instance: tampering
     serve(conn, lambda task, emit: execute(task, state, emit))
+
+
+def _profiled(main: Callable[[], None]) -> None:
+    """``main()``, under cProfile where ``SOLBENCH_PROFILE_DIR`` is set (a harness developer's probe:
+    each worker writes ``worker-<pid>.prof`` there when it leaves normally)."""
+    folder = os.environ.get(PROFILE_ENV)
+    if not folder:
+        main()
+        return
+    import cProfile
+
+    profile = cProfile.Profile()
+    profile.enable()
+    try:
+        main()
+    finally:
+        profile.disable()
+        profile.dump_stats(os.path.join(folder, f"worker-{os.getpid()}.prof"))
 
 
 def into_log(log_path: str, scratch: str | None = None, origin: str | None = None) -> None:
