@@ -2,10 +2,11 @@
 # Tenth session, first H200 call (issue 16): where a worker's time goes, function by function
 # (cProfile in every worker, SOLBENCH_PROFILE_DIR), and the wall time of `run -w o_proj` under the
 # default protocol and under the adaptive-rounds setting the ninth session's simulation chose.
-# Carry .whl. Writes under $OUT; prints a short table last.
+# STEPS (default "prof default adaptive"): also profadapt, preload (the fork-server preload GPU tests and
+# where CuPy caches kernels), tests (every GPU test). Carry .whl. Writes under $OUT; prints a short table last.
 set -u
 export PYTHONUNBUFFERED=1
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 1
+python3 -m pip install -q --no-index --no-deps --no-cache-dir --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site:.
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,power.limit,temperature.gpu --format=csv | tee $OUT/smi.txt
 declare -A wall
@@ -29,6 +30,8 @@ for what in ${STEPS:-prof default adaptive}; do
           tar -C $OUT -czf $OUT/prof.tgz prof && rm -rf $OUT/prof ;;
     default) step default python3 -m solbench run workloads/attn.yaml -w o_proj -o $OUT/oproj-default.json -q ;;
     adaptive) step adaptive python3 -m solbench run workloads/attn.yaml -w o_proj --max-rounds 8 --rounds-target 0.015 -o $OUT/oproj-adaptive.json -q ;;
+    preload) step preload python3 -m pytest tests/gpu/test_preload_gpu.py -q -p no:cacheprovider -rfEs
+          { echo "HOME=$HOME CUPY_CACHE_DIR=${CUPY_CACHE_DIR:-}"; ls -la ~/.cupy/kernel_cache 2>&1 | wc -l; } >> $OUT/smi.txt ;;
     tests) step tests python3 -m pytest tests/gpu -q -p no:cacheprovider -rfEs --durations=15 ;;
   esac
 done

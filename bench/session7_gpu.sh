@@ -78,7 +78,7 @@ collect() {
   ls -la $OUT
 }
 if [ "$PART" = start ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+  python3 -m pip install -q --no-index --no-deps --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
   rm -rf /tmp/t7 $S && mkdir -p $S && cp -r . /tmp/t7 && rm -rf /tmp/t7/.git
   (cd /tmp/t7 && KB_TIMER="${KB_TIMER:-}" STEPS="${STEPS:-}" OPROJ_RUNS="${OPROJ_RUNS:-}" OPROJ_ARGS="${OPROJ_ARGS:-}" setsid nohup bash bench/session7_gpu.sh pipeline > $S/nohup.out 2>&1 < /dev/null &)
   sleep 2

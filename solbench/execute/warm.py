@@ -230,6 +230,10 @@ def ahead_of_run(units: Sequence[Unit], settings: MeasureSettings, folder: str, 
     """A run's (or one ``ab`` tree's) compiling ahead: the settings with the cache ``folder``, the
     units compiled ahead in ``options.compile_jobs`` processes (None: :func:`default_jobs`) within the
     free memory, and the settings the measuring workers then get (:func:`measuring`)."""
+    if info.kind == "cuda":
+        from solbench.measure import pool
+
+        pool.preload_libraries()  # CuPy and nvmath-python imported once, before the first fork
     kept = options.compile_cache_dir  # cuBLASLt choices kept there too; else in the machine's store
     settings = replace(settings, compile_cache=folder, choices=str(Path(kept).absolute()) if kept else "")
     jobs = default_jobs() if options.compile_jobs is None else options.compile_jobs

@@ -279,13 +279,34 @@ def preload_compiler() -> bool:
     with compiled implementations calls this first), without initializing CUDA there
     (:mod:`solbench.measure.compiler_preload`). Returns False where it is too late: this process's
     fork server is already running (a second run in one process), whose workers then import it
-    themselves."""
+    themselves; or turned off (``SOLBENCH_PRELOAD=0``)."""
     from multiprocessing import forkserver
 
+    if os.environ.get("SOLBENCH_PRELOAD") == "0":
+        return False
     if getattr(forkserver._forkserver, "_forkserver_pid", None) is not None:  # type: ignore[attr-defined]
         return COMPILER_PRELOAD in _PRELOAD
     if COMPILER_PRELOAD not in _PRELOAD:
         _PRELOAD.append(COMPILER_PRELOAD)
+    return True
+
+
+LIBRARY_PRELOAD = "solbench.measure.library_preload"
+
+
+def preload_libraries() -> bool:
+    """Have the fork server of a GPU run import CuPy and nvmath-python before it forks the first worker
+    (:mod:`solbench.measure.library_preload`), unless ``SOLBENCH_PRELOAD=0``. Returns whether the
+    workers will start with them: False where it is too late (this process's fork server is already
+    running without them) or turned off."""
+    from multiprocessing import forkserver
+
+    if os.environ.get("SOLBENCH_PRELOAD") == "0":
+        return False
+    if getattr(forkserver._forkserver, "_forkserver_pid", None) is not None:  # type: ignore[attr-defined]
+        return LIBRARY_PRELOAD in _PRELOAD
+    if LIBRARY_PRELOAD not in _PRELOAD:
+        _PRELOAD.append(LIBRARY_PRELOAD)
     return True
 
 
@@ -428,6 +449,9 @@ def _work(conn: Connection, device: str, device_index: int | None, tree: str | N
     from solbench.device import threads
 
     os.environ.update(threads.env_for(n_threads))
+    from solbench.measure.preload import refuse_tainted
+
+    refuse_tainted(device)
     import torch
 
     threads.apply(n_threads)

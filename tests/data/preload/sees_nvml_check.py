@@ -1,4 +1,4 @@
-"""Imported by tests/unit/test_preload.py through compiler_preload.preload: records the environment
+"""Imported by tests/unit/test_preload.py through solbench.measure.preload.preload: records the environment
 variable torch.cuda.is_available() consults, as it stood during the import."""
 
 import os
