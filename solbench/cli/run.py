@@ -81,11 +81,13 @@ from solbench.results.model import RunResult
 @click.option("--repeat", type=click.IntRange(min=1), default=None,
               help="Measure in N independent rounds (fresh workers and allocations each) and report the "
                    "median and CI over rounds; see README 'Rounds'. Default: 3 on a GPU, 1 on the CPU.")
-@click.option("--max-rounds", type=click.IntRange(min=0), default=0, show_default=True,
+@click.option("--max-rounds", type=click.IntRange(min=0), default=None,
               help="Then add rounds, up to N in all, to the points whose interval over rounds is still "
-                   "wider than --target (0: none added).")
+                   "wider than --rounds-target (0: none added). Default: on a GPU without --repeat, 8 at "
+                   "±1.5%, so that a later gate against this run can decide (README 'Rounds'); else 0.")
 @click.option("--rounds-target", type=click.FloatRange(min=0.0001), default=None,
-              help="The ± width (a fraction) the added rounds aim at over rounds. Default: --target.")
+              help="The ± width (a fraction) the added rounds aim at over rounds. Default: 0.015 for the "
+                   "GPU default, else --target.")
 @click.option("--devices", default="", metavar="all|0,1,...",
               help="Shard the cases over these local GPUs (one case per GPU at a time; each GPU scored "
                    "against its own spec); with --executor ray: 'all' or how many GPUs.")
@@ -118,7 +120,7 @@ def run(files: Sequence[str], solutions: Sequence[str], gpu: str | None, dry_run
         budget: float, target: float,
         min_samples: int, max_samples: int, input_sets: int, peaks: str, seed: int, timeout_s: float,
         threads: int, compile_jobs: int | None, compile_cache: str | None, in_process: bool,
-        repeat: int | None, max_rounds: int, rounds_target: float | None,
+        repeat: int | None, max_rounds: int | None, rounds_target: float | None,
         devices: str, executor: str, address: str | None,
         schedule_from: str | None, force: bool, tuned: str | None, save_name: str | None,
         output: str | None, results_dir: str, as_json: bool, quiet: bool, gate_against: str | None,

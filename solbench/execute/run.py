@@ -17,7 +17,7 @@ from typing import Any
 from solbench.errors import RunInterrupted
 from solbench.execute import warm
 from solbench.plan.device import detect, with_end_clocks
-from solbench.plan.options import Progress, RunOptions, rounds_for
+from solbench.plan.options import Progress, RunOptions, added_rounds_for, rounds_for
 from solbench.plan.prepare import prepare, tuned_variant
 from solbench.results.model import RunResult
 
@@ -44,7 +44,9 @@ def run(files: Sequence[str | Path], options: RunOptions = RunOptions(), *,  # n
     start = time.perf_counter()
     info, floor = detect(device, options)
     detected = time.perf_counter()
-    options = replace(options, repeat=rounds_for(options, info.kind))
+    max_rounds, rounds_target = added_rounds_for(options, info.kind)
+    options = replace(options, repeat=rounds_for(options, info.kind), max_rounds=max_rounds,
+                      rounds_target_rel_ci=rounds_target)
     prep = prepare(files, options, info, floor)
     harness = {"detect_s": round(detected - start, 4), "prepare_s": round(time.perf_counter() - detected, 4)}
     emit = progress or (lambda event, data: None)
@@ -70,8 +72,7 @@ def run(files: Sequence[str | Path], options: RunOptions = RunOptions(), *,  # n
                                        timeout_s=options.timeout_s, l2_bytes=info.l2_bytes, score=prep.score,
                                        emit=emit, on_case=on_case, keys=options.keys, repeat=options.repeat,
                                        nvml_id=prep.nvml_id, variant=tuned_variant(options.tuned, info.spec.id),
-                                       max_rounds=options.max_rounds,
-                                       target_rel_ci=options.rounds_target_rel_ci or options.target_rel_ci)
+                                       max_rounds=max_rounds, target_rel_ci=rounds_target)
     emit("done", {})
     result = with_end_clocks(result, info)
     return replace(result, harness={**result.harness, "wall_s": round(time.perf_counter() - start, 4)})

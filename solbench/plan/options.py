@@ -36,9 +36,10 @@ class RunOptions:
     tuned: Path | None = None  # a tuned-configuration file from `solbench tune`
     repeat: int = 0  # rounds, each with fresh workers (median and CI over rounds); 0: 3 on a GPU, 1 on the CPU
     # then add rounds, up to this many in all, to the points whose interval over rounds is wider than
-    # ±target_rel_ci (0: none added); see solbench.execute.session
-    max_rounds: int = 0
-    rounds_target_rel_ci: float = 0.0  # the ± width added rounds aim at over rounds (0: target_rel_ci)
+    # ±rounds_target_rel_ci (0: none added; None: the device's default, added_rounds_for); see
+    # solbench.execute.session
+    max_rounds: int | None = None
+    rounds_target_rel_ci: float = 0.0  # the ± width added rounds aim at over rounds (0: the default)
     devices: str = ""  # "all" or "0,1": shard cases over these local GPUs ("": the one --device)
     executor: str = "local"  # or "ray": shard cases over the GPUs of a Ray cluster
     address: str | None = None  # Ray: "auto", "ray://host:10001"; None: the running or a new local instance
@@ -67,6 +68,14 @@ class RunOptions:
 Progress = Callable[[str, dict[str, Any]], None]
 
 DEFAULT_GPU_ROUNDS = 3
+# On a GPU, unless --repeat or --max-rounds says otherwise: rounds added, up to 8 in all, to the points
+# whose interval over rounds is still wider than ±1.5%. From the H200's measured round spreads
+# (bench/gate_rounds.py, BENCHMARKS.md "which rounds would make a gate decide"): two such runs of the
+# same code leave about 1 point of 70 undecided a gate, for 42% more point-rounds; two 3-round runs
+# leave 6, and re-measuring only the current run (`--gate-against --rerun`) cannot make up for a
+# baseline measured in three.
+DEFAULT_GPU_MAX_ROUNDS = 8
+DEFAULT_GPU_ROUNDS_TARGET = 0.015
 
 
 def rounds_for(options: RunOptions, device_kind: str) -> int:
@@ -75,3 +84,15 @@ def rounds_for(options: RunOptions, device_kind: str) -> int:
     if options.repeat > 0:
         return options.repeat
     return DEFAULT_GPU_ROUNDS if device_kind == "cuda" else 1
+
+
+def added_rounds_for(options: RunOptions, device_kind: str) -> tuple[int, float]:
+    """(max rounds in all, the ± width they aim at over rounds): ``options.max_rounds`` when given
+    (its target: ``--rounds-target``, else ``--target``); by default, on a GPU when no ``--repeat``
+    fixed the rounds and no gate re-measure (``keys``) asked for one, DEFAULT_GPU_MAX_ROUNDS at
+    DEFAULT_GPU_ROUNDS_TARGET (or ``--rounds-target``); else none added."""
+    if options.max_rounds is not None:
+        return options.max_rounds, options.rounds_target_rel_ci or options.target_rel_ci
+    if device_kind == "cuda" and options.repeat == 0 and not options.keys:
+        return DEFAULT_GPU_MAX_ROUNDS, options.rounds_target_rel_ci or DEFAULT_GPU_ROUNDS_TARGET
+    return 0, options.rounds_target_rel_ci or options.target_rel_ci

@@ -61,7 +61,9 @@ def prepare(files: Sequence[str | Path], options: RunOptions, info: Any, floor_s
                         options.target_rel_ci, options.budget_s, options.input_sets, flush=options.flush
                         if info.kind == "cuda" and options.timer in ("cold", "cupti") else "",
                         isolation="in-process" if options.in_process else "worker", timeout_s=options.timeout_s,
-                        rounds=rounds_for(options, info.kind), clock_monitor="nvml" if nvml_id else "",
+                        rounds=rounds_for(options, info.kind), max_rounds=options.max_rounds or 0,
+                        rounds_target=options.rounds_target_rel_ci if options.max_rounds else 0.0,
+                        clock_monitor="nvml" if nvml_id else "",
                         threads=settings.threads)
     thresholds = {p.spec.name: p.spec.gate_threshold for p in planned if p.spec.gate_threshold is not None}
     run_result = RunResult(now(), info.environment(), SpecRef(info.spec.id, info.spec.name, info.spec.source),

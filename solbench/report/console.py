@@ -94,7 +94,9 @@ def run_header(run: RunResult) -> str:
     if p.flush == "clean":
         parts.append("flush clean")
     if p.rounds > 1:
-        parts.append(f"{p.rounds} rounds (fresh workers each; median and CI over rounds)")
+        more = (f", up to {p.max_rounds} where wider than ±{p.rounds_target:.1%} over rounds"
+                if p.max_rounds > p.rounds else "")
+        parts.append(f"{p.rounds} rounds{more} (fresh workers each; median and CI over rounds)")
     if env.sm_clock_end_mhz:
         parts.append(f"SM clock at end {env.sm_clock_end_mhz} MHz (max {env.max_sm_clock_mhz})")
     if env.clocks_locked is not None:

@@ -110,6 +110,9 @@ class Protocol:
     isolation: str = "worker"  # "worker" (one process per implementation) or "in-process"
     timeout_s: float = 0.0  # per implementation and case, set-up and compilation included
     rounds: int = 1  # independent rounds (fresh workers and allocations each); see Timing.rounds
+    # then rounds added, up to max_rounds in all, to points wider than ±rounds_target over rounds (0: none)
+    max_rounds: int = 0
+    rounds_target: float = 0.0
     clock_monitor: str = ""  # "nvml": clocks, power and reasons read after every sample; "": none
     devices: int = 1  # devices the cases were sharded over (--devices, Ray); each case names its own
     executor: str = "local"  # "local" (this host's devices) or "ray" (a Ray cluster)

@@ -192,3 +192,35 @@ def test_rounds_target_and_max_rounds_reach_the_run_loop(tmp_path, monkeypatch):
         assert result.exit_code == 0, result.output
         assert seen[-1]["max_rounds"] == 5 and seen[-1]["repeat"] == 2
         assert seen[-1]["target_rel_ci"] == want
+
+
+def test_a_gpu_run_adds_rounds_by_default_unless_told_otherwise():
+    """On a GPU with no --repeat: up to 8 rounds at ±1.5% (a later gate can decide against the run);
+    --repeat, --max-rounds, a gate's re-measure (keys) and the CPU keep their own rounds."""
+    from solbench.plan.options import (
+        DEFAULT_GPU_MAX_ROUNDS,
+        DEFAULT_GPU_ROUNDS_TARGET,
+        RunOptions,
+        added_rounds_for,
+    )
+
+    assert added_rounds_for(RunOptions(), "cuda") == (DEFAULT_GPU_MAX_ROUNDS, DEFAULT_GPU_ROUNDS_TARGET)
+    assert added_rounds_for(RunOptions(rounds_target_rel_ci=0.03), "cuda") == (DEFAULT_GPU_MAX_ROUNDS, 0.03)
+    assert added_rounds_for(RunOptions(), "cpu")[0] == 0
+    assert added_rounds_for(RunOptions(repeat=5), "cuda")[0] == 0
+    assert added_rounds_for(RunOptions(keys=("c/i",)), "cuda")[0] == 0
+    assert added_rounds_for(RunOptions(max_rounds=0), "cuda")[0] == 0
+    assert added_rounds_for(RunOptions(max_rounds=6), "cuda") == (6, 0.01)  # its target: --target
+
+
+def test_the_run_records_the_rounds_it_may_add(tmp_path):
+    out = tmp_path / "r.json"
+    result = CliRunner().invoke(main, ["run", DOUBLE, *FAST, "-i", "baseline", "--repeat", "2", "--max-rounds", "5",
+                                       "--rounds-target", "0.02", "-q", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    p = store.load(out).protocol
+    assert (p.rounds, p.max_rounds, p.rounds_target) == (2, 5, 0.02)
+    result = CliRunner().invoke(main, ["run", DOUBLE, *FAST, "-i", "baseline", "-q", "-o", str(tmp_path / "cpu.json")])
+    assert result.exit_code == 0, result.output
+    p = store.load(tmp_path / "cpu.json").protocol
+    assert (p.rounds, p.max_rounds) == (1, 0)  # the CPU: one round, none added
