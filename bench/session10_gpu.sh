@@ -30,6 +30,7 @@ for what in ${STEPS:-prof default adaptive}; do
           tar -C $OUT -czf $OUT/prof.tgz prof && rm -rf $OUT/prof ;;
     default) step default python3 -m solbench run workloads/attn.yaml -w o_proj -o $OUT/oproj-default.json -q ;;
     adaptive) step adaptive python3 -m solbench run workloads/attn.yaml -w o_proj --max-rounds 8 --rounds-target 0.015 -o $OUT/oproj-adaptive.json -q ;;
+    three) step three python3 -m solbench run workloads/attn.yaml -w o_proj --repeat 3 -o $OUT/oproj-three.json -q ;;  # the old default
     preload) step preload python3 -m pytest tests/gpu/test_preload_gpu.py -q -p no:cacheprovider -rfEs
           { echo "HOME=$HOME CUPY_CACHE_DIR=${CUPY_CACHE_DIR:-}"; ls -la ~/.cupy/kernel_cache 2>&1 | wc -l; } >> $OUT/smi.txt ;;
     tests) step tests python3 -m pytest tests/gpu -q -p no:cacheprovider -rfEs --durations=15 ;;
@@ -39,3 +40,4 @@ for f in $OUT/oproj-*.json; do python3 -m solbench show $f --harness 2>&1 | tail
 cat $OUT/*.harness.txt > $OUT/harness.txt; rm -f $OUT/*.harness.txt  # $OUT: at most 8 files come back
 tail -n 5 $OUT/tests.out 2>/dev/null
 echo "| step | wall |"; for k in "${!wall[@]}"; do echo "| $k | ${wall[$k]} |"; done
+(cd $OUT && tar -czf results.tgz *.json *.out 2>/dev/null && rm -f *.json *.out)  # at most 8 files come back
