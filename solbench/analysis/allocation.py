@@ -30,6 +30,11 @@ then follow from the target (below): at sigma_b = 1.13%, n = 19, one side's 95% 
 needs R = 9 rounds (t_8 = 2.31, sd of a round median 1.28%; 7 at sigma_b = 0.78%), where 3 rounds
 give ±3.2% (t_2 = 4.30).
 
+The run loop applies it from the second round on (``solbench.execute.session``): each point's
+next round stops at n* samples (``samples_next_round``: sigma_w from its samples, sigma_b from its
+rounds, c_r and c_s from what its last round's set-up, checks and timing loop took), or sooner
+where its own ±target is met; ``protocol.samples_cap`` records the last n* used.
+
 **Rounds for a target.** The t interval of the mean of R log round medians has half-width
 ``t_{R-1, (1+c)/2} * sqrt((sigma_b^2 + V_w / n) / R)``; ``rounds_for_half_width`` returns the
 smallest R that brings it within ``log(1 + target)``. For a ratio of two sides with R rounds each
@@ -57,10 +62,17 @@ __all__ = [
     "optimal_samples",
     "rounds_for_half_width",
     "rounds_needed",
+    "samples_next_round",
     "variance_components",
 ]
 
 MAX_ROUNDS = 1000  # beyond this a count of rounds means "no practical number decides it"
+# sigma_b where a point has one round (unobserved): the median between-round sd of log round medians
+# over five o_proj runs on an H200 (issue 16). With two or more rounds the measured one is used, not
+# below SIGMA_B_FLOOR: two or three rounds estimate it poorly, often as 0 (n* would then be
+# max_samples, the most expensive answer for a guess).
+PRIOR_SIGMA_B = 0.0078
+SIGMA_B_FLOOR = 0.0025
 _MAD_SD = 1.4826  # sd / MAD for a normal distribution
 _MEDIAN_EFF = math.pi / 2.0  # var(median) / var(mean) for a normal distribution, large n
 
@@ -115,6 +127,21 @@ def optimal_samples(sigma_b2: float, sigma_w2: float, c_round: float, c_sample: 
         return max_samples
     n = math.sqrt(c_round / c_sample * _MEDIAN_EFF * sigma_w2 / sigma_b2)
     return int(min(max_samples, max(min_samples, round(n))))
+
+
+def samples_next_round(timing: Timing, round_s: float, sample_s: float, samples: int, *,
+                       min_samples: int = 10, max_samples: int = 2000) -> int | None:
+    """n* (:func:`optimal_samples`) for a point's next round, from its rounds so far (``timing``) and
+    what its last round cost: ``round_s`` seconds outside the timing loop (set-up, checks) and
+    ``sample_s`` seconds of timing loop for ``samples`` samples. sigma_w^2 is measured; sigma_b^2 too
+    with two or more rounds (not below SIGMA_B_FLOOR^2), else PRIOR_SIGMA_B^2. None where the costs
+    are unknown (nothing timed)."""
+    if samples < 1 or sample_s <= 0.0 or round_s < 0.0:
+        return None
+    vc = variance_components(group_by_round(timing.samples, timing.rounds))
+    sigma_b2 = max(vc.sigma_b2, SIGMA_B_FLOOR ** 2) if vc.rounds >= 2 else PRIOR_SIGMA_B ** 2
+    return optimal_samples(sigma_b2, vc.sigma_w2, round_s, sample_s / samples, min_samples=min_samples,
+                           max_samples=max_samples)
 
 
 def rounds_for_half_width(round_var: float, target: float, *, confidence: float = 0.95, sides: int = 1,

@@ -106,6 +106,9 @@ def _combine(results: Sequence[ImplResult], labels: Sequence[Callable[[Timing], 
     for key in COUNTED:  # set-up work done or taken from the run's caches, over every round
         if any(key in r.protocol for r, _ in ok):
             protocol[key] = sum(int(r.protocol.get(key, 0)) for r, _ in ok)
+    caps = [r.protocol["samples_cap"] for r, _ in ok if "samples_cap" in r.protocol]
+    if caps:  # the samples allocated to each round after the first (analysis.allocation): the last
+        protocol["samples_cap"] = caps[-1]
     light = sum(r.protocol.get("checks") == "light" for r, _ in ok)
     if light:  # rounds after the first, checked lighter (solbench.measure.worker)
         protocol["light_rounds"] = light

@@ -81,6 +81,13 @@ def measure_units(units: Sequence[Unit], run: RunResult, executor: Executor, *, 
 
     checked = Checked()
 
+    def capped(n: int, case_id: str, name: str) -> int | None:
+        """The samples cap of a point's next round: n* from its rounds so far (none before the second)."""
+        per_round = rounds.get((n, case_id))
+        if not per_round:
+            return None
+        return _samples_cap([r for results in per_round for r in results if r.name == name], settings)
+
     def one_round(wanted: Callable[[int, str, str], bool]) -> None:
         nonlocal run
         for n, unit in enumerate(units):
@@ -98,7 +105,8 @@ def measure_units(units: Sequence[Unit], run: RunResult, executor: Executor, *, 
                 task = Task(unit.spec, case, "", str(unit.path.parent.absolute()), device, settings, l2_bytes,
                             nvml_id)
                 with clock("tasks_s"):
-                    results = [_one(executor, unit, task, name, skips[n], timeout_s, emit, variant, checked)
+                    results = [_one(executor, unit, task, name, skips[n], timeout_s, emit, variant, checked,
+                                    capped(n, case.id, name))
                                for name in impls]
                 clock.add_tasks(results)
                 per_round = rounds.setdefault((n, case.id), [])
@@ -195,11 +203,32 @@ def _undecided(rounds: dict[tuple[int, str], list[list[ImplResult]]], target_rel
     return pending
 
 
+def _samples_cap(earlier: Sequence[ImplResult], settings: MeasureSettings) -> int | None:
+    """n* for a point's next round (:func:`solbench.analysis.allocation.samples_next_round`) from its
+    ok rounds so far; None where it has none, or where the costs were not recorded."""
+    from solbench.analysis.allocation import samples_next_round
+    from solbench.analysis.pooling import merge_rounds
+
+    ok = [r for r in earlier if r.status == "ok" and r.timing is not None and not r.protocol.get("part")]
+    if not ok:
+        return None
+    last = ok[-1].protocol
+    costs = [last.get(k) for k in ("setup_s", "check_s", "after_s", "sample_s")]
+    if not all(isinstance(c, int | float) for c in costs):
+        return None
+    timing = merge_rounds(ok).timing if len(ok) > 1 else ok[0].timing
+    assert timing is not None
+    return samples_next_round(timing, float(sum(costs[:3])), float(costs[3]), len(ok[-1].timing.samples),
+                              min_samples=settings.min_samples, max_samples=settings.max_samples)
+
+
 def _one(executor: Executor, unit: Unit, task: Task, name: str, skips: dict[str, str], timeout_s: float,
          emit: Progress, variant: Callable[[WorkloadSpec, Case, str], WorkloadSpec] | None = None,
-         checked: Checked | None = None) -> ImplResult:
+         checked: Checked | None = None, cap: int | None = None) -> ImplResult:
     """One implementation of one case (``task`` with its name filled in), through its worker; with
-    ``checked``, with the checks the point needs (every check until it has passed them all once)."""
+    ``checked``, with the checks the point needs (every check until it has passed them all once);
+    with ``cap``, at most that many timed samples (the round's allocation, recorded as
+    ``protocol.samples_cap``)."""
     emit("impl", {"case": task.case.id, "impl": name})
     key = (str(unit.path), unit.spec.name, task.case.id, name)
     if name in skips:
@@ -207,7 +236,11 @@ def _one(executor: Executor, unit: Unit, task: Task, name: str, skips: dict[str,
     else:
         spec = variant(unit.spec, task.case, name) if variant is not None else unit.spec
         checks = checked.checks(key) if checked is not None else "full"
+        if cap is not None:
+            task = replace(task, settings=replace(task.settings, max_samples=cap))
         r = executor.run((unit.spec.name, name), replace(task, spec=spec, impl=name, checks=checks), timeout_s, emit)
+        if cap is not None:
+            r = replace(r, protocol={**r.protocol, "samples_cap": cap})
     if checked is not None:
         checked.note(key, r)
     emit("impl_done", {"case": task.case.id, "impl": name, "status": r.status})

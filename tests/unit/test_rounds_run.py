@@ -72,6 +72,41 @@ def test_every_round_starts_and_retires_its_own_workers():
     assert saved[2].cases[0].impls[0].timing.n_rounds == 2  # partial saves hold the rounds so far
 
 
+class CostedExecutor(FakeExecutor):
+    """Also reports what each task's phases cost, and records the samples cap each task was given."""
+
+    def __init__(self):
+        super().__init__()
+        self.caps = []
+        self.rng = np.random.default_rng(5)
+
+    def run(self, key, task, timeout_s, progress=None):
+        self.caps.append((self.round, task.settings.max_samples))
+        values = tuple(1e-3 * np.exp(self.rng.normal(0.01 * self.round, 0.02, 30)))
+        timing = Timing(values, float(np.median(values)), min(values), max(values), "converged")
+        return ImplResult(task.impl, "ok", timing=timing,
+                          protocol={"setup_s": 0.05, "check_s": 0.1, "after_s": 0.05, "sample_s": 0.06})
+
+
+def test_rounds_after_the_first_get_the_samples_the_allocation_gives_them():
+    from solbench.analysis.allocation import samples_next_round
+    from solbench.analysis.pooling import merge_rounds
+
+    ex = CostedExecutor()
+    settings = MeasureSettings(min_samples=10, max_samples=2000)
+    run = session.measure_units(_units(), make_run({}), ex, device="cpu", settings=settings, timeout_s=1.0,
+                                l2_bytes=None, score=_score, emit=lambda e, d: None, repeat=3)
+    first = [cap for r, cap in ex.caps if r == 0]
+    later = [cap for r, cap in ex.caps if r > 0]
+    assert first == [2000, 2000] and len(later) == 4  # round 1 as configured; 2 cases x 2 later rounds
+    assert all(10 <= cap < 2000 for cap in later)
+    result = run.cases[0].impls[0]
+    assert result.protocol["samples_cap"] == later[-2]  # the last round's cap of this case, recorded
+    two = merge_rounds([replace(result, timing=Timing(result.timing.samples[:60], 1, 1, 1, "converged",
+                                                      rounds=result.timing.rounds[:60]))])
+    assert later[-2] == samples_next_round(two.timing, 0.2, 0.06, 30, min_samples=10, max_samples=2000)
+
+
 def test_one_round_is_todays_run():
     ex = FakeExecutor()
     run = session.measure_units(_units(), make_run({}), ex, device="cpu", settings=MeasureSettings(), timeout_s=1.0,
