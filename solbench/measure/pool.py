@@ -277,18 +277,8 @@ COMPILER_PRELOAD = "solbench.measure.compiler_preload"
 def preload_compiler() -> bool:
     """Have the fork server import torch.compile's machinery before it forks the first worker (a run
     with compiled implementations calls this first), without initializing CUDA there
-    (:mod:`solbench.measure.compiler_preload`). Returns False where it is too late: this process's
-    fork server is already running (a second run in one process), whose workers then import it
-    themselves; or turned off (``SOLBENCH_PRELOAD=0``)."""
-    from multiprocessing import forkserver
-
-    if os.environ.get("SOLBENCH_PRELOAD") == "0":
-        return False
-    if getattr(forkserver._forkserver, "_forkserver_pid", None) is not None:  # type: ignore[attr-defined]
-        return COMPILER_PRELOAD in _PRELOAD
-    if COMPILER_PRELOAD not in _PRELOAD:
-        _PRELOAD.append(COMPILER_PRELOAD)
-    return True
+    (:mod:`solbench.measure.compiler_preload`). False where it will not (:func:`_preload`)."""
+    return _preload(COMPILER_PRELOAD)
 
 
 LIBRARY_PRELOAD = "solbench.measure.library_preload"
@@ -296,17 +286,23 @@ LIBRARY_PRELOAD = "solbench.measure.library_preload"
 
 def preload_libraries() -> bool:
     """Have the fork server of a GPU run import CuPy and nvmath-python before it forks the first worker
-    (:mod:`solbench.measure.library_preload`), unless ``SOLBENCH_PRELOAD=0``. Returns whether the
-    workers will start with them: False where it is too late (this process's fork server is already
-    running without them) or turned off."""
+    (:mod:`solbench.measure.library_preload`). False where it will not (:func:`_preload`)."""
+    return _preload(LIBRARY_PRELOAD)
+
+
+def _preload(module: str) -> bool:
+    """Add ``module`` to what the fork server imports before its first fork. Returns whether the
+    workers will start with it imported: False where it is too late (this process's fork server is
+    already running without it: a second run in one process, whose workers then import for
+    themselves) or where ``SOLBENCH_PRELOAD=0`` turns preloading off."""
     from multiprocessing import forkserver
 
     if os.environ.get("SOLBENCH_PRELOAD") == "0":
         return False
     if getattr(forkserver._forkserver, "_forkserver_pid", None) is not None:  # type: ignore[attr-defined]
-        return LIBRARY_PRELOAD in _PRELOAD
-    if LIBRARY_PRELOAD not in _PRELOAD:
-        _PRELOAD.append(LIBRARY_PRELOAD)
+        return module in _PRELOAD
+    if module not in _PRELOAD:
+        _PRELOAD.append(module)
     return True
 
 
