@@ -129,18 +129,18 @@ def optimal_samples(sigma_b2: float, sigma_w2: float, c_round: float, c_sample: 
     return int(min(max_samples, max(min_samples, round(n))))
 
 
-def samples_next_round(timing: Timing, round_s: float, sample_s: float, samples: int, *,
+def samples_next_round(groups: Sequence[Sequence[float]], round_s: float, sample_s: float, *,
                        min_samples: int = 10, max_samples: int = 2000) -> int | None:
-    """n* (:func:`optimal_samples`) for a point's next round, from its rounds so far (``timing``) and
-    what its last round cost: ``round_s`` seconds outside the timing loop (set-up, checks) and
-    ``sample_s`` seconds of timing loop for ``samples`` samples. sigma_w^2 is measured; sigma_b^2 too
-    with two or more rounds (not below SIGMA_B_FLOOR^2), else PRIOR_SIGMA_B^2. None where the costs
-    are unknown (nothing timed)."""
-    if samples < 1 or sample_s <= 0.0 or round_s < 0.0:
+    """n* (:func:`optimal_samples`) for a point's next round, from the samples of each of its rounds
+    so far (``groups``, the last one last) and what its last round cost: ``round_s`` seconds outside
+    the timing loop (set-up, checks) and ``sample_s`` seconds of timing loop for its samples.
+    sigma_w^2 is measured; sigma_b^2 too with two or more rounds (not below SIGMA_B_FLOOR^2), else
+    PRIOR_SIGMA_B^2. None where the costs are unknown (nothing timed)."""
+    if not groups or len(groups[-1]) == 0 or sample_s <= 0.0 or round_s < 0.0:
         return None
-    vc = variance_components(group_by_round(timing.samples, timing.rounds))
+    vc = variance_components([np.asarray(g, dtype=float) for g in groups])
     sigma_b2 = max(vc.sigma_b2, SIGMA_B_FLOOR ** 2) if vc.rounds >= 2 else PRIOR_SIGMA_B ** 2
-    return optimal_samples(sigma_b2, vc.sigma_w2, round_s, sample_s / samples, min_samples=min_samples,
+    return optimal_samples(sigma_b2, vc.sigma_w2, round_s, sample_s / len(groups[-1]), min_samples=min_samples,
                            max_samples=max_samples)
 
 

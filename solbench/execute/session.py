@@ -207,7 +207,6 @@ def _samples_cap(earlier: Sequence[ImplResult], settings: MeasureSettings) -> in
     """n* for a point's next round (:func:`solbench.analysis.allocation.samples_next_round`) from its
     ok rounds so far; None where it has none, or where the costs were not recorded."""
     from solbench.analysis.allocation import samples_next_round
-    from solbench.analysis.pooling import merge_rounds
 
     ok = [r for r in earlier if r.status == "ok" and r.timing is not None and not r.protocol.get("part")]
     if not ok:
@@ -216,9 +215,8 @@ def _samples_cap(earlier: Sequence[ImplResult], settings: MeasureSettings) -> in
     costs = [last.get(k) for k in ("setup_s", "check_s", "after_s", "sample_s")]
     if not all(isinstance(c, int | float) for c in costs):
         return None
-    timing = merge_rounds(ok).timing if len(ok) > 1 else ok[0].timing
-    assert timing is not None
-    return samples_next_round(timing, float(sum(costs[:3])), float(costs[3]), len(ok[-1].timing.samples),
+    groups = [r.timing.samples for r in ok if r.timing is not None]  # one round each, in order
+    return samples_next_round(groups, float(sum(costs[:3])), float(costs[3]),
                               min_samples=settings.min_samples, max_samples=settings.max_samples)
 
 

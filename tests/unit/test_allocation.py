@@ -51,29 +51,22 @@ def test_optimal_samples_is_cochrans_rule_on_the_h200_numbers():
     assert optimal_samples(1.0, 1e-9, 1.0, 1.0, min_samples=10) == 10  # clamped
 
 
-def _timing(groups):
-    samples = tuple(float(x) for g in groups for x in g)
-    labels = tuple(r for r, g in enumerate(groups) for _ in g) if len(groups) > 1 else ()
-    m = float(np.median(samples))
-    return Timing(samples, m, m, m, "converged", rounds=labels)
-
-
 def test_samples_next_round_puts_the_samples_where_the_variance_is():
     rng = np.random.default_rng(3)
     one = _rounds(rng, 1, 40, 0.0, 0.021)
     # one round: sigma_b unobserved, the prior; c_r 0.2 s, c_s 80 ms / 40 = 2 ms
-    n1 = samples_next_round(_timing(one), 0.2, 0.08, 40)
+    n1 = samples_next_round(one, 0.2, 0.08)
     assert n1 == optimal_samples(PRIOR_SIGMA_B ** 2, variance_components(one).sigma_w2, 0.2, 0.002)
     assert 20 < n1 < 50  # the H200 numbers' neighbourhood (docstring: 34)
     agreeing = _rounds(rng, 4, 40, 0.0, 0.021)  # rounds that agree: sigma_b at the floor, more samples
-    n_agree = samples_next_round(_timing(agreeing), 0.2, 0.08, 40)
+    n_agree = samples_next_round(agreeing, 0.2, 0.08)
     assert n_agree == optimal_samples(SIGMA_B_FLOOR ** 2, variance_components(agreeing).sigma_w2, 0.2, 0.002)
     assert n_agree > n1
     spread = _rounds(rng, 12, 40, 0.03, 0.021)  # rounds 3% apart: samples buy little, rounds a lot
-    assert samples_next_round(_timing(spread), 0.2, 0.08, 40) < n1
-    assert samples_next_round(_timing(one), 2.0, 0.08, 40) > n1  # a dearer round: more samples in each
-    assert samples_next_round(_timing(one), 0.2, 0.08, 40, max_samples=25) == 25
-    assert samples_next_round(_timing(one), 0.2, 0.0, 40) is None  # nothing timed: no allocation
+    assert samples_next_round(spread, 0.2, 0.08) < n1
+    assert samples_next_round(one, 2.0, 0.08) > n1  # a dearer round: more samples in each
+    assert samples_next_round(one, 0.2, 0.08, max_samples=25) == 25
+    assert samples_next_round(one, 0.2, 0.0) is None  # nothing timed: no allocation
 
 
 def test_rounds_for_a_one_percent_interval():

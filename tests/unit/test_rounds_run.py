@@ -90,7 +90,6 @@ class CostedExecutor(FakeExecutor):
 
 def test_rounds_after_the_first_get_the_samples_the_allocation_gives_them():
     from solbench.analysis.allocation import samples_next_round
-    from solbench.analysis.pooling import merge_rounds
 
     ex = CostedExecutor()
     settings = MeasureSettings(min_samples=10, max_samples=2000)
@@ -102,9 +101,8 @@ def test_rounds_after_the_first_get_the_samples_the_allocation_gives_them():
     assert all(10 <= cap < 2000 for cap in later)
     result = run.cases[0].impls[0]
     assert result.protocol["samples_cap"] == later[-2]  # the last round's cap of this case, recorded
-    two = merge_rounds([replace(result, timing=Timing(result.timing.samples[:60], 1, 1, 1, "converged",
-                                                      rounds=result.timing.rounds[:60]))])
-    assert later[-2] == samples_next_round(two.timing, 0.2, 0.06, 30, min_samples=10, max_samples=2000)
+    first_two = [result.timing.samples[:30], result.timing.samples[30:60]]  # 30 samples a round
+    assert later[-2] == samples_next_round(first_two, 0.2, 0.06, min_samples=10, max_samples=2000)
 
 
 def test_one_round_is_todays_run():
