@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+from collections.abc import Callable
 
 NVML_CHECK = "PYTORCH_NVML_BASED_CUDA_CHECK"
 TAINTED = "SOLBENCH_FORK_SERVER_CUDA"  # set in the fork server (and so in its workers) by a tainting import
@@ -40,10 +41,9 @@ def driver_initialized() -> bool:
     return int(lib.cuCtxGetCurrent(ctypes.byref(ctx))) != _NOT_INITIALIZED
 
 
-def preload(modules: tuple[str, ...], initialized: object = None) -> None:
+def preload(modules: tuple[str, ...], initialized: Callable[[], bool] = driver_initialized) -> None:
     """Import ``modules`` in order (see the module docstring); ``initialized``: the driver check
-    (default :func:`driver_initialized`; tests pass their own)."""
-    check = initialized if callable(initialized) else driver_initialized
+    (tests pass their own)."""
     before = os.environ.get(NVML_CHECK)
     os.environ[NVML_CHECK] = "1"
     try:
@@ -51,7 +51,7 @@ def preload(modules: tuple[str, ...], initialized: object = None) -> None:
             with contextlib.suppress(Exception):
                 __import__(name)
             with contextlib.suppress(OSError):
-                if check():
+                if initialized():
                     os.environ[TAINTED] = name
                     return
     finally:

@@ -3,7 +3,6 @@ worker is forked (:func:`solbench.measure.pool.preload_compiler`). Each check ru
 interpreter, whose fork server starts with the preload list it is given."""
 
 import os
-import subprocess
 import sys
 from types import SimpleNamespace
 
@@ -13,37 +12,16 @@ from solbench import api
 from solbench.execute import warm
 from solbench.measure import pool, preload
 from solbench.measure.worker import MeasureSettings
+from tests.unit.preloading import first_task
 
-SCRIPT = """
-import sys
-from pathlib import Path
-from solbench import api
-from solbench.measure import pool
-from solbench.measure.worker import MeasureSettings, Task
-if sys.argv[1] == "preload":
-    assert pool.preload_compiler()
-(planned,) = api.plan(["tests/data/preload/preload.yaml"], "cpu")
-settings = MeasureSettings(timer="cpu", warmup=1, min_samples=3, max_samples=5, budget_s=0.05)
-task = Task(planned.spec, planned.cases[0], "baseline", str(Path("tests/data/preload").absolute()), "cpu", settings)
-p = pool.Pool("cpu", None)
-result = p.run(("preload", "baseline"), task, 120)
-p.close()
-print(result.status, result.message)
-"""
-
-
-def _status(mode: str) -> str:
-    done = subprocess.run([sys.executable, "-c", SCRIPT, mode], capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return done.stdout.strip().splitlines()[-1]
-
+PRELOAD_YAML = "tests/data/preload/preload.yaml"
 
 def test_a_compiling_runs_workers_start_with_torch_compile_imported():
-    assert _status("preload").startswith("ok")
+    assert first_task("compiler", PRELOAD_YAML, "cpu").startswith("ok")
 
 
 def test_other_runs_workers_do_not():
-    line = _status("plain")
+    line = first_task("plain", PRELOAD_YAML, "cpu")
     assert line.startswith("error") and "not imported before the task" in line
 
 
