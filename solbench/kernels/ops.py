@@ -19,10 +19,13 @@ and solbench.errors.DeviceError when CuPy is missing.
 
 from __future__ import annotations
 
+import functools
+import importlib.util
+
 import numpy as np
 import torch
 
-from solbench.kernels import gemv_plan
+from solbench.kernels import gemv_plan, w8a16
 from solbench.kernels.loader import get_kernel, launch, ptr
 
 __all__ = ["bias_gelu", "gemv_fp8_residual", "gemv_residual", "layernorm", "maxpool2d_nhwc",
@@ -64,6 +67,12 @@ def _check(op: str, **tensors: torch.Tensor) -> torch.dtype:
         device, dtype = t.device, t.dtype
     assert dtype is not None
     return dtype
+
+
+@functools.cache
+def _has_triton() -> bool:
+    """Triton importable here (it ships with CUDA builds of torch); without it the GEMV serves every size."""
+    return importlib.util.find_spec("triton") is not None
 
 
 def _aligned(*tensors: torch.Tensor) -> bool:
@@ -254,7 +263,10 @@ def gemv_fp8_residual(x: torch.Tensor, weight: torch.Tensor, scale: torch.Tensor
     ``weight`` is ``[N, K]`` ``torch.float8_e4m3fn`` with one float32 ``scale`` per row
     (weight-only quantization); ``x`` and ``residual`` bf16 or fp16. The weight is widened to
     x's type exactly inside the kernel, products accumulate in fp32, the scale and residual
-    are applied once per output. ``K % 16 != 0`` or misaligned tensors take a slow torch path.
+    are applied once per output. Few tokens stream the weight through gemv_stream.cu; from
+    ``w8a16.MIN_TOKENS`` on, Triton's tensor-core tiles (:mod:`solbench.kernels.w8a16`) read x
+    once per 64 rows instead of once per 32. ``K % 16 != 0`` or misaligned tensors take a slow
+    torch path.
     """
     if not isinstance(weight, torch.Tensor) or weight.dtype != torch.float8_e4m3fn:
         raise ValueError("gemv_fp8_residual: weight must be a torch.float8_e4m3fn tensor")
@@ -270,7 +282,10 @@ def gemv_fp8_residual(x: torch.Tensor, weight: torch.Tensor, scale: torch.Tensor
     if tokens == 0 or n == 0:
         return out
     if k % 16 == 0 and _aligned(x, weight):
-        _stream(x, weight, scale, residual, out)
+        if tokens >= w8a16.MIN_TOKENS[dtype] and _has_triton():
+            w8a16.linear_residual(x, weight, scale, residual, out)  # many tokens: tensor-core tiles
+        else:
+            _stream(x, weight, scale, residual, out)
     else:  # correct, not fast: widen the weight in fp32
         wide = weight.float() * scale[:, None]
         out.copy_(torch.addmm(residual.float(), x.float(), wide.t()))

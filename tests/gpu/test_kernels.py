@@ -17,7 +17,7 @@ with warnings.catch_warnings():  # CuPy's own environment notices are not under 
     warnings.simplefilter("ignore")
     pytest.importorskip("cupy")
 
-from solbench.kernels import gemv_plan, loader, ops  # after the skips: needs CUDA and CuPy
+from solbench.kernels import gemv_plan, loader, ops, w8a16  # after the skips: needs CUDA and CuPy
 
 pytestmark = [
     pytest.mark.gpu,
@@ -366,6 +366,42 @@ def test_gemv_fp8_residual_default_plan(tokens, dtype):
     out = ops.gemv_fp8_residual(x, w8, scale, res)
     assert out.shape == (tokens, 4096) and out.dtype == dtype
     _close("fp8", out, _fp8_ref(x, w8, scale, res), dtype)
+
+
+W8A16_CONFIGS = [w8a16.DEFAULT, w8a16.Config(128, 128, 4, 4, 4), w8a16.Config(32, 128, 1, 4, 3),
+                  w8a16.Config(64, 512, 3, 4, 2)]
+
+
+@pytest.mark.parametrize("config", W8A16_CONFIGS, ids=str)
+@pytest.mark.parametrize("shape", [(4096, 4096), (1000, 1040), (200, 4112)], ids=lambda s: f"N{s[0]}xK{s[1]}")
+@pytest.mark.parametrize("tokens", [1, 17, 64, 100])
+def test_w8a16_tiles_match_fp64_math(tokens, shape, config):
+    """The Triton tensor-core path: any split of K (one kernel, or partial sums and a finishing kernel),
+    ragged rows, K and token tiles; the result matches fp64 math on the same FP8 values."""
+    pytest.importorskip("triton")
+    n, k = shape
+    for dtype in DTYPES:
+        x, w8, scale, res = _fp8_inputs(tokens, n, k, dtype)
+        _poison()
+        out = torch.empty_like(res)
+        got = w8a16.linear_residual(x, w8, scale, res, out, config)
+        assert got is out
+        _close(f"w8a16 {config}", out, _fp8_ref(x, w8, scale, res), dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_gemv_fp8_residual_agrees_on_both_sides_of_the_switch(dtype):
+    """At the token count where gemv_fp8_residual moves to the tensor-core tiles, both paths give the
+    same outputs to within rounding of the output type."""
+    _needs("gemv_stream.cu")
+    pytest.importorskip("triton")
+    tokens = w8a16.MIN_TOKENS[dtype]
+    x, w8, scale, res = _fp8_inputs(tokens, 4096, 4096, dtype)
+    streamed = _stream(x, w8, scale, res, None)
+    tiled = ops.gemv_fp8_residual(x, w8, scale, res)
+    ref = _fp8_ref(x, w8, scale, res)
+    _close("stream", streamed, ref, dtype)
+    _close("tiles", tiled, ref, dtype)
 
 
 def test_gemv_fp8_every_e4m3_value_widens_exactly():

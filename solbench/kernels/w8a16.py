@@ -1,0 +1,178 @@
+"""FP8-weight (e4m3, one fp32 scale per output row) linear + residual on the tensor cores, as Triton
+kernels: the path ``ops.gemv_fp8_residual`` takes where the streaming GEMV stops paying (many tokens).
+
+    out[t, n] = scale[n] * sum_k x[t, k] * w[n, k] + residual[t, n]
+
+The streaming GEMV (gemv_stream.cu) re-reads x's slice of every stage in every CTA; with an FP8
+weight a 64-token slice of x is twice the weight tile it meets, so at 64 tokens the GEMV moved more
+bytes of x than of weight and ran slower than the 16-bit baseline. Here a program owns a tile of
+BLOCK_N weight rows, all tokens of one BLOCK_T tile, and 1/SPLIT of K: the weight tile is widened to
+x's type exactly in registers (every e4m3 value is a bf16 and an fp16 value), multiplied on the
+tensor cores with fp32 accumulation, and x is read once per tile of rows, not once per 32 rows.
+
+With SPLIT == 1 one kernel does it all. With SPLIT > 1 the programs write fp32 partial sums
+[SPLIT, T, N] (no atomics: the result does not depend on scheduling), and a second kernel adds
+them, applies the scale and the residual and rounds once. Triton ships with CUDA builds of torch;
+without it the caller gets a DeviceError. Importing this module never needs Triton.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from solbench.errors import DeviceError
+
+FINISH_BLOCK = 1024  # outputs per program of the finishing kernel
+
+# The bf16 widening (inline PTX in the kernel, where Triton wants a literal): four e4m3 bytes -> four
+# bf16, exactly, as gemv_stream.cu does it. Each byte is moved to bits 8..15 of a 16-bit half, its sign
+# kept and its 7 exponent+mantissa bits shifted into the bf16 layout (a value 2^-120 times too small,
+# subnormals included), then one packed fma by 2^120 (0x7B80) plus -0.0. The e4m3fn NaN byte
+# (0x7F/0xFF) reads as +-480: weights are finite.
+
+
+@dataclass(frozen=True)
+class Config:
+    """One launch shape: rows per program, k per step, K split, and Triton's warps and stages."""
+
+    block_n: int
+    block_k: int
+    split: int
+    warps: int = 4
+    stages: int = 4
+
+    def __str__(self) -> str:
+        return f"n{self.block_n}_k{self.block_k}_s{self.split}_w{self.warps}_p{self.stages}"
+
+
+# The launch shape, chosen on an H200 with N = K = 4096 by bench/fp8w_sweep.py (cold timer, median of
+# 60; BENCHMARKS.md, issue 20): 64 rows per program and K split in two (128 programs) at 64 tokens read
+# 18.1 us in bf16 and 15.7 us in fp16, the best of 26 shapes in both; the streaming GEMV read 22.8.
+DEFAULT = Config(64, 256, 2, 4, 3)
+# Where it pays (same sweep): above 16 tokens in bf16 (at 16: 14.9 against the GEMV's 14.7 us), from
+# 16 tokens in fp16 (at 16: 13.4 against 14.6 us; at 1 token the GEMV's 11.5 against 12.8 us).
+MIN_TOKENS = {torch.bfloat16: 17, torch.float16: 16}
+
+
+def block_t(tokens: int) -> int:
+    """Token slots of one program: a power of two, at least 16 (the smallest tensor-core tile), at most 64."""
+    return min(64, max(16, 1 << (max(tokens, 1) - 1).bit_length()))
+
+
+def split_for(config: Config, k: int) -> int:
+    """The K split that applies to this K: ``config.split``, fewer where K has not enough BLOCK_K steps."""
+    steps = -(-k // config.block_k)
+    return max(1, min(config.split, steps))
+
+
+def linear_residual(x: torch.Tensor, weight: torch.Tensor, scale: torch.Tensor, residual: torch.Tensor,
+                    out: torch.Tensor, config: Config = DEFAULT) -> torch.Tensor:
+    """``out = x @ (weight * scale[:, None]).T + residual`` on x's current stream; returns ``out``.
+
+    ``x`` [T, K] and ``residual``/``out`` [T, N] contiguous bf16 or fp16; ``weight`` [N, K]
+    contiguous ``float8_e4m3fn``; ``scale`` [N] contiguous float32 (all checked by the caller,
+    ``ops.gemv_fp8_residual``)."""
+    partial_kernel, finish_kernel, cdiv = _kernels()
+    tokens, k = x.shape
+    n = weight.shape[0]
+    bt = block_t(tokens)
+    split = split_for(config, k)
+    k_per = cdiv(cdiv(k, split), config.block_k) * config.block_k  # K of one split, whole BLOCK_K steps
+    split = cdiv(k, k_per)
+    grid = (cdiv(n, config.block_n), split, cdiv(tokens, bt))
+    if split == 1:
+        partial_kernel[grid](x, weight, scale, residual, out, out, tokens, n, k, k_per,
+                             BLOCK_T=bt, BLOCK_N=config.block_n, BLOCK_K=config.block_k, FINISH=True,
+                             BF16_BITS=x.dtype == torch.bfloat16,
+                             num_warps=config.warps, num_stages=config.stages)
+        return out
+    part = torch.empty((split, tokens, n), dtype=torch.float32, device=x.device)
+    partial_kernel[grid](x, weight, scale, residual, out, part, tokens, n, k, k_per,
+                         BLOCK_T=bt, BLOCK_N=config.block_n, BLOCK_K=config.block_k, FINISH=False,
+                         BF16_BITS=x.dtype == torch.bfloat16,
+                         num_warps=config.warps, num_stages=config.stages)
+    finish_kernel[(cdiv(tokens * n, FINISH_BLOCK),)](part, scale, residual, out, tokens * n, n,
+                                                    SPLIT=split, BLOCK=FINISH_BLOCK)
+    return out
+
+
+@functools.cache
+def _kernels() -> tuple[Any, Any, Any]:
+    try:
+        import triton
+        import triton.language as tl
+    except ImportError as exc:
+        raise DeviceError(f"needs Triton for the FP8-weight tensor-core path (pip install triton): {exc}") from None
+
+    @triton.jit
+    def partial_kernel(x_ptr, w_ptr, scale_ptr, res_ptr, out_ptr, part_ptr, T, N, K, K_PER,
+                       BLOCK_T: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                       FINISH: tl.constexpr, BF16_BITS: tl.constexpr):
+        pid_n = tl.program_id(0)
+        pid_k = tl.program_id(1)
+        pid_t = tl.program_id(2)
+        rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+        rt = pid_t * BLOCK_T + tl.arange(0, BLOCK_T)
+        rk = tl.arange(0, BLOCK_K)
+        k_begin = pid_k * K_PER
+        n_ok = rn < N
+        t_ok = rt < T
+        w_rows = w_ptr + rn.to(tl.int64)[:, None] * K
+        x_cols = x_ptr + rt.to(tl.int64)[None, :] * K
+        acc = tl.zeros((BLOCK_N, BLOCK_T), dtype=tl.float32)
+        for k0 in range(k_begin, k_begin + K_PER, BLOCK_K):
+            ks = k0 + rk
+            k_ok = ks < K
+            w = tl.load(w_rows + ks[None, :], mask=n_ok[:, None] & k_ok[None, :], other=0.0,
+                        eviction_policy="evict_first")  # the weight is read once
+            xt = tl.load(x_cols + ks[:, None], mask=k_ok[:, None] & t_ok[None, :], other=0.0)
+            if BF16_BITS:  # Triton's own e4m3 -> bf16 goes through fp32 (H200, 64 tokens: 19.4 against 18.1 us)
+                wide = tl.inline_asm_elementwise(
+                    "{ "
+                    ".reg .b32 z, a, b, s, m, k; "
+                    "mov.b32 z, 0; "
+                    "mov.b32 m, 0x80008000; "
+                    "mov.b32 k, 0x7B807B80; "
+                    "prmt.b32 a, $2, z, 0x1404; "
+                    "prmt.b32 b, $2, z, 0x3424; "
+                    "and.b32 s, a, m; "
+                    "shr.b32 a, a, 4; "
+                    "and.b32 a, a, 0x07F007F0; "
+                    "or.b32 a, a, s; "
+                    "fma.rn.bf16x2 $0, a, k, m; "
+                    "and.b32 s, b, m; "
+                    "shr.b32 b, b, 4; "
+                    "and.b32 b, b, 0x07F007F0; "
+                    "or.b32 b, b, s; "
+                    "fma.rn.bf16x2 $1, b, k, m; "
+                    "} ",
+                    "=r,=r,r", [w.to(tl.uint8, bitcast=True)], dtype=tl.bfloat16, is_pure=True, pack=4)
+            else:
+                wide = w.to(xt.dtype)  # e4m3 -> fp16: one hardware conversion per pair
+            acc = tl.dot(wide, xt, acc)  # exact widening: every e4m3 value is a bf16 and an fp16 value
+        offs = rt.to(tl.int64)[None, :] * N + rn[:, None]
+        ok = n_ok[:, None] & t_ok[None, :]
+        if FINISH:
+            s = tl.load(scale_ptr + rn, mask=n_ok, other=0.0)
+            r = tl.load(res_ptr + offs, mask=ok, other=0.0)
+            y = acc * s[:, None] + r.to(tl.float32)
+            tl.store(out_ptr + offs, y.to(out_ptr.dtype.element_ty), mask=ok)
+        else:
+            tl.store(part_ptr + pid_k.to(tl.int64) * T * N + offs, acc, mask=ok)
+
+    @triton.jit
+    def finish_kernel(part_ptr, scale_ptr, res_ptr, out_ptr, TN, N, SPLIT: tl.constexpr, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        ok = offs < TN
+        acc = tl.zeros((BLOCK,), dtype=tl.float32)
+        for i in tl.static_range(SPLIT):
+            acc += tl.load(part_ptr + i * TN + offs, mask=ok, other=0.0)
+        s = tl.load(scale_ptr + offs % N, mask=ok, other=0.0)
+        r = tl.load(res_ptr + offs, mask=ok, other=0.0).to(tl.float32)
+        tl.store(out_ptr + offs, (acc * s + r).to(out_ptr.dtype.element_ty), mask=ok)
+
+    return partial_kernel, finish_kernel, triton.cdiv
