@@ -8,27 +8,25 @@ Inputs as in workloads/attn.yaml's o_proj_fp8w (hidden 4096, e4m3 weight of std 
 scale per row, bf16 or fp16 x and residual). Each variant is first checked against an fp32 torch
 result (relative L2 below 1e-2, max abs error printed), then timed with solbench's cold timer
 (CudaColdTimer: spin or gate, 2 x L2 flushed and read back, events around one call), two input
-sets rotated, 3 warm-up calls, the median of SAMPLES samples. The baseline is the workload's:
-the weight widened once to x's type, then cuBLAS mm and an add.
+sets rotated, 3 warm-up calls, the median of 60 samples (bench/gemv_sweep.py's timing and guard).
+The baseline is the workload's: the weight widened once to x's type, then cuBLAS mm and an add.
 """
 
 from __future__ import annotations
 
 import functools
 import json
-import statistics
 import sys
-import traceback
 from collections.abc import Callable
 from pathlib import Path
 
 import torch
 
-from solbench.device.timer import CudaColdTimer
+from bench.gemv_sweep import ROWS, _guard
+from bench.gemv_sweep import _time as _time_flushed
 from solbench.impls import attn
 from solbench.kernels import ops, w8a16
 
-SAMPLES = 60
 HIDDEN = 4096
 TOKENS = (1, 16, 32, 64)
 # The shapes of the second and third sweeps (results/h200/issue20/session11/); the first also had
@@ -37,19 +35,10 @@ CONFIGS = tuple(w8a16.Config(*c) for c in (
     (128, 128, 4, 4, 4), (64, 128, 4, 4, 4), (64, 256, 2, 4, 3), (64, 256, 2, 4, 4), (64, 256, 2, 8, 3),
     (32, 256, 2, 4, 3), (64, 512, 2, 4, 2), (64, 128, 4, 8, 4), (128, 128, 4, 8, 3), (128, 64, 4, 4, 6),
     (128, 256, 4, 8, 3), (64, 256, 4, 4, 3), (128, 128, 2, 8, 4), (256, 64, 8, 8, 4), (64, 128, 8, 4, 4)))
-ROWS: list[dict] = []
 
 
 def _time(name: str, launches: list[Callable[[], object]]) -> float:
-    timer = CudaColdTimer(torch, torch.cuda.get_device_properties(0).L2_cache_size, clean=True)
-    timer.prepare(launches)
-    for i in range(3):
-        timer.sample(i)
-    samples = [timer.sample(i) for i in range(SAMPLES)]
-    med = statistics.median(samples) * 1e6
-    ROWS.append({"name": name, "median_us": med, "samples_us": [s * 1e6 for s in samples]})
-    print(f"  {name:48s} {med:8.2f} us", flush=True)
-    return med
+    return _time_flushed(name, launches, clean=True)
 
 
 def _inputs(tokens: int, dtype: torch.dtype, seed: int) -> tuple[torch.Tensor, ...]:
@@ -76,15 +65,6 @@ def _checked(name: str, call: Callable[..., torch.Tensor], sets: list[tuple[torc
         launches.append(functools.partial(call, x, w, s, r))
     print(f"  {name:48s} rel L2 {rel:.2e}, max abs {worst:.2e}", flush=True)
     return launches
-
-
-def _guard(label: str, fn: Callable[[], object]) -> None:
-    try:
-        fn()
-    except Exception as exc:  # one broken variant must not end the sweep
-        ROWS.append({"name": label, "error": f"{type(exc).__name__}: {exc}"})
-        print(f"  {label}: ERROR {type(exc).__name__}: {str(exc)[:600]}", flush=True)
-        traceback.print_exc(limit=4)
 
 
 def _triton(config: w8a16.Config) -> Callable[..., torch.Tensor]:
