@@ -23,6 +23,9 @@ alternating as above, until it names none or ``max_rounds`` rounds are measured:
     while r < max_rounds and (keys := undecided([baseline run, current run])):
         round r as above, for those keys only (only their workers start)
 
+From the second round on, both sides' calls of a point take at most the same number of samples:
+the larger of the two sides' allocations (n*, :mod:`solbench.analysis.allocation`).
+
 A workload, case or implementation on one side only is measured on that side only (the gate
 lists it as MISSING, or BROKEN if the current side lost a working one).
 """
@@ -34,7 +37,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from solbench.errors import RunInterrupted
-from solbench.execute.session import Checked, Executor, Progress, Unit, _keys, _merged, _one, _skipped
+from solbench.execute.session import Checked, Executor, Progress, Unit, _keys, _merged, _one, _samples_cap, _skipped
 from solbench.measure.worker import MeasureSettings, Task
 from solbench.results.model import CaseResult, ImplResult, RunResult
 from solbench.workload.cases import Case
@@ -138,13 +141,14 @@ def _workload(sides: Sequence[Side], name: str, r: int, *, device: str, settings
                 continue
         results: list[list[ImplResult]] = [[] for _ in sides]
         for impl in impls:
+            cap = _shared_cap(sides, name, case_id, impl, settings)
             for i in order:
                 unit, case = units[i], cases[i]
                 if unit is None or case is None or impl not in unit.impls:
                     continue
                 task = Task(unit.spec, case, "", str(unit.path.parent.absolute()), device, settings, l2_bytes, nvml_id)
                 results[i].append(_one(sides[i].executor, unit, task, impl, skips[i], timeout_s, _tagged(emit, i),
-                                       checked=sides[i].checked))
+                                       checked=sides[i].checked, cap=cap))
         for i, side in enumerate(sides):
             unit, case = units[i], cases[i]
             if unit is None or case is None or not results[i]:
@@ -159,6 +163,16 @@ def _workload(sides: Sequence[Side], name: str, r: int, *, device: str, settings
     for side, wanted in zip(sides, workers, strict=True):
         if wanted:
             side.executor.retire(wanted)
+
+
+def _shared_cap(sides: Sequence[Side], name: str, case_id: str, impl: str, settings: MeasureSettings) -> int | None:
+    """The samples cap of a point's next round on both sides: the larger of the two sides' n*
+    (:func:`solbench.execute.session._samples_cap`, from each side's rounds so far), so that both
+    sides sample alike and the noisier side's allocation holds; None before the second round."""
+    caps = [_samples_cap([r for results in side.rounds.get((name, case_id), []) for r in results if r.name == impl],
+                         settings) for side in sides]
+    known = [c for c in caps if c is not None]
+    return max(known) if known else None
 
 
 def _tagged(emit: Progress, side: int) -> Progress:

@@ -303,3 +303,42 @@ def test_each_side_checks_every_point_in_full_once_then_lighter(tmp_path, monkey
         checks = side.executor.checks
         points = len(checks) // 3  # 2 cases x 3 implementations a round
         assert checks == ["full"] * points + ["light"] * 2 * points
+
+
+class Spread(Recorder):
+    """A fake executor whose rounds carry costs and a side-specific spread of samples, and which records
+    each task's samples cap: what the allocation needs to size a next round."""
+
+    def __init__(self, label, log, spread):
+        super().__init__(label, log)
+        self.spread, self.caps, self.calls = spread, [], 0
+
+    def run(self, key, task, timeout_s, progress=None):
+        super().run(key, task, timeout_s, progress)
+        self.calls += 1
+        self.caps.append((task.case.id, task.impl, task.settings.max_samples))
+        level = 1e-3 * (1 + self.spread * ((self.calls % 3) - 1))  # round medians that move, side by side
+        samples = tuple(level * (1 + 0.01 * k) for k in range(12))
+        return ImplResult(task.impl, "ok", timing=Timing(samples, level, level * 0.99, level * 1.01, "converged"),
+                          protocol={"setup_s": 0.05, "check_s": 0.05, "after_s": 0.01, "sample_s": 0.02})
+
+
+def test_later_rounds_give_both_sides_one_samples_cap_the_larger_allocation(tmp_path, monkeypatch):
+    base, head = _tree(tmp_path / "base"), _tree(tmp_path / "head")
+    monkeypatch.syspath_prepend(str(base))
+    log = []
+    sides = [_side("baseline", base, log), _side("current", head, log)]
+    sides[0].executor, sides[1].executor = Spread("baseline", log, 0.0), Spread("current", log, 0.03)
+    settings = MeasureSettings()
+    measure_ab(sides, device="cpu", settings=settings, timeout_s=1.0, l2_bytes=None, emit=lambda e, d: None, rounds=3)
+    caps = [side.executor.caps for side in sides]
+    points = len(caps[0]) // 3
+    for side_caps in caps:  # the first round samples freely
+        assert {cap for _, _, cap in side_caps[:points]} == {settings.max_samples}
+    assert sorted(caps[0][points:]) == sorted(caps[1][points:])  # one cap a point, on both sides
+    for name, case_id in sides[1].rounds:
+        for impl in ("baseline", "kernel", "local"):
+            own = [session._samples_cap([r for results in side.rounds[(name, case_id)][:1] for r in results
+                                         if r.name == impl], settings) for side in sides]
+            second = next(cap for case, i, cap in caps[0][points:] if case == case_id and i == impl)
+            assert None not in own and second == max(own) < settings.max_samples
