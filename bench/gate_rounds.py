@@ -80,7 +80,7 @@ def adaptive(s: np.ndarray, target: float, cap: int, rng: np.random.Generator) -
     return out
 
 
-def codes(a: list[np.ndarray], b: list[np.ndarray], looks: int = 1) -> np.ndarray:
+def codes(a: list[np.ndarray], b: list[np.ndarray], looks: int = 1, confidence: float = CONF) -> np.ndarray:
     """The gate's codes per point: log round medians ``a[g]`` (baseline) and ``b[g]`` (current),
     each point with its own number of rounds; pooled t, the moderated prior fitted over all points
     as the gate fits it (none below ``MIN_PRIOR_POINTS``), the error rates split over ``looks``."""
@@ -92,7 +92,7 @@ def codes(a: list[np.ndarray], b: list[np.ndarray], looks: int = 1) -> np.ndarra
     prior = seq.variance_prior((sd ** 2).tolist(), df.tolist())
     if prior is not None:
         sd, df = np.sqrt((prior.df * prior.var + df * sd ** 2) / (prior.df + df)), df + prior.df
-    return seq.gate_codes(d, sd * k, df, TAU, alpha=ALPHA, confidence=CONF, looks=looks)
+    return seq.gate_codes(d, sd * k, df, TAU, alpha=ALPHA, confidence=confidence, looks=looks)
 
 
 def run_offsets(runs: list[dict[str, np.ndarray]], sd: dict[str, tuple[float, int]]) -> np.ndarray:
@@ -151,6 +151,9 @@ def main() -> None:
     ap.add_argument("runs", nargs="+")
     ap.add_argument("--trials", type=int, default=400)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--default-only", action="store_true",
+                    help="only the default protocol (3 rounds, then up to 8 at +-1.5%%), at two interval "
+                         "levels and at true ratios 1 and 1 + threshold")
     args = ap.parse_args()
     runs = [round_logs(p) for p in args.runs]
     sd = pooled_sd(runs)
@@ -163,6 +166,9 @@ def main() -> None:
     print(f"run-to-run check: sd of the standardized differences of run means {z.std(ddof=1):.2f} over "
           f"{z.size} (runs that differ only by their rounds: {expect:.2f}, a t with {df} df)")
     rng = np.random.default_rng(args.seed)
+    if args.default_only:
+        default_levels(s, args.trials, rng)
+        return
     print(f"\n{args.trials} simulated gates each, true ratio 1, threshold {TAU:.0%}, alpha {ALPHA}:")
     print("| protocol | undecided per gate (mean) | gates with <= 2 undecided | regressions per gate (mean) "
           "| point-rounds per run |")
@@ -184,6 +190,28 @@ def main() -> None:
         und, reg, added = rerun(s, k, args.trials, rng)
         print(f"| 3 rounds, then `--gate-against --rerun {k}` | {und.mean():.2f} | {(und <= 2).mean():.1%} "
               f"| {reg.mean():.3f} | {3 * s.size} + {added.mean():.1f} |")
+
+
+def default_levels(s: np.ndarray, trials: int, rng: np.random.Generator) -> None:
+    """The default protocol's gates at the gate's two-sided 95% interval and at a 90% one (whose upper
+    end is a one-sided 95% bound: PASS then allows a 5% chance, not 2.5%, of passing a point that is
+    exactly at the threshold), with the same code on both sides and with every point slower by tau."""
+    print(f"\n{trials} simulated gates each, the default protocol on both runs (3 rounds, then up to 8 "
+          f"at +-1.5%), threshold {TAU:.0%}, alpha {ALPHA}:")
+    print("| interval | true ratio | undecided per gate | gates that exit 0 | PASS per point | REGRESSION per point |")
+    print("|---|---|---|---|---|---|")
+    for confidence in (0.95, 0.90):
+        for ratio in (1.0, 1 + TAU):
+            und, passed, reg, clean = np.zeros(trials), np.zeros(trials), np.zeros(trials), 0
+            for t in range(trials):
+                a = adaptive(s, 0.015, 8, rng)
+                b = [x + math.log(ratio) for x in adaptive(s, 0.015, 8, rng)]
+                c = codes(a, b, confidence=confidence)
+                und[t], reg[t] = (c == seq.UNDECIDED).sum(), (c == seq.REGRESSION).sum()
+                passed[t] = (c == seq.PASS).sum()
+                clean += bool(und[t] == 0 and reg[t] == 0)
+            print(f"| {confidence:.0%} two-sided | {ratio:.2f} | {und.mean():.2f} | {clean / trials:.1%} "
+                  f"| {passed.mean() / s.size:.3f} | {reg.mean() / s.size:.3f} |")
 
 
 if __name__ == "__main__":
