@@ -169,8 +169,7 @@ def _shared_cap(sides: Sequence[Side], name: str, case_id: str, impl: str, setti
     """The samples cap of a point's next round on both sides: the larger of the two sides' n*
     (:func:`solbench.execute.session._samples_cap`, from each side's rounds so far), so that both
     sides sample alike and the noisier side's allocation holds; None before the second round."""
-    caps = [_samples_cap([r for results in side.rounds.get((name, case_id), []) for r in results if r.name == impl],
-                         settings) for side in sides]
+    caps = [_samples_cap(side.rounds.get((name, case_id), []), impl, settings) for side in sides]
     known = [c for c in caps if c is not None]
     return max(known) if known else None
 

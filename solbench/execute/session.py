@@ -83,10 +83,7 @@ def measure_units(units: Sequence[Unit], run: RunResult, executor: Executor, *, 
 
     def capped(n: int, case_id: str, name: str) -> int | None:
         """The samples cap of a point's next round: n* from its rounds so far (none before the second)."""
-        per_round = rounds.get((n, case_id))
-        if not per_round:
-            return None
-        return _samples_cap([r for results in per_round for r in results if r.name == name], settings)
+        return _samples_cap(rounds.get((n, case_id), []), name, settings)
 
     def one_round(wanted: Callable[[int, str, str], bool]) -> None:
         nonlocal run
@@ -203,12 +200,14 @@ def _undecided(rounds: dict[tuple[int, str], list[list[ImplResult]]], target_rel
     return pending
 
 
-def _samples_cap(earlier: Sequence[ImplResult], settings: MeasureSettings) -> int | None:
-    """n* for a point's next round (:func:`solbench.analysis.allocation.samples_next_round`) from its
-    ok rounds so far; None where it has none, or where the costs were not recorded."""
+def _samples_cap(per_round: Sequence[Sequence[ImplResult]], name: str, settings: MeasureSettings) -> int | None:
+    """n* for the next round of implementation ``name`` at one case
+    (:func:`solbench.analysis.allocation.samples_next_round`), from its ok results in ``per_round``
+    (each round's results at that case); None where it has none, or where the costs were not recorded."""
     from solbench.analysis.allocation import samples_next_round
 
-    ok = [r for r in earlier if r.status == "ok" and r.timing is not None and not r.protocol.get("part")]
+    ok = [r for results in per_round for r in results
+          if r.name == name and r.status == "ok" and r.timing is not None and not r.protocol.get("part")]
     if not ok:
         return None
     last = ok[-1].protocol

@@ -338,7 +338,6 @@ def test_later_rounds_give_both_sides_one_samples_cap_the_larger_allocation(tmp_
     assert sorted(caps[0][points:]) == sorted(caps[1][points:])  # one cap a point, on both sides
     for name, case_id in sides[1].rounds:
         for impl in ("baseline", "kernel", "local"):
-            own = [session._samples_cap([r for results in side.rounds[(name, case_id)][:1] for r in results
-                                         if r.name == impl], settings) for side in sides]
+            own = [session._samples_cap(side.rounds[(name, case_id)][:1], impl, settings) for side in sides]
             second = next(cap for case, i, cap in caps[0][points:] if case == case_id and i == impl)
             assert None not in own and second == max(own) < settings.max_samples

@@ -257,3 +257,26 @@ def test_the_run_records_the_rounds_it_may_add(tmp_path):
     assert result.exit_code == 0, result.output
     p = store.load(tmp_path / "cpu.json").protocol
     assert (p.rounds, p.max_rounds) == (1, 0)  # the CPU: one round, none added
+
+
+def test_a_points_samples_cap_comes_from_its_own_implementations_rounds():
+    from solbench.analysis.allocation import samples_next_round
+
+    rng = np.random.default_rng(9)
+    costs = {"setup_s": 0.05, "check_s": 0.1, "after_s": 0.05, "sample_s": 0.06}
+
+    def result(name, level, spread):
+        values = tuple(level * np.exp(rng.normal(0.0, spread, 20)))
+        return ImplResult(name, "ok", timing=Timing(values, float(np.median(values)), min(values), max(values),
+                                                    "converged"), protocol=costs)
+
+    # two rounds of one case: a steady implementation and a noisy one whose round medians move apart
+    per_round = [[result("steady", 1e-3, 0.005), result("noisy", 2e-3, 0.05)],
+                 [result("steady", 1e-3, 0.005), result("noisy", 2.2e-3, 0.05)]]
+    settings = MeasureSettings(min_samples=10, max_samples=2000)
+    for name in ("steady", "noisy"):
+        own = [r.timing.samples for results in per_round for r in results if r.name == name]
+        assert session._samples_cap(per_round, name, settings) == samples_next_round(
+            own, 0.2, 0.06, min_samples=10, max_samples=2000)
+    assert session._samples_cap(per_round, "absent", settings) is None
+    assert session._samples_cap([], "steady", settings) is None
