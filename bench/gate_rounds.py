@@ -80,6 +80,20 @@ def adaptive(s: np.ndarray, target: float, cap: int, rng: np.random.Generator) -
     return out
 
 
+def adaptive_gates(s: np.ndarray, target: float, cap: int, trials: int, rng: np.random.Generator,
+                   ratio: float = 1.0, confidence: float = CONF) -> tuple[np.ndarray, ...]:
+    """(undecided, regressions, passes, current run's point-rounds) per gate over ``trials`` gates of
+    two ``adaptive`` runs, the current one slower by ``ratio`` at every point."""
+    und, reg, passed, cost = (np.zeros(trials) for _ in range(4))
+    for t in range(trials):
+        a = adaptive(s, target, cap, rng)
+        b = [x + math.log(ratio) for x in adaptive(s, target, cap, rng)]
+        c = codes(a, b, confidence=confidence)
+        und[t], reg[t], passed[t] = (c == seq.UNDECIDED).sum(), (c == seq.REGRESSION).sum(), (c == seq.PASS).sum()
+        cost[t] = sum(x.size for x in b)
+    return und, reg, passed, cost
+
+
 def codes(a: list[np.ndarray], b: list[np.ndarray], looks: int = 1, confidence: float = CONF) -> np.ndarray:
     """The gate's codes per point: log round medians ``a[g]`` (baseline) and ``b[g]`` (current),
     each point with its own number of rounds; pooled t, the moderated prior fitted over all points
@@ -178,12 +192,7 @@ def main() -> None:
         print(f"| both runs {r} rounds | {und.mean():.2f} | {(und <= 2).mean():.1%} "
               f"| {((und == 0) & (reg == 0)).mean():.1%} | {reg.mean():.3f} | {r * s.size} |")
     for target, cap in ((0.02, 6), (0.02, 8), (0.015, 8), (0.01, 8), (0.01, 12), (0.0075, 16)):
-        und, reg, cost = np.zeros(args.trials, int), np.zeros(args.trials, int), np.zeros(args.trials)
-        for t in range(args.trials):
-            a, b = adaptive(s, target, cap, rng), adaptive(s, target, cap, rng)
-            c = codes(a, b)
-            und[t], reg[t] = int((c == seq.UNDECIDED).sum()), int((c == seq.REGRESSION).sum())
-            cost[t] = sum(x.size for x in b)
+        und, reg, _, cost = adaptive_gates(s, target, cap, args.trials, rng)
         print(f"| both runs 3 rounds, then `--max-rounds {cap} --rounds-target {target:.2%}` | {und.mean():.2f} "
               f"| {(und <= 2).mean():.1%} | {((und == 0) & (reg == 0)).mean():.1%} | {reg.mean():.3f} "
               f"| {cost.mean():.0f} |")
@@ -203,15 +212,9 @@ def default_levels(s: np.ndarray, trials: int, rng: np.random.Generator) -> None
     print("|---|---|---|---|---|---|")
     for confidence in (0.95, 0.90):
         for ratio in (1.0, 1 + TAU):
-            und, passed, reg, clean = np.zeros(trials), np.zeros(trials), np.zeros(trials), 0
-            for t in range(trials):
-                a = adaptive(s, 0.015, 8, rng)
-                b = [x + math.log(ratio) for x in adaptive(s, 0.015, 8, rng)]
-                c = codes(a, b, confidence=confidence)
-                und[t], reg[t] = (c == seq.UNDECIDED).sum(), (c == seq.REGRESSION).sum()
-                passed[t] = (c == seq.PASS).sum()
-                clean += bool(und[t] == 0 and reg[t] == 0)
-            print(f"| {confidence:.0%} two-sided | {ratio:.2f} | {und.mean():.2f} | {clean / trials:.1%} "
+            und, reg, passed, _ = adaptive_gates(s, 0.015, 8, trials, rng, ratio, confidence)
+            clean = ((und == 0) & (reg == 0)).mean()
+            print(f"| {confidence:.0%} two-sided | {ratio:.2f} | {und.mean():.2f} | {clean:.1%} "
                   f"| {passed.mean() / s.size:.3f} | {reg.mean() / s.size:.3f} |")
 
 
