@@ -140,10 +140,13 @@ def measure_units(units: Sequence[Unit], run: RunResult, executor: Executor, *, 
 class Checked:
     """Which points (any hashable key per case and implementation) have passed every check in this
     invocation: their later rounds check lighter (``Task.checks``, :mod:`solbench.measure.worker`).
-    A point whose first round did not pass them (skipped, failed) is checked in full again."""
+    A point whose first round did not pass them (skipped, failed) is checked in full again.
+    It also counts each point's timed samples so far (``Task.seen``): the rate at which timed calls
+    are verified runs on over the point's rounds (:func:`solbench.measure.loop.measure`)."""
 
     def __init__(self) -> None:
         self._keys: set[Any] = set()
+        self._seen: dict[Any, int] = {}
 
     def checks(self, key: Any) -> str:
         """The checks the point ``key`` needs now: "full" until it has passed them all, then "light"."""
@@ -153,6 +156,12 @@ class Checked:
         """A result of the point ``key``: ok under every check marks it."""
         if result.status == "ok" and result.protocol.get("checks") != "light":
             self._keys.add(key)
+        if result.status == "ok" and result.timing is not None:
+            self._seen[key] = self._seen.get(key, 0) + len(result.timing.samples)
+
+    def seen(self, key: Any) -> int:
+        """The point ``key``'s timed samples in its ok rounds so far."""
+        return self._seen.get(key, 0)
 
 
 class Harness(Phases):
@@ -233,9 +242,11 @@ def _one(executor: Executor, unit: Unit, task: Task, name: str, skips: dict[str,
     else:
         spec = variant(unit.spec, task.case, name) if variant is not None else unit.spec
         checks = checked.checks(key) if checked is not None else "full"
+        seen = checked.seen(key) if checked is not None else 0
         if cap is not None:
             task = replace(task, settings=replace(task.settings, max_samples=cap))
-        r = executor.run((unit.spec.name, name), replace(task, spec=spec, impl=name, checks=checks), timeout_s, emit)
+        task = replace(task, spec=spec, impl=name, checks=checks, seen=seen)
+        r = executor.run((unit.spec.name, name), task, timeout_s, emit)
         if cap is not None:
             r = replace(r, protocol={**r.protocol, "samples_cap": cap})
     if checked is not None:

@@ -84,17 +84,14 @@ def linear_residual(x: torch.Tensor, weight: torch.Tensor, scale: torch.Tensor, 
     k_per = cdiv(cdiv(k, split), config.block_k) * config.block_k  # K of one split, whole BLOCK_K steps
     split = cdiv(k, k_per)
     grid = (cdiv(n, config.block_n), split, cdiv(tokens, bt))
-    if split == 1:
-        partial_kernel[grid](x, weight, scale, residual, out, out, tokens, n, k, k_per,
-                             BLOCK_T=bt, BLOCK_N=config.block_n, BLOCK_K=config.block_k, FINISH=True,
-                             BF16_BITS=x.dtype == torch.bfloat16,
-                             num_warps=config.warps, num_stages=config.stages)
-        return out
-    part = torch.empty((split, tokens, n), dtype=torch.float32, device=x.device)
+    finish = split == 1  # one K part: the tile kernel finishes the rows itself
+    part = out if finish else torch.empty((split, tokens, n), dtype=torch.float32, device=x.device)
     partial_kernel[grid](x, weight, scale, residual, out, part, tokens, n, k, k_per,
-                         BLOCK_T=bt, BLOCK_N=config.block_n, BLOCK_K=config.block_k, FINISH=False,
+                         BLOCK_T=bt, BLOCK_N=config.block_n, BLOCK_K=config.block_k, FINISH=finish,
                          BF16_BITS=x.dtype == torch.bfloat16,
                          num_warps=config.warps, num_stages=config.stages)
+    if finish:
+        return out
     finish_kernel[(cdiv(tokens * n, FINISH_BLOCK),)](part, scale, residual, out, tokens * n, n,
                                                     SPLIT=split, BLOCK=FINISH_BLOCK)
     return out

@@ -63,6 +63,7 @@ def measure(
     rng: random.Random | None = None,
     probe: Probe | None = None,
     on_value: OnValue | None = None,
+    seen: int = 0,
 ) -> Timing:
     """Sample ``launches`` (rotated) until ``criterion`` stops; returns raw samples and stats.
 
@@ -73,12 +74,14 @@ def measure(
         samples = []
         until criterion.reason(samples, elapsed):
             seconds = timer.sample(i); on_value(i, seconds, verified?); samples += seconds
-            with probability min(1, 4 / i), and for the last sample:
+            with probability min(1, 4 / (seen + i)), and for the last sample:
                 verify(the output of that timed call)   # outside the timed window
             clocks += probe()                           # if given: NVML, outside the window
 
     Verified samples are drawn at random (about 4 ln n of n), so an implementation cannot tell
-    which of its timed calls will be checked. A failed verification raises CheatDetected, and so
+    which of its timed calls will be checked. ``seen``: the point's samples timed in earlier rounds
+    of the invocation, so that the rate runs on over its rounds (about 4 ln n of all n, plus each
+    round's last) instead of starting again at every round. A failed verification raises CheatDetected, and so
     does a sample (warm-up included) after which the timer reports ``stray`` work (the CUPTI timer:
     GPU work of the call still running after the current stream passed it, or no GPU work at all).
     ``probe`` (from ``solbench.device.nvml.clock_probe``) reads the clocks after every sample;
@@ -90,7 +93,7 @@ def measure(
     finish = getattr(timer, "finish", None)  # the CUPTI timer turns collection off there
     try:
         samples, clocks, reason = _loop(timer, launches, criterion, warmup, on_sample, clock, verify, rng, probe,
-                                        on_value)
+                                        on_value, seen)
     finally:
         if finish is not None:
             finish()
@@ -105,7 +108,7 @@ def measure(
 def _loop(timer: Timer, launches: Sequence[Launch], criterion: CIWidth, warmup: int,
           on_sample: Callable[[int], None] | None, clock: Callable[[], float], verify: Verify | None,
           rng: random.Random, probe: Probe | None,
-          on_value: OnValue | None = None) -> tuple[list[float], list[Any], str]:
+          on_value: OnValue | None = None, seen: int = 0) -> tuple[list[float], list[Any], str]:
     """The body of :func:`measure`: (samples, clock readings, stop reason)."""
     timer.prepare(launches)
     for i in range(warmup):
@@ -117,7 +120,7 @@ def _loop(timer: Timer, launches: Sequence[Launch], criterion: CIWidth, warmup: 
     while reason is None:
         i = len(samples)
         seconds = _sample(timer, i)
-        checked = verify is not None and rng.random() < 4 / (i + 1)
+        checked = verify is not None and rng.random() < 4 / (seen + i + 1)
         if on_value is not None:
             on_value(i, seconds, checked)
         samples.append(seconds)

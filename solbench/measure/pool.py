@@ -441,6 +441,16 @@ def _main(conn: Connection, log_path: str, device: str, device_index: int | None
     _profiled(lambda: _work(conn, device, device_index, tree, n_threads))
 
 
+def _count_devices_once(torch: Any) -> None:
+    """Have ``torch.cuda.device_count()`` answer from one count, in a worker whose environment
+    (``CUDA_VISIBLE_DEVICES``) is final. Before CUDA is initialized torch asks NVML afresh at every
+    call, and its own lazy initialization calls it several times: 255 NVML counts, 2.2 s, in a
+    51-worker o_proj run on the H200 host (``results/h200/issue16/session10/prof-summary.txt``).
+    A torch without the cache is left as it is."""
+    if getattr(torch.cuda, "_cached_device_count", 0) is None:
+        torch.cuda._cached_device_count = int(torch._C._cuda_getDeviceCount())
+
+
 def _work(conn: Connection, device: str, device_index: int | None, tree: str | None, n_threads: int) -> None:
     from solbench.device import threads
 
@@ -453,6 +463,7 @@ def _work(conn: Connection, device: str, device_index: int | None, tree: str | N
     threads.apply(n_threads)
 
     if device == "cuda":
+        _count_devices_once(torch)
         torch.cuda.set_device(device_index or 0)
         for dtype in (torch.float32, torch.bfloat16):  # context and cuBLAS handle now, not in a task
             a = torch.ones(64, 64, device="cuda", dtype=dtype)
@@ -474,13 +485,15 @@ def _work(conn: Connection, device: str, device_index: int | None, tree: str | N
 
 def _profiled(main: Callable[[], None]) -> None:
     """``main()``, under cProfile where ``SOLBENCH_PROFILE_DIR`` is set (a harness developer's probe:
-    each worker writes ``worker-<pid>.prof`` there when it leaves normally)."""
+    each worker writes ``worker-<pid>.prof`` there when it leaves normally, and
+    ``worker-<pid>.imports``: the modules it imported itself, which the fork server had not)."""
     folder = os.environ.get(PROFILE_ENV)
     if not folder:
         main()
         return
     import cProfile
 
+    inherited = set(sys.modules)
     profile = cProfile.Profile()
     profile.enable()
     try:
@@ -488,6 +501,8 @@ def _profiled(main: Callable[[], None]) -> None:
     finally:
         profile.disable()
         profile.dump_stats(os.path.join(folder, f"worker-{os.getpid()}.prof"))
+        with open(os.path.join(folder, f"worker-{os.getpid()}.imports"), "w") as f:
+            f.write("".join(f"{name}\n" for name in sorted(set(sys.modules) - inherited)))
 
 
 def into_log(log_path: str, scratch: str | None = None, origin: str | None = None) -> None:

@@ -114,6 +114,7 @@ class Task:
     nvml_id: str | None = None  # the device's UUID for NVML (clocks read between samples); None: none
     warm: int = 0  # > 0: compile ahead (solbench.execute.warm) with this many Inductor compile threads
     checks: str = "full"  # "light" in a later round of the same invocation (see _checked_and_timed)
+    seen: int = 0  # the point's samples timed in earlier rounds of the invocation (the verification rate)
 
 
 TREE: str | None = None  # ``ab``: the checkout this worker process resolves implementations in
@@ -421,7 +422,7 @@ def _timed(task: Task, state: WorkerState, emit: Emit, criterion: Any, launches:
     timing = measure(timer, launches, criterion, warmup=s.warmup, verify=verify,
                      on_sample=lambda n: emit("sample", {"n": n}) if n % 10 == 0 else None,
                      on_value=lambda i, sec, v: emit("value", {"i": i, "s": sec, "v": v}),
-                     rng=random.SystemRandom(), probe=state.probe(task))
+                     rng=random.SystemRandom(), probe=state.probe(task), seen=task.seen)
     return timer, timing
 
 

@@ -17,6 +17,10 @@ import solbench.measure.library_preload
 assert "cupy" in sys.modules, "cupy not imported"
 assert not preload.driver_initialized(), "a library's import initialized the driver"
 assert preload.TAINTED not in os.environ
+if "triton" in sys.modules:  # solbench.measure.state_preload: the work a worker's CUDA start repeats
+    assert ("_triton_bsr_dense_mm_out", "SparseCsrCUDA") in torch._TritonLibrary.ops_table
+    from triton.runtime.cache import triton_key
+    assert triton_key.cache_info().currsize == 1
 torch.cuda.init()
 assert preload.driver_initialized(), "the check did not see torch initialize the driver"
 print("nvmath" in sys.modules)

@@ -203,6 +203,22 @@ def test_loop_verifies_a_random_few_of_many_samples():
     assert 5 <= len(seen) <= 100  # about 4 ln(1000) + 1, never all 1000
 
 
+def test_the_verification_rate_runs_on_over_a_points_rounds():
+    """A later round (``seen`` samples timed before it) verifies about 4 ln((seen + n) / seen) of its
+    n samples, plus its last, instead of starting again at 4 of the first 4."""
+    def verified(seen_before, seed):
+        timer, seen = FakeTimer(lambda n: "good"), []
+        measure(timer, [None], CIWidth(target=0.0, min_samples=20, max_samples=20, budget_s=1e9), warmup=0,
+                verify=lambda k, out, s: seen.append(k), rng=random.Random(seed), seen=seen_before)
+        return len(seen)
+
+    first = [verified(0, seed) for seed in range(50)]
+    later = [verified(40, seed) for seed in range(50)]
+    assert min(first) >= 4  # the first four samples of a point are always verified
+    assert min(later) >= 1  # and every round's last
+    assert sum(later) < sum(first) / 2  # 4 ln(60/40) + 1 ~ 2.6 against 4 + 4 ln(20/4) + 1 ~ 11
+
+
 def test_worst_exit_code_order():
     assert worst(OK, INCONCLUSIVE) == INCONCLUSIVE
     assert worst(INCONCLUSIVE, REGRESSION) == REGRESSION

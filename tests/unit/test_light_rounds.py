@@ -81,6 +81,7 @@ class _Recorder:
 
     def __init__(self, skip_first=False):
         self.checks = []
+        self.seen = []
         self.round = 0
         self.skip_first = skip_first
 
@@ -89,6 +90,7 @@ class _Recorder:
 
     def run(self, key, task, timeout_s, progress=None):
         self.checks.append((self.round, task.checks))
+        self.seen.append((self.round, task.seen))
         if self.skip_first and self.round == 0:
             return ImplResult(task.impl, "skipped", "not this time")
         value = (self.round + 1) * 1e-3
@@ -113,6 +115,7 @@ def test_the_run_loop_checks_fully_in_the_first_round_only():
     run = session.measure_units(units, make_run({}), ex, device="cpu", settings=MeasureSettings(), timeout_s=1.0,
                                 l2_bytes=None, score=_score, emit=lambda e, d: None, repeat=3)
     assert ex.checks == [(0, "full")] * 2 + [(1, "light")] * 2 + [(2, "light")] * 2
+    assert ex.seen == [(0, 0)] * 2 + [(1, 6)] * 2 + [(2, 12)] * 2  # each point's samples in earlier rounds
     merged = run.cases[0].impls[0]
     assert merged.protocol["light_rounds"] == 2 and "checks" not in merged.protocol
 
@@ -125,6 +128,7 @@ def test_a_point_that_did_not_pass_every_check_is_checked_in_full_again():
     session.measure_units(units, make_run({}), ex, device="cpu", settings=MeasureSettings(), timeout_s=1.0,
                           l2_bytes=None, score=_score, emit=lambda e, d: None, repeat=3)
     assert ex.checks == [(0, "full")] * 2 + [(1, "full")] * 2 + [(2, "light")] * 2
+    assert ex.seen == [(0, 0)] * 2 + [(1, 0)] * 2 + [(2, 6)] * 2  # a skipped round timed nothing
 
 
 def test_merging_counts_the_light_rounds():
