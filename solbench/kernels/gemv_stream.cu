@@ -116,32 +116,48 @@ __device__ __forceinline__ void sbs_mma<SB_KIND_F16>(float (&d)[4], u32 a0, u32 
 }
 
 // Four e4m3 bytes -> two packed 16-bit words: lo = (byte0, byte1), hi = (byte2, byte3),
-// the lower byte in the lower half. Exact: the sign and the 7 exponent+mantissa bits are
-// moved into the 16-bit layout (a value 2^-120 times too small in bf16, 2^-8 in fp16,
-// subnormals included), then one packed fma scales by the power of two.
+// the lower byte in the lower half. Exact: prmt's sign mode puts each byte in the low half of its
+// 16-bit lane with its sign filling the high half; a shift moves the 7 exponent+mantissa bits into
+// the 16-bit layout (bf16: up 4, to bits 10..4; fp16: up 7, to bits 13..7) and the sign fill across
+// bit 15; one AND keeps bit 15 and those 7 bits (a value 2^-120 times too small in bf16, 2^-8 in
+// fp16, subnormals included); one packed fma scales by the power of two. Four instructions a pair
+// (prmt, shl, and, fma); moving the byte to the high half first and the sign apart took five.
 template <int KIND>
-__device__ __forceinline__ u32 sbs_e4m3x2(u32 two_in_high_bytes);
+struct SbsWiden;
 
 template <>
-__device__ __forceinline__ u32 sbs_e4m3x2<SB_KIND_BF16>(u32 t) {
-  const u32 v = (t & 0x80008000u) | ((t >> 4) & 0x07F007F0u);
-  u32 d;
-  asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(v), "r"(0x7B807B80u), "r"(0x80008000u));
-  return d;
-}
+struct SbsWiden<SB_KIND_BF16> {
+  static constexpr int SHIFT = 4;
+  static constexpr u32 KEEP = 0x87F087F0u;
+  static constexpr u32 POW2 = 0x7B807B80u;  // 2^120, twice
+};
 
 template <>
-__device__ __forceinline__ u32 sbs_e4m3x2<SB_KIND_F16>(u32 t) {
-  const u32 v = (t & 0x80008000u) | ((t >> 1) & 0x3F803F80u);
+struct SbsWiden<SB_KIND_F16> {
+  static constexpr int SHIFT = 7;
+  static constexpr u32 KEEP = 0xBF80BF80u;
+  static constexpr u32 POW2 = 0x5C005C00u;  // 2^8, twice
+};
+
+template <int KIND>
+__device__ __forceinline__ u32 sbs_e4m3x2(u32 sign_extended) {
+  const u32 v = (sign_extended << SbsWiden<KIND>::SHIFT) & SbsWiden<KIND>::KEEP;
   u32 d;
-  asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(v), "r"(0x5C005C00u), "r"(0x80008000u));
+  if (KIND == SB_KIND_BF16) {
+    asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(v), "r"(SbsWiden<KIND>::POW2), "r"(0x80008000u));
+  } else {
+    asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(v), "r"(SbsWiden<KIND>::POW2), "r"(0x80008000u));
+  }
   return d;
 }
 
 template <int KIND>
 __device__ __forceinline__ void sbs_dequant4(u32 four, u32& lo, u32& hi) {
-  lo = sbs_e4m3x2<KIND>(__byte_perm(four, 0u, 0x1404));  // byte0 -> bits 8..15, byte1 -> 24..31
-  hi = sbs_e4m3x2<KIND>(__byte_perm(four, 0u, 0x3424));  // byte2, byte3
+  u32 a, b;
+  asm("prmt.b32 %0, %1, %2, 0x9180;" : "=r"(a) : "r"(four), "r"(0u));  // byte0, byte1, sign-extended
+  asm("prmt.b32 %0, %1, %2, 0xB3A2;" : "=r"(b) : "r"(four), "r"(0u));  // byte2, byte3
+  lo = sbs_e4m3x2<KIND>(a);
+  hi = sbs_e4m3x2<KIND>(b);
 }
 
 __device__ __forceinline__ int sbs_cluster_rank() {
