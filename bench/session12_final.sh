@@ -3,11 +3,7 @@
 # session's tree (.before/) and on this tree (the four-instruction e4m3 -> bf16/fp16 widening), each
 # with `compare baseline fused`; then every GPU test on this tree. Carry .whl and .before.
 # Writes under $OUT (at most 8 files come back); prints a short table last.
-set -u
-export PYTHONUNBUFFERED=1
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl >/dev/null 2>&1 || exit 1
-export PYTHONPATH=/tmp/site:.
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,power.limit,temperature.gpu --format=csv | tee $OUT/smi.txt
+source bench/device_setup.sh
 table=""
 fp8w() {  # fp8w(label, dir)
     local s=$(date +%s)

@@ -3,11 +3,7 @@
 # eleventh session's last commit) and after this session's harness cuts, alternated twice; one more
 # run of the new tree with worker profiles (what each worker still spends, which modules it imports
 # itself); the GPU tests of the changed code. Carry .whl and .before. Prints a short table last.
-set -u
-export PYTHONUNBUFFERED=1
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl >/dev/null 2>&1 || exit 1
-export PYTHONPATH=/tmp/site:.
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,power.limit,temperature.gpu --format=csv | tee $OUT/smi.txt
+source bench/device_setup.sh
 table=""
 one() {  # one(label, dir): one default o_proj run in dir, wall time and the harness lines
     local s=$(date +%s.%N)

@@ -2,11 +2,7 @@
 # Twelfth session, last H200 call: the bf16 launch-shape sweep of the FP8-weight tiles after the
 # four-instruction widening (bench/fp8w_sweep.py, bf16 only), then `ab` on identical trees (a copy of
 # this tree as the baseline) over o_proj: exit code and wall time. Carry .whl.
-set -u
-export PYTHONUNBUFFERED=1
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl >/dev/null 2>&1 || exit 1
-export PYTHONPATH=/tmp/site:.
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,power.limit --format=csv > $OUT/smi.txt
+source bench/device_setup.sh
 timeout 200 python3 -c "
 import torch
 from bench import fp8w_sweep as f
