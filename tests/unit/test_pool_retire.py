@@ -2,6 +2,7 @@
 (:class:`solbench.measure.pool.Pool`). Real worker processes on the CPU; nothing is timed."""
 
 from pathlib import Path
+from types import SimpleNamespace
 
 from solbench import api
 from solbench.measure import pool
@@ -43,3 +44,24 @@ def test_a_task_after_a_retire_waits_for_the_retired_worker():
     finally:
         p.close()
     assert p._workers == {} and p._leaving == []
+
+
+def test_a_cuda_worker_counts_its_devices_once():
+    """torch asks NVML afresh at every device_count() before CUDA is initialized; a worker fills
+    torch's cache from one runtime count (pool._count_devices_once), and leaves a torch without
+    that cache, or with it already filled, as it is."""
+    calls = []
+
+    def count():
+        calls.append(1)
+        return 2
+
+    fake = SimpleNamespace(cuda=SimpleNamespace(_cached_device_count=None),
+                           _C=SimpleNamespace(_cuda_getDeviceCount=count))
+    pool._count_devices_once(fake)
+    assert fake.cuda._cached_device_count == 2 and len(calls) == 1
+    pool._count_devices_once(fake)  # already filled: not counted again
+    assert len(calls) == 1
+    older = SimpleNamespace(cuda=SimpleNamespace(), _C=SimpleNamespace(_cuda_getDeviceCount=count))
+    pool._count_devices_once(older)  # a torch without the cache: untouched
+    assert not hasattr(older.cuda, "_cached_device_count") and len(calls) == 1
