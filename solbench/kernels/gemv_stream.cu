@@ -143,7 +143,7 @@ template <int KIND>
 __device__ __forceinline__ u32 sbs_e4m3x2(u32 sign_extended) {
   const u32 v = (sign_extended << SbsWiden<KIND>::SHIFT) & SbsWiden<KIND>::KEEP;
   u32 d;
-  if (KIND == SB_KIND_BF16) {
+  if constexpr (KIND == SB_KIND_BF16) {
     asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(v), "r"(SbsWiden<KIND>::POW2), "r"(0x80008000u));
   } else {
     asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(v), "r"(SbsWiden<KIND>::POW2), "r"(0x80008000u));
