@@ -54,9 +54,13 @@ class Config:
 # The launch shape, chosen on an H200 with N = K = 4096 by bench/fp8w_sweep.py (cold timer, median of
 # 60; BENCHMARKS.md, issue 20): 64 rows per program and K split in two (128 programs) at 64 tokens read
 # 18.1 us in bf16 and 15.7 us in fp16, the best of 21 shapes in bf16 and of 12 in fp16; the GEMV read 22.8.
+# With the four-instruction widening (twelfth session, bf16 only, 15 shapes) it is still the best at
+# 64 tokens: 17.25 us against the baseline's 17.38 (results/h200/issue20/session12/sweep-bf16.log).
 DEFAULT = Config(64, 256, 2, 4, 3)
 # Where it pays (same sweep): above 16 tokens in bf16 (at 16: 14.9 against the GEMV's 14.7 us), from
-# 16 tokens in fp16 (at 16: 13.4 against 14.6 us; at 1 token the GEMV's 11.5 against 12.8 us).
+# 16 tokens in fp16 (at 16: 13.4 against 14.6 us; at 1 token the GEMV's 11.5 against 12.8 us). The
+# twelfth session's bf16 sweep keeps the switch: at 16 tokens this shape read 14.62 against the
+# GEMV's 13.86 us (32-row tiles read 13.41, in one sweep: not yet a reason to add a shape).
 MIN_TOKENS = {torch.bfloat16: 17, torch.float16: 16}
 
 

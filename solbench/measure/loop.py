@@ -81,9 +81,10 @@ def measure(
     Verified samples are drawn at random (about 4 ln n of n), so an implementation cannot tell
     which of its timed calls will be checked. ``seen``: the point's samples timed in earlier rounds
     of the invocation, so that the rate runs on over its rounds (about 4 ln n of all n, plus each
-    round's last) instead of starting again at every round. A failed verification raises CheatDetected, and so
-    does a sample (warm-up included) after which the timer reports ``stray`` work (the CUPTI timer:
-    GPU work of the call still running after the current stream passed it, or no GPU work at all).
+    round's last) instead of starting again at every round. A failed verification raises
+    CheatDetected, and so does a sample (warm-up included) after which the timer reports ``stray``
+    work (the CUPTI timer: GPU work of the call still running after the current stream passed it, or
+    no GPU work at all).
     ``probe`` (from ``solbench.device.nvml.clock_probe``) reads the clocks after every sample;
     the readings are stored per sample in the Timing. ``on_value`` streams each sample the moment
     the timer returns it (a worker sends it to its parent, :mod:`solbench.measure.watch`), so a

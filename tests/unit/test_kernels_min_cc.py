@@ -22,7 +22,8 @@ KERNELS = {
                               "residual_layernorm_kernel<0, 8, 2, 1>", "residual_layernorm_kernel<1, 8, 1, 2>"],
     "gemv_residual.cu": ["gemv_residual_kernel<0, 2>", "gemv_residual_scalar_kernel<1>"],
     "maxpool_nhwc.cu": ["maxpool_nhwc_kernel<0, 8>", "maxpool_nhwc_kernel<1, 1>"],
-    "gemv_stream.cu": ["gemv_stream_kernel<0, 0, 32, 2>", "gemv_stream_kernel<0, 1, 64, 8>", "gemv_stream_kernel<1, 1, 64, 8>"],
+    "gemv_stream.cu": ["gemv_stream_kernel<0, 0, 32, 2>", "gemv_stream_kernel<0, 1, 64, 8>",
+                       "gemv_stream_kernel<1, 1, 64, 8>"],
 }
 BELOW = {(8, 0): (7, 5), (8, 9): (8, 6), (9, 0): (8, 9)}
 
