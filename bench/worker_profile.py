@@ -17,6 +17,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("folder", type=Path)
     ap.add_argument("--top", type=int, default=40)
+    ap.add_argument("--dump", type=Path, help="also write the merged stats here (pstats format: callers, callees)")
     args = ap.parse_args()
     files = sorted(str(p) for p in args.folder.glob("worker-*.prof"))
     if not files:
@@ -24,6 +25,8 @@ def main() -> None:
     stats = pstats.Stats(files[0], stream=io.StringIO())
     for f in files[1:]:
         stats.add(f)
+    if args.dump:
+        stats.dump_stats(args.dump)
     out = io.StringIO()
     stats.stream = out
     print(f"{len(files)} workers, {stats.total_tt:.2f} s profiled in all")

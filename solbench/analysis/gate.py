@@ -49,6 +49,9 @@ For every key measured in one run only:
               exit code 1, 1, 3, 0 respectively (2 is left to the CLI for bad input:
               ConfigError, GateRefused, ResultsFormatError).
 
+A workload's byte floor (``floor: true``: a ``part: floor`` result, solbench's own copy kernel)
+is never gated: it measures the card, not the code under test, and it is never scored.
+
 Two runs whose fingerprints differ (``check_fingerprints``) are refused with
 ``GateRefused`` unless ``allow_cross_hardware``. A run over several devices (``run --devices``,
 Ray) records each case's GPU; when either run does, the device and spec are checked per case
@@ -406,6 +409,13 @@ def _overall(verdicts: tuple[GateCaseVerdict, ...]) -> Overall:
 Side = RunResult | Sequence[RunResult]
 
 
+def _without_floor(run: RunResult) -> RunResult:
+    """``run`` without its byte-floor results (``part: floor``), which the gate never decides on."""
+    cases = tuple(replace(c, impls=tuple(r for r in c.impls if r.protocol.get("part") != "floor"))
+                  for c in run.cases)
+    return replace(run, cases=cases)
+
+
 def _one_side(runs: Side, name: str, allow_cross_hardware: bool) -> RunResult:
     """Several runs of one side as one (``pooling.combine_runs``), after checking they agree."""
     if isinstance(runs, RunResult):
@@ -436,8 +446,8 @@ def gate(base: Side, cur: Side, *, threshold: float | None = None, alpha: float 
     settings, or when no key is measured in both runs and none is BROKEN;
     ResultsFormatError for a recorded threshold that is not a positive number.
     """
-    base = _one_side(base, "baseline", allow_cross_hardware)
-    cur = _one_side(cur, "current", allow_cross_hardware)
+    base = _without_floor(_one_side(base, "baseline", allow_cross_hardware))
+    cur = _without_floor(_one_side(cur, "current", allow_cross_hardware))
     recorded = {**base.gate_thresholds, **cur.gate_thresholds}
     validate(threshold, recorded, alpha, confidence)
     per_case = any(c.device is not None for run in (base, cur) for c in run.cases)

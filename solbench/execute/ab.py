@@ -63,8 +63,8 @@ def ab(files: Sequence[str | Path], baseline_tree: str | Path, current_tree: str
             prep = prepare(paths, options, info, floor_spec)
         run = replace(prep.run, protocol=replace(prep.run.protocol, rounds=rounds),
                       notes=(f"ab {label}: tree {root}",))
-        sides.append(ab_loop.Side(label, prep.units, run, pool.Pool(info.kind, info.index, tree=str(root)),
-                                  prep.score))
+        executor = pool.Pool(info.kind, info.index, tree=str(root), side_by_side_bytes=warm.side_by_side_bytes(info))
+        sides.append(ab_loop.Side(label, prep.units, run, executor, prep.score))
     emit = progress or (lambda event, data: None)
     emit("start", {"cases": len({(u.spec.name, c.id) for s in sides for u in s.units for c in u.cases}) * rounds})
     with warm.cache_folder(options.compile_cache_dir) as folder:  # one torch.compile cache, both trees

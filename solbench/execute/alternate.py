@@ -37,7 +37,18 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from solbench.errors import RunInterrupted
-from solbench.execute.session import Checked, Executor, Progress, Unit, _keys, _merged, _one, _samples_cap, _skipped
+from solbench.execute.session import (
+    Checked,
+    Executor,
+    Progress,
+    Unit,
+    _job,
+    _keys,
+    _merged,
+    _samples_cap,
+    _skipped,
+    run_case,
+)
 from solbench.measure.worker import MeasureSettings, Task
 from solbench.results.model import CaseResult, ImplResult, RunResult
 from solbench.workload.cases import Case
@@ -140,6 +151,7 @@ def _workload(sides: Sequence[Side], name: str, r: int, *, device: str, settings
             if not impls:
                 continue
         results: list[list[ImplResult]] = [[] for _ in sides]
+        jobs, owners = [], []
         for impl in impls:
             cap = _shared_cap(sides, name, case_id, impl, settings)
             for i in order:
@@ -147,8 +159,11 @@ def _workload(sides: Sequence[Side], name: str, r: int, *, device: str, settings
                 if unit is None or case is None or impl not in unit.impls:
                     continue
                 task = Task(unit.spec, case, "", str(unit.path.parent.absolute()), device, settings, l2_bytes, nvml_id)
-                results[i].append(_one(sides[i].executor, unit, task, impl, skips[i], timeout_s, _tagged(emit, i),
-                                       checked=sides[i].checked, cap=cap))
+                jobs.append(_job(sides[i].executor, unit, task, impl, skips[i], timeout_s, _tagged(emit, i),
+                                 checked=sides[i].checked, cap=cap))
+                owners.append(i)
+        for i, result in zip(owners, run_case(jobs), strict=True):  # checked side by side, timed in this order
+            results[i].append(result)
         for i, side in enumerate(sides):
             unit, case = units[i], cases[i]
             if unit is None or case is None or not results[i]:

@@ -67,7 +67,8 @@ def run(files: Sequence[str | Path], options: RunOptions = RunOptions(), *,  # n
                 raise RunInterrupted(warm.interrupted(prep.run)) from None
             base = replace(base, harness={**harness, **({"compile_ahead_s": ahead.seconds} if ahead.jobs else {})},
                            protocol=warm.recorded(prep.run.protocol, folder, options.compile_cache_dir, ahead))
-            executor = pool.Pool(info.kind, info.index, threads=settings.threads)
+            executor = pool.Pool(info.kind, info.index, threads=settings.threads,
+                                 side_by_side_bytes=warm.side_by_side_bytes(info))
         result = session.measure_units(prep.units, base, executor, device=info.kind, settings=settings,
                                        timeout_s=options.timeout_s, l2_bytes=info.l2_bytes, score=prep.score,
                                        emit=emit, on_case=on_case, keys=options.keys, repeat=options.repeat,

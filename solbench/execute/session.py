@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
-from dataclasses import replace
-from typing import Any, Protocol
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar, Protocol
 
 from solbench.errors import RunInterrupted
 from solbench.measure.worker import MeasureSettings, Phases, Task
@@ -102,9 +102,9 @@ def measure_units(units: Sequence[Unit], run: RunResult, executor: Executor, *, 
                 task = Task(unit.spec, case, "", str(unit.path.parent.absolute()), device, settings, l2_bytes,
                             nvml_id)
                 with clock("tasks_s"):
-                    results = [_one(executor, unit, task, name, skips[n], timeout_s, emit, variant, checked,
-                                    capped(n, case.id, name))
-                               for name in impls]
+                    results = run_case([_job(executor, unit, task, name, skips[n], timeout_s, emit, variant, checked,
+                                             capped(n, case.id, name))
+                                        for name in impls], clock)
                 clock.add_tasks(results)
                 per_round = rounds.setdefault((n, case.id), [])
                 per_round.append(results)
@@ -168,8 +168,10 @@ class Harness(Phases):
     """Where a run's wall time goes, as the parent sees it (``RunResult.harness``, ``show --harness``)::
 
         workers_s   starting and retiring worker processes (fork, CUDA context, imports)
-        tasks_s     waiting on workers for results; inside it, as the workers report:
-                    setup_s, check_s, sample_s, after_s (worker.Phases) and gpu_busy_s
+        tasks_s     waiting on workers for results; inside it side_s, the wall time of set-up
+                    and checks side by side (run_case), and as the workers report:
+                    side_setup_s and side_check_s (summed over the workers side by side),
+                    setup_s, check_s (tasks run alone), sample_s, after_s (worker.Phases) and gpu_busy_s
                     (spin + flush + timed call: the device time the timing loop needed)
         save_s      writing the partial run after each case (the caller's on_case)
 
@@ -177,14 +179,18 @@ class Harness(Phases):
     """
 
     PHASES = ("setup_s", "check_s", "sample_s", "after_s", "gpu_busy_s")
+    SIDE: ClassVar[dict[str, str]] = {"setup_s": "side_setup_s", "check_s": "side_check_s"}  # held tasks
 
     def add_tasks(self, results: Sequence[ImplResult]) -> None:
-        """Add what the workers reported of each task's phases."""
+        """Add what the workers reported of each task's phases; a held task's set-up and checks
+        (side by side with others, inside ``side_s``) to ``side_setup_s`` and ``side_check_s``."""
         for r in results:
+            side = r.protocol.get("side_by_side") == 1
             for name in self.PHASES:
                 value = r.protocol.get(name)
                 if isinstance(value, int | float) and not isinstance(value, bool):
-                    self.seconds[name] = self.seconds.get(name, 0.0) + float(value)
+                    key = self.SIDE.get(name, name) if side else name
+                    self.seconds[key] = self.seconds.get(key, 0.0) + float(value)
 
     def totals(self) -> dict[str, float]:
         return {k: round(v, 4) for k, v in self.seconds.items()}
@@ -228,31 +234,121 @@ def _samples_cap(per_round: Sequence[Sequence[ImplResult]], name: str, settings:
                               min_samples=settings.min_samples, max_samples=settings.max_samples)
 
 
-def _one(executor: Executor, unit: Unit, task: Task, name: str, skips: dict[str, str], timeout_s: float,
+@dataclass
+class Job:
+    """One implementation of one case, ready for its executor (or already settled: ``result``)."""
+
+    executor: Executor
+    name: str
+    task: Task  # with the implementation's name, checks, seen and samples cap filled in
+    timeout_s: float
+    emit: Progress
+    key: tuple[str, ...]  # the point, for ``checked``
+    checked: Checked | None = None
+    cap: int | None = None
+    result: ImplResult | None = None  # skipped before it was sent
+
+
+def _job(executor: Executor, unit: Unit, task: Task, name: str, skips: dict[str, str], timeout_s: float,
          emit: Progress, variant: Callable[[WorkloadSpec, Case, str], WorkloadSpec] | None = None,
-         checked: Checked | None = None, cap: int | None = None) -> ImplResult:
-    """One implementation of one case (``task`` with its name filled in), through its worker; with
+         checked: Checked | None = None, cap: int | None = None) -> Job:
+    """One implementation of one case (``task`` with its name filled in), for its executor; with
     ``checked``, with the checks the point needs (every check until it has passed them all once);
     with ``cap``, at most that many timed samples (the round's allocation, recorded as
     ``protocol.samples_cap``)."""
-    emit("impl", {"case": task.case.id, "impl": name})
     key = (str(unit.path), unit.spec.name, task.case.id, name)
     if name in skips:
-        r = ImplResult(name, "skipped", skips[name])
-    else:
-        spec = variant(unit.spec, task.case, name) if variant is not None else unit.spec
-        checks = checked.checks(key) if checked is not None else "full"
-        seen = checked.seen(key) if checked is not None else 0
-        if cap is not None:
-            task = replace(task, settings=replace(task.settings, max_samples=cap))
-        task = replace(task, spec=spec, impl=name, checks=checks, seen=seen)
-        r = executor.run((unit.spec.name, name), task, timeout_s, emit)
-        if cap is not None:
-            r = replace(r, protocol={**r.protocol, "samples_cap": cap})
-    if checked is not None:
-        checked.note(key, r)
-    emit("impl_done", {"case": task.case.id, "impl": name, "status": r.status})
-    return r
+        return Job(executor, name, replace(task, impl=name), timeout_s, emit, key, checked,
+                   result=ImplResult(name, "skipped", skips[name]))
+    spec = variant(unit.spec, task.case, name) if variant is not None else unit.spec
+    checks = checked.checks(key) if checked is not None else "full"
+    seen = checked.seen(key) if checked is not None else 0
+    if cap is not None:
+        task = replace(task, settings=replace(task.settings, max_samples=cap))
+    task = replace(task, spec=spec, impl=name, checks=checks, seen=seen)
+    return Job(executor, name, task, timeout_s, emit, key, checked, cap)
+
+
+def _one(executor: Executor, unit: Unit, task: Task, name: str, skips: dict[str, str], timeout_s: float,
+         emit: Progress, variant: Callable[[WorkloadSpec, Case, str], WorkloadSpec] | None = None,
+         checked: Checked | None = None, cap: int | None = None) -> ImplResult:
+    """One implementation of one case through its worker (:func:`_job`), alone."""
+    return run_case([_job(executor, unit, task, name, skips, timeout_s, emit, variant, checked, cap)])[0]
+
+
+def run_case(jobs: Sequence[Job], clock: Phases | None = None) -> list[ImplResult]:
+    """The results of a case's jobs, in order: set up and checked side by side, timed one at a time.
+
+    Where the executors can hold a task at its turn (:meth:`solbench.measure.pool.Pool.hold`), the
+    jobs go out in groups whose tensors fit the executor's ``side_by_side_bytes`` together
+    (:func:`_groups`). Every worker of a group draws its inputs and references, sets up (compiles,
+    plans) and runs its correctness and anti-cheat checks at once; then, with all of them waiting,
+    each in turn is let go to time its calls (and run its checks after timing) alone on the device.
+    Nothing is timed while another worker of the run works. Elsewhere (in-process, rank groups, a
+    lone job) each job runs whole, one after the other.
+
+    ``clock`` gets ``side_s``: the wall time until every held worker of a group reached its turn
+    (or finished); the results of held tasks say ``side_by_side: 1`` in their protocol.
+    """
+    clock = clock or Phases()
+    results: list[ImplResult | None] = [j.result for j in jobs]
+    waiting = [i for i, j in enumerate(jobs) if j.result is None]
+    for group in _groups([jobs[i] for i in waiting], waiting):
+        if len(group) == 1:
+            i = group[0]
+            jobs[i].emit("impl", {"case": jobs[i].task.case.id, "impl": jobs[i].name})
+            results[i] = jobs[i].executor.run(_executor_key(jobs[i]), jobs[i].task, jobs[i].timeout_s, jobs[i].emit)
+            continue
+        held: dict[int, Any] = {}
+        with clock("side_s"):
+            for i in group:
+                j = jobs[i]
+                sent = j.executor.hold(_executor_key(j), j.task, j.timeout_s, j.emit)
+                if isinstance(sent, ImplResult):
+                    results[i] = sent
+                else:
+                    held[i] = sent
+            for h in held.values():
+                h.reach_turn()
+        for i, h in held.items():
+            jobs[i].emit("impl", {"case": jobs[i].task.case.id, "impl": jobs[i].name})
+            r = h.finish()
+            results[i] = replace(r, protocol={**r.protocol, "side_by_side": 1})
+    done: list[ImplResult] = []
+    for j, r in zip(jobs, results, strict=True):
+        assert r is not None
+        if j.cap is not None and j.result is None:
+            r = replace(r, protocol={**r.protocol, "samples_cap": j.cap})
+        if j.checked is not None:
+            j.checked.note(j.key, r)
+        j.emit("impl_done", {"case": j.task.case.id, "impl": j.name, "status": r.status})
+        done.append(r)
+    return done
+
+
+def _executor_key(job: Job) -> tuple[str, str]:
+    return (job.task.spec.name, job.name)
+
+
+def _groups(jobs: Sequence[Job], index: Sequence[int]) -> list[list[int]]:
+    """``index`` (the jobs' places) cut into groups that go out side by side: consecutive jobs
+    whose executors can hold tasks and whose case tensors
+    (:func:`~solbench.workload.cases.required_bytes`) fit their executor's ``side_by_side_bytes``
+    together. A job that cannot go side by side is a group of its own."""
+    from solbench.workload.cases import required_bytes
+
+    groups: list[list[int]] = []
+    used, joinable = 0, False
+    for job, i in zip(jobs, index, strict=True):
+        budget = getattr(job.executor, "side_by_side_bytes", None) if hasattr(job.executor, "hold") else None
+        need = required_bytes(job.task.case, input_sets=job.task.settings.input_sets)
+        if budget is not None and joinable and used + need <= budget:
+            groups[-1].append(i)
+            used += need
+        else:
+            groups.append([i])
+            used, joinable = need, budget is not None
+    return groups
 
 
 def _merged(per_round: list[list[ImplResult]]) -> list[ImplResult]:

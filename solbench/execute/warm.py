@@ -107,6 +107,14 @@ def warm_tasks(units: Sequence[Unit], settings: MeasureSettings, device: str, *,
     return tasks
 
 
+def side_by_side_bytes(info: Any) -> int | None:
+    """The case tensors a run's workers may hold at once while they set up and check side by side
+    (:func:`solbench.execute.session.run_case`): ``MEMORY_SHARE`` of the free memory where the
+    tensors go; None (one task at a time) where it cannot be read."""
+    free = free_memory(info)
+    return None if free is None else int(free * MEMORY_SHARE)
+
+
 def fits(used: int, need: int, budget: int | None) -> bool:
     """Whether a warm task needing ``need`` bytes may start beside tasks holding ``used``: always when
     none runs (one task at a time is what the run itself needs), else within ``budget`` (None: no limit)."""

@@ -30,6 +30,7 @@ import threading
 import time
 import types
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -42,12 +43,15 @@ LOG_TAIL_LINES = 20
 LOG_TAIL_CHARS = 2000
 
 Progress = Callable[[str, dict[str, Any]], None]
+GO = "go"  # parent to worker: a held task may start timing (Task.wait_turn)
+TURN = object()  # ProcessWorker.take: the held task reached its turn
 
 
 class ProcessWorker:
     """One worker process and the pipe to it."""
 
     _asked = False  # asked to exit (request_close); a class default for subclasses with their own __init__
+    _held = False  # the running task stops at its turn (Task.wait_turn) and has not been let go yet
 
     def __init__(self, device: str, device_index: int | None, tree: str | None = None, threads: int = 0) -> None:
         ctx = _context()
@@ -64,6 +68,16 @@ class ProcessWorker:
 
     def run(self, task: Any, timeout_s: float, progress: Progress | None = None) -> tuple[ImplResult, bool]:
         """Send a task and wait for its result; (result, fatal). Never raises for a worker fault."""
+        failed = self.send(task, timeout_s)
+        if failed is not None:
+            return failed
+        done = self.wait(progress)
+        assert done is not None  # a task that is not held never stops at its turn
+        return done
+
+    def send(self, task: Any, timeout_s: float) -> tuple[ImplResult, bool] | None:
+        """Send a task (its result is then :meth:`wait`'s); None, or (result, fatal) if it could not
+        be sent. The task has ``timeout_s`` to answer, and again after :meth:`go`."""
         name = task.impl
         try:
             if not self._ready:
@@ -76,28 +90,50 @@ class ProcessWorker:
             self.kill()
             return ImplResult(name, "timeout", f"the worker did not start within {STARTUP_TIMEOUT_S:.0f} s",
                               log_tail=self.log_tail()), True
-        deadline = time.monotonic() + timeout_s
-        watch = Watch.of(task)
+        self._timeout_s = timeout_s
+        self._deadline = time.monotonic() + timeout_s
+        self._watch = Watch.of(task)
+        self._held = bool(getattr(task, "wait_turn", False))
+        return None
+
+    def go(self) -> tuple[ImplResult, bool] | None:
+        """A held task waiting at its turn (:meth:`wait` returned None) may start timing now; None,
+        or (result, fatal) if the worker is gone. Its timeout starts again."""
+        try:
+            self._conn.send(GO)
+        except (EOFError, OSError, BrokenPipeError):
+            return self._died(self._watch.impl), True
+        self._held = False
+        self._deadline = time.monotonic() + self._timeout_s
+        return None
+
+    def wait(self, progress: Progress | None = None) -> tuple[ImplResult, bool] | None:
+        """Wait for the sent task's (result, fatal); None when a held task has reached its turn
+        (set-up and checks done: it waits for :meth:`go`). Never raises for a worker fault."""
+        name = self._watch.impl
         while True:
-            remaining = deadline - time.monotonic()
-            try:
-                ready = remaining > 0 and self._conn.poll(min(remaining, 1.0))
+            remaining = self._deadline - time.monotonic()
+            try:  # a message already here counts, deadline or not (held tasks are waited for in turn)
+                ready = self._conn.poll(min(max(remaining, 0.0), 1.0))
             except (EOFError, OSError):
                 return self._died(name), True
-            if remaining <= 0:
+            if remaining <= 0 and not ready:
                 self.kill()
-                return ImplResult(name, "timeout", f"no result within {timeout_s:g} s (set-up and compilation "
-                                  "included); the worker was killed", log_tail=self.log_tail()), True
+                return ImplResult(name, "timeout", f"no result within {self._timeout_s:g} s (set-up and "
+                                  "compilation included); the worker was killed", log_tail=self.log_tail()), True
             if not ready:
                 if not self._proc.is_alive() and not self._conn.poll(0):
                     return self._died(name), True
                 continue
-            done = self.take(watch, progress)
+            done = self.take(self._watch, progress)
+            if done is TURN:
+                return None
             if done is not None:
                 return done
 
-    def take(self, watch: Watch, progress: Progress | None) -> tuple[ImplResult, bool] | None:
-        """Read one message of the running task: None for progress and samples, else (result, fatal).
+    def take(self, watch: Watch, progress: Progress | None) -> tuple[ImplResult, bool] | object | None:
+        """Read one message of the running task: None for progress and samples, ``TURN`` when a held
+        task has reached its turn, else (result, fatal).
 
         Anything malformed, or a report that contradicts what the parent saw (:mod:`.watch`), is
         ``reward_hack``, and the worker is killed. Nothing the worker sends is unpickled.
@@ -113,6 +149,10 @@ class ProcessWorker:
             if kind == "value":
                 watch.value(msg["i"], msg["s"], msg["v"])
                 return None
+            if kind == "turn":
+                if not self._held:
+                    raise wire.BadMessage("a 'turn' message from a task that was not held, or twice")
+                return TURN
             if kind != "result":
                 raise wire.BadMessage(f"a {kind!r} message in the middle of a task")
             self._busy = False
@@ -338,8 +378,11 @@ class Pool:
     (:func:`solbench.measure.worker.enter_tree`).
     """
 
-    def __init__(self, device: str, device_index: int | None, tree: str | None = None, threads: int = 0) -> None:
+    def __init__(self, device: str, device_index: int | None, tree: str | None = None, threads: int = 0,
+                 side_by_side_bytes: int | None = None) -> None:
         self.device = device
+        # the case tensors that held tasks may keep at once (solbench.execute.session.run_case); None: one at a time
+        self.side_by_side_bytes = side_by_side_bytes
         self.device_index = device_index
         self.tree = tree
         self.threads = threads  # torch CPU threads of every worker (solbench.device.threads); 0: torch's
@@ -365,8 +408,21 @@ class Pool:
     def run(self, key: tuple[str, str], task: Any, timeout_s: float,
             progress: Progress | None = None) -> ImplResult:
         self.prestart([key])
-        result, fatal = self._workers[key].run(task, timeout_s, progress)
-        if fatal:
+        return self._settled(key, *self._workers[key].run(task, timeout_s, progress))
+
+    def hold(self, key: tuple[str, str], task: Any, timeout_s: float,
+             progress: Progress | None = None) -> Held | ImplResult:
+        """Send ``task`` held (``Task.wait_turn``): its worker sets up and checks, then waits at its turn
+        (:class:`Held`). A result at once if it could not be sent."""
+        self.prestart([key])
+        worker = self._workers[key]
+        failed = worker.send(replace(task, wait_turn=True), timeout_s)
+        if failed is not None:
+            return self._settled(key, *failed)
+        return Held(self, key, worker, progress)
+
+    def _settled(self, key: tuple[str, str], result: ImplResult, fatal: bool) -> ImplResult:
+        if fatal and self._workers.get(key) is not None:
             self._workers.pop(key).close()
         return result
 
@@ -393,6 +449,36 @@ class Pool:
         """Kill every worker at once, from any thread (the thread using the pool closes it)."""
         for worker in [*self._workers.values(), *self._leaving]:
             worker.abort()
+
+
+class Held:
+    """A task its worker holds at its turn: set up and checked while other workers do the same,
+    timed only once the caller lets it go, when no other worker of the case is busy
+    (:func:`solbench.execute.session.run_case`)."""
+
+    def __init__(self, pool: Pool, key: tuple[str, str], worker: ProcessWorker, progress: Progress | None) -> None:
+        self._pool, self._key, self._worker, self._progress = pool, key, worker, progress
+        self.result: ImplResult | None = None  # once the task is over
+        self._at_turn = False
+
+    def reach_turn(self) -> bool:
+        """Wait until the task is at its turn (True) or over (False: ``result`` says how)."""
+        if self.result is None and not self._at_turn:
+            done = self._worker.wait(self._progress)
+            if done is None:
+                self._at_turn = True
+            else:
+                self.result = self._pool._settled(self._key, *done)
+        return self._at_turn and self.result is None
+
+    def finish(self) -> ImplResult:
+        """Let the task time once at its turn, and wait for its result (at once if it is over)."""
+        if self.reach_turn():
+            done = self._worker.go() or self._worker.wait(self._progress)
+            assert done is not None  # a task let go does not stop at its turn again
+            self.result = self._pool._settled(self._key, *done)
+        assert self.result is not None
+        return self.result
 
 
 class InProcess:
@@ -553,6 +639,9 @@ def serve(conn: Connection, run: Callable[[Any, Progress], tuple[ImplResult, boo
         def emit(event: str, data: dict[str, Any]) -> None:
             if event == "value":
                 wire.send(conn, "value", i=data["i"], s=data["s"], v=data["v"])
+            elif event == "turn":  # a held task's set-up and checks are done: wait to be let go
+                wire.send(conn, "turn")
+                _await_go(conn)
             else:
                 wire.send(conn, "progress", event=event, data=data)
 
@@ -560,6 +649,17 @@ def serve(conn: Connection, run: Callable[[Any, Progress], tuple[ImplResult, boo
         wire.send_result(conn, result, fatal)
         if fatal:
             _leave()
+
+
+def _await_go(conn: Connection) -> None:
+    """Block until the parent lets a held task go on; leave at once if it says anything else (None:
+    the run is over) or is gone."""
+    try:
+        word = conn.recv()
+    except (EOFError, OSError):
+        word = None
+    if word != GO:
+        _leave()
 
 
 def _leave() -> None:

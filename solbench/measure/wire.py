@@ -10,6 +10,8 @@ and read with ``Connection.recv_bytes(MAX_MESSAGE_BYTES)``::
     {"kind": "progress", "event": "phase", "data": {"phase": str}} what a rank is doing
     {"kind": "value", "i": int, "s": float, "v": bool}     timed sample i (seconds), taken just now;
                                                            v: a verification follows it
+    {"kind": "turn"}                                       a held task (Task.wait_turn) is set up and
+                                                           checked; it waits for the parent's "go"
     {"kind": "result", "result": {ImplResult}, "fatal": bool}
 
 Floats that JSON has no literal for travel as the strings "NaN"/"Infinity"/"-Infinity"
@@ -19,7 +21,7 @@ A message over ``MAX_MESSAGE_BYTES``, bytes that are not UTF-8 JSON, an object o
 shape, nesting deeper than the records have: all :class:`BadMessage`, which the parent turns
 into ``reward_hack`` and a killed worker (:mod:`solbench.measure.pool`).
 
-The other direction (parent to worker: the Task, None to stop) stays a pickle: the worker
+The other direction (parent to worker: the Task, "go" to a held task, None to stop) stays a pickle: the worker
 unpickles what its trusted parent sent. A Ray actor (:mod:`solbench.execute.ray_cluster`) runs
 only solbench's code and its own workers through this pipe; it still returns each result to the
 driver as message text (:func:`result_text`), which the driver checks the same way.
@@ -144,6 +146,11 @@ def _value(msg: dict[str, Any]) -> dict[str, Any]:
     return msg
 
 
+def _turn(msg: dict[str, Any]) -> dict[str, Any]:
+    _keys(msg)
+    return msg
+
+
 def _result(msg: dict[str, Any]) -> dict[str, Any]:
     _keys(msg, "result", "fatal")
     if type(msg["fatal"]) is not bool:
@@ -164,4 +171,4 @@ def capped(result: ImplResult) -> ImplResult:
     return dataclasses.replace(result, message=result.message[:MAX_TEXT_CHARS] + f"... ({cut} characters truncated)")
 
 
-_CHECKS = {"ready": _ready, "progress": _progress, "value": _value, "result": _result}
+_CHECKS = {"ready": _ready, "progress": _progress, "value": _value, "turn": _turn, "result": _result}

@@ -115,6 +115,7 @@ class Task:
     warm: int = 0  # > 0: compile ahead (solbench.execute.warm) with this many Inductor compile threads
     checks: str = "full"  # "light" in a later round of the same invocation (see _checked_and_timed)
     seen: int = 0  # the point's samples timed in earlier rounds of the invocation (the verification rate)
+    wait_turn: bool = False  # set up and check, then wait for the parent's word before timing (_wait_turn)
 
 
 TREE: str | None = None  # ``ab``: the checkout this worker process resolves implementations in
@@ -391,6 +392,7 @@ def _checked_and_timed(task: Task, state: WorkerState, emit: Emit, criterion: An
         correctness = checker.correctness(launches, light=light)
     if not correctness.passed:
         return ImplResult(name, "incorrect", correctness.detail, correctness)
+    _wait_turn(task, emit)
     with phases("sample_s"):
         timer, timing = _timed(task, state, emit, criterion, launches, checker.verify_timed)
     protocol = {**timer.protocol(), **_tree_record(impl, base_dir), **gpu_busy(timer, timing, s.warmup)}
@@ -409,6 +411,14 @@ def _checked_and_timed(task: Task, state: WorkerState, emit: Emit, criterion: An
         protocol["params"] = ",".join(f"{k}={v}" for k, v in sorted(impl.params.items()))
     return ImplResult(name, "ok", UNHELD if protocol.get("hold") == "none" else "", correctness, timing,
                       protocol=protocol)
+
+
+def _wait_turn(task: Task, emit: Emit) -> None:
+    """A held task (``Task.wait_turn``: the parent sets up and checks a case's implementations side by
+    side, :func:`solbench.execute.session.run_case`) waits here, set up and checked, until the parent
+    lets it time: every other worker of the case is then idle. The wait is in no phase."""
+    if task.wait_turn:
+        emit("turn", {})
 
 
 def _timed(task: Task, state: WorkerState, emit: Emit, criterion: Any, launches: Sequence[Callable[[], Any]],
@@ -438,6 +448,7 @@ def _time_floor(task: Task, state: WorkerState, emit: Emit, criterion: Any, base
         read, write = floor.case_bytes(task.spec, task.case)
         src, dst = floor.buffers(read, write, task.device, s.seed)
         launch = functools.partial(resolve(task.spec.implementations[task.impl].fn, base_dir), src=src, dst=dst)
+    _wait_turn(task, emit)
     with phases("sample_s"):
         timer, timing = _timed(task, state, emit, criterion, [launch])
     timer.last_output = None

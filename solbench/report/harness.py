@@ -1,7 +1,9 @@
 """Where a run's wall time went (``RunResult.harness``): one row per phase, with its share.
 
     detect + prepare + compile ahead + workers + tasks + save + other = wall
-    tasks = set-up + checks + sampling + after-checks + messaging (as the workers report them)
+    tasks = side by side + set-up + checks + sampling + after-checks + messaging (as the workers
+            report them; side by side: the wall time while workers set up and check at once, the
+            workers' own seconds below it summed, so more than that wall time)
     GPU busy (spin + flush + timed call) / wall: how much of the run the device spent measuring
 """
 
@@ -17,6 +19,9 @@ _ROWS = (
     ("compile_ahead_s", "compile ahead (torch.compile, processes side by side)", 0),
     ("workers_s", "start and retire worker processes", 0),
     ("tasks_s", "tasks (waiting on workers)", 0),
+    ("side_s", "set-up and checks, workers side by side (wall)", 1),
+    ("side_setup_s", "inputs, references, set-up and compilation (sum over workers)", 2),
+    ("side_check_s", "correctness checks (sum over workers)", 2),
     ("setup_s", "inputs, references, set-up and compilation", 1),
     ("check_s", "correctness checks", 1),
     ("sample_s", "timing loop (spin, flush, call, verify, clocks)", 1),

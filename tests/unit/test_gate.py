@@ -479,3 +479,22 @@ def test_a_verdict_says_when_the_runs_ran_different_kernels():
     assert "baseline only: sm90_gemm_a; current only: sm90_gemm_b" in v.reason
     (same,) = gate(base, _with_algorithms(cur, "sm90_gemm_a | add_kernel", "kernels")).verdicts
     assert "kernels" not in same.reason
+
+
+def test_the_byte_floor_is_never_gated():
+    """A ``part: floor`` result measures the card, not the code: twice as slow, or missing, it
+    changes no verdict; the implementations beside it are gated as ever."""
+    from dataclasses import replace as _replace
+
+    rng = np.random.default_rng(5)
+
+    def run(floor_s: float, impl_s: float) -> RunResult:
+        r = make_run({"c": {"x": noisy(rng, N, impl_s, NOISE), "floor": noisy(rng, N, floor_s, NOISE)}})
+        case = r.cases[0]
+        impls = tuple(_replace(i, protocol={**i.protocol, "part": "floor"}) if i.name == "floor" else i
+                      for i in case.impls)
+        return _replace(r, cases=(_replace(case, impls=impls),))
+
+    result = gate(run(1e-3, 1e-3), run(2e-3, 1e-3))
+    assert [v.key for v in result.verdicts] == ["c/x"] and result.overall == "PASS"
+    assert gate(run(1e-3, 1e-3), run(1e-3, 1.3e-3)).overall == "REGRESSION"

@@ -1,0 +1,186 @@
+"""A case's workers set up and check side by side, then time one at a time
+(:func:`solbench.execute.session.run_case`, :class:`solbench.measure.pool.Held`).
+
+The order is tested with fake executors (no processes, no timing); the pipe protocol with real
+worker processes on the CPU, where two set-ups that wait for each other pass only side by side.
+"""
+
+import multiprocessing
+import shutil
+from dataclasses import replace
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from solbench import api
+from solbench.execute import session
+from solbench.measure import pool, wire
+from solbench.measure.watch import Watch
+from solbench.measure.worker import MeasureSettings, Task
+from solbench.report.harness import harness_rows
+from solbench.results.model import ImplResult
+from solbench.workload.cases import required_bytes
+from tests.unit.factories import make_run
+
+DOUBLE = "tests/data/double.yaml"
+MEET = Path("tests/data/side_by_side")
+SETTINGS = MeasureSettings(timer="cpu", warmup=1, min_samples=3, max_samples=5, budget_s=0.05)
+
+
+def _task(path: str | Path, impl: str = "") -> Task:
+    (planned,) = api.plan([str(path)], "cpu")
+    return Task(planned.spec, planned.cases[0], impl, str(Path(path).parent.absolute()), "cpu", SETTINGS)
+
+
+class _Held:
+    def __init__(self, log: list, name: str, stops_early: bool = False) -> None:
+        self.log, self.name, self.stops_early = log, name, stops_early
+
+    def reach_turn(self) -> bool:
+        self.log.append(("turn", self.name))
+        return not self.stops_early
+
+    def finish(self) -> ImplResult:
+        self.log.append(("time", self.name))
+        return ImplResult(self.name, "incorrect" if self.stops_early else "ok", "")
+
+
+class _Holding:
+    """An executor that can hold tasks, logging what it is asked in order."""
+
+    def __init__(self, log: list, budget: int | None, early: tuple[str, ...] = ()) -> None:
+        self.log, self.side_by_side_bytes, self.early = log, budget, early
+
+    def hold(self, key, task, timeout_s, progress=None):
+        self.log.append(("sent", task.impl))
+        return _Held(self.log, task.impl, task.impl in self.early)
+
+    def run(self, key, task, timeout_s, progress=None):
+        self.log.append(("alone", task.impl))
+        return ImplResult(task.impl, "ok", "")
+
+
+class _Plain:
+    """An executor without ``hold`` (in-process, rank groups)."""
+
+    def __init__(self, log: list) -> None:
+        self.log = log
+
+    def run(self, key, task, timeout_s, progress=None):
+        self.log.append(("alone", task.impl))
+        return ImplResult(task.impl, "ok", "")
+
+
+def _jobs(executor, names, cap=None):
+    task = _task(DOUBLE)
+    return [session.Job(executor, n, replace(task, impl=n), 60.0, lambda e, d: None, ("double", n), cap=cap)
+            for n in names]
+
+
+def test_every_worker_reaches_its_turn_before_any_is_timed_and_they_time_in_order():
+    log: list = []
+    results = session.run_case(_jobs(_Holding(log, budget=1 << 30), ["a", "b", "c"]))
+    assert log == [("sent", "a"), ("sent", "b"), ("sent", "c"),
+                   ("turn", "a"), ("turn", "b"), ("turn", "c"),
+                   ("time", "a"), ("time", "b"), ("time", "c")]
+    assert [r.name for r in results] == ["a", "b", "c"]
+    assert all(r.protocol["side_by_side"] == 1 for r in results)
+
+
+def test_a_task_over_before_its_turn_keeps_its_result_and_the_others_go_on():
+    log: list = []
+    results = session.run_case(_jobs(_Holding(log, budget=1 << 30, early=("b",)), ["a", "b", "c"]))
+    assert [r.status for r in results] == ["ok", "incorrect", "ok"]
+    assert log.index(("turn", "c")) < log.index(("time", "a"))
+
+
+def test_groups_hold_no_more_case_tensors_than_the_budget():
+    need = required_bytes(_task(DOUBLE).case, input_sets=SETTINGS.input_sets)
+    log: list = []
+    session.run_case(_jobs(_Holding(log, budget=2 * need), ["a", "b", "c"]))
+    assert log == [("sent", "a"), ("sent", "b"), ("turn", "a"), ("turn", "b"), ("time", "a"), ("time", "b"),
+                   ("alone", "c")]  # a group of one runs whole
+
+
+def test_without_a_budget_or_a_holding_executor_every_task_runs_alone_in_order():
+    for executor in (_Holding([], budget=None), _Plain([])):
+        results = session.run_case(_jobs(executor, ["a", "b"]))
+        assert executor.log == [("alone", "a"), ("alone", "b")]
+        assert all("side_by_side" not in r.protocol for r in results)
+
+
+def test_the_samples_cap_and_skips_are_recorded_as_before():
+    log: list = []
+    jobs = _jobs(_Holding(log, budget=1 << 30), ["a", "b"], cap=7)
+    jobs[1] = replace(jobs[1], result=ImplResult("b", "skipped", "needs CUDA"))
+    a, b = session.run_case(jobs)
+    assert a.protocol["samples_cap"] == 7 and b.status == "skipped" and "samples_cap" not in b.protocol
+    assert ("sent", "b") not in log
+
+
+def test_the_harness_keeps_side_by_side_seconds_apart_from_tasks_run_alone():
+    clock = session.Harness()
+    side = ImplResult("a", "ok", "", protocol={"setup_s": 2.0, "check_s": 3.0, "sample_s": 1.0, "side_by_side": 1})
+    alone = ImplResult("b", "ok", "", protocol={"setup_s": 0.5, "check_s": 0.25, "sample_s": 1.0})
+    clock.add_tasks([side, alone])
+    assert clock.seconds == {"side_setup_s": 2.0, "side_check_s": 3.0, "setup_s": 0.5, "check_s": 0.25,
+                             "sample_s": 2.0}
+    run = replace(make_run({}), harness={**clock.totals(), "tasks_s": 7.0, "side_s": 3.5, "wall_s": 10.0})
+    rows = {key: seconds for key, _, seconds, _ in harness_rows(run)}
+    # the workers' own seconds side by side (5.0) are not wall time: messaging = 7 - 3.5 - 0.5 - 0.25 - 2
+    assert rows["side_s"] == 3.5 and rows["side_check_s"] == 3.0
+    assert rows["messaging_s"] == pytest.approx(7.0 - 3.5 - 0.5 - 0.25 - 2.0)
+
+
+def test_a_turn_message_has_no_fields():
+    assert wire.parse(b'{"kind": "turn"}') == {"kind": "turn"}
+    with pytest.raises(wire.BadMessage):
+        wire.parse(b'{"kind": "turn", "now": 1}')
+
+
+@pytest.fixture
+def meet(tmp_path):
+    for name in ("meet.yaml", "meet.py"):
+        shutil.copy(MEET / name, tmp_path / name)
+    return tmp_path / "meet.yaml"
+
+
+def test_real_workers_set_up_side_by_side_then_time_alone(meet):
+    """a's set-up waits for b's and b's for a's: both pass only if their workers set up at once."""
+    p = pool.Pool("cpu", None, side_by_side_bytes=1 << 30)
+    task = _task(meet)
+    try:
+        jobs = [session.Job(p, n, replace(task, impl=n), 120.0, lambda e, d: None, ("meet", n))
+                for n in ("a", "b", "wrong", "dies")]
+        a, b, wrong, dies = session.run_case(jobs)
+        assert (a.status, b.status) == ("ok", "ok"), (a.message, b.message)
+        assert a.protocol["side_by_side"] == 1 and a.timing is not None and a.timing.n >= SETTINGS.min_samples
+        assert wrong.status == "incorrect"  # over before its turn: it never waited for one
+        assert dies.status == "crashed" and ("meet", "dies") not in p._workers  # replaced, as after any crash
+        again = p.run(("meet", "a"), replace(task, impl="a"), timeout_s=120)  # the same worker, not held
+        assert again.status == "ok" and "side_by_side" not in again.protocol
+    finally:
+        p.close()
+    assert p._workers == {}
+
+
+def test_a_turn_from_a_task_that_was_not_held_is_a_forgery(tmp_path):
+    """A worker may say it reached its turn only while the parent holds its task, and only once."""
+    for held in (False, True):
+        worker = object.__new__(pool.ProcessWorker)  # no process: the parent's side of the pipe alone
+        worker._conn, child = multiprocessing.Pipe()
+        worker._proc = SimpleNamespace(is_alive=lambda: False, join=lambda timeout=None: None, kill=lambda: None,
+                                       pid=None)
+        worker.log_path = str(tmp_path / "none.log")
+        worker._held = held
+        watch = Watch.of(replace(_task(DOUBLE), impl="baseline"))
+        wire.send(child, "turn")
+        wire.send(child, "turn")
+        first = worker.take(watch, None)
+        assert (first is pool.TURN) == held
+        if held:
+            worker._held = False  # let go (ProcessWorker.go): a second turn is a forgery
+            first = worker.take(watch, None)
+        result, fatal = first
+        assert result.status == "reward_hack" and fatal and "turn" in result.message
