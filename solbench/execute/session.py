@@ -287,6 +287,11 @@ def run_case(jobs: Sequence[Job], clock: Phases | None = None) -> list[ImplResul
     Nothing is timed while another worker of the run works. Elsewhere (in-process, rank groups, a
     lone job) each job runs whole, one after the other.
 
+    A held task that timed out or ran out of memory before its turn may owe it to a worker beside
+    it (a kernel that never returns shares the device; an allocation takes its memory): it is run
+    again alone (``side_by_side: "again alone"``), and that result stands. Checks never decide
+    differently side by side than alone.
+
     ``clock`` gets ``side_s``: the wall time until every held worker of a group reached its turn
     (or finished); the results of held tasks say ``side_by_side: 1`` in their protocol.
     """
@@ -310,6 +315,12 @@ def run_case(jobs: Sequence[Job], clock: Phases | None = None) -> list[ImplResul
                     held[i] = sent
             for h in held.values():
                 h.reach_turn()
+        for i in [i for i, h in held.items() if h.result is not None and h.result.status in AGAIN_ALONE]:
+            del held[i]  # its worker is gone; while the others wait at their turn, it runs alone
+            j = jobs[i]
+            j.emit("impl", {"case": j.task.case.id, "impl": j.name})
+            r = j.executor.run(_executor_key(j), j.task, j.timeout_s, j.emit)
+            results[i] = replace(r, protocol={**r.protocol, "side_by_side": "again alone"})
         for i, h in held.items():
             jobs[i].emit("impl", {"case": jobs[i].task.case.id, "impl": jobs[i].name})
             r = h.finish()
@@ -324,6 +335,9 @@ def run_case(jobs: Sequence[Job], clock: Phases | None = None) -> list[ImplResul
         j.emit("impl_done", {"case": j.task.case.id, "impl": j.name, "status": r.status})
         done.append(r)
     return done
+
+
+AGAIN_ALONE = frozenset({"timeout", "oom"})  # statuses a worker beside it can cause: measured again alone
 
 
 def _executor_key(job: Job) -> tuple[str, str]:

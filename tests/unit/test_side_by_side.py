@@ -34,27 +34,31 @@ def _task(path: str | Path, impl: str = "") -> Task:
 
 
 class _Held:
-    def __init__(self, log: list, name: str, stops_early: bool = False) -> None:
-        self.log, self.name, self.stops_early = log, name, stops_early
+    """Reaches its turn, or (``early``: a status) is over before it, like pool.Held."""
+
+    def __init__(self, log: list, name: str, early: str | None = None) -> None:
+        self.log, self.name = log, name
+        self.result = ImplResult(name, early, "") if early else None
 
     def reach_turn(self) -> bool:
         self.log.append(("turn", self.name))
-        return not self.stops_early
+        return self.result is None
 
     def finish(self) -> ImplResult:
-        self.log.append(("time", self.name))
-        return ImplResult(self.name, "incorrect" if self.stops_early else "ok", "")
+        if self.result is None:
+            self.log.append(("time", self.name))
+        return self.result or ImplResult(self.name, "ok", "")
 
 
 class _Holding:
     """An executor that can hold tasks, logging what it is asked in order."""
 
-    def __init__(self, log: list, budget: int | None, early: tuple[str, ...] = ()) -> None:
-        self.log, self.side_by_side_bytes, self.early = log, budget, early
+    def __init__(self, log: list, budget: int | None, early: dict[str, str] | None = None) -> None:
+        self.log, self.side_by_side_bytes, self.early = log, budget, early or {}
 
     def hold(self, key, task, timeout_s, progress=None):
         self.log.append(("sent", task.impl))
-        return _Held(self.log, task.impl, task.impl in self.early)
+        return _Held(self.log, task.impl, self.early.get(task.impl))
 
     def run(self, key, task, timeout_s, progress=None):
         self.log.append(("alone", task.impl))
@@ -90,9 +94,23 @@ def test_every_worker_reaches_its_turn_before_any_is_timed_and_they_time_in_orde
 
 def test_a_task_over_before_its_turn_keeps_its_result_and_the_others_go_on():
     log: list = []
-    results = session.run_case(_jobs(_Holding(log, budget=1 << 30, early=("b",)), ["a", "b", "c"]))
+    results = session.run_case(_jobs(_Holding(log, budget=1 << 30, early={"b": "incorrect"}), ["a", "b", "c"]))
     assert [r.status for r in results] == ["ok", "incorrect", "ok"]
     assert log.index(("turn", "c")) < log.index(("time", "a"))
+    assert ("alone", "b") not in log and ("time", "b") not in log
+
+
+@pytest.mark.parametrize("status", ["timeout", "oom"])
+def test_a_timeout_or_oom_before_its_turn_is_measured_again_alone_while_the_others_wait(status):
+    """A kernel that never returns beside it, or an allocation that took the memory, may be why:
+    the task runs again alone, before anything is timed, and that result stands."""
+    log: list = []
+    results = session.run_case(_jobs(_Holding(log, budget=1 << 30, early={"b": status}), ["a", "b", "c"]))
+    assert log == [("sent", "a"), ("sent", "b"), ("sent", "c"),
+                   ("turn", "a"), ("turn", "b"), ("turn", "c"),
+                   ("alone", "b"), ("time", "a"), ("time", "c")]
+    assert [r.status for r in results] == ["ok", "ok", "ok"]
+    assert results[1].protocol["side_by_side"] == "again alone"
 
 
 def test_groups_hold_no_more_case_tensors_than_the_budget():
