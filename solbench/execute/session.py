@@ -287,10 +287,11 @@ def run_case(jobs: Sequence[Job], clock: Phases | None = None) -> list[ImplResul
     Nothing is timed while another worker of the run works. Elsewhere (in-process, rank groups, a
     lone job) each job runs whole, one after the other.
 
-    A held task that timed out or ran out of memory before its turn may owe it to a worker beside
-    it (a kernel that never returns shares the device; an allocation takes its memory): it is run
-    again alone (``side_by_side: "again alone"``), and that result stands. Checks never decide
-    differently side by side than alone.
+    A held task that timed out or ran out of memory before its turn, while a worker beside it was
+    still busy or after one timed out, may owe it to that worker (a kernel that never returns
+    shares the device; an allocation holds its memory): it is run again alone
+    (``side_by_side: "again alone"``), and that result stands. A task that fails so with nobody
+    busy beside it keeps its result: a hang is waited for once.
 
     ``clock`` gets ``side_s``: the wall time until every held worker of a group reached its turn
     (or finished); the results of held tasks say ``side_by_side: 1`` in their protocol.
@@ -313,9 +314,8 @@ def run_case(jobs: Sequence[Job], clock: Phases | None = None) -> list[ImplResul
                     results[i] = sent
                 else:
                     held[i] = sent
-            for h in held.values():
-                h.reach_turn()
-        for i in [i for i, h in held.items() if h.result is not None and h.result.status in AGAIN_ALONE]:
+            again = _waited(list(held.items()))
+        for i in again:
             del held[i]  # its worker is gone; while the others wait at their turn, it runs alone
             j = jobs[i]
             j.emit("impl", {"case": j.task.case.id, "impl": j.name})
@@ -338,6 +338,19 @@ def run_case(jobs: Sequence[Job], clock: Phases | None = None) -> list[ImplResul
 
 
 AGAIN_ALONE = frozenset({"timeout", "oom"})  # statuses a worker beside it can cause: measured again alone
+
+
+def _waited(held: list[tuple[int, Any]]) -> list[int]:
+    """Wait for every held task to reach its turn or end, in order; the places of those to run again
+    alone: ended in ``AGAIN_ALONE`` while a later one was still busy, or after an earlier one timed out."""
+    again, timed_out = [], False
+    for k, (i, h) in enumerate(held):
+        h.reach_turn()
+        status = h.result.status if h.result is not None else None
+        if status in AGAIN_ALONE and (timed_out or any(p.busy() for _, p in held[k + 1:])):
+            again.append(i)
+        timed_out = timed_out or status == "timeout"
+    return again
 
 
 def _executor_key(job: Job) -> tuple[str, str]:

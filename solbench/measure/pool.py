@@ -96,6 +96,13 @@ class ProcessWorker:
         self._held = bool(getattr(task, "wait_turn", False))
         return None
 
+    def has_message(self) -> bool:
+        """Whether a message of the running task is waiting to be read."""
+        try:
+            return bool(self._conn.poll(0))
+        except (EOFError, OSError):
+            return False
+
     def go(self) -> tuple[ImplResult, bool] | None:
         """A held task waiting at its turn (:meth:`wait` returned None) may start timing now; None,
         or (result, fatal) if the worker is gone. Its timeout starts again."""
@@ -470,6 +477,16 @@ class Held:
             else:
                 self.result = self._pool._settled(self._key, *done)
         return self._at_turn and self.result is None
+
+    def busy(self) -> bool:
+        """Whether the task is still setting up or checking, after reading what it already sent."""
+        while self.result is None and not self._at_turn and self._worker.has_message():
+            done = self._worker.take(self._worker._watch, self._progress)
+            if done is TURN:
+                self._at_turn = True
+            elif done is not None:
+                self.result = self._pool._settled(self._key, *done)
+        return self.result is None and not self._at_turn
 
     def finish(self) -> ImplResult:
         """Let the task time once at its turn, and wait for its result (at once if it is over)."""

@@ -36,9 +36,12 @@ def _task(path: str | Path, impl: str = "") -> Task:
 class _Held:
     """Reaches its turn, or (``early``: a status) is over before it, like pool.Held."""
 
-    def __init__(self, log: list, name: str, early: str | None = None) -> None:
-        self.log, self.name = log, name
+    def __init__(self, log: list, name: str, early: str | None = None, busy: bool = False) -> None:
+        self.log, self.name, self._busy = log, name, busy
         self.result = ImplResult(name, early, "") if early else None
+
+    def busy(self) -> bool:  # still setting up or checking when a task before it failed
+        return self._busy
 
     def reach_turn(self) -> bool:
         self.log.append(("turn", self.name))
@@ -53,12 +56,13 @@ class _Held:
 class _Holding:
     """An executor that can hold tasks, logging what it is asked in order."""
 
-    def __init__(self, log: list, budget: int | None, early: dict[str, str] | None = None) -> None:
-        self.log, self.side_by_side_bytes, self.early = log, budget, early or {}
+    def __init__(self, log: list, budget: int | None, early: dict[str, str] | None = None,
+                 busy: tuple[str, ...] = ()) -> None:
+        self.log, self.side_by_side_bytes, self.early, self.busy = log, budget, early or {}, busy
 
     def hold(self, key, task, timeout_s, progress=None):
         self.log.append(("sent", task.impl))
-        return _Held(self.log, task.impl, self.early.get(task.impl))
+        return _Held(self.log, task.impl, self.early.get(task.impl), task.impl in self.busy)
 
     def run(self, key, task, timeout_s, progress=None):
         self.log.append(("alone", task.impl))
@@ -101,16 +105,32 @@ def test_a_task_over_before_its_turn_keeps_its_result_and_the_others_go_on():
 
 
 @pytest.mark.parametrize("status", ["timeout", "oom"])
-def test_a_timeout_or_oom_before_its_turn_is_measured_again_alone_while_the_others_wait(status):
-    """A kernel that never returns beside it, or an allocation that took the memory, may be why:
+def test_a_timeout_or_oom_while_a_peer_is_busy_is_measured_again_alone_while_the_others_wait(status):
+    """A kernel that never returns beside it, or an allocation that holds the memory, may be why:
     the task runs again alone, before anything is timed, and that result stands."""
     log: list = []
-    results = session.run_case(_jobs(_Holding(log, budget=1 << 30, early={"b": status}), ["a", "b", "c"]))
+    results = session.run_case(_jobs(_Holding(log, budget=1 << 30, early={"b": status}, busy=("c",)),
+                                     ["a", "b", "c"]))
     assert log == [("sent", "a"), ("sent", "b"), ("sent", "c"),
                    ("turn", "a"), ("turn", "b"), ("turn", "c"),
                    ("alone", "b"), ("time", "a"), ("time", "c")]
     assert [r.status for r in results] == ["ok", "ok", "ok"]
     assert results[1].protocol["side_by_side"] == "again alone"
+
+
+def test_a_failure_after_a_peer_timed_out_is_measured_again_alone():
+    log: list = []
+    results = session.run_case(_jobs(_Holding(log, budget=1 << 30, early={"a": "timeout", "b": "oom"}),
+                                     ["a", "b", "c"]))
+    assert ("alone", "b") in log and ("alone", "a") not in log  # nobody was busy when a timed out
+    assert [r.status for r in results] == ["timeout", "ok", "ok"]
+
+
+def test_a_hang_with_nobody_busy_beside_it_is_waited_for_once():
+    log: list = []
+    results = session.run_case(_jobs(_Holding(log, budget=1 << 30, early={"c": "timeout"}), ["a", "b", "c"]))
+    assert not any(step == "alone" for step, _ in log)
+    assert results[2].status == "timeout" and results[2].protocol["side_by_side"] == 1  # held, kept
 
 
 def test_groups_hold_no_more_case_tensors_than_the_budget():
