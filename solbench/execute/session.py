@@ -3,8 +3,9 @@
     for each round (``repeat`` of them; one by default; every check until a point has passed them
                     all once, lighter checks after that: solbench.measure.worker):
         for each workload (its workers start side by side first; none start while measuring):
-            for each case:
-                for each implementation: worker.run(task) -> ImplResult (faults are statuses)
+            for each case (run_case):
+                every implementation's worker sets up and checks, side by side, then waits;
+                then one at a time: it times, checks after timing -> ImplResult (faults are statuses)
                 merge the case's rounds so far (pooling.merge_rounds), score the case;
                 hand the partial run to on_case (which saves it)
             retire the workload's workers

@@ -2,10 +2,11 @@
 
 A worker is forked from a fork server that has imported torch but never touched CUDA (or started
 with ``spawn`` where there is no fork server): never a fork of a process holding a CUDA context.
-It selects its GPU, and then runs tasks (:mod:`solbench.measure.worker`)
-one at a time. Compiled kernels, imported modules and library handles persist across the cases
-of its implementation. Its stdout and stderr go to a log file, so an implementation's prints
-never reach the run's own output and the last lines can be shown when it fails.
+It selects its GPU, and then runs tasks (:mod:`solbench.measure.worker`) one at a time; a held
+task (:class:`Held`) stops before timing until the parent lets it go. Compiled kernels, imported
+modules and library handles persist across the cases of its implementation. Its stdout and
+stderr go to a log file, so an implementation's prints never reach the run's own output and the
+last lines can be shown when it fails.
 
 Faults, as the parent sees them::
 
