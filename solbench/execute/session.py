@@ -355,7 +355,8 @@ def _waited(held: list[tuple[int, Any]]) -> list[int]:
 
 
 def _executor_key(job: Job) -> tuple[str, str]:
-    return (job.task.spec.name, job.name)
+    """The worker's key: (workload, implementation), as the unit names them (``Job.key``)."""
+    return (job.key[1], job.key[3])
 
 
 def _groups(jobs: Sequence[Job], index: Sequence[int]) -> list[list[int]]:
