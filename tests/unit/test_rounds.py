@@ -138,3 +138,35 @@ def test_ratio_ci_and_p_value_agree():
 def test_ratio_refuses_non_positive_times():
     with pytest.raises(ValueError):
         R.hierarchical_ratio([np.array([0.0, 0.0])], [np.array([1.0, 2.0])], n_boot=50)
+
+
+def test_each_rounds_bootstrap_medians_are_its_own_and_drawn_once(monkeypatch):
+    """A run merges a point's rounds again after every new round: the earlier rounds' within-round
+    bootstrap medians are the same numbers each time (their own stream), taken from the cache, and
+    the interval of the same rounds is the same whatever was merged before."""
+    rng = np.random.default_rng(11)
+    groups = [rng.lognormal(0.0, 0.02, size=15) * (1 + 0.01 * i) for i in range(4)]
+    calls = []
+    real = R._bootstrap_medians
+    monkeypatch.setattr(R, "_bootstrap_medians", lambda g, n, r: calls.append(len(g)) or real(g, n, r))
+    monkeypatch.setattr(R, "_WITHIN_CACHE", {})
+    first = R.hierarchical_ci(groups[:3], seed=5)
+    assert len(calls) == 3
+    R.hierarchical_ci(groups, seed=5)  # one round more: only its medians are drawn
+    assert len(calls) == 4
+    assert R.hierarchical_ci(groups[:3], seed=5) == first and len(calls) == 4
+    monkeypatch.setattr(R, "_WITHIN_CACHE", {})
+    assert R.hierarchical_ci(groups[:3], seed=5) == first  # drawn afresh: the same numbers
+    key = 123
+    a = R._within_medians(groups[0], 200, key, 0)
+    assert not np.array_equal(a, R._within_medians(groups[0], 200, key, 1))  # each round its stream
+    assert not a.flags.writeable  # a cached array cannot be changed under a later caller
+
+
+def test_the_within_round_cache_is_bounded(monkeypatch):
+    monkeypatch.setattr(R, "_WITHIN_CACHE", {})
+    monkeypatch.setattr(R, "_WITHIN_CACHE_MAX", 3)
+    g = np.linspace(1.0, 2.0, 9)
+    for i in range(5):
+        R._within_medians(g, 50, 7, i)
+    assert len(R._WITHIN_CACHE) == 3
