@@ -240,7 +240,6 @@ class Job:
     """One implementation of one case, ready for its executor (or already settled: ``result``)."""
 
     executor: Executor
-    name: str
     task: Task  # with the implementation's name, checks, seen and samples cap filled in
     timeout_s: float
     emit: Progress
@@ -248,6 +247,24 @@ class Job:
     checked: Checked | None = None
     cap: int | None = None
     result: ImplResult | None = None  # skipped before it was sent
+
+    @property
+    def name(self) -> str:
+        return self.task.impl
+
+    @property
+    def worker_key(self) -> tuple[str, str]:
+        """The worker's key: (workload, implementation), as the unit names them (``key``)."""
+        return (self.key[1], self.key[3])
+
+    def started(self) -> None:
+        """Say which implementation the device works on now (progress)."""
+        self.emit("impl", {"case": self.task.case.id, "impl": self.name})
+
+    def run_alone(self) -> ImplResult:
+        """The whole task through its executor, with nothing beside it."""
+        self.started()
+        return self.executor.run(self.worker_key, self.task, self.timeout_s, self.emit)
 
 
 def _job(executor: Executor, unit: Unit, task: Task, name: str, skips: dict[str, str], timeout_s: float,
@@ -259,7 +276,7 @@ def _job(executor: Executor, unit: Unit, task: Task, name: str, skips: dict[str,
     ``protocol.samples_cap``)."""
     key = (str(unit.path), unit.spec.name, task.case.id, name)
     if name in skips:
-        return Job(executor, name, replace(task, impl=name), timeout_s, emit, key, checked,
+        return Job(executor, replace(task, impl=name), timeout_s, emit, key, checked,
                    result=ImplResult(name, "skipped", skips[name]))
     spec = variant(unit.spec, task.case, name) if variant is not None else unit.spec
     checks = checked.checks(key) if checked is not None else "full"
@@ -267,7 +284,7 @@ def _job(executor: Executor, unit: Unit, task: Task, name: str, skips: dict[str,
     if cap is not None:
         task = replace(task, settings=replace(task.settings, max_samples=cap))
     task = replace(task, spec=spec, impl=name, checks=checks, seen=seen)
-    return Job(executor, name, task, timeout_s, emit, key, checked, cap)
+    return Job(executor, task, timeout_s, emit, key, checked, cap)
 
 
 def _one(executor: Executor, unit: Unit, task: Task, name: str, skips: dict[str, str], timeout_s: float,
@@ -302,28 +319,24 @@ def run_case(jobs: Sequence[Job], clock: Phases | None = None) -> list[ImplResul
     waiting = [i for i, j in enumerate(jobs) if j.result is None]
     for group in _groups([jobs[i] for i in waiting], waiting):
         if len(group) == 1:
-            i = group[0]
-            jobs[i].emit("impl", {"case": jobs[i].task.case.id, "impl": jobs[i].name})
-            results[i] = jobs[i].executor.run(_executor_key(jobs[i]), jobs[i].task, jobs[i].timeout_s, jobs[i].emit)
+            results[group[0]] = jobs[group[0]].run_alone()
             continue
         held: dict[int, Any] = {}
         with clock("side_s"):
             for i in group:
                 j = jobs[i]
-                sent = j.executor.hold(_executor_key(j), j.task, j.timeout_s, j.emit)
+                sent = j.executor.hold(j.worker_key, j.task, j.timeout_s, j.emit)
                 if isinstance(sent, ImplResult):
                     results[i] = sent
                 else:
                     held[i] = sent
             again = _waited(list(held.items()))
         for i in again:
-            del held[i]  # its worker is gone; while the others wait at their turn, it runs alone
-            j = jobs[i]
-            j.emit("impl", {"case": j.task.case.id, "impl": j.name})
-            r = j.executor.run(_executor_key(j), j.task, j.timeout_s, j.emit)
+            del held[i]  # while the others wait at their turn, it runs alone
+            r = jobs[i].run_alone()
             results[i] = replace(r, protocol={**r.protocol, "side_by_side": "again alone"})
         for i, h in held.items():
-            jobs[i].emit("impl", {"case": jobs[i].task.case.id, "impl": jobs[i].name})
+            jobs[i].started()
             r = h.finish()
             results[i] = replace(r, protocol={**r.protocol, "side_by_side": 1})
     done: list[ImplResult] = []
@@ -352,11 +365,6 @@ def _waited(held: list[tuple[int, Any]]) -> list[int]:
             again.append(i)
         timed_out = timed_out or status == "timeout"
     return again
-
-
-def _executor_key(job: Job) -> tuple[str, str]:
-    """The worker's key: (workload, implementation), as the unit names them (``Job.key``)."""
-    return (job.key[1], job.key[3])
 
 
 def _groups(jobs: Sequence[Job], index: Sequence[int]) -> list[list[int]]:

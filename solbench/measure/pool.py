@@ -471,23 +471,25 @@ class Held:
 
     def reach_turn(self) -> bool:
         """Wait until the task is at its turn (True) or over (False: ``result`` says how)."""
-        if self.result is None and not self._at_turn:
-            done = self._worker.wait(self._progress)
-            if done is None:
-                self._at_turn = True
-            else:
-                self.result = self._pool._settled(self._key, *done)
+        if self._busy():
+            self._note(self._worker.wait(self._progress) or TURN)
         return self._at_turn and self.result is None
 
     def busy(self) -> bool:
         """Whether the task is still setting up or checking, after reading what it already sent."""
-        while self.result is None and not self._at_turn and self._worker.has_message():
-            done = self._worker.take(self._worker._watch, self._progress)
-            if done is TURN:
-                self._at_turn = True
-            elif done is not None:
-                self.result = self._pool._settled(self._key, *done)
+        while self._busy() and self._worker.has_message():
+            self._note(self._worker.take(self._worker._watch, self._progress))
+        return self._busy()
+
+    def _busy(self) -> bool:
         return self.result is None and not self._at_turn
+
+    def _note(self, done: tuple[ImplResult, bool] | object | None) -> None:
+        """What the worker said: its turn, its (result, fatal), or (None) progress."""
+        if done is TURN:
+            self._at_turn = True
+        elif isinstance(done, tuple):
+            self.result = self._pool._settled(self._key, *done)
 
     def finish(self) -> ImplResult:
         """Let the task time once at its turn, and wait for its result (at once if it is over)."""

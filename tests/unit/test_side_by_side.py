@@ -82,7 +82,7 @@ class _Plain:
 
 def _jobs(executor, names, cap=None):
     task = _task(DOUBLE)
-    return [session.Job(executor, n, replace(task, impl=n), 60.0, lambda e, d: None,
+    return [session.Job(executor, replace(task, impl=n), 60.0, lambda e, d: None,
                         (DOUBLE, "double", task.case.id, n), cap=cap)
             for n in names]
 
@@ -190,7 +190,7 @@ def test_real_workers_set_up_side_by_side_then_time_alone(meet):
     p = pool.Pool("cpu", None, side_by_side_bytes=1 << 30)
     task = _task(meet)
     try:
-        jobs = [session.Job(p, n, replace(task, impl=n), 120.0, lambda e, d: None, (str(meet), "meet", task.case.id, n))
+        jobs = [session.Job(p, replace(task, impl=n), 120.0, lambda e, d: None, (str(meet), "meet", task.case.id, n))
                 for n in ("a", "b", "wrong", "dies")]
         a, b, wrong, dies = session.run_case(jobs)
         assert (a.status, b.status) == ("ok", "ok"), (a.message, b.message)
