@@ -229,6 +229,16 @@ class GroupExecutor:
             self._groups.pop(key).close()
         return result
 
+    def hold_budget(self, key: tuple[str, str]) -> int | None:
+        """The inner executor's, for a one-process workload's task; None (run whole) for a rank group's."""
+        budget = getattr(self.inner, "hold_budget", None)
+        return None if self._mine(key) or budget is None else budget(key)  # type: ignore[no-any-return]
+
+    def hold(self, key: tuple[str, str], task: Any, timeout_s: float, progress: Progress | None = None) -> Any:
+        """A one-process workload's task held by the inner executor (:meth:`hold_budget` says when)."""
+        assert not self._mine(key), "a rank group's task is never held"
+        return self.inner.hold(key, task, timeout_s, progress)
+
     def retire(self, keys: Iterable[tuple[str, str]]) -> None:
         keys = list(keys)
         for key in keys:

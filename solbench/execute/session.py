@@ -298,7 +298,7 @@ def run_case(jobs: Sequence[Job], clock: Phases | None = None) -> list[ImplResul
     """The results of a case's jobs, in order: set up and checked side by side, timed one at a time.
 
     Where the executors can hold a task at its turn (:meth:`solbench.measure.pool.Pool.hold`), the
-    jobs go out in groups whose tensors fit the executor's ``side_by_side_bytes`` together
+    jobs go out in groups whose tensors fit the executor's ``hold_budget`` together
     (:func:`_groups`). Every worker of a group draws its inputs and references, sets up (compiles,
     plans) and runs its correctness and anti-cheat checks at once; then, with all of them waiting,
     each in turn is let go to time its calls (and run its checks after timing) alone on the device.
@@ -370,14 +370,14 @@ def _waited(held: list[tuple[int, Any]]) -> list[int]:
 def _groups(jobs: Sequence[Job], index: Sequence[int]) -> list[list[int]]:
     """``index`` (the jobs' places) cut into groups that go out side by side: consecutive jobs
     whose executors can hold tasks and whose case tensors
-    (:func:`~solbench.workload.cases.required_bytes`) fit their executor's ``side_by_side_bytes``
+    (:func:`~solbench.workload.cases.required_bytes`) fit their executor's ``hold_budget``
     together. A job that cannot go side by side is a group of its own."""
     from solbench.workload.cases import required_bytes
 
     groups: list[list[int]] = []
     used, joinable = 0, False
     for job, i in zip(jobs, index, strict=True):
-        budget = getattr(job.executor, "side_by_side_bytes", None) if hasattr(job.executor, "hold") else None
+        budget = _hold_budget(job)
         need = required_bytes(job.task.case, input_sets=job.task.settings.input_sets)
         if budget is not None and joinable and used + need <= budget:
             groups[-1].append(i)
@@ -386,6 +386,13 @@ def _groups(jobs: Sequence[Job], index: Sequence[int]) -> list[list[int]]:
             groups.append([i])
             used, joinable = need, budget is not None
     return groups
+
+
+def _hold_budget(job: Job) -> int | None:
+    """The case bytes held tasks may keep at once beside ``job``'s, or None where its executor cannot
+    hold it (``hold_budget``: a Pool, or a group executor for a one-process workload)."""
+    budget = getattr(job.executor, "hold_budget", None)
+    return budget(job.worker_key) if budget is not None else None
 
 
 def _merged(per_round: list[list[ImplResult]]) -> list[ImplResult]:

@@ -418,6 +418,10 @@ class Pool:
         self.prestart([key])
         return self._settled(key, *self._workers[key].run(task, timeout_s, progress))
 
+    def hold_budget(self, key: tuple[str, str]) -> int | None:
+        """The case bytes held tasks may keep at once (:meth:`hold`); None: one task at a time."""
+        return self.side_by_side_bytes
+
     def hold(self, key: tuple[str, str], task: Any, timeout_s: float,
              progress: Progress | None = None) -> Held | ImplResult:
         """Send ``task`` held (``Task.wait_turn``): its worker sets up and checks, then waits at its turn

@@ -58,7 +58,10 @@ class _Holding:
 
     def __init__(self, log: list, budget: int | None, early: dict[str, str] | None = None,
                  busy: tuple[str, ...] = ()) -> None:
-        self.log, self.side_by_side_bytes, self.early, self.busy = log, budget, early or {}, busy
+        self.log, self.budget, self.early, self.busy = log, budget, early or {}, busy
+
+    def hold_budget(self, key):
+        return self.budget
 
     def hold(self, key, task, timeout_s, progress=None):
         self.log.append(("sent", task.impl))
@@ -70,7 +73,7 @@ class _Holding:
 
 
 class _Plain:
-    """An executor without ``hold`` (in-process, rank groups)."""
+    """An executor without ``hold_budget`` (in-process)."""
 
     def __init__(self, log: list) -> None:
         self.log = log
@@ -147,6 +150,21 @@ def test_without_a_budget_or_a_holding_executor_every_task_runs_alone_in_order()
         results = session.run_case(_jobs(executor, ["a", "b"]))
         assert executor.log == [("alone", "a"), ("alone", "b")]
         assert all("side_by_side" not in r.protocol for r in results)
+
+
+def test_a_run_with_a_multi_rank_workload_still_holds_its_one_process_tasks():
+    """The suite has collectives.yaml: its rank groups run whole, every other task goes side by side."""
+    from solbench.execute.group import GroupExecutor
+
+    log: list = []
+    wrapped = GroupExecutor(_Holding(log, budget=1 << 30), {"allreduce": 2}, "cpu")
+    assert wrapped.hold_budget(("double", "a")) == 1 << 30
+    assert wrapped.hold_budget(("allreduce", "nccl")) is None
+    results = session.run_case(_jobs(wrapped, ["a", "b"]))
+    assert log == [("sent", "a"), ("sent", "b"), ("turn", "a"), ("turn", "b"), ("time", "a"), ("time", "b")]
+    assert all(r.protocol["side_by_side"] == 1 for r in results)
+    with pytest.raises(AssertionError):
+        wrapped.hold(("allreduce", "nccl"), _task(DOUBLE), 60.0)
 
 
 def test_the_samples_cap_and_skips_are_recorded_as_before():
