@@ -265,10 +265,11 @@ class ProgressBar:
             self._task = bar.add_task("measuring", total=data["cases"])
         elif event == "round":
             bar.update(self._task, description=f"round {data['round']} of {data['of']}")
-        elif event == "more":  # an added round for the points still too uncertain
+        elif event == "more":  # added rounds for the points still too uncertain, in one pass
             self._total += data["cases"]
             bar.update(self._task, total=self._total,
-                       description=f"round {data['round']} (of at most {data['of']}): {data['cases']} case(s)")
+                       description=f"{data['rounds']} more round(s) for {data['points']} point(s) "
+                                   f"(at most {data['of']} a point)")
         elif event == "compile_ahead":
             bar.update(self._task, description=f"compiling ahead: {data['tasks']} in {data['jobs']} processes")
         elif event == "compiled_ahead":  # from the compiling threads; the count comes counted

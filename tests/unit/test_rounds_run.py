@@ -280,3 +280,40 @@ def test_a_points_samples_cap_comes_from_its_own_implementations_rounds():
             own, 0.2, 0.06, min_samples=10, max_samples=2000)
     assert session._samples_cap(per_round, "absent", settings) is None
     assert session._samples_cap([], "steady", settings) is None
+
+
+def test_a_pass_adds_each_point_the_rounds_its_spread_asks_for_each_in_a_worker_of_its_own():
+    """One pass, not one per round: the noisy point's added rounds (at most PASS_ROUNDS) start their
+    workers together, one per round, and each result is a round of its own in the record."""
+    from solbench.analysis.allocation import rounds_needed
+
+    units = _units()
+    ex = OffsetExecutor(seed=3)
+    run = session.measure_units(units, make_run({}), ex, device="cpu", settings=MeasureSettings(), timeout_s=1.0,
+                                l2_bytes=None, score=_score, emit=lambda e, d: None, repeat=3,
+                                max_rounds=12, target_rel_ci=0.01)
+    prestarts = [e[1] for e in ex.events if e[0] == "prestart"]
+    first_added = prestarts[3]
+    assert first_added[0] == ("double", "baseline")
+    assert first_added[1:] == tuple(("double", f"baseline#{k}") for k in range(2, len(first_added) + 1))
+    assert 2 <= len(first_added) <= session.PASS_ROUNDS
+    noisy = next(c for c in run.cases if "n=64" in c.case_id).impls[0].timing
+    assert noisy.n_rounds > 3 + len(first_added) - 1  # every added worker's result is a round of its own
+    assert len(prestarts) - 3 < noisy.n_rounds - 3  # fewer passes than added rounds
+    # what the first three rounds asked for, as the pass gave it (at most PASS_ROUNDS at once)
+    first_three = Timing(noisy.samples[:18], 1.0, 1.0, 1.0, "converged", rounds=noisy.rounds[:18])
+    asked = rounds_needed(first_three, 0.01, 12) - 3
+    assert len(first_added) == min(asked, session.PASS_ROUNDS)
+
+
+def test_a_multi_rank_workload_gets_one_added_round_a_pass():
+    from types import SimpleNamespace
+
+    one = [ImplResult("nccl", "ok", timing=Timing(tuple(1e-3 * (1 + 0.05 * k) for k in range(6)), 1e-3, 1e-3,
+                                                     1e-3, "converged"))]
+    rounds = {(0, "case"): [one, [replace(one[0], timing=replace(one[0].timing, samples=(2e-3,) * 6))],
+                            [replace(one[0], timing=replace(one[0].timing, samples=(1.5e-3,) * 6))]]}
+    multi = SimpleNamespace(spec=SimpleNamespace(world_size=2))
+    single = SimpleNamespace(spec=SimpleNamespace(world_size=1))
+    assert session._undecided(rounds, 0.01, 12, [multi]) == {(0, "case", "nccl"): 1}
+    assert session._undecided(rounds, 0.01, 12, [single]) == {(0, "case", "nccl"): session.PASS_ROUNDS}
