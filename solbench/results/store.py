@@ -232,7 +232,9 @@ def _replayed(data: Any, path: Path) -> Any:
 def read_json(path: Path, what: str = "result file") -> Any:
     """Parsed JSON of a file; every problem with the file itself is one ResultsFormatError line.
 
-    Bare NaN/Infinity literals (written by solbench before 0.2) are still read.
+    Bare NaN/Infinity literals (written by solbench before 0.2) are still read. A gzip-compressed
+    file (``gzip run.json``: a tenth of the size, for results kept in a repository) is read as its
+    contents, held to the same size limit once uncompressed.
     """
     path = Path(path)
     try:
@@ -242,6 +244,8 @@ def read_json(path: Path, what: str = "result file") -> Any:
         raise ResultsFormatError(f"{path}: no such {what}") from None
     except OSError as exc:
         raise ResultsFormatError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if raw[:2] == GZIP_MAGIC:
+        raw = _gunzipped(raw, path)
     if len(raw) > MAX_FILE_BYTES:
         raise ResultsFormatError(f"{path}: larger than the {MAX_FILE_BYTES} bytes a {what} may have")
     try:
@@ -257,6 +261,24 @@ def read_json(path: Path, what: str = "result file") -> Any:
         raise ResultsFormatError(f"{path}: not a {what}: nested too deeply") from None
     except ValueError as exc:  # e.g. an integer of more than 4300 digits
         raise ResultsFormatError(f"{path}: not valid JSON: {str(exc).split(';')[0]}") from None
+
+
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+def _gunzipped(raw: bytes, path: Path) -> bytes:
+    """The contents of a gzip file, at most MAX_FILE_BYTES + 1 of them (a small file that inflates
+    without bound is cut there, and the caller's size check then refuses it)."""
+    import zlib
+
+    inflate = zlib.decompressobj(wbits=31)  # 31: a gzip header and trailer
+    try:
+        out = inflate.decompress(raw, MAX_FILE_BYTES + 1)
+    except zlib.error as exc:
+        raise ResultsFormatError(f"{path}: a gzip file that does not inflate: {exc}") from None
+    if len(out) <= MAX_FILE_BYTES and not inflate.eof:
+        raise ResultsFormatError(f"{path}: a gzip file cut short")
+    return out
 
 
 def load(path: Path) -> RunResult:

@@ -294,3 +294,28 @@ def test_oversized_and_device_files(tmp_path, monkeypatch):
     path = store.save(sample_run(), tmp_path / "run.json")
     with pytest.raises(ResultsFormatError, match="larger than the 100 bytes"):
         store.load(path)
+
+
+def test_a_gzipped_run_reads_as_the_run(tmp_path):
+    import gzip
+
+    path = store.save(sample_run(), tmp_path / "run.json")
+    packed = tmp_path / "run.json.gz"
+    packed.write_bytes(gzip.compress(path.read_bytes()))
+    assert packed.stat().st_size < path.stat().st_size
+    assert store.load(packed) == store.load(path)
+
+
+def test_a_gzip_bomb_or_a_cut_gzip_file_is_one_clear_error(tmp_path, monkeypatch):
+    import gzip
+
+    monkeypatch.setattr(store, "MAX_FILE_BYTES", 20_000)
+    bomb = tmp_path / "bomb.json.gz"
+    bomb.write_bytes(gzip.compress(b" " * 10_000_000))
+    assert bomb.stat().st_size < 20_000
+    with pytest.raises(ResultsFormatError, match="larger than the 20000 bytes"):
+        store.load(bomb)
+    cut = tmp_path / "cut.json.gz"
+    cut.write_bytes(gzip.compress(b'{"schema_version": 1}' * 20)[:30])
+    with pytest.raises(ResultsFormatError, match=r"cut short|does not inflate"):
+        store.load(cut)
