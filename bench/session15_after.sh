@@ -5,9 +5,10 @@
 # identical trees as time allows. Carry .whl and .before.
 source bench/device_setup.sh
 T0=$(date +%s)
-left() { echo $(( 560 - ($(date +%s) - T0) )); }
+[ -d .before ] || tar xzf .before.tgz
+left() { echo $(( 515 - ($(date +%s) - T0) )); }
 s=$(date +%s.%N)
-timeout 300 python3 -m solbench run workloads/*.yaml -q -o $OUT/suite.json > $OUT/suite.txt 2>&1
+timeout 290 python3 -m solbench run workloads/*.yaml -q -o $OUT/suite.json > $OUT/suite.txt 2>&1
 echo "suite: exit $?, $(python3 -c "import time; print(f'{time.time() - $s:.1f}')") s" | tee $OUT/steps.txt
 python3 -m solbench show $OUT/suite.json --harness > $OUT/suite-harness.txt 2>&1
 python3 -m solbench compare baseline fused --run $OUT/suite.json > $OUT/suite-compare.txt 2>&1
