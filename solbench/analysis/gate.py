@@ -95,7 +95,7 @@ from solbench.analysis.thresholds import (
     validate,
 )
 from solbench.errors import ConfigError, GateRefused
-from solbench.results.model import FAILED_STATUSES, Environment, ImplResult, RunResult
+from solbench.results.model import FAILED_STATUSES, KERNEL_CUT_MARK, Environment, ImplResult, RunResult
 
 CaseVerdict = Literal["PASS", "FASTER", "REGRESSION", "BROKEN", "INCONCLUSIVE", "MISSING"]
 Overall = Literal["PASS", "REGRESSION", "BROKEN", "INCONCLUSIVE"]
@@ -321,12 +321,21 @@ def _other_choices(base: ImplResult, cur: ImplResult) -> str:
     if a and b and a != b:
         found.append(f"autotuning chose different cuBLASLt algorithms ({a} in the baseline, {b} in the current)")
     a, b = base.protocol.get("kernels"), cur.protocol.get("kernels")
-    if isinstance(a, str) and isinstance(b, str) and a and b and a != b:
-        only_a = [k for k in a.split(" | ") if k not in b.split(" | ")]
-        only_b = [k for k in b.split(" | ") if k not in a.split(" | ")]
-        found.append(f"ran different kernels (baseline only: {', '.join(only_a) or 'none'}; current only: "
-                     f"{', '.join(only_b) or 'none'})")
+    if isinstance(a, str) and isinstance(b, str) and a and b:
+        names_a, names_b = _kernel_names(a, b), _kernel_names(b, a)
+        only_a = [k for k in names_a if k not in names_b]
+        only_b = [k for k in names_b if k not in names_a]
+        if only_a or only_b:
+            found.append(f"ran different kernels (baseline only: {', '.join(only_a) or 'none'}; current only: "
+                         f"{', '.join(only_b) or 'none'})")
     return " and ".join(found)
+
+
+def _kernel_names(kernels: str, other: str) -> list[str]:
+    """The names in a result's ``kernels``; where ``other`` was recorded without the digest of a cut
+    name (results saved before names carried one), those digests are left off, so the two compare alike."""
+    names = kernels.split(" | ")
+    return names if KERNEL_CUT_MARK in other else [n.split(KERNEL_CUT_MARK)[0] for n in names]
 
 
 def _first_line(text: str, limit: int = 200) -> str:

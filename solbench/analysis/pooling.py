@@ -13,6 +13,7 @@ Pure: no I/O, no device libraries. Times are seconds.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from itertools import chain
@@ -114,6 +115,11 @@ def _combine(results: Sequence[ImplResult], labels: Sequence[Callable[[Timing], 
         protocol["light_rounds"] = light
     if "task_s" in first.protocol:
         protocol["task_s"] = round(task_s, 4)
+    kernels = [r.protocol.get("kernels") for r, _ in ok]
+    if all(isinstance(k, str) for k in kernels) and len(set(kernels)) > 1:
+        # a library chose other kernels in some processes: each one's, in order, as a JSON list
+        # (protocol values are scalars)
+        protocol[f"kernels_by_{what}"] = json.dumps(kernels)
     return replace(first, timing=timing, score=_rescaled(first.score, first.timing.median, timing.median),
                    protocol=protocol)
 

@@ -61,7 +61,7 @@ from solbench.measure.runner import (
     refill,
     tolerance_for,
 )
-from solbench.results.model import Correctness, ImplResult
+from solbench.results.model import KERNEL_CUT_MARK, Correctness, ImplResult
 from solbench.workload.cases import Case
 from solbench.workload.schema import WorkloadSpec
 
@@ -464,9 +464,19 @@ KERNEL_NAME_CHARS = 96  # a kernel's name as recorded: long templated names cut 
 
 def kernel_names(names: Sequence[str]) -> str:
     """The distinct kernels of the checked calls, in order of first launch, each name cut to
-    ``KERNEL_NAME_CHARS``, joined by " | ": the result's ``kernels``, which the gate compares
-    between runs (a library choosing another kernel in another process shows there)."""
-    return " | ".join(name[:KERNEL_NAME_CHARS] for name in dict.fromkeys(names))
+    ``KERNEL_NAME_CHARS`` (then ``~`` and 8 hex digits of the whole name's hash: cuDNN's variants
+    of one kernel differ after the first 96 characters), joined by " | ": the result's ``kernels``,
+    which the gate compares between runs and the rounds' merge between rounds (a library choosing
+    another kernel in another process shows there)."""
+    return " | ".join(_cut(name) for name in dict.fromkeys(names))
+
+
+def _cut(name: str) -> str:
+    if len(name) <= KERNEL_NAME_CHARS:
+        return name
+    import hashlib
+
+    return f"{name[:KERNEL_NAME_CHARS]}{KERNEL_CUT_MARK}{hashlib.blake2b(name.encode(), digest_size=4).hexdigest()}"
 
 
 def gpu_busy(timer: Any, timing: Any, warmup: int) -> dict[str, float]:

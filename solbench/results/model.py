@@ -35,6 +35,9 @@ Bound = Literal["compute", "vector", "memory", "link"]  # link: the interconnect
 # GpuIdle (0x1), ApplicationsClocksSetting (0x2, an owner's clock lock), SyncBoost and display
 # clocks are not throttling. Names of every bit: solbench.device.nvml.CLOCK_EVENT_REASONS.
 THROTTLE_MASK = 0x4 | 0x8 | 0x20 | 0x40 | 0x80
+# ImplResult.protocol["kernels"]: a kernel name longer than the worker keeps ends in this mark and
+# a digest of the whole name (solbench.measure.worker.kernel_names)
+KERNEL_CUT_MARK = "~"
 
 
 @dataclass(frozen=True)

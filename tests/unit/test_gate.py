@@ -481,6 +481,24 @@ def test_a_verdict_says_when_the_runs_ran_different_kernels():
     assert "kernels" not in same.reason
 
 
+def test_kernel_names_cut_with_a_digest_compare_with_names_saved_without_one():
+    """cuDNN's variants of one kernel differ after the first 96 characters: a cut name now carries a
+    digest of the whole name, and a baseline saved before that (the bare cut) still compares alike."""
+    from solbench.measure.worker import kernel_names
+
+    rng = np.random.default_rng(23)
+    long_a, long_b = "sm90_xmma_fprop_" + "x" * 80 + "_split1", "sm90_xmma_fprop_" + "x" * 80 + "_split2"
+    new_a, new_b = kernel_names([long_a]), kernel_names([long_b])
+    assert new_a != new_b and new_a[:96] == new_b[:96]
+    slow = {"slow": {"x": noisy(rng, N, 1.2e-3)}}
+    base = _with_algorithms(make_run({"slow": {"x": noisy(rng, N)}}), new_a, "kernels")
+    (v,) = gate(base, _with_algorithms(make_run(slow), new_b, "kernels")).verdicts
+    assert f"baseline only: {new_a}; current only: {new_b}" in v.reason
+    old_style = _with_algorithms(make_run({"slow": {"x": noisy(rng, N)}}), long_a[:96], "kernels")
+    (v,) = gate(old_style, _with_algorithms(make_run(slow), new_b, "kernels")).verdicts
+    assert v.verdict == "REGRESSION" and "kernels" not in v.reason
+
+
 def test_the_byte_floor_is_never_gated():
     """A ``part: floor`` result measures the card, not the code: twice as slow, or missing, it
     changes no verdict; the implementations beside it are gated as ever."""

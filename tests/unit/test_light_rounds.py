@@ -5,6 +5,7 @@ processes just as fresh, make one checked call (the first input set) and keep th
 samples and the after-timing input check. Driven in this process on the CPU; nothing is timed.
 """
 
+import json
 from dataclasses import replace
 from pathlib import Path
 from unittest import mock
@@ -16,6 +17,7 @@ from solbench.analysis.pooling import merge_rounds
 from solbench.execute import session
 from solbench.measure import worker
 from solbench.measure.worker import MeasureSettings, Task, WorkerState, execute
+from solbench.results import store
 from solbench.results.model import ImplResult, Timing
 from tests.unit.factories import make_case, make_run
 
@@ -137,3 +139,18 @@ def test_merging_counts_the_light_rounds():
     light = ImplResult("a", "ok", timing=t, protocol={"checks": "light"})
     assert merge_rounds([full, light, light]).protocol["light_rounds"] == 2
     assert "light_rounds" not in merge_rounds([full, full]).protocol
+
+
+def test_merging_keeps_each_rounds_kernels_where_a_process_chose_others(tmp_path):
+    """A library that picks another kernel in some processes (a cause of rounds that differ) shows in
+    the merged record, round by round; rounds that all ran the same kernels add nothing."""
+    t = Timing((1e-3,) * 4, 1e-3, 1e-3, 1e-3, "converged")
+    a = ImplResult("conv", "ok", timing=t, protocol={"kernels": "implicit_gemm~1a2b3c4d"})
+    b = ImplResult("conv", "ok", timing=t, protocol={"kernels": "implicit_gemm~99887766"})
+    merged = merge_rounds([a, b, a])
+    assert json.loads(merged.protocol["kernels_by_round"]) == ["implicit_gemm~1a2b3c4d", "implicit_gemm~99887766",
+                                                               "implicit_gemm~1a2b3c4d"]
+    run = make_run({"c": {"conv": [1e-3] * 6}})
+    run = replace(run, cases=(replace(run.cases[0], impls=(merged,)),))
+    assert store.load(store.save(run, tmp_path / "run.json")).cases[0].impls[0].protocol == merged.protocol
+    assert "kernels_by_round" not in merge_rounds([a, a, a]).protocol
