@@ -2,6 +2,8 @@
 
     time_marks(t, target)   "~"  the 95% CI of the median is wider than the run's target (±1%)
                             "†"  sampling stopped on the budget or the sample cap, not converged
+    result_marks(r, target) those, and "§" where the rounds ran different kernels (a library chose
+                            another kernel in some processes: ``protocol.kernels_by_round``)
     over_peak(x, run)       "!"  SOL above 1 (or MFU/MBU above 100%) against *measured* peaks:
                                  the ceiling measurement, not the hardware, is what was beaten
     traced(case)            "‡"  on T_SOL: the cost was traced (what the reference executes), which
@@ -18,13 +20,14 @@ from __future__ import annotations
 from solbench.report.units import format_seconds
 from solbench.results.model import CaseResult, ImplResult, RunResult, Timing
 
-__all__ = ["ABOVE", "STOPPED", "TRACED", "WIDE", "legend", "mark", "over_peak", "t_sol", "time_marks",
-           "traced"]
+__all__ = ["ABOVE", "KERNELS", "STOPPED", "TRACED", "WIDE", "legend", "mark", "over_peak", "result_marks", "t_sol",
+           "time_marks", "traced"]
 
 WIDE = "~"
 STOPPED = "†"
 ABOVE = "!"
 TRACED = "‡"
+KERNELS = "§"
 _SLACK = 1.0 + 1e-9  # a CI exactly at the target converged
 
 
@@ -41,6 +44,11 @@ def time_marks(t: Timing | None, target: float) -> str:
     if any(part not in ("converged", "") for part in t.stop_reason.split("+")):  # rounds: "converged+budget"
         marks += STOPPED
     return marks
+
+
+def result_marks(r: ImplResult, target: float) -> str:
+    """:func:`time_marks` of ``r``'s timing, then ``§`` where its rounds ran different kernels."""
+    return time_marks(r.timing, target) + (KERNELS if "kernels_by_round" in r.protocol else "")
 
 
 def measured_peaks(run: RunResult) -> bool:
@@ -75,7 +83,7 @@ def legend(run: RunResult) -> str:
     """The marks used anywhere in ``run``'s tables, explained in one line (empty: none used)."""
     p = run.protocol
     impls = _impls(run)
-    marks = "".join(time_marks(r.timing, p.target_rel_ci) for r in impls)
+    marks = "".join(result_marks(r, p.target_rel_ci) for r in impls)
     above = any(over_peak(v, run) for r in impls if r.score is not None
                 for v in (r.score.sol, r.score.mfu, r.score.mbu))
     parts = []
@@ -84,6 +92,9 @@ def legend(run: RunResult) -> str:
     if STOPPED in marks:
         parts.append(f"{STOPPED} sampling stopped on the budget ({p.budget_s:g} s) or the sample cap "
                      f"({p.max_samples}) before the CI reached the target")
+    if KERNELS in marks:
+        parts.append(f"{KERNELS} the rounds ran different kernels (a library chose another kernel in some "
+                     "processes; each round's: protocol.kernels_by_round): the median mixes them")
     if above:
         parts.append(f"{ABOVE} above 1 (100%) against peaks measured on this host ({run.spec.id}): "
                      "the peak measurement was beaten, not the hardware; not a speed-of-light result")

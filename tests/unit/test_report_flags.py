@@ -82,3 +82,17 @@ def test_a_time_taken_with_the_host_in_its_window_is_said_under_the_tables() -> 
     unheld = replace(r, message=UNHELD, protocol={**r.protocol, "hold": "none"})
     notes = run_notes(replace(run, cases=(replace(case, impls=(unheld,)),)))
     assert any(note.startswith(f"{case.case_id} {r.name}: OK: timed with the host in the window") for note in notes)
+
+
+def test_rounds_that_ran_different_kernels_are_marked_in_every_format() -> None:
+    run = _run(noise=0.0005)
+    case = run.cases[0]
+    r = replace(case.impls[0], protocol={**case.impls[0].protocol,
+                                         "kernels_by_round": '["conv~1a2b3c4d", "conv~99887766", "conv~1a2b3c4d"]'})
+    mixed = replace(run, cases=(replace(case, impls=(r,)),))
+    legend = flags.legend(mixed)
+    assert "§ the rounds ran different kernels" in legend and "~" not in legend
+    assert flags.result_marks(r, 0.01) == "§" and flags.result_marks(case.impls[0], 0.01) == ""
+    assert "§" in _render(mixed) and "§" not in _render(run)
+    assert "§" in run_markdown(mixed) and legend in run_markdown(mixed)
+    assert "§" in report_html([mixed])
