@@ -100,19 +100,20 @@ def measure_units(units: Sequence[Unit], run: RunResult, executor: Executor, *, 
             with clock("workers_s"):
                 executor.prestart(worker_keys)  # all of them, before anything is measured
             for case in unit.cases:
-                wanted = {name: slots(n, case.id, name) for name in names}
-                if not any(wanted.values()):
+                wanted = {name: k for name in names if (k := slots(n, case.id, name))}
+                if not wanted:
                     continue
                 task = Task(unit.spec, case, "", str(unit.path.parent.absolute()), device, settings, l2_bytes,
                             nvml_id)
-                jobs = [replace(_job(executor, unit, task, name, skips[n], timeout_s, emit, variant, checked,
-                                     capped(n, case.id, name)), slot=s)
-                        for s in range(max(wanted.values())) for name in names if wanted[name] > s]
+                made = {name: _job(executor, unit, task, name, skips[n], timeout_s, emit, variant, checked,
+                                   capped(n, case.id, name)) for name in wanted}
+                passes = max(wanted.values())
+                jobs = [replace(made[name], slot=s) for s in range(passes) for name in wanted if wanted[name] > s]
                 with clock("tasks_s"):
                     results = run_case(jobs, clock)
                 clock.add_tasks(results)
                 per_round = rounds.setdefault((n, case.id), [])
-                for s in range(max(wanted.values())):
+                for s in range(passes):
                     per_round.append([r for j, r in zip(jobs, results, strict=True) if j.slot == s])
                 scored[(n, case.id)] = score(unit, case, _merged(per_round))
                 run = replace(run, cases=(*before, *scored.values()), harness=clock.totals())
@@ -216,7 +217,7 @@ def _slot_key(key: tuple[str, str], slot: int) -> tuple[str, str]:
 
 
 def _undecided(rounds: dict[tuple[int, str], list[list[ImplResult]]], target_rel_ci: float,
-               cap: int, units: Sequence[Unit] = ()) -> dict[tuple[int, str, str], int]:
+               cap: int, units: Sequence[Unit]) -> dict[tuple[int, str, str], int]:
     """(unit, case id, implementation) -> rounds to add in the next pass, for every ok point whose
     interval over its rounds is wider than ±target and would narrow to it within ``cap`` rounds
     (allocation.rounds_needed).
@@ -233,7 +234,7 @@ def _undecided(rounds: dict[tuple[int, str], list[list[ImplResult]]], target_rel
 
     pending = {}
     for (n, case_id), per_round in rounds.items():
-        ranks = getattr(units[n].spec, "world_size", 1) if n < len(units) else 1
+        ranks = getattr(units[n].spec, "world_size", 1)
         for r in _merged(per_round):
             timing = r.timing if r.status == "ok" and not r.protocol.get("part") else None
             if timing is None:

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 import math
 import os
 import random
@@ -474,8 +475,6 @@ def kernel_names(names: Sequence[str]) -> str:
 def _cut(name: str) -> str:
     if len(name) <= KERNEL_NAME_CHARS:
         return name
-    import hashlib
-
     return f"{name[:KERNEL_NAME_CHARS]}{KERNEL_CUT_MARK}{hashlib.blake2b(name.encode(), digest_size=4).hexdigest()}"
 
 
