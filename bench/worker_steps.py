@@ -1,6 +1,8 @@
 """Where a CUDA worker's start goes, step by step, with N workers starting side by side.
 
-    PYTHONPATH=.:bench python3 bench/worker_steps.py [N ...]     # default 1 7 14
+    PYTHONPATH=.:bench python3 -c "import worker_steps; worker_steps.main()" [N ...]   # default 1 7 14
+
+(imported, not run as a script: the fork server unpickles ``steps`` by its module name)
 
 Each process is forked by the same fork server as a run's workers (solbench.measure.pool) and
 repeats the CUDA steps of ``pool._work`` with a timestamp after each: the device count (cuInit),

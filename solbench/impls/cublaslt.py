@@ -11,17 +11,21 @@ DeviceError, which solbench reports as ``skipped``.
 
 Autotuning (:func:`plan_tuned`) is paid once per machine and problem: the first plan to meet a
 problem times the algorithms (:func:`fastest`) and writes down the fastest; later plans, in any
-worker of this run or a later one, take it.
+worker of this run or a later one, take it. A worker that sets up side by side with others first
+waits until it has the device to itself (:func:`alone`): tuning times kernels.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import hashlib
 import json
 import os
+import random
 import statistics
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,11 +35,35 @@ from solbench.errors import DeviceError
 from solbench.kernels.requirements import NO_NVMATH
 
 __all__ = ["CHOICES_ENV", "AddmmPlan", "Fp8AddmmPlan", "MatmulPlan", "available", "fastest", "plan_tuned",
-           "plans_since"]
+           "plans_since", "tuning", "wait_alone"]
 
 CHOICES_ENV = "SOLBENCH_CUBLASLT_CHOICES"  # where autotuned choices are kept (set by the worker); unset: the machine's
 _PLANS: list[tuple[str, str]] = []  # each plan_tuned choice in this process: ("tuned" or "reused", its label)
-SPIN_CYCLES = 200_000  # the spin before each tuning call: ~100 us at 2 GHz, longer than the flush and nvmath's launch
+_TUNING: list[tuple[Callable[[], Any], Callable[[], None]]] = []  # (timer, wait) of tuning(), innermost last
+
+
+@contextlib.contextmanager
+def tuning(timer: Callable[[], Any], wait: Callable[[], None] = lambda: None) -> Iterator[None]:
+    """Within the block, a plan whose problem has no kept choice tunes (:func:`plan_tuned`): it calls
+    ``wait()``, which returns once nothing else runs on the device, then times the candidates with
+    ``timer()``, the harness's timer (``prepare``, ``sample``, ``release``: a
+    :class:`solbench.device.timer.CudaColdTimer`). A measuring worker opens it around each task
+    (:mod:`solbench.measure.worker`); outside it nothing is tuned.
+
+    A worker set up side by side with others (``Task.wait_turn``) waits for its turn: the tuning, and
+    the rest of its set-up and checks, then run alone, the other workers idle at their turns. Tuned
+    beside their set-up and checks, the ranking would time their kernels as much as its own."""
+    _TUNING.append((timer, wait))
+    try:
+        yield
+    finally:
+        _TUNING.pop()
+
+
+def wait_alone() -> None:
+    """Return once nothing else runs on the device (:func:`tuning`'s ``wait``); at once outside it."""
+    if _TUNING:
+        _TUNING[-1][1]()
 
 
 def machine_choices() -> Path:
@@ -58,10 +86,12 @@ def plans_since(start: int) -> tuple[int, dict[str, Any]]:
     return len(_PLANS), record
 
 
-def plan_tuned(mm: Any, stream: Any, *, iterations: int = 40, **plan: Any) -> str:
+def plan_tuned(mm: Any, stream: Any, *, iterations: int = 40, before: Callable[[], object] | None = None,
+               **plan: Any) -> str:
     """``mm.plan(**plan)``, then the fastest of the algorithms it offers: timed here (:func:`fastest`),
     or the one an earlier plan timed fastest for the same problem; returns ``"tuned"``,
-    ``"reused"``, or ``"single"`` where the heuristic offers one algorithm (nothing to choose). Either
+    ``"reused"``, ``"single"`` where the heuristic offers one algorithm (nothing to choose), or
+    ``"heuristic"`` outside :func:`tuning` with no kept choice (its first algorithm, not kept). Either
     way ``mm`` is then planned with that one algorithm.
 
     The problem is what cuBLASLt's heuristic offers for it on this device: every algorithm in its
@@ -73,7 +103,8 @@ def plan_tuned(mm: Any, stream: Any, *, iterations: int = 40, **plan: Any) -> st
     none. So every run on a machine executes the algorithm the first one measured fastest: on an
     H200 two runs that each tuned for themselves put an FP8 GEMM 13% apart (BENCHMARKS.md, sixth
     session), a difference of choice, not of code. The result records which happened
-    (:func:`plans_since`).
+    (:func:`plans_since`). ``before``: what the implementation's call runs ahead of the GEMM (FP8:
+    quantizing x), timed with each candidate, so that the ranking is of the call the harness times.
     """
     offered = mm.plan(stream=stream, **plan)
     if len(offered) < 2:
@@ -85,8 +116,12 @@ def plan_tuned(mm: Any, stream: Any, *, iterations: int = 40, **plan: Any) -> st
     chosen = _read_choice(path)
     if chosen in configs:
         how, best = "reused", configs.index(chosen)
+    elif not _TUNING:  # no harness timer here (a library call outside a measuring worker): time nothing
+        how, best = "heuristic", 0
     else:
-        how, best = "tuned", fastest(mm, offered, iterations)
+        timer, _ = _TUNING[-1]
+        wait_alone()
+        how, best = "tuned", fastest(mm, offered, timer(), iterations, before=before)
         _write_choice(path, configs[best])
     mm.plan(stream=stream, algorithms=[offered[best]], **plan)
     _PLANS.append((how, _label(offered[best], configs[best])))
@@ -97,51 +132,45 @@ def _label(algorithm: Any, config: bytes) -> str:
     return f"{getattr(algorithm, 'algorithm_id', '?')}:{hashlib.sha256(config).hexdigest()[:8]}"
 
 
-def fastest(mm: Any, offered: Sequence[Any], iterations: int = 40) -> int:
-    """The index of the fastest of ``offered`` (algorithms of the planned ``mm``), timed as the
-    harness's default protocol times a sample (:class:`solbench.device.timer.CudaColdTimer`, clean
-    flush): the GPU spins while the host enqueues, L2 is flushed by a write of twice its size read
-    back (clean lines, no write-back inside the window), then CUDA events around the call. Each
-    algorithm runs ``iterations`` times, in a fresh random order every pass.
+def fastest(mm: Any, offered: Sequence[Any], timer: Any, iterations: int = 40, *,
+            before: Callable[[], object] | None = None) -> int:
+    """The index of the fastest of ``offered`` (algorithms of the planned ``mm``), each call timed by
+    ``timer``, the harness's default timer (:class:`solbench.device.timer.CudaColdTimer`: the stream
+    held by the gate while the host enqueues, a sample taken again if the hold ran dry, L2 flushed
+    clean, CUDA events around the call), with ``before()`` and the GEMM inside the window. Each
+    algorithm runs ``iterations`` times, in a fresh random order every pass, after ``WARM_PASSES``
+    untimed passes that bring the clocks up from idle.
 
-    The choice must be the same in every run, or two runs of one tree differ by the choice: on an
-    H200 two o_proj runs chose FP8 tiles 15% apart at 16 tokens (flushed dirty here then, clean in
-    the harness). So the earliest algorithm in the heuristic's order whose median is within ``TIE``
-    of the fastest wins, and ``WARM_PASSES`` untimed passes first bring the clocks up from idle (a
-    worker tunes at set-up, on a GPU that may have idled at 345 MHz): with the clean flush and the
-    tie rule, one of three H200 runs still chose the slower of those two tiles, and tuning on a
-    GPU still ramping its clocks is the suspect (the warm passes came after: not yet measured).
-    Once made, the choice is kept (:func:`plan_tuned`), so later runs do not draw again.
+    The choice must be the same in every run, or two runs of one tree differ by the choice. So the
+    earliest algorithm in the heuristic's order whose median is within ``TIE`` of the fastest wins,
+    and once made the choice is kept (:func:`plan_tuned`). On an H200, o_proj `fp8`'s candidates read
+    12.5-17.5 µs at 16 tokens alone and 13.7-18.1 µs beside another process's GEMMs, where the
+    fastest at 64 tokens changed (``bench/fp8_tuner_probe.py``): hence :func:`tuning`'s wait.
 
     nvmath's own ``autotune`` flushes by copying an L2-sized host buffer to the device before each
-    call (5 ms a call on an H200) and times without a spin, so at decode sizes its windows hold host
+    call (5 ms a call on an H200) and times without a hold, so at decode sizes its windows hold host
     launch time of the same order as the kernels it ranks."""
-    import random
-
-    device = torch.cuda.current_device()
-    stream = torch.cuda.current_stream(device)
-    flush = torch.empty(2 * torch.cuda.get_device_properties(device).L2_cache_size // 4, dtype=torch.int32,
-                        device=device)
-    sink = torch.empty((), dtype=torch.int32, device=device)
-    windows: list[list[tuple[Any, Any]]] = [[] for _ in offered]
+    stream = torch.cuda.current_stream(torch.cuda.current_device())
+    timer.prepare([functools.partial(_candidate, mm, a, stream, before) for a in offered])
     order = list(range(len(offered)))
-    for _ in range(WARM_PASSES):  # untimed: the clocks up from idle before anything is ranked
-        for i in order:
-            torch.cuda._sleep(SPIN_CYCLES)
-            mm.execute(algorithm=offered[i], stream=stream)
-    for _ in range(iterations):
-        random.shuffle(order)
-        for i in order:
-            torch.cuda._sleep(SPIN_CYCLES)
-            flush.zero_()
-            torch.amax(flush, dim=0, out=sink)
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record(stream)
-            mm.execute(algorithm=offered[i], stream=stream)
-            end.record(stream)
-            windows[i].append((start, end))
-    torch.cuda.synchronize(device)
-    return first_within([statistics.median(s.elapsed_time(e) for s, e in w) for w in windows])
+    seconds: list[list[float]] = [[] for _ in offered]
+    try:
+        for _ in range(WARM_PASSES):  # untimed: the clocks up from idle before anything is ranked
+            for i in order:
+                timer.sample(i)
+        for _ in range(iterations):
+            random.shuffle(order)
+            for i in order:
+                seconds[i].append(timer.sample(i))
+    finally:
+        timer.release()
+    return first_within([statistics.median(s) for s in seconds])
+
+
+def _candidate(mm: Any, algorithm: Any, stream: Any, before: Callable[[], object] | None) -> Any:
+    if before is not None:
+        before()
+    return mm.execute(algorithm=algorithm, stream=stream)
 
 
 TIE = 0.02  # algorithms whose tuning medians are this close to the fastest count as tied
@@ -264,7 +293,7 @@ class Fp8AddmmPlan:
         self.quantize = fp8_quant.quantize
         self._mm = matmul(self.x8, w8.t(), c=c, beta=1.0, stream=stream,
                           quantization_scales={"a": x_scale.float().reshape(1), "b": w_scale.float().reshape(1)})
-        plan_tuned(self._mm, stream)
+        plan_tuned(self._mm, stream, before=functools.partial(self.quantize, x, self.x8, self.inv))
         self.device = x.device
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import sys
 from pathlib import Path
@@ -34,7 +35,9 @@ def main(argv: list[str] | None = None) -> int:
     """Prepare, warm up, then run the timed call once inside the profiled range."""
     import torch
 
+    from solbench.device.timer import make_timer
     from solbench.errors import SolbenchError
+    from solbench.impls import cublaslt
     from solbench.measure.runner import build_launches, missing_requirement, prepare_case
     from solbench.plan.workloads import plan
 
@@ -53,7 +56,9 @@ def main(argv: list[str] | None = None) -> int:
         return 3
     base_dir = Path(a.file).parent
     inputs = prepare_case(p.spec, case, "cuda", base_dir, input_sets=1, seed=0)
-    launch = build_launches(impl, case, inputs.sets, base_dir)[0]
+    l2_bytes = torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size
+    with cublaslt.tuning(functools.partial(make_timer, "cuda", "cold", l2_bytes=l2_bytes)):  # as a run would
+        launch = build_launches(impl, case, inputs.sets, base_dir)[0]
     for _ in range(a.warmup):
         launch()
     torch.cuda.synchronize()

@@ -36,11 +36,14 @@ class FakeMatmul:
 def timed(monkeypatch):
     """``fastest`` without a GPU: the stand-in's own answer, counted."""
 
-    def fastest(mm, offered, iterations=5):
+    def fastest(mm, offered, timer, iterations=5, *, before=None):
+        assert timer == "the harness's timer"
         mm.tuned += 1
         return [a.config for a in offered].index(mm.fastest)
 
     monkeypatch.setattr(cublaslt, "fastest", fastest)
+    with cublaslt.tuning(lambda: "the harness's timer"):  # as a measuring worker opens it around a task
+        yield
 
 
 @pytest.fixture
@@ -155,3 +158,30 @@ def test_a_kept_compile_cache_keeps_the_choices_too(tmp_path):
         options = SimpleNamespace(compile_jobs=0, timeout_s=10.0, compile_cache_dir=kept)
         settings, _ = warm.ahead_of_run(units, MeasureSettings(), str(tmp_path / "run"), info, options)
         assert settings.choices == expected
+
+
+def test_a_plan_waits_for_the_device_to_itself_before_it_tunes_and_only_then(choices):
+    """Inside a worker's task, tuning first waits for the task's turn; a plan that reuses a kept
+    choice, or has one algorithm only, times nothing and does not wait."""
+    waits = []
+    with cublaslt.tuning(lambda: "the harness's timer", wait=lambda: waits.append(len(waits))):
+        first = FakeMatmul([1, 2, 3], fastest=2)
+        assert cublaslt.plan_tuned(first, stream=None) == "tuned"
+        assert waits == [0] and first.tuned == 1
+        later = FakeMatmul([1, 2, 3], fastest=3)
+        assert cublaslt.plan_tuned(later, stream=None) == "reused"
+        assert cublaslt.plan_tuned(FakeMatmul([5], fastest=5), stream=None) == "single"
+    assert waits == [0]
+
+
+def test_outside_a_worker_nothing_is_tuned_or_kept(choices):
+    """No harness timer outside ``tuning`` (a library call): the heuristic's first algorithm, nothing
+    timed and nothing written, so a later worker still tunes the problem for itself."""
+    inside, cublaslt._TUNING[:] = cublaslt._TUNING[:], []  # out of the fixture's tuning block for a moment
+    try:
+        mm = FakeMatmul([4, 6], fastest=6)
+        assert cublaslt.plan_tuned(mm, stream=None) == "heuristic"
+    finally:
+        cublaslt._TUNING[:] = inside
+    assert mm.tuned == 0 and [a.config for a in mm.algorithms] == [4]
+    assert not any(choices.rglob("*.json"))

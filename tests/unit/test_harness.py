@@ -52,3 +52,16 @@ def test_show_harness_of_a_run_without_a_record_is_one_line(tmp_path):
     path = store.save(make_run({"c": {"baseline": [1e-3] * 5}}), tmp_path / "old.json")
     result = CliRunner().invoke(main, ["show", str(path), "--harness"])
     assert result.exit_code == 2 and "no harness record" in result.output and "Traceback" not in result.output
+
+
+def test_a_phase_leaves_out_the_time_spent_waiting_outside_it(monkeypatch):
+    """A held task that waits for its turn inside its set-up (cuBLASLt tuning) does not count the wait
+    as set-up: the allocation of samples reads set-up seconds as what a round costs."""
+    from solbench.measure import worker
+
+    now = iter([10.0, 11.0, 14.0, 16.0])  # set-up starts; the wait starts, ends; set-up ends
+    monkeypatch.setattr(worker.time, "perf_counter", lambda: next(now))
+    phases = worker.Phases()
+    with phases("setup_s"):
+        phases.outside(lambda: None)
+    assert phases.seconds == {"setup_s": 3.0}  # 6 s in the block, 3 of them waiting

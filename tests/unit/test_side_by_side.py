@@ -222,6 +222,24 @@ def test_real_workers_set_up_side_by_side_then_time_alone(meet):
     assert p._workers == {}
 
 
+def test_a_set_up_that_asks_for_the_device_alone_goes_on_at_its_turn(meet):
+    """``alone`` asks for the device to itself in its set-up (as a cuBLASLt plan does before it tunes,
+    :func:`solbench.impls.cublaslt.wait_alone`); ``slow`` sets up beside it. ``alone``'s set-up goes on
+    only once ``slow`` has set up and checked: it fails if it runs while slow still sets up."""
+    p = pool.Pool("cpu", None, side_by_side_bytes=1 << 30)
+    task = _task(meet)
+    try:
+        jobs = [session.Job(p, replace(task, impl=n), 120.0, lambda e, d: None, (str(meet), "meet", task.case.id, n))
+                for n in ("alone", "slow")]
+        alone, slow = session.run_case(jobs)
+        assert (alone.status, slow.status) == ("ok", "ok"), (alone.message, slow.message)
+        assert alone.protocol["side_by_side"] == 1 and alone.timing is not None
+        again = p.run(("meet", "alone"), replace(task, impl="alone"), timeout_s=120)  # not held: no wait
+        assert again.status == "ok"
+    finally:
+        p.close()
+
+
 def test_a_turn_from_a_task_that_was_not_held_is_a_forgery(tmp_path):
     """A worker may say it reached its turn only while the parent holds its task, and only once."""
     for held in (False, True):

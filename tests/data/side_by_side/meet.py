@@ -41,3 +41,20 @@ def double_wrong(x: torch.Tensor) -> torch.Tensor:
 
 def dies_when_checked(x: torch.Tensor) -> torch.Tensor:
     os._exit(3)
+
+
+def slow_setup(x: torch.Tensor) -> dict:
+    time.sleep(0.3)
+    (pathlib.Path(__file__).parent / "slow.ready").touch()
+    return {"x": x}
+
+
+def alone_setup(x: torch.Tensor) -> dict:
+    """Asks for the device to itself, as a cuBLASLt plan does before it tunes: by then every other
+    worker of the case has set up and checked (it is waiting at its turn)."""
+    from solbench.impls import cublaslt
+
+    cublaslt.wait_alone()
+    if not (pathlib.Path(__file__).parent / "slow.ready").exists():
+        raise RuntimeError("set up while slow was still setting up")
+    return {"x": x}
