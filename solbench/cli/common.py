@@ -264,7 +264,9 @@ class ProgressBar:
             self._total = data["cases"]
             self._task = bar.add_task("measuring", total=data["cases"])
         elif event == "round":
-            bar.update(self._task, description=f"round {data['round']} of {data['of']}")
+            last = data.get("last", data["round"])
+            which = f"rounds {data['round']}-{last}" if last > data["round"] else f"round {data['round']}"
+            bar.update(self._task, description=f"{which} of {data['of']}")
         elif event == "more":  # added rounds for the points still too uncertain, in one pass
             self._total += data["cases"]
             bar.update(self._task, total=self._total,

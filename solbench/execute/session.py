@@ -1,7 +1,9 @@
 """The run loop: every case, every implementation, each through its worker; results as they come.
 
-    for each round (``repeat`` of them; one by default; every check until a point has passed them
-                    all once, lighter checks after that: solbench.measure.worker):
+    for each pass (the first round; then rounds 2 to ``repeat`` together, each round of a point in
+                   a worker of its own; then the rounds added where intervals are still wide; every
+                   check until a point has passed them all once, lighter checks after that:
+                   solbench.measure.worker):
         for each workload (its workers start side by side first; none start while measuring):
             for each case (run_case):
                 every implementation's worker sets up and checks, side by side, then waits;
@@ -11,7 +13,10 @@
             retire the workload's workers
 
 Workers are retired after each workload, so every round starts fresh processes: new CUDA
-contexts, new allocations (inputs, flush buffers), the timer's spin sized again.
+contexts, new allocations (inputs, flush buffers), the timer's spin sized again. Rounds 2 to
+``repeat`` share a pass because each pass pays its workers' start, and an H200 starts CUDA contexts
+one at a time (about 0.11 s each, ``bench/worker_steps.py``): fewer, larger batches; the same
+processes. A multi-rank workload, whose rank group holds every GPU, keeps one round a pass.
 
 Ctrl-C stops the loop: the run measured so far is returned marked incomplete, inside
 :class:`~solbench.errors.RunInterrupted`, so the caller can save it and exit 130.
@@ -124,11 +129,23 @@ def measure_units(units: Sequence[Unit], run: RunResult, executor: Executor, *, 
             with clock("workers_s"):
                 executor.retire(worker_keys)
 
+    def first(n: int, case_id: str, name: str) -> int:
+        return int(not keys or f"{case_id}/{name}" in keys)
+
+    def ranks(n: int) -> int:
+        return getattr(units[n].spec, "world_size", 1)
+
     try:
-        for r in range(repeat):
-            if repeat > 1:
-                emit("round", {"round": r + 1, "of": repeat})
-            one_round(lambda n, case_id, name: int(not keys or f"{case_id}/{name}" in keys))
+        if repeat > 1:
+            emit("round", {"round": 1, "of": repeat})
+        one_round(first)  # every check in full
+        if repeat > 1:  # rounds 2 to repeat in one pass, each in a worker of its own (a rank group: one a pass)
+            emit("round", {"round": 2, "last": repeat, "of": repeat})
+            one_round(lambda n, case_id, name: first(n, case_id, name) * (repeat - 1 if ranks(n) == 1 else 1))
+        for r in range(3, repeat + 1):
+            if any(ranks(n) > 1 for n in range(len(units))):
+                emit("round", {"round": r, "of": repeat})
+                one_round(lambda n, case_id, name: first(n, case_id, name) * int(ranks(n) > 1))
         for _ in range(repeat, max_rounds):  # every pass adds a round to each point it measures
             pending = _undecided(rounds, target_rel_ci, max_rounds, units)
             if not pending:

@@ -83,6 +83,7 @@ class _Recorder:
 
     def __init__(self, skip_first=False):
         self.checks = []
+        self.keys = []
         self.seen = []
         self.round = 0
         self.skip_first = skip_first
@@ -91,6 +92,7 @@ class _Recorder:
         pass
 
     def run(self, key, task, timeout_s, progress=None):
+        self.keys.append(key)
         self.checks.append((self.round, task.checks))
         self.seen.append((self.round, task.seen))
         if self.skip_first and self.round == 0:
@@ -116,8 +118,11 @@ def test_the_run_loop_checks_fully_in_the_first_round_only():
     ex = _Recorder()
     run = session.measure_units(units, make_run({}), ex, device="cpu", settings=MeasureSettings(), timeout_s=1.0,
                                 l2_bytes=None, score=_score, emit=lambda e, d: None, repeat=3)
-    assert ex.checks == [(0, "full")] * 2 + [(1, "light")] * 2 + [(2, "light")] * 2
-    assert ex.seen == [(0, 0)] * 2 + [(1, 6)] * 2 + [(2, 12)] * 2  # each point's samples in earlier rounds
+    # rounds 2 and 3 go out in the second pass together, each in a worker of its own: both light, both
+    # knowing the first round's 6 samples (the verification rate runs on from there)
+    assert ex.checks == [(0, "full")] * 2 + [(1, "light")] * 4
+    assert ex.seen == [(0, 0)] * 2 + [(1, 6)] * 4
+    assert ex.keys[2:] == [("double", "baseline"), ("double", "baseline#2")] * 2  # per case: rounds 2, 3
     merged = run.cases[0].impls[0]
     assert merged.protocol["light_rounds"] == 2 and "checks" not in merged.protocol
 
@@ -129,8 +134,8 @@ def test_a_point_that_did_not_pass_every_check_is_checked_in_full_again():
     ex = _Recorder(skip_first=True)
     session.measure_units(units, make_run({}), ex, device="cpu", settings=MeasureSettings(), timeout_s=1.0,
                           l2_bytes=None, score=_score, emit=lambda e, d: None, repeat=3)
-    assert ex.checks == [(0, "full")] * 2 + [(1, "full")] * 2 + [(2, "light")] * 2
-    assert ex.seen == [(0, 0)] * 2 + [(1, 0)] * 2 + [(2, 6)] * 2  # a skipped round timed nothing
+    assert ex.checks == [(0, "full")] * 2 + [(1, "full")] * 4
+    assert ex.seen == [(0, 0)] * 2 + [(1, 0)] * 4  # a skipped round timed nothing
 
 
 def test_merging_counts_the_light_rounds():

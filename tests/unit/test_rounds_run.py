@@ -62,14 +62,17 @@ def test_every_round_starts_and_retires_its_own_workers():
     run = session.measure_units(_units(), make_run({}), ex, device="cpu", settings=MeasureSettings(), timeout_s=1.0,
                                 l2_bytes=None, score=_score, emit=lambda e, d: None, on_case=saved.append, repeat=3)
     kinds = [e[0] for e in ex.events]
-    assert kinds == (["prestart", "run", "run", "retire"] * 3) + ["close"]
-    assert len(saved) == 6  # the run is handed over after every case of every round
+    # round 1 in a pass of its own (every check); rounds 2 and 3 in the next, each in its own worker
+    assert kinds == ["prestart", "run", "run", "retire", "prestart"] + ["run"] * 4 + ["retire", "close"]
+    assert ex.events[4][1] == (("double", "baseline"), ("double", "baseline#2"))
+    assert len(saved) == 4  # the run is handed over after every case of every pass
     ids = [c.case_id for c in run.cases]
     assert len(ids) == 2 and ids == [c.case_id for c in saved[1].cases]  # each case once, in order
     timing = run.cases[0].impls[0].timing
     assert timing.rounds == (0,) * 6 + (1,) * 6 + (2,) * 6
-    assert timing.median == pytest.approx(2e-3)  # median of the round medians 1, 2, 3 ms
-    assert saved[2].cases[0].impls[0].timing.n_rounds == 2  # partial saves hold the rounds so far
+    assert timing.median == pytest.approx(2e-3)  # median of the round medians 1, 2, 2 ms
+    assert saved[0].cases[0].impls[0].timing.rounds == ()  # partial saves hold the rounds so far
+    assert saved[2].cases[0].impls[0].timing.n_rounds == 3
 
 
 class CostedExecutor(FakeExecutor):
@@ -100,9 +103,10 @@ def test_rounds_after_the_first_get_the_samples_the_allocation_gives_them():
     assert first == [2000, 2000] and len(later) == 4  # round 1 as configured; 2 cases x 2 later rounds
     assert all(10 <= cap < 2000 for cap in later)
     result = run.cases[0].impls[0]
-    assert result.protocol["samples_cap"] == later[-2]  # the last round's cap of this case, recorded
-    first_two = [result.timing.samples[:30], result.timing.samples[30:60]]  # 30 samples a round
-    assert later[-2] == samples_next_round(first_two, 0.2, 0.06, min_samples=10, max_samples=2000)
+    # rounds 2 and 3 share a pass: both get the cap that the first round's samples and costs give
+    assert result.protocol["samples_cap"] == later[0] == later[1]
+    round_1 = [result.timing.samples[:30]]  # 30 samples a round
+    assert later[0] == samples_next_round(round_1, 0.2, 0.06, min_samples=10, max_samples=2000)
 
 
 def test_one_round_is_todays_run():

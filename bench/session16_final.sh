@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Sixteenth session, last H200 call (carry .whl and results/h200/issue16/session16/call2), on the
+# final tree (tuning alone and by the harness's timer, rounds 2-3 in one pass):
+#  1. `run workloads/attn.yaml -w o_proj`, its harness table, and the gate against call 2's o_proj
+#     (another machine start, the tree before rounds 2-3 shared a pass) both ways;
+#  2. the shipped suite, every workload file on one GPU, its harness table and compare baseline fused;
+#  3. `ab` on identical trees (o_proj) while time is left.
+source bench/device_setup.sh
+T0=$(date +%s)
+left() { echo $(( 565 - ($(date +%s) - T0) )); }
+B=results/h200/issue16/session16/call2/oproj.json.gz
+s=$(date +%s.%N)
+timeout $(left) python3 -m solbench run workloads/attn.yaml -w o_proj -q -o $OUT/oproj.json > /dev/null 2>&1
+echo "o_proj: exit $?, $(python3 -c "import time; print(f'{time.time() - $s:.1f}')") s" | tee $OUT/steps.txt
+python3 -m solbench show $OUT/oproj.json --harness > $OUT/oproj-harness.txt 2>&1
+python3 -m solbench gate --baseline $B --current $OUT/oproj.json > $OUT/gates.txt 2>&1
+echo "gate call2 -> call3: exit $?" | tee -a $OUT/steps.txt
+python3 -m solbench gate --baseline $OUT/oproj.json --current $B >> $OUT/gates.txt 2>&1
+echo "gate call3 -> call2: exit $?" | tee -a $OUT/steps.txt
+s=$(date +%s.%N)
+timeout $(left) python3 -m solbench run workloads/*.yaml -q -o $OUT/suite.json > $OUT/suite.txt 2>&1
+echo "suite: exit $?, $(python3 -c "import time; print(f'{time.time() - $s:.1f}')") s" | tee -a $OUT/steps.txt
+python3 -m solbench show $OUT/suite.json --harness > $OUT/suite-harness.txt 2>&1
+python3 -m solbench compare baseline fused --run $OUT/suite.json > $OUT/suite-compare.txt 2>&1
+rm -rf /tmp/base && mkdir -p /tmp/base && cp -r solbench workloads /tmp/base/
+for n in 1 2 3; do
+  [ $(left) -gt 95 ] || break
+  s=$(date +%s.%N)
+  timeout $(left) python3 -m solbench ab --baseline-tree /tmp/base workloads/attn.yaml -w o_proj -q --json > $OUT/ab-$n.json 2> $OUT/ab-$n.err
+  echo "ab-$n identical trees: exit $?, $(python3 -c "import time; print(f'{time.time() - $s:.1f}')") s" | tee -a $OUT/steps.txt
+done
+gzip -9 -n $OUT/oproj.json $OUT/suite.json
+cat $OUT/suite.txt >> $OUT/suite-harness.txt && rm $OUT/suite.txt
+cat $OUT/smi.txt >> $OUT/steps.txt && rm $OUT/smi.txt   # at most 8 files come back
+tar czf $OUT/ab.tgz -C $OUT $(cd $OUT && ls ab-* 2>/dev/null) 2>/dev/null && rm -f $OUT/ab-*
+tail -n 16 $OUT/oproj-harness.txt
+tail -n 20 $OUT/suite-harness.txt
+grep -c INCONCLUSIVE $OUT/suite-compare.txt
+tail -n 4 $OUT/gates.txt
