@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sixteenth session, last H200 call (carry .whl and results/h200/issue16/session16/call2), on the
 # final tree (tuning alone and by the harness's timer, rounds 2-3 in one pass):
+#  0. the GPU tests that run with rounds (the default protocol, --repeat 2);
 #  1. `run workloads/attn.yaml -w o_proj`, its harness table, and the gate against call 2's o_proj
 #     (another machine start, the tree before rounds 2-3 shared a pass) both ways;
 #  2. the shipped suite, every workload file on one GPU, its harness table and compare baseline fused;
@@ -9,9 +10,11 @@ source bench/device_setup.sh
 T0=$(date +%s)
 left() { echo $(( 565 - ($(date +%s) - T0) )); }
 B=results/h200/issue16/session16/call2/oproj.json.gz
+timeout 150 python3 -m pytest -q -p no:cacheprovider tests/gpu/test_timers_gpu.py tests/gpu/test_compile_ahead_gpu.py tests/gpu/test_user_kernels.py > $OUT/gpu-tests.txt 2>&1
+echo "GPU tests of runs with rounds: exit $?, $(tail -n 1 $OUT/gpu-tests.txt)" | tee $OUT/steps.txt
 s=$(date +%s.%N)
 timeout $(left) python3 -m solbench run workloads/attn.yaml -w o_proj -q -o $OUT/oproj.json > /dev/null 2>&1
-echo "o_proj: exit $?, $(python3 -c "import time; print(f'{time.time() - $s:.1f}')") s" | tee $OUT/steps.txt
+echo "o_proj: exit $?, $(python3 -c "import time; print(f'{time.time() - $s:.1f}')") s" | tee -a $OUT/steps.txt
 python3 -m solbench show $OUT/oproj.json --harness > $OUT/oproj-harness.txt 2>&1
 python3 -m solbench gate --baseline $B --current $OUT/oproj.json > $OUT/gates.txt 2>&1
 echo "gate call2 -> call3: exit $?" | tee -a $OUT/steps.txt
@@ -31,7 +34,7 @@ for n in 1 2 3; do
 done
 gzip -9 -n $OUT/oproj.json $OUT/suite.json
 cat $OUT/suite.txt >> $OUT/suite-harness.txt && rm $OUT/suite.txt
-cat $OUT/smi.txt >> $OUT/steps.txt && rm $OUT/smi.txt   # at most 8 files come back
+cat $OUT/smi.txt $OUT/gpu-tests.txt >> $OUT/steps.txt && rm $OUT/smi.txt $OUT/gpu-tests.txt  # at most 8 files back
 tar czf $OUT/ab.tgz -C $OUT $(cd $OUT && ls ab-* 2>/dev/null) 2>/dev/null && rm -f $OUT/ab-*
 tail -n 16 $OUT/oproj-harness.txt
 tail -n 20 $OUT/suite-harness.txt
