@@ -10,7 +10,7 @@ source bench/device_setup.sh
 T0=$(date +%s)
 left() { echo $(( 565 - ($(date +%s) - T0) )); }
 B=results/h200/issue16/session16/call2/oproj.json.gz
-timeout 150 python3 -m pytest -q -p no:cacheprovider tests/gpu/test_timers_gpu.py tests/gpu/test_compile_ahead_gpu.py tests/gpu/test_user_kernels.py > $OUT/gpu-tests.txt 2>&1
+timeout 150 python3 -m pytest -q -p no:cacheprovider tests/gpu/test_timers_gpu.py tests/gpu/test_compile_ahead_gpu.py tests/gpu/test_user_kernels.py tests/gpu/test_floor_gpu.py > $OUT/gpu-tests.txt 2>&1
 echo "GPU tests of runs with rounds: exit $?, $(tail -n 1 $OUT/gpu-tests.txt)" | tee $OUT/steps.txt
 s=$(date +%s.%N)
 timeout $(left) python3 -m solbench run workloads/attn.yaml -w o_proj -q -o $OUT/oproj.json > /dev/null 2>&1

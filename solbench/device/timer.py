@@ -143,6 +143,19 @@ class CudaColdTimer:
             best = min(best, self._start.elapsed_time(self._end) * 1e3)
         return best
 
+    def warm(self) -> None:
+        """Run the pre-window work once with nothing held, and wait for it: a worker calls this before
+        its turn. A kernel's module is loaded on its first launch in a process; loaded while the gate
+        holds the stream, it waited for the gate's timeout: on an H200 the first sample of every
+        o_proj floor worker (the only workers whose checks launch none of these kernels first) was
+        taken again after 0.5 s."""
+        self._flush.zero_()
+        if self.clean:
+            self._torch.amax(self._flush, dim=0, out=self._sink)
+        for event in (self._spun, self._start, self._end):
+            event.record()
+        self._torch.cuda.synchronize()
+
     def prepare(self, launches: Sequence[Launch]) -> None:
         """Measure the host time of the slowest launch; without a gate, size the spin to twice it plus
         10 µs, rounded up."""
