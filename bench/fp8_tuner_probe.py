@@ -66,23 +66,9 @@ def old_medians(mm, offered, iterations: int) -> list[float]:
 
 
 def new_medians(mm, offered, before, iterations: int) -> tuple[list[float], int]:
-    import functools
-    import random
-    stream = torch.cuda.current_stream()
     timer = CudaColdTimer(torch, torch.cuda.get_device_properties(0).L2_cache_size)
-    timer.prepare([functools.partial(cublaslt._candidate, mm, a, stream, before) for a in offered])
-    order = list(range(len(offered)))
-    seconds = [[] for _ in offered]
-    for _ in range(10):
-        for i in order:
-            timer.sample(i)
-    for _ in range(iterations):
-        random.shuffle(order)
-        for i in order:
-            seconds[i].append(timer.sample(i))
-    redone = timer.redone
-    timer.release()
-    return [statistics.median(s) * 1e6 for s in seconds], redone
+    seconds = cublaslt.medians(mm, offered, timer, iterations, before=before)
+    return [m * 1e6 for m in seconds], timer.redone
 
 
 def main() -> None:

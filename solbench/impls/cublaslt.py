@@ -34,7 +34,7 @@ import torch
 from solbench.errors import DeviceError
 from solbench.kernels.requirements import NO_NVMATH
 
-__all__ = ["CHOICES_ENV", "AddmmPlan", "Fp8AddmmPlan", "MatmulPlan", "available", "fastest", "plan_tuned",
+__all__ = ["CHOICES_ENV", "AddmmPlan", "Fp8AddmmPlan", "MatmulPlan", "available", "fastest", "medians", "plan_tuned",
            "plans_since", "tuning", "wait_alone"]
 
 CHOICES_ENV = "SOLBENCH_CUBLASLT_CHOICES"  # where autotuned choices are kept (set by the worker); unset: the machine's
@@ -150,6 +150,12 @@ def fastest(mm: Any, offered: Sequence[Any], timer: Any, iterations: int = 40, *
     nvmath's own ``autotune`` flushes by copying an L2-sized host buffer to the device before each
     call (5 ms a call on an H200) and times without a hold, so at decode sizes its windows hold host
     launch time of the same order as the kernels it ranks."""
+    return first_within(medians(mm, offered, timer, iterations, before=before))
+
+
+def medians(mm: Any, offered: Sequence[Any], timer: Any, iterations: int = 40, *,
+            before: Callable[[], object] | None = None) -> list[float]:
+    """Each of ``offered``'s median seconds a call, measured as :func:`fastest` describes."""
     stream = torch.cuda.current_stream(torch.cuda.current_device())
     timer.prepare([functools.partial(_candidate, mm, a, stream, before) for a in offered])
     order = list(range(len(offered)))
@@ -164,7 +170,7 @@ def fastest(mm: Any, offered: Sequence[Any], timer: Any, iterations: int = 40, *
                 seconds[i].append(timer.sample(i))
     finally:
         timer.release()
-    return first_within([statistics.median(s) for s in seconds])
+    return [statistics.median(s) for s in seconds]
 
 
 def _candidate(mm: Any, algorithm: Any, stream: Any, before: Callable[[], object] | None) -> Any:

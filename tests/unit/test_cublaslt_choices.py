@@ -7,6 +7,8 @@ import pytest
 
 from solbench.impls import cublaslt
 
+REAL_FASTEST = cublaslt.fastest  # the fixture below stands in for it; the last test times through it
+
 
 class Algo:
     def __init__(self, config: int):
@@ -185,3 +187,32 @@ def test_outside_a_worker_nothing_is_tuned_or_kept(choices):
         cublaslt._TUNING[:] = inside
     assert mm.tuned == 0 and [a.config for a in mm.algorithms] == [4]
     assert not any(choices.rglob("*.json"))
+
+
+class FakeTimer:
+    """The harness timer's shape: ``sample(i)`` gives launch i's seconds; the first ``warm`` samples
+    (the untimed passes) read 100 s, which no median may see."""
+
+    def __init__(self, seconds, warm):
+        self.seconds, self.warm, self.taken, self.released = seconds, warm, 0, False
+
+    def prepare(self, launches):
+        assert len(launches) == len(self.seconds)
+
+    def sample(self, i):
+        self.taken += 1
+        return 100.0 if self.taken <= self.warm else self.seconds[i]
+
+    def release(self):
+        self.released = True
+
+
+def test_the_tuner_ranks_the_timed_passes_and_breaks_near_ties_to_the_heuristics_order(monkeypatch):
+    monkeypatch.setattr(cublaslt.torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(cublaslt.torch.cuda, "current_stream", lambda device=None: None)
+    offered = [Algo(c) for c in (1, 2, 3)]
+    timer = FakeTimer([2e-5, 1.01e-5, 1e-5], warm=cublaslt.WARM_PASSES * 3)
+    assert cublaslt.medians(FakeMatmul([1, 2, 3], 1), offered, timer, iterations=4) == [2e-5, 1.01e-5, 1e-5]
+    assert timer.taken == (cublaslt.WARM_PASSES + 4) * 3 and timer.released
+    timer = FakeTimer([2e-5, 1.01e-5, 1e-5], warm=cublaslt.WARM_PASSES * 3)
+    assert REAL_FASTEST(FakeMatmul([1, 2, 3], 1), offered, timer, iterations=4) == 1  # 1% off the best: a tie
