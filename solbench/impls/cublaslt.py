@@ -12,7 +12,7 @@ DeviceError, which solbench reports as ``skipped``.
 Autotuning (:func:`plan_tuned`) is paid once per machine and problem: the first plan to meet a
 problem times the algorithms (:func:`fastest`) and writes down the fastest; later plans, in any
 worker of this run or a later one, take it. A worker that sets up side by side with others first
-waits until it has the device to itself (:func:`alone`): tuning times kernels.
+waits until it has the device to itself (:func:`tuning`): tuning times kernels.
 """
 
 from __future__ import annotations
