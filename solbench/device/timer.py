@@ -135,9 +135,7 @@ class CudaColdTimer:
         best = math.inf
         for _ in range(3):
             self._start.record()
-            self._flush.zero_()
-            if self.clean:
-                self._torch.amax(self._flush, dim=0, out=self._sink)
+            self._flush_l2()
             self._end.record()
             self._end.synchronize()
             best = min(best, self._start.elapsed_time(self._end) * 1e3)
@@ -149,9 +147,7 @@ class CudaColdTimer:
         holds the stream, it waited for the gate's timeout: on an H200 the first sample of every
         o_proj floor worker (the only workers whose checks launch none of these kernels first) was
         taken again after 0.5 s."""
-        self._flush.zero_()
-        if self.clean:
-            self._torch.amax(self._flush, dim=0, out=self._sink)
+        self._flush_l2()
         for event in (self._spun, self._start, self._end):
             event.record()
         self._torch.cuda.synchronize()
@@ -185,9 +181,14 @@ class CudaColdTimer:
         else:
             torch.cuda._sleep(int(self.spin_us * self._cycles_per_us))
         self._spun.record()
+        self._flush_l2()
+
+    def _flush_l2(self) -> None:
+        """Zero the flush buffer (twice L2: evicts the inputs); with ``clean``, read it back, so that L2
+        then holds clean lines and no write-back competes with the timed call."""
         self._flush.zero_()
-        if self.clean:  # read it back: L2 then holds clean lines, no write-back inside the window
-            torch.amax(self._flush, dim=0, out=self._sink)
+        if self.clean:
+            self._torch.amax(self._flush, dim=0, out=self._sink)
 
     def _let_go(self) -> bool:
         """After enqueuing a sample: whether the GPU was let go before the call was enqueued (the gate
