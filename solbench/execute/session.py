@@ -132,20 +132,17 @@ def measure_units(units: Sequence[Unit], run: RunResult, executor: Executor, *, 
     def first(n: int, case_id: str, name: str) -> int:
         return int(not keys or f"{case_id}/{name}" in keys)
 
-    def ranks(n: int) -> int:
-        return getattr(units[n].spec, "world_size", 1)
-
+    multi_rank = [_ranks(unit) > 1 for unit in units]
     try:
         if repeat > 1:
             emit("round", {"round": 1, "of": repeat})
         one_round(first)  # every check in full
         if repeat > 1:  # rounds 2 to repeat in one pass, each in a worker of its own (a rank group: one a pass)
             emit("round", {"round": 2, "last": repeat, "of": repeat})
-            one_round(lambda n, case_id, name: first(n, case_id, name) * (repeat - 1 if ranks(n) == 1 else 1))
-        for r in range(3, repeat + 1):
-            if any(ranks(n) > 1 for n in range(len(units))):
-                emit("round", {"round": r, "of": repeat})
-                one_round(lambda n, case_id, name: first(n, case_id, name) * int(ranks(n) > 1))
+            one_round(lambda n, case_id, name: first(n, case_id, name) * (1 if multi_rank[n] else repeat - 1))
+        for r in range(3, repeat + 1) if any(multi_rank) else ():  # the rank groups' rounds 3 on, a pass each
+            emit("round", {"round": r, "of": repeat})
+            one_round(lambda n, case_id, name: first(n, case_id, name) * int(multi_rank[n]))
         for _ in range(repeat, max_rounds):  # every pass adds a round to each point it measures
             pending = _undecided(rounds, target_rel_ci, max_rounds, units)
             if not pending:
@@ -251,7 +248,7 @@ def _undecided(rounds: dict[tuple[int, str], list[list[ImplResult]]], target_rel
 
     pending = {}
     for (n, case_id), per_round in rounds.items():
-        ranks = getattr(units[n].spec, "world_size", 1)
+        ranks = _ranks(units[n])
         for r in _merged(per_round):
             timing = r.timing if r.status == "ok" and not r.protocol.get("part") else None
             if timing is None:
@@ -260,6 +257,12 @@ def _undecided(rounds: dict[tuple[int, str], list[list[ImplResult]]], target_rel
             if more > 0:
                 pending[(n, case_id, r.name)] = 1 if ranks > 1 else min(more, PASS_ROUNDS)
     return pending
+
+
+def _ranks(unit: Unit) -> int:
+    """The processes one round of ``unit`` takes: its world size (a multi-rank workload's rank group
+    holds every GPU), else 1."""
+    return getattr(unit.spec, "world_size", 1)
 
 
 def _samples_cap(per_round: Sequence[Sequence[ImplResult]], name: str, settings: MeasureSettings) -> int | None:

@@ -321,3 +321,28 @@ def test_a_multi_rank_workload_gets_one_added_round_a_pass():
     single = SimpleNamespace(spec=SimpleNamespace(world_size=1))
     assert session._undecided(rounds, 0.01, 12, [multi]) == {(0, "case", "nccl"): 1}
     assert session._undecided(rounds, 0.01, 12, [single]) == {(0, "case", "nccl"): session.PASS_ROUNDS}
+
+
+def test_a_multi_rank_workload_keeps_one_round_a_pass_while_the_others_share_one(monkeypatch):
+    """Rounds 2 and 3 of a one-process workload go out in one pass, each in its own worker; a
+    multi-rank workload's rank group holds every GPU, so it gets rounds 2 and 3 in passes of their own."""
+    from solbench.execute import group
+
+    monkeypatch.setattr(group, "with_groups", lambda executor, units, device: executor)  # no rank processes here
+    (single,) = _units()
+    multi = session.Unit(single.spec.model_copy(update={"name": "double_ranks", "world_size": 2}), single.path,
+                         single.cases, single.impls)
+    ex = FakeExecutor()
+    session.measure_units([single, multi], make_run({}), ex, device="cpu", settings=MeasureSettings(), timeout_s=1.0,
+                          l2_bytes=None, score=_score, emit=lambda e, d: None, repeat=3)
+    passes, keys = [], []
+    for event in ex.events:
+        if event[0] == "run":
+            keys.append(event[1])
+        elif event[0] == "retire" and event[1][0][0] == "double_ranks":  # the last workload's retire ends a pass
+            passes.append(keys)
+            keys = []
+    assert len(passes) == 3  # round 1; rounds 2 (and 3 for the one-process workload); round 3 of the rank group
+    assert passes[1].count(("double", "baseline")) == passes[1].count(("double", "baseline#2")) == 2
+    assert passes[1].count(("double_ranks", "baseline")) == 2 and ("double_ranks", "baseline#2") not in passes[1]
+    assert passes[2] == [("double_ranks", "baseline")] * 2  # two cases, one round each
