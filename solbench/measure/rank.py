@@ -174,6 +174,20 @@ class GroupTimer:
         return self.inner.output_index(index)  # type: ignore[no-any-return]
 
 
+class AgreedDraws:
+    """The timing loop's draws (which timed calls it verifies), the same on every rank: rank 0's,
+    from the system's random source. A verified sample is followed by a call the loop discards
+    (:func:`solbench.measure.loop.measure`), so every rank must verify the same samples to make the
+    same calls (each call may be a collective)."""
+
+    def __init__(self, ctx: RankContext) -> None:
+        self.ctx = ctx
+        self._system = random.SystemRandom()
+
+    def random(self) -> float:
+        return self.ctx.agree([self._system.random() if self.ctx.rank == 0 else 0.0])[0]
+
+
 class _RankChecker(_Checker):
     """The worker's checks, with every rank making every call, and unseen inputs drawn per rank."""
 
@@ -275,7 +289,7 @@ def _checked_and_timed(task: Task, state: WorkerState, ctx: RankContext, emit: E
                      verify=checker.verify_timed if impl.part is None else None,
                      on_sample=lambda n: emit("sample", {"n": n}) if n % 10 == 0 else None,
                      on_value=lambda i, sec, v: emit("value", {"i": i, "s": sec, "v": v}),
-                     rng=random.SystemRandom(), clock=timer.clock, probe=state.probe(task) if ctx.rank == 0 else None)
+                     rng=AgreedDraws(ctx), clock=timer.clock, probe=state.probe(task) if ctx.rank == 0 else None)
     protocol: dict[str, float | int | str] = {**timer.protocol(), "world_size": ctx.world, "backend": ctx.backend}
     timer.last_output = None
     if impl.env:

@@ -409,8 +409,9 @@ def _checked_and_timed(task: Task, state: WorkerState, emit: Emit, criterion: An
         _ready_to_time(task, state)
     _wait_turn(task, emit)
     with phases("sample_s"):
-        timer, timing = _timed(task, state, emit, criterion, launches, checker.verify_timed)
-    protocol = {**timer.protocol(), **_tree_record(impl, base_dir), **gpu_busy(timer, timing, s.warmup)}
+        timer, timing, rewarmed = _timed(task, state, emit, criterion, launches, checker.verify_timed)
+    protocol = {**timer.protocol(), **_tree_record(impl, base_dir), **gpu_busy(timer, timing, s.warmup + rewarmed),
+                "rewarmed": rewarmed}
     if task.device == "cuda":
         protocol["stream_check"] = "cupti" if checker.trace is not None else "settle"
     if checker.kernels:  # which kernels this process's libraries chose (issue: per-process state)
@@ -465,18 +466,25 @@ def _turn_once(emit: Emit) -> Emit:
 
 
 def _timed(task: Task, state: WorkerState, emit: Emit, criterion: Any, launches: Sequence[Callable[[], Any]],
-           verify: Any = None) -> tuple[Any, Any]:
+           verify: Any = None) -> tuple[Any, Any, int]:
     """The timing loop over ``launches`` with the task's timer and stopping rule (``criterion``, else
-    the settings' CI width); samples streamed to the parent as taken. Returns (timer, timing)."""
+    the settings' CI width); samples streamed to the parent as taken. Returns (timer, timing, the
+    calls made and discarded after verified samples: :func:`solbench.measure.loop.measure`)."""
     s = task.settings
     timer = state.timer(task)
     timer.pending_s.clear()
     criterion = criterion or CIWidth(s.target_rel_ci, s.min_samples, s.max_samples, s.budget_s)
+    verified: list[int] = []
+
+    def value(i: int, seconds: float, checked: bool) -> None:
+        if checked:
+            verified.append(i)
+        emit("value", {"i": i, "s": seconds, "v": checked})
+
     timing = measure(timer, launches, criterion, warmup=s.warmup, verify=verify,
                      on_sample=lambda n: emit("sample", {"n": n}) if n % 10 == 0 else None,
-                     on_value=lambda i, sec, v: emit("value", {"i": i, "s": sec, "v": v}),
-                     rng=random.SystemRandom(), probe=state.probe(task), seen=task.seen)
-    return timer, timing
+                     on_value=value, rng=random.SystemRandom(), probe=state.probe(task), seen=task.seen)
+    return timer, timing, sum(i < timing.n - 1 for i in verified)
 
 
 def _time_floor(task: Task, state: WorkerState, emit: Emit, criterion: Any, base_dir: Path | None) -> ImplResult:
@@ -495,7 +503,7 @@ def _time_floor(task: Task, state: WorkerState, emit: Emit, criterion: Any, base
         _ready_to_time(task, state)
     _wait_turn(task, emit)
     with phases("sample_s"):
-        timer, timing = _timed(task, state, emit, criterion, [launch])
+        timer, timing, _ = _timed(task, state, emit, criterion, [launch])
     timer.last_output = None
     factor = floor.scale(read, write, src, dst)
     protocol = {**timer.protocol(), **gpu_busy(timer, timing, s.warmup), **phases.seconds, "part": "floor",
@@ -524,7 +532,8 @@ def _cut(name: str) -> str:
 
 def gpu_busy(timer: Any, timing: Any, warmup: int) -> dict[str, float]:
     """``gpu_busy_s``: the seconds the device was kept busy by the timing loop (cold and CUPTI
-    timers): every timed or warm-up call, re-taken samples included, with its spin and its flush::
+    timers): every timed or warm-up call (``warmup``: with those discarded after verified samples),
+    re-taken samples included, with its spin and its flush::
 
         calls x (spin + flush) + sum(samples) + (warm-up + redone) x median
 

@@ -219,6 +219,31 @@ def test_the_verification_rate_runs_on_over_a_points_rounds():
     assert sum(later) < sum(first) / 2  # 4 ln(60/40) + 1 ~ 2.6 against 4 + 4 ln(20/4) + 1 ~ 11
 
 
+def test_a_verified_sample_is_followed_by_a_discarded_call_before_the_next_timed_one():
+    """A verification's own work is outside the window, but not what it leaves behind: the next timed
+    sample comes after one more call, discarded (measured on an H200: loop.measure's docstring)."""
+    log = []
+
+    class Logged(FakeTimer):
+        def sample(self, index):
+            log.append("call")
+            return super().sample(index)
+
+    timer = Logged(lambda n: "good")
+    timing = measure(timer, [None], CIWidth(target=0.0, min_samples=30, max_samples=30, budget_s=1e9), warmup=2,
+                     verify=lambda k, out, s: log.append("verify"), rng=random.Random(5),
+                     on_value=lambda i, s, v: log.append("timed"))
+    assert log[:2] == ["call", "call"]  # the warm-up
+    rest = log[2:]
+    assert rest.count("timed") == timing.n == 30
+    verifies = [k for k, event in enumerate(rest) if event == "verify"]
+    assert len(verifies) >= 5  # the first four always, and the last
+    for k in verifies[:-1]:  # after each verification but the last: a discarded call, then the timed one
+        assert rest[k + 1:k + 4] == ["call", "call", "timed"]
+    assert rest[-1] == "verify"
+    assert rest.count("call") == 30 + len(verifies) - 1
+
+
 def test_worst_exit_code_order():
     assert worst(OK, INCONCLUSIVE) == INCONCLUSIVE
     assert worst(INCONCLUSIVE, REGRESSION) == REGRESSION
