@@ -208,6 +208,8 @@ def guarded(task: Task, state: WorkerState, body: Callable[[], ImplResult]) -> t
     the process are fatal: the caller replaces the process.
     """
     start = time.perf_counter()
+    if task.device == "cuda":
+        release_cached()
     try:
         result = body()
         result = replace(result, protocol={**result.protocol, "task_s": round(time.perf_counter() - start, 4)})
@@ -221,11 +223,22 @@ def guarded(task: Task, state: WorkerState, body: Callable[[], ImplResult]) -> t
         return ImplResult(task.impl, "reward_hack", tampered), True
     for timer in state.timers.values():  # kept for the next task, without this one's inputs and outputs
         timer.release()
-    if task.device == "cuda" and not fatal:
-        # give cached blocks back: other workers share the GPU (on an H200, a KernelBench compiled worker
-        # ran out of memory while its sibling's timer still held the 32 GiB of inputs it was timed on)
-        torch.cuda.empty_cache()
     return wire.capped(result), fatal
+
+
+def release_cached() -> None:
+    """Give the blocks torch's allocator keeps from the last task back to the driver, at the start of
+    the next task, while the case's workers set up side by side and nothing is timed.
+
+    Other workers share the GPU: on an H200, a KernelBench compiled worker ran out of memory while its
+    sibling's timer still held the 32 GiB of inputs it was timed on. Given back at the end of a task,
+    the blocks went back right before the next worker's turn to time, and memory given back slows
+    the GPU for several milliseconds: on an H200, after 3 GiB were given back (by this process or
+    another), a read of 436 MB took 110 µs instead of 100 µs and a 16-token GEMM 18 µs instead of
+    17 µs for their first 11-12 cold samples (``bench/transient_probe.py``). In o_proj runs the byte
+    floor at 16384 tokens, timed right after ``fp8_dynamic`` gave back its GiB, read 110 µs for its
+    first 1-10 samples in most rounds; with the blocks given back here, in none of 30."""
+    torch.cuda.empty_cache()
 
 
 def _execute(task: Task, state: WorkerState, emit: Emit, criterion: Any = None) -> ImplResult:

@@ -65,3 +65,25 @@ def test_a_phase_leaves_out_the_time_spent_waiting_outside_it(monkeypatch):
     with phases("setup_s"):
         phases.outside(lambda: None)
     assert phases.seconds == {"setup_s": 3.0}  # 6 s in the block, 3 of them waiting
+
+
+def test_a_task_gives_back_the_last_tasks_cached_memory_as_it_starts_not_as_it_ends(monkeypatch):
+    """Given back at a task's end, the blocks went back right before the next worker timed (the byte
+    floor read 10% slow for its first samples on the H200); at a task's start nothing is timed."""
+    from types import SimpleNamespace
+
+    from solbench.measure import worker
+    from solbench.results.model import ImplResult
+
+    events = []
+    monkeypatch.setattr(worker, "release_cached", lambda: events.append("give back"))
+
+    def body():
+        events.append("task")
+        return ImplResult("x", "ok", "")
+
+    for device, expected in (("cuda", ["give back", "task"]), ("cpu", ["task"])):
+        events.clear()
+        result, fatal = worker.guarded(SimpleNamespace(device=device, impl="x"), worker.WorkerState(), body)
+        assert (result.status, fatal) == ("ok", False)
+        assert events == expected
