@@ -36,9 +36,10 @@ class _AbCommand(click.Command):
               help="Checkout of the change.")
 @click.option("--rounds", type=click.IntRange(min=1), default=3, show_default=True,
               help="Rounds of every case; each starts fresh workers on both sides. The gate decides over rounds.")
-@click.option("--max-rounds", type=click.IntRange(min=1), default=10, show_default=True,
-              help="Then add rounds only for the undecided cases, up to this many; the error rates are split "
-                   "over the looks (alpha/(max-rounds - rounds + 1)). Equal to --rounds: no added rounds.")
+@click.option("--max-rounds", type=click.IntRange(min=1), default=15, show_default=True,
+              help="Then add rounds only for the undecided cases, 4 at a time, up to this many; the error rates "
+                   "are split over the looks (alpha/(1 + ceil((max-rounds - rounds) / 4)): 4 with the defaults). "
+                   "Equal to --rounds: no added rounds.")
 @click.option("-w", "--workload", "workloads", multiple=True, help="Only this workload (repeatable).")
 @click.option("-i", "--impl", "impls", multiple=True, help="Only this implementation (repeatable).")
 @click.option("--device", default="auto", show_default=True, metavar="auto|cpu|cuda|cuda:N")
@@ -82,7 +83,7 @@ def ab(files: Sequence[str], baseline_tree: str, current_tree: str, rounds: int,
     workers. Workers resolve implementations in their own tree; the measuring code is this
     solbench's for both.
     """
-    from solbench.analysis.adaptive import Looks
+    from solbench.analysis.adaptive import Looks, looks_for
     from solbench.analysis.gate import parse_threshold
     from solbench.cli.common import ProgressBar, interrupted_code
     from solbench.cli.compare import emit_gate
@@ -90,7 +91,7 @@ def ab(files: Sequence[str], baseline_tree: str, current_tree: str, rounds: int,
     tau = None if threshold is None else parse_threshold(threshold).fraction  # bad input fails before measuring
     if max_rounds < rounds:
         raise click.UsageError(f"--max-rounds ({max_rounds}) must be at least --rounds ({rounds})")
-    looks = Looks(max_rounds - rounds + 1, threshold=tau, alpha=alpha)
+    looks = Looks(looks_for(rounds, max_rounds), threshold=tau, alpha=alpha)
     options = api.RunOptions(timer=timer, target_rel_ci=target, min_samples=min_samples, max_samples=max_samples,
                              budget_s=budget, input_sets=input_sets, seed=seed, workloads=tuple(workloads),
                              impls=tuple(impls), flush=flush, results_dir=Path(results_dir), timeout_s=timeout_s)

@@ -283,8 +283,8 @@ class ProgressBar:
             bar.update(self._task, description=self._label)
         elif event == "sample" and data["n"] % 10 == 0:
             bar.update(self._task, description=f"{self._label} ({data['n']} samples)")
-        elif event == "case_done":
-            bar.advance(self._task)
+        elif event == "case_done":  # a case's rounds in one pass (rounds 2-3 together, added rounds)
+            bar.advance(self._task, data.get("rounds", 1))
 
     def __exit__(self, *exc: object) -> None:
         if self._bar is not None:

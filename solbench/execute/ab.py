@@ -4,7 +4,7 @@
                    first on sys.path), build its settings and empty run, and a worker pool whose
                    workers resolve implementations in that tree
     measure both, alternating (solbench.execute.alternate), in ``rounds`` rounds; then, with
-    ``undecided`` given, one more round at a time of the keys it names, up to ``max_rounds``
+    ``undecided`` given, four more rounds at a time of the keys it names, up to ``max_rounds``
     -> (baseline run, current run); the caller gates them (solbench.analysis.gate, .adaptive)
 """
 

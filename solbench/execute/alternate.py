@@ -15,13 +15,25 @@ case and round by round, so drift, heat and the power cap hit both alike::
                 merge each side's rounds so far; score; hand both runs to on_case
             retire both sides' workers
 
+Rounds 2 to ``rounds`` go out in one pass, as in ``run`` (:mod:`solbench.execute.session`): each
+round of a point in a worker of its own, so the pass pays its worker starts once.
+
 After the first ``rounds`` rounds, with ``undecided`` given, the loop adds rounds only for the
 ``case_id/impl`` keys ``undecided(runs)`` names (the gate's INCONCLUSIVE cases), both sides,
-alternating as above, until it names none or ``max_rounds`` rounds are measured::
+alternating as above, ROUNDS_A_LOOK (4) at a time, until it names none or ``max_rounds`` rounds are
+measured::
 
     r = rounds
     while r < max_rounds and (keys := undecided([baseline run, current run])):
-        round r as above, for those keys only (only their workers start)
+        one pass as above, for those keys only: min(4, max_rounds - r) rounds of each,
+        each round in a worker of its own (a rank group: that many passes of one round)
+        r += that many
+
+So a point is looked at after ``rounds``, ``rounds + 4``, ... rounds: at most
+:func:`~solbench.analysis.adaptive.looks_for` times, the number the gate splits its error rates over
+(:class:`~solbench.analysis.adaptive.Looks`). Four
+rounds a look instead of one make fewer looks (each tested at a less strict level) and fewer
+passes, each of which pays its workers' start; a round more than a point needed costs a worker.
 
 From the second round on, both sides' calls of a point take at most the same number of samples:
 the larger of the two sides' allocations (n*, :mod:`solbench.analysis.allocation`).
@@ -32,10 +44,12 @@ lists it as MISSING, or BROKEN if the current side lost a working one).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import functools
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from solbench.analysis.adaptive import ROUNDS_A_LOOK
 from solbench.errors import RunInterrupted
 from solbench.execute.session import (
     Checked,
@@ -45,8 +59,10 @@ from solbench.execute.session import (
     _job,
     _keys,
     _merged,
+    _ranks,
     _samples_cap,
     _skipped,
+    _slot_key,
     run_case,
 )
 from solbench.measure.worker import MeasureSettings, Task
@@ -87,6 +103,9 @@ def _case_ids(units: Sequence[Unit | None]) -> list[str]:
     return list(ids)
 
 
+Slots = Callable[[str, str, str], int]  # (workload, case id, implementation) -> rounds of it in a pass
+
+
 def measure_ab(sides: Sequence[Side], *, device: str, settings: MeasureSettings, timeout_s: float,
                l2_bytes: int | None, emit: Progress, rounds: int = 2, nvml_id: str | None = None,
                on_case: Callable[[Sequence[RunResult]], None] | None = None, max_rounds: int | None = None,
@@ -97,19 +116,37 @@ def measure_ab(sides: Sequence[Side], *, device: str, settings: MeasureSettings,
     Ctrl-C raises RunInterrupted whose ``result`` is the list of both runs so far, marked incomplete.
     """
     cap = max(rounds, max_rounds or rounds)
+    multi_rank = {u.spec.name for side in sides for u in side.units if _ranks(u) > 1}
+    run_pass = functools.partial(_pass, sides, device=device, settings=settings, timeout_s=timeout_s,
+                                 l2_bytes=l2_bytes, emit=emit, nvml_id=nvml_id, on_case=on_case)
+
+    def together(first: int, last: int, keys: set[str] | None = None) -> None:
+        """Rounds ``first`` to ``last`` (1-based) of every point, or of ``keys``: in one pass, each round
+        in a worker of its own; a rank group (it holds every GPU) one round a pass."""
+        def wanted(case_id: str, impl: str) -> bool:
+            return keys is None or f"{case_id}/{impl}" in keys
+
+        run_pass(first - 1, lambda name, case_id, impl: wanted(case_id, impl) * (
+            1 if name in multi_rank else last - first + 1), of=rounds if keys is None else cap, last=last,
+            keys=len(keys or ()))
+        for r in range(first + 1, last + 1) if multi_rank else ():
+            run_pass(r - 1, lambda name, case_id, impl: wanted(case_id, impl) * int(name in multi_rank),
+                     of=rounds if keys is None else cap, keys=len(keys or ()))
+
     try:
-        r = 0
-        while r < cap:
-            keys: set[str] | None = None
-            if r >= rounds:
-                keys = set(undecided([side.run for side in sides])) if undecided is not None else set()
-                if not keys:
-                    break
-            emit("round", {"round": r + 1, "of": rounds if keys is None else cap, "keys": len(keys or ())})
-            for name in _workloads(sides):
-                _workload(sides, name, r, device=device, settings=settings, timeout_s=timeout_s,
-                          l2_bytes=l2_bytes, emit=emit, nvml_id=nvml_id, on_case=on_case, keys=keys)
-            r += 1
+        together(1, 1)  # every check in full
+        if rounds > 1:
+            together(2, rounds)
+        done = rounds
+        while done < cap and undecided is not None:
+            keys = set(undecided([side.run for side in sides]))
+            if not keys:
+                break
+            step = min(ROUNDS_A_LOOK, cap - done)
+            emit("more", {"cases": step * len({key.rsplit("/", 1)[0] for key in keys}), "points": len(keys),
+                          "rounds": step * len(keys), "of": cap})
+            together(done + 1, done + step, keys)
+            done += step
     except KeyboardInterrupt:
         for side in sides:
             side.run = replace(side.run, complete=False, notes=(*side.run.notes, "interrupted (Ctrl-C)"))
@@ -120,61 +157,78 @@ def measure_ab(sides: Sequence[Side], *, device: str, settings: MeasureSettings,
     return [side.run for side in sides]
 
 
-def _wanted(unit: Unit | None, skip: dict[str, str], keys: set[str] | None) -> list[tuple[str, str]]:
-    """The workers a round needs: every implementation's, or those with a key in ``keys``."""
+def _pass(sides: Sequence[Side], done: int, slots: Slots, *, device: str, settings: MeasureSettings,
+          timeout_s: float, l2_bytes: int | None, emit: Progress, nvml_id: str | None,
+          on_case: Callable[[Sequence[RunResult]], None] | None, of: int, last: int | None = None,
+          keys: int = 0) -> None:
+    """One pass over the workloads: ``slots(workload, case id, impl)`` rounds of each point (each in a
+    worker of its own), after ``done`` rounds; progress says rounds ``done + 1`` to ``last`` of ``of``."""
+    event: dict[str, Any] = {"round": done + 1, "of": of, "keys": keys}
+    emit("round", event if last is None or last <= done + 1 else {**event, "last": last})
+    for name in _workloads(sides):
+        _workload(sides, name, done, slots, device=device, settings=settings, timeout_s=timeout_s,
+                  l2_bytes=l2_bytes, emit=emit, nvml_id=nvml_id, on_case=on_case)
+
+
+def _wanted(unit: Unit | None, skip: dict[str, str], depth: Mapping[str, int]) -> list[tuple[str, str]]:
+    """The workers a pass needs: one per round of each implementation it measures (``depth``)."""
     if unit is None:
         return []
-    return [(w, impl) for w, impl in _keys(unit, skip)
-            if keys is None or any(f"{c.id}/{impl}" in keys for c in unit.cases)]
+    return [_slot_key(key, s) for key in _keys(unit, skip) for s in range(depth.get(key[1], 0))]
 
 
-def _workload(sides: Sequence[Side], name: str, r: int, *, device: str, settings: MeasureSettings,
+def _workload(sides: Sequence[Side], name: str, r: int, slots: Slots, *, device: str, settings: MeasureSettings,
               timeout_s: float, l2_bytes: int | None, emit: Progress, nvml_id: str | None,
-              on_case: Callable[[Sequence[RunResult]], None] | None, keys: set[str] | None = None) -> None:
+              on_case: Callable[[Sequence[RunResult]], None] | None) -> None:
     units = [side.unit(name) for side in sides]
     skips = [_skipped(u, device) if u is not None else {} for u in units]
-    workers = [_wanted(u, skip, keys) for u, skip in zip(units, skips, strict=True)]
+    case_ids = _case_ids(units)
+    impls: dict[str, None] = {}
+    for unit in reversed(units):
+        impls.update(dict.fromkeys(unit.impls if unit is not None else ()))
+    depth = {impl: max((slots(name, c, impl) for c in case_ids), default=0) for impl in impls}
+    workers = [_wanted(u, skip, depth) for u, skip in zip(units, skips, strict=True)]
     if not any(workers):
         return
     emit("workers", {"workload": name})
     for side, wanted in zip(sides, workers, strict=True):
         if wanted:
             side.executor.prestart(wanted)
-    for k, case_id in enumerate(_case_ids(units)):
-        order = list(range(len(sides))) if (k + r) % 2 == 0 else list(reversed(range(len(sides))))
+    for k, case_id in enumerate(case_ids):
         cases = [next((c for c in u.cases if c.id == case_id), None) if u is not None else None for u in units]
-        impls: dict[str, None] = {}
-        for unit in reversed(units):
-            impls.update(dict.fromkeys(unit.impls if unit is not None else ()))
-        if keys is not None:
-            impls = {impl: None for impl in impls if f"{case_id}/{impl}" in keys}
-            if not impls:
-                continue
-        results: list[list[ImplResult]] = [[] for _ in sides]
-        jobs, owners = [], []
-        for impl in impls:
+        counts = {impl: n for impl in impls if (n := slots(name, case_id, impl))}
+        if not counts:
+            continue
+        jobs, owners = [], []  # owners: (side, slot)
+        for impl, n in counts.items():
             cap = _shared_cap(sides, name, case_id, impl, settings)
-            for i in order:
-                unit, case = units[i], cases[i]
-                if unit is None or case is None or impl not in unit.impls:
-                    continue
-                task = Task(unit.spec, case, "", str(unit.path.parent.absolute()), device, settings, l2_bytes, nvml_id)
-                jobs.append(_job(sides[i].executor, unit, task, impl, skips[i], timeout_s, _tagged(emit, i),
-                                 checked=sides[i].checked, cap=cap))
-                owners.append(i)
-        for i, result in zip(owners, run_case(jobs), strict=True):  # checked side by side, timed in this order
-            results[i].append(result)
+            for s in range(n):
+                order = list(range(len(sides))) if (k + r + s) % 2 == 0 else list(reversed(range(len(sides))))
+                for i in order:
+                    unit, case = units[i], cases[i]
+                    if unit is None or case is None or impl not in unit.impls:
+                        continue
+                    task = Task(unit.spec, case, "", str(unit.path.parent.absolute()), device, settings, l2_bytes,
+                                nvml_id)
+                    job = _job(sides[i].executor, unit, task, impl, skips[i], timeout_s, _tagged(emit, i),
+                               checked=sides[i].checked, cap=cap)
+                    jobs.append(replace(job, slot=s))
+                    owners.append((i, s))
+        results: dict[tuple[int, int], list[ImplResult]] = {}
+        for owner, result in zip(owners, run_case(jobs), strict=True):  # checked side by side, timed in this order
+            results.setdefault(owner, []).append(result)
         for i, side in enumerate(sides):
             unit, case = units[i], cases[i]
-            if unit is None or case is None or not results[i]:
+            mine = [results[(j, s)] for (j, s) in sorted(results) if j == i]
+            if unit is None or case is None or not mine:
                 continue
             per_round = side.rounds.setdefault((name, case_id), [])
-            per_round.append(results[i])
+            per_round.extend(mine)
             side.scored[(name, case_id)] = side.score(unit, case, _merged(per_round))
             side.run = replace(side.run, cases=tuple(side.scored.values()))
         if on_case is not None:
             on_case([side.run for side in sides])
-        emit("case_done", {"case": case_id})
+        emit("case_done", {"case": case_id, "rounds": max(counts.values())})
     for side, wanted in zip(sides, workers, strict=True):
         if wanted:
             side.executor.retire(wanted)

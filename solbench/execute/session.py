@@ -125,7 +125,7 @@ def measure_units(units: Sequence[Unit], run: RunResult, executor: Executor, *, 
                 if on_case is not None:
                     with clock("save_s"):
                         on_case(run)
-                emit("case_done", {"case": case.id})
+                emit("case_done", {"case": case.id, "rounds": passes})
             with clock("workers_s"):
                 executor.retire(worker_keys)
 
@@ -147,7 +147,10 @@ def measure_units(units: Sequence[Unit], run: RunResult, executor: Executor, *, 
             pending = _undecided(rounds, target_rel_ci, max_rounds, units)
             if not pending:
                 break
-            emit("more", {"cases": len({(n, c) for n, c, _ in pending}), "points": len(pending),
+            deepest: dict[tuple[int, str], int] = {}
+            for (n, c, _), k in pending.items():
+                deepest[(n, c)] = max(deepest.get((n, c), 0), k)
+            emit("more", {"cases": sum(deepest.values()), "points": len(pending),
                           "rounds": sum(pending.values()), "of": max_rounds})
             one_round(functools.partial(_in_pending, pending))
     except KeyboardInterrupt:

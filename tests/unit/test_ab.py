@@ -17,6 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 from solbench import api
+from solbench.analysis.adaptive import looks_for
 from solbench.cli import main
 from solbench.execute import session
 from solbench.execute.alternate import Side, measure_ab
@@ -62,6 +63,7 @@ class Recorder:
 
     def prestart(self, keys):
         self.log.append(("prestart", self.label))
+        self.started = [*getattr(self, "started", []), list(keys)]
 
     def run(self, key, task, timeout_s, progress=None):
         self.log.append((self.label, task.case.id, task.impl))
@@ -123,7 +125,31 @@ def test_a_workload_on_one_side_only_is_measured_there_only(tmp_path, monkeypatc
     assert {c.workload for c in head_run.cases} == {"tiny", "added"}
 
 
-def test_added_rounds_measure_only_the_undecided_keys_alternating(tmp_path, monkeypatch):
+def test_rounds_two_to_three_share_a_pass_each_round_in_a_worker_of_its_own(tmp_path, monkeypatch):
+    base, head = _tree(tmp_path / "base"), _tree(tmp_path / "head")
+    log = []
+    monkeypatch.syspath_prepend(str(base))
+    sides = [_side("baseline", base, log), _side("current", head, log)]
+    runs = measure_ab(sides, device="cpu", settings=MeasureSettings(), timeout_s=1.0, l2_bytes=None,
+                      emit=lambda e, d: None, rounds=3)
+    assert [e for e in log if e[0] in ("prestart", "retire")] == [
+        ("prestart", "baseline"), ("prestart", "current"), ("retire", "baseline"), ("retire", "current")] * 2
+    impls = ["baseline", "kernel", "local"]
+    assert sides[1].executor.started == [[("tiny", i) for i in impls],
+                                         [("tiny", w) for i in impls for w in (i, f"{i}#2")]]
+    second = [e for e in log if e[0] in ("baseline", "current")][2 * 3 * 2:]  # after round 1 (2 cases, 3 impls, 2 sides)
+    expected = []
+    for k, case in enumerate(["tiny[n=32,float32]", "tiny[n=64,float32]"]):
+        for impl in impls:
+            for s in range(2):  # round 2, then round 3; the side that goes first alternates
+                order = ["baseline", "current"] if (k + 1 + s) % 2 == 0 else ["current", "baseline"]
+                expected += [(side, case, impl) for side in order]
+    assert second == expected
+    for run in runs:
+        assert all(r.timing.n_rounds == 3 for c in run.cases for r in c.impls)
+
+
+def test_added_rounds_measure_only_the_undecided_keys_four_at_a_time_alternating(tmp_path, monkeypatch):
     base, head = _tree(tmp_path / "base"), _tree(tmp_path / "head")
     log, asked = [], []
     monkeypatch.syspath_prepend(str(base))
@@ -132,17 +158,27 @@ def test_added_rounds_measure_only_the_undecided_keys_alternating(tmp_path, monk
 
     def undecided(runs):
         asked.append([max(r.timing.n_rounds for c in run.cases for r in c.impls) for run in runs])
-        return list(left) if len(asked) < 3 else []  # undecided after rounds 2 and 3, decided after 4
+        return list(left) if len(asked) < 3 else []  # undecided after rounds 2 and 6, decided after 10
 
+    events = []
     runs = measure_ab(sides, device="cpu", settings=MeasureSettings(), timeout_s=1.0, l2_bytes=None,
-                      emit=lambda e, d: None, rounds=2, max_rounds=10, undecided=undecided)
-    assert asked == [[2, 2], [3, 3], [4, 4]]  # asked after each round from the second on; stops when decided
+                      emit=lambda e, d: events.append((e, d)), rounds=2, max_rounds=12, undecided=undecided)
+    done = sum(d.get("rounds", 1) for e, d in events if e == "case_done")  # the progress bar ends full
+    assert done == 2 * 2 + sum(d["cases"] for e, d in events if e == "more") == 2 * 2 + 8
+    assert asked == [[2, 2], [6, 6], [10, 10]]  # asked after the first rounds, then every four; stops when decided
+    assert looks_for(2, 12) == 4  # looks at 2, 6, 10 and 12 at most
     added = [e for e in log if e[0] in ("baseline", "current")][2 * 2 * 3 * 2:]  # after two full rounds (2 cases, 3 impls, 2 sides)
-    assert added == [("current", "tiny[n=64,float32]", "kernel"), ("baseline", "tiny[n=64,float32]", "kernel"),
-                     ("baseline", "tiny[n=64,float32]", "kernel"), ("current", "tiny[n=64,float32]", "kernel")]
+    expected = []
+    for done in (2, 6):
+        for s in range(4):  # the n=64 case is the second (k = 1)
+            order = ["baseline", "current"] if (1 + done + s) % 2 == 0 else ["current", "baseline"]
+            expected += [(side, "tiny[n=64,float32]", "kernel") for side in order]
+    assert added == expected
+    assert sides[0].executor.started[-1] == [("tiny", "kernel"), ("tiny", "kernel#2"), ("tiny", "kernel#3"),
+                                             ("tiny", "kernel#4")]  # each added round in a worker of its own
     for run in runs:
         rounds = {f"{c.case_id}/{r.name}": r.timing.n_rounds for c in run.cases for r in c.impls}
-        assert rounds.pop("tiny[n=64,float32]/kernel") == 4 and set(rounds.values()) == {2}
+        assert rounds.pop("tiny[n=64,float32]/kernel") == 10 and set(rounds.values()) == {2}
 
 
 def test_added_rounds_stop_at_the_cap(tmp_path, monkeypatch):

@@ -204,6 +204,10 @@ def test_added_rounds_go_only_to_the_points_still_wider_than_the_target():
     assert added and all("n=64" in e[2] for e in added)  # only the wide point was measured again
     assert any(e == "more" for e, _ in events)
     assert max(rounds.values()) <= 8
+    # the progress bar ends full: every case-round counted once (rounds 2-3 share a pass; added rounds too)
+    done = sum(d.get("rounds", 1) for e, d in events if e == "case_done")
+    assert done == len(ids) * 3 + sum(d["cases"] for e, d in events if e == "more")
+    assert done == sum(rounds.values())  # one implementation a case: its rounds are the case's
 
 
 def test_no_rounds_are_added_without_max_rounds():
