@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -111,7 +112,7 @@ def ab(files: Sequence[str], baseline_tree: str, current_tree: str, rounds: int,
         click.echo("interrupted: the cases measured so far are saved", err=True)
         sys.exit(interrupted_code())
     save([base, cur], final=True)  # the final records add the end-of-run clocks
-    result = looks.result(base, cur)
+    result = replace(looks.result(base, cur), reruns=added_rounds(cur, rounds))
     emit_gate(result, junit=junit, markdown_file=markdown_file, as_json=as_json, as_markdown=as_markdown)
     for saver in savers:
         if saver.path is not None:
@@ -122,6 +123,11 @@ def ab(files: Sequence[str], baseline_tree: str, current_tree: str, rounds: int,
     for error in errors:
         click.echo(f"error: {error}", err=True)
     sys.exit(exitcodes.worst(code, exitcodes.USAGE) if errors else code)
+
+
+def added_rounds(run: RunResult, rounds: int) -> int:
+    """The most rounds added to any point after the first ``rounds`` (the gate's "re-measure rounds")."""
+    return max([0, *(r.timing.n_rounds - rounds for c in run.cases for r in c.impls if r.timing is not None)])
 
 
 def _saver(out_dir: str | None, results_dir: str, side: str, force: bool) -> Any:

@@ -377,3 +377,19 @@ def test_later_rounds_give_both_sides_one_samples_cap_the_larger_allocation(tmp_
             own = [session._samples_cap(side.rounds[(name, case_id)][:1], impl, settings) for side in sides]
             second = next(cap for case, i, cap in caps[0][points:] if case == case_id and i == impl)
             assert None not in own and second == max(own) < settings.max_samples
+
+
+def test_the_gate_line_counts_the_rounds_ab_added():
+    """``gate: ... N re-measure round(s)`` after ab: the most rounds any point got beyond --rounds."""
+    from solbench.cli.ab import added_rounds
+
+    def run_with(rounds_per_point):
+        cases = []
+        for k, n in enumerate(rounds_per_point):
+            timing = Timing((1e-3,) * n, 1e-3, 1e-3, 1e-3, "converged", rounds=tuple(range(n)))
+            cases.append(replace(make_case(f"c{k}", {}), impls=(ImplResult("x", "ok", timing=timing),)))
+        return replace(make_run({}), cases=tuple(cases))
+
+    assert added_rounds(run_with([3, 7, 11]), 3) == 8
+    assert added_rounds(run_with([3, 3]), 3) == 0
+    assert added_rounds(run_with([]), 3) == 0
