@@ -5,9 +5,6 @@
 # PART=suite: the shipped suite, every workload file on one GPU, its harness table and
 # `compare baseline fused`.
 source bench/device_setup.sh
-T0=$(date +%s)
-LIMIT=${LIMIT:-560}
-left() { echo $(( LIMIT - ($(date +%s) - T0) )); }
 if [ "${PART:-tests}" = tests ]; then
   timeout $(( $(left) - 20 )) python3 -m pytest -q -p no:cacheprovider tests/gpu > $OUT/gpu-tests.txt 2>&1
   echo "pytest tests/gpu: exit $?, $(( $(date +%s) - T0 )) s, $(tail -n 1 $OUT/gpu-tests.txt)" | tee $OUT/steps.txt

@@ -7,20 +7,12 @@
 #  3. `run workloads/attn.yaml -w o_proj` twice, each with its harness table, and how the rounds'
 #     first samples read (bench/first_samples.py).
 source bench/device_setup.sh
-T0=$(date +%s)
-LIMIT=${LIMIT:-560}
-left() { echo $(( LIMIT - ($(date +%s) - T0) )); }
 PYTHONPATH=/tmp/site:.:bench timeout 60 python3 bench/transient_probe.py > $OUT/transient.txt 2>&1
 echo "transient probe: exit $?, $(( $(date +%s) - T0 )) s" | tee $OUT/steps.txt
 timeout 150 python3 -m pytest -q -p no:cacheprovider tests/gpu/test_timers_gpu.py tests/gpu/test_floor_gpu.py \
   tests/gpu/test_cupti_gpu.py tests/gpu/test_forgers_gpu.py > $OUT/gpu-tests.txt 2>&1
 echo "gpu tests: exit $?, $(( $(date +%s) - T0 )) s, $(tail -n 1 $OUT/gpu-tests.txt)" | tee -a $OUT/steps.txt
-for k in 1 2; do
-  s=$(date +%s.%N)
-  timeout $(left) python3 -m solbench run workloads/attn.yaml -w o_proj -q -o $OUT/oproj-$k.json > $OUT/oproj-$k.txt 2>&1
-  echo "o_proj $k: exit $?, $(python3 -c "import time; print(f'{time.time() - $s:.1f}')") s" | tee -a $OUT/steps.txt
-  python3 -m solbench show $OUT/oproj-$k.json --harness > $OUT/oproj-$k-harness.txt 2>&1
-done
+oproj_runs 2
 python3 bench/first_samples.py $OUT/oproj-*.json > $OUT/first-samples.txt 2>&1
 python3 -m solbench gate --baseline $OUT/oproj-1.json --current $OUT/oproj-2.json > $OUT/gate.txt 2>&1; echo "gate 2 vs 1: exit $?" | tee -a $OUT/steps.txt
 gzip -9 -n $OUT/oproj-*.json

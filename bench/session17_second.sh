@@ -7,18 +7,9 @@
 #     read (bench/first_samples.py); the gates between the runs are computed afterwards;
 #  3. `ab` on identical trees (o_proj) while time is left.
 source bench/device_setup.sh
-T0=$(date +%s)
-LIMIT=${LIMIT:-560}
-left() { echo $(( LIMIT - ($(date +%s) - T0) )); }
 PYTHONPATH=/tmp/site:.:bench timeout 90 python3 bench/transient_probe.py > $OUT/transient.txt 2>&1
 echo "transient probe: exit $?, $(( $(date +%s) - T0 )) s" | tee $OUT/steps.txt
-for k in 1 2 3 4 5; do
-  [ $(left) -gt 60 ] || break
-  s=$(date +%s.%N)
-  timeout $(left) python3 -m solbench run workloads/attn.yaml -w o_proj -q -o $OUT/oproj-$k.json > $OUT/oproj-$k.txt 2>&1
-  echo "o_proj $k: exit $?, $(python3 -c "import time; print(f'{time.time() - $s:.1f}')") s" | tee -a $OUT/steps.txt
-  python3 -m solbench show $OUT/oproj-$k.json --harness > $OUT/oproj-$k-harness.txt 2>&1
-done
+oproj_runs 5
 python3 bench/first_samples.py $OUT/oproj-*.json > $OUT/first-samples.txt 2>&1
 rm -rf /tmp/base && mkdir -p /tmp/base && cp -r solbench workloads /tmp/base/
 for n in 1 2; do

@@ -88,13 +88,20 @@ def _side(label, tree, log):
     return Side(label, units, make_run({}), Recorder(label, log), score)
 
 
-def test_sides_alternate_implementation_by_implementation_and_swap_each_case_and_round(tmp_path, monkeypatch):
+def _recorded(tmp_path, monkeypatch, **kwargs):
+    """Both sides of identical trees through measure_ab with recording executors: (sides, log of what
+    was measured and started, runs, progress events)."""
     base, head = _tree(tmp_path / "base"), _tree(tmp_path / "head")
-    log = []
+    log, events = [], []
     monkeypatch.syspath_prepend(str(base))
     sides = [_side("baseline", base, log), _side("current", head, log)]
     runs = measure_ab(sides, device="cpu", settings=MeasureSettings(), timeout_s=1.0, l2_bytes=None,
-                      emit=lambda e, d: None, rounds=2)
+                      emit=lambda e, d: events.append((e, d)), **kwargs)
+    return sides, log, runs, events
+
+
+def test_sides_alternate_implementation_by_implementation_and_swap_each_case_and_round(tmp_path, monkeypatch):
+    _, log, runs, _ = _recorded(tmp_path, monkeypatch, rounds=2)
     runs_of = [e for e in log if e[0] in ("baseline", "current")]
     cases = ["tiny[n=32,float32]", "tiny[n=64,float32]"]
     impls = ["baseline", "kernel", "local"]
@@ -126,12 +133,7 @@ def test_a_workload_on_one_side_only_is_measured_there_only(tmp_path, monkeypatc
 
 
 def test_rounds_two_to_three_share_a_pass_each_round_in_a_worker_of_its_own(tmp_path, monkeypatch):
-    base, head = _tree(tmp_path / "base"), _tree(tmp_path / "head")
-    log = []
-    monkeypatch.syspath_prepend(str(base))
-    sides = [_side("baseline", base, log), _side("current", head, log)]
-    runs = measure_ab(sides, device="cpu", settings=MeasureSettings(), timeout_s=1.0, l2_bytes=None,
-                      emit=lambda e, d: None, rounds=3)
+    sides, log, runs, _ = _recorded(tmp_path, monkeypatch, rounds=3)
     assert [e for e in log if e[0] in ("prestart", "retire")] == [
         ("prestart", "baseline"), ("prestart", "current"), ("retire", "baseline"), ("retire", "current")] * 2
     impls = ["baseline", "kernel", "local"]
@@ -150,19 +152,14 @@ def test_rounds_two_to_three_share_a_pass_each_round_in_a_worker_of_its_own(tmp_
 
 
 def test_added_rounds_measure_only_the_undecided_keys_four_at_a_time_alternating(tmp_path, monkeypatch):
-    base, head = _tree(tmp_path / "base"), _tree(tmp_path / "head")
-    log, asked = [], []
-    monkeypatch.syspath_prepend(str(base))
-    sides = [_side("baseline", base, log), _side("current", head, log)]
+    asked = []
     left = ["tiny[n=64,float32]/kernel"]
 
     def undecided(runs):
         asked.append([max(r.timing.n_rounds for c in run.cases for r in c.impls) for run in runs])
         return list(left) if len(asked) < 3 else []  # undecided after rounds 2 and 6, decided after 10
 
-    events = []
-    runs = measure_ab(sides, device="cpu", settings=MeasureSettings(), timeout_s=1.0, l2_bytes=None,
-                      emit=lambda e, d: events.append((e, d)), rounds=2, max_rounds=12, undecided=undecided)
+    sides, log, runs, events = _recorded(tmp_path, monkeypatch, rounds=2, max_rounds=12, undecided=undecided)
     done = sum(d.get("rounds", 1) for e, d in events if e == "case_done")  # the progress bar ends full
     assert done == 2 * 2 + sum(d["cases"] for e, d in events if e == "more") == 2 * 2 + 8
     assert asked == [[2, 2], [6, 6], [10, 10]]  # asked after the first rounds, then every four; stops when decided
