@@ -208,17 +208,33 @@ class Harness(Phases):
 
     def add_tasks(self, results: Sequence[ImplResult]) -> None:
         """Add what the workers reported of each task's phases; a held task's set-up and checks
-        (side by side with others, inside ``side_s``) to ``side_setup_s`` and ``side_check_s``."""
+        (side by side with others, inside ``side_s``) to ``side_setup_s`` and ``side_check_s``, but
+        the part it did alone after taking its turn early (``setup_alone_s``, ``check_alone_s``:
+        cuBLASLt tuning, :class:`solbench.measure.worker.Phases`) to ``setup_s`` and ``check_s``."""
         for r in results:
             side = r.protocol.get("side_by_side") == 1
             for name in self.PHASES:
-                value = r.protocol.get(name)
-                if isinstance(value, int | float) and not isinstance(value, bool):
-                    key = self.SIDE.get(name, name) if side else name
-                    self.seconds[key] = self.seconds.get(key, 0.0) + float(value)
+                value = _seconds(r.protocol.get(name))
+                if value is None:
+                    continue
+                if side and name in self.SIDE:
+                    alone = min(_seconds(r.protocol.get(Phases.ALONE[name])) or 0.0, value)
+                    self._add(self.SIDE[name], value - alone)
+                    if alone:
+                        self._add(name, alone)
+                else:
+                    self._add(name, value)
+
+    def _add(self, key: str, seconds: float) -> None:
+        self.seconds[key] = self.seconds.get(key, 0.0) + seconds
 
     def totals(self) -> dict[str, float]:
         return {k: round(v, 4) for k, v in self.seconds.items()}
+
+
+def _seconds(value: object) -> float | None:
+    """A phase's seconds as a worker reported them, or None where it reported none (or not a number)."""
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 PASS_ROUNDS = 4  # at most this many of a point's added rounds in one pass (as many workers of an implementation)

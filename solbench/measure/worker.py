@@ -42,7 +42,7 @@ import traceback
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 
@@ -262,7 +262,7 @@ def _execute(task: Task, state: WorkerState, emit: Emit, criterion: Any = None) 
     phases = Phases()
     emit = _turn_once(emit)
     with cublaslt.tuning(functools.partial(make_timer, task.device, "cold", l2_bytes=task.l2_bytes, flush=s.flush),
-                         lambda: phases.outside(lambda: _wait_turn(task, emit))):
+                         lambda: phases.turn(lambda: _wait_turn(task, emit))):
         with phases("setup_s"):  # inputs and references drawn, the implementation's set-up (compilation)
             ready = set_up(task, base_dir, lambda: prepare_case(task.spec, task.case, task.device, base_dir,
                                                                 input_sets=s.input_sets, seed=s.seed))
@@ -342,11 +342,20 @@ class Phases:
         check_s   correctness calls and their comparison with the reference
         sample_s  the timing loop: spins, flushes, timed calls, verified samples, clock reads
         after_s   the anti-cheat checks after timing (fresh inputs, unseen calls)
+
+    A held task that takes its turn inside its set-up (:meth:`turn`: cuBLASLt tuning) sets up and
+    checks the rest of the way alone, while the other workers wait: that part of ``setup_s`` and
+    ``check_s`` is also recorded as ``setup_alone_s`` and ``check_alone_s``, which the parent counts
+    as time the run spent on this worker alone, not side by side
+    (:class:`solbench.execute.session.Harness`).
     """
+
+    ALONE: ClassVar[dict[str, str]] = {"setup_s": "setup_alone_s", "check_s": "check_alone_s"}
 
     def __init__(self, start: Mapping[str, float] | None = None) -> None:
         self.seconds: dict[str, float] = dict(start or {})
         self._outside = 0.0  # seconds spent in outside() so far
+        self._alone_since: float | None = None  # when the task took its turn inside its set-up
 
     @contextlib.contextmanager
     def __call__(self, name: str) -> Iterator[None]:
@@ -355,8 +364,19 @@ class Phases:
         try:
             yield
         finally:
-            spent = time.perf_counter() - start - (self._outside - outside)
+            end = time.perf_counter()
+            spent = end - start - (self._outside - outside)
             self.seconds[name] = round(self.seconds.get(name, 0.0) + spent, 6)
+            if self._alone_since is not None and name in self.ALONE:
+                alone = min(spent, end - max(start, self._alone_since))
+                key = self.ALONE[name]
+                self.seconds[key] = round(self.seconds.get(key, 0.0) + alone, 6)
+
+    def turn(self, wait: Callable[[], object]) -> None:
+        """``wait()`` for the task's turn inside its set-up, in no phase; from then on the task works
+        alone (the ``*_alone_s`` phases)."""
+        self.outside(wait)
+        self._alone_since = time.perf_counter()
 
     def outside(self, body: Callable[[], object]) -> None:
         """``body()``, its wall time in no phase (a held task waiting for its turn inside its set-up)."""

@@ -3,7 +3,9 @@
     detect + prepare + compile ahead + workers + tasks + save + other = wall
     tasks = side by side + set-up + checks + sampling + after-checks + messaging (as the workers
             report them; side by side: the wall time while workers set up and check at once, the
-            workers' own seconds below it summed, so more than that wall time)
+            workers' own seconds below it summed, so more than that wall time; set-up and checks
+            alone: tasks run one at a time, and what a tuning worker does after it took its turn
+            early, while the others wait)
     GPU busy (spin + flush + timed call) / wall: how much of the run the device spent measuring
 """
 
@@ -22,8 +24,8 @@ _ROWS = (
     ("side_s", "set-up and checks, workers side by side (wall)", 1),
     ("side_setup_s", "inputs, references, set-up and compilation (sum over workers)", 2),
     ("side_check_s", "correctness checks (sum over workers)", 2),
-    ("setup_s", "inputs, references, set-up and compilation", 1),
-    ("check_s", "correctness checks", 1),
+    ("setup_s", "set-up alone (tasks run alone; a tuning worker after its turn)", 1),
+    ("check_s", "correctness checks alone", 1),
     ("sample_s", "timing loop (spin, flush, call, verify, clocks)", 1),
     ("after_s", "anti-cheat checks after timing", 1),
     ("save_s", "write the partial run after each case", 0),

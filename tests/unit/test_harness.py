@@ -67,6 +67,32 @@ def test_a_phase_leaves_out_the_time_spent_waiting_outside_it(monkeypatch):
     assert phases.seconds == {"setup_s": 3.0}  # 6 s in the block, 3 of them waiting
 
 
+def test_what_a_task_does_after_taking_its_turn_early_counts_as_alone(monkeypatch):
+    """A held task that tunes takes its turn inside its set-up; the rest of its set-up and its checks
+    then run while the other workers wait: the parent counts them as the run's own time, not as
+    side by side (they were the harness table's "messaging" before)."""
+    from solbench.execute.session import Harness
+    from solbench.measure import worker
+    from solbench.results.model import ImplResult
+
+    # set-up starts; the wait starts, ends; the turn is taken; set-up ends; checks start, end
+    now = iter([10.0, 11.0, 14.0, 14.0, 16.0, 17.0, 18.0])
+    monkeypatch.setattr(worker.time, "perf_counter", lambda: next(now))
+    phases = worker.Phases()
+    with phases("setup_s"):
+        phases.turn(lambda: None)
+    with phases("check_s"):
+        pass
+    assert phases.seconds == {"setup_s": 3.0, "setup_alone_s": 2.0, "check_s": 1.0, "check_alone_s": 1.0}
+
+    harness = Harness({})
+    early = ImplResult("tuned", "ok", protocol={**phases.seconds, "side_by_side": 1})
+    beside = ImplResult("plain", "ok", protocol={"setup_s": 4.0, "check_s": 0.5, "side_by_side": 1})
+    alone = ImplResult("lone", "ok", protocol={"setup_s": 0.25, "check_s": 0.125})
+    harness.add_tasks([early, beside, alone])
+    assert harness.seconds == {"side_setup_s": 5.0, "setup_s": 2.25, "side_check_s": 0.5, "check_s": 1.125}
+
+
 def test_a_task_gives_back_the_last_tasks_cached_memory_as_it_starts_not_as_it_ends(monkeypatch):
     """Given back at a task's end, the blocks went back right before the next worker timed (the byte
     floor read 10% slow for its first samples on the H200); at a task's start nothing is timed."""

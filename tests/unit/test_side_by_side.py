@@ -234,6 +234,10 @@ def test_a_set_up_that_asks_for_the_device_alone_goes_on_at_its_turn(meet):
         alone, slow = session.run_case(jobs)
         assert (alone.status, slow.status) == ("ok", "ok"), (alone.message, slow.message)
         assert alone.protocol["side_by_side"] == 1 and alone.timing is not None
+        # the rest of its set-up and its checks ran alone, after its turn: the harness counts them so
+        assert 0 < alone.protocol["setup_alone_s"] <= alone.protocol["setup_s"]
+        assert 0 < alone.protocol["check_alone_s"] <= alone.protocol["check_s"]
+        assert "setup_alone_s" not in slow.protocol
         again = p.run(("meet", "alone"), replace(task, impl="alone"), timeout_s=120)  # not held: no wait
         assert again.status == "ok"
     finally:
