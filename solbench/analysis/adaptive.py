@@ -1,14 +1,15 @@
-"""The gate looked at again after every added round: which cases still need rounds. Pure.
+"""The gate looked at again after rounds are added: which cases still need rounds. Pure.
 
-``ab`` (and any loop that measures both sides a round at a time) asks after each round which
-``case_id/impl`` keys are still undecided, measures one more round of those only, and asks
-again, up to a cap. ``Looks`` keeps the verdicts of the keys decided at earlier looks (their data
-no longer change; ``gate.merge_looks``) and splits the error rates over the looks the cap allows
-(``gate(looks=K)``; analysis.sequential proves the rates in simulation)::
+``ab`` (and any loop that measures both sides in rounds) asks after its first rounds which
+``case_id/impl`` keys are still undecided, measures more rounds of those only (``ab``:
+ROUNDS_A_LOOK of them), and asks again, up to a cap. ``Looks`` keeps the verdicts of the keys
+decided at earlier looks (their data no longer change; ``gate.merge_looks``) and splits the error
+rates over the looks the cap allows (``gate(looks=K)``; analysis.sequential proves the rates in
+simulation)::
 
-    looks = Looks(K, threshold=..., alpha=...)     # K = max_rounds - first rounds + 1
-    after each round: keys = looks.undecided(base, cur)   # [] -> stop
-    at the end:       result = looks.result(base, cur)
+    looks = Looks(K, threshold=..., alpha=...)     # K = looks_for(first rounds, max_rounds)
+    after each look's rounds: keys = looks.undecided(base, cur)   # [] -> stop
+    at the end:               result = looks.result(base, cur)
 """
 
 from __future__ import annotations

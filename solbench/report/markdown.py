@@ -129,7 +129,7 @@ def rounds_note(g: GateResult) -> str:
     base = sorted({v.rounds_base for v in over})
     cur = sorted({v.rounds_cur for v in over})
     looks = (f" Error rates split over {g.looks} looks (each at alpha/{g.looks}, CI at "
-             f"{1 - (1 - g.confidence) / g.looks:.2%}): undecided cases got one more round a look."
+             f"{1 - (1 - g.confidence) / g.looks:.2%}): undecided cases got more rounds at each look."
              if g.looks > 1 else "")
     return (f" Decided over rounds ({'/'.join(map(str, base))} baseline, {'/'.join(map(str, cur))} current): "
             "ratio of the geometric means of the round medians, t interval on the log round medians, and "
