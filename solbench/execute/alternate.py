@@ -63,6 +63,7 @@ from solbench.execute.session import (
     _samples_cap,
     _skipped,
     _slot_key,
+    fits_side_by_side,
     run_case,
 )
 from solbench.measure.worker import MeasureSettings, Task
@@ -190,6 +191,9 @@ def _workload(sides: Sequence[Side], name: str, r: int, slots: Slots, *, device:
     workers = [_wanted(u, skip, depth) for u, skip in zip(units, skips, strict=True)]
     if not any(workers):
         return
+    fit = all(fits_side_by_side(side.executor, wanted[0], settings, [
+        (case, len(sides) * sum(slots(name, case.id, impl) for impl in impls)) for case in unit.cases])
+        for side, unit, wanted in zip(sides, units, workers, strict=True) if unit is not None and wanted)
     emit("workers", {"workload": name})
     for side, wanted in zip(sides, workers, strict=True):
         if wanted:
@@ -209,7 +213,7 @@ def _workload(sides: Sequence[Side], name: str, r: int, slots: Slots, *, device:
                     if unit is None or case is None or impl not in unit.impls:
                         continue
                     task = Task(unit.spec, case, "", str(unit.path.parent.absolute()), device, settings, l2_bytes,
-                                nvml_id)
+                                nvml_id, release_after=not fit)
                     job = _job(sides[i].executor, unit, task, impl, skips[i], timeout_s, _tagged(emit, i),
                                checked=sides[i].checked, cap=cap)
                     jobs.append(replace(job, slot=s))

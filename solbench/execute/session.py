@@ -102,6 +102,9 @@ def measure_units(units: Sequence[Unit], run: RunResult, executor: Executor, *, 
                 continue
             emit("workers", {"workload": unit.spec.name})
             worker_keys = [_slot_key(k, s) for k in _keys(unit, skips[n]) if k[1] in names for s in range(depth[k[1]])]
+            fit = bool(worker_keys) and fits_side_by_side(
+                executor, worker_keys[0], settings,
+                [(c, sum(slots(n, c.id, name) for name in names)) for c in unit.cases])
             with clock("workers_s"):
                 executor.prestart(worker_keys)  # all of them, before anything is measured
             for case in unit.cases:
@@ -109,7 +112,7 @@ def measure_units(units: Sequence[Unit], run: RunResult, executor: Executor, *, 
                 if not wanted:
                     continue
                 task = Task(unit.spec, case, "", str(unit.path.parent.absolute()), device, settings, l2_bytes,
-                            nvml_id)
+                            nvml_id, release_after=not fit)
                 made = {name: _job(executor, unit, task, name, skips[n], timeout_s, emit, variant, checked,
                                    capped(n, case.id, name)) for name in wanted}
                 passes = max(wanted.values())
@@ -276,6 +279,21 @@ def _undecided(rounds: dict[tuple[int, str], list[list[ImplResult]]], target_rel
             if more > 0:
                 pending[(n, case_id, r.name)] = 1 if ranks > 1 else min(more, PASS_ROUNDS)
     return pending
+
+
+def fits_side_by_side(executor: Executor, key: tuple[str, str], settings: MeasureSettings,
+                      cases: Sequence[tuple[Case, int]]) -> bool:
+    """Whether each case's tasks (``cases``: each with its number of tasks in the pass) fit side by
+    side at once within ``executor``'s hold budget (one group each, :func:`_groups`). Then a worker
+    may keep the memory a task leaves cached until its next task starts, when nothing is timed
+    (``Task.release_after`` False); otherwise, or where the executor cannot say, it gives it back as
+    the task ends, since a worker of a later group may need it."""
+    from solbench.workload.cases import required_bytes
+
+    hold = getattr(executor, "hold_budget", None)
+    budget = hold(key) if hold is not None else None
+    return budget is not None and all(
+        required_bytes(case, input_sets=settings.input_sets) * tasks <= budget for case, tasks in cases)
 
 
 def _ranks(unit: Unit) -> int:

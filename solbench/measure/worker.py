@@ -118,6 +118,9 @@ class Task:
     checks: str = "full"  # "light" in a later round of the same invocation (see _checked_and_timed)
     seen: int = 0  # the point's samples timed in earlier rounds of the invocation (the verification rate)
     wait_turn: bool = False  # set up and check, then wait for the parent's word before timing (_wait_turn)
+    # give the GPU memory the task leaves cached back as it ends (another worker may need it), not only
+    # as the next task starts: False only where the parent knows every worker's tasks fit side by side
+    release_after: bool = True
 
 
 TREE: str | None = None  # ``ab``: the checkout this worker process resolves implementations in
@@ -223,12 +226,15 @@ def guarded(task: Task, state: WorkerState, body: Callable[[], ImplResult]) -> t
         return ImplResult(task.impl, "reward_hack", tampered), True
     for timer in state.timers.values():  # kept for the next task, without this one's inputs and outputs
         timer.release()
+    if task.device == "cuda" and task.release_after:
+        release_cached()
     return wire.capped(result), fatal
 
 
 def release_cached() -> None:
-    """Give the blocks torch's allocator keeps from the last task back to the driver, at the start of
-    the next task, while the case's workers set up side by side and nothing is timed.
+    """Give the blocks torch's allocator keeps from the last task back to the driver: at the start of
+    every task, while the case's workers set up side by side and nothing is timed, and at its end too
+    unless the parent says every worker's tasks fit side by side (``Task.release_after``).
 
     Other workers share the GPU: on an H200, a KernelBench compiled worker ran out of memory while its
     sibling's timer still held the 32 GiB of inputs it was timed on. Given back at the end of a task,
@@ -237,7 +243,9 @@ def release_cached() -> None:
     another), a read of 436 MB took 110 µs instead of 100 µs and a 16-token GEMM 18 µs instead of
     17 µs for their first 11-12 cold samples (``bench/transient_probe.py``). In o_proj runs the byte
     floor at 16384 tokens, timed right after ``fp8_dynamic`` gave back its GiB, read 110 µs for its
-    first 1-10 samples in most rounds; with the blocks given back here, in none of 30."""
+    first 1-10 samples in most rounds; with the blocks given back at the next task's start, in none
+    of 30. Where the tasks do not all fit at once (they go out in groups, one after another, each
+    needing what the earlier left cached: KernelBench's largest problems), memory comes first."""
     torch.cuda.empty_cache()
 
 

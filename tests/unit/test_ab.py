@@ -68,6 +68,7 @@ class Recorder:
     def run(self, key, task, timeout_s, progress=None):
         self.log.append((self.label, task.case.id, task.impl))
         self.checks = [*getattr(self, "checks", []), task.checks]
+        self.released = [*getattr(self, "released", []), task.release_after]
         return ImplResult(task.impl, "ok", timing=Timing((1e-3,) * 5, 1e-3, 1e-3, 1e-3, "converged"),
                           protocol={"checks": "light"} if task.checks == "light" else {})
 
@@ -149,6 +150,8 @@ def test_rounds_two_to_three_share_a_pass_each_round_in_a_worker_of_its_own(tmp_
     assert second == expected
     for run in runs:
         assert all(r.timing.n_rounds == 3 for c in run.cases for r in c.impls)
+    # these executors cannot say what fits side by side: every task gives its memory back as it ends
+    assert all(side.executor.released for side in sides) and all(all(side.executor.released) for side in sides)
 
 
 def test_added_rounds_measure_only_the_undecided_keys_four_at_a_time_alternating(tmp_path, monkeypatch):

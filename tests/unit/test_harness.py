@@ -93,9 +93,10 @@ def test_what_a_task_does_after_taking_its_turn_early_counts_as_alone(monkeypatc
     assert harness.seconds == {"side_setup_s": 5.0, "setup_s": 2.25, "side_check_s": 0.5, "check_s": 1.125}
 
 
-def test_a_task_gives_back_the_last_tasks_cached_memory_as_it_starts_not_as_it_ends(monkeypatch):
+def test_a_task_gives_back_the_last_tasks_cached_memory_as_it_starts_and_at_its_end_only_when_told(monkeypatch):
     """Given back at a task's end, the blocks went back right before the next worker timed (the byte
-    floor read 10% slow for its first samples on the H200); at a task's start nothing is timed."""
+    floor read 10% slow for its first samples on the H200); at a task's start nothing is timed. At
+    its end too where the parent cannot promise that every worker's tasks fit side by side."""
     from types import SimpleNamespace
 
     from solbench.measure import worker
@@ -108,8 +109,49 @@ def test_a_task_gives_back_the_last_tasks_cached_memory_as_it_starts_not_as_it_e
         events.append("task")
         return ImplResult("x", "ok", "")
 
-    for device, expected in (("cuda", ["give back", "task"]), ("cpu", ["task"])):
+    for device, release_after, expected in (("cuda", False, ["give back", "task"]),
+                                            ("cuda", True, ["give back", "task", "give back"]),
+                                            ("cpu", True, ["task"])):
         events.clear()
-        result, fatal = worker.guarded(SimpleNamespace(device=device, impl="x"), worker.WorkerState(), body)
+        task = SimpleNamespace(device=device, impl="x", release_after=release_after)
+        result, fatal = worker.guarded(task, worker.WorkerState(), body)
         assert (result.status, fatal) == ("ok", False)
-        assert events == expected
+        assert events == expected, (device, release_after)
+
+
+def test_workers_keep_a_tasks_memory_to_its_next_task_only_where_every_case_fits_side_by_side():
+    """``Task.release_after``: False only where each case's tasks fit in the executor's hold budget at
+    once; a budget too small for one case, or none, gives memory back as each task ends."""
+    from solbench.execute import session
+    from solbench.measure.worker import MeasureSettings, Task
+    from solbench.workload.cases import required_bytes
+    from tests.unit.test_rounds_run import OffsetExecutor, _score, _units
+
+    units = _units()
+    need = max(required_bytes(c, input_sets=MeasureSettings().input_sets) for c in units[0].cases)
+    most = len(units[0].impls) * 2  # tasks of a case in one pass: rounds 2-3 go out together
+
+    class Budgeted(OffsetExecutor):
+        def __init__(self, budget):
+            super().__init__()
+            self.budget, self.tasks = budget, []
+
+        def hold_budget(self, key):
+            return self.budget
+
+        def hold(self, key, task, timeout_s, progress=None):  # settled at once: no turn to wait for
+            return self.run(key, task, timeout_s, progress)
+
+        def run(self, key, task, timeout_s, progress=None):
+            self.tasks.append(task)
+            return super().run(key, task, timeout_s, progress)
+
+    # (budget, given back as the task ends: in round 1 (one task a case), in rounds 2-3 (two at once))
+    for budget, first, later in ((need * most, False, False), (need * most - 1, False, True),
+                                 (need - 1, True, True), (None, True, True)):
+        ex = Budgeted(budget)
+        session.measure_units(units, make_run({}), ex, device="cpu", settings=MeasureSettings(), timeout_s=1.0,
+                              l2_bytes=None, score=_score, emit=lambda e, d: None, repeat=3)
+        got = {(t.checks, t.release_after) for t in ex.tasks}
+        assert got == {("full", first), ("light", later)}, budget
+    assert Task.__dataclass_fields__["release_after"].default is True  # where nobody says: as before
