@@ -226,7 +226,7 @@ def guarded(task: Task, state: WorkerState, body: Callable[[], ImplResult]) -> t
         return ImplResult(task.impl, "reward_hack", tampered), True
     for timer in state.timers.values():  # kept for the next task, without this one's inputs and outputs
         timer.release()
-    if task.device == "cuda" and task.release_after:
+    if task.device == "cuda" and task.release_after and not fatal:  # a fatal task's context may be lost
         release_cached()
     return wire.capped(result), fatal
 

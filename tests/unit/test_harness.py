@@ -118,6 +118,15 @@ def test_a_task_gives_back_the_last_tasks_cached_memory_as_it_starts_and_at_its_
         assert (result.status, fatal) == ("ok", False)
         assert events == expected, (device, release_after)
 
+    def crashes():
+        events.append("task")
+        raise SystemExit(3)
+
+    events.clear()  # a fatal task's process leaves: nothing more is asked of its CUDA context
+    task = SimpleNamespace(device="cuda", impl="x", release_after=True)
+    result, fatal = worker.guarded(task, worker.WorkerState(), crashes)
+    assert (result.status, fatal) == ("crashed", True) and events == ["give back", "task"]
+
 
 def test_workers_keep_a_tasks_memory_to_its_next_task_only_where_every_case_fits_side_by_side():
     """``Task.release_after``: False only where each case's tasks fit in the executor's hold budget at
