@@ -473,12 +473,15 @@ def _checked_and_timed(task: Task, state: WorkerState, emit: Emit, criterion: An
 def _ready_to_time(task: Task, state: WorkerState) -> None:
     """The task's timer and clock probe made before its turn, side by side with the other workers'
     set-up, not in the timing loop that every other worker waits on: a worker's first probe starts
-    NVML (21 ms a worker in a profiled H200 o_proj run), and the timer's own kernels are loaded."""
+    NVML (21 ms a worker in a profiled H200 o_proj run), and the timer's own kernels are loaded.
+    Then the device is synchronized: nothing of the set-up runs on into another worker's turn."""
     timer = state.timer(task)
     state.probe(task)
-    warm = getattr(timer, "warm", None)  # CUDA timers: their own kernels loaded (CudaColdTimer.warm)
+    warm = getattr(timer, "warm", None)  # cold and CUPTI timers: their kernels loaded (CudaColdTimer.warm)
     if warm is not None:
-        warm()
+        warm()  # and synchronized
+    elif task.device == "cuda":  # the graph timer
+        torch.cuda.synchronize()
 
 
 def _wait_turn(task: Task, emit: Emit) -> None:

@@ -164,3 +164,21 @@ def test_workers_keep_a_tasks_memory_to_its_next_task_only_where_every_case_fits
         got = {(t.checks, t.release_after) for t in ex.tasks}
         assert got == {("full", first), ("light", later)}, budget
     assert Task.__dataclass_fields__["release_after"].default is True  # where nobody says: as before
+
+
+def test_a_task_ready_to_time_leaves_no_set_up_running_on_the_device(monkeypatch):
+    """Before its turn a worker's set-up is done on the device: the cold and CUPTI timers' warm-up
+    synchronizes; with a timer that has none (the graph timer) the device is synchronized."""
+    from types import SimpleNamespace
+
+    from solbench.measure import worker
+
+    calls = []
+    monkeypatch.setattr(worker.torch.cuda, "synchronize", lambda *a: calls.append("synchronize"))
+    warmed = SimpleNamespace(warm=lambda: calls.append("warm"))
+    for timer, device, expected in ((warmed, "cuda", ["warm"]), (object(), "cuda", ["synchronize"]),
+                                    (object(), "cpu", [])):
+        calls.clear()
+        state = SimpleNamespace(timer=lambda task, t=timer: t, probe=lambda task: None)
+        worker._ready_to_time(SimpleNamespace(device=device), state)
+        assert calls == expected, (timer, device)
