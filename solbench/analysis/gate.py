@@ -59,16 +59,18 @@ instead: a key measured on different GPU models is MISSING ("not comparable: oth
 never a regression (unless ``allow_cross_hardware``, which compares it anyway).
 
 **Looks.** ``gate_with_rerun`` (``run --gate-against``) and ``ab`` look at the data again after
-each re-measurement: a case decided at one look keeps its verdict, an undecided one gets one more
-round. So that the error rates hold under this optional stopping, ``looks`` = K (the most looks a
-case can get) splits both levels over them (``analysis.sequential.look_levels``; Bonferroni):
-every look uses ``alpha / K`` for the tests and ``1 - (1 - confidence) / K`` for the interval.
-K = 1 is the rule above unchanged. Over rounds only INCONCLUSIVE cases are re-measured (a
-REGRESSION at a look is already decided at its share of alpha); between single runs, whose
-samples come from one process each, a REGRESSION is re-measured as well and must hold on the
-pooled samples (the asv/Bencher "confirm before alert" practice). BROKEN cases are never
-re-measured: a failure is not noise. An INCONCLUSIVE case over rounds says how many more rounds
-per side would decide it at the measured spread and ratio (``analysis.allocation``).
+each re-measurement: a case decided at one look keeps its verdict, an undecided one gets more
+rounds (``ab`` and ``run --gate-against`` over rounds: four a look; between single runs, one
+pooled re-measurement a look). So that the error rates hold under this optional stopping,
+``looks`` = K (the most looks a case can get) splits both levels over them
+(``analysis.sequential.look_levels``; Bonferroni): every look uses ``alpha / K`` for the tests
+and ``1 - (1 - confidence) / K`` for the interval. K = 1 is the rule above unchanged. Over rounds
+only INCONCLUSIVE cases are re-measured (a REGRESSION at a look is already decided at its share of
+alpha); between single runs, whose samples come from one process each, a REGRESSION is
+re-measured as well and must hold on the pooled samples (the asv/Bencher "confirm before alert"
+practice). BROKEN cases are never re-measured: a failure is not noise. An INCONCLUSIVE case over
+rounds says how many more rounds per side would decide it at the measured spread and ratio
+(``analysis.allocation``).
 """
 
 from __future__ import annotations
@@ -507,35 +509,42 @@ def merge_looks(previous: GateResult, new: GateResult, measured: Sequence[str]) 
     return replace(new, verdicts=vs, overall=_overall(vs))
 
 
-def gate_with_rerun(base: Side, cur: RunResult, remeasure: Callable[[list[str]], RunResult],
-                    rerun: int, **gate_kwargs: object) -> GateResult:
-    """``gate``, then up to ``rerun`` looks more, each after re-measuring the undecided cases.
+def gate_with_rerun(base: Side, cur: RunResult, remeasure: Callable[[list[str], int], RunResult],
+                    rerun: int, *, step: int = 1, **gate_kwargs: object) -> GateResult:
+    """``gate``, then looks again after re-measuring the undecided cases, up to ``rerun`` rounds more.
 
     ::
 
-        K = rerun + 1                               # the looks; each tests at alpha / K
+        K = 1 + ceil(rerun / step)                  # the looks; each tests at alpha / K
         result = gate(base, cur, looks=K)
-        repeat rerun times:
+        while fewer than rerun rounds were added:
             keys = cases_to_rerun(result)           # undecided (and, between single runs, REGRESSION)
             if not keys: stop
-            cur = merge_samples(cur, remeasure(keys), keys)   # one more round (pooled for single runs)
+            n = min(step, rerun - added)
+            cur = merge_samples(cur, remeasure(keys, n), keys)   # n more rounds (pooled for single runs)
             result = merge_looks(result, gate(base, cur, looks=K), keys)
 
-    ``remeasure(keys)`` is injected by the caller (the CLI wires the live measurement loop into
-    it): it must measure exactly the given ``case_id/impl`` keys on the same device, one round,
-    and return them as a RunResult; keys it leaves out keep their samples. The error rates hold
-    whatever the stopping (analysis.sequential). ``gate_kwargs`` are passed to ``gate``.
+    ``remeasure(keys, n)`` is injected by the caller (the CLI wires the live measurement loop into
+    it): it must measure exactly the given ``case_id/impl`` keys on the same device, ``n`` rounds
+    (fresh workers each), and return them as a RunResult; keys it leaves out keep their samples.
+    ``step`` 1 looks after every round; more rounds a look mean fewer looks to split the error
+    rates over (``ab`` adds ``analysis.adaptive.ROUNDS_A_LOOK``). The error rates hold whatever the
+    stopping (analysis.sequential). ``gate_kwargs`` are passed to ``gate``. ``reruns`` of the
+    result counts the rounds added.
     """
     if rerun < 0:
         raise ConfigError(f"rerun must be >= 0, got {rerun}")
-    kwargs = {**gate_kwargs, "looks": rerun + 1}
+    if step < 1:
+        raise ConfigError(f"rounds a look must be >= 1, got {step}")
+    kwargs = {**gate_kwargs, "looks": 1 + -(-rerun // step)}
     result = gate(base, cur, **kwargs)  # type: ignore[arg-type]
     rounds = 0
     while rounds < rerun:
         keys = cases_to_rerun(result)
         if not keys:
             break
-        cur = merge_samples(cur, remeasure(keys), keys)
-        rounds += 1
+        n = min(step, rerun - rounds)
+        cur = merge_samples(cur, remeasure(keys, n), keys)
+        rounds += n
         result = merge_looks(result, gate(base, cur, **kwargs), keys)  # type: ignore[arg-type]
     return replace(result, reruns=rounds)

@@ -8,7 +8,7 @@ Pure: no I/O, no device libraries. Times are seconds.
                             (analysis.rounds: grand median, two-level bootstrap)
     combine_runs(runs)      several runs of one side (``gate --baseline a.json b.json``) -> one run;
                             every round of every run is a round of the result
-    merge_samples(cur, new) a re-measurement pooled into the run it re-measures (gate --rerun)
+    merge_samples(cur, new) a re-measurement pooled into the run it re-measures (run --gate-against --rerun)
 """
 
 from __future__ import annotations

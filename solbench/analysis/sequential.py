@@ -22,12 +22,13 @@ A t interval over 3 round medians has 2 degrees of freedom (t = 4.30): with the 
 spread measured on an H200 (sd 0.8-2%) the interval is several percent wide however many samples
 each round takes. Rounds, not samples, narrow it (``analysis.allocation`` puts a number on it).
 
-**Optional stopping.** ``gate --rerun``, ``run --gate-against`` and ``ab`` look at the data after
-every added round and stop re-measuring a point once it is decided. Testing at the nominal level
-at every look inflates the error rate (Armitage, McPherson & Rowe 1969: five looks at 5% give
-14%). Here the error is split over the K looks a point may get (at most ``cap`` rounds): each
-look tests at ``level / K`` (Bonferroni; the constant-level spending of Pocock 1977, with the
-union bound instead of the exact joint distribution of the looks):
+**Optional stopping.** ``run --gate-against --rerun`` and ``ab`` look at the data after every four
+added rounds (``analysis.adaptive.ROUNDS_A_LOOK``) and stop re-measuring a point once it is
+decided. Testing at the nominal level at every look inflates the error rate (Armitage, McPherson &
+Rowe 1969: five looks at 5% give 14%). Here the error is split over the K looks a point may get
+(at most ``cap`` rounds): each look tests at ``level / K`` (Bonferroni; the constant-level
+spending of Pocock 1977, with the union bound instead of the exact joint distribution of the
+looks):
 
     P(a wrong verdict at any look) <= sum_k P(wrong at look k) <= K * level / K = level
 

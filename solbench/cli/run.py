@@ -110,9 +110,10 @@ from solbench.results.model import RunResult
 @click.option("--threshold", default=None,
               help="Gate threshold ('5%', 'median:5%'); default: the workload's gate_threshold as the run "
                    "recorded it, else 5%.")
-@click.option("--rerun", type=click.IntRange(min=0), default=7, show_default=True,
-              help="With --gate-against: up to N more rounds, each of the cases still undecided only; the "
-                   "error rates are split over the N+1 looks (README 'Comparing runs and gating CI').")
+@click.option("--rerun", type=click.IntRange(min=0), default=8, show_default=True,
+              help="With --gate-against: up to N more rounds of the cases still undecided only, 4 a look "
+                   "(one a look where the run has a single round); the error rates are split over the "
+                   "looks, 1 + ceil(N / 4) (README 'Comparing runs and gating CI').")
 @click.option("--junit", type=click.Path(dir_okay=False), help="With --gate-against: JUnit XML here.")
 @handle_errors
 def run(files: Sequence[str], solutions: Sequence[str], gpu: str | None, dry_run: bool, device: str, timer: str,

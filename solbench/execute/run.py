@@ -2,7 +2,7 @@
 
     run(files, options)  one device: a worker pool (or this process with ``in_process``)
                          several devices: :func:`solbench.execute.lanes.run_sharded`
-    gate_live(base, cur, files, options, rerun=N)  the gate, re-measuring suspect cases first
+    gate_live(base, cur, files, options, rerun=N)  the gate, then up to N rounds of the undecided cases
 """
 
 from __future__ import annotations
@@ -81,16 +81,18 @@ def run(files: Sequence[str | Path], options: RunOptions = RunOptions(), *,  # n
 
 def gate_live(base: RunResult, cur: RunResult, files: Sequence[str | Path], options: RunOptions, *,
               rerun: int, device: str = "auto", **gate_kwargs: Any) -> Any:
-    """Gate ``cur`` against ``base``; up to ``rerun`` looks more, each after measuring one more round
-    of the cases still undecided (:func:`solbench.analysis.gate.gate_with_rerun`: the error rates
-    are split over the ``rerun + 1`` looks).
+    """Gate ``cur`` against ``base``; then up to ``rerun`` rounds more of the cases still undecided
+    (:func:`solbench.analysis.gate.gate_with_rerun`): a run measured in rounds gets
+    ``ROUNDS_A_LOOK`` of them a look (as ``ab``), a single-round run one pooled re-measurement a look.
 
     Thresholds: an explicit ``threshold`` in ``gate_kwargs`` wins; otherwise each workload's
     ``gate_threshold`` as the runs recorded it (``RunResult.gate_thresholds``), else 5%.
     """
+    from solbench.analysis.adaptive import ROUNDS_A_LOOK
     from solbench.analysis.gate import gate_with_rerun
 
-    def remeasure(keys: list[str]) -> RunResult:  # one round (fresh workers) of these keys only
-        return run(files, replace(options, keys=tuple(keys), repeat=1), device=device)
+    def remeasure(keys: list[str], rounds: int) -> RunResult:  # these keys only, fresh workers each round
+        return run(files, replace(options, keys=tuple(keys), repeat=rounds, max_rounds=rounds), device=device)
 
-    return gate_with_rerun(base, cur, remeasure, rerun, **gate_kwargs)
+    step = ROUNDS_A_LOOK if cur.protocol.rounds > 1 else 1
+    return gate_with_rerun(base, cur, remeasure, rerun, step=step, **gate_kwargs)

@@ -19,7 +19,8 @@ from solbench.analysis.allocation import (
     variance_components,
 )
 from solbench.analysis.gate import gate, gate_with_rerun
-from solbench.analysis.pooling import merge_rounds
+from solbench.analysis.pooling import combine_runs, merge_rounds
+from solbench.errors import ConfigError
 from solbench.report.compare_json import gate_json
 from solbench.report.markdown import gate_markdown
 from solbench.results.model import Timing
@@ -156,12 +157,11 @@ def test_rerun_over_rounds_adds_rounds_to_undecided_cases_only_and_keeps_decided
     # "a" identical and quiet, "b" noisy: only "b" should be measured again
     cur_runs = [make_run({"a": {"k": list(_rounds(rng, 1, 15, 0.005, 0.02)[0])},
                           "b": {"k": list(_rounds(rng, 1, 15, 0.04, 0.02, 1.03)[0])}}) for _ in range(3)]
-    from solbench.analysis.pooling import combine_runs
-
     cur = combine_runs(cur_runs)
     calls = []
 
-    def remeasure(keys):
+    def remeasure(keys, rounds):
+        assert rounds == 1
         calls.append(list(keys))
         return make_run({k.split("/")[0]: {"k": list(_rounds(rng, 1, 15, 0.005, 0.02, 1.03)[0])} for k in keys})
 
@@ -172,6 +172,51 @@ def test_rerun_over_rounds_adds_rounds_to_undecided_cases_only_and_keeps_decided
     by = {v.key: v for v in result.verdicts}
     assert by["a/k"] == next(v for v in first.verdicts if v.key == "a/k")  # kept from the first look
     assert by["b/k"].rounds_cur == 3 + len(calls) and result.looks == 5
+
+
+def test_rerun_in_steps_adds_that_many_rounds_a_look_and_splits_over_fewer_looks():
+    rng = np.random.default_rng(5)
+    base = _side(rng, 3, 1.0, sd_b=0.03, cases=("a",))
+    cur = combine_runs([make_run({"a": {"k": list(_rounds(rng, 1, 15, 0.03, 0.02, 1.02)[0])}}) for _ in range(3)])
+    asked = []
+
+    def remeasure(keys, rounds):
+        asked.append(rounds)
+        runs = [make_run({"a": {"k": list(_rounds(rng, 1, 15, 0.03, 0.02, 1.02)[0])}}) for _ in range(rounds)]
+        return combine_runs(runs)
+
+    assert gate(base, cur, threshold=0.05, looks=3).verdicts[0].verdict == "INCONCLUSIVE"
+    result = gate_with_rerun(base, cur, remeasure, 7, step=4, threshold=0.05)
+    assert result.looks == 3  # after 0, 4 and 7 rounds added
+    assert asked and asked == [4, 3][:len(asked)]  # four, then what is left of the seven
+    assert result.reruns == sum(asked) and result.verdicts[0].rounds_cur == 3 + sum(asked)
+    with pytest.raises(ConfigError):
+        gate_with_rerun(base, cur, remeasure, 7, step=0, threshold=0.05)
+
+
+@pytest.mark.parametrize("rounds", [3, 1])
+def test_gate_live_remeasures_a_run_in_rounds_four_rounds_a_look(monkeypatch, rounds):
+    """run --gate-against: a current run in rounds gets ROUNDS_A_LOOK rounds a look (exactly that
+    many: no rounds added on top), a single-round run one pooled re-measurement a look."""
+    import solbench.execute.run as execute_run
+    from solbench.plan.options import RunOptions
+
+    rng = np.random.default_rng(6)
+    base = _side(rng, 3, 1.0, sd_b=0.03, cases=("a",))
+    one = [make_run({"a": {"k": list(_rounds(rng, 1, 15, 0.03, 0.02, 1.05)[0])}}) for _ in range(rounds)]
+    cur = combine_runs(one)
+    asked = []
+
+    def fake_run(files, options, *, device="auto", **_):
+        asked.append((tuple(files), options.keys, options.repeat, options.max_rounds, device))
+        return combine_runs([make_run({"a": {"k": list(_rounds(rng, 1, 15, 0.03, 0.02, 1.05)[0])}})
+                             for _ in range(options.repeat)])
+
+    monkeypatch.setattr(execute_run, "run", fake_run)
+    result = execute_run.gate_live(base, cur, ["w.yaml"], RunOptions(), rerun=8, device="cpu", threshold=0.05)
+    step = 4 if rounds > 1 else 1
+    assert asked and all(a == (("w.yaml",), ("a/k",), step, step, "cpu") for a in asked)
+    assert result.looks == 1 + 8 // step and result.reruns == step * len(asked)
 
 
 def test_looks_keep_verdicts_and_name_only_undecided_keys():

@@ -375,7 +375,7 @@ def test_rerun_that_fails_turns_a_suspect_into_broken():
     base = make_run({"a": {"x": noisy(rng, N)}})
     cur = make_run({"a": {"x": noisy(rng, N, 1.2e-3)}})
 
-    def crashes(keys: list[str]) -> RunResult:
+    def crashes(keys: list[str], rounds: int) -> RunResult:
         return make_run({"a": {"x": []}}, statuses={"a/x": "crashed"})
 
     g = gate_with_rerun(base, cur, crashes, rerun=2)
@@ -389,7 +389,8 @@ class _Remeasure:
         self.samples = samples
         self.calls: list[list[str]] = []
 
-    def __call__(self, keys: list[str]) -> RunResult:
+    def __call__(self, keys: list[str], rounds: int) -> RunResult:
+        assert rounds == 1  # between single runs: one pooled re-measurement a look
         self.calls.append(list(keys))
         return make_run({k.split("/")[0]: {k.split("/")[1]: self.samples} for k in keys})
 

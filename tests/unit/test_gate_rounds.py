@@ -145,7 +145,7 @@ def test_gate_with_rerun_accepts_several_baseline_runs():
     rng = np.random.default_rng(6)
     base = _side(rng, 3, 0.005)
     cur = _run(rng, 0.005)
-    result = gate_with_rerun(base, cur, lambda keys: _run(rng, 0.005), 1, threshold=0.05)
+    result = gate_with_rerun(base, cur, lambda keys, rounds: _run(rng, 0.005), 1, threshold=0.05)
     assert result.overall in ("PASS", "INCONCLUSIVE") and result.count("REGRESSION") == 0
 
 

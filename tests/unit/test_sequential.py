@@ -3,9 +3,10 @@
 Noise model (issue 16, measured on an H200): a per-round offset with sd 1.5% (the per-process
 state), within-round sample noise sd 2%, 10-20 samples a round. An ``ab`` trial starts with three
 rounds per side and looks again after every four added rounds (``execute.alternate``), stopping at
-its first verdict or at 15 rounds (K = 4 looks, each at alpha / 4); ``run --gate-against`` adds a
-round a look to the current side. The rule is the gate's own (``sequential.gate_codes``, checked
-against ``gate()`` below). Vectorized over trials; no timing thresholds.
+its first verdict or at 15 rounds (K = 4 looks, each at alpha / 4); ``run --gate-against`` adds
+four rounds a look to the current side only, up to eight (K = 3). The rule is the gate's own
+(``sequential.gate_codes``, checked against ``gate()`` below). Vectorized over trials; no timing
+thresholds.
 """
 
 import math
@@ -110,16 +111,27 @@ def test_without_the_split_optional_stopping_inflates_the_error():
     assert np.mean(wrong_naive) > 0.025 >= np.mean(wrong_split)
 
 
+GATE_AGAINST_RERUN = 8  # run --gate-against's default --rerun: four rounds a look, K = 3
+
+
 def test_gate_against_a_fixed_baseline_needs_enough_baseline_rounds():
-    """run --gate-against: only the current side gets rounds. A three-round baseline leaves about
-    one same-code trial in eight undecided at ten rounds; a six-round baseline decides nearly all."""
-    v3, _ = _adaptive(1.0, first=3, cap=10, both=False, seed=6, step=1)
-    v6, _ = _adaptive(1.0, first=6, cap=12, both=False, seed=6, step=1)
+    """run --gate-against: only the current side gets rounds, four a look. A three-round baseline
+    leaves about one same-code trial in 25 undecided; a six-round baseline decides nearly all."""
+    cap3, cap6 = 3 + GATE_AGAINST_RERUN, 6 + GATE_AGAINST_RERUN
+    v3, _ = _adaptive(1.0, first=3, cap=cap3, both=False, seed=6)
+    v6, _ = _adaptive(1.0, first=6, cap=cap6, both=False, seed=6)
     assert np.mean(v3 == REGRESSION) == np.mean(v6 == REGRESSION) == 0.0
-    assert np.mean(v3 == UNDECIDED) > 0.05  # measured 11%
-    assert np.mean(v6 == PASS) >= 0.99  # measured 99.85%
-    caught, _ = _adaptive(1.10, first=6, cap=12, both=False, seed=7, step=1)
-    assert np.mean(caught == REGRESSION) >= 0.99  # measured 99.35%
+    assert np.mean(v3 == UNDECIDED) > 0.02  # measured 4.3% (a round a look, up to 7: 11%)
+    assert np.mean(v6 == PASS) >= 0.99  # measured 99.9%
+    caught, _ = _adaptive(1.10, first=6, cap=cap6, both=False, seed=7)
+    assert np.mean(caught == REGRESSION) >= 0.99  # measured 99.8% (a round a look, up to 6: 99.35%)
+
+
+def test_gate_against_at_the_threshold_keeps_each_error_share():
+    """The four-rounds-a-look schedule of run --gate-against, the true ratio on the threshold: a
+    wrong REGRESSION and a wrong PASS each stay below 2.5% over its K = 3 looks."""
+    verdict, _ = _adaptive(1.05, first=3, cap=3 + GATE_AGAINST_RERUN, both=False, seed=4, trials=8000)
+    assert np.mean(verdict == REGRESSION) <= 0.025 and np.mean(verdict == PASS) <= 0.025  # 1.7%, 1.9%
 
 
 def test_a_noisier_current_side_keeps_the_error_rate():
