@@ -229,6 +229,11 @@ class GroupExecutor:
             self._groups.pop(key).close()
         return result
 
+    @property
+    def reap_s(self) -> float | None:
+        """The inner executor's wait for its retired workers to exit (the harness table), if it counts it."""
+        return getattr(self.inner, "reap_s", None)
+
     def hold_budget(self, key: tuple[str, str]) -> int | None:
         """The inner executor's, for a one-process workload's task; None (run whole) for a rank group's."""
         budget = getattr(self.inner, "hold_budget", None)

@@ -24,8 +24,9 @@ Ctrl-C stops the loop: the run measured so far is returned marked incomplete, in
 
 from __future__ import annotations
 
+import contextlib
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar, Protocol
 
@@ -105,7 +106,7 @@ def measure_units(units: Sequence[Unit], run: RunResult, executor: Executor, *, 
             fit = bool(worker_keys) and fits_side_by_side(
                 executor, worker_keys[0], settings,
                 [(c, sum(slots(n, c.id, name) for name in names)) for c in unit.cases])
-            with clock("workers_s"):
+            with clock("workers_s"), clock.reaping(executor):
                 executor.prestart(worker_keys)  # all of them, before anything is measured
             for case in unit.cases:
                 wanted = {name: k for name in names if (k := slots(n, case.id, name))}
@@ -161,7 +162,8 @@ def measure_units(units: Sequence[Unit], run: RunResult, executor: Executor, *, 
                                                   "all that were measured"), harness=clock.totals())
         raise RunInterrupted(run) from None
     finally:
-        executor.close()
+        with clock("workers_s"), clock.reaping(executor):
+            executor.close()
     return replace(run, harness=clock.totals())
 
 
@@ -195,7 +197,9 @@ class Checked:
 class Harness(Phases):
     """Where a run's wall time goes, as the parent sees it (``RunResult.harness``, ``show --harness``)::
 
-        workers_s   starting and retiring worker processes (fork, CUDA context, imports)
+        workers_s   starting and retiring worker processes (fork, CUDA context, imports); inside
+                    it reap_s, the wait for retired workers to exit, where the executor says
+                    (Pool.reap_s)
         tasks_s     waiting on workers for results; inside it side_s, the wall time of set-up
                     and checks side by side (run_case), and as the workers report:
                     side_setup_s and side_check_s (summed over the workers side by side),
@@ -227,6 +231,18 @@ class Harness(Phases):
                         self._add(name, alone)
                 else:
                     self._add(name, value)
+
+    @contextlib.contextmanager
+    def reaping(self, executor: Any) -> Iterator[None]:
+        """Add to ``reap_s`` what ``executor`` spent waiting for retired workers to exit meanwhile
+        (its ``reap_s`` counter; nothing where it has none)."""
+        before = getattr(executor, "reap_s", None)
+        try:
+            yield
+        finally:
+            after = getattr(executor, "reap_s", None)
+            if isinstance(before, float) and isinstance(after, float):
+                self._add("reap_s", after - before)
 
     def _add(self, key: str, seconds: float) -> None:
         self.seconds[key] = self.seconds.get(key, 0.0) + seconds

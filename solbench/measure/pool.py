@@ -396,6 +396,7 @@ class Pool:
         self.threads = threads  # torch CPU threads of every worker (solbench.device.threads); 0: torch's
         self._workers: dict[tuple[str, str], ProcessWorker] = {}
         self._leaving: list[ProcessWorker] = []  # retired, asked to exit, not yet waited for
+        self.reap_s = 0.0  # seconds spent waiting for retired workers to exit (the run's harness table)
 
     def prestart(self, keys: Iterable[tuple[str, str]]) -> None:
         """Start workers for these keys together and wait until all are ready.
@@ -450,8 +451,10 @@ class Pool:
     def _reap(self) -> None:
         """Wait for the retired workers to exit (kill any that do not within a few seconds)."""
         leaving, self._leaving = self._leaving, []
+        start = time.perf_counter()
         for worker in leaving:
             worker.close()
+        self.reap_s += time.perf_counter() - start
 
     def close(self) -> None:
         self.retire(list(self._workers))

@@ -1,6 +1,8 @@
 """Where a run's wall time went (``RunResult.harness``): one row per phase, with its share.
 
     detect + prepare + compile ahead + workers + tasks + save + other = wall
+    workers holds the wait for retired workers to exit (their CUDA teardown), while the next
+            workers start
     tasks = side by side + set-up + checks + sampling + after-checks + messaging (as the workers
             report them; side by side: the wall time while workers set up and check at once, the
             workers' own seconds below it summed, so more than that wall time; set-up and checks
@@ -20,6 +22,7 @@ _ROWS = (
     ("prepare_s", "plan, cost and check the workloads", 0),
     ("compile_ahead_s", "compile ahead (torch.compile, processes side by side)", 0),
     ("workers_s", "start and retire worker processes", 0),
+    ("reap_s", "waiting for retired workers to exit (their teardown, beside the next start)", 1),
     ("tasks_s", "tasks (waiting on workers)", 0),
     ("side_s", "set-up and checks, workers side by side (wall)", 1),
     ("side_setup_s", "inputs, references, set-up and compilation (sum over workers)", 2),
@@ -30,6 +33,7 @@ _ROWS = (
     ("after_s", "anti-cheat checks after timing", 1),
     ("save_s", "write the partial run after each case", 0),
 )
+_TASK_PARTS = ("side_s", "setup_s", "check_s", "sample_s", "after_s")  # what tasks_s holds; the rest: messaging
 
 
 def harness_rows(run: RunResult) -> list[tuple[str, str, float, float | None]]:
@@ -38,7 +42,7 @@ def harness_rows(run: RunResult) -> list[tuple[str, str, float, float | None]]:
     h = run.harness
     wall = h.get("wall_s")
     rows: list[tuple[str, str, float, float | None]] = []
-    inside = sum(h.get(k, 0.0) for k, _, depth in _ROWS if depth == 1)
+    inside = sum(h.get(k, 0.0) for k in _TASK_PARTS)
     for key, label, depth in _ROWS:
         if key in h:
             rows.append((key, ("  " * depth) + label, h[key], h[key] / wall if wall else None))

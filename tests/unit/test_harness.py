@@ -26,6 +26,8 @@ def test_a_cpu_run_records_every_phase_and_the_phases_fit_in_the_wall_time(tmp_p
     # time; the workers' own seconds there overlap), then each timing loop alone
     assert h["side_s"] + h["sample_s"] <= h["tasks_s"]
     assert h["detect_s"] + h["prepare_s"] + h["workers_s"] + h["tasks_s"] + h["save_s"] <= h["wall_s"]
+    # the wait for retired workers to exit (the last ones at the run's end) is part of workers_s
+    assert "reap_s" in h and 0 < h["reap_s"] <= h["workers_s"]
     ok = [r for c in run.cases for r in c.impls if r.status == "ok"]
     assert ok and all("sample_s" in r.protocol and "setup_s" in r.protocol for r in ok)
     assert "gpu_busy_s" not in h  # the CPU timer has no spin or flush: no GPU-busy estimate
@@ -33,13 +35,17 @@ def test_a_cpu_run_records_every_phase_and_the_phases_fit_in_the_wall_time(tmp_p
 
 def test_rows_add_other_and_messaging_so_the_shares_sum_to_the_wall():
     run = make_run({"c": {"baseline": [1e-3] * 5}})
-    run = replace(run, harness={"detect_s": 1.0, "prepare_s": 0.5, "workers_s": 2.0,
+    run = replace(run, harness={"detect_s": 1.0, "prepare_s": 0.5, "workers_s": 2.0, "reap_s": 0.75,
                                                      "tasks_s": 4.0, "setup_s": 1.0, "check_s": 0.5,
                                                      "sample_s": 1.5, "after_s": 0.5, "save_s": 0.5,
                                                      "gpu_busy_s": 0.25, "wall_s": 10.0})
     rows = {key: (seconds, share) for key, _, seconds, share in harness_rows(run)}
     assert rows["messaging_s"][0] == 0.5  # 4.0 - (1.0 + 0.5 + 1.5 + 0.5)
-    assert rows["other_s"][0] == 2.0  # 10 - (1 + 0.5 + 2 + 4 + 0.5)
+    assert rows["other_s"][0] == 2.0  # 10 - (1 + 0.5 + 2 + 4 + 0.5): the reap is inside the workers' 2
+    assert rows["reap_s"] == (0.75, 0.075)
+    labels = [label for _, label, _, _ in harness_rows(run)]
+    assert labels.index("  waiting for retired workers to exit (their teardown, beside the next start)") == \
+        labels.index("start and retire worker processes") + 1  # shown under the worker row
     top = ("detect_s", "prepare_s", "workers_s", "tasks_s", "save_s", "other_s")
     assert abs(sum(rows[k][1] for k in top) - 1.0) < 1e-9
     assert rows["gpu_busy_s"][1] == 0.025
