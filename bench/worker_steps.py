@@ -10,9 +10,15 @@ repeats the CUDA steps of ``pool._work`` with a timestamp after each: the device
 CUPTI warm-up and the timer's gate. Prints, per N, the median and the largest seconds of each step
 over the workers, and the wall time from the first fork to the last report: a step whose median
 grows with N is serialized somewhere (the driver, a lock), one that stays flat is not.
+
+Then each worker allocates ``HOLD_GB`` GiB (environment, default 2; what a run's worker keeps
+cached: inputs, flush buffer, workspace), and the last column is the wall time from asking all N
+to exit to the last one gone (their CUDA teardown side by side; the run's harness counts this wait
+as ``reap_s``).
 """
 
 import itertools
+import os
 import statistics
 import sys
 import time
@@ -20,6 +26,7 @@ import time
 from solbench.measure import pool
 
 STEPS = ("fork", "cuInit", "context", "cublas", "cupti", "gate")
+HOLD_GB = float(os.environ.get("HOLD_GB", "2"))
 
 
 def steps(conn, t_fork: float) -> None:
@@ -44,6 +51,11 @@ def steps(conn, t_fork: float) -> None:
     process_gate(torch)
     marks.append(time.time())
     conn.send([marks[0]] + [b - a for a, b in itertools.pairwise(marks[1:])] + [marks[1] - t_fork - marks[0]])
+    held = torch.empty(int(HOLD_GB * (1 << 30)), dtype=torch.uint8, device="cuda")
+    held.fill_(1)
+    torch.cuda.synchronize()
+    conn.send("held")
+    conn.recv()  # exit now
     conn.close()
 
 
@@ -54,7 +66,8 @@ def main() -> None:
     warm = pool.Pool("cuda", 0)
     warm.prestart([("warm", "up")])  # the fork server up, its preloads imported
     warm.close()
-    print(f"{'N':>3} {'wall':>6}  " + "  ".join(f"{s:>13}" for s in STEPS) + "   (median / max s)")
+    print(f"{'N':>3} {'wall':>6}  " + "  ".join(f"{s:>13}" for s in STEPS) + f"  exit ({HOLD_GB:g} GiB each)"
+          "   (median / max s)")
     for n in counts:
         t0 = time.time()
         pipes, procs = [], []
@@ -67,12 +80,17 @@ def main() -> None:
             procs.append(p)
         rows = [c.recv() for c in pipes]
         wall = time.time() - t0
+        assert all(c.recv() == "held" for c in pipes)
+        t_exit = time.time()
+        for c in pipes:
+            c.send("exit")
         for p in procs:
             p.join()
+        gone = time.time() - t_exit
         # rows: [fork, context, cublas, cupti, gate, cuInit]: put cuInit second
         cols = list(zip(*[[r[0], r[5], r[1], r[2], r[3], r[4]] for r in rows], strict=True))
-        print(f"{n:>3} {wall:>6.2f}  " + "  ".join(f"{statistics.median(c):>6.3f}/{max(c):>6.3f}" for c in cols),
-              flush=True)
+        print(f"{n:>3} {wall:>6.2f}  " + "  ".join(f"{statistics.median(c):>6.3f}/{max(c):>6.3f}" for c in cols)
+              + f"  {gone:>8.3f}", flush=True)
 
 
 if __name__ == "__main__":
