@@ -4,6 +4,9 @@
 # PART=suite: the shipped suite (every workload file on one GPU), its harness table, `compare baseline fused`.
 # PART=ab: `ab` on o_proj with AB="same same slow10 slow3 ..." in order (identical trees; the current
 # tree's `cublas_addmm` K padded by 10.9% or 3.1%: bench/slow_tree.sh), then o_proj runs while time is left.
+# PART=probe: N workers' start and teardown (bench/worker_steps.py, HOLD_GB each), then the suite's
+# leaked-semaphore warning hunted: bert.yaml (it compiles) as is, with SOLBENCH_PRELOAD=0, with
+# --compile-jobs 1; each one's last stderr lines.
 source bench/device_setup.sh
 repo=$(pwd)
 rm -rf /tmp/base && mkdir -p /tmp/base && cp -r solbench workloads hardware_specs /tmp/base/
@@ -46,6 +49,21 @@ ab)
     case $kind in same*) ab_one $n-$kind /tmp/base ;; slow10) ab_one $n-$kind /tmp/slow10 ;; slow3) ab_one $n-$kind /tmp/slow3 ;; esac
   done
   oproj_runs "${RUNS:-0}"
+  ;;
+probe)
+  HOLD_GB=${HOLD_GB:-2} PYTHONPATH=$PYTHONPATH:bench timeout 120 python3 -c "import worker_steps; worker_steps.main()" 1 7 14 \
+    > $OUT/worker-steps.txt 2>&1
+  echo "worker_steps: exit $?" | tee $OUT/steps.txt
+  for variant in plain preload0 jobs1; do
+    [ $(left) -gt 120 ] || break
+    case $variant in plain) env=""; extra="" ;; preload0) env="SOLBENCH_PRELOAD=0"; extra="" ;; jobs1) env=""; extra="--compile-jobs 1" ;; esac
+    s=$(date +%s.%N)
+    env $env timeout $(left) python3 -m solbench run workloads/bert.yaml -q $extra -o $OUT/bert-$variant.json \
+      > $OUT/bert-$variant.txt 2>&1
+    echo "bert $variant: exit $?, $(python3 -c "import time; print(f'{time.time() - $s:.1f}')") s, leak: $(grep -c 'leaked semaphore' $OUT/bert-$variant.txt)" | tee -a $OUT/steps.txt
+    rm -f $OUT/bert-$variant.json
+  done
+  cat $OUT/worker-steps.txt
   ;;
 esac
 cat $OUT/steps.txt
