@@ -150,12 +150,13 @@ def undecided_note(g: GateResult) -> str:
         alone = [v.current_rounds for v in und if v.more_rounds is not None]
         stuck = sum(r is None for r in alone)
         base = max(v.rounds_base for v in und)
+        more = max((r for r in alone if r is not None), default=0)
         hint += (f" Re-measuring the current run alone (`run --gate-against --rerun`) cannot decide {stuck} "
                  f"of them: the baseline's {base} round(s) keep the interval wider than the threshold, so "
                  "the baseline needs more rounds where it is noisy (`run --max-rounds 8 --rounds-target 0.015`)."
                  if stuck else
-                 f" Re-measuring the current run alone would take about {max(r for r in alone if r is not None)} "
-                 "more round(s) (`run --gate-against --rerun`).")
+                 f" Re-measuring the current run alone would take about {more} more round(s) "
+                 f"(`run --gate-against --rerun {more}`).")
     return f"{len(und)} undecided (INCONCLUSIVE): " + ", ".join(
         f"{v.key} {format_ratio(v.ratio)} {format_ci(v.ci_low, v.ci_high)}" for v in und[:10]) + (
         f" and {len(und) - 10} more" if len(und) > 10 else "") + "." + hint

@@ -151,6 +151,15 @@ def test_the_note_says_when_the_current_run_alone_cannot_decide():
     assert f"cannot decide {len(und)} of them" in md and "baseline's 3 round(s)" in md
 
 
+def test_the_note_gives_the_rerun_that_would_decide_from_the_current_run_alone():
+    # a quiet 10-round baseline, a noisy 3-round current run: more current rounds alone decide it
+    rng = np.random.default_rng(3)
+    result = gate(_side(rng, 10, 1.0, sd_b=0.01), _side(rng, 3, 1.02, sd_b=0.03), threshold=0.05)
+    alone = [v.current_rounds for v in result.undecided if v.more_rounds is not None]
+    assert alone and None not in alone
+    assert f"(`run --gate-against --rerun {max(alone)}`)" in gate_markdown(result)
+
+
 def test_rerun_over_rounds_adds_rounds_to_undecided_cases_only_and_keeps_decided_verdicts():
     rng = np.random.default_rng(3)
     base = _side(rng, 4, 1.0, sd_b=0.005, cases=("a", "b"))
