@@ -16,19 +16,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from solbench.analysis.gate import ROUNDS_A_LOOK as ROUNDS_A_LOOK  # re-exported: the looks' schedule
 from solbench.analysis.gate import GateResult, Side, gate, merge_looks
+from solbench.analysis.gate import looks_for as looks_for
 from solbench.results.model import RunResult
 
 __all__ = ["ROUNDS_A_LOOK", "Looks", "looks_for"]
-
-ROUNDS_A_LOOK = 4  # rounds ``ab`` adds to an undecided key between two looks (solbench.execute.alternate)
-
-
-def looks_for(rounds: int, max_rounds: int | None, step: int = ROUNDS_A_LOOK) -> int:
-    """How many times a loop that measures ``rounds`` rounds, then adds ``step`` at a time up to
-    ``max_rounds``, may look at a key: after ``rounds``, then after every ``step`` more (the last at
-    ``max_rounds``). The K that :class:`Looks` splits the error rates over."""
-    return 1 + -(-(max(rounds, max_rounds or rounds) - rounds) // step)
 
 
 class Looks:

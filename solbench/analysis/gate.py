@@ -106,6 +106,7 @@ CASE_VERDICTS: tuple[CaseVerdict, ...] = ("BROKEN", "REGRESSION", "INCONCLUSIVE"
 __all__ = [
     "CASE_VERDICTS",
     "DEFAULT_THRESHOLD",
+    "ROUNDS_A_LOOK",
     "GateCaseVerdict",
     "GateResult",
     "ThresholdRule",
@@ -114,6 +115,7 @@ __all__ = [
     "check_fingerprints",
     "gate",
     "gate_with_rerun",
+    "looks_for",
     "merge_looks",
     "merge_samples",
     "parse_threshold",
@@ -509,13 +511,23 @@ def merge_looks(previous: GateResult, new: GateResult, measured: Sequence[str]) 
     return replace(new, verdicts=vs, overall=_overall(vs))
 
 
+ROUNDS_A_LOOK = 4  # rounds ``ab`` and ``run --gate-against`` add to an undecided key between two looks
+
+
+def looks_for(rounds: int, max_rounds: int | None, step: int = ROUNDS_A_LOOK) -> int:
+    """How many times a loop that measures ``rounds`` rounds, then adds ``step`` at a time up to
+    ``max_rounds``, may look at a key: after ``rounds``, then after every ``step`` more (the last at
+    ``max_rounds``). The K that the gate splits its error rates over (``gate(looks=K)``)."""
+    return 1 + -(-(max(rounds, max_rounds or rounds) - rounds) // step)
+
+
 def gate_with_rerun(base: Side, cur: RunResult, remeasure: Callable[[list[str], int], RunResult],
                     rerun: int, *, step: int = 1, **gate_kwargs: object) -> GateResult:
     """``gate``, then looks again after re-measuring the undecided cases, up to ``rerun`` rounds more.
 
     ::
 
-        K = 1 + ceil(rerun / step)                  # the looks; each tests at alpha / K
+        K = looks_for(0, rerun, step)               # 1 + ceil(rerun / step) looks; each at alpha / K
         result = gate(base, cur, looks=K)
         while fewer than rerun rounds were added:
             keys = cases_to_rerun(result)           # undecided (and, between single runs, REGRESSION)
@@ -528,7 +540,7 @@ def gate_with_rerun(base: Side, cur: RunResult, remeasure: Callable[[list[str], 
     it): it must measure exactly the given ``case_id/impl`` keys on the same device, ``n`` rounds
     (fresh workers each), and return them as a RunResult; keys it leaves out keep their samples.
     ``step`` 1 looks after every round; more rounds a look mean fewer looks to split the error
-    rates over (``ab`` adds ``analysis.adaptive.ROUNDS_A_LOOK``). The error rates hold whatever the
+    rates over (``ab`` adds ``ROUNDS_A_LOOK``). The error rates hold whatever the
     stopping (analysis.sequential). ``gate_kwargs`` are passed to ``gate``. ``reruns`` of the
     result counts the rounds added.
     """
@@ -536,7 +548,7 @@ def gate_with_rerun(base: Side, cur: RunResult, remeasure: Callable[[list[str], 
         raise ConfigError(f"rerun must be >= 0, got {rerun}")
     if step < 1:
         raise ConfigError(f"rounds a look must be >= 1, got {step}")
-    kwargs = {**gate_kwargs, "looks": 1 + -(-rerun // step)}
+    kwargs = {**gate_kwargs, "looks": looks_for(0, rerun, step)}
     result = gate(base, cur, **kwargs)  # type: ignore[arg-type]
     rounds = 0
     while rounds < rerun:

@@ -23,7 +23,7 @@ spread measured on an H200 (sd 0.8-2%) the interval is several percent wide howe
 each round takes. Rounds, not samples, narrow it (``analysis.allocation`` puts a number on it).
 
 **Optional stopping.** ``run --gate-against --rerun`` and ``ab`` look at the data after every four
-added rounds (``analysis.adaptive.ROUNDS_A_LOOK``) and stop re-measuring a point once it is
+added rounds (``analysis.gate.ROUNDS_A_LOOK``) and stop re-measuring a point once it is
 decided. Testing at the nominal level at every look inflates the error rate (Armitage, McPherson &
 Rowe 1969: five looks at 5% give 14%). Here the error is split over the K looks a point may get
 (at most ``cap`` rounds): each look tests at ``level / K`` (Bonferroni; the constant-level

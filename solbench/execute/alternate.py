@@ -30,7 +30,7 @@ measured::
         r += that many
 
 So a point is looked at after ``rounds``, ``rounds + 4``, ... rounds: at most
-:func:`~solbench.analysis.adaptive.looks_for` times, the number the gate splits its error rates over
+:func:`~solbench.analysis.gate.looks_for` times, the number the gate splits its error rates over
 (:class:`~solbench.analysis.adaptive.Looks`). Four
 rounds a look instead of one make fewer looks (each tested at a less strict level) and fewer
 passes, each of which pays its workers' start; a round more than a point needed costs a worker.

@@ -88,8 +88,7 @@ def gate_live(base: RunResult, cur: RunResult, files: Sequence[str | Path], opti
     Thresholds: an explicit ``threshold`` in ``gate_kwargs`` wins; otherwise each workload's
     ``gate_threshold`` as the runs recorded it (``RunResult.gate_thresholds``), else 5%.
     """
-    from solbench.analysis.adaptive import ROUNDS_A_LOOK
-    from solbench.analysis.gate import gate_with_rerun
+    from solbench.analysis.gate import ROUNDS_A_LOOK, gate_with_rerun
 
     def remeasure(keys: list[str], rounds: int) -> RunResult:  # these keys only, fresh workers each round
         return run(files, replace(options, keys=tuple(keys), repeat=rounds, max_rounds=rounds), device=device)
