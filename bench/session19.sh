@@ -2,7 +2,8 @@
 # Nineteenth session, H200 calls (carry .whl; LIMIT: the seconds this call may use).
 # PART=tests: `pytest tests/gpu` on the tree, one `run -w o_proj` (its harness table, with the wait for
 # retired workers), then N workers' start and teardown (bench/worker_steps.py, HOLD_GB 0 and 2).
-# PART=ab: `ab` on o_proj with AB="same slow10 ..." in order (bench/slow_tree.sh), then RUNS o_proj runs.
+# PART=ab: `ab` on o_proj with AB="same slow10 slow3 spin10 ..." in order (bench/slow_tree.sh: K padded by
+# 10.9% or 3.1%, or spin10: a spin of 10% of the call after it, bench/data/slow.py), then RUNS o_proj runs.
 # PART=gated: `run -w o_proj` once, then GATED runs of `run -w o_proj --gate-against` that first run.
 source bench/device_setup.sh
 rm -rf /tmp/base && mkdir -p /tmp/base && cp -r solbench workloads hardware_specs /tmp/base/
@@ -31,11 +32,11 @@ tests)
   cat $OUT/worker-steps-*.txt
   ;;
 ab)
-  bash bench/slow_tree.sh /tmp/slow10 0.10 && bash bench/slow_tree.sh /tmp/slow3 0.03
+  bash bench/slow_tree.sh /tmp/slow10 0.10 && bash bench/slow_tree.sh /tmp/slow3 0.03 && bash bench/slow_tree.sh /tmp/spin10 0.10 spin
   n=0
   for kind in ${AB:-same slow10 slow3}; do
     n=$((n + 1)); [ $(left) -gt 100 ] || break
-    case $kind in same*) ab_one $n-$kind /tmp/base ;; slow10) ab_one $n-$kind /tmp/slow10 ;; slow3) ab_one $n-$kind /tmp/slow3 ;; esac
+    case $kind in same*) ab_one $n-$kind /tmp/base ;; slow10) ab_one $n-$kind /tmp/slow10 ;; slow3) ab_one $n-$kind /tmp/slow3 ;; spin10) ab_one $n-$kind /tmp/spin10 ;; esac
   done
   oproj_runs "${RUNS:-0}"
   ;;

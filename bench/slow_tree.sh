@@ -4,11 +4,15 @@
 # called a regression). Usage: bench/slow_tree.sh DEST SLOWDOWN (0.10 adds 10.9% to K, 0.03 adds
 # 3.1%: bench/data/slow_k.py). The first o_proj's `cublas_addmm` (torch.addmm) becomes
 # slow_k.py's addmm_slow with its padding set-up; every other implementation and workload is as here.
+# Usage: bench/slow_tree.sh DEST SLOWDOWN spin: the issue's own injection instead, a spin kernel after
+# the call sized in set-up to SLOWDOWN of the call's cold time (bench/data/slow.py; at decode sizes
+# its extra launch costs more than that).
 set -eu
-dest=$1 slowdown=$2
+dest=$1 slowdown=$2 how=${3:-k}
+src=bench/data/slow_k.py; [ "$how" = spin ] && src=bench/data/slow.py
 rm -rf "$dest" && mkdir -p "$dest"
 cp -r solbench workloads hardware_specs "$dest"/
-sed "s/^SLOWDOWN = .*/SLOWDOWN = $slowdown/" bench/data/slow_k.py > "$dest/workloads/slow_k.py"
+sed "s/^SLOWDOWN = .*/SLOWDOWN = $slowdown/" $src > "$dest/workloads/slow_k.py"
 python3 - "$dest/workloads/attn.yaml" <<'PY'
 import sys
 path = sys.argv[1]
