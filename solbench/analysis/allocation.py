@@ -49,9 +49,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats as _sstats
 
 from solbench.analysis.rounds import group_by_round
+from solbench.analysis.tdist import norm_ppf, t_ppf
 from solbench.results.model import Timing
 
 __all__ = [
@@ -155,7 +155,7 @@ def rounds_for_half_width(round_var: float, target: float, *, confidence: float 
         raise ValueError("target must be positive and the variance non-negative")
     edge = math.log1p(target)
     for r in range(max(2, min_rounds), cap + 1):
-        q = float(_sstats.t.ppf((1.0 + confidence) / 2.0, sides * (r - 1)))
+        q = float(t_ppf((1.0 + confidence) / 2.0, sides * (r - 1)))
         if q * math.sqrt(sides * round_var / r) <= edge:
             return r
     return cap
@@ -214,9 +214,9 @@ def more_current_rounds_to_decide(log_ratio: float, sd_round: float, tau: float,
     if gap == 0.0 or rounds_base < 1:
         return None
     q = (1.0 + confidence) / 2.0
-    if float(_sstats.norm.ppf(q)) * sd_round / math.sqrt(rounds_base) >= gap:
+    if float(norm_ppf(q)) * sd_round / math.sqrt(rounds_base) >= gap:
         return None
     for r in range(rounds_cur + 1, rounds_cur + cap + 1):
-        if float(_sstats.t.ppf(q, rounds_base + r - 2)) * sd_round * math.sqrt(1.0 / rounds_base + 1.0 / r) <= gap:
+        if float(t_ppf(q, rounds_base + r - 2)) * sd_round * math.sqrt(1.0 / rounds_base + 1.0 / r) <= gap:
             return r - rounds_cur
     return None

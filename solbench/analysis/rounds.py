@@ -51,10 +51,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats as _sstats
 
 from solbench.analysis.significance import _as_samples, _bootstrap_medians
 from solbench.analysis.stats import median_ci
+from solbench.analysis.tdist import t_cdf, t_ppf, t_sf
 
 __all__ = [
     "RatioEstimate",
@@ -144,7 +144,7 @@ def _log_se(boot: np.ndarray, rounds: int) -> float:
 def _t_quantile(confidence: float, df: float) -> float:
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
-    return float(_sstats.t.ppf((1.0 + confidence) / 2.0, df))
+    return float(t_ppf((1.0 + confidence) / 2.0, df))
 
 
 def bootstrap_grand_medians(groups: Sequence[np.ndarray], n_boot: int, rng: np.random.Generator) -> np.ndarray:
@@ -263,7 +263,7 @@ def hierarchical_ratio(a: Sequence[np.ndarray], b: Sequence[np.ndarray], *, conf
     half = _t_quantile(confidence, df) * se
     t = math.log(ratio) / se
     return RatioEstimate(ratio, ratio * math.exp(-half), ratio * math.exp(half),
-                         float(_sstats.t.sf(t, df)), float(_sstats.t.cdf(t, df)), len(a), len(b))
+                         float(t_sf(t, df)), float(t_cdf(t, df)), len(a), len(b))
 
 
 def pooled_ci(samples: Sequence[float], z: float = 1.959963984540054) -> tuple[float, float]:

@@ -73,7 +73,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
-from scipy import stats as _sstats
+
+from solbench.analysis.tdist import t_cdf, t_ppf, t_sf
 
 __all__ = [
     "MIN_PRIOR_POINTS",
@@ -161,7 +162,7 @@ class LogRatio:
         """Two-sided interval of the ratio at ``confidence``."""
         if not 0.0 < confidence < 1.0:
             raise ValueError(f"confidence must be in (0, 1), got {confidence}")
-        half = float(_sstats.t.ppf((1.0 + confidence) / 2.0, self.df)) * self.se
+        half = float(t_ppf((1.0 + confidence) / 2.0, self.df)) * self.se
         return math.exp(self.d - half), math.exp(self.d + half)
 
     def p_slower(self) -> float:
@@ -175,7 +176,7 @@ class LogRatio:
     def _p(self, sign: int) -> float:
         if self.se <= 0.0:  # nothing varies: the sign of d is certain
             return 0.0 if sign * self.d > 0 else 1.0
-        return float(_sstats.t.sf(sign * self.d / self.se, self.df))
+        return float(t_sf(sign * self.d / self.se, self.df))
 
 
 def log_ratio(a: Sequence[np.ndarray], b: Sequence[np.ndarray], *, paired: bool = False) -> LogRatio | None:
@@ -282,11 +283,11 @@ def gate_codes(d: np.ndarray, se: np.ndarray, df: np.ndarray, tau: float, *, alp
     Benjamini-Hochberg step of the gate is the identity here.
     """
     a_k, c_k = look_levels(alpha, confidence, looks)
-    q = _sstats.t.ppf((1.0 + c_k) / 2.0, df)
+    q = t_ppf((1.0 + c_k) / 2.0, df)
     lo, hi = d - q * se, d + q * se
     with np.errstate(divide="ignore", invalid="ignore"):
         t = np.where(se > 0, d / np.where(se > 0, se, 1.0), np.sign(d) * np.inf)
-    p_slow, p_fast = _sstats.t.sf(t, df), _sstats.t.cdf(t, df)
+    p_slow, p_fast = t_sf(t, df), t_cdf(t, df)
     edge = math.log1p(tau)
     out = np.full(np.shape(d), UNDECIDED)
     out = np.where(hi <= edge, PASS, out)

@@ -24,7 +24,6 @@ from collections.abc import Sequence
 from typing import Literal
 
 import numpy as np
-from scipy import stats
 
 MIN_SAMPLES = 5
 _CHUNK = 4_000_000  # resample indices held in memory at once (32 MB of int64)
@@ -178,6 +177,8 @@ def mann_whitney_p(
         raise ValueError(f"unknown alternative {alternative!r}")
     if np.all(xa == xa[0]) and np.all(xb == xa[0]):
         return 1.0
+    from scipy import stats  # here, not at the top: scipy.stats takes over a second to import
+
     p = float(stats.mannwhitneyu(xa, xb, alternative=alternative).pvalue)
     return 1.0 if math.isnan(p) else min(p, 1.0)
 
