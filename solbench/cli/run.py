@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-from solbench import api, exitcodes
+from solbench import exitcodes
 from solbench.cli.common import (
     ProgressBar,
     Saver,
@@ -137,6 +137,12 @@ def run(files: Sequence[str], solutions: Sequence[str], gpu: str | None, dry_run
         raise click.UsageError("--address names a Ray cluster; add --executor ray")
     if junit and not gate_against:
         raise ConfigError("--junit writes the gate's verdicts; add --gate-against RUN (or use solbench gate --junit)")
+    if not (dry_run or in_process or devices or executor != "local" or solutions):
+        from solbench.execute.early import start_for_run
+
+        start_for_run(files, device=device, workloads=workloads, impls=impls)  # its imports beside this one's
+    from solbench import api  # torch, through the worker module
+
     overrides = parse_sets(sets)
     if dry_run:
         result = api.dry_run(files, api.hardware_spec(gpu), workloads, impls, solutions, select=tuple(cases),

@@ -354,6 +354,33 @@ def _preload(module: str) -> bool:
     return True
 
 
+def start_fork_server(*, libraries: bool = False, compiler: bool = False) -> bool:
+    """Start the fork server now, importing what it preloads beside this process's own work, rather
+    than at the first worker (:mod:`solbench.execute.early`: before a run's process imports torch).
+    ``libraries`` and ``compiler`` add :func:`preload_libraries` and :func:`preload_compiler`.
+    False where there is no fork server (``spawn``) or one is running already."""
+    from multiprocessing import forkserver
+
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return False
+    if getattr(forkserver._forkserver, "_forkserver_pid", None) is not None:  # type: ignore[attr-defined]
+        return False
+    if libraries:
+        preload_libraries()
+    if compiler:
+        preload_compiler()
+    _context()  # the preload list set, the stop at exit registered
+    with _MAIN_LOCK:  # no main script sent to it (see start)
+        main = sys.modules.get("__main__")
+        sys.modules["__main__"] = types.ModuleType("__main__")
+        try:
+            forkserver.ensure_running()
+        finally:
+            if main is not None:
+                sys.modules["__main__"] = main
+    return True
+
+
 def _context() -> Any:
     """``forkserver`` with torch preloaded where available (a worker starts in tens of ms, not
     seconds), else ``spawn``. The fork server never touches CUDA, so its forks start clean."""
