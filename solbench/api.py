@@ -12,36 +12,60 @@ in a layer below and is re-exported, so ``solbench.api`` owns no logic of its ow
     bench(fn, *args, flops=, bytes=) -> BenchResult (one callable, no YAML)     solbench.tools.bench
     calibrate(), device_summary(), hardware_spec(), list_specs(), list_workloads(), load_run()
                                                                                  solbench.tools.info
+    start_for_run(files, device=)  -> the run's fork server started now       solbench.execute.early
+
+Each name is imported when first used (PEP 562), so ``import solbench.api`` does not import torch:
+``solbench run`` starts its fork server first (start_for_run), then imports what measures.
 """
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path as Path
+from typing import Any
 
 from solbench._version import __version__ as __version__
-from solbench.analysis.suite_summary import suite_summary as suite_summary
-from solbench.execute.ab import ab as ab
-from solbench.execute.run import gate_live as gate_live
-from solbench.execute.run import run as run
-from solbench.plan.device import measured_spec as measured_spec
-from solbench.plan.device import with_end_clocks as with_end_clocks
-from solbench.plan.device import with_peaks as with_peaks
-from solbench.plan.options import DEFAULT_GPU_ROUNDS as DEFAULT_GPU_ROUNDS
-from solbench.plan.options import Progress as Progress
-from solbench.plan.options import RunOptions as RunOptions
-from solbench.plan.options import rounds_for as rounds_for
-from solbench.plan.prepare import Prepared as Prepared
-from solbench.plan.prepare import prepare as prepare
-from solbench.plan.workloads import Planned as Planned
-from solbench.plan.workloads import cost_of as cost_of
-from solbench.plan.workloads import dry_run as dry_run
-from solbench.plan.workloads import plan as plan
-from solbench.suites.export import import_problems as import_problems
-from solbench.tools.bench import BenchResult as BenchResult
-from solbench.tools.bench import bench as bench
-from solbench.tools.info import calibrate as calibrate
-from solbench.tools.info import device_summary as device_summary
-from solbench.tools.info import hardware_spec as hardware_spec
-from solbench.tools.info import list_specs as list_specs
-from solbench.tools.info import list_workloads as list_workloads
-from solbench.tools.info import load_run as load_run
+
+_WHERE = {  # name -> the module it lives in
+    "BenchResult": "solbench.tools.bench",
+    "DEFAULT_GPU_ROUNDS": "solbench.plan.options",
+    "Planned": "solbench.plan.workloads",
+    "Prepared": "solbench.plan.prepare",
+    "Progress": "solbench.plan.options",
+    "RunOptions": "solbench.plan.options",
+    "ab": "solbench.execute.ab",
+    "bench": "solbench.tools.bench",
+    "calibrate": "solbench.tools.info",
+    "cost_of": "solbench.plan.workloads",
+    "device_summary": "solbench.tools.info",
+    "dry_run": "solbench.plan.workloads",
+    "gate_live": "solbench.execute.run",
+    "hardware_spec": "solbench.tools.info",
+    "import_problems": "solbench.suites.export",
+    "list_specs": "solbench.tools.info",
+    "list_workloads": "solbench.tools.info",
+    "load_run": "solbench.tools.info",
+    "measured_spec": "solbench.plan.device",
+    "plan": "solbench.plan.workloads",
+    "prepare": "solbench.plan.prepare",
+    "rounds_for": "solbench.plan.options",
+    "run": "solbench.execute.run",
+    "start_for_run": "solbench.execute.early",
+    "suite_summary": "solbench.analysis.suite_summary",
+    "with_end_clocks": "solbench.plan.device",
+    "with_peaks": "solbench.plan.device",
+}
+__all__ = ["Path", "__version__", *_WHERE]
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'solbench.api' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_WHERE})

@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-from solbench import exitcodes
+from solbench import api, exitcodes
 from solbench.cli.common import (
     ProgressBar,
     Saver,
@@ -138,10 +138,7 @@ def run(files: Sequence[str], solutions: Sequence[str], gpu: str | None, dry_run
     if junit and not gate_against:
         raise ConfigError("--junit writes the gate's verdicts; add --gate-against RUN (or use solbench gate --junit)")
     if not (dry_run or in_process or devices or executor != "local" or solutions):
-        from solbench.execute.early import start_for_run
-
-        start_for_run(files, device=device, workloads=workloads, impls=impls)  # its imports beside this one's
-    from solbench import api  # torch, through the worker module
+        api.start_for_run(files, device=device, workloads=workloads, impls=impls)  # its imports beside ours
 
     overrides = parse_sets(sets)
     if dry_run:

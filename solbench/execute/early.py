@@ -10,7 +10,7 @@ What the server preloads is fixed once it starts, so it starts early only where 
 and the workload files say what it must preload::
 
     one device, local workers, no --in-process, --dry-run or --solution     else: not early
-    every FILE a solbench YAML file that parses                             else: not early
+    every FILE a solbench YAML file that loads                              else: not early
     torch.compile preloaded    where a selected implementation requires compile, inductor or build
                                (a superset of what compiles: the plan also drops what cannot run)
     CuPy and nvmath-python     where the device is or may be a GPU (cuda, cuda:N, or auto with an
@@ -25,7 +25,6 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 COMPILES = frozenset({"compile", "inductor", "build"})  # requirements whose set-up the run compiles ahead
 NVIDIA_NODE = "/dev/nvidiactl"
@@ -58,30 +57,17 @@ def preloads(files: Sequence[str], *, device: str, workloads: Sequence[str] = ()
 
 def _requirements(path: Path, workloads: Sequence[str], impls: Sequence[str]) -> set[str] | None:
     """Every requirement of the selected implementations in one workload file; None where it is not
-    a YAML file of workloads that parses."""
-    import yaml
+    a solbench YAML file that loads (the run itself then says what is wrong with it)."""
+    from solbench.config.workloads import load_workload_file
 
     if path.suffix not in (".yaml", ".yml") or not path.is_file():
         return None
     try:
-        doc: Any = yaml.safe_load(path.read_text())
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        specs = load_workload_file(path)
+    except Exception:
         return None
-    if not isinstance(doc, dict) or not isinstance(doc.get("workloads"), list):
-        return None
-    found: set[str] = set()
-    for workload in doc["workloads"]:
-        if not isinstance(workload, dict) or not isinstance(workload.get("implementations", {}), dict):
-            return None
-        if workloads and workload.get("name") not in workloads:
-            continue
-        for impl_name, impl in workload.get("implementations", {}).items():
-            if impls and impl_name not in impls:
-                continue
-            requires = impl.get("requires", []) if isinstance(impl, dict) else []
-            if isinstance(requires, list):
-                found.update(str(r) for r in requires)
-    return found
+    return {str(r) for spec in specs if not workloads or spec.name in workloads
+            for name, impl in spec.implementations.items() if not impls or name in impls for r in impl.requires}
 
 
 def _may_be_gpu(device: str) -> bool:

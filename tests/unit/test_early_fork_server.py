@@ -4,13 +4,15 @@ preloads the workload files call for, and only where they say."""
 import json
 import subprocess
 import sys
-import textwrap
+from pathlib import Path
 
 import pytest
 
 from solbench.execute import early
 
-WORKLOADS = "workloads"
+ROOT = Path(__file__).resolve().parents[2]
+WORKLOADS = str(ROOT / "workloads")
+COMPILED = str(ROOT / "tests" / "data" / "compiled.yaml")
 
 
 def test_attention_needs_no_compiler_and_libraries_only_on_a_gpu():
@@ -27,14 +29,14 @@ def test_a_compiled_implementation_preloads_the_compiler_unless_filtered_out():
 
 
 def test_a_build_requirement_counts_as_compiling(tmp_path):
+    text = Path(COMPILED).read_text()
+    assert early.preloads([COMPILED], device="cpu") == (False, True)
     path = tmp_path / "built.yaml"
-    path.write_text(textwrap.dedent("""\
-        workloads:
-          - name: w
-            implementations:
-              mine: {fn: "k.py:f", requires: [build]}
-    """))
+    path.write_text(text.replace("requires: [compile]", "requires: [build]").replace("requires: [inductor]", "requires: [build]"))
+    assert "build" in path.read_text()
     assert early.preloads([str(path)], device="cpu") == (False, True)
+    path.write_text(text.replace("requires: [compile]", "requires: []").replace("requires: [inductor]", "requires: []"))
+    assert early.preloads([str(path)], device="cpu") == (False, False)
 
 
 @pytest.mark.parametrize("text", ["workloads: [1, 2]\n", "not: workloads\n", "workloads: {a: 1}\n", "a: [\n",
@@ -101,7 +103,7 @@ def test_no_early_start_where_the_files_do_not_say(tmp_path):
     assert out["started"] is False and out["server"] is False
 
 
-def test_the_run_command_module_does_not_import_torch():
-    code = "import sys, solbench.cli.run; print('torch' in sys.modules)"
+def test_the_run_command_module_and_the_api_do_not_import_torch():
+    code = "import sys, solbench.cli.run, solbench.api; print('torch' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"
