@@ -304,11 +304,18 @@ def start(proc: Any) -> None:
     then finds no main script or module to send. A lock keeps threads that start workers at once
     (sharded runs) from restoring it under each other.
     """
+    with _without_main():
+        proc.start()
+
+
+@contextlib.contextmanager
+def _without_main() -> Any:
+    """``sys.modules["__main__"]`` a bare module meanwhile (see :func:`start`), under the lock."""
     with _MAIN_LOCK:
         main = sys.modules.get("__main__")
         sys.modules["__main__"] = types.ModuleType("__main__")
         try:
-            proc.start()
+            yield
         finally:
             if main is not None:
                 sys.modules["__main__"] = main
@@ -370,14 +377,8 @@ def start_fork_server(*, libraries: bool = False, compiler: bool = False) -> boo
     if compiler:
         preload_compiler()
     _context()  # the preload list set, the stop at exit registered
-    with _MAIN_LOCK:  # no main script sent to it (see start)
-        main = sys.modules.get("__main__")
-        sys.modules["__main__"] = types.ModuleType("__main__")
-        try:
-            forkserver.ensure_running()
-        finally:
-            if main is not None:
-                sys.modules["__main__"] = main
+    with _without_main():  # no main script sent to it (see start)
+        forkserver.ensure_running()
     return True
 
 
