@@ -12,7 +12,7 @@ in a layer below and is re-exported, so ``solbench.api`` owns no logic of its ow
     bench(fn, *args, flops=, bytes=) -> BenchResult (one callable, no YAML)     solbench.tools.bench
     calibrate(), device_summary(), hardware_spec(), list_specs(), list_workloads(), load_run()
                                                                                  solbench.tools.info
-    start_for_run(files, device=)  -> the run's fork server started now       solbench.execute.early
+    start_for_run(files, options)  -> the run's fork server started now       solbench.execute.early
 
 Each name is imported when first used (PEP 562), so ``import solbench.api`` does not import torch:
 ``solbench run`` starts its fork server first (start_for_run), then imports what measures.

@@ -137,9 +137,6 @@ def run(files: Sequence[str], solutions: Sequence[str], gpu: str | None, dry_run
         raise click.UsageError("--address names a Ray cluster; add --executor ray")
     if junit and not gate_against:
         raise ConfigError("--junit writes the gate's verdicts; add --gate-against RUN (or use solbench gate --junit)")
-    if not (dry_run or in_process or devices or executor != "local" or solutions):
-        api.start_for_run(files, device=device, workloads=workloads, impls=impls)  # its imports beside ours
-
     overrides = parse_sets(sets)
     if dry_run:
         result = api.dry_run(files, api.hardware_spec(gpu), workloads, impls, solutions, select=tuple(cases),
@@ -158,6 +155,7 @@ def run(files: Sequence[str], solutions: Sequence[str], gpu: str | None, dry_run
                              cases=tuple(cases), overrides=overrides, solutions=tuple(solutions),
                              compile_jobs=compile_jobs,
                              compile_cache_dir=Path(compile_cache) if compile_cache else None)
+    api.start_for_run(files, options, device=device)  # the workers' fork server imports beside this process
     saver = Saver(Path(output) if output else None, Path(results_dir), save_name, force=force)
     base = api.load_run(gate_against, Path(results_dir)) if gate_against else None
     from solbench.analysis.gate import parse_threshold

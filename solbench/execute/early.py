@@ -26,16 +26,20 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+from solbench.plan.options import RunOptions
+
 COMPILES = frozenset({"compile", "inductor", "build"})  # requirements whose set-up the run compiles ahead
 NVIDIA_NODE = "/dev/nvidiactl"
 
 
-def start_for_run(files: Sequence[str], *, device: str, workloads: Sequence[str] = (),
-                  impls: Sequence[str] = ()) -> bool:
-    """Start the fork server now where :func:`preloads` knows what it needs; whether it started."""
+def start_for_run(files: Sequence[str], options: RunOptions, *, device: str) -> bool:
+    """Start the fork server now where the run has one and :func:`preloads` knows what it needs;
+    whether it started. Not for a run in this process, sharded over devices, or with solutions."""
     from solbench.measure import pool
 
-    wanted = preloads(files, device=device, workloads=workloads, impls=impls)
+    if options.in_process or options.devices or options.executor != "local" or options.solutions:
+        return False
+    wanted = preloads(files, device=device, workloads=options.workloads, impls=options.impls)
     if wanted is None:
         return False
     libraries, compiler = wanted
@@ -73,6 +77,6 @@ def _requirements(path: Path, workloads: Sequence[str], impls: Sequence[str]) ->
 def _may_be_gpu(device: str) -> bool:
     if device.startswith("cuda"):
         return True
-    if device != "auto" or os.environ.get("CUDA_VISIBLE_DEVICES", None) in ("", "-1"):
+    if device != "auto" or os.environ.get("CUDA_VISIBLE_DEVICES") in ("", "-1"):
         return False
     return os.path.exists(NVIDIA_NODE)

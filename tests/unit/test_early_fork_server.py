@@ -72,7 +72,8 @@ import json, sys
 from multiprocessing import forkserver
 from solbench.execute import early
 from solbench.measure import pool
-started = early.start_for_run(sys.argv[1:], device="cpu")
+from solbench.plan.options import RunOptions
+started = early.start_for_run(sys.argv[1:], RunOptions(), device="cpu")
 pid = forkserver._forkserver._forkserver_pid
 again = pool.start_fork_server()
 out = {"started": started, "server": pid is not None, "again": again, "torch_here": "torch" in sys.modules,
@@ -101,6 +102,16 @@ def test_no_early_start_where_the_files_do_not_say(tmp_path):
     (tmp_path / "level1").mkdir()
     out = _probe(str(tmp_path / "level1"))
     assert out["started"] is False and out["server"] is False
+
+
+@pytest.mark.parametrize("options", [{"in_process": True}, {"devices": "all"}, {"executor": "ray"},
+                                     {"solutions": ("model_new.py",)}])
+def test_runs_without_a_local_fork_server_start_none_early(monkeypatch, options):
+    from solbench.measure import pool
+    from solbench.plan.options import RunOptions
+
+    monkeypatch.setattr(pool, "start_fork_server", lambda **kw: pytest.fail(f"started with {options}"))
+    assert early.start_for_run([f"{WORKLOADS}/attn.yaml"], RunOptions(**options), device="cpu") is False
 
 
 def test_the_run_command_module_and_the_api_do_not_import_torch():
