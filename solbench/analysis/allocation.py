@@ -40,6 +40,16 @@ where its own ±target is met; ``protocol.samples_cap`` records the last n* used
 smallest R that brings it within ``log(1 + target)``. For a ratio of two sides with R rounds each
 (pooled, df 2R - 2) the variance doubles. ``more_rounds_to_decide`` gives the rounds per side that
 would move a gate's interval clear of its threshold at the measured spread and ratio.
+
+**Rounds for a target, with the case's spread.** Three rounds estimate a point's spread with 2
+degrees of freedom: a point of a noisy case (decode GEMMs, FP8 at one token) often stops on three
+rounds that happen to lie close together, and a gate between two such runs cannot decide it.
+``case_rounds_needed`` asks, for each point of a case, for the rounds its own spread needs and no
+fewer than the t interval on the spread pooled over the case's points needs (the variances of the
+log round medians, weighted by their degrees of freedom; ``df`` their sum, growing by one with
+each round the point adds). On an H200 this took the gates between five o_proj runs of one tree
+from 10.6 to 1.3 INCONCLUSIVE verdicts per 20 pairs at a cap of 16 rounds, for 1.3 times the
+point-rounds (replayed from 13 measured runs, ``bench/gate_replay.py``, BENCHMARKS.md issue 16).
 """
 
 from __future__ import annotations
@@ -57,6 +67,7 @@ from solbench.results.model import Timing
 __all__ = [
     "MAX_ROUNDS",
     "VarianceComponents",
+    "case_rounds_needed",
     "more_current_rounds_to_decide",
     "more_rounds_to_decide",
     "optimal_samples",
@@ -177,6 +188,29 @@ def rounds_needed(timing: Timing, target_rel_ci: float, cap: int, *, confidence:
     vc = variance_components(groups)
     need = rounds_for_half_width(vc.round_var, target_rel_ci, confidence=confidence, cap=max(cap, 2))
     return max(len(groups), min(cap, need))
+
+
+def case_rounds_needed(timings: Sequence[Timing], target_rel_ci: float, cap: int, *,
+                       confidence: float = 0.95) -> list[int]:
+    """For each point of one case (``timings``, in rounds): the rounds it needs in all, the larger
+    of :func:`rounds_needed` and what a t interval on the case's pooled spread needs (module
+    docstring). Never below a point's rounds, never above ``cap`` (unless it has more)."""
+    own = [rounds_needed(t, target_rel_ci, cap, confidence=confidence) for t in timings]
+    medians = [np.array([float(np.median(np.log(np.asarray(g, dtype=float))))
+                         for g in group_by_round(t.samples, t.rounds)]) for t in timings]
+    df = sum(m.size - 1 for m in medians if m.size > 1)
+    if df == 0:
+        return own
+    pooled = sum(float(np.var(m, ddof=1)) * (m.size - 1) for m in medians if m.size > 1) / df
+    edge = math.log1p(target_rel_ci)
+    q = (1.0 + confidence) / 2.0
+    needs = []
+    for need, m in zip(own, medians, strict=True):
+        have = m.size
+        by_case = next((n for n in range(have, cap + 1)
+                        if float(t_ppf(q, df + n - have)) * math.sqrt(pooled / n) <= edge), cap)
+        needs.append(max(need, by_case, have))
+    return needs
 
 
 def more_rounds_to_decide(log_ratio: float, sd_round: float, tau: float, rounds: int, *,

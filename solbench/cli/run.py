@@ -83,11 +83,14 @@ from solbench.results.model import RunResult
                    "median and CI over rounds; see README 'Rounds'. Default: 3 on a GPU, 1 on the CPU.")
 @click.option("--max-rounds", type=click.IntRange(min=0), default=None,
               help="Then add rounds, up to N in all, to the points whose interval over rounds is still "
-                   "wider than --rounds-target (0: none added). Default: on a GPU without --repeat, 8 at "
+                   "wider than --rounds-target (0: none added). Default: on a GPU without --repeat, 16 at "
                    "±1.5%, so that a later gate against this run can decide (README 'Rounds'); else 0.")
 @click.option("--rounds-target", type=click.FloatRange(min=0.0001), default=None,
               help="The ± width (a fraction) the added rounds aim at over rounds. Default: 0.015 for the "
                    "GPU default, else --target.")
+@click.option("--rounds-spread", type=click.Choice(["case", "own"]), default="case", show_default=True,
+              help="Whose spread decides the added rounds: a point's own and the one pooled over its case's "
+                   "implementations (case), or its own alone (own: fewer rounds, more undecided gates).")
 @click.option("--devices", default="", metavar="all|0,1,...",
               help="Shard the cases over these local GPUs (one case per GPU at a time; each GPU scored "
                    "against its own spec); with --executor ray: 'all' or how many GPUs.")
@@ -121,7 +124,7 @@ def run(files: Sequence[str], solutions: Sequence[str], gpu: str | None, dry_run
         budget: float, target: float,
         min_samples: int, max_samples: int, input_sets: int, peaks: str, seed: int, timeout_s: float,
         threads: int, compile_jobs: int | None, compile_cache: str | None, in_process: bool,
-        repeat: int | None, max_rounds: int | None, rounds_target: float | None,
+        repeat: int | None, max_rounds: int | None, rounds_target: float | None, rounds_spread: str,
         devices: str, executor: str, address: str | None,
         schedule_from: str | None, force: bool, tuned: str | None, save_name: str | None,
         output: str | None, results_dir: str, as_json: bool, quiet: bool, gate_against: str | None,
@@ -148,7 +151,7 @@ def run(files: Sequence[str], solutions: Sequence[str], gpu: str | None, dry_run
                              seed=seed, workloads=tuple(workloads), impls=tuple(impls), peaks=peaks, flush=flush,
                              results_dir=Path(results_dir), timeout_s=timeout_s, in_process=in_process,
                              tuned=Path(tuned) if tuned else None, repeat=repeat or 0, max_rounds=max_rounds,
-                             rounds_target_rel_ci=rounds_target or 0.0,
+                             rounds_target_rel_ci=rounds_target or 0.0, rounds_spread=rounds_spread,
                              devices=devices,
                              executor=executor, address=address,
                              schedule_from=Path(schedule_from) if schedule_from else None, threads=threads,

@@ -73,7 +73,8 @@ def run(files: Sequence[str | Path], options: RunOptions = RunOptions(), *,  # n
                                        timeout_s=options.timeout_s, l2_bytes=info.l2_bytes, score=prep.score,
                                        emit=emit, on_case=on_case, keys=options.keys, repeat=options.repeat,
                                        nvml_id=prep.nvml_id, variant=tuned_variant(options.tuned, info.spec.id),
-                                       max_rounds=max_rounds, target_rel_ci=rounds_target)
+                                       max_rounds=max_rounds, target_rel_ci=rounds_target,
+                                       rounds_spread=options.rounds_spread)
     emit("done", {})
     result = with_end_clocks(result, info)
     return replace(result, harness={**result.harness, "wall_s": round(time.perf_counter() - start, 4)})

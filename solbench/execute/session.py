@@ -68,12 +68,13 @@ def measure_units(units: Sequence[Unit], run: RunResult, executor: Executor, *, 
                   emit: Progress, on_case: Callable[[RunResult], None] | None = None,
                   keys: Sequence[str] = (), repeat: int = 1, nvml_id: str | None = None,
                   variant: Callable[[WorkloadSpec, Case, str], WorkloadSpec] | None = None,
-                  max_rounds: int = 0, target_rel_ci: float = 0.01) -> RunResult:
+                  max_rounds: int = 0, target_rel_ci: float = 0.01, rounds_spread: str = "case") -> RunResult:
     """Measure every case of every unit, ``repeat`` rounds; see the module docstring.
 
     With ``max_rounds`` above ``repeat``, rounds are then added, one at a time, to the points (case
     and implementation) whose interval over rounds is still wider than ±``target_rel_ci``
-    (:func:`solbench.analysis.allocation.rounds_needed`), until none is or ``max_rounds`` is reached.
+    (:func:`solbench.analysis.allocation.rounds_needed`; with ``rounds_spread`` "case", and the
+    spread pooled over the case's points, ``case_rounds_needed``), until none is or ``max_rounds`` is reached.
     ``nvml_id`` is the device UUID workers read clocks by after every sample (None: no readings).
     ``variant(spec, case, impl)`` may return the spec to send for one implementation and case.
     """
@@ -148,7 +149,7 @@ def measure_units(units: Sequence[Unit], run: RunResult, executor: Executor, *, 
             emit("round", {"round": r, "of": repeat})
             one_round(lambda n, case_id, name: first(n, case_id, name) * int(multi_rank[n]))
         for _ in range(repeat, max_rounds):  # every pass adds a round to each point it measures
-            pending = _undecided(rounds, target_rel_ci, max_rounds, units)
+            pending = _undecided(rounds, target_rel_ci, max_rounds, units, rounds_spread)
             if not pending:
                 break
             deepest: dict[tuple[int, str], int] = {}
@@ -269,12 +270,14 @@ def _slot_key(key: tuple[str, str], slot: int) -> tuple[str, str]:
 
 
 def _undecided(rounds: dict[tuple[int, str], list[list[ImplResult]]], target_rel_ci: float,
-               cap: int, units: Sequence[Unit]) -> dict[tuple[int, str, str], int]:
+               cap: int, units: Sequence[Unit], spread: str = "case") -> dict[tuple[int, str, str], int]:
     """(unit, case id, implementation) -> rounds to add in the next pass, for every ok point whose
-    interval over its rounds is wider than ±target and would narrow to it within ``cap`` rounds
-    (allocation.rounds_needed).
+    interval over its rounds is wider than ±target and would narrow to it within ``cap`` rounds.
 
-    A point gets the rounds its spread so far says it needs (``rounds_needed`` minus those it has),
+    ``spread`` "own": the point's own spread says (allocation.rounds_needed); "case": and no fewer
+    rounds than the spread pooled over the case's points asks for (allocation.case_rounds_needed),
+    so that a point of a noisy case does not stop on three rounds that happen to agree.
+    A point gets the rounds its spread so far says it needs (minus those it has),
     at most PASS_ROUNDS in one pass, one at a time in a multi-rank workload (``units``, by index:
     a rank group holds every GPU). All of them go into one pass, each in a worker of its own, so the
     per-pass cost (starting the workers, a barrier per case) is paid once rather than once a round.
@@ -282,18 +285,21 @@ def _undecided(rounds: dict[tuple[int, str], list[list[ImplResult]]], target_rel
     three rounds added up to within 3% of the point-rounds that adding one round a pass measured
     (``results/h200/issue16/session14``: 265 against 262, 260/267, 256/263, 289/291, 262/263).
     """
-    from solbench.analysis.allocation import rounds_needed
+    from solbench.analysis.allocation import case_rounds_needed, rounds_needed
 
     pending = {}
     for (n, case_id), per_round in rounds.items():
         ranks = _ranks(units[n])
-        for r in _merged(per_round):
-            timing = r.timing if r.status == "ok" and not r.protocol.get("part") else None
-            if timing is None:
-                continue
-            more = rounds_needed(timing, target_rel_ci, cap) - timing.n_rounds
+        points = [(r.name, r.timing) for r in _merged(per_round)
+                  if r.status == "ok" and not r.protocol.get("part") and r.timing is not None]
+        if spread == "case":
+            needs = case_rounds_needed([t for _, t in points], target_rel_ci, cap)
+        else:
+            needs = [rounds_needed(t, target_rel_ci, cap) for _, t in points]
+        for (name, timing), need in zip(points, needs, strict=True):
+            more = need - timing.n_rounds
             if more > 0:
-                pending[(n, case_id, r.name)] = 1 if ranks > 1 else min(more, PASS_ROUNDS)
+                pending[(n, case_id, name)] = 1 if ranks > 1 else min(more, PASS_ROUNDS)
     return pending
 
 

@@ -63,6 +63,7 @@ def prepare(files: Sequence[str | Path], options: RunOptions, info: Any, floor_s
                         isolation="in-process" if options.in_process else "worker", timeout_s=options.timeout_s,
                         rounds=rounds_for(options, info.kind), max_rounds=options.max_rounds or 0,
                         rounds_target=options.rounds_target_rel_ci if options.max_rounds else 0.0,
+                        rounds_spread=options.rounds_spread if options.max_rounds else "",
                         clock_monitor="nvml" if nvml_id else "",
                         threads=settings.threads)
     thresholds = {p.spec.name: p.spec.gate_threshold for p in planned if p.spec.gate_threshold is not None}

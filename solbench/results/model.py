@@ -116,6 +116,7 @@ class Protocol:
     # then rounds added, up to max_rounds in all, to points wider than ±rounds_target over rounds (0: none)
     max_rounds: int = 0
     rounds_target: float = 0.0
+    rounds_spread: str = ""  # whose spread the added rounds followed: "case" (and the point's own), "own"
     clock_monitor: str = ""  # "nvml": clocks, power and reasons read after every sample; "": none
     devices: int = 1  # devices the cases were sharded over (--devices, Ray); each case names its own
     executor: str = "local"  # "local" (this host's devices) or "ray" (a Ray cluster)
