@@ -7,8 +7,9 @@
 source bench/device_setup.sh
 stamp() { python3 -c "import time; print(f'{time.time() - $1:.1f}')"; }
 oproj_in() {  # oproj_in NAME TREE [ARGS...]: one `run -w o_proj` with TREE's solbench, its harness table
+  # (-P: not the working folder first on sys.path, so that TREE's solbench is the one imported)
   local s=$(date +%s.%N) name=$1 tree=$2; shift 2
-  PYTHONPATH=/tmp/site:$tree timeout $(left) python3 -m solbench run workloads/attn.yaml -w o_proj -q \
+  PYTHONPATH=/tmp/site:$tree timeout $(left) python3 -P -m solbench run workloads/attn.yaml -w o_proj -q \
     -o $OUT/$name.json "$@" > $OUT/$name.txt 2>&1
   echo "$name: exit $?, $(stamp $s) s, $(python3 bench/point_rounds.py $OUT/$name.json)" | tee -a $OUT/steps.txt
   python3 -m solbench show $OUT/$name.json --harness > $OUT/$name-harness.txt 2>&1
