@@ -14,6 +14,7 @@ from click.testing import CliRunner
 from solbench import api
 from solbench.analysis.rounds import summarize
 from solbench.cli import main
+from solbench.errors import ConfigError
 from solbench.execute import session
 from solbench.measure.worker import MeasureSettings
 from solbench.results import store
@@ -236,7 +237,7 @@ def test_rounds_target_and_max_rounds_reach_the_run_loop(tmp_path, monkeypatch):
 
 
 def test_a_gpu_run_adds_rounds_by_default_unless_told_otherwise():
-    """On a GPU with no --repeat: up to 8 rounds at ±1.5% (a later gate can decide against the run);
+    """On a GPU with no --repeat: up to 16 rounds at ±1.5% (a later gate can decide against the run);
     --repeat, --max-rounds, a gate's re-measure (keys) and the CPU keep their own rounds."""
     from solbench.plan.options import (
         DEFAULT_GPU_MAX_ROUNDS,
@@ -252,6 +253,9 @@ def test_a_gpu_run_adds_rounds_by_default_unless_told_otherwise():
     assert added_rounds_for(RunOptions(keys=("c/i",)), "cuda")[0] == 0
     assert added_rounds_for(RunOptions(max_rounds=0), "cuda")[0] == 0
     assert added_rounds_for(RunOptions(max_rounds=6), "cuda") == (6, 0.01)  # its target: --target
+    assert RunOptions().rounds_spread == "case"
+    with pytest.raises(ConfigError, match="rounds-spread"):
+        RunOptions(rounds_spread="pooled")  # the API refuses what the CLI's choice list refuses
 
 
 def test_the_run_records_the_rounds_it_may_add(tmp_path):
@@ -260,11 +264,17 @@ def test_the_run_records_the_rounds_it_may_add(tmp_path):
                                        "--rounds-target", "0.02", "-q", "-o", str(out)])
     assert result.exit_code == 0, result.output
     p = store.load(out).protocol
-    assert (p.rounds, p.max_rounds, p.rounds_target) == (2, 5, 0.02)
+    assert (p.rounds, p.max_rounds, p.rounds_target, p.rounds_spread) == (2, 5, 0.02, "case")
+    result = CliRunner().invoke(main, ["run", DOUBLE, *FAST, "-i", "baseline", "--repeat", "2", "--max-rounds", "3",
+                                       "--rounds-spread", "own", "-q", "-o", str(tmp_path / "own.json")])
+    assert result.exit_code == 0, result.output
+    assert store.load(tmp_path / "own.json").protocol.rounds_spread == "own"
+    result = CliRunner().invoke(main, ["run", DOUBLE, *FAST, "--rounds-spread", "pooled", "-q"])
+    assert result.exit_code == 2 and "pooled" in result.output
     result = CliRunner().invoke(main, ["run", DOUBLE, *FAST, "-i", "baseline", "-q", "-o", str(tmp_path / "cpu.json")])
     assert result.exit_code == 0, result.output
     p = store.load(tmp_path / "cpu.json").protocol
-    assert (p.rounds, p.max_rounds) == (1, 0)  # the CPU: one round, none added
+    assert (p.rounds, p.max_rounds, p.rounds_spread) == (1, 0, "")  # the CPU: one round, none added
 
 
 def test_a_points_samples_cap_comes_from_its_own_implementations_rounds():
