@@ -94,8 +94,8 @@ def run_header(run: RunResult) -> str:
     if p.flush == "clean":
         parts.append("flush clean")
     if p.rounds > 1:
-        pooled = " (or its case's)" if p.rounds_spread == "case" else ""
-        more = (f", up to {p.max_rounds} where wider than ±{p.rounds_target:.1%}{pooled} over rounds"
+        pooled = " on a point's own spread or its case's" if p.rounds_spread == "case" else ""
+        more = (f", up to {p.max_rounds} where wider than ±{p.rounds_target:.1%} over rounds{pooled}"
                 if p.max_rounds > p.rounds else "")
         parts.append(f"{p.rounds} rounds{more} (fresh workers each; median and CI over rounds)")
     if env.sm_clock_end_mhz:

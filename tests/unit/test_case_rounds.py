@@ -157,3 +157,14 @@ def test_pooled_rounds_still_catch_a_ten_percent_slowdown():
         b, _ = _simulated_run(rng, sd_b, "case", shift=[1.1] * len(sd_b))
         caught += [v.verdict for v in gate(a, b, seed=trial).verdicts].count("REGRESSION")
     assert caught == 10 * len(sd_b)
+
+
+def test_the_header_says_which_spread_added_the_rounds():
+    from solbench.report.console import run_header
+
+    run = make_run({"c": {"x": [1e-3] * 10}})
+    rounds = replace(run.protocol, rounds=3, max_rounds=16, rounds_target=0.015)
+    case = run_header(replace(run, protocol=replace(rounds, rounds_spread="case")))
+    own = run_header(replace(run, protocol=replace(rounds, rounds_spread="own")))
+    assert "up to 16 where wider than ±1.5% over rounds on a point's own spread or its case's" in case
+    assert "up to 16 where wider than ±1.5% over rounds" in own and "its case's" not in own
