@@ -47,9 +47,11 @@ rounds that happen to lie close together, and a gate between two such runs canno
 ``case_rounds_needed`` asks, for each point of a case, for the rounds its own spread needs and no
 fewer than the t interval on the spread pooled over the case's points needs (the variances of the
 log round medians, weighted by their degrees of freedom; ``df`` their sum, growing by one with
-each round the point adds). On an H200 this took the gates between five o_proj runs of one tree
-from 10.6 to 1.3 INCONCLUSIVE verdicts per 20 pairs at a cap of 16 rounds, for 1.3 times the
-point-rounds (replayed from 13 measured runs, ``bench/gate_replay.py``, BENCHMARKS.md issue 16).
+each round the point adds). On an H200, at a cap of 16 rounds, the gates over the 20 ordered
+pairs of five o_proj runs of one tree gave 0 INCONCLUSIVE verdicts in six sets and 1 in a seventh,
+against 14-18 on the point's own spread with a cap of 8, for about 1.2 times the point-rounds
+(BENCHMARKS.md, issue 16, twentieth session; ``bench/gate_replay.py`` had predicted it from 13
+measured runs).
 """
 
 from __future__ import annotations

@@ -73,11 +73,11 @@ Progress = Callable[[str, dict[str, Any]], None]
 DEFAULT_GPU_ROUNDS = 3
 # On a GPU, unless --repeat or --max-rounds says otherwise: rounds added, up to 16 in all, to the points
 # whose interval over rounds is still wider than ±1.5%, on their own spread or their case's pooled one
-# (RunOptions.rounds_spread). Replayed from 13 measured H200 o_proj runs (bench/gate_replay.py,
-# BENCHMARKS.md issue 16, nineteenth and twentieth sessions): the gates between five such runs of the
-# same code leave 1.3 INCONCLUSIVE verdicts per 20 pairs, against 10.6 with the point's own spread and
-# a cap of 8, for 1.3 times the point-rounds; three rounds alone leave far more, and re-measuring only
-# the current run (`--gate-against --rerun`) cannot make up for a baseline measured in three.
+# (RunOptions.rounds_spread). Measured on an H200 (BENCHMARKS.md issue 16, twentieth session): the
+# gates over the 20 ordered pairs of five such o_proj runs of the same code gave 0 INCONCLUSIVE verdicts
+# in six sets and 1 in a seventh, against 14-18 with the point's own spread and a cap of 8, for about 30%
+# more wall time; three rounds alone leave far more, and re-measuring only the current run
+# (`--gate-against --rerun`) cannot make up for a baseline measured in three.
 DEFAULT_GPU_MAX_ROUNDS = 16
 DEFAULT_GPU_ROUNDS_TARGET = 0.015
 
