@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Next session's H200 calls (carry .whl; LIMIT: the seconds this call may use).
+# PART=tests: `pytest tests/gpu` on the tree, then one `run -w o_proj` under bench/cli_phases.py (where the
+# command's wall time goes outside the run's harness table).
+# PART=fresh: `run -w o_proj` alternately with the default and with SOLBENCH_FRESH_FORK_SERVER=pass, N each
+# (default 3) while time is left; then bench/between_runs.py over each kind's runs (does the spread between
+# runs that the rounds do not show move into the rounds when every pass forks from a fresh server?).
+source bench/device_setup.sh
+touch $OUT/steps.txt
+stamp() { python3 -c "import time; print(f'{time.time() - $1:.1f}')"; }
+case "${PART:-tests}" in
+tests)
+  timeout $(( $(left) - 90 )) python3 -m pytest -q -p no:cacheprovider tests/gpu > $OUT/gpu-tests.txt 2>&1
+  echo "pytest tests/gpu: exit $?, $(( $(date +%s) - T0 )) s, $(tail -n 1 $OUT/gpu-tests.txt)" | tee -a $OUT/steps.txt
+  [ $(left) -gt 70 ] && timeout $(left) python3 bench/cli_phases.py run workloads/attn.yaml -w o_proj -q \
+    -o $OUT/oproj-1.json --force 2>&1 | tee -a $OUT/steps.txt
+  grep -E "passed|failed|error" $OUT/gpu-tests.txt | tail -n 15
+  ;;
+fresh)
+  for k in $(seq 1 "${N:-3}"); do
+    for kind in default fresh; do
+      [ $(left) -gt 65 ] || break 2
+      s=$(date +%s.%N)
+      if [ $kind = fresh ]; then export SOLBENCH_FRESH_FORK_SERVER=pass; else unset SOLBENCH_FRESH_FORK_SERVER; fi
+      timeout $(left) python3 -m solbench run workloads/attn.yaml -w o_proj -q -o $OUT/$kind-$k.json > $OUT/$kind-$k.txt 2>&1
+      echo "$kind-$k: exit $?, $(stamp $s) s, $(python3 bench/point_rounds.py $OUT/$kind-$k.json)" | tee -a $OUT/steps.txt
+    done
+  done
+  unset SOLBENCH_FRESH_FORK_SERVER
+  for kind in default fresh; do
+    python3 bench/between_runs.py $OUT/$kind-*.json 2>&1 | tee -a $OUT/steps.txt
+  done
+  ;;
+esac
+for f in $OUT/*.json; do [ -f "$f" ] && gzip -9 -n "$f"; done
+cat $OUT/steps.txt
+(cd $OUT && tar czf texts.tgz $(ls *.txt 2>/dev/null | grep -v '^steps.txt$') && rm -f $(ls *.txt 2>/dev/null | grep -v '^steps.txt$'))
