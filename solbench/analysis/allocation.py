@@ -158,17 +158,18 @@ def samples_next_round(groups: Sequence[Sequence[float]], round_s: float, sample
 
 
 def rounds_for_half_width(round_var: float, target: float, *, confidence: float = 0.95, sides: int = 1,
-                          min_rounds: int = 2, cap: int = MAX_ROUNDS) -> int:
+                          min_rounds: int = 2, cap: int = MAX_ROUNDS, other_df: float = 0.0) -> int:
     """Smallest R (per side) with ``t_{df, (1+c)/2} sqrt(sides * round_var / R) <= log(1 + target)``.
 
-    df = sides * (R - 1) (one side: R - 1; a ratio of two sides, pooled: 2R - 2). Returns ``cap``
-    when even ``cap`` rounds are not enough.
+    df = sides * (R - 1) + other_df (one side: R - 1; a ratio of two sides, pooled: 2R - 2;
+    ``other_df``: what a variance pooled with other points knows beyond these rounds). Returns
+    ``cap`` when even ``cap`` rounds are not enough.
     """
     if target <= 0.0 or round_var < 0.0:
         raise ValueError("target must be positive and the variance non-negative")
     edge = math.log1p(target)
     for r in range(max(2, min_rounds), cap + 1):
-        q = float(t_ppf((1.0 + confidence) / 2.0, sides * (r - 1)))
+        q = float(t_ppf((1.0 + confidence) / 2.0, sides * (r - 1) + other_df))
         if q * math.sqrt(sides * round_var / r) <= edge:
             return r
     return cap
@@ -204,15 +205,10 @@ def case_rounds_needed(timings: Sequence[Timing], target_rel_ci: float, cap: int
     if df == 0:
         return own
     pooled = sum(float(np.var(m, ddof=1)) * (m.size - 1) for m in medians if m.size > 1) / df
-    edge = math.log1p(target_rel_ci)
-    q = (1.0 + confidence) / 2.0
-    needs = []
-    for need, m in zip(own, medians, strict=True):
-        have = m.size
-        by_case = next((n for n in range(have, cap + 1)
-                        if float(t_ppf(q, df + n - have)) * math.sqrt(pooled / n) <= edge), cap)
-        needs.append(max(need, by_case, have))
-    return needs
+    # for a point with r rounds, the pooled spread's df grows by one a round it adds: df + R - r
+    return [max(need, m.size, rounds_for_half_width(pooled, target_rel_ci, confidence=confidence, min_rounds=m.size,
+                                                    cap=cap, other_df=df - (m.size - 1)))
+            for need, m in zip(own, medians, strict=True)]
 
 
 def more_rounds_to_decide(log_ratio: float, sd_round: float, tau: float, rounds: int, *,

@@ -441,18 +441,17 @@ class Pool:
         teardown of workers retired since the last call), but never while anything is being
         measured: another process's GPU work would share the GPU with the timed calls.
         """
-        keys = [key for key in keys if key not in self._workers]
-        if keys and not self._workers:
+        new = [key for key in dict.fromkeys(keys) if key not in self._workers]
+        if new and not self._workers:
             self.passes += 1
             if self.passes > 1 and os.environ.get(FRESH_FORK_SERVER_ENV) == "pass":
                 self._reap()  # the last pass's workers gone, then its server
                 stop_fork_server()
                 self.fresh_servers += 1
         started = []
-        for key in keys:
-            if key not in self._workers:
-                self._workers[key] = ProcessWorker(self.device, self.device_index, self.tree, self.threads)
-                started.append(self._workers[key])
+        for key in new:
+            self._workers[key] = ProcessWorker(self.device, self.device_index, self.tree, self.threads)
+            started.append(self._workers[key])
         self._reap()  # retired workers tear down while these start; gone before anything is measured
         for worker in started:
             worker.wait_ready()
