@@ -75,10 +75,6 @@ def run(files: Sequence[str | Path], options: RunOptions = RunOptions(), *,  # n
                                        nvml_id=prep.nvml_id, variant=tuned_variant(options.tuned, info.spec.id),
                                        max_rounds=max_rounds, target_rel_ci=rounds_target,
                                        rounds_spread=options.rounds_spread)
-        if getattr(executor, "fresh_servers", 0):
-            result = replace(result, notes=(*result.notes, f"the workers' fork server was started afresh for each pass "
-                                            f"after the first ({executor.fresh_servers} times; "
-                                            f"{pool.FRESH_FORK_SERVER_ENV}=pass, an experiment)"))
     emit("done", {})
     result = with_end_clocks(result, info)
     return replace(result, harness={**result.harness, "wall_s": round(time.perf_counter() - start, 4)})

@@ -407,12 +407,6 @@ def _with_log(result: ImplResult, tail: str) -> ImplResult:
     return replace(result, log_tail=tail) if tail and not result.log_tail else result
 
 
-# An experiment, off by default: "pass" starts the fork server afresh before each pass of workers after
-# the first, so that the rounds of a run no longer all fork from one server (BENCHMARKS.md, issue 16,
-# twentieth session: what rounds do not sample). Costs the server's imports again each pass.
-FRESH_FORK_SERVER_ENV = "SOLBENCH_FRESH_FORK_SERVER"
-
-
 class Pool:
     """Workers keyed by (workload, implementation); started ahead of need, replaced after faults.
 
@@ -431,8 +425,6 @@ class Pool:
         self._workers: dict[tuple[str, str], ProcessWorker] = {}
         self._leaving: list[ProcessWorker] = []  # retired, asked to exit, not yet waited for
         self.reap_s = 0.0  # seconds spent waiting for retired workers to exit (the run's harness table)
-        self.passes = 0  # times workers were started with none alive (a pass of the run, or a lone task)
-        self.fresh_servers = 0  # fork servers started afresh (FRESH_FORK_SERVER_ENV)
 
     def prestart(self, keys: Iterable[tuple[str, str]]) -> None:
         """Start workers for these keys together and wait until all are ready.
@@ -441,17 +433,11 @@ class Pool:
         teardown of workers retired since the last call), but never while anything is being
         measured: another process's GPU work would share the GPU with the timed calls.
         """
-        new = [key for key in dict.fromkeys(keys) if key not in self._workers]
-        if new and not self._workers:
-            self.passes += 1
-            if self.passes > 1 and os.environ.get(FRESH_FORK_SERVER_ENV) == "pass":
-                self._reap()  # the last pass's workers gone, then its server
-                stop_fork_server()
-                self.fresh_servers += 1
         started = []
-        for key in new:
-            self._workers[key] = ProcessWorker(self.device, self.device_index, self.tree, self.threads)
-            started.append(self._workers[key])
+        for key in keys:
+            if key not in self._workers:
+                self._workers[key] = ProcessWorker(self.device, self.device_index, self.tree, self.threads)
+                started.append(self._workers[key])
         self._reap()  # retired workers tear down while these start; gone before anything is measured
         for worker in started:
             worker.wait_ready()
