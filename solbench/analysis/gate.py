@@ -166,6 +166,7 @@ class GateResult:
     alpha: float
     confidence: float
     fingerprint_diffs: tuple[str, ...] = ()  # non-empty only with allow_cross_hardware
+    cards: str = ""  # the sides were measured on different cards of one model (card_note); "": one card, or unknown
     reruns: int = 0  # rounds of re-measurement that went into this result
     looks: int = 1  # K: the looks the error rates are split over (alpha / K, 1 - (1 - confidence) / K)
 
@@ -209,6 +210,30 @@ def check_fingerprints(base: Environment, cur: Environment, *, device: bool = Tr
     ]
     return [f"{name}: {b or 'unknown'} (baseline) vs {c or 'unknown'} (current)"
             for name, b, c in checks if b != c]
+
+
+def card_note(base: Side, cur: Side) -> str:
+    """A line when the two sides were measured on different cards (device UUIDs) of one model, else "".
+
+    Not a fingerprint difference (same model, driver and software), and not refused: a CI job
+    often lands on another card of the same kind. But the same code reads differently card to
+    card: on three H200s the same tree's o_proj prefill GEMMs differed by up to 1.9% (median over
+    those points; BENCHMARKS.md, issue 16, twenty-first session). A verdict near the threshold
+    may be the card's. Said only where every run of both sides records its UUID.
+    """
+    def uuids(side: Side) -> list[str | None]:
+        runs = [side] if isinstance(side, RunResult) else list(side)
+        return [r.environment.device_uuid for r in runs]
+
+    a, b = uuids(base), uuids(cur)
+    if None in a or None in b or set(a) == set(b) or not a or not b:
+        return ""
+    def named(ids: list[str | None]) -> str:
+        return ", ".join(sorted({str(i)[:12] for i in ids}))
+
+    return (f"other cards of one model: baseline on {named(a)}, current on {named(b)}; the same code reads "
+            f"differently card to card (up to about 2% at compute-bound GEMMs on the H200), so a verdict "
+            f"near the threshold may be the card's")
 
 
 def case_verdict(ci_low: float | None, ci_high: float | None, significant: bool, threshold: float,
@@ -459,6 +484,7 @@ def gate(base: Side, cur: Side, *, threshold: float | None = None, alpha: float 
     settings, or when no key is measured in both runs and none is BROKEN;
     ResultsFormatError for a recorded threshold that is not a positive number.
     """
+    cards = card_note(base, cur)
     base = _without_floor(_one_side(base, "baseline", allow_cross_hardware))
     cur = _without_floor(_one_side(cur, "current", allow_cross_hardware))
     recorded = {**base.gate_thresholds, **cur.gate_thresholds}
@@ -486,7 +512,8 @@ def gate(base: Side, cur: Side, *, threshold: float | None = None, alpha: float 
         raise ConfigError(f"baseline and current have no measured case in common ({len(pairing.only_in_a)} "
                           f"in baseline only, {len(pairing.only_in_b)} in current only{other})")
     vs = tuple(verdicts)
-    return GateResult(vs, _overall(vs), threshold, alpha, confidence, tuple(diffs), looks=looks)
+    return GateResult(vs, _overall(vs), threshold, alpha, confidence, tuple(diffs), looks=looks,
+                      cards="" if per_case else cards)
 
 
 def cases_to_rerun(result: GateResult) -> list[str]:

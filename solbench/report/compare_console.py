@@ -108,6 +108,8 @@ def gate_table(g: GateResult) -> Table:
                + (f"; {g.reruns} rerun(s)" if g.reruns else "") + escape(rounds_note(g)))
     if g.fingerprint_diffs:
         caption += "\ncross-hardware (allowed): " + "; ".join(g.fingerprint_diffs)
+    if g.cards:
+        caption += "\n" + escape(g.cards)
     t = Table(title="regression gate", title_justify="left", caption=caption, caption_justify="left")
     notes = {v.key: v.reason for v in g.verdicts if v.verdict in ("BROKEN", "MISSING") and v.reason}
     notes.update({v.key: f"needs ~{v.more_rounds} more round(s) per side" for v in g.verdicts

@@ -61,6 +61,8 @@ def gate_junit(g: GateResult, suite_name: str = "solbench-gate") -> str:
                 "looks": str(g.looks)}
     for i, diff in enumerate(g.fingerprint_diffs):
         settings[f"fingerprint_diff_{i}"] = diff
+    if g.cards:
+        settings["cards"] = g.cards
     for name, value in settings.items():
         ET.SubElement(props, "property", name=name, value=value)
     for v in g.verdicts:

@@ -20,6 +20,9 @@ from solbench.analysis.gate import (
 )
 from solbench.errors import ConfigError, GateRefused, ResultsFormatError
 from solbench.report.compare_console import gate_table
+from solbench.report.compare_json import gate_json
+from solbench.report.junit import gate_junit
+from solbench.report.markdown import gate_markdown
 from solbench.results.model import FAILED_STATUSES, RunResult
 from tests.unit.factories import T_SOL, make_env, make_run, noisy
 
@@ -517,3 +520,28 @@ def test_the_byte_floor_is_never_gated():
     result = gate(run(1e-3, 1e-3), run(2e-3, 1e-3))
     assert [v.key for v in result.verdicts] == ["c/x"] and result.overall == "PASS"
     assert gate(run(1e-3, 1e-3), run(1e-3, 1.3e-3)).overall == "REGRESSION"
+
+
+# ---- runs on two cards of one model ------------------------------------------------------
+def _on(uuid: str | None, rng: np.random.Generator) -> RunResult:
+    return make_run({"c": {"x": noisy(rng, N, 1e-3)}}, environment=make_env(device_uuid=uuid))
+
+
+def test_gate_names_two_cards_of_one_model_and_still_decides():
+    rng = np.random.default_rng(3)
+    result = gate(_on("GPU-aaaaaaaa-1111", rng), _on("GPU-bbbbbbbb-2222", rng))
+    assert result.overall == "PASS" and not result.fingerprint_diffs
+    assert "baseline on GPU-aaaaaaa" in result.cards and "current on GPU-bbbbbbb" in result.cards
+    console = Console(record=True, width=200)
+    console.print(gate_table(result))
+    assert "other cards of one model" in console.export_text()
+    assert gate_json(result)["cards"] == result.cards
+    assert result.cards in gate_markdown(result) and 'name="cards"' in gate_junit(result)
+
+
+def test_gate_says_nothing_of_cards_on_one_card_or_where_a_run_does_not_record_it():
+    rng = np.random.default_rng(4)
+    assert gate(_on("GPU-aaaaaaaa-1111", rng), _on("GPU-aaaaaaaa-1111", rng)).cards == ""
+    assert gate(_on(None, rng), _on("GPU-bbbbbbbb-2222", rng)).cards == ""
+    several = [_on("GPU-aaaaaaaa-1111", rng), _on("GPU-cccccccc-3333", rng)]  # a side over two cards
+    assert "GPU-aaaaaaa" in gate(several, _on("GPU-aaaaaaaa-1111", rng)).cards
