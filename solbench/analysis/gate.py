@@ -217,9 +217,9 @@ def card_note(base: Side, cur: Side) -> str:
 
     Not a fingerprint difference (same model, driver and software), and not refused: a CI job
     often lands on another card of the same kind. But the same code reads differently card to
-    card: on three H200s the same tree's o_proj prefill GEMMs differed by up to 1.9% (median over
-    those points; BENCHMARKS.md, issue 16, twenty-first session). A verdict near the threshold
-    may be the card's. Said only where every run of both sides records its UUID.
+    card: on four H200s the same protocol's o_proj prefill GEMMs differed by up to 1.9% card to card
+    (median over those points; 2.7% at one point; BENCHMARKS.md, issue 16, twenty-first session). A
+    verdict near the threshold may be the card's. Said only where every run of both sides records its UUID.
     """
     def uuids(side: Side) -> list[str | None]:
         runs = [side] if isinstance(side, RunResult) else list(side)
@@ -228,12 +228,13 @@ def card_note(base: Side, cur: Side) -> str:
     a, b = uuids(base), uuids(cur)
     if None in a or None in b or set(a) == set(b) or not a or not b:
         return ""
+
     def named(ids: list[str | None]) -> str:
         return ", ".join(sorted({str(i)[:12] for i in ids}))
 
     return (f"other cards of one model: baseline on {named(a)}, current on {named(b)}; the same code reads "
-            f"differently card to card (up to about 2% at compute-bound GEMMs on the H200), so a verdict "
-            f"near the threshold may be the card's")
+            f"differently card to card (README, 'Comparing runs and gating CI'), so a verdict near the "
+            f"threshold may be the card's")
 
 
 def case_verdict(ci_low: float | None, ci_high: float | None, significant: bool, threshold: float,
