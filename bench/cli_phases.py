@@ -45,6 +45,13 @@ def main(argv: list[str]) -> None:
         print(f"  {seconds:7.2f} s  {label}")
     print(f"  {total - sum(rows.values()):7.2f} s  the rest of the profiled command (click, other imports)")
     print(f"  {wall - total:7.2f} s  interpreter start and exit (outside the profile)")
+    print("  the profile's largest cumulative times in solbench's own functions (a step above that matched nothing "
+          "shows here):")
+    ours = [(cum, f"{path.split('solbench/', 1)[-1]}:{func}")
+            for (path, _line, func), (_cc, _nc, _tt, cum, _callers) in stats.stats.items()  # type: ignore[attr-defined]
+            if "/solbench/" in path or path.startswith("solbench/")]
+    for cum, name in sorted(ours, reverse=True)[:12]:
+        print(f"  {cum:9.2f} s  {name}")
     if "-o" in argv:
         out = json.loads(Path(argv[argv.index("-o") + 1]).read_text())
         print(f"  harness wall of the saved run: {out['harness'].get('wall_s', float('nan')):.2f} s")
