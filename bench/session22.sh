@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Next session's H200 calls (carry .whl; LIMIT: the seconds this call may use).
+# PART=tests: `pytest tests/gpu` on the tree, then one `run -w o_proj` under bench/cli_phases.py (which now
+# also prints the profile's largest cumulative times in solbench's functions).
+# PART=apps: which processes hold a CUDA context while `run -w o_proj` runs: nvidia-smi's compute apps
+# every 0.2 s, with the run's own pid and its fork server's marked. A context in the parent (or the server)
+# would be a state that every round of one run shares and that differs between runs (BENCHMARKS.md, issue 16,
+# twenty-first session: what the rounds miss). Then N (default 2) more default runs for between_runs.py.
+source bench/device_setup.sh
+touch $OUT/steps.txt
+case "${PART:-tests}" in
+tests)
+  timeout $(( $(left) - 90 )) python3 -m pytest -q -p no:cacheprovider tests/gpu > $OUT/gpu-tests.txt 2>&1
+  echo "pytest tests/gpu: exit $?, $(( $(date +%s) - T0 )) s, $(tail -n 1 $OUT/gpu-tests.txt)" | tee -a $OUT/steps.txt
+  [ $(left) -gt 70 ] && timeout $(left) python3 bench/cli_phases.py run workloads/attn.yaml -w o_proj -q \
+    -o $OUT/oproj-1.json --force 2>&1 | tee -a $OUT/steps.txt
+  ;;
+apps)
+  python3 -m solbench run workloads/attn.yaml -w o_proj -q -o $OUT/apps-run.json > $OUT/apps-run.txt 2>&1 &
+  run_pid=$!
+  while kill -0 $run_pid 2>/dev/null; do
+    echo "$(date +%s.%N) $(nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader | tr '\n' ';')" >> $OUT/apps.txt
+    sleep 0.2
+  done
+  wait $run_pid; echo "apps run: exit $?" | tee -a $OUT/steps.txt
+  python3 - "$run_pid" $OUT/apps.txt <<'PY' | tee -a $OUT/steps.txt
+import collections, subprocess, sys
+run_pid, path = sys.argv[1], sys.argv[2]
+seen = collections.Counter()
+lines = open(path).read().splitlines()
+for line in lines:
+    for app in line.split(" ", 1)[1].split(";"):
+        if app.strip():
+            seen[app.split(",")[0].strip()] += 1
+print(f"{len(lines)} readings, {len(seen)} pids with a context; the run's own pid {run_pid}: "
+      f"{seen.get(run_pid, 0)} readings")
+print("pids seen in more than half of the readings:", [p for p, n in seen.items() if n > len(lines) / 2])
+PY
+  for k in $(seq 1 "${N:-2}"); do
+    [ $(left) -gt 70 ] || break
+    timeout $(left) python3 -m solbench run workloads/attn.yaml -w o_proj -q -o $OUT/oproj-$k.json > $OUT/oproj-$k.txt 2>&1
+    echo "o_proj $k: exit $?" | tee -a $OUT/steps.txt
+  done
+  python3 bench/between_runs.py $OUT/apps-run.json $OUT/oproj-*.json 2>&1 | tee -a $OUT/steps.txt
+  ;;
+esac
+for f in $OUT/*.json; do [ -f "$f" ] && gzip -9 -n "$f"; done
+cat $OUT/steps.txt
+(cd $OUT && tar czf texts.tgz $(ls *.txt 2>/dev/null | grep -v '^steps.txt$') && rm -f $(ls *.txt 2>/dev/null | grep -v '^steps.txt$'))
