@@ -514,7 +514,7 @@ def gate(base: Side, cur: Side, *, threshold: float | None = None, alpha: float 
                           f"in baseline only, {len(pairing.only_in_b)} in current only{other})")
     vs = tuple(verdicts)
     return GateResult(vs, _overall(vs), threshold, alpha, confidence, tuple(diffs), looks=looks,
-                      cards="" if per_case else cards)
+                      cards="" if per_case or diffs else cards)  # other models: the diffs say more
 
 
 def cases_to_rerun(result: GateResult) -> list[str]:

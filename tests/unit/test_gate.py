@@ -545,3 +545,7 @@ def test_gate_says_nothing_of_cards_on_one_card_or_where_a_run_does_not_record_i
     assert gate(_on(None, rng), _on("GPU-bbbbbbbb-2222", rng)).cards == ""
     several = [_on("GPU-aaaaaaaa-1111", rng), _on("GPU-cccccccc-3333", rng)]  # a side over two cards
     assert "GPU-aaaaaaa" in gate(several, _on("GPU-aaaaaaaa-1111", rng)).cards
+    other_model = make_run({"c": {"x": noisy(rng, N, 1e-3)}},
+                           environment=make_env(device_uuid="GPU-dddddddd-4444", device_name="NVIDIA A100-SXM4-80GB"))
+    crossed = gate(_on("GPU-aaaaaaaa-1111", rng), other_model, allow_cross_hardware=True)
+    assert crossed.fingerprint_diffs and crossed.cards == ""  # not "one model": the diffs say what differs
