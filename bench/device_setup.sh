@@ -21,3 +21,11 @@ oproj_runs() {
     python3 -m solbench show $OUT/oproj-$k.json --harness > $OUT/oproj-$k-harness.txt 2>&1
   done
 }
+# gpu_tests: `pytest tests/gpu` (gpu-tests.txt), then one `run -w o_proj` under bench/cli_phases.py (oproj-1.json).
+gpu_tests() {
+  timeout $(( $(left) - 90 )) python3 -m pytest -q -p no:cacheprovider tests/gpu > $OUT/gpu-tests.txt 2>&1
+  echo "pytest tests/gpu: exit $?, $(( $(date +%s) - T0 )) s, $(tail -n 1 $OUT/gpu-tests.txt)" | tee -a $OUT/steps.txt
+  [ $(left) -gt 70 ] && timeout $(left) python3 bench/cli_phases.py run workloads/attn.yaml -w o_proj -q \
+    -o $OUT/oproj-1.json --force 2>&1 | tee -a $OUT/steps.txt
+  grep -E "passed|failed|error" $OUT/gpu-tests.txt | tail -n 15
+}

@@ -13,11 +13,7 @@ touch $OUT/steps.txt
 stamp() { python3 -c "import time; print(f'{time.time() - $1:.1f}')"; }
 case "${PART:-tests}" in
 tests)
-  timeout $(( $(left) - 90 )) python3 -m pytest -q -p no:cacheprovider tests/gpu > $OUT/gpu-tests.txt 2>&1
-  echo "pytest tests/gpu: exit $?, $(( $(date +%s) - T0 )) s, $(tail -n 1 $OUT/gpu-tests.txt)" | tee -a $OUT/steps.txt
-  [ $(left) -gt 70 ] && timeout $(left) python3 bench/cli_phases.py run workloads/attn.yaml -w o_proj -q \
-    -o $OUT/oproj-1.json --force 2>&1 | tee -a $OUT/steps.txt
-  grep -E "passed|failed|error" $OUT/gpu-tests.txt | tail -n 15
+  gpu_tests
   ;;
 fresh)
   for k in $(seq 1 "${N:-3}"); do

@@ -10,10 +10,7 @@ source bench/device_setup.sh
 touch $OUT/steps.txt
 case "${PART:-tests}" in
 tests)
-  timeout $(( $(left) - 90 )) python3 -m pytest -q -p no:cacheprovider tests/gpu > $OUT/gpu-tests.txt 2>&1
-  echo "pytest tests/gpu: exit $?, $(( $(date +%s) - T0 )) s, $(tail -n 1 $OUT/gpu-tests.txt)" | tee -a $OUT/steps.txt
-  [ $(left) -gt 70 ] && timeout $(left) python3 bench/cli_phases.py run workloads/attn.yaml -w o_proj -q \
-    -o $OUT/oproj-1.json --force 2>&1 | tee -a $OUT/steps.txt
+  gpu_tests
   ;;
 apps)
   python3 -m solbench run workloads/attn.yaml -w o_proj -q -o $OUT/apps-run.json > $OUT/apps-run.txt 2>&1 &
