@@ -5,7 +5,8 @@
 # PART=apps: which processes hold a CUDA context while `run -w o_proj` runs: nvidia-smi's compute apps
 # every 0.2 s, with the run's own pid and its fork server's marked. A context in the parent (or the server)
 # would be a state that every round of one run shares and that differs between runs (BENCHMARKS.md, issue 16,
-# twenty-first session: what the rounds miss). Then N (default 2) more default runs for between_runs.py.
+# twenty-first session: what the rounds miss). Then N (default 3) more default runs for between_runs.py (the
+# sampled run left out: nvidia-smi queried every 0.2 s beside it may move its numbers).
 source bench/device_setup.sh
 touch $OUT/steps.txt
 case "${PART:-tests}" in
@@ -33,12 +34,12 @@ print(f"{len(lines)} readings, {len(seen)} pids with a context; the run's own pi
       f"{seen.get(run_pid, 0)} readings")
 print("pids seen in more than half of the readings:", [p for p, n in seen.items() if n > len(lines) / 2])
 PY
-  for k in $(seq 1 "${N:-2}"); do
+  for k in $(seq 1 "${N:-3}"); do
     [ $(left) -gt 70 ] || break
     timeout $(left) python3 -m solbench run workloads/attn.yaml -w o_proj -q -o $OUT/oproj-$k.json > $OUT/oproj-$k.txt 2>&1
     echo "o_proj $k: exit $?" | tee -a $OUT/steps.txt
   done
-  python3 bench/between_runs.py $OUT/apps-run.json $OUT/oproj-*.json 2>&1 | tee -a $OUT/steps.txt
+  python3 bench/between_runs.py $OUT/oproj-*.json 2>&1 | tee -a $OUT/steps.txt
   ;;
 esac
 for f in $OUT/*.json; do [ -f "$f" ] && gzip -9 -n "$f"; done
