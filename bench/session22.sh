@@ -3,7 +3,8 @@
 # PART=tests: `pytest tests/gpu` on the tree, then one `run -w o_proj` under bench/cli_phases.py (which now
 # also prints the profile's largest cumulative times in solbench's functions).
 # PART=apps: which processes hold a CUDA context while `run -w o_proj` runs: nvidia-smi's compute apps
-# every 0.2 s, with the run's own pid and its fork server's marked. A context in the parent (or the server)
+# every 0.2 s; the run's own pid is marked, and every pid that holds one through most of the run is listed
+# (workers come and go). A context in the parent (or the fork server)
 # would be a state that every round of one run shares and that differs between runs (BENCHMARKS.md, issue 16,
 # twenty-first session: what the rounds miss). Then N (default 3) more default runs for between_runs.py (the
 # sampled run left out: nvidia-smi queried every 0.2 s beside it may move its numbers).
