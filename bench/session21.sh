@@ -41,6 +41,4 @@ target)
   python3 bench/between_runs.py $OUT/target-*.json 2>&1 | tee -a $OUT/steps.txt
   ;;
 esac
-for f in $OUT/*.json; do [ -f "$f" ] && gzip -9 -n "$f"; done
-cat $OUT/steps.txt
-(cd $OUT && tar czf texts.tgz $(ls *.txt 2>/dev/null | grep -v '^steps.txt$') && rm -f $(ls *.txt 2>/dev/null | grep -v '^steps.txt$'))
+pack_out

@@ -35,14 +35,8 @@ print(f"{len(lines)} readings, {len(seen)} pids with a context; the run's own pi
       f"{seen.get(run_pid, 0)} readings")
 print("pids seen in more than half of the readings:", [p for p, n in seen.items() if n > len(lines) / 2])
 PY
-  for k in $(seq 1 "${N:-3}"); do
-    [ $(left) -gt 70 ] || break
-    timeout $(left) python3 -m solbench run workloads/attn.yaml -w o_proj -q -o $OUT/oproj-$k.json > $OUT/oproj-$k.txt 2>&1
-    echo "o_proj $k: exit $?" | tee -a $OUT/steps.txt
-  done
+  oproj_runs "${N:-3}"
   python3 bench/between_runs.py $OUT/oproj-*.json 2>&1 | tee -a $OUT/steps.txt
   ;;
 esac
-for f in $OUT/*.json; do [ -f "$f" ] && gzip -9 -n "$f"; done
-cat $OUT/steps.txt
-(cd $OUT && tar czf texts.tgz $(ls *.txt 2>/dev/null | grep -v '^steps.txt$') && rm -f $(ls *.txt 2>/dev/null | grep -v '^steps.txt$'))
+pack_out
