@@ -6,7 +6,8 @@
 Sections: the kernels each point ran, clocks and power against round medians, serial correlation of
 round medians, a trend inside rounds, run deviations shared within a case, how many points a
 simulation of independent rounds flags above 0.5% sd_extra (bench/between_runs.py's statistic),
-card to card, and the spread of three runs per kind in session 21's calls 1-2.
+card to card, the spread of three runs per kind in session 21's calls 1-2, and per final-tree run the
+workers its rounds need and its median point's rounds and spread.
 """
 
 from __future__ import annotations
@@ -171,6 +172,22 @@ def card_to_card() -> None:
         print(f"card {b} / {a}: " + "; ".join(line))
 
 
+def workers() -> None:
+    """Per final-tree run: the workers its rounds need at least (over implementations, the most rounds of
+    any case, the floor included), and the median point's rounds and between-round spread."""
+    for f in FINAL:
+        run = read(f)
+        deepest: dict = defaultdict(int)
+        for c in run["cases"]:
+            for i in c["impls"]:
+                if i["status"] == "ok" and i.get("timing"):
+                    deepest[i["name"]] = max(deepest[i["name"]], max(i["timing"]["rounds"]) + 1)
+        points = [round_medians(t)[0] for _, _, t, _ in gated(run)]
+        print(f"{f.split('session21/')[1]}: at least {sum(deepest.values())} workers; median point "
+              f"{np.median([m.size for m in points]):.1f} rounds, sd of a round "
+              f"{100 * np.median([np.std(m, ddof=1) for m in points]):.2f}%")
+
+
 def spreads() -> None:
     for kind, files in (("default", [f for f in S21_CALL1 if "default" in f]),
                         ("fresh", [f for f in S21_CALL1 if "fresh" in f]),
@@ -189,3 +206,4 @@ if __name__ == "__main__":
     chance()
     card_to_card()
     spreads()
+    workers()
