@@ -50,6 +50,15 @@ def main(paths: list[str]) -> None:
     extras = [r[0] for r in rows]
     print(f"sd_extra above 0.5%: {sum(e > 0.005 for e in extras)} of {len(rows)} points; "
           f"median sd_extra {float(np.median(extras)):.2%}")
+    print(f"median over points: sd_runs {float(np.median([r[1] for r in rows])):.2%}, "
+          f"sd_round {float(np.median([r[3] for r in rows])):.2%}; "
+          f"decode points (1-64 tokens) sd_round {_decode_median(rows):.2%}")
+
+
+def _decode_median(rows: list) -> float:
+    """Median sd_round over the points whose case has 1, 16 or 64 tokens (nan where none has)."""
+    decode = [r[3] for r in rows if any(f"tokens={n}," in r[5][0] for n in (1, 16, 64))]
+    return float(np.median(decode)) if decode else float("nan")
 
 
 if __name__ == "__main__":

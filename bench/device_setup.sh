@@ -2,8 +2,9 @@
 # into /tmp/site and put on PYTHONPATH with the tree, unbuffered output, and the card as found
 # (name, driver, clocks, power limit, temperature) in $OUT/smi.txt. Exits if the wheels fail to install.
 # Then T0 (when the call started), LIMIT (the seconds it may use: give less when less device time is
-# left) and left (the seconds still left of LIMIT), for timeouts; oproj_runs N: `run workloads/attn.yaml
-# -w o_proj` N times while a minute is left, each saved with its harness table and wall time.
+# left) and left (the seconds still left of LIMIT), for timeouts; oproj_runs N [NAME [ARGS...]]: `run
+# workloads/attn.yaml -w o_proj ARGS` N times while a minute is left, each saved as NAME-k.json (default
+# oproj) with its harness table and wall time.
 set -u
 export PYTHONUNBUFFERED=1
 python3 -m pip install -q --no-index --no-deps --no-cache-dir --target /tmp/site .whl/*.whl >/dev/null 2>&1 || exit 1
@@ -13,12 +14,14 @@ T0=$(date +%s)
 LIMIT=${LIMIT:-560}
 left() { echo $(( LIMIT - ($(date +%s) - T0) )); }
 oproj_runs() {
-  for k in $(seq 1 "$1"); do
+  local n=$1 name=${2:-oproj}
+  shift; shift || true
+  for k in $(seq 1 "$n"); do
     [ $(left) -gt 60 ] || break
     local s=$(date +%s.%N)
-    timeout $(left) python3 -m solbench run workloads/attn.yaml -w o_proj -q -o $OUT/oproj-$k.json > $OUT/oproj-$k.txt 2>&1
-    echo "o_proj $k: exit $?, $(python3 -c "import time; print(f'{time.time() - $s:.1f}')") s" | tee -a $OUT/steps.txt
-    python3 -m solbench show $OUT/oproj-$k.json --harness > $OUT/oproj-$k-harness.txt 2>&1
+    timeout $(left) python3 -m solbench run workloads/attn.yaml -w o_proj -q "$@" -o $OUT/$name-$k.json > $OUT/$name-$k.txt 2>&1
+    echo "$name $k: exit $?, $(python3 -c "import time; print(f'{time.time() - $s:.1f}')") s" | tee -a $OUT/steps.txt
+    python3 -m solbench show $OUT/$name-$k.json --harness > $OUT/$name-$k-harness.txt 2>&1
   done
 }
 # gpu_tests: `pytest tests/gpu` (gpu-tests.txt), then one `run -w o_proj` under bench/cli_phases.py (oproj-1.json).

@@ -8,6 +8,7 @@
 # would be a state that every round of one run shares and that differs between runs (BENCHMARKS.md, issue 16,
 # twenty-first session: what the rounds miss). Then N (default 3) more default runs for between_runs.py (the
 # sampled run left out: nvidia-smi queried every 0.2 s beside it may move its numbers).
+# PART=cupti: the card's topology, then N (default 3) runs with `--timer cupti` for between_runs.py.
 source bench/device_setup.sh
 touch $OUT/steps.txt
 case "${PART:-tests}" in
@@ -37,6 +38,19 @@ print("pids seen in more than half of the readings:", [p for p, n in seen.items(
 PY
   oproj_runs "${N:-3}"
   python3 bench/between_runs.py $OUT/oproj-*.json 2>&1 | tee -a $OUT/steps.txt
+  ;;
+cupti)
+  # Is the state the rounds miss in the kernels or around them? The CUPTI timer sums the kernels' own
+  # durations (no event pair, no gaps between a call's kernels); N runs of it against the event runs.
+  # The card's NUMA and CPU affinity first (a worker far from the GPU would be a per-process state).
+  { nvidia-smi topo -m; lscpu | grep -i -E "numa|^cpu\(s\)|model name"; } > $OUT/topo.txt 2>&1
+  cat $OUT/topo.txt >> $OUT/steps.txt
+  oproj_runs "${N:-3}" cupti --timer cupti
+  python3 bench/between_runs.py $OUT/cupti-*.json 2>&1 | tee -a $OUT/steps.txt
+  if [ "${EV:-0}" -gt 0 ]; then  # EV event-timer runs on the same card, for the comparison
+    oproj_runs "$EV"
+    python3 bench/between_runs.py $OUT/oproj-*.json 2>&1 | tail -n 3 | tee -a $OUT/steps.txt
+  fi
   ;;
 esac
 pack_out
