@@ -8,6 +8,8 @@
 # would be a state that every round of one run shares and that differs between runs (BENCHMARKS.md, issue 16,
 # twenty-first session: what the rounds miss). Then N (default 3) more default runs for between_runs.py (the
 # sampled run left out: nvidia-smi queried every 0.2 s beside it may move its numbers).
+# PART=placement: bench/placement_probe.py (N processes, default 12) in each of MODES (junk, frag,
+# frag-touch, junk-expandable).
 # PART=cupti: the card's topology, then N (default 3) runs with `--timer cupti` for between_runs.py.
 source bench/device_setup.sh
 touch $OUT/steps.txt
@@ -51,6 +53,19 @@ cupti)
     oproj_runs "$EV"
     python3 bench/between_runs.py $OUT/oproj-*.json 2>&1 | tail -n 3 | tee -a $OUT/steps.txt
   fi
+  ;;
+placement)
+  # Is the per-process state where a process's memory lies? bench/placement_probe.py.
+  for mode in ${MODES:-junk}; do  # frag, frag-touch, junk, junk-expandable
+    case $mode in
+    *-touch) extra=--touch ;;
+    *-expandable) extra="--alloc-conf expandable_segments:True" ;;
+    *) extra= ;;
+    esac
+    echo "== $mode" | tee -a $OUT/steps.txt
+    timeout $(left) python3 bench/placement_probe.py --processes "${N:-12}" --placements 7 --mode "${mode%%-*}" $extra \
+      2>&1 | tee $OUT/placement-$mode.txt | tee -a $OUT/steps.txt
+  done
   ;;
 esac
 pack_out

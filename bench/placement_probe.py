@@ -1,0 +1,156 @@
+"""Is the state that differs between processes where the operands sit in memory? (H200 probe, issue 16)
+
+A point's rounds differ by more than their samples explain: each round is a fresh process, and a
+process reads a call 1-3% faster or slower than the next one, although the kernels (CUPTI names),
+the clocks and the host are the same, and the CUPTI timer (kernel durations only) shows the same
+round spread as the events (twenty-second session). What a fresh process changes for the kernels
+themselves is where its memory lies: the operands, cuBLAS's workspace, the loaded code.
+
+This probe times ``torch.addmm`` (the o_proj baseline's call) in P fresh processes, one after
+another. Each process times it at M placements: placement 0 as allocated; each later one after
+everything is given back to the driver (the tensors, ``empty_cache``, cuBLAS's workspaces) and
+a junk allocation of a random size up to 24 GiB is held, so the new operands and workspace land on
+other memory. Every placement is timed with the run's own loop and cold timer (clean flush, 3
+warm-up calls, SAMPLES samples, median). The last placement re-times placement 0's tensors, kept
+aside, to show drift inside the process.
+
+``--mode frag`` asks what about a placement matters: its odd placements allocate 60 blocks of random
+sizes (up to 512 MiB) and give every other one back to the driver before the operands are allocated
+(the card's free memory full of holes, as workers that come and go leave it); its even placements
+give everything back first. It prints the median time of each kind and of the first allocation.
+``--touch`` also times each call behind a read of one element in every 64 KiB of its weight (after
+the flush, inside the window): if that read makes the placements alike, what differs between them
+is the cost of reaching the weight's pages (address translation), not of reading its bytes.
+``--alloc-conf expandable_segments:True`` runs the processes under that PyTorch allocator setting
+(memory mapped in 2 MiB pieces, wherever the driver finds them).
+
+It prints, per call, the sd of log medians between placements inside a process (pooled over
+processes) and between the process means; if moving the operands inside one process spreads the
+times as much as a new process does, placement is the state, and a round would not need a process.
+
+    PYTHONPATH=. python3 bench/placement_probe.py [--processes 8] [--placements 6] [--mode junk|frag]
+        [--touch] [--alloc-conf C]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+SAMPLES = 100
+CALLS = (("addmm 64 fp16", 64, "float16"), ("addmm 16 bf16", 16, "bfloat16"), ("addmm 1 bf16", 1, "bfloat16"))
+HIDDEN = 4096
+
+
+def child(index: int, placements: int, device: str, mode: str, touch: bool) -> None:
+    """One process: every call at every placement; prints one JSON line {call: [median µs, ...]}."""
+    import torch
+
+    from solbench.device.timer import make_timer
+    from solbench.measure.criteria import CIWidth
+    from solbench.measure.loop import measure
+
+    l2 = torch.cuda.get_device_properties(0).L2_cache_size if device == "cuda" else None
+    timer = make_timer(device, "cold", l2_bytes=l2, flush="clean")
+    if device == "cuda":
+        timer.warm()
+    rng = np.random.default_rng(1000 + index)
+    gen = torch.Generator(device=device).manual_seed(index)
+    hidden = HIDDEN if device == "cuda" else 256
+
+    def operands(tokens: int, dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
+        x = torch.randn(tokens, hidden, device=device, dtype=dtype, generator=gen)
+        w = torch.randn(hidden, hidden, device=device, dtype=dtype, generator=gen) / 64
+        r = torch.randn(tokens, hidden, device=device, dtype=dtype, generator=gen)
+        return x, w, r
+
+    def timed(name: str, x: torch.Tensor, w: torch.Tensor, r: torch.Tensor) -> None:
+        """The call's median (µs) into out[name]; with ``--touch``, also the call preceded by a read of
+        one element in every 64 KiB of the weight (out[name + " +touch"]: that read's own time included)."""
+        kinds = {name: lambda: torch.addmm(r, x, w)}
+        if touch:
+            kinds[name + " +touch"] = lambda: (w.view(-1)[::32768].sum(), torch.addmm(r, x, w))[1]
+        for key, launch in kinds.items():
+            timing = measure(timer, [launch], CIWidth(0.0, SAMPLES, SAMPLES, 1e9), warmup=3)
+            out.setdefault(key, []).append(float(np.median(timing.samples)) * 1e6)
+
+    def release() -> None:
+        if device == "cuda":
+            torch.cuda.synchronize()
+            torch.cuda.empty_cache()
+            torch._C._cuda_clearCublasWorkspaces()
+
+    out: dict[str, list[float]] = {}
+    first = {name: operands(tokens, getattr(torch, dtype)) for name, tokens, dtype in CALLS}
+    for name, _, _ in CALLS:
+        timed(name, *first[name])
+    held: list[torch.Tensor] = []
+    top = 24 << 30 if device == "cuda" else 1 << 24
+    for j in range(1, placements - 1):
+        held = []
+        release()
+        if mode == "junk":  # one junk block of a random size, then the operands
+            held.append(torch.empty(int(rng.integers(1 << 20, top)), dtype=torch.uint8, device=device))
+        elif mode == "frag" and j % 2 == 1:  # odd placements: the driver's free memory left full of holes
+            chunks = [torch.empty(int(rng.integers(top // 12288, top // 48)), dtype=torch.uint8, device=device)
+                      for _ in range(60)]
+            held = chunks[1::2]
+            del chunks
+            release()
+        # frag, even placements: everything given back first (the memory as a fresh process finds it)
+        for name, tokens, dtype in CALLS:
+            timed(name, *operands(tokens, getattr(torch, dtype)))
+    del held
+    for name, _, _ in CALLS:  # placement 0 again: drift inside the process
+        timed(name, *first[name])
+    print(json.dumps(out), flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--processes", type=int, default=8)
+    parser.add_argument("--placements", type=int, default=6)
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--mode", choices=("junk", "frag"), default="junk")
+    parser.add_argument("--touch", action="store_true")
+    parser.add_argument("--alloc-conf", default="", help="PYTORCH_CUDA_ALLOC_CONF for the processes")
+    parser.add_argument("--child", type=int, default=-1)
+    args = parser.parse_args()
+    if args.child >= 0:
+        child(args.child, args.placements, args.device, args.mode, args.touch)
+        return
+    runs = []
+    for i in range(args.processes):
+        argv = [sys.executable, __file__, "--child", str(i), "--placements", str(args.placements),
+                "--device", args.device, "--mode", args.mode] + ["--touch"] * args.touch
+        env = {**os.environ, "PYTORCH_CUDA_ALLOC_CONF": args.alloc_conf} if args.alloc_conf else None
+        done = subprocess.run(argv, capture_output=True, text=True, check=True, env=env)
+        runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
+        print(f"process {i}: " + "; ".join(f"{k} " + " ".join(f"{v:.2f}" for v in vs) for k, vs in runs[-1].items()),
+              flush=True)
+    if args.mode == "frag":
+        print(f"{'call':22s} {'median, holes':>14s} {'median, no holes':>17s} {'first allocation':>17s}")
+        for name in runs[0]:
+            t = np.array([run[name] for run in runs])
+            print(f"{name:22s} {np.median(t[:, 1:-1:2]):14.2f} {np.median(t[:, 2:-1:2]):17.2f} "
+                  f"{np.median(t[:, 0]):17.2f}")
+        return
+    print(f"{'call':22s} {'sd placements (in a process)':>29s} {'sd process means':>17s} "
+          f"{'the same, placement alone':>26s} {'sd re-time of 0':>16s}")
+    for name in runs[0]:
+        logs = np.log(np.array([run[name] for run in runs]))  # [process, placement]
+        moved = logs[:, :-1]  # placements 0..M-2 (the last is placement 0 again)
+        within = float(np.sqrt(np.mean(np.var(moved, axis=1, ddof=1))))
+        between = float(np.std(moved.mean(axis=1), ddof=1))
+        again = float(np.sqrt(np.mean((logs[:, -1] - logs[:, 0]) ** 2) / 2))
+        alone = within / np.sqrt(moved.shape[1])  # what the means would spread by if placement were all
+        print(f"{name:22s} {within:29.2%} {between:17.2%} {alone:26.2%} {again:16.2%}")
+
+
+if __name__ == "__main__":
+    main()
