@@ -9,7 +9,7 @@
 # twenty-first session: what the rounds miss). Then N (default 3) more default runs for between_runs.py (the
 # sampled run left out: nvidia-smi queried every 0.2 s beside it may move its numbers).
 # PART=placement: bench/placement_probe.py (N processes, default 12) in each of MODES (junk, frag,
-# frag-touch, junk-expandable).
+# frag-touch, junk-expandable); then EXP runs of `run -w o_proj` under expandable segments.
 # PART=cupti: the card's topology, then N (default 3) runs with `--timer cupti` for between_runs.py.
 source bench/device_setup.sh
 touch $OUT/steps.txt
@@ -66,6 +66,10 @@ placement)
     timeout $(left) python3 bench/placement_probe.py --processes "${N:-12}" --placements 7 --mode "${mode%%-*}" $extra \
       2>&1 | tee $OUT/placement-$mode.txt | tee -a $OUT/steps.txt
   done
+  if [ "${EXP:-0}" -gt 0 ]; then  # EXP default runs with every process under expandable segments
+    PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True oproj_runs "$EXP" expandable
+    python3 bench/between_runs.py $OUT/expandable-*.json 2>&1 | tail -n 3 | tee -a $OUT/steps.txt
+  fi
   ;;
 esac
 pack_out
