@@ -23,12 +23,15 @@ the flush, inside the window): if that read makes the placements alike, what dif
 is the cost of reaching the weight's pages (address translation), not of reading its bytes.
 ``--alloc-conf expandable_segments:True`` runs the processes under that PyTorch allocator setting
 (memory mapped in 2 MiB pieces, wherever the driver finds them).
+``--mode timer`` keeps the first operands and, at each later placement, makes a new timer (a new L2
+flush buffer, allocated behind a held block of random size up to 8 GiB): if that spreads the times
+as much as a new process does, the flush buffer's place is the per-process state.
 
 It prints, per call, the sd of log medians between placements inside a process (pooled over
 processes) and between the process means; if moving the operands inside one process spreads the
 times as much as a new process does, placement is the state, and a round would not need a process.
 
-    PYTHONPATH=. python3 bench/placement_probe.py [--processes 8] [--placements 6] [--mode junk|frag]
+    PYTHONPATH=. python3 bench/placement_probe.py [--processes 8] [--placements 6] [--mode junk|frag|timer]
         [--touch] [--alloc-conf C]
 """
 
@@ -93,6 +96,18 @@ def child(index: int, placements: int, device: str, mode: str, touch: bool) -> N
     top = 24 << 30 if device == "cuda" else 1 << 24
     for j in range(1, placements - 1):
         held = []
+        if mode == "timer":  # the same operands; a new timer (flush buffer) behind a held block
+            timer = None
+            if device == "cuda":
+                torch.cuda.synchronize()
+                torch.cuda.empty_cache()
+            held.append(torch.empty(int(rng.integers(1 << 20, top // 3)), dtype=torch.uint8, device=device))
+            timer = make_timer(device, "cold", l2_bytes=l2, flush="clean")
+            if device == "cuda":
+                timer.warm()
+            for name, _, _ in CALLS:
+                timed(name, *first[name])
+            continue
         release()
         if mode == "junk":  # one junk block of a random size, then the operands
             held.append(torch.empty(int(rng.integers(1 << 20, top)), dtype=torch.uint8, device=device))
@@ -116,7 +131,7 @@ def main() -> None:
     parser.add_argument("--processes", type=int, default=8)
     parser.add_argument("--placements", type=int, default=6)
     parser.add_argument("--device", default="cuda")
-    parser.add_argument("--mode", choices=("junk", "frag"), default="junk")
+    parser.add_argument("--mode", choices=("junk", "frag", "timer"), default="junk")
     parser.add_argument("--touch", action="store_true")
     parser.add_argument("--alloc-conf", default="", help="PYTORCH_CUDA_ALLOC_CONF for the processes")
     parser.add_argument("--child", type=int, default=-1)

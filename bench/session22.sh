@@ -9,7 +9,7 @@
 # twenty-first session: what the rounds miss). Then N (default 3) more default runs for between_runs.py (the
 # sampled run left out: nvidia-smi queried every 0.2 s beside it may move its numbers).
 # PART=placement: bench/placement_probe.py (N processes, default 12) in each of MODES (junk, frag,
-# frag-touch, junk-expandable); then EXP runs of `run -w o_proj` under expandable segments.
+# frag-touch, junk-expandable, timer); then EXP runs of `run -w o_proj` under expandable segments.
 # PART=cupti: the card's topology, then N (default 3) runs with `--timer cupti` for between_runs.py.
 source bench/device_setup.sh
 touch $OUT/steps.txt
@@ -56,7 +56,7 @@ cupti)
   ;;
 placement)
   # Is the per-process state where a process's memory lies? bench/placement_probe.py.
-  for mode in ${MODES:-junk}; do  # frag, frag-touch, junk, junk-expandable
+  for mode in ${MODES:-junk}; do  # frag, frag-touch, junk, junk-expandable, timer
     case $mode in
     *-touch) extra=--touch ;;
     *-expandable) extra="--alloc-conf expandable_segments:True" ;;
