@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# The next session's H200 calls (carry .whl; LIMIT: the seconds this call may use). PARTS: a list of
+# timer, ctx, runs, tests (default "timer ctx"), run in that order while time is left.
+# timer: bench/placement_probe.py --mode timer (N processes, default 10): the same operands, a new
+#   timer (L2 flush buffer behind a held block) at each placement. If the times spread inside one
+#   process as they do between processes (BENCHMARKS.md, issue 16, twenty-second session: 0.7-1.3%),
+#   the flush buffer's place is the per-process state.
+# ctx: where a worker's 0.18 s of serialized start and exit goes, under driver settings that shrink
+#   what a context allocates: bench/worker_steps.py with 14 workers side by side, by default and with
+#   CUDA_DEVICE_MAX_CONNECTIONS=4 and =1 (hardware work queues a context creates; fewer would
+#   serialize a multi-stream implementation's streams, so only a measured gain would justify it).
+# runs: RUNS (default 3) default `run -w o_proj`, then bench/between_runs.py over them.
+# tests: `pytest tests/gpu` and one `run -w o_proj` under bench/cli_phases.py.
+source bench/device_setup.sh
+touch $OUT/steps.txt
+for part in ${PARTS:-timer ctx}; do
+  [ $(left) -gt 60 ] || break
+  echo "== $part ($(( $(date +%s) - T0 )) s in)" | tee -a $OUT/steps.txt
+  case $part in
+  timer)
+    timeout $(left) python3 bench/placement_probe.py --processes "${N:-10}" --placements 7 --mode timer \
+      2>&1 | tee $OUT/placement-timer.txt | tee -a $OUT/steps.txt
+    ;;
+  ctx)
+    for conn in "" 4 1; do
+      echo "-- CUDA_DEVICE_MAX_CONNECTIONS=${conn:-unset}" | tee -a $OUT/steps.txt
+      if [ -n "$conn" ]; then export CUDA_DEVICE_MAX_CONNECTIONS=$conn; else unset CUDA_DEVICE_MAX_CONNECTIONS; fi
+      (cd bench && PYTHONPATH=/tmp/site:..:. timeout $(left) python3 -c "import worker_steps; worker_steps.main()" 14 14) \
+        2>&1 | tee -a $OUT/steps.txt
+    done
+    unset CUDA_DEVICE_MAX_CONNECTIONS
+    ;;
+  runs)
+    oproj_runs "${RUNS:-3}"
+    python3 bench/between_runs.py $OUT/oproj-*.json 2>&1 | tee -a $OUT/steps.txt
+    ;;
+  tests)
+    gpu_tests
+    ;;
+  esac
+done
+pack_out
