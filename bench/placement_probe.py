@@ -26,18 +26,24 @@ is the cost of reaching the weight's pages (address translation), not of reading
 ``--mode timer`` keeps the first operands and, at each later placement, makes a new timer (a new L2
 flush buffer, allocated behind a held block of random size up to 8 GiB): if that spreads the times
 as much as a new process does, the flush buffer's place is the per-process state.
+``--mode rotate`` tests the remedy directly: the first operands only, timed alternately with the
+process's one flush buffer and with four buffers (each behind a held block) taken in turn, sample
+by sample. It prints the sd over processes of each kind's mean: if four buffers in turn shrink the
+spread between processes (by up to half), the flush buffer's place is the state and a timer that
+rotates its flush buffers samples it inside one process.
 
 It prints, per call, the sd of log medians between placements inside a process (pooled over
 processes) and between the process means; if moving the operands inside one process spreads the
 times as much as a new process does, placement is the state, and a round would not need a process.
 
-    PYTHONPATH=. python3 bench/placement_probe.py [--processes 8] [--placements 6] [--mode junk|frag|timer]
+    PYTHONPATH=. python3 bench/placement_probe.py [--processes 8] [--placements 6] [--mode junk|frag|timer|rotate]
         [--touch] [--alloc-conf C]
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import subprocess
@@ -46,6 +52,7 @@ import sys
 import numpy as np
 
 SAMPLES = 100
+FLUSHES = 4  # flush buffers in turn (--mode rotate)
 CALLS = (("addmm 64 fp16", 64, "float16"), ("addmm 16 bf16", 16, "bfloat16"), ("addmm 1 bf16", 1, "bfloat16"))
 HIDDEN = 4096
 
@@ -94,6 +101,31 @@ def child(index: int, placements: int, device: str, mode: str, touch: bool) -> N
         timed(name, *first[name])
     held: list[torch.Tensor] = []
     top = 24 << 30 if device == "cuda" else 1 << 24
+    if mode == "rotate":  # the first operands; odd placements flush with FLUSHES buffers in turn
+        buffers = []
+        for _ in range(FLUSHES - 1):  # each behind a held block of its own: other memory
+            held.append(torch.empty(int(rng.integers(1 << 20, 2 << 30)), dtype=torch.uint8, device=device))
+            buffers.append(torch.empty_like(timer._flush) if device == "cuda" else None)
+        one = getattr(timer, "_flush", None)
+        flush_l2 = getattr(timer, "_flush_l2", None)
+        turn = itertools.count()
+
+        def rotating() -> None:
+            timer._flush = ([one, *buffers])[next(turn) % FLUSHES]
+            flush_l2()
+
+        for j in range(1, placements - 1):
+            if device == "cuda":
+                timer._flush_l2 = rotating if j % 2 else flush_l2
+                timer._flush = one
+            for name, _, _ in CALLS:
+                timed(name + (f" x{FLUSHES}" if j % 2 else ""), *first[name])
+        if device == "cuda":
+            timer._flush_l2, timer._flush = flush_l2, one
+        for name, _, _ in CALLS:
+            timed(name, *first[name])
+        print(json.dumps(out), flush=True)
+        return
     for j in range(1, placements - 1):
         held = []
         if mode == "timer":  # the same operands; a new timer (flush buffer) behind a held block
@@ -131,7 +163,7 @@ def main() -> None:
     parser.add_argument("--processes", type=int, default=8)
     parser.add_argument("--placements", type=int, default=6)
     parser.add_argument("--device", default="cuda")
-    parser.add_argument("--mode", choices=("junk", "frag", "timer"), default="junk")
+    parser.add_argument("--mode", choices=("junk", "frag", "timer", "rotate"), default="junk")
     parser.add_argument("--touch", action="store_true")
     parser.add_argument("--alloc-conf", default="", help="PYTORCH_CUDA_ALLOC_CONF for the processes")
     parser.add_argument("--child", type=int, default=-1)
@@ -148,6 +180,16 @@ def main() -> None:
         runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
         print(f"process {i}: " + "; ".join(f"{k} " + " ".join(f"{v:.2f}" for v in vs) for k, vs in runs[-1].items()),
               flush=True)
+    if args.mode == "rotate":
+        print(f"{'call':22s} {'sd of process means, one buffer':>32s} {f'{FLUSHES} in turn':>10s} "
+              f"{'sd re-timing, one buffer':>25s} {'median one / in turn':>21s}")
+        for name, _, _ in CALLS:
+            one = np.log(np.array([run[name] for run in runs]))
+            turn = np.log(np.array([run[f"{name} x{FLUSHES}"] for run in runs]))
+            print(f"{name:22s} {np.std(one.mean(axis=1), ddof=1):32.2%} {np.std(turn.mean(axis=1), ddof=1):10.2%} "
+                  f"{float(np.sqrt(np.mean(np.var(one, axis=1, ddof=1)))):25.2%} "
+                  f"{np.exp(np.median(one)):10.2f} / {np.exp(np.median(turn)):.2f}")
+        return
     if args.mode == "frag":
         print(f"{'call':22s} {'median, holes':>14s} {'median, no holes':>17s} {'first allocation':>17s}")
         for name in runs[0]:
