@@ -26,11 +26,13 @@ is the cost of reaching the weight's pages (address translation), not of reading
 ``--mode timer`` keeps the first operands and, at each later placement, makes a new timer (a new L2
 flush buffer, allocated behind a held block of random size up to 8 GiB): if that spreads the times
 as much as a new process does, the flush buffer's place is the per-process state.
-``--mode rotate`` tests the remedy directly: the first operands only, timed alternately with the
-process's one flush buffer and with four buffers (each behind a held block) taken in turn, sample
-by sample. It prints the sd over processes of each kind's mean: if four buffers in turn shrink the
-spread between processes (by up to half), the flush buffer's place is the state and a timer that
-rotates its flush buffers samples it inside one process.
+``--mode rotate`` tests the remedy directly: the first operands only, timed with the process's one
+flush buffer, with four buffers taken in turn sample by sample (each of the three extra ones behind
+a held block of its own: other memory), and with four allocated back to back (what a timer would
+simply allocate); use 9 placements (one, spaced, one, adjacent, ...). It prints the sd over processes
+of each kind's mean: if four buffers in turn shrink the spread between processes (by up to half),
+the flush buffer's place is the state and a timer that rotates its flush buffers samples it inside
+one process.
 
 It prints, per call, the sd of log medians between placements inside a process (pooled over
 processes) and between the process means; if moving the operands inside one process spreads the
@@ -48,6 +50,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 
 import numpy as np
 
@@ -101,25 +104,29 @@ def child(index: int, placements: int, device: str, mode: str, touch: bool) -> N
         timed(name, *first[name])
     held: list[torch.Tensor] = []
     top = 24 << 30 if device == "cuda" else 1 << 24
-    if mode == "rotate":  # the first operands; odd placements flush with FLUSHES buffers in turn
-        buffers = []
+    if mode == "rotate":  # the first operands; one flush buffer, or FLUSHES in turn (see the docstring)
+        spaced, adjacent = [], []
         for _ in range(FLUSHES - 1):  # each behind a held block of its own: other memory
             held.append(torch.empty(int(rng.integers(1 << 20, 2 << 30)), dtype=torch.uint8, device=device))
-            buffers.append(torch.empty_like(timer._flush) if device == "cuda" else None)
+            spaced.append(torch.empty_like(timer._flush) if device == "cuda" else None)
+        adjacent = [torch.empty_like(timer._flush) if device == "cuda" else None for _ in range(FLUSHES - 1)]
         one = getattr(timer, "_flush", None)
         flush_l2 = getattr(timer, "_flush_l2", None)
         turn = itertools.count()
 
-        def rotating() -> None:
-            timer._flush = ([one, *buffers])[next(turn) % FLUSHES]
-            flush_l2()
+        def rotating(buffers: list) -> Callable[[], None]:
+            def flush() -> None:
+                timer._flush = ([one, *buffers])[next(turn) % FLUSHES]
+                flush_l2()
+            return flush
 
+        kinds = {1: (f" x{FLUSHES} spaced", rotating(spaced)), 3: (f" x{FLUSHES} adjacent", rotating(adjacent))}
         for j in range(1, placements - 1):
+            suffix, flush = kinds.get(j % 4, ("", flush_l2))
             if device == "cuda":
-                timer._flush_l2 = rotating if j % 2 else flush_l2
-                timer._flush = one
+                timer._flush_l2, timer._flush = flush, one
             for name, _, _ in CALLS:
-                timed(name + (f" x{FLUSHES}" if j % 2 else ""), *first[name])
+                timed(name + suffix, *first[name])
         if device == "cuda":
             timer._flush_l2, timer._flush = flush_l2, one
         for name, _, _ in CALLS:
@@ -181,14 +188,15 @@ def main() -> None:
         print(f"process {i}: " + "; ".join(f"{k} " + " ".join(f"{v:.2f}" for v in vs) for k, vs in runs[-1].items()),
               flush=True)
     if args.mode == "rotate":
-        print(f"{'call':22s} {'sd of process means, one buffer':>32s} {f'{FLUSHES} in turn':>10s} "
-              f"{'sd re-timing, one buffer':>25s} {'median one / in turn':>21s}")
+        kinds = ("", f" x{FLUSHES} spaced", f" x{FLUSHES} adjacent")
+        print(f"{'call':22s} {'sd of process means: one buffer':>32s} {f'{FLUSHES} spaced':>10s} "
+              f"{f'{FLUSHES} adjacent':>11s}   {'sd re-timing, one':>18s}   medians (µs)")
         for name, _, _ in CALLS:
-            one = np.log(np.array([run[name] for run in runs]))
-            turn = np.log(np.array([run[f"{name} x{FLUSHES}"] for run in runs]))
-            print(f"{name:22s} {np.std(one.mean(axis=1), ddof=1):32.2%} {np.std(turn.mean(axis=1), ddof=1):10.2%} "
-                  f"{float(np.sqrt(np.mean(np.var(one, axis=1, ddof=1)))):25.2%} "
-                  f"{np.exp(np.median(one)):10.2f} / {np.exp(np.median(turn)):.2f}")
+            logs = [np.log(np.array([run[name + k] for run in runs])) for k in kinds]
+            sds = [np.std(v.mean(axis=1), ddof=1) for v in logs]
+            again = float(np.sqrt(np.mean(np.var(logs[0], axis=1, ddof=1))))
+            print(f"{name:22s} {sds[0]:32.2%} {sds[1]:10.2%} {sds[2]:11.2%}   {again:18.2%}   "
+                  + " / ".join(f"{np.exp(np.median(v)):.2f}" for v in logs))
         return
     if args.mode == "frag":
         print(f"{'call':22s} {'median, holes':>14s} {'median, no holes':>17s} {'first allocation':>17s}")

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # The next session's H200 calls (carry .whl; LIMIT: the seconds this call may use). PARTS: a list of
 # rotate, timer, ctx, runs, tests (default "rotate timer ctx"), in that order while time is left.
-# timer: bench/placement_probe.py --mode timer (N processes, default 10): the same operands, a new
+# timer: bench/placement_probe.py --mode timer (N processes, default 16): the same operands, a new
 #   timer (L2 flush buffer behind a held block) at each placement. If the times spread inside one
 #   process as they do between processes (BENCHMARKS.md, issue 16, twenty-second session: 0.7-1.3%),
 #   the flush buffer's place is the per-process state.
-# rotate: the same probe, --mode rotate: one flush buffer against four taken in turn, sample by
-#   sample; if four shrink the spread between processes, a timer that rotates them is the remedy.
+# rotate: the same probe, --mode rotate: one flush buffer against four taken in turn (spaced, and
+#   back to back), sample by sample; if four shrink the spread between processes, a timer that
+#   rotates them is the remedy.
 # ctx: where a worker's 0.18 s of serialized start and exit goes, under driver settings that shrink
 #   what a context allocates: bench/worker_steps.py with 14 workers side by side, by default and with
 #   CUDA_DEVICE_MAX_CONNECTIONS=4 and =1 (hardware work queues a context creates; fewer would
@@ -20,7 +21,7 @@ for part in ${PARTS:-rotate timer ctx}; do
   echo "== $part ($(( $(date +%s) - T0 )) s in)" | tee -a $OUT/steps.txt
   case $part in
   timer|rotate)
-    timeout $(left) python3 bench/placement_probe.py --processes "${N:-10}" --placements 7 --mode $part \
+    timeout $(left) python3 bench/placement_probe.py --processes "${N:-16}" --placements $([ $part = rotate ] && echo 9 || echo 7) --mode $part \
       2>&1 | tee $OUT/placement-$part.txt | tee -a $OUT/steps.txt
     ;;
   ctx)
