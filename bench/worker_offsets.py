@@ -9,6 +9,8 @@ first three log round medians from their mean. Then, over pairs of cases:
     same worker    two cases of one implementation, same round: the same process timed both
     same pass      two cases of different implementations, same round: other processes, same time
 
+(pairs from two workloads are left out: their workers are others, in other passes).
+
 and print the correlation of the paired deviations for each kind (all points, and the decode points,
 1-64 tokens). A process-wide offset (the flush buffer's place, the page tables: anything a process
 fixes at its start for every call it times) makes the first correlation positive and larger than
@@ -48,6 +50,11 @@ def deviations(run) -> dict[tuple[str, str], np.ndarray]:
     return out
 
 
+def _workload(case_id: str) -> str:
+    """The workload's name: the case id up to its parameters (``o_proj[tokens=1,...]`` -> ``o_proj``)."""
+    return case_id.split("[", 1)[0]
+
+
 def correlation(pairs: list[tuple[float, float]]) -> tuple[float, int]:
     if len(pairs) < 3:
         return float("nan"), len(pairs)
@@ -64,6 +71,8 @@ def main(paths: list[str]) -> None:
         for (ka, da), (kb, db) in itertools.combinations(dev.items(), 2):
             if ka[0] == kb[0] and ka[1] == kb[1]:
                 continue
+            if _workload(ka[0]) != _workload(kb[0]):
+                continue  # another workload: timed in another pass
             if ka[1] == kb[1] and ka[0] != kb[0]:
                 kind = "same worker"
             elif ka[1] != kb[1] and ka[0] != kb[0]:
