@@ -28,7 +28,7 @@ for part in ${PARTS:-rotate timer ctx}; do
     for conn in "" 4 1; do
       echo "-- CUDA_DEVICE_MAX_CONNECTIONS=${conn:-unset}" | tee -a $OUT/steps.txt
       if [ -n "$conn" ]; then export CUDA_DEVICE_MAX_CONNECTIONS=$conn; else unset CUDA_DEVICE_MAX_CONNECTIONS; fi
-      (cd bench && PYTHONPATH=/tmp/site:..:. timeout $(left) python3 -c "import worker_steps; worker_steps.main()" 14 14) \
+      PYTHONPATH=/tmp/site:.:bench timeout $(left) python3 -c "import worker_steps; worker_steps.main()" 14 14 \
         2>&1 | tee -a $OUT/steps.txt
     done
     unset CUDA_DEVICE_MAX_CONNECTIONS
