@@ -13,6 +13,7 @@ many runs' 95% CIs hold the grand median (the median of the run medians). Rows: 
 from __future__ import annotations
 
 import math
+import re
 import sys
 from pathlib import Path
 
@@ -20,6 +21,13 @@ import numpy as np
 
 from solbench.analysis.rounds import group_by_round
 from solbench.results import store
+
+DECODE = re.compile(r"tokens=(1|16|64),")  # a decode case of o_proj and its kin (1-64 tokens)
+
+
+def is_decode(case_id: str) -> bool:
+    """Whether a case is a decode point (1, 16 or 64 tokens); the other bench analyses ask this too."""
+    return DECODE.search(case_id) is not None
 
 
 def main(paths: list[str]) -> None:
@@ -57,7 +65,7 @@ def main(paths: list[str]) -> None:
 
 def _decode_median(rows: list) -> float:
     """Median sd_round over the points whose case has 1, 16 or 64 tokens (nan where none has)."""
-    decode = [r[3] for r in rows if any(f"tokens={n}," in r[5][0] for n in (1, 16, 64))]
+    decode = [r[3] for r in rows if is_decode(r[5][0])]
     return float(np.median(decode)) if decode else float("nan")
 
 

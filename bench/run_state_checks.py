@@ -19,6 +19,7 @@ import json
 from collections import Counter, defaultdict
 
 import numpy as np
+from between_runs import is_decode  # bench/ is on the path when this runs as a script
 
 from solbench.analysis.allocation import rounds_for_half_width
 
@@ -45,10 +46,6 @@ def round_medians(t: dict) -> tuple[np.ndarray, np.ndarray]:
     """Each round's median log time, and each sample's log time, grouped by round."""
     s, r = np.log(np.array(t["samples"])), np.array(t["rounds"])
     return np.array([np.median(s[r == k]) for k in range(r.max() + 1)]), s
-
-
-def decode(case: str) -> bool:
-    return "tokens=2048" not in case and "tokens=16384" not in case
 
 
 def kernels() -> None:
@@ -95,7 +92,7 @@ def trend_in_rounds() -> None:
     diffs = []
     for f in FINAL:
         for case, _, t, _ in gated(read(f)):
-            if not decode(case):
+            if not is_decode(case):
                 continue
             s, r = np.log(np.array(t["samples"])), np.array(t["rounds"])
             for k in range(r.max() + 1):
@@ -113,7 +110,7 @@ def medians_of(files: list[str]) -> list[dict]:
 def shared_per_case() -> None:
     for label, files in (("final tree, 6 runs", FINAL), ("session 20, 7 runs", S20)):
         runs = medians_of(files)
-        keys = sorted(k for k in set.intersection(*[set(r) for r in runs]) if decode(k[0]))
+        keys = sorted(k for k in set.intersection(*[set(r) for r in runs]) if is_decode(k[0]))
         dev = {k: np.array([r[k] for r in runs]) for k in keys}
         dev = {k: v - np.median(v) for k, v in dev.items()}
         same, other = [], []
@@ -167,7 +164,7 @@ def card_to_card() -> None:
         keys = set(meds[a]) & set(meds[b])
         line = []
         for label, short in (("prefill", False), ("decode", True)):
-            d = 100 * np.array([meds[b][k] - meds[a][k] for k in keys if decode(k[0]) == short])
+            d = 100 * np.array([meds[b][k] - meds[a][k] for k in keys if is_decode(k[0]) == short])
             line.append(f"{label} median {np.median(d):+.2f}% [{d.min():+.2f}, {d.max():+.2f}]")
         print(f"card {b} / {a}: " + "; ".join(line))
 

@@ -22,16 +22,14 @@ the second; an offset per allocation of the operands, or per point, leaves it at
 from __future__ import annotations
 
 import itertools
-import re
 import sys
 from pathlib import Path
 
 import numpy as np
+from between_runs import is_decode  # bench/ is on the path when this runs as a script
 
 from solbench.analysis.rounds import group_by_round
 from solbench.results import store
-
-DECODE = re.compile(r"tokens=(1|16|64),")
 
 
 def deviations(run) -> dict[tuple[str, str], np.ndarray]:
@@ -81,7 +79,7 @@ def main(paths: list[str]) -> None:
                 continue  # one case, two implementations: other processes, timed back to back
             pairs = list(zip(da, db, strict=True))
             kinds[kind].extend(pairs)
-            if DECODE.search(ka[0]) and DECODE.search(kb[0]):
+            if is_decode(ka[0]) and is_decode(kb[0]):
                 kinds[kind + ", decode"].extend(pairs)
     print(f"{len(paths)} runs; correlation of the deviations of the first three round medians, paired by round")
     for kind, pairs in kinds.items():
