@@ -105,7 +105,7 @@ def child(index: int, placements: int, device: str, mode: str, touch: bool) -> N
     held: list[torch.Tensor] = []
     top = 24 << 30 if device == "cuda" else 1 << 24
     if mode == "rotate":  # the first operands; one flush buffer, or FLUSHES in turn (see the docstring)
-        spaced, adjacent = [], []
+        spaced = []
         for _ in range(FLUSHES - 1):  # each behind a held block of its own: other memory
             held.append(torch.empty(int(rng.integers(1 << 20, 2 << 30)), dtype=torch.uint8, device=device))
             spaced.append(torch.empty_like(timer._flush) if device == "cuda" else None)
