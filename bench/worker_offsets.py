@@ -17,12 +17,15 @@ fixes at its start for every call it times) makes the first correlation positive
 the second; an offset per allocation of the operands, or per point, leaves it at the second's level.
 
     PYTHONPATH=. python3 bench/worker_offsets.py RUN.json[.gz] ...
+
+Over runs of several workloads (the shipped suite) it also prints both correlations per workload.
 """
 
 from __future__ import annotations
 
 import itertools
 import sys
+from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
@@ -61,30 +64,34 @@ def correlation(pairs: list[tuple[float, float]]) -> tuple[float, int]:
 
 
 def main(paths: list[str]) -> None:
-    kinds: dict[str, list[tuple[float, float]]] = {k: [] for k in
-                                                   ("same worker", "same pass", "same worker, decode",
-                                                    "same pass, decode")}
+    kinds: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    by_workload: dict[tuple[str, str], list[tuple[float, float]]] = defaultdict(list)
     for path in paths:
         dev = deviations(store.load(Path(path)))
         for (ka, da), (kb, db) in itertools.combinations(dev.items(), 2):
-            if ka[0] == kb[0] and ka[1] == kb[1]:
-                continue
-            if _workload(ka[0]) != _workload(kb[0]):
+            workload = _workload(ka[0])
+            if workload != _workload(kb[0]):
                 continue  # another workload: timed in another pass
-            if ka[1] == kb[1] and ka[0] != kb[0]:
+            if ka[1] == kb[1]:  # one implementation, two cases (the keys differ)
                 kind = "same worker"
-            elif ka[1] != kb[1] and ka[0] != kb[0]:
+            elif ka[0] != kb[0]:
                 kind = "same pass"
             else:
                 continue  # one case, two implementations: other processes, timed back to back
             pairs = list(zip(da, db, strict=True))
             kinds[kind].extend(pairs)
+            by_workload[(workload, kind)].extend(pairs)
             if is_decode(ka[0]) and is_decode(kb[0]):
                 kinds[kind + ", decode"].extend(pairs)
     print(f"{len(paths)} runs; correlation of the deviations of the first three round medians, paired by round")
-    for kind, pairs in kinds.items():
-        r, n = correlation(pairs)
+    for kind in ("same worker", "same pass", "same worker, decode", "same pass, decode"):
+        r, n = correlation(kinds[kind])
         print(f"  {kind:22s} r = {r:+.3f}  ({n} paired deviations)")
+    if len({w for w, _ in by_workload}) > 1:
+        print("by workload: same worker / same pass")
+        for workload in sorted({w for w, _ in by_workload}):
+            (r1, n1), (r2, n2) = (correlation(by_workload[(workload, k)]) for k in ("same worker", "same pass"))
+            print(f"  {workload:22s} r = {r1:+.3f} ({n1}) / {r2:+.3f} ({n2})")
 
 
 if __name__ == "__main__":
