@@ -40,6 +40,7 @@ times as much as a new process does, placement is the state, and a round would n
 
     PYTHONPATH=. python3 bench/placement_probe.py [--processes 8] [--placements 6] [--mode junk|frag|timer|rotate]
         [--touch] [--alloc-conf C]
+    PYTHONPATH=. python3 bench/placement_probe.py --from SAVED.txt --mode MODE   # a saved output again
 """
 
 from __future__ import annotations
@@ -173,10 +174,15 @@ def main() -> None:
     parser.add_argument("--mode", choices=("junk", "frag", "timer", "rotate"), default="junk")
     parser.add_argument("--touch", action="store_true")
     parser.add_argument("--alloc-conf", default="", help="PYTORCH_CUDA_ALLOC_CONF for the processes")
+    parser.add_argument("--from", dest="saved", default="",
+                        help="summarize the 'process N:' lines of a saved output (medians as printed: 2 decimals)")
     parser.add_argument("--child", type=int, default=-1)
     args = parser.parse_args()
     if args.child >= 0:
         child(args.child, args.placements, args.device, args.mode, args.touch)
+        return
+    if args.saved:
+        summarize(saved_runs(args.saved), args.mode)
         return
     runs = []
     for i in range(args.processes):
@@ -187,7 +193,32 @@ def main() -> None:
         runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
         print(f"process {i}: " + "; ".join(f"{k} " + " ".join(f"{v:.2f}" for v in vs) for k, vs in runs[-1].items()),
               flush=True)
-    if args.mode == "rotate":
+    summarize(runs, args.mode)
+
+
+def saved_runs(path: str) -> list[dict[str, list[float]]]:
+    """The per-process medians of a saved output: its lines "process N: NAME V V ...; NAME V ..."
+    (a process printed twice, as a log and its copy, is read once)."""
+    runs: dict[str, dict[str, list[float]]] = {}
+    for line in open(path).read().splitlines():
+        if not line.startswith("process "):
+            continue
+        index, rest = line[len("process "):].split(": ", 1)
+        medians = {}
+        for part in rest.split("; "):
+            words = part.split()
+            k = len(words)
+            while k and words[k - 1].replace(".", "", 1).isdigit():
+                k -= 1
+            medians[" ".join(words[:k])] = [float(v) for v in words[k:]]
+        runs.setdefault(index, medians)
+    return list(runs.values())
+
+
+def summarize(runs: list[dict[str, list[float]]], mode: str) -> None:
+    """The mode's table, then the spread of the first placement (the same allocations in every process)."""
+    first_placement(runs)
+    if mode == "rotate":
         kinds = ("", f" x{FLUSHES} spaced", f" x{FLUSHES} adjacent")
         print(f"{'call':22s} {'sd of process means: one buffer':>32s} {f'{FLUSHES} spaced':>10s} "
               f"{f'{FLUSHES} adjacent':>11s}   {'sd re-timing, one':>18s}   medians (µs)")
@@ -198,7 +229,7 @@ def main() -> None:
             print(f"{name:22s} {sds[0]:32.2%} {sds[1]:10.2%} {sds[2]:11.2%}   {again:18.2%}   "
                   + " / ".join(f"{np.exp(np.median(v)):.2f}" for v in logs))
         return
-    if args.mode == "frag":
+    if mode == "frag":
         print(f"{'call':22s} {'median, holes':>14s} {'median, no holes':>17s} {'first allocation':>17s}")
         for name in runs[0]:
             t = np.array([run[name] for run in runs])
@@ -215,6 +246,17 @@ def main() -> None:
         again = float(np.sqrt(np.mean((logs[:, -1] - logs[:, 0]) ** 2) / 2))
         alone = within / np.sqrt(moved.shape[1])  # what the means would spread by if placement were all
         print(f"{name:22s} {within:29.2%} {between:17.2%} {alone:26.2%} {again:16.2%}")
+
+
+def first_placement(runs: list[dict[str, list[float]]]) -> None:
+    """Per call: the sd over processes of the first placement's log median (the same allocations, in
+    the same order, in every process), of the same tensors re-timed last, and the first's range."""
+    print(f"{'call':22s} {'sd first placement over processes':>34s} {'sd re-timed last':>17s}   range first (µs)")
+    for name in runs[0]:
+        t = np.array([run[name] for run in runs])
+        first, last = np.log(t[:, 0]), np.log(t[:, -1])
+        print(f"{name:22s} {np.std(first, ddof=1):34.2%} {np.std(last, ddof=1):17.2%}   "
+              f"{t[:, 0].min():.2f}-{t[:, 0].max():.2f}")
 
 
 if __name__ == "__main__":
