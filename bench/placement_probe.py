@@ -33,13 +33,24 @@ simply allocate); use 9 placements (one, spaced, one, adjacent, ...). It prints 
 of each kind's mean: if four buffers in turn shrink the spread between processes (by up to half),
 the flush buffer's place is the state and a timer that rotates its flush buffers samples it inside
 one process.
+``--mode workspace`` keeps the first operands and the timer and, at each later placement, gives
+cuBLAS's workspaces back (``torch._C._cuda_clearCublasWorkspaces``, ``empty_cache``) and holds a
+block of random size up to ``--pad`` (default 8 GiB), so the next call allocates its workspace on
+other memory: the split-K GEMMs of the decode points write and read their partial sums there, and
+the workspace is the one allocation every call shares. ``--with-add`` also times an element-wise add
+of two 4096 x 4096 bf16 tensors (no cuBLAS, no workspace) in every placement: a control.
+``--mode code`` asks whether where a kernel's code is loaded sets it: each placement loads, through
+CuPy, a padding module (a ``__device__`` array of random size up to ``--pad``) and then a new copy
+of a kernel that reads 32 MiB (its own module: the same code at a new address), and times that
+copy (``read 32 MiB``) with the addmm calls beside it (their code does not move: a control).
 
 It prints, per call, the sd of log medians between placements inside a process (pooled over
 processes) and between the process means; if moving the operands inside one process spreads the
 times as much as a new process does, placement is the state, and a round would not need a process.
 
-    PYTHONPATH=. python3 bench/placement_probe.py [--processes 8] [--placements 6] [--mode junk|frag|timer|rotate]
-        [--touch] [--alloc-conf C]
+    PYTHONPATH=. python3 bench/placement_probe.py [--processes 8] [--placements 6]
+        [--mode junk|frag|timer|rotate|workspace|code]
+        [--touch] [--alloc-conf C] [--pad GIB] [--with-add] [--env NAME=VALUE]
     PYTHONPATH=. python3 bench/placement_probe.py --from SAVED.txt --mode MODE   # a saved output again
 """
 
@@ -59,9 +70,26 @@ SAMPLES = 100
 FLUSHES = 4  # flush buffers in turn (--mode rotate)
 CALLS = (("addmm 64 fp16", 64, "float16"), ("addmm 16 bf16", 16, "bfloat16"), ("addmm 1 bf16", 1, "bfloat16"))
 HIDDEN = 4096
+ADD = "add 4096^2 bf16"
+READ = "read 32 MiB"
+READ_MODULE = r"""
+extern "C" __global__ void read%d(const float4* __restrict__ a, float* total, long long n) {
+  float s = 0.f;
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
+    float4 v = a[i];
+    s += v.x + v.y + v.z + v.w;
+  }
+  for (int o = 16; o > 0; o >>= 1) s += __shfl_down_sync(0xffffffffu, s, o);
+  if ((threadIdx.x & 31) == 0) atomicAdd(total, s);
+}
+"""
+PAD_MODULE = r"""
+__device__ char pad%d[%d];
+extern "C" __global__ void touch%d(long long n) { if (n > 1) pad%d[n - 1] = 1; }
+"""
 
 
-def child(index: int, placements: int, device: str, mode: str, touch: bool) -> None:
+def child(index: int, placements: int, device: str, mode: str, touch: bool, pad: int, with_add: bool) -> None:
     """One process: every call at every placement; prints one JSON line {call: [median µs, ...]}."""
     import torch
 
@@ -103,6 +131,13 @@ def child(index: int, placements: int, device: str, mode: str, touch: bool) -> N
     first = {name: operands(tokens, getattr(torch, dtype)) for name, tokens, dtype in CALLS}
     for name, _, _ in CALLS:
         timed(name, *first[name])
+    if with_add:
+        a, b = (torch.randn(hidden, hidden, device=device, dtype=torch.bfloat16, generator=gen) for _ in range(2))
+
+        def add() -> None:
+            timing = measure(timer, [lambda: a + b], CIWidth(0.0, SAMPLES, SAMPLES, 1e9), warmup=3)
+            out.setdefault(ADD, []).append(float(np.median(timing.samples)) * 1e6)
+        add()
     held: list[torch.Tensor] = []
     top = 24 << 30 if device == "cuda" else 1 << 24
     if mode == "rotate":  # the first operands; one flush buffer, or FLUSHES in turn (see the docstring)
@@ -134,6 +169,45 @@ def child(index: int, placements: int, device: str, mode: str, touch: bool) -> N
             timed(name, *first[name])
         print(json.dumps(out), flush=True)
         return
+    if mode == "code":  # a new copy of a reading kernel at each placement (see the docstring)
+        import cupy
+
+        data = torch.randn(8 << 20, device=device, dtype=torch.float32, generator=gen)
+        total = cupy.zeros(1, dtype=cupy.float32)
+        src = cupy.from_dlpack(data)
+        modules = []
+        for j in range(placements):
+            size = int(rng.integers(1 << 20, max(pad, 2 << 20))) if j else 0
+            if size:
+                modules.append(cupy.RawModule(code=PAD_MODULE % (j, size, j, j)))
+                modules[-1].get_function(f"touch{j}")((1,), (1,), (cupy.int64(size),))
+            modules.append(cupy.RawModule(code=READ_MODULE % j))
+            read = modules[-1].get_function(f"read{j}")
+            def launch(read=read) -> None:
+                read((132 * 8,), (256,), (src, total, cupy.int64(data.numel() // 4)))
+            timing = measure(timer, [launch], CIWidth(0.0, SAMPLES, SAMPLES, 1e9), warmup=3)
+            out.setdefault(READ, []).append(float(np.median(timing.samples)) * 1e6)
+            if j:
+                for name, _, _ in CALLS:
+                    timed(name, *first[name])
+        print(json.dumps(out), flush=True)
+        return
+    if mode == "workspace":  # the first operands and timer; cuBLAS's workspace moved (see the docstring)
+        for _ in range(1, placements - 1):
+            release()
+            held = [torch.empty(int(rng.integers(1 << 20, pad)), dtype=torch.uint8, device=device)]
+            for name, _, _ in CALLS:
+                timed(name, *first[name])
+            if with_add:
+                add()
+        del held
+        release()
+        for name, _, _ in CALLS:  # placement 0's calls, the workspace now allocated last
+            timed(name, *first[name])
+        if with_add:
+            add()
+        print(json.dumps(out), flush=True)
+        return
     for j in range(1, placements - 1):
         held = []
         if mode == "timer":  # the same operands; a new timer (flush buffer) behind a held block
@@ -147,6 +221,8 @@ def child(index: int, placements: int, device: str, mode: str, touch: bool) -> N
                 timer.warm()
             for name, _, _ in CALLS:
                 timed(name, *first[name])
+            if with_add:
+                add()
             continue
         release()
         if mode == "junk":  # one junk block of a random size, then the operands
@@ -163,6 +239,8 @@ def child(index: int, placements: int, device: str, mode: str, touch: bool) -> N
     del held
     for name, _, _ in CALLS:  # placement 0 again: drift inside the process
         timed(name, *first[name])
+    if with_add and mode == "timer":
+        add()
     print(json.dumps(out), flush=True)
 
 
@@ -171,15 +249,20 @@ def main() -> None:
     parser.add_argument("--processes", type=int, default=8)
     parser.add_argument("--placements", type=int, default=6)
     parser.add_argument("--device", default="cuda")
-    parser.add_argument("--mode", choices=("junk", "frag", "timer", "rotate"), default="junk")
+    parser.add_argument("--mode", choices=("junk", "frag", "timer", "rotate", "workspace", "code"), default="junk")
+    parser.add_argument("--pad", type=float, default=8.0, 
+                        help="--mode workspace, code: the largest held block or padding (GiB)")
+    parser.add_argument("--with-add", action="store_true", help="also time an element-wise add (a control)")
     parser.add_argument("--touch", action="store_true")
     parser.add_argument("--alloc-conf", default="", help="PYTORCH_CUDA_ALLOC_CONF for the processes")
+    parser.add_argument("--env", action="append", default=[], help="NAME=VALUE for the processes (repeatable)")
     parser.add_argument("--from", dest="saved", default="",
                         help="summarize the 'process N:' lines of a saved output (medians as printed: 2 decimals)")
     parser.add_argument("--child", type=int, default=-1)
     args = parser.parse_args()
     if args.child >= 0:
-        child(args.child, args.placements, args.device, args.mode, args.touch)
+        child(args.child, args.placements, args.device, args.mode, args.touch, int(args.pad * (1 << 30)),
+              args.with_add)
         return
     if args.saved:
         summarize(saved_runs(args.saved), args.mode)
@@ -187,8 +270,11 @@ def main() -> None:
     runs = []
     for i in range(args.processes):
         argv = [sys.executable, __file__, "--child", str(i), "--placements", str(args.placements),
-                "--device", args.device, "--mode", args.mode] + ["--touch"] * args.touch
-        env = {**os.environ, "PYTORCH_CUDA_ALLOC_CONF": args.alloc_conf} if args.alloc_conf else None
+                "--device", args.device, "--mode", args.mode, "--pad", str(args.pad)] + ["--touch"] * args.touch \
+            + ["--with-add"] * args.with_add
+        env = {**os.environ, **dict(kv.split("=", 1) for kv in args.env)}
+        if args.alloc_conf:
+            env["PYTORCH_CUDA_ALLOC_CONF"] = args.alloc_conf
         done = subprocess.run(argv, capture_output=True, text=True, check=True, env=env)
         runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
         print(f"process {i}: " + "; ".join(f"{k} " + " ".join(f"{v:.2f}" for v in vs) for k, vs in runs[-1].items()),

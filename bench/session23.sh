@@ -8,6 +8,13 @@
 # rotate: the same probe, --mode rotate: one flush buffer against four taken in turn (spaced, and
 #   back to back), sample by sample; if four shrink the spread between processes, a timer that
 #   rotates them is the remedy.
+# workspace, wspad: --mode workspace --with-add (the first operands and timer, cuBLAS's workspace moved
+#   behind a held block up to 8 GiB, or up to 64 MiB for wspad; an element-wise add as a control).
+# code: --mode code (a new copy of a 32 MiB reading kernel, through CuPy, behind a padding module up to
+#   64 MiB at each placement; the addmm calls beside it).
+# records: bench/kernel_records.py (N processes): each GEMM kernel's CUPTI record and own duration per
+#   process. eager: --mode timer --placements 3 --with-add under CUDA_MODULE_LOADING=EAGER (every
+#   kernel's code loaded when the context starts, before any tensor), N processes.
 # ctx: where a worker's 0.18 s of serialized start and exit goes, under driver settings that shrink
 #   what a context allocates: bench/worker_steps.py with 14 workers side by side, by default and with
 #   CUDA_DEVICE_MAX_CONNECTIONS=4 and =1 (hardware work queues a context creates; fewer would
@@ -23,6 +30,21 @@ for part in ${PARTS:-rotate timer ctx}; do
   timer|rotate)
     timeout $(left) python3 bench/placement_probe.py --processes "${N:-16}" --placements $([ $part = rotate ] && echo 9 || echo 7) --mode $part \
       2>&1 | tee $OUT/placement-$part.txt | tee -a $OUT/steps.txt
+    ;;
+  workspace|wspad)
+    timeout $(left) python3 bench/placement_probe.py --processes "${N:-16}" --placements 7 --mode workspace --with-add \
+      --pad $([ $part = wspad ] && echo 0.0625 || echo 8) 2>&1 | tee $OUT/placement-$part.txt | tee -a $OUT/steps.txt
+    ;;
+  code)
+    timeout $(left) python3 bench/placement_probe.py --processes "${N:-16}" --placements 7 --mode code --pad 0.0625 \
+      2>&1 | tee $OUT/placement-$part.txt | tee -a $OUT/steps.txt
+    ;;
+  records)
+    timeout $(left) python3 bench/kernel_records.py --processes "${N:-16}" 2>&1 | tee $OUT/records.txt | tee -a $OUT/steps.txt
+    ;;
+  eager)
+    timeout $(left) python3 bench/placement_probe.py --processes "${NE:-8}" --placements 3 --mode timer --with-add \
+      --env CUDA_MODULE_LOADING=EAGER 2>&1 | tee $OUT/placement-$part.txt | tee -a $OUT/steps.txt
     ;;
   ctx)
     for conn in "" 4 1; do
