@@ -15,6 +15,8 @@
 # records: bench/kernel_records.py (N processes): each GEMM kernel's CUPTI record and own duration per
 #   process. eager: --mode timer --placements 3 --with-add under CUDA_MODULE_LOADING=EAGER (every
 #   kernel's code loaded when the context starts, before any tensor), N processes.
+# conn1: RUNS (default 2) default `run -w o_proj` with CUDA_DEVICE_MAX_CONNECTIONS=1 in the run's
+#   environment (its workers inherit it): the wall time and the medians against `runs`' runs.
 # ctx: where a worker's 0.18 s of serialized start and exit goes, under driver settings that shrink
 #   what a context allocates: bench/worker_steps.py with 14 workers side by side, by default and with
 #   CUDA_DEVICE_MAX_CONNECTIONS=4 and =1 (hardware work queues a context creates; fewer would
@@ -54,6 +56,9 @@ for part in ${PARTS:-rotate timer ctx}; do
         2>&1 | tee -a $OUT/steps.txt
     done
     unset CUDA_DEVICE_MAX_CONNECTIONS
+    ;;
+  conn1)
+    CUDA_DEVICE_MAX_CONNECTIONS=1 oproj_runs "${RUNS:-2}" conn1
     ;;
   runs)
     oproj_runs "${RUNS:-3}"

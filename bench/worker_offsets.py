@@ -18,7 +18,8 @@ the second; an offset per allocation of the operands, or per point, leaves it at
 
     PYTHONPATH=. python3 bench/worker_offsets.py RUN.json[.gz] ...
 
-Over runs of several workloads (the shipped suite) it also prints both correlations per workload.
+Over runs of several workloads (the shipped suite) it also prints both correlations per workload;
+then the same-worker correlation of each implementation.
 """
 
 from __future__ import annotations
@@ -66,6 +67,7 @@ def correlation(pairs: list[tuple[float, float]]) -> tuple[float, int]:
 def main(paths: list[str]) -> None:
     kinds: dict[str, list[tuple[float, float]]] = defaultdict(list)
     by_workload: dict[tuple[str, str], list[tuple[float, float]]] = defaultdict(list)
+    by_impl: dict[str, list[tuple[float, float]]] = defaultdict(list)
     for path in paths:
         dev = deviations(store.load(Path(path)))
         for (ka, da), (kb, db) in itertools.combinations(dev.items(), 2):
@@ -74,6 +76,7 @@ def main(paths: list[str]) -> None:
                 continue  # another workload: timed in another pass
             if ka[1] == kb[1]:  # one implementation, two cases (the keys differ)
                 kind = "same worker"
+                by_impl[f"{workload} {ka[1]}"].extend(zip(da, db, strict=True))
             elif ka[0] != kb[0]:
                 kind = "same pass"
             else:
@@ -92,6 +95,10 @@ def main(paths: list[str]) -> None:
         for workload in sorted({w for w, _ in by_workload}):
             (r1, n1), (r2, n2) = (correlation(by_workload[(workload, k)]) for k in ("same worker", "same pass"))
             print(f"  {workload:22s} r = {r1:+.3f} ({n1}) / {r2:+.3f} ({n2})")
+    print("same worker, by implementation")
+    for name in sorted(by_impl):
+        r, n = correlation(by_impl[name])
+        print(f"  {name:32s} r = {r:+.3f}  ({n} paired deviations)")
 
 
 if __name__ == "__main__":
