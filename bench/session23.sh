@@ -17,6 +17,8 @@
 #   kernel's code loaded when the context starts, before any tensor), N processes.
 # conn1: RUNS (default 2) default `run -w o_proj` with CUDA_DEVICE_MAX_CONNECTIONS=1 in the run's
 #   environment (its workers inherit it): the wall time and the medians against `runs`' runs.
+# quick: pytest tests/gpu/test_queues_gpu.py tests/gpu/test_cupti_gpu.py, then RUNS (default 2) default
+#   `run -w o_proj` (the work-queue policy on: one queue from an implementation's second round).
 # ctx: where a worker's 0.18 s of serialized start and exit goes, under driver settings that shrink
 #   what a context allocates: bench/worker_steps.py with 14 workers side by side, by default and with
 #   CUDA_DEVICE_MAX_CONNECTIONS=4 and =1 (hardware work queues a context creates; fewer would
@@ -59,6 +61,12 @@ for part in ${PARTS:-rotate timer ctx}; do
     ;;
   conn1)
     CUDA_DEVICE_MAX_CONNECTIONS=1 oproj_runs "${RUNS:-2}" conn1
+    ;;
+  quick)
+    timeout $(( $(left) - 60 )) python3 -m pytest -q -p no:cacheprovider tests/gpu/test_queues_gpu.py \
+      tests/gpu/test_cupti_gpu.py > $OUT/gpu-tests-quick.txt 2>&1
+    echo "pytest (queues, cupti): exit $?, $(tail -n 1 $OUT/gpu-tests-quick.txt)" | tee -a $OUT/steps.txt
+    oproj_runs "${RUNS:-2}" queues
     ;;
   runs)
     oproj_runs "${RUNS:-3}"

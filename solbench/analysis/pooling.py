@@ -115,6 +115,12 @@ def _combine(results: Sequence[ImplResult], labels: Sequence[Callable[[Timing], 
         protocol["light_rounds"] = light
     if "task_s" in first.protocol:
         protocol["task_s"] = round(task_s, 4)
+    one_queue = sum(r.protocol.get("work_queues") == "1" for r, _ in ok)
+    if one_queue:  # rounds whose worker's context had one work queue (solbench.measure.queues)
+        protocol[f"one_queue_{what}s"] = one_queue
+    streams = [int(r.protocol["streams"]) for r, _ in ok if "streams" in r.protocol]
+    if streams:  # the most streams CUPTI saw the checked calls use, in any of them
+        protocol["streams"] = max(streams)
     kernels = [r.protocol.get("kernels") for r, _ in ok]
     if all(isinstance(k, str) for k in kernels) and len(set(kernels)) > 1:
         # a library chose other kernels in some processes: each one's, in order, as a JSON list

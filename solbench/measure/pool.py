@@ -16,6 +16,10 @@ Faults, as the parent sees them::
     no result within the timeout                      -> timeout; the worker is killed
 
 After a crash or a timeout the next task of that implementation gets a fresh worker.
+
+On a GPU, a worker's CUDA context gets one hardware work queue where an earlier worker of the run
+saw its implementation use one stream (:mod:`solbench.measure.queues`: the driver makes and tears
+down such a context in half the time).
 """
 
 from __future__ import annotations
@@ -35,7 +39,9 @@ from dataclasses import replace
 from multiprocessing.connection import Connection
 from typing import Any
 
+from solbench.measure import queues as work_queues
 from solbench.measure import wire
+from solbench.measure.queues import QueuePolicy
 from solbench.measure.watch import Forged, Watch
 from solbench.results.model import ImplResult
 
@@ -54,14 +60,16 @@ class ProcessWorker:
     _asked = False  # asked to exit (request_close); a class default for subclasses with their own __init__
     _held = False  # the running task stops at its turn (Task.wait_turn) and has not been let go yet
 
-    def __init__(self, device: str, device_index: int | None, tree: str | None = None, threads: int = 0) -> None:
+    def __init__(self, device: str, device_index: int | None, tree: str | None = None, threads: int = 0,
+                 queues: int | None = None) -> None:
         ctx = _context()
         self._conn, child = ctx.Pipe()
         fd, self.log_path = tempfile.mkstemp(prefix="solbench-worker-", suffix=".log")
         os.close(fd)
         self.scratch = tempfile.mkdtemp(prefix="solbench-scratch-")
         self._proc = ctx.Process(target=_main, args=(child, self.log_path, device, device_index, tree,
-                                                     self.scratch, os.getcwd(), threads), name="solbench-worker")
+                                                     self.scratch, os.getcwd(), threads, queues),
+                                 name="solbench-worker")
         start(self._proc)
         child.close()
         self._ready = False
@@ -423,6 +431,7 @@ class Pool:
         self.tree = tree
         self.threads = threads  # torch CPU threads of every worker (solbench.device.threads); 0: torch's
         self._workers: dict[tuple[str, str], ProcessWorker] = {}
+        self.queues = QueuePolicy() if device == "cuda" else None  # one work queue where it is safe
         self._leaving: list[ProcessWorker] = []  # retired, asked to exit, not yet waited for
         self.reap_s = 0.0  # seconds spent waiting for retired workers to exit (the run's harness table)
 
@@ -436,7 +445,8 @@ class Pool:
         started = []
         for key in keys:
             if key not in self._workers:
-                self._workers[key] = ProcessWorker(self.device, self.device_index, self.tree, self.threads)
+                queues = self.queues.queues(key) if self.queues is not None else None
+                self._workers[key] = ProcessWorker(self.device, self.device_index, self.tree, self.threads, queues)
                 started.append(self._workers[key])
         self._reap()  # retired workers tear down while these start; gone before anything is measured
         for worker in started:
@@ -463,6 +473,8 @@ class Pool:
         return Held(self, key, worker, progress)
 
     def _settled(self, key: tuple[str, str], result: ImplResult, fatal: bool) -> ImplResult:
+        if self.queues is not None:
+            self.queues.note(key, result)
         if fatal and self._workers.get(key) is not None:
             self._workers.pop(key).close()
         return result
@@ -575,10 +587,13 @@ class InProcess:
 
 def _main(conn: Connection, log_path: str, device: str, device_index: int | None,
           tree: str | None = None, scratch: str | None = None, origin: str | None = None,
-          n_threads: int = 0) -> None:
+          n_threads: int = 0, queues: int | None = None) -> None:
     """Entry point of a worker process. Its CPU threads are set before torch loads where it has not
-    (``spawn``) and through torch otherwise (a fork server's torch is loaded already)."""
+    (``spawn``) and through torch otherwise (a fork server's torch is loaded already); its CUDA
+    context's work queues (:mod:`solbench.measure.queues`) before CUDA starts."""
     into_log(log_path, scratch, origin)
+    if device == "cuda":
+        work_queues.apply(queues)
     _profiled(lambda: _work(conn, device, device_index, tree, n_threads))
 
 

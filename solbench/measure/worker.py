@@ -52,6 +52,7 @@ from solbench.errors import DeviceError
 from solbench.impls import cublaslt
 from solbench.impls.registry import ResolveError
 from solbench.measure import guards, tensors, wire
+from solbench.measure import queues as work_queues
 from solbench.measure.criteria import CIWidth
 from solbench.measure.loop import CheatDetected, measure
 from solbench.measure.runner import (
@@ -457,6 +458,11 @@ def _checked_and_timed(task: Task, state: WorkerState, emit: Emit, criterion: An
         protocol["stream_check"] = "cupti" if checker.trace is not None else "settle"
     if checker.kernels:  # which kernels this process's libraries chose (issue: per-process state)
         protocol["kernels"] = kernel_names(checker.kernels)
+    if checker.streams:  # how many streams the checked calls' work ran on (pool.one_queue reads it)
+        protocol["streams"] = len(checker.streams)
+    queues = os.environ.get(work_queues.ENV)
+    if task.device == "cuda" and queues:
+        protocol["work_queues"] = queues
     timer.last_output = None
     if timer.pending_s:  # recorded, not judged: host timing of a sync is too noisy to accuse on
         protocol["drain_us_median"] = round(sorted(timer.pending_s)[len(timer.pending_s) // 2] * 1e6, 1)
@@ -628,10 +634,11 @@ class _Checker:
         self.threads = set(threading.enumerate())
         self.trace = guards.stream_tracer(task.device)  # CUPTI side-stream check, where available
         self.kernels: list[str] = []  # what CUPTI saw the checked calls launch (names, in order)
+        self.streams: set[int] = set()  # the streams that work ran on
 
     def _call(self, launch: Callable[[], Any]) -> Any:
         """One untimed call; CheatDetected if CUPTI saw its GPU work outlive it on a side stream."""
-        value, problem = guards.traced_call(launch, self.trace, self.kernels)
+        value, problem = guards.traced_call(launch, self.trace, self.kernels, self.streams)
         if problem is not None:
             raise CheatDetected(problem)
         return value

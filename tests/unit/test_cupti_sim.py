@@ -334,3 +334,15 @@ def test_the_cupti_timer_verifies_timed_outputs_with_collection_off():
     assert all(s == pytest.approx(5000e-9) for s in timing.samples)  # every sample traced: the GEMM alone
     assert not gpu.enabled  # off again once sampling ended
     assert "check" in gpu.order and not any(w.name == "check" for w in gpu.work)
+
+
+def test_a_checked_call_reports_the_streams_its_work_ran_on(monkeypatch):
+    from solbench.measure import guards
+
+    gpu = SimGpu()
+    monkeypatch.setattr(guards, "torch", sim_torch(gpu))
+    streams: set[int] = set()
+    guards.traced_call(honest(gpu), gpu, None, streams)
+    assert streams == {CURRENT}  # the call's own work, on the current stream
+    guards.traced_call(unjoined(gpu), gpu, None, streams)
+    assert streams == {CURRENT, SIDE}
