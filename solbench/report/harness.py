@@ -60,9 +60,24 @@ def harness_rows(run: RunResult) -> list[tuple[str, str, float, float | None]]:
     return rows
 
 
+def queue_line(run: RunResult) -> str | None:
+    """How many of the run's point-rounds ran in a worker with one CUDA work queue
+    (:mod:`solbench.measure.queues`), or None where none did."""
+    rounds = one = 0
+    for case in run.cases:
+        for r in case.impls:
+            if r.timing is not None:
+                rounds += r.timing.n_rounds
+                one += int(r.protocol.get("one_queue_rounds", 0))
+    if not one:
+        return None
+    return f"{one} of {rounds} point-rounds ran in a worker with one CUDA work queue (SOLBENCH_WORK_QUEUES)"
+
+
 def harness_table(run: RunResult) -> Table:
-    """The breakdown as a rich table (``solbench show --harness``)."""
-    t = Table(title="where the run's wall time went", title_justify="left")
+    """The breakdown as a rich table (``solbench show --harness``), with the work-queue line below."""
+    t = Table(title="where the run's wall time went", title_justify="left", caption=queue_line(run),
+              caption_justify="left")
     t.add_column("phase")
     t.add_column("seconds", justify="right")
     t.add_column("of wall", justify="right")

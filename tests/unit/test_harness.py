@@ -188,3 +188,19 @@ def test_a_task_ready_to_time_leaves_no_set_up_running_on_the_device(monkeypatch
         state = SimpleNamespace(timer=lambda task, t=timer: t, probe=lambda task: None)
         worker._ready_to_time(SimpleNamespace(device=device), state)
         assert calls == expected, (timer, device)
+
+
+def test_the_table_says_how_many_point_rounds_ran_with_one_work_queue():
+    run = make_run({"c": {"a": [1e-3] * 4, "b": [1e-3] * 4}})
+    run = replace(run, harness={"workers_s": 1.0, "wall_s": 2.0})
+    text = io.StringIO()
+    Console(file=text, width=120).print(harness_table(run))
+    assert "work queue" not in text.getvalue()  # none did (a CPU run, or the switch off)
+    rounds = (0, 0, 1, 1, 2, 2)
+    a, b = run.cases[0].impls
+    three = replace(a.timing, samples=(1e-3,) * 6, rounds=rounds)
+    case = replace(run.cases[0], impls=(replace(a, timing=three, protocol={"one_queue_rounds": 2}),
+                                        replace(b, timing=replace(b.timing, samples=(1e-3,) * 6, rounds=rounds))))
+    text = io.StringIO()
+    Console(file=text, width=160).print(harness_table(replace(run, cases=(case,))))
+    assert "2 of 6 point-rounds ran in a worker with one CUDA work queue" in text.getvalue()
