@@ -29,11 +29,9 @@ from collections import defaultdict
 from typing import Any
 
 import numpy as np
+from placement_probe import CALLS, HIDDEN, SAMPLES  # bench/ is on the path when this runs as a script
 
-SAMPLES = 100
 TRACED = 20
-CALLS = (("addmm 64 fp16", 64, "float16"), ("addmm 16 bf16", 16, "bfloat16"), ("addmm 1 bf16", 1, "bfloat16"))
-HIDDEN = 4096
 SKIP = {"start", "end", "completed", "queued", "submitted", "correlation_id", "grid_id", "stream_id",
         "context_id", "device_id", "kind", "graph_id", "graph_node_id", "channel_id", "pad", "pad2",
         "mps_id", "priority"}

@@ -31,6 +31,7 @@ from dataclasses import dataclass, replace
 from typing import Any, ClassVar, Protocol
 
 from solbench.errors import RunInterrupted
+from solbench.measure.pool import slot_key as _slot_key
 from solbench.measure.worker import MeasureSettings, Phases, Task
 from solbench.plan.prepare import Unit as Unit  # re-exported: executors take the plan's units
 from solbench.results.model import CaseResult, ImplResult, RunResult
@@ -262,11 +263,6 @@ PASS_ROUNDS = 4  # at most this many of a point's added rounds in one pass (as m
 
 def _in_pending(pending: dict[tuple[int, str, str], int], n: int, case_id: str, name: str) -> int:
     return pending.get((n, case_id, name), 0)
-
-
-def _slot_key(key: tuple[str, str], slot: int) -> tuple[str, str]:
-    """The worker key of an implementation's ``slot``-th round in one pass: its own process."""
-    return key if slot == 0 else (key[0], f"{key[1]}#{slot + 1}")
 
 
 def _undecided(rounds: dict[tuple[int, str], list[list[ImplResult]]], target_rel_ci: float,

@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
+import re
 import shutil
 import signal
 import sys
@@ -41,7 +42,6 @@ from typing import Any
 
 from solbench.measure import queues as work_queues
 from solbench.measure import wire
-from solbench.measure.queues import QueuePolicy
 from solbench.measure.watch import Forged, Watch
 from solbench.results.model import ImplResult
 
@@ -415,6 +415,16 @@ def _with_log(result: ImplResult, tail: str) -> ImplResult:
     return replace(result, log_tail=tail) if tail and not result.log_tail else result
 
 
+def slot_key(key: tuple[str, str], slot: int) -> tuple[str, str]:
+    """The worker key of an implementation's ``slot``-th round in one pass: its own process."""
+    return key if slot == 0 else (key[0], f"{key[1]}#{slot + 1}")
+
+
+def base_key(key: tuple[str, str]) -> tuple[str, str]:
+    """The (workload, implementation) a worker key (:func:`slot_key`) belongs to."""
+    return key[0], re.sub(r"#\d+$", "", key[1])
+
+
 class Pool:
     """Workers keyed by (workload, implementation); started ahead of need, replaced after faults.
 
@@ -431,7 +441,7 @@ class Pool:
         self.tree = tree
         self.threads = threads  # torch CPU threads of every worker (solbench.device.threads); 0: torch's
         self._workers: dict[tuple[str, str], ProcessWorker] = {}
-        self.queues = QueuePolicy() if device == "cuda" else None  # one work queue where it is safe
+        self.queues = work_queues.QueuePolicy() if device == "cuda" else None  # one work queue where it is safe
         self._leaving: list[ProcessWorker] = []  # retired, asked to exit, not yet waited for
         self.reap_s = 0.0  # seconds spent waiting for retired workers to exit (the run's harness table)
 
@@ -445,7 +455,7 @@ class Pool:
         started = []
         for key in keys:
             if key not in self._workers:
-                queues = self.queues.queues(key) if self.queues is not None else None
+                queues = self.queues.queues(base_key(key)) if self.queues is not None else None
                 self._workers[key] = ProcessWorker(self.device, self.device_index, self.tree, self.threads, queues)
                 started.append(self._workers[key])
         self._reap()  # retired workers tear down while these start; gone before anything is measured
@@ -474,7 +484,7 @@ class Pool:
 
     def _settled(self, key: tuple[str, str], result: ImplResult, fatal: bool) -> ImplResult:
         if self.queues is not None:
-            self.queues.note(key, result)
+            self.queues.note(base_key(key), result)
         if fatal and self._workers.get(key) is not None:
             self._workers.pop(key).close()
         return result

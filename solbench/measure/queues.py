@@ -22,14 +22,12 @@ run's environment is the user's and is left as it is (every worker inherits it).
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping
-from typing import Any
+
+from solbench.results.model import ImplResult
 
 ENV = "CUDA_DEVICE_MAX_CONNECTIONS"
 SWITCH_ENV = "SOLBENCH_WORK_QUEUES"  # "driver": the driver's default for every worker
-
-_SLOT = re.compile(r"#\d+$")  # solbench.execute.session._slot_key: "name#2" is name's second worker of a pass
 
 
 class QueuePolicy:
@@ -40,25 +38,21 @@ class QueuePolicy:
         self.enabled = environ.get(SWITCH_ENV, "") != "driver" and ENV not in environ
         self._one_stream: dict[tuple[str, str], bool] = {}  # (workload, implementation) -> seen on one stream only
 
-    @staticmethod
-    def _base(key: tuple[str, str]) -> tuple[str, str]:
-        return key[0], _SLOT.sub("", key[1])
-
-    def note(self, key: tuple[str, str], result: Any) -> None:
-        """What a worker's result says of its implementation's streams (CUPTI's, where it traced)."""
-        protocol = getattr(result, "protocol", None) or {}
-        streams = protocol.get("streams")
-        if streams is None or protocol.get("stream_check") != "cupti":
+    def note(self, key: tuple[str, str], result: ImplResult) -> None:
+        """What a worker's result says of its implementation's streams (CUPTI's, where it traced);
+        ``key`` is the (workload, implementation), whichever of its workers this was."""
+        streams = result.protocol.get("streams")
+        if streams is None or result.protocol.get("stream_check") != "cupti":
             return
-        base = self._base(key)
         if streams > 1:
-            self._one_stream[base] = False  # for good: it may run on several again
+            self._one_stream[key] = False  # for good: it may run on several again
         elif result.status == "ok":
-            self._one_stream.setdefault(base, True)
+            self._one_stream.setdefault(key, True)
 
     def queues(self, key: tuple[str, str]) -> int | None:
-        """The work queues for a new worker of ``key``: 1, or None for the driver's default."""
-        return 1 if self.enabled and self._one_stream.get(self._base(key), False) else None
+        """The work queues for a new worker of (workload, implementation) ``key``: 1, or None for the
+        driver's default."""
+        return 1 if self.enabled and self._one_stream.get(key, False) else None
 
 
 def apply(queues: int | None) -> None:

@@ -458,7 +458,7 @@ def _checked_and_timed(task: Task, state: WorkerState, emit: Emit, criterion: An
         protocol["stream_check"] = "cupti" if checker.trace is not None else "settle"
     if checker.kernels:  # which kernels this process's libraries chose (issue: per-process state)
         protocol["kernels"] = kernel_names(checker.kernels)
-    if checker.streams:  # how many streams the checked calls' work ran on (pool.one_queue reads it)
+    if checker.streams:  # how many streams the checked calls' work ran on (queues.QueuePolicy.note reads it)
         protocol["streams"] = len(checker.streams)
     queues = os.environ.get(work_queues.ENV)
     if task.device == "cuda" and queues:
