@@ -43,13 +43,20 @@ of two 4096 x 4096 bf16 tensors (no cuBLAS, no workspace) in every placement: a 
 CuPy, a padding module (a ``__device__`` array of random size up to ``--pad``) and then a new copy
 of a kernel that reads 32 MiB (its own module: the same code at a new address), and times that
 copy (``read 32 MiB``) with the addmm calls beside it (their code does not move: a control).
+``--mode graph`` asks whether the state lies in how the calls reach the GPU: the first operands only,
+each call timed at every placement as launched (its kernels launched one by one from the host) and
+as the replay of a CUDA graph of the same call (captured once per process: one launch, the graph's
+kernels started by the GPU from its own copy). The add of ``--with-add`` is timed both ways too (one
+kernel: a control). If the graph replays read alike in every process while the launched calls keep
+their offset, the state is on the launch path (the host's command buffers and what the GPU's front
+end does with them), not in the kernels; the table gives both spreads and their correlation.
 
 It prints, per call, the sd of log medians between placements inside a process (pooled over
 processes) and between the process means; if moving the operands inside one process spreads the
 times as much as a new process does, placement is the state, and a round would not need a process.
 
     PYTHONPATH=. python3 bench/placement_probe.py [--processes 8] [--placements 6]
-        [--mode junk|frag|timer|rotate|workspace|code]
+        [--mode junk|frag|timer|rotate|workspace|code|graph]
         [--touch] [--alloc-conf C] [--pad GIB] [--with-add] [--env NAME=VALUE]
     PYTHONPATH=. python3 bench/placement_probe.py --from SAVED.txt --mode MODE   # a saved output again
 """
@@ -72,6 +79,7 @@ CALLS = (("addmm 64 fp16", 64, "float16"), ("addmm 16 bf16", 16, "bfloat16"), ("
 HIDDEN = 4096
 ADD = "add 4096^2 bf16"
 READ = "read 32 MiB"
+GRAPH = " graph"  # --mode graph: the call as a CUDA graph's replay
 READ_MODULE = r"""
 extern "C" __global__ void read%d(const float4* __restrict__ a, float* total, long long n) {
   float s = 0.f;
@@ -192,6 +200,18 @@ def child(index: int, placements: int, device: str, mode: str, touch: bool, pad:
                     timed(name, *first[name])
         print(json.dumps(out), flush=True)
         return
+    if mode == "graph":  # each call launched and as a CUDA graph's replay, in turn (see the docstring)
+        calls = {name: (lambda x=x, w=w, r=r: torch.addmm(r, x, w)) for name, (x, w, r) in first.items()}
+        if with_add:
+            calls[ADD] = lambda: a + b
+        graphs = {name: replay(call) for name, call in calls.items()} if device == "cuda" else calls
+        for _ in range(1, placements):
+            for name, call in calls.items():
+                for key, launch in ((name, call), (name + GRAPH, graphs[name])):
+                    timing = measure(timer, [launch], CIWidth(0.0, SAMPLES, SAMPLES, 1e9), warmup=3)
+                    out.setdefault(key, []).append(float(np.median(timing.samples)) * 1e6)
+        print(json.dumps(out), flush=True)
+        return
     if mode == "workspace":  # the first operands and timer; cuBLAS's workspace moved (see the docstring)
         for _ in range(1, placements - 1):
             release()
@@ -244,12 +264,30 @@ def child(index: int, placements: int, device: str, mode: str, touch: bool, pad:
     print(json.dumps(out), flush=True)
 
 
+def replay(call: Callable[[], object]) -> Callable[[], None]:
+    """The replay of a CUDA graph of ``call`` (warmed up on a side stream, then captured once)."""
+    import torch
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            call()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        call()
+    torch.cuda.synchronize()
+    return graph.replay
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--processes", type=int, default=8)
     parser.add_argument("--placements", type=int, default=6)
     parser.add_argument("--device", default="cuda")
-    parser.add_argument("--mode", choices=("junk", "frag", "timer", "rotate", "workspace", "code"), default="junk")
+    parser.add_argument("--mode", choices=("junk", "frag", "timer", "rotate", "workspace", "code", "graph"),
+                        default="junk")
     parser.add_argument("--pad", type=float, default=8.0, 
                         help="--mode workspace, code: the largest held block or padding (GiB)")
     parser.add_argument("--with-add", action="store_true", help="also time an element-wise add (a control)")
@@ -314,6 +352,17 @@ def summarize(runs: list[dict[str, list[float]]], mode: str) -> None:
             again = float(np.sqrt(np.mean(np.var(logs[0], axis=1, ddof=1))))
             print(f"{name:22s} {sds[0]:32.2%} {sds[1]:10.2%} {sds[2]:11.2%}   {again:18.2%}   "
                   + " / ".join(f"{np.exp(np.median(v)):.2f}" for v in logs))
+        return
+    if mode == "graph":
+        print(f"{'call':22s} {'sd process means: launched':>27s} {'graph replay':>13s} {'r':>6s} "
+              f"{'sd in a process: launched':>26s} {'graph':>6s}   medians (µs)")
+        for name in [k for k in runs[0] if not k.endswith(GRAPH)]:
+            logs = [np.log(np.array([run[k] for run in runs])) for k in (name, name + GRAPH)]
+            means = [v.mean(axis=1) for v in logs]
+            inside = [float(np.sqrt(np.mean(np.var(v, axis=1, ddof=1)))) for v in logs]
+            r = float(np.corrcoef(means[0], means[1])[0, 1])
+            print(f"{name:22s} {np.std(means[0], ddof=1):27.2%} {np.std(means[1], ddof=1):13.2%} {r:6.2f} "
+                  f"{inside[0]:26.2%} {inside[1]:6.2%}   " + " / ".join(f"{np.exp(np.median(v)):.2f}" for v in logs))
         return
     if mode == "frag":
         print(f"{'call':22s} {'median, holes':>14s} {'median, no holes':>17s} {'first allocation':>17s}")

@@ -7,6 +7,8 @@
 # five: RUNS (default 5) default `run workloads/attn.yaml -w o_proj` (five-1..5), then bench/between_runs.py and
 #   bench/repeat_gates.py over them (spread, CI coverage, gate over the 20 ordered pairs).
 # suite: the shipped suite (every workload file on one GPU), its harness table, `compare baseline fused`.
+# graph: bench/placement_probe.py --mode graph --with-add in N (default 16) fresh processes: each call
+#   launched and as a CUDA graph's replay; whether the per-process offset lies on the launch path.
 source bench/device_setup.sh
 touch $OUT/steps.txt
 for part in ${PARTS:-tests}; do
@@ -15,6 +17,12 @@ for part in ${PARTS:-tests}; do
   case $part in
   tests)
     gpu_tests
+    ;;
+  graph)
+    timeout $(( $(left) - 30 )) python3 bench/placement_probe.py --mode graph --with-add --processes "${N:-16}" \
+      --placements 5 > $OUT/placement-graph.txt 2>&1
+    echo "placement_probe --mode graph: exit $?" | tee -a $OUT/steps.txt
+    tail -n 6 $OUT/placement-graph.txt | tee -a $OUT/steps.txt
     ;;
   five)
     oproj_runs "${RUNS:-5}" five

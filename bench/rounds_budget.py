@@ -1,0 +1,89 @@
+"""What the five-run spread targets cost in rounds and wall time, from saved runs of one tree.
+
+    python3 bench/rounds_budget.py RUN.json[.gz] RUN.json[.gz] ...
+
+Per gated point (byte-floor parts left out), on log times, as bench/between_runs.py reads them:
+sd_round (the median over runs of the sd of one round's log median), n (the mean rounds a run gave it)
+and sd_extra (the part of the spread between runs that no run's rounds show). A run's median then has
+the sd sqrt(sd_extra^2 + sd_round^2 / (m n)) when every point gets m times its rounds. For m in a
+range, five runs are drawn from that model (4,000 times) and the table gives the median over points
+and the max over points of the spread of five run medians (max/min - 1; each the median over the
+draws), with the wall time the runs' own cost per point-round predicts (harness wall / point-rounds,
+the runs' median). The last lines vary, at the rounds as measured, every point's between-round sd
+(sd_round times a scale), then drop sd_extra: what the issue's targets (median <= 0.5%, max <= 2%)
+need on those axes. sd_extra from five runs is biased up (a point with none still shows some), so
+the max columns are pessimistic; the model's m = 1 row is checked against the runs' own spread.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from solbench.analysis.rounds import group_by_round
+from solbench.results import store
+
+RUNS = 5
+DRAWS = 4000
+MULTIPLIERS = (0.5, 1, 2, 4, 8, 16)
+SCALES = (1.0, 0.75, 0.5, 0.35, 0.25)
+
+
+def points(runs: list) -> list[tuple[float, float, float]]:
+    """(sd_round, mean rounds, sd_extra) of every gated point that every run measured."""
+    found: dict[tuple[str, str], list] = {}
+    for run in runs:
+        for case in run.cases:
+            for impl in case.impls:
+                if impl.status == "ok" and impl.timing is not None and not impl.protocol.get("part"):
+                    found.setdefault((case.case_id, impl.name), []).append(impl.timing)
+    rows = []
+    for timings in found.values():
+        if len(timings) != len(runs):
+            continue
+        logs = [np.array([np.median(np.log(g)) for g in group_by_round(t.samples, t.rounds)]) for t in timings]
+        within = float(np.mean([np.var(v, ddof=1) / v.size for v in logs]))
+        between = float(np.var(np.log([t.median for t in timings]), ddof=1))
+        rows.append((float(np.median([np.std(v, ddof=1) for v in logs])), float(np.mean([v.size for v in logs])),
+                     math.sqrt(max(0.0, between - within))))
+    return rows
+
+
+def spreads(rows: list[tuple[float, float, float]], m: float, scale: float, rng: np.random.Generator,
+            extra_scale: float = 1.0) -> tuple[float, float]:
+    """Median over draws of (median over points, max over points) of the five-run spread."""
+    sd = np.array([math.sqrt((extra_scale * extra) ** 2 + (scale * sd_round) ** 2 / (m * n))
+                   for sd_round, n, extra in rows])
+    logs = rng.standard_normal((DRAWS, len(rows), RUNS)) * sd[None, :, None]
+    spread = np.exp(logs.max(axis=2) - logs.min(axis=2)) - 1
+    return float(np.median(np.median(spread, axis=1))), float(np.median(spread.max(axis=1)))
+
+
+def main(paths: list[str]) -> None:
+    runs = [store.load(Path(p)) for p in paths]
+    rows = points(runs)
+    rounds = [sum(int(i.protocol.get("rounds") or 1) for c in r.cases for i in c.impls if i.status == "ok")
+              for r in runs]
+    cost = statistics.median(r.harness["wall_s"] / n for r, n in zip(runs, rounds, strict=True))
+    rng = np.random.default_rng(0)
+    print(f"{len(rows)} points over {len(runs)} runs; point-rounds per run {min(rounds)}-{max(rounds)}, "
+          f"harness wall per point-round {cost * 1e3:.0f} ms (median over runs)")
+    print("rounds x  point-rounds  predicted wall  five-run spread: median  max")
+    base = statistics.median(rounds)
+    for m in MULTIPLIERS:
+        med, top = spreads(rows, m, 1.0, rng)
+        print(f"{m:8g}  {base * m:12.0f}  {base * m * cost:12.1f} s  {med:20.2%}  {top:5.2%}")
+    print("sd_round x (rounds as measured)  five-run spread: median  max")
+    for s in SCALES:
+        med, top = spreads(rows, 1, s, rng)
+        print(f"{s:31g}  {med:23.2%}  {top:5.2%}")
+    med, top = spreads(rows, 1, 1.0, rng, extra_scale=0.0)
+    print(f"without sd_extra (rounds and sd_round as measured): median {med:.2%}, max {top:.2%}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
