@@ -47,9 +47,11 @@ copy (``read 32 MiB``) with the addmm calls beside it (their code does not move:
 each call timed at every placement as launched (its kernels launched one by one from the host) and
 as the replay of a CUDA graph of the same call (captured once per process: one launch, the graph's
 kernels started by the GPU from its own copy). The add of ``--with-add`` is timed both ways too (one
-kernel: a control). If the graph replays read alike in every process while the launched calls keep
-their offset, the state is on the launch path (the host's command buffers and what the GPU's front
-end does with them), not in the kernels; the table gives both spreads and their correlation.
+kernel: a control), and so are calls of 1 and of 8 tiny in-place adds (``chain 1``, ``chain 8``: 64 Ki
+floats, a few µs of launches and little else). If the graph replays read alike in every process
+while the launched calls keep their offset, and the chain of 8 shows more of it than the chain of 1,
+the state is on the launch path (the host's command buffers and what the GPU's front end does with
+them), not in the kernels; the table gives both spreads and their correlation.
 
 It prints, per call, the sd of log medians between placements inside a process (pooled over
 processes) and between the process means; if moving the operands inside one process spreads the
@@ -80,6 +82,7 @@ HIDDEN = 4096
 ADD = "add 4096^2 bf16"
 READ = "read 32 MiB"
 GRAPH = " graph"  # --mode graph: the call as a CUDA graph's replay
+CHAINS = (1, 8)  # --mode graph: calls of n tiny kernels launched one after another
 READ_MODULE = r"""
 extern "C" __global__ void read%d(const float4* __restrict__ a, float* total, long long n) {
   float s = 0.f;
@@ -204,6 +207,9 @@ def child(index: int, placements: int, device: str, mode: str, touch: bool, pad:
         calls = {name: (lambda x=x, w=w, r=r: torch.addmm(r, x, w)) for name, (x, w, r) in first.items()}
         if with_add:
             calls[ADD] = lambda: a + b
+        small = torch.randn(1 << 16, device=device, generator=gen)
+        for n in CHAINS:  # n launches of a tiny in-place add: the launch path alone, n times
+            calls[f"chain {n}"] = lambda n=n: [small.add_(1e-3) for _ in range(n)]
         graphs = {name: replay(call) for name, call in calls.items()} if device == "cuda" else calls
         for _ in range(1, placements):
             for name, call in calls.items():
