@@ -30,23 +30,32 @@ def is_decode(case_id: str) -> bool:
     return DECODE.search(case_id) is not None
 
 
-def main(paths: list[str]) -> None:
-    runs = [store.load(Path(p)) for p in paths]
+def gated_points(runs: list) -> list[tuple[tuple[str, str], list, list[np.ndarray], float, float]]:
+    """Every gated point (byte-floor parts left out) that every run measured: (case id, implementation),
+    its timings (one per run), each run's log round medians, the mean variance of a run's mean round
+    median (within) and the variance of the log run medians (between)."""
     points: dict[tuple[str, str], list] = {}
     for run in runs:
         for case in run.cases:
             for impl in case.impls:
                 if impl.status == "ok" and impl.timing is not None and not impl.protocol.get("part"):
                     points.setdefault((case.case_id, impl.name), []).append(impl.timing)
-    rows = []
+    found = []
     for key, timings in points.items():
         if len(timings) != len(runs):
             continue
-        medians = np.log([t.median for t in timings])
         logs = [np.array([np.median(np.log(g)) for g in group_by_round(t.samples, t.rounds)]) for t in timings]
         within = float(np.mean([np.var(v, ddof=1) / v.size for v in logs]))
-        between = float(np.var(medians, ddof=1))
-        grand = float(np.exp(np.median(medians)))
+        between = float(np.var(np.log([t.median for t in timings]), ddof=1))
+        found.append((key, timings, logs, within, between))
+    return found
+
+
+def main(paths: list[str]) -> None:
+    runs = [store.load(Path(p)) for p in paths]
+    rows = []
+    for key, timings, logs, within, between in gated_points(runs):
+        grand = float(np.exp(np.median(np.log([t.median for t in timings]))))
         held = sum(t.ci_low <= grand <= t.ci_high for t in timings)
         rows.append((math.sqrt(max(0.0, between - within)), math.sqrt(between), math.sqrt(within),
                      float(np.median([np.std(v, ddof=1) for v in logs])), held, key))

@@ -24,8 +24,10 @@ from pathlib import Path
 
 import numpy as np
 
-from solbench.analysis.rounds import group_by_round
-from solbench.results import store
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from between_runs import gated_points  # noqa: E402  (a sibling script)
+
+from solbench.results import store  # noqa: E402
 
 RUNS = 5
 DRAWS = 4000
@@ -35,22 +37,8 @@ SCALES = (1.0, 0.75, 0.5, 0.35, 0.25)
 
 def points(runs: list) -> list[tuple[float, float, float]]:
     """(sd_round, mean rounds, sd_extra) of every gated point that every run measured."""
-    found: dict[tuple[str, str], list] = {}
-    for run in runs:
-        for case in run.cases:
-            for impl in case.impls:
-                if impl.status == "ok" and impl.timing is not None and not impl.protocol.get("part"):
-                    found.setdefault((case.case_id, impl.name), []).append(impl.timing)
-    rows = []
-    for timings in found.values():
-        if len(timings) != len(runs):
-            continue
-        logs = [np.array([np.median(np.log(g)) for g in group_by_round(t.samples, t.rounds)]) for t in timings]
-        within = float(np.mean([np.var(v, ddof=1) / v.size for v in logs]))
-        between = float(np.var(np.log([t.median for t in timings]), ddof=1))
-        rows.append((float(np.median([np.std(v, ddof=1) for v in logs])), float(np.mean([v.size for v in logs])),
-                     math.sqrt(max(0.0, between - within))))
-    return rows
+    return [(float(np.median([np.std(v, ddof=1) for v in logs])), float(np.mean([v.size for v in logs])),
+             math.sqrt(max(0.0, between - within))) for _, _, logs, within, between in gated_points(runs)]
 
 
 def spreads(rows: list[tuple[float, float, float]], m: float, scale: float, rng: np.random.Generator,
