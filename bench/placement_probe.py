@@ -51,7 +51,10 @@ kernel: a control), and so are calls of 1 and of 8 tiny in-place adds (``chain 1
 floats, a few µs of launches and little else). If the graph replays read alike in every process
 while the launched calls keep their offset, and the chain of 8 shows more of it than the chain of 1,
 the state is on the launch path (the host's command buffers and what the GPU's front end does with
-them), not in the kernels; the table gives both spreads and their correlation.
+them), not in the kernels; the table gives both spreads and their correlation. Each launched call is
+also timed on two streams of its own (`` s1``, `` s2``: other work queues of the context where the
+driver gives it several): if the streams of one process differ as much as processes do, the state
+belongs to the queue, and one process could sample several.
 
 It prints, per call, the sd of log medians between placements inside a process (pooled over
 processes) and between the process means; if moving the operands inside one process spreads the
@@ -66,6 +69,7 @@ times as much as a new process does, placement is the state, and a round would n
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import json
 import os
@@ -83,6 +87,7 @@ ADD = "add 4096^2 bf16"
 READ = "read 32 MiB"
 GRAPH = " graph"  # --mode graph: the call as a CUDA graph's replay
 CHAINS = (1, 8)  # --mode graph: calls of n tiny kernels launched one after another
+SIDE_STREAMS = 2  # --mode graph: each launched call also timed on these streams of its own (" s1", " s2")
 READ_MODULE = r"""
 extern "C" __global__ void read%d(const float4* __restrict__ a, float* total, long long n) {
   float s = 0.f;
@@ -211,10 +216,14 @@ def child(index: int, placements: int, device: str, mode: str, touch: bool, pad:
         for n in CHAINS:  # n launches of a tiny in-place add: the launch path alone, n times
             calls[f"chain {n}"] = lambda n=n: [small.add_(1e-3) for _ in range(n)]
         graphs = {name: replay(call) for name, call in calls.items()} if device == "cuda" else calls
+        streams = [torch.cuda.Stream() if device == "cuda" else None for _ in range(SIDE_STREAMS)]
         for _ in range(1, placements):
             for name, call in calls.items():
-                for key, launch in ((name, call), (name + GRAPH, graphs[name])):
-                    timing = measure(timer, [launch], CIWidth(0.0, SAMPLES, SAMPLES, 1e9), warmup=3)
+                kinds = [(name, call, None), (name + GRAPH, graphs[name], None)]
+                kinds += [(f"{name} s{k + 1}", call, stream) for k, stream in enumerate(streams)]
+                for key, launch, stream in kinds:
+                    with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
+                        timing = measure(timer, [launch], CIWidth(0.0, SAMPLES, SAMPLES, 1e9), warmup=3)
                     out.setdefault(key, []).append(float(np.median(timing.samples)) * 1e6)
         print(json.dumps(out), flush=True)
         return
@@ -362,13 +371,22 @@ def summarize(runs: list[dict[str, list[float]]], mode: str) -> None:
     if mode == "graph":
         print(f"{'call':22s} {'sd process means: launched':>27s} {'graph replay':>13s} {'r':>6s} "
               f"{'sd in a process: launched':>26s} {'graph':>6s}   medians (µs)")
-        for name in [k for k in runs[0] if not k.endswith(GRAPH)]:
+        names = [k for k in runs[0] if not k.endswith(GRAPH) and " s" not in k]
+        for name in names:
             logs = [np.log(np.array([run[k] for run in runs])) for k in (name, name + GRAPH)]
             means = [v.mean(axis=1) for v in logs]
             inside = [float(np.sqrt(np.mean(np.var(v, axis=1, ddof=1)))) for v in logs]
             r = float(np.corrcoef(means[0], means[1])[0, 1])
             print(f"{name:22s} {np.std(means[0], ddof=1):27.2%} {np.std(means[1], ddof=1):13.2%} {r:6.2f} "
                   f"{inside[0]:26.2%} {inside[1]:6.2%}   " + " / ".join(f"{np.exp(np.median(v)):.2f}" for v in logs))
+        keys = [f" s{k + 1}" for k in range(SIDE_STREAMS)]
+        if all(name + keys[0] in runs[0] for name in names):
+            print(f"{'call':22s} {'sd of stream means in a process':>32s} {'sd of process means, all streams':>33s}")
+            for name in names:  # [process, stream]: each stream's mean log median (the first value: default only)
+                means = np.array([[np.log(run[name + k][-len(run[name + keys[0]]):]).mean() for k in ("", *keys)]
+                                  for run in runs])
+                inside = float(np.sqrt(np.mean(np.var(means, axis=1, ddof=1))))
+                print(f"{name:22s} {inside:32.2%} {np.std(means.mean(axis=1), ddof=1):33.2%}")
         return
     if mode == "frag":
         print(f"{'call':22s} {'median, holes':>14s} {'median, no holes':>17s} {'first allocation':>17s}")
