@@ -54,7 +54,9 @@ the state is on the launch path (the host's command buffers and what the GPU's f
 them), not in the kernels; the table gives both spreads and their correlation. Each launched call is
 also timed on two streams of its own (`` s1``, `` s2``: other work queues of the context where the
 driver gives it several): if the streams of one process differ as much as processes do, the state
-belongs to the queue, and one process could sample several.
+belongs to the queue, and one process could sample several. And with no flush between samples
+(`` warm``): if the offset goes away then, it is a cost of what the flush evicts (the kernels' code
+and parameters, address translations), which a process lays out its own way.
 
 It prints, per call, the sd of log medians between placements inside a process (pooled over
 processes) and between the process means; if moving the operands inside one process spreads the
@@ -87,6 +89,7 @@ ADD = "add 4096^2 bf16"
 READ = "read 32 MiB"
 GRAPH = " graph"  # --mode graph: the call as a CUDA graph's replay
 CHAINS = (1, 8)  # --mode graph: calls of n tiny kernels launched one after another
+WARM = " warm"  # --mode graph: launched with no flush between samples (L2 and translations left warm)
 SIDE_STREAMS = 2  # --mode graph: each launched call also timed on these streams of its own (" s1", " s2")
 READ_MODULE = r"""
 extern "C" __global__ void read%d(const float4* __restrict__ a, float* total, long long n) {
@@ -219,11 +222,16 @@ def child(index: int, placements: int, device: str, mode: str, touch: bool, pad:
         streams = [torch.cuda.Stream() if device == "cuda" else None for _ in range(SIDE_STREAMS)]
         for _ in range(1, placements):
             for name, call in calls.items():
-                kinds = [(name, call, None), (name + GRAPH, graphs[name], None)]
+                kinds = [(name, call, None), (name + GRAPH, graphs[name], None), (name + WARM, call, None)]
                 kinds += [(f"{name} s{k + 1}", call, stream) for k, stream in enumerate(streams)]
                 for key, launch, stream in kinds:
+                    flush = getattr(timer, "_flush_l2", None)
+                    if key.endswith(WARM) and flush is not None:
+                        timer._flush_l2 = lambda: None  # nothing evicted between samples
                     with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
                         timing = measure(timer, [launch], CIWidth(0.0, SAMPLES, SAMPLES, 1e9), warmup=3)
+                    if flush is not None:
+                        timer._flush_l2 = flush
                     out.setdefault(key, []).append(float(np.median(timing.samples)) * 1e6)
         print(json.dumps(out), flush=True)
         return
@@ -369,16 +377,20 @@ def summarize(runs: list[dict[str, list[float]]], mode: str) -> None:
                   + " / ".join(f"{np.exp(np.median(v)):.2f}" for v in logs))
         return
     if mode == "graph":
-        print(f"{'call':22s} {'sd process means: launched':>27s} {'graph replay':>13s} {'r':>6s} "
-              f"{'sd in a process: launched':>26s} {'graph':>6s}   medians (µs)")
-        names = [k for k in runs[0] if not k.endswith(GRAPH) and " s" not in k]
-        for name in names:
-            logs = [np.log(np.array([run[k] for run in runs])) for k in (name, name + GRAPH)]
-            means = [v.mean(axis=1) for v in logs]
-            inside = [float(np.sqrt(np.mean(np.var(v, axis=1, ddof=1)))) for v in logs]
-            r = float(np.corrcoef(means[0], means[1])[0, 1])
-            print(f"{name:22s} {np.std(means[0], ddof=1):27.2%} {np.std(means[1], ddof=1):13.2%} {r:6.2f} "
-                  f"{inside[0]:26.2%} {inside[1]:6.2%}   " + " / ".join(f"{np.exp(np.median(v)):.2f}" for v in logs))
+        names = [k for k in runs[0] if not k.endswith((GRAPH, WARM)) and " s" not in k]
+        for other in (GRAPH, WARM):
+            if not all(name + other in runs[0] for name in names):
+                continue
+            print(f"{'call':22s} {'sd process means: launched':>27s} {other.strip():>13s} {'r':>6s} "
+                  f"{'sd in a process: launched':>26s} {other.strip():>6s}   medians (µs)")
+            for name in names:
+                logs = [np.log(np.array([run[k] for run in runs])) for k in (name, name + other)]
+                means = [v.mean(axis=1) for v in logs]
+                inside = [float(np.sqrt(np.mean(np.var(v, axis=1, ddof=1)))) for v in logs]
+                r = float(np.corrcoef(means[0], means[1])[0, 1])
+                print(f"{name:22s} {np.std(means[0], ddof=1):27.2%} {np.std(means[1], ddof=1):13.2%} {r:6.2f} "
+                      f"{inside[0]:26.2%} {inside[1]:6.2%}   "
+                      + " / ".join(f"{np.exp(np.median(v)):.2f}" for v in logs))
         keys = [f" s{k + 1}" for k in range(SIDE_STREAMS)]
         if all(name + keys[0] in runs[0] for name in names):
             print(f"{'call':22s} {'sd of stream means in a process':>32s} {'sd of process means, all streams':>33s}")

@@ -8,8 +8,9 @@
 #   bench/repeat_gates.py over them (spread, CI coverage, gate over the 20 ordered pairs).
 # suite: the shipped suite (every workload file on one GPU), its harness table, `compare baseline fused`.
 # graph: bench/placement_probe.py --mode graph --with-add in N (default 16) fresh processes: each call
-#   launched, as a CUDA graph's replay and on two streams of its own; whether the per-process offset
-#   lies on the launch path, and whether it belongs to the process or to a work queue (about 150 s).
+#   launched, as a CUDA graph's replay, unflushed and on two streams of its own; whether the per-process
+#   offset lies on the launch path or in what the flush evicts, and whether it belongs to the process
+#   or to a work queue (about 200 s).
 source bench/device_setup.sh
 touch $OUT/steps.txt
 for part in ${PARTS:-tests}; do
