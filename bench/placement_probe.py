@@ -220,18 +220,20 @@ def child(index: int, placements: int, device: str, mode: str, touch: bool, pad:
             calls[f"chain {n}"] = lambda n=n: [small.add_(1e-3) for _ in range(n)]
         graphs = {name: replay(call) for name, call in calls.items()} if device == "cuda" else calls
         streams = [torch.cuda.Stream() if device == "cuda" else None for _ in range(SIDE_STREAMS)]
+        flush = getattr(timer, "_flush_l2", None)  # the CPU timer has none: there " warm" is as launched
         for _ in range(1, placements):
             for name, call in calls.items():
                 kinds = [(name, call, None), (name + GRAPH, graphs[name], None), (name + WARM, call, None)]
                 kinds += [(f"{name} s{k + 1}", call, stream) for k, stream in enumerate(streams)]
                 for key, launch, stream in kinds:
-                    flush = getattr(timer, "_flush_l2", None)
                     if key.endswith(WARM) and flush is not None:
                         timer._flush_l2 = lambda: None  # nothing evicted between samples
-                    with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
-                        timing = measure(timer, [launch], CIWidth(0.0, SAMPLES, SAMPLES, 1e9), warmup=3)
-                    if flush is not None:
-                        timer._flush_l2 = flush
+                    try:
+                        with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
+                            timing = measure(timer, [launch], CIWidth(0.0, SAMPLES, SAMPLES, 1e9), warmup=3)
+                    finally:
+                        if flush is not None:
+                            timer._flush_l2 = flush
                     out.setdefault(key, []).append(float(np.median(timing.samples)) * 1e6)
         print(json.dumps(out), flush=True)
         return
@@ -377,6 +379,11 @@ def summarize(runs: list[dict[str, list[float]]], mode: str) -> None:
                   + " / ".join(f"{np.exp(np.median(v)):.2f}" for v in logs))
         return
     if mode == "graph":
+        # The launched calls also have the first placement's value, taken before the graph loop; every
+        # table reads the loop's values only (the last as many as the call's graph replays have).
+        def loop(run: dict[str, list[float]], name: str, key: str) -> list[float]:
+            return run[key][-len(run[name + GRAPH]):]
+
         names = [k for k in runs[0] if not k.endswith((GRAPH, WARM)) and " s" not in k]
         for other in (GRAPH, WARM):
             if not all(name + other in runs[0] for name in names):
@@ -384,7 +391,7 @@ def summarize(runs: list[dict[str, list[float]]], mode: str) -> None:
             print(f"{'call':22s} {'sd process means: launched':>27s} {other.strip():>13s} {'r':>6s} "
                   f"{'sd in a process: launched':>26s} {other.strip():>6s}   medians (µs)")
             for name in names:
-                logs = [np.log(np.array([run[k] for run in runs])) for k in (name, name + other)]
+                logs = [np.log(np.array([loop(run, name, k) for run in runs])) for k in (name, name + other)]
                 means = [v.mean(axis=1) for v in logs]
                 inside = [float(np.sqrt(np.mean(np.var(v, axis=1, ddof=1)))) for v in logs]
                 r = float(np.corrcoef(means[0], means[1])[0, 1])
@@ -394,9 +401,8 @@ def summarize(runs: list[dict[str, list[float]]], mode: str) -> None:
         keys = [f" s{k + 1}" for k in range(SIDE_STREAMS)]
         if all(name + keys[0] in runs[0] for name in names):
             print(f"{'call':22s} {'sd of stream means in a process':>32s} {'sd of process means, all streams':>33s}")
-            for name in names:  # [process, stream]: each stream's mean log median (the first value: default only)
-                means = np.array([[np.log(run[name + k][-len(run[name + keys[0]]):]).mean() for k in ("", *keys)]
-                                  for run in runs])
+            for name in names:  # [process, stream]: each stream's mean log median
+                means = np.array([[np.log(loop(run, name, name + k)).mean() for k in ("", *keys)] for run in runs])
                 inside = float(np.sqrt(np.mean(np.var(means, axis=1, ddof=1))))
                 print(f"{name:22s} {inside:32.2%} {np.std(means.mean(axis=1), ddof=1):33.2%}")
         return

@@ -9,7 +9,8 @@ the sd sqrt(sd_extra^2 + sd_round^2 / (m n)) when every point gets m times its r
 range, five runs are drawn from that model (4,000 times) and the table gives the median over points
 and the max over points of the spread of five run medians (max/min - 1; each the median over the
 draws), with the wall time the runs' own cost per point-round predicts (harness wall / point-rounds,
-the runs' median). The last lines vary, at the rounds as measured, every point's between-round sd
+the runs' median; the byte-floor parts keep their rounds, the gated points' are multiplied). The
+last lines vary, at the rounds as measured, every point's between-round sd
 (sd_round times a scale), then drop sd_extra: what the issue's targets (median <= 0.5%, max <= 2%)
 need on those axes. sd_extra from five runs is biased up (a point with none still shows some), so
 the max columns are pessimistic; the model's m = 1 row is checked against the runs' own spread.
@@ -21,6 +22,7 @@ import math
 import statistics
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -41,6 +43,16 @@ def points(runs: list) -> list[tuple[float, float, float]]:
              math.sqrt(max(0.0, between - within))) for _, _, logs, within, between in gated_points(runs)]
 
 
+def point_rounds(run: Any) -> tuple[int, int]:
+    """The run's rounds of its gated points and of its byte-floor parts (ok results)."""
+    counts = [0, 0]
+    for case in run.cases:
+        for impl in case.impls:
+            if impl.status == "ok":
+                counts[bool(impl.protocol.get("part"))] += int(impl.protocol.get("rounds") or 1)
+    return counts[0], counts[1]
+
+
 def spreads(rows: list[tuple[float, float, float]], m: float, scale: float, rng: np.random.Generator,
             extra_scale: float = 1.0) -> tuple[float, float]:
     """Median over draws of (median over points, max over points) of the five-run spread."""
@@ -54,17 +66,18 @@ def spreads(rows: list[tuple[float, float, float]], m: float, scale: float, rng:
 def main(paths: list[str]) -> None:
     runs = [store.load(Path(p)) for p in paths]
     rows = points(runs)
-    rounds = [sum(int(i.protocol.get("rounds") or 1) for c in r.cases for i in c.impls if i.status == "ok")
-              for r in runs]
+    gated, floors = zip(*(point_rounds(r) for r in runs), strict=True)
+    rounds = [g + f for g, f in zip(gated, floors, strict=True)]
     cost = statistics.median(r.harness["wall_s"] / n for r, n in zip(runs, rounds, strict=True))
     rng = np.random.default_rng(0)
-    print(f"{len(rows)} points over {len(runs)} runs; point-rounds per run {min(rounds)}-{max(rounds)}, "
-          f"harness wall per point-round {cost * 1e3:.0f} ms (median over runs)")
+    print(f"{len(rows)} points over {len(runs)} runs; point-rounds per run {min(rounds)}-{max(rounds)} "
+          f"({statistics.median(floors):.0f} of them byte floors'), harness wall per point-round "
+          f"{cost * 1e3:.0f} ms (median over runs)")
     print("rounds x  point-rounds  predicted wall  five-run spread: median  max")
-    base = statistics.median(rounds)
     for m in MULTIPLIERS:
         med, top = spreads(rows, m, 1.0, rng)
-        print(f"{m:8g}  {base * m:12.0f}  {base * m * cost:12.1f} s  {med:20.2%}  {top:5.2%}")
+        total = statistics.median(floors) + m * statistics.median(gated)
+        print(f"{m:8g}  {total:12.0f}  {total * cost:12.1f} s  {med:20.2%}  {top:5.2%}")
     print("sd_round x (rounds as measured)  five-run spread: median  max")
     for s in SCALES:
         med, top = spreads(rows, 1, s, rng)
