@@ -46,6 +46,8 @@ class _AbCommand(click.Command):
 @click.option("--device", default="auto", show_default=True, metavar="auto|cpu|cuda|cuda:N")
 @click.option("--timer", type=click.Choice(["cold", "graph", "cupti"]), default="cold", show_default=True)
 @click.option("--flush", type=click.Choice(["clean", "write"]), default="clean", show_default=True)
+@click.option("--launch", type=click.Choice(["stream", "graph"]), default="stream", show_default=True,
+              help="cold timer: the call launched on the stream, or a CUDA graph's replay of it (as `run --launch`).")
 @click.option("--budget", type=click.FloatRange(min=0.01), default=2.0, show_default=True,
               help="Seconds of sampling per implementation, case and round.")
 @click.option("--target", type=click.FloatRange(min=0.0001), default=0.01, show_default=True)
@@ -69,7 +71,8 @@ class _AbCommand(click.Command):
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar.")
 def ab(files: Sequence[str], baseline_tree: str, current_tree: str, rounds: int, max_rounds: int,
        workloads: Sequence[str],
-       impls: Sequence[str], device: str, timer: str, flush: str, budget: float, target: float, min_samples: int,
+       impls: Sequence[str], device: str, timer: str, flush: str, launch: str, budget: float, target: float,
+       min_samples: int,
        max_samples: int, input_sets: int, seed: int, timeout_s: float, threshold: str | None, alpha: float,
        out_dir: str | None, results_dir: str, force: bool, junit: str | None, as_markdown: bool,
        markdown_file: str | None, as_json: bool, quiet: bool) -> None:
@@ -95,7 +98,8 @@ def ab(files: Sequence[str], baseline_tree: str, current_tree: str, rounds: int,
     looks = Looks(looks_for(rounds, max_rounds), threshold=tau, alpha=alpha)
     options = api.RunOptions(timer=timer, target_rel_ci=target, min_samples=min_samples, max_samples=max_samples,
                              budget_s=budget, input_sets=input_sets, seed=seed, workloads=tuple(workloads),
-                             impls=tuple(impls), flush=flush, results_dir=Path(results_dir), timeout_s=timeout_s)
+                             impls=tuple(impls), flush=flush, launch=launch, results_dir=Path(results_dir),
+                             timeout_s=timeout_s)
     savers = [_saver(out_dir, results_dir, side, force) for side in ("baseline", "current")]
 
     def save(runs: Sequence[RunResult], final: bool = False) -> None:

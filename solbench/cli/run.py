@@ -43,6 +43,11 @@ from solbench.results.model import RunResult
 @click.option("--flush", type=click.Choice(["clean", "write"]), default="clean", show_default=True,
               help="cold/cupti timer: zero 2 x L2 and read it back (clean: no write-back of dirty lines "
                    "inside the timed window) or only zero it (write, as nvbench).")
+@click.option("--launch", type=click.Choice(["stream", "graph"]), default="stream", show_default=True,
+              help="cold timer: time the call launched on the stream, or the replay of a CUDA graph of one call "
+                   "(captured once per input set; L2 still flushed; a call that cannot be captured is launched, "
+                   "and its result says why). Graph replays do not carry the launch path's per-process offset "
+                   "and cost the GPU less per kernel: README, 'How solbench times'.")
 @click.option("-w", "--workload", "workloads", multiple=True, help="Only this workload (repeatable).")
 @click.option("-i", "--impl", "impls", multiple=True, help="Only this implementation (repeatable).")
 @click.option("--case", "cases", multiple=True, metavar="PATTERN",
@@ -120,7 +125,8 @@ from solbench.results.model import RunResult
 @click.option("--junit", type=click.Path(dir_okay=False), help="With --gate-against: JUnit XML here.")
 @handle_errors
 def run(files: Sequence[str], solutions: Sequence[str], gpu: str | None, dry_run: bool, device: str, timer: str,
-        flush: str, workloads: Sequence[str], impls: Sequence[str], cases: Sequence[str], sets: Sequence[str],
+        flush: str, launch: str, workloads: Sequence[str], impls: Sequence[str], cases: Sequence[str],
+        sets: Sequence[str],
         budget: float, target: float,
         min_samples: int, max_samples: int, input_sets: int, peaks: str, seed: int, timeout_s: float,
         threads: int, compile_jobs: int | None, compile_cache: str | None, in_process: bool,
@@ -149,7 +155,7 @@ def run(files: Sequence[str], solutions: Sequence[str], gpu: str | None, dry_run
     options = api.RunOptions(timer=timer, target_rel_ci=target, min_samples=min_samples,
                              max_samples=max_samples, budget_s=budget, input_sets=input_sets,
                              seed=seed, workloads=tuple(workloads), impls=tuple(impls), peaks=peaks, flush=flush,
-                             results_dir=Path(results_dir), timeout_s=timeout_s, in_process=in_process,
+                             launch=launch, results_dir=Path(results_dir), timeout_s=timeout_s, in_process=in_process,
                              tuned=Path(tuned) if tuned else None, repeat=repeat or 0, max_rounds=max_rounds,
                              rounds_target_rel_ci=rounds_target or 0.0, rounds_spread=rounds_spread,
                              devices=devices,

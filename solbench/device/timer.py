@@ -22,6 +22,11 @@ Cold protocol, per sample (nvbench ``measure_cold`` in spirit)::
     start event; call; end event       # the host enqueued all of this while the GPU was held
     release the gate (the spin: nothing to do); wait for the end event; sample = end - start
 
+``--launch graph`` (:class:`GraphLaunch`): the same protocol, but the call in the window is the
+replay of a CUDA graph of one call, captured once per input set; its outputs are poisoned before
+each replay, ahead of the flush, so a replay that does not write them all fails the timed-call
+verification. A call that cannot be captured is launched on the stream, and the result says why.
+
 A call that outlasts the hold on every try (``_MAX_REDO`` retries: it synchronizes with the device,
 which under the gate waits for the gate's own timeout, or its host side takes longer than the gate
 or the longest spin) cannot have its launch overhead kept out. Such a sample is not kept as a GPU
@@ -41,6 +46,7 @@ than half of the run's sampling time.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -98,8 +104,11 @@ class CudaColdTimer:
 
     name = "cold"
 
-    def __init__(self, torch: Any, l2_bytes: int | None, *, flush_factor: int = 2, clean: bool = True) -> None:
+    def __init__(self, torch: Any, l2_bytes: int | None, *, flush_factor: int = 2, clean: bool = True,
+                 launch: str = "stream") -> None:
         self._torch = torch
+        self.launch = launch  # "stream": the call launched; "graph": a CUDA graph's replay (GraphLaunch)
+        self.graphed: GraphLaunch | None = None  # launch "graph": this task's graphs, or why it had none
         flush = max(flush_factor * (l2_bytes or 0), _MIN_FLUSH_BYTES)
         self.flush_bytes = flush
         self.clean = clean
@@ -169,10 +178,13 @@ class CudaColdTimer:
         self.spin_us = 0.0 if self.gate is not None else spin_length_us(host_us)
         self.redone = 0
         self.unheld = False
+        if self.launch == "graph":
+            self.graphed = GraphLaunch(torch, launches)
+            self._launches = self.graphed.launches
 
-    def _before(self) -> None:
-        """Hold the stream (gate, else spin), then flush L2 (and read the flush buffer back with
-        ``clean``): the pre-window work."""
+    def _before(self, fn: Launch | None = None) -> None:
+        """Hold the stream (gate, else spin), poison a graph replay's outputs (``fn.poison``), then
+        flush L2 (and read the flush buffer back with ``clean``): the pre-window work."""
         torch = self._torch
         if self.unheld:
             pass
@@ -181,6 +193,9 @@ class CudaColdTimer:
         else:
             torch.cuda._sleep(int(self.spin_us * self._cycles_per_us))
         self._spun.record()
+        poison = getattr(fn, "poison", None)
+        if poison is not None:
+            poison()
         self._flush_l2()
 
     def _flush_l2(self) -> None:
@@ -236,7 +251,7 @@ class CudaColdTimer:
         see the module docstring)."""
         fn = self._launches[index % len(self._launches)]
         for attempt in range(_MAX_REDO + 2):
-            self._before()
+            self._before(fn)
             try:
                 out = self._enqueue(fn)
             finally:  # released even when the call raises
@@ -258,18 +273,140 @@ class CudaColdTimer:
 
     def protocol(self) -> dict[str, Any]:
         hold = "none" if self.unheld else "spin" if self.gate is None else "gate"
-        return {"l2_flush_bytes": self.flush_bytes, "hold": hold,
-                "spin_us": round(self.spin_us, 1), "host_launch_us": round(self.host_us, 1),
-                "flush": "clean" if self.clean else "write", "samples_redone": self.redone}
+        out = {"l2_flush_bytes": self.flush_bytes, "hold": hold,
+               "spin_us": round(self.spin_us, 1), "host_launch_us": round(self.host_us, 1),
+               "flush": "clean" if self.clean else "write", "samples_redone": self.redone}
+        if self.launch == "graph" and self.graphed is not None:
+            out.update(self.graphed.protocol())
+        return out
 
     def output_index(self, index: int) -> int:
         """Which launch produced ``last_output`` after sample ``index``."""
         return index % len(self._launches)
 
     def release(self) -> None:
-        """Let go of the task's calls and last output (and, through the calls, its inputs)."""
+        """Let go of the task's calls and last output (and, through the calls, its inputs), and of
+        its graphs."""
         self._launches = ()
         self.last_output = None
+        self.graphed = None
+
+
+class GraphLaunch:
+    """Each call of a cold-timed task as the replay of a CUDA graph of that one call (``--launch graph``).
+
+    Why: on an H200 the same stream-launched call read a steady offset per process and per stream,
+    sd 0.8-1.0% of process means at decode GEMMs and 3% for 8 tiny launches, in two modes about 6%
+    apart; the replays of a graph of the same calls read alike in every process (0.4% and 0.3%;
+    BENCHMARKS.md, issue 16, twenty-fifth session). The offset lies on the launch path (how the GPU's
+    front end takes a stream's launches), not in the kernels: a graph's replay reaches the GPU as one
+    launch whose kernels the GPU starts from its own copy. A replay also costs the front end less per
+    kernel (8 tiny kernels: 14.3 µs replayed, 18.3-19.5 launched) and a little more for one kernel
+    (+0.2-0.3 µs), so graph-launched times are not stream-launched times: runs record ``launch``.
+
+    Each launch is warmed on a side stream and captured once there (torch's global capture mode: a
+    call that synchronizes, or touches the legacy stream, fails the capture). A call that cannot be
+    captured, or whose graph fails its first replay, leaves every call of the task launched on the
+    stream (``launch: stream`` and ``graph_fallback``: why). Work a call runs outside the capture
+    (another stream, another thread) is not in the graph: the replayed outputs are therefore filled
+    with a poison before each replay (NaN for floating point, all ones bits otherwise), ahead of the
+    flush and outside the window, so a replay that leaves any of them unwritten fails the loop's
+    verification of timed calls. Outputs are the tensors the call returns (alone, or in a tuple, list
+    or dict); the worker's checks have already refused outputs that alias an input.
+    """
+
+    def __init__(self, torch: Any, launches: Sequence[Launch]) -> None:
+        self._torch = torch
+        self.fallback = ""
+        self._graphs: list[Any] = []
+        self.launches: Sequence[Launch] = launches
+        stream = torch.cuda.current_stream()
+        try:
+            replays = [self._capture(fn) for fn in launches]
+            for replay in replays:  # each graph replayed once, outside any window
+                replay()
+            torch.cuda.synchronize()
+        except Exception as exc:  # any failure to capture or replay: launched instead
+            self._graphs = []
+            first = (str(exc).strip().splitlines() or [""])[0]
+            self.fallback = f"{type(exc).__name__}: {first}"[:200]
+            self._recover(stream)
+            return
+        self.launches = replays
+
+    def _recover(self, stream: Any) -> None:
+        """Undo what a failed capture leaves behind in torch: the capture stream still current (its
+        exit skipped), and the CUDA generators still marked as capturing (every later random draw on
+        the device would raise "Offset increment outside graph capture"): each gets a copy of its
+        state, which is not capturing."""
+        torch = self._torch
+        torch.cuda.set_stream(stream)
+        for gen in torch.cuda.default_generators:
+            gen.graphsafe_set_state(gen.clone_state())
+        with contextlib.suppress(Exception):  # the failure may have been an error of the device's own
+            torch.cuda.synchronize()
+
+    def _capture(self, fn: Launch) -> _Replay:
+        torch = self._torch
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            fn()  # warmed on the capture stream (libraries' per-stream handles and workspaces)
+        side.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, stream=side):
+            out = fn()
+        torch.cuda.current_stream().wait_stream(side)
+        self._graphs.append(graph)
+        return _Replay(graph, out, _poisoners(torch, out), torch.inference_mode)
+
+    def protocol(self) -> dict[str, Any]:
+        if self.fallback:
+            return {"launch": "stream", "graph_fallback": self.fallback}
+        return {"launch": "graph"}
+
+
+class _Replay:
+    """One captured call: calling it replays the graph and returns the captured outputs;
+    ``poison`` fills them (the timer calls it before the flush), in inference mode: an output made
+    in inference mode (``torch.inference_mode`` in the call) may be written there only."""
+
+    def __init__(self, graph: Any, out: object, poisoners: Sequence[Callable[[], object]],
+                 mode: Callable[[], contextlib.AbstractContextManager[object]]) -> None:
+        self.graph, self.out, self._poisoners, self._mode = graph, out, poisoners, mode
+
+    def __call__(self) -> object:
+        self.graph.replay()
+        return self.out
+
+    def poison(self) -> None:
+        with self._mode():
+            for fill in self._poisoners:
+                fill()
+
+
+def _poisoners(torch: Any, out: object) -> list[Callable[[], object]]:
+    """A fill for every tensor in ``out`` (a tensor, or a tuple, list or dict of them): NaN for
+    floating point (all ones bits for 1-byte floats, NaN in both FP8 formats), all ones bits else."""
+    if isinstance(out, dict):
+        items = list(out.values())
+    elif isinstance(out, list | tuple):
+        items = list(out)
+    else:
+        items = [out]
+    fills: list[Callable[[], object]] = []
+    for t in items:
+        if not isinstance(t, torch.Tensor) or t.numel() == 0:
+            continue
+        if t.is_floating_point() and t.element_size() > 1:
+            fills.append(functools.partial(t.fill_, float("nan")))
+        elif t.dtype == torch.bool:
+            fills.append(functools.partial(t.fill_, True))
+        elif t.is_contiguous():
+            fills.append(functools.partial(t.view(torch.uint8).fill_, 255))
+        elif not t.is_floating_point():
+            fills.append(functools.partial(t.fill_, -1))
+    return fills
 
 
 class CudaCuptiTimer(CudaColdTimer):
@@ -460,9 +597,11 @@ class CudaGraphTimer:
 TIMERS = ("cold", "graph", "cupti")
 
 
-def make_timer(device_kind: str, name: str, *, l2_bytes: int | None = None, flush: str = "clean") -> Any:
+def make_timer(device_kind: str, name: str, *, l2_bytes: int | None = None, flush: str = "clean",
+               launch: str = "stream") -> Any:
     """The timer for a device kind: "cpu" always times with the wall clock; on CUDA "cold", "graph"
-    or "cupti" (DeviceError, saying how to install it, where cupti-python is missing)."""
+    or "cupti" (DeviceError, saying how to install it, where cupti-python is missing). ``launch``:
+    how the cold timer makes the call in its window ("stream", or "graph": :class:`GraphLaunch`)."""
     if device_kind == "cpu":
         return CpuTimer()
     from solbench.errors import DeviceError
@@ -479,7 +618,10 @@ def make_timer(device_kind: str, name: str, *, l2_bytes: int | None = None, flus
         return CudaGraphTimer(torch)
     if name == "cupti":
         return CudaCuptiTimer(torch, l2_bytes, trace, clean=flush == "clean")
-    return CudaColdTimer(torch, l2_bytes, clean=flush == "clean")
+    return CudaColdTimer(torch, l2_bytes, clean=flush == "clean", launch=launch)
+
+
+LAUNCHES = ("stream", "graph")  # how the cold timer makes the call it times (--launch)
 
 
 def spin_length_us(host_us: float) -> float:

@@ -81,6 +81,7 @@ class MeasureSettings:
 
     timer: str = "cold"
     flush: str = "clean"
+    launch: str = "stream"  # cold timer: the call launched ("stream") or a CUDA graph's replay ("graph")
     warmup: int = 3
     input_sets: int = 2
     seed: int = 0
@@ -136,10 +137,10 @@ class WorkerState:
     probes: dict[str, Any] = field(default_factory=dict)
 
     def timer(self, task: Task) -> Any:
-        key = (task.settings.timer, task.settings.flush)
+        key = (task.settings.timer, task.settings.flush, task.settings.launch)
         if key not in self.timers:
             self.timers[key] = make_timer(task.device, task.settings.timer, l2_bytes=task.l2_bytes,
-                                          flush=task.settings.flush)
+                                          flush=task.settings.flush, launch=task.settings.launch)
             self.tamper.watch(f"timer {key[0]}", self.timers[key])  # its bound clock, its methods
         return self.timers[key]
 

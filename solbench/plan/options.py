@@ -30,6 +30,7 @@ class RunOptions:
     keys: tuple[str, ...] = ()  # only these "case_id/impl" pairs (re-measuring for the gate)
     peaks: str = "datasheet"  # or "measured": ceilings from `solbench calibrate`
     flush: str = "clean"  # cold/cupti timer: "clean" (no dirty lines left in L2) or "write" (nvbench's)
+    launch: str = "stream"  # cold timer: the call launched on the stream, or replayed from a CUDA graph ("graph")
     results_dir: Path = Path("results")
     timeout_s: float = 120.0  # per implementation and case, compilation included (worker mode)
     in_process: bool = False  # run implementations in this process (debugging; no isolation)
@@ -62,6 +63,11 @@ class RunOptions:
                 raise ConfigError(f"{flag} must be a positive finite number, got {value!r}")
         if self.min_samples > self.max_samples:
             raise ConfigError(f"--min-samples {self.min_samples} is larger than --max-samples {self.max_samples}")
+        if self.launch not in ("stream", "graph"):
+            raise ConfigError(f"--launch must be 'stream' or 'graph', got {self.launch!r}")
+        if self.launch == "graph" and self.timer != "cold":
+            raise ConfigError(f"--launch graph is a way of the cold timer's; --timer {self.timer} launches on the "
+                              "stream (drop --launch, or use --timer cold)")
         if self.rounds_spread not in ("case", "own"):
             raise ConfigError(f"--rounds-spread must be 'case' or 'own', got {self.rounds_spread!r}")
         if abs(self.seed) >= MAX_SEED:

@@ -93,6 +93,8 @@ def run_header(run: RunResult) -> str:
                      f"or {p.budget_s:g} s, >= {p.min_samples} samples")
     if p.flush == "clean":
         parts.append("flush clean")
+    if p.launch == "graph":
+        parts.append("each call a CUDA graph's replay")
     if p.rounds > 1:
         pooled = " on a point's own spread or its case's" if p.rounds_spread == "case" else ""
         more = (f", up to {p.max_rounds} where wider than ±{p.rounds_target:.1%} over rounds{pooled}"

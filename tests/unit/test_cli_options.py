@@ -25,6 +25,8 @@ def _one_line_exit_2(result) -> str:  # type: ignore[no-untyped-def]
     (["--timer", "graph"], "--timer graph needs a CUDA GPU"),
     (["--timer", "cupti"], "--timer cupti needs a CUDA GPU"),
     (["--flush", "write"], "--flush write flushes a GPU's L2"),
+    (["--launch", "graph"], "--launch graph replays CUDA graphs"),
+    (["--timer", "cupti", "--launch", "graph"], "--launch graph is a way of the cold timer's"),
 ])
 def test_gpu_timing_options_are_refused_on_the_cpu(args: list[str], says: str, tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["run", DOUBLE, "--device", "cpu", *args, "--results-dir", str(tmp_path), *FAST])
