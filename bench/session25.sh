@@ -8,6 +8,8 @@
 # gsuite: the shipped suite with `--launch graph` (every workload file on one GPU), its harness table,
 #   `compare baseline fused`, and every point whose call could not be captured.
 # genc: bert_layer's torch_encoder (inference tensors out) with `--launch graph`, one round at seq 128.
+# gslow: `ab --launch graph` against a tree whose o_proj `cublas_addmm` GEMM is 10.9% longer (bench/slow_tree.sh).
+# ggated: `run -w o_proj --launch graph` once, then GATED (default 2) runs of it with `--gate-against` that one.
 # gab: AB (default 2) `ab` runs of identical trees on o_proj with `--launch graph`.
 source bench/device_setup.sh
 touch $OUT/steps.txt
@@ -58,6 +60,33 @@ for part in ${PARTS:-gtests gfive}; do
       --launch graph --repeat 1 --max-rounds 1 -o $OUT/genc.json > $OUT/genc.txt 2>&1
     echo "torch_encoder --launch graph: exit $?" | tee -a $OUT/steps.txt
     fallbacks $OUT/genc.json
+    ;;
+  gslow)
+    rm -rf /tmp/base && mkdir -p /tmp/base && cp -r solbench workloads hardware_specs /tmp/base/
+    bash bench/slow_tree.sh /tmp/slow10 0.10
+    s=$(date +%s)
+    (cd /tmp/slow10 && timeout $(left) python3 -m solbench ab --baseline-tree /tmp/base --current-tree . \
+      workloads/attn.yaml -w o_proj -q --json --launch graph --out-dir /tmp/gslow > $OUT/gslow.json 2> $OUT/gslow.txt)
+    echo "ab --launch graph, slow10: exit $?, $(( $(date +%s) - s )) s, $(grep -E '^gate:' $OUT/gslow.txt)" | tee -a $OUT/steps.txt
+    python3 - $OUT/gslow.json <<'PY' 2>&1 | tee -a $OUT/steps.txt
+import json, sys
+d = json.load(open(sys.argv[1]))
+rows = [v for v in d.get("verdicts", d.get("cases", [])) if isinstance(v, dict)]
+bad = [(v.get("case_id"), v.get("impl"), v.get("verdict"), v.get("ratio")) for v in rows if v.get("verdict") != "PASS"]
+print(f"verdicts not PASS: {len(bad)} of {len(rows)}")
+for row in bad[:14]:
+    print("  ", *row)
+PY
+    ;;
+  ggated)
+    oproj_runs 1 gbase --launch graph
+    for n in $(seq 1 "${GATED:-2}"); do
+      [ $(left) -gt 45 ] || break
+      s=$(date +%s)
+      timeout $(left) python3 -m solbench run workloads/attn.yaml -w o_proj -q --launch graph -o $OUT/ggated-$n.json \
+        --gate-against $OUT/gbase-1.json > $OUT/ggated-$n.txt 2>&1
+      echo "gated --launch graph $n: exit $?, $(( $(date +%s) - s )) s, $(grep -E '^gate:' $OUT/ggated-$n.txt)" | tee -a $OUT/steps.txt
+    done
     ;;
   gab)
     rm -rf /tmp/base && mkdir -p /tmp/base && cp -r solbench workloads hardware_specs /tmp/base/

@@ -59,7 +59,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 import numpy as np
@@ -138,6 +138,8 @@ class Comparison:
     confidence: float = 0.95
     other_side: dict[str, str] = field(default_factory=dict)  # one-sided key -> "absent" or the other status
     not_comparable: dict[str, str] = field(default_factory=dict)  # key -> "model a vs model b" (other GPU model)
+    # key -> how each side launched it, where one replayed a CUDA graph and the other could not (launched_apart)
+    launched_differently: dict[str, str] = field(default_factory=dict)
 
     def count(self, verdict: Verdict) -> int:
         """How many rows have this verdict."""
@@ -153,6 +155,18 @@ class Pair:
     workload: str
     a: ImplResult
     b: ImplResult
+
+
+def point_launch(r: ImplResult) -> str:
+    """How a point's calls were made: "graph" (a CUDA graph's replay, ``--launch graph``) or "stream"."""
+    return "graph" if r.protocol.get("launch") == "graph" else "stream"
+
+
+def launched_apart(p: Pair, side_a: str, side_b: str) -> str:
+    """What a pair launched differently reads: each side's launch, and why the stream side's call
+    could not be captured (its ``graph_fallback``)."""
+    why = next((r.protocol.get("graph_fallback", "") for r in (p.a, p.b) if point_launch(r) == "stream"), "")
+    return f"{point_launch(p.a)} in {side_a}, {point_launch(p.b)} in {side_b}" + (f": {why}" if why else "")
 
 
 @dataclass(frozen=True)
@@ -415,6 +429,9 @@ def _compare(pairing: Pairing, *, same_impl: bool, label_a: str, label_b: str, t
         raise ConfigError(f"threshold must be positive, got {threshold}")
     if not 0.0 < alpha < 1.0 or not 0.0 < confidence < 1.0:
         raise ConfigError(f"alpha and confidence must lie in (0, 1), got {alpha}, {confidence}")
+    mixed = [p for p in pairing.pairs if point_launch(p.a) != point_launch(p.b)]  # a capture failed on one side
+    apart = {p.key: launched_apart(p, label_a, label_b) for p in mixed}
+    pairing = replace(pairing, pairs=tuple(p for p in pairing.pairs if p not in mixed))
     ests = moderate([estimate(p.a, p.b, confidence=confidence, seed=seed, n_boot=n_boot, paired=paired)
                      for p in pairing.pairs], confidence)
     pvals: list[float | None] = [_two_sided(p, e) for p, e in zip(pairing.pairs, ests, strict=True)]
@@ -438,7 +455,7 @@ def _compare(pairing: Pairing, *, same_impl: bool, label_a: str, label_b: str, t
     other = {u.key: unmeasured_reason(u.other) for u in pairing.unpaired}
     models = {u.key: f"{model_a} vs {model_b}" for u, model_a, model_b in pairing.other_model}
     return Comparison(tuple(rows), pairing.only_in_a, pairing.only_in_b, geo, label_a, label_b,
-                      threshold, alpha, confidence, other, models)
+                      threshold, alpha, confidence, other, models, apart)
 
 
 def as_one_run(runs: RunResult | Sequence[RunResult]) -> RunResult:

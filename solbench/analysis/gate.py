@@ -83,7 +83,18 @@ from typing import Literal
 from solbench import exitcodes
 from solbench.analysis import stats
 from solbench.analysis.allocation import more_current_rounds_to_decide, more_rounds_to_decide
-from solbench.analysis.compare import Estimate, Pair, Unpaired, estimate, impl_keys, moderate, pair_runs, samples
+from solbench.analysis.compare import (
+    Estimate,
+    Pair,
+    Unpaired,
+    estimate,
+    impl_keys,
+    launched_apart,
+    moderate,
+    pair_runs,
+    point_launch,
+    samples,
+)
 from solbench.analysis.pooling import combine_runs as merge_runs
 from solbench.analysis.pooling import merge_samples
 from solbench.analysis.sequential import look_levels
@@ -97,7 +108,7 @@ from solbench.analysis.thresholds import (
     validate,
 )
 from solbench.errors import ConfigError, GateRefused
-from solbench.results.model import FAILED_STATUSES, KERNEL_CUT_MARK, Environment, ImplResult, RunResult
+from solbench.results.model import FAILED_STATUSES, KERNEL_CUT_MARK, Environment, ImplResult, Protocol, RunResult
 
 CaseVerdict = Literal["PASS", "FASTER", "REGRESSION", "BROKEN", "INCONCLUSIVE", "MISSING"]
 Overall = Literal["PASS", "REGRESSION", "BROKEN", "INCONCLUSIVE"]
@@ -113,6 +124,7 @@ __all__ = [
     "case_verdict",
     "cases_to_rerun",
     "check_fingerprints",
+    "check_timing",
     "gate",
     "gate_with_rerun",
     "looks_for",
@@ -210,6 +222,18 @@ def check_fingerprints(base: Environment, cur: Environment, *, device: bool = Tr
     ]
     return [f"{name}: {b or 'unknown'} (baseline) vs {c or 'unknown'} (current)"
             for name, b, c in checks if b != c]
+
+
+def check_timing(base: Protocol, cur: Protocol) -> list[str]:
+    """How the two runs' samples were taken differently, as readable lines: the timer, and for the
+    cold timer whether each call was launched on the stream or replayed from a CUDA graph
+    (``--launch``; a run from before it records none and launched on the stream). The two read the
+    same code differently (BENCHMARKS.md, issue 16, twenty-fifth session): never gated together."""
+    def launch(p: Protocol) -> str:
+        return "graph" if p.launch == "graph" else "stream"
+
+    checks = [("timer", base.timer, cur.timer), ("launch", launch(base), launch(cur))]
+    return [f"{name}: {b} (baseline) vs {c} (current)" for name, b, c in checks if b != c]
 
 
 def card_note(base: Side, cur: Side) -> str:
@@ -425,6 +449,18 @@ def _failing_now(base: RunResult, cur: RunResult, impl: str | None, listed: set[
     return out
 
 
+def _launched_differently(p: Pair, tau: float, source: ThresholdSource) -> GateCaseVerdict:
+    """MISSING for a key whose calls one side replayed from a CUDA graph and the other launched on
+    the stream (its call could not be captured there: ``graph_fallback``): not comparable."""
+    sa, sb = samples(p.a), samples(p.b)
+    how = launched_apart(p, "the baseline", "the current run")
+    return GateCaseVerdict(key=p.key, case_id=p.case_id, impl=p.a.name, workload=p.workload, verdict="MISSING",
+                           reason=f"not comparable: launched differently ({how})",
+                           threshold=tau, threshold_source=source,
+                           median_base=stats.median(list(sa)), median_cur=stats.median(list(sb)),
+                           n_base=len(sa), n_cur=len(sb))
+
+
 def _other_model(u: Unpaired, model_base: str, model_cur: str, tau: float,
                  source: ThresholdSource) -> GateCaseVerdict:
     """MISSING for a key measured on different GPU models: not comparable, never a regression."""
@@ -467,6 +503,9 @@ def _one_side(runs: Side, name: str, allow_cross_hardware: bool) -> RunResult:
         if diffs and not allow_cross_hardware:
             raise GateRefused(f"the {name} runs were measured on different hardware or software: "
                               + "; ".join(diffs) + " (allow with --allow-cross-hardware)")
+        timing = check_timing(runs[0].protocol, other.protocol)
+        if timing:
+            raise GateRefused(f"the {name} runs were timed differently: " + "; ".join(timing))
     return merge_runs(runs)
 
 
@@ -495,7 +534,13 @@ def gate(base: Side, cur: Side, *, threshold: float | None = None, alpha: float 
     if diffs and not allow_cross_hardware:
         raise GateRefused("runs were measured on different hardware or software: " + "; ".join(diffs)
                           + " (allow with --allow-cross-hardware)")
+    timing = check_timing(base.protocol, cur.protocol)
+    if timing:
+        raise GateRefused("runs were timed differently: " + "; ".join(timing)
+                          + " (measure both with the same --timer and --launch)")
     pairing = pair_runs(base, cur, impl, same_model=not allow_cross_hardware)
+    mixed = [p for p in pairing.pairs if point_launch(p.a) != point_launch(p.b)]  # a capture failed on one side
+    pairing = replace(pairing, pairs=tuple(p for p in pairing.pairs if p not in mixed))
     tau_of = threshold_of(threshold, recorded)
     if looks < 1:
         raise ConfigError(f"looks must be >= 1, got {looks}")
@@ -507,6 +552,7 @@ def gate(base: Side, cur: Side, *, threshold: float | None = None, alpha: float 
                 for pair, est, t in zip(pairing.pairs, ests, tests, strict=True)]
     verdicts += [_unmeasured(u, *tau_of(u.workload)) for u in pairing.unpaired]
     verdicts += [_other_model(u, a, b, *tau_of(u.workload)) for u, a, b in pairing.other_model]
+    verdicts += [_launched_differently(p, *tau_of(p.workload)) for p in mixed]
     verdicts += _failing_now(base, cur, impl, {v.key for v in verdicts}, tau_of)
     if not pairing.pairs and not any(v.verdict == "BROKEN" for v in verdicts):
         other = f", {len(pairing.other_model)} on other GPU models" if pairing.other_model else ""

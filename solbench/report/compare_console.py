@@ -70,7 +70,7 @@ def comparison_table(c: Comparison) -> Table:
               caption=f"geomean speedup of {escape(b)} over {escape(a)}: {format_ratio(c.geomean_speedup)} ({counts}); "
                       f"SAME within ±{format_percent(c.threshold)}, alpha {c.alpha:g} (BH)",
               caption_justify="left")
-    keys = [r.key for r in c.rows] + [*c.only_in_a, *c.only_in_b, *c.not_comparable]
+    keys = [r.key for r in c.rows] + [*c.only_in_a, *c.only_in_b, *c.not_comparable, *c.launched_differently]
     by_impl = any(split_key(k)[1] for k in keys)  # two runs: keys are case/impl
     short, constant = short_cases([split_key(k)[0] for k in keys]) if keys else ({}, "")
     impls = sorted({split_key(k)[1] for k in keys})
@@ -98,6 +98,8 @@ def comparison_table(c: Comparison) -> Table:
                       Text(f"only in {side} ({other}: {c.other_side.get(k, 'absent')})", style="dim"))
     for k, models in c.not_comparable.items():
         t.add_row(*key(k), *[""] * 5, Text(f"not comparable: other GPU model ({models})", style="dim"))
+    for k, how in c.launched_differently.items():
+        t.add_row(*key(k), *[""] * 5, Text(f"not comparable: launched differently ({how})", style="dim"))
     return t
 
 

@@ -32,6 +32,7 @@ def comparison_json(c: Comparison) -> dict[str, Any]:
         "only_in_b": list(c.only_in_b),
         "other_side": dict(c.other_side),
         "not_comparable": dict(c.not_comparable),
+        "launched_differently": dict(c.launched_differently),
     }
 
 

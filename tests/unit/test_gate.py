@@ -549,3 +549,61 @@ def test_gate_says_nothing_of_cards_on_one_card_or_where_a_run_does_not_record_i
                            environment=make_env(device_uuid="GPU-dddddddd-4444", device_name="NVIDIA A100-SXM4-80GB"))
     crossed = gate(_on("GPU-aaaaaaaa-1111", rng), other_model, allow_cross_hardware=True)
     assert crossed.fingerprint_diffs and crossed.cards == ""  # not "one model": the diffs say what differs
+
+
+# ---- runs timed differently (--timer, --launch) are never gated together --------------------
+
+def _launched(run: RunResult, launch: str, points: dict[str, str] | None = None) -> RunResult:
+    """``run`` recorded as timed with ``--launch launch``; ``points`` ("case/impl" -> launch) say
+    how single points' calls were made (a fallback to the stream records why)."""
+    from dataclasses import replace
+
+    def impl(case_id: str, r):  # type: ignore[no-untyped-def]
+        how = (points or {}).get(f"{case_id}/{r.name}", launch)
+        extra = {"graph_fallback": "RuntimeError: operation not permitted when stream is capturing"} \
+            if how == "stream" and launch == "graph" else {}
+        return replace(r, protocol={**r.protocol, "launch": how, **extra})
+
+    cases = tuple(replace(c, impls=tuple(impl(c.case_id, r) for r in c.impls)) for c in run.cases)
+    return replace(run, protocol=replace(run.protocol, launch=launch), cases=cases)
+
+
+def test_runs_launched_differently_are_refused():
+    rng = np.random.default_rng(3)
+    base = _launched(make_run({"c": {"x": noisy(rng, N, 1e-3, NOISE)}}), "graph")
+    cur = _launched(make_run({"c": {"x": noisy(rng, N, 1e-3, NOISE)}}), "stream")
+    with pytest.raises(GateRefused, match=r"timed differently: launch: graph \(baseline\) vs stream \(current\)"):
+        gate(base, cur)
+    old = make_run({"c": {"x": noisy(rng, N, 1e-3, NOISE)}})  # before --launch: launched on the stream
+    assert gate(old, cur).overall == "PASS"
+
+
+def test_a_point_one_side_could_not_capture_is_not_compared():
+    rng = np.random.default_rng(4)
+    base = _launched(make_run({"c": {"x": noisy(rng, N, 1e-3, NOISE), "y": noisy(rng, N, 1e-3, NOISE)}}), "graph")
+    cur = _launched(make_run({"c": {"x": noisy(rng, N, 2e-3, NOISE), "y": noisy(rng, N, 1e-3, NOISE)}}), "graph",
+                    {"c/x": "stream"})
+    result = gate(base, cur)
+    by_impl = {v.impl: v for v in result.verdicts}
+    assert by_impl["x"].verdict == "MISSING"  # twice as slow, but timed another way: no verdict on it
+    assert "launched differently (graph in the baseline, stream in the current run: RuntimeError" in by_impl["x"].reason
+    assert by_impl["y"].verdict == "PASS" and result.overall == "PASS"
+
+
+def test_compare_sets_apart_a_pair_launched_differently():
+    from solbench.analysis.compare import compare_impls, compare_runs
+    from solbench.report.compare_json import comparison_json
+    from solbench.report.markdown import comparison_markdown
+
+    rng = np.random.default_rng(5)
+    run = _launched(make_run({"c": {"baseline": noisy(rng, N, 2e-3, NOISE), "fused": noisy(rng, N, 1e-3, NOISE)},
+                              "d": {"baseline": noisy(rng, N, 2e-3, NOISE), "fused": noisy(rng, N, 1e-3, NOISE)}}),
+                    "graph", {"d/fused": "stream"})
+    c = compare_impls(run, "baseline", "fused")
+    assert [r.case_id for r in c.rows] == ["c"] and c.rows[0].verdict == "FASTER"
+    assert list(c.launched_differently) == ["d"]
+    assert c.launched_differently["d"].startswith("graph in baseline, stream in fused: RuntimeError")
+    assert comparison_json(c)["launched_differently"] == c.launched_differently
+    assert "Not comparable, launched differently" in comparison_markdown(c)
+    other = _launched(run, "graph")  # every point a graph's replay
+    assert compare_runs(other, run).launched_differently.keys() == {"d/fused"}
