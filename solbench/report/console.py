@@ -110,8 +110,12 @@ def run_header(run: RunResult) -> str:
 def run_notes(run: RunResult) -> list[str]:
     """The legend of the tables' marks (:mod:`solbench.report.flags`), then one line per
     implementation that was not scored, saying why, and one per time taken with the host in its
-    window (``hold: none``, :mod:`solbench.device.timer`) (printed under the tables)."""
+    window (``hold: none``, :mod:`solbench.device.timer`), and one per point of a ``--launch graph``
+    run whose call could not be captured and was launched on the stream (printed under the tables)."""
     key = flags.legend(run)
-    return ([key] if key else []) + [f"{c.case_id} {r.name}: {r.status.upper()}: {r.message}"
-                                     for c in run.cases for r in c.impls
-                                     if r.message and (r.status != "ok" or r.protocol.get("hold") == "none")]
+    notes = [f"{c.case_id} {r.name}: {r.status.upper()}: {r.message}" for c in run.cases for r in c.impls
+             if r.message and (r.status != "ok" or r.protocol.get("hold") == "none")]
+    notes += [f"{c.case_id} {r.name}: launched on the stream, not replayed from a graph (its call could not be "
+              f"captured: {r.protocol['graph_fallback']}); its time is not comparable with replayed ones"
+              for c in run.cases for r in c.impls if r.status == "ok" and r.protocol.get("graph_fallback")]
+    return ([key] if key else []) + notes

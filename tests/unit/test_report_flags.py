@@ -84,6 +84,19 @@ def test_a_time_taken_with_the_host_in_its_window_is_said_under_the_tables() -> 
     assert any(note.startswith(f"{case.case_id} {r.name}: OK: timed with the host in the window") for note in notes)
 
 
+def test_a_point_a_graph_run_launched_on_the_stream_is_said_under_the_tables() -> None:
+    run = _run(noise=0.0005)
+    case = run.cases[0]
+    r = case.impls[0]
+    assert not any("not replayed from a graph" in note for note in run_notes(run))
+    launched = replace(r, protocol={**r.protocol, "launch": "stream",
+                                    "graph_fallback": "RuntimeError: operation not permitted when stream is capturing"})
+    notes = run_notes(replace(run, cases=(replace(case, impls=(launched,)),)))
+    assert f"{case.case_id} {r.name}: launched on the stream, not replayed from a graph (its call could not be " \
+           "captured: RuntimeError: operation not permitted when stream is capturing); its time is not comparable " \
+           "with replayed ones" in notes
+
+
 def test_rounds_that_ran_different_kernels_are_marked_in_every_format() -> None:
     run = _run(noise=0.0005)
     case = run.cases[0]
