@@ -167,6 +167,8 @@ def run(files: Sequence[str], solutions: Sequence[str], gpu: str | None, dry_run
     api.start_for_run(files, options, device=device)  # the workers' fork server imports beside this process
     saver = Saver(Path(output) if output else None, Path(results_dir), save_name, force=force)
     base = api.load_run(gate_against, Path(results_dir)) if gate_against else None
+    if base is not None:
+        _same_timing(base, options, gate_against or "")
     from solbench.analysis.gate import parse_threshold
 
     tau = None if threshold is None else parse_threshold(threshold).fraction  # bad input fails before measuring
@@ -193,6 +195,18 @@ def run(files: Sequence[str], solutions: Sequence[str], gpu: str | None, dry_run
         emit_gate(verdict, junit=junit, console=console(quiet or as_json))
         code = exitcodes.worst(code, verdict.exit_code)
     sys.exit(code)
+
+
+def _same_timing(base: RunResult, options: api.RunOptions, name: str) -> None:
+    """ConfigError (exit 2) before anything is measured where ``--gate-against`` names a run timed
+    another way (another GPU timer, or another ``--launch``): the gate would refuse it afterwards."""
+    p = base.protocol
+    theirs = "graph" if p.launch == "graph" else "stream"
+    if p.timer in ("cold", "graph", "cupti") and p.timer != options.timer:
+        raise ConfigError(f"--gate-against {name} was timed with --timer {p.timer}; measure with the same timer")
+    if theirs != options.launch:
+        raise ConfigError(f"--gate-against {name} was timed with --launch {theirs}; measure with the same "
+                          f"--launch (gate refuses runs launched differently)")
 
 
 def parse_sets(sets: Sequence[str]) -> tuple[tuple[str, tuple[int | float | str, ...]], ...]:

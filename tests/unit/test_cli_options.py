@@ -132,3 +132,21 @@ def test_the_progress_bar_shows_an_eta(monkeypatch: pytest.MonkeyPatch) -> None:
         assert bar._bar is not None
         assert any(isinstance(c, TimeRemainingColumn) for c in bar._bar.columns)
         assert bar._bar.tasks[0].completed == 1 and bar._bar.tasks[0].total == 4
+
+
+def test_gate_against_a_run_launched_another_way_is_refused_before_measuring(tmp_path: Path) -> None:
+    import json
+
+    first = tmp_path / "first.json"
+    result = CliRunner().invoke(main, ["run", DOUBLE, "--device", "cpu", "-i", "baseline", "-o", str(first), *FAST])
+    assert result.exit_code == 0, result.output
+    graphed = tmp_path / "graphed.json"
+    data = json.loads(first.read_text())
+    data["protocol"]["launch"] = "graph"  # as a GPU run with --launch graph records it
+    graphed.write_text(json.dumps(data))
+    out = tmp_path / "second.json"
+    result = CliRunner().invoke(main, ["run", DOUBLE, "--device", "cpu", "-i", "baseline", "--gate-against", str(graphed),
+                                       "-o", str(out), *FAST])
+    line = _one_line_exit_2(result)
+    assert f"--gate-against {graphed} was timed with --launch graph" in line
+    assert not out.exists()  # refused before anything was measured
