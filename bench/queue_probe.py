@@ -15,6 +15,11 @@ CPUs for their whole life; made on the first node and timed from the last (``mov
 ``CUDA_DEVICE_MAX_CONNECTIONS=1``, unpinned (one work queue: do the streams then read alike?).
 
     PYTHONPATH=. python3 bench/queue_probe.py [--processes 6] [--streams 3]
+
+Measured on the H200 (results/h200/issue16/session25/call2): the machine has one NUMA node, so the
+guess does not apply there; pinned or not, and with one hardware queue, the streams of a process
+still differ, and the stream timed first reads lower in every process (BENCHMARKS.md, issue 16,
+twenty-fifth session).
 """
 
 from __future__ import annotations
