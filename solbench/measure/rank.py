@@ -251,6 +251,9 @@ def _execute(task: Task, state: WorkerState, ctx: RankContext, emit: Emit) -> Im
     graph = s.timer == "graph"
     if graph:  # NCCL in a captured graph needs its own set-up: time these cold
         task = replace(task, settings=replace(s, timer="cold"))
+    replayed = task.settings.launch == "graph"
+    if replayed:  # for the same reason, each call launched (--launch graph)
+        task = replace(task, settings=replace(task.settings, launch="stream"))
     base_dir = Path(task.base_dir) if task.base_dir is not None else None
     emit("phase", {"phase": "inputs and reference"})
     ready = set_up(task, base_dir, lambda: prepare_rank(spec, case, task.device, base_dir, input_sets=s.input_sets,
@@ -262,6 +265,10 @@ def _execute(task: Task, state: WorkerState, ctx: RankContext, emit: Emit) -> Im
     result = as_status(task, lambda: _checked_and_timed(task, state, ctx, emit, checker, launches))
     if graph and result.timing is not None:
         result = replace(result, protocol={**result.protocol, "timer": "cold (no graph timer for ranks)"})
+    if replayed and result.timing is not None:
+        result = replace(result, protocol={**result.protocol, "launch": "stream",
+                                           "graph_fallback": "a rank of a multi-GPU group: NCCL in a captured graph "
+                                                             "needs its own set-up, so each call is launched"})
     return result
 
 
