@@ -158,14 +158,15 @@ class Pair:
 
 
 def point_launch(r: ImplResult) -> str:
-    """How a point's calls were made: "graph" (a CUDA graph's replay, ``--launch graph``) or "stream"."""
-    return "graph" if r.protocol.get("launch") == "graph" else "stream"
+    """How a point's calls were made: "graph" (a CUDA graph's replay, ``--launch graph``), "stream",
+    or "mixed" (replayed in some rounds or runs, launched in others: ``analysis.pooling``)."""
+    return str(r.protocol.get("launch") or "stream")
 
 
 def launched_apart(p: Pair, side_a: str, side_b: str) -> str:
-    """What a pair launched differently reads: each side's launch, and why the stream side's call
-    could not be captured (its ``graph_fallback``)."""
-    why = next((r.protocol.get("graph_fallback", "") for r in (p.a, p.b) if point_launch(r) == "stream"), "")
+    """What a pair launched differently reads: each side's launch, and why a call could not be
+    captured (the ``graph_fallback`` of the side that has one)."""
+    why = next((str(r.protocol["graph_fallback"]) for r in (p.a, p.b) if r.protocol.get("graph_fallback")), "")
     return f"{point_launch(p.a)} in {side_a}, {point_launch(p.b)} in {side_b}" + (f": {why}" if why else "")
 
 

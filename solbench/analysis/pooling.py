@@ -115,6 +115,12 @@ def _combine(results: Sequence[ImplResult], labels: Sequence[Callable[[Timing], 
         protocol["light_rounds"] = light
     if "task_s" in first.protocol:
         protocol["task_s"] = round(task_s, 4)
+    launches = [str(r.protocol.get("launch", "stream")) for r, _ in ok]
+    if "launch" in first.protocol and len(set(launches)) > 1:  # a capture failed in some of them only
+        protocol["launch"] = "mixed"
+        protocol[f"launch_by_{what}"] = json.dumps(launches)
+        protocol["graph_fallback"] = next(str(r.protocol["graph_fallback"]) for r, _ in ok
+                                          if r.protocol.get("graph_fallback"))
     one_queue = sum(r.protocol.get("work_queues") == "1" for r, _ in ok)
     if one_queue:  # rounds whose worker's context had one work queue (solbench.measure.queues)
         protocol[f"one_queue_{what}s"] = one_queue

@@ -115,7 +115,9 @@ def run_notes(run: RunResult) -> list[str]:
     key = flags.legend(run)
     notes = [f"{c.case_id} {r.name}: {r.status.upper()}: {r.message}" for c in run.cases for r in c.impls
              if r.message and (r.status != "ok" or r.protocol.get("hold") == "none")]
-    notes += [f"{c.case_id} {r.name}: launched on the stream, not replayed from a graph (its call could not be "
-              f"captured: {r.protocol['graph_fallback']}); its time is not comparable with replayed ones"
+    notes += [f"{c.case_id} {r.name}: launched on the stream"
+              f"{' in some rounds' if r.protocol.get('launch') == 'mixed' else ''}, not replayed from a graph "
+              f"(its call could not be captured: {r.protocol['graph_fallback']}); its time is not comparable "
+              "with replayed ones"
               for c in run.cases for r in c.impls if r.status == "ok" and r.protocol.get("graph_fallback")]
     return ([key] if key else []) + notes

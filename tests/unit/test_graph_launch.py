@@ -122,3 +122,20 @@ def test_a_graph_launch_needs_the_cold_timer() -> None:
     with pytest.raises(ConfigError, match="--launch must be"):
         RunOptions(launch="kernel")
     assert RunOptions(launch="graph").launch == "graph"
+
+
+def test_rounds_launched_differently_merge_into_a_point_marked_mixed() -> None:
+    from dataclasses import replace
+
+    from solbench.analysis.compare import point_launch
+    from solbench.analysis.pooling import merge_rounds
+    from tests.unit.factories import make_impl
+
+    why = "RuntimeError: operation not permitted when stream is capturing"
+    graph = replace(make_impl("x", [1e-3] * 5), protocol={"launch": "graph"})
+    stream = replace(make_impl("x", [1e-3] * 5), protocol={"launch": "stream", "graph_fallback": why})
+    assert point_launch(merge_rounds([graph, graph])) == "graph"
+    merged = merge_rounds([graph, stream, graph]).protocol
+    assert merged["launch"] == "mixed" and merged["graph_fallback"] == why
+    assert merged["launch_by_round"] == '["graph", "stream", "graph"]'
+    assert point_launch(make_impl("x", [1e-3] * 5)) == "stream"  # before --launch, and the CPU
