@@ -75,7 +75,7 @@ from solbench.analysis.significance import (
     mann_whitney_p,
 )
 from solbench.errors import ConfigError, ResultsFormatError
-from solbench.results.model import CaseResult, ImplResult, RunResult
+from solbench.results.model import CaseResult, ImplResult, Protocol, RunResult
 
 Verdict = Literal["FASTER", "SLOWER", "SAME", "INCONCLUSIVE"]
 
@@ -161,6 +161,19 @@ def point_launch(r: ImplResult) -> str:
     """How a point's calls were made: "graph" (a CUDA graph's replay, ``--launch graph``), "stream",
     or "mixed" (replayed in some rounds or runs, launched in others: ``analysis.pooling``)."""
     return str(r.protocol.get("launch") or "stream")
+
+
+def run_launch(p: Protocol) -> str:
+    """How a run's calls were made: "graph" (``--launch graph``), else "stream" (a run from before
+    ``--launch`` records none and launched on the stream)."""
+    return "graph" if p.launch == "graph" else "stream"
+
+
+def split_launched(pairing: Pairing) -> tuple[Pairing, list[Pair]]:
+    """``pairing`` without the pairs whose sides were launched differently (a capture failed on one
+    side only), and those pairs: never compared."""
+    mixed = [p for p in pairing.pairs if point_launch(p.a) != point_launch(p.b)]
+    return replace(pairing, pairs=tuple(p for p in pairing.pairs if p not in mixed)), mixed
 
 
 def launched_apart(p: Pair, side_a: str, side_b: str) -> str:
@@ -430,9 +443,8 @@ def _compare(pairing: Pairing, *, same_impl: bool, label_a: str, label_b: str, t
         raise ConfigError(f"threshold must be positive, got {threshold}")
     if not 0.0 < alpha < 1.0 or not 0.0 < confidence < 1.0:
         raise ConfigError(f"alpha and confidence must lie in (0, 1), got {alpha}, {confidence}")
-    mixed = [p for p in pairing.pairs if point_launch(p.a) != point_launch(p.b)]  # a capture failed on one side
+    pairing, mixed = split_launched(pairing)
     apart = {p.key: launched_apart(p, label_a, label_b) for p in mixed}
-    pairing = replace(pairing, pairs=tuple(p for p in pairing.pairs if p not in mixed))
     ests = moderate([estimate(p.a, p.b, confidence=confidence, seed=seed, n_boot=n_boot, paired=paired)
                      for p in pairing.pairs], confidence)
     pvals: list[float | None] = [_two_sided(p, e) for p, e in zip(pairing.pairs, ests, strict=True)]

@@ -92,8 +92,9 @@ from solbench.analysis.compare import (
     launched_apart,
     moderate,
     pair_runs,
-    point_launch,
+    run_launch,
     samples,
+    split_launched,
 )
 from solbench.analysis.pooling import combine_runs as merge_runs
 from solbench.analysis.pooling import merge_samples
@@ -229,10 +230,7 @@ def check_timing(base: Protocol, cur: Protocol) -> list[str]:
     cold timer whether each call was launched on the stream or replayed from a CUDA graph
     (``--launch``; a run from before it records none and launched on the stream). The two read the
     same code differently (BENCHMARKS.md, issue 16, twenty-fifth session): never gated together."""
-    def launch(p: Protocol) -> str:
-        return "graph" if p.launch == "graph" else "stream"
-
-    checks = [("timer", base.timer, cur.timer), ("launch", launch(base), launch(cur))]
+    checks = [("timer", base.timer, cur.timer), ("launch", run_launch(base), run_launch(cur))]
     return [f"{name}: {b} (baseline) vs {c} (current)" for name, b, c in checks if b != c]
 
 
@@ -539,8 +537,7 @@ def gate(base: Side, cur: Side, *, threshold: float | None = None, alpha: float 
         raise GateRefused("runs were timed differently: " + "; ".join(timing)
                           + " (measure both with the same --timer and --launch)")
     pairing = pair_runs(base, cur, impl, same_model=not allow_cross_hardware)
-    mixed = [p for p in pairing.pairs if point_launch(p.a) != point_launch(p.b)]  # a capture failed on one side
-    pairing = replace(pairing, pairs=tuple(p for p in pairing.pairs if p not in mixed))
+    pairing, mixed = split_launched(pairing)
     tau_of = threshold_of(threshold, recorded)
     if looks < 1:
         raise ConfigError(f"looks must be >= 1, got {looks}")

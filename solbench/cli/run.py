@@ -200,8 +200,10 @@ def run(files: Sequence[str], solutions: Sequence[str], gpu: str | None, dry_run
 def _same_timing(base: RunResult, options: api.RunOptions, name: str) -> None:
     """ConfigError (exit 2) before anything is measured where ``--gate-against`` names a run timed
     another way (another GPU timer, or another ``--launch``): the gate would refuse it afterwards."""
+    from solbench.analysis.compare import run_launch
+
     p = base.protocol
-    theirs = "graph" if p.launch == "graph" else "stream"
+    theirs = run_launch(p)
     if p.timer in ("cold", "graph", "cupti") and p.timer != options.timer:
         raise ConfigError(f"--gate-against {name} was timed with --timer {p.timer}; measure with the same timer")
     if theirs != options.launch:

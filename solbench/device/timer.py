@@ -276,7 +276,7 @@ class CudaColdTimer:
         out = {"l2_flush_bytes": self.flush_bytes, "hold": hold,
                "spin_us": round(self.spin_us, 1), "host_launch_us": round(self.host_us, 1),
                "flush": "clean" if self.clean else "write", "samples_redone": self.redone}
-        if self.launch == "graph" and self.graphed is not None:
+        if self.graphed is not None:  # launch "graph"
             out.update(self.graphed.protocol())
         return out
 
@@ -318,7 +318,6 @@ class GraphLaunch:
     def __init__(self, torch: Any, launches: Sequence[Launch]) -> None:
         self._torch = torch
         self.fallback = ""
-        self._graphs: list[Any] = []
         self.launches: Sequence[Launch] = launches
         stream = torch.cuda.current_stream()
         try:
@@ -327,7 +326,6 @@ class GraphLaunch:
                 replay()
             torch.cuda.synchronize()
         except Exception as exc:  # any failure to capture or replay: launched instead
-            self._graphs = []
             first = (str(exc).strip().splitlines() or [""])[0]
             self.fallback = f"{type(exc).__name__}: {first}"[:200]
             self._recover(stream)
@@ -357,7 +355,6 @@ class GraphLaunch:
         with torch.cuda.graph(graph, stream=side):
             out = fn()
         torch.cuda.current_stream().wait_stream(side)
-        self._graphs.append(graph)
         return _Replay(graph, out, _poisoners(torch, out), torch.inference_mode)
 
     def protocol(self) -> dict[str, Any]:
@@ -620,8 +617,6 @@ def make_timer(device_kind: str, name: str, *, l2_bytes: int | None = None, flus
         return CudaCuptiTimer(torch, l2_bytes, trace, clean=flush == "clean")
     return CudaColdTimer(torch, l2_bytes, clean=flush == "clean", launch=launch)
 
-
-LAUNCHES = ("stream", "graph")  # how the cold timer makes the call it times (--launch)
 
 
 def spin_length_us(host_us: float) -> float:
