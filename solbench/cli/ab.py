@@ -46,7 +46,7 @@ class _AbCommand(click.Command):
 @click.option("--device", default="auto", show_default=True, metavar="auto|cpu|cuda|cuda:N")
 @click.option("--timer", type=click.Choice(["cold", "graph", "cupti"]), default="cold", show_default=True)
 @click.option("--flush", type=click.Choice(["clean", "write"]), default="clean", show_default=True)
-@click.option("--launch", type=click.Choice(["stream", "graph"]), default="stream", show_default=True,
+@click.option("--launch", type=click.Choice(["auto", "stream", "graph"]), default="auto", show_default=True,
               help="cold timer: the call launched on the stream, or a CUDA graph's replay of it (as `run --launch`).")
 @click.option("--budget", type=click.FloatRange(min=0.01), default=2.0, show_default=True,
               help="Seconds of sampling per implementation, case and round.")

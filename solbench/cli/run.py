@@ -43,11 +43,12 @@ from solbench.results.model import RunResult
 @click.option("--flush", type=click.Choice(["clean", "write"]), default="clean", show_default=True,
               help="cold/cupti timer: zero 2 x L2 and read it back (clean: no write-back of dirty lines "
                    "inside the timed window) or only zero it (write, as nvbench).")
-@click.option("--launch", type=click.Choice(["stream", "graph"]), default="stream", show_default=True,
+@click.option("--launch", type=click.Choice(["auto", "stream", "graph"]), default="auto", show_default=True,
               help="cold timer: time the call launched on the stream, or the replay of a CUDA graph of one call "
                    "(captured once per input set; L2 still flushed; a call that cannot be captured is launched, "
                    "and its result says why). Graph replays do not carry the launch path's per-process offset "
-                   "and cost the GPU less per kernel: README, 'How solbench times'.")
+                   "and cost the GPU less per kernel: README, '--launch graph'. auto: graph for the cold timer "
+                   "on a GPU, else stream.")
 @click.option("-w", "--workload", "workloads", multiple=True, help="Only this workload (repeatable).")
 @click.option("-i", "--impl", "impls", multiple=True, help="Only this implementation (repeatable).")
 @click.option("--case", "cases", multiple=True, metavar="PATTERN",
@@ -206,7 +207,7 @@ def _same_timing(base: RunResult, options: api.RunOptions, name: str) -> None:
     theirs = run_launch(p)
     if p.timer in ("cold", "graph", "cupti") and p.timer != options.timer:
         raise ConfigError(f"--gate-against {name} was timed with --timer {p.timer}; measure with the same timer")
-    if theirs != options.launch:
+    if theirs != options.launch_on(base.environment.device_kind):
         raise ConfigError(f"--gate-against {name} was timed with --launch {theirs}; measure with the same "
                           f"--launch (gate refuses runs launched differently)")
 

@@ -619,6 +619,15 @@ def make_timer(device_kind: str, name: str, *, l2_bytes: int | None = None, flus
 
 
 
+def resolved_launch(launch: str, timer: str, device_kind: str) -> str:
+    """How calls are made for ``--launch`` ("auto", "stream" or "graph"): "auto" is "graph" for the
+    cold timer on CUDA (a graph's replay does not carry the launch path's per-process offset:
+    :class:`GraphLaunch`) and "stream" for every other timer and on the CPU."""
+    if launch == "auto":
+        return "graph" if device_kind == "cuda" and timer == "cold" else "stream"
+    return launch
+
+
 def spin_length_us(host_us: float) -> float:
     """The spin before each cold sample: twice the host's launch time plus 10 µs, at least 20 µs,
     rounded up to 25 x 2^k µs so that small differences in the measured launch time between

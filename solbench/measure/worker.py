@@ -47,7 +47,7 @@ from typing import Any, ClassVar
 import torch
 
 from solbench.device import threads
-from solbench.device.timer import make_timer
+from solbench.device.timer import make_timer, resolved_launch
 from solbench.errors import DeviceError
 from solbench.impls import cublaslt
 from solbench.impls.registry import ResolveError
@@ -99,6 +99,8 @@ class MeasureSettings:
         """The settings carried by a run's (or a tuning run's) options, field by field by name;
         on the CPU the timer is always the wall clock."""
         values = {f.name: getattr(options, f.name) for f in fields(cls) if hasattr(options, f.name)}
+        if "launch" in values:  # "auto": a graph's replay for the cold timer on CUDA
+            values["launch"] = resolved_launch(values["launch"], values.get("timer", "cold"), device_kind)
         if device_kind == "cpu":
             values["timer"] = "cpu"
         return cls(**values)

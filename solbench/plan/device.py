@@ -43,7 +43,7 @@ def refuse_gpu_options(options: RunOptions) -> None:
     if options.flush != "clean":
         raise ConfigError(f"--flush {options.flush} flushes a GPU's L2; on the CPU nothing is flushed "
                           "(leave --flush out)")
-    if options.launch != "stream":
+    if options.launch == "graph":
         raise ConfigError(f"--launch {options.launch} replays CUDA graphs; on the CPU every call is made as it is "
                           "(leave --launch out)")
 

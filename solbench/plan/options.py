@@ -30,7 +30,9 @@ class RunOptions:
     keys: tuple[str, ...] = ()  # only these "case_id/impl" pairs (re-measuring for the gate)
     peaks: str = "datasheet"  # or "measured": ceilings from `solbench calibrate`
     flush: str = "clean"  # cold/cupti timer: "clean" (no dirty lines left in L2) or "write" (nvbench's)
-    launch: str = "stream"  # cold timer: the call launched on the stream, or replayed from a CUDA graph ("graph")
+    # cold timer: the call launched on the stream, or replayed from a CUDA graph ("graph"); "auto": "graph"
+    # for the cold timer on CUDA, else "stream" (solbench.device.timer.resolved_launch)
+    launch: str = "auto"
     results_dir: Path = Path("results")
     timeout_s: float = 120.0  # per implementation and case, compilation included (worker mode)
     in_process: bool = False  # run implementations in this process (debugging; no isolation)
@@ -53,6 +55,13 @@ class RunOptions:
     compile_jobs: int | None = None  # processes compiling ahead (execute.warm); None: half the CPUs, at most 8
     compile_cache_dir: Path | None = None  # keep torch.compile's cache here across runs; None: the run's own
 
+    def launch_on(self, device_kind: str) -> str:
+        """How the calls are made on a device of this kind: ``launch``, "auto" resolved
+        (:func:`solbench.device.timer.resolved_launch`)."""
+        from solbench.device.timer import resolved_launch
+
+        return resolved_launch(self.launch, self.timer, device_kind)
+
     def __post_init__(self) -> None:
         """ConfigError (exit 2) for knobs no run can honour: a time that is not a positive finite
         number, fewer samples allowed than required, a seed the generators cannot take."""
@@ -63,8 +72,8 @@ class RunOptions:
                 raise ConfigError(f"{flag} must be a positive finite number, got {value!r}")
         if self.min_samples > self.max_samples:
             raise ConfigError(f"--min-samples {self.min_samples} is larger than --max-samples {self.max_samples}")
-        if self.launch not in ("stream", "graph"):
-            raise ConfigError(f"--launch must be 'stream' or 'graph', got {self.launch!r}")
+        if self.launch not in ("auto", "stream", "graph"):
+            raise ConfigError(f"--launch must be 'auto', 'stream' or 'graph', got {self.launch!r}")
         if self.launch == "graph" and self.timer != "cold":
             raise ConfigError(f"--launch graph is a way of the cold timer's; --timer {self.timer} launches on the "
                               "stream (drop --launch, or use --timer cold)")

@@ -66,7 +66,7 @@ def prepare(files: Sequence[str | Path], options: RunOptions, info: Any, floor_s
                         rounds_spread=options.rounds_spread if options.max_rounds else "",
                         clock_monitor="nvml" if nvml_id else "",
                         threads=settings.threads,
-                        launch=options.launch if info.kind == "cuda" and options.timer == "cold" else "")
+                        launch=settings.launch if info.kind == "cuda" and options.timer == "cold" else "")
     thresholds = {p.spec.name: p.spec.gate_threshold for p in planned if p.spec.gate_threshold is not None}
     run_result = RunResult(now(), info.environment(), SpecRef(info.spec.id, info.spec.name, info.spec.source),
                            protocol, (), tuple(str(f) for f in files), gate_thresholds=thresholds,

@@ -139,3 +139,14 @@ def test_rounds_launched_differently_merge_into_a_point_marked_mixed() -> None:
     assert merged["launch"] == "mixed" and merged["graph_fallback"] == why
     assert merged["launch_by_round"] == '["graph", "stream", "graph"]'
     assert point_launch(make_impl("x", [1e-3] * 5)) == "stream"  # before --launch, and the CPU
+
+
+def test_auto_is_a_graph_replay_for_the_cold_timer_on_a_gpu_only() -> None:
+    from solbench.measure.worker import MeasureSettings
+
+    assert RunOptions().launch == "auto"
+    assert MeasureSettings.of(RunOptions(), "cuda").launch == "graph"
+    assert MeasureSettings.of(RunOptions(), "cpu").launch == "stream"
+    assert MeasureSettings.of(RunOptions(timer="cupti"), "cuda").launch == "stream"
+    assert MeasureSettings.of(RunOptions(launch="stream"), "cuda").launch == "stream"
+    assert timers.resolved_launch("graph", "cold", "cuda") == "graph"
