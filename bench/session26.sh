@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# The twenty-sixth session's H200 calls, on the default protocol (`--launch auto`: the cold timer on a GPU
+# times each call as a CUDA graph's replay). Carry .whl.
+# LIMIT: the seconds this call may use. PARTS, in order while time is left (default "tests five"):
+# ltests: the graph-launch GPU tests and the timer tests (tests/gpu/test_graph_launch_gpu.py, test_timers_gpu.py).
+# five: RUNS (default 5) `run workloads/attn.yaml -w o_proj` (five-1..5), then
+#   bench/between_runs.py and bench/repeat_gates.py over them (spread, CI coverage, gate over the 20 ordered pairs).
+# tests: the whole `pytest tests/gpu`.
+# suite: the shipped suite (every workload file on one GPU), its harness table,
+#   `compare baseline fused`, and every point whose call could not be captured.
+# enc: bert_layer's torch_encoder (inference tensors out), one round at seq 128.
+# slow: `ab` against a tree whose o_proj `cublas_addmm` GEMM is 10.9% longer (bench/slow_tree.sh).
+# gated: `run -w o_proj` once, then GATED (default 2) runs of it with `--gate-against` that one.
+# ab: AB (default 2) `ab` runs of identical trees on o_proj.
+source bench/device_setup.sh
+touch $OUT/steps.txt
+fallbacks() {  # the points of run $1 whose call could not be captured, and why
+  python3 - "$1" <<'PY' 2>&1 | tee -a $OUT/steps.txt
+import json, sys
+d = json.load(open(sys.argv[1]))
+ok = [(c["case_id"], i) for c in d["cases"] for i in c["impls"] if i["status"] == "ok"]
+fb = [(cid, i["name"], i["protocol"].get("graph_fallback", "")) for cid, i in ok if i["protocol"].get("launch") == "stream"]
+print(f"points launched on the stream (capture failed): {len(fb)} of {len(ok)} timed")
+for row in fb[:20]:
+    print("  ", *row)
+PY
+}
+for part in ${PARTS:-tests five}; do
+  [ $(left) -gt 60 ] || break
+  echo "== $part ($(( $(date +%s) - T0 )) s in)" | tee -a $OUT/steps.txt
+  case $part in
+  ltests)
+    timeout $(( $(left) - 30 )) python3 -m pytest -q -p no:cacheprovider tests/gpu/test_graph_launch_gpu.py \
+      tests/gpu/test_timers_gpu.py > $OUT/ltests.txt 2>&1
+    echo "graph-launch and timer GPU tests: exit $?, $(tail -n 1 $OUT/ltests.txt)" | tee -a $OUT/steps.txt
+    grep -E "^(FAILED|ERROR)|Error" $OUT/ltests.txt | head -n 20 | tee -a $OUT/steps.txt
+    ;;
+  tests)
+    timeout $(( $(left) - 20 )) python3 -m pytest -q -p no:cacheprovider tests/gpu > $OUT/gpu-tests.txt 2>&1
+    echo "pytest tests/gpu: exit $?, $(tail -n 1 $OUT/gpu-tests.txt)" | tee -a $OUT/steps.txt
+    grep -E "^(FAILED|ERROR)" $OUT/gpu-tests.txt | head -n 20 | tee -a $OUT/steps.txt
+    ;;
+  five)
+    oproj_runs "${RUNS:-5}" five
+    python3 bench/between_runs.py $OUT/five-*.json 2>&1 | tee -a $OUT/steps.txt
+    python3 bench/repeat_gates.py $OUT/five-*.json 2>&1 | tail -n 20 | tee -a $OUT/steps.txt
+    fallbacks $OUT/five-1.json
+    ;;
+  suite)
+    s=$(date +%s)
+    timeout $(left) python3 -m solbench run workloads/*.yaml -q -o $OUT/suite.json > $OUT/suite.txt 2>&1
+    echo "suite: exit $?, $(( $(date +%s) - s )) s" | tee -a $OUT/steps.txt
+    python3 -m solbench show $OUT/suite.json --harness > $OUT/suite-harness.txt 2>&1
+    python3 -m solbench compare baseline fused --run $OUT/suite.json > $OUT/suite-compare.txt 2>&1
+    tail -n 5 $OUT/suite-harness.txt | tee -a $OUT/steps.txt
+    for v in FASTER SAME SLOWER INCONCLUSIVE; do echo "$v rows: $(grep -c " $v" $OUT/suite-compare.txt)"; done | tee -a $OUT/steps.txt
+    fallbacks $OUT/suite.json
+    ;;
+  enc)
+    timeout $(left) python3 -m solbench run workloads/bert.yaml -w bert_layer -i torch_encoder --case seq=128 -q \
+      --repeat 1 --max-rounds 1 -o $OUT/enc.json > $OUT/enc.txt 2>&1
+    echo "torch_encoder: exit $?" | tee -a $OUT/steps.txt
+    fallbacks $OUT/enc.json
+    ;;
+  slow)
+    rm -rf /tmp/base && mkdir -p /tmp/base && cp -r solbench workloads hardware_specs /tmp/base/
+    bash bench/slow_tree.sh /tmp/slow10 0.10
+    s=$(date +%s)
+    (cd /tmp/slow10 && timeout $(left) python3 -m solbench ab --baseline-tree /tmp/base --current-tree . \
+      workloads/attn.yaml -w o_proj -q --json --out-dir /tmp/slow > $OUT/slow.json 2> $OUT/slow.txt)
+    echo "ab, slow10: exit $?, $(( $(date +%s) - s )) s, $(grep -E '^gate:' $OUT/slow.txt)" | tee -a $OUT/steps.txt
+    python3 - $OUT/slow.json <<'PY' 2>&1 | tee -a $OUT/steps.txt
+import json, sys
+d = json.load(open(sys.argv[1]))
+rows = [v for v in d.get("verdicts", d.get("cases", [])) if isinstance(v, dict)]
+bad = [(v.get("case_id"), v.get("impl"), v.get("verdict"), v.get("ratio")) for v in rows if v.get("verdict") != "PASS"]
+print(f"verdicts not PASS: {len(bad)} of {len(rows)}")
+for row in bad[:14]:
+    print("  ", *row)
+PY
+    ;;
+  gated)
+    oproj_runs 1 base
+    for n in $(seq 1 "${GATED:-2}"); do
+      [ $(left) -gt 45 ] || break
+      s=$(date +%s)
+      timeout $(left) python3 -m solbench run workloads/attn.yaml -w o_proj -q -o $OUT/gated-$n.json \
+        --gate-against $OUT/base-1.json > $OUT/gated-$n.txt 2>&1
+      echo "gated $n: exit $?, $(( $(date +%s) - s )) s, $(grep -E '^gate:' $OUT/gated-$n.txt)" | tee -a $OUT/steps.txt
+    done
+    ;;
+  ab)
+    rm -rf /tmp/base && mkdir -p /tmp/base && cp -r solbench workloads hardware_specs /tmp/base/
+    for n in $(seq 1 "${AB:-2}"); do
+      [ $(left) -gt 100 ] || break
+      s=$(date +%s)
+      timeout $(left) python3 -m solbench ab --baseline-tree /tmp/base --current-tree . workloads/attn.yaml -w o_proj \
+        -q --json --out-dir /tmp/ab-$n > $OUT/ab-$n.json 2> $OUT/ab-$n.txt
+      echo "ab $n: exit $?, $(( $(date +%s) - s )) s, $(grep -E '^gate:' $OUT/ab-$n.txt)" | tee -a $OUT/steps.txt
+    done
+    ;;
+  esac
+done
+pack_out
