@@ -45,10 +45,11 @@ from solbench.results.model import RunResult
                    "inside the timed window) or only zero it (write, as nvbench).")
 @click.option("--launch", type=click.Choice(["auto", "stream", "graph"]), default="auto", show_default=True,
               help="cold timer: time the call launched on the stream, or the replay of a CUDA graph of one call "
-                   "(captured once per input set; L2 still flushed; a call that cannot be captured is launched, "
-                   "and its result says why). Graph replays do not carry the launch path's per-process offset "
-                   "and cost the GPU less per kernel: README, '--launch graph'. auto: graph for the cold timer "
-                   "on a GPU, else stream.")
+                   "(captured once per input set; L2 still flushed; a call that cannot be captured, or whose "
+                   "replay runs other GPU work than the launched call (CUPTI), is launched, and its result says "
+                   "why). Graph replays do not carry the launch path's per-process offset and cost the GPU less "
+                   "per kernel: README, '--launch graph'. auto: graph for the cold timer on a GPU with CUPTI, "
+                   "else stream.")
 @click.option("-w", "--workload", "workloads", multiple=True, help="Only this workload (repeatable).")
 @click.option("-i", "--impl", "impls", multiple=True, help="Only this implementation (repeatable).")
 @click.option("--case", "cases", multiple=True, metavar="PATTERN",

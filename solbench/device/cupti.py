@@ -107,6 +107,68 @@ def available() -> bool:
     return importlib.util.find_spec("cupti") is not None
 
 
+def wanted() -> bool:
+    """Whether this process may trace: cupti-python importable and ``SOLBENCH_NO_CUPTI=1`` not set."""
+    import os
+
+    return os.environ.get("SOLBENCH_NO_CUPTI") != "1" and available()
+
+
+def optional_tracer() -> Tracer | None:
+    """This process's tracer, or None: cupti-python missing, ``SOLBENCH_NO_CUPTI=1``, or CUPTI
+    failing to start here (a broken install must not fail a run: the checks without it remain)."""
+    if not wanted():
+        return None
+    try:
+        return tracer()
+    except Exception:
+        return None
+
+
+# A replay whose GPU work lasts less than this share of the launched call's (less SLACK_NS) did not
+# do the call's work: the same kernels, warm both times, run as long replayed as launched.
+REPLAY_SHARE = 0.5
+SLACK_NS = 2000
+
+
+def replay_mismatch(launched: Sequence[Activity], replayed: Sequence[Activity]) -> str | None:
+    """Why a CUDA graph's replay did not run the work the same call ran when launched, or None.
+
+    Both are the GPU activities (kernels by name, memcpys, memsets) of one call, warm: once launched
+    on a stream, once as the replay of the graph captured from it. A capture records the launches the
+    call makes, so an honest graph replays the same kernels, as many times each, for about as long. A
+    call that behaves otherwise while captured (``torch.cuda.is_current_stream_capturing()``), for
+    example one that puts in the graph only a copy of a result it computed while launched, shows
+    other work here, or work far shorter than the launched call's.
+    """
+    from collections import Counter
+
+    want, got = Counter(a.name for a in launched), Counter(a.name for a in replayed)
+    if want != got:
+        missing = sorted((want - got).elements())
+        extra = sorted((got - want).elements())
+        parts = []
+        if missing:
+            parts.append(f"not replayed: {_names(missing)}")
+        if extra:
+            parts.append(f"only in the replay: {_names(extra)}")
+        return (f"the replay ran other GPU work than the launched call ({len(replayed)} activities against "
+                f"{len(launched)}; {'; '.join(parts)})")
+    busy_launched = sum(a.end - a.start for a in launched)
+    busy_replayed = sum(a.end - a.start for a in replayed)
+    if busy_replayed < REPLAY_SHARE * busy_launched - SLACK_NS:
+        return (f"the replay's GPU work took {busy_replayed / 1e3:.1f} µs against {busy_launched / 1e3:.1f} µs "
+                "launched: not the call's work")
+    return None
+
+
+def _names(names: Sequence[str]) -> str:
+    """A few names, each cut to 60 characters, and how many more."""
+    shown = [n if len(n) <= 60 else n[:60] + "~" for n in names[:3]]
+    more = f" and {len(names) - 3} more" if len(names) > 3 else ""
+    return ", ".join(shown) + more
+
+
 class Tracer:
     """CUPTI activity collection in this process: kernels, memcpys, memsets and the API calls.
 

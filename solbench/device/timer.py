@@ -179,8 +179,17 @@ class CudaColdTimer:
         self.redone = 0
         self.unheld = False
         if self.launch == "graph":
-            self.graphed = GraphLaunch(torch, launches)
+            if self.graphed is None or self.graphed.source is not launches:
+                self.capture(launches)
+            assert self.graphed is not None
             self._launches = self.graphed.launches
+
+    def capture(self, launches: Sequence[Launch]) -> None:
+        """With ``launch`` "graph": capture (and check) a graph of each launch now, before the task's
+        turn to time, side by side with the other workers' set-up (:class:`GraphLaunch`); ``prepare``
+        of the same launches then replays them. Otherwise nothing."""
+        if self.launch == "graph":
+            self.graphed = GraphLaunch(self._torch, launches)
 
     def _before(self, fn: Launch | None = None) -> None:
         """Hold the stream (gate, else spin), poison a graph replay's outputs (``fn.poison``), then
@@ -292,6 +301,13 @@ class CudaColdTimer:
         self.graphed = None
 
 
+class ReplayMismatch(Exception):
+    """A call's graph replays other GPU work than the call runs when launched (GraphLaunch)."""
+
+
+_FIND = object()  # GraphLaunch's trace: this process's CUPTI tracer, where there is one
+
+
 class GraphLaunch:
     """Each call of a cold-timed task as the replay of a CUDA graph of that one call (``--launch graph``).
 
@@ -304,32 +320,59 @@ class GraphLaunch:
     kernel (8 tiny kernels: 14.3 µs replayed, 18.3-19.5 launched) and a little more for one kernel
     (+0.2-0.3 µs), so graph-launched times are not stream-launched times: runs record ``launch``.
 
-    Each launch is warmed on a side stream and captured once there (torch's global capture mode: a
-    call that synchronizes, or touches the legacy stream, fails the capture). A call that cannot be
-    captured, or whose graph fails its first replay, leaves every call of the task launched on the
-    stream (``launch: stream`` and ``graph_fallback``: why). Work a call runs outside the capture
-    (another stream, another thread) is not in the graph: the replayed outputs are therefore filled
-    with a poison before each replay (NaN for floating point, all ones bits otherwise), ahead of the
-    flush and outside the window, so a replay that leaves any of them unwritten fails the loop's
-    verification of timed calls. Outputs are the tensors the call returns (alone, or in a tuple, list
-    or dict); the worker's checks have already refused outputs that alias an input.
+    Per launch (input set)::
+
+        call once on a side stream (warm-up: libraries' per-stream handles and workspaces)
+        call again there, traced by CUPTI              -> the GPU work the call runs launched
+        capture the call on that stream (torch's global capture mode: a call that synchronizes, or
+            touches the legacy stream, fails the capture)
+        replay the graph once, traced                  -> the GPU work its replay runs
+        the two must match (cupti.replay_mismatch): the same kernels, memcpys and memsets, as many
+            of each, and the replay's work at least half as long as the launched call's
+
+    A call sees whether it is being captured, so one could put in its graph only a copy of a result
+    it computed while launched: correct outputs, timed as a copy. The match above catches it, and
+    every check before and after timing launches the call, so it is checked as it runs. Without
+    CUPTI (cupti-python missing, ``SOLBENCH_NO_CUPTI=1``) there is no such match, so nothing is
+    replayed. A call that cannot be captured, whose replay does not match, or whose graph fails its
+    first replay, leaves every call of the task launched on the stream (``launch: stream`` and
+    ``graph_fallback``: why).
+
+    Work a call runs outside the capture (another stream, another thread) is not in the graph: the
+    replayed outputs are therefore filled with a poison before each replay (NaN for floating point,
+    all ones bits otherwise), ahead of the flush and outside the window, so a replay that leaves any
+    of them unwritten fails the loop's verification of timed calls. Outputs are the tensors the call
+    returns (alone, or in a tuple, list or dict); the worker's checks have already refused outputs
+    that alias an input.
     """
 
-    def __init__(self, torch: Any, launches: Sequence[Launch]) -> None:
+    def __init__(self, torch: Any, launches: Sequence[Launch], trace: Any = _FIND) -> None:
         self._torch = torch
         self.fallback = ""
         self.launches: Sequence[Launch] = launches
+        self.source = launches  # the launches these graphs were captured from
+        if trace is _FIND:
+            from solbench.device import cupti
+
+            trace = cupti.optional_tracer()
+        if trace is None:
+            self.fallback = ("no CUPTI here (cupti-python, SOLBENCH_NO_CUPTI) to check that a replay runs the "
+                             "call's work: launched")
+            return
+        self._trace = trace
         stream = torch.cuda.current_stream()
+        turned_on = False
         try:
+            turned_on = trace.begin()
             replays = [self._capture(fn) for fn in launches]
-            for replay in replays:  # each graph replayed once, outside any window
-                replay()
-            torch.cuda.synchronize()
-        except Exception as exc:  # any failure to capture or replay: launched instead
+        except Exception as exc:  # any failure to capture, replay or match: launched instead
             first = (str(exc).strip().splitlines() or [""])[0]
-            self.fallback = f"{type(exc).__name__}: {first}"[:200]
+            self.fallback = f"{type(exc).__name__}: {first}"[:300]
             self._recover(stream)
             return
+        finally:
+            with contextlib.suppress(Exception):
+                trace.end(turned_on)
         self.launches = replays
 
     def _recover(self, stream: Any) -> None:
@@ -345,17 +388,39 @@ class GraphLaunch:
             torch.cuda.synchronize()
 
     def _capture(self, fn: Launch) -> _Replay:
+        from solbench.device.cupti import replay_mismatch
+
         torch = self._torch
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
             fn()  # warmed on the capture stream (libraries' per-stream handles and workspaces)
-        side.synchronize()
+            _, launched = self._traced(fn)
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph, stream=side):
             out = fn()
         torch.cuda.current_stream().wait_stream(side)
-        return _Replay(graph, out, _poisoners(torch, out), torch.inference_mode)
+        replay = _Replay(graph, out, _poisoners(torch, out), torch.inference_mode)
+        _, replayed = self._traced(replay)
+        problem = replay_mismatch(launched, replayed)
+        if problem is not None:
+            raise ReplayMismatch(problem)
+        return replay
+
+    def _traced(self, fn: Launch) -> tuple[object, list[Any]]:
+        """Call ``fn`` once (the device idle before and after) and return what it returned and the GPU
+        work it launched, as CUPTI recorded it."""
+        from solbench.device.cupti import launched_in
+
+        torch, trace = self._torch, self._trace
+        torch.cuda.synchronize()
+        trace.collect()  # nothing older is wanted
+        t0 = trace.now()
+        value = fn()
+        t1 = trace.now()
+        torch.cuda.synchronize()
+        calls, work = trace.collect()
+        return value, launched_in(calls, work, t0, t1)
 
     def protocol(self) -> dict[str, Any]:
         if self.fallback:
@@ -619,13 +684,20 @@ def make_timer(device_kind: str, name: str, *, l2_bytes: int | None = None, flus
 
 
 
-def resolved_launch(launch: str, timer: str, device_kind: str) -> str:
+def resolved_launch(launch: str, timer: str, device_kind: str, traced: bool | None = None) -> str:
     """How calls are made for ``--launch`` ("auto", "stream" or "graph"): "auto" is "graph" for the
-    cold timer on CUDA (a graph's replay does not carry the launch path's per-process offset:
-    :class:`GraphLaunch`) and "stream" for every other timer and on the CPU."""
-    if launch == "auto":
-        return "graph" if device_kind == "cuda" and timer == "cold" else "stream"
-    return launch
+    cold timer on CUDA where CUPTI can check each replay against the launched call (``traced``; None:
+    cupti-python importable and not turned off, :func:`solbench.device.cupti.wanted`), and "stream"
+    for every other timer, on the CPU, and without CUPTI (:class:`GraphLaunch`)."""
+    if launch != "auto":
+        return launch
+    if device_kind != "cuda" or timer != "cold":
+        return "stream"
+    if traced is None:
+        from solbench.device import cupti
+
+        traced = cupti.wanted()
+    return "graph" if traced else "stream"
 
 
 def spin_length_us(host_us: float) -> float:

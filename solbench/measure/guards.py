@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-import os
 import sys
 import threading
 import time
@@ -260,12 +259,7 @@ def stream_tracer(device: str) -> Any:
     installed, ``SOLBENCH_NO_CUPTI=1`` set, or CUPTI failing to start here."""
     from solbench.device import cupti
 
-    if device != "cuda" or os.environ.get("SOLBENCH_NO_CUPTI") == "1" or not cupti.available():
-        return None
-    try:
-        return cupti.tracer()
-    except Exception:  # a broken CUPTI install must not fail the run: the settle check remains
-        return None
+    return cupti.optional_tracer() if device == "cuda" else None
 
 
 def warm_tracer(device: str) -> None:

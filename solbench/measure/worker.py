@@ -451,7 +451,7 @@ def _checked_and_timed(task: Task, state: WorkerState, emit: Emit, criterion: An
     if not correctness.passed:
         return ImplResult(name, "incorrect", correctness.detail, correctness)
     with phases("setup_s"):
-        _ready_to_time(task, state)
+        _ready_to_time(task, state, launches)
     _wait_turn(task, emit)
     with phases("sample_s"):
         timer, timing, rewarmed = _timed(task, state, emit, criterion, launches, checker.verify_timed)
@@ -479,13 +479,17 @@ def _checked_and_timed(task: Task, state: WorkerState, emit: Emit, criterion: An
                       protocol=protocol)
 
 
-def _ready_to_time(task: Task, state: WorkerState) -> None:
+def _ready_to_time(task: Task, state: WorkerState, launches: Sequence[Callable[[], Any]] = ()) -> None:
     """The task's timer and clock probe made before its turn, side by side with the other workers'
     set-up, not in the timing loop that every other worker waits on: a worker's first probe starts
-    NVML (21 ms a worker in a profiled H200 o_proj run), and the timer's own kernels are loaded.
+    NVML (21 ms a worker in a profiled H200 o_proj run), the timer's own kernels are loaded, and with
+    ``--launch graph`` the ``launches`` are captured and their replays checked (CudaColdTimer.capture).
     Then the device is synchronized: nothing of the set-up runs on into another worker's turn."""
     timer = state.timer(task)
     state.probe(task)
+    capture = getattr(timer, "capture", None)
+    if capture is not None and launches:
+        capture(launches)
     warm = getattr(timer, "warm", None)  # cold and CUPTI timers: their kernels loaded (CudaColdTimer.warm)
     if warm is not None:
         warm()  # and synchronized

@@ -8,6 +8,7 @@ import torch
 from click.testing import CliRunner
 
 pytestmark = pytest.mark.gpu
+pytest.importorskip("cupti")  # a replay is used only where CUPTI checks it against the launched call
 
 
 @pytest.fixture(scope="module")
@@ -66,6 +67,25 @@ def test_work_a_replay_skips_is_caught_by_the_poisoned_outputs(l2):
     cached()
     with pytest.raises(CheatDetected, match="wrong output"):
         _measure(l2, cached, reference)
+
+
+def test_a_call_that_captures_only_a_copy_of_its_result_is_launched(l2):
+    x = torch.randn(16, 4096, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16) / 64
+    reference = (x.float() @ w.float())
+    kept = {}
+
+    def capture_aware():  # launched, it computes; captured, it records a copy of its last result
+        if torch.cuda.is_current_stream_capturing():
+            return kept["out"].clone()
+        kept["out"] = x @ w
+        return kept["out"]
+
+    timer, timing = _measure(l2, capture_aware, reference)
+    protocol = timer.protocol()
+    assert protocol["launch"] == "stream", protocol
+    assert protocol["graph_fallback"].startswith("ReplayMismatch: the replay ran other GPU work than the launched")
+    assert timing.median > 7e-6  # launched: the GEMM's 33.5 MB of weight, read every call
 
 
 def test_a_call_that_cannot_be_captured_is_launched_and_says_why(l2):

@@ -20,6 +20,13 @@ def _run(tmp_path, workload, timeout):
     return result, {r.name: (r.status, r.message) for c in run.cases for r in c.impls}
 
 
+def _launches(tmp_path, workload):
+    """How each implementation's calls were timed in the run ``_run`` saved: (launch, why not a graph)."""
+    run = store.load(tmp_path / f"{workload}.json")
+    return {r.name: (r.protocol.get("launch"), r.protocol.get("graph_fallback", "")) for c in run.cases
+            for r in c.impls}
+
+
 def test_gpu_faults_are_statuses_and_healthy_ones_are_measured(tmp_path):
     result, status = _run(tmp_path, "gpu_faults", 30)
     assert result.exit_code == 4, result.output
@@ -33,7 +40,9 @@ def test_gpu_faults_are_statuses_and_healthy_ones_are_measured(tmp_path):
 
 
 def test_gpu_cheats_are_caught(tmp_path):
+    pytest.importorskip("cupti")  # the default launch replays graphs only where CUPTI checks them
     result, status = _run(tmp_path, "gpu_cheats", 60)
+    launches = _launches(tmp_path, "gpu_cheats")
     assert result.exit_code == 4, result.output
     # its work hides outside the timed window: the time left is below T_SOL (or the output is caught unsettled)
     assert status["side_stream"][0] in ("reward_hack", "incorrect", "invalid"), status["side_stream"]
@@ -42,4 +51,9 @@ def test_gpu_cheats_are_caught(tmp_path):
     assert status["cached_by_pointer"][0] == "reward_hack"
     assert status["cached_copy_by_pointer"][0] in ("reward_hack", "invalid"), status["cached_copy_by_pointer"]
     assert status["honest_first_calls_only"][0] == "reward_hack"
+    # right when launched; captured, only a copy of its last result: timed launched, as it computes
+    assert status["caches_under_capture"][0] == "ok", status["caches_under_capture"]
+    assert launches["caches_under_capture"][0] == "stream", launches["caches_under_capture"]
+    assert "ReplayMismatch: the replay ran other GPU work" in launches["caches_under_capture"][1]
     assert status["baseline"][0] == "ok" and status["honest"][0] == "ok"
+    assert launches["baseline"][0] == "graph" and launches["honest"][0] == "graph"

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from solbench.device import timer as timers
+from solbench.device.cupti import Activity, ApiCall, replay_mismatch
 from solbench.errors import ConfigError
 from solbench.plan.options import RunOptions
 
@@ -37,16 +38,50 @@ def test_one_byte_floats_get_a_nan_in_both_fp8_formats() -> None:
         assert torch.isnan(t.float()).all(), dtype
 
 
+class _Trace:
+    """CUPTI and CUDA graphs on the CPU: ``launch(name)`` is one kernel of that name; while a graph
+    captures, it is recorded into the graph instead, and each replay runs what was recorded."""
+
+    def __init__(self) -> None:
+        self.t, self.calls, self.work = 0, [], []
+        self.capturing: _Graph | None = None
+
+    def begin(self) -> bool:
+        return True
+
+    def end(self, turned_on: bool) -> None:
+        return None
+
+    def now(self) -> int:
+        self.t += 1
+        return self.t
+
+    def launch(self, name: str, ns: int = 10_000) -> None:
+        if self.capturing is not None:
+            self.capturing.names.append((name, ns))
+            return
+        t = self.now()
+        self.calls.append(ApiCall(t, t))
+        self.work.append(Activity("kernel", t * 100_000, t * 100_000 + ns, t, 7, name))
+
+    def collect(self) -> tuple[list, list]:
+        calls, work = self.calls, self.work
+        self.calls, self.work = [], []
+        return calls, work
+
+
 class _Graph:
-    def __init__(self, fail: bool) -> None:
-        self.fail, self.replays = fail, 0
+    def __init__(self, fail: bool, trace: _Trace) -> None:
+        self.fail, self.trace, self.names, self.replays = fail, trace, [], 0
 
     def replay(self) -> None:
         self.replays += 1
+        for name, ns in self.names:
+            self.trace.launch(name, ns)
 
 
-def _fake_torch(fail_capture: bool) -> SimpleNamespace:
-    """torch's CUDA graph API on the CPU: capture runs the call (or raises), replay counts."""
+def _fake_torch(fail_capture: bool, trace: _Trace) -> SimpleNamespace:
+    """torch's CUDA graph API on the CPU: capture runs the call (or raises), replay runs what it recorded."""
 
     class Capture:
         def __init__(self, graph: _Graph, stream: object = None) -> None:
@@ -55,15 +90,16 @@ def _fake_torch(fail_capture: bool) -> SimpleNamespace:
         def __enter__(self) -> None:
             if self.graph.fail:
                 raise RuntimeError("operation not permitted when stream is capturing\nmore detail")
+            trace.capturing = self.graph
 
         def __exit__(self, *exc: object) -> None:
-            return None
+            trace.capturing = None
 
     stream = SimpleNamespace(wait_stream=lambda other: None, synchronize=lambda: None)
     made: list[object] = []
     gen = SimpleNamespace(clone_state=lambda: "copy", graphsafe_set_state=made.append)
     cuda = SimpleNamespace(Stream=lambda: stream, current_stream=lambda: stream, stream=lambda s: _Null(),
-                           synchronize=lambda: None, CUDAGraph=lambda: _Graph(fail_capture), graph=Capture,
+                           synchronize=lambda: None, CUDAGraph=lambda: _Graph(fail_capture, trace), graph=Capture,
                            set_stream=made.append, default_generators=(gen,))
     return SimpleNamespace(cuda=cuda, Tensor=torch.Tensor, bool=torch.bool, uint8=torch.uint8, made=made,
                            inference_mode=torch.inference_mode)
@@ -79,12 +115,14 @@ class _Null:
 
 def test_calls_are_replayed_and_return_the_captured_outputs() -> None:
     made = []
+    trace = _Trace()
 
     def call() -> torch.Tensor:
+        trace.launch("fill")
         made.append(torch.full((2,), 3.0))
         return made[-1]
 
-    graphed = timers.GraphLaunch(_fake_torch(False), [call])
+    graphed = timers.GraphLaunch(_fake_torch(False, trace), [call], trace)
     assert graphed.protocol() == {"launch": "graph"}
     replay = graphed.launches[0]
     assert replay() is made[-1]  # the tensor captured, written by each replay
@@ -93,11 +131,14 @@ def test_calls_are_replayed_and_return_the_captured_outputs() -> None:
 
 
 def test_an_output_made_in_inference_mode_is_poisoned_too() -> None:
+    trace = _Trace()
+
     def call() -> torch.Tensor:
+        trace.launch("ones")
         with torch.inference_mode():
             return torch.ones(3)
 
-    replay = timers.GraphLaunch(_fake_torch(False), [call]).launches[0]
+    replay = timers.GraphLaunch(_fake_torch(False, trace), [call], trace).launches[0]
     out = replay()
     assert out.is_inference()
     replay.poison()  # outside inference mode, out.fill_ would raise
@@ -108,8 +149,9 @@ def test_a_call_that_cannot_be_captured_stays_launched_and_says_why() -> None:
     def call() -> torch.Tensor:
         return torch.ones(2)
 
-    fake = _fake_torch(True)
-    graphed = timers.GraphLaunch(fake, [call])
+    trace = _Trace()
+    fake = _fake_torch(True, trace)
+    graphed = timers.GraphLaunch(fake, [call], trace)
     assert list(graphed.launches) == [call]
     assert fake.made == [fake.cuda.current_stream(), "copy"]  # the stream made current again, the RNG not capturing
     assert graphed.protocol() == {"launch": "stream",
@@ -141,12 +183,64 @@ def test_rounds_launched_differently_merge_into_a_point_marked_mixed() -> None:
     assert point_launch(make_impl("x", [1e-3] * 5)) == "stream"  # before --launch, and the CPU
 
 
-def test_auto_is_a_graph_replay_for_the_cold_timer_on_a_gpu_only() -> None:
+def test_auto_is_a_graph_replay_for_the_cold_timer_on_a_gpu_with_cupti_only(monkeypatch) -> None:
+    from solbench.device import cupti
     from solbench.measure.worker import MeasureSettings
 
+    monkeypatch.setattr(cupti, "available", lambda: True)
     assert RunOptions().launch == "auto"
     assert MeasureSettings.of(RunOptions(), "cuda").launch == "graph"
     assert MeasureSettings.of(RunOptions(), "cpu").launch == "stream"
     assert MeasureSettings.of(RunOptions(timer="cupti"), "cuda").launch == "stream"
     assert MeasureSettings.of(RunOptions(launch="stream"), "cuda").launch == "stream"
     assert timers.resolved_launch("graph", "cold", "cuda") == "graph"
+    monkeypatch.setenv("SOLBENCH_NO_CUPTI", "1")  # no replay can be checked against the launched call
+    assert MeasureSettings.of(RunOptions(), "cuda").launch == "stream"
+    assert timers.resolved_launch("auto", "cold", "cuda", traced=True) == "graph"
+
+
+def test_a_call_that_captures_other_work_than_it_launches_stays_launched() -> None:
+    """The capture-aware cache: launched, the call computes; captured, it records only a copy of the
+    result it computed last. Its replays would be right and fast: the graph is not used."""
+    trace = _Trace()
+    kept = {}
+
+    def call() -> torch.Tensor:
+        if trace.capturing is not None:
+            trace.launch("copy", 1_000)
+            return kept["out"]
+        trace.launch("gemm", 15_000)
+        trace.launch("add", 2_000)
+        kept["out"] = torch.ones(2)
+        return kept["out"]
+
+    graphed = timers.GraphLaunch(_fake_torch(False, trace), [call], trace)
+    assert list(graphed.launches) == [call]
+    why = graphed.protocol()["graph_fallback"]
+    assert why.startswith("ReplayMismatch: the replay ran other GPU work than the launched call")
+    assert "not replayed: add, gemm" in why and "only in the replay: copy" in why
+
+
+def test_without_cupti_nothing_is_replayed() -> None:
+    def call() -> torch.Tensor:
+        return torch.ones(2)
+
+    graphed = timers.GraphLaunch(_fake_torch(False, _Trace()), [call], None)
+    assert list(graphed.launches) == [call]
+    assert graphed.protocol()["launch"] == "stream" and "no CUPTI" in graphed.protocol()["graph_fallback"]
+
+
+def _work(*kernels: tuple[str, int]) -> list[Activity]:
+    return [Activity("kernel", 1000 * i, 1000 * i + ns, i, 7, name) for i, (name, ns) in enumerate(kernels)]
+
+
+def test_a_replay_matches_the_launched_call_by_kernel_and_by_time() -> None:
+    launched = _work(("gemm", 14_000), ("splitk_reduce", 2_000), ("add", 1_500))
+    assert replay_mismatch(launched, _work(("add", 1_400), ("gemm", 13_500), ("splitk_reduce", 2_100))) is None
+    assert "not replayed: gemm" in replay_mismatch(launched, _work(("splitk_reduce", 2_000), ("add", 1_500)))
+    twice = replay_mismatch(launched, [*launched, *_work(("add", 1_500))])
+    assert "only in the replay: add" in twice
+    short = replay_mismatch(launched, _work(("gemm", 900), ("splitk_reduce", 500), ("add", 500)))
+    assert short is not None and "1.9 µs against 17.5 µs" in short
+    # tiny calls: a replay a little shorter than a short launched call is not accused
+    assert replay_mismatch(_work(("add", 2_500)), _work(("add", 1_000))) is None

@@ -30,6 +30,16 @@ def cached_by_contents(x, w, residual):
     return _CACHE[key]
 
 
+def caches_under_capture(x, w, residual):
+    """Launched, it computes; while a CUDA graph captures it, it records only a copy of the result it
+    computed last for these inputs, so a replay returns right values in the time of a copy."""
+    key = ("captured", x.data_ptr(), w.data_ptr(), residual.data_ptr())
+    if torch.cuda.is_current_stream_capturing() and key in _CACHE:
+        return _CACHE[key].clone()
+    _CACHE[key] = torch.addmm(residual, x, w.T)
+    return _CACHE[key]
+
+
 def cached_copy_by_pointer(x, w, residual):
     key = ("copy", x.data_ptr())
     if key not in _CACHE:
