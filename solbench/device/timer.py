@@ -359,12 +359,11 @@ class GraphLaunch:
             self.fallback = ("no CUPTI here (cupti-python, SOLBENCH_NO_CUPTI) to check that a replay runs the "
                              "call's work: launched")
             return
-        self._trace = trace
         stream = torch.cuda.current_stream()
         turned_on = False
         try:
             turned_on = trace.begin()
-            replays = [self._capture(fn) for fn in launches]
+            replays = self._checked([self._capture(fn, trace) for fn in launches], trace)
         except Exception as exc:  # any failure to capture, replay or match: launched instead
             first = (str(exc).strip().splitlines() or [""])[0]
             self.fallback = f"{type(exc).__name__}: {first}"[:300]
@@ -387,40 +386,40 @@ class GraphLaunch:
         with contextlib.suppress(Exception):  # the failure may have been an error of the device's own
             torch.cuda.synchronize()
 
-    def _capture(self, fn: Launch) -> _Replay:
-        from solbench.device.cupti import replay_mismatch
-
+    def _capture(self, fn: Launch, trace: Any) -> tuple[_Replay, tuple[int, int, int, int]]:
+        """Warm, launch (traced), capture and replay (traced) one call; the replay and the CUPTI
+        timestamps around its launched call and its replay. Nothing waits for the device in between:
+        the records are read once for every launch (:meth:`_checked`)."""
         torch = self._torch
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
             fn()  # warmed on the capture stream (libraries' per-stream handles and workspaces)
-            _, launched = self._traced(fn)
+            t0 = trace.now()
+            fn()
+            t1 = trace.now()
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph, stream=side):
             out = fn()
         torch.cuda.current_stream().wait_stream(side)
         replay = _Replay(graph, out, _poisoners(torch, out), torch.inference_mode)
-        _, replayed = self._traced(replay)
-        problem = replay_mismatch(launched, replayed)
-        if problem is not None:
-            raise ReplayMismatch(problem)
-        return replay
+        t2 = trace.now()
+        replay()
+        t3 = trace.now()
+        return replay, (t0, t1, t2, t3)
 
-    def _traced(self, fn: Launch) -> tuple[object, list[Any]]:
-        """Call ``fn`` once (the device idle before and after) and return what it returned and the GPU
-        work it launched, as CUPTI recorded it."""
-        from solbench.device.cupti import launched_in
+    def _checked(self, captured: Sequence[tuple[_Replay, tuple[int, int, int, int]]], trace: Any) -> list[_Replay]:
+        """The replays, once the device is done and CUPTI's records say each ran the work its launched
+        call ran (cupti.replay_mismatch); ReplayMismatch otherwise."""
+        from solbench.device.cupti import launched_in, replay_mismatch
 
-        torch, trace = self._torch, self._trace
-        torch.cuda.synchronize()
-        trace.collect()  # nothing older is wanted
-        t0 = trace.now()
-        value = fn()
-        t1 = trace.now()
-        torch.cuda.synchronize()
+        self._torch.cuda.synchronize()
         calls, work = trace.collect()
-        return value, launched_in(calls, work, t0, t1)
+        for _, (t0, t1, t2, t3) in captured:
+            problem = replay_mismatch(launched_in(calls, work, t0, t1), launched_in(calls, work, t2, t3))
+            if problem is not None:
+                raise ReplayMismatch(problem)
+        return [replay for replay, _ in captured]
 
     def protocol(self) -> dict[str, Any]:
         if self.fallback:
