@@ -2,7 +2,8 @@
 # The twenty-sixth session's H200 calls, on the default protocol (`--launch auto`: the cold timer on a GPU
 # times each call as a CUDA graph's replay). Carry .whl.
 # LIMIT: the seconds this call may use. PARTS, in order while time is left (default "tests five"):
-# ltests: the graph-launch GPU tests and the timer tests (tests/gpu/test_graph_launch_gpu.py, test_timers_gpu.py).
+# ltests: the GPU tests of graph launch, timers, forgers, isolation and CUPTI (tests/gpu/test_graph_launch_gpu.py,
+#   test_timers_gpu.py, test_forgers_gpu.py, test_isolation_gpu.py, test_cupti_gpu.py).
 # five: RUNS (default 5) `run workloads/attn.yaml -w o_proj` (five-1..5), then
 #   bench/between_runs.py and bench/repeat_gates.py over them (spread, CI coverage, gate over the 20 ordered pairs).
 # tests: the whole `pytest tests/gpu`.
@@ -31,7 +32,8 @@ for part in ${PARTS:-tests five}; do
   case $part in
   ltests)
     timeout $(( $(left) - 30 )) python3 -m pytest -q -p no:cacheprovider tests/gpu/test_graph_launch_gpu.py \
-      tests/gpu/test_timers_gpu.py > $OUT/ltests.txt 2>&1
+      tests/gpu/test_timers_gpu.py tests/gpu/test_forgers_gpu.py tests/gpu/test_isolation_gpu.py \
+      tests/gpu/test_cupti_gpu.py > $OUT/ltests.txt 2>&1
     echo "graph-launch and timer GPU tests: exit $?, $(tail -n 1 $OUT/ltests.txt)" | tee -a $OUT/steps.txt
     grep -E "^(FAILED|ERROR)|Error" $OUT/ltests.txt | head -n 20 | tee -a $OUT/steps.txt
     ;;
