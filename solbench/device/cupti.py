@@ -125,41 +125,33 @@ def optional_tracer() -> Tracer | None:
         return None
 
 
-# A replay whose GPU work lasts less than this share of the launched call's (less SLACK_NS) did not
-# do the call's work: the same kernels, warm both times, run as long replayed as launched.
-REPLAY_SHARE = 0.5
-SLACK_NS = 2000
-
-
 def replay_mismatch(launched: Sequence[Activity], replayed: Sequence[Activity]) -> str | None:
     """Why a CUDA graph's replay did not run the work the same call ran when launched, or None.
 
-    Both are the GPU activities (kernels by name, memcpys, memsets) of one call, warm: once launched
-    on a stream, once as the replay of the graph captured from it. A capture records the launches the
-    call makes, so an honest graph replays the same kernels, as many times each, for about as long. A
-    call that behaves otherwise while captured (``torch.cuda.is_current_stream_capturing()``), for
-    example one that puts in the graph only a copy of a result it computed while launched, shows
-    other work here, or work far shorter than the launched call's.
+    Both are the GPU activities (kernels by name, memcpys, memsets) of one call: once launched on a
+    stream, once as the replay of the graph captured from it. A capture records the launches the call
+    makes, so an honest graph replays the same kernels, as many times each. A call that behaves
+    otherwise while captured (``torch.cuda.is_current_stream_capturing()``), for example one that puts
+    in the graph only a copy of a result it computed while launched, shows other work here.
+
+    Durations are not compared: graphs are captured while the other workers of the case set up and
+    check side by side on the same GPU, and on an H200 that stretched the launched o_proj GEMMs at
+    16384 tokens to 2.0-15.2 ms against 0.77-0.83 ms for their replays (issue 16, twenty-sixth session).
     """
     from collections import Counter
 
     want, got = Counter(a.name for a in launched), Counter(a.name for a in replayed)
-    if want != got:
-        missing = sorted((want - got).elements())
-        extra = sorted((got - want).elements())
-        parts = []
-        if missing:
-            parts.append(f"not replayed: {_names(missing)}")
-        if extra:
-            parts.append(f"only in the replay: {_names(extra)}")
-        return (f"the replay ran other GPU work than the launched call ({len(replayed)} activities against "
-                f"{len(launched)}; {'; '.join(parts)})")
-    busy_launched = sum(a.end - a.start for a in launched)
-    busy_replayed = sum(a.end - a.start for a in replayed)
-    if busy_replayed < REPLAY_SHARE * busy_launched - SLACK_NS:
-        return (f"the replay's GPU work took {busy_replayed / 1e3:.1f} µs against {busy_launched / 1e3:.1f} µs "
-                "launched: not the call's work")
-    return None
+    if want == got:
+        return None
+    missing = sorted((want - got).elements())
+    extra = sorted((got - want).elements())
+    parts = []
+    if missing:
+        parts.append(f"not replayed: {_names(missing)}")
+    if extra:
+        parts.append(f"only in the replay: {_names(extra)}")
+    return (f"the replay ran other GPU work than the launched call ({len(replayed)} activities against "
+            f"{len(launched)}; {'; '.join(parts)})")
 
 
 def _names(names: Sequence[str]) -> str:

@@ -328,7 +328,7 @@ class GraphLaunch:
             touches the legacy stream, fails the capture)
         replay the graph once, traced                  -> the GPU work its replay runs
         the two must match (cupti.replay_mismatch): the same kernels, memcpys and memsets, as many
-            of each, and the replay's work at least half as long as the launched call's
+            of each (not their durations: other workers share the GPU meanwhile)
 
     A call sees whether it is being captured, so one could put in its graph only a copy of a result
     it computed while launched: correct outputs, timed as a copy. The match above catches it, and

@@ -234,13 +234,11 @@ def _work(*kernels: tuple[str, int]) -> list[Activity]:
     return [Activity("kernel", 1000 * i, 1000 * i + ns, i, 7, name) for i, (name, ns) in enumerate(kernels)]
 
 
-def test_a_replay_matches_the_launched_call_by_kernel_and_by_time() -> None:
+def test_a_replay_matches_the_launched_call_kernel_by_kernel() -> None:
     launched = _work(("gemm", 14_000), ("splitk_reduce", 2_000), ("add", 1_500))
     assert replay_mismatch(launched, _work(("add", 1_400), ("gemm", 13_500), ("splitk_reduce", 2_100))) is None
     assert "not replayed: gemm" in replay_mismatch(launched, _work(("splitk_reduce", 2_000), ("add", 1_500)))
     twice = replay_mismatch(launched, [*launched, *_work(("add", 1_500))])
-    assert "only in the replay: add" in twice
-    short = replay_mismatch(launched, _work(("gemm", 900), ("splitk_reduce", 500), ("add", 500)))
-    assert short is not None and "1.9 µs against 17.5 µs" in short
-    # tiny calls: a replay a little shorter than a short launched call is not accused
-    assert replay_mismatch(_work(("add", 2_500)), _work(("add", 1_000))) is None
+    assert "only in the replay: add" in twice and "(4 activities against 3;" in twice
+    # durations are not judged: other workers share the GPU while graphs are captured
+    assert replay_mismatch(launched, _work(("gemm", 900), ("splitk_reduce", 500), ("add", 500))) is None
