@@ -347,6 +347,13 @@ class GraphLaunch:
     """
 
     def __init__(self, torch: Any, launches: Sequence[Launch], trace: Any = _FIND) -> None:
+        started = time.perf_counter()
+        try:
+            self._make(torch, launches, trace)
+        finally:
+            self.seconds = time.perf_counter() - started  # capture, replays and check: protocol capture_s
+
+    def _make(self, torch: Any, launches: Sequence[Launch], trace: Any) -> None:
         self._torch = torch
         self.fallback = ""
         self.launches: Sequence[Launch] = launches
@@ -422,9 +429,10 @@ class GraphLaunch:
         return [replay for replay, _ in captured]
 
     def protocol(self) -> dict[str, Any]:
+        spent = {"capture_s": round(self.seconds, 6)}
         if self.fallback:
-            return {"launch": "stream", "graph_fallback": self.fallback}
-        return {"launch": "graph"}
+            return {"launch": "stream", "graph_fallback": self.fallback, **spent}
+        return {"launch": "graph", **spent}
 
 
 class _Replay:

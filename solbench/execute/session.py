@@ -205,14 +205,16 @@ class Harness(Phases):
         tasks_s     waiting on workers for results; inside it side_s, the wall time of set-up
                     and checks side by side (run_case), and as the workers report:
                     side_setup_s and side_check_s (summed over the workers side by side),
-                    setup_s, check_s (tasks run alone), sample_s, after_s (worker.Phases) and gpu_busy_s
-                    (spin + flush + timed call: the device time the timing loop needed)
+                    setup_s, check_s (tasks run alone), sample_s, after_s (worker.Phases), gpu_busy_s
+                    (spin + flush + timed call: the device time the timing loop needed) and capture_s
+                    (CUDA graphs captured and their replays checked, timer.GraphLaunch: inside set-up,
+                    or inside the timing loop for a task not captured ahead)
         save_s      writing the partial run after each case (the caller's on_case)
 
     The caller adds detect_s, prepare_s and wall_s (solbench.execute.run).
     """
 
-    PHASES = ("setup_s", "check_s", "sample_s", "after_s", "gpu_busy_s")
+    PHASES = ("setup_s", "check_s", "sample_s", "after_s", "gpu_busy_s", "capture_s")
     SIDE: ClassVar[dict[str, str]] = {"setup_s": "side_setup_s", "check_s": "side_check_s"}  # held tasks
 
     def add_tasks(self, results: Sequence[ImplResult]) -> None:

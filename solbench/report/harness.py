@@ -27,6 +27,7 @@ _ROWS = (
     ("side_s", "set-up and checks, workers side by side (wall)", 1),
     ("side_setup_s", "inputs, references, set-up and compilation (sum over workers)", 2),
     ("side_check_s", "correctness checks (sum over workers)", 2),
+    ("capture_s", "CUDA graphs captured, their replays checked (sum over workers, in set-up)", 2),
     ("setup_s", "set-up alone (tasks run alone; a tuning worker after its turn)", 1),
     ("check_s", "correctness checks alone", 1),
     ("sample_s", "timing loop (spin, flush, call, verify, clocks)", 1),

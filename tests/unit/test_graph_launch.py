@@ -123,7 +123,8 @@ def test_calls_are_replayed_and_return_the_captured_outputs() -> None:
         return made[-1]
 
     graphed = timers.GraphLaunch(_fake_torch(False, trace), [call], trace)
-    assert graphed.protocol() == {"launch": "graph"}
+    assert graphed.protocol() == {"launch": "graph", "capture_s": round(graphed.seconds, 6)}
+    assert graphed.seconds >= 0
     replay = graphed.launches[0]
     assert replay() is made[-1]  # the tensor captured, written by each replay
     replay.poison()
@@ -154,7 +155,7 @@ def test_a_call_that_cannot_be_captured_stays_launched_and_says_why() -> None:
     graphed = timers.GraphLaunch(fake, [call], trace)
     assert list(graphed.launches) == [call]
     assert fake.made == [fake.cuda.current_stream(), "copy"]  # the stream made current again, the RNG not capturing
-    assert graphed.protocol() == {"launch": "stream",
+    assert graphed.protocol() == {"launch": "stream", "capture_s": round(graphed.seconds, 6),
                                   "graph_fallback": "RuntimeError: operation not permitted when stream is capturing"}
 
 

@@ -38,11 +38,12 @@ def test_rows_add_other_and_messaging_so_the_shares_sum_to_the_wall():
     run = replace(run, harness={"detect_s": 1.0, "prepare_s": 0.5, "workers_s": 2.0, "reap_s": 0.75,
                                                      "tasks_s": 4.0, "setup_s": 1.0, "check_s": 0.5,
                                                      "sample_s": 1.5, "after_s": 0.5, "save_s": 0.5,
-                                                     "gpu_busy_s": 0.25, "wall_s": 10.0})
+                                                     "gpu_busy_s": 0.25, "capture_s": 0.4, "wall_s": 10.0})
     rows = {key: (seconds, share) for key, _, seconds, share in harness_rows(run)}
     assert rows["messaging_s"][0] == 0.5  # 4.0 - (1.0 + 0.5 + 1.5 + 0.5)
     assert rows["other_s"][0] == 2.0  # 10 - (1 + 0.5 + 2 + 4 + 0.5): the reap is inside the workers' 2
     assert rows["reap_s"] == (0.75, 0.075)
+    assert rows["capture_s"] == (0.4, 0.04)  # a part of the set-up: in no sum of its own
     labels = [label for _, label, _, _ in harness_rows(run)]
     assert labels.index("  waiting for retired workers to exit (their teardown, beside the next start)") == \
         labels.index("start and retire worker processes") + 1  # shown under the worker row
@@ -93,10 +94,12 @@ def test_what_a_task_does_after_taking_its_turn_early_counts_as_alone(monkeypatc
 
     harness = Harness({})
     early = ImplResult("tuned", "ok", protocol={**phases.seconds, "side_by_side": 1})
-    beside = ImplResult("plain", "ok", protocol={"setup_s": 4.0, "check_s": 0.5, "side_by_side": 1})
-    alone = ImplResult("lone", "ok", protocol={"setup_s": 0.25, "check_s": 0.125})
+    beside = ImplResult("plain", "ok", protocol={"setup_s": 4.0, "check_s": 0.5, "side_by_side": 1,
+                                                 "capture_s": 0.375})
+    alone = ImplResult("lone", "ok", protocol={"setup_s": 0.25, "check_s": 0.125, "capture_s": 0.125})
     harness.add_tasks([early, beside, alone])
-    assert harness.seconds == {"side_setup_s": 5.0, "setup_s": 2.25, "side_check_s": 0.5, "check_s": 1.125}
+    assert harness.seconds == {"side_setup_s": 5.0, "setup_s": 2.25, "side_check_s": 0.5, "check_s": 1.125,
+                               "capture_s": 0.5}
 
 
 def test_a_task_gives_back_the_last_tasks_cached_memory_as_it_starts_and_at_its_end_only_when_told(monkeypatch):
