@@ -111,13 +111,14 @@ def run_notes(run: RunResult) -> list[str]:
     """The legend of the tables' marks (:mod:`solbench.report.flags`), then one line per
     implementation that was not scored, saying why, and one per time taken with the host in its
     window (``hold: none``, :mod:`solbench.device.timer`), and one per point of a ``--launch graph``
-    run whose call could not be captured and was launched on the stream (printed under the tables)."""
+    run whose call was launched on the stream instead (not captured, or its replay did not run the
+    launched call's work), with the reason (printed under the tables)."""
     key = flags.legend(run)
     notes = [f"{c.case_id} {r.name}: {r.status.upper()}: {r.message}" for c in run.cases for r in c.impls
              if r.message and (r.status != "ok" or r.protocol.get("hold") == "none")]
     notes += [f"{c.case_id} {r.name}: launched on the stream"
               f"{' in some rounds' if r.protocol.get('launch') == 'mixed' else ''}, not replayed from a graph "
-              f"(its call could not be captured: {r.protocol['graph_fallback']}); its time is not comparable "
+              f"({r.protocol['graph_fallback']}); its time is not comparable "
               "with replayed ones"
               for c in run.cases for r in c.impls if r.status == "ok" and r.protocol.get("graph_fallback")]
     return ([key] if key else []) + notes
