@@ -557,10 +557,11 @@ def _time_floor(task: Task, state: WorkerState, emit: Emit, criterion: Any, base
         src, dst = floor.buffers(read, write, task.device, s.seed)
         launch = functools.partial(resolve(task.spec.implementations[task.impl].fn, base_dir), src=src, dst=dst)
         launch()  # its kernel built and loaded in set-up, beside the other workers, not in the timing loop
-        _ready_to_time(task, state)
+        launches = [launch]
+        _ready_to_time(task, state, launches)  # with --launch graph, captured here too, not in its turn
     _wait_turn(task, emit)
     with phases("sample_s"):
-        timer, timing, _ = _timed(task, state, emit, criterion, [launch])
+        timer, timing, _ = _timed(task, state, emit, criterion, launches)
     timer.last_output = None
     factor = floor.scale(read, write, src, dst)
     protocol = {**timer.protocol(), **gpu_busy(timer, timing, s.warmup), **phases.seconds, "part": "floor",

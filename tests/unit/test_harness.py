@@ -193,6 +193,24 @@ def test_a_task_ready_to_time_leaves_no_set_up_running_on_the_device(monkeypatch
         assert calls == expected, (timer, device)
 
 
+def test_a_task_ready_to_time_captures_its_graphs_before_its_turn(monkeypatch):
+    """With --launch graph the timer captures (and checks) the task's own launches before the turn,
+    then warms up; the timing loop's prepare finds them captured (CudaColdTimer.capture)."""
+    from types import SimpleNamespace
+
+    from solbench.measure import worker
+
+    calls = []
+    launches = [lambda: None]
+    timer = SimpleNamespace(capture=lambda got: calls.append(("capture", got)), warm=lambda: calls.append("warm"))
+    state = SimpleNamespace(timer=lambda task: timer, probe=lambda task: None)
+    worker._ready_to_time(SimpleNamespace(device="cuda"), state, launches)
+    assert calls == [("capture", launches), "warm"] and calls[0][1] is launches
+    calls.clear()
+    worker._ready_to_time(SimpleNamespace(device="cuda"), state)  # no launches given: nothing captured
+    assert calls == ["warm"]
+
+
 def test_the_table_says_how_many_point_rounds_ran_with_one_work_queue():
     run = make_run({"c": {"a": [1e-3] * 4, "b": [1e-3] * 4}})
     run = replace(run, harness={"workers_s": 1.0, "wall_s": 2.0})
