@@ -32,6 +32,13 @@ def detect(device: str, options: RunOptions) -> tuple[Any, HardwareSpec]:
 
         if not cupti.available():
             raise DeviceError(cupti.INSTALL_HINT)
+    if options.launch == "graph" and info.kind == "cuda":
+        from solbench.device import cupti
+
+        if not cupti.wanted():  # without it no replay is checked, so none would be used
+            raise DeviceError("--launch graph checks each replay against the launched call with NVIDIA's "
+                              "cupti-python (pip install 'solbench[cupti]'; not with SOLBENCH_NO_CUPTI=1): "
+                              "install it, or use --launch stream")
     return with_peaks(info, options.peaks, options.results_dir)
 
 

@@ -243,3 +243,18 @@ def test_a_replay_matches_the_launched_call_kernel_by_kernel() -> None:
     assert "only in the replay: add" in twice and "(4 activities against 3;" in twice
     # durations are not judged: other workers share the GPU while graphs are captured
     assert replay_mismatch(launched, _work(("gemm", 900), ("splitk_reduce", 500), ("add", 500))) is None
+
+
+def test_graph_launch_on_a_gpu_without_cupti_is_refused_before_measuring(monkeypatch) -> None:
+    from solbench.device import cupti
+    from solbench.device import detect as detection
+    from solbench.errors import DeviceError
+    from solbench.plan import device
+
+    monkeypatch.setattr(detection, "detect", lambda name, cpu_threads=0: SimpleNamespace(kind="cuda"))
+    monkeypatch.setattr(cupti, "available", lambda: False)
+    with pytest.raises(DeviceError, match=r"--launch graph checks each replay .* or use --launch stream"):
+        device.detect("cuda", RunOptions(launch="graph"))
+    from solbench.measure.worker import MeasureSettings
+
+    assert MeasureSettings.of(RunOptions(), "cuda").launch == "stream"  # auto on the same GPU: launched, no error
