@@ -13,6 +13,7 @@
 # slow: `ab` against a tree whose o_proj `cublas_addmm` GEMM is 10.9% longer (bench/slow_tree.sh).
 # gated: `run -w o_proj` once, then GATED (default 2) runs of it with `--gate-against` that one.
 # ab: AB (default 2) `ab` runs of identical trees on o_proj.
+# five also prints each run's harness phases, with the seconds of graph capture and replay checks (capture_s).
 source bench/device_setup.sh
 touch $OUT/steps.txt
 fallbacks() {  # the points of run $1 whose call could not be captured, and why
@@ -24,6 +25,18 @@ fb = [(cid, i["name"], i["protocol"].get("graph_fallback", "")) for cid, i in ok
 print(f"points launched on the stream (capture failed): {len(fb)} of {len(ok)} timed")
 for row in fb[:20]:
     print("  ", *row)
+PY
+}
+phases() {  # per run: harness wall, set-up side by side, set-up summed, graph capture + check summed, timing loop
+  python3 - "$@" <<'PY' 2>&1 | tee -a $OUT/steps.txt
+import json, sys
+print("run  wall  side-by-side  set-up(sum)  capture+check(sum)  timing loop  point-rounds")
+for path in sys.argv[1:]:
+    d = json.load(open(path))
+    h = d.get("harness", {})
+    rounds = sum(i["protocol"].get("rounds", 0) for c in d["cases"] for i in c["impls"])
+    print(path.rsplit("/", 1)[-1], *(f"{h.get(k, 0):.2f}" for k in ("wall_s", "side_s", "side_setup_s", "capture_s",
+                                                                     "sample_s")), rounds)
 PY
 }
 for part in ${PARTS:-tests five}; do
@@ -47,6 +60,7 @@ for part in ${PARTS:-tests five}; do
     python3 bench/between_runs.py $OUT/five-*.json 2>&1 | tee -a $OUT/steps.txt
     python3 bench/repeat_gates.py $OUT/five-*.json 2>&1 | tail -n 20 | tee -a $OUT/steps.txt
     fallbacks $OUT/five-1.json
+    phases $OUT/five-*.json
     ;;
   suite)
     s=$(date +%s)
