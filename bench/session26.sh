@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The twenty-sixth session's H200 calls, on the default protocol (`--launch auto`: the cold timer on a GPU
 # times each call as a CUDA graph's replay). Carry .whl.
+# P (default none): a prefix of the parts' names and of the files they write; EXTRA: options added to every
+# `run` and `ab` (bench/session25.sh: P=g EXTRA="--launch graph").
 # LIMIT: the seconds this call may use. PARTS, in order while time is left (default "tests five"):
 # ltests: the GPU tests of graph launch, timers, forgers, isolation and CUPTI (tests/gpu/test_graph_launch_gpu.py,
 #   test_timers_gpu.py, test_forgers_gpu.py, test_isolation_gpu.py, test_cupti_gpu.py).
@@ -16,13 +18,17 @@
 # five also prints each run's harness phases, with the seconds of graph capture and replay checks (capture_s).
 source bench/device_setup.sh
 touch $OUT/steps.txt
-fallbacks() {  # the points of run $1 whose call could not be captured, and why
+P=${P:-}
+EXTRA=${EXTRA:-}
+fallbacks() {  # the points of run $1 launched on the stream (in some rounds, or all), and why
   python3 - "$1" <<'PY' 2>&1 | tee -a $OUT/steps.txt
 import json, sys
 d = json.load(open(sys.argv[1]))
 ok = [(c["case_id"], i) for c in d["cases"] for i in c["impls"] if i["status"] == "ok"]
-fb = [(cid, i["name"], i["protocol"].get("graph_fallback", "")) for cid, i in ok if i["protocol"].get("launch") == "stream"]
-print(f"points launched on the stream (capture failed): {len(fb)} of {len(ok)} timed")
+fb = [(cid, i["name"], i["protocol"]["launch"], i["protocol"].get("graph_fallback", "")) for cid, i in ok
+      if i["protocol"].get("launch") in ("stream", "mixed")]
+print(f"points launched on the stream in some rounds or all (not captured, or a replay that did not match): "
+      f"{len(fb)} of {len(ok)} timed")
 for row in fb[:20]:
     print("  ", *row)
 PY
@@ -42,13 +48,13 @@ PY
 for part in ${PARTS:-tests five}; do
   [ $(left) -gt 60 ] || break
   echo "== $part ($(( $(date +%s) - T0 )) s in)" | tee -a $OUT/steps.txt
-  case $part in
+  case ${part#"$P"} in
   ltests)
     timeout $(( $(left) - 30 )) python3 -m pytest -q -p no:cacheprovider tests/gpu/test_graph_launch_gpu.py \
       tests/gpu/test_timers_gpu.py tests/gpu/test_forgers_gpu.py tests/gpu/test_isolation_gpu.py \
-      tests/gpu/test_cupti_gpu.py > $OUT/ltests.txt 2>&1
-    echo "graph-launch and timer GPU tests: exit $?, $(tail -n 1 $OUT/ltests.txt)" | tee -a $OUT/steps.txt
-    grep -E "^(FAILED|ERROR)|Error" $OUT/ltests.txt | head -n 20 | tee -a $OUT/steps.txt
+      tests/gpu/test_cupti_gpu.py > $OUT/${P}ltests.txt 2>&1
+    echo "graph-launch and timer GPU tests: exit $?, $(tail -n 1 $OUT/${P}ltests.txt)" | tee -a $OUT/steps.txt
+    grep -E "^(FAILED|ERROR)|Error" $OUT/${P}ltests.txt | head -n 20 | tee -a $OUT/steps.txt
     ;;
   tests)
     timeout $(( $(left) - 20 )) python3 -m pytest -q -p no:cacheprovider tests/gpu > $OUT/gpu-tests.txt 2>&1
@@ -56,36 +62,36 @@ for part in ${PARTS:-tests five}; do
     grep -E "^(FAILED|ERROR)" $OUT/gpu-tests.txt | head -n 20 | tee -a $OUT/steps.txt
     ;;
   five)
-    oproj_runs "${RUNS:-5}" five
-    python3 bench/between_runs.py $OUT/five-*.json 2>&1 | tee -a $OUT/steps.txt
-    python3 bench/repeat_gates.py $OUT/five-*.json 2>&1 | tail -n 20 | tee -a $OUT/steps.txt
-    fallbacks $OUT/five-1.json
-    phases $OUT/five-*.json
+    oproj_runs "${RUNS:-5}" ${P}five $EXTRA
+    python3 bench/between_runs.py $OUT/${P}five-*.json 2>&1 | tee -a $OUT/steps.txt
+    python3 bench/repeat_gates.py $OUT/${P}five-*.json 2>&1 | tail -n 20 | tee -a $OUT/steps.txt
+    fallbacks $OUT/${P}five-1.json
+    phases $OUT/${P}five-*.json
     ;;
   suite)
     s=$(date +%s)
-    timeout $(left) python3 -m solbench run workloads/*.yaml -q -o $OUT/suite.json > $OUT/suite.txt 2>&1
+    timeout $(left) python3 -m solbench run workloads/*.yaml -q $EXTRA -o $OUT/${P}suite.json > $OUT/${P}suite.txt 2>&1
     echo "suite: exit $?, $(( $(date +%s) - s )) s" | tee -a $OUT/steps.txt
-    python3 -m solbench show $OUT/suite.json --harness > $OUT/suite-harness.txt 2>&1
-    python3 -m solbench compare baseline fused --run $OUT/suite.json > $OUT/suite-compare.txt 2>&1
-    tail -n 5 $OUT/suite-harness.txt | tee -a $OUT/steps.txt
-    for v in FASTER SAME SLOWER INCONCLUSIVE; do echo "$v rows: $(grep -c " $v" $OUT/suite-compare.txt)"; done | tee -a $OUT/steps.txt
-    fallbacks $OUT/suite.json
+    python3 -m solbench show $OUT/${P}suite.json --harness > $OUT/${P}suite-harness.txt 2>&1
+    python3 -m solbench compare baseline fused --run $OUT/${P}suite.json > $OUT/${P}suite-compare.txt 2>&1
+    tail -n 5 $OUT/${P}suite-harness.txt | tee -a $OUT/steps.txt
+    for v in FASTER SAME SLOWER INCONCLUSIVE; do echo "$v rows: $(grep -c " $v" $OUT/${P}suite-compare.txt)"; done | tee -a $OUT/steps.txt
+    fallbacks $OUT/${P}suite.json
     ;;
   enc)
     timeout $(left) python3 -m solbench run workloads/bert.yaml -w bert_layer -i torch_encoder --case seq=128 -q \
-      --repeat 1 --max-rounds 1 -o $OUT/enc.json > $OUT/enc.txt 2>&1
+      $EXTRA --repeat 1 --max-rounds 1 -o $OUT/${P}enc.json > $OUT/${P}enc.txt 2>&1
     echo "torch_encoder: exit $?" | tee -a $OUT/steps.txt
-    fallbacks $OUT/enc.json
+    fallbacks $OUT/${P}enc.json
     ;;
   slow)
     rm -rf /tmp/base && mkdir -p /tmp/base && cp -r solbench workloads hardware_specs /tmp/base/
     bash bench/slow_tree.sh /tmp/slow10 0.10
     s=$(date +%s)
     (cd /tmp/slow10 && timeout $(left) python3 -m solbench ab --baseline-tree /tmp/base --current-tree . \
-      workloads/attn.yaml -w o_proj -q --json --out-dir /tmp/slow > $OUT/slow.json 2> $OUT/slow.txt)
-    echo "ab, slow10: exit $?, $(( $(date +%s) - s )) s, $(grep -E '^gate:' $OUT/slow.txt)" | tee -a $OUT/steps.txt
-    python3 - $OUT/slow.json <<'PY' 2>&1 | tee -a $OUT/steps.txt
+      workloads/attn.yaml -w o_proj -q --json $EXTRA --out-dir /tmp/slow > $OUT/${P}slow.json 2> $OUT/${P}slow.txt)
+    echo "ab, slow10: exit $?, $(( $(date +%s) - s )) s, $(grep -E '^gate:' $OUT/${P}slow.txt)" | tee -a $OUT/steps.txt
+    python3 - $OUT/${P}slow.json <<'PY' 2>&1 | tee -a $OUT/steps.txt
 import json, sys
 d = json.load(open(sys.argv[1]))
 rows = [v for v in d.get("verdicts", d.get("cases", [])) if isinstance(v, dict)]
@@ -96,13 +102,13 @@ for row in bad[:14]:
 PY
     ;;
   gated)
-    oproj_runs 1 base
+    oproj_runs 1 ${P}base $EXTRA
     for n in $(seq 1 "${GATED:-2}"); do
       [ $(left) -gt 45 ] || break
       s=$(date +%s)
-      timeout $(left) python3 -m solbench run workloads/attn.yaml -w o_proj -q -o $OUT/gated-$n.json \
-        --gate-against $OUT/base-1.json > $OUT/gated-$n.txt 2>&1
-      echo "gated $n: exit $?, $(( $(date +%s) - s )) s, $(grep -E '^gate:' $OUT/gated-$n.txt)" | tee -a $OUT/steps.txt
+      timeout $(left) python3 -m solbench run workloads/attn.yaml -w o_proj -q $EXTRA -o $OUT/${P}gated-$n.json \
+        --gate-against $OUT/${P}base-1.json > $OUT/${P}gated-$n.txt 2>&1
+      echo "gated $n: exit $?, $(( $(date +%s) - s )) s, $(grep -E '^gate:' $OUT/${P}gated-$n.txt)" | tee -a $OUT/steps.txt
     done
     ;;
   ab)
@@ -111,8 +117,8 @@ PY
       [ $(left) -gt 100 ] || break
       s=$(date +%s)
       timeout $(left) python3 -m solbench ab --baseline-tree /tmp/base --current-tree . workloads/attn.yaml -w o_proj \
-        -q --json --out-dir /tmp/ab-$n > $OUT/ab-$n.json 2> $OUT/ab-$n.txt
-      echo "ab $n: exit $?, $(( $(date +%s) - s )) s, $(grep -E '^gate:' $OUT/ab-$n.txt)" | tee -a $OUT/steps.txt
+        -q --json $EXTRA --out-dir /tmp/ab-$n > $OUT/${P}ab-$n.json 2> $OUT/${P}ab-$n.txt
+      echo "ab $n: exit $?, $(( $(date +%s) - s )) s, $(grep -E '^gate:' $OUT/${P}ab-$n.txt)" | tee -a $OUT/steps.txt
     done
     ;;
   esac
