@@ -189,7 +189,9 @@ class CudaColdTimer:
         turn to time, side by side with the other workers' set-up (:class:`GraphLaunch`); ``prepare``
         of the same launches then replays them. Otherwise nothing."""
         if self.launch == "graph":
-            self.graphed = GraphLaunch(self._torch, launches)
+            from solbench.device import cupti
+
+            self.graphed = GraphLaunch(self._torch, launches, cupti.optional_tracer())
 
     def _before(self, fn: Launch | None = None) -> None:
         """Hold the stream (gate, else spin), poison a graph replay's outputs (``fn.poison``), then
@@ -305,9 +307,6 @@ class ReplayMismatch(Exception):
     """A call's graph replays other GPU work than the call runs when launched (GraphLaunch)."""
 
 
-_FIND = object()  # GraphLaunch's trace: this process's CUPTI tracer, where there is one
-
-
 class GraphLaunch:
     """Each call of a cold-timed task as the replay of a CUDA graph of that one call (``--launch graph``).
 
@@ -346,7 +345,8 @@ class GraphLaunch:
     that alias an input.
     """
 
-    def __init__(self, torch: Any, launches: Sequence[Launch], trace: Any = _FIND) -> None:
+    def __init__(self, torch: Any, launches: Sequence[Launch], trace: Any) -> None:
+        """``trace``: this process's CUPTI tracer (``cupti.optional_tracer()``); None: nothing is replayed."""
         started = time.perf_counter()
         try:
             self._make(torch, launches, trace)
@@ -358,10 +358,6 @@ class GraphLaunch:
         self.fallback = ""
         self.launches: Sequence[Launch] = launches
         self.source = launches  # the launches these graphs were captured from
-        if trace is _FIND:
-            from solbench.device import cupti
-
-            trace = cupti.optional_tracer()
         if trace is None:
             self.fallback = ("no CUPTI here (cupti-python, SOLBENCH_NO_CUPTI) to check that a replay runs the "
                              "call's work: launched")

@@ -27,15 +27,12 @@ def detect(device: str, options: RunOptions) -> tuple[Any, HardwareSpec]:
     info = detect_device(device, cpu_threads=options.threads)
     if info.kind == "cpu":
         refuse_gpu_options(options)
-    if options.timer == "cupti" and info.kind == "cuda":
+    if info.kind == "cuda" and (options.timer == "cupti" or options.launch == "graph"):
         from solbench.device import cupti
 
-        if not cupti.available():
+        if options.timer == "cupti" and not cupti.available():
             raise DeviceError(cupti.INSTALL_HINT)
-    if options.launch == "graph" and info.kind == "cuda":
-        from solbench.device import cupti
-
-        if not cupti.wanted():  # without it no replay is checked, so none would be used
+        if options.launch == "graph" and not cupti.wanted():  # no replay is checked without it, so none is used
             raise DeviceError("--launch graph checks each replay against the launched call with NVIDIA's "
                               "cupti-python (pip install 'solbench[cupti]'; not with SOLBENCH_NO_CUPTI=1): "
                               "install it, or use --launch stream")

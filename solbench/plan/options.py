@@ -31,7 +31,7 @@ class RunOptions:
     peaks: str = "datasheet"  # or "measured": ceilings from `solbench calibrate`
     flush: str = "clean"  # cold/cupti timer: "clean" (no dirty lines left in L2) or "write" (nvbench's)
     # cold timer: the call launched on the stream, or replayed from a CUDA graph ("graph"); "auto": "graph"
-    # for the cold timer on CUDA, else "stream" (solbench.device.timer.resolved_launch)
+    # for the cold timer on CUDA with CUPTI, else "stream" (solbench.device.timer.resolved_launch)
     launch: str = "auto"
     results_dir: Path = Path("results")
     timeout_s: float = 120.0  # per implementation and case, compilation included (worker mode)

@@ -126,7 +126,8 @@ class Protocol:
     compile_cache: str = ""
     compile_ahead: int = 0  # processes that compiled ahead before the first round; 0: none did
     # cold timer on CUDA: "stream" (the call launched) or "graph" (a CUDA graph's replay of it; each point's
-    # protocol says "stream" where its call could not be captured); "": another timer or the CPU
+    # protocol says "stream" or "mixed" where it was launched instead, and graph_fallback why); "": another
+    # timer or the CPU
     launch: str = ""
 
 
