@@ -46,6 +46,10 @@ class Activity:
     correlation_id: int
     stream_id: int
     name: str
+    # what the work was launched with: a kernel's grid, block, cluster and dynamic shared memory
+    # ("grid 132x1x1 block 384x1x1 cluster 1x1x1 smem 232448"), a memcpy's or memset's bytes ("bytes 4096");
+    # empty where the record has none (a replay is checked against it: replay_mismatch)
+    shape: str = ""
 
 
 @dataclass(frozen=True)
@@ -134,17 +138,24 @@ def replay_mismatch(launched: Sequence[Activity], replayed: Sequence[Activity]) 
     otherwise while captured (``torch.cuda.is_current_stream_capturing()``), for example one that puts
     in the graph only a copy of a result it computed while launched, shows other work here.
 
+    Each kernel is compared with its launch shape (grid, block, cluster, dynamic shared memory), and
+    each memcpy and memset with its bytes (:attr:`Activity.shape`): the same kernels launched over
+    less work are other work. A launched call with no GPU work on record leaves nothing to compare
+    a replay with (and a replay of nothing would match it), so it is a mismatch too.
+
     Durations are not compared: graphs are captured while the other workers of the case set up and
     check side by side on the same GPU, and on an H200 that stretched the launched o_proj GEMMs at
     16384 tokens to 2.0-15.2 ms against 0.77-0.83 ms for their replays (issue 16, twenty-sixth session).
     """
     from collections import Counter
 
-    want, got = Counter(a.name for a in launched), Counter(a.name for a in replayed)
+    if not launched:
+        return "CUPTI recorded no GPU work for the launched call: nothing to check its replay against"
+    want, got = Counter((a.name, a.shape) for a in launched), Counter((a.name, a.shape) for a in replayed)
     if want == got:
         return None
-    missing = sorted((want - got).elements())
-    extra = sorted((got - want).elements())
+    missing = [_described(*key) for key in sorted((want - got).elements())]
+    extra = [_described(*key) for key in sorted((got - want).elements())]
     parts = []
     if missing:
         parts.append(f"not replayed: {_names(missing)}")
@@ -154,9 +165,34 @@ def replay_mismatch(launched: Sequence[Activity], replayed: Sequence[Activity]) 
             f"{len(launched)}; {'; '.join(parts)})")
 
 
+def shape_of(kind: str, record: Any) -> str:
+    """What one CUPTI record says the work was launched with (:attr:`Activity.shape`): a kernel's
+    grid, block, cluster and dynamic shared memory; a memcpy's or memset's bytes. Fields a record
+    lacks are left out."""
+
+    def dims(prefix: str) -> str | None:
+        parts = [getattr(record, f"{prefix}_{axis}", None) for axis in "xyz"]
+        return None if any(p is None for p in parts) else "x".join(str(int(p)) for p in parts)
+
+    if kind == "kernel":
+        fields = [(label, dims(label)) for label in ("grid", "block", "cluster")]
+        smem = getattr(record, "dynamic_shared_memory", None)
+        fields.append(("smem", None if smem is None else str(int(smem))))
+    else:
+        size = getattr(record, "bytes", None)
+        fields = [("bytes", None if size is None else str(int(size)))]
+    return " ".join(f"{label} {value}" for label, value in fields if value is not None)
+
+
+def _described(name: str, shape: str) -> str:
+    """A kernel's name (cut to 60 characters) or the work's kind, with its shape."""
+    name = name if len(name) <= 60 else name[:60] + "~"
+    return f"{name} ({shape})" if shape else name
+
+
 def _names(names: Sequence[str]) -> str:
-    """A few names, each cut to 60 characters, and how many more."""
-    shown = [n if len(n) <= 60 else n[:60] + "~" for n in names[:3]]
+    """A few names and how many more."""
+    shown = names[:3]
     more = f" and {len(names) - 3} more" if len(names) > 3 else ""
     return ", ".join(shown) + more
 
@@ -195,7 +231,7 @@ class Tracer:
                 what = self._work_kinds[kind]
                 name = str(getattr(a, "name", "") or "") if what == "kernel" else what
                 self._work.append(Activity(what, int(a.start), int(a.end), int(a.correlation_id),
-                                           int(getattr(a, "stream_id", 0)), name))
+                                           int(getattr(a, "stream_id", 0)), name, shape_of(what, a)))
 
     def now(self) -> int:
         """CUPTI's host timestamp (ns), the clock of the API records."""

@@ -402,8 +402,12 @@ class GraphLaunch:
             fn()
             t1 = trace.now()
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, stream=side):
-            out = fn()
+        with torch.cuda.stream(side):  # not torch.cuda.graph(): it waits for the device and empties the
+            graph.capture_begin()    # caching allocator (cached blocks back to the driver) before each capture
+            try:
+                out = fn()
+            finally:
+                graph.capture_end()
         torch.cuda.current_stream().wait_stream(side)
         replay = _Replay(graph, out, _poisoners(torch, out), torch.inference_mode)
         t2 = trace.now()

@@ -88,6 +88,26 @@ def test_a_call_that_captures_only_a_copy_of_its_result_is_launched(l2):
     assert timing.median > 7e-6  # launched: the GEMM's 33.5 MB of weight, read every call
 
 
+def test_a_capture_of_the_same_kernels_over_less_work_is_launched():
+    """The same kernel in the graph as launched, over a slice of the work: same names, another grid."""
+    from solbench.device import cupti
+    from solbench.device.timer import GraphLaunch
+
+    x = torch.randn(1 << 22, device="cuda")
+    out = torch.empty_like(x)
+
+    def shrinks_under_capture():
+        part = 1024 if torch.cuda.is_current_stream_capturing() else x.numel()
+        torch.mul(x[:part], 2, out=out[:part])
+        return out
+
+    protocol = GraphLaunch(torch, [shrinks_under_capture], cupti.tracer()).protocol()
+    assert protocol["launch"] == "stream", protocol
+    assert "ReplayMismatch" in protocol["graph_fallback"] and "grid " in protocol["graph_fallback"], protocol
+    honest = GraphLaunch(torch, [lambda: torch.mul(x, 2, out=out)], cupti.tracer()).protocol()
+    assert honest["launch"] == "graph", honest
+
+
 def test_a_call_that_cannot_be_captured_is_launched_and_says_why(l2):
     x = torch.randn(1 << 16, device="cuda")
     reference = x * 3

@@ -73,6 +73,16 @@ class _Trace:
 class _Graph:
     def __init__(self, fail: bool, trace: _Trace) -> None:
         self.fail, self.trace, self.names, self.replays = fail, trace, [], 0
+        self.ended = False
+
+    def capture_begin(self) -> None:
+        self.trace.capturing = self
+
+    def capture_end(self) -> None:
+        self.trace.capturing = None
+        self.ended = True
+        if self.fail:
+            raise RuntimeError("operation not permitted when stream is capturing\nmore detail")
 
     def replay(self) -> None:
         self.replays += 1
@@ -81,25 +91,13 @@ class _Graph:
 
 
 def _fake_torch(fail_capture: bool, trace: _Trace) -> SimpleNamespace:
-    """torch's CUDA graph API on the CPU: capture runs the call (or raises), replay runs what it recorded."""
-
-    class Capture:
-        def __init__(self, graph: _Graph, stream: object = None) -> None:
-            self.graph = graph
-
-        def __enter__(self) -> None:
-            if self.graph.fail:
-                raise RuntimeError("operation not permitted when stream is capturing\nmore detail")
-            trace.capturing = self.graph
-
-        def __exit__(self, *exc: object) -> None:
-            trace.capturing = None
-
+    """torch's CUDA graph API on the CPU: capture runs the call (its end raises with ``fail_capture``),
+    replay runs what it recorded. ``made`` lists the streams made current and the generator states set."""
     stream = SimpleNamespace(wait_stream=lambda other: None, synchronize=lambda: None)
     made: list[object] = []
     gen = SimpleNamespace(clone_state=lambda: "copy", graphsafe_set_state=made.append)
     cuda = SimpleNamespace(Stream=lambda: stream, current_stream=lambda: stream, stream=lambda s: _Null(),
-                           synchronize=lambda: None, CUDAGraph=lambda: _Graph(fail_capture, trace), graph=Capture,
+                           synchronize=lambda: None, CUDAGraph=lambda: _Graph(fail_capture, trace),
                            set_stream=made.append, default_generators=(gen,))
     return SimpleNamespace(cuda=cuda, Tensor=torch.Tensor, bool=torch.bool, uint8=torch.uint8, made=made,
                            inference_mode=torch.inference_mode)
@@ -231,8 +229,8 @@ def test_without_cupti_nothing_is_replayed() -> None:
     assert graphed.protocol()["launch"] == "stream" and "no CUPTI" in graphed.protocol()["graph_fallback"]
 
 
-def _work(*kernels: tuple[str, int]) -> list[Activity]:
-    return [Activity("kernel", 1000 * i, 1000 * i + ns, i, 7, name) for i, (name, ns) in enumerate(kernels)]
+def _work(*kernels: tuple[str, int], shape: str = "grid 132x1x1 block 128x1x1") -> list[Activity]:
+    return [Activity("kernel", 1000 * i, 1000 * i + ns, i, 7, name, shape) for i, (name, ns) in enumerate(kernels)]
 
 
 def test_a_replay_matches_the_launched_call_kernel_by_kernel() -> None:
@@ -258,3 +256,51 @@ def test_graph_launch_on_a_gpu_without_cupti_is_refused_before_measuring(monkeyp
     from solbench.measure.worker import MeasureSettings
 
     assert MeasureSettings.of(RunOptions(), "cuda").launch == "stream"  # auto on the same GPU: launched, no error
+
+
+def test_a_capture_that_raises_still_ends_and_the_call_stays_launched() -> None:
+    """A call that raises while captured: the capture is ended (the stream is not left capturing) and
+    the call is launched on the stream, with the call's own error as the reason."""
+    trace = _Trace()
+    graphs = []
+    fake = _fake_torch(False, trace)
+    make = fake.cuda.CUDAGraph
+    fake.cuda.CUDAGraph = lambda: graphs.append(make()) or graphs[-1]
+
+    def call() -> torch.Tensor:
+        trace.launch("gemm")
+        if trace.capturing is not None:
+            raise ValueError("cannot capture this\nat all")
+        return torch.ones(2)
+
+    graphed = timers.GraphLaunch(fake, [call], trace)
+    assert list(graphed.launches) == [call] and graphs[0].ended and trace.capturing is None
+    assert graphed.protocol()["graph_fallback"] == "ValueError: cannot capture this"
+
+
+def test_the_same_kernels_launched_over_other_shapes_are_other_work() -> None:
+    """A graph that replays the call's kernels over a smaller grid (less of the work) is not the call."""
+    launched = _work(("gemm", 14_000), ("add", 1_500), shape="grid 128x1x1 block 256x1x1 smem 1024")
+    smaller = _work(("gemm", 1_000), ("add", 200), shape="grid 1x1x1 block 256x1x1 smem 1024")
+    why = replay_mismatch(launched, smaller)
+    assert why is not None
+    assert "not replayed: add (grid 128x1x1 block 256x1x1 smem 1024)" in why
+    assert "only in the replay: add (grid 1x1x1 block 256x1x1 smem 1024)" in why
+    assert replay_mismatch(launched, list(reversed(launched))) is None
+
+
+def test_a_launched_call_with_no_work_on_record_leaves_nothing_to_check() -> None:
+    assert "CUPTI recorded no GPU work for the launched call" in replay_mismatch([], [])
+    assert "no GPU work" in replay_mismatch([], _work(("gemm", 1_000)))
+
+
+def test_cupti_records_give_each_kernel_its_launch_shape_and_each_copy_its_bytes() -> None:
+    from solbench.device.cupti import shape_of
+
+    kernel = SimpleNamespace(grid_x=132, grid_y=2, grid_z=1, block_x=384, block_y=1, block_z=1,
+                             cluster_x=2, cluster_y=1, cluster_z=1, dynamic_shared_memory=232448)
+    assert shape_of("kernel", kernel) == "grid 132x2x1 block 384x1x1 cluster 2x1x1 smem 232448"
+    older = SimpleNamespace(grid_x=4, grid_y=1, grid_z=1, block_x=32, block_y=1, block_z=1)  # no cluster, smem
+    assert shape_of("kernel", older) == "grid 4x1x1 block 32x1x1"
+    assert shape_of("memcpy", SimpleNamespace(bytes=4096)) == "bytes 4096"
+    assert shape_of("memset", SimpleNamespace()) == ""
