@@ -6,12 +6,15 @@ imports, the early fork-server start, the run, saving and rendering, and exit.
 Runs the command in a child process under cProfile (this process only times it from outside), then prints
 the seconds of each top-level step of the command's function, the run's harness wall from the saved JSON
 (where -o is given), and what is left: the interpreter's start and exit around the profiled call.
+With PROF_OUT set, the profile is also copied there.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import pstats
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -34,6 +37,8 @@ def main(argv: list[str]) -> None:
         code = subprocess.call([sys.executable, "-m", "cProfile", "-o", str(prof), "-m", "solbench", *argv])
         wall = time.perf_counter() - start
         stats = pstats.Stats(str(prof))
+        if os.environ.get("PROF_OUT"):  # keep the profile (e.g. $OUT/cli.prof) to read it later
+            shutil.copy(prof, os.environ["PROF_OUT"])
     total = stats.total_tt
     rows: dict[str, float] = {}
     for (path, _line, func), (_cc, _nc, _tt, cum, _callers) in stats.stats.items():  # type: ignore[attr-defined]

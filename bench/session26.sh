@@ -113,7 +113,7 @@ PY
     done
     ;;
   prof)
-    timeout $(left) python3 bench/cli_phases.py run workloads/attn.yaml -w o_proj -q $EXTRA \
+    PROF_OUT=$OUT/${P}cli.prof timeout $(left) python3 bench/cli_phases.py run workloads/attn.yaml -w o_proj -q $EXTRA \
       -o $OUT/${P}prof.json --force 2>&1 | tee -a $OUT/steps.txt
     ;;
   ab)

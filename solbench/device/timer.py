@@ -326,8 +326,11 @@ class GraphLaunch:
         capture the call on that stream (torch's global capture mode: a call that synchronizes, or
             touches the legacy stream, fails the capture)
         replay the graph once, traced                  -> the GPU work its replay runs
-        the two must match (cupti.replay_mismatch): the same kernels, memcpys and memsets, as many
-            of each (not their durations: other workers share the GPU meanwhile)
+        the two must match (cupti.replay_mismatch): the same kernels with the same grids and blocks,
+            memcpys and memsets of the same bytes, as many of each (not their durations: other
+            workers share the GPU meanwhile)
+    and once per task, a kernel of the harness's own (the canary) must be on record too, or nothing
+    is replayed: CUPTI that records nothing would make every call match an empty replay.
 
     A call sees whether it is being captured, so one could put in its graph only a copy of a result
     it computed while launched: correct outputs, timed as a copy. The match above catches it, and
@@ -366,7 +369,10 @@ class GraphLaunch:
         turned_on = False
         try:
             turned_on = trace.begin()
-            replays = self._checked([self._capture(fn, trace) for fn in launches], trace)
+            captured = [self._capture(fn, trace) for fn in launches]
+            t0 = trace.now()
+            torch.ones(1, device="cuda")  # the canary: CUPTI must record this kernel of the harness's own
+            replays = self._checked(captured, (t0, trace.now()), trace)
         except Exception as exc:  # any failure to capture, replay or match: launched instead
             first = (str(exc).strip().splitlines() or [""])[0]
             self.fallback = f"{type(exc).__name__}: {first}"[:300]
@@ -415,13 +421,18 @@ class GraphLaunch:
         t3 = trace.now()
         return replay, (t0, t1, t2, t3)
 
-    def _checked(self, captured: Sequence[tuple[_Replay, tuple[int, int, int, int]]], trace: Any) -> list[_Replay]:
+    def _checked(self, captured: Sequence[tuple[_Replay, tuple[int, int, int, int]]], canary: tuple[int, int],
+                 trace: Any) -> list[_Replay]:
         """The replays, once the device is done and CUPTI's records say each ran the work its launched
-        call ran (cupti.replay_mismatch); ReplayMismatch otherwise."""
+        call ran (cupti.replay_mismatch); ReplayMismatch otherwise, and when CUPTI recorded none of the
+        canary's work (launched between the host times ``canary``): then an empty record of a call
+        would not mean that it ran no GPU work, and an empty replay would match it."""
         from solbench.device.cupti import launched_in, replay_mismatch
 
         self._torch.cuda.synchronize()
         calls, work = trace.collect()
+        if not launched_in(calls, work, *canary):
+            raise ReplayMismatch("CUPTI recorded none of the harness's own GPU work: no replay can be checked")
         for _, (t0, t1, t2, t3) in captured:
             problem = replay_mismatch(launched_in(calls, work, t0, t1), launched_in(calls, work, t2, t3))
             if problem is not None:
