@@ -15,6 +15,7 @@
 # slow: `ab` against a tree whose o_proj `cublas_addmm` GEMM is 10.9% longer (bench/slow_tree.sh).
 # gated: `run -w o_proj` once, then GATED (default 2) runs of it with `--gate-against` that one.
 # ab: AB (default 2) `ab` runs of identical trees on o_proj.
+# costs: bench/capture_costs.py (host time of the capture and replay check, and of one cold sample, by step).
 # prof: one `run -w o_proj` under bench/cli_phases.py (where the command's time goes outside the harness table).
 # five also prints each run's harness phases, with the seconds of graph capture and replay checks (capture_s).
 source bench/device_setup.sh
@@ -111,6 +112,9 @@ PY
         --gate-against $OUT/${P}base-1.json > $OUT/${P}gated-$n.txt 2>&1
       echo "gated $n: exit $?, $(( $(date +%s) - s )) s, $(grep -E '^gate:' $OUT/${P}gated-$n.txt)" | tee -a $OUT/steps.txt
     done
+    ;;
+  costs)
+    timeout $(left) python3 bench/capture_costs.py 20 2>&1 | tee -a $OUT/steps.txt
     ;;
   prof)
     PROF_OUT=$OUT/${P}cli.prof timeout $(left) python3 bench/cli_phases.py run workloads/attn.yaml -w o_proj -q $EXTRA \
