@@ -366,8 +366,9 @@ def _decide(pair: Pair, est: Estimate, tests: _Tests | None, tau: float, source:
 
 def _other_choices(base: ImplResult, cur: ImplResult) -> str:
     """How a verdict's two sides ran different code below the implementation: other autotuned
-    cuBLASLt algorithms (``cublaslt_algorithms``) or other kernels in the checked calls (``kernels``,
-    as CUPTI named them), or "". The difference may be that choice, not the code."""
+    cuBLASLt algorithms (``cublaslt_algorithms``), other kernels in the checked calls (``kernels``,
+    as CUPTI named them), or the same kernels with other launch shapes (``kernel_shapes``), or "".
+    The difference may be that choice, not the code."""
     found = []
     a, b = base.protocol.get("cublaslt_algorithms"), cur.protocol.get("cublaslt_algorithms")
     if a and b and a != b:
@@ -380,7 +381,15 @@ def _other_choices(base: ImplResult, cur: ImplResult) -> str:
         if only_a or only_b:
             found.append(f"ran different kernels (baseline only: {', '.join(only_a) or 'none'}; current only: "
                          f"{', '.join(only_b) or 'none'})")
+    a, b = base.protocol.get("kernel_shapes"), cur.protocol.get("kernel_shapes")
+    if not found and isinstance(a, str) and isinstance(b, str) and a and b and a != b:
+        found.append(f"launched their kernels with different grids or blocks ({_cut_text(a)} in the baseline, "
+                     f"{_cut_text(b)} in the current)")
     return " and ".join(found)
+
+
+def _cut_text(text: str, limit: int = 160) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _kernel_names(kernels: str, other: str) -> list[str]:

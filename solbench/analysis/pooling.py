@@ -127,11 +127,12 @@ def _combine(results: Sequence[ImplResult], labels: Sequence[Callable[[Timing], 
     streams = [int(r.protocol["streams"]) for r, _ in ok if "streams" in r.protocol]
     if streams:  # the most streams CUPTI saw the checked calls use, in any of them
         protocol["streams"] = max(streams)
-    kernels = [r.protocol.get("kernels") for r, _ in ok]
-    if all(isinstance(k, str) for k in kernels) and len(set(kernels)) > 1:
-        # a library chose other kernels in some processes: each one's, in order, as a JSON list
-        # (protocol values are scalars)
-        protocol[f"kernels_by_{what}"] = json.dumps(kernels)
+    for key in ("kernels", "kernel_shapes"):
+        chosen = [r.protocol.get(key) for r, _ in ok]
+        if all(isinstance(k, str) for k in chosen) and len(set(chosen)) > 1:
+            # a library chose other kernels, or launched them with other grids, in some processes:
+            # each one's, in order, as a JSON list (protocol values are scalars)
+            protocol[f"{key}_by_{what}"] = json.dumps(chosen)
     return replace(first, timing=timing, score=_rescaled(first.score, first.timing.median, timing.median),
                    protocol=protocol)
 

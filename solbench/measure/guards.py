@@ -276,7 +276,7 @@ def warm_tracer(device: str) -> None:
 
 
 def traced_call(call: Callable[[], Any], trace: Any, kernels: list[str] | None = None,
-                streams: set[int] | None = None) -> tuple[Any, str | None]:
+                streams: set[int] | None = None, shapes: list[str] | None = None) -> tuple[Any, str | None]:
     """Call once; with a CUPTI ``trace``, also say whether its GPU work outlived it on a side stream.
 
     ::
@@ -304,8 +304,9 @@ def traced_call(call: Callable[[], Any], trace: Any, kernels: list[str] | None =
     synchronization and a buffer flush per call (3.4 ms a call on the H200).
 
     Returns (what the call returned, a reason or None). Without a tracer: (value, None). With a
-    ``kernels`` list, the names of the kernels the call launched are appended to it, in order; with
-    a ``streams`` set, the streams its work (kernels, copies, sets) ran on are added to it.
+    ``kernels`` list, the names of the kernels the call launched are appended to it, in order, and
+    with a ``shapes`` list their launch shapes (:attr:`solbench.device.cupti.Activity.shape`), in the
+    same order; with a ``streams`` set, the streams its work (kernels, copies, sets) ran on are added to it.
     """
     if trace is None:
         return call(), None
@@ -353,6 +354,8 @@ def traced_call(call: Callable[[], Any], trace: Any, kernels: list[str] | None =
     mine, problem = judged(calls, work, t0, t1, t2)
     if kernels is not None:
         kernels.extend(a.name for a in mine if a.kind == "kernel")
+    if shapes is not None:
+        shapes.extend(a.shape for a in mine if a.kind == "kernel")
     if streams is not None:
         streams.update(a.stream_id for a in mine)
     return value, problem

@@ -461,6 +461,9 @@ def _checked_and_timed(task: Task, state: WorkerState, emit: Emit, criterion: An
         protocol["stream_check"] = "cupti" if checker.trace is not None else "settle"
     if checker.kernels:  # which kernels this process's libraries chose (issue: per-process state)
         protocol["kernels"] = kernel_names(checker.kernels)
+        shapes = kernel_shapes(checker.kernels, checker.shapes)
+        if shapes:  # and how they were launched: a split-K factor or tile chosen per process shows here
+            protocol["kernel_shapes"] = shapes
     if checker.streams:  # how many streams the checked calls' work ran on (queues.QueuePolicy.note reads it)
         protocol["streams"] = len(checker.streams)
     queues = os.environ.get(work_queues.ENV)
@@ -582,6 +585,18 @@ def kernel_names(names: Sequence[str]) -> str:
     return " | ".join(_cut(name) for name in dict.fromkeys(names))
 
 
+def kernel_shapes(names: Sequence[str], shapes: Sequence[str]) -> str:
+    """The distinct launch shapes of the checked calls' kernels, each after the number of its kernel
+    in ``kernels`` (:func:`kernel_names`, from 1), in order of first launch, joined by " | ":
+    ``"#1 grid 132x1x1 block 384x1x1 cluster 1x1x1 smem 232448 | #2 grid 64x1x1 ..."``. The same
+    kernel names with other grids are another algorithm (another split-K factor or tile) chosen
+    in that process. Empty where CUPTI gave no shapes."""
+    if len(shapes) != len(names) or not any(shapes):
+        return ""
+    number = {name: i + 1 for i, name in enumerate(dict.fromkeys(names))}
+    return " | ".join(f"#{number[n]} {s}" for n, s in dict.fromkeys(zip(names, shapes, strict=True)) if s)
+
+
 def _cut(name: str) -> str:
     if len(name) <= KERNEL_NAME_CHARS:
         return name
@@ -642,11 +657,12 @@ class _Checker:
         self.threads = set(threading.enumerate())
         self.trace = guards.stream_tracer(task.device)  # CUPTI side-stream check, where available
         self.kernels: list[str] = []  # what CUPTI saw the checked calls launch (names, in order)
+        self.shapes: list[str] = []  # and each one's launch shape (grid, block, cluster, shared memory)
         self.streams: set[int] = set()  # the streams that work ran on
 
     def _call(self, launch: Callable[[], Any]) -> Any:
         """One untimed call; CheatDetected if CUPTI saw its GPU work outlive it on a side stream."""
-        value, problem = guards.traced_call(launch, self.trace, self.kernels, self.streams)
+        value, problem = guards.traced_call(launch, self.trace, self.kernels, self.streams, self.shapes)
         if problem is not None:
             raise CheatDetected(problem)
         return value

@@ -3,7 +3,8 @@
     time_marks(t, target)   "~"  the 95% CI of the median is wider than the run's target (±1%)
                             "†"  sampling stopped on the budget or the sample cap, not converged
     result_marks(r, target) those, and "§" where the rounds ran different kernels (a library chose
-                            another kernel in some processes: ``protocol.kernels_by_round``)
+                            another kernel, or launched one with another grid, in some processes:
+                            ``protocol.kernels_by_round``, ``protocol.kernel_shapes_by_round``)
     over_peak(x, run)       "!"  SOL above 1 (or MFU/MBU above 100%) against *measured* peaks:
                                  the ceiling measurement, not the hardware, is what was beaten
     traced(case)            "‡"  on T_SOL: the cost was traced (what the reference executes), which
@@ -47,8 +48,10 @@ def time_marks(t: Timing | None, target: float) -> str:
 
 
 def result_marks(r: ImplResult, target: float) -> str:
-    """:func:`time_marks` of ``r``'s timing, then ``§`` where its rounds ran different kernels."""
-    return time_marks(r.timing, target) + (KERNELS if "kernels_by_round" in r.protocol else "")
+    """:func:`time_marks` of ``r``'s timing, then ``§`` where its rounds ran different kernels or
+    launch shapes."""
+    differ = "kernels_by_round" in r.protocol or "kernel_shapes_by_round" in r.protocol
+    return time_marks(r.timing, target) + (KERNELS if differ else "")
 
 
 def measured_peaks(run: RunResult) -> bool:
@@ -93,8 +96,9 @@ def legend(run: RunResult) -> str:
         parts.append(f"{STOPPED} sampling stopped on the budget ({p.budget_s:g} s) or the sample cap "
                      f"({p.max_samples}) before the CI reached the target")
     if KERNELS in marks:
-        parts.append(f"{KERNELS} the rounds ran different kernels (a library chose another kernel in some "
-                     "processes; each round's: protocol.kernels_by_round): the median mixes them")
+        parts.append(f"{KERNELS} the rounds ran different kernels (a library chose another kernel, or "
+                     "another grid for it, in some processes; each round's: protocol.kernels_by_round, "
+                     "kernel_shapes_by_round): the median mixes them")
     if above:
         parts.append(f"{ABOVE} above 1 (100%) against peaks measured on this host ({run.spec.id}): "
                      "the peak measurement was beaten, not the hardware; not a speed-of-light result")

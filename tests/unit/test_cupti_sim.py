@@ -29,7 +29,7 @@ class SimGpu:
         self.enabled = False
         self.order: list[str] = []
 
-    def launch(self, name, duration, stream=CURRENT, after=None):
+    def launch(self, name, duration, stream=CURRENT, after=None, shape=""):
         self.host += HOST_STEP
         self.corr += 1
         start = max(self.host, self.free[stream], after if after is not None else 0)
@@ -38,7 +38,7 @@ class SimGpu:
         self.order.append(name)
         if self.enabled:
             self.calls.append(ApiCall(self.host, self.corr))
-            self.work.append(Activity("kernel", start, end, self.corr, stream, name))
+            self.work.append(Activity("kernel", start, end, self.corr, stream, name, shape))
         return end
 
     # the Tracer interface
@@ -346,3 +346,23 @@ def test_a_checked_call_reports_the_streams_its_work_ran_on(monkeypatch):
     assert streams == {CURRENT}  # the call's own work, on the current stream
     guards.traced_call(unjoined(gpu), gpu, None, streams)
     assert streams == {CURRENT, SIDE}
+
+
+def test_the_side_stream_check_hands_back_each_kernels_name_and_launch_shape(monkeypatch):
+    """The checked call's kernels, in order, with the grid each was launched with: the worker records
+    both (protocol kernels, kernel_shapes), so a round whose library chose another split shows it."""
+    from solbench.measure import guards
+
+    gpu = SimGpu()
+    monkeypatch.setattr(guards, "torch", sim_torch(gpu))
+
+    def split_gemm():
+        gpu.launch("gemm", 4000, shape="grid 64x4x1 block 128x1x1")
+        gpu.launch("reduce", 500, shape="grid 16x1x1 block 256x1x1")
+        return "out"
+
+    kernels, shapes = [], []
+    value, problem = guards.traced_call(split_gemm, gpu, kernels, set(), shapes)
+    assert (value, problem) == ("out", None)
+    assert kernels == ["gemm", "reduce"]
+    assert shapes == ["grid 64x4x1 block 128x1x1", "grid 16x1x1 block 256x1x1"]

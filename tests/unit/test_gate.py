@@ -607,3 +607,20 @@ def test_compare_sets_apart_a_pair_launched_differently():
     assert "Not comparable, launched differently" in comparison_markdown(c)
     other = _launched(run, "graph")  # every point a graph's replay
     assert compare_runs(other, run).launched_differently.keys() == {"d/fused"}
+
+
+def test_a_verdict_says_when_the_same_kernels_ran_with_other_grids():
+    """cuBLAS with another split-K factor in one process: the same kernel names, another grid."""
+    rng = np.random.default_rng(23)
+    base = _with_algorithms(_with_algorithms(make_run({"slow": {"x": noisy(rng, N)}}), "gemm | reduce", "kernels"),
+                            "#1 grid 64x4x1 block 128x1x1 | #2 grid 16x1x1", "kernel_shapes")
+    cur = _with_algorithms(_with_algorithms(make_run({"slow": {"x": noisy(rng, N, 1.2e-3)}}), "gemm | reduce",
+                                            "kernels"), "#1 grid 64x8x1 block 128x1x1 | #2 grid 16x1x1",
+                           "kernel_shapes")
+    (v,) = gate(base, cur).verdicts
+    assert v.verdict == "REGRESSION"
+    assert ("launched their kernels with different grids or blocks (#1 grid 64x4x1 block 128x1x1 | #2 grid 16x1x1 "
+            "in the baseline, #1 grid 64x8x1 block 128x1x1 | #2 grid 16x1x1 in the current)") in v.reason
+    (same,) = gate(base, _with_algorithms(cur, "#1 grid 64x4x1 block 128x1x1 | #2 grid 16x1x1",
+                                          "kernel_shapes")).verdicts
+    assert "grids" not in same.reason

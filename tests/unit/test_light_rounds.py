@@ -159,3 +159,24 @@ def test_merging_keeps_each_rounds_kernels_where_a_process_chose_others(tmp_path
     run = replace(run, cases=(replace(run.cases[0], impls=(merged,)),))
     assert store.load(store.save(run, tmp_path / "run.json")).cases[0].impls[0].protocol == merged.protocol
     assert "kernels_by_round" not in merge_rounds([a, a, a]).protocol
+
+
+def test_kernel_shapes_number_each_kernel_and_rounds_that_launched_other_grids_are_kept():
+    """The same kernels launched with another grid in one process (another split-K factor, say): the
+    worker's record numbers each shape by its kernel, and the merged point keeps every round's."""
+    from solbench.measure.worker import kernel_shapes
+
+    names = ["gemm", "reduce", "gemm", "gemm"]
+    shapes = ["grid 64x4x1 block 128x1x1", "grid 16x1x1 block 256x1x1", "grid 64x4x1 block 128x1x1",
+              "grid 64x8x1 block 128x1x1"]
+    assert kernel_shapes(names, shapes) == ("#1 grid 64x4x1 block 128x1x1 | #2 grid 16x1x1 block 256x1x1 | "
+                                            "#1 grid 64x8x1 block 128x1x1")
+    assert kernel_shapes(names, ["", "", "", ""]) == ""  # CUPTI gave no shapes
+    assert kernel_shapes(names, shapes[:2]) == ""  # not one shape per kernel: nothing to align
+    t = Timing((1e-3,) * 4, 1e-3, 1e-3, 1e-3, "converged")
+    a = ImplResult("gemm", "ok", timing=t, protocol={"kernels": "gemm", "kernel_shapes": "#1 grid 64x4x1"})
+    b = ImplResult("gemm", "ok", timing=t, protocol={"kernels": "gemm", "kernel_shapes": "#1 grid 64x8x1"})
+    merged = merge_rounds([a, b, a]).protocol
+    assert json.loads(merged["kernel_shapes_by_round"]) == ["#1 grid 64x4x1", "#1 grid 64x8x1", "#1 grid 64x4x1"]
+    assert "kernels_by_round" not in merged  # the names were the same every round
+    assert "kernel_shapes_by_round" not in merge_rounds([a, a]).protocol

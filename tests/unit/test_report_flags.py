@@ -108,3 +108,13 @@ def test_rounds_that_ran_different_kernels_are_marked_in_every_format() -> None:
     assert "§" in _render(mixed) and "§" not in _render(run)
     assert "§" in run_markdown(mixed) and legend in run_markdown(mixed)
     assert "§" in report_html([mixed])
+
+
+def test_rounds_that_launched_the_same_kernels_with_other_grids_are_marked_too() -> None:
+    run = _run(noise=0.0005)
+    case = run.cases[0]
+    r = replace(case.impls[0], protocol={**case.impls[0].protocol,
+                                         "kernel_shapes_by_round": '["#1 grid 64x4x1", "#1 grid 64x8x1"]'})
+    assert flags.result_marks(r, 0.01) == "§"
+    legend = flags.legend(replace(run, cases=(replace(case, impls=(r,)),)))
+    assert "§ the rounds ran different kernels" in legend and "kernel_shapes_by_round" in legend
