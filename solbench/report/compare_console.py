@@ -119,6 +119,8 @@ def gate_table(g: GateResult) -> Table:
     for v in g.verdicts:  # the two runs chose other algorithms or kernels: said beside the verdict
         if v.choices:
             notes[v.key] = "; ".join(filter(None, (notes.get(v.key), f"the runs {v.choices}")))
+        if v.apart:  # and rounds that read far from the rest of their side (a slow process)
+            notes[v.key] = "; ".join(filter(None, (notes.get(v.key), v.apart)))
     short, constant = short_cases([v.case_id for v in g.verdicts]) if g.verdicts else ({}, "")
     impls = sorted({v.impl for v in g.verdicts})
     if len(impls) == 1:  # one implementation throughout: said once, under the table

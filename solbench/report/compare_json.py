@@ -54,6 +54,6 @@ def gate_json(g: GateResult) -> dict[str, Any]:
         "verdicts": [asdict(v) for v in g.verdicts],
         "looks": g.looks,  # the error rates are split over this many looks (alpha / looks each)
         "undecided": [{"key": v.key, "ratio": v.ratio, "ci_low": v.ci_low, "ci_high": v.ci_high,
-                       "more_rounds": v.more_rounds,
-                       "current_rounds": v.current_rounds, "reason": v.reason} for v in g.undecided],
+                       "more_rounds": v.more_rounds, "current_rounds": v.current_rounds,
+                       "apart": v.apart, "reason": v.reason} for v in g.undecided],
     }

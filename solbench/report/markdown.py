@@ -160,9 +160,12 @@ def undecided_note(g: GateResult) -> str:
                  if stuck else
                  f" Re-measuring the current run alone would take about {more} more round(s) "
                  f"(`run --gate-against --rerun {more}`).")
+    if any(v.apart for v in und):
+        hint += (" Rounds named in brackets read more than 3% from the rest of their side: a process that ran "
+                 "slow or fast widens the interval, not the code; more rounds dilute it.")
     return f"{len(und)} undecided (INCONCLUSIVE): " + ", ".join(
-        f"{v.key} {format_ratio(v.ratio)} {format_ci(v.ci_low, v.ci_high)}" for v in und[:10]) + (
-        f" and {len(und) - 10} more" if len(und) > 10 else "") + "." + hint
+        f"{v.key} {format_ratio(v.ratio)} {format_ci(v.ci_low, v.ci_high)}" + (f" [{v.apart}]" if v.apart else "")
+        for v in und[:10]) + (f" and {len(und) - 10} more" if len(und) > 10 else "") + "." + hint
 
 
 def gate_markdown(g: GateResult) -> str:

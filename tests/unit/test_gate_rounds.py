@@ -194,3 +194,33 @@ def test_compare_cli_with_several_runs_per_side(tmp_path):
     assert json.loads(result.stdout)["label_a"].endswith("+2")
     usage = CliRunner().invoke(main, ["compare", "--baseline", *a])
     assert usage.exit_code == 2 and "together" in usage.output
+
+
+def _in_rounds(medians, n=15):
+    """One point measured in rounds whose medians are ``medians`` (seconds), a spread of ±0.2% inside each."""
+    return merge_rounds([make_impl("k", list(m * np.linspace(0.998, 1.002, n))) for m in medians])
+
+
+def test_an_undecided_verdict_names_the_rounds_that_read_far_from_their_side():
+    """Two slow processes among a side's rounds (as on the H200: +11% in 2 of 16) widen the interval;
+    the verdict names them, and a PASS names nothing."""
+    from solbench.analysis.gate import rounds_apart
+    from solbench.report.compare_json import gate_json
+    from solbench.report.markdown import undecided_note
+
+    steady = [1e-3 * (1 + d) for d in (0.002, -0.004, 0.003, 0.0, -0.002, 0.001)]
+    slow = [*steady, 1.11e-3, 1.108e-3]  # the median round: 1.0015e-3
+    assert rounds_apart(_in_rounds(slow), "current") == "current round 7 +10.8%, round 8 +10.6%"
+    assert rounds_apart(_in_rounds(steady), "baseline") == ""
+    assert rounds_apart(make_impl("k", [1.0, 2.0, 3.0]), "baseline") == ""  # one round: nothing to compare
+    base = make_run({"a": {"k": [1e-3] * 5}})
+    base = replace(base, cases=(replace(base.cases[0], impls=(_in_rounds(steady[:3]),)),))
+    cur = replace(base, cases=(replace(base.cases[0], impls=(_in_rounds(slow),)),))
+    (v,) = gate(base, cur).verdicts
+    assert v.verdict == "INCONCLUSIVE" and v.apart.startswith("current round 7 +")  # 3 steady rounds vs 8
+    assert "rounds far from the rest of their side (current round 7" in v.reason
+    g = gate(base, cur)
+    assert "[current round 7" in undecided_note(g) and "a process that ran slow or fast" in undecided_note(g)
+    assert json.loads(json.dumps(gate_json(g)))["undecided"][0]["apart"] == v.apart
+    (same,) = gate(base, base).verdicts
+    assert same.verdict == "PASS" and same.apart == ""
