@@ -76,7 +76,6 @@ rounds says how many more rounds per side would decide it at the measured spread
 from __future__ import annotations
 
 import re
-import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
@@ -98,7 +97,7 @@ from solbench.analysis.compare import (
     split_launched,
 )
 from solbench.analysis.pooling import combine_runs as merge_runs
-from solbench.analysis.pooling import merge_samples
+from solbench.analysis.pooling import merge_samples, rounds_apart
 from solbench.analysis.sequential import look_levels
 from solbench.analysis.significance import bh_adjust, mann_whitney_p
 from solbench.analysis.thresholds import (
@@ -370,32 +369,6 @@ def _decide(pair: Pair, est: Estimate, tests: _Tests | None, tau: float, source:
         n_base=est.n_a, n_cur=est.n_b, rounds_base=est.rounds_a, rounds_cur=est.rounds_b, more_rounds=more,
         current_rounds=current, choices=choices, apart=apart,
     )
-
-
-APART = 0.03  # a round median this far (relative) from its side's median round is named (rounds_apart)
-
-
-def rounds_apart(r: ImplResult, side: str) -> str:
-    """The rounds of ``r`` whose median lies more than ``APART`` from the median of its round
-    medians, with how far ("baseline round 5 +10.8%, round 10 +11.0%"), or "": fewer than three
-    rounds, or none that far.
-
-    On an H200, 18 of 1,454 o_proj point-rounds read more than 3% from their point's median round,
-    17 of them slow; they held the deepest points' intervals open (BENCHMARKS.md, issue 16,
-    twenty-seventh session). Naming them tells a CI owner that a verdict's width comes from a
-    process that ran slow, not from the code. They are not left out of the verdict: they are part
-    of what the rounds sample."""
-    from solbench.analysis.rounds import group_by_round, round_medians
-
-    t = r.timing
-    if t is None or t.n_rounds < 3:
-        return ""
-    medians = [float(m) for m in round_medians(group_by_round(t.samples, t.rounds))]
-    middle = statistics.median(medians)
-    far = [(i + 1, m / middle - 1) for i, m in enumerate(medians) if abs(m / middle - 1) > APART]
-    if not far:
-        return ""
-    return f"{side} " + ", ".join(f"round {i} {d:+.1%}" for i, d in far)
 
 
 def _other_choices(base: ImplResult, cur: ImplResult) -> str:

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from rich.table import Table
 from rich.text import Text
 
+from solbench.analysis.pooling import rounds_apart
 from solbench.report import flags
 from solbench.report.collective_cells import collective_cell, collective_columns, is_part, part_label
 from solbench.report.timing_cells import clock_cell, has_clocks, has_rounds, rounds_cell
@@ -112,7 +113,8 @@ def run_notes(run: RunResult) -> list[str]:
     implementation that was not scored, saying why, and one per time taken with the host in its
     window (``hold: none``, :mod:`solbench.device.timer`), and one per point of a ``--launch graph``
     run whose call was launched on the stream instead (not captured, or its replay did not run the
-    launched call's work), with the reason (printed under the tables)."""
+    launched call's work), with the reason, and one per point whose rounds include one more than 3%
+    from the others (:func:`solbench.analysis.pooling.rounds_apart`) (printed under the tables)."""
     key = flags.legend(run)
     notes = [f"{c.case_id} {r.name}: {r.status.upper()}: {r.message}" for c in run.cases for r in c.impls
              if r.message and (r.status != "ok" or r.protocol.get("hold") == "none")]
@@ -121,4 +123,7 @@ def run_notes(run: RunResult) -> list[str]:
               f"({r.protocol['graph_fallback']}); its time is not comparable "
               "with replayed ones"
               for c in run.cases for r in c.impls if r.status == "ok" and r.protocol.get("graph_fallback")]
+    notes += [f"{c.case_id} {r.name}: rounds far from the median of its rounds ({apart}): a process that ran "
+              "slow or fast; the interval carries it" for c in run.cases for r in c.impls
+              if r.status == "ok" and (apart := rounds_apart(r))]
     return ([key] if key else []) + notes

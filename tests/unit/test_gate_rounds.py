@@ -204,7 +204,7 @@ def _in_rounds(medians, n=15):
 def test_an_undecided_verdict_names_the_rounds_that_read_far_from_their_side():
     """Two slow processes among a side's rounds (as on the H200: +11% in 2 of 16) widen the interval;
     the verdict names them, and a PASS names nothing."""
-    from solbench.analysis.gate import rounds_apart
+    from solbench.analysis.pooling import rounds_apart
     from solbench.report.compare_json import gate_json
     from solbench.report.markdown import undecided_note
 
@@ -224,3 +224,15 @@ def test_an_undecided_verdict_names_the_rounds_that_read_far_from_their_side():
     assert json.loads(json.dumps(gate_json(g)))["undecided"][0]["apart"] == v.apart
     (same,) = gate(base, base).verdicts
     assert same.verdict == "PASS" and same.apart == ""
+
+
+def test_a_run_notes_each_point_whose_rounds_include_a_slow_process():
+    from solbench.report.console import run_notes
+
+    run = make_run({"a": {"k": [1e-3] * 5}, "b": {"k": [1e-3] * 5}})
+    slow = _in_rounds([1e-3, 1.002e-3, 0.999e-3, 1.001e-3, 1.09e-3])
+    steady = _in_rounds([1e-3, 1.002e-3, 0.999e-3])
+    run = replace(run, cases=(replace(run.cases[0], impls=(slow,)), replace(run.cases[1], impls=(steady,))))
+    notes = [n for n in run_notes(run) if "rounds far from" in n]
+    assert notes == [f"{run.cases[0].case_id} k: rounds far from the median of its rounds (round 5 +8.9%): a process "
+                     "that ran slow or fast; the interval carries it"]
