@@ -34,7 +34,8 @@ TRIM = 0.2
 
 
 def log_round_medians(path: str) -> dict[str, np.ndarray]:
-    data = json.load(open(path))
+    with open(path) as f:
+        data = json.load(f)
     out = {}
     for case in data["cases"]:
         for impl in case["impls"]:
@@ -64,7 +65,7 @@ def one_sample(x: np.ndarray, trim: float) -> tuple[float, float, float]:
     if trim == 0:
         m, se, df = x.mean(), x.std(ddof=1) / math.sqrt(x.size), x.size - 1
     else:
-        g = int(math.floor(trim * x.size))
+        g = math.floor(trim * x.size)
         m = stats.trim_mean(x, trim)
         w = np.clip(x, np.sort(x)[g], np.sort(x)[x.size - 1 - g])  # winsorized
         h = x.size - 2 * g
