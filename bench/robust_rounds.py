@@ -21,34 +21,24 @@ what a change to the gate must keep (tests/unit/test_gate*.py), and this does no
 from __future__ import annotations
 
 import itertools
-import json
 import math
 import sys
 from collections import defaultdict
+from pathlib import Path
 
 import numpy as np
 from scipy import stats
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gate_rounds import round_logs  # a sibling script
 
 TAU = 0.05
 TRIM = 0.2
 
 
 def log_round_medians(path: str) -> dict[str, np.ndarray]:
-    with open(path) as f:
-        data = json.load(f)
-    out = {}
-    for case in data["cases"]:
-        for impl in case["impls"]:
-            t = impl.get("timing") or {}
-            labels, samples = t.get("rounds") or [], t.get("samples") or []
-            if impl["status"] != "ok" or not labels or len(labels) != len(samples):
-                continue
-            groups = defaultdict(list)
-            for s, r in zip(samples, labels, strict=True):
-                groups[r].append(s)
-            if len(groups) >= 3:
-                out[f"{case['case_id']}/{impl['name']}"] = np.log([np.median(g) for g in groups.values()])
-    return out
+    """point key -> its log round medians, for points with three rounds or more (gate_rounds.round_logs)."""
+    return {k: v for k, v in round_logs(path).items() if v.size >= 3}
 
 
 def verdict(low: float, high: float) -> str:

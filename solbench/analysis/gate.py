@@ -390,13 +390,9 @@ def _other_choices(base: ImplResult, cur: ImplResult) -> str:
                          f"{', '.join(only_b) or 'none'})")
     a, b = base.protocol.get("kernel_shapes"), cur.protocol.get("kernel_shapes")
     if not found and isinstance(a, str) and isinstance(b, str) and a and b and a != b:
-        found.append(f"launched their kernels with different grids or blocks ({_cut_text(a)} in the baseline, "
-                     f"{_cut_text(b)} in the current)")
+        found.append(f"launched their kernels with different grids or blocks ({_first_line(a, 160)} in the "
+                     f"baseline, {_first_line(b, 160)} in the current)")
     return " and ".join(found)
-
-
-def _cut_text(text: str, limit: int = 160) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _kernel_names(kernels: str, other: str) -> list[str]:
