@@ -14,6 +14,9 @@ over every ordered pair of runs and every point present in both:
 - coverage: each run's one-sample 95% interval (plain t, or Yuen's trimmed) holds the grand value
   of all runs (mean, or trimmed mean, of every round of every run).
 
+First it counts the rounds whose median lies more than 3% (and 5%) from their point's median round
+(the rounds the gate and the run notes name: solbench.analysis.pooling.rounds_apart).
+
 It reads saved runs only; nothing here changes the gate. Error rates under optional stopping are
 what a change to the gate must keep (tests/unit/test_gate*.py), and this does not measure them.
 """
@@ -66,6 +69,9 @@ def one_sample(x: np.ndarray, trim: float) -> tuple[float, float, float]:
 
 def main(paths: list[str]) -> None:
     runs = [log_round_medians(p) for p in paths]
+    devs = np.concatenate([np.exp(x - np.median(x)) - 1 for r in runs for x in r.values()])
+    print(f"{devs.size} point-rounds: {(devs > 0.03).sum()} more than 3% slow, {(devs < -0.03).sum()} more than "
+          f"3% fast, {(devs > 0.05).sum()} more than 5% slow (against their point's median round)")
     keys = sorted(set.intersection(*(set(r) for r in runs)))
     from solbench.analysis.sequential import t_stats
 

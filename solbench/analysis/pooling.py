@@ -270,8 +270,8 @@ def rounds_apart(r: ImplResult, side: str = "") -> str:
     fewer than three rounds, or none that far. The gate names them beside a verdict, and a run's
     notes beside its point.
 
-    On an H200, 18 of 1,454 o_proj point-rounds read more than 3% from their point's median round,
-    17 of them slow; they held the deepest points' intervals open (BENCHMARKS.md, issue 16,
+    On an H200, 19 of 1,454 o_proj point-rounds read more than 3% from their point's median round,
+    18 of them slow; they held the deepest points' intervals open (BENCHMARKS.md, issue 16,
     twenty-seventh session). Naming them tells a CI owner that a verdict's width comes from a
     process that ran slow, not from the code. They are not left out of the verdict: they are part
     of what the rounds sample."""
