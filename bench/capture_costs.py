@@ -8,9 +8,11 @@ REPEATS (default 20):
 
 - the whole check as the timer runs it (GraphLaunch: warm, traced call, capture, traced replay,
   canary, one synchronize and one CUPTI read);
+- its own steps, timed by wrapping them, and its ten most expensive functions under cProfile;
 - its parts: CUPTI turned on and off, a synchronize and forced read of CUPTI's buffers, one capture
   with capture_begin/capture_end, one with torch.cuda.graph (which synchronizes and empties torch's
-  caching allocator first), a replay;
+  caching allocator first), a replay, a fresh graph's first
+  replay, a call on a new side stream;
 - one cold-timed sample (CudaColdTimer.sample with the graph launch) and its host parts: the hold
   and flush enqueued, the window enqueued, waiting for the end event, the drain read, and one NVML
   clock probe (what the loop reads after every sample).
@@ -21,6 +23,9 @@ found.
 
 from __future__ import annotations
 
+import cProfile
+import io
+import pstats
 import statistics
 import sys
 import time
@@ -43,6 +48,47 @@ def _ms(step: Callable[[], object], repeats: int, *, sync: bool = True) -> float
     return statistics.median(times)
 
 
+def _split(launches: list[Callable[[], object]], trace: object, repeats: int) -> list[tuple[str, float]]:
+    """GraphLaunch's own steps, timed by wrapping them (mean ms per GraphLaunch), and its ten
+    most expensive functions by own time under cProfile."""
+    spent: dict[str, float] = {}
+
+    def timed(label: str, fn: Callable[..., object]) -> Callable[..., object]:
+        def wrapper(*args: object, **kwargs: object) -> object:
+            t = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                spent[label] = spent.get(label, 0.0) + (time.perf_counter() - t) * 1e3 / repeats
+        return wrapper
+
+    wrapped = {"  step: _capture (warm, traced call, capture, first replay), both sets": (GraphLaunch, "_capture"),
+               "  step: _checked (synchronize, CUPTI read, match)": (GraphLaunch, "_checked"),
+               "  step: CUPTI begin": (type(trace), "begin"),
+               "  step: CUPTI end": (type(trace), "end"),
+               "  step: CUPTI collect (in _checked and end)": (type(trace), "collect")}
+    saved = {label: getattr(owner, name) for label, (owner, name) in wrapped.items()}
+    for label, (owner, name) in wrapped.items():
+        setattr(owner, name, timed(label, saved[label]))
+    try:
+        for _ in range(repeats):
+            torch.cuda.synchronize()
+            GraphLaunch(torch, launches, trace)
+    finally:
+        for label, (owner, name) in wrapped.items():
+            setattr(owner, name, saved[label])
+    profile = cProfile.Profile()
+    profile.enable()
+    for _ in range(repeats):
+        GraphLaunch(torch, launches, trace)
+    profile.disable()
+    out = io.StringIO()
+    pstats.Stats(profile, stream=out).sort_stats("tottime").print_stats(10)
+    print(f"cProfile of {repeats} GraphLaunch, by own time:")
+    print("\n".join(line for line in out.getvalue().splitlines()[6:] if line.strip()))
+    return sorted(spent.items(), key=lambda kv: -kv[1])
+
+
 def main(repeats: int) -> None:
     torch.cuda.init()
     dev = "cuda"
@@ -60,6 +106,7 @@ def main(repeats: int) -> None:
 
     rows.append(("GraphLaunch, 2 input sets (the whole check, as the timer runs it)",
                  _ms(lambda: GraphLaunch(torch, launches, trace), repeats)))
+    rows += _split(launches, trace, repeats)
 
     def on_off() -> None:
         trace.end(trace.begin())
@@ -100,6 +147,33 @@ def main(repeats: int) -> None:
         graph.capture_end()
     torch.cuda.current_stream().wait_stream(side)
     rows.append(("one replay + synchronize", _ms(lambda: (graph.replay(), torch.cuda.synchronize()), repeats)))
+
+    def first_replay() -> None:
+        fresh = torch.cuda.CUDAGraph()
+        with torch.cuda.stream(side):
+            fresh.capture_begin()
+            launches[0]()
+            fresh.capture_end()
+        torch.cuda.current_stream().wait_stream(side)
+        torch.cuda.synchronize()
+        t = time.perf_counter()
+        fresh.replay()
+        torch.cuda.synchronize()
+        firsts.append((time.perf_counter() - t) * 1e3)
+
+    firsts: list[float] = []
+    for _ in range(repeats):
+        first_replay()
+    rows.append(("a fresh graph's first replay + synchronize", statistics.median(firsts)))
+
+    def new_stream_warm() -> None:
+        fresh = torch.cuda.Stream()
+        fresh.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(fresh):
+            launches[0]()
+        torch.cuda.synchronize()
+
+    rows.append(("a new side stream, one call on it + synchronize", _ms(new_stream_warm, repeats)))
 
     l2 = torch.cuda.get_device_properties(0).L2_cache_size
     timer = CudaColdTimer(torch, l2, launch="graph")

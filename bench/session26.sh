@@ -16,6 +16,7 @@
 # gated: `run -w o_proj` once, then GATED (default 2) runs of it with `--gate-against` that one.
 # ab: AB (default 2) `ab` runs of identical trees on o_proj.
 # costs: bench/capture_costs.py (host time of the capture and replay check, and of one cold sample, by step).
+# records: bench/cupti_records.py (the CUPTI records of one graph-launch check, and what reading them costs).
 # prof: one `run -w o_proj` under bench/cli_phases.py (where the command's time goes outside the harness table).
 # five also prints each run's harness phases, with the seconds of graph capture and replay checks (capture_s).
 source bench/device_setup.sh
@@ -115,6 +116,9 @@ PY
     ;;
   costs)
     timeout $(left) python3 bench/capture_costs.py 20 2>&1 | tee -a $OUT/steps.txt
+    ;;
+  records)
+    timeout $(left) python3 bench/cupti_records.py 2>&1 | tee -a $OUT/steps.txt
     ;;
   prof)
     PROF_OUT=$OUT/${P}cli.prof timeout $(left) python3 bench/cli_phases.py run workloads/attn.yaml -w o_proj -q $EXTRA \

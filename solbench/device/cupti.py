@@ -23,6 +23,8 @@ ran on a stream the current stream never waited for (:func:`stray_work`).
 
 from __future__ import annotations
 
+import contextlib
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -32,6 +34,29 @@ from solbench.errors import DeviceError
 # Work counts as late only when it ends this long after the marker began: timestamps of work in
 # stream order never invert, and a cheat's unjoined work outlasts the call by far more.
 LATE_NS = 1000
+
+# API calls that only read state (the current device, the last error, whether a stream is capturing,
+# attributes): they never launch GPU work, so their records cannot change which work a call launched,
+# yet they are most of the records: in one graph-launch check of o_proj's decode GEMM (two input sets),
+# 334 of 400 API records (cudaGetDevice alone 213), and CUPTI's records cost ~11 µs of host time each to
+# deliver and read (BENCHMARKS.md, twenty-eighth session). The tracer turns their records off by name
+# (any version suffix: cudaGetDevice_v3020, cuStreamGetCaptureInfo_v2_ptsz).
+QUERIES = frozenset({
+    "cudaGetDevice", "cudaGetDeviceCount", "cudaGetDeviceFlags", "cudaGetDeviceProperties", "cudaGetLastError",
+    "cudaPeekAtLastError", "cudaDeviceGetAttribute", "cudaPointerGetAttributes", "cudaFuncGetAttributes",
+    "cudaDriverGetVersion", "cudaRuntimeGetVersion", "cudaStreamIsCapturing", "cudaStreamGetCaptureInfo",
+    "cudaStreamGetId", "cudaStreamGetDevice", "cudaStreamGetFlags", "cudaStreamGetPriority",
+    "cuCtxGetCurrent", "cuCtxGetDevice", "cuCtxGetId", "cuDevicePrimaryCtxGetState", "cuDeviceGet",
+    "cuDeviceGetAttribute", "cuDeviceGetCount", "cuDriverGetVersion", "cuKernelGetAttribute", "cuKernelGetName",
+    "cuFuncGetAttribute", "cuFuncGetName", "cuPointerGetAttribute", "cuPointerGetAttributes", "cuGetErrorName",
+    "cuGetErrorString", "cuStreamIsCapturing", "cuStreamGetCaptureInfo", "cuStreamGetCtx", "cuStreamGetId",
+})
+
+
+def query_name(name: str) -> bool:
+    """Whether a runtime or driver API callback name (``cudaGetDevice_v3020``) is one of :data:`QUERIES`."""
+    return re.sub(r"(_ptsz|_v\d+)+$", "", name) in QUERIES
+
 
 INSTALL_HINT = "--timer cupti needs NVIDIA's cupti-python (pip install 'solbench[cupti]', 13.0.x for CUDA 13.0)"
 
@@ -202,7 +227,8 @@ class Tracer:
     One per process (:func:`tracer`). ``begin()`` enables collection (if not already on) and
     ``end()`` turns it off again only if that ``begin()`` turned it on, so a timer that keeps it on
     and a check that wants it briefly can share it. ``collect()`` flushes CUPTI's buffers (after
-    the caller synchronized the device) and hands back every record since the last collect.
+    the caller synchronized the device) and hands back every record since the last collect. The
+    records of API calls that only read state (:data:`QUERIES`) are turned off with collection.
     """
 
     def __init__(self, module: Any) -> None:
@@ -212,6 +238,8 @@ class Tracer:
                             int(kind.MEMSET): "memset"}
         self._api_kinds = {int(kind.RUNTIME), int(kind.DRIVER)}
         self._kinds = [kind.RUNTIME, kind.DRIVER, kind.CONCURRENT_KERNEL, kind.MEMCPY, kind.MEMSET]
+        self._queries = [(enable, int(cbid)) for names, enable in _query_switches(module)
+                         for cbid in names if query_name(cbid.name)]
         self._calls: list[ApiCall] = []
         self._work: list[Activity] = []
         self.enabled = False
@@ -242,6 +270,9 @@ class Tracer:
             return False
         for k in self._kinds:
             self._cupti.activity_enable(k)
+        for enable, cbid in self._queries:  # their records off (QUERIES); where CUPTI refuses, they stay
+            with contextlib.suppress(Exception):
+                enable(cbid, 0)
         self.enabled = True
         return True
 
@@ -259,6 +290,15 @@ class Tracer:
         calls, work = self._calls, self._work
         self._calls, self._work = [], []
         return calls, work
+
+
+def _query_switches(module: Any) -> list[tuple[Any, Any]]:
+    """Each API domain's callback ids (an enum) with the function that turns its records on or off;
+    none where this cupti-python lacks them."""
+    pairs = [("runtime_api_trace_cbid", "activity_enable_runtime_api"),
+             ("driver_api_trace_cbid", "activity_enable_driver_api")]
+    return [(getattr(module, ids), getattr(module, enable)) for ids, enable in pairs
+            if hasattr(module, ids) and hasattr(module, enable)]
 
 
 _TRACER: Tracer | None = None

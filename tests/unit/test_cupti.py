@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from solbench.device import cupti
-from solbench.device.cupti import Activity, ApiCall, Tracer, launched_in, span_ns, stray_work
+from solbench.device.cupti import Activity, ApiCall, Tracer, launched_in, query_name, span_ns, stray_work
 from solbench.errors import DeviceError
 
 
@@ -59,13 +59,28 @@ class _Kind(enum.IntEnum):
     NAME = 6
 
 
+class _RuntimeCbid(enum.IntEnum):
+    cudaLaunchKernel_v7000 = 211
+    cudaGetDevice_v3020 = 17
+    cudaStreamGetCaptureInfo_v2_ptsz_v11030 = 300
+    cudaMemcpyAsync_v3020 = 41
+
+
+class _DriverCbid(enum.IntEnum):
+    cuLaunchKernelEx = 400
+    cuDevicePrimaryCtxGetState = 401
+    cuCtxGetDevice_v2 = 402
+
+
 class FakeCupti:
     """Just enough of ``cupti.cupti``: kinds, callbacks, a clock and a flush that delivers."""
 
     ActivityKind = _Kind
 
     def __init__(self):
+        self.runtime_api_trace_cbid, self.driver_api_trace_cbid = _RuntimeCbid, _DriverCbid
         self.enabled: set[int] = set()
+        self.api_off: set[int] = set()
         self.pending: list = []
         self.clock = 0
         self.flushes = 0
@@ -78,6 +93,14 @@ class FakeCupti:
 
     def activity_disable(self, kind):
         self.enabled.discard(int(kind))
+
+    def activity_enable_runtime_api(self, cbid, enable):
+        assert {int(k) for k in _RuntimeCbid} >= {cbid} and self.enabled >= {_Kind.RUNTIME}
+        (self.api_off.discard if enable else self.api_off.add)(cbid)
+
+    def activity_enable_driver_api(self, cbid, enable):
+        assert {int(k) for k in _DriverCbid} >= {cbid} and self.enabled >= {_Kind.DRIVER}
+        (self.api_off.discard if enable else self.api_off.add)(cbid)
 
     def get_timestamp(self):
         self.clock += 10
@@ -124,6 +147,28 @@ def test_tracer_begin_end_nest():
     trace.end(outer)
     assert fake.enabled == set() and not trace.enabled
     assert fake.flushes == 1  # records collected before turning off
+
+
+def test_tracer_turns_off_the_records_of_state_queries_only():
+    fake = FakeCupti()
+    trace = Tracer(fake)
+    trace.begin()
+    assert fake.api_off == {17, 300, 401, 402}  # not the launches, not the memcpy
+
+
+@pytest.mark.parametrize(("name", "query"), [
+    ("cudaGetDevice_v3020", True), ("cudaStreamGetCaptureInfo_v2_ptsz_v11030", True), ("cuCtxGetDevice_v2", True),
+    ("cuStreamIsCapturing_ptsz", True), ("cudaLaunchKernel_v7000", False), ("cuLaunchKernelEx", False),
+    ("cudaMemsetAsync_v3020", False), ("cudaGetDeviceX_v1", False), ("cuGraphLaunch", False)])
+def test_query_names_ignore_version_suffixes_and_nothing_else(name, query):
+    assert query_name(name) is query
+
+
+def test_a_cupti_without_per_api_switches_still_traces():
+    fake = FakeCupti()
+    del fake.runtime_api_trace_cbid, fake.driver_api_trace_cbid
+    trace = Tracer(fake)
+    assert trace.begin() and fake.enabled == {1, 2, 3, 4, 5} and fake.api_off == set()
 
 
 def test_tracer_now_is_cuptis_clock():
