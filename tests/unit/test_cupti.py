@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from solbench.device import cupti
-from solbench.device.cupti import Activity, ApiCall, Tracer, launched_in, query_name, span_ns, stray_work
+from solbench.device.cupti import _READ, Activity, ApiCall, Tracer, launched_in, query_name, span_ns, stray_work
 from solbench.errors import DeviceError
 
 
@@ -275,3 +275,55 @@ def test_stray_work_tolerates_timestamps_within_a_microsecond():
     marker = [Activity("kernel", 2000, 2002, 9, 7, "fill")]
     assert stray_work([_k(1000, 2000 + cupti.LATE_NS, 1)], marker) is None
     assert stray_work([_k(1000, 2001 + cupti.LATE_NS, 1)], marker) is not None
+
+
+class _Record:
+    """A cupti-python record as the package builds one: properties over a one-row numpy recarray
+    (``_data``, fields in the C struct's camelCase), each property read counted."""
+
+    reads = 0
+
+    def __init__(self, kind, start, end, corr, stream, grid=(4, 1, 1), lie=0):
+        import numpy as np
+
+        dtype = [("kind", "<u4"), ("start", "<u8"), ("end", "<u8"), ("correlationId", "<u4"), ("streamId", "<u4"),
+                 ("gridX", "<i4"), ("gridY", "<i4"), ("gridZ", "<i4"), ("name", "<u8")]
+        row = (kind, start, end, corr, stream, *grid, 1234)
+        self._data = np.array([row], dtype=dtype).view(np.recarray)
+        self._lie = lie  # the properties read this much more than the row (a row the tracer must not trust)
+
+    def _get(self, field, extra=0):
+        type(self).reads += 1
+        return int(getattr(self._data, field)[0]) + extra
+
+    kind = property(lambda self: self._get("kind"))
+    start = property(lambda self: self._get("start", self._lie))
+    end = property(lambda self: self._get("end", self._lie))
+    correlation_id = property(lambda self: self._get("correlationId"))
+    stream_id = property(lambda self: self._get("streamId"))
+    grid_x = property(lambda self: self._get("gridX"))
+    grid_y = property(lambda self: self._get("gridY"))
+    grid_z = property(lambda self: self._get("gridZ"))
+    name = property(lambda self: "sm90_gemm")
+
+
+def test_tracer_reads_a_validated_row_at_once_and_the_properties_otherwise():
+    fake = FakeCupti()
+    trace = Tracer(fake)
+    fake.pending = [_Record(_Kind.CONCURRENT_KERNEL, 100 + i, 150 + i, i, 3, grid=(i + 1, 2, 1)) for i in range(5)]
+    _Record.reads = 0
+    _, work = trace.collect()
+    assert [(a.start, a.end, a.correlation_id, a.stream_id, a.name) for a in work] == [
+        (100 + i, 150 + i, i, 3, "sm90_gemm") for i in range(5)]
+    assert [a.shape for a in work] == [f"grid {i + 1}x2x1" for i in range(5)]
+    first = _Record.reads
+    assert 0 < first <= 2 * len(_READ)  # the first record of its type: each field checked against its property
+    fake.pending = [_Record(_Kind.CONCURRENT_KERNEL, 1, 2, 9, 3) for _ in range(5)]
+    _Record.reads = 0
+    trace.collect()
+    assert _Record.reads == 0  # later records of that type: read from the row
+
+    liar = Tracer(FakeCupti())
+    liar._cupti.pending = [_Record(_Kind.CONCURRENT_KERNEL, 100, 150, 1, 3, lie=7)]
+    _, work = liar.collect()
+    assert (work[0].start, work[0].end) == (107, 157)  # the row disagreed with the properties: they are read
