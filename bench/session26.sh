@@ -17,6 +17,7 @@
 # ab: AB (default 2) `ab` runs of identical trees on o_proj.
 # costs: bench/capture_costs.py (host time of the capture and replay check, and of one cold sample, by step).
 # records: bench/cupti_records.py (the CUPTI records of one graph-launch check, and what reading them costs).
+# calls: bench/check_calls.py twice each way (calls per CUPTI check, with the query records off and on).
 # prof: one `run -w o_proj` under bench/cli_phases.py (where the command's time goes outside the harness table).
 # five also prints each run's harness phases, with the seconds of graph capture and replay checks (capture_s).
 source bench/device_setup.sh
@@ -119,6 +120,11 @@ PY
     ;;
   records)
     timeout $(left) python3 bench/cupti_records.py 2>&1 | tee -a $OUT/steps.txt
+    ;;
+  calls)
+    for mode in "" queries-on "" queries-on; do
+      timeout 60 python3 bench/check_calls.py $mode 2>&1 | tail -n 1 | tee -a $OUT/steps.txt
+    done
     ;;
   prof)
     PROF_OUT=$OUT/${P}cli.prof timeout $(left) python3 bench/cli_phases.py run workloads/attn.yaml -w o_proj -q $EXTRA \

@@ -50,7 +50,14 @@ def test_gpu_cheats_are_caught(tmp_path):
     assert "elapsed_time" in status["patches_event_timer"][1]
     assert status["cached_by_pointer"][0] == "reward_hack"
     assert status["cached_copy_by_pointer"][0] in ("reward_hack", "invalid"), status["cached_copy_by_pointer"]
-    assert status["honest_first_calls_only"][0] == "reward_hack"
+    # honest for its first five calls only. The checks before timing call it three times, and once more
+    # whenever a check's spin ran dry or CUPTI had to be primed (guards.traced_call), which depends on the
+    # host's speed: its sixth call falls in a checked call (incorrect) or after them (reward_hack, caught
+    # in the timed or unseen-input calls). tests/unit/test_isolation.py pins the reward_hack path, where
+    # the checks call exactly three times.
+    first_calls = status["honest_first_calls_only"]
+    assert first_calls[0] == "reward_hack" or (first_calls[0] == "incorrect" and "input set" in first_calls[1]), \
+        first_calls
     # right when launched; captured, only a copy of its last result: timed launched, as it computes
     assert status["caches_under_capture"][0] == "ok", status["caches_under_capture"]
     assert launches["caches_under_capture"][0] == "stream", launches["caches_under_capture"]
