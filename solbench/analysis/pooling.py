@@ -83,8 +83,8 @@ def _measured(r: ImplResult) -> bool:
     return r.status == "ok" and bool(samples(r))
 
 
-# set-up counters a worker records per task (measure.worker): summed over rounds
-COUNTED = ("compile_cache_hits", "compile_cache_misses", "cublaslt_tuned", "cublaslt_reused")
+# counters a worker records per task (measure.worker): summed over rounds
+COUNTED = ("compile_cache_hits", "compile_cache_misses", "cublaslt_tuned", "cublaslt_reused", "check_extra_calls")
 
 
 def _combine(results: Sequence[ImplResult], labels: Sequence[Callable[[Timing], tuple[int, ...]]],

@@ -464,6 +464,8 @@ def _checked_and_timed(task: Task, state: WorkerState, emit: Emit, criterion: An
         shapes = kernel_shapes(checker.kernels, checker.shapes)
         if shapes:  # and how they were launched: a split-K factor or tile chosen per process shows here
             protocol["kernel_shapes"] = shapes
+    if checker.extra_calls:
+        protocol["check_extra_calls"] = checker.extra_calls
     if checker.streams:  # how many streams the checked calls' work ran on (queues.QueuePolicy.note reads it)
         protocol["streams"] = len(checker.streams)
     queues = os.environ.get(work_queues.ENV)
@@ -659,10 +661,21 @@ class _Checker:
         self.kernels: list[str] = []  # what CUPTI saw the checked calls launch (names, in order)
         self.shapes: list[str] = []  # and each one's launch shape (grid, block, cluster, shared memory)
         self.streams: set[int] = set()  # the streams that work ran on
+        # calls the CUPTI check made again (its spin ran dry, or CUPTI had to be primed): an
+        # implementation that counts its calls sees them (protocol.check_extra_calls)
+        self.extra_calls = 0
 
     def _call(self, launch: Callable[[], Any]) -> Any:
         """One untimed call; CheatDetected if CUPTI saw its GPU work outlive it on a side stream."""
-        value, problem = guards.traced_call(launch, self.trace, self.kernels, self.streams, self.shapes)
+        calls = 0
+
+        def counted() -> Any:
+            nonlocal calls
+            calls += 1
+            return launch()
+
+        value, problem = guards.traced_call(counted, self.trace, self.kernels, self.streams, self.shapes)
+        self.extra_calls += max(0, calls - 1)
         if problem is not None:
             raise CheatDetected(problem)
         return value

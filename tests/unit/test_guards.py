@@ -390,3 +390,30 @@ def test_a_worker_holds_no_inputs_or_outputs_between_tasks(monkeypatch, tmp_path
     for alive, timers in timed:
         assert alive and all(t is None for t in alive)  # the task's inputs are gone
         assert all(launches == () and last is None for launches, last in timers)
+
+
+def test_calls_the_check_made_again_are_recorded_and_summed_over_rounds(monkeypatch, tmp_path):
+    """A check calls again when its spin ran dry or CUPTI had to be primed; an implementation that
+    counts its calls sees those calls, so each result says how many there were."""
+    from click.testing import CliRunner
+
+    from solbench.cli import main
+    from solbench.measure import guards, worker
+    from solbench.results import store
+
+    first = guards.traced_call
+
+    def twice(call, trace, *args, **kwargs):  # every check made again once, as a dry spin does
+        call()
+        return first(call, trace, *args, **kwargs)
+
+    monkeypatch.setattr(worker.guards, "traced_call", twice)
+    out = tmp_path / "d.json"
+    result = CliRunner().invoke(main, ["run", "tests/data/double.yaml", "-i", "baseline", "--in-process", "--repeat", "2",
+                                       "--device", "cpu", "--budget", "0.05", "--min-samples", "3", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    impls = [r for c in store.load(out).cases for r in c.impls]
+    assert impls and all(r.status == "ok" for r in impls)
+    for r in impls:
+        checked = 3 + 1  # round 1: both input sets, then the first again; round 2 (light): the first
+        assert r.protocol["rounds"] == 2 and r.protocol["check_extra_calls"] == checked, r.protocol
