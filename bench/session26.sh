@@ -19,7 +19,8 @@
 # records: bench/cupti_records.py (the CUPTI records of one graph-launch check, and what reading them costs).
 # calls: bench/check_calls.py twice each way (calls per CUPTI check, with the query records off and on).
 # prof: one `run -w o_proj` under bench/cli_phases.py (where the command's time goes outside the harness table).
-# five also prints each run's harness phases, with the seconds of graph capture and replay checks (capture_s).
+# five also prints each run's harness phases, with the seconds of graph capture and replay checks (capture_s),
+# and the calls its CUPTI checks made again (check_extra_calls, summed over points).
 source bench/device_setup.sh
 touch $OUT/steps.txt
 P=${P:-}
@@ -40,13 +41,14 @@ PY
 phases() {  # per run: harness wall, set-up side by side, set-up summed, graph capture + check summed, timing loop
   python3 - "$@" <<'PY' 2>&1 | tee -a $OUT/steps.txt
 import json, sys
-print("run  wall  side-by-side  set-up(sum)  capture+check(sum)  timing loop  point-rounds")
+print("run  wall  side-by-side  set-up(sum)  capture+check(sum)  timing loop  point-rounds  checks' extra calls")
 for path in sys.argv[1:]:
     d = json.load(open(path))
     h = d.get("harness", {})
     rounds = sum(i["protocol"].get("rounds", 0) for c in d["cases"] for i in c["impls"])
+    extra = sum(int(i["protocol"].get("check_extra_calls", 0)) for c in d["cases"] for i in c["impls"])
     print(path.rsplit("/", 1)[-1], *(f"{h.get(k, 0):.2f}" for k in ("wall_s", "side_s", "side_setup_s", "capture_s",
-                                                                     "sample_s")), rounds)
+                                                                     "sample_s")), rounds, extra)
 PY
 }
 for part in ${PARTS:-tests five}; do
