@@ -89,6 +89,19 @@ def _split(launches: list[Callable[[], object]], trace: object, repeats: int) ->
     return sorted(spent.items(), key=lambda kv: -kv[1])
 
 
+def _captured(launch: Callable[[], object], side: torch.cuda.Stream) -> torch.cuda.CUDAGraph:
+    """A graph of one call, captured on ``side`` with capture_begin/capture_end (as GraphLaunch does)."""
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.stream(side):
+        graph.capture_begin()
+        try:
+            launch()
+        finally:
+            graph.capture_end()
+    torch.cuda.current_stream().wait_stream(side)
+    return graph
+
+
 def main(repeats: int) -> None:
     torch.cuda.init()
     dev = "cuda"
@@ -125,13 +138,7 @@ def main(repeats: int) -> None:
         launches[0]()
 
     def begin_end() -> None:
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.stream(side):
-            graph.capture_begin()
-            try:
-                launches[0]()
-            finally:
-                graph.capture_end()
+        _captured(launches[0], side)
 
     def context() -> None:
         graph = torch.cuda.CUDAGraph()
@@ -140,21 +147,11 @@ def main(repeats: int) -> None:
 
     rows.append(("one capture, capture_begin/capture_end", _ms(begin_end, repeats)))
     rows.append(("one capture, torch.cuda.graph (synchronizes, empties the allocator)", _ms(context, repeats)))
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.stream(side):
-        graph.capture_begin()
-        launches[0]()
-        graph.capture_end()
-    torch.cuda.current_stream().wait_stream(side)
+    graph = _captured(launches[0], side)
     rows.append(("one replay + synchronize", _ms(lambda: (graph.replay(), torch.cuda.synchronize()), repeats)))
 
     def first_replay() -> None:
-        fresh = torch.cuda.CUDAGraph()
-        with torch.cuda.stream(side):
-            fresh.capture_begin()
-            launches[0]()
-            fresh.capture_end()
-        torch.cuda.current_stream().wait_stream(side)
+        fresh = _captured(launches[0], side)
         torch.cuda.synchronize()
         t = time.perf_counter()
         fresh.replay()
