@@ -85,6 +85,10 @@ def _measured(r: ImplResult) -> bool:
 
 # counters a worker records per task (measure.worker): summed over rounds
 COUNTED = ("compile_cache_hits", "compile_cache_misses", "cublaslt_tuned", "cublaslt_reused", "check_extra_calls")
+# the seconds of a task's phases (measure.worker.Phases, gpu_busy, the graph check): summed over rounds,
+# as task_s is, so that a point's phases add up to its task_s and not to its first round's
+PHASE_SECONDS = ("setup_s", "setup_alone_s", "check_s", "check_alone_s", "sample_s", "after_s", "gpu_busy_s",
+                 "capture_s")
 
 
 def _combine(results: Sequence[ImplResult], labels: Sequence[Callable[[Timing], tuple[int, ...]]],
@@ -108,6 +112,10 @@ def _combine(results: Sequence[ImplResult], labels: Sequence[Callable[[Timing], 
     for key in COUNTED:  # set-up work done or taken from the run's caches, over every round
         if any(key in r.protocol for r, _ in ok):
             protocol[key] = sum(int(r.protocol.get(key, 0)) for r, _ in ok)
+    for key in PHASE_SECONDS:
+        spent = [r.protocol[key] for r, _ in ok if isinstance(r.protocol.get(key), int | float)]
+        if spent:
+            protocol[key] = round(sum(spent), 6)
     caps = [r.protocol["samples_cap"] for r, _ in ok if "samples_cap" in r.protocol]
     if caps:  # the samples allocated to each round after the first (analysis.allocation): the last
         protocol["samples_cap"] = caps[-1]

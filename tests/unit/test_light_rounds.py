@@ -180,3 +180,15 @@ def test_kernel_shapes_number_each_kernel_and_rounds_that_launched_other_grids_a
     assert json.loads(merged["kernel_shapes_by_round"]) == ["#1 grid 64x4x1", "#1 grid 64x8x1", "#1 grid 64x4x1"]
     assert "kernels_by_round" not in merged  # the names were the same every round
     assert "kernel_shapes_by_round" not in merge_rounds([a, a]).protocol
+
+
+def test_a_merged_points_phase_seconds_are_summed_over_its_rounds_as_its_task_seconds_are():
+    t = Timing((1e-3,) * 4, 1e-3, 1e-3, 1e-3, "converged")
+    rounds = [ImplResult("a", "ok", timing=t, protocol={"task_s": 1.0, "setup_s": 0.5, "check_s": 0.25,
+                                                         "sample_s": 0.125, "capture_s": 0.0625}),
+              ImplResult("a", "ok", timing=t, protocol={"task_s": 2.0, "setup_s": 1.5, "check_s": 0.125,
+                                                         "sample_s": 0.25})]
+    p = merge_rounds(rounds).protocol
+    assert (p["task_s"], p["setup_s"], p["check_s"], p["sample_s"], p["capture_s"]) == (3.0, 2.0, 0.375, 0.375,
+                                                                                        0.0625)
+    assert "after_s" not in p  # no round recorded it
