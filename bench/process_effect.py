@@ -21,32 +21,28 @@ way (by more than 1.5%), or alone. It reads saved runs only.
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 from collections import defaultdict
+from pathlib import Path
 
 import numpy as np
 from scipy import stats
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gate_rounds import round_logs  # a sibling script
 
 ROUNDS = 3  # the rounds every point has, one pass each: their processes are shared across cases
 FAR, ALONG = 0.03, 0.015
 
 
 def process_tables(path: str) -> dict[str, np.ndarray]:
-    """implementation -> cases x ROUNDS log round medians (cases with ROUNDS rounds or more)."""
-    with open(path) as f:
-        run = json.load(f)
+    """implementation -> cases x ROUNDS log round medians (cases with ROUNDS rounds or more;
+    gate_rounds.round_logs)."""
     rows: dict[str, list[np.ndarray]] = defaultdict(list)
-    for case in run["cases"]:
-        for impl in case["impls"]:
-            t = impl.get("timing")
-            if impl["status"] != "ok" or not t or not t.get("rounds"):
-                continue
-            s, r = np.asarray(t["samples"]), np.asarray(t["rounds"])
-            if len(set(r.tolist())) < ROUNDS:
-                continue
-            rows[impl["name"]].append(np.log([np.median(s[r == k]) for k in range(ROUNDS)]))
+    for key, logs in round_logs(path).items():
+        if logs.size >= ROUNDS:
+            rows[key.rsplit("/", 1)[1]].append(logs[:ROUNDS])
     return {name: np.vstack(v) for name, v in rows.items() if len(v) >= 2}
 
 
