@@ -322,17 +322,16 @@ def _row_names(record: Any) -> tuple[str, ...] | None:
     record (``correlationId`` or ``correlation_id`` -> ``correlation_id``), if the row holds every
     field the tracer reads that the record has, and each field's value equals the record's property
     of that name; None otherwise (the record is then read by its properties)."""
-    try:
+    try:  # anything unexpected (inside CUPTI's buffer callback): the properties are read
         data = record._data
         names = tuple(re.sub(r"(?<!^)(?=[A-Z])", "_", n).lower() for n in data.dtype.names)
         fields = dict(zip(names, data.tolist()[0], strict=True))
+        if len(fields) != len(names) or any(n not in fields for n in _READ if hasattr(record, n)):
+            return None
+        if any(n in fields and getattr(record, n, None) != fields[n] for n in _READ):
+            return None
     except Exception:
         return None
-    if len(fields) != len(names) or any(n not in fields for n in _READ if hasattr(record, n)):
-        return None
-    for n in _READ:
-        if n in fields and getattr(record, n, None) != fields[n]:
-            return None
     return names
 
 

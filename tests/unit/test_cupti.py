@@ -327,3 +327,12 @@ def test_tracer_reads_a_validated_row_at_once_and_the_properties_otherwise():
     liar._cupti.pending = [_Record(_Kind.CONCURRENT_KERNEL, 100, 150, 1, 3, lie=7)]
     _, work = liar.collect()
     assert (work[0].start, work[0].end) == (107, 157)  # the row disagreed with the properties: they are read
+
+
+def test_a_row_check_that_meets_a_raising_property_trusts_no_row():
+    """The check runs inside CUPTI's buffer callback: it must not raise there."""
+    class Raising(_Record):
+        stream_id = property(lambda self: (_ for _ in ()).throw(RuntimeError("not for this kind")))
+
+    assert cupti._row_names(Raising(_Kind.MEMSET, 10, 20, 4, 3)) is None
+    assert cupti._row_names(_Record(_Kind.MEMSET, 10, 20, 4, 3))[:4] == ("kind", "start", "end", "correlation_id")
