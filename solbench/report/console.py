@@ -113,8 +113,8 @@ def run_notes(run: RunResult) -> list[str]:
     implementation that was not scored, saying why, and one per time taken with the host in its
     window (``hold: none``, :mod:`solbench.device.timer`), and one per point of a ``--launch graph``
     run whose call was launched on the stream instead (not captured, or its replay did not run the
-    launched call's work), with the reason, and one per point whose rounds include one more than 3%
-    from the others (:func:`solbench.analysis.pooling.rounds_apart`) (printed under the tables)."""
+    launched call's work), with the reason, and one per point whose rounds include one more than
+    ``APART`` (3%) from the others (:func:`solbench.analysis.pooling.rounds_apart`) (printed under the tables)."""
     key = flags.legend(run)
     notes = [f"{c.case_id} {r.name}: {r.status.upper()}: {r.message}" for c in run.cases for r in c.impls
              if r.message and (r.status != "ok" or r.protocol.get("hold") == "none")]

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 from solbench.analysis.compare import Comparison
 from solbench.analysis.gate import CASE_VERDICTS, GateCaseVerdict, GateResult
+from solbench.analysis.pooling import APART
 from solbench.analysis.suite_summary import DEFAULT_PS
 from solbench.report import flags
 from solbench.report.collective_cells import collective_cell, collective_columns, is_part, part_label
@@ -161,8 +162,8 @@ def undecided_note(g: GateResult) -> str:
                  f" Re-measuring the current run alone would take about {more} more round(s) "
                  f"(`run --gate-against --rerun {more}`).")
     if any(v.apart for v in und):
-        hint += (" Rounds named in brackets read more than 3% from the rest of their side: a process that ran "
-                 "slow or fast widens the interval, not the code; more rounds dilute it.")
+        hint += (f" Rounds named in brackets read more than {APART:.0%} from the rest of their side: a process "
+                 "that ran slow or fast widens the interval, not the code; more rounds dilute it.")
     return f"{len(und)} undecided (INCONCLUSIVE): " + ", ".join(
         f"{v.key} {format_ratio(v.ratio)} {format_ci(v.ci_low, v.ci_high)}" + (f" [{v.apart}]" if v.apart else "")
         for v in und[:10]) + (f" and {len(und) - 10} more" if len(und) > 10 else "") + "." + hint
