@@ -18,6 +18,8 @@
 # costs: bench/capture_costs.py (host time of the capture and replay check, and of one cold sample, by step).
 # records: bench/cupti_records.py (the CUPTI records of one graph-launch check, and what reading them costs).
 # calls: bench/check_calls.py twice each way (calls per CUPTI check, with the query records off and on).
+# wprof: one `run -w o_proj` with every worker under cProfile (SOLBENCH_PROFILE_DIR), merged by bench/worker_profile.py
+#   (wprof-summary.txt, wprof-merged.prof): where set-up, checks and the timing loop spend a worker's host time.
 # prof: one `run -w o_proj` under bench/cli_phases.py (where the command's time goes outside the harness table).
 # five also prints each run's harness phases, with the seconds of graph capture and replay checks (capture_s),
 # and the calls its CUPTI checks made again (check_extra_calls, summed over points).
@@ -127,6 +129,16 @@ PY
     for mode in "" queries-on "" queries-on; do
       timeout 60 python3 bench/check_calls.py $mode 2>&1 | tail -n 1 | tee -a $OUT/steps.txt
     done
+    ;;
+  wprof)
+    rm -rf /tmp/wprof && mkdir -p /tmp/wprof
+    s=$(date +%s)
+    timeout $(left) env SOLBENCH_PROFILE_DIR=/tmp/wprof python3 -m solbench run workloads/attn.yaml -w o_proj -q $EXTRA \
+      -o $OUT/${P}wprof.json > $OUT/${P}wprof.txt 2>&1
+    echo "o_proj, workers profiled: exit $?, $(( $(date +%s) - s )) s, $(ls /tmp/wprof/*.prof | wc -l) worker profiles" \
+      | tee -a $OUT/steps.txt
+    python3 bench/worker_profile.py /tmp/wprof --top 60 --dump $OUT/${P}wprof-merged.prof > $OUT/${P}wprof-summary.txt 2>&1
+    python3 -m solbench show $OUT/${P}wprof.json --harness > $OUT/${P}wprof-harness.txt 2>&1
     ;;
   prof)
     PROF_OUT=$OUT/${P}cli.prof timeout $(left) python3 bench/cli_phases.py run workloads/attn.yaml -w o_proj -q $EXTRA \
