@@ -89,6 +89,17 @@ def measure_units(units: Sequence[Unit], run: RunResult, executor: Executor, *, 
     skips = [_skipped(unit, device) for unit in units]
 
     checked = Checked()
+    merged: dict[tuple[int, str], tuple[int, list[ImplResult]]] = {}  # (unit, case) -> (its rounds, merged)
+
+    def merged_rounds(key: tuple[int, str]) -> list[ImplResult]:
+        """The case's rounds so far merged per implementation, merged once per count of rounds (merging
+        takes a two-level bootstrap per point: the scoring after each case and the plan before each pass
+        would otherwise merge every case again)."""
+        per_round = rounds[key]
+        hit = merged.get(key)
+        if hit is None or hit[0] != len(per_round):
+            hit = merged[key] = (len(per_round), _merged(per_round))
+        return hit[1]
 
     def capped(n: int, case_id: str, name: str) -> int | None:
         """The samples cap of a point's next round: n* from its rounds so far (none before the second)."""
@@ -126,7 +137,7 @@ def measure_units(units: Sequence[Unit], run: RunResult, executor: Executor, *, 
                 per_round = rounds.setdefault((n, case.id), [])
                 for s in range(passes):
                     per_round.append([r for j, r in zip(jobs, results, strict=True) if j.slot == s])
-                scored[(n, case.id)] = score(unit, case, _merged(per_round))
+                scored[(n, case.id)] = score(unit, case, merged_rounds((n, case.id)))
                 run = replace(run, cases=(*before, *scored.values()), harness=clock.totals())
                 if on_case is not None:
                     with clock("save_s"):
@@ -150,7 +161,7 @@ def measure_units(units: Sequence[Unit], run: RunResult, executor: Executor, *, 
             emit("round", {"round": r, "of": repeat})
             one_round(lambda n, case_id, name: first(n, case_id, name) * int(multi_rank[n]))
         for _ in range(repeat, max_rounds):  # every pass adds a round to each point it measures
-            pending = _undecided(rounds, target_rel_ci, max_rounds, units, rounds_spread)
+            pending = _undecided(rounds, target_rel_ci, max_rounds, units, rounds_spread, merged_rounds)
             if not pending:
                 break
             deepest: dict[tuple[int, str], int] = {}
@@ -268,13 +279,15 @@ def _in_pending(pending: dict[tuple[int, str, str], int], n: int, case_id: str, 
 
 
 def _undecided(rounds: dict[tuple[int, str], list[list[ImplResult]]], target_rel_ci: float,
-               cap: int, units: Sequence[Unit], spread: str = "case") -> dict[tuple[int, str, str], int]:
+               cap: int, units: Sequence[Unit], spread: str = "case",
+               merged: Callable[[tuple[int, str]], list[ImplResult]] | None = None) -> dict[tuple[int, str, str], int]:
     """(unit, case id, implementation) -> rounds to add in the next pass, for every ok point whose
     interval over its rounds is wider than ±target and would narrow to it within ``cap`` rounds.
 
     ``spread`` "own": the point's own spread says (allocation.rounds_needed); "case": and no fewer
     rounds than the spread pooled over the case's points asks for (allocation.case_rounds_needed),
     so that a point of a noisy case does not stop on three rounds that happen to agree.
+    ``merged(key)``, where given, is the case's rounds merged (a cache); else they are merged here.
     A point gets the rounds its spread so far says it needs (minus those it has),
     at most PASS_ROUNDS in one pass, one at a time in a multi-rank workload (``units``, by index:
     a rank group holds every GPU). All of them go into one pass, each in a worker of its own, so the
@@ -288,7 +301,7 @@ def _undecided(rounds: dict[tuple[int, str], list[list[ImplResult]]], target_rel
     pending = {}
     for (n, case_id), per_round in rounds.items():
         ranks = _ranks(units[n])
-        points = [(r.name, r.timing) for r in _merged(per_round)
+        points = [(r.name, r.timing) for r in (merged((n, case_id)) if merged is not None else _merged(per_round))
                   if r.status == "ok" and not r.protocol.get("part") and r.timing is not None]
         if spread == "case":
             needs = case_rounds_needed([t for _, t in points], target_rel_ci, cap)

@@ -360,3 +360,22 @@ def test_a_multi_rank_workload_keeps_one_round_a_pass_while_the_others_share_one
     assert passes[1].count(("double", "baseline")) == passes[1].count(("double", "baseline#2")) == 2
     assert passes[1].count(("double_ranks", "baseline")) == 2 and ("double_ranks", "baseline#2") not in passes[1]
     assert passes[2] == [("double_ranks", "baseline")] * 2  # two cases, one round each
+
+
+def test_each_case_is_merged_once_per_count_of_its_rounds(monkeypatch):
+    """Merging takes a bootstrap per point: the plan before each added pass reuses the merge the
+    scoring made after the case's last pass, rather than merging every case again."""
+    calls = []
+    real = session._merged
+
+    def counted(per_round):
+        calls.append((id(per_round), len(per_round)))
+        return real(per_round)
+
+    monkeypatch.setattr(session, "_merged", counted)
+    ex = OffsetExecutor()
+    run = session.measure_units(_units(), make_run({}), ex, device="cpu", settings=MeasureSettings(), timeout_s=1.0,
+                                l2_bytes=None, score=_score, emit=lambda e, d: None, repeat=3,
+                                max_rounds=8, target_rel_ci=0.01)
+    assert any(c.impls[0].timing.n_rounds > 3 for c in run.cases)  # passes were added, so plans were made
+    assert calls and len(calls) == len(set(calls))  # never the same case with the same rounds twice
