@@ -9,6 +9,9 @@ set -u
 export PYTHONUNBUFFERED=1
 python3 -m pip install -q --no-index --no-deps --no-cache-dir --target /tmp/site .whl/*.whl >/dev/null 2>&1 || exit 1
 export PYTHONPATH=/tmp/site:.
+# The image's packages have no byte code and it writes none, so every process compiled torch from source
+# (2.4 s a process); a pip install writes it at install time: written once here (PYC=0: not).
+[ "${PYC:-1}" = 1 ] && python3 bench/byte_compile.py | tee $OUT/pyc.txt
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,power.limit,temperature.gpu --format=csv | tee $OUT/smi.txt
 T0=$(date +%s)
 LIMIT=${LIMIT:-560}
