@@ -214,9 +214,11 @@ class Harness(Phases):
                     it reap_s, the wait for retired workers to exit, where the executor says
                     (Pool.reap_s)
         tasks_s     waiting on workers for results; inside it side_s, the wall time of set-up
-                    and checks side by side (run_case), and as the workers report:
-                    side_setup_s and side_check_s (summed over the workers side by side),
-                    setup_s, check_s (tasks run alone), sample_s, after_s (worker.Phases), gpu_busy_s
+                    and checks side by side (run_case), side_after_s, the wall time of the checks
+                    after timing side by side, and as the workers report: side_setup_s,
+                    side_check_s and side_after_sum_s (summed over the workers side by side),
+                    setup_s, check_s (tasks run alone), sample_s, after_s (tasks run alone;
+                    worker.Phases), gpu_busy_s
                     (spin + flush + timed call: the device time the timing loop needed) and capture_s
                     (CUDA graphs captured and their replays checked, timer.GraphLaunch: inside set-up,
                     or inside the timing loop for a task not captured ahead)
@@ -226,7 +228,9 @@ class Harness(Phases):
     """
 
     PHASES = ("setup_s", "check_s", "sample_s", "after_s", "gpu_busy_s", "capture_s")
-    SIDE: ClassVar[dict[str, str]] = {"setup_s": "side_setup_s", "check_s": "side_check_s"}  # held tasks
+    # held tasks: their set-up, checks and checks after timing ran side by side
+    SIDE: ClassVar[dict[str, str]] = {"setup_s": "side_setup_s", "check_s": "side_check_s",
+                                      "after_s": "side_after_sum_s"}
 
     def add_tasks(self, results: Sequence[ImplResult]) -> None:
         """Add what the workers reported of each task's phases; a held task's set-up and checks
@@ -240,7 +244,7 @@ class Harness(Phases):
                 if value is None:
                     continue
                 if side and name in self.SIDE:
-                    alone = min(_seconds(r.protocol.get(Phases.ALONE[name])) or 0.0, value)
+                    alone = min(_seconds(r.protocol.get(Phases.ALONE.get(name, ""))) or 0.0, value)
                     self._add(self.SIDE[name], value - alone)
                     if alone:
                         self._add(name, alone)
@@ -422,18 +426,21 @@ def run_case(jobs: Sequence[Job], clock: Phases | None = None) -> list[ImplResul
     jobs go out in groups whose tensors fit the executor's ``hold_budget`` together
     (:func:`_groups`). Every worker of a group draws its inputs and references, sets up (compiles,
     plans) and runs its correctness and anti-cheat checks at once; then, with all of them waiting,
-    each in turn is let go to time its calls (and run its checks after timing) alone on the device.
-    Nothing is timed while another worker of the run works. Elsewhere (in-process, rank groups, a
-    lone job) each job runs whole, one after the other.
+    each in turn is let go to time its calls alone on the device; once all have timed, they run
+    their checks after timing (fresh inputs and references) at once again (a worker held elsewhere
+    than in a Pool runs them right after its timing). Nothing is timed while another worker of the
+    run works. Elsewhere (in-process, rank groups, a lone job) each job runs whole, one after the other.
 
     A held task that timed out or ran out of memory before its turn, while a worker beside it was
     still busy or after one timed out, may owe it to that worker (a kernel that never returns
     shares the device; an allocation holds its memory): it is run again alone
     (``side_by_side: "again alone"``), and that result stands. A task that fails so with nobody
-    busy beside it keeps its result: a hang is waited for once.
+    busy beside it keeps its result: a hang is waited for once. So is a task whose checks after
+    timing, beside other workers' checks, timed out or ran out of memory.
 
     ``clock`` gets ``side_s``: the wall time until every held worker of a group reached its turn
-    (or finished); the results of held tasks say ``side_by_side: 1`` in their protocol.
+    (or finished), and ``side_after_s``: the wall time of the checks after timing side by side; the
+    results of held tasks say ``side_by_side: 1`` in their protocol.
     """
     clock = clock or Phases()
     results: list[ImplResult | None] = [j.result for j in jobs]
@@ -456,10 +463,28 @@ def run_case(jobs: Sequence[Job], clock: Phases | None = None) -> list[ImplResul
             del held[i]  # while the others wait at their turn, it runs alone
             r = jobs[i].run_alone()
             results[i] = replace(r, protocol={**r.protocol, "side_by_side": "again alone"})
-        for i, h in held.items():
+        for i, h in held.items():  # one at a time: nothing else runs on the device meanwhile
             jobs[i].started()
-            r = h.finish()
+            if hasattr(h, "time"):
+                h.time()
+            else:  # held elsewhere than in a Pool: timed and checked after timing in one go
+                results[i] = h.finish()
+        with clock("side_after_s"):  # then the checks after timing, every worker's at once
+            for h in held.values():
+                if hasattr(h, "check"):
+                    h.check()
+            for i, h in held.items():
+                if results[i] is None:
+                    results[i] = h.finish()
+        late = [i for i, h in held.items() if len(held) > 1 and getattr(h, "checked_beside", False)
+                and h.result is not None and h.result.status in AGAIN_ALONE]
+        for i in held:
+            r = results[i]
+            assert r is not None
             results[i] = replace(r, protocol={**r.protocol, "side_by_side": 1})
+        for i in late:  # a timeout or OOM in checks side by side may be a peer's doing: again alone
+            r = jobs[i].run_alone()
+            results[i] = replace(r, protocol={**r.protocol, "side_by_side": "again alone"})
     done: list[ImplResult] = []
     for j, r in zip(jobs, results, strict=True):
         assert r is not None

@@ -50,8 +50,9 @@ LOG_TAIL_LINES = 20
 LOG_TAIL_CHARS = 2000
 
 Progress = Callable[[str, dict[str, Any]], None]
-GO = "go"  # parent to worker: a held task may start timing (Task.wait_turn)
+GO = "go"  # parent to worker: a held task may start timing (Task.wait_turn), or its checks after timing
 TURN = object()  # ProcessWorker.take: the held task reached its turn
+TIMED = object()  # ProcessWorker.take: the task let go has timed, and waits to run its checks after timing
 
 
 class ProcessWorker:
@@ -59,6 +60,8 @@ class ProcessWorker:
 
     _asked = False  # asked to exit (request_close); a class default for subclasses with their own __init__
     _held = False  # the running task stops at its turn (Task.wait_turn) and has not been let go yet
+    _stops_after = False  # and stops again once timed (Task.wait_checks)
+    _timing = False  # let go at its turn, it may say it has timed ("timed") once
 
     def __init__(self, device: str, device_index: int | None, tree: str | None = None, threads: int = 0,
                  queues: int | None = None) -> None:
@@ -103,6 +106,8 @@ class ProcessWorker:
         self._deadline = time.monotonic() + timeout_s
         self._watch = Watch.of(task)
         self._held = bool(getattr(task, "wait_turn", False))
+        self._stops_after = self._held and bool(getattr(task, "wait_checks", False))
+        self._timing = False
         return None
 
     def has_message(self) -> bool:
@@ -113,19 +118,22 @@ class ProcessWorker:
             return False
 
     def go(self) -> tuple[ImplResult, bool] | None:
-        """A held task waiting at its turn (:meth:`wait` returned None) may start timing now; None,
-        or (result, fatal) if the worker is gone. Its timeout starts again."""
+        """A held task waiting at its turn (:meth:`wait` returned None) may start timing now, or one
+        that has timed (Task.wait_checks; :meth:`wait` returned None again) its checks after timing;
+        None, or (result, fatal) if the worker is gone. Its timeout starts again."""
         try:
             self._conn.send(GO)
         except (EOFError, OSError, BrokenPipeError):
             return self._died(self._watch.impl), True
+        self._timing = self._held and self._stops_after
         self._held = False
         self._deadline = time.monotonic() + self._timeout_s
         return None
 
     def wait(self, progress: Progress | None = None) -> tuple[ImplResult, bool] | None:
         """Wait for the sent task's (result, fatal); None when a held task has reached its turn
-        (set-up and checks done: it waits for :meth:`go`). Never raises for a worker fault."""
+        (set-up and checks done: it waits for :meth:`go`), or has timed (Task.wait_checks: it waits for
+        :meth:`go` before its checks after timing). Never raises for a worker fault."""
         name = self._watch.impl
         while True:
             remaining = self._deadline - time.monotonic()
@@ -142,14 +150,15 @@ class ProcessWorker:
                     return self._died(name), True
                 continue
             done = self.take(self._watch, progress)
-            if done is TURN:
+            if done is TURN or done is TIMED:
                 return None
             if done is not None:
                 return done
 
     def take(self, watch: Watch, progress: Progress | None) -> tuple[ImplResult, bool] | object | None:
         """Read one message of the running task: None for progress and samples, ``TURN`` when a held
-        task has reached its turn, else (result, fatal).
+        task has reached its turn, ``TIMED`` when a task let go has timed and waits for its checks
+        after timing, else (result, fatal).
 
         Anything malformed, or a report that contradicts what the parent saw (:mod:`.watch`), is
         ``reward_hack``, and the worker is killed. Nothing the worker sends is unpickled.
@@ -169,6 +178,11 @@ class ProcessWorker:
                 if not self._held:
                     raise wire.BadMessage("a 'turn' message from a task that was not held, or twice")
                 return TURN
+            if kind == "timed":
+                if not self._timing:
+                    raise wire.BadMessage("a 'timed' message from a task that was not let go to time, or twice")
+                self._timing = False
+                return TIMED
             if kind != "result":
                 raise wire.BadMessage(f"a {kind!r} message in the middle of a task")
             self._busy = False
@@ -474,10 +488,11 @@ class Pool:
     def hold(self, key: tuple[str, str], task: Any, timeout_s: float,
              progress: Progress | None = None) -> Held | ImplResult:
         """Send ``task`` held (``Task.wait_turn``): its worker sets up and checks, then waits at its turn
-        (:class:`Held`). A result at once if it could not be sent."""
+        (:class:`Held`), and once timed waits again before its checks after timing
+        (``Task.wait_checks``). A result at once if it could not be sent."""
         self.prestart([key])
         worker = self._workers[key]
-        failed = worker.send(replace(task, wait_turn=True), timeout_s)
+        failed = worker.send(replace(task, wait_turn=True, wait_checks=True), timeout_s)
         if failed is not None:
             return self._settled(key, *failed)
         return Held(self, key, worker, progress)
@@ -518,13 +533,22 @@ class Pool:
 
 class Held:
     """A task its worker holds at its turn: set up and checked while other workers do the same,
-    timed only once the caller lets it go, when no other worker of the case is busy
-    (:func:`solbench.execute.session.run_case`)."""
+    timed only once the caller lets it go, when no other worker of the case is busy; then held
+    again until the caller lets it run its checks after timing, side by side with the others'
+    (:func:`solbench.execute.session.run_case`)::
+
+        reach_turn()   set up and checked, waiting at its turn (or over)
+        time()         timed alone, waiting before its checks after timing (or over)
+        check()        its checks after timing started (call it for every task, then finish each)
+        finish()       its result (whatever of the above was not done yet, done first)
+    """
 
     def __init__(self, pool: Pool, key: tuple[str, str], worker: ProcessWorker, progress: Progress | None) -> None:
         self._pool, self._key, self._worker, self._progress = pool, key, worker, progress
         self.result: ImplResult | None = None  # once the task is over
         self._at_turn = False
+        self._timed = False  # timed, waiting before its checks after timing
+        self._checking = False  # let go on to its checks after timing
 
     def reach_turn(self) -> bool:
         """Wait until the task is at its turn (True) or over (False: ``result`` says how)."""
@@ -548,11 +572,41 @@ class Held:
         elif isinstance(done, tuple):
             self.result = self._pool._settled(self._key, *done)
 
-    def finish(self) -> ImplResult:
-        """Let the task time once at its turn, and wait for its result (at once if it is over)."""
+    @property
+    def checked_beside(self) -> bool:
+        """Whether it was let go on to its checks after timing (side by side with other tasks')."""
+        return self._checking
+
+    def time(self) -> bool:
+        """Let the task time at its turn and wait until it has timed: True when it then waits before
+        its checks after timing (:meth:`check`), False when it is over (``result`` says how)."""
+        if self._timed or self._checking:
+            return self.result is None
         if self.reach_turn():
             done = self._worker.go() or self._worker.wait(self._progress)
-            assert done is not None  # a task let go does not stop at its turn again
+            if done is None:  # timed (Task.wait_checks)
+                self._timed = True
+                return True
+            self.result = self._pool._settled(self._key, *done)
+        return False
+
+    def check(self) -> None:
+        """Let a task that has timed (:meth:`time`) start its checks after timing; :meth:`finish`
+        waits for them. Nothing where it is over."""
+        if self._timed and not self._checking and self.result is None:
+            self._checking = True
+            failed = self._worker.go()
+            if failed is not None:
+                self.result = self._pool._settled(self._key, *failed)
+
+    def finish(self) -> ImplResult:
+        """The task's result: timed at its turn and checked after timing first, where it was not yet
+        (at once if it is over)."""
+        if self.time():
+            self.check()
+        if self.result is None and self._checking:
+            done = self._worker.wait(self._progress)
+            assert done is not None  # a task let go on to its checks stops nowhere again
             self.result = self._pool._settled(self._key, *done)
         assert self.result is not None
         return self.result
@@ -721,6 +775,9 @@ def serve(conn: Connection, run: Callable[[Any, Progress], tuple[ImplResult, boo
                 wire.send(conn, "value", i=data["i"], s=data["s"], v=data["v"])
             elif event == "turn":  # a held task's set-up and checks are done: wait to be let go
                 wire.send(conn, "turn")
+                _await_go(conn)
+            elif event == "timed":  # it has timed: wait to be let go on to its checks after timing
+                wire.send(conn, "timed")
                 _await_go(conn)
             else:
                 wire.send(conn, "progress", event=event, data=data)

@@ -12,6 +12,9 @@ and read with ``Connection.recv_bytes(MAX_MESSAGE_BYTES)``::
                                                            v: a verification follows it
     {"kind": "turn"}                                       a held task (Task.wait_turn) is set up and
                                                            checked; it waits for the parent's "go"
+    {"kind": "timed"}                                      a task held for its checks after timing
+                                                           (Task.wait_checks) has timed; it waits for
+                                                           the parent's "go" again
     {"kind": "result", "result": {ImplResult}, "fatal": bool}
 
 Floats that JSON has no literal for travel as the strings "NaN"/"Infinity"/"-Infinity"
@@ -171,4 +174,5 @@ def capped(result: ImplResult) -> ImplResult:
     return dataclasses.replace(result, message=result.message[:MAX_TEXT_CHARS] + f"... ({cut} characters truncated)")
 
 
-_CHECKS = {"ready": _ready, "progress": _progress, "value": _value, "turn": _turn, "result": _result}
+_CHECKS = {"ready": _ready, "progress": _progress, "value": _value, "turn": _turn, "timed": _turn,
+           "result": _result}

@@ -122,6 +122,9 @@ class Task:
     checks: str = "full"  # "light" in a later round of the same invocation (see _checked_and_timed)
     seen: int = 0  # the point's samples timed in earlier rounds of the invocation (the verification rate)
     wait_turn: bool = False  # set up and check, then wait for the parent's word before timing (_wait_turn)
+    # and once timed, wait for its word again before the checks after timing (_wait_checks): they then run
+    # side by side with the case's other workers' checks, once every one of them has timed
+    wait_checks: bool = False
     # give the GPU memory the task leaves cached back as it ends (another worker may need it), not only
     # as the next task starts: False only where the parent knows every worker's tasks fit side by side
     release_after: bool = True
@@ -474,6 +477,7 @@ def _checked_and_timed(task: Task, state: WorkerState, emit: Emit, criterion: An
     timer.last_output = None
     if timer.pending_s:  # recorded, not judged: host timing of a sync is too noisy to accuse on
         protocol["drain_us_median"] = round(sorted(timer.pending_s)[len(timer.pending_s) // 2] * 1e6, 1)
+    _wait_checks(task, emit)
     with phases("after_s"):
         checker.after_timing(unseen=not light)
     if light:
@@ -510,6 +514,15 @@ def _wait_turn(task: Task, emit: Emit) -> None:
     here earlier; the task then waits once (:func:`_turn_once`)."""
     if task.wait_turn:
         emit("turn", {})
+
+
+def _wait_checks(task: Task, emit: Emit) -> None:
+    """A task held for its checks after timing (``Task.wait_checks``) says it has timed and waits
+    here until the parent lets it go on: that is once every worker of the case has timed, so these
+    checks (two fresh input sets and their references in a task's first round) run side by side, not
+    one after another while the case's other workers wait. The wait is in no phase."""
+    if task.wait_checks:
+        emit("timed", {})
 
 
 def _turn_once(emit: Emit) -> Emit:

@@ -3,9 +3,10 @@
     detect + prepare + compile ahead + workers + tasks + save + other = wall
     workers holds the wait for retired workers to exit (their CUDA teardown), while the next
             workers start
-    tasks = side by side + set-up + checks + sampling + after-checks + messaging (as the workers
-            report them; side by side: the wall time while workers set up and check at once, the
-            workers' own seconds below it summed, so more than that wall time; set-up and checks
+    tasks = side by side + set-up + checks + sampling + after-checks (alone, and side by side)
+            + messaging (as the workers report them; side by side: the wall time while workers set
+            up and check at once, the workers' own seconds below it summed, so more than that wall
+            time; set-up and checks
             alone: tasks run one at a time, and what a tuning worker does after it took its turn
             early, while the others wait)
     GPU busy (spin + flush + timed call) / wall: how much of the run the device spent measuring
@@ -31,10 +32,13 @@ _ROWS = (
     ("setup_s", "set-up alone (tasks run alone; a tuning worker after its turn)", 1),
     ("check_s", "correctness checks alone", 1),
     ("sample_s", "timing loop (spin, flush, call, verify, clocks)", 1),
-    ("after_s", "anti-cheat checks after timing", 1),
+    ("after_s", "anti-cheat checks after timing (tasks run alone)", 1),
+    ("side_after_s", "anti-cheat checks after timing, workers side by side (wall)", 1),
+    ("side_after_sum_s", "fresh inputs, their references and the checks on them (sum over workers)", 2),
     ("save_s", "write the partial run after each case", 0),
 )
-_TASK_PARTS = ("side_s", "setup_s", "check_s", "sample_s", "after_s")  # what tasks_s holds; the rest: messaging
+# what tasks_s holds; the rest: messaging
+_TASK_PARTS = ("side_s", "setup_s", "check_s", "sample_s", "after_s", "side_after_s")
 
 
 def harness_rows(run: RunResult) -> list[tuple[str, str, float, float | None]]:
@@ -45,11 +49,11 @@ def harness_rows(run: RunResult) -> list[tuple[str, str, float, float | None]]:
     rows: list[tuple[str, str, float, float | None]] = []
     inside = sum(h.get(k, 0.0) for k in _TASK_PARTS)
     for key, label, depth in _ROWS:
-        if key in h:
-            rows.append((key, ("  " * depth) + label, h[key], h[key] / wall if wall else None))
-        if key == "after_s" and "tasks_s" in h and inside:
+        if key == "save_s" and "tasks_s" in h and inside:  # the last row inside tasks
             rest = max(h["tasks_s"] - inside, 0.0)
             rows.append(("messaging_s", "  messaging and worker bookkeeping", rest, rest / wall if wall else None))
+        if key in h:
+            rows.append((key, ("  " * depth) + label, h[key], h[key] / wall if wall else None))
     if wall:
         top = sum(h.get(k, 0.0) for k, _, depth in _ROWS if depth == 0)
         rows.append(("other_s", "other (rendering, scoring, end clocks)", max(wall - top, 0.0),

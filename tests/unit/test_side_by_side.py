@@ -53,6 +53,39 @@ class _Held:
         return self.result or ImplResult(self.name, "ok", "")
 
 
+class _TimedHeld(_Held):
+    """Like pool.Held: timed at its turn, then held again before its checks after timing."""
+
+    def time(self) -> bool:
+        if self.result is None:
+            self.log.append(("time", self.name))
+        return self.result is None
+
+    def check(self) -> None:
+        if self.result is None:
+            self.log.append(("check", self.name))
+
+    def finish(self) -> ImplResult:
+        self.log.append(("result", self.name))
+        return self.result or ImplResult(self.name, "ok", "")
+
+
+class _TimedHolding:
+    def __init__(self, log: list) -> None:
+        self.log = log
+
+    def hold_budget(self, key):
+        return 1 << 30
+
+    def hold(self, key, task, timeout_s, progress=None):
+        self.log.append(("sent", task.impl))
+        return _TimedHeld(self.log, task.impl)
+
+    def run(self, key, task, timeout_s, progress=None):
+        self.log.append(("alone", task.impl))
+        return ImplResult(task.impl, "ok", "")
+
+
 class _Holding:
     """An executor that can hold tasks, logging what it is asked in order."""
 
@@ -98,6 +131,21 @@ def test_every_worker_reaches_its_turn_before_any_is_timed_and_they_time_in_orde
                    ("time", "a"), ("time", "b"), ("time", "c")]
     assert [r.name for r in results] == ["a", "b", "c"]
     assert all(r.protocol["side_by_side"] == 1 for r in results)
+
+
+def test_the_checks_after_timing_start_only_once_every_worker_has_timed():
+    """Timing is alone on the device; the checks after timing (fresh inputs, references) then run at
+    once, not one after the other while the case's other workers wait."""
+    log: list = []
+    clock = session.Harness()
+    results = session.run_case(_jobs(_TimedHolding(log), ["a", "b", "c"]), clock)
+    assert log == [("sent", "a"), ("sent", "b"), ("sent", "c"),
+                   ("turn", "a"), ("turn", "b"), ("turn", "c"),
+                   ("time", "a"), ("time", "b"), ("time", "c"),
+                   ("check", "a"), ("check", "b"), ("check", "c"),
+                   ("result", "a"), ("result", "b"), ("result", "c")]
+    assert all(r.protocol["side_by_side"] == 1 for r in results)
+    assert "side_after_s" in clock.seconds and "side_s" in clock.seconds
 
 
 def test_a_task_over_before_its_turn_keeps_its_result_and_the_others_go_on():
@@ -192,13 +240,15 @@ def test_the_harness_keeps_side_by_side_seconds_apart_from_tasks_run_alone():
 
 def test_a_turn_message_has_no_fields():
     assert wire.parse(b'{"kind": "turn"}') == {"kind": "turn"}
-    with pytest.raises(wire.BadMessage):
-        wire.parse(b'{"kind": "turn", "now": 1}')
+    assert wire.parse(b'{"kind": "timed"}') == {"kind": "timed"}
+    for kind in ("turn", "timed"):
+        with pytest.raises(wire.BadMessage):
+            wire.parse(b'{"kind": "%s", "now": 1}' % kind.encode())
 
 
 @pytest.fixture
 def meet(tmp_path):
-    for name in ("meet.yaml", "meet.py"):
+    for name in ("meet.yaml", "meet.py"):  # late_a/late_b use CALLS (a fresh worker process each)
         shutil.copy(MEET / name, tmp_path / name)
     return tmp_path / "meet.yaml"
 
@@ -220,6 +270,45 @@ def test_real_workers_set_up_side_by_side_then_time_alone(meet):
     finally:
         p.close()
     assert p._workers == {}
+
+
+def test_real_workers_run_their_checks_after_timing_side_by_side(meet):
+    """late_a's and late_b's set-ups, run again by the checks after timing, each wait for the other's:
+    both pass only if those checks run at once, after both have timed one at a time."""
+    p = pool.Pool("cpu", None, side_by_side_bytes=1 << 30)
+    task = _task(meet)
+    clock = session.Harness()
+    try:
+        jobs = [session.Job(p, replace(task, impl=n), 120.0, lambda e, d: None, (str(meet), "meet", task.case.id, n))
+                for n in ("late_a", "late_b")]
+        a, b = session.run_case(jobs, clock)
+        assert (a.status, b.status) == ("ok", "ok"), (a.message, b.message)
+        assert a.protocol["side_by_side"] == 1 and a.timing is not None and b.timing is not None
+        assert a.protocol["after_s"] > 0 and "side_after_s" in clock.seconds
+        clock.add_tasks([a, b])
+        assert "side_after_sum_s" in clock.seconds and "after_s" not in clock.seconds  # not counted as alone
+    finally:
+        p.close()
+
+
+def test_a_timed_message_before_the_task_was_let_go_is_a_forgery(tmp_path):
+    """A worker may say it has timed only once the parent let its held task go, and only once."""
+    worker = object.__new__(pool.ProcessWorker)
+    worker._conn, child = multiprocessing.Pipe()
+    worker._proc = SimpleNamespace(is_alive=lambda: False, join=lambda timeout=None: None, kill=lambda: None, pid=None)
+    worker.log_path = str(tmp_path / "none.log")
+    worker._held, worker._stops_after, worker._timing = True, True, False
+    watch = Watch.of(replace(_task(DOUBLE), impl="baseline"))
+    wire.send(child, "timed")
+    result, fatal = worker.take(watch, None)  # still at its turn: not let go
+    assert result.status == "reward_hack" and fatal and "timed" in result.message
+    worker._conn, child = multiprocessing.Pipe()
+    worker._timing = True  # let go (ProcessWorker.go)
+    wire.send(child, "timed")
+    wire.send(child, "timed")
+    assert worker.take(watch, None) is pool.TIMED
+    result, fatal = worker.take(watch, None)  # twice
+    assert result.status == "reward_hack" and "timed" in result.message
 
 
 def test_a_set_up_that_asks_for_the_device_alone_goes_on_at_its_turn(meet):

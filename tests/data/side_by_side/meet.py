@@ -58,3 +58,37 @@ def alone_setup(x: torch.Tensor) -> dict:
     if not (pathlib.Path(__file__).parent / "slow.ready").exists():
         raise RuntimeError("set up while slow was still setting up")
     return {"x": x}
+
+
+CALLS = {"n": 0}  # calls of counted() in this worker process
+CHECKED_CALLS = 3  # the correctness checks before timing call it three times (input sets 0, 1, then 0)
+LATE_WAIT_S = 20.0
+
+
+def counted(x: torch.Tensor) -> torch.Tensor:
+    CALLS["n"] += 1
+    return x * 2
+
+
+def _meet_late(me: str, other: str) -> None:
+    """After timing (counted() was timed), wait for the other's mark: the set-ups the checks after
+    timing run (fresh inputs) then meet only if both workers run those checks at once."""
+    if CALLS["n"] <= CHECKED_CALLS:
+        return
+    folder = pathlib.Path(__file__).parent
+    (folder / me).touch()
+    deadline = time.monotonic() + LATE_WAIT_S
+    while not (folder / other).exists():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{other} did not run its checks after timing while {me} did")
+        time.sleep(0.01)
+
+
+def late_a_setup(x: torch.Tensor) -> dict:
+    _meet_late("late_a", "late_b")
+    return {"x": x}
+
+
+def late_b_setup(x: torch.Tensor) -> dict:
+    _meet_late("late_b", "late_a")
+    return {"x": x}
