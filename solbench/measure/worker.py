@@ -669,6 +669,9 @@ class _Checker:
                                  task.case.params)
         self.input_guards = [guards.InputGuard(s) for s in inputs.sets]
         self.kept: list[torch.Tensor] = []  # outputs of the correctness calls, kept alive
+        # input set -> the values its first checked call returned (passed), and that check's result: a
+        # verified timed call on that set whose outputs hold the same bits passed the same check
+        self.checked: dict[int, tuple[list[torch.Tensor], Correctness]] = {}
         self.threads = set(threading.enumerate())
         self.trace = guards.stream_tracer(task.device)  # CUPTI side-stream check, where available
         self.kernels: list[str] = []  # what CUPTI saw the checked calls launch (names, in order)
@@ -717,17 +720,22 @@ class _Checker:
 
     def _check(self, k: int, out: Sequence[torch.Tensor], reference: Sequence[torch.Tensor],
                kwargs: Mapping[str, Any], inputs: Mapping[str, Any], guard: guards.InputGuard,
-               values: Sequence[torch.Tensor] | None = None) -> Correctness:
+               values: Sequence[torch.Tensor] | None = None,
+               same_as: tuple[list[torch.Tensor], Correctness] | None = None) -> Correctness:
         """``out`` checked for aliasing and input changes; ``values`` (default ``out``: the copy taken
-        when the call returned) compared with ``reference``."""
+        when the call returned) compared with ``reference``, or, where they hold the same bits as the
+        values of a call on the same (unchanged) inputs that passed (``same_as``), that call's result."""
         earlier = () if self.task.spec.implementations[self.task.impl].destination else self.kept
         problem = (guards.aliased_outputs(out, self.names, {**kwargs, **inputs}, earlier)
                    or guard.changed(inputs))
         if problem is not None:
             raise CheatDetected(f"input set {k}: {problem}")
+        values = out if values is None else values
+        if same_as is not None and len(same_as[0]) == len(values) and all(
+                guards.bits_equal(list(zip(values, same_as[0], strict=True)))):
+            return same_as[1]
         atol, rtol = self.tol.atol, self.tol.rtol
-        result = tensors.compare(out if values is None else values, reference, self.task.case, rtol, atol,
-                                 self.tol.rel_l2, self.tol)
+        result = tensors.compare(values, reference, self.task.case, rtol, atol, self.tol.rel_l2, self.tol)
         if not result.passed:
             return Correctness(False, result.max_abs_err, result.max_rel_l2, atol, rtol,
                                f"input set {k}: {result.detail}")
@@ -747,10 +755,13 @@ class _Checker:
                 values = self._settled(out)
             except CheatDetected as exc:
                 raise CheatDetected(f"input set {k}: {exc}") from None
-            result = _worst(result, self._check(k, out, self.inputs.references[k], self.kwargs[k],
-                                                self.inputs.sets[k], self.input_guards[k], values))
+            checked = self._check(k, out, self.inputs.references[k], self.kwargs[k], self.inputs.sets[k],
+                                  self.input_guards[k], values)
+            result = _worst(result, checked)
             if not result.passed:
                 return result
+            if k not in self.checked and sum(v.nbytes for v in values) <= SAME_BITS_BYTES:
+                self.checked[k] = (values, checked)
             self.kept.extend(out)
         return result
 
@@ -760,7 +771,7 @@ class _Checker:
             out = self._outputs(value)
             values = self._settled(out)
             result = self._check(k, out, self.inputs.references[k], self.kwargs[k], self.inputs.sets[k],
-                                 self.input_guards[k], values)
+                                 self.input_guards[k], values, self.checked.get(k))
         except _Incorrect as exc:
             return exc.correctness.detail
         except CheatDetected as exc:
@@ -790,6 +801,7 @@ class _Checker:
         self.input_guards = []
         self.inputs = CaseInputs(self.inputs.sets, ())
         self.kept = []
+        self.checked = {}
         task = self.task
         base_dir = Path(task.base_dir) if task.base_dir is not None else None
         impl = task.spec.implementations[task.impl]
@@ -829,6 +841,11 @@ class _Checker:
                                          f"({detail}; relative L2 error {result.max_rel_l2:.2g}): a numerical "
                                          "difference, not a stale result"))
 
+
+# The largest outputs (bytes per input set) whose checked values are kept to verify timed calls by
+# their bits (_Checker.checked): o_proj at 16384 tokens writes 128 MiB. Larger ones are compared
+# with the reference every time, as before, rather than held twice.
+SAME_BITS_BYTES = 256 << 20
 
 # Relative L2 error at and above which a wrong output on unseen inputs reads as stale. An output
 # computed from other random inputs (a cached result), or with part of the work skipped, is off by

@@ -32,3 +32,18 @@ def gelu_scale_compiled(x: torch.Tensor) -> torch.Tensor:
     if "f" not in _COMPILED:
         _COMPILED["f"] = torch.compile(gelu_scale, dynamic=False)
     return _COMPILED["f"](x)
+
+
+def double_jitter(x: torch.Tensor) -> torch.Tensor:
+    """2 x, off by a different relative 1e-6 at most on every call: right within float32's
+    tolerance, never the same bits twice (as a kernel that adds in another order each call)."""
+    return x * (2 + 2e-6 * (torch.rand_like(x) - 0.5))
+
+
+def double_wrong_when_timed(x: torch.Tensor) -> torch.Tensor:
+    """Right on its first three calls (the checks before timing), 1% off on every later one."""
+    _CALLS[0] += 1
+    return x * (2 if _CALLS[0] <= 3 else 2.02)
+
+
+_CALLS = [0]
