@@ -379,3 +379,73 @@ def test_each_case_is_merged_once_per_count_of_its_rounds(monkeypatch):
                                 max_rounds=8, target_rel_ci=0.01)
     assert any(c.impls[0].timing.n_rounds > 3 for c in run.cases)  # passes were added, so plans were made
     assert calls and len(calls) == len(set(calls))  # never the same case with the same rounds twice
+
+
+class StartingExecutor(OffsetExecutor):
+    """Starts workers without waiting for them (``start``) and settles them (``settle``), as a Pool
+    does; ``run`` settles first, as Pool.run does, and says which worker ran which case."""
+
+    def __init__(self, seed=0):
+        super().__init__(seed)
+        self.live = set()
+
+    def prestart(self, keys):
+        self.start(keys)
+
+    def start(self, keys):
+        new = [k for k in keys if k not in self.live]
+        self.live.update(new)
+        self.events.extend(("start", k) for k in new)
+
+    def settle(self):
+        pass
+
+    def retire(self, keys):
+        gone = [k for k in keys if k in self.live]
+        self.live.difference_update(gone)
+        self.events.extend(("retire", k) for k in gone)
+
+    def run(self, key, task, timeout_s, progress=None):
+        assert key in self.live, f"{key} ran without being started, or after it was retired"
+        return super().run(key, task, timeout_s, progress)
+
+
+def _one_added_pass(monkeypatch, depths):
+    """A run of three rounds, then one added pass giving case i ``depths[i]`` rounds; its events."""
+    units = _units()
+    ids = [c.id for c in units[0].cases]
+    plans = [{(0, cid, "baseline"): k for cid, k in zip(ids, depths, strict=True) if k}]
+    monkeypatch.setattr(session, "_undecided", lambda *a, **k: plans.pop() if plans else {})
+    ex = StartingExecutor()
+    session.measure_units(units, make_run({}), ex, device="cpu", settings=MeasureSettings(), timeout_s=1.0,
+                          l2_bytes=None, score=_score, emit=lambda e, d: None, repeat=3, max_rounds=12,
+                          target_rel_ci=0.01)
+    assert not ex.live  # every worker retired
+    added = max(i for i, e in enumerate(ex.events) if e == ("retire", ("double", "baseline#2"))) - 1
+    while ex.events[added][0] != "retire" or ex.events[added][1] != ("double", "baseline#2"):
+        added -= 1  # the pass before the added one ends where its baseline#2 retired
+    return ids, ex.events[added + 1:]
+
+
+def test_an_added_pass_retires_a_worker_after_its_last_case(monkeypatch):
+    ids, events = _one_added_pass(monkeypatch, [2, 1])  # baseline#2 serves the first case only
+    second = next(i for i, e in enumerate(events) if e[0] == "run" and e[2] == ids[1])
+    gone = events.index(("retire", ("double", "baseline#2")))
+    assert gone < second  # retired before the next case ran, not at the pass's end
+    assert [e[2] for e in events if e[0] == "run" and e[1] == ("double", "baseline#2")] == [ids[0]]
+
+
+def test_an_added_pass_starts_a_worker_only_a_case_ahead(monkeypatch):
+    ids, events = _one_added_pass(monkeypatch, [1, 2])  # baseline#2 serves the second case only
+    started = events.index(("start", ("double", "baseline#2")))
+    first = next(i for i, e in enumerate(events) if e[0] == "run")
+    assert started < first  # one case ahead: started with the pass, before the first case ran
+    assert [e[2] for e in events if e[0] == "run" and e[1] == ("double", "baseline#2")] == [ids[1]]
+
+
+def test_key_span_is_each_slots_first_and_last_case():
+    cases = _units()[0].cases
+    want = {cases[0].id: 3, cases[1].id: 1}
+    span = session._key_span(cases, ["baseline"], [("w", "baseline"), ("w", "baseline#2"), ("w", "baseline#3")],
+                             lambda c, name: want[c.id])
+    assert span == {("w", "baseline"): (0, 1), ("w", "baseline#2"): (0, 0), ("w", "baseline#3"): (0, 0)}
