@@ -210,18 +210,6 @@ class GroupExecutor:
         """The inner executor's workers; groups start at their first task (their env comes with it)."""
         self.inner.prestart([k for k in keys if not self._mine(k)])
 
-    def start(self, keys: Iterable[tuple[str, str]]) -> None:
-        """The inner executor's workers, not waited for (where it can start them so)."""
-        start = getattr(self.inner, "start", None)
-        if start is not None:
-            start([k for k in keys if not self._mine(k)])
-
-    def settle(self) -> None:
-        """The inner executor's workers ready and its retired ones gone (rank groups start whole)."""
-        settle = getattr(self.inner, "settle", None)
-        if settle is not None:
-            settle()
-
     def run(self, key: tuple[str, str], task: Any, timeout_s: float,
             progress: Progress | None = None) -> ImplResult:
         if not self._mine(key):

@@ -119,22 +119,9 @@ def measure_units(units: Sequence[Unit], run: RunResult, executor: Executor, *, 
             fit = bool(worker_keys) and fits_side_by_side(
                 executor, worker_keys[0], settings,
                 [(c, sum(slots(n, c.id, name) for name in names)) for c in unit.cases])
-            ahead = getattr(executor, "start", None)  # workers started early, without waiting for them
-            span = _key_span(unit.cases, names, worker_keys, lambda c, name, n=n: slots(n, c.id, name))
-            first = min((f for f, _ in span.values()), default=0)
-            live = {k for k in worker_keys if ahead is None or span[k][0] <= first + 1}
             with clock("workers_s"), clock.reaping(executor):
-                executor.prestart([k for k in worker_keys if ahead is None or span[k][0] == first])
-                if ahead is not None:
-                    ahead([k for k in live if span[k][0] > first])
-            for ci, case in enumerate(unit.cases):
-                if ahead is not None:  # workers done with this pass leave; those a later case needs start
-                    done = [k for k in worker_keys if k in live and span[k][1] < ci]
-                    coming = [k for k in worker_keys if k not in live and span[k][0] <= ci + 1]
-                    with clock("workers_s"):
-                        executor.retire(done)
-                        ahead(coming)
-                    live = (live - set(done)) | set(coming)
+                executor.prestart(worker_keys)  # all of them, before anything is measured
+            for case in unit.cases:
                 wanted = {name: k for name in names if (k := slots(n, case.id, name))}
                 if not wanted:
                     continue
@@ -157,7 +144,7 @@ def measure_units(units: Sequence[Unit], run: RunResult, executor: Executor, *, 
                         on_case(run)
                 emit("case_done", {"case": case.id, "rounds": passes})
             with clock("workers_s"):
-                executor.retire([k for k in worker_keys if ahead is None or k in live])
+                executor.retire(worker_keys)
 
     def first(n: int, case_id: str, name: str) -> int:
         return int(not keys or f"{case_id}/{name}" in keys)
@@ -227,8 +214,7 @@ class Harness(Phases):
                     it reap_s, the wait for retired workers to exit, where the executor says
                     (Pool.reap_s)
         tasks_s     waiting on workers for results; inside it side_s, the wall time of set-up
-                    and checks side by side (run_case), settle_s, the wait before timing for
-                    workers started or retired meanwhile, side_after_s, the wall time of the checks
+                    and checks side by side (run_case), side_after_s, the wall time of the checks
                     after timing side by side, and as the workers report: side_setup_s,
                     side_check_s and side_after_sum_s (summed over the workers side by side),
                     setup_s, check_s (tasks run alone), sample_s, after_s (tasks run alone;
@@ -287,30 +273,6 @@ class Harness(Phases):
 def _seconds(value: object) -> float | None:
     """A phase's seconds as a worker reported them, or None where it reported none (or not a number)."""
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
-
-
-def _key_span(cases: Sequence[Case], names: Sequence[str], keys: Sequence[tuple[str, str]],
-              slots: Callable[[Case, str], int]) -> dict[tuple[str, str], tuple[int, int]]:
-    """Each worker key of a pass -> (the index of its first case, of its last): the cases where its
-    implementation has a round in that worker's slot (``slots(case, name)`` rounds in the pass).
-    A pass starts a worker one case before its first and retires it after its last
-    (:func:`measure_units`), so that a pass's workers are not all started at once, and do not all
-    stay until its end."""
-    span: dict[tuple[str, str], tuple[int, int]] = {}
-    for key in keys:
-        name, slot = _slot_of(key, names)
-        used = [ci for ci, case in enumerate(cases) if slots(case, name) > slot]
-        span[key] = (used[0], used[-1]) if used else (0, -1)
-    return span
-
-
-def _slot_of(key: tuple[str, str], names: Sequence[str]) -> tuple[str, int]:
-    """(implementation, slot) of a worker key (:func:`_slot_key`)."""
-    impl = key[1]
-    if impl in names:
-        return impl, 0
-    base, _, slot = impl.rpartition("#")
-    return base, int(slot) - 1
 
 
 PASS_ROUNDS = 4  # at most this many of a point's added rounds in one pass (as many workers of an implementation)
@@ -476,13 +438,9 @@ def run_case(jobs: Sequence[Job], clock: Phases | None = None) -> list[ImplResul
     busy beside it keeps its result: a hang is waited for once. So is a task whose checks after
     timing, beside other workers' checks, timed out or ran out of memory.
 
-    Before the first held task times, every executor involved settles (where it can: ``settle``):
-    workers it started for later cases while these set up are ready, and those it retired are gone.
-
     ``clock`` gets ``side_s``: the wall time until every held worker of a group reached its turn
-    (or finished), ``settle_s``: the wait for the executors to settle, and ``side_after_s``: the
-    wall time of the checks after timing side by side; the results of held tasks say
-    ``side_by_side: 1`` in their protocol.
+    (or finished), and ``side_after_s``: the wall time of the checks after timing side by side; the
+    results of held tasks say ``side_by_side: 1`` in their protocol.
     """
     clock = clock or Phases()
     results: list[ImplResult | None] = [j.result for j in jobs]
@@ -505,11 +463,6 @@ def run_case(jobs: Sequence[Job], clock: Phases | None = None) -> list[ImplResul
             del held[i]  # while the others wait at their turn, it runs alone
             r = jobs[i].run_alone()
             results[i] = replace(r, protocol={**r.protocol, "side_by_side": "again alone"})
-        with clock("settle_s"):  # workers started or retired meanwhile: ready, or gone, before any timing
-            for executor in {id(jobs[i].executor): jobs[i].executor for i in held}.values():
-                settle = getattr(executor, "settle", None)
-                if settle is not None:
-                    settle()
         for i, h in held.items():  # one at a time: nothing else runs on the device meanwhile
             jobs[i].started()
             if hasattr(h, "time"):

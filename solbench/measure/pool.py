@@ -460,30 +460,20 @@ class Pool:
         self.reap_s = 0.0  # seconds spent waiting for retired workers to exit (the run's harness table)
 
     def prestart(self, keys: Iterable[tuple[str, str]]) -> None:
-        """Start workers for these keys together and wait until they, and every worker started
-        before them, are ready, and every retired one is gone (:meth:`settle`).
+        """Start workers for these keys together and wait until all are ready.
 
         They start side by side (context creation and library warm-up overlap each other, and the
         teardown of workers retired since the last call), but never while anything is being
         measured: another process's GPU work would share the GPU with the timed calls.
         """
-        self.start(keys)
-        self.settle()
-
-    def start(self, keys: Iterable[tuple[str, str]]) -> None:
-        """Start workers for these keys without waiting for them: they create their CUDA contexts
-        while other workers set up and check (nothing is timed then); :meth:`settle`, which comes
-        before anything is timed, waits for them."""
+        started = []
         for key in keys:
             if key not in self._workers:
                 queues = self.queues.queues(base_key(key)) if self.queues is not None else None
                 self._workers[key] = ProcessWorker(self.device, self.device_index, self.tree, self.threads, queues)
-
-    def settle(self) -> None:
-        """Wait until every retired worker is gone and every started one is ready: a worker that
-        creates or tears down its CUDA context works on the GPU, so nothing is timed before this."""
-        self._reap()  # retired workers tear down while the started ones start
-        for worker in list(self._workers.values()):
+                started.append(self._workers[key])
+        self._reap()  # retired workers tear down while these start; gone before anything is measured
+        for worker in started:
             worker.wait_ready()
 
     def run(self, key: tuple[str, str], task: Any, timeout_s: float,
@@ -499,10 +489,8 @@ class Pool:
              progress: Progress | None = None) -> Held | ImplResult:
         """Send ``task`` held (``Task.wait_turn``): its worker sets up and checks, then waits at its turn
         (:class:`Held`), and once timed waits again before its checks after timing
-        (``Task.wait_checks``). A result at once if it could not be sent. Its worker is started
-        where it is not yet, and not waited for beyond its own start: the caller settles the pool
-        (:meth:`settle`) before it lets any held task time."""
-        self.start([key])
+        (``Task.wait_checks``). A result at once if it could not be sent."""
+        self.prestart([key])
         worker = self._workers[key]
         failed = worker.send(replace(task, wait_turn=True, wait_checks=True), timeout_s)
         if failed is not None:

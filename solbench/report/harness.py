@@ -29,7 +29,6 @@ _ROWS = (
     ("side_setup_s", "inputs, references, set-up and compilation (sum over workers)", 2),
     ("side_check_s", "correctness checks (sum over workers)", 2),
     ("capture_s", "CUDA graphs captured, their replays checked (sum over workers, in set-up)", 2),
-    ("settle_s", "waiting for workers started or retired beside the set-up to be ready or gone", 1),
     ("setup_s", "set-up alone (tasks run alone; a tuning worker after its turn)", 1),
     ("check_s", "correctness checks alone", 1),
     ("sample_s", "timing loop (spin, flush, call, verify, clocks)", 1),
@@ -39,7 +38,7 @@ _ROWS = (
     ("save_s", "write the partial run after each case", 0),
 )
 # what tasks_s holds; the rest: messaging
-_TASK_PARTS = ("side_s", "settle_s", "setup_s", "check_s", "sample_s", "after_s", "side_after_s")
+_TASK_PARTS = ("side_s", "setup_s", "check_s", "sample_s", "after_s", "side_after_s")
 
 
 def harness_rows(run: RunResult) -> list[tuple[str, str, float, float | None]]:
