@@ -43,7 +43,7 @@ PY
 phases() {  # per run: harness wall, set-up side by side, set-up summed, graph capture + check summed, timing loop
   python3 - "$@" <<'PY' 2>&1 | tee -a $OUT/steps.txt
 import json, sys
-print("run  wall  workers  side-by-side  set-up(sum)  capture+check(sum)  settle  timing loop  after(alone)  "
+print("run  wall  workers  side-by-side  set-up(sum)  capture+check(sum)  timing loop  after(alone)  "
       "after(side by side)  point-rounds  checks' extra calls")
 for path in sys.argv[1:]:
     d = json.load(open(path))
@@ -55,7 +55,7 @@ for path in sys.argv[1:]:
     for row in bad[:5]:
         print("  not ok:", *row)
     print(path.rsplit("/", 1)[-1], *(f"{h.get(k, 0):.2f}" for k in ("wall_s", "workers_s", "side_s", "side_setup_s",
-                                                                     "capture_s", "settle_s", "sample_s", "after_s",
+                                                                     "capture_s", "sample_s", "after_s",
                                                                      "side_after_s")), rounds, extra)
 PY
 }
