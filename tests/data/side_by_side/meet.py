@@ -62,7 +62,7 @@ def alone_setup(x: torch.Tensor) -> dict:
 
 CALLS = {"n": 0}  # calls of counted() in this worker process
 CHECKED_CALLS = 3  # the correctness checks before timing call it three times (input sets 0, 1, then 0)
-LATE_WAIT_S = 20.0
+LATE_WAIT_S = WAIT_S
 
 
 def counted(x: torch.Tensor) -> torch.Tensor:
