@@ -11,13 +11,13 @@ import torch
 WAIT_S = 60.0
 
 
-def _meet(me: str, other: str) -> None:
+def _meet(me: str, other: str, what: str = "set up") -> None:
     folder = pathlib.Path(__file__).parent
     (folder / me).touch()
     deadline = time.monotonic() + WAIT_S
     while not (folder / other).exists():
         if time.monotonic() > deadline:
-            raise RuntimeError(f"{other} did not set up while {me} did")
+            raise RuntimeError(f"{other} did not {what} while {me} did")
         time.sleep(0.01)
 
 
@@ -62,7 +62,6 @@ def alone_setup(x: torch.Tensor) -> dict:
 
 CALLS = {"n": 0}  # calls of counted() in this worker process
 CHECKED_CALLS = 3  # the correctness checks before timing call it three times (input sets 0, 1, then 0)
-LATE_WAIT_S = WAIT_S
 
 
 def counted(x: torch.Tensor) -> torch.Tensor:
@@ -70,25 +69,17 @@ def counted(x: torch.Tensor) -> torch.Tensor:
     return x * 2
 
 
-def _meet_late(me: str, other: str) -> None:
+def _meet_late(me: str, other: str, x: torch.Tensor) -> dict:
     """After timing (counted() was timed), wait for the other's mark: the set-ups the checks after
     timing run (fresh inputs) then meet only if both workers run those checks at once."""
-    if CALLS["n"] <= CHECKED_CALLS:
-        return
-    folder = pathlib.Path(__file__).parent
-    (folder / me).touch()
-    deadline = time.monotonic() + LATE_WAIT_S
-    while not (folder / other).exists():
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"{other} did not run its checks after timing while {me} did")
-        time.sleep(0.01)
+    if CALLS["n"] > CHECKED_CALLS:
+        _meet(me, other, "run its checks after timing")
+    return {"x": x}
 
 
 def late_a_setup(x: torch.Tensor) -> dict:
-    _meet_late("late_a", "late_b")
-    return {"x": x}
+    return _meet_late("late_a", "late_b", x)
 
 
 def late_b_setup(x: torch.Tensor) -> dict:
-    _meet_late("late_b", "late_a")
-    return {"x": x}
+    return _meet_late("late_b", "late_a", x)
