@@ -238,6 +238,20 @@ def test_the_harness_keeps_side_by_side_seconds_apart_from_tasks_run_alone():
     assert rows["messaging_s"] == pytest.approx(7.0 - 3.5 - 0.5 - 0.25 - 2.0)
 
 
+def test_the_harness_counts_checks_after_timing_side_by_side_as_wall_time_once():
+    clock = session.Harness()
+    side = ImplResult("a", "ok", "", protocol={"setup_s": 2.0, "after_s": 1.5, "sample_s": 1.0, "side_by_side": 1})
+    alone = ImplResult("b", "ok", "", protocol={"after_s": 0.5, "sample_s": 1.0})
+    clock.add_tasks([side, alone])
+    assert clock.seconds["side_after_sum_s"] == 1.5 and clock.seconds["after_s"] == 0.5
+    run = replace(make_run({}), harness={**clock.totals(), "tasks_s": 9.0, "side_s": 3.0, "side_after_s": 1.25,
+                                         "wall_s": 12.0})
+    rows = {key: seconds for key, _, seconds, _ in harness_rows(run)}
+    # the wall time side by side (1.25 s) counts, not the workers' own seconds (1.5 s)
+    assert rows["messaging_s"] == pytest.approx(9.0 - 3.0 - 1.25 - 2.0 - 0.5)
+    assert list(rows).index("side_after_sum_s") < list(rows).index("messaging_s")
+
+
 def test_a_turn_message_has_no_fields():
     assert wire.parse(b'{"kind": "turn"}') == {"kind": "turn"}
     assert wire.parse(b'{"kind": "timed"}') == {"kind": "timed"}
