@@ -70,16 +70,33 @@ class _TimedHeld(_Held):
         return self.result or ImplResult(self.name, "ok", "")
 
 
+class _LateHeld(_TimedHeld):
+    """Times, then runs out of memory in its checks after timing (``late``: that status)."""
+
+    def __init__(self, log: list, name: str, late: str | None) -> None:
+        super().__init__(log, name)
+        self.late, self.checked_beside = late, False
+
+    def check(self) -> None:
+        super().check()
+        self.checked_beside = True
+
+    def finish(self) -> ImplResult:
+        self.log.append(("result", self.name))
+        self.result = ImplResult(self.name, self.late or "ok", "")
+        return self.result
+
+
 class _TimedHolding:
-    def __init__(self, log: list) -> None:
-        self.log = log
+    def __init__(self, log: list, late: dict[str, str] | None = None) -> None:
+        self.log, self.late = log, late or {}
 
     def hold_budget(self, key):
         return 1 << 30
 
     def hold(self, key, task, timeout_s, progress=None):
         self.log.append(("sent", task.impl))
-        return _TimedHeld(self.log, task.impl)
+        return _LateHeld(self.log, task.impl, self.late.get(task.impl))
 
     def run(self, key, task, timeout_s, progress=None):
         self.log.append(("alone", task.impl))
@@ -146,6 +163,15 @@ def test_the_checks_after_timing_start_only_once_every_worker_has_timed():
                    ("result", "a"), ("result", "b"), ("result", "c")]
     assert all(r.protocol["side_by_side"] == 1 for r in results)
     assert "side_after_s" in clock.seconds and "side_s" in clock.seconds
+
+
+@pytest.mark.parametrize("status", ["timeout", "oom"])
+def test_a_timeout_or_oom_in_checks_after_timing_beside_others_is_measured_again_alone(status):
+    log: list = []
+    results = session.run_case(_jobs(_TimedHolding(log, late={"b": status}), ["a", "b", "c"]))
+    assert log[-1] == ("alone", "b")  # after every result of the group
+    assert [r.status for r in results] == ["ok", "ok", "ok"]
+    assert results[1].protocol["side_by_side"] == "again alone" and results[0].protocol["side_by_side"] == 1
 
 
 def test_a_task_over_before_its_turn_keeps_its_result_and_the_others_go_on():
