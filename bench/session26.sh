@@ -20,6 +20,8 @@
 # calls: bench/check_calls.py twice each way (calls per CUPTI check, with the query records off and on).
 # wprof: one `run -w o_proj` with every worker under cProfile (SOLBENCH_PROFILE_DIR), merged by bench/worker_profile.py
 #   (wprof-summary.txt, wprof-merged.prof): where set-up, checks and the timing loop spend a worker's host time.
+# exits: bench/worker_steps.py for 7 and 14 workers, their exits with the GPU idle (BUSY=0) and with another
+#   process's GEMMs running (BUSY=1): does a worker's teardown wait on other processes' work?
 # prof: one `run -w o_proj` under bench/cli_phases.py (where the command's time goes outside the harness table).
 # five also prints each run's harness phases, with the seconds of graph capture and replay checks (capture_s),
 # and the calls its CUPTI checks made again (check_extra_calls, summed over points).
@@ -145,6 +147,12 @@ PY
       | tee -a $OUT/steps.txt
     python3 bench/worker_profile.py /tmp/wprof --top 60 --dump $OUT/${P}wprof-merged.prof > $OUT/${P}wprof-summary.txt 2>&1
     python3 -m solbench show $OUT/${P}wprof.json --harness > $OUT/${P}wprof-harness.txt 2>&1
+    ;;
+  exits)
+    for busy in 0 1; do
+      BUSY=$busy PYTHONPATH=$PYTHONPATH:bench timeout 150 python3 -c "import worker_steps; worker_steps.main()" 7 14 \
+        2>&1 | tee -a $OUT/steps.txt
+    done
     ;;
   prof)
     PROF_OUT=$OUT/${P}cli.prof timeout $(left) python3 bench/cli_phases.py run workloads/attn.yaml -w o_proj -q $EXTRA \

@@ -14,7 +14,9 @@ grows with N is serialized somewhere (the driver, a lock), one that stays flat i
 Then each worker allocates ``HOLD_GB`` GiB (environment, default 2; what a run's worker keeps
 cached: inputs, flush buffer, workspace), and the last column is the wall time from asking all N
 to exit to the last one gone (their CUDA teardown side by side; the run's harness counts this wait
-as ``reap_s``).
+as ``reap_s``). With ``BUSY=1`` another process keeps the GPU busy with bf16 GEMMs meanwhile, as the
+case's other workers' set-up would (the twenty-ninth session's early retire: exits then took 3-10x
+longer; does a teardown wait on another process's work?).
 """
 
 import itertools
@@ -27,6 +29,21 @@ from solbench.measure import pool
 
 STEPS = ("fork", "cuInit", "context", "cublas", "cupti", "gate")
 HOLD_GB = float(os.environ.get("HOLD_GB", "2"))
+BUSY = os.environ.get("BUSY") == "1"
+
+
+def busy(conn) -> None:
+    """GEMMs on the GPU until told to stop (a worker setting up beside the ones that exit)."""
+    import torch
+
+    torch.cuda.set_device(0)
+    a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    conn.send("busy")
+    while not conn.poll():
+        for _ in range(10):
+            a @ a
+        torch.cuda.synchronize()
+    conn.close()
 
 
 def steps(conn, t_fork: float) -> None:
@@ -66,7 +83,8 @@ def main() -> None:
     warm = pool.Pool("cuda", 0)
     warm.prestart([("warm", "up")])  # the fork server up, its preloads imported
     warm.close()
-    print(f"{'N':>3} {'wall':>6}  " + "  ".join(f"{s:>13}" for s in STEPS) + f"  exit ({HOLD_GB:g} GiB each)"
+    print(f"{'N':>3} {'wall':>6}  " + "  ".join(f"{s:>13}" for s in STEPS) + f"  exit ({HOLD_GB:g} GiB each"
+          + (", GPU busy" if BUSY else "") + ")"
           "   (median / max s)")
     for n in counts:
         t0 = time.time()
@@ -81,12 +99,21 @@ def main() -> None:
         rows = [c.recv() for c in pipes]
         wall = time.time() - t0
         assert all(c.recv() == "held" for c in pipes)
+        if BUSY:
+            load, load_child = ctx.Pipe()
+            loader = ctx.Process(target=busy, args=(load_child,))
+            pool.start(loader)
+            load_child.close()
+            assert load.recv() == "busy"
         t_exit = time.time()
         for c in pipes:
             c.send("exit")
         for p in procs:
             p.join()
         gone = time.time() - t_exit
+        if BUSY:
+            load.send("stop")
+            loader.join()
         # rows: [fork, context, cublas, cupti, gate, cuInit]: put cuInit second
         cols = list(zip(*[[r[0], r[5], r[1], r[2], r[3], r[4]] for r in rows], strict=True))
         print(f"{n:>3} {wall:>6.2f}  " + "  ".join(f"{statistics.median(c):>6.3f}/{max(c):>6.3f}" for c in cols)
