@@ -22,7 +22,7 @@ try:
 except Exception as exc:
     print(f"{tree}: exit {code}, {wall} s, no run ({exc})")
     raise SystemExit
-keys = ("wall_s", "workers_s", "reap_s", "settle_s", "side_s", "sample_s", "after_s", "side_after_s")
+keys = ("wall_s", "workers_s", "reap_s", "side_s", "sample_s", "after_s", "side_after_s")
 print(f"{tree:8s} exit {code} cmd {wall:>5s} s  " + "  ".join(f"{k[:-2]} {h.get(k, 0):.2f}" for k in keys))
 PY
   done

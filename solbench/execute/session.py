@@ -244,7 +244,8 @@ class Harness(Phases):
                 if value is None:
                     continue
                 if side and name in self.SIDE:
-                    alone = min(_seconds(r.protocol.get(Phases.ALONE.get(name, ""))) or 0.0, value)
+                    alone_key = Phases.ALONE.get(name)  # set-up and checks a tuning worker ran alone
+                    alone = min(_seconds(r.protocol.get(alone_key)) or 0.0, value) if alone_key else 0.0
                     self._add(self.SIDE[name], value - alone)
                     if alone:
                         self._add(name, alone)
@@ -427,9 +428,9 @@ def run_case(jobs: Sequence[Job], clock: Phases | None = None) -> list[ImplResul
     (:func:`_groups`). Every worker of a group draws its inputs and references, sets up (compiles,
     plans) and runs its correctness and anti-cheat checks at once; then, with all of them waiting,
     each in turn is let go to time its calls alone on the device; once all have timed, they run
-    their checks after timing (fresh inputs and references) at once again (a worker held elsewhere
-    than in a Pool runs them right after its timing). Nothing is timed while another worker of the
-    run works. Elsewhere (in-process, rank groups, a lone job) each job runs whole, one after the other.
+    their checks after timing (fresh inputs and references) at once again. Nothing is timed while
+    another worker of the run works. Elsewhere (in-process, rank groups, a lone job) each job runs
+    whole, one after the other.
 
     A held task that timed out or ran out of memory before its turn, while a worker beside it was
     still busy or after one timed out, may owe it to that worker (a kernel that never returns
@@ -465,22 +466,18 @@ def run_case(jobs: Sequence[Job], clock: Phases | None = None) -> list[ImplResul
             results[i] = replace(r, protocol={**r.protocol, "side_by_side": "again alone"})
         for i, h in held.items():  # one at a time: nothing else runs on the device meanwhile
             jobs[i].started()
-            if hasattr(h, "time"):
-                h.time()
-            else:  # held elsewhere than in a Pool: timed and checked after timing in one go
-                results[i] = h.finish()
+            h.time()
         with clock("side_after_s"):  # then the checks after timing, every worker's at once
             for h in held.values():
-                if hasattr(h, "check"):
-                    h.check()
+                h.check()
             for i, h in held.items():
-                if results[i] is None:
-                    results[i] = h.finish()
-        late = [i for i, h in held.items() if len(held) > 1 and getattr(h, "checked_beside", False)
-                and h.result is not None and h.result.status in AGAIN_ALONE]
-        for i in held:
+                results[i] = h.finish()
+        late = []
+        for i, h in held.items():
             r = results[i]
             assert r is not None
+            if len(held) > 1 and h.checked_beside and r.status in AGAIN_ALONE:
+                late.append(i)
             results[i] = replace(r, protocol={**r.protocol, "side_by_side": 1})
         for i in late:  # a timeout or OOM in checks side by side may be a peer's doing: again alone
             r = jobs[i].run_alone()

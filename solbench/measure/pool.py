@@ -580,7 +580,7 @@ class Held:
     def time(self) -> bool:
         """Let the task time at its turn and wait until it has timed: True when it then waits before
         its checks after timing (:meth:`check`), False when it is over (``result`` says how)."""
-        if self._timed or self._checking:
+        if self._timed:  # already timed (and maybe let go on to its checks)
             return self.result is None
         if self.reach_turn():
             done = self._worker.go() or self._worker.wait(self._progress)

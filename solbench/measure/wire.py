@@ -149,7 +149,7 @@ def _value(msg: dict[str, Any]) -> dict[str, Any]:
     return msg
 
 
-def _turn(msg: dict[str, Any]) -> dict[str, Any]:
+def _bare(msg: dict[str, Any]) -> dict[str, Any]:
     _keys(msg)
     return msg
 
@@ -174,5 +174,5 @@ def capped(result: ImplResult) -> ImplResult:
     return dataclasses.replace(result, message=result.message[:MAX_TEXT_CHARS] + f"... ({cut} characters truncated)")
 
 
-_CHECKS = {"ready": _ready, "progress": _progress, "value": _value, "turn": _turn, "timed": _turn,
+_CHECKS = {"ready": _ready, "progress": _progress, "value": _value, "turn": _bare, "timed": _bare,
            "result": _result}

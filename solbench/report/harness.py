@@ -34,7 +34,7 @@ _ROWS = (
     ("sample_s", "timing loop (spin, flush, call, verify, clocks)", 1),
     ("after_s", "anti-cheat checks after timing (tasks run alone)", 1),
     ("side_after_s", "anti-cheat checks after timing, workers side by side (wall)", 1),
-    ("side_after_sum_s", "fresh inputs, their references and the checks on them (sum over workers)", 2),
+    ("side_after_sum_s", "the checks after timing, fresh inputs and references included (sum over workers)", 2),
     ("save_s", "write the partial run after each case", 0),
 )
 # what tasks_s holds; the rest: messaging

@@ -34,7 +34,9 @@ def _task(path: str | Path, impl: str = "") -> Task:
 
 
 class _Held:
-    """Reaches its turn, or (``early``: a status) is over before it, like pool.Held."""
+    """Reaches its turn, or (``early``: a status) is over before it, like pool.Held; then times."""
+
+    checked_beside = False
 
     def __init__(self, log: list, name: str, early: str | None = None, busy: bool = False) -> None:
         self.log, self.name, self._busy = log, name, busy
@@ -47,38 +49,28 @@ class _Held:
         self.log.append(("turn", self.name))
         return self.result is None
 
-    def finish(self) -> ImplResult:
-        if self.result is None:
-            self.log.append(("time", self.name))
-        return self.result or ImplResult(self.name, "ok", "")
-
-
-class _TimedHeld(_Held):
-    """Like pool.Held: timed at its turn, then held again before its checks after timing."""
-
     def time(self) -> bool:
         if self.result is None:
             self.log.append(("time", self.name))
         return self.result is None
 
     def check(self) -> None:
-        if self.result is None:
-            self.log.append(("check", self.name))
+        pass
 
     def finish(self) -> ImplResult:
-        self.log.append(("result", self.name))
         return self.result or ImplResult(self.name, "ok", "")
 
 
-class _LateHeld(_TimedHeld):
-    """Times, then runs out of memory in its checks after timing (``late``: that status)."""
+class _CheckedHeld(_Held):
+    """Like pool.Held: timed at its turn, then held again before its checks after timing, which end
+    in ``late`` (a status) where given."""
 
-    def __init__(self, log: list, name: str, late: str | None) -> None:
+    def __init__(self, log: list, name: str, late: str | None = None) -> None:
         super().__init__(log, name)
-        self.late, self.checked_beside = late, False
+        self.late = late
 
     def check(self) -> None:
-        super().check()
+        self.log.append(("check", self.name))
         self.checked_beside = True
 
     def finish(self) -> ImplResult:
@@ -96,7 +88,7 @@ class _TimedHolding:
 
     def hold(self, key, task, timeout_s, progress=None):
         self.log.append(("sent", task.impl))
-        return _LateHeld(self.log, task.impl, self.late.get(task.impl))
+        return _CheckedHeld(self.log, task.impl, self.late.get(task.impl))
 
     def run(self, key, task, timeout_s, progress=None):
         self.log.append(("alone", task.impl))
