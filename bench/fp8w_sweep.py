@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -28,13 +29,19 @@ from solbench.impls import attn
 from solbench.kernels import ops, w8a16
 
 HIDDEN = 4096
-TOKENS = (1, 16, 32, 64)
+# SWEEP_TOKENS="17 32 64", SWEEP_CONFIGS="64,256,2,4,3 128,128,4,4,4" (block_n,block_k,split,warps,stages),
+# SWEEP_DTYPES="bf16 fp16"; FINISHING_KERNEL=1 also times each split shape finished by a second kernel
+# (w8a16.linear_residual's last_finishes=False: the way before the tiles' last programs finished them).
+TOKENS = tuple(int(t) for t in os.environ.get("SWEEP_TOKENS", "1 16 32 64").split())
+FINISHING_KERNEL = os.environ.get("FINISHING_KERNEL") == "1"
 # The shapes of the second and third sweeps (results/h200/issue20/session11/); the first also had
 # (128,128,4,8,4), (64,128,2,4,4), (256,128,8,8,3), (32,256,1,4,4), (32,128,1,4,5), (128,128,8,4,4).
 CONFIGS = tuple(w8a16.Config(*c) for c in (
     (128, 128, 4, 4, 4), (64, 128, 4, 4, 4), (64, 256, 2, 4, 3), (64, 256, 2, 4, 4), (64, 256, 2, 8, 3),
     (32, 256, 2, 4, 3), (64, 512, 2, 4, 2), (64, 128, 4, 8, 4), (128, 128, 4, 8, 3), (128, 64, 4, 4, 6),
     (128, 256, 4, 8, 3), (64, 256, 4, 4, 3), (128, 128, 2, 8, 4), (256, 64, 8, 8, 4), (64, 128, 8, 4, 4)))
+if os.environ.get("SWEEP_CONFIGS"):
+    CONFIGS = tuple(w8a16.Config(*(int(v) for v in c.split(","))) for c in os.environ["SWEEP_CONFIGS"].split())
 
 
 def _time(name: str, launches: list[Callable[[], object]]) -> float:
@@ -67,10 +74,10 @@ def _checked(name: str, call: Callable[..., torch.Tensor], sets: list[tuple[torc
     return launches
 
 
-def _triton(config: w8a16.Config) -> Callable[..., torch.Tensor]:
+def _triton(config: w8a16.Config, last_finishes: bool = True) -> Callable[..., torch.Tensor]:
     def call(x, w, s, r):
         out = torch.empty_like(r)
-        return w8a16.linear_residual(x, w, s, r, out, config)
+        return w8a16.linear_residual(x, w, s, r, out, config, last_finishes=last_finishes)
     return call
 
 
@@ -99,6 +106,10 @@ def one(tokens: int, dtype: torch.dtype, configs: tuple[w8a16.Config, ...]) -> N
     _guard("stream", lambda: _time(f"stream gemv {tag}", _checked(f"stream {tag}", _stream, sets)))
     for c in configs:
         _guard(str(c), lambda c=c: _time(f"triton {c} {tag}", _checked(f"triton {c} {tag}", _triton(c), sets)))
+        if FINISHING_KERNEL and w8a16.split_for(c, HIDDEN) > 1:  # the same tiles, finished by a second kernel
+            _guard(f"{c} kernel", lambda c=c: _time(f"triton {c} +finish kernel {tag}",
+                                                    _checked(f"triton {c} +finish kernel {tag}", _triton(c, False),
+                                                             sets)))
     _guard("dispatch", lambda: _time(f"gemv_fp8_residual {tag}",
                                      _checked(f"gemv_fp8_residual {tag}", ops.gemv_fp8_residual, sets)))
 
@@ -106,8 +117,10 @@ def one(tokens: int, dtype: torch.dtype, configs: tuple[w8a16.Config, ...]) -> N
 def main() -> None:
     out = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(".")
     print(torch.cuda.get_device_name(0), torch.__version__, flush=True)
-    sweep(torch.bfloat16, CONFIGS)
-    sweep(torch.float16, CONFIGS)
+    dtypes = os.environ.get("SWEEP_DTYPES", "bf16 fp16").split()
+    for name, dtype in (("bf16", torch.bfloat16), ("fp16", torch.float16)):
+        if name in dtypes:
+            sweep(dtype, CONFIGS)
     out.mkdir(parents=True, exist_ok=True)
     (out / "fp8w_sweep.json").write_text(json.dumps(ROWS))
     print("\n| variant | median µs |\n|---|---|")

@@ -1,8 +1,12 @@
-"""The FP8-weight tensor-core path's launch arithmetic (solbench.kernels.w8a16), without a GPU."""
+"""The FP8-weight tensor-core path (solbench.kernels.w8a16) without a GPU: its launch arithmetic, and its
+fp16 kernels under Triton's interpreter (the bf16 widening is inline PTX, which only a GPU runs)."""
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -38,3 +42,17 @@ def test_without_triton_the_path_is_a_device_error_not_a_crash(monkeypatch):
             w8a16._kernels()
     finally:
         w8a16._kernels.cache_clear()
+
+
+
+def test_split_k_partial_sums_are_finished_once_and_match_fp64_math():
+    """Under Triton's interpreter (set before Triton is imported, so in a process of its own):
+    ragged rows, tokens and K, two and three K parts, each finished by the tile's last program and
+    by the finishing kernel, against fp64 math; the counters left zero, and a second call's bits equal."""
+    pytest.importorskip("triton")
+    script = Path(__file__).parents[1] / "data" / "w8a16_interpreted.py"
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(Path(__file__).parents[2])}
+    done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.split()
+    assert lines.count("ok") == 6, done.stdout  # 3 shapes x both ways of finishing
