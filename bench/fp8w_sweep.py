@@ -30,10 +30,9 @@ from solbench.kernels import ops, w8a16
 
 HIDDEN = 4096
 # SWEEP_TOKENS="17 32 64", SWEEP_CONFIGS="64,256,2,4,3 128,128,4,4,4" (block_n,block_k,split,warps,stages),
-# SWEEP_DTYPES="bf16 fp16"; FINISHING_KERNEL=1 also times each split shape finished by a second kernel
-# (w8a16.linear_residual's last_finishes=False: the way before the tiles' last programs finished them).
+# SWEEP_DTYPES="bf16 fp16". (912ad94 also timed each split shape with its tiles' last programs finishing,
+# FINISHING_KERNEL=1, since reverted: BENCHMARKS.md, issue 20, thirtieth session.)
 TOKENS = tuple(int(t) for t in os.environ.get("SWEEP_TOKENS", "1 16 32 64").split())
-FINISHING_KERNEL = os.environ.get("FINISHING_KERNEL") == "1"
 # The shapes of the second and third sweeps (results/h200/issue20/session11/); the first also had
 # (128,128,4,8,4), (64,128,2,4,4), (256,128,8,8,3), (32,256,1,4,4), (32,128,1,4,5), (128,128,8,4,4).
 CONFIGS = tuple(w8a16.Config(*c) for c in (
@@ -74,10 +73,10 @@ def _checked(name: str, call: Callable[..., torch.Tensor], sets: list[tuple[torc
     return launches
 
 
-def _triton(config: w8a16.Config, last_finishes: bool = True) -> Callable[..., torch.Tensor]:
+def _triton(config: w8a16.Config) -> Callable[..., torch.Tensor]:
     def call(x, w, s, r):
         out = torch.empty_like(r)
-        return w8a16.linear_residual(x, w, s, r, out, config, last_finishes=last_finishes)
+        return w8a16.linear_residual(x, w, s, r, out, config)
     return call
 
 
@@ -106,10 +105,6 @@ def one(tokens: int, dtype: torch.dtype, configs: tuple[w8a16.Config, ...]) -> N
     _guard("stream", lambda: _time(f"stream gemv {tag}", _checked(f"stream {tag}", _stream, sets)))
     for c in configs:
         _guard(str(c), lambda c=c: _time(f"triton {c} {tag}", _checked(f"triton {c} {tag}", _triton(c), sets)))
-        if FINISHING_KERNEL and w8a16.split_for(c, HIDDEN) > 1:  # the same tiles, finished by a second kernel
-            _guard(f"{c} kernel", lambda c=c: _time(f"triton {c} +finish kernel {tag}",
-                                                    _checked(f"triton {c} +finish kernel {tag}", _triton(c, False),
-                                                             sets)))
     _guard("dispatch", lambda: _time(f"gemv_fp8_residual {tag}",
                                      _checked(f"gemv_fp8_residual {tag}", ops.gemv_fp8_residual, sets)))
 

@@ -20,11 +20,9 @@
 # calls: bench/check_calls.py twice each way (calls per CUPTI check, with the query records off and on).
 # wprof: one `run -w o_proj` with every worker under cProfile (SOLBENCH_PROFILE_DIR), merged by bench/worker_profile.py
 #   (wprof-summary.txt, wprof-merged.prof): where set-up, checks and the timing loop spend a worker's host time.
-# fsweep: bench/fp8w_sweep.py at SWEEP_TOKENS (17 32 64), FINISHING_KERNEL=1: each split shape with the tiles' last
-#   programs finishing and with a second kernel (issue 20, thirtieth session).
+# fsweep: bench/fp8w_sweep.py at SWEEP_TOKENS (17 32 64) for SWEEP_CONFIGS (issue 20; 912ad94's part of the same
+#   name also timed the tiles' last programs finishing, and its part fp8w ran o_proj_fp8w both ways: since reverted).
 # ktests: tests/gpu/test_kernels.py -k "w8a16 or fp8".
-# fp8w: `run -w o_proj_fp8w` here and in alt/K (w8a16's last_finishes False by default), FP8W_ROUNDS (2) each,
-#   interleaved, then `compare baseline fused` on each.
 # exits: bench/worker_steps.py for 7 and 14 workers, their exits with the GPU idle (BUSY=0) and with another
 #   process's GEMMs running (BUSY=1): does a worker's teardown wait on other processes' work?
 # prof: one `run -w o_proj` under bench/cli_phases.py (where the command's time goes outside the harness table).
@@ -154,9 +152,8 @@ PY
     python3 -m solbench show $OUT/${P}wprof.json --harness > $OUT/${P}wprof-harness.txt 2>&1
     ;;
   fsweep)
-    SWEEP_TOKENS="${SWEEP_TOKENS:-17 32 64}" FINISHING_KERNEL=1 SWEEP_CONFIGS="${SWEEP_CONFIGS:-64,256,2,4,3 \
-128,128,4,4,4 64,128,4,4,4 128,256,4,8,3 256,64,8,8,4 32,256,2,4,3}" timeout $(( $(left) - 20 )) \
-      python3 bench/fp8w_sweep.py $OUT > $OUT/${P}fsweep.txt 2>&1
+    SWEEP_TOKENS="${SWEEP_TOKENS:-17 32 64}" SWEEP_CONFIGS="${SWEEP_CONFIGS:-64,256,2,4,3 128,256,4,8,3 32,256,2,4,3}" \
+      timeout $(( $(left) - 20 )) python3 bench/fp8w_sweep.py $OUT > $OUT/${P}fsweep.txt 2>&1
     echo "fp8w sweep: exit $?" | tee -a $OUT/steps.txt
     grep -E "^\| " $OUT/${P}fsweep.txt | tee -a $OUT/steps.txt
     ;;
@@ -165,23 +162,6 @@ PY
       > $OUT/${P}ktests.txt 2>&1
     echo "kernel GPU tests (w8a16, fp8): exit $?, $(tail -n 1 $OUT/${P}ktests.txt)" | tee -a $OUT/steps.txt
     grep -E "^(FAILED|ERROR)" $OUT/${P}ktests.txt | head -n 20 | tee -a $OUT/steps.txt
-    ;;
-  fp8w)  # o_proj_fp8w here and in alt/K (the tiles' split parts finished by a second kernel), interleaved
-    rm -rf alt/K && mkdir -p alt/K && cp -r solbench workloads hardware_specs alt/K/
-    sed -i 's/last_finishes: bool = True/last_finishes: bool = False/' alt/K/solbench/kernels/w8a16.py
-    grep -c "last_finishes: bool = False" alt/K/solbench/kernels/w8a16.py | tee -a $OUT/steps.txt
-    for r in $(seq 1 "${FP8W_ROUNDS:-2}"); do
-      for t in . alt/K; do
-        [ $(left) -gt 50 ] || break 2
-        name=${P}fp8w-$(echo "$t" | tr -c 'A-Za-z0-9\n' '_')-$r
-        s=$(date +%s)
-        (cd "$t" && timeout $(left) python3 -m solbench run workloads/attn.yaml -w o_proj_fp8w -q \
-          -o $OUT/$name.json > $OUT/$name.txt 2>&1)
-        echo "$name: exit $?, $(( $(date +%s) - s )) s" | tee -a $OUT/steps.txt
-        python3 -m solbench compare baseline fused --run $OUT/$name.json > $OUT/$name-compare.txt 2>&1
-        grep -E "tokens=(16|64)" $OUT/$name-compare.txt | tee -a $OUT/steps.txt
-      done
-    done
     ;;
   exits)
     for busy in 0 1; do

@@ -11,18 +11,9 @@ x's type exactly in registers (every e4m3 value is a bf16 and an fp16 value), mu
 tensor cores with fp32 accumulation, and x is read once per tile of rows, not once per 32 rows.
 
 With SPLIT == 1 one kernel does it all. With SPLIT > 1 the programs write fp32 partial sums
-[SPLIT, T, N], and by default the last program of each output tile to finish adds them (in split
-order, so the result does not depend on scheduling), applies the scale and the residual and rounds
-once: each program counts itself in on the tile's arrival counter after its partial is written, and
-the one that brings the count to SPLIT finishes the tile and sets the counter back to zero for the
-next call. The counters live in one zeroed int32 buffer per device, made by the first call and
-kept (every call leaves them zero; a CUDA graph captured later uses the same buffer), so two calls
-on one device must not run at once on different streams. Where a first call is made inside a
-graph capture (memory allocated there belongs to the graph), a second kernel does the finishing
-instead, as before the counters (a launch more, and a pass over the partial sums).
-
-Triton ships with CUDA builds of torch; without it the caller gets a DeviceError. Importing this
-module never needs Triton.
+[SPLIT, T, N] (no atomics: the result does not depend on scheduling), and a second kernel adds
+them, applies the scale and the residual and rounds once. Triton ships with CUDA builds of torch;
+without it the caller gets a DeviceError. Importing this module never needs Triton.
 """
 
 from __future__ import annotations
@@ -85,13 +76,12 @@ def split_for(config: Config, k: int) -> int:
 
 
 def linear_residual(x: torch.Tensor, weight: torch.Tensor, scale: torch.Tensor, residual: torch.Tensor,
-                    out: torch.Tensor, config: Config = DEFAULT, last_finishes: bool = True) -> torch.Tensor:
+                    out: torch.Tensor, config: Config = DEFAULT) -> torch.Tensor:
     """``out = x @ (weight * scale[:, None]).T + residual`` on x's current stream; returns ``out``.
 
     ``x`` [T, K] and ``residual``/``out`` [T, N] contiguous bf16 or fp16; ``weight`` [N, K]
     contiguous ``float8_e4m3fn``; ``scale`` [N] contiguous float32 (all checked by the caller,
-    ``ops.gemv_fp8_residual``). With K split, ``last_finishes`` False always finishes in a second
-    kernel (the module docstring; for comparison)."""
+    ``ops.gemv_fp8_residual``)."""
     partial_kernel, finish_kernel, cdiv = _kernels()
     tokens, k = x.shape
     n = weight.shape[0]
@@ -102,35 +92,15 @@ def linear_residual(x: torch.Tensor, weight: torch.Tensor, scale: torch.Tensor, 
     grid = (cdiv(n, config.block_n), split, cdiv(tokens, bt))
     finish = split == 1  # one K part: the tile kernel finishes the rows itself
     part = out if finish else torch.empty((split, tokens, n), dtype=torch.float32, device=x.device)
-    arrivals = None if finish or not last_finishes else _arrivals(x.device, grid[0] * grid[2])
-    partial_kernel[grid](x, weight, scale, residual, out, part, arrivals if arrivals is not None else part,
-                         tokens, n, k, k_per, BLOCK_T=bt, BLOCK_N=config.block_n, BLOCK_K=config.block_k,
-                         FINISH=finish, LAST_FINISHES=arrivals is not None, SPLIT=split,
+    partial_kernel[grid](x, weight, scale, residual, out, part, tokens, n, k, k_per,
+                         BLOCK_T=bt, BLOCK_N=config.block_n, BLOCK_K=config.block_k, FINISH=finish,
                          BF16_BITS=x.dtype == torch.bfloat16,
                          num_warps=config.warps, num_stages=config.stages)
-    if finish or arrivals is not None:
+    if finish:
         return out
     finish_kernel[(cdiv(tokens * n, FINISH_BLOCK),)](part, scale, residual, out, tokens * n, n,
                                                     SPLIT=split, BLOCK=FINISH_BLOCK)
     return out
-
-
-_ARRIVALS: dict[tuple[str, int], torch.Tensor] = {}  # device -> zeroed int32 arrival counters
-
-
-def _arrivals(device: torch.device, tiles: int) -> torch.Tensor | None:
-    """At least ``tiles`` zeroed int32 arrival counters on ``device`` (made once and kept: every call
-    leaves them zero), or None inside a CUDA graph capture that would have to make them (memory
-    allocated there belongs to the graph)."""
-    cuda = device.type == "cuda"
-    key = (device.type, device.index if device.index is not None else torch.cuda.current_device() if cuda else 0)
-    have = _ARRIVALS.get(key)
-    if have is not None and have.numel() >= tiles:
-        return have
-    if cuda and torch.cuda.is_current_stream_capturing():
-        return None
-    _ARRIVALS[key] = made = torch.zeros(max(tiles, 256), dtype=torch.int32, device=device)
-    return made
 
 
 @functools.cache
@@ -142,10 +112,9 @@ def _kernels() -> tuple[Any, Any, Any]:
         raise DeviceError(f"needs Triton for the FP8-weight tensor-core path (pip install triton): {exc}") from None
 
     @triton.jit
-    def partial_kernel(x_ptr, w_ptr, scale_ptr, res_ptr, out_ptr, part_ptr, arrivals_ptr, T, N, K, K_PER,
+    def partial_kernel(x_ptr, w_ptr, scale_ptr, res_ptr, out_ptr, part_ptr, T, N, K, K_PER,
                        BLOCK_T: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                       FINISH: tl.constexpr, LAST_FINISHES: tl.constexpr, SPLIT: tl.constexpr,
-                       BF16_BITS: tl.constexpr):
+                       FINISH: tl.constexpr, BF16_BITS: tl.constexpr):
         pid_n = tl.program_id(0)
         pid_k = tl.program_id(1)
         pid_t = tl.program_id(2)
@@ -193,19 +162,6 @@ def _kernels() -> tuple[Any, Any, Any]:
             tl.store(out_ptr + offs, y.to(out_ptr.dtype.element_ty), mask=ok)
         else:
             tl.store(part_ptr + pid_k.to(tl.int64) * T * N + offs, acc, mask=ok)
-            if LAST_FINISHES:
-                tl.debug_barrier()  # every thread's partial is written before the program counts itself in
-                tile = pid_t * tl.num_programs(0) + pid_n
-                before = tl.atomic_add(arrivals_ptr + tile, 1, sem="acq_rel", scope="gpu")
-                if before == SPLIT - 1:  # the last of the tile's programs: the others' partials are in L2
-                    total = tl.zeros((BLOCK_N, BLOCK_T), dtype=tl.float32)
-                    for i in tl.static_range(SPLIT):  # in split order, whoever came last
-                        total += tl.load(part_ptr + i * T * N + offs, mask=ok, other=0.0, cache_modifier=".cg")
-                    s = tl.load(scale_ptr + rn, mask=n_ok, other=0.0)
-                    r = tl.load(res_ptr + offs, mask=ok, other=0.0)
-                    y = total * s[:, None] + r.to(tl.float32)
-                    tl.store(out_ptr + offs, y.to(out_ptr.dtype.element_ty), mask=ok)
-                    tl.atomic_xchg(arrivals_ptr + tile, 0, sem="relaxed", scope="gpu")  # zero for the next call
 
     @triton.jit
     def finish_kernel(part_ptr, scale_ptr, res_ptr, out_ptr, TN, N, SPLIT: tl.constexpr, BLOCK: tl.constexpr):
