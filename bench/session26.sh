@@ -49,7 +49,7 @@ phases() {  # per run: harness wall, set-up side by side, set-up summed, graph c
   python3 - "$@" <<'PY' 2>&1 | tee -a $OUT/steps.txt
 import json, sys
 print("run  wall  workers  side-by-side  set-up(sum)  capture+check(sum)  timing loop  after(alone)  "
-      "after(side by side)  point-rounds  checks' extra calls")
+      "after(side by side)  point-rounds  checks' extra calls  passes  processes")
 for path in sys.argv[1:]:
     d = json.load(open(path))
     h = d.get("harness", {})
@@ -61,7 +61,8 @@ for path in sys.argv[1:]:
         print("  not ok:", *row)
     print(path.rsplit("/", 1)[-1], *(f"{h.get(k, 0):.2f}" for k in ("wall_s", "workers_s", "side_s", "side_setup_s",
                                                                      "capture_s", "sample_s", "after_s",
-                                                                     "side_after_s")), rounds, extra)
+                                                                     "side_after_s")), rounds, extra,
+          int(h.get("passes", 0)), int(h.get("worker_processes", 0)))
 PY
 }
 for part in ${PARTS:-tests five}; do

@@ -234,6 +234,11 @@ class GroupExecutor:
         """The inner executor's wait for its retired workers to exit (the harness table), if it counts it."""
         return getattr(self.inner, "reap_s", None)
 
+    @property
+    def started(self) -> int | None:
+        """The worker processes the inner executor started (the harness table), if it counts them."""
+        return getattr(self.inner, "started", None)
+
     def hold_budget(self, key: tuple[str, str]) -> int | None:
         """The inner executor's, for a one-process workload's task; None (run whole) for a rank group's."""
         budget = getattr(self.inner, "hold_budget", None)

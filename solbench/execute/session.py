@@ -89,6 +89,7 @@ def measure_units(units: Sequence[Unit], run: RunResult, executor: Executor, *, 
     skips = [_skipped(unit, device) for unit in units]
 
     checked = Checked()
+    started_before = getattr(executor, "started", None)  # worker processes (Pool.started), for the harness
     merged: dict[tuple[int, str], tuple[int, list[ImplResult]]] = {}  # (unit, case) -> (its rounds, merged)
 
     def merged_rounds(key: tuple[int, str]) -> list[ImplResult]:
@@ -109,6 +110,7 @@ def measure_units(units: Sequence[Unit], run: RunResult, executor: Executor, *, 
         """One pass over the units: ``slots(unit, case id, implementation)`` rounds of each point
         (0: none), each round in a worker of its own."""
         nonlocal run
+        started_pass = False
         for n, unit in enumerate(units):
             depth = {name: max((slots(n, c.id, name) for c in unit.cases), default=0) for name in unit.impls}
             names = [name for name in unit.impls if depth[name]]
@@ -121,6 +123,9 @@ def measure_units(units: Sequence[Unit], run: RunResult, executor: Executor, *, 
                 [(c, sum(slots(n, c.id, name) for name in names)) for c in unit.cases])
             with clock("workers_s"), clock.reaping(executor):
                 executor.prestart(worker_keys)  # all of them, before anything is measured
+            if not started_pass:
+                started_pass = True
+                clock.count("passes")
             for case in unit.cases:
                 wanted = {name: k for name in names if (k := slots(n, case.id, name))}
                 if not wanted:
@@ -177,6 +182,9 @@ def measure_units(units: Sequence[Unit], run: RunResult, executor: Executor, *, 
     finally:
         with clock("workers_s"), clock.reaping(executor):
             executor.close()
+        started = getattr(executor, "started", None)
+        if isinstance(started, int) and isinstance(started_before, int):
+            clock.count("worker_processes", started - started_before)
     return replace(run, harness=clock.totals())
 
 
@@ -224,6 +232,12 @@ class Harness(Phases):
                     or inside the timing loop for a task not captured ahead)
         save_s      writing the partial run after each case (the caller's on_case)
 
+    Two counts ride along: ``passes`` (passes over the workloads that started workers) and
+    ``worker_processes`` (the worker processes started, replacements after a fault included, where
+    the executor counts them: Pool.started; a rank group's processes are not counted). A pass's
+    start and each process's CUDA context and exit are what the rounds cost beyond their tasks
+    (``show --harness`` prints both below the table).
+
     The caller adds detect_s, prepare_s and wall_s (solbench.execute.run).
     """
 
@@ -266,6 +280,10 @@ class Harness(Phases):
 
     def _add(self, key: str, seconds: float) -> None:
         self.seconds[key] = self.seconds.get(key, 0.0) + seconds
+
+    def count(self, key: str, n: int = 1) -> None:
+        """Add ``n`` to the count ``key`` (``passes``, ``worker_processes``), kept beside the seconds."""
+        self._add(key, float(n))
 
     def totals(self) -> dict[str, float]:
         return {k: round(v, 4) for k, v in self.seconds.items()}

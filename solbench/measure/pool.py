@@ -458,6 +458,7 @@ class Pool:
         self.queues = work_queues.QueuePolicy() if device == "cuda" else None  # one work queue where it is safe
         self._leaving: list[ProcessWorker] = []  # retired, asked to exit, not yet waited for
         self.reap_s = 0.0  # seconds spent waiting for retired workers to exit (the run's harness table)
+        self.started = 0  # worker processes started so far, replacements included (the harness table)
 
     def prestart(self, keys: Iterable[tuple[str, str]]) -> None:
         """Start workers for these keys together and wait until all are ready.
@@ -472,6 +473,7 @@ class Pool:
                 queues = self.queues.queues(base_key(key)) if self.queues is not None else None
                 self._workers[key] = ProcessWorker(self.device, self.device_index, self.tree, self.threads, queues)
                 started.append(self._workers[key])
+        self.started += len(started)
         self._reap()  # retired workers tear down while these start; gone before anything is measured
         for worker in started:
             worker.wait_ready()

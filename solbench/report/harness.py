@@ -79,9 +79,26 @@ def queue_line(run: RunResult) -> str | None:
     return f"{one} of {rounds} point-rounds ran in a worker with one CUDA work queue (SOLBENCH_WORK_QUEUES)"
 
 
+def passes_line(run: RunResult) -> str | None:
+    """How many passes over the workloads started workers, and how many worker processes they
+    started (``RunResult.harness``), or None where the run recorded neither (in-process, older runs)."""
+    h = run.harness
+    if "passes" not in h and "worker_processes" not in h:
+        return None
+    passes = int(h.get("passes", 0))
+    line = f"{passes} pass{'es' if passes != 1 else ''} over the workloads"
+    if "worker_processes" not in h:  # in-process: no workers
+        return line
+    workers = int(h["worker_processes"])
+    return f"{line}, {workers} worker process{'es' if workers != 1 else ''} started (one per implementation and round)"
+
+
+
 def harness_table(run: RunResult) -> Table:
-    """The breakdown as a rich table (``solbench show --harness``), with the work-queue line below."""
-    t = Table(title="where the run's wall time went", title_justify="left", caption=queue_line(run),
+    """The breakdown as a rich table (``solbench show --harness``), with the passes and work-queue
+    lines below."""
+    caption = "\n".join(line for line in (passes_line(run), queue_line(run)) if line) or None
+    t = Table(title="where the run's wall time went", title_justify="left", caption=caption,
               caption_justify="left")
     t.add_column("phase")
     t.add_column("seconds", justify="right")

@@ -379,3 +379,52 @@ def test_each_case_is_merged_once_per_count_of_its_rounds(monkeypatch):
                                 max_rounds=8, target_rel_ci=0.01)
     assert any(c.impls[0].timing.n_rounds > 3 for c in run.cases)  # passes were added, so plans were made
     assert calls and len(calls) == len(set(calls))  # never the same case with the same rounds twice
+
+
+class CountingExecutor(FakeExecutor):
+    """Counts the worker processes it would start, as Pool.started does: one per key not yet running."""
+
+    def __init__(self):
+        super().__init__()
+        self.started = 0
+        self._running = set()
+
+    def prestart(self, keys):
+        super().prestart(keys)
+        fresh = [k for k in keys if k not in self._running]
+        self._running.update(fresh)
+        self.started += len(fresh)
+
+    def retire(self, keys):
+        super().retire(keys)
+        self._running.difference_update(keys)
+
+
+def test_the_harness_counts_the_passes_and_the_worker_processes_they_started():
+    from solbench.report.harness import passes_line
+
+    ex = CountingExecutor()
+    ex.started = 5  # started before this run: not the run's
+    run = session.measure_units(_units(), make_run({}), ex, device="cpu", settings=MeasureSettings(), timeout_s=1.0,
+                                l2_bytes=None, score=_score, emit=lambda e, d: None, repeat=3)
+    # round 1 alone (one worker), rounds 2 and 3 together (a worker each)
+    assert run.harness["passes"] == 2
+    assert run.harness["worker_processes"] == 3
+    assert passes_line(run) == "2 passes over the workloads, 3 worker processes started (one per implementation and round)"
+
+    plain = session.measure_units(_units(), make_run({}), FakeExecutor(), device="cpu", settings=MeasureSettings(),
+                                  timeout_s=1.0, l2_bytes=None, score=_score, emit=lambda e, d: None, repeat=1)
+    assert plain.harness["passes"] == 1 and "worker_processes" not in plain.harness  # it counts none
+    assert passes_line(plain) == "1 pass over the workloads"
+    assert passes_line(make_run({})) is None  # a run that recorded neither
+
+
+def test_added_passes_are_counted_with_their_workers():
+    ex = type("Counting", (CountingExecutor, OffsetExecutor), {})()
+    ex.rng = np.random.default_rng(3)
+    run = session.measure_units(_units(), make_run({}), ex, device="cpu", settings=MeasureSettings(), timeout_s=1.0,
+                                l2_bytes=None, score=_score, emit=lambda e, d: None, repeat=3,
+                                max_rounds=12, target_rel_ci=0.01)
+    prestarts = [e[1] for e in ex.events if e[0] == "prestart"]
+    assert run.harness["passes"] == len(prestarts) > 2  # one workload: one prestart a pass; rounds were added
+    assert run.harness["worker_processes"] == sum(len(set(keys)) for keys in prestarts)
