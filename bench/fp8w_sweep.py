@@ -30,8 +30,9 @@ from solbench.kernels import ops, w8a16
 
 HIDDEN = 4096
 # SWEEP_TOKENS="17 32 64", SWEEP_CONFIGS="64,256,2,4,3 128,128,4,4,4" (block_n,block_k,split,warps,stages),
-# SWEEP_DTYPES="bf16 fp16". (912ad94 also timed each split shape with its tiles' last programs finishing,
-# FINISHING_KERNEL=1, since reverted: BENCHMARKS.md, issue 20, thirtieth session.)
+# SWEEP_DTYPES="bf16 fp16". In the thirtieth session (BENCHMARKS.md, issue 20) 912ad94 also timed each split
+# shape with its tiles' last programs finishing (FINISHING_KERNEL=1, since reverted), and a tree with a
+# w8a16.BF16_WIDEN knob ("bits": inline PTX; "via_fp16": through fp16, since the only way) timed both widenings.
 TOKENS = tuple(int(t) for t in os.environ.get("SWEEP_TOKENS", "1 16 32 64").split())
 # The shapes of the second and third sweeps (results/h200/issue20/session11/); the first also had
 # (128,128,4,8,4), (64,128,2,4,4), (256,128,8,8,3), (32,256,1,4,4), (32,128,1,4,5), (128,128,8,4,4).

@@ -22,6 +22,9 @@
 #   (wprof-summary.txt, wprof-merged.prof): where set-up, checks and the timing loop spend a worker's host time.
 # fsweep: bench/fp8w_sweep.py at SWEEP_TOKENS (17 32 64) for SWEEP_CONFIGS (issue 20; 912ad94's part of the same
 #   name also timed the tiles' last programs finishing, and its part fp8w ran o_proj_fp8w both ways: since reverted).
+# (widen, thirtieth session call 2, on a tree with a w8a16.BF16_WIDEN knob since removed: bench/fp8w_sweep.py at 17,
+#   32 and 64 tokens bf16 with the inline-PTX widening and through fp16, then `run -w o_proj_fp8w` in both trees, twice
+#   each, interleaved; results/h200/issue20/session30/call2/steps.txt.)
 # ktests: tests/gpu/test_kernels.py -k "w8a16 or fp8".
 # exits: bench/worker_steps.py for 7 and 14 workers, their exits with the GPU idle (BUSY=0) and with another
 #   process's GEMMs running (BUSY=1): does a worker's teardown wait on other processes' work?

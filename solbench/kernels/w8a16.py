@@ -28,13 +28,12 @@ from solbench.errors import DeviceError
 
 FINISH_BLOCK = 1024  # outputs per program of the finishing kernel
 
-# The bf16 widening (inline PTX in the kernel, where Triton wants a literal): four e4m3 bytes -> four
-# bf16, exactly, as gemv_stream.cu does it. prmt's sign mode puts each byte in the low half of a 16-bit
-# lane with its sign in the high half; shifted up 4, the sign fills bits 15..11 and the 7
-# exponent+mantissa bits land at 10..4 of the bf16 layout; one AND keeps bit 15 and bits 10..4 (a value
-# 2^-120 times too small, subnormals included), then one packed fma by 2^120 (0x7B80) plus -0.0. Four
-# instructions a pair (prmt, shl, and, fma), where moving the byte to the high half first and the sign
-# apart took five. The e4m3fn NaN byte (0x7F/0xFF) reads as +-480: weights are finite.
+# The widening: e4m3 -> fp16 with the hardware conversion (one instruction a pair), and for bf16 tiles
+# fp16 -> bf16 after it. Both are exact: every e4m3 value (3 mantissa bits, magnitudes 2^-9 to 448) is an
+# fp16 and a bf16 value. On an H200 (thirtieth session, BENCHMARKS.md issue 20) this bf16 path read
+# 14.8 us at 64 tokens under graph replay where the inline-PTX widening of gemv_stream.cu (prmt, shl,
+# and, fma a pair), used here before, read 16.1-16.2 us. The e4m3fn NaN byte (0x7F/0xFF) would read as
+# NaN: weights are finite.
 
 
 @dataclass(frozen=True)
@@ -94,7 +93,6 @@ def linear_residual(x: torch.Tensor, weight: torch.Tensor, scale: torch.Tensor, 
     part = out if finish else torch.empty((split, tokens, n), dtype=torch.float32, device=x.device)
     partial_kernel[grid](x, weight, scale, residual, out, part, tokens, n, k, k_per,
                          BLOCK_T=bt, BLOCK_N=config.block_n, BLOCK_K=config.block_k, FINISH=finish,
-                         BF16_BITS=x.dtype == torch.bfloat16,
                          num_warps=config.warps, num_stages=config.stages)
     if finish:
         return out
@@ -114,7 +112,7 @@ def _kernels() -> tuple[Any, Any, Any]:
     @triton.jit
     def partial_kernel(x_ptr, w_ptr, scale_ptr, res_ptr, out_ptr, part_ptr, T, N, K, K_PER,
                        BLOCK_T: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                       FINISH: tl.constexpr, BF16_BITS: tl.constexpr):
+                       FINISH: tl.constexpr):
         pid_n = tl.program_id(0)
         pid_k = tl.program_id(1)
         pid_t = tl.program_id(2)
@@ -133,25 +131,9 @@ def _kernels() -> tuple[Any, Any, Any]:
             w = tl.load(w_rows + ks[None, :], mask=n_ok[:, None] & k_ok[None, :], other=0.0,
                         eviction_policy="evict_first")  # the weight is read once
             xt = tl.load(x_cols + ks[:, None], mask=k_ok[:, None] & t_ok[None, :], other=0.0)
-            if BF16_BITS:  # Triton's own e4m3 -> bf16 goes through fp32 (H200, 64 tokens: 19.4 against 18.1 us)
-                wide = tl.inline_asm_elementwise(
-                    "{ "
-                    ".reg .b32 z, a, b, m, k; "
-                    "mov.b32 z, 0; "
-                    "mov.b32 m, 0x80008000; "
-                    "mov.b32 k, 0x7B807B80; "
-                    "prmt.b32 a, $2, z, 0x9180; "
-                    "prmt.b32 b, $2, z, 0xB3A2; "
-                    "shl.b32 a, a, 4; "
-                    "shl.b32 b, b, 4; "
-                    "and.b32 a, a, 0x87F087F0; "
-                    "and.b32 b, b, 0x87F087F0; "
-                    "fma.rn.bf16x2 $0, a, k, m; "
-                    "fma.rn.bf16x2 $1, b, k, m; "
-                    "} ",
-                    "=r,=r,r", [w.to(tl.uint8, bitcast=True)], dtype=tl.bfloat16, is_pure=True, pack=4)
-            else:
-                wide = w.to(xt.dtype)  # e4m3 -> fp16: one hardware conversion per pair
+            wide = w.to(tl.float16)  # e4m3 -> fp16: one hardware conversion a pair, exact
+            if xt.dtype == tl.bfloat16:
+                wide = wide.to(tl.bfloat16)  # exact: an e4m3 value in fp16 is a bf16 value
             acc = tl.dot(wide, xt, acc)  # exact widening: every e4m3 value is a bf16 and an fp16 value
         offs = rt.to(tl.int64)[None, :] * N + rn[:, None]
         ok = n_ok[:, None] & t_ok[None, :]
