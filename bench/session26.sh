@@ -25,6 +25,10 @@
 # (widen, thirtieth session call 2, on a tree with a w8a16.BF16_WIDEN knob since removed: bench/fp8w_sweep.py at 17,
 #   32 and 64 tokens bf16 with the inline-PTX widening and through fp16, then `run -w o_proj_fp8w` in both trees, twice
 #   each, interleaved; results/h200/issue20/session30/call2/steps.txt.)
+# gsweep: bench/gemv_sweep.py (decode, bf16 and fp16) over FP8_PLANS (rows:cluster:stages), then `run -w o_proj_fp8w`
+#   at 1 and 16 tokens here and in alt trees whose FP8 GEMV prefers 16-row CTAs (G16) or 32 rows in clusters of 2
+#   (G32c2), GROUNDS (2) each, interleaved: the fused and floor medians.
+# fp8w: one `run -w o_proj_fp8w`, `compare baseline fused`, the fused and floor medians.
 # ktests: tests/gpu/test_kernels.py -k "w8a16 or fp8".
 # exits: bench/worker_steps.py for 7 and 14 workers, their exits with the GPU idle (BUSY=0) and with another
 #   process's GEMMs running (BUSY=1): does a worker's teardown wait on other processes' work?
@@ -160,6 +164,50 @@ PY
       timeout $(( $(left) - 20 )) python3 bench/fp8w_sweep.py $OUT > $OUT/${P}fsweep.txt 2>&1
     echo "fp8w sweep: exit $?" | tee -a $OUT/steps.txt
     grep -E "^\| " $OUT/${P}fsweep.txt | tee -a $OUT/steps.txt
+    ;;
+  gsweep)  # the FP8-weight GEMV's tiles at few tokens: launch shapes, then o_proj_fp8w with other preferences
+    SWEEP=decode,decode16 PLANS=32:1:0 FP8_PLANS="${FP8_PLANS:-32:1:0,16:1:0,32:2:0,64:2:0,16:1:4,32:1:4}" \
+      timeout $(( $(left) - 20 )) python3 bench/gemv_sweep.py $OUT > $OUT/${P}gsweep.txt 2>&1
+    echo "gemv sweep: exit $?" | tee -a $OUT/steps.txt
+    grep -E "stream_fp8|gemv_fp8 default|^tokens=" $OUT/${P}gsweep.txt | grep -v "rel err" | tee -a $OUT/steps.txt
+    for alt in G16:"(16, 1), (32, 1)" G32c2:"(32, 2), (32, 1)"; do
+      rm -rf alt/${alt%%:*} && mkdir -p alt/${alt%%:*} && cp -r solbench workloads hardware_specs alt/${alt%%:*}/
+      sed -i "s/^PREFERENCE_FEW_W8 = PREFERENCE_FEW .*/PREFERENCE_FEW_W8 = (${alt#*:})/" alt/${alt%%:*}/solbench/kernels/gemv_plan.py
+      grep "^PREFERENCE_FEW_W8" alt/${alt%%:*}/solbench/kernels/gemv_plan.py | tee -a $OUT/steps.txt
+    done
+    for r in $(seq 1 "${GROUNDS:-2}"); do
+      for t in . alt/G16 alt/G32c2; do
+        [ $(left) -gt 40 ] || break 2
+        name=${P}g-$(echo "$t" | tr -c 'A-Za-z0-9\n' '_')-$r
+        (cd "$t" && timeout $(left) python3 -m solbench run workloads/attn.yaml -w o_proj_fp8w -q --case tokens=1 \
+          --case tokens=16 -o $OUT/$name.json > $OUT/$name.txt 2>&1)
+        echo "$name: exit $?" | tee -a $OUT/steps.txt
+        python3 - $OUT/$name.json <<'PY' 2>&1 | tee -a $OUT/steps.txt
+import json, sys
+d = json.load(open(sys.argv[1]))
+for c in d["cases"]:
+    for i in c["impls"]:
+        if i["name"] in ("fused", "floor") and i.get("timing"):
+            print(f"  {c['case_id']:48s} {i['name']:6s} {i['timing']['median'] * 1e6:7.2f} us")
+PY
+      done
+    done
+    ;;
+  fp8w)  # one `run -w o_proj_fp8w`, `compare baseline fused`, and the fused and floor medians
+    s=$(date +%s)
+    timeout $(left) python3 -m solbench run workloads/attn.yaml -w o_proj_fp8w -q -o $OUT/${P}fp8w.json \
+      > $OUT/${P}fp8w.txt 2>&1
+    echo "o_proj_fp8w: exit $?, $(( $(date +%s) - s )) s" | tee -a $OUT/steps.txt
+    python3 -m solbench compare baseline fused --run $OUT/${P}fp8w.json > $OUT/${P}fp8w-compare.txt 2>&1
+    grep -E "tokens=" $OUT/${P}fp8w-compare.txt | tee -a $OUT/steps.txt
+    python3 - $OUT/${P}fp8w.json <<'PY' 2>&1 | tee -a $OUT/steps.txt
+import json, sys
+d = json.load(open(sys.argv[1]))
+for c in d["cases"]:
+    for i in c["impls"]:
+        if i["name"] in ("fused", "floor") and i.get("timing"):
+            print(f"  {c['case_id']:48s} {i['name']:6s} {i['timing']['median'] * 1e6:7.2f} us")
+PY
     ;;
   ktests)
     timeout $(( $(left) - 20 )) python3 -m pytest -q -p no:cacheprovider tests/gpu/test_kernels.py -k "w8a16 or fp8" \

@@ -56,3 +56,31 @@ def test_fewer_tokens_per_launch_where_shared_memory_is_small():
 def test_nothing_fits_is_an_error():
     with pytest.raises(ValueError, match="no tile fits"):
         gp.choose_for(64, 4096, 4096, True, (8, 0), 40000)
+
+
+H100_SM_SMEM = 233472  # shared memory per SM, compute capability 9.0
+
+
+@pytest.mark.parametrize("tokens", [1, 8, 16])
+def test_an_fp8_weight_takes_16_row_ctas_two_to_an_sm(tokens):
+    plan = gp.choose_for(tokens, 4096, 4096, True, (9, 0), H100_SMEM, H100_SM_SMEM)
+    assert (plan.rows, plan.cluster) == (16, 1)
+    per_cta = gp.shared_bytes(plan, tokens, True) + gp.RESERVED_SMEM
+    assert 2 * per_cta <= H100_SM_SMEM  # two CTAs fit on one SM
+    deeper = gp.Plan(plan.rows, plan.cluster, plan.stages + 1)
+    if plan.stages < gp.MAX_STAGES:  # and the pipeline is as deep as that allows
+        assert 2 * (gp.shared_bytes(deeper, tokens, True) + gp.RESERVED_SMEM) > H100_SM_SMEM
+
+
+def test_the_16_bit_weight_and_many_tokens_keep_their_tiles():
+    assert gp.choose_for(16, 4096, 4096, False, (9, 0), H100_SMEM, H100_SM_SMEM) == gp.Plan(32, 1, 6)
+    assert gp.choose_for(17, 4096, 4096, True, (9, 0), H100_SMEM, H100_SM_SMEM).rows == 64
+
+
+def test_room_for_several_ctas_an_sm_cuts_the_stages():
+    one = gp.fit(16, 1, 16, 4096, True, H100_SMEM)
+    two = gp.fit(16, 1, 16, 4096, True, H100_SMEM, per_sm=2, sm_smem=H100_SM_SMEM)
+    assert one.stages == gp.MAX_STAGES and two.stages == 4
+    # by default the SM's shared memory is the per-block limit plus the driver's reserve
+    assert gp.fit(16, 1, 16, 4096, True, H100_SMEM, per_sm=2) == two
+    assert gp.fit(64, 1, 64, 4096, True, H100_SMEM, per_sm=4, sm_smem=H100_SM_SMEM) is None  # not even 2 stages
