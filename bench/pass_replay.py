@@ -45,7 +45,10 @@ class Sim:
     point_rounds: int
 
 
-def simulate(deck: gr.Deck, cap_a_pass: int) -> tuple[dict[str, list[np.ndarray]], Sim]:
+def simulate(deck: gr.Deck, cap_a_pass: int, fill: bool = False) -> tuple[dict[str, list[np.ndarray]], Sim]:
+    """One run. ``fill``: in each added pass every undecided point of an implementation gets as many
+    rounds as the pass starts workers of it (its deepest point's), not only the rounds it asks for:
+    the processes are started anyway, and a round in one costs a turn, not a process."""
     rounds = {k: deck.draw(k, gr.FIRST) for k in deck.pool}
     impls = {k.rsplit("/", 1)[1] for k in rounds}
     passes, processes = 2, len(impls) * gr.FIRST
@@ -59,9 +62,14 @@ def simulate(deck: gr.Deck, cap_a_pass: int) -> tuple[dict[str, list[np.ndarray]
         depth: dict[str, int] = {}
         for k, m in more.items():
             if m > 0:
-                rounds[k] = rounds[k] + deck.draw(k, m)
                 name = k.rsplit("/", 1)[1]
                 depth[name] = max(depth.get(name, 0), m)
+        if fill:
+            more = {k: min(depth[k.rsplit("/", 1)[1]], RULE.cap - len(rounds[k])) if m > 0 else m
+                    for k, m in more.items()}
+        for k, m in more.items():
+            if m > 0:
+                rounds[k] = rounds[k] + deck.draw(k, m)
         processes += sum(depth.values())
     return rounds, Sim(passes, processes, sum(len(v) for v in rounds.values()))
 
@@ -69,7 +77,7 @@ def simulate(deck: gr.Deck, cap_a_pass: int) -> tuple[dict[str, list[np.ndarray]
 def one_set(task: tuple[int, int]) -> tuple[list[Sim], gr.SetResult]:
     cap_a_pass, i = task
     deck = gr.Deck(gr._POOL, np.random.default_rng([gr._SEED, i]))
-    sims = [simulate(deck, cap_a_pass) for _ in range(gr.RUNS_A_SET)]
+    sims = [simulate(deck, abs(cap_a_pass), fill=cap_a_pass < 0) for _ in range(gr.RUNS_A_SET)]
     assert gr._TEMPLATE is not None
     return [s for _, s in sims], gr.gate_set([gr.as_run(gr._TEMPLATE, r) for r, _ in sims], RULE.cap)
 
@@ -77,7 +85,8 @@ def one_set(task: tuple[int, int]) -> tuple[list[Sim], gr.SetResult]:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("runs", nargs="*", default=DEFAULT)
-    ap.add_argument("--caps", default="4,6,8,13")
+    ap.add_argument("--caps", default="2,4,6,13,-4", help="rounds a point may add in a pass; a negative cap also "
+                    "fills: every undecided point of an implementation gets the pass's depth of it")
     ap.add_argument("--sets", type=int, default=40)
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
@@ -100,7 +109,8 @@ def main() -> None:
             sims = list(itertools.chain.from_iterable(s for s, _ in out))
             inc = np.array([g.inconclusive for _, g in out])
             reg = np.array([g.regression for _, g in out])
-            print(f"{cap:>10} {np.mean([s.passes for s in sims]):>7.2f} {max(s.passes for s in sims):>4} "
+            label = str(abs(cap)) + (" fill" if cap < 0 else "")
+            print(f"{label:>10} {np.mean([s.passes for s in sims]):>7.2f} {max(s.passes for s in sims):>4} "
                   f"{np.mean([s.processes for s in sims]):>9.1f} {np.mean([s.point_rounds for s in sims]):>9.1f} "
                   f"{inc.mean():>6.2f} {reg.mean():>6.2f} {np.mean(inc <= 2):>7.0%}", flush=True)
 
