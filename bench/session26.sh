@@ -29,6 +29,8 @@
 #   at 1 and 16 tokens here and in alt trees whose FP8 GEMV prefers 16-row CTAs (G16) or 32 rows in clusters of 2
 #   (G32c2), GROUNDS (2) each, interleaved: the fused and floor medians.
 # fp8w: one `run -w o_proj_fp8w`, `compare baseline fused`, the fused and floor medians.
+# passab: `run -w o_proj` here (PASS_ROUNDS 4) and in alt trees with PASSAB_ROUNDS (default "2 6") added rounds
+#   a pass at most, PASSAB_RUNS (2) each, interleaved; each run's harness phases, passes and processes.
 # ktests: tests/gpu/test_kernels.py -k "w8a16 or fp8".
 # exits: bench/worker_steps.py for 7 and 14 workers, their exits with the GPU idle (BUSY=0) and with another
 #   process's GEMMs running (BUSY=1): does a worker's teardown wait on other processes' work?
@@ -208,6 +210,24 @@ for c in d["cases"]:
         if i["name"] in ("fused", "floor") and i.get("timing"):
             print(f"  {c['case_id']:48s} {i['name']:6s} {i['timing']['median'] * 1e6:7.2f} us")
 PY
+    ;;
+  passab)  # o_proj with PASS_ROUNDS 4 (here) against 2 and 6 (alt trees), interleaved: wall, passes, processes
+    for k in ${PASSAB_ROUNDS:-2 6}; do
+      rm -rf alt/R$k && mkdir -p alt/R$k && cp -r solbench workloads hardware_specs alt/R$k/
+      sed -i "s/^PASS_ROUNDS = 4 /PASS_ROUNDS = $k /" alt/R$k/solbench/execute/session.py
+      grep "^PASS_ROUNDS" alt/R$k/solbench/execute/session.py | tee -a $OUT/steps.txt
+    done
+    for r in $(seq 1 "${PASSAB_RUNS:-2}"); do
+      for t in . $(for k in ${PASSAB_ROUNDS:-2 6}; do echo alt/R$k; done); do
+        [ $(left) -gt 45 ] || break 2
+        name=${P}passab-$(echo "$t" | tr -c 'A-Za-z0-9\n' '_')-$r
+        s=$(date +%s.%N)
+        (cd "$t" && timeout $(left) python3 -m solbench run workloads/attn.yaml -w o_proj -q -o $OUT/$name.json \
+          > $OUT/$name.txt 2>&1)
+        echo "$name: exit $?, $(python3 -c "import time; print(f'{time.time() - $s:.1f}')") s" | tee -a $OUT/steps.txt
+        phases $OUT/$name.json
+      done
+    done
     ;;
   ktests)
     timeout $(( $(left) - 20 )) python3 -m pytest -q -p no:cacheprovider tests/gpu/test_kernels.py -k "w8a16 or fp8" \
