@@ -74,6 +74,16 @@ for path in sys.argv[1:]:
           int(h.get("passes", 0)), int(h.get("worker_processes", 0)))
 PY
 }
+fused_floor() {  # the fused and floor medians of run $1
+  python3 - "$1" <<'PY' 2>&1 | tee -a $OUT/steps.txt
+import json, sys
+d = json.load(open(sys.argv[1]))
+for c in d["cases"]:
+    for i in c["impls"]:
+        if i["name"] in ("fused", "floor") and i.get("timing"):
+            print(f"  {c['case_id']:48s} {i['name']:6s} {i['timing']['median'] * 1e6:7.2f} us")
+PY
+}
 for part in ${PARTS:-tests five}; do
   [ $(left) -gt 60 ] || break
   echo "== $part ($(( $(date +%s) - T0 )) s in)" | tee -a $OUT/steps.txt
@@ -184,14 +194,7 @@ PY
         (cd "$t" && timeout $(left) python3 -m solbench run workloads/attn.yaml -w o_proj_fp8w -q --case tokens=1 \
           --case tokens=16 -o $OUT/$name.json > $OUT/$name.txt 2>&1)
         echo "$name: exit $?" | tee -a $OUT/steps.txt
-        python3 - $OUT/$name.json <<'PY' 2>&1 | tee -a $OUT/steps.txt
-import json, sys
-d = json.load(open(sys.argv[1]))
-for c in d["cases"]:
-    for i in c["impls"]:
-        if i["name"] in ("fused", "floor") and i.get("timing"):
-            print(f"  {c['case_id']:48s} {i['name']:6s} {i['timing']['median'] * 1e6:7.2f} us")
-PY
+        fused_floor $OUT/$name.json
       done
     done
     ;;
@@ -202,14 +205,7 @@ PY
     echo "o_proj_fp8w: exit $?, $(( $(date +%s) - s )) s" | tee -a $OUT/steps.txt
     python3 -m solbench compare baseline fused --run $OUT/${P}fp8w.json > $OUT/${P}fp8w-compare.txt 2>&1
     grep -E "tokens=" $OUT/${P}fp8w-compare.txt | tee -a $OUT/steps.txt
-    python3 - $OUT/${P}fp8w.json <<'PY' 2>&1 | tee -a $OUT/steps.txt
-import json, sys
-d = json.load(open(sys.argv[1]))
-for c in d["cases"]:
-    for i in c["impls"]:
-        if i["name"] in ("fused", "floor") and i.get("timing"):
-            print(f"  {c['case_id']:48s} {i['name']:6s} {i['timing']['median'] * 1e6:7.2f} us")
-PY
+    fused_floor $OUT/${P}fp8w.json
     ;;
   passab)  # o_proj with PASS_ROUNDS 4 (here) against 2 and 6 (alt trees), interleaved: wall, passes, processes
     for k in ${PASSAB_ROUNDS:-2 6}; do

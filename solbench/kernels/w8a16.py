@@ -55,6 +55,8 @@ class Config:
 # 18.1 us in bf16 and 15.7 us in fp16, the best of 21 shapes in bf16 and of 12 in fp16; the GEMV read 22.8.
 # With the four-instruction widening (twelfth session, bf16 only, 15 shapes) it is still the best at
 # 64 tokens: 17.25 us against the baseline's 17.38 (results/h200/issue20/session12/sweep-bf16.log).
+# Those sweeps widened bf16 with inline PTX; the shapes were not swept again after the widening went
+# through fp16 (the thirtieth session timed only this shape that way: 16.06 us at 64 tokens).
 DEFAULT = Config(64, 256, 2, 4, 3)
 # Where it pays (same sweep): above 16 tokens in bf16 (at 16: 14.9 against the GEMV's 14.7 us), from
 # 16 tokens in fp16 (at 16: 13.4 against 14.6 us; at 1 token the GEMV's 11.5 against 12.8 us). The

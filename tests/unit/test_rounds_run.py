@@ -419,9 +419,16 @@ def test_the_harness_counts_the_passes_and_the_worker_processes_they_started():
     assert passes_line(make_run({})) is None  # a run that recorded neither
 
 
+class CountingOffsetExecutor(CountingExecutor, OffsetExecutor):
+    """OffsetExecutor's seeded rounds, its processes counted."""
+
+    def __init__(self, seed=0):
+        super().__init__()
+        self.rng = np.random.default_rng(seed)
+
+
 def test_added_passes_are_counted_with_their_workers():
-    ex = type("Counting", (CountingExecutor, OffsetExecutor), {})()
-    ex.rng = np.random.default_rng(3)
+    ex = CountingOffsetExecutor(seed=3)
     run = session.measure_units(_units(), make_run({}), ex, device="cpu", settings=MeasureSettings(), timeout_s=1.0,
                                 l2_bytes=None, score=_score, emit=lambda e, d: None, repeat=3,
                                 max_rounds=12, target_rel_ci=0.01)
