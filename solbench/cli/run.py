@@ -91,9 +91,9 @@ from solbench.results.model import RunResult
 @click.option("--max-rounds", type=click.IntRange(min=0), default=None,
               help="Then add rounds, up to N in all, to the points whose interval over rounds is still "
                    "wider than --rounds-target (0: none added). Default: on a GPU without --repeat, 16 at "
-                   "±1.5%, so that a later gate against this run can decide (README 'Rounds'); else 0.")
+                   "±2%, so that a later gate against this run can decide (README 'Rounds'); else 0.")
 @click.option("--rounds-target", type=click.FloatRange(min=0.0001), default=None,
-              help="The ± width (a fraction) the added rounds aim at over rounds. Default: 0.015 for the "
+              help="The ± width (a fraction) the added rounds aim at over rounds. Default: 0.02 for the "
                    "GPU default, else --target.")
 @click.option("--rounds-spread", type=click.Choice(["case", "own"]), default="case", show_default=True,
               help="Whose spread decides the added rounds: a point's own and the one pooled over its case's "

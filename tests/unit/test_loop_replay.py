@@ -44,3 +44,23 @@ def test_fewer_rounds_a_pass_take_more_passes_on_the_same_rounds():
     one = lr.replay(run, own, others, np.random.default_rng(0), 1)
     assert one.passes > run.harness["passes"]  # one added round a point a pass: a pass for each
     assert one.processes <= sum(len(v) for v in own.values())  # never more processes than point-rounds
+
+
+def test_a_replayed_run_reports_what_the_run_recorded_and_a_looser_rule_fewer_rounds():
+    lr = _replay_module()
+    run = lr.load(str(RUNS / "five-3.json.gz"))
+    own = lr.rounds_of(run)
+    same = lr.replay(run, own, {}, np.random.default_rng(0), session.PASS_ROUNDS)
+    looser = lr.replay(run, own, {}, np.random.default_rng(0), session.PASS_ROUNDS,
+                       max_rounds=run.protocol.max_rounds, target=2 * run.protocol.rounds_target)
+    timed = 0
+    for recorded, replayed, loose in zip(run.cases, same.run.cases, looser.run.cases, strict=True):
+        for a, b, c in zip(recorded.impls, replayed.impls, loose.impls, strict=True):
+            if a.timing is None:
+                continue
+            timed += 1
+            assert (b.timing.median, b.timing.ci_low, b.timing.ci_high) == (a.timing.median, a.timing.ci_low,
+                                                                           a.timing.ci_high)
+            assert c.timing.n_rounds <= a.timing.n_rounds  # never more rounds than the tighter rule's
+    assert timed == 70
+    assert looser.beyond == 0 and looser.point_rounds < same.point_rounds and looser.processes < same.processes

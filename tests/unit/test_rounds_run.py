@@ -237,7 +237,7 @@ def test_rounds_target_and_max_rounds_reach_the_run_loop(tmp_path, monkeypatch):
 
 
 def test_a_gpu_run_adds_rounds_by_default_unless_told_otherwise():
-    """On a GPU with no --repeat: up to 16 rounds at ±1.5% (a later gate can decide against the run);
+    """On a GPU with no --repeat: up to 16 rounds at ±2% (a later gate can decide against the run);
     --repeat, --max-rounds, a gate's re-measure (keys) and the CPU keep their own rounds."""
     from solbench.plan.options import (
         DEFAULT_GPU_MAX_ROUNDS,
