@@ -31,6 +31,8 @@
 # fp8w: one `run -w o_proj_fp8w`, `compare baseline fused`, the fused and floor medians.
 # passab: `run -w o_proj` here (PASS_ROUNDS 4) and in alt trees with PASSAB_ROUNDS (default "2 6") added rounds
 #   a pass at most, PASSAB_RUNS (2) each, interleaved; each run's harness phases, passes and processes.
+#   (bench/loop_replay.py --pass-rounds, thirty-first session, replays the loop on recorded rounds: 2 and 6
+#   cost +0.75 and +3.9 s by its fit; this part measures the wall time itself.)
 # ktests: tests/gpu/test_kernels.py -k "w8a16 or fp8".
 # exits: bench/worker_steps.py for 7 and 14 workers, their exits with the GPU idle (BUSY=0) and with another
 #   process's GEMMs running (BUSY=1): does a worker's teardown wait on other processes' work?
