@@ -157,7 +157,8 @@ def undecided_note(g: GateResult) -> str:
         more = max((r for r in alone if r is not None), default=0)
         hint += (f" Re-measuring the current run alone (`run --gate-against --rerun`) cannot decide {stuck} "
                  f"of them: the baseline's {base} round(s) keep the interval wider than the threshold, so "
-                 "the baseline needs more rounds where it is noisy (`run --max-rounds 8 --rounds-target 0.015`)."
+                 "the baseline needs more rounds where it is noisy (`run --rounds-target 0.01`: up to 16 "
+                 "rounds at ±1%)."
                  if stuck else
                  f" Re-measuring the current run alone would take about {more} more round(s) "
                  f"(`run --gate-against --rerun {more}`).")

@@ -149,6 +149,7 @@ def test_the_note_says_when_the_current_run_alone_cannot_decide():
     assert und and all(v.current_rounds is None for v in und)
     md = gate_markdown(result)
     assert f"cannot decide {len(und)} of them" in md and "baseline's 3 round(s)" in md
+    assert "(`run --rounds-target 0.01`: up to 16 rounds at ±1%)" in md  # a tighter target than the default
 
 
 def test_the_note_gives_the_rerun_that_would_decide_from_the_current_run_alone():
