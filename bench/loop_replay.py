@@ -24,7 +24,9 @@ them into the medians and intervals it recorded: the counts printed beside the r
                    for no more rounds than the run measured replays exactly what the run would have
                    reported; per rule: the counts (and the seconds the fit adds), the spread of run
                    medians and the CIs holding the grand median within each call of three runs or
-                   more, ``gate`` over their ordered pairs, and ``compare baseline fused`` in each run
+                   more, ``gate`` over their ordered pairs, and ``compare baseline fused`` in each run;
+                   and the spread had each run reported the geometric mean of its round medians
+                   (what gate and compare take the ratio of) instead of their median
     --pass-rounds  the runs again with ``session.PASS_ROUNDS`` at each value (rounds beyond a run's
                    own come from the other runs: replays that need many of them lean to more rounds)
 """
@@ -195,9 +197,18 @@ def fit(files: list[str], runs: list[RunResult], counts: list[Count]) -> np.ndar
     return coef[-3:]
 
 
-def spread(runs: list[RunResult]) -> tuple[list[float], int, int]:
-    """Per point measured in every run: max/min - 1 of the run medians (as bench/repeat_gates.py);
-    and how many of the runs' 95% CIs hold the grand median, of how many."""
+def round_geomean(t: Timing) -> float:
+    """The geometric mean of a point's round medians: the estimate ``gate`` and ``compare`` take the
+    ratio of (a t interval on the log round medians), where the run reports their median."""
+    samples = np.asarray(t.samples)
+    labels = np.asarray(t.rounds) if t.rounds else np.zeros(len(samples), dtype=int)
+    return float(np.exp(np.mean([np.log(np.median(samples[labels == k])) for k in np.unique(labels)])))
+
+
+def spread(runs: list[RunResult], estimate=lambda t: t.median) -> tuple[list[float], int, int]:
+    """Per point measured in every run: max/min - 1 of the run medians (as bench/repeat_gates.py),
+    or of another ``estimate`` of each run's timing; and how many of the runs' 95% CIs hold the
+    grand median, of how many."""
     points: dict = defaultdict(list)
     for run in runs:
         for c in run.cases:
@@ -208,7 +219,7 @@ def spread(runs: list[RunResult]) -> tuple[list[float], int, int]:
     for timings in points.values():
         if len(timings) != len(runs):
             continue
-        medians = [t.median for t in timings]
+        medians = [estimate(t) for t in timings]
         grand = float(np.median(medians))
         spreads.append(max(medians) / min(medians) - 1)
         held += sum(t.ci_low <= grand <= t.ci_high for t in timings)
@@ -239,7 +250,8 @@ def rules(files: list[str], runs: list[RunResult], pools: list[dict], which: str
     groups = {k: v for k, v in every.items() if len(v) >= 3}
     print(f"\nrules on the runs' own rounds (calls with three runs or more: {len(groups)}): max rounds:target  "
           "passes  processes  point-rounds  [seconds the fit adds]  spread median / max (worst call)  "
-          "CIs holding the grand median  gate pairs: exit 0 / INCONCLUSIVE / REGRESSION verdicts  "
+          "CIs holding the grand median  gate pairs: exit 0 / INCONCLUSIVE / REGRESSION verdicts  the spread "
+          "of each run's geometric mean of round medians instead  "
           "verdicts of compare baseline fused in every run")
     for rule in which.split(","):
         cap, target = rule.split(":")
@@ -249,6 +261,7 @@ def rules(files: list[str], runs: list[RunResult], pools: list[dict], which: str
         mean = np.array([[c.passes, c.processes, c.point_rounds] for c in counts]).mean(axis=0)
         extra = f"  {float((mean - base) @ slopes):+.2f} s" if slopes is not None else ""
         medians, maxes, held, total, ok, inc, reg, pairs = [], [], 0, 0, 0, 0, 0, 0
+        mean_medians, mean_maxes = [], []  # the spread of the runs' geometric means of round medians
         verdicts: Counter = Counter()  # compare baseline fused inside each replayed run
         for c in counts:
             verdicts.update(str(row.verdict) for row in compare_impls(c.run, "baseline", "fused").rows)
@@ -257,6 +270,9 @@ def rules(files: list[str], runs: list[RunResult], pools: list[dict], which: str
             sp, h, t = spread(replayed)
             medians.append(float(np.median(sp)))
             maxes.append(max(sp))
+            sp_mean = spread(replayed, round_geomean)[0]
+            mean_medians.append(float(np.median(sp_mean)))
+            mean_maxes.append(max(sp_mean))
             held, total = held + h, total + t
             for a, b in itertools.permutations(replayed, 2):
                 res = gate(a, b)
@@ -265,7 +281,8 @@ def rules(files: list[str], runs: list[RunResult], pools: list[dict], which: str
                 inc += sum(v.verdict == "INCONCLUSIVE" for v in res.verdicts)
                 reg += sum(v.verdict == "REGRESSION" for v in res.verdicts)
         spreads = (f"{np.mean(medians):.2%} / {np.mean(maxes):.2%} ({max(maxes):.2%})  {held}/{total}  "
-                   f"{ok}/{pairs} / {inc} / {reg}") if groups else "-"
+                   f"{ok}/{pairs} / {inc} / {reg}  geomean spread {np.mean(mean_medians):.2%} / "
+                   f"{np.mean(mean_maxes):.2%} ({max(mean_maxes):.2%})") if groups else "-"
         took = f"  ({asked_more} runs took rounds of their call's other runs)" if asked_more else ""
         tally = " ".join(f"{v} {n}" for v, n in sorted(verdicts.items()))
         print(f"{rule}  {mean[0]:.2f}  {mean[1]:.2f}  {mean[2]:.1f}{extra}  {spreads}  compare baseline fused: "
