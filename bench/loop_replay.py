@@ -34,9 +34,7 @@ them into the medians and intervals it recorded: the counts printed beside the r
 from __future__ import annotations
 
 import argparse
-import gzip
 import itertools
-import json
 from collections import Counter, defaultdict
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -53,9 +51,7 @@ DEFAULT = [f"{S}session30/call6/five-{k}.json.gz" for k in range(1, 4)]
 
 
 def load(path: str) -> RunResult:
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rt") as f:
-        return store.from_dict(json.load(f))
+    return store.load(Path(path))
 
 
 def rounds_of(run: RunResult) -> dict[tuple[str, str], list[tuple[float, ...]]]:
