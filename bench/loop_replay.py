@@ -20,7 +20,7 @@ them into the medians and intervals it recorded: the counts printed beside the r
 
     --fit          least squares of the runs' harness wall time on passes, processes and point-rounds,
                    an intercept per device call (the runs' folder)
-    --rules        each run again under other values of ``max_rounds:rounds_target``. A rule that asks
+    --rules        each run again under other values of ``max_rounds:rounds_target[:rounds_spread]``. A rule that asks
                    for no more rounds than the run measured replays exactly what the run would have
                    reported; per rule: the counts (and the seconds the fit adds), the spread of run
                    medians and the CIs holding the grand median within each call of three runs or
@@ -124,9 +124,10 @@ class Count:
 
 
 def replay(template: RunResult, own: dict, others: dict, rng: np.random.Generator, pass_rounds: int,
-           max_rounds: int | None = None, target: float | None = None) -> Count:
-    """The loop on ``template``'s workloads and protocol (``max_rounds``, ``target``: other values of
-    its ``max_rounds`` and ``rounds_target``), each point served ``own`` rounds, then ``others``."""
+           max_rounds: int | None = None, target: float | None = None, spread: str | None = None) -> Count:
+    """The loop on ``template``'s workloads and protocol (``max_rounds``, ``target``, ``spread``: other
+    values of its ``max_rounds``, ``rounds_target`` and ``rounds_spread``), each point served ``own``
+    rounds, then ``others``."""
     from solbench import api
 
     parts = {r.name for c in template.cases for r in c.impls if r.protocol.get("part")}
@@ -162,7 +163,7 @@ def replay(template: RunResult, own: dict, others: dict, rng: np.random.Generato
                                     emit=lambda e, d: None, repeat=proto.rounds,
                                     max_rounds=proto.max_rounds if max_rounds is None else max_rounds,
                                     target_rel_ci=proto.rounds_target if target is None else target,
-                                    rounds_spread=proto.rounds_spread)
+                                    rounds_spread=proto.rounds_spread if spread is None else spread)
     finally:
         session.PASS_ROUNDS, session._skipped = saved
     merged = {(c.case_id, r.name): r for c in run.cases for r in c.impls}
@@ -250,9 +251,10 @@ def rules(files: list[str], runs: list[RunResult], pools: list[dict], which: str
           "of each run's geometric mean of round medians instead  "
           "verdicts of compare baseline fused in every run")
     for rule in which.split(","):
-        cap, target = rule.split(":")
+        cap, target, *whose = rule.split(":")
         counts = [replay(run, own, same_call(i), np.random.default_rng([seed, i]), session.PASS_ROUNDS, int(cap),
-                         float(target)) for i, (run, own) in enumerate(zip(runs, pools, strict=True))]
+                         float(target), whose[0] if whose else None)
+                  for i, (run, own) in enumerate(zip(runs, pools, strict=True))]
         asked_more = sum(c.beyond > 0 for c in counts)
         mean = np.array([[c.passes, c.processes, c.point_rounds] for c in counts]).mean(axis=0)
         extra = f"  {float((mean - base) @ slopes):+.2f} s" if slopes is not None else ""
@@ -291,8 +293,8 @@ def main() -> None:
     ap.add_argument("--pass-rounds", default="", help="values of session.PASS_ROUNDS to replay, comma-separated")
     ap.add_argument("--reps", type=int, default=3, help="shuffles of the other runs' rounds a replayed run")
     ap.add_argument("--seed", type=int, default=7)
-    ap.add_argument("--rules", default="", help="max rounds:target pairs to replay on the runs' own rounds, "
-                                                "comma-separated (e.g. 16:0.015,8:0.015,16:0.02)")
+    ap.add_argument("--rules", default="", help="max rounds:target[:case|own] to replay on the runs' own "
+                                                "rounds, comma-separated (e.g. 16:0.015,8:0.015,16:0.02:own)")
     ap.add_argument("--fit", action="store_true", help="fit the runs' harness wall time to the counts (seconds a "
                                                        "pass, a process and a point-round)")
     args = ap.parse_args()
