@@ -98,7 +98,7 @@ def run_header(run: RunResult) -> str:
         parts.append("each call a CUDA graph's replay")
     if p.rounds > 1:
         pooled = " on a point's own spread or its case's" if p.rounds_spread == "case" else ""
-        more = (f", up to {p.max_rounds} where wider than ±{p.rounds_target:.1%} over rounds{pooled}"
+        more = (f", up to {p.max_rounds} where wider than ±{p.rounds_target * 100:.3g}% over rounds{pooled}"
                 if p.max_rounds > p.rounds else "")
         parts.append(f"{p.rounds} rounds{more} (fresh workers each; median and CI over rounds)")
     if env.sm_clock_end_mhz:

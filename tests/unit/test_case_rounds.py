@@ -168,3 +168,5 @@ def test_the_header_says_which_spread_added_the_rounds():
     own = run_header(replace(run, protocol=replace(rounds, rounds_spread="own")))
     assert "up to 16 where wider than ±1.5% over rounds on a point's own spread or its case's" in case
     assert "up to 16 where wider than ±1.5% over rounds" in own and "its case's" not in own
+    two = run_header(replace(run, protocol=replace(rounds, rounds_target=0.02)))
+    assert "wider than ±2% over rounds" in two  # the default's target, without a trailing ".0"
