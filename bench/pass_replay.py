@@ -1,6 +1,10 @@
 """Replay the run's added rounds on measured H200 rounds with several caps on the rounds a point may
 add in one pass: how many passes and worker processes does each cap cost, and do the runs still gate?
 
+(Superseded for counts by bench/loop_replay.py, which runs the loop's own code and reproduces the
+recorded passes and processes exactly; this model of the loop under-counted them. Kept for the
+thirtieth session's numbers in BENCHMARKS.md.)
+
     PYTHONPATH=. python3 bench/pass_replay.py [RUN.json[.gz] ...] [--caps 4,8,13] [--sets 40] [--seed 7]
 
 Each gated point's rounds from the given runs (default: the five o_proj runs of sessions 26 and 29,
