@@ -41,6 +41,7 @@ from pathlib import Path
 
 import numpy as np
 
+from solbench.analysis.rounds import group_by_round, round_medians
 from solbench.execute import session
 from solbench.measure.worker import MeasureSettings
 from solbench.results import store
@@ -61,11 +62,17 @@ def rounds_of(run: RunResult) -> dict[tuple[str, str], list[tuple[float, ...]]]:
         for r in case.impls:
             if r.status != "ok" or r.timing is None:
                 continue
-            labels = r.timing.rounds or (0,) * len(r.timing.samples)
-            by_round: dict[int, list[float]] = defaultdict(list)
-            for label, value in zip(labels, r.timing.samples, strict=True):
-                by_round[label].append(value)
-            out[(case.case_id, r.name)] = [tuple(by_round[k]) for k in sorted(by_round)]
+            out[(case.case_id, r.name)] = [tuple(g.tolist()) for g in group_by_round(r.timing.samples,
+                                                                                       r.timing.rounds)]
+    return out
+
+
+def pooled(pools: list[dict]) -> dict:
+    """Every point's rounds over several runs' ``rounds_of``, in one list a point."""
+    out: dict = defaultdict(list)
+    for pool in pools:
+        for point, rounds in pool.items():
+            out[point] += rounds
     return out
 
 
@@ -197,9 +204,7 @@ def fit(files: list[str], runs: list[RunResult], counts: list[Count]) -> np.ndar
 def round_geomean(t: Timing) -> float:
     """The geometric mean of a point's round medians: the estimate ``gate`` and ``compare`` take the
     ratio of (a t interval on the log round medians), where the run reports their median."""
-    samples = np.asarray(t.samples)
-    labels = np.asarray(t.rounds) if t.rounds else np.zeros(len(samples), dtype=int)
-    return float(np.exp(np.mean([np.log(np.median(samples[labels == k])) for k in np.unique(labels)])))
+    return float(np.exp(np.mean(np.log(round_medians(group_by_round(t.samples, t.rounds))))))
 
 
 def spread(runs: list[RunResult], estimate=lambda t: t.median) -> tuple[list[float], int, int]:
@@ -237,12 +242,7 @@ def rules(files: list[str], runs: list[RunResult], pools: list[dict], which: str
         every[str(Path(f).parent)].append(i)
     def same_call(i: int) -> dict:
         """The rounds of the other runs of run ``i``'s call (one machine), for a rule that asks for more."""
-        out: dict = defaultdict(list)
-        for j in every[str(Path(files[i]).parent)]:
-            if j != i:
-                for point, rounds in pools[j].items():
-                    out[point] += rounds
-        return out
+        return pooled([pools[j] for j in every[str(Path(files[i]).parent)] if j != i])
 
     groups = {k: v for k, v in every.items() if len(v) >= 3}
     print(f"\nrules on the runs' own rounds (calls with three runs or more: {len(groups)}): max rounds:target  "
@@ -321,11 +321,7 @@ def main() -> None:
     for pr in (int(x) for x in args.pass_rounds.split(",")):
         counts = []
         for i, (run, own) in enumerate(zip(runs, pools, strict=True)):
-            others: dict = defaultdict(list)
-            for j, pool in enumerate(pools):
-                if j != i:
-                    for point, rounds in pool.items():
-                        others[point] += rounds
+            others = pooled([pool for j, pool in enumerate(pools) if j != i])
             counts += [replay(run, own, others, np.random.default_rng([args.seed, i, rep]), pr)
                        for rep in range(args.reps)]
         mean = np.array([[c.passes, c.processes, c.point_rounds] for c in counts]).mean(axis=0)

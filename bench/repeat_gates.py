@@ -6,25 +6,13 @@ import statistics
 import subprocess
 import sys
 
+from loop_replay import spread
+
 from solbench.results import store
 
 paths = sys.argv[1:]
 runs = [store.load(p) for p in paths]
-points = {}
-for run in runs:
-    for c in run.cases:
-        for r in c.impls:
-            if r.status == "ok" and r.timing is not None:
-                points.setdefault((c.case_id, r.name), []).append(r.timing)
-spreads, covered, total = [], 0, 0
-for timings in points.values():
-    if len(timings) != len(runs):
-        continue
-    medians = [t.median for t in timings]
-    grand = statistics.median(medians)
-    spreads.append(max(medians) / min(medians) - 1)
-    covered += sum(t.ci_low <= grand <= t.ci_high for t in timings)
-    total += len(timings)
+spreads, covered, total = spread(runs)
 spreads.sort()
 print(f"{len(spreads)} points over {len(runs)} runs: spread of run medians (max/min - 1) "
       f"median {statistics.median(spreads):.2%}, max {max(spreads):.2%}; "
@@ -40,5 +28,5 @@ for a, b in itertools.permutations(paths, 2):
     data = json.loads(out.stdout) if out.stdout.strip().startswith("{") else {"verdicts": []}
     inconclusive += sum(v["verdict"] == "INCONCLUSIVE" for v in data["verdicts"])
     regressions += sum(v["verdict"] == "REGRESSION" for v in data["verdicts"])
-print(f"gate over {len(codes)} ordered pairs: exit codes {dict(sorted(((c, codes.count(c)) for c in set(codes))))}; "
+print(f"gate over {len(codes)} ordered pairs: exit codes {dict(sorted((c, codes.count(c)) for c in set(codes)))}; "
       f"{regressions} REGRESSION and {inconclusive} INCONCLUSIVE verdicts in all")

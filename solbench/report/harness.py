@@ -93,7 +93,6 @@ def passes_line(run: RunResult) -> str | None:
     return f"{line}, {workers} worker process{'es' if workers != 1 else ''} started (one per implementation and round)"
 
 
-
 def harness_table(run: RunResult) -> Table:
     """The breakdown as a rich table (``solbench show --harness``), with the passes and work-queue
     lines below."""

@@ -1,7 +1,7 @@
 """Checks of solbench.kernels.w8a16 run under Triton's interpreter on the CPU by
 tests/unit/test_kernels_w8a16.py (TRITON_INTERPRET=1 must be set before Triton is imported). fp16
-only: the bf16 widening is inline PTX, which only a GPU runs. Prints "ok" per case; any failure
-raises (exit non-zero)."""
+only: the interpreter gets bf16 dots wrong. Prints "ok" per case; any failure raises (exit
+non-zero)."""
 
 import torch
 

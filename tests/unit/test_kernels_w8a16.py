@@ -1,5 +1,5 @@
 """The FP8-weight tensor-core path (solbench.kernels.w8a16) without a GPU: its launch arithmetic, and its
-fp16 kernels under Triton's interpreter (the bf16 widening is inline PTX, which only a GPU runs)."""
+fp16 kernels under Triton's interpreter (not bf16: the interpreter gets bf16 dots wrong)."""
 
 from __future__ import annotations
 
@@ -42,7 +42,6 @@ def test_without_triton_the_path_is_a_device_error_not_a_crash(monkeypatch):
             w8a16._kernels()
     finally:
         w8a16._kernels.cache_clear()
-
 
 
 def test_tiles_and_finishing_kernel_match_fp64_math_under_the_interpreter():
