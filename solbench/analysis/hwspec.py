@@ -11,6 +11,8 @@ the speed of light of one dtype is computed against:
     float8_*             tensor fp8                                     vector fp32
     int8                 tensor int8                                    vector fp32
     float4_e2m1fn_x2     tensor fp4                                     vector fp32
+    int16, int32, int64, none (scored on the vector units)              vector fp32
+    uint8, bool
 
 A vector peak not listed for a dtype falls back to the vector fp32 peak. The link bandwidth (what
 a collective's bus bytes are scored against) is per GPU and per direction, as nccl-tests' busbw
@@ -49,6 +51,13 @@ _DTYPE_UNIT: dict[str, str] = {
     "float8_e5m2fnuz": "fp8",
     "int8": "int8",
     "float4_e2m1fn_x2": "fp4",
+    # integer and boolean cases (indices, masks, counts): no matrix unit; the vector peak is fp32's, the
+    # highest integer rate a CUDA core has (IMAD runs at most at the FFMA rate)
+    "int16": "int",
+    "int32": "int",
+    "int64": "int",
+    "uint8": "int",
+    "bool": "int",
 }
 DTYPES = tuple(_DTYPE_UNIT)
 
@@ -213,6 +222,12 @@ _RATES: dict[tuple[str, bool], PerSmRates] = {
 }
 
 
+# Parts whose per-SM tensor rates are cut below their architecture's (export variants): SMs x clock x the
+# architecture's rates overstates them several times (the H20: 78 SMs x 1.98 GHz x Hopper's rate is 633
+# bf16 TFLOP/s; its datasheet says 148). No estimate: a spec file gives their peaks.
+_RATE_CUT = re.compile(r"\bH20\b", re.IGNORECASE)
+
+
 def per_sm_rates(compute_capability: str, *, geforce: bool = False) -> PerSmRates | None:
     """Per-SM rates of a compute capability ("8.9"); None where no verified row exists."""
     return _RATES.get((compute_capability, geforce))
@@ -222,7 +237,8 @@ def estimate_spec(*, name: str, compute_capability: str, sm_count: int, sm_clock
                   bandwidth: float | None, l2_bytes: int | None = None,
                   memory_bytes: int | None = None) -> HardwareSpec:
     """A spec for a GPU no spec file matches: SMs x max SM clock x per-SM rates; source "estimated"."""
-    rates = per_sm_rates(compute_capability, geforce="geforce" in name.lower())
+    cut = _RATE_CUT.search(strip_mig(name)) is not None
+    rates = None if cut else per_sm_rates(compute_capability, geforce="geforce" in name.lower())
     hz = sm_clock_mhz * 1e6 if sm_clock_mhz else None
     tensor = {u: sm_count * hz * r for u, r in rates.tensor.items()} if rates and hz else {}
     vector = {u: sm_count * hz * r for u, r in rates.vector.items()} if rates and hz else {}
@@ -230,6 +246,10 @@ def estimate_spec(*, name: str, compute_capability: str, sm_count: int, sm_clock
         warning = (f"no spec file matches {name!r}: peaks estimated as {sm_count} SMs x {sm_clock_mhz:g} MHz"
                    f" x the {rates.label} per-SM rates (cc {compute_capability}); Hopper and Blackwell"
                    " datasheet tensor peaks use a lower clock, so these may be up to ~8% high")
+    elif cut:
+        warning = (f"no spec file matches {name!r}, a part whose tensor rates are cut below its architecture's: "
+                   "its peaks cannot be estimated from clocks; no FLOP/s peaks; add hardware_specs/<id>.yaml "
+                   "(or point SOLBENCH_SPECS_DIR at one)")
     else:
         warning = (f"no spec file matches {name!r} and no per-SM rate is known for cc {compute_capability}"
                    f"{'' if hz else ' or the SM clock is unknown'}: no FLOP/s peaks;"

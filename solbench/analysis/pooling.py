@@ -74,9 +74,14 @@ def _rescaled(score: Score | None, old: float, new: float) -> Score | None:
     if score is None or new <= 0 or old <= 0:
         return score
     k = old / new
-    return Score(sol=score.sol * k, mfu=None if score.mfu is None else score.mfu * k, mbu=score.mbu * k,
-                 achieved_flops=score.achieved_flops * k, achieved_bandwidth=score.achieved_bandwidth * k,
-                 speedup=None, s_score=None)
+
+    def scaled(x: float | None) -> float | None:
+        return None if x is None else x * k
+
+    return replace(score, sol=score.sol * k, mfu=scaled(score.mfu), mbu=score.mbu * k,
+                   achieved_flops=score.achieved_flops * k, achieved_bandwidth=score.achieved_bandwidth * k,
+                   speedup=None, s_score=None, algbw=scaled(score.algbw), busbw=scaled(score.busbw), overlap=None,
+                   floor_fraction=scaled(score.floor_fraction))
 
 
 def _measured(r: ImplResult) -> bool:

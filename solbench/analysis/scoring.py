@@ -27,6 +27,13 @@ When both parts are ok, every scored implementation of the case gets the overlap
 (T_compute + T_comm - T) / min(T_compute, T_comm) (:func:`solbench.analysis.sol.overlap_efficiency`).
 A byte floor (``part: floor``, :mod:`solbench.impls.floor`) is not scored either; where one is ok,
 every scored implementation gets ``floor_fraction = T_floor / T`` (the fastest floor, where several).
+
+An implementation that reads an input in another form made once in set-up (a weight quantized to FP8)
+declares the narrower dtype it reads it in (``input_dtypes``) and its dtype peak (``peak_dtype``): its
+T_SOL, SOL, MBU, S, floor fraction (T_floor scaled by its bytes over the case's) and INVALID floor are
+its own, recorded in its ``Score`` (``t_sol``, ``bound``, ``fused_bytes``). Priced at the case's bf16
+weight (33.6 MB at o_proj's one token: 7.0 us at the H200's 4.8 TB/s), an FP8 GEMV reading 16.8 MB as
+fast as the byte floor did under CUPTI (6.4 us) would read INVALID, and slower ones SOL twice too high.
 """
 
 from __future__ import annotations
@@ -48,6 +55,7 @@ class ImplPeaks:
     scoring: Peaks
     floor: Peaks
     note: str = ""
+    cost: Cost | None = None  # the implementation's own cost (its ``bytes``), where it differs from the case's
 
 
 def time_floor(cost: Cost, floor: Peaks, device_kind: str) -> float:
@@ -75,20 +83,22 @@ def score_impls(cost: Cost, impls: Sequence[ImplResult], peaks: Mapping[str, Imp
             out.append(r)
             continue
         p = peaks[r.name]
+        own = p.cost or cost
         t = r.timing.median
-        floor = time_floor(cost, p.floor, device_kind) if cost.source == "analytic" else 0.0
+        floor = time_floor(own, p.floor, device_kind) if own.source == "analytic" else 0.0
         if t < floor:
             out.append(replace(r, status="invalid", score=None, message=(
                 f"median {t:.3e} s is below the least possible time {floor:.3e} s "
                 f"({'sanity floor' if device_kind == 'cpu' else 'T_SOL at peak'}): the timing, "
                 "the cost model or the implementation is wrong")))
             continue
-        sol = speed_of_light(cost, p.scoring)
-        scored = score(t, cost, p.scoring, sol, t_base)
+        sol = speed_of_light(own, p.scoring)
+        scored = score(t, own, p.scoring, sol, t_base)
         if parts is not None:
             scored = replace(scored, overlap=overlap_efficiency(t, *parts))
-        if t_floor is not None and t > 0:
-            scored = replace(scored, floor_fraction=t_floor / t)
+        if t_floor is not None and t > 0:  # the floor moved the case's bytes: scaled to this implementation's
+            scale = own.fused_bytes / cost.fused_bytes if cost.fused_bytes else 1.0
+            scored = replace(scored, floor_fraction=t_floor * scale / t)
         note = p.note or r.message
         if not sol.link_known:
             note = "; ".join(filter(None, [note, "T_SOL has no link term: the spec has no interconnect bandwidth"]))

@@ -81,6 +81,9 @@ def score(t: float, cost: Cost, peaks: Peaks, sol: SpeedOfLight,
         s_score=s_score(t, sol.t_sol, t_baseline) if t_baseline else None,
         algbw=cost.collective_bytes / t if cost.collective_bytes else None,
         busbw=cost.bus_bytes / t if cost.bus_bytes else None,
+        t_sol=sol.t_sol,
+        bound=sol.bound,
+        fused_bytes=cost.fused_bytes,
     )
 
 

@@ -134,4 +134,5 @@ def info(as_json: bool) -> None:
     out = console()
     width = max(len(k) for k in data)
     for key, value in data.items():
-        out.print(f"{key:<{width}}  {value}")
+        for line in value if isinstance(value, list) else [value]:  # warnings: one a line
+            out.print(f"{key:<{width}}  {line}", markup=False)

@@ -149,6 +149,9 @@ def run(files: Sequence[str], solutions: Sequence[str], gpu: str | None, dry_run
     if junit and not gate_against:
         raise ConfigError("--junit writes the gate's verdicts; add --gate-against RUN (or use solbench gate --junit)")
     overrides = parse_sets(sets)
+    if dry_run and peaks == "measured":
+        raise click.UsageError("--peaks measured scores a run against this GPU's calibrated ceilings; a dry run "
+                               "prices the cases against a spec's datasheet peaks (--gpu)")
     if dry_run:
         result = api.dry_run(files, api.hardware_spec(gpu), workloads, impls, solutions, select=tuple(cases),
                              overrides=dict(overrides))

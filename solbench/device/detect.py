@@ -19,7 +19,7 @@ import os
 import platform
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -127,12 +127,23 @@ def _detect_cuda(index: int, specs: Sequence[HardwareSpec]) -> DeviceInfo:
             or match_spec(specs, name=props.name)
             or _estimate(props, info))
     warnings = list(spec.notes if spec.source == "estimated" else ())
+    pci = info.pci_device_id if info else None
+    device_id = pci >> 16 if pci is not None and pci > 0xFFFF else pci
+    if device_id is not None and spec.pci_device_ids and device_id not in spec.pci_device_ids:
+        warnings.append(f"PCI device ID 0x{device_id:04x} is none of {spec.id}'s "
+                        f"({', '.join(f'0x{i:04x}' for i in spec.pci_device_ids)}); matched by the name "
+                        f"{info.name if info else props.name!r}: another variant of the part may have other peaks "
+                        "(memory, bandwidth); check it against the spec, or add a spec file for it")
     name = info.name if info else props.name
     if spec.source == "datasheet" and is_mig(name) and spec.sm_count and sm_count < spec.sm_count:
         spec = _mig_slice(spec, sm_count, int(props.total_memory), name)
         warnings.append(spec.notes[-1])
     elif spec.source == "datasheet":
         warnings.extend(_cross_check(spec, sm_count, info))
+    if spec.nvlink_bandwidth is not None and info is not None and info.nvlinks_up == 0:
+        spec = replace(spec, nvlink_bandwidth=None)  # a PCIe card's NVLink bridge is optional
+        warnings.append(f"no NVLink of this {spec.name} is up: collectives are scored against PCIe"
+                        + (f" ({spec.pcie_bandwidth / 1e9:g} GB/s a direction)" if spec.pcie_bandwidth else ""))
     return DeviceInfo(
         kind="cuda", index=index, name=name, spec=spec, nvml=info, torch_version=torch.__version__,
         cuda_version=torch.version.cuda, cupy_version=_cupy_version(), driver=info.driver if info else None,
@@ -170,7 +181,11 @@ def _estimate(props: Any, info: NvmlInfo | None) -> HardwareSpec:
 
 def _mig_slice(spec: HardwareSpec, sm_count: int, memory_bytes: int, name: str) -> HardwareSpec:
     compute = sm_count / spec.sm_count if spec.sm_count else 1.0
-    memory = min(1.0, memory_bytes / spec.memory_bytes) if spec.memory_bytes else compute
+    # the profile names its memory in the datasheet's decimal GB ("3g.40gb" of an 80 GB part: half);
+    # torch's total_memory of the slice, in bytes of a GiB-sized carve-out, would read 0.53
+    profile = re.search(r"\b\d+g\.(\d+)gb\b", name, re.IGNORECASE)
+    held = int(profile.group(1)) * 1e9 if profile else memory_bytes
+    memory = min(1.0, held / spec.memory_bytes) if spec.memory_bytes else compute
     note = (f"MIG slice {name!r}: {spec.id} peaks x {compute:.3f} ({sm_count}/{spec.sm_count} SMs), "
             f"bandwidth and L2 x {memory:.3f} (memory share); estimated")
     return spec.scaled(compute=compute, memory=memory, note=note)

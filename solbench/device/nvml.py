@@ -62,6 +62,7 @@ class NvmlInfo:
     power_limit_w: float | None  # enforced limit
     clocks_event_reasons: int | None  # bitmask, see CLOCK_EVENT_REASONS
     temperature_c: int | None
+    nvlinks_up: int | None = None  # NVLinks in the active state; None: NVML could not say (no NVLink queries)
 
     @property
     def bandwidth_from_clocks(self) -> float | None:
@@ -179,7 +180,16 @@ def query_device(index_or_uuid: int | str) -> NvmlInfo | None:
         power_limit_w=_watts(_call("nvmlDeviceGetEnforcedPowerLimit", gpu)),
         clocks_event_reasons=_reasons(gpu),
         temperature_c=_call("nvmlDeviceGetTemperature", gpu, _const("NVML_TEMPERATURE_GPU")),
+        nvlinks_up=_nvlinks_up(gpu),
     )
+
+
+def _nvlinks_up(gpu: Any) -> int | None:
+    """How many of the device's NVLinks are active (0 on a PCIe card without a bridge), or None when
+    NVML answered for no link (links a device lacks answer NotSupported)."""
+    states = [_call("nvmlDeviceGetNvLinkState", gpu, link) for link in range(_const("NVML_NVLINK_MAX_LINKS") or 18)]
+    known = [s for s in states if s is not None]
+    return sum(int(s) == 1 for s in known) if known else None
 
 
 def read_clocks(handle: Any) -> ClockSample:

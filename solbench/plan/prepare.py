@@ -70,7 +70,7 @@ def prepare(files: Sequence[str | Path], options: RunOptions, info: Any, floor_s
     thresholds = {p.spec.name: p.spec.gate_threshold for p in planned if p.spec.gate_threshold is not None}
     run_result = RunResult(now(), info.environment(), SpecRef(info.spec.id, info.spec.name, info.spec.source),
                            protocol, (), tuple(str(f) for f in files), gate_thresholds=thresholds,
-                           notes=tuple(note for p in planned for note in p.skip_notes()))
+                           notes=(*device_notes(info), *(note for p in planned for note in p.skip_notes())))
     by_path = {(p.path, p.spec.name): p for p in planned}
 
     def score_case(unit: Unit, case: Case, impls: Sequence[ImplResult]) -> CaseResult:
@@ -78,6 +78,14 @@ def prepare(files: Sequence[str | Path], options: RunOptions, info: Any, floor_s
                            floor_spec=floor_spec, device_kind=info.kind)
 
     return Prepared(units, settings, run_result, score_case, nvml_id)
+
+
+def device_notes(info: Any) -> tuple[str, ...]:
+    """What a run must say about its peaks: detection's warnings (an estimated spec, a device that
+    disagrees with its datasheet, a MIG slice's scaled peaks) and, with ``--peaks measured``, whose
+    ceilings were measured and which stayed the datasheet's."""
+    measured = info.spec.notes[-1:] if info.spec.source == "measured" else ()
+    return (*(f"device: {w}" for w in info.warnings), *(f"peaks: {n}" for n in measured))
 
 
 def _check_memory(planned: Sequence[Planned], info: Any, options: RunOptions) -> None:

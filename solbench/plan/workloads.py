@@ -24,7 +24,7 @@ from solbench.config.yamlio import read_yaml
 from solbench.errors import ConfigError
 from solbench.results.model import CaseResult, Cost, Environment, ImplResult, Peaks, Protocol, RunResult, SpecRef
 from solbench.workload.cases import Case, CaseError, case_matches, expand, parameter_names
-from solbench.workload.schema import ParamValue, WorkloadSpec
+from solbench.workload.schema import DTYPE_BYTES, ParamValue, WorkloadSpec
 
 if TYPE_CHECKING:
     from solbench.analysis.hwspec import HardwareSpec
@@ -92,7 +92,8 @@ def plan(files: Sequence[str | Path], device_kind: str, only: Sequence[str] = ()
             expanded, costs, skipped = _traced(spec, path, expanded, _real_device(device_kind))
             p = Planned(spec, path, i, expanded, costs, skipped)
             for case in expanded:  # every op of every case is costed before anything is measured
-                cost_of(p, case)
+                for name in spec.implementations:
+                    impl_cost(p, case, name)
             planned.append(p)
     if only:
         missing = sorted(set(only) - {p.spec.name for p in planned})
@@ -211,6 +212,28 @@ def cost_of(p: Planned, case: Case) -> Any:
         raise located(p.path, ["workloads", p.index, "ops"], str(exc)) from None
 
 
+def impl_cost(p: Planned, case: Case, impl: str) -> Cost:
+    """The cost an implementation is scored against: the case's, with the inputs it reads in a narrower
+    dtype made once in set-up (``input_dtypes``: a weight quantized to FP8) counted at that width. An
+    input it would widen is a ConfigError naming the file and line."""
+    cost = cost_of(p, case)
+    narrowed = p.spec.implementations[impl].input_dtypes
+    if not narrowed:
+        return cost
+    saved = 0
+    tensors = {t.name: t for t in case.inputs}
+    for name, dtype in narrowed.items():
+        t = tensors[name]
+        if DTYPE_BYTES[dtype] > DTYPE_BYTES[t.dtype]:
+            raise located(p.path, ["workloads", p.index, "implementations", impl, "input_dtypes", name],
+                          f"widens {name!r} from {t.dtype} to {dtype} at case {case.id}: an implementation may only "
+                          "read an input narrower (wider, its T_SOL would count bytes the work does not need)")
+        saved += t.numel * (DTYPE_BYTES[t.dtype] - DTYPE_BYTES[dtype])
+    if not saved:
+        return cost
+    return dataclasses.replace(cost, fused_bytes=cost.fused_bytes - saved)
+
+
 def dry_run(files: Sequence[str | Path], spec: HardwareSpec, only: Sequence[str] = (),
             impls: Sequence[str] = (), solutions: Sequence[str | Path] = (), *, select: Sequence[str] = (),
             overrides: Mapping[str, Sequence[ParamValue]] | None = None) -> RunResult:
@@ -234,13 +257,22 @@ def case_result(p: Planned, case: Case, spec: HardwareSpec, impls: Sequence[Impl
     against ``floor_spec``, default ``spec``)."""
     cost = cost_of(p, case)
     policy = p.spec.fp32_peak
+    # the INVALID floor prices fp32 work at the TF32 rate whatever the scoring policy: a float32 case
+    # run on TF32 tensor cores that passes its tolerance beats the CUDA-core T_SOL honestly
+    floor_policy = "tf32" if policy in ("fp32", "torch") else policy
     peaks = peaks_at(spec, case.dtype, policy, cost)
     floor = floor_spec or spec
     per_impl = {}
     for r in impls:
         dtype = p.spec.implementations[r.name].peak_dtype or case.dtype
-        note = f"scored against the {dtype} peak" if dtype != case.dtype else ""
-        per_impl[r.name] = ImplPeaks(peaks_at(spec, dtype, policy, cost), peaks_at(floor, dtype, policy, cost), note)
+        own = impl_cost(p, case, r.name)
+        note = "; ".join(filter(None, [
+            f"scored against the {dtype} peak" if dtype != case.dtype else "",
+            f"scored against its own {own.fused_bytes:.0f} fused bytes (the case's: {cost.fused_bytes:.0f}; "
+            f"it reads {', '.join(f'{k} as {v}' for k, v in p.spec.implementations[r.name].input_dtypes.items())})"
+            if own.fused_bytes != cost.fused_bytes else ""]))
+        per_impl[r.name] = ImplPeaks(peaks_at(spec, dtype, policy, own), peaks_at(floor, dtype, floor_policy, own),
+                                     note, own)
     sol = speed_of_light(cost, peaks)
     scored = score_impls(cost, impls, per_impl, p.spec.baseline, device_kind)
     src = p.spec.source

@@ -66,9 +66,9 @@ def _cells(run: RunResult, case: CaseResult, r: ImplResult) -> list[str | Text]:
                 "", "", case.bound, ""]
     s = r.score
     speed = f"{s.speedup:.2f}x" if s.speedup is not None else ""
-    return [time, flags.t_sol(case), flags.mark(f"{s.sol:.2f}", flags.over_peak(s.sol, run)),
+    return [time, flags.t_sol(case, r), flags.mark(f"{s.sol:.2f}", flags.over_peak(s.sol, run)),
             flags.mark(format_pct(s.mfu), flags.over_peak(s.mfu, run)),
-            flags.mark(format_pct(s.mbu), flags.over_peak(s.mbu, run)), case.bound, speed]
+            flags.mark(format_pct(s.mbu), flags.over_peak(s.mbu, run)), flags.bound(case, r), speed]
 
 
 def _dry_table(workload: str, cases: Iterable[CaseResult]) -> Table:

@@ -10,6 +10,9 @@
     traced(case)            "‡"  on T_SOL: the cost was traced (what the reference executes), which
                                  can exceed the least work, so T_SOL can be high and no INVALID floor
                                  applies (:mod:`solbench.analysis.scoring`)
+    t_sol(case, r)          "*"  on T_SOL: the implementation's own (another dtype's peak, ``peak_dtype``,
+                                 or its own bytes, ``input_dtypes``: an FP8 weight made in set-up), which its
+                                 SOL, MFU and MBU are against; the case's T_SOL otherwise
     legend(run)             one line explaining the marks the run's tables use (empty: none)
 
 A mark follows the number (``"15.8 ms ±357.8% ~†"``, ``"2.07 !"``); the legend is printed under the
@@ -21,14 +24,15 @@ from __future__ import annotations
 from solbench.report.units import format_seconds
 from solbench.results.model import CaseResult, ImplResult, RunResult, Timing
 
-__all__ = ["ABOVE", "KERNELS", "STOPPED", "TRACED", "WIDE", "legend", "mark", "over_peak", "result_marks", "t_sol",
-           "time_marks", "traced"]
+__all__ = ["ABOVE", "KERNELS", "OWN", "STOPPED", "TRACED", "WIDE", "bound", "legend", "mark", "over_peak", "own",
+           "result_marks", "t_sol", "time_marks", "traced"]
 
 WIDE = "~"
 STOPPED = "†"
 ABOVE = "!"
 TRACED = "‡"
 KERNELS = "§"
+OWN = "*"
 _SLACK = 1.0 + 1e-9  # a CI exactly at the target converged
 
 
@@ -68,9 +72,24 @@ def traced(case: CaseResult) -> str:
     return TRACED if case.cost.source == "traced" else ""
 
 
-def t_sol(case: CaseResult) -> str:
-    """The case's T_SOL, formatted, with ``‡`` when its cost was traced."""
+def own(case: CaseResult, r: ImplResult | None) -> bool:
+    """Whether ``r`` is scored against a T_SOL of its own, not the case's (``Score.t_sol``)."""
+    s = r.score if r is not None else None
+    return s is not None and s.t_sol is not None and abs(s.t_sol - case.t_sol) > 1e-9 * max(case.t_sol, 1e-30)
+
+
+def t_sol(case: CaseResult, r: ImplResult | None = None) -> str:
+    """The T_SOL ``r`` is scored against, formatted: the case's, with ``‡`` when its cost was traced,
+    or ``r``'s own with ``*``."""
+    if own(case, r):
+        return mark(format_seconds(r.score.t_sol), traced(case) + OWN)  # type: ignore[union-attr]
     return mark(format_seconds(case.t_sol), traced(case))
+
+
+def bound(case: CaseResult, r: ImplResult | None = None) -> str:
+    """The bound of the T_SOL ``r`` is scored against (:func:`t_sol`)."""
+    s = r.score if r is not None else None
+    return s.bound if own(case, r) and s is not None and s.bound else case.bound
 
 
 def mark(text: str, marks: str) -> str:
@@ -102,6 +121,9 @@ def legend(run: RunResult) -> str:
     if above:
         parts.append(f"{ABOVE} above 1 (100%) against peaks measured on this host ({run.spec.id}): "
                      "the peak measurement was beaten, not the hardware; not a speed-of-light result")
+    if any(own(c, r) for c in run.cases for r in c.impls):
+        parts.append(f"{OWN} the implementation's own T_SOL and bound (another dtype's peak or its own bytes: an "
+                     "input made once in set-up, as an FP8 weight), which its SOL, MFU and MBU are against")
     if any(traced(c) for c in run.cases):
         parts.append(f"{TRACED} T_SOL from a traced cost (what the reference executes, counted on the meta "
                      "device): it can exceed the least work needed, so T_SOL and SOL can read high, and no "

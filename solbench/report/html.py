@@ -99,12 +99,12 @@ def _impl_cells(run: RunResult, c: CaseResult, r: ImplResult) -> list[str]:
     half = (t.ci_high - t.ci_low) / 2 / t.median if t.median else 0.0
     marks = flags.result_marks(r, run.protocol.target_rel_ci)
     cells = [status, _e(format_seconds(t.median)), _e(flags.mark(f"±{half:.1%}", marks)), _e(t.n),
-             _e(flags.t_sol(c))]
+             _e(flags.t_sol(c, r))]
     if s is None:
         return [*cells, "", "", "", _e(c.bound), "", ""]
     return [*cells, _e(flags.mark(f"{s.sol:.3f}", flags.over_peak(s.sol, run))),
             _e(flags.mark(format_pct(s.mfu), flags.over_peak(s.mfu, run))),
-            _e(flags.mark(format_pct(s.mbu), flags.over_peak(s.mbu, run))), _e(c.bound),
+            _e(flags.mark(format_pct(s.mbu), flags.over_peak(s.mbu, run))), _e(flags.bound(c, r)),
             _e(f"{s.speedup:.2f}×" if s.speedup else ""), _e(f"{s.s_score:.3f}" if s.s_score is not None else "")]
 
 

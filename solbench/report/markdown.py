@@ -252,7 +252,7 @@ def _impl_cells(run: RunResult, c: CaseResult, r: ImplResult) -> list[str]:
     t, s = r.timing, r.score
     half = (t.ci_high - t.ci_low) / 2 / t.median
     return [format_seconds(t.median), flags.mark(f"{half:.1%}", flags.result_marks(r, run.protocol.target_rel_ci)),
-            flags.t_sol(c), flags.mark(_sol(s.sol), flags.over_peak(s.sol, run)),
+            flags.t_sol(c, r), flags.mark(_sol(s.sol), flags.over_peak(s.sol, run)),
             flags.mark(format_pct(s.mfu), flags.over_peak(s.mfu, run)),
-            flags.mark(format_pct(s.mbu), flags.over_peak(s.mbu, run)), c.bound,
+            flags.mark(format_pct(s.mbu), flags.over_peak(s.mbu, run)), flags.bound(c, r),
             f"{s.speedup:.2f}x" if s.speedup else ""]

@@ -214,6 +214,11 @@ class Score:
     busbw: float | None = None  # collectives: bus bytes / T (bytes/s; nccl-tests "busbw")
     overlap: float | None = None  # (T_compute + T_comm - T) / min(T_compute, T_comm), from the parts
     floor_fraction: float | None = None  # T_floor / T: the case's bytes moved by a plain kernel (impls.floor)
+    # this implementation's own T_SOL and bound: the case's, unless it is scored against another dtype's
+    # peak (``peak_dtype``) or its own bytes (``input_dtypes``: e.g. a weight quantized to FP8 in set-up)
+    t_sol: float | None = None
+    bound: str | None = None
+    fused_bytes: float | None = None  # the bytes its T_SOL and MBU count (the case's, or its ``input_dtypes``)
 
 
 @dataclass(frozen=True)

@@ -55,6 +55,8 @@ def device_summary() -> dict[str, Any]:
         data["bf16_tensor_peak_tflops"] = (peaks.tensor_flops or 0) / 1e12
     if info.spec.bandwidth is not None:
         data["bandwidth_tbs"] = info.spec.bandwidth / 1e12
+    if info.warnings:  # an estimated spec, or a device that disagrees with its datasheet
+        data["warnings"] = list(info.warnings)
     return data
 
 

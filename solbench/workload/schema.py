@@ -289,6 +289,11 @@ class Implementation(_Model):
     peak_dtype: DType | None = Field(
         None, description="Score against this dtype's peak (e.g. float8_e4m3fn for an FP8 path)."
     )
+    input_dtypes: dict[str, DType] = Field(
+        default_factory=dict, description="Inputs this implementation reads in a narrower dtype, made once in setup "
+        "(e.g. {w: float8_e4m3fn} for a weight quantized to FP8): its fused bytes count them at that width, and its "
+        "T_SOL, MBU, floor fraction and INVALID floor follow (scales and other set-up metadata are not counted).",
+    )
     tolerance: Tolerance | None = Field(
         None, description="Overrides the workload's tolerance for this implementation (e.g. FP8)."
     )
@@ -431,6 +436,11 @@ class WorkloadSpec(_Model):
         params = set(self.parameters) | set(self.constants) | set(self.derived)
         for case in self.cases or []:
             params |= set(case)
+        for name, impl in self.implementations.items():
+            for tensor in impl.input_dtypes:
+                if tensor not in self.inputs:
+                    raise ValueError(f"implementation {name!r}: input_dtypes names {tensor!r}, which is not an input "
+                                     f"(inputs: {', '.join(self.inputs)})")
         shadow = (set(self.inputs) | set(self.outputs)) & params
         if shadow:
             raise ValueError(f"tensor names that are also parameters: {sorted(shadow)} "

@@ -70,6 +70,11 @@ def test_dry_run_what_if_b200(runner):
     assert table.exit_code == 0 and "T_SOL" in table.output and "dry run" in table.output
 
 
+def test_a_dry_run_refuses_measured_peaks_it_would_not_use(runner):
+    result = runner.invoke(main, ["run", "workloads/attn.yaml", "--gpu", "b200", "--dry-run", "--peaks", "measured"])
+    assert result.exit_code == 2 and "--peaks measured" in result.output
+
+
 def test_gpu_without_dry_run_is_a_usage_error(runner):
     result = runner.invoke(main, ["run", "workloads/attn.yaml", "--gpu", "b200"])
     assert result.exit_code == 2 and "--dry-run" in result.output

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from types import SimpleNamespace
 from typing import Any
@@ -286,3 +287,76 @@ def test_cupy_version_is_read_by_distribution_name(monkeypatch):
     monkeypatch.setattr(importlib.metadata, "version",
                         lambda name: (_ for _ in ()).throw(importlib.metadata.PackageNotFoundError(name)))
     assert detect._cupy_version() is None
+
+
+def test_a_name_match_with_another_pci_id_is_warned(fake_gpu: Any, specs: tuple[HardwareSpec, ...]) -> None:
+    """A variant whose PCI ID no spec lists can share a listed part's name (an H20 with more memory):
+    the name still matches, and the run says which IDs the spec was written for."""
+    p = props("NVIDIA H20", sms=78, memory=140 * GIB)
+    fake_gpu(p, {p.uuid: nvml_info("NVIDIA H20", 0x232C)})
+    info = detect("auto", specs)
+    assert info.spec.id == "h20"
+    assert any("PCI device ID 0x232c is none of h20's" in w for w in info.warnings)
+    fake_gpu(p, {p.uuid: nvml_info("NVIDIA H20", info.spec.pci_device_ids[0])})
+    assert not any("PCI device ID" in w for w in detect("auto", specs).warnings)
+
+
+def test_a_part_with_cut_tensor_rates_is_not_estimated_from_clocks(fake_gpu: Any,
+                                                                   specs: tuple[HardwareSpec, ...]) -> None:
+    p = props("NVIDIA H20-3e", sms=78, memory=140 * GIB)
+    fake_gpu(p, {p.uuid: nvml_info("NVIDIA H20-3e", 0x7777)})
+    info = detect("auto", specs)
+    assert info.spec.source == "estimated" and info.spec.tensor_peaks == {}
+    assert "cannot be estimated from clocks" in info.warnings[0]
+    with pytest.raises(ConfigError, match="no vector fp32 peak"):
+        info.spec.peaks_for("bfloat16")
+
+
+def test_a_runs_notes_carry_the_devices_warnings(fake_gpu: Any, specs: tuple[HardwareSpec, ...]) -> None:
+    from solbench.plan.prepare import device_notes
+
+    p = props("NVIDIA H200", sms=120)
+    fake_gpu(p, {p.uuid: nvml_info("NVIDIA H200", 0x2335)})
+    notes = device_notes(detect("auto", specs))
+    assert any(n.startswith("device: ") and "120 SMs" in n for n in notes)
+
+
+def test_a_pcie_card_without_an_nvlink_up_is_scored_against_pcie(fake_gpu: Any,
+                                                                  specs: tuple[HardwareSpec, ...]) -> None:
+    p = props("NVIDIA H100 PCIe", sms=114, memory=80 * GIB)
+    answer = nvml_info("NVIDIA H100 PCIe", 0x2331, max_mem_clock_mhz=1593, memory_bus_width=5120)
+    fake_gpu(p, {p.uuid: answer})
+    bridged = detect("auto", specs).spec
+    assert bridged.id == "h100-pcie" and bridged.link_bandwidth == bridged.nvlink_bandwidth  # NVML did not say
+    fake_gpu(p, {p.uuid: dataclasses.replace(answer, nvlinks_up=0)})
+    info = detect("auto", specs)
+    assert info.spec.nvlink_bandwidth is None and info.spec.link_bandwidth == bridged.pcie_bandwidth
+    assert any("no NVLink" in w for w in info.warnings)
+    fake_gpu(p, {p.uuid: dataclasses.replace(answer, nvlinks_up=2)})
+    assert detect("auto", specs).spec.nvlink_bandwidth == bridged.nvlink_bandwidth
+
+
+def test_nvlink_states_are_counted_and_missing_links_are_not(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = _fake_pynvml(event_reasons=True)
+
+    def state(h: Any, link: int) -> int:
+        if link >= 4:
+            raise _FakeNvmlError("NotSupported")  # links the device does not have
+        return 1 if link < 3 else 0
+
+    fake.nvmlDeviceGetNvLinkState = state
+    monkeypatch.setattr(nvml, "_state", {"module": fake, "tried": True})
+    assert nvml.query_device("7a1c").nvlinks_up == 3
+    del fake.nvmlDeviceGetNvLinkState
+    assert nvml.query_device("7a1c").nvlinks_up is None
+
+
+def test_a_mig_slices_memory_share_is_the_profiles_gb_over_the_parts(fake_gpu: Any,
+                                                                   specs: tuple[HardwareSpec, ...]) -> None:
+    name = "NVIDIA A100-SXM4-80GB MIG 3g.40gb"
+    p = props(name, cc=(8, 0), sms=42, memory=39 * GIB + 512 * 2**20, uuid="MIG-3c40")  # torch: 42.4e9 bytes
+    fake_gpu(p, {p.uuid: nvml_info(name, 0x20B2, max_mem_clock_mhz=1593, memory_bus_width=5120)})
+    spec = detect("auto", specs).spec
+    assert spec.id == "a100-sxm4-80gb"
+    full = next(s for s in specs if s.id == "a100-sxm4-80gb")
+    assert spec.bandwidth == pytest.approx(full.bandwidth * 0.5)  # 40 of 80 GB, not 42.4 / 80

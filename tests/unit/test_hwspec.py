@@ -152,7 +152,8 @@ def test_peaks_for_rules(by_id: dict[str, HardwareSpec]) -> None:
     h200 = by_id["h200-sxm"]
     bf16 = h200.peaks_for("bfloat16")
     assert bf16.tensor_flops == 989.4e12
-    assert bf16.vector_flops == 66.9e12  # no public non-tensor BF16 figure: the fp32 vector peak
+    assert bf16.vector_flops == 133.8e12  # Hopper's packed non-tensor BF16: twice FP32 (architecture blog, Table 3)
+    assert by_id["b200"].peaks_for("bfloat16").vector_flops == 75e12  # no public figure: the fp32 vector peak
     assert bf16.bandwidth == 4.8e12
     assert bf16.source == "datasheet"
     fp32 = h200.peaks_for("float32")

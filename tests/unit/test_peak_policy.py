@@ -44,3 +44,38 @@ def test_an_analytic_cost_counts_its_convolutions_apart():
     cost = case_cost(case, [conv, matmul])
     assert cost.conv_flops == 2 * 8 * 16 * 16 * 8 * 9 and cost.tensor_flops == cost.conv_flops + 2 * 16**3
     assert case_cost(case, [conv], flops="1000").conv_flops == 0.0  # an expression: its share is not known
+
+
+def test_the_invalid_floor_of_an_fp32_case_is_at_the_tf32_rate_whatever_the_scoring_policy(tmp_path):
+    """A float32 matmul run on TF32 tensor cores beats the CUDA-core T_SOL honestly: it is scored against
+    the fp32 peak (the default policy) but never INVALID above the TF32 T_SOL."""
+    import yaml
+
+    from solbench.plan.workloads import case_result, plan
+    from solbench.results.model import ImplResult
+    from tests.unit.factories import make_timing
+
+    spec = {"name": "mm", "parameters": {"n": [4096]}, "dtypes": ["float32"],
+            "inputs": {"a": {"shape": ["n", "n"]}, "b": {"shape": ["n", "n"]}}, "outputs": {"c": {"shape": ["n", "n"]}},
+            "ops": [{"op": "matmul", "m": "n", "n": "n", "k": "n"}], "reference": "tests.unit.helpers:double",
+            "implementations": {"baseline": "tests.unit.helpers:double"}}
+    path = tmp_path / "mm.yaml"
+    path.write_text(yaml.safe_dump({"workloads": [spec]}))
+    (p,) = plan([path], "cuda")
+    (case,) = p.cases
+    flops = 2 * 4096 ** 3
+    t_fp32, t_tf32 = flops / FP32, flops / TF32
+    between = ImplResult("baseline", "ok", timing=make_timing([(t_fp32 + t_tf32) / 2] * 5))
+    below = ImplResult("baseline", "ok", timing=make_timing([t_tf32 * 0.9] * 5))
+    (ok,) = case_result(p, case, H200, [between]).impls
+    assert ok.status == "ok" and ok.score.sol > 1  # above the fp32 speed of light, which SOL says
+    (bad,) = case_result(p, case, H200, [below]).impls
+    assert bad.status == "invalid"
+
+
+@pytest.mark.parametrize("dtype", ["int16", "int32", "int64", "uint8", "bool"])
+def test_integer_cases_the_schema_accepts_are_priced_on_the_vector_units(dtype):
+    peaks = H200.peaks_for(dtype)
+    assert peaks.tensor_flops is None  # no matrix unit: matrix FLOPs fall back to the vector peak
+    assert peaks.vector_flops == H200.peaks_for("float32").vector_flops
+    assert peaks.bandwidth == H200.bandwidth

@@ -1,0 +1,110 @@
+"""An implementation that reads an input narrower, made once in set-up (``input_dtypes``: o_proj's FP8
+weight), is scored against its own bytes: its T_SOL, SOL, MBU, floor fraction and INVALID floor."""
+
+from dataclasses import replace
+
+import pytest
+import yaml
+
+from solbench.config.hwspecs import get_spec
+from solbench.errors import ConfigError
+from solbench.plan.workloads import case_result, impl_cost, plan
+from solbench.report import flags
+from solbench.report.console import run_tables
+from solbench.results.model import ImplResult
+from solbench.workload.schema import WorkloadFile
+from tests.unit.factories import make_run, make_timing
+
+H200 = get_spec("h200-sxm")
+
+
+def _o_proj(tokens: int):
+    (p,) = plan(["workloads/attn.yaml"], "cuda", only=("o_proj",), cases=(f"tokens={tokens},bfloat16",))
+    (case,) = p.cases
+    return p, case
+
+
+def _result(name: str, t: float) -> ImplResult:
+    return ImplResult(name, "ok", timing=make_timing([t * (1 + 0.001 * k) for k in range(-2, 3)]))
+
+
+def test_the_fp8_weight_is_counted_at_one_byte():
+    p, case = _o_proj(1)
+    hidden = 4096
+    bf16 = impl_cost(p, case, "fused")
+    fp8 = impl_cost(p, case, "fp8")
+    assert bf16.fused_bytes == 2 * (3 * hidden + hidden * hidden)  # x, residual, out and the weight, 16-bit
+    assert fp8.fused_bytes == 2 * 3 * hidden + hidden * hidden  # the weight as FP8
+    assert impl_cost(p, case, "fp8_dynamic").fused_bytes == fp8.fused_bytes
+    assert fp8.tensor_flops == bf16.tensor_flops  # the work is the same
+
+
+def test_an_fp8_time_between_its_own_t_sol_and_the_cases_is_scored_not_invalid():
+    p, case = _o_proj(1)
+    own_t_sol = impl_cost(p, case, "fp8").fused_bytes / H200.bandwidth
+    case_t_sol = impl_cost(p, case, "fused").fused_bytes / H200.bandwidth
+    t = (own_t_sol + case_t_sol) / 2  # faster than the bf16 weight can be read, slower than the FP8 one
+    scored = {r.name: r for r in case_result(p, case, H200, [_result("baseline", 20e-6), _result("fp8", t)]).impls}
+    fp8 = scored["fp8"]
+    assert fp8.status == "ok", fp8.message
+    assert fp8.score.t_sol == pytest.approx(own_t_sol)
+    assert fp8.score.sol == pytest.approx(own_t_sol / fp8.timing.median)
+    assert fp8.score.mbu == pytest.approx(fp8.score.fused_bytes / (fp8.timing.median * H200.bandwidth))
+    assert fp8.score.bound == "memory"
+    assert "own" in fp8.message and "w as float8_e4m3fn" in fp8.message
+    base = scored["baseline"]
+    assert base.score.t_sol == pytest.approx(case_t_sol)  # the baseline keeps the case's
+
+
+def test_below_its_own_t_sol_it_is_still_invalid():
+    p, case = _o_proj(1)
+    own_t_sol = impl_cost(p, case, "fp8").fused_bytes / H200.bandwidth
+    (fp8,) = case_result(p, case, H200, [_result("fp8", own_t_sol * 0.9)]).impls
+    assert fp8.status == "invalid" and fp8.score is None
+
+
+def test_the_floor_fraction_is_scaled_to_its_own_bytes():
+    p, case = _o_proj(1)
+    floor = replace(_result("floor", 8e-6), protocol={"part": "floor"})
+    scored = {r.name: r for r in case_result(p, case, H200, [floor, _result("fp8", 10e-6), _result("fused", 10e-6)]
+                                             ).impls}
+    ratio = impl_cost(p, case, "fp8").fused_bytes / impl_cost(p, case, "fused").fused_bytes
+    assert scored["fused"].score.floor_fraction == pytest.approx(floor.timing.median / scored["fused"].timing.median)
+    assert scored["fp8"].score.floor_fraction == pytest.approx(scored["fused"].score.floor_fraction * ratio)
+
+
+def test_the_table_shows_the_t_sol_each_row_is_scored_against_and_says_so():
+    p, case = _o_proj(1)
+    result = case_result(p, case, H200, [_result("baseline", 20e-6), _result("fp8", 10e-6)])
+    run = replace(make_run({}), cases=(result,))
+    by = {r.name: r for r in result.impls}
+    assert flags.own(result, by["fp8"]) and not flags.own(result, by["baseline"])
+    assert flags.t_sol(result, by["fp8"]).endswith(flags.OWN)
+    assert flags.OWN not in flags.t_sol(result, by["baseline"])
+    assert "own T_SOL" in flags.legend(run)
+    from rich.console import Console
+
+    console = Console(width=240, record=True)
+    for table in run_tables(run):
+        console.print(table)
+    text = console.export_text()
+    assert "3.50 µs *" in text and "7.00 µs" in text
+
+
+def _spec(**impl):
+    return {"name": "w", "parameters": {"n": [64]}, "dtypes": ["bfloat16"],
+            "inputs": {"x": {"shape": ["n", 8]}, "w": {"shape": [8, 8]}}, "outputs": {"y": {"shape": ["n", 8]}},
+            "ops": [{"op": "matmul", "m": "n", "n": 8, "k": 8}], "reference": "tests.unit.helpers:double",
+            "implementations": {"baseline": {"fn": "tests.unit.helpers:double", **impl}}}
+
+
+def test_input_dtypes_must_name_an_input():
+    with pytest.raises(ValueError, match="input_dtypes names 'v', which is not an input"):
+        WorkloadFile.model_validate({"workloads": [_spec(input_dtypes={"v": "float8_e4m3fn"})]})
+
+
+def test_widening_an_input_is_refused_at_its_line(tmp_path):
+    path = tmp_path / "w.yaml"
+    path.write_text(yaml.safe_dump({"workloads": [_spec(input_dtypes={"w": "float32"})]}, sort_keys=False))
+    with pytest.raises(ConfigError, match=r"w\.yaml:\d+.*widens 'w' from bfloat16 to float32"):
+        plan([path], "cpu")
