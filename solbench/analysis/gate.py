@@ -76,7 +76,7 @@ rounds says how many more rounds per side would decide it at the measured spread
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -128,6 +128,7 @@ __all__ = [
     "check_timing",
     "gate",
     "gate_with_rerun",
+    "unconfirmed",
     "looks_for",
     "merge_looks",
     "merge_samples",
@@ -582,6 +583,26 @@ def cases_to_rerun(result: GateResult) -> list[str]:
     return [v.key for v in result.verdicts if again(v)]
 
 
+UNCONFIRMED = ("between single runs (one process a side), not confirmed on a fresh process: a process's own "
+               "offset reaches several percent; measure each side with --repeat 3, or gate with run "
+               "--gate-against or ab, which re-measure it")
+
+
+def unconfirmed(result: GateResult, confirmed: Collection[str] = ()) -> GateResult:
+    """``result`` with every REGRESSION between single runs that was not re-measured (not in
+    ``confirmed``) made INCONCLUSIVE: samples of one process a side cannot tell the code from that
+    process's offset (module docstring, "Looks"). Standalone ``gate`` re-measures nothing; on a loaded
+    2-CPU machine four runs of one tree gave 5 REGRESSION exits in 12 ordered pairs this way."""
+    def demoted(v: GateCaseVerdict) -> GateCaseVerdict:
+        if v.verdict != "REGRESSION" or max(v.rounds_base, v.rounds_cur) > 1 or v.key in confirmed \
+                or v.ratio is None:
+            return v
+        return replace(v, verdict="INCONCLUSIVE", reason=f"{v.reason}; {UNCONFIRMED}")
+
+    vs = tuple(demoted(v) for v in result.verdicts)
+    return replace(result, verdicts=vs, overall=_overall(vs))
+
+
 def merge_looks(previous: GateResult, new: GateResult, measured: Sequence[str]) -> GateResult:
     """``new`` with the verdicts of ``previous`` kept for every key not in ``measured``.
 
@@ -634,6 +655,7 @@ def gate_with_rerun(base: Side, cur: RunResult, remeasure: Callable[[list[str], 
     kwargs = {**gate_kwargs, "looks": looks_for(0, rerun, step)}
     result = gate(base, cur, **kwargs)  # type: ignore[arg-type]
     rounds = 0
+    measured: set[str] = set()
     while rounds < rerun:
         keys = cases_to_rerun(result)
         if not keys:
@@ -641,5 +663,6 @@ def gate_with_rerun(base: Side, cur: RunResult, remeasure: Callable[[list[str], 
         n = min(step, rerun - rounds)
         cur = merge_samples(cur, remeasure(keys, n), keys)
         rounds += n
+        measured.update(keys)
         result = merge_looks(result, gate(base, cur, **kwargs), keys)  # type: ignore[arg-type]
-    return replace(result, reruns=rounds)
+    return replace(unconfirmed(result, measured), reruns=rounds)

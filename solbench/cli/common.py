@@ -138,7 +138,7 @@ def failures(result: RunResult) -> list[str]:
 
 class Saver:
     """Writes the run as it is measured, to the places chosen (and checked writable) before measuring:
-    ``-o FILE``, and a fresh ``results/<spec>/<time>_NAME.json`` with ``--save NAME`` (both when both
+    ``-o FILE``, and a fresh ``results/<spec>/<time>-<random>_NAME.json`` with ``--save NAME`` (both when both
     are given); without either, a fresh file under the results folder.
 
     While the run is in progress each file holds the run's record without its cases (rewritten only

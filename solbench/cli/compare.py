@@ -17,9 +17,9 @@ import click
 from rich.console import Console
 
 from solbench.analysis.compare import Comparison, compare_impls, compare_runs
-from solbench.analysis.gate import GateResult, gate, parse_threshold
+from solbench.analysis.gate import GateResult, gate, parse_threshold, unconfirmed
 from solbench.cli.common import read_run, refuse_markdown_path
-from solbench.errors import ConfigError, ResultsFormatError
+from solbench.errors import ConfigError, ResultsFormatError, SolbenchError
 from solbench.report.compare_console import comparison_table, gate_table
 from solbench.report.compare_json import comparison_json, gate_json
 from solbench.report.junit import gate_junit
@@ -200,18 +200,33 @@ def gate_cmd(baseline: tuple[str, ...], current: tuple[str, ...], threshold: str
     for path in (junit, markdown_file):
         if path:
             _check_writable(path)
-    result = gate(base, cur, threshold=tau, alpha=alpha, allow_cross_hardware=allow_cross_hardware, impl=impl)
+    try:
+        result = unconfirmed(gate(base, cur, threshold=tau, alpha=alpha, allow_cross_hardware=allow_cross_hardware,
+                                  impl=impl))  # nothing here re-measures a single run's REGRESSION
+    except SolbenchError as exc:  # refused: the JUnit file says so, not what an earlier job left there
+        if junit:
+            from solbench.report.junit import refused_junit
+
+            Path(junit).write_text(refused_junit(str(exc)), encoding="utf-8")
+        raise
     emit_gate(result, junit=junit, markdown_file=markdown_file, as_json=as_json, as_markdown=as_markdown)
     sys.exit(result.exit_code)
 
 
 def _check_writable(path: str) -> None:
-    """ConfigError (exit 2, one line) unless ``path`` can be written (checked before any work)."""
+    """ConfigError (exit 2, one line) unless ``path`` can be written (checked before any work, by a
+    scratch file beside it: the target is neither created nor touched)."""
+    import tempfile
+
     from solbench.errors import ConfigError
 
     target = Path(path)
+    if target.is_dir():
+        raise ConfigError(f"{path}: a folder, not a file")
+    if target.exists() and not os.access(target, os.W_OK):
+        raise ConfigError(f"{path}: cannot write: permission denied")
     try:
-        with open(target, "a", encoding="utf-8"):
+        with tempfile.NamedTemporaryFile(dir=target.parent if str(target.parent) else ".", prefix=".solbench-"):
             pass
     except OSError as exc:
         raise ConfigError(f"{path}: cannot write: {exc.strerror or exc}") from None

@@ -111,7 +111,7 @@ from solbench.results.model import RunResult
 @click.option("--force", is_flag=True, help="Allow -o to overwrite an existing file.")
 @click.option("--tuned", type=click.Path(dir_okay=False, exists=True),
               help="Use the configurations `solbench tune` stored in this file.")
-@click.option("--save", "save_name", metavar="NAME", help="Save as results/<spec>/<time>_NAME.json.")
+@click.option("--save", "save_name", metavar="NAME", help="Save as results/<spec>/<time>-<random>_NAME.json.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the result JSON here.")
 @click.option("--results-dir", type=click.Path(file_okay=False), default="results", show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the result JSON to stdout.")

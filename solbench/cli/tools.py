@@ -178,7 +178,7 @@ def _label(run: RunResult) -> str:
               help="A winner whose gain's 95% CI lies within +-this of 1 is SAME: hand-picked stays.")
 @click.option("--device", default="auto", show_default=True, metavar="auto|cpu|cuda|cuda:N")
 @click.option("-o", "--output", type=click.Path(dir_okay=False),
-              help="Every configuration's result (JSON); default results/<spec>/<time>_tune.json.")
+              help="Every configuration's result (JSON); default results/<spec>/<time>-<random>_tune.json.")
 @click.option("--tuned-file", type=click.Path(dir_okay=False),
               help="Tuned configurations for `run --tuned` (merged); default results/<spec>/tuned.json.")
 @click.option("--results-dir", type=click.Path(file_okay=False), default="results", show_default=True)

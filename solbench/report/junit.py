@@ -25,7 +25,7 @@ import xml.etree.ElementTree as ET
 from solbench.analysis.gate import GateCaseVerdict, GateResult
 from solbench.report.units import format_ci, format_p, format_ratio
 
-__all__ = ["gate_junit"]
+__all__ = ["gate_junit", "refused_junit"]
 
 
 def _testcase(parent: ET.Element, v: GateCaseVerdict) -> None:
@@ -67,5 +67,16 @@ def gate_junit(g: GateResult, suite_name: str = "solbench-gate") -> str:
         ET.SubElement(props, "property", name=name, value=value)
     for v in g.verdicts:
         _testcase(suite, v)
+    ET.indent(root)
+    return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def refused_junit(message: str, suite_name: str = "solbench-gate") -> str:
+    """A JUnit document for a gate that could not decide anything (bad input, runs refused): one
+    testcase in error, so that a CI report shows the refusal and never an earlier job's verdicts."""
+    root = ET.Element("testsuites", name=suite_name, tests="1", failures="0", errors="1", skipped="0")
+    suite = ET.SubElement(root, "testsuite", name=suite_name, tests="1", failures="0", errors="1", skipped="0")
+    case = ET.SubElement(suite, "testcase", classname=suite_name, name="gate")
+    ET.SubElement(case, "error", message=message, type="refused").text = message
     ET.indent(root)
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"

@@ -47,22 +47,24 @@ def make_env(**overrides: object) -> Environment:
     return Environment(**fields)  # type: ignore[arg-type]
 
 
-def make_timing(samples: Sequence[float]) -> Timing:
-    """Timing with the median and a rough order-statistic CI of the samples."""
+def make_timing(samples: Sequence[float], rounds: int = 1) -> Timing:
+    """Timing with the median and a rough order-statistic CI of the samples; ``rounds`` > 1 labels
+    them as that many rounds (processes) of consecutive samples."""
     s = tuple(float(x) for x in samples)
     if not s:
         return Timing((), 0.0, 0.0, 0.0, "max_samples")
     srt = sorted(s)
     k = max(len(s) // 4, 0)
-    return Timing(s, statistics.median(s), srt[k], srt[-1 - k], "converged")
+    labels = tuple(i * rounds // len(s) for i in range(len(s))) if rounds > 1 else ()
+    return Timing(s, statistics.median(s), srt[k], srt[-1 - k], "converged", rounds=labels)
 
 
 def make_impl(name: str, samples: Sequence[float], status: Status = "ok",
-              message: str = "synthetic failure") -> ImplResult:
+              message: str = "synthetic failure", rounds: int = 1) -> ImplResult:
     """An implementation result; failed statuses carry no timing or score."""
     if status != "ok":
         return ImplResult(name=name, status=status, message=message, log_tail="last line of the worker")
-    timing = make_timing(samples)
+    timing = make_timing(samples, rounds)
     med = timing.median or 1.0
     score = Score(sol=T_SOL / med, mfu=None, mbu=T_SOL / med, achieved_flops=1e12,
                   achieved_bandwidth=1e12, speedup=None, s_score=None)
@@ -71,8 +73,8 @@ def make_impl(name: str, samples: Sequence[float], status: Status = "ok",
 
 def make_case(case_id: str, impls: Mapping[str, Sequence[float]], *, workload: str = "demo",
               statuses: Mapping[str, Status] | None = None,
-              messages: Mapping[str, str] | None = None) -> CaseResult:
-    """A case whose implementations have the given samples (seconds)."""
+              messages: Mapping[str, str] | None = None, rounds: int = 1) -> CaseResult:
+    """A case whose implementations have the given samples (seconds), in ``rounds`` rounds."""
     statuses, messages = statuses or {}, messages or {}
     cost = Cost(dtype="bf16", tensor_flops=2e9, vector_flops=0.0, fused_bytes=1e8, unfused_bytes=1e8)
     peaks = Peaks(tensor_flops=989e12, vector_flops=67e12, bandwidth=3.35e12, source="datasheet")
@@ -80,7 +82,7 @@ def make_case(case_id: str, impls: Mapping[str, Sequence[float]], *, workload: s
         workload=workload, case_id=case_id, params={"n": 1024}, dtype="bf16", cost=cost,
         peaks=peaks, t_sol=T_SOL, bound="memory", intensity=20.0,
         impls=tuple(make_impl(name, s, statuses.get(f"{case_id}/{name}", "ok"),
-                              messages.get(f"{case_id}/{name}", "synthetic failure"))
+                              messages.get(f"{case_id}/{name}", "synthetic failure"), rounds)
                     for name, s in impls.items()),
     )
 
@@ -88,12 +90,13 @@ def make_case(case_id: str, impls: Mapping[str, Sequence[float]], *, workload: s
 def make_run(cases: Mapping[str, Mapping[str, Sequence[float]]], *,
              environment: Environment | None = None, workloads: Mapping[str, str] | None = None,
              statuses: Mapping[str, Status] | None = None, messages: Mapping[str, str] | None = None,
-             gate_thresholds: Mapping[str, float] | None = None) -> RunResult:
+             gate_thresholds: Mapping[str, float] | None = None, rounds: int = 1) -> RunResult:
     """A RunResult from ``{case_id: {impl: samples}}``.
 
     ``workloads`` maps case_id to workload name (default "demo"); ``statuses``
     maps ``"case_id/impl"`` to a non-ok status and ``messages`` to its message;
-    ``gate_thresholds`` maps workload names to the thresholds the run recorded.
+    ``gate_thresholds`` maps workload names to the thresholds the run recorded; ``rounds`` > 1
+    labels each implementation's samples as that many rounds.
     """
     workloads = workloads or {}
     protocol = Protocol(timer="cold", warmup=3, min_samples=10, max_samples=100,
@@ -102,7 +105,7 @@ def make_run(cases: Mapping[str, Mapping[str, Sequence[float]]], *,
         created="2025-01-01T00:00:00Z", environment=environment or make_env(),
         spec=SpecRef(id="h100-sxm", name="H100 SXM", source="datasheet"), protocol=protocol,
         cases=tuple(make_case(cid, impls, workload=workloads.get(cid, "demo"), statuses=statuses,
-                              messages=messages)
+                              messages=messages, rounds=rounds)
                     for cid, impls in cases.items()),
         gate_thresholds=dict(gate_thresholds or {}),
     )

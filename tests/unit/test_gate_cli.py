@@ -24,14 +24,15 @@ N = 30
 CASE = "mm[n=64,float32]"
 
 
-def _runs(tmp_path: Path, cur_kernel: float = 1e-3, *, noise: float = 0.01, **cur_kwargs) -> tuple[str, str]:
+def _runs(tmp_path: Path, cur_kernel: float = 1e-3, *, noise: float = 0.01, rounds: int = 1,
+          **cur_kwargs) -> tuple[str, str]:
     """Save a baseline (kernel and baseline impl at 1 ms) and a current run; return both paths."""
     rng = np.random.default_rng(0)
     wl = {CASE: "mm"}
     base = make_run({CASE: {"baseline": noisy(rng, N, 1e-3, noise), "kernel": noisy(rng, N, 1e-3, noise)}},
-                    workloads=wl)
+                    workloads=wl, rounds=rounds)
     cur = make_run({CASE: {"baseline": noisy(rng, N, 1e-3, noise), "kernel": noisy(rng, N, cur_kernel, noise)}},
-                   workloads=wl, **cur_kwargs)
+                   workloads=wl, rounds=rounds, **cur_kwargs)
     return (str(store.save(base, tmp_path / "base.json")), str(store.save(cur, tmp_path / "cur.json")))
 
 
@@ -46,7 +47,7 @@ def _junit_cases(path: Path) -> dict[str, ET.Element]:
 # ---- `solbench gate` on saved runs -------------------------------------------------------
 
 def test_slower_run_is_a_regression_exit_1(tmp_path, monkeypatch):
-    base, cur = _runs(tmp_path, cur_kernel=1.3e-3)
+    base, cur = _runs(tmp_path, cur_kernel=1.3e-3, rounds=3)
     junit, summary = tmp_path / "gate.xml", tmp_path / "summary.md"
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
     r = _gate("--baseline", base, "--current", cur, "--junit", str(junit))
@@ -55,6 +56,41 @@ def test_slower_run_is_a_regression_exit_1(tmp_path, monkeypatch):
     cases = _junit_cases(junit)
     assert cases[f"{CASE}/kernel"].find("failure").get("type") == "REGRESSION"
     assert cases[f"{CASE}/baseline"].find("failure") is None  # same 1 ms on both sides
+
+
+def test_a_regression_between_single_runs_is_not_confirmed_exit_3(tmp_path):
+    """One process a side cannot tell the code from that process's offset: nothing here re-measures,
+    so the slowdown is INCONCLUSIVE, and the reason says how to decide it."""
+    base, cur = _runs(tmp_path, cur_kernel=1.3e-3)
+    junit = tmp_path / "gate.xml"
+    r = _gate("--baseline", base, "--current", cur, "--json", "--junit", str(junit))
+    assert r.exit_code == 3, r.output
+    v = {v["key"]: v for v in json.loads(r.stdout)["verdicts"]}[f"{CASE}/kernel"]
+    assert v["verdict"] == "INCONCLUSIVE" and v["ratio"] > 1.2
+    assert "--repeat 3" in v["reason"] and "not confirmed" in v["reason"]
+    assert _junit_cases(junit)[f"{CASE}/kernel"].find("failure") is None
+
+
+def test_a_refused_gate_leaves_a_junit_error_not_an_earlier_jobs_verdicts(tmp_path):
+    base, cur = _runs(tmp_path)
+    junit = tmp_path / "gate.xml"
+    junit.write_text("<testsuites><testsuite><testcase name='old'/></testsuite></testsuites>")
+    other = store.save(make_run({"other[n=1]": {"kernel": [1e-3] * N}}), tmp_path / "other.json")
+    r = _gate("--baseline", base, "--current", str(other), "--junit", str(junit))
+    assert r.exit_code == 2 and "no measured case in common" in r.output
+    (case,) = ET.parse(junit).getroot().iter("testcase")
+    assert case.get("name") == "gate" and "no measured case in common" in case.find("error").get("message")
+
+
+def test_checking_where_the_junit_goes_does_not_create_it(tmp_path):
+    from solbench.cli.compare import _check_writable
+    from solbench.errors import ConfigError
+
+    junit = tmp_path / "gate.xml"
+    _check_writable(str(junit))
+    assert not junit.exists() and list(tmp_path.iterdir()) == []  # no scratch file left either
+    with pytest.raises(ConfigError, match="cannot write"):
+        _check_writable(str(tmp_path / "no-such-folder" / "gate.xml"))
 
 
 def test_same_samples_pass_exit_0(tmp_path):
@@ -114,9 +150,9 @@ def _close_runs(tmp_path: Path, recorded: dict[str, float]) -> tuple[str, str]:
     wl_file = tmp_path / "mm.yaml"  # what the run recorded as its workload file, now edited
     wl_file.write_text("workloads:\n  - name: mm\n    gate_threshold: 0.5\n")
     rng = np.random.default_rng(2)
-    base = make_run({CASE: {"kernel": noisy(rng, N, 1e-3, 0.002)}}, workloads={CASE: "mm"})
+    base = make_run({CASE: {"kernel": noisy(rng, N, 1e-3, 0.002)}}, workloads={CASE: "mm"}, rounds=3)
     cur = make_run({CASE: {"kernel": noisy(rng, N, 1.07e-3, 0.002)}}, workloads={CASE: "mm"},
-                   gate_thresholds=recorded)
+                   gate_thresholds=recorded, rounds=3)
     cur = replace(cur, workload_files=(str(wl_file),))
     return str(store.save(base, tmp_path / "b.json")), str(store.save(cur, tmp_path / "c.json"))
 

@@ -51,7 +51,8 @@ def test_the_readme_walkthrough_from_a_fresh_folder(tmp_path: Path) -> None:
     assert "geomean speedup of head over nightly" in cmp.stdout
 
     gate = _solbench(tmp_path, "gate", "--baseline", "nightly", "--current", "head", "--junit", "gate.xml")
-    assert gate.returncode in (0, 1, 3), gate.stderr  # two runs on a shared CPU: any verdict, never bad input
+    # two single-round runs on a shared CPU: pass or undecided, never a regression no process confirmed
+    assert gate.returncode in (0, 3), gate.stderr
     assert f"read baseline: results/cpu/{nightly.name}" in gate.stderr
     suite = ET.parse(tmp_path / "gate.xml").getroot()
     # 2 cases x 3 implementations measured on the CPU; the byte floor is measured too, never gated
