@@ -128,11 +128,11 @@ __all__ = [
     "check_timing",
     "gate",
     "gate_with_rerun",
-    "unconfirmed",
     "looks_for",
     "merge_looks",
     "merge_samples",
     "parse_threshold",
+    "unconfirmed",
 ]
 
 

@@ -72,7 +72,7 @@ def test_a_regression_between_single_runs_is_not_confirmed_exit_3(tmp_path):
 
 
 def test_a_refused_gate_leaves_a_junit_error_not_an_earlier_jobs_verdicts(tmp_path):
-    base, cur = _runs(tmp_path)
+    base, _ = _runs(tmp_path)
     junit = tmp_path / "gate.xml"
     junit.write_text("<testsuites><testsuite><testcase name='old'/></testsuite></testsuites>")
     other = store.save(make_run({"other[n=1]": {"kernel": [1e-3] * N}}), tmp_path / "other.json")
