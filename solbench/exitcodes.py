@@ -5,6 +5,8 @@
     1    a gate found a regression, or a case that was ok in the baseline is not ok now
     4    an implementation failed: incorrect, invalid, error, crashed, timeout, oom or reward_hack
     2    bad input or usage: the command could not do what was asked
+    5    solbench itself failed (an unexpected exception, a bug: the traceback says where); never 1,
+         which a CI reads as a regression of the code under test
     130  interrupted (Ctrl-C); what was measured is saved, marked incomplete
     143  terminated (SIGTERM, e.g. a cancelled CI job): as Ctrl-C
 
@@ -20,10 +22,11 @@ REGRESSION = 1
 USAGE = 2
 INCONCLUSIVE = 3
 IMPL_FAILED = 4
+INTERNAL = 5
 INTERRUPTED = 130
 TERMINATED = 143
 
-SEVERITY: tuple[int, ...] = (OK, INCONCLUSIVE, REGRESSION, IMPL_FAILED, USAGE, INTERRUPTED, TERMINATED)
+SEVERITY: tuple[int, ...] = (OK, INCONCLUSIVE, REGRESSION, IMPL_FAILED, USAGE, INTERNAL, INTERRUPTED, TERMINATED)
 
 
 def worst(*codes: int) -> int:

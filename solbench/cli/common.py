@@ -113,6 +113,15 @@ def handle_errors(fn: F) -> F:
         except KeyboardInterrupt:
             click.echo("interrupted", err=True)
             sys.exit(interrupted_code())
+        except (click.exceptions.ClickException, click.exceptions.Abort, click.exceptions.Exit):
+            raise  # click's own: usage errors (exit 2) and --help
+        except Exception:  # a bug in solbench, not in the code under test: never exit 1 (a regression)
+            import traceback
+
+            traceback.print_exc()
+            click.echo(f"error: solbench failed unexpectedly (exit {exitcodes.INTERNAL}); the traceback above "
+                       "says where", err=True)
+            sys.exit(exitcodes.INTERNAL)
         finally:
             if previous is not None:
                 signal.signal(signal.SIGTERM, previous)
@@ -208,14 +217,24 @@ class Saver:
 
 
 def finish(result: RunResult, out: Console, as_json: bool, *, saved: Path | Sequence[Path] | None = None) -> None:
-    if as_json:
-        click.echo(store.dumps(result, derived(result)))
+    """Print a run: its tables, or its JSON alone on stdout. With ``--json`` or ``-q``, stderr still
+    says which implementations failed (the exit code's reason) and where the run was saved."""
+    paths = [saved] if isinstance(saved, Path) else list(saved or ())
+    if as_json or out.quiet:
+        if as_json:
+            click.echo(store.dumps(result, derived(result)))
+        for c in result.cases:
+            for r in c.impls:
+                if r.status in FAILED_STATUSES:
+                    click.echo(f"{c.case_id} {r.name}: {r.status.upper()}: {r.message}", err=True)
+        for path in paths:
+            click.echo(f"saved {path}", err=True)
         return
     print_run(out, result)
     for note in result.notes:
         if note.startswith("skipped "):  # a case this machine cannot run (its inputs are not here)
             out.print(note, style="yellow", markup=False)
-    for path in [saved] if isinstance(saved, Path) else saved or ():
+    for path in paths:
         out.print(f"saved {path}", style="dim")
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import click
@@ -25,6 +26,7 @@ from solbench.report.compare_json import comparison_json, gate_json
 from solbench.report.junit import gate_junit
 from solbench.report.markdown import comparison_markdown, gate_markdown, undecided_note
 from solbench.results import store
+from solbench.results.model import RunResult
 
 _compare_threshold = click.option("--threshold", default="5%", show_default=True,
                                   help="Smallest change that counts: '5%', '0.05' or 'median:5%'.")
@@ -97,6 +99,7 @@ def compare(a: str | None, b: str | None, baselines: tuple[str, ...], currents: 
             raise click.UsageError("give --baseline RUN... and --current RUN... together, instead of A B")
         sides = ([read_run(x, rdir, "baseline") for x in baselines],
                  [read_run(x, rdir, "current") for x in currents])
+        _check_impl(impl, [*sides[0], *sides[1]])
         result = compare_runs(sides[0], sides[1], impl=impl, threshold=tau, label_a=_label(baselines),
                               label_b=_label(currents))
         _show_comparison(result, as_json, as_markdown)
@@ -105,6 +108,7 @@ def compare(a: str | None, b: str | None, baselines: tuple[str, ...], currents: 
         raise click.UsageError("compare needs A and B (runs or implementations), or --baseline and --current")
     runs = _as_runs(a, b, rdir) if run_file is None else None
     if runs is not None:
+        _check_impl(impl, runs)
         result = compare_runs(runs[0], runs[1], impl=impl, threshold=tau, label_a=a, label_b=b)
     else:
         run = read_run(run_file, rdir)
@@ -115,6 +119,14 @@ def compare(a: str | None, b: str | None, baselines: tuple[str, ...], currents: 
                                   f"of the run (implementations: {', '.join(sorted(names))})")
         result = compare_impls(run, a, b, threshold=tau)
     _show_comparison(result, as_json, as_markdown)
+
+
+def _check_impl(impl: str | None, runs: Sequence[RunResult]) -> None:
+    """ConfigError for an ``--impl`` no run holds, listing those they do (a misspelled name would
+    otherwise compare nothing and pass)."""
+    names = {r.name for run in runs for c in run.cases for r in c.impls}
+    if impl is not None and impl not in names:
+        raise ConfigError(f"--impl {impl}: no such implementation in the runs (they hold: {', '.join(sorted(names))})")
 
 
 def _label(names: tuple[str, ...]) -> str:
@@ -201,6 +213,7 @@ def gate_cmd(baseline: tuple[str, ...], current: tuple[str, ...], threshold: str
         if path:
             _check_writable(path)
     try:
+        _check_impl(impl, [*base, *cur])
         result = unconfirmed(gate(base, cur, threshold=tau, alpha=alpha, allow_cross_hardware=allow_cross_hardware,
                                   impl=impl))  # nothing here re-measures a single run's REGRESSION
     except SolbenchError as exc:  # refused: the JUnit file says so, not what an earlier job left there

@@ -77,8 +77,15 @@ def plan(files: Sequence[str | Path], device_kind: str, only: Sequence[str] = ()
     planned: list[Planned] = []
     every_id: list[str] = []
     known: set[str] = set()
+    first: dict[str, Path] = {}  # workload name -> the file that defined it
     for f in files:
         for spec, path, i in load_specs(Path(f), device_kind, only, impls, solutions):
+            if spec.name in first:
+                again = "given twice" if Path(first[spec.name]).resolve() == Path(path).resolve() else \
+                    f"also defined in {first[spec.name]}"
+                raise ConfigError(f"{path}: workload {spec.name!r} {again}: a run measures each workload once, and "
+                                  "its cases must be unique to compare or gate it (rename one, or give the file once)")
+            first[spec.name] = path
             known.add(spec.name)
             if only and spec.name not in only:
                 continue

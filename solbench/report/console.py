@@ -90,7 +90,7 @@ def run_header(run: RunResult) -> str:
     if p.timer != "none":
         how = {"cold": "CUDA events, L2 flushed, launch latency hidden",
                "graph": "CUDA-graph replay, warm L2", "cpu": "wall clock"}.get(p.timer, p.timer)
-        parts.append(f"timer {p.timer} ({how}); median, stop at 95% CI ±{p.target_rel_ci:.0%} "
+        parts.append(f"timer {p.timer} ({how}); median, stop at 95% CI ±{p.target_rel_ci * 100:.3g}% "
                      f"or {p.budget_s:g} s, >= {p.min_samples} samples")
     if p.flush == "clean":
         parts.append("flush clean")

@@ -110,7 +110,7 @@ def legend(run: RunResult) -> str:
                 for v in (r.score.sol, r.score.mfu, r.score.mbu))
     parts = []
     if WIDE in marks:
-        parts.append(f"{WIDE} the 95% CI is wider than the target ±{p.target_rel_ci:.0%}")
+        parts.append(f"{WIDE} the 95% CI is wider than the target ±{p.target_rel_ci * 100:.3g}%")
     if STOPPED in marks:
         parts.append(f"{STOPPED} sampling stopped on the budget ({p.budget_s:g} s) or the sample cap "
                      f"({p.max_samples}) before the CI reached the target")

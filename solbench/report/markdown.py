@@ -205,7 +205,7 @@ def run_markdown(run: RunResult, fast_ps: Sequence[float] = DEFAULT_PS) -> str:
     env, p = run.environment, run.protocol
     lines = [f"### solbench run: {_cell(env.device_name)} ({run.spec.id}, {run.spec.source} peaks)", "",
              f"timer `{p.timer}`{f' (flush {p.flush})' if p.flush else ''}, median of adaptive samples "
-             f"(95% CI of the median within ±{p.target_rel_ci:.0%} or {p.budget_s:g} s), "
+             f"(95% CI of the median within ±{p.target_rel_ci * 100:.3g}% or {p.budget_s:g} s), "
              f"torch {env.torch}, CUDA {env.cuda}, driver {env.driver}, {run.created}", ""]
     by_workload: dict[str, list[CaseResult]] = {}
     for case in run.cases:

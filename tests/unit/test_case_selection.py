@@ -56,3 +56,17 @@ def test_run_measures_only_the_selected_overridden_case(tmp_path: Path) -> None:
     data = json.loads(out.read_text())
     assert [c["case_id"] for c in data["cases"]] == ["o_proj[tokens=24,hidden=512,float32]"]
     assert {i["name"]: i["status"] for i in data["cases"][0]["impls"]} == {"baseline": "ok", "fused": "ok", "floor": "ok"}
+
+
+def test_a_workload_given_twice_is_refused_before_anything_runs(tmp_path):
+    import shutil
+
+    from solbench.errors import ConfigError
+    from solbench.plan.workloads import plan
+
+    with pytest.raises(ConfigError, match="workload 'o_proj' given twice"):
+        plan(["workloads/attn.yaml", "workloads/attn.yaml"], "cpu")
+    copy = tmp_path / "attn2.yaml"
+    shutil.copy("workloads/attn.yaml", copy)
+    with pytest.raises(ConfigError, match=r"workload 'o_proj' also defined in workloads/attn\.yaml"):
+        plan(["workloads/attn.yaml", str(copy)], "cpu")

@@ -38,9 +38,24 @@ def test_run_json_to_stdout_is_the_result(runner, tmp_path):
     result = runner.invoke(main, ["run", "tests/data/double.yaml", "--device", "cpu", "--json", "-i", "baseline",
                                   "--results-dir", str(tmp_path / "results"), *FAST])
     assert result.exit_code == 0, result.output
-    data = json.loads(result.output)
+    data = json.loads(result.stdout)  # stdout holds the JSON alone
     assert data["schema_version"] == 2
     assert {i["name"] for c in data["cases"] for i in c["impls"]} == {"baseline"}
+    (saved,) = (tmp_path / "results").rglob("*.json")
+    assert f"saved {saved.relative_to(tmp_path)}" in result.stderr or f"saved {saved}" in result.stderr
+
+
+@pytest.mark.parametrize("quiet", [["--json"], ["-q"]])
+def test_json_or_quiet_still_say_on_stderr_what_failed_and_where_it_was_saved(runner, tmp_path, quiet):
+    out = tmp_path / "d.json"
+    result = runner.invoke(main, ["run", "tests/data/double.yaml", "--device", "cpu", "-o", str(out), *quiet, *FAST])
+    assert result.exit_code == 4
+    assert "double[n=64,float32] wrong: INCORRECT: " in result.stderr
+    assert f"saved {out}" in result.stderr
+    if quiet == ["-q"]:
+        assert result.stdout == ""
+    else:
+        assert json.loads(result.stdout)["cases"]
 
 
 def test_incorrect_and_unwritten_outputs_are_caught(runner, tmp_path):
@@ -148,3 +163,17 @@ def test_every_shipped_workload_runs_end_to_end_on_cpu(runner, tmp_path, workloa
             assert r.correctness is None and r.score is None and r.timing is not None
         else:
             assert r.correctness is not None and r.correctness.passed
+
+
+def test_a_bug_in_solbench_exits_5_never_1(runner, monkeypatch):
+    """1 is a regression of the code under test: an unexpected exception of solbench's own is not."""
+    from solbench import api, exitcodes
+
+    def broken():
+        raise AttributeError("'Implementation' object has no attribute 'bytes'")
+
+    monkeypatch.setattr(api, "device_summary", broken)
+    result = runner.invoke(main, ["info"])
+    assert result.exit_code == exitcodes.INTERNAL == 5
+    assert "solbench failed unexpectedly" in result.output and "AttributeError" in result.output
+    assert exitcodes.worst(exitcodes.REGRESSION, exitcodes.INTERNAL) == exitcodes.INTERNAL

@@ -304,3 +304,12 @@ def test_an_incomplete_current_run_is_refused(tmp_path):
     result = CliRunner().invoke(main, ["gate", "--baseline", str(out), "--current", str(out), "--junit",
                                        str(unwritable)])
     assert result.exit_code == 2 and "cannot write" in result.output and "Traceback" not in result.output
+
+
+def test_a_misspelled_impl_is_refused_with_the_names_the_runs_hold(tmp_path):
+    base, cur = _runs(tmp_path)
+    for command in (["compare", base, cur, "--impl", "kernal"],
+                    ["gate", "--baseline", base, "--current", cur, "--impl", "kernal"]):
+        r = CliRunner().invoke(main, command)
+        assert r.exit_code == 2, r.output
+        assert "--impl kernal: no such implementation" in r.output and "baseline, kernel" in r.output

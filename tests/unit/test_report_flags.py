@@ -118,3 +118,14 @@ def test_rounds_that_launched_the_same_kernels_with_other_grids_are_marked_too()
     assert flags.result_marks(r, 0.01) == "§"
     legend = flags.legend(replace(run, cases=(replace(case, impls=(r,)),)))
     assert "§ the rounds ran different kernels" in legend and "kernel_shapes_by_round" in legend
+
+
+def test_a_target_below_half_a_percent_is_not_shown_as_zero():
+    from dataclasses import replace
+
+    from solbench.report.console import run_header
+    from tests.unit.factories import make_run
+
+    run = make_run({"c": {"baseline": [1e-3] * 5}})
+    run = replace(run, protocol=replace(run.protocol, target_rel_ci=0.003))
+    assert "±0.3%" in run_header(run) and "±0%" not in run_header(run)
