@@ -113,6 +113,10 @@ def compare(a: str | None, b: str | None, baselines: tuple[str, ...], currents: 
     else:
         run = read_run(run_file, rdir)
         names = {r.name for c in run.cases for r in c.impls}
+        if not names:
+            state = "incomplete: stopped before its first case" if not run.complete else "empty"
+            raise ConfigError(f"{a!r} and {b!r} are neither result files nor saved runs, and the run to compare "
+                              f"them in holds no case ({state}); name one with --run")
         for name in (a, b):
             if name not in names:
                 raise ConfigError(f"{name!r} is neither a result file, a saved run, nor an implementation "

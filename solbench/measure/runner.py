@@ -39,7 +39,13 @@ def prepare_case(spec: WorkloadSpec, case: Case, device: str, base_dir: Path | N
         with _exact_fp32() if spec.reference_dtype != "declared" else contextlib.nullcontext():
             value = _call(reference, {**tensors.upcast(inputs, spec.reference_dtype), **spec.reference_params},
                           case.params, case.scope)
-        refs.append(tensors.as_outputs(value, names, strict=False))
+        ref = tensors.as_outputs(value, names, strict=False)
+        for r, t in zip(ref, case.outputs, strict=True):
+            if not t.traced and tuple(r.shape) != tuple(t.shape):
+                raise ValueError(f"the workload's reference {spec.reference} returned {t.name} of shape "
+                                 f"{tuple(r.shape)}, but the workload declares {tuple(t.shape)}: the workload file's "
+                                 "outputs or its reference are wrong, not the implementation")
+        refs.append(ref)
         sets.append(inputs)
     return CaseInputs(tuple(sets), tuple(refs))
 
@@ -74,12 +80,38 @@ def build_launches(impl: Implementation, case: Case, sets: Sequence[Mapping[str,
     all_kwargs: list[dict[str, Any]] = []
     for inputs in sets:
         extra = {k: v for k, v in impl.params.items() if setup and _accepts(setup, k)}
-        kwargs = dict(_call(setup, {**inputs, **extra}, case.params, case.scope)) if setup else dict(inputs)
+        if setup:
+            prepared = _call(setup, {**inputs, **extra}, case.params, case.scope)
+            if not isinstance(prepared, Mapping):
+                raise TypeError(f"setup {impl.setup} returned {type(prepared).__name__}, not a dict: setup returns "
+                                f"the keyword arguments {impl.fn} is called with")
+            kwargs = dict(prepared)
+        else:
+            kwargs = dict(inputs)
         kwargs.update(impl.params)  # fixed (e.g. tuned) keyword arguments of fn
+        _check_takes(fn, impl, {**kwargs, **params_for(fn, case.params, kwargs, case.scope)}, bool(setup))
         call = functools.partial(fn, **kwargs, **params_for(fn, case.params, kwargs, case.scope))
         launches.append(_destination(call, case, inputs) if impl.destination else call)
         all_kwargs.append(kwargs)
     return (launches, all_kwargs) if with_kwargs else launches
+
+
+def _check_takes(fn: Callable[..., Any], impl: Implementation, kwargs: Mapping[str, Any], setup: bool) -> None:
+    """A TypeError naming what ``fn`` is given and what it takes, when it cannot take those keyword
+    arguments (a function written for other input names): said here, not from deep in a timed call."""
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):  # a builtin or C function: nothing to check
+        return
+    params = sig.parameters.values()
+    if any(p.kind is p.VAR_KEYWORD for p in params):
+        return
+    taken = {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    extra = sorted(set(kwargs) - taken)
+    if extra:
+        source = "what its setup returns" if setup else "the workload's inputs"
+        raise TypeError(f"{impl.fn} takes ({', '.join(sorted(taken))}) but is called with {', '.join(sorted(kwargs))} "
+                        f"({source}, as keyword arguments): {', '.join(extra)} not taken")
 
 
 def _destination(call: Callable[..., Any], case: Case, inputs: Mapping[str, Any]) -> Callable[[], Any]:

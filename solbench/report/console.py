@@ -105,6 +105,9 @@ def run_header(run: RunResult) -> str:
         parts.append(f"SM clock at end {env.sm_clock_end_mhz} MHz (max {env.max_sm_clock_mhz})")
     if env.clocks_locked is not None:
         parts.append("clocks locked" if env.clocks_locked else "clocks not locked")
+    if not run.complete:  # interrupted, cancelled or killed before its last save
+        parts.insert(0, f"INCOMPLETE: stopped after {len(run.cases)} case(s) (interrupted or cancelled); gate refuses "
+                        "it as the current run")
     return " · ".join(parts)
 
 

@@ -207,6 +207,8 @@ def run_markdown(run: RunResult, fast_ps: Sequence[float] = DEFAULT_PS) -> str:
              f"timer `{p.timer}`{f' (flush {p.flush})' if p.flush else ''}, median of adaptive samples "
              f"(95% CI of the median within ±{p.target_rel_ci * 100:.3g}% or {p.budget_s:g} s), "
              f"torch {env.torch}, CUDA {env.cuda}, driver {env.driver}, {run.created}", ""]
+    if not run.complete:
+        lines += [f"**INCOMPLETE**: stopped after {len(run.cases)} case(s) (interrupted or cancelled).", ""]
     by_workload: dict[str, list[CaseResult]] = {}
     for case in run.cases:
         by_workload.setdefault(case.workload, []).append(case)

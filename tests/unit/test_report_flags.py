@@ -129,3 +129,17 @@ def test_a_target_below_half_a_percent_is_not_shown_as_zero():
     run = make_run({"c": {"baseline": [1e-3] * 5}})
     run = replace(run, protocol=replace(run.protocol, target_rel_ci=0.003))
     assert "±0.3%" in run_header(run) and "±0%" not in run_header(run)
+
+
+def test_an_incomplete_run_says_so_in_its_header_and_its_markdown():
+    from dataclasses import replace
+
+    from solbench.report.console import run_header
+    from solbench.report.markdown import run_markdown
+    from tests.unit.factories import make_run
+
+    run = make_run({"c": {"baseline": [1e-3] * 5}})
+    assert "INCOMPLETE" not in run_header(run) and "INCOMPLETE" not in run_markdown(run)
+    stopped = replace(run, complete=False)
+    assert run_header(stopped).startswith("INCOMPLETE: stopped after 1 case(s)")
+    assert "**INCOMPLETE**: stopped after 1 case(s)" in run_markdown(stopped)

@@ -1,0 +1,57 @@
+"""A workload author's mistakes are named as theirs: a reference that returns another shape than the
+outputs declare, a setup that returns no dict, a function written for other input names."""
+
+from pathlib import Path
+
+import yaml
+from click.testing import CliRunner
+
+from solbench.cli import main
+from solbench.results import store
+
+CODE = '''
+def ref(a, b):
+    return (a + b)[:-1]
+
+def good_ref(a, b):
+    return a + b
+
+def add(a, b):
+    return a + b
+
+def add_xy(x, y):
+    return x + y
+
+def tuple_setup(a, b):
+    return (a, b)
+'''
+
+
+def _workload(name: str, reference: str, impls: dict) -> dict:
+    return {"name": name, "parameters": {"n": [256]}, "dtypes": ["float32"],
+            "inputs": {"a": {"shape": ["n"]}, "b": {"shape": ["n"]}}, "outputs": {"out": {"shape": ["n"]}},
+            "ops": [{"op": "add", "numel": "n"}], "reference": f"mistakes.py:{reference}",
+            "implementations": impls}
+
+
+def test_each_mistake_is_named_with_what_to_fix(tmp_path: Path) -> None:
+    (tmp_path / "mistakes.py").write_text(CODE)
+    path = tmp_path / "w.yaml"
+    path.write_text(yaml.safe_dump({"workloads": [
+        _workload("badref", "ref", {"baseline": "mistakes.py:add"}),
+        _workload("badimpl", "good_ref", {"baseline": "mistakes.py:add", "xy": "mistakes.py:add_xy",
+                                          "tupled": {"fn": "mistakes.py:add", "setup": "mistakes.py:tuple_setup"}}),
+    ]}))
+    out = tmp_path / "run.json"
+    result = CliRunner().invoke(main, ["run", str(path), "--device", "cpu", "--in-process", "-o", str(out),
+                                       "--budget", "0.02", "--min-samples", "3", "--max-samples", "5"])
+    assert result.exit_code == 4, result.output
+    by = {(c.workload, r.name): r for c in store.load(out).cases for r in c.impls}
+    assert by[("badimpl", "baseline")].status == "ok"
+    ref = by[("badref", "baseline")]
+    assert ref.status == "error" and "reference mistakes.py:ref returned out of shape (255,)" in ref.message
+    assert "declares (256,)" in ref.message
+    xy = by[("badimpl", "xy")]
+    assert xy.status == "error" and "mistakes.py:add_xy takes (x, y) but is called with a, b" in xy.message
+    tupled = by[("badimpl", "tupled")]
+    assert tupled.status == "error" and "returned tuple, not a dict" in tupled.message
