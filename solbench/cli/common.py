@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import os
 import sys
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -260,21 +261,39 @@ def print_run(out: Console, result: RunResult, fast_ps: Sequence[float] = DEFAUL
 
 class ProgressBar:
     """A rich progress bar over cases, on stderr, with the time elapsed and an ETA (the mean time per
-    case so far times the cases left); a no-op callback when quiet."""
+    case so far times the cases left); a no-op callback when quiet. When stderr is not a terminal (a
+    CI log), one plain line per case measured instead (``SOLBENCH_PROGRESS=1`` keeps the bar)."""
 
     def __init__(self, quiet: bool) -> None:
-        self.quiet = quiet or (not sys.stderr.isatty() and os.environ.get("SOLBENCH_PROGRESS") != "1")
+        self.quiet = quiet
+        self.plain = not quiet and not sys.stderr.isatty() and os.environ.get("SOLBENCH_PROGRESS") != "1"
         self._bar: Progress | None = None
         self._task: Any = None
+        self._done = self._total = 0
+        self._start = time.monotonic()
 
     def __enter__(self) -> Callable[[str, dict[str, Any]], None]:
         if self.quiet:
             return lambda event, data: None
+        if self.plain:
+            return self._line
         self._bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                              TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
                              console=err_console(), transient=True)
         self._bar.__enter__()
         return self._event
+
+    def _line(self, event: str, data: dict[str, Any]) -> None:
+        """The plain form: a line a case (and a line a pass of added rounds), never a control code."""
+        if event == "start":
+            self._total = data["cases"]
+        elif event == "more":
+            self._total += data["cases"]
+            click.echo(f"solbench: {data['rounds']} more round(s) for {data['points']} point(s)", err=True)
+        elif event == "case_done":
+            self._done += data.get("rounds", 1)
+            click.echo(f"solbench: [{self._done}/{self._total}] {data['case']} "
+                       f"({time.monotonic() - self._start:.0f} s)", err=True)
 
     def _event(self, event: str, data: dict[str, Any]) -> None:
         bar = self._bar

@@ -51,11 +51,21 @@ def load_specs(path: Path, device_kind: str, only: Sequence[str], impls: Sequenc
     """The workloads of one path: a solbench YAML file, or problems of a suite (solbench.suites)."""
     from solbench.suites import detect, load
 
-    if detect(path) is not None:
+    yamls = sorted(p for p in path.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file()) \
+        if path.is_dir() else []
+    if yamls:  # a folder of workload files: each, in name order
+        return [entry for f in yamls for entry in load_specs(f, device_kind, only, impls, solutions)]
+    try:
+        suite = detect(path)
+    except ConfigError:
+        if not path.is_dir():
+            raise
+        suite = None
+    if suite is not None:
         return [(spec, origin, 0) for spec, origin in load(path, solutions)]
     if path.is_dir():
-        raise ConfigError(f"{path}: a folder; give a workload file (.yaml), a KernelBench problem or level "
-                          "folder, or a SOL-ExecBench problem or benchmark folder")
+        raise ConfigError(f"{path}: a folder with no workload file (.yaml), no KernelBench problem (.py files "
+                          "defining Model) and no SOL-ExecBench problem (folders with definition.json)")
     specs = load_workload_file(path)
     validate_references(path, specs, include=functools.partial(_checked, specs, only=only, impls=impls,
                                                                device_kind=device_kind))
@@ -89,10 +99,14 @@ def plan(files: Sequence[str | Path], device_kind: str, only: Sequence[str] = ()
             known.add(spec.name)
             if only and spec.name not in only:
                 continue
+            _check_set_types(spec, path, device_kind, overrides or {})
             try:
                 expanded = tuple(expand(spec, device_kind, overrides))
             except CaseError as exc:
-                raise located(path, ["workloads", i, *exc.loc], str(exc)) from None
+                given = [f"{k}={','.join(map(str, v))}" for k, v in (overrides or {}).items()
+                         if k in parameter_names(spec, device_kind)]
+                raise located(path, ["workloads", i, *exc.loc], str(exc) + (
+                    f" (with --set {' '.join(given)})" if given else "")) from None
             every_id += [c.id for c in expanded]
             if cases:
                 expanded = tuple(c for c in expanded if any(case_matches(c.id, pat) for pat in cases))
@@ -125,6 +139,26 @@ def _checked(specs: Sequence[WorkloadSpec], workload: str, impl: str, *, only: S
     if (only and workload not in only) or not wanted(spec, impl, impls):
         return False
     return not (device_kind == "cpu" and "cuda" in spec.implementations[impl].requires)
+
+
+def _check_set_types(spec: WorkloadSpec, path: Path, device_kind: str,
+                     overrides: Mapping[str, Sequence[ParamValue]]) -> None:
+    """ConfigError naming ``--set`` for a text value given to a parameter the file sweeps in numbers
+    (``--set n=abc``), before any expression would blame the file for it."""
+    profile = spec.profiles.get(device_kind)  # type: ignore[call-overload]
+    declared: dict[str, list[Any]] = {k: list(v) for k, v in spec.parameters.items()}
+    if profile is not None and profile.parameters is not None:
+        declared.update({k: list(v) for k, v in profile.parameters.items()})
+    for c in spec.cases or []:
+        for k, v in c.items():
+            declared.setdefault(k, []).append(v)
+    for name, values in overrides.items():
+        numeric = declared.get(name) and all(isinstance(v, int | float) and not isinstance(v, bool)
+                                             for v in declared[name])
+        text = [v for v in values if isinstance(v, str)]
+        if numeric and text:
+            raise ConfigError(f"--set {name}={','.join(map(str, values))}: {name} is a number in {path} (workload "
+                              f"{spec.name!r}: {', '.join(map(str, declared[name][:6]))}), got {text[0]!r}")
 
 
 def _check_selection(planned: list[Planned], ids: list[str], device_kind: str, cases: Sequence[str],

@@ -70,3 +70,27 @@ def test_a_workload_given_twice_is_refused_before_anything_runs(tmp_path):
     shutil.copy("workloads/attn.yaml", copy)
     with pytest.raises(ConfigError, match=r"workload 'o_proj' also defined in workloads/attn\.yaml"):
         plan(["workloads/attn.yaml", str(copy)], "cpu")
+
+
+def test_a_set_value_of_the_wrong_kind_names_set_not_the_file():
+    with pytest.raises(ConfigError, match=r"--set tokens=abc: tokens is a number in workloads/attn\.yaml"):
+        plan(["workloads/attn.yaml"], "cpu", overrides={"tokens": ("abc",)})
+
+
+def test_a_set_value_an_expression_refuses_says_it_came_from_set():
+    with pytest.raises(ConfigError, match=r"\(with --set tokens=-5\)"):
+        plan(["workloads/attn.yaml"], "cpu", overrides={"tokens": (-5,)})
+
+
+def test_a_folder_of_workload_files_runs_each(tmp_path):
+    import shutil
+
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    shutil.copy("tests/data/double.yaml", folder / "b.yaml")
+    shutil.copy("tests/unit/helpers.py", folder / "helpers.py")  # not a workload: left alone
+    assert [p.spec.name for p in plan([str(folder)], "cpu")] == ["double"]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(ConfigError, match="a folder with no workload file"):
+        plan([str(empty)], "cpu")

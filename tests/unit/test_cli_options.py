@@ -150,3 +150,22 @@ def test_gate_against_a_run_launched_another_way_is_refused_before_measuring(tmp
     line = _one_line_exit_2(result)
     assert f"--gate-against {graphed} was timed with --launch graph" in line
     assert not out.exists()  # refused before anything was measured
+
+
+def test_a_ci_log_gets_a_plain_line_a_case(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    from solbench.cli.common import ProgressBar
+
+    monkeypatch.delenv("SOLBENCH_PROGRESS", raising=False)  # stderr here is no terminal
+    with ProgressBar(quiet=False) as progress:
+        progress("start", {"cases": 2})
+        progress("case_done", {"case": "o_proj[tokens=16]"})
+        progress("more", {"cases": 1, "rounds": 4, "points": 3, "of": 16})
+        progress("case_done", {"case": "o_proj[tokens=64]", "rounds": 2})
+    err = capsys.readouterr().err
+    assert "solbench: [1/2] o_proj[tokens=16]" in err
+    assert "solbench: 4 more round(s) for 3 point(s)" in err
+    assert "solbench: [3/3] o_proj[tokens=64]" in err and "\x1b" not in err  # no control codes in a log
+    with ProgressBar(quiet=True) as progress:
+        progress("start", {"cases": 1})
+        progress("case_done", {"case": "c"})
+    assert capsys.readouterr().err == ""
