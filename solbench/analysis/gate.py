@@ -68,7 +68,8 @@ and ``1 - (1 - confidence) / K`` for the interval. K = 1 is the rule above uncha
 only INCONCLUSIVE cases are re-measured (a REGRESSION at a look is already decided at its share of
 alpha); between single runs, whose samples come from one process each, a REGRESSION is
 re-measured as well and must hold on the pooled samples (the asv/Bencher "confirm before alert"
-practice). BROKEN cases are never re-measured: a failure is not noise. An INCONCLUSIVE case over
+practice); one that nothing re-measured (standalone ``gate``, ``rerun`` 0) is INCONCLUSIVE
+(``unconfirmed``). BROKEN cases are never re-measured: a failure is not noise. An INCONCLUSIVE case over
 rounds says how many more rounds per side would decide it at the measured spread and ratio
 (``analysis.allocation``).
 """

@@ -182,9 +182,12 @@ def run(files: Sequence[str], solutions: Sequence[str], gpu: str | None, dry_run
             result = api.run(files, options, device=device, progress=progress, on_case=saver.save)
     except RunInterrupted as stop:
         partial: RunResult = stop.result  # type: ignore[assignment]
-        saver.save(partial)
-        finish(partial, out, as_json, saved=saver.paths)
-        click.echo("interrupted: the cases measured so far are saved", err=True)
+        if partial.cases or saver.paths:  # a record already claimed is completed as incomplete
+            saver.save(partial)
+            finish(partial, out, as_json, saved=saver.paths)
+            click.echo(f"interrupted: the {len(partial.cases)} case(s) measured so far are saved", err=True)
+        else:  # an empty record would only become the "latest" run that show and compare read
+            click.echo("interrupted before the first case was measured: nothing saved", err=True)
         sys.exit(interrupted_code())
     if result.cases or result.notes:
         saver.save(result, final=True)  # the final record adds the end-of-run clocks and says complete

@@ -422,7 +422,12 @@ def test_rerun_zero_measures_nothing():
     base, cur = _mixed()
     remeasure = _Remeasure([1e-3] * N)
     g = gate_with_rerun(base, cur, remeasure, rerun=0)
-    assert remeasure.calls == [] and g.reruns == 0 and g.overall == "REGRESSION"
+    assert remeasure.calls == [] and g.reruns == 0
+    # single runs: a slowdown no fresh process confirmed is undecided, and says how to decide it
+    slow = next(v for v in g.verdicts if v.key == "slow/x")
+    assert g.overall == "INCONCLUSIVE" and slow.verdict == "INCONCLUSIVE" and "not confirmed" in slow.reason
+    confirmed = gate_with_rerun(base, cur, _Remeasure(noisy(np.random.default_rng(9), N, 1.2e-3)), rerun=1)
+    assert confirmed.overall == "REGRESSION" and confirmed.reruns == 1  # measured again, slow again: decided
     with pytest.raises(ConfigError):
         gate_with_rerun(base, cur, remeasure, rerun=-1)
 
