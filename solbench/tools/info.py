@@ -53,8 +53,10 @@ def device_summary() -> dict[str, Any]:
     if info.spec.kind != "cpu":
         peaks = info.spec.peaks_for("bfloat16")
         data["bf16_tensor_peak_tflops"] = (peaks.tensor_flops or 0) / 1e12
+    else:  # measured on this host at start-up (solbench.device.cpu_peaks)
+        data["fp32_peak_tflops"] = float(f"{info.spec.vector_peaks.get('fp32', 0.0) / 1e12:.4g}")
     if info.spec.bandwidth is not None:
-        data["bandwidth_tbs"] = info.spec.bandwidth / 1e12
+        data["bandwidth_tbs"] = float(f"{info.spec.bandwidth / 1e12:.4g}")
     if info.warnings:  # an estimated spec, or a device that disagrees with its datasheet
         data["warnings"] = list(info.warnings)
     return data
