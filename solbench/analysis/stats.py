@@ -26,15 +26,20 @@ def median_ci(samples: Sequence[float], z: float = Z95) -> tuple[float, float]:
     ::
 
         s = sorted(samples); n = len(s)
-        j = floor(n/2 - z*sqrt(n)/2);  k = ceil(n/2 + z*sqrt(n)/2)
-        return s[max(j,0)], s[min(k, n-1)]     (0-based, clipped)
+        r = floor(n/2 - z*sqrt(n)/2);  t = ceil(n/2 + z*sqrt(n)/2)    (Conover's ranks: r, and t + 1, 1-based)
+        return s[max(r - 1, 0)], s[min(t, n-1)]                        (0-based, clipped)
+
+    The lower bound is the r-th smallest sample (index r - 1), the upper the (t + 1)-th (index t): the
+    interval is symmetric in rank. Indexing the lower rank as 0-based dropped one more sample at the
+    bottom than at the top, shifting the interval up; its exact binomial coverage fell below 95% at 9
+    sample counts between 10 and 300 (94.75% at n = 21), where the symmetric interval never does.
     """
     if not samples:
         raise ValueError("no samples")
     s = sorted(samples)
     n = len(s)
     half = z * math.sqrt(n) / 2
-    j = max(math.floor(n / 2 - half), 0)
+    j = max(math.floor(n / 2 - half) - 1, 0)
     k = min(math.ceil(n / 2 + half), n - 1)
     return float(s[j]), float(s[k])
 

@@ -121,13 +121,41 @@ def stray_work(work: Sequence[Activity], marker: Sequence[Activity]) -> str | No
             f"work on a stream the current stream does not wait for")
 
 
+def early_work(work: Sequence[Activity], opener: Sequence[Activity]) -> str | None:
+    """Why some of a call's work began before the current stream reached the call, or None.
+
+    ``opener`` is the work the harness launched on the current stream right before the call, after
+    the stream was held (the spin): it begins only once the hold ends. Work of the call ordered
+    after the current stream begins after it; work that begins earlier (by more than ``LATE_NS``) ran
+    on a stream that does not wait for the current one, so it ran while the stream was held, before
+    a timed window opened, and may read the inputs before the work queued ahead of the call wrote
+    them (a side stream made without ``wait_stream`` on the current one). Under the cold timer its
+    time would be missed; under CUPTI the span would take in the hold.
+    """
+    if not work or not opener:
+        return None
+    begin = min(a.start for a in opener)
+    early = [a for a in work if a.start < begin - LATE_NS]
+    if not early:
+        return None
+    first = min(a.start for a in early)
+    streams = sorted({a.stream_id for a in early})
+    return (f"{len(early)} of {len(work)} GPU activities it launched (stream {', '.join(map(str, streams))}) "
+            f"began up to {(begin - first) / 1e3:.1f} µs before the current stream reached the call: work on a "
+            f"stream that does not wait for the current stream")
+
+
 def judged(calls: Iterable[ApiCall], work: Iterable[Activity], t0: int, t1: int,
-           t2: int) -> tuple[list[Activity], str | None]:
+           t2: int, opened: tuple[int, int] | None = None) -> tuple[list[Activity], str | None]:
     """The work of a call made between ``t0`` and ``t1`` and followed by a marker launched by ``t2``
-    on the current stream; and why some of that work was stray (:func:`stray_work`), or None."""
+    on the current stream; and why some of that work was stray (:func:`stray_work`: it ended after
+    the marker began; :func:`early_work`: it began before the opener, a marker launched on the held
+    current stream between host times ``opened``, began), or None."""
     calls, work = list(calls), list(work)
     mine = launched_in(calls, work, t0, t1)
-    return mine, stray_work(mine, launched_in(calls, work, t1 + 1, t2))
+    late = stray_work(mine, launched_in(calls, work, t1 + 1, t2))
+    early = early_work(mine, launched_in(calls, work, *opened)) if opened is not None else None
+    return mine, "; ".join(filter(None, (late, early))) or None
 
 
 def available() -> bool:

@@ -496,10 +496,12 @@ class CudaCuptiTimer(CudaColdTimer):
     Per sample::
 
         spin; flush                          # as the cold timer
+        opener on the current stream         # begins once the spin and flush are done
         t0; call; t1                         # host timestamps on CUPTI's clock
         marker on the current stream         # begins once that stream has passed the call
         synchronize; records of work launched between t0 and t1 -> span
-        work that ended after the marker began -> ``stray`` (the loop reports it as a cheat)
+        work that ended after the marker began, or began before the opener -> ``stray`` (the loop
+        reports it as a cheat: work on a stream not ordered with the current one)
 
     Collection stays on from ``prepare`` (so the spin is sized with CUPTI's per-call host cost).
     """
@@ -510,10 +512,12 @@ class CudaCuptiTimer(CudaColdTimer):
         super().__init__(torch, l2_bytes, clean=clean)
         self._trace = trace
         self._mark = torch.zeros(1, dtype=torch.int32, device="cuda")
+        self._opener = torch.zeros(1, dtype=torch.int32, device="cuda")
         self.kernels: tuple[str, ...] = ()  # names of the GPU work of the last sample, in start order
         self.activities = 0  # how many GPU activities the last sample's call launched
         self._turned_on = False  # whether prepare turned collection on (finish turns it off)
-        self._window = (0, 0, 0)  # host timestamps of the last sample: before and after the call, after the marker
+        # host timestamps of the last sample: before the opener, before and after the call, after the marker
+        self._window = (0, 0, 0, 0)
 
     def prepare(self, launches: Sequence[Launch]) -> None:
         """Turn CUPTI collection on, then size the spin (with collection's host cost included)."""
@@ -548,13 +552,17 @@ class CudaCuptiTimer(CudaColdTimer):
             self._turned_on = self._trace.begin() or self._turned_on
 
     def _enqueue(self, fn: Launch) -> object:
-        """The call between host timestamps t0 and t1, then the marker (launched by t2)."""
+        """The opener (launched from ``opened``), the call between host timestamps t0 and t1, then the
+        marker (launched by t2): work of the call that begins before the opener, or ends after the
+        marker, was not ordered with the current stream (``cupti.judged``)."""
         trace = self._trace
+        opened = trace.now()
+        self._opener.zero_()
         t0 = trace.now()
         out = fn()
         t1 = trace.now()
         self._mark.zero_()
-        self._window = (t0, t1, trace.now())
+        self._window = (opened, t0, t1, trace.now())
         return out
 
     def _discard(self) -> None:
@@ -566,11 +574,11 @@ class CudaCuptiTimer(CudaColdTimer):
 
         torch, trace = self._torch, self._trace
         out = self._enqueued(index)
-        t0, t1, t2 = self._window
+        opened, t0, t1, t2 = self._window
         torch.cuda.synchronize()
         self.last_output = out
         calls, work = trace.collect()
-        mine, stray = judged(calls, work, t0, t1, t2)
+        mine, stray = judged(calls, work, t0, t1, t2, opened=(opened, t0 - 1))
         self.activities = len(mine)
         self.kernels = tuple(a.name for a in mine)
         if not mine:

@@ -330,6 +330,7 @@ def traced_call(call: Callable[[], Any], trace: Any, kernels: list[str] | None =
     from solbench.device.cupti import judged, launched_in
 
     marker = torch.empty(1, dtype=torch.int32, device="cuda")
+    opener = torch.empty(1, dtype=torch.int32, device="cuda")
     try:
         turned_on = trace.begin()
     except Exception:  # CUPTI refused here (another profiler attached, say): the settle check remains
@@ -340,6 +341,8 @@ def traced_call(call: Callable[[], Any], trace: Any, kernels: list[str] | None =
         while True:
             torch.cuda._sleep(cycles)  # the GPU busy while the host enqueues the whole call
             spun.record()
+            opened = trace.now()
+            opener.zero_()  # begins when the spin ends: work ordered after the current stream begins later
             t0 = trace.now()
             value = call()  # its exceptions are the implementation's, and propagate
             t1 = trace.now()
@@ -368,7 +371,7 @@ def traced_call(call: Callable[[], Any], trace: Any, kernels: list[str] | None =
     finally:
         with contextlib.suppress(Exception):
             trace.end(turned_on)
-    mine, problem = judged(calls, work, t0, t1, t2)
+    mine, problem = judged(calls, work, t0, t1, t2, opened=(opened, t0 - 1))
     if kernels is not None:
         kernels.extend(a.name for a in mine if a.kind == "kernel")
     if shapes is not None:

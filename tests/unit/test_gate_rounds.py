@@ -131,11 +131,11 @@ def test_merge_rounds_labels_rounds_pads_clocks_and_takes_the_median_over_rounds
     assert merge_rounds([a]) is a
 
 
-def test_a_rerun_pools_into_one_round_but_adds_a_round_to_a_run_in_rounds():
+def test_a_rerun_is_a_round_of_its_own_of_a_single_run_and_of_a_run_in_rounds():
     plain = make_run({"a": {"k": [1.0] * 5}})
     fresh = make_run({"a": {"k": [3.0] * 5}})
     pooled = merge_samples(plain, fresh).cases[0].impls[0].timing
-    assert pooled.rounds == () and pooled.n == 10 and pooled.stop_reason == "pooled"
+    assert pooled.rounds == (0,) * 5 + (1,) * 5 and pooled.n_rounds == 2 and pooled.stop_reason == "pooled"
     in_rounds = combine_runs([plain, make_run({"a": {"k": [2.0] * 5}})])
     added = merge_samples(in_rounds, fresh).cases[0].impls[0].timing
     assert added.n_rounds == 3 and added.rounds[-5:] == (2,) * 5 and added.median == 2.0
