@@ -219,7 +219,7 @@ def gate_cmd(baseline: tuple[str, ...], current: tuple[str, ...], threshold: str
     try:
         _check_impl(impl, [*base, *cur])
         result = unconfirmed(gate(base, cur, threshold=tau, alpha=alpha, allow_cross_hardware=allow_cross_hardware,
-                                  impl=impl))  # nothing here re-measures a single run's REGRESSION
+                                  impl=impl), verdicts=("REGRESSION", "PASS", "FASTER"))  # nothing re-measures here
     except SolbenchError as exc:  # refused: the JUnit file says so, not what an earlier job left there
         if junit:
             from solbench.report.junit import refused_junit

@@ -13,7 +13,10 @@ never inside a timed window.
                          side stream still writing them)
     traced_call          with cupti-python: every GPU activity the call launched (any stream) ended
                          before the current stream passed the end of the call (an unjoined side
-                         stream is seen however fast or slow it is, unlike a host-timed drain)
+                         stream is seen however fast or slow it is, unlike a host-timed drain), and
+                         began only once the current stream reached the call (a side stream that
+                         does not wait for it runs while the timer holds the stream, unseen by the
+                         event pair)
 
 What they cannot do: code running in the same process can, with enough effort, defeat any
 in-process check. The worker process boundary protects the run itself and the other
@@ -299,8 +302,10 @@ def traced_call(call: Callable[[], Any], trace: Any, kernels: list[str] | None =
     ::
 
         spin (~1 ms) on the current stream       # as in a timed sample: the host runs ahead of the GPU
+        opened; opener on the current stream    # begins when the spin ends
         t0; value = call(); t1; marker on the current stream; t2; synchronize
-        the work launched in [t0, t1] must have ended before the marker (launched in (t1, t2]) began
+        the work launched in [t0, t1] must have ended before the marker (launched in (t1, t2]) began,
+        and must not have begun before the opener (launched in [opened, t0)) began
 
     Without the spin the check is blind: on an H200 the hostile side-stream call (50 GEMMs on a
     stream the current one never waits for) took longer on the host to launch than on the GPU to

@@ -336,3 +336,27 @@ def test_a_row_check_that_meets_a_raising_property_trusts_no_row():
 
     assert cupti._row_names(Raising(_Kind.MEMSET, 10, 20, 4, 3)) is None
     assert cupti._row_names(_Record(_Kind.MEMSET, 10, 20, 4, 3))[:4] == ("kind", "start", "end", "correlation_id")
+
+
+def test_early_work_names_work_that_began_before_the_opener():
+    from solbench.device.cupti import early_work
+
+    opener = [Activity("kernel", 5000, 5002, 8, 7, "fill")]
+    assert early_work([_k(5010, 9000, 1)], opener) is None  # ordered after the current stream
+    assert early_work([_k(4500, 9000, 1, stream=11)], opener) is None  # within LATE_NS: clock skew
+    reason = early_work([_k(1000, 2000, 1, stream=11), _k(6000, 7000, 2)], opener)
+    assert reason is not None
+    assert "1 of 2" in reason and "stream 11" in reason and "4.0 µs before" in reason
+    assert early_work([], opener) is None and early_work([_k(1, 2, 1)], []) is None
+
+
+def test_judged_joins_late_and_early_work_and_checks_early_only_with_an_opener():
+    from solbench.device.cupti import judged
+
+    calls = [ApiCall(10, 1), ApiCall(20, 2), ApiCall(30, 3)]  # opener, the call, the marker
+    work = [Activity("kernel", 5000, 5002, 1, 7, "opener"), _k(1000, 2000, 2, stream=11),
+            Activity("kernel", 9000, 9002, 3, 7, "marker")]
+    mine, problem = judged(calls, work, 15, 25, 35)
+    assert [a.correlation_id for a in mine] == [2] and problem is None  # ended before the marker: not late
+    mine, problem = judged(calls, work, 15, 25, 35, opened=(5, 14))
+    assert problem is not None and "before the current stream reached the call" in problem

@@ -138,7 +138,8 @@ def test_cupti_timer_spans_the_calls_work_only():
     seconds = timer.sample(0)
     assert seconds == pytest.approx(5000e-9)  # the GEMM, not the spin, flush or marker
     assert timer.activities == 1 and timer.kernels == ("gemm",) and timer.stray is None
-    assert gpu.order[:4] == ["spin", "fill:buffer", "amax", "gemm"]  # spin and flush before the call
+    # spin, flush, then the opener (a marker the call's own work must not begin before), then the call
+    assert gpu.order[:5] == ["spin", "fill:buffer", "amax", "fill:marker", "gemm"]
 
 
 def test_cupti_timer_times_unjoined_side_stream_work_and_reports_it():
@@ -366,3 +367,44 @@ def test_the_side_stream_check_hands_back_each_kernels_name_and_launch_shape(mon
     assert (value, problem) == ("out", None)
     assert kernels == ["gemm", "reduce"]
     assert shapes == ["grid 64x4x1 block 128x1x1", "grid 16x1x1 block 256x1x1"]
+
+
+def unordered(gpu, kernels=4, duration=1500):
+    """Work on a side stream that does not wait for the current stream (no ``wait_stream`` on it),
+    joined back by the current stream: it runs while the current stream is held."""
+    def call():
+        end = 0
+        for _ in range(kernels):
+            end = gpu.launch("side-gemm", duration, stream=SIDE)
+        gpu.launch("join", 10, after=end)  # the current stream waits for the side stream
+        return "out"
+    return call
+
+
+def test_side_stream_check_sees_work_that_began_before_the_stream_reached_the_call(monkeypatch):
+    """Under the cold timer such work would run during the hold and be missed by the event pair."""
+    from solbench.measure import guards
+
+    gpu = SimGpu()
+    monkeypatch.setattr(guards, "torch", sim_torch(gpu))
+    value, problem = guards.traced_call(unordered(gpu), gpu)
+    assert value == "out" and problem is not None
+    assert "before the current stream reached the call" in problem and "stream 9" in problem
+    assert gpu.order.index("spin") < gpu.order.index("fill:buffer") < gpu.order.index("side-gemm")
+    _, waited = guards.traced_call(unjoined(gpu), gpu)  # a side stream that waits: not early
+    assert waited is not None and "before the current stream reached" not in waited
+
+
+def test_cupti_timer_reports_work_that_began_before_the_call_was_reached():
+    gpu = SimGpu()
+    timer = _timer(gpu)
+    timer._launches = [unordered(gpu)]
+    gpu.begin()
+    timer.sample(0)
+    assert timer.stray is not None and "before the current stream reached the call" in timer.stray
+    gpu2 = SimGpu()
+    timer2 = _timer(gpu2)
+    timer2._launches = [honest(gpu2)]
+    gpu2.begin()
+    timer2.sample(0)
+    assert timer2.stray is None

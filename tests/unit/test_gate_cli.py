@@ -69,6 +69,8 @@ def test_a_regression_between_single_runs_is_not_confirmed_exit_3(tmp_path):
     assert v["verdict"] == "INCONCLUSIVE" and v["ratio"] > 1.2
     assert "--repeat 3" in v["reason"] and "not confirmed" in v["reason"]
     assert _junit_cases(junit)[f"{CASE}/kernel"].find("failure") is None
+    same = {v["key"]: v for v in json.loads(r.stdout)["verdicts"]}[f"{CASE}/baseline"]
+    assert same["verdict"] == "INCONCLUSIVE" and "not confirmed" in same["reason"]  # nor is a pass
 
 
 def test_a_refused_gate_leaves_a_junit_error_not_an_earlier_jobs_verdicts(tmp_path):
@@ -94,7 +96,7 @@ def test_checking_where_the_junit_goes_does_not_create_it(tmp_path):
 
 
 def test_same_samples_pass_exit_0(tmp_path):
-    base, cur = _runs(tmp_path)
+    base, cur = _runs(tmp_path, rounds=3)
     r = _gate("--baseline", base, "--current", cur, "--json")
     assert r.exit_code == 0, r.output
     data = json.loads(r.stdout)
@@ -103,7 +105,7 @@ def test_same_samples_pass_exit_0(tmp_path):
 
 
 def test_faster_case_is_reported_and_passes(tmp_path):
-    base, cur = _runs(tmp_path, cur_kernel=0.5e-3)
+    base, cur = _runs(tmp_path, cur_kernel=0.5e-3, rounds=3)
     r = _gate("--baseline", base, "--current", cur, "--json")
     assert r.exit_code == 0, r.output
     by = {v["key"]: v["verdict"] for v in json.loads(r.stdout)["verdicts"]}
@@ -132,7 +134,8 @@ def test_a_case_that_became_failing_is_broken_exit_1(tmp_path, status):
 
 
 def test_skipped_or_absent_now_is_missing_not_a_failure(tmp_path):
-    base, cur = _runs(tmp_path, statuses={f"{CASE}/kernel": "skipped"}, messages={f"{CASE}/kernel": "needs CuPy"})
+    base, cur = _runs(tmp_path, statuses={f"{CASE}/kernel": "skipped"}, messages={f"{CASE}/kernel": "needs CuPy"},
+                      rounds=3)
     r = _gate("--baseline", base, "--current", cur, "--json")
     assert r.exit_code == 0, r.output
     kernel = next(v for v in json.loads(r.stdout)["verdicts"] if v["impl"] == "kernel")

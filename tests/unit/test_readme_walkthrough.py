@@ -34,7 +34,7 @@ def test_the_readme_walkthrough_from_a_fresh_folder(tmp_path: Path) -> None:
     (tmp_path / "workloads").symlink_to(ROOT / "workloads", target_is_directory=True)
 
     for name in ("nightly", "head"):
-        run = _solbench(tmp_path, "run", "workloads/attn.yaml", "--save", name, *SMALL)
+        run = _solbench(tmp_path, "run", "workloads/attn.yaml", "--repeat", "3", "--save", name, *SMALL)
         assert run.returncode == 0, run.stderr[-2000:]
         assert "saved results/cpu/" in run.stdout and f"_{name}.json" in run.stdout
     nightly, = (tmp_path / "results" / "cpu").glob("*_nightly.json")
@@ -51,8 +51,7 @@ def test_the_readme_walkthrough_from_a_fresh_folder(tmp_path: Path) -> None:
     assert "geomean speedup of head over nightly" in cmp.stdout
 
     gate = _solbench(tmp_path, "gate", "--baseline", "nightly", "--current", "head", "--junit", "gate.xml")
-    # two single-round runs on a shared CPU: pass or undecided, never a regression no process confirmed
-    assert gate.returncode in (0, 3), gate.stderr
+    assert gate.returncode in (0, 1, 3), gate.stderr  # two runs on a shared CPU: any verdict, never bad input
     assert f"read baseline: results/cpu/{nightly.name}" in gate.stderr
     suite = ET.parse(tmp_path / "gate.xml").getroot()
     # 2 cases x 3 implementations measured on the CPU; the byte floor is measured too, never gated
