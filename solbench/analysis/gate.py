@@ -23,14 +23,15 @@ For every ``case_id/impl`` measured ("ok", with samples) in both runs:
     REGRESSION    lo > 1 + tau      and  p_slow~ <= alpha   (whole CI beyond the threshold,
                                                              and the rank test agrees)
     FASTER        hi < 1 / (1 + tau) and p_fast~ <= alpha   (confidently faster by tau or more)
-    PASS          hi <= 1 + tau                             (the CI rules out a slowdown of tau)
+    PASS          hi < 1 + tau                              (the CI rules out a slowdown of tau)
     INCONCLUSIVE  otherwise (too noisy to decide at tau, or lo > 1 + tau
                   without a significant rank test)
 
 A side given as several runs (``--baseline a.json b.json``), or a run measured in rounds
-(``run --repeat``, ``ab``), is decided over rounds: r is the ratio of grand medians, [lo, hi]
-the two-level bootstrap CI (runs, then samples) and p_slow, p_fast the one-sided p-values of
-the same t statistic instead of Mann-Whitney (``analysis.rounds``); the rules are the same.
+(``run --repeat``, ``ab``), is decided over rounds: r is the ratio of the geometric means of the
+round medians, [lo, hi] the t interval on the log round medians (pooled over both sides, moderated
+where ten or more cases are tested: ``analysis.sequential``) and p_slow, p_fast the one-sided
+p-values of the same t statistic instead of Mann-Whitney; the rules are the same.
 Several runs of one side must share a fingerprint (below).
 
 For every key measured in one run only:
@@ -277,7 +278,7 @@ def case_verdict(ci_low: float | None, ci_high: float | None, significant: bool,
         return "REGRESSION"
     if ci_high < 1.0 / (1.0 + threshold) and faster_significant:
         return "FASTER"
-    if ci_high <= 1.0 + threshold:
+    if ci_high < 1.0 + threshold:  # a CI that reaches 1 + tau does not rule out a slowdown of tau
         return "PASS"
     return "INCONCLUSIVE"
 

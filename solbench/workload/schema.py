@@ -380,7 +380,8 @@ class WorkloadSpec(_Model):
     tolerances: dict[DType, Tolerance] = Field(default_factory=dict)
     case_tolerances: list[CaseTolerance] = Field(
         default_factory=list, description="Per-case tolerances (first match wins), before the dtype's.")
-    gate_threshold: float | None = Field(None, gt=0, description="Per-workload gate threshold.")
+    gate_threshold: float | None = Field(
+        None, gt=0, lt=1, description="Per-workload gate threshold: a fraction below 1 (0.05) or a percent ('5%').")
     profiles: dict[Literal["cpu", "cuda"], Profile] = Field(default_factory=dict)
     floor: bool = Field(
         False, description="Also time the case's byte floor: an implementation 'floor' (part: floor) that "
@@ -412,6 +413,19 @@ class WorkloadSpec(_Model):
             raise ValueError(f"floor: true adds an implementation named {FLOOR!r}; rename yours or give it part: floor")
         return {**value, "implementations": {**impls, FLOOR: {"fn": "solbench.impls.floor:read", "part": "floor",
                                                               "description": BUILTIN_FLOOR}}}
+
+    @field_validator("gate_threshold", mode="before")
+    @classmethod
+    def _threshold_percent(cls, value: Any) -> Any:
+        """'5%' is 0.05; a bare 5 would be 500%: refused by the bound below 1, with this hint."""
+        if isinstance(value, str) and value.strip().endswith("%"):
+            try:
+                return float(value.strip()[:-1]) / 100.0
+            except ValueError:
+                raise ValueError(f"cannot read {value!r} as a percent (e.g. '5%')") from None
+        if isinstance(value, int | float) and not isinstance(value, bool) and value >= 1:
+            raise ValueError(f"{value} reads as {value:.0%}; write '{value:g}%' for percent, or a fraction below 1")
+        return value
 
     @field_validator("input_generator", mode="before")
     @classmethod

@@ -94,3 +94,22 @@ def test_tensor_names_may_not_shadow_parameters(tmp_path):
         "ops: [{op: mul, numel: n * m, inputs: 1}]", "ops: []"))
     with pytest.raises(ConfigError, match=r"tensor names that are also parameters: \['m'\]"):
         load_workload_file(path)
+
+
+def test_a_gate_threshold_is_a_fraction_or_a_percent_never_a_bare_percent_number():
+    import pytest
+
+    from solbench.workload.schema import WorkloadFile
+
+    base = {"name": "w", "parameters": {"n": [8]}, "dtypes": ["float32"], "inputs": {"x": {"shape": ["n"]}},
+            "outputs": {"y": {"shape": ["n"]}}, "ops": [{"op": "add", "numel": "n"}],
+            "reference": "tests.unit.helpers:double", "implementations": {"baseline": "tests.unit.helpers:double"}}
+
+    def threshold(value):
+        return WorkloadFile.model_validate({"workloads": [{**base, "gate_threshold": value}]}).workloads[0].gate_threshold
+
+    assert threshold(0.05) == 0.05 and threshold("5%") == pytest.approx(0.05)
+    with pytest.raises(ValueError, match="reads as 500%; write '5%'"):
+        threshold(5)
+    with pytest.raises(ValueError, match="as a percent"):
+        threshold("five%")
