@@ -304,3 +304,26 @@ def test_run_with_a_tuned_file_passes_the_tuned_parameters(tmp_path):
     run = store.load(out)
     chunked = next(i for c in run.cases for i in c.impls if i.name == "chunked")
     assert chunked.status == "ok" and chunked.protocol["params"] == "chunk=24"
+
+
+def _write_once(x, out, calls=[]):  # noqa: B006 (a call counter kept across calls on purpose)
+    calls.append(1)
+    if len(calls) == 1:
+        out.copy_(x * 2)
+
+
+def test_a_destination_passing_launch_poisons_its_outputs_before_a_timed_call():
+    """A call that writes its outputs once and then skips its work must not pass on the stale result:
+    the timer calls ``poison`` before each timed call on the stream, as it does for a graph's replay."""
+    spec = WorkloadSpec.model_validate(json.loads(json.dumps({
+        "name": "w", "parameters": {"n": [4]}, "dtypes": ["float32"],
+        "inputs": {"x": {"shape": ["n"]}}, "outputs": {"out": {"shape": ["n"]}},
+        "reference": "tests.unit.test_tune:_spy_fn",
+        "implementations": {"baseline": {"fn": "tests.unit.test_tune:_write_once", "destination": True}}})))
+    case = build_case(spec, {"n": 4}, "float32")
+    (launch,) = build_launches(spec.implementations["baseline"], case, [{"x": torch.ones(4)}], None)
+    (first,) = launch()
+    assert torch.equal(first, torch.full((4,), 2.0))
+    launch.poison()
+    (again,) = launch()  # skipped its work: the poison shows
+    assert torch.isnan(again).all()
