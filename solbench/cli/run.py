@@ -87,7 +87,7 @@ from solbench.results.model import RunResult
               help="Run implementations in this process (debugging): no isolation, no timeout.")
 @click.option("--repeat", type=click.IntRange(min=1), default=None,
               help="Measure in N independent rounds (fresh workers and allocations each) and report the "
-                   "median and CI over rounds; see README 'Rounds'. Default: 3 on a GPU, 1 on the CPU.")
+                   "median and CI over rounds; see README 'Rounds'. Default: 3.")
 @click.option("--max-rounds", type=click.IntRange(min=0), default=None,
               help="Then add rounds, up to N in all, to the points whose interval over rounds is still "
                    "wider than --rounds-target (0: none added). Default: on a GPU without --repeat, 16 at "
@@ -122,8 +122,8 @@ from solbench.results.model import RunResult
                    "recorded it, else 5%.")
 @click.option("--rerun", type=click.IntRange(min=0), default=8, show_default=True,
               help="With --gate-against: up to N more rounds of the cases still undecided only, 4 a look "
-                   "(one a look where the run has a single round); the error rates are split over the "
-                   "looks, 1 + ceil(N / 4) (README 'Comparing runs and gating CI').")
+                   "(one a look, a round of its own, where the run has a single round); the error rates are "
+                   "split over the looks, 1 + ceil(N / 4) (README 'Comparing runs and gating CI').")
 @click.option("--junit", type=click.Path(dir_okay=False), help="With --gate-against: JUnit XML here.")
 @handle_errors
 def run(files: Sequence[str], solutions: Sequence[str], gpu: str | None, dry_run: bool, device: str, timer: str,

@@ -37,7 +37,7 @@ class RunOptions:
     timeout_s: float = 120.0  # per implementation and case, compilation included (worker mode)
     in_process: bool = False  # run implementations in this process (debugging; no isolation)
     tuned: Path | None = None  # a tuned-configuration file from `solbench tune`
-    repeat: int = 0  # rounds, each with fresh workers (median and CI over rounds); 0: 3 on a GPU, 1 on the CPU
+    repeat: int = 0  # rounds, each with fresh workers (median and CI over rounds); 0: 3 (GPU and CPU)
     # then add rounds, up to this many in all, to the points whose interval over rounds is wider than
     # ±rounds_target_rel_ci (0: none added; None: the device's default, added_rounds_for); see
     # solbench.execute.session
@@ -86,6 +86,7 @@ class RunOptions:
 Progress = Callable[[str, dict[str, Any]], None]
 
 DEFAULT_GPU_ROUNDS = 3
+DEFAULT_CPU_ROUNDS = 3  # a gate needs each side's process offset priced: one round a side cannot tell it from the code
 # On a GPU, unless --repeat or --max-rounds says otherwise: rounds added, up to 16 in all, to the points
 # whose interval over rounds is still wider than ±2%, on their own spread or their case's pooled one
 # (RunOptions.rounds_spread). Measured on an H200 (BENCHMARKS.md issue 16, twentieth session): the
@@ -102,11 +103,14 @@ DEFAULT_GPU_ROUNDS_TARGET = 0.02
 
 
 def rounds_for(options: RunOptions, device_kind: str) -> int:
-    """Rounds to measure: ``options.repeat``, or by default 3 on a GPU (the CI covers what changes
-    from process to process) and 1 on the CPU (wall-clock timing for development and CI)."""
+    """Rounds to measure: ``options.repeat``, or by default 3, on a GPU and on the CPU: the CI then
+    covers what changes from process to process, and a gate against the run can price that. With one
+    round a side a gate cannot tell a process's offset from the code: re-measuring only the current
+    run (``run --gate-against``, single-round runs, processes spreading 1.5%) still passed a true 5%
+    slowdown in 26% of simulated trials and caught a 10% one in 35% (bench/review32/single_rerun.py)."""
     if options.repeat > 0:
         return options.repeat
-    return DEFAULT_GPU_ROUNDS if device_kind == "cuda" else 1
+    return DEFAULT_GPU_ROUNDS if device_kind == "cuda" else DEFAULT_CPU_ROUNDS
 
 
 def added_rounds_for(options: RunOptions, device_kind: str) -> tuple[int, float]:

@@ -220,11 +220,11 @@ def test_spin_is_rounded_up_to_25_times_a_power_of_two(host_us, spin):
     assert spin_length_us(host_us) >= 2 * host_us + 10
 
 
-def test_default_rounds_are_three_on_a_gpu_and_one_on_the_cpu():
+def test_default_rounds_are_three_on_a_gpu_and_on_the_cpu():
     from solbench.api import RunOptions, rounds_for
 
     assert rounds_for(RunOptions(), "cuda") == 3
-    assert rounds_for(RunOptions(), "cpu") == 1
+    assert rounds_for(RunOptions(), "cpu") == 3  # a gate against the run can price a process's offset
     assert rounds_for(RunOptions(repeat=5), "cpu") == 5
     assert RunOptions().flush == "clean"
 

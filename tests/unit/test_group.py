@@ -89,7 +89,7 @@ def faults(tmp_path_factory):
     out = tmp_path_factory.mktemp("rank_faults") / "run.json"
     # the timeout starts once every rank is up (gloo set-up is inside it): 4 s bounds the hanging rank
     result = CliRunner().invoke(main, ["run", "tests/data/ranks/ranks.yaml", "--timeout", "4", "-o", str(out),
-                                       *FAST])
+                                       "--repeat", "1", *FAST])
     return result, store.load(out)
 
 

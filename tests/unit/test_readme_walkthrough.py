@@ -34,7 +34,7 @@ def test_the_readme_walkthrough_from_a_fresh_folder(tmp_path: Path) -> None:
     (tmp_path / "workloads").symlink_to(ROOT / "workloads", target_is_directory=True)
 
     for name in ("nightly", "head"):
-        run = _solbench(tmp_path, "run", "workloads/attn.yaml", "--repeat", "3", "--save", name, *SMALL)
+        run = _solbench(tmp_path, "run", "workloads/attn.yaml", "--save", name, *SMALL)
         assert run.returncode == 0, run.stderr[-2000:]
         assert "saved results/cpu/" in run.stdout and f"_{name}.json" in run.stdout
     nightly, = (tmp_path / "results" / "cpu").glob("*_nightly.json")

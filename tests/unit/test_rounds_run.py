@@ -274,7 +274,7 @@ def test_the_run_records_the_rounds_it_may_add(tmp_path):
     result = CliRunner().invoke(main, ["run", DOUBLE, *FAST, "-i", "baseline", "-q", "-o", str(tmp_path / "cpu.json")])
     assert result.exit_code == 0, result.output
     p = store.load(tmp_path / "cpu.json").protocol
-    assert (p.rounds, p.max_rounds, p.rounds_spread) == (1, 0, "")  # the CPU: one round, none added
+    assert (p.rounds, p.max_rounds, p.rounds_spread) == (3, 0, "")  # the CPU: three rounds, none added
 
 
 def test_a_points_samples_cap_comes_from_its_own_implementations_rounds():

@@ -18,7 +18,8 @@ from solbench.execute.lanes import parse_devices, run_sharded
 from solbench.results import store
 
 DOUBLE = "tests/data/double.yaml"
-OPTIONS = api.RunOptions(budget_s=0.05, min_samples=5, max_samples=20, results_dir=Path("tests/data/no-results"))
+OPTIONS = api.RunOptions(budget_s=0.05, min_samples=5, max_samples=20, results_dir=Path("tests/data/no-results"),
+                         repeat=1)  # one round: these tests are about the lanes, not the rounds
 FAST = ["--budget", "0.05", "--min-samples", "5", "--max-samples", "20"]
 
 
