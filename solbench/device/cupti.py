@@ -114,11 +114,8 @@ def stray_work(work: Sequence[Activity], marker: Sequence[Activity]) -> str | No
     late = [a for a in work if a.end > begin + LATE_NS]
     if not late:
         return None
-    last = max(a.end for a in late)
-    streams = sorted({a.stream_id for a in late})
-    return (f"{len(late)} of {len(work)} GPU activities it launched (stream {', '.join(map(str, streams))}) "
-            f"ran up to {(last - begin) / 1e3:.1f} µs after the current stream passed the end of the call: "
-            f"work on a stream the current stream does not wait for")
+    return _unordered(late, work, max(a.end for a in late) - begin, "ran up to {} µs after the current stream passed "
+                      "the end of the call: work on a stream the current stream does not wait for")
 
 
 def early_work(work: Sequence[Activity], opener: Sequence[Activity]) -> str | None:
@@ -138,11 +135,15 @@ def early_work(work: Sequence[Activity], opener: Sequence[Activity]) -> str | No
     early = [a for a in work if a.start < begin - LATE_NS]
     if not early:
         return None
-    first = min(a.start for a in early)
-    streams = sorted({a.stream_id for a in early})
-    return (f"{len(early)} of {len(work)} GPU activities it launched (stream {', '.join(map(str, streams))}) "
-            f"began up to {(begin - first) / 1e3:.1f} µs before the current stream reached the call: work on a "
-            f"stream that does not wait for the current stream")
+    return _unordered(early, work, begin - min(a.start for a in early), "began up to {} µs before the current "
+                      "stream reached the call: work on a stream that does not wait for the current stream")
+
+
+def _unordered(offending: Sequence[Activity], work: Sequence[Activity], gap_ns: int, what: str) -> str:
+    """``N of M GPU activities it launched (stream s) <what, with the gap in µs>``."""
+    streams = ", ".join(map(str, sorted({a.stream_id for a in offending})))
+    return f"{len(offending)} of {len(work)} GPU activities it launched (stream {streams}) " + what.format(
+        f"{gap_ns / 1e3:.1f}")
 
 
 def judged(calls: Iterable[ApiCall], work: Iterable[Activity], t0: int, t1: int,
