@@ -219,7 +219,8 @@ class Saver:
 
 def finish(result: RunResult, out: Console, as_json: bool, *, saved: Path | Sequence[Path] | None = None) -> None:
     """Print a run: its tables, or its JSON alone on stdout. With ``--json`` or ``-q``, stderr still
-    says which implementations failed (the exit code's reason) and where the run was saved."""
+    says which implementations failed (the exit code's reason), what detection was unsure of, and
+    where the run was saved."""
     paths = [saved] if isinstance(saved, Path) else list(saved or ())
     if as_json or out.quiet:
         if as_json:
@@ -228,13 +229,13 @@ def finish(result: RunResult, out: Console, as_json: bool, *, saved: Path | Sequ
             for r in c.impls:
                 if r.status in FAILED_STATUSES:
                     click.echo(f"{c.case_id} {r.name}: {r.status.upper()}: {r.message}", err=True)
+        for note in result.notes:  # what detection was unsure of: the peaks every number rests on
+            if note.startswith(("device: ", "peaks: ")):
+                click.echo(note, err=True)
         for path in paths:
             click.echo(f"saved {path}", err=True)
         return
     print_run(out, result)
-    for note in result.notes:
-        if note.startswith("skipped "):  # a case this machine cannot run (its inputs are not here)
-            out.print(note, style="yellow", markup=False)
     for path in paths:
         out.print(f"saved {path}", style="dim")
 
@@ -257,6 +258,10 @@ def print_run(out: Console, result: RunResult, fast_ps: Sequence[float] = DEFAUL
         out.print(summary_note(fast_ps), style="dim", overflow="fold", markup=False)
     for note in run_notes(result):
         out.print(note, style="dim", overflow="fold", markup=False)
+    for note in result.notes:
+        # a case this machine cannot run (its inputs are not here); what detection was unsure of
+        if note.startswith(("skipped ", "device: ", "peaks: ")):
+            out.print(note, style="yellow", markup=False)
 
 
 class ProgressBar:

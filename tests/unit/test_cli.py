@@ -177,3 +177,19 @@ def test_a_bug_in_solbench_exits_5_never_1(runner, monkeypatch):
     assert result.exit_code == exitcodes.INTERNAL == 5
     assert "solbench failed unexpectedly" in result.output and "AttributeError" in result.output
     assert exitcodes.worst(exitcodes.REGRESSION, exitcodes.INTERNAL) == exitcodes.INTERNAL
+
+
+def test_what_detection_was_unsure_of_is_printed_under_the_tables(runner, tmp_path, monkeypatch):
+    from solbench.plan import prepare
+
+    monkeypatch.setattr(prepare, "device_notes", lambda info: ("device: no spec file matches 'X'",))
+    result = runner.invoke(main, ["run", "tests/data/double.yaml", "--device", "cpu", "-i", "baseline",
+                                  "-o", str(tmp_path / "r.json"), *FAST])
+    assert result.exit_code == 0, result.output
+    assert "device: no spec file matches 'X'" in result.stdout
+    assert "device: no spec file matches 'X'" in store.load(tmp_path / "r.json").notes
+    shown = runner.invoke(main, ["show", str(tmp_path / "r.json")])
+    assert "device: no spec file matches 'X'" in shown.stdout  # show prints them too
+    quiet = runner.invoke(main, ["run", "tests/data/double.yaml", "--device", "cpu", "-i", "baseline", "--json",
+                                 "-o", str(tmp_path / "q.json"), *FAST])
+    assert "device: no spec file matches 'X'" in quiet.stderr and json.loads(quiet.stdout)["notes"]
