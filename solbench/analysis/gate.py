@@ -68,8 +68,8 @@ pooled re-measurement a look). So that the error rates hold under this optional 
 and ``1 - (1 - confidence) / K`` for the interval. K = 1 is the rule above unchanged. Over rounds
 only INCONCLUSIVE cases are re-measured (a REGRESSION at a look is already decided at its share of
 alpha); between single runs, whose samples come from one process each, a REGRESSION is
-re-measured as well and must hold on the pooled samples (the asv/Bencher "confirm before alert"
-practice); one that nothing re-measured (standalone ``gate``, ``rerun`` 0) is INCONCLUSIVE
+re-measured as well (a round of its own) and must hold over the rounds (the asv/Bencher "confirm
+before alert" practice); one that nothing re-measured (standalone ``gate``, ``rerun`` 0) is INCONCLUSIVE
 (``unconfirmed``). BROKEN cases are never re-measured: a failure is not noise. An INCONCLUSIVE case over
 rounds says how many more rounds per side would decide it at the measured spread and ratio
 (``analysis.allocation``).
@@ -590,19 +590,19 @@ UNCONFIRMED = ("between single runs (one process a side), not confirmed on a fre
                "--gate-against or ab, which re-measure it")
 
 
-def unconfirmed(result: GateResult, confirmed: Collection[str] = (), *,
-                verdicts: Collection[str] = ("REGRESSION",)) -> GateResult:
-    """``result`` with every verdict in ``verdicts`` between single runs that was not re-measured (not
-    in ``confirmed``) made INCONCLUSIVE: samples of one process a side cannot tell the code from that
-    process's offset (module docstring, "Looks").
+def unconfirmed(result: GateResult, *, verdicts: Collection[str] = ("REGRESSION",)) -> GateResult:
+    """``result`` with every verdict in ``verdicts`` between single runs made INCONCLUSIVE: samples of
+    one process a side cannot tell the code from that process's offset (module docstring, "Looks").
+    A key that was re-measured has a round of its own for each re-measurement (``merge_samples``), so
+    it is no longer between single runs.
 
     ``gate_with_rerun`` demotes the REGRESSIONs it did not confirm. Standalone ``gate`` re-measures
     nothing and demotes PASS and FASTER too: on a loaded 2-CPU machine four runs of one tree gave 5
     REGRESSION exits in 12 ordered pairs, and in simulation (processes spreading 1.5%) a true 5%
     slowdown PASSed in 34% of single-run pairs, where the rule allows 2.5%."""
     def demoted(v: GateCaseVerdict) -> GateCaseVerdict:
-        if v.verdict not in verdicts or max(v.rounds_base, v.rounds_cur) > 1 or v.key in confirmed \
-                or v.ratio is None or v.ci_low == v.ci_high == 1.0:  # [1, 1]: the very same samples both sides
+        if v.verdict not in verdicts or max(v.rounds_base, v.rounds_cur) > 1 or v.ratio is None \
+                or v.ci_low == v.ci_high == 1.0:  # [1, 1]: the very same samples both sides
             return v
         return replace(v, verdict="INCONCLUSIVE", reason=f"{v.reason}; {UNCONFIRMED}")
 
@@ -662,7 +662,6 @@ def gate_with_rerun(base: Side, cur: RunResult, remeasure: Callable[[list[str], 
     kwargs = {**gate_kwargs, "looks": looks_for(0, rerun, step)}
     result = gate(base, cur, **kwargs)  # type: ignore[arg-type]
     rounds = 0
-    measured: set[str] = set()
     while rounds < rerun:
         keys = cases_to_rerun(result)
         if not keys:
@@ -670,6 +669,5 @@ def gate_with_rerun(base: Side, cur: RunResult, remeasure: Callable[[list[str], 
         n = min(step, rerun - rounds)
         cur = merge_samples(cur, remeasure(keys, n), keys)
         rounds += n
-        measured.update(keys)
         result = merge_looks(result, gate(base, cur, **kwargs), keys)  # type: ignore[arg-type]
-    return replace(unconfirmed(result, measured), reruns=rounds)
+    return replace(unconfirmed(result), reruns=rounds)

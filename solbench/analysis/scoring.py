@@ -55,7 +55,7 @@ class ImplPeaks:
     scoring: Peaks
     floor: Peaks
     note: str = ""
-    cost: Cost | None = None  # the implementation's own cost (its ``bytes``), where it differs from the case's
+    cost: Cost | None = None  # the implementation's own cost (its ``input_dtypes``), where it differs from the case's
 
 
 def time_floor(cost: Cost, floor: Peaks, device_kind: str) -> float:

@@ -217,6 +217,10 @@ class Saver:
         return [p for p in (self.path, self.named) if p is not None]
 
 
+# run notes of what detection was unsure of (solbench.plan.prepare.device_notes): the peaks every number rests on
+DETECTION_NOTES = ("device: ", "peaks: ")
+
+
 def finish(result: RunResult, out: Console, as_json: bool, *, saved: Path | Sequence[Path] | None = None) -> None:
     """Print a run: its tables, or its JSON alone on stdout. With ``--json`` or ``-q``, stderr still
     says which implementations failed (the exit code's reason), what detection was unsure of, and
@@ -229,8 +233,8 @@ def finish(result: RunResult, out: Console, as_json: bool, *, saved: Path | Sequ
             for r in c.impls:
                 if r.status in FAILED_STATUSES:
                     click.echo(f"{c.case_id} {r.name}: {r.status.upper()}: {r.message}", err=True)
-        for note in result.notes:  # what detection was unsure of: the peaks every number rests on
-            if note.startswith(("device: ", "peaks: ")):
+        for note in result.notes:
+            if note.startswith(DETECTION_NOTES):
                 click.echo(note, err=True)
         for path in paths:
             click.echo(f"saved {path}", err=True)
@@ -260,7 +264,7 @@ def print_run(out: Console, result: RunResult, fast_ps: Sequence[float] = DEFAUL
         out.print(note, style="dim", overflow="fold", markup=False)
     for note in result.notes:
         # a case this machine cannot run (its inputs are not here); what detection was unsure of
-        if note.startswith(("skipped ", "device: ", "peaks: ")):
+        if note.startswith(("skipped ", *DETECTION_NOTES)):
             out.print(note, style="yellow", markup=False)
 
 

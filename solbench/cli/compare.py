@@ -243,7 +243,7 @@ def _check_writable(path: str) -> None:
     if target.exists() and not os.access(target, os.W_OK):
         raise ConfigError(f"{path}: cannot write: permission denied")
     try:
-        with tempfile.NamedTemporaryFile(dir=target.parent if str(target.parent) else ".", prefix=".solbench-"):
+        with tempfile.NamedTemporaryFile(dir=target.parent, prefix=".solbench-"):
             pass
     except OSError as exc:
         raise ConfigError(f"{path}: cannot write: {exc.strerror or exc}") from None

@@ -127,14 +127,13 @@ def _detect_cuda(index: int, specs: Sequence[HardwareSpec]) -> DeviceInfo:
             or match_spec(specs, name=props.name)
             or _estimate(props, info))
     warnings = list(spec.notes if spec.source == "estimated" else ())
-    pci = info.pci_device_id if info else None
-    device_id = pci >> 16 if pci is not None and pci > 0xFFFF else pci
+    name = info.name if info else props.name
+    device_id = info.pci_device_id if info else None  # 16-bit (NvmlInfo)
     if device_id is not None and spec.pci_device_ids and device_id not in spec.pci_device_ids:
         warnings.append(f"PCI device ID 0x{device_id:04x} is none of {spec.id}'s "
-                        f"({', '.join(f'0x{i:04x}' for i in spec.pci_device_ids)}); matched by the name "
-                        f"{info.name if info else props.name!r}: another variant of the part may have other peaks "
-                        "(memory, bandwidth); check it against the spec, or add a spec file for it")
-    name = info.name if info else props.name
+                        f"({', '.join(f'0x{i:04x}' for i in spec.pci_device_ids)}); matched by the name {name!r}: "
+                        "another variant of the part may have other peaks (memory, bandwidth); check it against "
+                        "the spec, or add a spec file for it")
     if spec.source == "datasheet" and is_mig(name) and spec.sm_count and sm_count < spec.sm_count:
         spec = _mig_slice(spec, sm_count, int(props.total_memory), name)
         warnings.append(spec.notes[-1])

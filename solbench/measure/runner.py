@@ -89,8 +89,9 @@ def build_launches(impl: Implementation, case: Case, sets: Sequence[Mapping[str,
         else:
             kwargs = dict(inputs)
         kwargs.update(impl.params)  # fixed (e.g. tuned) keyword arguments of fn
-        _check_takes(fn, impl, {**kwargs, **params_for(fn, case.params, kwargs, case.scope)}, bool(setup))
-        call = functools.partial(fn, **kwargs, **params_for(fn, case.params, kwargs, case.scope))
+        taken = params_for(fn, case.params, kwargs, case.scope)
+        _check_takes(fn, impl, {**kwargs, **taken}, bool(setup))
+        call = functools.partial(fn, **kwargs, **taken)
         launches.append(_destination(call, case, inputs) if impl.destination else call)
         all_kwargs.append(kwargs)
     return (launches, all_kwargs) if with_kwargs else launches

@@ -113,8 +113,9 @@ def plan(files: Sequence[str | Path], device_kind: str, only: Sequence[str] = ()
             expanded, costs, skipped = _traced(spec, path, expanded, _real_device(device_kind))
             p = Planned(spec, path, i, expanded, costs, skipped)
             for case in expanded:  # every op of every case is costed before anything is measured
+                cost = cost_of(p, case)
                 for name in spec.implementations:
-                    impl_cost(p, case, name)
+                    impl_cost(p, case, name, cost)
             planned.append(p)
     if only:
         missing = sorted(set(only) - {p.spec.name for p in planned})
@@ -253,11 +254,11 @@ def cost_of(p: Planned, case: Case) -> Any:
         raise located(p.path, ["workloads", p.index, "ops"], str(exc)) from None
 
 
-def impl_cost(p: Planned, case: Case, impl: str) -> Cost:
-    """The cost an implementation is scored against: the case's, with the inputs it reads in a narrower
-    dtype made once in set-up (``input_dtypes``: a weight quantized to FP8) counted at that width. An
-    input it would widen is a ConfigError naming the file and line."""
-    cost = cost_of(p, case)
+def impl_cost(p: Planned, case: Case, impl: str, cost: Cost | None = None) -> Cost:
+    """The cost an implementation is scored against: the case's (``cost``, else :func:`cost_of`), with
+    the inputs it reads in a narrower dtype made once in set-up (``input_dtypes``: a weight quantized to
+    FP8) counted at that width. An input it would widen is a ConfigError naming the file and line."""
+    cost = cost if cost is not None else cost_of(p, case)
     narrowed = p.spec.implementations[impl].input_dtypes
     if not narrowed:
         return cost
@@ -306,7 +307,7 @@ def case_result(p: Planned, case: Case, spec: HardwareSpec, impls: Sequence[Impl
     per_impl = {}
     for r in impls:
         dtype = p.spec.implementations[r.name].peak_dtype or case.dtype
-        own = impl_cost(p, case, r.name)
+        own = impl_cost(p, case, r.name, cost)
         note = "; ".join(filter(None, [
             f"scored against the {dtype} peak" if dtype != case.dtype else "",
             f"scored against its own {own.fused_bytes:.0f} fused bytes (the case's: {cost.fused_bytes:.0f}; "

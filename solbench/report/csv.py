@@ -39,7 +39,7 @@ def _row(run: RunResult, case: CaseResult, r: ImplResult) -> dict[str, Any]:
         row.update(sol=s.sol, mfu=s.mfu, mbu=s.mbu, achieved_flops_per_s=s.achieved_flops,
                    achieved_bytes_per_s=s.achieved_bandwidth, speedup=s.speedup, s_score=s.s_score,
                    floor_fraction=s.floor_fraction)
-        if s.t_sol is not None:  # its own T_SOL, bound and bytes (``peak_dtype``, ``bytes``); the case's otherwise
+        if s.t_sol is not None:  # its own T_SOL, bound and bytes (``peak_dtype``, ``input_dtypes``); else the case's
             row.update(t_sol_s=s.t_sol, bound=s.bound or case.bound)
         if s.fused_bytes is not None:
             row.update(fused_bytes=s.fused_bytes)
