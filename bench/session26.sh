@@ -28,6 +28,9 @@
 # gsweep: bench/gemv_sweep.py (decode, bf16 and fp16) over FP8_PLANS (rows:cluster:stages), then `run -w o_proj_fp8w`
 #   at 1 and 16 tokens here and in alt trees whose FP8 GEMV prefers 16-row CTAs (G16) or 32 rows in clusters of 2
 #   (G32c2), GROUNDS (2) each, interleaved: the fused and floor medians.
+# bsweep: bench/gemv_sweep.py over BF16_PLANS (bf16 weight, rows:cluster:stages) at 1, 16 and 64 tokens, then
+#   `run -w o_proj -i fused -i floor --timer cupti` at 1 and 16 tokens here and in an alt tree whose bf16 GEMV
+#   prefers 16-row CTAs two to an SM (B16), GROUNDS (2) each, interleaved: the fused and floor medians (issue 20).
 # fp8w: one `run -w o_proj_fp8w`, `compare baseline fused`, the fused and floor medians.
 # passab: `run -w o_proj` here (PASS_ROUNDS 4) and in alt trees with PASSAB_ROUNDS (default "2 6") added rounds
 #   a pass at most, PASSAB_RUNS (2) each, interleaved; each run's harness phases, passes and processes.
@@ -195,6 +198,25 @@ PY
         name=${P}g-$(echo "$t" | tr -c 'A-Za-z0-9\n' '_')-$r
         (cd "$t" && timeout $(left) python3 -m solbench run workloads/attn.yaml -w o_proj_fp8w -q --case tokens=1 \
           --case tokens=16 -o $OUT/$name.json > $OUT/$name.txt 2>&1)
+        echo "$name: exit $?" | tee -a $OUT/steps.txt
+        fused_floor $OUT/$name.json
+      done
+    done
+    ;;
+  bsweep)  # the bf16 GEMV's tiles at 1 and 16 tokens, then o_proj there and in a tree preferring 16-row CTAs
+    SWEEP=decode PLANS="${BF16_PLANS:-32:1:0,32:1:4,16:1:0,16:1:4,16:1:3,32:2:0}" FP8_PLANS=16:1:4 \
+      timeout $(( $(left) - 20 )) python3 bench/gemv_sweep.py $OUT > $OUT/${P}bsweep.txt 2>&1
+    echo "gemv sweep: exit $?" | tee -a $OUT/steps.txt
+    grep -E "^  stream |gemv_residual default|^tokens=" $OUT/${P}bsweep.txt | grep -v "rel err" | tee -a $OUT/steps.txt
+    rm -rf alt/B16 && mkdir -p alt/B16 && cp -r solbench workloads hardware_specs alt/B16/
+    sed -i "s/^PREFERENCE_FEW = .*/PREFERENCE_FEW = ((16, 1, 2), (32, 1), (64, 2))/" alt/B16/solbench/kernels/gemv_plan.py
+    grep "^PREFERENCE_FEW = " alt/B16/solbench/kernels/gemv_plan.py | tee -a $OUT/steps.txt
+    for r in $(seq 1 "${GROUNDS:-2}"); do
+      for t in . alt/B16; do
+        [ $(left) -gt 40 ] || break 2
+        name=${P}b-$(echo "$t" | tr -c 'A-Za-z0-9\n' '_')-$r
+        (cd "$t" && timeout $(left) python3 -m solbench run workloads/attn.yaml -w o_proj -i fused -i floor \
+          --case tokens=1 --case tokens=16 --timer cupti -q -o $OUT/$name.json > $OUT/$name.txt 2>&1)
         echo "$name: exit $?" | tee -a $OUT/steps.txt
         fused_floor $OUT/$name.json
       done

@@ -140,3 +140,30 @@ def test_run_with_graph_launch_records_it_per_point(tmp_path):
     timed = [i for c in data["cases"] for i in c["impls"] if i["status"] == "ok"]
     assert timed and all(i["protocol"]["launch"] in ("graph", "stream") for i in timed)
     assert all(i["protocol"].get("graph_fallback") for i in timed if i["protocol"]["launch"] == "stream")
+
+
+@pytest.mark.parametrize("setup", ["resnet50_fused_setup", "resnet50_fused_stem_setup"])
+def test_a_call_that_replays_its_own_graph_is_captured_whole(setup):
+    """ResNet-50's ``fused`` replays a graph of its own, which cannot be replayed inside another
+    capture: while captured it runs the forward into solbench's graph, the same kernels its own
+    graph holds, so the point is replayed (and comparable with the graph-launched baseline)."""
+    from solbench.device import cupti
+    from solbench.device.timer import GraphLaunch
+    from solbench.impls import resnet50 as net50
+    from solbench.impls import resnet50_fused as fused50
+
+    gen = torch.Generator(device="cuda").manual_seed(3)
+    x = torch.randn(4, 3, 64, 64, device="cuda", generator=gen).to(torch.bfloat16)
+    params = torch.randn(net50.PARAM_COUNT, device="cuda", generator=gen)
+    kwargs = getattr(fused50, setup)(x, params)
+    reference = net50.resnet50_reference(x.float(), params).float()
+
+    def call():
+        return fused50.resnet50_fused(**kwargs)
+
+    launch = GraphLaunch(torch, [call], cupti.tracer())
+    protocol = launch.protocol()
+    assert protocol["launch"] == "graph", protocol
+    got = call().float()
+    err = float((got - reference).norm() / reference.norm())
+    assert err < 2e-2, err  # the workload's bf16 rel_l2 tolerance
