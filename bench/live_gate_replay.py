@@ -1,0 +1,133 @@
+"""Replay ``run --gate-against`` on recorded runs of one tree: how often does the live gate end
+INCONCLUSIVE, and how does it treat a slowdown, under each way of spending its error over looks?
+
+    PYTHONPATH=. python3 bench/live_gate_replay.py RUN.json[.gz] ... [--spend equal,0.6] [--slow 1.0,1.05,1.1]
+                                                   [--rerun 8] [--reps 2] [--seed 5]
+
+Every ordered pair (i, j) of the given runs is one invocation: run i is the saved baseline and run j
+the current run just measured. The live gate (``analysis.gate.gate_with_rerun``, four rounds a look
+as ``execute.run.gate_live`` gives a run in rounds) re-measures the keys it has not decided; each
+re-measured round is a round of that key drawn, without replacement, from the runs other than i and
+j (shuffled, ``--reps`` shuffles a pair). ``--slow F`` multiplies every sample of the current side,
+re-measured rounds included, by F for one implementation (``--impl``, default ``cublas_addmm``):
+the truth is then F for its points and 1 for every other. Per spending rule and F: invocations by
+overall verdict, and the slowed points' verdicts.
+
+``--spend``: ``equal`` splits the error evenly over the K looks (``analysis.sequential.look_levels``
+as it was); a number s gives the first look the share s and the later looks (1 - s) / (K - 1) each.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import statistics
+from collections import Counter
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+from solbench.analysis import gate as gate_mod
+from solbench.analysis import sequential
+from solbench.analysis.pooling import merge_rounds
+from solbench.analysis.rounds import group_by_round
+from solbench.results import store
+from solbench.results.model import RunResult, Timing
+
+
+def rounds_by_key(run: RunResult) -> dict[str, list[tuple[float, ...]]]:
+    out = {}
+    for c in run.cases:
+        for r in c.impls:
+            if r.status == "ok" and r.timing is not None:
+                out[f"{c.case_id}/{r.name}"] = [tuple(float(x) for x in g)
+                                                for g in group_by_round(r.timing.samples, r.timing.rounds)]
+    return out
+
+
+def one_round(samples: tuple[float, ...]) -> Timing:
+    m = statistics.median(samples)
+    return Timing(samples=samples, median=m, ci_low=m, ci_high=m, stop_reason="converged")
+
+
+def scaled(run: RunResult, impl: str, factor: float) -> RunResult:
+    if factor == 1.0:
+        return run
+    cases = []
+    for c in run.cases:
+        impls = []
+        for r in c.impls:
+            if r.name == impl and r.timing is not None:
+                t = r.timing
+                r = replace(r, timing=replace(t, samples=tuple(x * factor for x in t.samples), median=t.median * factor,
+                                              ci_low=t.ci_low * factor, ci_high=t.ci_high * factor))
+            impls.append(r)
+        cases.append(replace(c, impls=tuple(impls)))
+    return replace(run, cases=tuple(cases))
+
+
+def invocation(base: RunResult, cur: RunResult, pool: dict[str, list[tuple[float, ...]]], rerun: int,
+               impl: str, factor: float) -> tuple[str, dict[str, str]]:
+    def remeasure(keys: list[str], n: int) -> RunResult:
+        cases = []
+        for c in cur.cases:
+            impls = []
+            for r in c.impls:
+                key = f"{c.case_id}/{r.name}"
+                if key not in keys or r.timing is None:
+                    continue
+                f = factor if r.name == impl else 1.0
+                drawn = [pool[key].pop() for _ in range(n)] if len(pool.get(key, ())) >= n else []
+                if not drawn:
+                    continue
+                parts = [replace(r, timing=one_round(tuple(x * f for x in s))) for s in drawn]
+                impls.append(merge_rounds(parts))
+            if impls:
+                cases.append(replace(c, impls=tuple(impls)))
+        return replace(cur, cases=tuple(cases))
+
+    result = gate_mod.gate_with_rerun(base, cur, remeasure, rerun, step=gate_mod.ROUNDS_A_LOOK)
+    return result.overall, {v.key: v.verdict for v in result.verdicts}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("runs", nargs="+")
+    ap.add_argument("--spend", default="equal,0.6")
+    ap.add_argument("--slow", default="1.0,1.05,1.1")
+    ap.add_argument("--impl", default="cublas_addmm")
+    ap.add_argument("--rerun", type=int, default=8)
+    ap.add_argument("--reps", type=int, default=2)
+    ap.add_argument("--seed", type=int, default=5)
+    args = ap.parse_args()
+    runs = [store.load(Path(p)) for p in args.runs]
+    pools = [rounds_by_key(r) for r in runs]
+    original = sequential.FIRST_LOOK_SHARE
+    print(f"{len(runs)} runs, {len(runs) * (len(runs) - 1)} ordered pairs x {args.reps} shuffles; "
+          f"--rerun {args.rerun}, {gate_mod.ROUNDS_A_LOOK} rounds a look; slowed: {args.impl}")
+    for spend in args.spend.split(","):
+        sequential.FIRST_LOOK_SHARE = None if spend == "equal" else float(spend)
+        for factor in (float(f) for f in args.slow.split(",")):
+            rng = np.random.default_rng(args.seed)
+            overall, slowed = Counter(), Counter()
+            for (i, j), _ in itertools.product(itertools.permutations(range(len(runs)), 2), range(args.reps)):
+                pool = {}
+                for k, p in enumerate(pools):
+                    if k in (i, j):
+                        continue
+                    for key, rounds in p.items():
+                        pool.setdefault(key, []).extend(rounds)
+                for rounds in pool.values():
+                    rng.shuffle(rounds)
+                verdict, per_key = invocation(runs[i], scaled(runs[j], args.impl, factor), pool, args.rerun,
+                                              args.impl, factor)
+                overall[verdict] += 1
+                slowed.update(v for k, v in per_key.items() if k.endswith(f"/{args.impl}"))
+            print(f"spend {spend:5s} truth {factor:.2f}: invocations {dict(sorted(overall.items()))}; "
+                  f"{args.impl} points {dict(sorted(slowed.items()))}")
+    sequential.FIRST_LOOK_SHARE = original
+
+
+if __name__ == "__main__":
+    main()
