@@ -83,6 +83,29 @@ def test_fused_forward_equals_the_eager_forward_and_differs_without_the_shortcut
     assert not torch.allclose(net50.forward(x * 2, net50.unpack(params)), expected, atol=1e-2)
 
 
+def test_a_graph_forward_being_captured_runs_the_forward_instead_of_replaying(monkeypatch):
+    """CUDA refuses a graph's replay inside another capture: while captured, ``GraphForward`` runs the
+    folded forward (into the caller's graph) and copies it out; otherwise it replays. The CUDA-only
+    parts (streams, the graph) are stood in for on the CPU; tests/gpu/test_graph_launch_gpu.py runs it whole."""
+    x, params = _small_input()
+    net = fused50.fold_net(params, torch.float32)
+    replays = []
+
+    class Graph:
+        def replay(self):
+            replays.append(1)
+
+    forward = object.__new__(fused50.GraphForward)
+    forward.x, forward.net, forward.graph, forward.logits = x, net, Graph(), torch.full((2, 1000), 7.0)
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: True)
+    captured = forward()
+    torch.testing.assert_close(captured, net50.resnet50_reference(x, params), rtol=1e-3, atol=1e-3)
+    assert not replays
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: False)
+    launched = forward()
+    assert replays == [1] and bool((launched == 7.0).all()) and launched.data_ptr() != forward.logits.data_ptr()
+
+
 @pytest.mark.parametrize("size", [32, 33, 224])
 def test_space_to_depth_stem_is_the_same_convolution(size: int):
     _, params = _small_input()
