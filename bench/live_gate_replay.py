@@ -13,8 +13,9 @@ re-measured rounds included, by F for one implementation (``--impl``, default ``
 the truth is then F for its points and 1 for every other. Per spending rule and F: invocations by
 overall verdict, and the slowed points' verdicts.
 
-``--spend``: ``equal`` splits the error evenly over the K looks (``analysis.sequential.look_levels``
-as it was); a number s gives the first look the share s and the later looks (1 - s) / (K - 1) each.
+``--spend``: ``equal`` is the gate's own rule (``analysis.sequential.look_levels``: the error split
+evenly over the K looks); a number s gives the first look the share s and the later looks
+(1 - s) / (K - 1) each, by standing in for ``look_levels`` with the look counted here.
 """
 
 from __future__ import annotations
@@ -27,23 +28,12 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+from loop_replay import pooled, rounds_of
 
 from solbench.analysis import gate as gate_mod
-from solbench.analysis import sequential
 from solbench.analysis.pooling import merge_rounds
-from solbench.analysis.rounds import group_by_round
 from solbench.results import store
 from solbench.results.model import RunResult, Timing
-
-
-def rounds_by_key(run: RunResult) -> dict[str, list[tuple[float, ...]]]:
-    out = {}
-    for c in run.cases:
-        for r in c.impls:
-            if r.status == "ok" and r.timing is not None:
-                out[f"{c.case_id}/{r.name}"] = [tuple(float(x) for x in g)
-                                                for g in group_by_round(r.timing.samples, r.timing.rounds)]
-    return out
 
 
 def one_round(samples: tuple[float, ...]) -> Timing:
@@ -67,28 +57,42 @@ def scaled(run: RunResult, impl: str, factor: float) -> RunResult:
     return replace(run, cases=tuple(cases))
 
 
-def invocation(base: RunResult, cur: RunResult, pool: dict[str, list[tuple[float, ...]]], rerun: int,
+def invocation(base: RunResult, cur: RunResult, pool: dict[tuple[str, str], list[tuple[float, ...]]], rerun: int,
                impl: str, factor: float) -> tuple[str, dict[str, str]]:
     def remeasure(keys: list[str], n: int) -> RunResult:
         cases = []
         for c in cur.cases:
             impls = []
             for r in c.impls:
-                key = f"{c.case_id}/{r.name}"
-                if key not in keys or r.timing is None:
+                point = (c.case_id, r.name)
+                if f"{c.case_id}/{r.name}" not in keys or r.timing is None or len(pool.get(point, ())) < n:
                     continue
                 f = factor if r.name == impl else 1.0
-                drawn = [pool[key].pop() for _ in range(n)] if len(pool.get(key, ())) >= n else []
-                if not drawn:
-                    continue
-                parts = [replace(r, timing=one_round(tuple(x * f for x in s))) for s in drawn]
-                impls.append(merge_rounds(parts))
+                drawn = [pool[point].pop() for _ in range(n)]
+                impls.append(merge_rounds([replace(r, timing=one_round(tuple(x * f for x in s))) for s in drawn]))
             if impls:
                 cases.append(replace(c, impls=tuple(impls)))
         return replace(cur, cases=tuple(cases))
 
     result = gate_mod.gate_with_rerun(base, cur, remeasure, rerun, step=gate_mod.ROUNDS_A_LOOK)
     return result.overall, {v.key: v.verdict for v in result.verdicts}
+
+
+def front_loaded(first: float):
+    """(gate, look_levels) to stand in for analysis.gate's: each gate call is the next look of the
+    invocation (``looks.clear()`` starts one), and the first look spends ``first`` of the error."""
+    looks: list[int] = []
+    real_gate = gate_mod.gate
+
+    def gate(*args, **kwargs):
+        looks.append(1)
+        return real_gate(*args, **kwargs)
+
+    def look_levels(alpha: float, confidence: float, k: int) -> tuple[float, float]:
+        share = 1.0 if k == 1 else first if len(looks) == 1 else (1.0 - first) / (k - 1)
+        return alpha * share, 1.0 - (1.0 - confidence) * share
+
+    return looks, gate, look_levels
 
 
 def main() -> None:
@@ -102,31 +106,29 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=5)
     args = ap.parse_args()
     runs = [store.load(Path(p)) for p in args.runs]
-    pools = [rounds_by_key(r) for r in runs]
-    original = sequential.FIRST_LOOK_SHARE
+    pools = [rounds_of(r) for r in runs]
+    real = gate_mod.gate, gate_mod.look_levels
     print(f"{len(runs)} runs, {len(runs) * (len(runs) - 1)} ordered pairs x {args.reps} shuffles; "
           f"--rerun {args.rerun}, {gate_mod.ROUNDS_A_LOOK} rounds a look; slowed: {args.impl}")
     for spend in args.spend.split(","):
-        sequential.FIRST_LOOK_SHARE = None if spend == "equal" else float(spend)
+        looks: list[int] = []
+        if spend != "equal":
+            looks, gate_mod.gate, gate_mod.look_levels = front_loaded(float(spend))
         for factor in (float(f) for f in args.slow.split(",")):
             rng = np.random.default_rng(args.seed)
             overall, slowed = Counter(), Counter()
             for (i, j), _ in itertools.product(itertools.permutations(range(len(runs)), 2), range(args.reps)):
-                pool = {}
-                for k, p in enumerate(pools):
-                    if k in (i, j):
-                        continue
-                    for key, rounds in p.items():
-                        pool.setdefault(key, []).extend(rounds)
+                pool = pooled([p for k, p in enumerate(pools) if k not in (i, j)])
                 for rounds in pool.values():
                     rng.shuffle(rounds)
+                looks.clear()
                 verdict, per_key = invocation(runs[i], scaled(runs[j], args.impl, factor), pool, args.rerun,
                                               args.impl, factor)
                 overall[verdict] += 1
                 slowed.update(v for k, v in per_key.items() if k.endswith(f"/{args.impl}"))
             print(f"spend {spend:5s} truth {factor:.2f}: invocations {dict(sorted(overall.items()))}; "
                   f"{args.impl} points {dict(sorted(slowed.items()))}")
-    sequential.FIRST_LOOK_SHARE = original
+        gate_mod.gate, gate_mod.look_levels = real
 
 
 if __name__ == "__main__":

@@ -36,7 +36,7 @@ class Looks:
 
     def result(self, base: Side, cur: RunResult) -> GateResult:
         """The gate now, with verdicts decided at earlier looks kept for keys not measured since."""
-        new = gate(base, cur, looks=self.looks, look=min(self.count + 1, self.looks), **self.gate_kwargs)
+        new = gate(base, cur, looks=self.looks, **self.gate_kwargs)
         merged = new if self.last is None else merge_looks(self.last, new, self.measured)
         self.last = merged
         self.count += 1

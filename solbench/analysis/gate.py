@@ -187,8 +187,7 @@ class GateResult:
     fingerprint_diffs: tuple[str, ...] = ()  # non-empty only with allow_cross_hardware
     cards: str = ""  # the sides were measured on different cards of one model (card_note); "": one card, or unknown
     reruns: int = 0  # rounds of re-measurement that went into this result
-    looks: int = 1  # K: the looks the error rates are split over (analysis.sequential.look_levels)
-    look: int = 1  # the look whose levels the newest verdicts were reached at (1..K)
+    looks: int = 1  # K: the looks the error rates are split over (alpha / K, 1 - (1 - confidence) / K)
 
     @property
     def undecided(self) -> tuple[GateCaseVerdict, ...]:
@@ -525,12 +524,11 @@ def _one_side(runs: Side, name: str, allow_cross_hardware: bool) -> RunResult:
 
 def gate(base: Side, cur: Side, *, threshold: float | None = None, alpha: float = 0.01,
          confidence: float = 0.95, allow_cross_hardware: bool = False, impl: str | None = None,
-         seed: int = 0, n_boot: int = 2000, looks: int = 1, look: int = 1) -> GateResult:
+         seed: int = 0, n_boot: int = 2000, looks: int = 1) -> GateResult:
     """Decide every key and the overall verdict of ``cur`` against ``base`` (rules above).
 
-    ``looks``: how many looks the error rates are split over (module docstring, "Looks"), and
-    ``look`` which of them this is (1-based); each verdict is reached at that look's share of
-    alpha and its interval at ``1 - (1 - confidence) * share`` (``analysis.sequential.look_levels``).
+    ``looks``: how many looks the error rates are split over (module docstring, "Looks"); each
+    verdict is reached at ``alpha / looks`` and an interval at ``1 - (1 - confidence) / looks``.
 
     Each side is a run or a sequence of runs of the same code (decided over rounds).
     ``threshold`` is an explicit threshold for every case; None uses each workload's
@@ -556,9 +554,9 @@ def gate(base: Side, cur: Side, *, threshold: float | None = None, alpha: float 
     pairing = pair_runs(base, cur, impl, same_model=not allow_cross_hardware)
     pairing, mixed = split_launched(pairing)
     tau_of = threshold_of(threshold, recorded)
-    if not 1 <= look <= looks:
-        raise ConfigError(f"looks must be >= 1 and look in 1..looks, got look {look} of {looks}")
-    alpha_k, confidence_k = look_levels(alpha, confidence, looks, look)
+    if looks < 1:
+        raise ConfigError(f"looks must be >= 1, got {looks}")
+    alpha_k, confidence_k = look_levels(alpha, confidence, looks)
     ests = moderate([estimate(p.a, p.b, confidence=confidence_k, seed=seed, n_boot=n_boot)
                      for p in pairing.pairs], confidence_k)
     tests = _rank_tests(pairing.pairs, ests)
@@ -573,7 +571,7 @@ def gate(base: Side, cur: Side, *, threshold: float | None = None, alpha: float 
         raise ConfigError(f"baseline and current have no measured case in common ({len(pairing.only_in_a)} "
                           f"in baseline only, {len(pairing.only_in_b)} in current only{other})")
     vs = tuple(verdicts)
-    return GateResult(vs, _overall(vs), threshold, alpha, confidence, tuple(diffs), looks=looks, look=look,
+    return GateResult(vs, _overall(vs), threshold, alpha, confidence, tuple(diffs), looks=looks,
                       cards="" if per_case or diffs else cards)  # other models: the diffs say more
 
 
@@ -663,7 +661,7 @@ def gate_with_rerun(base: Side, cur: RunResult, remeasure: Callable[[list[str], 
         raise ConfigError(f"rounds a look must be >= 1, got {step}")
     kwargs = {**gate_kwargs, "looks": looks_for(0, rerun, step)}
     result = gate(base, cur, **kwargs)  # type: ignore[arg-type]
-    rounds, look = 0, 1
+    rounds = 0
     while rounds < rerun:
         keys = cases_to_rerun(result)
         if not keys:
@@ -671,6 +669,5 @@ def gate_with_rerun(base: Side, cur: RunResult, remeasure: Callable[[list[str], 
         n = min(step, rerun - rounds)
         cur = merge_samples(cur, remeasure(keys, n), keys)
         rounds += n
-        look += 1
-        result = merge_looks(result, gate(base, cur, look=look, **kwargs), keys)  # type: ignore[arg-type]
+        result = merge_looks(result, gate(base, cur, **kwargs), keys)  # type: ignore[arg-type]
     return replace(unconfirmed(result), reruns=rounds)

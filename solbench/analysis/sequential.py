@@ -33,13 +33,13 @@ looks):
     P(a wrong verdict at any look) <= sum_k P(wrong at look k) <= K * level / K = level
 
 whatever the dependence between looks, so it holds when the stopping depends on the data. Any
-split whose shares sum to 1 keeps the bound (``look_share``; ``FIRST_LOOK_SHARE`` gives the first
-look more). Replayed on nine recorded H200 o_proj runs of one tree (``bench/live_gate_replay.py``,
-``run --gate-against`` over the 72 ordered pairs, three shuffles of the re-measured rounds), giving
-the first look 50%, 60% or 75% of the error left 22, 23 and 26 of 216 invocations INCONCLUSIVE
-against 20 with the even split, and let more points of a true 5% slowdown PASS (95-110 of 2,160
-against 91): the few points the first look leaves open then face stricter later looks. The split
-stays even. The gate's two error rates are each split this way (``look_levels``): its claims (REGRESSION,
+split whose shares sum to 1 keeps the bound. Giving the first look more was replayed on nine recorded
+H200 o_proj runs of one tree (``bench/live_gate_replay.py --spend``: ``run --gate-against`` over the
+72 ordered pairs, three shuffles of the re-measured rounds): 50%, 60% or 75% of the error at the first
+look left 22, 23 and 26 of 216 invocations INCONCLUSIVE against 20 with the even split, and let more
+points of a true 5% slowdown PASS (95-110 of 2,160 against 91): the few points the first look leaves
+open then face stricter later looks. The split stays even. The gate's two error rates are each split
+this way (``look_levels``): its claims (REGRESSION,
 FASTER) need a rank/t test at ``alpha / K`` and an interval at confidence ``1 - (1 - c) / K``
 beyond the threshold; PASS needs the same interval below ``1 + threshold``, so a missed
 regression of the threshold or more is rarer than ``(1 - c) / 2`` over all looks. With K = 1
@@ -100,7 +100,6 @@ __all__ = [
     "log_ratio",
     "log_round_medians",
     "look_levels",
-    "look_share",
     "moderated",
     "t_stats",
     "variance_prior",
@@ -112,31 +111,11 @@ __all__ = [
 PAIRED_MIN_ROUNDS = 5
 
 
-# The share of each error rate the first of K > 1 looks spends (None: 1 / K, an even split, which
-# replayed best on recorded H200 gates); the later looks share the rest evenly (module docstring,
-# "Optional stopping").
-FIRST_LOOK_SHARE: float | None = None
-
-
-def look_share(looks: int, look: int = 1) -> float:
-    """The share of each error rate that look ``look`` (1-based) of ``looks`` spends; the shares of
-    the K looks sum to 1, so the union bound holds whichever look decides."""
+def look_levels(alpha: float, confidence: float, looks: int) -> tuple[float, float]:
+    """(alpha_k, confidence_k) for each of ``looks`` looks: ``alpha / K`` and ``1 - (1 - c) / K``."""
     if looks < 1:
         raise ValueError(f"looks must be >= 1, got {looks}")
-    if not 1 <= look <= looks:
-        raise ValueError(f"look must be in 1..{looks}, got {look}")
-    if looks == 1:
-        return 1.0
-    if FIRST_LOOK_SHARE is None:
-        return 1.0 / looks
-    return FIRST_LOOK_SHARE if look == 1 else (1.0 - FIRST_LOOK_SHARE) / (looks - 1)
-
-
-def look_levels(alpha: float, confidence: float, looks: int, look: int = 1) -> tuple[float, float]:
-    """(alpha_k, confidence_k) at look ``look`` of ``looks``: ``alpha * share`` and
-    ``1 - (1 - confidence) * share``, the share from :func:`look_share`."""
-    share = look_share(looks, look)
-    return alpha * share, 1.0 - (1.0 - confidence) * share
+    return alpha / looks, 1.0 - (1.0 - confidence) / looks
 
 
 def log_round_medians(groups: Sequence[np.ndarray]) -> np.ndarray:
@@ -309,15 +288,15 @@ UNDECIDED, PASS, REGRESSION, FASTER = 0, 1, 2, 3
 
 
 def gate_codes(d: np.ndarray, se: np.ndarray, df: np.ndarray, tau: float, *, alpha: float = 0.01,
-               confidence: float = 0.95, looks: int = 1, look: int = 1) -> np.ndarray:
+               confidence: float = 0.95, looks: int = 1) -> np.ndarray:
     """The gate's rule (analysis.gate.case_verdict) for one point per element, vectorized.
 
-    At each look: ``alpha_k, c_k = look_levels(alpha, confidence, looks, look)``; interval at c_k;
+    At each look: ``alpha_k, c_k = look_levels(alpha, confidence, looks)``; interval at c_k;
     REGRESSION if ``lo > 1 + tau`` and ``p_slower <= alpha_k``; FASTER if ``hi < 1/(1 + tau)`` and
     ``p_faster <= alpha_k``; PASS if ``hi < 1 + tau``; else UNDECIDED. One point, so the
     Benjamini-Hochberg step of the gate is the identity here.
     """
-    a_k, c_k = look_levels(alpha, confidence, looks, look)
+    a_k, c_k = look_levels(alpha, confidence, looks)
     q = t_ppf((1.0 + c_k) / 2.0, df)
     lo, hi = d - q * se, d + q * se
     with np.errstate(divide="ignore", invalid="ignore"):

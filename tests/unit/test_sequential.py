@@ -182,55 +182,6 @@ def test_look_levels_split_both_error_rates():
     assert a == pytest.approx(0.00125) and c == pytest.approx(1 - 0.05 / 8)
     with pytest.raises(ValueError):
         look_levels(0.01, 0.95, 0)
-    with pytest.raises(ValueError):
-        look_levels(0.01, 0.95, 3, look=4)
-
-
-def test_every_spending_of_the_looks_sums_to_the_whole_error(monkeypatch):
-    """The union bound needs the looks' shares to sum to 1, for the even split and a front-loaded one."""
-    from solbench.analysis import sequential
-
-    for share in (None, 0.6):
-        monkeypatch.setattr(sequential, "FIRST_LOOK_SHARE", share)
-        for looks in (1, 2, 3, 5):
-            shares = [sequential.look_share(looks, k) for k in range(1, looks + 1)]
-            assert sum(shares) == pytest.approx(1.0)
-            alphas = [look_levels(0.01, 0.95, looks, k)[0] for k in range(1, looks + 1)]
-            assert sum(alphas) == pytest.approx(0.01)
-    monkeypatch.setattr(sequential, "FIRST_LOOK_SHARE", 0.6)
-    assert look_levels(0.01, 0.95, 3, 1) == pytest.approx((0.006, 0.97))
-    assert look_levels(0.01, 0.95, 3, 3) == pytest.approx((0.002, 0.99))
-
-
-def test_gate_with_rerun_reaches_each_look_at_its_own_levels(monkeypatch):
-    """``gate_with_rerun`` tells ``gate`` which look it is: under a front-loaded spending the second
-    look is held to the later, stricter level (what the default even split makes the same)."""
-    from solbench.analysis import gate as gate_mod
-    from solbench.analysis import sequential
-
-    monkeypatch.setattr(sequential, "FIRST_LOOK_SHARE", 0.6)
-    seen = []
-    real = gate_mod.gate
-
-    def spy(base, cur, **kwargs):
-        seen.append((kwargs.get("looks"), kwargs.get("look", 1)))
-        return real(base, cur, **kwargs)
-
-    monkeypatch.setattr(gate_mod, "gate", spy)
-    rng = np.random.default_rng(4)
-
-    def rounds(shift, n):
-        samples, labels = [], []
-        for r in range(n):
-            samples += list(shift * 1e-3 * np.exp(rng.normal(0, 0.03) + rng.normal(0, 0.01, 12)))
-            labels += [r] * 12
-        return _one_run(samples, labels)
-
-    base, cur = rounds(1.0, 3), rounds(1.05, 3)  # at the threshold: undecided, so re-measured
-    result = gate_mod.gate_with_rerun(base, cur, lambda keys, n: rounds(1.05, n), 8, step=4, threshold=0.05)
-    assert seen[0] == (3, 1)
-    assert [look for _, look in seen] == list(range(1, len(seen) + 1)) and len(seen) >= 2
-    assert result.looks == 3 and result.look == len(seen)
 
 
 def test_pooled_t_matches_scipy_and_a_one_round_side_borrows_the_spread():
