@@ -35,9 +35,10 @@ gpu_tests() {
     -o $OUT/oproj-1.json --force 2>&1 | tee -a $OUT/steps.txt
   grep -E "passed|failed|error" $OUT/gpu-tests.txt | tail -n 15
 }
-# pack_out: what comes back from $OUT: the JSONs gzipped, steps.txt printed, the other texts in texts.tgz.
+# pack_out: what comes back from $OUT (the device returns only a few files): steps.txt printed and kept, every
+# other file in out.tgz (the JSONs gzipped inside it).
 pack_out() {
   for f in $OUT/*.json; do [ -f "$f" ] && gzip -9 -n "$f"; done
   cat $OUT/steps.txt
-  (cd $OUT && tar czf texts.tgz $(ls *.txt 2>/dev/null | grep -v '^steps.txt$') && rm -f $(ls *.txt 2>/dev/null | grep -v '^steps.txt$'))
+  (cd $OUT && others=$(ls | grep -v -e '^steps.txt$' -e '^out.tgz$') && [ -n "$others" ] && tar czf out.tgz $others && rm -rf $others)
 }
