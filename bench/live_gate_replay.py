@@ -2,7 +2,7 @@
 INCONCLUSIVE, and how does it treat a slowdown, under each way of spending its error over looks?
 
     PYTHONPATH=. python3 bench/live_gate_replay.py RUN.json[.gz] ... [--spend equal,0.6] [--slow 1.0,1.05,1.1]
-                                                   [--rerun 8] [--reps 2] [--seed 5]
+                                                   [--base-rounds 0,6] [--rerun 8] [--reps 2] [--seed 5]
 
 Every ordered pair (i, j) of the given runs is one invocation: run i is the saved baseline and run j
 the current run just measured. The live gate (``analysis.gate.gate_with_rerun``, four rounds a look
@@ -16,6 +16,10 @@ overall verdict, and the slowed points' verdicts.
 ``--spend``: ``equal`` is the gate's own rule (``analysis.sequential.look_levels``: the error split
 evenly over the K looks); a number s gives the first look the share s and the later looks
 (1 - s) / (K - 1) each, by standing in for ``look_levels`` with the look counted here.
+
+``--base-rounds N`` (0: as recorded): every point of the baseline is first deepened to N rounds with
+rounds drawn from the same pool (so they are not drawn again), as if the baseline run had been
+measured with ``--repeat N``; a point that already has N rounds or more keeps its own.
 """
 
 from __future__ import annotations
@@ -55,6 +59,23 @@ def scaled(run: RunResult, impl: str, factor: float) -> RunResult:
             impls.append(r)
         cases.append(replace(c, impls=tuple(impls)))
     return replace(run, cases=tuple(cases))
+
+
+def deepened(base: RunResult, pool: dict[tuple[str, str], list[tuple[float, ...]]], n: int) -> RunResult:
+    """``base`` with each point's rounds topped up to ``n`` from ``pool`` (see the module docstring)."""
+    own = rounds_of(base)
+    cases = []
+    for c in base.cases:
+        impls = []
+        for r in c.impls:
+            rounds = own.get((c.case_id, r.name), [])
+            need = n - len(rounds)
+            if r.timing is not None and need > 0 and len(pool.get((c.case_id, r.name), ())) >= need:
+                drawn = [pool[(c.case_id, r.name)].pop() for _ in range(need)]
+                r = merge_rounds([replace(r, timing=one_round(s)) for s in (*rounds, *drawn)])
+            impls.append(r)
+        cases.append(replace(c, impls=tuple(impls)))
+    return replace(base, cases=tuple(cases))
 
 
 def invocation(base: RunResult, cur: RunResult, pool: dict[tuple[str, str], list[tuple[float, ...]]], rerun: int,
@@ -101,6 +122,7 @@ def main() -> None:
     ap.add_argument("--spend", default="equal,0.6")
     ap.add_argument("--slow", default="1.0,1.05,1.1")
     ap.add_argument("--impl", default="cublas_addmm")
+    ap.add_argument("--base-rounds", default="0")
     ap.add_argument("--rerun", type=int, default=8)
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--seed", type=int, default=5)
@@ -110,7 +132,7 @@ def main() -> None:
     real = gate_mod.gate, gate_mod.look_levels
     print(f"{len(runs)} runs, {len(runs) * (len(runs) - 1)} ordered pairs x {args.reps} shuffles; "
           f"--rerun {args.rerun}, {gate_mod.ROUNDS_A_LOOK} rounds a look; slowed: {args.impl}")
-    for spend in args.spend.split(","):
+    for spend, depth in itertools.product(args.spend.split(","), (int(n) for n in args.base_rounds.split(","))):
         looks: list[int] = []
         if spend != "equal":
             looks, gate_mod.gate, gate_mod.look_levels = front_loaded(float(spend))
@@ -122,11 +144,13 @@ def main() -> None:
                 for rounds in pool.values():
                     rng.shuffle(rounds)
                 looks.clear()
-                verdict, per_key = invocation(runs[i], scaled(runs[j], args.impl, factor), pool, args.rerun,
+                base = deepened(runs[i], pool, depth) if depth else runs[i]
+                verdict, per_key = invocation(base, scaled(runs[j], args.impl, factor), pool, args.rerun,
                                               args.impl, factor)
                 overall[verdict] += 1
                 slowed.update(v for k, v in per_key.items() if k.endswith(f"/{args.impl}"))
-            print(f"spend {spend:5s} truth {factor:.2f}: invocations {dict(sorted(overall.items()))}; "
+            print(f"spend {spend:5s} base rounds {depth or 'as run'} truth {factor:.2f}: "
+                  f"invocations {dict(sorted(overall.items()))}; "
                   f"{args.impl} points {dict(sorted(slowed.items()))}")
         gate_mod.gate, gate_mod.look_levels = real
 
