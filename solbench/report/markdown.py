@@ -32,6 +32,7 @@ __all__ = [
 
 _GATE_ICON = {"PASS": "✅", "FASTER": "🚀", "REGRESSION": "❌", "BROKEN": "💥", "INCONCLUSIVE": "⚠️",
               "MISSING": "➖"}
+BASELINE_ROUNDS = 6  # rounds a saved baseline wants (README, "A stored baseline limits run --gate-against")
 _GATE_ORDER = {v: i for i, v in enumerate(CASE_VERDICTS)}  # BROKEN and REGRESSION first, PASS last
 
 
@@ -157,11 +158,14 @@ def undecided_note(g: GateResult) -> str:
         more = max((r for r in alone if r is not None), default=0)
         hint += (f" Re-measuring the current run alone (`run --gate-against --rerun`) cannot decide {stuck} "
                  f"of them: the baseline's {base} round(s) keep the interval wider than the threshold, so "
-                 "the baseline needs more rounds where it is noisy (`run --rounds-target 0.01`: up to 16 "
-                 "rounds at ±1%)."
+                 f"the baseline needs more rounds: measure it with `run --repeat {BASELINE_ROUNDS}`, or where it "
+                 "is noisy with `run --rounds-target 0.01` (up to 16 rounds at ±1%)."
                  if stuck else
                  f" Re-measuring the current run alone would take about {more} more round(s) "
-                 f"(`run --gate-against --rerun {more}`).")
+                 f"(`run --gate-against --rerun {more}`)."
+                 + (f" A baseline measured in {BASELINE_ROUNDS} rounds or more (`run --repeat {BASELINE_ROUNDS}`) "
+                    "leaves fewer cases undecided."
+                    if min(v.rounds_base for v in und if v.more_rounds is not None) < BASELINE_ROUNDS else ""))
     if any(v.apart for v in und):
         hint += (f" Rounds named in brackets read more than {APART:.0%} from the rest of their side: a process "
                  "that ran slow or fast widens the interval, not the code; more rounds dilute it.")

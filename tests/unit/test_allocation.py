@@ -149,7 +149,8 @@ def test_the_note_says_when_the_current_run_alone_cannot_decide():
     assert und and all(v.current_rounds is None for v in und)
     md = gate_markdown(result)
     assert f"cannot decide {len(und)} of them" in md and "baseline's 3 round(s)" in md
-    assert "(`run --rounds-target 0.01`: up to 16 rounds at ±1%)" in md  # a tighter target than the default
+    assert "measure it with `run --repeat 6`" in md  # the depth a saved baseline wants
+    assert "`run --rounds-target 0.01` (up to 16 rounds at ±1%)" in md  # or a tighter target than the default
 
 
 def test_the_note_gives_the_rerun_that_would_decide_from_the_current_run_alone():
@@ -158,7 +159,19 @@ def test_the_note_gives_the_rerun_that_would_decide_from_the_current_run_alone()
     result = gate(_side(rng, 10, 1.0, sd_b=0.01), _side(rng, 3, 1.02, sd_b=0.03), threshold=0.05)
     alone = [v.current_rounds for v in result.undecided if v.more_rounds is not None]
     assert alone and None not in alone
-    assert f"(`run --gate-against --rerun {max(alone)}`)" in gate_markdown(result)
+    md = gate_markdown(result)
+    assert f"(`run --gate-against --rerun {max(alone)}`)" in md
+    assert "`run --repeat 6`" not in md  # a 10-round baseline is deep enough: no advice about it
+
+
+def test_the_note_asks_for_a_deeper_baseline_where_it_has_fewer_than_six_rounds():
+    # a quiet 3-round baseline, a noisy 3-round current run: more current rounds alone decide it, and
+    # the note adds that a six-round baseline leaves fewer cases undecided
+    rng = np.random.default_rng(2)
+    result = gate(_side(rng, 3, 1.0, sd_b=0.01), _side(rng, 3, 1.02, sd_b=0.03), threshold=0.05)
+    alone = [v.current_rounds for v in result.undecided if v.more_rounds is not None]
+    assert alone and None not in alone
+    assert "A baseline measured in 6 rounds or more (`run --repeat 6`)" in gate_markdown(result)
 
 
 def test_rerun_over_rounds_adds_rounds_to_undecided_cases_only_and_keeps_decided_verdicts():
