@@ -2,7 +2,8 @@
 INCONCLUSIVE, and how does it treat a slowdown, under each way of spending its error over looks?
 
     PYTHONPATH=. python3 bench/live_gate_replay.py RUN.json[.gz] ... [--spend equal,0.6] [--slow 1.0,1.05,1.1]
-                                                   [--base-rounds 0,6] [--rerun 8] [--reps 2] [--seed 5]
+                                                   [--base-rounds 0,6] [--run-sd 0,0.003] [--rerun 8] [--reps 2]
+                                                   [--seed 5]
 
 Every ordered pair (i, j) of the given runs is one invocation: run i is the saved baseline and run j
 the current run just measured. The live gate (``analysis.gate.gate_with_rerun``, four rounds a look
@@ -20,12 +21,18 @@ evenly over the K looks); a number s gives the first look the share s and the la
 ``--base-rounds N`` (0: as recorded): every point of the baseline is first deepened to N rounds with
 rounds drawn from the same pool (so they are not drawn again), as if the baseline run had been
 measured with ``--repeat N``; a point that already has N rounds or more keeps its own.
+
+``--run-sd S`` (0: the gate as it is): a between-run term, the sd S of a run's offset in log time,
+added to every pooled estimate over rounds after moderation (``se**2 + 2 S**2``: one offset a side),
+its interval and p values recomputed, by standing in for ``analysis.gate.moderate``. What the gate
+would decide if it priced that each side is one run, whatever its rounds.
 """
 
 from __future__ import annotations
 
 import argparse
 import itertools
+import math
 import statistics
 from collections import Counter
 from dataclasses import replace
@@ -99,6 +106,23 @@ def invocation(base: RunResult, cur: RunResult, pool: dict[tuple[str, str], list
     return result.overall, {v.key: v.verdict for v in result.verdicts}
 
 
+def with_run_sd(sd: float):
+    """A stand-in for ``analysis.gate.moderate`` that adds the between-run term (module docstring)."""
+    real = gate_mod.moderate
+
+    def moderate(ests, confidence):
+        out = []
+        for e in real(ests, confidence):
+            if e.t is not None and not e.t.paired and e.ci_low is not None:
+                t = replace(e.t, se=math.sqrt(e.t.se ** 2 + 2.0 * sd ** 2))
+                low, high = t.interval(confidence)
+                e = replace(e, ci_low=low, ci_high=high, p_slower=t.p_slower(), p_faster=t.p_faster(), t=t)
+            out.append(e)
+        return out
+
+    return moderate
+
+
 def front_loaded(first: float):
     """(gate, look_levels) to stand in for analysis.gate's: each gate call is the next look of the
     invocation (``looks.clear()`` starts one), and the first look spends ``first`` of the error."""
@@ -123,6 +147,7 @@ def main() -> None:
     ap.add_argument("--slow", default="1.0,1.05,1.1")
     ap.add_argument("--impl", default="cublas_addmm")
     ap.add_argument("--base-rounds", default="0")
+    ap.add_argument("--run-sd", default="0")
     ap.add_argument("--rerun", type=int, default=8)
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--seed", type=int, default=5)
@@ -132,7 +157,10 @@ def main() -> None:
     real = gate_mod.gate, gate_mod.look_levels
     print(f"{len(runs)} runs, {len(runs) * (len(runs) - 1)} ordered pairs x {args.reps} shuffles; "
           f"--rerun {args.rerun}, {gate_mod.ROUNDS_A_LOOK} rounds a look; slowed: {args.impl}")
-    for spend, depth in itertools.product(args.spend.split(","), (int(n) for n in args.base_rounds.split(","))):
+    real_moderate = gate_mod.moderate
+    for spend, depth, run_sd in itertools.product(args.spend.split(","), [int(n) for n in args.base_rounds.split(",")],
+                                                  [float(x) for x in args.run_sd.split(",")]):
+        gate_mod.moderate = with_run_sd(run_sd) if run_sd else real_moderate
         looks: list[int] = []
         if spend != "equal":
             looks, gate_mod.gate, gate_mod.look_levels = front_loaded(float(spend))
@@ -149,10 +177,11 @@ def main() -> None:
                                               args.impl, factor)
                 overall[verdict] += 1
                 slowed.update(v for k, v in per_key.items() if k.endswith(f"/{args.impl}"))
-            print(f"spend {spend:5s} base rounds {depth or 'as run'} truth {factor:.2f}: "
+            print(f"spend {spend:5s} base rounds {depth or 'as run'} run sd {run_sd:.2%} truth {factor:.2f}: "
                   f"invocations {dict(sorted(overall.items()))}; "
                   f"{args.impl} points {dict(sorted(slowed.items()))}")
         gate_mod.gate, gate_mod.look_levels = real
+    gate_mod.moderate = real_moderate
 
 
 if __name__ == "__main__":
