@@ -44,12 +44,17 @@ from loop_replay import pooled, rounds_of
 from solbench.analysis import gate as gate_mod
 from solbench.analysis.pooling import merge_rounds
 from solbench.results import store
-from solbench.results.model import RunResult, Timing
+from solbench.results.model import ImplResult, RunResult, Timing
 
 
 def one_round(samples: tuple[float, ...]) -> Timing:
     m = statistics.median(samples)
     return Timing(samples=samples, median=m, ci_low=m, ci_high=m, stop_reason="converged")
+
+
+def from_rounds(r: ImplResult, rounds) -> ImplResult:
+    """``r`` measured as the given rounds (each round's samples), merged as the run loop merges them."""
+    return merge_rounds([replace(r, timing=one_round(tuple(s))) for s in rounds])
 
 
 def scaled(run: RunResult, impl: str, factor: float) -> RunResult:
@@ -79,7 +84,7 @@ def deepened(base: RunResult, pool: dict[tuple[str, str], list[tuple[float, ...]
             need = n - len(rounds)
             if r.timing is not None and need > 0 and len(pool.get((c.case_id, r.name), ())) >= need:
                 drawn = [pool[(c.case_id, r.name)].pop() for _ in range(need)]
-                r = merge_rounds([replace(r, timing=one_round(s)) for s in (*rounds, *drawn)])
+                r = from_rounds(r, (*rounds, *drawn))
             impls.append(r)
         cases.append(replace(c, impls=tuple(impls)))
     return replace(base, cases=tuple(cases))
@@ -97,7 +102,7 @@ def invocation(base: RunResult, cur: RunResult, pool: dict[tuple[str, str], list
                     continue
                 f = factor if r.name == impl else 1.0
                 drawn = [pool[point].pop() for _ in range(n)]
-                impls.append(merge_rounds([replace(r, timing=one_round(tuple(x * f for x in s))) for s in drawn]))
+                impls.append(from_rounds(r, [[x * f for x in s] for s in drawn]))
             if impls:
                 cases.append(replace(c, impls=tuple(impls)))
         return replace(cur, cases=tuple(cases))
@@ -106,9 +111,9 @@ def invocation(base: RunResult, cur: RunResult, pool: dict[tuple[str, str], list
     return result.overall, {v.key: v.verdict for v in result.verdicts}
 
 
-def with_run_sd(sd: float):
-    """A stand-in for ``analysis.gate.moderate`` that adds the between-run term (module docstring)."""
-    real = gate_mod.moderate
+def with_run_sd(sd: float, real):
+    """A stand-in for ``analysis.gate.moderate`` (``real``) that adds the between-run term (module
+    docstring)."""
 
     def moderate(ests, confidence):
         out = []
@@ -160,7 +165,7 @@ def main() -> None:
     real_moderate = gate_mod.moderate
     for spend, depth, run_sd in itertools.product(args.spend.split(","), [int(n) for n in args.base_rounds.split(",")],
                                                   [float(x) for x in args.run_sd.split(",")]):
-        gate_mod.moderate = with_run_sd(run_sd) if run_sd else real_moderate
+        gate_mod.moderate = with_run_sd(run_sd, real_moderate) if run_sd else real_moderate
         looks: list[int] = []
         if spend != "equal":
             looks, gate_mod.gate, gate_mod.look_levels = front_loaded(float(spend))

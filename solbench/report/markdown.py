@@ -146,26 +146,27 @@ def undecided_note(g: GateResult) -> str:
     und = g.undecided
     if not und:
         return ""
-    rounds = [v.more_rounds for v in und if v.more_rounds is not None]
-    hint = (f" At the measured spread about {max(rounds)} more round(s) per side would decide them all "
-            "(`ab --max-rounds`; a saved baseline measured with `run --max-rounds`); a ratio on the threshold "
-            "itself needs a different threshold, not more rounds." if rounds else
-            " Measure in rounds (`run --repeat`, `ab`) so that more rounds can decide them.")
-    if rounds:
-        alone = [v.current_rounds for v in und if v.more_rounds is not None]
+    over_rounds = [v for v in und if v.more_rounds is not None]
+    if not over_rounds:
+        hint = " Measure in rounds (`run --repeat`, `ab`) so that more rounds can decide them."
+    else:
+        hint = (f" At the measured spread about {max(v.more_rounds for v in over_rounds)} more round(s) per side "
+                "would decide them all (`ab --max-rounds`; a saved baseline measured with `run --max-rounds`); "
+                "a ratio on the threshold itself needs a different threshold, not more rounds.")
+        alone = [v.current_rounds for v in over_rounds]
         stuck = sum(r is None for r in alone)
-        base = max(v.rounds_base for v in und)
-        more = max((r for r in alone if r is not None), default=0)
-        hint += (f" Re-measuring the current run alone (`run --gate-against --rerun`) cannot decide {stuck} "
-                 f"of them: the baseline's {base} round(s) keep the interval wider than the threshold, so "
-                 f"the baseline needs more rounds: measure it with `run --repeat {BASELINE_ROUNDS}`, or where it "
-                 "is noisy with `run --rounds-target 0.01` (up to 16 rounds at ±1%)."
-                 if stuck else
-                 f" Re-measuring the current run alone would take about {more} more round(s) "
-                 f"(`run --gate-against --rerun {more}`)."
-                 + (f" A baseline measured in {BASELINE_ROUNDS} rounds or more (`run --repeat {BASELINE_ROUNDS}`) "
-                    "leaves fewer cases undecided."
-                    if min(v.rounds_base for v in und if v.more_rounds is not None) < BASELINE_ROUNDS else ""))
+        if stuck:
+            hint += (f" Re-measuring the current run alone (`run --gate-against --rerun`) cannot decide {stuck} "
+                     f"of them: the baseline's {max(v.rounds_base for v in und)} round(s) keep the interval "
+                     f"wider than the threshold, so the baseline needs more rounds: measure it with `run --repeat "
+                     f"{BASELINE_ROUNDS}`, or where it is noisy with `run --rounds-target 0.01` (up to 16 rounds "
+                     "at ±1%).")
+        else:
+            hint += (f" Re-measuring the current run alone would take about {max(alone)} more round(s) "
+                     f"(`run --gate-against --rerun {max(alone)}`).")
+            if min(v.rounds_base for v in over_rounds) < BASELINE_ROUNDS:
+                hint += (f" A baseline measured in {BASELINE_ROUNDS} rounds or more (`run --repeat "
+                         f"{BASELINE_ROUNDS}`) leaves fewer cases undecided.")
     if any(v.apart for v in und):
         hint += (f" Rounds named in brackets read more than {APART:.0%} from the rest of their side: a process "
                  "that ran slow or fast widens the interval, not the code; more rounds dilute it.")
