@@ -22,17 +22,15 @@ evenly over the K looks); a number s gives the first look the share s and the la
 rounds drawn from the same pool (so they are not drawn again), as if the baseline run had been
 measured with ``--repeat N``; a point that already has N rounds or more keeps its own.
 
-``--run-sd S`` (0: the gate as it is): a between-run term, the sd S of a run's offset in log time,
-added to every pooled estimate over rounds after moderation (``se**2 + 2 S**2``: one offset a side),
-its interval and p values recomputed, by standing in for ``analysis.gate.moderate``. What the gate
-would decide if it priced that each side is one run, whatever its rounds.
+``--run-sd S``: the gate's between-run term (``gate(run_sd=S)``, analysis.gate "Between runs"): every
+pooled estimate over rounds gets ``se**2 + 2 S**2`` after moderation, one offset a side. 0 is the gate
+without it; ``run --gate-against`` uses DEFAULT_RUN_SD (0.2%).
 """
 
 from __future__ import annotations
 
 import argparse
 import itertools
-import math
 import statistics
 from collections import Counter
 from dataclasses import replace
@@ -91,7 +89,7 @@ def deepened(base: RunResult, pool: dict[tuple[str, str], list[tuple[float, ...]
 
 
 def invocation(base: RunResult, cur: RunResult, pool: dict[tuple[str, str], list[tuple[float, ...]]], rerun: int,
-               impl: str, factor: float) -> tuple[str, dict[str, str]]:
+               impl: str, factor: float, run_sd: float = 0.0) -> tuple[str, dict[str, str]]:
     def remeasure(keys: list[str], n: int) -> RunResult:
         cases = []
         for c in cur.cases:
@@ -107,25 +105,8 @@ def invocation(base: RunResult, cur: RunResult, pool: dict[tuple[str, str], list
                 cases.append(replace(c, impls=tuple(impls)))
         return replace(cur, cases=tuple(cases))
 
-    result = gate_mod.gate_with_rerun(base, cur, remeasure, rerun, step=gate_mod.ROUNDS_A_LOOK)
+    result = gate_mod.gate_with_rerun(base, cur, remeasure, rerun, step=gate_mod.ROUNDS_A_LOOK, run_sd=run_sd)
     return result.overall, {v.key: v.verdict for v in result.verdicts}
-
-
-def with_run_sd(sd: float, real):
-    """A stand-in for ``analysis.gate.moderate`` (``real``) that adds the between-run term (module
-    docstring)."""
-
-    def moderate(ests, confidence):
-        out = []
-        for e in real(ests, confidence):
-            if e.t is not None and not e.t.paired and e.ci_low is not None:
-                t = replace(e.t, se=math.sqrt(e.t.se ** 2 + 2.0 * sd ** 2))
-                low, high = t.interval(confidence)
-                e = replace(e, ci_low=low, ci_high=high, p_slower=t.p_slower(), p_faster=t.p_faster(), t=t)
-            out.append(e)
-        return out
-
-    return moderate
 
 
 def front_loaded(first: float):
@@ -162,10 +143,8 @@ def main() -> None:
     real = gate_mod.gate, gate_mod.look_levels
     print(f"{len(runs)} runs, {len(runs) * (len(runs) - 1)} ordered pairs x {args.reps} shuffles; "
           f"--rerun {args.rerun}, {gate_mod.ROUNDS_A_LOOK} rounds a look; slowed: {args.impl}")
-    real_moderate = gate_mod.moderate
     for spend, depth, run_sd in itertools.product(args.spend.split(","), [int(n) for n in args.base_rounds.split(",")],
                                                   [float(x) for x in args.run_sd.split(",")]):
-        gate_mod.moderate = with_run_sd(run_sd, real_moderate) if run_sd else real_moderate
         looks: list[int] = []
         if spend != "equal":
             looks, gate_mod.gate, gate_mod.look_levels = front_loaded(float(spend))
@@ -179,14 +158,13 @@ def main() -> None:
                 looks.clear()
                 base = deepened(runs[i], pool, depth) if depth else runs[i]
                 verdict, per_key = invocation(base, scaled(runs[j], args.impl, factor), pool, args.rerun,
-                                              args.impl, factor)
+                                              args.impl, factor, run_sd)
                 overall[verdict] += 1
                 slowed.update(v for k, v in per_key.items() if k.endswith(f"/{args.impl}"))
             print(f"spend {spend:5s} base rounds {depth or 'as run'} run sd {run_sd:.2%} truth {factor:.2f}: "
                   f"invocations {dict(sorted(overall.items()))}; "
                   f"{args.impl} points {dict(sorted(slowed.items()))}")
         gate_mod.gate, gate_mod.look_levels = real
-    gate_mod.moderate = real_moderate
 
 
 if __name__ == "__main__":

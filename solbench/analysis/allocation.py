@@ -77,6 +77,7 @@ __all__ = [
     "rounds_needed",
     "samples_next_round",
     "variance_components",
+    "within_run_offsets",
 ]
 
 MAX_ROUNDS = 1000  # beyond this a count of rounds means "no practical number decides it"
@@ -158,19 +159,21 @@ def samples_next_round(groups: Sequence[Sequence[float]], round_s: float, sample
 
 
 def rounds_for_half_width(round_var: float, target: float, *, confidence: float = 0.95, sides: int = 1,
-                          min_rounds: int = 2, cap: int = MAX_ROUNDS, other_df: float = 0.0) -> int:
-    """Smallest R (per side) with ``t_{df, (1+c)/2} sqrt(sides * round_var / R) <= log(1 + target)``.
+                          min_rounds: int = 2, cap: int = MAX_ROUNDS, other_df: float = 0.0,
+                          run_var: float = 0.0) -> int:
+    """Smallest R (per side) with ``t_{df, (1+c)/2} sqrt(sides * round_var / R + run_var) <= log(1 + target)``.
 
     df = sides * (R - 1) + other_df (one side: R - 1; a ratio of two sides, pooled: 2R - 2;
-    ``other_df``: what a variance pooled with other points knows beyond these rounds). Returns
-    ``cap`` when even ``cap`` rounds are not enough.
+    ``other_df``: what a variance pooled with other points knows beyond these rounds); ``run_var``:
+    what no number of rounds removes (the runs' own offsets, analysis.sequential "Between runs").
+    Returns ``cap`` when even ``cap`` rounds are not enough.
     """
-    if target <= 0.0 or round_var < 0.0:
-        raise ValueError("target must be positive and the variance non-negative")
+    if target <= 0.0 or round_var < 0.0 or run_var < 0.0:
+        raise ValueError("target must be positive and the variances non-negative")
     edge = math.log1p(target)
     for r in range(max(2, min_rounds), cap + 1):
         q = float(t_ppf((1.0 + confidence) / 2.0, sides * (r - 1) + other_df))
-        if q * math.sqrt(sides * round_var / r) <= edge:
+        if q * math.sqrt(sides * round_var / r + run_var) <= edge:
             return r
     return cap
 
@@ -212,43 +215,55 @@ def case_rounds_needed(timings: Sequence[Timing], target_rel_ci: float, cap: int
 
 
 def more_rounds_to_decide(log_ratio: float, sd_round: float, tau: float, rounds: int, *,
-                          confidence: float) -> int | None:
+                          confidence: float, run_var: float = 0.0) -> int | None:
     """Rounds to add to each side so a gate's interval at ``confidence`` clears ``1 + tau``.
 
     At the measured ratio ``exp(log_ratio)`` and spread of one round's log median ``sd_round``
-    (pooled), both sides at R rounds give ``se = sd_round sqrt(2 / R)`` with 2R - 2 degrees of
-    freedom; the interval decides once ``t se <= |log_ratio - log(1 + tau)|``. Returns R minus the
-    rounds already measured (``rounds``: the larger side's), at least 1; None when no practical
-    number does (the ratio sits at the threshold: more than MAX_ROUNDS).
+    (pooled), both sides at R rounds give ``se = sqrt(sd_round^2 2 / R + run_var)`` with 2R - 2
+    degrees of freedom (``run_var``: the runs' own offsets, which rounds do not shrink); the
+    interval decides once ``t se <= |log_ratio - log(1 + tau)|``. Returns R minus the rounds already
+    measured (``rounds``: the larger side's), at least 1; None when no practical number does (the
+    ratio sits at the threshold, or within the runs' offsets of it: more than MAX_ROUNDS).
     """
     gap = abs(log_ratio - math.log1p(tau))
     if gap == 0.0:
         return None
     target = math.expm1(gap)
-    need = rounds_for_half_width(sd_round ** 2, target, confidence=confidence, sides=2, cap=MAX_ROUNDS + 1)
+    need = rounds_for_half_width(sd_round ** 2, target, confidence=confidence, sides=2, cap=MAX_ROUNDS + 1,
+                                 run_var=run_var)
     if need > MAX_ROUNDS:
         return None
     return max(1, need - rounds)
 
 
 def more_current_rounds_to_decide(log_ratio: float, sd_round: float, tau: float, rounds_base: int,
-                                  rounds_cur: int, *, confidence: float, cap: int = 64) -> int | None:
+                                  rounds_cur: int, *, confidence: float, cap: int = 64,
+                                  run_var: float = 0.0) -> int | None:
     """Rounds to add to the current side alone (``run --gate-against --rerun``: the baseline is a
     saved run) so a gate's interval at ``confidence`` clears ``1 + tau``; None when none does.
 
-    With the baseline fixed at ``rounds_base``, ``se = sd_round sqrt(1/R_base + 1/R_cur)`` never
-    falls below ``sd_round / sqrt(R_base)``: when even that, at the normal quantile, is wider than
-    the gap between the ratio and the threshold, no number of current rounds decides, and the
-    baseline must be measured in more rounds. Otherwise the smallest R_cur (df R_base + R_cur - 2)
-    that clears the gap, minus the rounds already measured; None beyond ``cap`` added rounds.
+    With the baseline fixed at ``rounds_base``, ``se = sqrt(sd_round^2 (1/R_base + 1/R_cur) +
+    run_var)`` never falls below ``sqrt(sd_round^2 / R_base + run_var)``: when even that, at the
+    normal quantile, is wider than the gap between the ratio and the threshold, no number of current
+    rounds decides, and the baseline must be measured in more rounds (or, where ``run_var`` alone
+    is that wide, as more runs). Otherwise the smallest R_cur (df R_base + R_cur - 2) that clears the
+    gap, minus the rounds already measured; None beyond ``cap`` added rounds.
     """
     gap = abs(log_ratio - math.log1p(tau))
     if gap == 0.0 or rounds_base < 1:
         return None
     q = (1.0 + confidence) / 2.0
-    if float(norm_ppf(q)) * sd_round / math.sqrt(rounds_base) >= gap:
+    if float(norm_ppf(q)) * math.sqrt(sd_round ** 2 / rounds_base + run_var) >= gap:
         return None
     for r in range(rounds_cur + 1, rounds_cur + cap + 1):
-        if float(t_ppf(q, rounds_base + r - 2)) * sd_round * math.sqrt(1.0 / rounds_base + 1.0 / r) <= gap:
+        se = math.sqrt(sd_round ** 2 * (1.0 / rounds_base + 1.0 / r) + run_var)
+        if float(t_ppf(q, rounds_base + r - 2)) * se <= gap:
             return r - rounds_cur
     return None
+
+
+def within_run_offsets(log_ratio: float, tau: float, run_var: float, *, confidence: float) -> bool:
+    """Whether the runs' own offsets alone (``run_var``) keep an interval at ``confidence`` from
+    clearing ``1 + tau`` at this ratio: then no number of rounds decides it, only more runs a side."""
+    gap = abs(log_ratio - math.log1p(tau))
+    return run_var > 0.0 and float(norm_ppf((1.0 + confidence) / 2.0)) * math.sqrt(run_var) >= gap

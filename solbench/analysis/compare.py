@@ -66,7 +66,7 @@ import numpy as np
 
 from solbench.analysis.pooling import combine_runs, samples
 from solbench.analysis.rounds import group_by_round
-from solbench.analysis.sequential import LogRatio, log_ratio, moderated, variance_prior
+from solbench.analysis.sequential import LogRatio, between_runs, log_ratio, moderated, variance_prior
 from solbench.analysis.significance import (
     MIN_SAMPLES,
     benjamini_hochberg,
@@ -140,6 +140,7 @@ class Comparison:
     not_comparable: dict[str, str] = field(default_factory=dict)  # key -> "model a vs model b" (other GPU model)
     # key -> how each side launched it, where one replayed a CUDA graph and the other could not (launched_apart)
     launched_differently: dict[str, str] = field(default_factory=dict)
+    run_sd: float = 0.0  # sd of a run's own offset priced in over rounds (two sets of runs; analysis.gate)
 
     def count(self, verdict: Verdict) -> int:
         """How many rows have this verdict."""
@@ -406,6 +407,23 @@ def moderate(ests: Sequence[Estimate], confidence: float) -> list[Estimate]:
     return out
 
 
+def with_run_offsets(ests: Sequence[Estimate], run_var: float, confidence: float) -> list[Estimate]:
+    """Every pooled estimate over rounds with the runs' own offsets added to its standard error
+    (``run_var``: ``S^2 (1/m_a + 1/m_b)``; analysis.sequential, "Between runs"), its interval and p
+    values recomputed at ``confidence``; paired and single-run estimates unchanged. Apply after
+    ``moderate``: the prior is fitted on the rounds' own spreads."""
+    if run_var == 0.0:
+        return list(ests)
+    out = []
+    for e in ests:
+        if e.t is not None and not e.t.paired and e.ci_low is not None:
+            t = between_runs(e.t, run_var)
+            low, high = t.interval(confidence)
+            e = dataclasses.replace(e, ci_low=low, ci_high=high, p_slower=t.p_slower(), p_faster=t.p_faster(), t=t)
+        out.append(e)
+    return out
+
+
 def comparison_verdict(ci_low: float | None, ci_high: float | None, significant: bool,
                        threshold: float, directional: bool = True) -> Verdict:
     """The verdict rule of the module docstring, on the CI of ``median_b / median_a``.
@@ -438,15 +456,19 @@ def _sol(r: ImplResult) -> float | None:
 
 
 def _compare(pairing: Pairing, *, same_impl: bool, label_a: str, label_b: str, threshold: float,
-             alpha: float, confidence: float, seed: int, n_boot: int, paired: bool = False) -> Comparison:
+             alpha: float, confidence: float, seed: int, n_boot: int, paired: bool = False,
+             run_sd: float = 0.0, runs: tuple[int, int] = (1, 1)) -> Comparison:
     if not threshold > 0.0:
         raise ConfigError(f"threshold must be positive, got {threshold}")
     if not 0.0 < alpha < 1.0 or not 0.0 < confidence < 1.0:
         raise ConfigError(f"alpha and confidence must lie in (0, 1), got {alpha}, {confidence}")
+    if not (0.0 <= run_sd < 0.5):
+        raise ConfigError(f"run sd must be at least 0 and below 50%, got {run_sd!r}")
     pairing, mixed = split_launched(pairing)
     apart = {p.key: launched_apart(p, label_a, label_b) for p in mixed}
     ests = moderate([estimate(p.a, p.b, confidence=confidence, seed=seed, n_boot=n_boot, paired=paired)
                      for p in pairing.pairs], confidence)
+    ests = with_run_offsets(ests, run_sd ** 2 * (1.0 / runs[0] + 1.0 / runs[1]), confidence)
     pvals: list[float | None] = [_two_sided(p, e) for p, e in zip(pairing.pairs, ests, strict=True)]
     tested = [p for p in pvals if p is not None]
     flags = iter(benjamini_hochberg(tested, q=alpha))
@@ -468,7 +490,7 @@ def _compare(pairing: Pairing, *, same_impl: bool, label_a: str, label_b: str, t
     other = {u.key: unmeasured_reason(u.other) for u in pairing.unpaired}
     models = {u.key: f"{model_a} vs {model_b}" for u, model_a, model_b in pairing.other_model}
     return Comparison(tuple(rows), pairing.only_in_a, pairing.only_in_b, geo, label_a, label_b,
-                      threshold, alpha, confidence, other, models, apart)
+                      threshold, alpha, confidence, other, models, apart, run_sd)
 
 
 def as_one_run(runs: RunResult | Sequence[RunResult]) -> RunResult:
@@ -481,16 +503,19 @@ def as_one_run(runs: RunResult | Sequence[RunResult]) -> RunResult:
 def compare_runs(a: RunResult | Sequence[RunResult], b: RunResult | Sequence[RunResult], *,
                  impl: str | None = None, threshold: float = 0.05, alpha: float = 0.01,
                  confidence: float = 0.95, seed: int = 0, n_boot: int = 2000,
-                 label_a: str = "A", label_b: str = "B") -> Comparison:
+                 label_a: str = "A", label_b: str = "B", run_sd: float = 0.0) -> Comparison:
     """Compare every ``case_id/impl`` measured in both sides (``b`` relative to ``a``).
 
     Each side is a run or several runs of the same code (combined, their rounds kept apart:
     the estimate is then over rounds, see the module docstring). ``impl`` restricts the
     comparison to one implementation name. Hardware fingerprints are not checked here (see
-    ``gate.check_fingerprints``).
+    ``gate.check_fingerprints``). ``run_sd``: the sd of a run's own offset, priced in over rounds
+    as the gate does (analysis.gate, "Between runs"); 0 where both sides came from one invocation.
     """
+    runs = (1 if isinstance(a, RunResult) else max(1, len(a)), 1 if isinstance(b, RunResult) else max(1, len(b)))
     return _compare(pair_runs(as_one_run(a), as_one_run(b), impl), same_impl=True, label_a=label_a, label_b=label_b,
-                    threshold=threshold, alpha=alpha, confidence=confidence, seed=seed, n_boot=n_boot)
+                    threshold=threshold, alpha=alpha, confidence=confidence, seed=seed, n_boot=n_boot,
+                    run_sd=run_sd, runs=runs)
 
 
 def compare_impls(run: RunResult, impl_a: str, impl_b: str, *, threshold: float = 0.05,

@@ -34,6 +34,14 @@ where ten or more cases are tested: ``analysis.sequential``) and p_slow, p_fast 
 p-values of the same t statistic instead of Mann-Whitney; the rules are the same.
 Several runs of one side must share a fingerprint (below).
 
+**Between runs** (``run_sd`` = S). Rounds sample the state of each process; a run also carries an
+offset shared by all its rounds (the machine's state while it ran), which its rounds do not show.
+Over rounds, where the sides were measured as separate runs (saved runs, ``run --gate-against``),
+the log ratio's variance gains ``S^2 (1/m_base + 1/m_cur)`` for sides of m runs
+(``analysis.sequential``, "Between runs"); ``ab`` measures both sides in one invocation and passes
+0. DEFAULT_RUN_SD is what the CLI uses. A case whose ratio lies within that term of the threshold
+is undecided however many rounds are added (``run_bound``): only more runs a side decide it.
+
 For every key measured in one run only:
 
     BROKEN        ok in the baseline, and incorrect, invalid, error, crashed, timeout, oom
@@ -84,7 +92,7 @@ from typing import Literal
 
 from solbench import exitcodes
 from solbench.analysis import stats
-from solbench.analysis.allocation import more_current_rounds_to_decide, more_rounds_to_decide
+from solbench.analysis.allocation import more_current_rounds_to_decide, more_rounds_to_decide, within_run_offsets
 from solbench.analysis.compare import (
     Estimate,
     Pair,
@@ -97,12 +105,14 @@ from solbench.analysis.compare import (
     run_launch,
     samples,
     split_launched,
+    with_run_offsets,
 )
 from solbench.analysis.pooling import combine_runs as merge_runs
 from solbench.analysis.pooling import merge_samples, rounds_apart
 from solbench.analysis.sequential import look_levels
 from solbench.analysis.significance import bh_adjust, mann_whitney_p
 from solbench.analysis.thresholds import (
+    DEFAULT_RUN_SD,
     DEFAULT_THRESHOLD,
     ThresholdRule,
     ThresholdSource,
@@ -119,6 +129,7 @@ CASE_VERDICTS: tuple[CaseVerdict, ...] = ("BROKEN", "REGRESSION", "INCONCLUSIVE"
 
 __all__ = [
     "CASE_VERDICTS",
+    "DEFAULT_RUN_SD",
     "DEFAULT_THRESHOLD",
     "ROUNDS_A_LOOK",
     "GateCaseVerdict",
@@ -173,6 +184,9 @@ class GateCaseVerdict:
     # not PASS, over rounds: the rounds that read far from their side's other rounds (rounds_apart), e.g.
     # "baseline round 5 +10.8%, round 10 +11.0%": a process that ran slow, not the code ("": none)
     apart: str = ""
+    # INCONCLUSIVE over rounds: the runs' own offsets (GateResult.run_sd) alone keep it undecided, so no
+    # number of rounds decides it; more runs a side, or ``ab``, do
+    run_bound: bool = False
 
 
 @dataclass(frozen=True)
@@ -188,6 +202,7 @@ class GateResult:
     cards: str = ""  # the sides were measured on different cards of one model (card_note); "": one card, or unknown
     reruns: int = 0  # rounds of re-measurement that went into this result
     looks: int = 1  # K: the looks the error rates are split over (alpha / K, 1 - (1 - confidence) / K)
+    run_sd: float = 0.0  # S: the sd of a run's own offset in log time priced in over rounds (module docstring)
 
     @property
     def undecided(self) -> tuple[GateCaseVerdict, ...]:
@@ -289,22 +304,29 @@ def _rounds_to_decide(est: Estimate, tau: float, confidence: float) -> tuple[int
     if est.t is None:
         return None, None
     per_side = more_rounds_to_decide(est.t.d, est.t.sd_round, tau, max(est.rounds_a, est.rounds_b),
-                                     confidence=confidence)
+                                     confidence=confidence, run_var=est.t.run_var)
     alone = more_current_rounds_to_decide(est.t.d, est.t.sd_round, tau, est.rounds_a, est.rounds_b,
-                                          confidence=confidence)
+                                          confidence=confidence, run_var=est.t.run_var)
     return per_side, alone
 
 
-def _needs(more: int | None, est: Estimate) -> str:
+def _run_bound(est: Estimate, tau: float, confidence: float) -> bool:
+    return est.t is not None and within_run_offsets(est.t.d, tau, est.t.run_var, confidence=confidence)
+
+
+def _needs(more: int | None, est: Estimate, run_bound: bool = False) -> str:
     if est.t is None:
         return ""
+    if run_bound:
+        return ("; the ratio lies within the runs' own offsets of the threshold: no number of rounds decides it, "
+                "more runs a side would")
     if more is None:
         return "; the ratio sits at the threshold: no practical number of rounds decides it"
     return f"; needs about {more} more round{'s' if more != 1 else ''} per side at the measured spread"
 
 
 def _reason(verdict: CaseVerdict, est: Estimate, tau: float, p_adj: float | None, alpha: float,
-            more: int | None = None) -> str:
+            more: int | None = None, run_bound: bool = False) -> str:
     if est.ci_low is None or est.ci_high is None:
         return f"too few samples to decide (baseline {est.n_a}, current {est.n_b}; need 5 each)"
     ci = f"CI [{est.ci_low:.4f}, {est.ci_high:.4f}]"
@@ -320,8 +342,8 @@ def _reason(verdict: CaseVerdict, est: Estimate, tau: float, p_adj: float | None
         return f"{ci} rules out a slowdown of {tau:.1%} or more"
     if est.ci_low > 1.0 + tau:
         return (f"{ci} lies above 1+{tau:.1%} but the rank test disagrees (adjusted p {p_adj:.2g} > {alpha:g})"
-                + _needs(more, est))
-    return f"{ci} straddles 1+{tau:.1%}: too noisy to decide at this threshold" + _needs(more, est)
+                + _needs(more, est, run_bound))
+    return f"{ci} straddles 1+{tau:.1%}: too noisy to decide at this threshold" + _needs(more, est, run_bound)
 
 
 _Tests = tuple[float, float, float, float]  # p_slow, p_slow adjusted, p_fast, p_fast adjusted
@@ -356,7 +378,8 @@ def _decide(pair: Pair, est: Estimate, tests: _Tests | None, tau: float, source:
     if tests is not None:
         alternative = "faster" if faster else "slower"
     more, current = _rounds_to_decide(est, tau, confidence) if verdict == "INCONCLUSIVE" else (None, None)
-    reason = _reason(verdict, est, tau, p_adj, alpha, more)
+    run_bound = verdict == "INCONCLUSIVE" and _run_bound(est, tau, confidence)
+    reason = _reason(verdict, est, tau, p_adj, alpha, more, run_bound)
     choices = _other_choices(pair.a, pair.b) if verdict != "PASS" else ""
     if choices:
         reason += f"; the runs {choices}: the difference may be that choice, not the code"
@@ -370,7 +393,7 @@ def _decide(pair: Pair, est: Estimate, tests: _Tests | None, tau: float, source:
         threshold_source=source, median_base=est.median_a, median_cur=est.median_b, ratio=est.ratio,
         ci_low=est.ci_low, ci_high=est.ci_high, alternative=alternative, p_value=p, p_adjusted=p_adj,
         n_base=est.n_a, n_cur=est.n_b, rounds_base=est.rounds_a, rounds_cur=est.rounds_b, more_rounds=more,
-        current_rounds=current, choices=choices, apart=apart,
+        current_rounds=current, choices=choices, apart=apart, run_bound=run_bound,
     )
 
 
@@ -497,6 +520,7 @@ def _overall(verdicts: tuple[GateCaseVerdict, ...]) -> Overall:
 Side = RunResult | Sequence[RunResult]
 
 
+
 def _without_floor(run: RunResult) -> RunResult:
     """``run`` without its byte-floor results (``part: floor``), which the gate never decides on."""
     cases = tuple(replace(c, impls=tuple(r for r in c.impls if r.protocol.get("part") != "floor"))
@@ -524,11 +548,13 @@ def _one_side(runs: Side, name: str, allow_cross_hardware: bool) -> RunResult:
 
 def gate(base: Side, cur: Side, *, threshold: float | None = None, alpha: float = 0.01,
          confidence: float = 0.95, allow_cross_hardware: bool = False, impl: str | None = None,
-         seed: int = 0, n_boot: int = 2000, looks: int = 1) -> GateResult:
+         seed: int = 0, n_boot: int = 2000, looks: int = 1, run_sd: float = 0.0) -> GateResult:
     """Decide every key and the overall verdict of ``cur`` against ``base`` (rules above).
 
     ``looks``: how many looks the error rates are split over (module docstring, "Looks"); each
     verdict is reached at ``alpha / looks`` and an interval at ``1 - (1 - confidence) / looks``.
+    ``run_sd``: the sd S of a run's own offset in log time (module docstring, "Between runs"); 0
+    where both sides were measured in one invocation (``ab``), DEFAULT_RUN_SD for separate runs.
 
     Each side is a run or a sequence of runs of the same code (decided over rounds).
     ``threshold`` is an explicit threshold for every case; None uses each workload's
@@ -537,6 +563,9 @@ def gate(base: Side, cur: Side, *, threshold: float | None = None, alpha: float 
     settings, or when no key is measured in both runs and none is BROKEN;
     ResultsFormatError for a recorded threshold that is not a positive number.
     """
+    if not (0.0 <= run_sd < 0.5):  # also refuses nan
+        raise ConfigError(f"run sd must be at least 0 and below 50%, got {run_sd!r}")
+    run_var = run_sd ** 2 * (1.0 / _runs(base) + 1.0 / _runs(cur))
     cards = card_note(base, cur)
     base = _without_floor(_one_side(base, "baseline", allow_cross_hardware))
     cur = _without_floor(_one_side(cur, "current", allow_cross_hardware))
@@ -559,6 +588,7 @@ def gate(base: Side, cur: Side, *, threshold: float | None = None, alpha: float 
     alpha_k, confidence_k = look_levels(alpha, confidence, looks)
     ests = moderate([estimate(p.a, p.b, confidence=confidence_k, seed=seed, n_boot=n_boot)
                      for p in pairing.pairs], confidence_k)
+    ests = with_run_offsets(ests, run_var, confidence_k)
     tests = _rank_tests(pairing.pairs, ests)
     verdicts = [_decide(pair, est, t, *tau_of(pair.workload), alpha_k, confidence_k)
                 for pair, est, t in zip(pairing.pairs, ests, tests, strict=True)]
@@ -571,8 +601,13 @@ def gate(base: Side, cur: Side, *, threshold: float | None = None, alpha: float 
         raise ConfigError(f"baseline and current have no measured case in common ({len(pairing.only_in_a)} "
                           f"in baseline only, {len(pairing.only_in_b)} in current only{other})")
     vs = tuple(verdicts)
-    return GateResult(vs, _overall(vs), threshold, alpha, confidence, tuple(diffs), looks=looks,
+    return GateResult(vs, _overall(vs), threshold, alpha, confidence, tuple(diffs), looks=looks, run_sd=run_sd,
                       cards="" if per_case or diffs else cards)  # other models: the diffs say more
+
+
+def _runs(side: Side) -> int:
+    """How many separate runs a side is (each with its own offset)."""
+    return 1 if isinstance(side, RunResult) else max(1, len(side))
 
 
 def cases_to_rerun(result: GateResult) -> list[str]:

@@ -74,6 +74,13 @@ times the prior's took these only to 5.5% and 7.25%: the points it leaves modera
 variance came out low, and those err most. Not changed; a variance class known before the data (per
 implementation or per bound) is the next candidate.
 
+**Between runs** (``between_runs``). Rounds sample what changes from process to process; a state
+shared by every round of one run and different in the next (the machine's state that hour, a
+server's warm-up) is not in their spread. Two sides measured as separate runs (two saved runs,
+``run --gate-against``) each carry one such offset: with its sd S, the log ratio gains the variance
+``S^2 (1/m_a + 1/m_b)`` over sides of m_a and m_b runs, a fixed term added to ``se`` after moderation.
+Sides measured in one invocation, alternating round by round (``ab``), share the offset: no term.
+
 Simulated (tests/unit/test_sequential.py, seeded; per-round offset sd 1.5%, within-round sample
 sd 2%, 10-20 samples a round, three rounds then one more per look, at most ten; threshold 5%):
 false REGRESSION in A/A trials, a 3% slowdown called REGRESSION, a 10% slowdown caught; the
@@ -96,6 +103,7 @@ __all__ = [
     "PRIOR_DISCOUNT",
     "LogRatio",
     "VariancePrior",
+    "between_runs",
     "gate_codes",
     "log_ratio",
     "log_round_medians",
@@ -162,6 +170,9 @@ class LogRatio:
     rounds_b: int
     sd_round: float  # sd of one round's log median (pooled), or of one round's log ratio (paired)
     prior_df: float = 0.0  # degrees of freedom borrowed from the other points (``moderated``)
+    # the variance the runs' own offsets add to d (``between_runs``: sides measured as separate runs),
+    # already in se; 0: the rounds' spread is the whole of it
+    run_var: float = 0.0
 
     @property
     def ratio(self) -> float:
@@ -274,8 +285,20 @@ def moderated(t: LogRatio, prior: VariancePrior | None) -> LogRatio:
     d = t.df
     var = (prior.df * prior.var + d * t.sd_round ** 2) / (prior.df + d)
     sd = math.sqrt(var)
-    return replace(t, se=sd * _se_per_sd(t.paired, t.rounds_a, t.rounds_b), df=d + prior.df, sd_round=sd,
-                   prior_df=prior.df)
+    se = math.sqrt((sd * _se_per_sd(t.paired, t.rounds_a, t.rounds_b)) ** 2 + t.run_var)
+    return replace(t, se=se, df=d + prior.df, sd_round=sd, prior_df=prior.df)
+
+
+def between_runs(t: LogRatio, run_var: float) -> LogRatio:
+    """``t`` with the variance of the runs' own offsets added to its standard error (once: a
+    ``t`` that has one keeps it). ``run_var = S^2 (1/m_a + 1/m_b)`` for sides of ``m_a`` and ``m_b``
+    separate runs whose offsets in log time have sd S (analysis.gate, "Between runs"). The degrees of
+    freedom stay the rounds': S is a fixed, measured value, not estimated from these rounds."""
+    if run_var < 0.0 or not math.isfinite(run_var):
+        raise ValueError(f"run_var must be finite and >= 0, got {run_var}")
+    if t.run_var > 0.0 or run_var == 0.0:
+        return t
+    return replace(t, se=math.sqrt(t.se ** 2 + run_var), run_var=run_var)
 
 
 def _se_per_sd(paired: bool, rounds_a: int, rounds_b: int) -> float:

@@ -18,6 +18,13 @@ ThresholdSource = Literal["explicit", "workload", "default"]
 
 DEFAULT_THRESHOLD = 0.05
 
+# S, the sd of a run's own offset in log time, for gates between separate runs (analysis.gate,
+# "Between runs"). Measured on an H200 (BENCHMARKS.md, issue 16, thirty-fourth and thirty-fifth
+# sessions): five o_proj runs of one tree gave a median sd_extra (the spread of run medians beyond
+# what their rounds show) of 0.12%; replayed over 306 recorded `run --gate-against` invocations, 0.2%
+# brought the share of a true 5% slowdown that PASSes from 2.7-4.2% to 1.0-1.9% (its bound: 2.5%).
+DEFAULT_RUN_SD = 0.002
+
 
 @dataclass(frozen=True)
 class ThresholdRule:
@@ -76,3 +83,19 @@ def threshold_of(explicit: float | None,
         return DEFAULT_THRESHOLD, "default"
 
     return of
+
+
+def parse_run_sd(text: str) -> float:
+    """Parse ``--run-sd``: ``"0.2%"``, ``"0.002"`` or ``"0"`` (no between-run term). A bare number is a
+    fraction and must be below 1 (``"2"`` is refused: write ``"2%"``); ConfigError for anything else."""
+    m = re.match(r"^(?P<num>[0-9]*\.?[0-9]+(?:e-?[0-9]+)?)\s*(?P<pct>%)?$", text.strip().lower())
+    if m is None:
+        raise ConfigError(f"cannot parse run sd {text!r}: expected e.g. '0.2%', '0.002' or '0'")
+    value = float(m.group("num"))
+    if m.group("pct"):
+        value /= 100.0
+    elif value >= 1.0:
+        raise ConfigError(f"run sd {text!r} reads as {value:.0%}; write '{m.group('num')}%' for percent")
+    if value >= 0.5:
+        raise ConfigError(f"run sd {text!r} must be below 50%")
+    return value

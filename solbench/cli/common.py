@@ -336,3 +336,16 @@ class ProgressBar:
     def __exit__(self, *exc: object) -> None:
         if self._bar is not None:
             self._bar.__exit__(None, None, None)
+
+
+run_sd_option = click.option(
+    "--run-sd", default=None, metavar="SD",
+    help="The sd of a run's own offset (what its rounds do not show), priced into a gate between separate runs "
+         "over rounds: '0.2%', '0.002', or 0 for none. Default: 0.2% (measured on an H200; README 'Between runs').")
+
+
+def run_sd_of(text: str | None) -> float:
+    """``--run-sd`` as a fraction; DEFAULT_RUN_SD when not given."""
+    from solbench.analysis.thresholds import DEFAULT_RUN_SD, parse_run_sd
+
+    return DEFAULT_RUN_SD if text is None else parse_run_sd(text)

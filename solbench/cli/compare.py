@@ -19,7 +19,7 @@ from rich.console import Console
 
 from solbench.analysis.compare import Comparison, compare_impls, compare_runs
 from solbench.analysis.gate import GateResult, gate, parse_threshold, unconfirmed
-from solbench.cli.common import read_run, refuse_markdown_path
+from solbench.cli.common import read_run, refuse_markdown_path, run_sd_of, run_sd_option
 from solbench.errors import ConfigError, ResultsFormatError, SolbenchError
 from solbench.report.compare_console import comparison_table, gate_table
 from solbench.report.compare_json import comparison_json, gate_json
@@ -77,12 +77,13 @@ def _console() -> Console:
 @click.option("--run", "run_file", metavar="FILE", help="Run to compare implementations in (default: latest).")
 @click.option("--impl", help="Compare only this implementation (when A and B are runs).")
 @_compare_threshold
+@run_sd_option
 @click.option("--results-dir", type=click.Path(file_okay=False), default="results", show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
 @click.option("--markdown", "as_markdown", is_flag=True,
               help="Print the comparison as Markdown on stdout instead of the table.")
 def compare(a: str | None, b: str | None, baselines: tuple[str, ...], currents: tuple[str, ...],
-            run_file: str | None, impl: str | None, threshold: str, results_dir: str,
+            run_file: str | None, impl: str | None, threshold: str, run_sd: str | None, results_dir: str,
             as_json: bool, as_markdown: bool) -> None:
     """Compare two saved runs, or two implementations (A B) inside one run.
 
@@ -94,6 +95,7 @@ def compare(a: str | None, b: str | None, baselines: tuple[str, ...], currents: 
     """
     rdir = Path(results_dir)
     tau = parse_threshold(threshold).fraction
+    sd = run_sd_of(run_sd)
     if baselines or currents:
         if not (baselines and currents) or a is not None or run_file is not None:
             raise click.UsageError("give --baseline RUN... and --current RUN... together, instead of A B")
@@ -101,7 +103,7 @@ def compare(a: str | None, b: str | None, baselines: tuple[str, ...], currents: 
                  [read_run(x, rdir, "current") for x in currents])
         _check_impl(impl, [*sides[0], *sides[1]])
         result = compare_runs(sides[0], sides[1], impl=impl, threshold=tau, label_a=_label(baselines),
-                              label_b=_label(currents))
+                              label_b=_label(currents), run_sd=sd)
         _show_comparison(result, as_json, as_markdown)
         return
     if a is None or b is None:
@@ -109,8 +111,11 @@ def compare(a: str | None, b: str | None, baselines: tuple[str, ...], currents: 
     runs = _as_runs(a, b, rdir) if run_file is None else None
     if runs is not None:
         _check_impl(impl, runs)
-        result = compare_runs(runs[0], runs[1], impl=impl, threshold=tau, label_a=a, label_b=b)
+        result = compare_runs(runs[0], runs[1], impl=impl, threshold=tau, label_a=a, label_b=b, run_sd=sd)
     else:
+        if run_sd is not None:
+            raise ConfigError("--run-sd prices the offsets of separate runs; two implementations of one run share "
+                              "theirs")
         run = read_run(run_file, rdir)
         names = {r.name for c in run.cases for r in c.impls}
         if not names:
@@ -180,6 +185,7 @@ def _find(name: str, rdir: Path) -> Path | None:
 @click.option("--alpha", type=click.FloatRange(0, 1, min_open=True), default=0.01, show_default=True,
               help="False-discovery rate across cases (Benjamini-Hochberg).")
 @click.option("--allow-cross-hardware", is_flag=True, help="Compare runs whose fingerprints differ.")
+@run_sd_option
 @click.option("--results-dir", type=click.Path(file_okay=False), default="results", show_default=True)
 @click.option("--junit", type=click.Path(dir_okay=False), help="Write JUnit XML here.")
 @click.option("--markdown", "as_markdown", is_flag=True,
@@ -187,7 +193,7 @@ def _find(name: str, rdir: Path) -> Path | None:
 @click.option("--markdown-file", type=click.Path(dir_okay=False), help="Also write the Markdown to FILE.")
 @click.option("--json", "as_json", is_flag=True, help="Print the verdicts as JSON.")
 def gate_cmd(baseline: tuple[str, ...], current: tuple[str, ...], threshold: str | None, impl: str | None,
-             alpha: float, allow_cross_hardware: bool, results_dir: str, junit: str | None,
+             alpha: float, allow_cross_hardware: bool, run_sd: str | None, results_dir: str, junit: str | None,
              as_markdown: bool, markdown_file: str | None, as_json: bool) -> None:
     """Fail (exit 1) when CURRENT is slower than BASELINE beyond the threshold, or broken.
 
@@ -207,6 +213,7 @@ def gate_cmd(baseline: tuple[str, ...], current: tuple[str, ...], threshold: str
 
     rdir = Path(results_dir)
     tau = None if threshold is None else parse_threshold(threshold).fraction
+    sd = run_sd_of(run_sd)
     base = [read_run(x, rdir, "baseline") for x in baseline]
     cur = [read_run(x, rdir, "current") for x in current]
     for name, run in zip(current, cur, strict=True):
@@ -218,8 +225,9 @@ def gate_cmd(baseline: tuple[str, ...], current: tuple[str, ...], threshold: str
             _check_writable(path)
     try:
         _check_impl(impl, [*base, *cur])
-        result = unconfirmed(gate(base, cur, threshold=tau, alpha=alpha, allow_cross_hardware=allow_cross_hardware,
-                                  impl=impl), verdicts=("REGRESSION", "PASS", "FASTER"))  # nothing re-measures here
+        result = gate(base, cur, threshold=tau, alpha=alpha, allow_cross_hardware=allow_cross_hardware, impl=impl,
+                      run_sd=sd)
+        result = unconfirmed(result, verdicts=("REGRESSION", "PASS", "FASTER"))  # nothing re-measures here
     except SolbenchError as exc:  # refused: the JUnit file says so, not what an earlier job left there
         if junit:
             from solbench.report.junit import refused_junit

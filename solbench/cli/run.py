@@ -19,6 +19,8 @@ from solbench.cli.common import (
     finish,
     handle_errors,
     interrupted_code,
+    run_sd_of,
+    run_sd_option,
 )
 from solbench.errors import ConfigError, RunInterrupted
 from solbench.results import store
@@ -125,6 +127,7 @@ from solbench.results.model import RunResult
                    "(one a look, a round of its own, where the run has a single round); the error rates are "
                    "split over the looks, 1 + ceil(N / 4) (README 'Comparing runs and gating CI').")
 @click.option("--junit", type=click.Path(dir_okay=False), help="With --gate-against: JUnit XML here.")
+@run_sd_option
 @handle_errors
 def run(files: Sequence[str], solutions: Sequence[str], gpu: str | None, dry_run: bool, device: str, timer: str,
         flush: str, launch: str, workloads: Sequence[str], impls: Sequence[str], cases: Sequence[str],
@@ -136,7 +139,7 @@ def run(files: Sequence[str], solutions: Sequence[str], gpu: str | None, dry_run
         devices: str, executor: str, address: str | None,
         schedule_from: str | None, force: bool, tuned: str | None, save_name: str | None,
         output: str | None, results_dir: str, as_json: bool, quiet: bool, gate_against: str | None,
-        threshold: str | None, rerun: int, junit: str | None) -> None:
+        threshold: str | None, rerun: int, junit: str | None, run_sd: str | None) -> None:
     """Check and time every implementation of the workloads in FILES: solbench YAML files, KernelBench
     problem files or level folders, SOL-ExecBench problem or benchmark folders."""
     out = console(quiet or as_json)
@@ -148,6 +151,8 @@ def run(files: Sequence[str], solutions: Sequence[str], gpu: str | None, dry_run
         raise click.UsageError("--address names a Ray cluster; add --executor ray")
     if junit and not gate_against:
         raise ConfigError("--junit writes the gate's verdicts; add --gate-against RUN (or use solbench gate --junit)")
+    if run_sd is not None and not gate_against:
+        raise ConfigError("--run-sd prices a gate between runs; add --gate-against RUN")
     overrides = parse_sets(sets)
     if dry_run and peaks == "measured":
         raise click.UsageError("--peaks measured scores a run against this GPU's calibrated ceilings; a dry run "
@@ -177,6 +182,7 @@ def run(files: Sequence[str], solutions: Sequence[str], gpu: str | None, dry_run
     from solbench.analysis.gate import parse_threshold
 
     tau = None if threshold is None else parse_threshold(threshold).fraction  # bad input fails before measuring
+    sd = run_sd_of(run_sd)
     try:
         with ProgressBar(quiet or as_json) as progress:
             result = api.run(files, options, device=device, progress=progress, on_case=saver.save)
@@ -199,7 +205,8 @@ def run(files: Sequence[str], solutions: Sequence[str], gpu: str | None, dry_run
     if base is not None:
         from solbench.cli.compare import emit_gate
 
-        verdict = api.gate_live(base, result, files, options, rerun=rerun, device=device, threshold=tau)
+        verdict = api.gate_live(base, result, files, options, rerun=rerun, device=device, threshold=tau,
+                                run_sd=sd)
         emit_gate(verdict, junit=junit, console=console(quiet or as_json))
         code = exitcodes.worst(code, verdict.exit_code)
     sys.exit(code)

@@ -87,9 +87,12 @@ def gate_live(base: RunResult, cur: RunResult, files: Sequence[str | Path], opti
     ``ROUNDS_A_LOOK`` of them a look (as ``ab``), a single-round run one pooled re-measurement a look.
 
     Thresholds: an explicit ``threshold`` in ``gate_kwargs`` wins; otherwise each workload's
-    ``gate_threshold`` as the runs recorded it (``RunResult.gate_thresholds``), else 5%.
+    ``gate_threshold`` as the runs recorded it (``RunResult.gate_thresholds``), else 5%. The two are
+    separate runs: ``run_sd`` defaults to DEFAULT_RUN_SD (analysis.gate, "Between runs").
     """
-    from solbench.analysis.gate import ROUNDS_A_LOOK, gate_with_rerun
+    from solbench.analysis.gate import DEFAULT_RUN_SD, ROUNDS_A_LOOK, gate_with_rerun
+
+    gate_kwargs.setdefault("run_sd", DEFAULT_RUN_SD)
 
     def remeasure(keys: list[str], rounds: int) -> RunResult:  # these keys only, fresh workers each round
         return run(files, replace(options, keys=tuple(keys), repeat=rounds, max_rounds=rounds), device=device)

@@ -33,6 +33,7 @@ def comparison_json(c: Comparison) -> dict[str, Any]:
         "other_side": dict(c.other_side),
         "not_comparable": dict(c.not_comparable),
         "launched_differently": dict(c.launched_differently),
+        "run_sd": c.run_sd,  # sd of a run's own offset priced in over rounds (0: none)
     }
 
 
@@ -53,7 +54,8 @@ def gate_json(g: GateResult) -> dict[str, Any]:
         "counts": {v: g.count(v) for v in CASE_VERDICTS},
         "verdicts": [asdict(v) for v in g.verdicts],
         "looks": g.looks,  # the error rates are split over this many looks (alpha / looks each)
+        "run_sd": g.run_sd,  # sd of a run's own offset priced in over rounds (0: none, e.g. ab)
         "undecided": [{"key": v.key, "ratio": v.ratio, "ci_low": v.ci_low, "ci_high": v.ci_high,
-                       "more_rounds": v.more_rounds, "current_rounds": v.current_rounds,
+                       "more_rounds": v.more_rounds, "current_rounds": v.current_rounds, "run_bound": v.run_bound,
                        "apart": v.apart, "reason": v.reason} for v in g.undecided],
     }

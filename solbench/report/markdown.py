@@ -136,9 +136,11 @@ def rounds_note(g: GateResult) -> str:
     looks = (f" Error rates split over {g.looks} looks (each at alpha/{g.looks}, CI at "
              f"{1 - (1 - g.confidence) / g.looks:.2%}): undecided cases got more rounds at each look."
              if g.looks > 1 else "")
+    runs = (f" Each side's own run offset (sd {g.run_sd:.2%}, what rounds do not show) widens the interval."
+            if g.run_sd > 0 else "")
     return (f" Decided over rounds ({'/'.join(map(str, base))} baseline, {'/'.join(map(str, cur))} current): "
             "ratio of the geometric means of the round medians, t interval on the log round medians, and "
-            "the t test in place of Mann-Whitney." + looks)
+            "the t test in place of Mann-Whitney." + runs + looks)
 
 
 def undecided_note(g: GateResult) -> str:
@@ -146,11 +148,16 @@ def undecided_note(g: GateResult) -> str:
     und = g.undecided
     if not und:
         return ""
+    bound = [v for v in und if v.run_bound]  # more_rounds None too: no number of rounds decides them
     over_rounds = [v for v in und if v.more_rounds is not None]
+    hint = (f" {len(bound)} lie within the runs' own offsets (sd {g.run_sd:.2%} a run) of the threshold: no number "
+            "of rounds decides them; gate several runs a side (`gate --baseline A B C --current D E F`), or measure "
+            "both trees in one invocation (`ab`).") if bound else ""
     if not over_rounds:
-        hint = " Measure in rounds (`run --repeat`, `ab`) so that more rounds can decide them."
+        if not bound:
+            hint = " Measure in rounds (`run --repeat`, `ab`) so that more rounds can decide them."
     else:
-        hint = (f" At the measured spread about {max(v.more_rounds for v in over_rounds)} more round(s) per side "
+        hint += (f" At the measured spread about {max(v.more_rounds for v in over_rounds)} more round(s) per side "
                 "would decide them all (`ab --max-rounds`; a saved baseline measured with `run --max-rounds`); "
                 "a ratio on the threshold itself needs a different threshold, not more rounds.")
         alone = [v.current_rounds for v in over_rounds]

@@ -1,0 +1,245 @@
+"""The gate's between-run term (analysis.gate, "Between runs"): a run's own offset, shared by all its
+rounds, priced into gates between separate runs. Seeded simulations and synthetic runs; no timing
+depends on this machine.
+
+Noise model: the rounds of ``test_sequential`` (per-round offset sd 1.5%, within-round sample sd 2%,
+10-20 samples a round) plus one offset a run with sd 0.5%; ``run --gate-against``'s schedule (the
+baseline fixed, four current rounds a look, up to eight more; K = 3 looks).
+"""
+
+import json
+import math
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from solbench.analysis.adaptive import ROUNDS_A_LOOK
+from solbench.analysis.allocation import (
+    more_current_rounds_to_decide,
+    more_rounds_to_decide,
+    rounds_for_half_width,
+    within_run_offsets,
+)
+from solbench.analysis.compare import compare_runs
+from solbench.analysis.gate import DEFAULT_RUN_SD, gate, gate_with_rerun
+from solbench.analysis.sequential import (
+    PASS,
+    REGRESSION,
+    UNDECIDED,
+    between_runs,
+    gate_codes,
+    log_ratio,
+    moderated,
+    t_stats,
+    variance_prior,
+)
+from solbench.analysis.tdist import t_ppf
+from solbench.analysis.thresholds import parse_run_sd
+from solbench.cli import main
+from solbench.errors import ConfigError
+from solbench.report.compare_json import gate_json
+from solbench.report.markdown import undecided_note
+from solbench.results import store
+from tests.unit.factories import make_run
+from tests.unit.test_sequential import GATE_AGAINST_RERUN, TAU, _round_medians
+
+S_RUN = 0.005
+
+
+def _gate_against(shift, s_gate, *, first, trials=8000, seed=0, s_true=S_RUN):
+    """Verdicts of ``run --gate-against`` trials whose two runs each carry an offset of sd ``s_true``,
+    decided with the term priced at ``s_gate``."""
+    rng = np.random.default_rng(seed)
+    cap = first + GATE_AGAINST_RERUN
+    base = _round_medians(rng, trials, cap) + rng.normal(0.0, s_true, size=(trials, 1))
+    cur = _round_medians(rng, trials, cap, shift) + rng.normal(0.0, s_true, size=(trials, 1))
+    at = [*range(first, cap, ROUNDS_A_LOOK), cap]
+    verdict = np.full(trials, UNDECIDED)
+    for r in at:
+        d, se, df = t_stats(base[:, :first], cur[:, :r])
+        v = gate_codes(d, np.sqrt(se ** 2 + 2.0 * s_gate ** 2), df, TAU, looks=len(at))
+        new = (verdict == UNDECIDED) & (v != UNDECIDED)
+        verdict[new] = v[new]
+    return verdict
+
+
+def test_an_unpriced_run_offset_breaks_the_error_share_and_a_priced_one_keeps_it():
+    """A six-round baseline, the truth on the threshold (1.05): without the term a wrong PASS and a
+    wrong REGRESSION each exceed their 2.5% share (measured 4.7% and 4.5%: deeper baselines shrink
+    the interval, not the offsets); priced at the true sd, each stays within it (0.8%, 0.8%)."""
+    blind = _gate_against(1.05, 0.0, first=6, seed=105)
+    priced = _gate_against(1.05, S_RUN, first=6, seed=105)
+    assert np.mean(blind == PASS) > 0.025 and np.mean(blind == REGRESSION) > 0.025
+    assert np.mean(priced == PASS) <= 0.025 and np.mean(priced == REGRESSION) <= 0.025
+
+
+def test_a_priced_run_offset_never_calls_same_code_a_regression_and_catches_ten_percent():
+    """Same code: no REGRESSION, and most trials PASS (measured 97.4%); a 10% slowdown never PASSes
+    and is caught in most trials (96.1%): the rest stay INCONCLUSIVE, never a wrong verdict."""
+    same = _gate_against(1.0, S_RUN, first=6, seed=100)
+    slow = _gate_against(1.10, S_RUN, first=6, seed=110)
+    assert np.mean(same == REGRESSION) == 0.0 and np.mean(same == PASS) >= 0.95
+    assert np.mean(slow == PASS) == 0.0 and np.mean(slow == REGRESSION) >= 0.95
+
+
+def _rounds_run(rng, shift, rounds, n=15, sd_round=0.01, cases=("a", "b", "c")):
+    def samples():
+        offsets = rng.normal(0.0, sd_round, size=rounds).repeat(n)
+        return list(1e-3 * shift * np.exp(offsets + rng.normal(0.0, 0.01, rounds * n)))
+    return make_run({c: {"k": samples()} for c in cases}, rounds=rounds)
+
+
+def test_the_gate_adds_the_term_to_the_t_interval_per_run_a_side():
+    """Fewer than ten points (no moderation): the interval is exp(d -/+ t se'), se'^2 = se^2 +
+    S^2 (1/m_base + 1/m_cur) for sides of m runs; the degrees of freedom stay the rounds'."""
+    rng = np.random.default_rng(3)
+    base = [_rounds_run(rng, 1.0, 3) for _ in range(2)]
+    cur = _rounds_run(rng, 1.02, 4)
+    for side, m in ((base[0], 1), (base, 2)):
+        plain = gate(side, cur, threshold=0.05)
+        priced = gate(side, cur, threshold=0.05, run_sd=0.01)
+        assert priced.run_sd == 0.01 and plain.run_sd == 0.0
+        for p, v in zip(plain.verdicts, priced.verdicts, strict=True):
+            half = math.log(p.ci_high / p.ci_low) / 2.0
+            q = float(t_ppf(0.975, p.rounds_base + p.rounds_cur - 2))
+            se = math.sqrt((half / q) ** 2 + 0.01 ** 2 * (1.0 / m + 1.0))
+            assert math.log(v.ci_high / v.ci_low) / 2.0 == pytest.approx(q * se, rel=1e-9)
+            assert v.ratio == pytest.approx(p.ratio)
+
+
+def test_single_runs_and_a_zero_term_are_decided_as_before():
+    rng = np.random.default_rng(4)
+    one_base, one_cur = _rounds_run(rng, 1.0, 1), _rounds_run(rng, 1.0, 1)
+    a, b = gate(one_base, one_cur, threshold=0.05), gate(one_base, one_cur, threshold=0.05, run_sd=0.01)
+    assert [(v.ci_low, v.ci_high, v.verdict) for v in a.verdicts] == [(v.ci_low, v.ci_high, v.verdict)
+                                                                      for v in b.verdicts]
+    base, cur = _rounds_run(rng, 1.0, 3), _rounds_run(rng, 1.0, 3)
+    assert gate(base, cur, run_sd=0.0) == gate(base, cur)
+
+
+def test_the_term_is_added_after_moderation_and_only_once():
+    """``moderated`` keeps the term in se; ``between_runs`` never stacks a second one."""
+    rng = np.random.default_rng(5)
+    a = [np.exp(rng.normal(0.0, 0.01, 15) + o) for o in rng.normal(0.0, 0.01, 3)]
+    b = [np.exp(rng.normal(0.0, 0.01, 15) + o) for o in rng.normal(0.0, 0.01, 3)]
+    t = log_ratio(a, b)
+    priced = between_runs(t, 2e-4)
+    assert priced.se == pytest.approx(math.sqrt(t.se ** 2 + 2e-4))
+    assert between_runs(priced, 5e-4) == priced
+    prior = variance_prior([0.01 ** 2 * (1.0 + 0.1 * i) for i in range(12)], [4.0] * 12)
+    both = moderated(priced, prior)
+    alone = moderated(t, prior)
+    assert both.se == pytest.approx(math.sqrt(alone.se ** 2 + 2e-4))
+    with pytest.raises(ValueError):
+        between_runs(t, -1e-6)
+
+
+def test_rounds_cannot_decide_a_ratio_within_the_offsets_of_the_threshold():
+    """At 1.045 against 5% the gap is 0.48%; a 0.5% offset a side (1.96 x 0.71% = 1.4%) covers it:
+    no number of rounds decides, per side or on the current side alone. Far from the threshold the
+    term only asks for more rounds than without it."""
+    d, var = math.log(1.045), 2 * 0.005 ** 2
+    assert within_run_offsets(d, 0.05, var, confidence=0.95)
+    assert not within_run_offsets(d, 0.05, 0.0, confidence=0.95)
+    assert more_rounds_to_decide(d, 0.01, 0.05, 3, confidence=0.95, run_var=var) is None
+    assert more_current_rounds_to_decide(d, 0.01, 0.05, 3, 3, confidence=0.95, run_var=var) is None
+    assert more_rounds_to_decide(d, 0.01, 0.05, 3, confidence=0.95) is not None
+    far = math.log(1.0)
+    plain = more_rounds_to_decide(far, 0.02, 0.05, 3, confidence=0.95)
+    priced = more_rounds_to_decide(far, 0.02, 0.05, 3, confidence=0.95, run_var=2 * 0.01 ** 2)
+    assert plain is not None and priced is not None and priced > plain
+    assert rounds_for_half_width(1e-4, 0.01, run_var=1e-4, cap=50) == 50  # the floor alone is wider than 1%
+
+
+def _bound_runs(rng):
+    """Three points over six rounds a side, the current 4.5% slower: decided without the term,
+    stuck within a 1% offset a run of the 5% threshold with it."""
+    return _rounds_run(rng, 1.0, 6, n=30, sd_round=0.001), _rounds_run(rng, 1.045, 6, n=30, sd_round=0.001)
+
+
+def test_a_case_within_the_offsets_says_so_and_the_note_asks_for_more_runs():
+    base, cur = _bound_runs(np.random.default_rng(6))
+    assert gate(base, cur, threshold=0.05).overall == "PASS"
+    result = gate(base, cur, threshold=0.05, run_sd=0.01)
+    assert result.overall == "INCONCLUSIVE"
+    assert all(v.run_bound and v.more_rounds is None and v.current_rounds is None for v in result.verdicts)
+    assert "within the runs' own offsets" in result.verdicts[0].reason
+    note = undecided_note(result)
+    assert "3 lie within the runs' own offsets (sd 1.00% a run)" in note and "--baseline A B C" in note
+    assert "more round(s) per side" not in note  # rounds would not help
+    doc = gate_json(result)
+    assert doc["run_sd"] == 0.01 and all(u["run_bound"] for u in doc["undecided"])
+
+
+def test_gate_with_rerun_prices_the_term_at_every_look():
+    rng = np.random.default_rng(7)
+    base, cur = _bound_runs(rng)
+
+    def remeasure(keys, n):  # any rounds: the offsets keep it undecided
+        return _rounds_run(rng, 1.045, n, n=30, sd_round=0.001)
+
+    result = gate_with_rerun(base, cur, remeasure, 8, step=ROUNDS_A_LOOK, threshold=0.05, run_sd=0.01)
+    assert result.run_sd == 0.01 and result.overall == "INCONCLUSIVE" and result.reruns == 8
+
+
+@pytest.mark.parametrize("bad", [-0.001, 0.5, float("nan")])
+def test_a_run_sd_outside_zero_to_half_is_refused(bad):
+    base, cur = _bound_runs(np.random.default_rng(8))
+    with pytest.raises(ConfigError, match="run sd"):
+        gate(base, cur, run_sd=bad)
+    with pytest.raises(ConfigError, match="run sd"):
+        compare_runs(base, cur, run_sd=bad)
+
+
+@pytest.mark.parametrize("text,value", [("0.2%", 0.002), ("0.002", 0.002), ("0", 0.0), (" 1% ", 0.01)])
+def test_parse_run_sd(text, value):
+    assert parse_run_sd(text) == pytest.approx(value)
+
+
+@pytest.mark.parametrize("text", ["2", "60%", "abc", "-1%", ""])
+def test_parse_run_sd_refuses_what_is_not_a_small_fraction(text):
+    with pytest.raises(ConfigError, match="run sd"):
+        parse_run_sd(text)
+
+
+def test_compare_between_runs_prices_the_term_too():
+    base, cur = _bound_runs(np.random.default_rng(9))
+    plain, priced = compare_runs(base, cur, threshold=0.05), compare_runs(base, cur, threshold=0.05, run_sd=0.01)
+    assert priced.run_sd == 0.01
+    for p, v in zip(plain.rows, priced.rows, strict=True):
+        assert v.ci_low < p.ci_low and v.ci_high > p.ci_high
+
+
+def _saved(tmp_path):
+    base, cur = _bound_runs(np.random.default_rng(10))
+    return str(store.save(base, tmp_path / "base.json")), str(store.save(cur, tmp_path / "cur.json"))
+
+
+def test_gate_cli_prices_the_default_and_takes_run_sd(tmp_path):
+    base, cur = _saved(tmp_path)
+    runner = CliRunner()
+    default = runner.invoke(main, ["gate", "--baseline", base, "--current", cur, "--threshold", "5%", "--json"])
+    off = runner.invoke(main, ["gate", "--baseline", base, "--current", cur, "--threshold", "5%", "--json",
+                               "--run-sd", "0"])
+    wide = runner.invoke(main, ["gate", "--baseline", base, "--current", cur, "--threshold", "5%", "--json",
+                                "--run-sd", "1%"])
+    docs = [json.loads(r.stdout) for r in (default, off, wide)]
+    assert [d["run_sd"] for d in docs] == [DEFAULT_RUN_SD, 0.0, 0.01]
+    widths = [max(v["ci_high"] / v["ci_low"] for v in d["verdicts"]) for d in docs]
+    assert widths[1] < widths[0] < widths[2]
+    assert wide.exit_code == 3 and "within the runs' own offsets" in wide.stderr
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["gate", "--run-sd", "2"], "write '2%'"),
+    (["compare", "baseline", "fused", "--run", "RUN", "--run-sd", "1%"], "share theirs"),
+    (["run", "workloads/attn.yaml", "--run-sd", "1%"], "add --gate-against"),
+])
+def test_run_sd_misuse_is_a_usage_error(tmp_path, argv, message):
+    base, _ = _saved(tmp_path)
+    argv = [base if a == "RUN" else a for a in argv]
+    if argv[0] == "gate":
+        argv += ["--baseline", base, "--current", base]
+    r = CliRunner().invoke(main, argv)
+    assert r.exit_code == 2 and message in r.output
