@@ -9,6 +9,7 @@ Pure: no I/O, no device libraries. Times are seconds.
     combine_runs(runs)      several runs of one side (``gate --baseline a.json b.json``) -> one run;
                             every round of every run is a round of the result
     merge_samples(cur, new) a re-measurement pooled into the run it re-measures (run --gate-against --rerun)
+    run_offsets(runs)       several runs of one tree -> the sd of a run's own offset (the gate's run_sd)
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from __future__ import annotations
 import json
 import statistics
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from itertools import chain
 from typing import Any
 
@@ -26,7 +27,8 @@ from solbench.analysis import stats
 from solbench.analysis.rounds import group_by_round, round_medians, summarize
 from solbench.results.model import FAILED_STATUSES, CaseResult, ImplResult, RunResult, Score, Timing
 
-__all__ = ["combine_runs", "concat_timings", "merge_rounds", "merge_samples", "rounds_apart", "samples"]
+__all__ = ["RunOffsets", "combine_runs", "concat_timings", "merge_rounds", "merge_samples", "rounds_apart",
+           "run_offsets", "samples"]
 
 _CLOCKS = ("sm_clock_mhz", "mem_clock_mhz", "power_w", "throttle_reasons")
 
@@ -298,3 +300,50 @@ def rounds_apart(r: ImplResult, side: str = "") -> str:
     if not far:
         return ""
     return " ".join(filter(None, (side, ", ".join(f"round {i} {d:+.1%}" for i, d in far))))
+
+
+@dataclass(frozen=True)
+class RunOffsets:
+    """What several runs of one tree say about a run's own offset (the gate's ``run_sd``)."""
+
+    sd: float  # pooled: sqrt(max(0, mean over points of between - within)); the value for --run-sd
+    median: float  # sqrt(max(0, median over points of between - within)): a typical point's
+    points: int  # points measured in rounds by every run (byte floors left out)
+    runs: int
+    largest: tuple[tuple[str, float], ...]  # up to five ``case_id/impl`` keys with the largest own excess (signed sd)
+
+
+def run_offsets(runs: Sequence[RunResult]) -> RunOffsets:
+    """The sd of a run's own offset in log time, from ``runs`` of one tree (at least three).
+
+    Per point measured in rounds (two or more) by every run: each run's mean log round median (the
+    gate's statistic), the variance of those means over the runs (``between``, ddof 1), and what the
+    runs' own rounds predict for it (``within``: the mean over runs of var(log round medians) / rounds).
+    ``between - within`` estimates S^2 without bias; pooled over points (their mean) it is the ``sd``
+    returned, and the median over points gives a typical point's. Byte floors (``part: floor``)
+    are left out, as the gate leaves them out. ValueError with fewer than three runs or no such point.
+    """
+    if len(runs) < 3:
+        raise ValueError(f"a run's own offset needs three runs of one tree at least, got {len(runs)}")
+    logs: dict[str, list[np.ndarray]] = {}
+    for run in runs:
+        for case in run.cases:
+            for r in case.impls:
+                if _measured(r) and r.timing is not None and not r.protocol.get("part"):
+                    medians = [float(np.median(np.log(np.asarray(g, dtype=float))))
+                               for g in group_by_round(r.timing.samples, r.timing.rounds)]
+                    logs.setdefault(f"{case.case_id}/{r.name}", []).append(np.asarray(medians))
+    excess: dict[str, float] = {}
+    for key, per_run in logs.items():
+        if len(per_run) != len(runs) or min(m.size for m in per_run) < 2:
+            continue
+        means = np.array([m.mean() for m in per_run])
+        within = float(np.mean([np.var(m, ddof=1) / m.size for m in per_run]))
+        excess[key] = float(np.var(means, ddof=1)) - within
+    if not excess:
+        raise ValueError("no point was measured in rounds (two or more) by every run: measure with --repeat")
+    values = np.array(list(excess.values()))
+    top = sorted(excess.items(), key=lambda kv: kv[1], reverse=True)[:5]
+    return RunOffsets(sd=float(np.sqrt(max(0.0, values.mean()))), median=float(np.sqrt(max(0.0, np.median(values)))),
+                      points=len(excess), runs=len(runs),
+                      largest=tuple((k, float(np.sign(v) * np.sqrt(abs(v)))) for k, v in top))

@@ -238,6 +238,50 @@ def gate_cmd(baseline: tuple[str, ...], current: tuple[str, ...], threshold: str
     sys.exit(result.exit_code)
 
 
+@click.command(name="spread")
+@click.argument("runs", nargs=-1, required=True)
+@click.option("--results-dir", type=click.Path(file_okay=False), default="results", show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def spread(runs: tuple[str, ...], results_dir: str, as_json: bool) -> None:
+    """How far runs of one tree differ beyond what their rounds show: the --run-sd to gate with.
+
+    RUNS are three or more saved runs of the same code on one machine, measured in rounds (`run
+    --repeat 3` or the default protocol). Per point, the spread of the runs' means over what each
+    run's rounds predict; pooled over points, it is the sd of a run's own offset that `gate` and
+    `run --gate-against` price in (`--run-sd`, default 0.2%).
+
+    \b
+    for i in 1 2 3 4 5; do solbench run workloads/attn.yaml --save same-$i; done
+    solbench spread same-1 same-2 same-3 same-4 same-5
+    """
+    from solbench.analysis.gate import check_fingerprints, check_timing
+    from solbench.analysis.pooling import run_offsets
+
+    rdir = Path(results_dir)
+    loaded = [read_run(x, rdir, "run") for x in runs]
+    if len(loaded) < 3:
+        raise ConfigError(f"spread needs three runs of one tree at least, got {len(loaded)}")
+    for name, other in zip(runs[1:], loaded[1:], strict=True):
+        diffs = check_fingerprints(loaded[0].environment, other.environment) + check_timing(loaded[0].protocol,
+                                                                                          other.protocol)
+        if diffs:
+            raise ConfigError(f"{name}: measured on other hardware, software or timing than {runs[0]}: "
+                              + "; ".join(diffs))
+    try:
+        found = run_offsets(loaded)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    if as_json:
+        click.echo(json.dumps({"kind": "spread", "version": 1, "run_sd": found.sd, "median_point": found.median,
+                               "points": found.points, "runs": found.runs,
+                               "largest": [{"key": k, "sd": v} for k, v in found.largest]}, indent=1))
+        return
+    click.echo(f"{found.runs} runs, {found.points} points measured in rounds by every run")
+    click.echo(f"a run's own offset: sd {found.sd:.2%} pooled over points (a typical point: {found.median:.2%})")
+    click.echo("largest at (signed sd of the excess): " + ", ".join(f"{k} {v:+.2%}" for k, v in found.largest))
+    click.echo(f"gate with: --run-sd {found.sd * 100:.2f}%")
+
+
 def _check_writable(path: str) -> None:
     """ConfigError (exit 2, one line) unless ``path`` can be written (checked before any work, by a
     scratch file beside it: the target is neither created nor touched)."""

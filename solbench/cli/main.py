@@ -1,7 +1,7 @@
 """The ``solbench`` command line: one click group assembled from one module per command family.
 
     run.py       run (and --dry-run, --gate-against)
-    compare.py   compare, gate
+    compare.py   compare, gate, spread
     ab.py        ab (two checkouts in one invocation)
     info.py      calibrate, show, schema, list, info
     tools.py     report, tune, profile
@@ -31,6 +31,7 @@ _COMMANDS: dict[str, tuple[str, str, bool]] = {
     "show": ("info", "show", False),
     "compare": ("compare", "compare", True),
     "gate": ("compare", "gate_cmd", True),
+    "spread": ("compare", "spread", True),
     "ab": ("ab", "ab", True),
     "report": ("tools", "report", True),
     "tune": ("tools", "tune", True),
