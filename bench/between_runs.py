@@ -8,6 +8,8 @@ se_in_run, the root-mean of each run's variance of its mean round median (var of
 / its rounds); sd_extra = sqrt(max(0, sd_runs^2 - se_in_run^2)), the part of the spread between runs
 that no run's rounds show; sd_round, the median over runs of the sd of one round's log median; and how
 many runs' 95% CIs hold the grand median (the median of the run medians). Rows: the 12 largest sd_extra.
+``solbench spread RUN...`` gives the pooled value the gate prices (``--run-sd``), from the runs' mean
+log round medians.
 """
 
 from __future__ import annotations
