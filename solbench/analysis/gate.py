@@ -39,7 +39,8 @@ offset shared by all its rounds (the machine's state while it ran), which its ro
 Over rounds, where the sides were measured as separate runs (saved runs, ``run --gate-against``),
 the log ratio's variance gains ``S^2 (1/m_base + 1/m_cur)`` for sides of m runs
 (``analysis.sequential``, "Between runs"); ``ab`` measures both sides in one invocation and passes
-0. DEFAULT_RUN_SD is what the CLI uses. A case whose ratio lies within that term of the threshold
+0. Where a side's runs are pooled, their rounds already spread by the offsets, so the term errs on
+the safe side there. DEFAULT_RUN_SD is what the CLI uses. A case whose ratio lies within that term of the threshold
 is undecided however many rounds are added (``run_bound``): only more runs a side decide it.
 
 For every key measured in one run only:
