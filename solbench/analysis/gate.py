@@ -204,6 +204,7 @@ class GateResult:
     reruns: int = 0  # rounds of re-measurement that went into this result
     looks: int = 1  # K: the looks the error rates are split over (alpha / K, 1 - (1 - confidence) / K)
     run_sd: float = 0.0  # S: the sd of a run's own offset in log time priced in over rounds (module docstring)
+    run_sd_source: str = ""  # where S came from (the CLI: --run-sd, a saved spread record, or the default)
 
     @property
     def undecided(self) -> tuple[GateCaseVerdict, ...]:

@@ -341,11 +341,18 @@ class ProgressBar:
 run_sd_option = click.option(
     "--run-sd", default=None, metavar="SD",
     help="The sd of a run's own offset (what its rounds do not show), priced into a gate between separate runs "
-         "over rounds: '0.2%', '0.002', or 0 for none. Default: 0.2% (measured on an H200; README 'Between runs').")
+         "over rounds: '0.2%', '0.002', or 0 for none. Default: what `solbench spread --save` stored for the "
+         "baseline's GPU model, else 0.2% (measured on an H200; README 'Between runs').")
 
 
-def run_sd_of(text: str | None) -> float:
-    """``--run-sd`` as a fraction; DEFAULT_RUN_SD when not given."""
+def run_sd_of(text: str | None, results_dir: Path, spec_id: str) -> tuple[float, str]:
+    """``--run-sd`` as a fraction, and where it came from: the option; else the spread ``solbench spread
+    --save`` stored for the GPU model ``spec_id`` under ``results_dir``; else DEFAULT_RUN_SD."""
     from solbench.analysis.thresholds import DEFAULT_RUN_SD, parse_run_sd
 
-    return DEFAULT_RUN_SD if text is None else parse_run_sd(text)
+    if text is not None:
+        return parse_run_sd(text), "--run-sd"
+    saved = store.load_spread(results_dir, spec_id)
+    if saved is not None:
+        return saved.run_sd, f"{store.spread_path(results_dir, spec_id)} ({len(saved.runs)} runs)"
+    return DEFAULT_RUN_SD, "default (measured on an H200)"

@@ -12,6 +12,7 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -95,13 +96,13 @@ def compare(a: str | None, b: str | None, baselines: tuple[str, ...], currents: 
     """
     rdir = Path(results_dir)
     tau = parse_threshold(threshold).fraction
-    sd = run_sd_of(run_sd)
     if baselines or currents:
         if not (baselines and currents) or a is not None or run_file is not None:
             raise click.UsageError("give --baseline RUN... and --current RUN... together, instead of A B")
         sides = ([read_run(x, rdir, "baseline") for x in baselines],
                  [read_run(x, rdir, "current") for x in currents])
         _check_impl(impl, [*sides[0], *sides[1]])
+        sd, _ = run_sd_of(run_sd, rdir, sides[0][0].spec.id)
         result = compare_runs(sides[0], sides[1], impl=impl, threshold=tau, label_a=_label(baselines),
                               label_b=_label(currents), run_sd=sd)
         _show_comparison(result, as_json, as_markdown)
@@ -111,6 +112,7 @@ def compare(a: str | None, b: str | None, baselines: tuple[str, ...], currents: 
     runs = _as_runs(a, b, rdir) if run_file is None else None
     if runs is not None:
         _check_impl(impl, runs)
+        sd, _ = run_sd_of(run_sd, rdir, runs[0].spec.id)
         result = compare_runs(runs[0], runs[1], impl=impl, threshold=tau, label_a=a, label_b=b, run_sd=sd)
     else:
         if run_sd is not None:
@@ -213,8 +215,8 @@ def gate_cmd(baseline: tuple[str, ...], current: tuple[str, ...], threshold: str
 
     rdir = Path(results_dir)
     tau = None if threshold is None else parse_threshold(threshold).fraction
-    sd = run_sd_of(run_sd)
     base = [read_run(x, rdir, "baseline") for x in baseline]
+    sd, sd_source = run_sd_of(run_sd, rdir, base[0].spec.id)
     cur = [read_run(x, rdir, "current") for x in current]
     for name, run in zip(current, cur, strict=True):
         if not run.complete:
@@ -228,6 +230,7 @@ def gate_cmd(baseline: tuple[str, ...], current: tuple[str, ...], threshold: str
         result = gate(base, cur, threshold=tau, alpha=alpha, allow_cross_hardware=allow_cross_hardware, impl=impl,
                       run_sd=sd)
         result = unconfirmed(result, verdicts=("REGRESSION", "PASS", "FASTER"))  # nothing re-measures here
+        result = replace(result, run_sd_source=sd_source)
     except SolbenchError as exc:  # refused: the JUnit file says so, not what an earlier job left there
         if junit:
             from solbench.report.junit import refused_junit
@@ -240,9 +243,12 @@ def gate_cmd(baseline: tuple[str, ...], current: tuple[str, ...], threshold: str
 
 @click.command(name="spread")
 @click.argument("runs", nargs=-1, required=True)
+@click.option("--save", "save", is_flag=True,
+              help="Store the result as results/spread/<spec>.json: later gates between runs of this GPU model "
+                   "price it in when no --run-sd is given.")
 @click.option("--results-dir", type=click.Path(file_okay=False), default="results", show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-def spread(runs: tuple[str, ...], results_dir: str, as_json: bool) -> None:
+def spread(runs: tuple[str, ...], save: bool, results_dir: str, as_json: bool) -> None:
     """How far runs of one tree differ beyond what their rounds show: the --run-sd to gate with.
 
     RUNS are three or more saved runs of the same code on one machine, measured in rounds (`run
@@ -252,7 +258,7 @@ def spread(runs: tuple[str, ...], results_dir: str, as_json: bool) -> None:
 
     \b
     for i in 1 2 3 4 5; do solbench run workloads/attn.yaml --save same-$i; done
-    solbench spread same-1 same-2 same-3 same-4 same-5
+    solbench spread same-1 same-2 same-3 same-4 same-5 --save
     """
     from solbench.analysis.gate import check_fingerprints, check_timing
     from solbench.analysis.pooling import run_offsets
@@ -271,15 +277,31 @@ def spread(runs: tuple[str, ...], results_dir: str, as_json: bool) -> None:
         found = run_offsets(loaded)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
+    saved = None
+    if save:
+        import datetime as dt
+
+        from solbench.results.model import RunSpread
+
+        first = loaded[0]
+        record = RunSpread(created=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), spec_id=first.spec.id,
+                           device_name=first.environment.device_name or first.spec.name, run_sd=found.sd,
+                           median_point=found.median, points=found.points, runs=tuple(runs))
+        saved = store.save_spread(record, rdir)
     if as_json:
         click.echo(json.dumps({"kind": "spread", "version": 1, "run_sd": found.sd, "median_point": found.median,
                                "points": found.points, "runs": found.runs,
-                               "largest": [{"key": k, "sd": v} for k, v in found.largest]}, indent=1))
+                               "largest": [{"key": k, "sd": v} for k, v in found.largest],
+                               "saved": None if saved is None else str(saved)}, indent=1))
         return
     click.echo(f"{found.runs} runs, {found.points} points measured in rounds by every run")
     click.echo(f"a run's own offset: sd {found.sd:.2%} pooled over points (a typical point: {found.median:.2%})")
     click.echo("largest at (signed sd of the excess): " + ", ".join(f"{k} {v:+.2%}" for k, v in found.largest))
-    click.echo(f"gate with: --run-sd {found.sd * 100:.2f}%")
+    if saved is None:
+        click.echo(f"gate with: --run-sd {found.sd * 100:.2f}% (or store it: --save)")
+    else:
+        click.echo(f"saved {saved}: gates between {loaded[0].spec.id} runs under {rdir} now price "
+                   f"{found.sd:.2%} unless --run-sd is given")
 
 
 def _check_writable(path: str) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -182,7 +183,7 @@ def run(files: Sequence[str], solutions: Sequence[str], gpu: str | None, dry_run
     from solbench.analysis.gate import parse_threshold
 
     tau = None if threshold is None else parse_threshold(threshold).fraction  # bad input fails before measuring
-    sd = run_sd_of(run_sd)
+    sd, sd_source = run_sd_of(run_sd, Path(results_dir), base.spec.id) if base is not None else (0.0, "")
     try:
         with ProgressBar(quiet or as_json) as progress:
             result = api.run(files, options, device=device, progress=progress, on_case=saver.save)
@@ -207,6 +208,7 @@ def run(files: Sequence[str], solutions: Sequence[str], gpu: str | None, dry_run
 
         verdict = api.gate_live(base, result, files, options, rerun=rerun, device=device, threshold=tau,
                                 run_sd=sd)
+        verdict = replace(verdict, run_sd_source=sd_source)
         emit_gate(verdict, junit=junit, console=console(quiet or as_json))
         code = exitcodes.worst(code, verdict.exit_code)
     sys.exit(code)

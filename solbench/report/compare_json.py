@@ -55,6 +55,7 @@ def gate_json(g: GateResult) -> dict[str, Any]:
         "verdicts": [asdict(v) for v in g.verdicts],
         "looks": g.looks,  # the error rates are split over this many looks (alpha / looks each)
         "run_sd": g.run_sd,  # sd of a run's own offset priced in over rounds (0: none, e.g. ab)
+        "run_sd_source": g.run_sd_source,  # "--run-sd", a saved spread record's path, or the default
         "undecided": [{"key": v.key, "ratio": v.ratio, "ci_low": v.ci_low, "ci_high": v.ci_high,
                        "more_rounds": v.more_rounds, "current_rounds": v.current_rounds, "run_bound": v.run_bound,
                        "apart": v.apart, "reason": v.reason} for v in g.undecided],

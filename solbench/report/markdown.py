@@ -136,7 +136,8 @@ def rounds_note(g: GateResult) -> str:
     looks = (f" Error rates split over {g.looks} looks (each at alpha/{g.looks}, CI at "
              f"{1 - (1 - g.confidence) / g.looks:.2%}): undecided cases got more rounds at each look."
              if g.looks > 1 else "")
-    runs = (f" Each side's own run offset (sd {g.run_sd:.2%}, what rounds do not show) widens the interval."
+    source = f", {g.run_sd_source}" if g.run_sd_source else ""
+    runs = (f" Each side's own run offset (sd {g.run_sd:.2%}{source}: what rounds do not show) widens the interval."
             if g.run_sd > 0 else "")
     return (f" Decided over rounds ({'/'.join(map(str, base))} baseline, {'/'.join(map(str, cur))} current): "
             "ratio of the geometric means of the round medians, t interval on the log round medians, and "

@@ -316,3 +316,18 @@ class Calibration:
     protocol: str
     sm_clock_mhz: int | None = None  # read right after the GEMMs
     schema_version: int = SCHEMA_VERSION
+
+
+@dataclass(frozen=True)
+class RunSpread:
+    """What ``solbench spread --save`` measured on one GPU model: the sd of a run's own offset, which
+    gates between runs of that model price in when no ``--run-sd`` is given (analysis.gate)."""
+
+    created: str
+    spec_id: str
+    device_name: str
+    run_sd: float  # pooled over points (analysis.pooling.run_offsets)
+    median_point: float  # a typical point's
+    points: int
+    runs: tuple[str, ...]  # the runs it was measured from, as they were named
+    schema_version: int = SCHEMA_VERSION

@@ -30,7 +30,7 @@ from typing import Any
 
 from solbench.errors import ResultsFormatError, ResultsWriteError
 from solbench.results.codec import DecodeError, decode, encode
-from solbench.results.model import SCHEMA_VERSION, Calibration, CaseResult, RunResult
+from solbench.results.model import SCHEMA_VERSION, Calibration, CaseResult, RunResult, RunSpread
 
 MAX_FILE_BYTES = 256 << 20  # a result file of 2,000 samples per case and implementation is ~1 MiB
 def _migrate_1_to_2(data: dict[str, Any]) -> dict[str, Any]:
@@ -358,9 +358,9 @@ def is_run_file(path: Path) -> bool:
 
 def _result_files(results_dir: Path) -> list[Path]:
     root = Path(results_dir)
-    calibration = root / "calibration"
+    skipped = (root / "calibration", root / "spread")
     return [p for p in root.glob("**/*.json")
-            if not p.name.startswith(".") and calibration not in p.parents and p.is_file()]
+            if not p.name.startswith(".") and not any(d in p.parents for d in skipped) and p.is_file()]
 
 
 def _mtime(path: Path) -> float:
@@ -391,6 +391,32 @@ def load_calibration(results_dir: Path, spec_id: str, device_uuid: str | None) -
         return decode(Calibration, data)  # type: ignore[no-any-return]
     except DecodeError as exc:
         raise ResultsFormatError(f"{path}: malformed calibration: {_one_line(exc)}") from None
+
+
+def spread_path(results_dir: Path, spec_id: str) -> Path:
+    """``results/spread/<spec-id>.json``: one per GPU model (a CI job lands on any card of it)."""
+    return results_dir / "spread" / f"{slug(spec_id)}.json"
+
+
+def save_spread(spread: RunSpread, results_dir: Path) -> Path:
+    """Write what ``solbench spread --save`` measured, atomically (replacing the model's previous one)."""
+    return _write_atomic(spread_path(results_dir, spread.spec_id),
+                         json.dumps(encode(dataclasses.asdict(spread)), indent=1, allow_nan=False))
+
+
+def load_spread(results_dir: Path, spec_id: str) -> RunSpread | None:
+    """The saved spread of this GPU model, or None where there is none; ResultsFormatError if malformed."""
+    path = spread_path(results_dir, spec_id)
+    if not path.is_file():
+        return None
+    data = _migrated(read_json(path, "spread record"), str(path), "spread record")
+    try:
+        spread: RunSpread = decode(RunSpread, data)
+    except DecodeError as exc:
+        raise ResultsFormatError(f"{path}: malformed spread record: {_one_line(exc)}") from None
+    if not 0.0 <= spread.run_sd < 0.5:
+        raise ResultsFormatError(f"{path}: run_sd must be at least 0 and below 0.5, got {spread.run_sd!r}")
+    return spread
 
 
 def _one_line(exc: Exception, limit: int = 400) -> str:

@@ -9,6 +9,7 @@ baseline fixed, four current rounds a look, up to eight more; K = 3 looks).
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -289,3 +290,49 @@ def test_spread_cli_prints_the_run_sd_to_gate_with(tmp_path):
     assert text.exit_code == 0 and f"--run-sd {doc['run_sd'] * 100:.2f}%" in text.stdout
     too_few = CliRunner().invoke(main, ["spread", *paths[:2]])
     assert too_few.exit_code == 2 and "three runs" in too_few.output
+
+
+def test_a_saved_spread_is_what_later_gates_of_that_gpu_model_price(tmp_path):
+    """``spread --save`` stores S per GPU model; ``gate`` without --run-sd prices it and says where it came
+    from; --run-sd still wins; the record is not a run (``show`` reads the latest run, not it)."""
+    runs = _tree_runs(np.random.default_rng(23), 0.01)
+    paths = [str(store.save(r, tmp_path / f"r{i}.json")) for i, r in enumerate(runs)]
+    rdir = str(tmp_path / "results")
+    saved = CliRunner().invoke(main, ["spread", *paths, "--save", "--results-dir", rdir, "--json"])
+    assert saved.exit_code == 0, saved.output
+    doc = json.loads(saved.stdout)
+    record = store.load_spread(Path(rdir), runs[0].spec.id)
+    assert record is not None and record.run_sd == doc["run_sd"] and doc["saved"].endswith(".json")
+    assert record.runs == tuple(paths) and record.points == 40
+
+    def gate_json_of(*extra):
+        r = CliRunner().invoke(main, ["gate", "--baseline", paths[0], "--current", paths[1], "--json",
+                                      "--results-dir", rdir, *extra])
+        assert r.exit_code in (0, 3), r.output
+        return json.loads(r.stdout)
+
+    priced = gate_json_of()
+    assert priced["run_sd"] == record.run_sd and "spread" in priced["run_sd_source"]
+    assert gate_json_of("--run-sd", "0.1%")["run_sd"] == 0.001
+    store.save(runs[2], Path(rdir) / "h100-sxm" / "latest.json")
+    shown = CliRunner().invoke(main, ["show", "--results-dir", rdir, "--json"])
+    assert shown.exit_code == 0 and json.loads(shown.stdout)["cases"]
+
+
+def test_without_a_saved_spread_the_gate_prices_the_default_and_says_so(tmp_path):
+    base, cur = _saved(tmp_path)
+    r = CliRunner().invoke(main, ["gate", "--baseline", base, "--current", cur, "--json",
+                                  "--results-dir", str(tmp_path / "empty")])
+    doc = json.loads(r.stdout)
+    assert doc["run_sd"] == DEFAULT_RUN_SD and doc["run_sd_source"].startswith("default")
+
+
+def test_a_malformed_spread_record_is_bad_input_naming_the_file(tmp_path):
+    base, cur = _saved(tmp_path)
+    spec = store.load(Path(base)).spec.id
+    path = store.spread_path(tmp_path / "results", spec)
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"schema_version": 1, "run_sd": "wide"}))
+    r = CliRunner().invoke(main, ["gate", "--baseline", base, "--current", cur, "--results-dir",
+                                  str(tmp_path / "results")])
+    assert r.exit_code == 2 and str(path) in r.output
