@@ -40,7 +40,8 @@ Over rounds, where the sides were measured as separate runs (saved runs, ``run -
 the log ratio's variance gains ``S^2 (1/m_base + 1/m_cur)`` for sides of m runs
 (``analysis.sequential``, "Between runs"); ``ab`` measures both sides in one invocation and passes
 0. Where a side's runs are pooled, their rounds already spread by the offsets, so the term errs on
-the safe side there. DEFAULT_RUN_SD is what the CLI uses. A case whose ratio lies within that term of the threshold
+the safe side there. The CLI passes ``--run-sd``, else what ``solbench spread --save`` stored for the
+baseline's GPU model, else DEFAULT_RUN_SD. A case whose ratio lies within that term of the threshold
 is undecided however many rounds are added (``run_bound``): only more runs a side decide it.
 
 For every key measured in one run only:
@@ -520,7 +521,6 @@ def _overall(verdicts: tuple[GateCaseVerdict, ...]) -> Overall:
 
 
 Side = RunResult | Sequence[RunResult]
-
 
 
 def _without_floor(run: RunResult) -> RunResult:
