@@ -50,11 +50,7 @@ def parse_threshold(text: str) -> ThresholdRule:
     stat = m.group("stat") or "median"
     if stat != "median":
         raise ConfigError(f"threshold stat {stat!r} is not supported: only 'median' is")
-    value = float(m.group("num"))
-    if m.group("pct"):
-        value /= 100.0
-    elif value >= 1.0:
-        raise ConfigError(f"threshold {text!r} reads as {value:.0%}; write '{m.group('num')}%' for percent")
+    value = _fraction(m, text, "threshold")
     if value <= 0.0:
         raise ConfigError(f"threshold {text!r} must be positive")
     return ThresholdRule(stat, value)
@@ -88,14 +84,20 @@ def threshold_of(explicit: float | None,
 def parse_run_sd(text: str) -> float:
     """Parse ``--run-sd``: ``"0.2%"``, ``"0.002"`` or ``"0"`` (no between-run term). A bare number is a
     fraction and must be below 1 (``"2"`` is refused: write ``"2%"``); ConfigError for anything else."""
-    m = re.match(r"^(?P<num>[0-9]*\.?[0-9]+(?:e-?[0-9]+)?)\s*(?P<pct>%)?$", text.strip().lower())
-    if m is None:
+    m = _RULE.match(text.strip().lower())
+    if m is None or m.group("stat"):
         raise ConfigError(f"cannot parse run sd {text!r}: expected e.g. '0.2%', '0.002' or '0'")
-    value = float(m.group("num"))
-    if m.group("pct"):
-        value /= 100.0
-    elif value >= 1.0:
-        raise ConfigError(f"run sd {text!r} reads as {value:.0%}; write '{m.group('num')}%' for percent")
+    value = _fraction(m, text, "run sd")
     if value >= 0.5:
         raise ConfigError(f"run sd {text!r} must be below 50%")
+    return value
+
+
+def _fraction(m: re.Match[str], text: str, what: str) -> float:
+    """The number of a ``_RULE`` match as a fraction: ``N%`` is N/100; a bare number must be below 1."""
+    value = float(m.group("num"))
+    if m.group("pct"):
+        return value / 100.0
+    if value >= 1.0:
+        raise ConfigError(f"{what} {text!r} reads as {value:.0%}; write '{m.group('num')}%' for percent")
     return value
