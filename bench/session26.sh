@@ -113,6 +113,7 @@ for part in ${PARTS:-tests five}; do
   five)
     oproj_runs "${RUNS:-5}" ${P}five $EXTRA
     python3 bench/between_runs.py $OUT/${P}five-*.json 2>&1 | tee -a $OUT/steps.txt
+    python3 -m solbench spread $OUT/${P}five-*.json 2>&1 | tee -a $OUT/steps.txt  # the run offset the gate prices
     python3 bench/repeat_gates.py $OUT/${P}five-*.json 2>&1 | tail -n 20 | tee -a $OUT/steps.txt
     fallbacks $OUT/${P}five-1.json
     phases $OUT/${P}five-*.json
@@ -165,6 +166,8 @@ PY
         --gate-against $OUT/${P}base-1.json > $OUT/${P}gated-$n.txt 2>&1
       echo "gated $n: exit $?, $(( $(date +%s) - s )) s, $(grep -E '^gate:' $OUT/${P}gated-$n.txt)" | tee -a $OUT/steps.txt
     done
+    [ -f $OUT/${P}gated-3.json ] && python3 -m solbench spread $OUT/${P}base-1.json $OUT/${P}gated-*.json 2>&1 \
+      | tee -a $OUT/steps.txt
     ;;
   costs)
     timeout $(left) python3 bench/capture_costs.py 20 2>&1 | tee -a $OUT/steps.txt
