@@ -7,7 +7,8 @@
 # ltests: the GPU tests of graph launch, timers, forgers, isolation and CUPTI (tests/gpu/test_graph_launch_gpu.py,
 #   test_timers_gpu.py, test_forgers_gpu.py, test_isolation_gpu.py, test_cupti_gpu.py).
 # five: RUNS (default 5) `run workloads/attn.yaml -w o_proj` (five-1..5), then
-#   bench/between_runs.py and bench/repeat_gates.py over them (spread, CI coverage, gate over the 20 ordered pairs).
+#   bench/between_runs.py, `solbench spread` and bench/repeat_gates.py over them (spread, the run offset the
+#   gate prices, CI coverage, gate over the 20 ordered pairs).
 # tests: the whole `pytest tests/gpu`.
 # suite: the shipped suite (every workload file on one GPU), its harness table,
 #   `compare baseline fused`, and every point whose call could not be captured.
@@ -15,7 +16,7 @@
 # slow: SLOWN (default 1) `ab` against a tree whose o_proj `cublas_addmm` GEMM is longer by SLOWF (default 0.10:
 #   10.9%; 0.03: 3.1%; bench/slow_tree.sh), at the workload's 5% threshold.
 # gated: `run -w o_proj` once (with `--repeat BASE_REPEAT` where set), then GATED (default 2) runs of it with
-#   `--gate-against` that one.
+#   `--gate-against` that one (the gate prices 0.2% a run by default); `solbench spread` over them from three on.
 # ab: AB (default 2) `ab` runs of identical trees on o_proj.
 # costs: bench/capture_costs.py (host time of the capture and replay check, and of one cold sample, by step).
 # records: bench/cupti_records.py (the CUPTI records of one graph-launch check, and what reading them costs).
