@@ -96,7 +96,9 @@ def comparison_markdown(c: Comparison) -> str:
         "",
         f"Ratio = {b} time / {a} time (< 1: {b} is faster), {c.confidence:.0%} bootstrap CI. "
         f"SAME within ±{format_percent(c.threshold)}; FASTER/SLOWER need a Mann-Whitney test "
-        f"significant at {c.alpha:g} (Benjamini-Hochberg).",
+        f"significant at {c.alpha:g} (Benjamini-Hochberg)."
+        + (f" Over rounds, each run's own offset (sd {c.run_sd:.2%}) widens the interval."
+           if c.run_sd > 0 and any(max(r.rounds_a, r.rounds_b) > 1 for r in c.rows) else ""),
         "",
     ]
     if c.rows:

@@ -336,3 +336,11 @@ def test_a_malformed_spread_record_is_bad_input_naming_the_file(tmp_path):
     r = CliRunner().invoke(main, ["gate", "--baseline", base, "--current", cur, "--results-dir",
                                   str(tmp_path / "results")])
     assert r.exit_code == 2 and str(path) in r.output
+
+
+def test_a_comparison_of_runs_in_rounds_says_it_priced_the_offsets():
+    from solbench.report.markdown import comparison_markdown
+
+    base, cur = _bound_runs(np.random.default_rng(24))
+    assert "own offset (sd 1.00%)" in comparison_markdown(compare_runs(base, cur, run_sd=0.01))
+    assert "own offset" not in comparison_markdown(compare_runs(base, cur))
