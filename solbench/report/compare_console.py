@@ -116,6 +116,8 @@ def gate_table(g: GateResult) -> Table:
     notes = {v.key: v.reason for v in g.verdicts if v.verdict in ("BROKEN", "MISSING") and v.reason}
     notes.update({v.key: f"needs ~{v.more_rounds} more round(s) per side" for v in g.verdicts
                   if v.verdict == "INCONCLUSIVE" and v.more_rounds is not None})
+    notes.update({v.key: "within the runs' own offsets of the threshold: more runs a side decide it"
+                  for v in g.verdicts if v.run_bound})
     for v in g.verdicts:  # the two runs chose other algorithms or kernels: said beside the verdict
         if v.choices:
             notes[v.key] = "; ".join(filter(None, (notes.get(v.key), f"the runs {v.choices}")))

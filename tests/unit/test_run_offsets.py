@@ -172,6 +172,13 @@ def test_a_case_within_the_offsets_says_so_and_the_note_asks_for_more_runs():
     assert "more round(s) per side" not in note  # rounds would not help
     doc = gate_json(result)
     assert doc["run_sd"] == 0.01 and all(u["run_bound"] for u in doc["undecided"])
+    from rich.console import Console
+
+    from solbench.report.compare_console import gate_table
+
+    console = Console(width=200, record=True)
+    console.print(gate_table(result))
+    assert console.export_text().count("more runs a side decide it") == 3
 
 
 def test_gate_with_rerun_prices_the_term_at_every_look():
