@@ -153,9 +153,10 @@ def undecided_note(g: GateResult) -> str:
         return ""
     bound = [v for v in und if v.run_bound]  # more_rounds None too: no number of rounds decides them
     over_rounds = [v for v in und if v.more_rounds is not None]
-    hint = (f" {len(bound)} lie within the runs' own offsets (sd {g.run_sd:.2%} a run) of the threshold: no number "
-            "of rounds decides them; gate several runs a side (`gate --baseline A B C --current D E F`), or measure "
-            "both trees in one invocation (`ab`).") if bound else ""
+    hint = (f" {len(bound)} {'lies' if len(bound) == 1 else 'lie'} within the runs' own offsets (sd {g.run_sd:.2%} "
+            "a run) of the threshold: no number of rounds decides "
+            f"{'it' if len(bound) == 1 else 'them'}; gate several runs a side (`gate --baseline A B C --current "
+            "D E F`), or measure both trees in one invocation (`ab`).") if bound else ""
     if not over_rounds:
         if not bound:
             hint = " Measure in rounds (`run --repeat`, `ab`) so that more rounds can decide them."

@@ -9,6 +9,7 @@ baseline fixed, four current rounds a look, up to eight more; K = 3 looks).
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -170,6 +171,8 @@ def test_a_case_within_the_offsets_says_so_and_the_note_asks_for_more_runs():
     note = undecided_note(result)
     assert "3 lie within the runs' own offsets (sd 1.00% a run)" in note and "--baseline A B C" in note
     assert "more round(s) per side" not in note  # rounds would not help
+    one = replace(result, verdicts=result.verdicts[:1])
+    assert "1 lies within" in undecided_note(one) and "decides it;" in undecided_note(one)
     doc = gate_json(result)
     assert doc["run_sd"] == 0.01 and all(u["run_bound"] for u in doc["undecided"])
     from rich.console import Console
