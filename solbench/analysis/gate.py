@@ -202,6 +202,7 @@ class GateResult:
     confidence: float
     fingerprint_diffs: tuple[str, ...] = ()  # non-empty only with allow_cross_hardware
     cards: str = ""  # the sides were measured on different cards of one model (card_note); "": one card, or unknown
+    load: str = ""  # the host was far busier during one side (load_note); "": alike, or unknown
     reruns: int = 0  # rounds of re-measurement that went into this result
     looks: int = 1  # K: the looks the error rates are split over (alpha / K, 1 - (1 - confidence) / K)
     run_sd: float = 0.0  # S: the sd of a run's own offset in log time priced in over rounds (module docstring)
@@ -256,6 +257,35 @@ def check_timing(base: Protocol, cur: Protocol) -> list[str]:
     same code differently (BENCHMARKS.md, issue 16, twenty-fifth session): never gated together."""
     checks = [("timer", base.timer, cur.timer), ("launch", run_launch(base), run_launch(cur))]
     return [f"{name}: {b} (baseline) vs {c} (current)" for name, b, c in checks if b != c]
+
+
+# A difference in the host's load per CPU (1-minute average) between the sides worth a word: half the
+# CPUs busy with something else on one side only
+LOAD_GAP = 0.5
+
+
+def load_note(base: Side, cur: Side) -> str:
+    """A line when the host was far busier during one side's runs than the other's, else "".
+
+    Each side's load is the highest ``host_load``/``host_load_end`` its runs recorded (the 1-minute
+    average per CPU). Not a fingerprint difference and not refused: a shared CI machine is loaded at
+    times, and the gate still decides. But a loaded host slows the launch path and, on the CPU device,
+    the code itself: a verdict may be the load's. Said where every run of both sides records a load
+    and the sides differ by LOAD_GAP or more.
+    """
+    def load(side: Side) -> float | None:
+        runs = [side] if isinstance(side, RunResult) else list(side)
+        values = [v for r in runs for v in (r.environment.host_load, r.environment.host_load_end)]
+        if not runs or any(r.environment.host_load is None and r.environment.host_load_end is None for r in runs):
+            return None
+        return max(v for v in values if v is not None)
+
+    a, b = load(base), load(cur)
+    if a is None or b is None or abs(a - b) < LOAD_GAP:
+        return ""
+    return (f"the host was busier during the {'current' if b > a else 'baseline'} run: load {a:.2f} (baseline) vs "
+            f"{b:.2f} (current) per CPU, 1-minute average; other work on the host slows the launch path (and, on the "
+            "CPU device, the code): a verdict may be the load's")
 
 
 def card_note(base: Side, cur: Side) -> str:
@@ -568,7 +598,7 @@ def gate(base: Side, cur: Side, *, threshold: float | None = None, alpha: float 
     if not (0.0 <= run_sd < 0.5):  # also refuses nan
         raise ConfigError(f"run sd must be at least 0 and below 50%, got {run_sd!r}")
     run_var = run_sd ** 2 * (1.0 / _runs(base) + 1.0 / _runs(cur))
-    cards = card_note(base, cur)
+    cards, load = card_note(base, cur), load_note(base, cur)
     base = _without_floor(_one_side(base, "baseline", allow_cross_hardware))
     cur = _without_floor(_one_side(cur, "current", allow_cross_hardware))
     recorded = {**base.gate_thresholds, **cur.gate_thresholds}
@@ -604,7 +634,7 @@ def gate(base: Side, cur: Side, *, threshold: float | None = None, alpha: float 
                           f"in baseline only, {len(pairing.only_in_b)} in current only{other})")
     vs = tuple(verdicts)
     return GateResult(vs, _overall(vs), threshold, alpha, confidence, tuple(diffs), looks=looks, run_sd=run_sd,
-                      cards="" if per_case or diffs else cards)  # other models: the diffs say more
+                      cards="" if per_case or diffs else cards, load=load)  # other models: the diffs say more
 
 
 def _runs(side: Side) -> int:

@@ -62,8 +62,16 @@ class DeviceInfo:
             python=platform.python_version(), host=platform.node() or None, sm_count=self.sm_count,
             sm_clock_mhz=nv.sm_clock_mhz if nv else None, max_sm_clock_mhz=nv.max_sm_clock_mhz if nv else None,
             mem_clock_mhz=nv.mem_clock_mhz if nv else None, power_limit_w=nv.power_limit_w if nv else None,
-            solbench=__version__,
+            solbench=__version__, host_load=host_load(),
         )
+
+
+def host_load() -> float | None:
+    """The host's 1-minute load average per CPU, rounded to 0.01 (None where the OS has none)."""
+    try:
+        return round(os.getloadavg()[0] / (os.cpu_count() or 1), 2)
+    except (OSError, AttributeError):
+        return None
 
 
 def detect(device: str = "auto", specs: Sequence[HardwareSpec] | None = None, *, cpu_threads: int = 0) -> DeviceInfo:

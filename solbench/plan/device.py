@@ -87,7 +87,11 @@ def floor_spec(datasheet: HardwareSpec, measured: HardwareSpec) -> HardwareSpec:
 
 def with_end_clocks(result: RunResult, info: Any) -> RunResult:
     """The run with the clocks read right after measuring (the start reading is often idle) and
-    whether clocks were locked (:func:`solbench.device.nvml.clocks_locked`; read only)."""
+    whether clocks were locked (:func:`solbench.device.nvml.clocks_locked`; read only); on every
+    device, the host's load right after measuring (``host_load_end``)."""
+    from solbench.device.detect import host_load
+
+    result = replace(result, environment=replace(result.environment, host_load_end=host_load()))
     if info.kind != "cuda" or info.uuid is None:
         return result
     from solbench.device import nvml

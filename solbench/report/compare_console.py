@@ -112,6 +112,8 @@ def gate_table(g: GateResult) -> Table:
         caption += "\ncross-hardware (allowed): " + "; ".join(g.fingerprint_diffs)
     if g.cards:
         caption += "\n" + escape(g.cards)
+    if g.load:
+        caption += "\n" + escape(g.load)
     t = Table(title="regression gate", title_justify="left", caption=caption, caption_justify="left")
     notes = {v.key: v.reason for v in g.verdicts if v.verdict in ("BROKEN", "MISSING") and v.reason}
     notes.update({v.key: f"needs ~{v.more_rounds} more round(s) per side" for v in g.verdicts

@@ -51,6 +51,7 @@ def gate_json(g: GateResult) -> dict[str, Any]:
         "reruns": g.reruns,
         "fingerprint_diffs": list(g.fingerprint_diffs),
         "cards": g.cards,  # "": one card (or unknown); else the sides ran on different cards of one model
+        "load": g.load,  # "": the host's load alike (or unknown); else which side ran on a far busier host
         "counts": {v: g.count(v) for v in CASE_VERDICTS},
         "verdicts": [asdict(v) for v in g.verdicts],
         "looks": g.looks,  # the error rates are split over this many looks (alpha / looks each)

@@ -63,6 +63,8 @@ def gate_junit(g: GateResult, suite_name: str = "solbench-gate") -> str:
         settings[f"fingerprint_diff_{i}"] = diff
     if g.cards:
         settings["cards"] = g.cards
+    if g.load:
+        settings["load"] = g.load
     for name, value in settings.items():
         ET.SubElement(props, "property", name=name, value=value)
     for v in g.verdicts:

@@ -205,6 +205,8 @@ def gate_markdown(g: GateResult) -> str:
                   + "; ".join(_cell(d) for d in g.fingerprint_diffs), ""]
     if g.cards:
         lines += [f"> {_cell(g.cards)}", ""]
+    if g.load:
+        lines += [f"> {_cell(g.load)}", ""]
     ordered = sorted(g.verdicts, key=lambda v: _GATE_ORDER[v.verdict])
     header = ["Case", "Impl", "Baseline", "Current", "Ratio", "CI", "Threshold", "p (adj.)", "Verdict"]
     lines += [*_table(header, "llrrrrrrl", [_gate_row(v) for v in ordered]), ""]

@@ -73,6 +73,10 @@ class Environment:
     # False: NVML answered and neither holds; None: not known (CPU, no NVML).
     clocks_locked: bool | None = None
     device_index: int | None = None  # CUDA index on its host (runs over several devices: --devices, Ray)
+    # the host's 1-minute load average per CPU, when the run started and right after it measured (None:
+    # unknown); coarse, and solbench's own workers count in the second, but a CPU-loaded host shows
+    host_load: float | None = None
+    host_load_end: float | None = None
 
 
 @dataclass(frozen=True)
