@@ -116,7 +116,8 @@ def ab(files: Sequence[str], baseline_tree: str, current_tree: str, rounds: int,
         click.echo("interrupted: the cases measured so far are saved", err=True)
         sys.exit(interrupted_code())
     save([base, cur], final=True)  # the final records add the end-of-run clocks
-    result = replace(looks.result(base, cur), reruns=added_rounds(cur, rounds))
+    result = replace(looks.result(base, cur), reruns=added_rounds(cur, rounds),
+                     run_sd_source="none: both trees measured in one invocation share its offset")
     emit_gate(result, junit=junit, markdown_file=markdown_file, as_json=as_json, as_markdown=as_markdown)
     for saver in savers:
         if saver.path is not None:

@@ -250,6 +250,9 @@ def test_ab_gates_what_it_measured(tmp_path, monkeypatch):
     result = _ab("--baseline-tree", str(tmp_path), "x.yaml", "--rounds", "5", "--out-dir", str(out), "-q")
     assert result.exit_code == 1, result.output
     assert "REGRESSION" in result.output and (out / "baseline.json").is_file() and (out / "current.json").is_file()
+    doc = json.loads(_ab("--baseline-tree", str(tmp_path), "x.yaml", "--rounds", "5", "--out-dir", str(out),
+                         "--force", "--json").stdout)
+    assert doc["run_sd"] == 0.0 and doc["run_sd_source"].startswith("none: both trees")  # one invocation, one offset
 
 
 @pytest.mark.parametrize(("args", "message"), [
