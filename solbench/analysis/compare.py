@@ -74,6 +74,7 @@ from solbench.analysis.significance import (
     geometric_mean,
     mann_whitney_p,
 )
+from solbench.analysis.thresholds import MAX_RUN_SD
 from solbench.errors import ConfigError, ResultsFormatError
 from solbench.results.model import CaseResult, ImplResult, Protocol, RunResult
 
@@ -407,11 +408,20 @@ def moderate(ests: Sequence[Estimate], confidence: float) -> list[Estimate]:
     return out
 
 
+def run_offset_var(run_sd: float, a: RunResult | Sequence[RunResult], b: RunResult | Sequence[RunResult]) -> float:
+    """``S^2 (1/m_a + 1/m_b)``: what the runs' own offsets (sd ``run_sd`` = S) add to the variance of
+    the log ratio of sides ``a`` and ``b`` of m_a and m_b separate runs (analysis.sequential, "Between
+    runs"). ConfigError for a run sd outside [0, MAX_RUN_SD) (nan included)."""
+    if not 0.0 <= run_sd < MAX_RUN_SD:
+        raise ConfigError(f"run sd must be at least 0 and below {MAX_RUN_SD:.0%}, got {run_sd!r}")
+    return run_sd ** 2 * (1.0 / max(1, len(side_runs(a))) + 1.0 / max(1, len(side_runs(b))))
+
+
 def with_run_offsets(ests: Sequence[Estimate], run_var: float, confidence: float) -> list[Estimate]:
     """Every pooled estimate over rounds with the runs' own offsets added to its standard error
-    (``run_var``: ``S^2 (1/m_a + 1/m_b)``; analysis.sequential, "Between runs"), its interval and p
-    values recomputed at ``confidence``; paired and single-run estimates unchanged. Apply after
-    ``moderate``: the prior is fitted on the rounds' own spreads."""
+    (``run_var``: ``run_offset_var``), its interval and p values recomputed at ``confidence``;
+    paired and single-run estimates unchanged. Apply after ``moderate``: the prior is fitted on the
+    rounds' own spreads."""
     if run_var == 0.0:
         return list(ests)
     out = []
@@ -457,18 +467,16 @@ def _sol(r: ImplResult) -> float | None:
 
 def _compare(pairing: Pairing, *, same_impl: bool, label_a: str, label_b: str, threshold: float,
              alpha: float, confidence: float, seed: int, n_boot: int, paired: bool = False,
-             run_sd: float = 0.0, runs: tuple[int, int] = (1, 1)) -> Comparison:
+             run_var: float = 0.0, run_sd: float = 0.0) -> Comparison:
     if not threshold > 0.0:
         raise ConfigError(f"threshold must be positive, got {threshold}")
     if not 0.0 < alpha < 1.0 or not 0.0 < confidence < 1.0:
         raise ConfigError(f"alpha and confidence must lie in (0, 1), got {alpha}, {confidence}")
-    if not (0.0 <= run_sd < 0.5):
-        raise ConfigError(f"run sd must be at least 0 and below 50%, got {run_sd!r}")
     pairing, mixed = split_launched(pairing)
     apart = {p.key: launched_apart(p, label_a, label_b) for p in mixed}
     ests = moderate([estimate(p.a, p.b, confidence=confidence, seed=seed, n_boot=n_boot, paired=paired)
                      for p in pairing.pairs], confidence)
-    ests = with_run_offsets(ests, run_sd ** 2 * (1.0 / runs[0] + 1.0 / runs[1]), confidence)
+    ests = with_run_offsets(ests, run_var, confidence)
     pvals: list[float | None] = [_two_sided(p, e) for p, e in zip(pairing.pairs, ests, strict=True)]
     tested = [p for p in pvals if p is not None]
     flags = iter(benjamini_hochberg(tested, q=alpha))
@@ -493,6 +501,11 @@ def _compare(pairing: Pairing, *, same_impl: bool, label_a: str, label_b: str, t
                       threshold, alpha, confidence, other, models, apart, run_sd)
 
 
+def side_runs(side: RunResult | Sequence[RunResult]) -> list[RunResult]:
+    """A side given as one run or several, as the list of its runs."""
+    return [side] if isinstance(side, RunResult) else list(side)
+
+
 def as_one_run(runs: RunResult | Sequence[RunResult]) -> RunResult:
     """A side given as one run or several (``pooling.combine_runs``: each run's rounds kept apart)."""
     if isinstance(runs, RunResult):
@@ -512,10 +525,10 @@ def compare_runs(a: RunResult | Sequence[RunResult], b: RunResult | Sequence[Run
     ``gate.check_fingerprints``). ``run_sd``: the sd of a run's own offset, priced in over rounds
     as the gate does (analysis.gate, "Between runs"); 0 where both sides came from one invocation.
     """
-    runs = (1 if isinstance(a, RunResult) else max(1, len(a)), 1 if isinstance(b, RunResult) else max(1, len(b)))
+    run_var = run_offset_var(run_sd, a, b)
     return _compare(pair_runs(as_one_run(a), as_one_run(b), impl), same_impl=True, label_a=label_a, label_b=label_b,
                     threshold=threshold, alpha=alpha, confidence=confidence, seed=seed, n_boot=n_boot,
-                    run_sd=run_sd, runs=runs)
+                    run_var=run_var, run_sd=run_sd)
 
 
 def compare_impls(run: RunResult, impl_a: str, impl_b: str, *, threshold: float = 0.05,

@@ -105,7 +105,9 @@ from solbench.analysis.compare import (
     moderate,
     pair_runs,
     run_launch,
+    run_offset_var,
     samples,
+    side_runs,
     split_launched,
     with_run_offsets,
 )
@@ -274,11 +276,9 @@ def load_note(base: Side, cur: Side) -> str:
     and the sides differ by LOAD_GAP or more.
     """
     def load(side: Side) -> float | None:
-        runs = [side] if isinstance(side, RunResult) else list(side)
-        values = [v for r in runs for v in (r.environment.host_load, r.environment.host_load_end)]
-        if not runs or any(r.environment.host_load is None and r.environment.host_load_end is None for r in runs):
-            return None
-        return max(v for v in values if v is not None)
+        per_run = [[v for v in (r.environment.host_load, r.environment.host_load_end) if v is not None]
+                   for r in side_runs(side)]
+        return max(max(v) for v in per_run) if per_run and all(per_run) else None
 
     a, b = load(base), load(cur)
     if a is None or b is None or abs(a - b) < LOAD_GAP:
@@ -298,8 +298,7 @@ def card_note(base: Side, cur: Side) -> str:
     verdict near the threshold may be the card's. Said only where every run of both sides records its UUID.
     """
     def uuids(side: Side) -> list[str | None]:
-        runs = [side] if isinstance(side, RunResult) else list(side)
-        return [r.environment.device_uuid for r in runs]
+        return [r.environment.device_uuid for r in side_runs(side)]
 
     a, b = uuids(base), uuids(cur)
     if None in a or None in b or set(a) == set(b) or not a or not b:
@@ -595,9 +594,7 @@ def gate(base: Side, cur: Side, *, threshold: float | None = None, alpha: float 
     settings, or when no key is measured in both runs and none is BROKEN;
     ResultsFormatError for a recorded threshold that is not a positive number.
     """
-    if not (0.0 <= run_sd < 0.5):  # also refuses nan
-        raise ConfigError(f"run sd must be at least 0 and below 50%, got {run_sd!r}")
-    run_var = run_sd ** 2 * (1.0 / _runs(base) + 1.0 / _runs(cur))
+    run_var = run_offset_var(run_sd, base, cur)  # each run has its own offset
     cards, load = card_note(base, cur), load_note(base, cur)
     base = _without_floor(_one_side(base, "baseline", allow_cross_hardware))
     cur = _without_floor(_one_side(cur, "current", allow_cross_hardware))
@@ -635,11 +632,6 @@ def gate(base: Side, cur: Side, *, threshold: float | None = None, alpha: float 
     vs = tuple(verdicts)
     return GateResult(vs, _overall(vs), threshold, alpha, confidence, tuple(diffs), looks=looks, run_sd=run_sd,
                       cards="" if per_case or diffs else cards, load=load)  # other models: the diffs say more
-
-
-def _runs(side: Side) -> int:
-    """How many separate runs a side is (each with its own offset)."""
-    return 1 if isinstance(side, RunResult) else max(1, len(side))
 
 
 def cases_to_rerun(result: GateResult) -> list[str]:

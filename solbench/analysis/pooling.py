@@ -330,9 +330,8 @@ def run_offsets(runs: Sequence[RunResult]) -> RunOffsets:
         for case in run.cases:
             for r in case.impls:
                 if _measured(r) and r.timing is not None and not r.protocol.get("part"):
-                    medians = [float(np.median(np.log(np.asarray(g, dtype=float))))
-                               for g in group_by_round(r.timing.samples, r.timing.rounds)]
-                    logs.setdefault(f"{case.case_id}/{r.name}", []).append(np.asarray(medians))
+                    medians = round_medians(group_by_round(r.timing.samples, r.timing.rounds))
+                    logs.setdefault(f"{case.case_id}/{r.name}", []).append(np.log(medians))
     excess: dict[str, float] = {}
     for key, per_run in logs.items():
         if len(per_run) != len(runs) or min(m.size for m in per_run) < 2:

@@ -24,6 +24,7 @@ DEFAULT_THRESHOLD = 0.05
 # what their rounds show) of 0.12%; replayed over 306 recorded `run --gate-against` invocations, 0.2%
 # brought the share of a true 5% slowdown that PASSes from 2.7-4.2% to 1.0-1.9% (its bound: 2.5%).
 DEFAULT_RUN_SD = 0.002
+MAX_RUN_SD = 0.5  # a run sd at or above this is a mistake (a percent written as a fraction), refused
 
 
 @dataclass(frozen=True)
@@ -88,8 +89,8 @@ def parse_run_sd(text: str) -> float:
     if m is None or m.group("stat"):
         raise ConfigError(f"cannot parse run sd {text!r}: expected e.g. '0.2%', '0.002' or '0'")
     value = _fraction(m, text, "run sd")
-    if value >= 0.5:
-        raise ConfigError(f"run sd {text!r} must be below 50%")
+    if value >= MAX_RUN_SD:
+        raise ConfigError(f"run sd {text!r} must be below {MAX_RUN_SD:.0%}")
     return value
 
 
