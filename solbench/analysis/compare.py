@@ -74,9 +74,8 @@ from solbench.analysis.significance import (
     geometric_mean,
     mann_whitney_p,
 )
-from solbench.analysis.thresholds import MAX_RUN_SD
 from solbench.errors import ConfigError, ResultsFormatError
-from solbench.results.model import CaseResult, ImplResult, Protocol, RunResult
+from solbench.results.model import MAX_RUN_SD, CaseResult, ImplResult, Protocol, RunResult
 
 Verdict = Literal["FASTER", "SLOWER", "SAME", "INCONCLUSIVE"]
 

@@ -142,6 +142,7 @@ __all__ = [
     "case_verdict",
     "cases_to_rerun",
     "check_fingerprints",
+    "check_one_tree",
     "check_timing",
     "gate",
     "gate_with_rerun",
@@ -559,6 +560,21 @@ def _without_floor(run: RunResult) -> RunResult:
     return replace(run, cases=cases)
 
 
+def check_one_tree(runs: Sequence[RunResult], name: str, allow_cross_hardware: bool | None = False) -> None:
+    """GateRefused unless ``runs`` (several runs of one side, or of one tree for ``spread``) were
+    measured on the same hardware and software and timed alike. ``allow_cross_hardware``: True
+    lets the hardware and software differ; None where the command offers no such option."""
+    for other in runs[1:]:
+        diffs = check_fingerprints(runs[0].environment, other.environment)
+        if diffs and not allow_cross_hardware:
+            hint = "" if allow_cross_hardware is None else " (allow with --allow-cross-hardware)"
+            raise GateRefused(f"the {name} runs were measured on different hardware or software: "
+                              + "; ".join(diffs) + hint)
+        timing = check_timing(runs[0].protocol, other.protocol)
+        if timing:
+            raise GateRefused(f"the {name} runs were timed differently: " + "; ".join(timing))
+
+
 def _one_side(runs: Side, name: str, allow_cross_hardware: bool) -> RunResult:
     """Several runs of one side as one (``pooling.combine_runs``), after checking they agree."""
     if isinstance(runs, RunResult):
@@ -566,14 +582,7 @@ def _one_side(runs: Side, name: str, allow_cross_hardware: bool) -> RunResult:
     runs = list(runs)
     if not runs:
         raise ConfigError(f"no {name} run given")
-    for other in runs[1:]:
-        diffs = check_fingerprints(runs[0].environment, other.environment)
-        if diffs and not allow_cross_hardware:
-            raise GateRefused(f"the {name} runs were measured on different hardware or software: "
-                              + "; ".join(diffs) + " (allow with --allow-cross-hardware)")
-        timing = check_timing(runs[0].protocol, other.protocol)
-        if timing:
-            raise GateRefused(f"the {name} runs were timed differently: " + "; ".join(timing))
+    check_one_tree(runs, name, allow_cross_hardware)
     return merge_runs(runs)
 
 

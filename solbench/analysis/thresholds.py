@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from solbench.errors import ConfigError, ResultsFormatError
+from solbench.results.model import MAX_RUN_SD
 
 ThresholdSource = Literal["explicit", "workload", "default"]
 
@@ -24,7 +25,6 @@ DEFAULT_THRESHOLD = 0.05
 # what their rounds show) of 0.12%; replayed over 306 recorded `run --gate-against` invocations, 0.2%
 # brought the share of a true 5% slowdown that PASSes from 2.7-4.2% to 1.0-1.9% (its bound: 2.5%).
 DEFAULT_RUN_SD = 0.002
-MAX_RUN_SD = 0.5  # a run sd at or above this is a mistake (a percent written as a fraction), refused
 
 
 @dataclass(frozen=True)

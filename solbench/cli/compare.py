@@ -260,19 +260,14 @@ def spread(runs: tuple[str, ...], save: bool, results_dir: str, as_json: bool) -
     for i in 1 2 3 4 5; do solbench run workloads/attn.yaml --save same-$i; done
     solbench spread same-1 same-2 same-3 same-4 same-5 --save
     """
-    from solbench.analysis.gate import check_fingerprints, check_timing
+    from solbench.analysis.gate import check_one_tree
     from solbench.analysis.pooling import run_offsets
 
     rdir = Path(results_dir)
     loaded = [read_run(x, rdir, "run") for x in runs]
     if len(loaded) < 3:
         raise ConfigError(f"spread needs three runs of one tree at least, got {len(loaded)}")
-    for name, other in zip(runs[1:], loaded[1:], strict=True):
-        diffs = check_fingerprints(loaded[0].environment, other.environment) + check_timing(loaded[0].protocol,
-                                                                                          other.protocol)
-        if diffs:
-            raise ConfigError(f"{name}: measured on other hardware, software or timing than {runs[0]}: "
-                              + "; ".join(diffs))
+    check_one_tree(loaded, "spread", allow_cross_hardware=None)
     try:
         found = run_offsets(loaded)
     except ValueError as exc:

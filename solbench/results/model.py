@@ -322,6 +322,9 @@ class Calibration:
     schema_version: int = SCHEMA_VERSION
 
 
+MAX_RUN_SD = 0.5  # a run's offset sd at or above this is a mistake (a percent written as a fraction)
+
+
 @dataclass(frozen=True)
 class RunSpread:
     """What ``solbench spread --save`` measured on one GPU model: the sd of a run's own offset, which

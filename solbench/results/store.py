@@ -30,7 +30,7 @@ from typing import Any
 
 from solbench.errors import ResultsFormatError, ResultsWriteError
 from solbench.results.codec import DecodeError, decode, encode
-from solbench.results.model import SCHEMA_VERSION, Calibration, CaseResult, RunResult, RunSpread
+from solbench.results.model import MAX_RUN_SD, SCHEMA_VERSION, Calibration, CaseResult, RunResult, RunSpread
 
 MAX_FILE_BYTES = 256 << 20  # a result file of 2,000 samples per case and implementation is ~1 MiB
 def _migrate_1_to_2(data: dict[str, Any]) -> dict[str, Any]:
@@ -414,8 +414,8 @@ def load_spread(results_dir: Path, spec_id: str) -> RunSpread | None:
         spread: RunSpread = decode(RunSpread, data)
     except DecodeError as exc:
         raise ResultsFormatError(f"{path}: malformed spread record: {_one_line(exc)}") from None
-    if not 0.0 <= spread.run_sd < 0.5:
-        raise ResultsFormatError(f"{path}: run_sd must be at least 0 and below 0.5, got {spread.run_sd!r}")
+    if not 0.0 <= spread.run_sd < MAX_RUN_SD:
+        raise ResultsFormatError(f"{path}: run_sd must be at least 0 and below {MAX_RUN_SD}, got {spread.run_sd!r}")
     return spread
 
 

@@ -302,6 +302,18 @@ def test_spread_cli_prints_the_run_sd_to_gate_with(tmp_path):
     assert too_few.exit_code == 2 and "three runs" in too_few.output
 
 
+def test_spread_refuses_runs_of_other_hardware_or_timing_naming_the_difference(tmp_path):
+    """One tree's offset is measured on one machine with one timer: a run from another driver or
+    timed with another launch is refused (exit 2, the difference named), with no option to allow it."""
+    runs = _tree_runs(np.random.default_rng(24), 0.01, runs=3)
+    other_driver = replace(runs[2], environment=replace(runs[2].environment, driver="999.1"))
+    other_launch = replace(runs[2], protocol=replace(runs[2].protocol, launch="graph"))
+    for odd, said in ((other_driver, "different hardware or software: driver"), (other_launch, "timed differently")):
+        paths = [str(store.save(r, tmp_path / f"r{i}.json")) for i, r in enumerate([*runs[:2], odd])]
+        r = CliRunner().invoke(main, ["spread", *paths])
+        assert r.exit_code == 2 and said in r.output and "--allow-cross-hardware" not in r.output, r.output
+
+
 def test_a_saved_spread_is_what_later_gates_of_that_gpu_model_price(tmp_path):
     """``spread --save`` stores S per GPU model; ``gate`` without --run-sd prices it and says where it came
     from; --run-sd still wins; the record is not a run (``show`` reads the latest run, not it)."""
