@@ -2,7 +2,7 @@
 
 Conventions (FLOP = 2 x multiply-accumulate; matching ``torch.utils.flop_counter``):
 
-    matmul     2·batch·M·N·K                       tensor units
+    matmul     2·batch·M·N·K                       tensor units  (bytes: B at ``b_dtype`` where given)
     conv2d     2·N·K·P·Q·(C/groups)·R·S            tensor units
     attention  4·B·H·Sq·Sk·D, halved when causal    tensor units  (two matmuls: QK^T and PV)
     pool2d     R·S per output element (max or mean)  vector units; bytes: input + output
@@ -133,7 +133,8 @@ def _matmul(v: _Sizes, eb: int) -> OpCost:
     b, m, n, k = v("batch", 1), v("m"), v("n"), v("k")
     weight_batch = b if v("batched_b", 1) else 1
     bias = n * b if v("bias", 0) else 0
-    return OpCost(2.0 * b * m * n * k, 0.0, eb * (b * m * k + weight_batch * k * n + b * m * n + bias))
+    wb = DTYPE_BYTES[v.op["b_dtype"]] if "b_dtype" in v else eb  # e.g. an FP8 weight beside 16-bit x
+    return OpCost(2.0 * b * m * n * k, 0.0, eb * (b * m * k + b * m * n + bias) + wb * weight_batch * k * n)
 
 
 def _conv2d(v: _Sizes, eb: int) -> OpCost:

@@ -57,7 +57,9 @@ def speed_of_light(cost: Cost, peaks: Peaks) -> SpeedOfLight:
 
 
 def s_score(t: float, t_sol: float, t_baseline: float) -> float:
-    """SOL-ExecBench score; 0.5 at the baseline's time, 1.0 at T_SOL. Never above 1."""
+    """SOL-ExecBench score; 0.5 at the baseline's time, 1.0 at T_SOL. Never above 1. Where the
+    baseline is at or below T_SOL (possible only against measured peaks, as on the CPU) the formula
+    has no scale: 1 at or below T_SOL, else 0, as SOL-ExecBench's ``sol_score.py`` decides it."""
     if t <= t_sol:
         return 1.0
     if t_baseline <= t_sol:

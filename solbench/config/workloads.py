@@ -16,6 +16,7 @@ from solbench.config.yamlio import YamlDocument, read_yaml
 from solbench.impls.registry import ResolveError, check_reference
 from solbench.workload.expr import ExprError
 from solbench.workload.expr import names as expr_names
+from solbench.workload.ops import NAME_FIELDS
 from solbench.workload.schema import WorkloadFile, WorkloadSpec
 
 
@@ -93,7 +94,7 @@ def _expressions(spec: WorkloadSpec) -> list[tuple[list[str | int], Any]]:
             found += [([group, name, "shape", j], d) for j, d in enumerate(t.shape or [])]
             found += [([group, name, "std"], t.std), ([group, name, "mean"], t.mean)]
     for j, op in enumerate(spec.ops):
-        found += [(["ops", j, key], value) for key, value in op.sizes().items() if key not in ("op", "dtype")]
+        found += [(["ops", j, key], value) for key, value in op.sizes().items() if key not in NAME_FIELDS]
     found += [(["derived", name], expr) for name, expr in spec.derived.items()]
     found += [([key], value) for key, value in (("flops", spec.flops), ("bytes", spec.bytes))
               if value is not None]

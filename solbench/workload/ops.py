@@ -1,6 +1,7 @@
 """The fields each op kind of the cost model takes, and their checks. Pure.
 
-    matmul     m, n, k; batch, batched_b (flag), bias (flag)
+    matmul     m, n, k; batch, batched_b (flag), bias (flag); b_dtype (the B operand's element type,
+               where it is stored narrower than the op's, e.g. an FP8 weight)
     conv2d     n, c, h, w, k, r, s; stride, pad, dilation, groups
     attention  b, h, sq, sk, d; dv, causal (flag)
     pool2d     n, c, h, w, r, s; stride, pad (max or average pooling; a global mean is r = h, s = w)
@@ -35,6 +36,9 @@ OP_FIELDS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     **{kind: (frozenset({"numel"}), frozenset({"ranks"})) for kind in COLLECTIVE_KINDS},
 }
 COMMON_FIELDS = frozenset({"op", "dtype"})
+# kind -> fields that name an operand's element type (a dtype name, not a size expression)
+DTYPE_FIELDS: dict[str, frozenset[str]] = {"matmul": frozenset({"b_dtype"})}
+NAME_FIELDS = COMMON_FIELDS.union(*DTYPE_FIELDS.values())  # fields that hold names, not size expressions
 FLAG_FIELDS = frozenset({"batched_b", "bias", "causal"})  # true/false accepted, read as 1/0
 
 
@@ -66,7 +70,7 @@ def check_op(op: Mapping[Any, Any]) -> None:
         raise OpFieldError(f"unknown op {_short(kind)}{suggest(kind, OP_FIELDS)} "
                            f"(known: {', '.join(sorted(OP_FIELDS))})", "op")
     required, optional = OP_FIELDS[kind]
-    allowed = required | optional | COMMON_FIELDS
+    allowed = required | optional | COMMON_FIELDS | DTYPE_FIELDS.get(kind, frozenset())
     for key in op:
         if key not in allowed:
             name = key if isinstance(key, str) else str(key)

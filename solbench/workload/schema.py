@@ -167,7 +167,7 @@ class Op(_Model):
     """One operation, for the analytic cost model. Each kind takes its own fields
     (see :mod:`solbench.workload.ops`); any other field is an error.
 
-    matmul: m, n, k; batch, batched_b, bias · conv2d: n, c, h, w, k, r, s; stride, pad, dilation,
+    matmul: m, n, k; batch, batched_b, bias; b_dtype · conv2d: n, c, h, w, k, r, s; stride, pad, dilation,
     groups · attention: b, h, sq, sk, d; dv, causal · pool2d: n, c, h, w, r, s; stride, pad ·
     elementwise kinds (add, mul, bias_add, relu, gelu, elementwise, softmax, layernorm, batchnorm,
     copy): numel or rows and cols; inputs,
@@ -176,6 +176,8 @@ class Op(_Model):
 
     op: str = Field(description="Operation kind.")
     dtype: DType | None = Field(None, description="Element type, if not the case's.")
+    b_dtype: DType | None = Field(None, description="matmul: the B operand's element type, if not the op's "
+                                                    "(a weight stored narrower, e.g. float8_e4m3fn).")
     m: Expr | None = None
     n: Expr | None = None
     k: Expr | None = None

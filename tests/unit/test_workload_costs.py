@@ -202,20 +202,37 @@ class _Recording(dict):
 
 def test_op_field_sets_are_exactly_what_the_cost_model_reads():
     from solbench.analysis.cost import known_ops
-    from solbench.workload.ops import COMMON_FIELDS, OP_FIELDS
+    from solbench.workload.ops import COMMON_FIELDS, DTYPE_FIELDS, OP_FIELDS
 
-    assert known_ops() == set(OP_FIELDS)
+    assert known_ops() == set(OP_FIELDS) >= set(DTYPE_FIELDS)
     for kind, (required, optional) in OP_FIELDS.items():
         variants = [required | optional]
         if "numel" in optional:
             variants = [(required | optional) - {"rows", "cols"}, (required | optional) - {"numel"}]
+        dtypes = DTYPE_FIELDS.get(kind, frozenset())
         read: set[str] = set()
         for fields in variants:
-            op = _Recording({"op": kind, **{f: 2 if f == "ranks" else 1 for f in fields}})
+            op = _Recording({"op": kind, **{f: 2 if f == "ranks" else 1 for f in fields},
+                             **dict.fromkeys(dtypes, "float8_e4m3fn")})
             op_cost(op, {}, "float32")
             read |= op.read
-        assert read <= required | optional | COMMON_FIELDS, kind
-        assert read >= required | optional, f"{kind}: declared fields the cost model never reads"
+        assert read <= required | optional | dtypes | COMMON_FIELDS, kind
+        assert read >= required | optional | dtypes, f"{kind}: declared fields the cost model never reads"
+
+
+def test_a_narrower_b_operand_counts_at_its_own_width_in_the_ops_bytes():
+    """o_proj_fp8w's matmul reads an FP8 weight beside 16-bit x: its unfused bytes count the weight at
+    one byte (before ``b_dtype`` they counted it at two, 33.6 MB where 16.8 MB is read)."""
+    mm = {"op": "matmul", "m": 16, "n": 4096, "k": 4096}
+    wide, narrow = op_cost(mm, {}, "bfloat16"), op_cost({**mm, "b_dtype": "float8_e4m3fn"}, {}, "bfloat16")
+    assert wide.bytes - narrow.bytes == 4096 * 4096 and narrow.tensor_flops == wide.tensor_flops
+    (p,) = plan([WORKLOAD_DIR / "attn.yaml"], "cuda", only=["o_proj_fp8w"])
+    assert len(p.cases) == 6
+    for case in p.cases:
+        t, h = case.scope["tokens"], case.scope["hidden"]
+        cost = cost_of(p, case)
+        assert cost.unfused_bytes == 2 * (t * h + t * h) + h * h + 2 * 3 * t * h, case.case_id
+        assert cost.unfused_bytes < cost.fused_bytes + 2 * 3 * t * h  # the chain adds only the add's own traffic
 
 
 def test_flags_written_as_booleans_cost_the_same_as_numbers():
