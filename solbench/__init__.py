@@ -16,17 +16,9 @@ from typing import Any
 
 from solbench._version import __version__ as __version__
 
+# Every entry point of solbench.api (its _WHERE table, the same names), plus the errors and the
+# records' parts. One exception: ``solbench.plan`` is the subpackage; the function is solbench.api.plan.
 _EXPORTS = {
-    "BenchResult": "solbench.api",
-    "RunOptions": "solbench.api",
-    "bench": "solbench.api",
-    "dry_run": "solbench.api",
-    "hardware_spec": "solbench.api",
-    "load_run": "solbench.api",
-    "run": "solbench.api",
-    "compare_impls": "solbench.analysis.compare",
-    "compare_runs": "solbench.analysis.compare",
-    "gate": "solbench.analysis.gate",
     "ConfigError": "solbench.errors",
     "DeviceError": "solbench.errors",
     "GateRefused": "solbench.errors",
@@ -34,17 +26,23 @@ _EXPORTS = {
     "ResultsWriteError": "solbench.errors",
     "RunInterrupted": "solbench.errors",
     "SolbenchError": "solbench.errors",
-    "CaseResult": "solbench.results.model",
-    "ImplResult": "solbench.results.model",
-    "RunResult": "solbench.results.model",
     "Score": "solbench.results.model",
     "Timing": "solbench.results.model",
 }
+_API = "solbench.api"
 
-__all__ = sorted([*_EXPORTS, "__version__"])
+def _api_names() -> list[str]:
+    from solbench import api
+
+    return [n for n in api.__all__ if n not in ("Path", "__version__", "plan")]
+
+
+__all__ = sorted([*_EXPORTS, *_api_names(), "__version__"])
 
 
 def __getattr__(name: str) -> Any:
     if name in _EXPORTS:
         return getattr(importlib.import_module(_EXPORTS[name]), name)
+    if name != "plan" and name in _api_names():
+        return getattr(importlib.import_module(_API), name)
     raise AttributeError(f"module 'solbench' has no attribute {name!r}")

@@ -6,7 +6,11 @@ in a layer below and is re-exported, so ``solbench.api`` owns no logic of its ow
     run(files, options)           -> RunResult (measured on this device)        solbench.execute.run
     ab(files, base_tree, cur_tree)-> (baseline, current) runs                   solbench.execute.ab
     gate_live(base, cur, ...)     -> GateResult, suspect cases re-measured      solbench.execute.run
-    tune(files)                   -> TuneResult                                  solbench.tools.tune
+    tune(files, TuneOptions())    -> TuneResult                                  solbench.tools.tune
+    profile(ProfileRequest(...))  -> ProfileResult (ncu over one case)           solbench.tools.profile
+    gate(base, cur), compare_runs(a, b), compare_impls(run, a, b), parse_threshold(text)
+                                                                                 solbench.analysis
+    load(path), save(run, path), RunResult, CaseResult, ImplResult              solbench.results
     import_problems(src, out)     -> workload files of a suite's problems       solbench.suites.export
     suite_summary(run, ps)        -> fast_p and mean S per suite and impl       solbench.analysis.suite_summary
     bench(fn, *args, flops=, bytes=) -> BenchResult (one callable, no YAML)     solbench.tools.bench
@@ -26,8 +30,21 @@ from typing import Any
 
 from solbench._version import __version__ as __version__
 
-_WHERE = {  # name -> the module it lives in
+_WHERE = {  # name -> the module it lives in (docs/api.md's table; tests/unit/test_docs_examples.py holds the two)
     "BenchResult": "solbench.tools.bench",
+    "CaseResult": "solbench.results.model",
+    "ImplResult": "solbench.results.model",
+    "ProfileRequest": "solbench.tools.profile",
+    "RunResult": "solbench.results.model",
+    "TuneOptions": "solbench.tools.tune",
+    "compare_impls": "solbench.analysis.compare",
+    "compare_runs": "solbench.analysis.compare",
+    "gate": "solbench.analysis.gate",
+    "load": "solbench.results.store",
+    "parse_threshold": "solbench.analysis.thresholds",
+    "profile": "solbench.tools.profile",
+    "save": "solbench.results.store",
+    "tune": "solbench.tools.tune",
     "DEFAULT_GPU_ROUNDS": "solbench.plan.options",
     "Planned": "solbench.plan.workloads",
     "Prepared": "solbench.plan.prepare",

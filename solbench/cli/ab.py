@@ -118,16 +118,18 @@ def ab(files: Sequence[str], baseline_tree: str, current_tree: str, rounds: int,
     save([base, cur], final=True)  # the final records add the end-of-run clocks
     result = replace(looks.result(base, cur), reruns=added_rounds(cur, rounds),
                      run_sd_source="none: both trees measured in one invocation share its offset")
-    emit_gate(result, junit=junit, markdown_file=markdown_file, as_json=as_json, as_markdown=as_markdown)
-    for saver in savers:
-        if saver.path is not None:
-            click.echo(f"saved {saver.path}", err=True)
     failed = [f"{c.case_id}/{r.name}: {r.status}" for c in cur.cases for r in c.impls if r.status in FAILED_STATUSES]
     code = exitcodes.worst(result.exit_code, exitcodes.IMPL_FAILED if failed else exitcodes.OK)
     errors = [s.error for s in savers if s.error is not None]
+    code = exitcodes.worst(code, exitcodes.USAGE) if errors else code
+    emit_gate(result, junit=junit, markdown_file=markdown_file, as_json=as_json, as_markdown=as_markdown,
+              exit_code=code)
+    for saver in savers:
+        if saver.path is not None:
+            click.echo(f"saved {saver.path}", err=True)
     for error in errors:
         click.echo(f"error: {error}", err=True)
-    sys.exit(exitcodes.worst(code, exitcodes.USAGE) if errors else code)
+    sys.exit(code)
 
 
 def added_rounds(run: RunResult, rounds: int) -> int:

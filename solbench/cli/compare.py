@@ -202,8 +202,9 @@ def gate_cmd(baseline: tuple[str, ...], current: tuple[str, ...], threshold: str
     Each side may be several runs of the same code (--baseline a.json b.json --current c.json
     d.json): the ratio's confidence interval then covers what changes between runs.
 
-    A case is BROKEN when it was ok in the baseline and is incorrect, invalid, error,
-    crashed, timeout, oom or reward_hack now; one skipped now is listed as MISSING.
+    A case is BROKEN when it is incorrect, invalid, error, crashed, timeout, oom or reward_hack
+    now, whether it was ok in the baseline or failed there too (a failing implementation never
+    passes); one skipped now is listed as MISSING.
 
     A current run saved as incomplete (interrupted, cancelled, killed before its last save) is
     refused: exit 2, as bad input. A gate must not pass on the cases a cancelled job happened to
@@ -319,11 +320,14 @@ def _check_writable(path: str) -> None:
 
 
 def emit_gate(result: GateResult, *, junit: str | None = None, markdown_file: str | None = None,
-              as_json: bool = False, console: Console | None = None, as_markdown: bool = False) -> None:
-    """Render a gate result to the terminal, files and $GITHUB_STEP_SUMMARY."""
+              as_json: bool = False, console: Console | None = None, as_markdown: bool = False,
+              exit_code: int | None = None) -> None:
+    """Render a gate result to the terminal, files and $GITHUB_STEP_SUMMARY. ``exit_code``: what the
+    command exits with where that is more severe than the gate's (an implementation failed: 4)."""
     md = gate_markdown(result)
+    code = result.exit_code if exit_code is None else exit_code
     if junit:
-        Path(junit).write_text(gate_junit(result), encoding="utf-8")
+        Path(junit).write_text(gate_junit(result, exit_code=code), encoding="utf-8")
     if markdown_file:
         Path(markdown_file).write_text(md, encoding="utf-8")
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
@@ -331,12 +335,13 @@ def emit_gate(result: GateResult, *, junit: str | None = None, markdown_file: st
         with open(summary, "a", encoding="utf-8") as f:
             f.write(md + "\n")
     if as_json:
-        click.echo(json.dumps(gate_json(result), indent=1))
+        click.echo(json.dumps(gate_json(result, exit_code=code), indent=1))
     elif as_markdown:
         click.echo(md)
     else:
         (console or _console()).print(gate_table(result))
-    click.echo(f"gate: {result.overall} (exit {result.exit_code}, {len(result.verdicts)} cases, "
+    why = "" if code == result.exit_code else f" (the gate's own: {result.exit_code})"
+    click.echo(f"gate: {result.overall} (exit {code}{why}, {len(result.verdicts)} cases, "
                f"{result.reruns} re-measure round(s))", err=True)
     if result.undecided:
         click.echo(undecided_note(result), err=True)

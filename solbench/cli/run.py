@@ -209,8 +209,8 @@ def run(files: Sequence[str], solutions: Sequence[str], gpu: str | None, dry_run
         verdict = api.gate_live(base, result, files, options, rerun=rerun, device=device, threshold=tau,
                                 run_sd=sd)
         verdict = replace(verdict, run_sd_source=sd_source)
-        emit_gate(verdict, junit=junit, console=console(quiet or as_json))
         code = exitcodes.worst(code, verdict.exit_code)
+        emit_gate(verdict, junit=junit, console=console(quiet or as_json), exit_code=code)
     sys.exit(code)
 
 

@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import json
+import secrets
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -178,7 +179,8 @@ def _label(run: RunResult) -> str:
               help="A winner whose gain's 95% CI lies within +-this of 1 is SAME: hand-picked stays.")
 @click.option("--device", default="auto", show_default=True, metavar="auto|cpu|cuda|cuda:N")
 @click.option("-o", "--output", type=click.Path(dir_okay=False),
-              help="Every configuration's result (JSON); default results/<spec>/<time>-<random>_tune.json.")
+              help="Every configuration's result (JSON; replaced if it exists); default "
+                   "results/<spec>/<time>-<random>_tune.json, a new name each time.")
 @click.option("--tuned-file", type=click.Path(dir_okay=False),
               help="Tuned configurations for `run --tuned` (merged); default results/<spec>/tuned.json.")
 @click.option("--results-dir", type=click.Path(file_okay=False), default="results", show_default=True)
@@ -206,13 +208,11 @@ def tune(files: Sequence[str], workloads: Sequence[str], impls: Sequence[str], m
     result = tuning.tune(files, options, device=device, progress=progress)
     spec_dir = Path(results_dir) / store.slug(result.environment.spec_id)
     stamp = result.created.replace(":", "").replace("-", "")[:15]
-    out_path = Path(output) if output else spec_dir / f"{stamp}_tune.json"
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    out_path.write_text(json.dumps(tuning.result_dict(result), indent=1) + "\n", encoding="utf-8")
+    out_path = Path(output) if output else spec_dir / f"{stamp}-{secrets.token_hex(2)}_tune.json"
+    store.write_text(out_path, json.dumps(tuning.result_dict(result), indent=1) + "\n", replace=output is not None)
     tuned_path = Path(tuned_file) if tuned_file else spec_dir / "tuned.json"
     existing = tuning.load_tuned(tuned_path) if tuned_path.is_file() else None
-    tuned_path.parent.mkdir(parents=True, exist_ok=True)
-    tuned_path.write_text(tuning.tuned_file(result, existing), encoding="utf-8")
+    store.write_text(tuned_path, tuning.tuned_file(result, existing))
     _out().print(_tune_table(result))
     click.echo(f"results: {out_path}\ntuned configurations: {tuned_path} "
                f"(use with: solbench run ... --tuned {tuned_path})", err=True)

@@ -722,6 +722,7 @@ def _profiled(main: Callable[[], None]) -> None:
         main()
     finally:
         profile.disable()
+        os.makedirs(folder, exist_ok=True)  # a folder named but not made yet is made, not silently skipped
         profile.dump_stats(os.path.join(folder, f"worker-{os.getpid()}.prof"))
         with open(os.path.join(folder, f"worker-{os.getpid()}.imports"), "w") as f:
             f.write("".join(f"{name}\n" for name in sorted(set(sys.modules) - inherited)))

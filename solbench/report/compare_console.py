@@ -8,7 +8,7 @@ from rich.text import Text
 
 from solbench.analysis.compare import Comparison
 from solbench.analysis.gate import CASE_VERDICTS, GateResult
-from solbench.report.markdown import rounds_note, side_cell, split_key, threshold_cell, threshold_summary
+from solbench.report.markdown import ratio_note, rounds_note, side_cell, split_key, threshold_cell, threshold_summary
 from solbench.report.units import format_ci, format_p, format_percent, format_ratio, format_seconds
 
 __all__ = ["comparison_table", "gate_table", "short_cases"]
@@ -68,7 +68,8 @@ def comparison_table(c: Comparison) -> Table:
     counts = ", ".join(f"{c.count(v)} {v.lower()}" for v in ("FASTER", "SLOWER", "SAME", "INCONCLUSIVE"))
     t = Table(title=Text(f"{b} vs {a} (ratio = {b} time / {a} time; SOL: {a} → {b})"), title_justify="left",
               caption=f"geomean speedup of {escape(b)} over {escape(a)}: {format_ratio(c.geomean_speedup)} ({counts}); "
-                      f"SAME within ±{format_percent(c.threshold)}, alpha {c.alpha:g} (BH)",
+                      f"SAME within ±{format_percent(c.threshold)}, alpha {c.alpha:g} (BH)"
+                      + (f"\n{escape(ratio_note(c))}" if c.rows else ""),
               caption_justify="left")
     keys = [r.key for r in c.rows] + [*c.only_in_a, *c.only_in_b, *c.not_comparable, *c.launched_differently]
     by_impl = any(split_key(k)[1] for k in keys)  # two runs: keys are case/impl

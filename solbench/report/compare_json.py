@@ -37,13 +37,17 @@ def comparison_json(c: Comparison) -> dict[str, Any]:
     }
 
 
-def gate_json(g: GateResult) -> dict[str, Any]:
-    """``{"kind": "gate", "overall": ..., "exit_code": ..., "verdicts": [...], ...}``."""
+def gate_json(g: GateResult, exit_code: int | None = None) -> dict[str, Any]:
+    """``{"kind": "gate", "overall": ..., "exit_code": ..., "verdicts": [...], ...}``.
+
+    ``exit_code`` is the command's: ``ab`` and ``run --gate-against`` exit 4 where an implementation
+    of the current tree failed, more severe than the gate's own 1 (``gate_exit_code``)."""
     return {
         "kind": "gate",
         "version": JSON_VERSION,
         "overall": g.overall,
-        "exit_code": g.exit_code,
+        "exit_code": g.exit_code if exit_code is None else exit_code,
+        "gate_exit_code": g.exit_code,
         "ratio": "median_current / median_baseline",
         "threshold": g.threshold,  # null: each workload's recorded gate_threshold, else 5%
         "alpha": g.alpha,

@@ -45,8 +45,9 @@ def _testcase(parent: ET.Element, v: GateCaseVerdict) -> None:
         ET.SubElement(tc, "system-out").text = f"FASTER: {v.reason}"
 
 
-def gate_junit(g: GateResult, suite_name: str = "solbench-gate") -> str:
-    """The gate result as a JUnit XML document (``<testsuites>`` with one ``<testsuite>``)."""
+def gate_junit(g: GateResult, suite_name: str = "solbench-gate", exit_code: int | None = None) -> str:
+    """The gate result as a JUnit XML document (``<testsuites>`` with one ``<testsuite>``);
+    ``exit_code``: the command's, where it is more severe than the gate's (``gate_json``)."""
     tests = str(len(g.verdicts))
     failures = str(g.count("REGRESSION") + g.count("BROKEN"))
     skipped = str(g.count("INCONCLUSIVE") + g.count("MISSING"))
@@ -56,7 +57,8 @@ def gate_junit(g: GateResult, suite_name: str = "solbench-gate") -> str:
                           errors="0", skipped=skipped)
     props = ET.SubElement(suite, "properties")
     threshold = "per workload" if g.threshold is None else f"{g.threshold:g}"
-    settings = {"overall": g.overall, "exit_code": str(g.exit_code), "threshold": threshold,
+    settings = {"overall": g.overall, "exit_code": str(g.exit_code if exit_code is None else exit_code),
+                "gate_exit_code": str(g.exit_code), "threshold": threshold,
                 "alpha": f"{g.alpha:g}", "confidence": f"{g.confidence:g}", "reruns": str(g.reruns),
                 "looks": str(g.looks)}
     for i, diff in enumerate(g.fingerprint_diffs):

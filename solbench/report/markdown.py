@@ -88,15 +88,28 @@ def _keys(title: str, keys: tuple[str, ...], other: str, why: dict[str, str]) ->
                                                         for k in keys), ""]
 
 
+def ratio_note(c: Comparison) -> str:
+    """How the rows' ratios and intervals were made (over rounds, or from one round's samples)."""
+    over = sum(max(r.rounds_a, r.rounds_b) > 1 for r in c.rows)
+    notes = []
+    if over:
+        notes.append("Over rounds: the ratio of the geometric means of the round medians, a t interval on them; "
+                     "the times shown are medians of the round medians (as in the run table), so the ratio "
+                     "need not equal their quotient.")
+    if over < len(c.rows):
+        notes.append("One round a side: the ratio of the medians, a percentile-bootstrap interval.")
+    return " ".join(notes)
+
+
 def comparison_markdown(c: Comparison) -> str:
     """A comparison as a Markdown section: settings, one row per key, one-sided keys, geomean."""
     a, b = _cell(c.label_a), _cell(c.label_b)
     lines = [
         f"### solbench compare: {b} vs {a}",
         "",
-        f"Ratio = {b} time / {a} time (< 1: {b} is faster), {c.confidence:.0%} bootstrap CI. "
-        f"SAME within ±{format_percent(c.threshold)}; FASTER/SLOWER need a Mann-Whitney test "
-        f"significant at {c.alpha:g} (Benjamini-Hochberg)."
+        f"Ratio = {b} time / {a} time (< 1: {b} is faster), {c.confidence:.0%} CI. {ratio_note(c)} "
+        f"SAME within ±{format_percent(c.threshold)}; FASTER/SLOWER need the CI beyond the band with a "
+        f"one-sided test at {c.alpha:g}, or a test significant at {c.alpha:g} (Benjamini-Hochberg)."
         + (f" Over rounds, each run's own offset (sd {c.run_sd:.2%}) widens the interval."
            if c.run_sd > 0 and any(max(r.rounds_a, r.rounds_b) > 1 for r in c.rows) else ""),
         "",

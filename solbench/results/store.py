@@ -146,6 +146,12 @@ def _write_atomic(path: Path, text: str, *, replace: bool = True) -> Path:
     return path
 
 
+def write_text(path: Path, text: str, *, replace: bool = True) -> Path:
+    """Any of solbench's records (a tuning log, a tuned-configuration file) written atomically, as a
+    run is; ``replace`` false: ResultsWriteError if ``path`` exists."""
+    return _write_atomic(path, text, replace=replace)
+
+
 class _Taken(Exception):
     """The name a new result file was to get is taken."""
 

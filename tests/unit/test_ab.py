@@ -218,7 +218,9 @@ def test_a_tree_whose_implementation_raises_is_broken_and_exits_4(tmp_path):
     result = _ab("--baseline-tree", str(base), "--current-tree", str(head), "wl/tiny.yaml", "--rounds", "1",
                  "--out-dir", str(tmp_path / "out"), "--json", *FAST)
     assert result.exit_code == 4, result.output
-    verdicts = {v["key"]: v for v in json.loads(result.stdout)["verdicts"]}
+    doc = json.loads(result.stdout)  # the JSON and the line on stderr say the command's code, not the gate's 1
+    assert (doc["exit_code"], doc["gate_exit_code"]) == (4, 1) and "exit 4 (the gate's own: 1)" in result.stderr
+    verdicts = {v["key"]: v for v in doc["verdicts"]}
     broken = verdicts["tiny[n=32,float32]/kernel"]
     assert broken["verdict"] == "BROKEN" and "broken in this tree" in broken["reason"]
     # and the other way round the baseline's failure is not the change's: kernel is new work, not broken

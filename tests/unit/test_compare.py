@@ -157,3 +157,16 @@ def test_aa_comparisons_rarely_claim_a_difference():
         a, b = make_run({"c": {"x": noisy(rng, 30)}}), make_run({"c": {"x": noisy(rng, 30)}})
         false += compare_runs(a, b, threshold=1e-4, seed=t, n_boot=1000).rows[0].verdict != "INCONCLUSIVE"
     assert false / trials <= 0.02
+
+
+def test_the_geomean_speedup_is_made_of_the_ratios_the_rows_show():
+    """Over rounds a row's ratio is of the round medians' geometric means, which need not equal the
+    quotient of the medians shown beside it; the summary is made of the same estimates as the rows.
+    Rounds of a: 1.0, 1.0, 1.6 ms (median 1.0, geometric mean 1.17); of b: 1.0 ms three times."""
+    a = [1e-3] * 10 + [1e-3] * 10 + [1.6e-3] * 10
+    b = [1e-3] * 30
+    c = compare_runs(make_run({"k": {"x": a}}, rounds=3), make_run({"k": {"x": b}}, rounds=3))
+    (row,) = c.rows
+    assert row.median_a == row.median_b == pytest.approx(1e-3)
+    assert row.ratio == pytest.approx(1.6 ** (-1 / 3))
+    assert c.geomean_speedup == pytest.approx(1 / row.ratio)

@@ -80,3 +80,22 @@ def test_example_runs_as_a_script(where: str, code: str, tmp_path: Path) -> None
                           timeout=600)
     assert proc.returncode == 0, f"{where} failed:\n{proc.stderr[-3000:]}"
     assert "Traceback" not in proc.stderr, f"{where}:\n{proc.stderr[-3000:]}"
+
+
+def test_every_name_in_the_api_table_is_exported_where_the_table_says():
+    """docs/api.md's "Where the functions live": each name imports from its module, from ``solbench``
+    and from ``solbench.api`` (``plan`` from ``solbench.api`` only: ``solbench.plan`` is the package)."""
+    import solbench
+    import solbench.api
+
+    text = (ROOT / "docs/api.md").read_text()
+    table = text[text.index("## Where the functions live"):text.index("## Running workloads")]
+    rows = re.findall(r"^\| (`.+?`) \| `(solbench[\w.]*)` \|", table, re.M)
+    assert len(rows) >= 12
+    for names, module in rows:
+        for name in re.findall(r"`(\w+)`", names):
+            where = importlib.import_module(module)
+            assert getattr(solbench.api, name) is getattr(where, name), name
+            if name != "plan":
+                assert getattr(solbench, name) is getattr(where, name), name
+                assert name in solbench.__all__ and name in solbench.api.__all__, name

@@ -65,3 +65,14 @@ def test_a_cuda_worker_counts_its_devices_once():
     older = SimpleNamespace(cuda=SimpleNamespace(), _C=SimpleNamespace(_cuda_getDeviceCount=count))
     pool._count_devices_once(older)  # a torch without the cache: untouched
     assert not hasattr(older.cuda, "_cached_device_count") and len(calls) == 1
+
+
+def test_a_profiled_worker_makes_the_folder_it_was_given(tmp_path, monkeypatch):
+    """SOLBENCH_PROFILE_DIR naming a folder not made yet: the worker's profile still lands there
+    (it used to fail on leaving, unseen, and the folder stayed empty)."""
+    import os
+
+    folder = tmp_path / "not" / "yet"
+    monkeypatch.setenv(pool.PROFILE_ENV, str(folder))
+    pool._profiled(lambda: None)
+    assert {p.name for p in folder.iterdir()} == {f"worker-{os.getpid()}.prof", f"worker-{os.getpid()}.imports"}

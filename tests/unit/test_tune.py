@@ -257,6 +257,17 @@ def test_tune_cli_writes_results_and_tuned_file(tmp_path):
     assert tuning.load_tuned(tuned).spec_id == "cpu"
 
 
+def test_tune_cli_without_o_writes_a_new_file_each_time_under_results(tmp_path):
+    """Two tunes in the same second keep both logs: the default name has a random part, as a run's."""
+    args = ["tune", str(TUNE_YAML), "--device", "cpu", "-i", "chunked", "--results-dir", str(tmp_path / "r"),
+            "--budget", "0.02", "--min-samples", "3", "--max-samples", "10", "--confirm-rounds", "1", "--margin", "1e9"]
+    for _ in range(2):
+        assert CliRunner().invoke(main, args).exit_code == 0
+    logs = sorted((tmp_path / "r" / "cpu").glob("*_tune.json"))
+    assert len(logs) == 2 and all(json.loads(p.read_text())["cases"] for p in logs)
+    assert (tmp_path / "r" / "cpu" / "tuned.json").is_file()
+
+
 @pytest.mark.parametrize(("old", "new", "message"), [
     ('constraints: ["chunk <= n"]', 'constraints: ["chunk <= rows"]', "unknown parameter 'rows'"),
     ('constraints: ["chunk <= n"]', 'constraints: ["chunk"]', "is not a comparison"),
