@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from solbench._api_names import WHERE as _API_WHERE
 from solbench._version import __version__ as __version__
 
 # Every entry point of solbench.api (its _WHERE table, the same names), plus the errors and the
@@ -31,18 +32,14 @@ _EXPORTS = {
 }
 _API = "solbench.api"
 
-def _api_names() -> list[str]:
-    from solbench import api
+_API_NAMES = frozenset(_API_WHERE) - {"plan"}
 
-    return [n for n in api.__all__ if n not in ("Path", "__version__", "plan")]
-
-
-__all__ = sorted([*_EXPORTS, *_api_names(), "__version__"])
+__all__ = sorted([*_EXPORTS, *_API_NAMES, "__version__"])
 
 
 def __getattr__(name: str) -> Any:
     if name in _EXPORTS:
         return getattr(importlib.import_module(_EXPORTS[name]), name)
-    if name != "plan" and name in _api_names():
+    if name in _API_NAMES:
         return getattr(importlib.import_module(_API), name)
     raise AttributeError(f"module 'solbench' has no attribute {name!r}")

@@ -89,10 +89,12 @@ def ab(files: Sequence[str], baseline_tree: str, current_tree: str, rounds: int,
     """
     from solbench.analysis.adaptive import Looks, looks_for
     from solbench.analysis.gate import parse_threshold
-    from solbench.cli.common import ProgressBar, interrupted_code
+    from solbench.cli.common import ProgressBar, interrupted_code, not_over_a_run
     from solbench.cli.compare import emit_gate
 
     tau = None if threshold is None else parse_threshold(threshold).fraction  # bad input fails before measuring
+    for path, what in ((junit, "JUnit XML"), (markdown_file, "Markdown")):
+        not_over_a_run(path, what)
     if max_rounds < rounds:
         raise click.UsageError(f"--max-rounds ({max_rounds}) must be at least --rounds ({rounds})")
     looks = Looks(looks_for(rounds, max_rounds), threshold=tau, alpha=alpha)

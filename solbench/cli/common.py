@@ -68,6 +68,17 @@ def refuse_markdown_path(args: list[str], *, any_word: bool) -> None:
                                    f"--markdown-file {word}")
 
 
+def not_over_a_run(path: str | None, what: str) -> None:
+    """ConfigError (exit 2) where ``path`` holds a saved run: a report, JUnit or Markdown file written
+    there would destroy it (``report --csv run.json`` reads the latest run and writes over run.json).
+    Checked before any work; any other existing file is replaced, as a report's output is."""
+    if path and path != "-" and Path(path).is_file() and store.is_run_file(Path(path)):
+        from solbench.errors import ConfigError
+
+        raise ConfigError(f"{path}: holds a saved run; not writing {what} over it (name another file; "
+                          "to report on this run, give it as an argument)")
+
+
 def console(quiet: bool = False) -> Console:
     # Piped output (CI logs, files) gets a wide table rather than rich's 80-column default.
     width = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 160

@@ -20,7 +20,7 @@ from rich.console import Console
 
 from solbench.analysis.compare import Comparison, compare_impls, compare_runs
 from solbench.analysis.gate import GateResult, gate, parse_threshold, unconfirmed
-from solbench.cli.common import read_run, refuse_markdown_path, run_sd_of, run_sd_option
+from solbench.cli.common import not_over_a_run, read_run, refuse_markdown_path, run_sd_of, run_sd_option
 from solbench.errors import ConfigError, ResultsFormatError, SolbenchError
 from solbench.report.compare_console import comparison_table, gate_table
 from solbench.report.compare_json import comparison_json, gate_json
@@ -214,6 +214,10 @@ def gate_cmd(baseline: tuple[str, ...], current: tuple[str, ...], threshold: str
     """
     from solbench.errors import ConfigError
 
+    for path, what in ((junit, "JUnit XML"), (markdown_file, "Markdown")):
+        if path:
+            not_over_a_run(path, what)
+            _check_writable(path)
     rdir = Path(results_dir)
     tau = None if threshold is None else parse_threshold(threshold).fraction
     base = [read_run(x, rdir, "baseline") for x in baseline]
@@ -223,9 +227,6 @@ def gate_cmd(baseline: tuple[str, ...], current: tuple[str, ...], threshold: str
         if not run.complete:
             raise ConfigError(f"--current {name}: the run is incomplete (complete: false: interrupted or "
                               "cancelled before every case was measured); measure it again")
-    for path in (junit, markdown_file):
-        if path:
-            _check_writable(path)
     try:
         _check_impl(impl, [*base, *cur])
         result = gate(base, cur, threshold=tau, alpha=alpha, allow_cross_hardware=allow_cross_hardware, impl=impl,
@@ -268,6 +269,14 @@ def spread(runs: tuple[str, ...], save: bool, results_dir: str, as_json: bool) -
     loaded = [read_run(x, rdir, "run") for x in runs]
     if len(loaded) < 3:
         raise ConfigError(f"spread needs three runs of one tree at least, got {len(loaded)}")
+    seen: dict[tuple[tuple[float, ...], ...], str] = {}
+    for name, run in zip(runs, loaded, strict=True):
+        if not run.complete:
+            raise ConfigError(f"{name}: the run is incomplete (complete: false); give complete runs")
+        samples = tuple(r.timing.samples for c in run.cases for r in c.impls if r.timing is not None)
+        if samples in seen:  # the same run twice would read as runs that agree exactly: an offset of 0
+            raise ConfigError(f"{name}: the same measurement as {seen[samples]}; give separate runs")
+        seen[samples] = name
     check_one_tree(loaded, "spread", allow_cross_hardware=None)
     try:
         found = run_offsets(loaded)

@@ -16,8 +16,9 @@ from solbench.cli.common import handle_errors
               help="Folder to write one workload file per problem into.")
 @click.option("--solution", "solutions", multiple=True, type=click.Path(dir_okay=False, exists=True),
               help="A KernelBench ModelNew file or a SOL-ExecBench solution.json (repeatable).")
+@click.option("--force", is_flag=True, help="Replace workload files already in DIR (they may have been edited).")
 @handle_errors
-def import_(src: str, out: str, solutions: Sequence[str]) -> None:
+def import_(src: str, out: str, solutions: Sequence[str], force: bool) -> None:
     """Write the KernelBench or SOL-ExecBench problems under SRC as solbench workload files in DIR."""
-    for path in api.import_problems(src, out, solutions):
+    for path in api.import_problems(src, out, solutions, force=force):
         click.echo(str(path))

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
 import click
+from click.core import ParameterSource
 from rich.console import Console
 
 from solbench import api, exitcodes
@@ -20,6 +22,7 @@ from solbench.cli.common import (
     finish,
     handle_errors,
     interrupted_code,
+    not_over_a_run,
     run_sd_of,
     run_sd_option,
 )
@@ -154,6 +157,18 @@ def run(files: Sequence[str], solutions: Sequence[str], gpu: str | None, dry_run
         raise ConfigError("--junit writes the gate's verdicts; add --gate-against RUN (or use solbench gate --junit)")
     if run_sd is not None and not gate_against:
         raise ConfigError("--run-sd prices a gate between runs; add --gate-against RUN")
+    rerun_given = click.get_current_context().get_parameter_source("rerun") is not ParameterSource.DEFAULT
+    for name, given in (("--threshold", threshold is not None), ("--rerun", rerun_given)):
+        if given and not gate_against:
+            raise ConfigError(f"{name} sets the gate of --gate-against RUN; add it (or use solbench gate)")
+    if max_rounds and repeat and max_rounds < repeat:
+        raise click.UsageError(f"--max-rounds ({max_rounds}) must be at least --repeat ({repeat}), or 0 for none added")
+    if threads > (os.cpu_count() or 1):
+        raise click.UsageError(f"--threads {threads}: this machine has {os.cpu_count()} CPUs; more threads than "
+                               "CPUs measure contention, not the implementation")
+    not_over_a_run(junit, "JUnit XML")
+    if compile_cache:
+        _writable_folder(compile_cache, "--compile-cache")
     overrides = parse_sets(sets)
     if dry_run and peaks == "measured":
         raise click.UsageError("--peaks measured scores a run against this GPU's calibrated ceilings; a dry run "
@@ -212,6 +227,17 @@ def run(files: Sequence[str], solutions: Sequence[str], gpu: str | None, dry_run
         code = exitcodes.worst(code, verdict.exit_code)
         emit_gate(verdict, junit=junit, console=console(quiet or as_json), exit_code=code)
     sys.exit(code)
+
+
+def _writable_folder(path: str, option: str) -> None:
+    """ConfigError (exit 2) unless ``path`` is a folder this process can make and write in."""
+    folder = Path(path)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"{option} {path}: cannot make the folder: {exc.strerror or exc}") from None
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise ConfigError(f"{option} {path}: cannot write in the folder: permission denied")
 
 
 def _same_timing(base: RunResult, options: api.RunOptions, name: str) -> None:

@@ -77,9 +77,11 @@ def report(runs: Sequence[str], html_file: str | None, csv_file: str | None, png
     (pip install 'solbench[plot]'). Everything is checked and built before any file is written:
     a report that fails writes nothing.
     """
-    from solbench.cli.common import read_run
+    from solbench.cli.common import not_over_a_run, read_run
     from solbench.report.csv import run_csv
 
+    for path, what in ((html_file, "the HTML report"), (csv_file, "the CSV"), (png_file, "the roofline PNG")):
+        not_over_a_run(path, what)
     rdir = Path(results_dir)
     if (gate_against or compare_to) and not html_file:
         raise ConfigError("--gate-against and --compare-to add sections to the HTML report; add --html FILE")
@@ -190,8 +192,11 @@ def tune(files: Sequence[str], workloads: Sequence[str], impls: Sequence[str], m
          confirm_rounds: int, min_gain: float, device: str, output: str | None, tuned_file: str | None,
          results_dir: str, verbose: bool) -> None:
     """Measure every valid configuration of each implementation's tune: space, per case."""
+    from solbench.cli.common import not_over_a_run
     from solbench.tools import tune as tuning
 
+    not_over_a_run(output, "the tuning log")
+    not_over_a_run(tuned_file, "tuned configurations")
     options = tuning.TuneOptions(workloads=tuple(workloads), impls=tuple(impls), max_configs=max_configs,
                                  patience=patience, margin=margin, confirm_rounds=confirm_rounds, min_gain=min_gain,
                                  target_rel_ci=target, min_samples=min_samples, max_samples=max_samples,

@@ -57,8 +57,10 @@ def ab(files: Sequence[str | Path], baseline_tree: str | Path, current_tree: str
         if not root.is_dir():
             raise ConfigError(f"--{label}-tree {tree}: no such folder")
         paths = [root / f for f in files if (root / f).is_file()]
-        if not paths and label == "current":
-            raise ConfigError(f"none of {', '.join(map(str, files))} exists in --current-tree {tree}")
+        if not paths:  # a file new in the change is measured on its side only; none at all is a wrong tree
+            raise ConfigError(f"none of {', '.join(map(str, files))} exists in --{label}-tree {tree}"
+                              + (": nothing to compare against (a workload new in this change: solbench run it)"
+                                 if label == "baseline" else ""))
         with _import_path(root):
             prep = prepare(paths, options, info, floor_spec)
         run = replace(prep.run, protocol=replace(prep.run.protocol, rounds=rounds),

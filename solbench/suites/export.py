@@ -16,15 +16,24 @@ from solbench.errors import ConfigError
 from solbench.suites import detect, load
 
 
-def import_problems(src: str | Path, out: str | Path, solutions: Sequence[str | Path] = ()) -> list[Path]:
-    """Write one workload file per problem under ``src`` into folder ``out``; the paths written."""
+def import_problems(src: str | Path, out: str | Path, solutions: Sequence[str | Path] = (), *,
+                    force: bool = False) -> list[Path]:
+    """Write one workload file per problem under ``src`` into folder ``out``; the paths written.
+    ConfigError, before anything is written, where a file would replace one already there (the
+    files are written to be edited) unless ``force``."""
     if detect(src) is None:
         raise ConfigError(f"{src}: not a KernelBench problem or level folder, nor a SOL-ExecBench problem or "
                           "benchmark folder")
     folder = Path(out)
+    problems = list(load(src, solutions))
+    taken = [folder / f"{spec.name}.yaml" for spec, _ in problems if (folder / f"{spec.name}.yaml").exists()]
+    if taken and not force:
+        more = f" (and {len(taken) - 1} more)" if len(taken) > 1 else ""
+        raise ConfigError(f"{taken[0]} exists{more}: not replacing workload files that may have been edited "
+                          "(pass --force to replace them, or --out another folder)")
     folder.mkdir(parents=True, exist_ok=True)
     written = []
-    for spec, origin in load(src, solutions):
+    for spec, origin in problems:
         path = folder / f"{spec.name}.yaml"
         suite = spec.source.suite if spec.source is not None else ""
         write_workload_file(path, [spec], header=f"Imported by `solbench import` from {suite} {origin}")

@@ -260,7 +260,7 @@ def test_ab_gates_what_it_measured(tmp_path, monkeypatch):
 @pytest.mark.parametrize(("args", "message"), [
     (["--baseline-tree", "{tmp}/nowhere", "wl/tiny.yaml"], "no such folder"),
     (["--baseline-tree", "{tmp}/base", "{tmp}/base/wl/tiny.yaml"], "paths inside each tree"),
-    (["--baseline-tree", "{tmp}/base", "--current-tree", "{tmp}/base", "wl/missing.yaml"], "exists in --current-tree"),
+    (["--baseline-tree", "{tmp}/base", "--current-tree", "{tmp}/base", "wl/missing.yaml"], "exists in --baseline-tree"),
     (["--baseline-tree", "{tmp}/base", "--current-tree", "{tmp}/base", "wl/tiny.yaml", "--threshold", "x"],
      "cannot parse threshold"),
 ])

@@ -1,0 +1,92 @@
+"""Nothing a user saved is lost to an output option, and options that would be ignored are refused.
+
+A report, JUnit or Markdown file is never written over a saved run (``report --csv run.json`` reads
+the latest run and used to write its CSV over run.json); ``import`` does not replace workload files
+that may have been edited; ``run`` refuses gate options without ``--gate-against`` and settings it
+would not follow. All of it is refused before anything is measured or written (exit 2, one line).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from solbench.cli import main
+from solbench.results import store
+from tests.unit.factories import make_run, noisy
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+SOFTMAX = DATA / "kernelbench" / "level1" / "23_Softmax.py"
+
+
+def _run_file(path: Path) -> Path:
+    rng = np.random.default_rng(0)
+    return store.save(make_run({"c": {"x": noisy(rng, 30, 1e-3, 0.01)}}, rounds=3), path)
+
+
+@pytest.mark.parametrize("argv", [
+    ["report", "--csv", "RUN"],
+    ["report", "OTHER", "--html", "RUN"],
+    ["report", "OTHER", "--png", "RUN"],
+    ["gate", "--baseline", "OTHER", "--current", "OTHER", "--junit", "RUN"],
+    ["gate", "--baseline", "OTHER", "--current", "OTHER", "--markdown-file", "RUN"],
+    ["ab", "--baseline-tree", ".", "tests/data/double.yaml", "--junit", "RUN"],
+    ["tune", "tests/data/tune_cpu.yaml", "--device", "cpu", "-o", "RUN"],
+    ["run", "tests/data/double.yaml", "--gate-against", "OTHER", "--junit", "RUN"],
+])
+def test_no_output_option_writes_over_a_saved_run(tmp_path, argv):
+    run = _run_file(tmp_path / "run.json")
+    other = _run_file(tmp_path / "other.json")
+    before = run.read_bytes()
+    argv = [str(run) if a == "RUN" else str(other) if a == "OTHER" else a for a in argv]
+    result = CliRunner().invoke(main, [*argv, "--results-dir", str(tmp_path / "results")])
+    assert result.exit_code == 2, result.output
+    assert result.output.strip().splitlines()[-1].endswith("give it as an argument)")  # one line, and last
+    assert result.output.count("holds a saved run") == 1
+    assert run.read_bytes() == before
+
+
+def test_a_report_still_replaces_a_file_that_is_not_a_run(tmp_path):
+    other = _run_file(tmp_path / "other.json")
+    old_csv = tmp_path / "r.csv"
+    old_csv.write_text("yesterday's CSV\n")
+    result = CliRunner().invoke(main, ["report", str(other), "--csv", str(old_csv)])
+    assert result.exit_code == 0, result.output
+    assert old_csv.read_text().startswith("case") or "yesterday" not in old_csv.read_text()
+
+
+@pytest.mark.parametrize(("extra", "said"), [
+    (["--threshold", "5%"], "--threshold sets the gate of --gate-against"),
+    (["--rerun", "3"], "--rerun sets the gate of --gate-against"),
+    (["--repeat", "3", "--max-rounds", "2"], "must be at least --repeat"),
+    (["--threads", "100000"], "more threads than CPUs"),
+    (["--compile-cache", "/proc/solbench-cannot-make-this"], "--compile-cache"),
+])
+def test_run_refuses_options_it_would_not_follow(tmp_path, extra, said):
+    result = CliRunner().invoke(main, ["run", "tests/data/double.yaml", "-i", "baseline", "--budget", "0.05",
+                                       "--results-dir", str(tmp_path), *extra])
+    assert result.exit_code == 2 and said in result.output, result.output
+    assert not any(tmp_path.rglob("*.json"))  # nothing measured, nothing saved
+
+
+def test_import_keeps_edited_workload_files_unless_forced(tmp_path):
+    first = CliRunner().invoke(main, ["import", str(SOFTMAX), "--out", str(tmp_path)])
+    assert first.exit_code == 0, first.output
+    [written] = tmp_path.glob("*.yaml")
+    written.write_text(written.read_text() + "# my edit\n")
+    again = CliRunner().invoke(main, ["import", str(SOFTMAX), "--out", str(tmp_path)])
+    assert again.exit_code == 2 and "exists" in again.output and "--force" in again.output
+    assert written.read_text().endswith("# my edit\n")
+    forced = CliRunner().invoke(main, ["import", str(SOFTMAX), "--out", str(tmp_path), "--force"])
+    assert forced.exit_code == 0 and not written.read_text().endswith("# my edit\n")
+
+
+def test_ab_refuses_a_baseline_tree_without_the_workload_file(tmp_path):
+    (tmp_path / "base").mkdir()
+    result = CliRunner().invoke(main, ["ab", "--baseline-tree", str(tmp_path / "base"), "tests/data/double.yaml",
+                                       "--out-dir", str(tmp_path / "out")])
+    assert result.exit_code == 2 and "exists in --baseline-tree" in result.output, result.output
+    assert not any((tmp_path / "out").rglob("*.json"))  # nothing measured, nothing saved
