@@ -169,6 +169,10 @@ class Saver:
 
     A write that fails (disk full, folder removed) does not stop the run: what was written stays,
     the error is kept and reported at the end, and the exit code says so.
+
+    ``-o FILE --force`` over an existing file keeps that file as it was until the final save: the
+    run in progress is saved beside it (``FILE.partial.json``, removed by the final save), so a run
+    interrupted or killed part way never leaves a complete earlier result replaced by a partial one.
     """
 
     def __init__(self, output: Path | None, results_dir: Path, name: str | None, *, force: bool) -> None:
@@ -178,6 +182,9 @@ class Saver:
         self.error: str | None = None
         self._header: RunResult | None = None  # the record (no cases, no harness) the files hold now
         self._sent: dict[str, Any] = {}  # case id -> the CaseResult last appended to the journals
+        # -o over an existing file (--force): the run in progress goes beside it, the file is replaced at the end
+        self._partial = output.with_name(output.name + ".partial.json") if output is not None and force \
+            and output.exists() else None
         if output is not None:
             store.check_writable(output, is_file=True, force=force)
         if output is None or name is not None:
@@ -192,9 +199,15 @@ class Saver:
             partial = replace(partial, complete=False)
         try:
             if final:
+                beside, self._partial = self._partial, None  # the final record goes to -o itself
+                if beside is not None:
+                    self.path = None
                 self._write(partial, derived(partial))
                 for path in self.paths:
                     store.drop_journal(path)
+                if beside is not None:  # only once the final record is written
+                    store.drop_journal(beside)
+                    beside.unlink(missing_ok=True)
                 return
             header = replace(partial, cases=(), harness={})
             if header != self._header:
@@ -215,7 +228,8 @@ class Saver:
         if self._output is None:
             self.path = self._again(run, self.path, self._name, extra)
             return
-        self.path = store.save(run, self._output, force=self._force or self.path is not None, extra=extra)
+        target = self._partial or self._output
+        self.path = store.save(run, target, force=self._force or self.path is not None, extra=extra)
         if self._name is not None:
             self.named = self._again(run, self.named, self._name, extra)
 

@@ -68,7 +68,8 @@ def test_a_journal_left_by_another_run_under_the_same_name_is_not_replayed(tmp_p
     old = Saver(out, tmp_path, None, force=False)
     old.save(replace(make_run({}), cases=tuple(_cases(2)), created="2025-01-01T00:00:00Z"))
     stale = store.journal_path(out).read_text()
-    new = Saver(out, tmp_path, None, force=True)  # -o run.json --force: a new run takes the name
+    out.unlink()  # the record removed, its journal left behind
+    new = Saver(out, tmp_path, None, force=False)  # the name claimed again by a run that finds no file there
     fresh = replace(make_run({}), created="2025-02-02T00:00:00Z")
     new.save(replace(fresh, cases=tuple(_cases(1, t=5e-3))))
     assert store.journal_path(out).read_text() != stale  # dropped at the new run's first save
@@ -76,6 +77,27 @@ def test_a_journal_left_by_another_run_under_the_same_name_is_not_replayed(tmp_p
     assert case.impls[0].timing.median == pytest.approx(5e-3)
     store.journal_path(out).write_text(stale + store.journal_path(out).read_text())  # and if it were there
     assert [c.case_id for c in store.load(out).cases] == ["c[n=0]"]
+
+
+def test_o_force_over_a_saved_run_keeps_it_until_the_new_run_is_complete(tmp_path):
+    """-o run.json --force: the run in progress is saved beside the file (run.json.partial.json), so a
+    run killed part way leaves the earlier complete result as it was; the final save replaces it and
+    removes what was beside it."""
+    out = tmp_path / "run.json"
+    earlier = replace(make_run({}), cases=tuple(_cases(2)), created="2025-01-01T00:00:00Z")
+    Saver(out, tmp_path, None, force=False).save(earlier, final=True)
+    before = out.read_bytes()
+    beside = tmp_path / "run.json.partial.json"
+    store.journal_path(beside).write_text("{left by a run killed earlier\n")  # never replayed
+    new = Saver(out, tmp_path, None, force=True)
+    fresh = replace(make_run({}), created="2025-02-02T00:00:00Z")
+    new.save(replace(fresh, cases=tuple(_cases(1, t=5e-3))))
+    assert out.read_bytes() == before and new.paths == [beside]  # killed here: the earlier run is intact
+    assert store.load(beside).complete is False and len(store.load(beside).cases) == 1
+    new.save(replace(fresh, cases=tuple(_cases(3, t=5e-3))), final=True)
+    back = store.load(out)
+    assert back.complete is True and len(back.cases) == 3 and back.created == "2025-02-02T00:00:00Z"
+    assert new.paths == [out] and not beside.exists() and not store.journal_path(beside).exists()
 
 
 def test_a_complete_run_ignores_a_journal_beside_it(tmp_path):
