@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from solbench.results.model import Cost
-from solbench.workload.cases import Case
-from solbench.workload.expr import evaluate
+from solbench.workload.cases import Case, CaseError
+from solbench.workload.expr import ExprError, evaluate
 from solbench.workload.schema import DTYPE_BYTES
 
 Number = int | float
@@ -81,14 +81,25 @@ def case_cost(case: Case, ops: Iterable[Mapping[str, Any]], *,
     overridden = []
     tensor_flops = total.tensor_flops
     if flops is not None:
-        tensor_flops = float(evaluate(flops, scope))
+        tensor_flops = _override("flops", flops, scope)
         overridden.append("flops")
         conv = 0.0  # which part of an expression's FLOPs are convolutions is not known
     if bytes_ is not None:
-        fused = float(evaluate(bytes_, scope))
+        fused = _override("bytes", bytes_, scope)
         overridden.append("bytes")
     return Cost(case.dtype, tensor_flops, total.vector_flops, fused, total.bytes, tuple(overridden),
                 total.collective_bytes, total.bus_bytes, conv_flops=conv)
+
+
+def _override(key: str, expr: str | Number, scope: Mapping[str, Number]) -> float:
+    """A ``flops:`` or ``bytes:`` override at a case; CaseError (naming the field) where it fails or is negative."""
+    try:
+        value = float(evaluate(expr, scope))
+    except ExprError as exc:
+        raise CaseError([key], str(exc)) from None
+    if value < 0:
+        raise CaseError([key], f"{key} = {value:g} is less than 0")
+    return value
 
 
 def op_cost(op: Mapping[str, Any], scope: Mapping[str, Number], case_dtype: str) -> OpCost:

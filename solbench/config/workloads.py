@@ -43,14 +43,16 @@ def validate_references(path: str | Path, specs: Sequence[WorkloadSpec],
     """Check every reference of a loaded workload file without running user code.
 
     ``specs`` is what :func:`load_workload_file` returned for ``path`` (all of them, in file
-    order, so that errors name the right line). The reference of each workload is always checked;
-    each implementation's ``fn`` and ``setup`` when ``include(workload_name, impl_name)`` is true
-    (default: all). File references are relative to the workload file's folder, then to the
-    current directory, as at run time. Raises a ConfigError ``file:line: field: message``.
+    order, so that errors name the right line). The reference and input generator of each workload
+    are always checked; each implementation's ``fn`` and ``setup`` when ``include(workload_name,
+    impl_name)`` is true (default: all). File references are relative to the workload file's folder,
+    then to the current directory, as at run time. Raises a ConfigError ``file:line: field: message``.
     """
     path = Path(path)
     for i, spec in enumerate(specs):
         refs: list[tuple[list[str | int], str]] = [(["reference"], spec.reference)]
+        if spec.input_generator is not None:
+            refs.append((["input_generator", "fn"], spec.input_generator.fn))
         for name, impl in spec.implementations.items():
             if include is None or include(spec.name, name):
                 refs.append((["implementations", name, "fn"], impl.fn))

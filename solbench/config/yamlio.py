@@ -90,7 +90,8 @@ class YamlDocument:
         loc = [p for p in error["loc"] if not _is_validator_tag(p)]
         ctx = error.get("ctx") or {}
         if error["type"] in ("unknown_field", "bad_field") and "field" in ctx:
-            loc.append(ctx["field"])  # raised by the model holding the field: name the field itself
+            field = ctx["field"]  # raised by the model holding the field: name the field itself (or its path)
+            loc += list(field) if isinstance(field, tuple) else [field]
         return self.error(loc, message or validation_message(error))
 
     def error(self, loc: Sequence[str | int], message: str) -> ConfigError:

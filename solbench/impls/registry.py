@@ -104,7 +104,8 @@ def check_reference(ref: str, base_dir: Path | None = None) -> None:
             raise ResolveError(f"{ref!r} is not callable")
         return
     if target in sys.modules:  # already imported (by solbench or an earlier check): nothing runs
-        _attribute(sys.modules[target], target, attr)
+        if not callable(_attribute(sys.modules[target], target, attr)):
+            raise ResolveError(f"{ref!r} is not callable")
         return
     spec = _find_module(target)
     origin = spec.origin

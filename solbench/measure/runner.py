@@ -155,8 +155,9 @@ def _accepts(fn: Callable[..., Any], name: str) -> bool:
 
 def tolerance_for(spec: WorkloadSpec, impl: Implementation, dtype: str,
                   params: Mapping[str, Any] | None = None) -> tensors.Bounds:
-    """The implementation's own tolerance, else the first matching per-case one, else the dtype's,
-    else the default for the dtype."""
+    """The implementation's own tolerance, else the first matching per-case one (``params``: the
+    case's scope, its parameters, derived values and dtype), else the dtype's, else the default for
+    the dtype."""
     case_tol = next((t for t in spec.case_tolerances
                      if params is not None and all(params.get(k) == v for k, v in t.where.items())), None)
     tol = impl.tolerance or case_tol or spec.tolerances.get(dtype)  # type: ignore[call-overload]

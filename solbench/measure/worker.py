@@ -666,7 +666,7 @@ class _Checker:
         self.kwargs = kwargs
         self.names = [t.name for t in task.case.outputs]
         self.tol = tolerance_for(task.spec, task.spec.implementations[task.impl], task.case.dtype,
-                                 task.case.params)
+                                 task.case.scope)
         self.input_guards = [guards.InputGuard(s) for s in inputs.sets]
         self.kept: list[torch.Tensor] = []  # outputs of the correctness calls, kept alive
         # input set -> the values its first checked call returned (passed), and that check's result: a

@@ -84,6 +84,10 @@ def plan(files: Sequence[str | Path], device_kind: str, only: Sequence[str] = ()
     it names; ``cases`` (``--case``) keeps the cases that match one of its patterns
     (:func:`~solbench.workload.cases.case_matches`); each must apply somewhere.
     """
+    for name, values in (overrides or {}).items():
+        twice = next((v for j, v in enumerate(values) if v in values[:j]), None)
+        if twice is not None:
+            raise ConfigError(f"--set {name}={','.join(map(str, values))}: {twice} is given twice (each case once)")
     planned: list[Planned] = []
     every_id: list[str] = []
     known: set[str] = set()
@@ -243,15 +247,16 @@ def located(path: Path, loc: Sequence[str | int], message: str) -> ConfigError:
 
 
 def cost_of(p: Planned, case: Case) -> Any:
-    """The cost of a case: traced (at plan time) or analytic; a bad op field is a ConfigError naming
-    the file and line."""
+    """The cost of a case: traced (at plan time) or analytic; a bad op field (or a negative ``flops:``
+    or ``bytes:``) is a ConfigError naming the file and line."""
     if case.id in p.costs:
         return p.costs[case.id]
     try:
         return case_cost(case, [op.model_dump(exclude_none=True) for op in p.spec.ops],
                          flops=p.spec.flops, bytes_=p.spec.bytes)
-    except ValueError as exc:
-        raise located(p.path, ["workloads", p.index, "ops"], str(exc)) from None
+    except ValueError as exc:  # an op's field, or (CaseError) the flops: or bytes: override
+        loc = exc.loc if isinstance(exc, CaseError) else ["ops"]
+        raise located(p.path, ["workloads", p.index, *loc], str(exc)) from None
 
 
 def impl_cost(p: Planned, case: Case, impl: str, cost: Cost | None = None) -> Cost:

@@ -193,6 +193,8 @@ def _tensor(name: str, t: TensorSpec, scope: dict, dtype: str, group: str) -> Te
         mean = float(evaluate(t.mean, numeric))
     except ExprError as exc:
         raise CaseError([group, name], str(exc)) from None
+    if std < 0:
+        raise CaseError([group, name, "std"], f"std = {std:g} is negative")
     if any(d <= 0 for d in shape):
         raise CaseError([group, name, "shape"], f"shape {shape} has a dimension <= 0")
     if math.prod(shape) > MAX_ELEMENTS:

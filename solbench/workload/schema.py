@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import keyword
 import math
+from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
@@ -162,6 +163,13 @@ class TensorSpec(_Model):
     mean: Expr = Field(0.0, description="Mean of the random initial values.")
     positive: bool = Field(False, description="Draw |values| + mean (e.g. variances).")
 
+    @field_validator("std")
+    @classmethod
+    def _std_not_negative(cls, value: Any) -> Any:
+        if isinstance(value, int | float) and value < 0:
+            raise ValueError("a standard deviation cannot be negative")
+        return value
+
 
 class Op(_Model):
     """One operation, for the analytic cost model. Each kind takes its own fields
@@ -228,9 +236,11 @@ class Tolerance(_Model):
     With ``matched_ratio`` (SOL-ExecBench's ``required_matched_ratio``), an output passes when at
     least that fraction of its elements is within the elementwise bound; ``error_cap`` then bounds
     the largest absolute error of any element. ``allow_negative_inf``: -inf where the reference has
-    -inf is right (excluded from the errors); any other NaN/Inf fails.
+    -inf is right (excluded from the errors); any other NaN/Inf fails. Every bound is finite (an
+    infinite one would pass anything).
     """
 
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
     rtol: float = Field(gt=0)
     atol: float = Field(ge=0)
     rel_l2: float | None = Field(None, gt=0)
@@ -449,6 +459,7 @@ class WorkloadSpec(_Model):
         clash = set(self.inputs) & set(self.outputs)
         if clash:
             raise ValueError(f"names used for both inputs and outputs: {sorted(clash)}")
+        _check_parameters(self)
         params = set(self.parameters) | set(self.constants) | set(self.derived)
         for case in self.cases or []:
             params |= set(case)
@@ -467,6 +478,62 @@ class WorkloadSpec(_Model):
 FLOOR = "floor"  # the name of the implementation ``floor: true`` adds
 BUILTIN_FLOOR = ("the case's bytes in one plain kernel (a reduction or a broadcast copy of random fp32), same timer; "
                  "never checked or scored: each implementation's T_floor / T")
+
+
+def _refused(loc: Sequence[str | int], message: str) -> PydanticCustomError:
+    """An error at ``loc`` below the workload (the loader names that field and its line)."""
+    return PydanticCustomError("bad_field", "{message}", {"field": tuple(loc), "message": message})
+
+
+def _check_parameters(spec: WorkloadSpec) -> None:
+    """Each name is one of parameter, constant or derived; no value, dtype or case twice; a case, a
+    profile or a ``where`` names only the workload's own parameters."""
+    for name in spec.constants:
+        if name in spec.parameters:
+            raise _refused(["constants", name], f"{name!r} is also a parameter; give it in one place")
+    for name in spec.derived:
+        if name in spec.parameters or name in spec.constants:
+            kind = "parameter" if name in spec.parameters else "constant"
+            raise _refused(["derived", name], f"{name!r} is also a {kind}; a derived value needs a name of its own")
+    declared = set(spec.parameters) | set(spec.constants) if spec.parameters else None
+    _check_sweep([], spec.parameters, spec.cases or [], spec.dtypes, declared, spec.derived)
+    known = set(spec.parameters) | set(spec.constants) | {k for c in spec.cases or [] for k in c}
+    for kind, profile in spec.profiles.items():
+        for name in profile.parameters or {}:
+            if name not in known:
+                raise _refused(["profiles", kind, "parameters", name], f"unknown parameter {name!r} (a profile "
+                               f"overrides the workload's own: {', '.join(sorted(known)) or 'none'})")
+        _check_sweep(["profiles", kind], profile.parameters or {}, profile.cases or [], profile.dtypes or [], known,
+                     spec.derived)
+    names = known | set(spec.derived) | {"dtype"}
+    for j, tol in enumerate(spec.case_tolerances):
+        for name in tol.where:
+            if name not in names:
+                raise _refused(["case_tolerances", j, "where", name],
+                               f"unknown name {name!r} (known: {', '.join(sorted(names))})")
+
+
+def _check_sweep(at: list[str | int], parameters: Mapping[str, Sequence[Any]], cases: Sequence[Mapping[str, Any]],
+                 dtypes: Sequence[str], known: set[str] | None, derived: Mapping[str, Any]) -> None:
+    """No value of a parameter, dtype or case twice; every case of one key set, none of its names
+    derived nor (``known`` given) unknown."""
+    for name, values in parameters.items():
+        for j, value in enumerate(values):
+            if value in values[:j]:
+                raise _refused([*at, "parameters", name, j], f"{value!r} is given twice (each case once)")
+    for j, dtype in enumerate(dtypes):
+        if dtype in dtypes[:j]:
+            raise _refused([*at, "dtypes", j], f"{dtype!r} is given twice (each case once)")
+    for j, case in enumerate(cases):
+        bad = next((k for k in case if k in derived or (known is not None and k not in known)), None)
+        if bad is not None:
+            why = "is derived" if bad in derived else f"is not a parameter (known: {', '.join(sorted(known or ()))})"
+            raise _refused([*at, "cases", j, bad], f"{bad!r} {why}")
+        if set(case) != set(cases[0]):
+            raise _refused([*at, "cases", j], f"gives {', '.join(case)} where case 0 gives {', '.join(cases[0])} "
+                           "(every case gives the same parameters)")
+        if case in cases[:j]:
+            raise _refused([*at, "cases", j], f"the same as case {list(cases).index(case)} (each case once)")
 
 
 def _check_ranks(spec: WorkloadSpec) -> None:
