@@ -322,18 +322,22 @@ def pair_impls(run: RunResult, impl_a: str, impl_b: str) -> Pairing:
 
 
 def estimate(a: ImplResult, b: ImplResult, *, confidence: float = 0.95, seed: int = 0,
-             n_boot: int = 2000, paired: bool = False) -> Estimate:
+             n_boot: int = 2000, paired: bool = False, key: str = "", sides: tuple[str, str] = ("a", "b")) -> Estimate:
     """Medians of both sides, ``ratio = median_b / median_a`` and its bootstrap CI.
 
     Below MIN_SAMPLES samples on either side the ratio of the medians is still
     reported, but ``ci_low``/``ci_high`` are None (nothing may be concluded).
     A side measured in several rounds makes it an estimate over rounds (module docstring);
     ``paired``: a and b were measured in the same rounds (same labels), pair them by round.
-    Raises ResultsFormatError on a zero, negative or non-finite time.
+    Raises ResultsFormatError on a zero, negative or non-finite time, naming ``key`` (the pair's) and
+    which of ``sides`` (the two sides' labels) holds it.
     """
     sa, sb = np.asarray(samples(a), dtype=float), np.asarray(samples(b), dtype=float)
-    if min(sa.min(), sb.min()) <= 0.0 or not (np.all(np.isfinite(sa)) and np.all(np.isfinite(sb))):
-        raise ResultsFormatError(f"implementation {a.name!r}/{b.name!r}: times must be positive and finite")
+    for side, s in zip(sides, (sa, sb), strict=True):
+        bad = s[~(np.isfinite(s) & (s > 0.0))]
+        if bad.size:
+            raise ResultsFormatError(f"{key or f'{a.name}/{b.name}'} ({side}): times must be positive and finite, "
+                                     f"got {float(bad[0])!r}")
     ga, gb = _groups(a), _groups(b)
     if min(sa.size, sb.size) >= MIN_SAMPLES and _identical(ga, gb):  # one measurement on both sides
         med = float(np.median([np.median(g) for g in ga]))
@@ -474,8 +478,8 @@ def _compare(pairing: Pairing, *, same_impl: bool, label_a: str, label_b: str, t
         raise ConfigError(f"alpha and confidence must lie in (0, 1), got {alpha}, {confidence}")
     pairing, mixed = split_launched(pairing)
     apart = {p.key: launched_apart(p, label_a, label_b) for p in mixed}
-    ests = moderate([estimate(p.a, p.b, confidence=confidence, seed=seed, n_boot=n_boot, paired=paired)
-                     for p in pairing.pairs], confidence)
+    ests = moderate([estimate(p.a, p.b, confidence=confidence, seed=seed, n_boot=n_boot, paired=paired,
+                              key=p.key, sides=(label_a, label_b)) for p in pairing.pairs], confidence)
     ests = with_run_offsets(ests, run_var, confidence)
     pvals: list[float | None] = [_two_sided(p, e) for p, e in zip(pairing.pairs, ests, strict=True)]
     tested = [p for p in pvals if p is not None]

@@ -624,8 +624,8 @@ def gate(base: Side, cur: Side, *, threshold: float | None = None, alpha: float 
     if looks < 1:
         raise ConfigError(f"looks must be >= 1, got {looks}")
     alpha_k, confidence_k = look_levels(alpha, confidence, looks)
-    ests = moderate([estimate(p.a, p.b, confidence=confidence_k, seed=seed, n_boot=n_boot)
-                     for p in pairing.pairs], confidence_k)
+    ests = moderate([estimate(p.a, p.b, confidence=confidence_k, seed=seed, n_boot=n_boot, key=p.key,
+                              sides=("baseline", "current")) for p in pairing.pairs], confidence_k)
     ests = with_run_offsets(ests, run_var, confidence_k)
     tests = _rank_tests(pairing.pairs, ests)
     verdicts = [_decide(pair, est, t, *tau_of(pair.workload), alpha_k, confidence_k)

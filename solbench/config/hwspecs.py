@@ -51,8 +51,10 @@ def _has_fp32(peaks: dict[str, float]) -> dict[str, float]:
     return peaks
 
 
-_Positive = Annotated[float, Field(gt=0)]
-_PositiveInt = Annotated[int, Field(gt=0)]
+# Every amount (TB/s, TFLOP/s, GB, MiB, W, GB/s) at least 1e-3 and at most 1e9 of its file unit, and
+# finite: a smaller one divides by about zero later, a larger one overflows once in SI units.
+_Positive = Annotated[float, Field(ge=1e-3, le=1e9, allow_inf_nan=False)]
+_PositiveInt = Annotated[int, Field(gt=0, le=10**9)]
 _Regex = Annotated[str, AfterValidator(_regex)]
 _HexId = Annotated[str, Field(pattern=r"^0x[0-9a-fA-F]{4}$")]
 _Id = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9-]*$")]

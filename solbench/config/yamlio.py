@@ -14,6 +14,7 @@ keys and indices back to its line for later errors.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -216,7 +217,18 @@ def validation_message(error: Mapping[str, Any]) -> str:
     value = error.get("input")
     if error["type"] in ("unknown_field", "bad_field") or isinstance(value, dict | list):
         return msg
-    return f"{msg} (got {short(value)})"
+    hint = _exponent_hint(value) if str(error["type"]).startswith("float") else ""
+    return f"{msg} (got {short(value)}{hint})"
+
+
+def _exponent_hint(value: Any) -> str:
+    """How to write a number YAML 1.1 read as text, such as 1e300 or 1.0e300 (its floats need a dot and a
+    signed exponent): "; YAML reads it as text: write 1.0e+300"; "" for any other value."""
+    m = re.fullmatch(r"([-+]?)(\d*)\.?(\d*)[eE]([-+]?)(\d+)", value.strip()) if isinstance(value, str) else None
+    if m is None or not (m[2] or m[3]):
+        return ""
+    sign, whole, frac, exp_sign, exp = m.groups()
+    return f"; YAML reads it as text: write {sign}{whole or 0}.{frac or 0}e{exp_sign or '+'}{exp}"
 
 
 def short(value: Any, limit: int = 60) -> str:

@@ -3,8 +3,10 @@
 Files carry ``schema_version``. A newer file is refused; an older one is migrated step by step
 (one ``_migrate_N_to_M`` per step: 1 -> 2 marks every case's cost ``analytic``, the only kind
 version 1 knew). Reading checks
-every field against the record definitions (:mod:`solbench.results.codec`); a file that is not
-UTF-8, not JSON, nested too deeply, too large or of the wrong shape is one ResultsFormatError line.
+every field against the record definitions (:mod:`solbench.results.codec`), then the numbers no
+statistic can use (a time outside [1e-12 s, 1e6 s], a peak not positive, ...: :func:`_check_numbers`);
+a file that is not UTF-8, not JSON, nested too deeply, too large, of the wrong shape or holding such
+a number is one ResultsFormatError line naming the field's path (``cases[0].impls[1].timing.median``).
 
 Writing is finite JSON (no bare NaN/Infinity) and atomic: a temporary file in the same folder,
 fsync, then a rename. A new file is claimed exclusively (a hard link, which fails if the name
@@ -20,13 +22,14 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import json
+import math
 import os
 import re
 import secrets
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from solbench.errors import ResultsFormatError, ResultsWriteError
 from solbench.results.codec import DecodeError, decode, encode
@@ -297,9 +300,48 @@ def from_dict(data: Any, origin: str = "<result>") -> RunResult:
     """Rebuild a RunResult from its dict, migrating older schema versions and checking every field."""
     data = _migrated(data, origin, "result")
     try:
-        return decode(RunResult, data)  # type: ignore[no-any-return]
+        run: RunResult = decode(RunResult, data)
     except DecodeError as exc:
         raise ResultsFormatError(f"{origin}: malformed result: {_one_line(exc)}") from None
+    _check_numbers(run, origin)
+    return run
+
+
+MIN_TIME, MAX_TIME = 1e-12, 1e6  # seconds: a recorded time outside these is a damaged file, not a measurement
+
+
+def _check_numbers(run: RunResult, origin: str) -> None:
+    """Refuse numbers that decode but that no statistic or report can use: a time (sample, median, CI
+    bound) outside [MIN_TIME, MAX_TIME] or not finite, an "ok" implementation of a measured run (not a
+    dry run) without a timing, a peak that is not positive and finite, negative rounds, a recorded gate
+    threshold outside (0, 1]."""
+    def refuse(path: str, problem: str) -> NoReturn:
+        raise ResultsFormatError(_one_line(f"{origin}: {path}: {problem}"))
+
+    if run.protocol.rounds < 0:
+        refuse("protocol.rounds", f"must be at least 0, got {run.protocol.rounds}")
+    for workload, tau in run.gate_thresholds.items():
+        if not 0.0 < tau <= 1.0:
+            refuse(f"gate_thresholds.{workload}", f"must be a fraction above 0 and at most 1 (100%), got {tau!r}")
+    measured = run.protocol.timer != "none"  # a dry run's cases have no timings
+    for c, case in enumerate(run.cases):
+        for name in ("tensor_flops", "vector_flops", "bandwidth", "link_bandwidth"):
+            peak = getattr(case.peaks, name)
+            if peak is not None and not 0.0 < peak < math.inf:
+                refuse(f"cases[{c}].peaks.{name}", f"must be a positive finite number, got {peak!r}")
+        for i, impl in enumerate(case.impls):
+            where, t = f"cases[{c}].impls[{i}].timing", impl.timing
+            if impl.status != "ok":  # kept as measured (an INVALID one may be 0); no statistic reads it
+                continue
+            if t is None:
+                if measured:
+                    refuse(where, f"is null, but implementation {impl.name!r} is ok in a measured run")
+                continue
+            times = [("median", t.median), ("ci_low", t.ci_low), ("ci_high", t.ci_high),
+                     *((f"samples[{k}]", s) for k, s in enumerate(t.samples))]
+            for key, value in times:
+                if not MIN_TIME <= value <= MAX_TIME:  # NaN fails every comparison
+                    refuse(f"{where}.{key}", f"{value!r} s is not a time within [{MIN_TIME:g} s, {MAX_TIME:g} s]")
 
 
 def _migrated(data: Any, origin: str, what: str) -> dict[str, Any]:
@@ -425,7 +467,7 @@ def load_spread(results_dir: Path, spec_id: str) -> RunSpread | None:
     return spread
 
 
-def _one_line(exc: Exception, limit: int = 400) -> str:
+def _one_line(exc: Exception | str, limit: int = 400) -> str:
     text = " ".join(str(exc).split())
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
