@@ -14,11 +14,11 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from solbench._api_names import WHERE as _API_WHERE
+from solbench._api_names import PUBLIC as _API_NAMES
 from solbench._version import __version__ as __version__
 
-# Every entry point of solbench.api (its _WHERE table, the same names), plus the errors and the
-# records' parts. One exception: ``solbench.plan`` is the subpackage; the function is solbench.api.plan.
+# The entry points of solbench.api that docs/api.md lists (_api_names.PUBLIC), plus the errors and
+# the records' parts. ``solbench.plan`` is the subpackage; the function is solbench.api.plan.
 _EXPORTS = {
     "ConfigError": "solbench.errors",
     "DeviceError": "solbench.errors",
@@ -32,7 +32,6 @@ _EXPORTS = {
 }
 _API = "solbench.api"
 
-_API_NAMES = frozenset(_API_WHERE) - {"plan"}
 
 __all__ = sorted([*_EXPORTS, *_API_NAMES, "__version__"])
 

@@ -43,3 +43,12 @@ WHERE = {  # name -> the module it lives in (docs/api.md's table; tests/unit/tes
     "with_end_clocks": "solbench.plan.device",
     "with_peaks": "solbench.plan.device",
 }
+
+# What ``solbench`` itself re-exports of them: the entry points docs/api.md lists ("Where the
+# functions live"), not the plumbing the CLI uses. ``plan`` is left out: ``solbench.plan`` is the package.
+PUBLIC = frozenset({
+    "run", "gate_live", "ab", "RunOptions", "dry_run", "cost_of", "hardware_spec", "load_run", "calibrate",
+    "device_summary", "tune", "TuneOptions", "bench", "BenchResult", "profile", "ProfileRequest", "compare_runs",
+    "compare_impls", "suite_summary", "gate", "parse_threshold", "RunResult", "CaseResult", "ImplResult", "load",
+    "save",
+})

@@ -92,6 +92,9 @@ def test_every_name_in_the_api_table_is_exported_where_the_table_says():
     table = text[text.index("## Where the functions live"):text.index("## Running workloads")]
     rows = re.findall(r"^\| (`.+?`) \| `(solbench[\w.]*)` \|", table, re.M)
     assert len(rows) >= 12
+    from solbench._api_names import PUBLIC
+
+    assert {n for names, _ in rows for n in re.findall(r"`(\w+)`", names)} - {"plan"} == PUBLIC
     for names, module in rows:
         for name in re.findall(r"`(\w+)`", names):
             where = importlib.import_module(module)
