@@ -40,7 +40,7 @@ def test_overrides_and_selection_in_the_plan() -> None:
                                                 "o_proj[tokens=32,hidden=512,float32]"]
     picked = plan(["workloads/attn.yaml"], "cpu", cases=["tokens=256"])
     assert {c.id for p in picked for c in p.cases} == {"o_proj[tokens=256,hidden=512,float32]",
-                                                       "qkv_proj[tokens=256,hidden=512,kv_hidden=1024,float32]"}
+                                                       "qkv_proj[tokens=256,hidden=512,kv_hidden=128,float32]"}
     with pytest.raises(ConfigError, match="no selected workload has a parameter tokenz"):
         plan(["workloads/attn.yaml"], "cpu", overrides={"tokenz": (8,)})
     with pytest.raises(ConfigError, match="no case matches 'tokens=3'"):
