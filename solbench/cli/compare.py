@@ -18,6 +18,7 @@ from pathlib import Path
 import click
 from rich.console import Console
 
+from solbench import exitcodes
 from solbench.analysis.compare import Comparison, compare_impls, compare_runs
 from solbench.analysis.gate import GateResult, gate, parse_threshold, unconfirmed
 from solbench.cli.common import not_over_a_run, read_run, refuse_markdown_path, run_sd_of, run_sd_option
@@ -194,9 +195,12 @@ def _find(name: str, rdir: Path) -> Path | None:
               help="Print the verdicts as Markdown on stdout instead of the table.")
 @click.option("--markdown-file", type=click.Path(dir_okay=False), help="Also write the Markdown to FILE.")
 @click.option("--json", "as_json", is_flag=True, help="Print the verdicts as JSON.")
+@click.option("--require-all", is_flag=True,
+              help="Fail (exit 1) when a case of the baseline is MISSING now (absent from the current run, or "
+                   "skipped there); by default MISSING is listed, never a failure.")
 def gate_cmd(baseline: tuple[str, ...], current: tuple[str, ...], threshold: str | None, impl: str | None,
              alpha: float, allow_cross_hardware: bool, run_sd: str | None, results_dir: str, junit: str | None,
-             as_markdown: bool, markdown_file: str | None, as_json: bool) -> None:
+             as_markdown: bool, markdown_file: str | None, as_json: bool, require_all: bool) -> None:
     """Fail (exit 1) when CURRENT is slower than BASELINE beyond the threshold, or broken.
 
     Each side may be several runs of the same code (--baseline a.json b.json --current c.json
@@ -239,8 +243,14 @@ def gate_cmd(baseline: tuple[str, ...], current: tuple[str, ...], threshold: str
 
             Path(junit).write_text(refused_junit(str(exc)), encoding="utf-8")
         raise
-    emit_gate(result, junit=junit, markdown_file=markdown_file, as_json=as_json, as_markdown=as_markdown)
-    sys.exit(result.exit_code)
+    missing = [v.key for v in result.verdicts if v.verdict == "MISSING"] if require_all else []
+    code = exitcodes.worst(result.exit_code, exitcodes.REGRESSION) if missing else result.exit_code
+    emit_gate(result, junit=junit, markdown_file=markdown_file, as_json=as_json, as_markdown=as_markdown,
+              exit_code=code)
+    if missing:
+        click.echo(f"--require-all: {len(missing)} case(s) MISSING from the current run: " + ", ".join(missing[:5])
+                   + (f" and {len(missing) - 5} more" if len(missing) > 5 else ""), err=True)
+    sys.exit(code)
 
 
 @click.command(name="spread")

@@ -316,3 +316,18 @@ def test_a_misspelled_impl_is_refused_with_the_names_the_runs_hold(tmp_path):
         r = CliRunner().invoke(main, command)
         assert r.exit_code == 2, r.output
         assert "--impl kernal: no such implementation" in r.output and "baseline, kernel" in r.output
+
+
+def test_require_all_fails_a_gate_whose_current_run_lacks_a_case(tmp_path):
+    """By default a case absent from the current run is MISSING, listed and never a failure; with
+    --require-all it fails the gate (exit 1), and the JSON keeps the gate's own code beside it."""
+    rng = np.random.default_rng(7)
+    c1, c2 = noisy(rng, 30, 1e-3, 0.01), noisy(rng, 30, 2e-3, 0.01)
+    base = store.save(make_run({"c1": {"x": c1}, "c2": {"x": c2}}, rounds=3), tmp_path / "base.json")
+    cur = store.save(make_run({"c1": {"x": c1}}, rounds=3), tmp_path / "cur.json")
+    lenient = _gate("--baseline", str(base), "--current", str(cur), "--json")
+    assert lenient.exit_code == 0 and json.loads(lenient.stdout)["overall"] == "PASS", lenient.output
+    strict = _gate("--baseline", str(base), "--current", str(cur), "--json", "--require-all")
+    doc = json.loads(strict.stdout)
+    assert strict.exit_code == 1 and (doc["exit_code"], doc["gate_exit_code"]) == (1, 0)
+    assert "--require-all: 1 case(s) MISSING from the current run: c2/x" in strict.stderr
