@@ -36,7 +36,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 # Help of options several commands share, so that one option reads the same everywhere; a command
 # gives its own help where its meaning differs. Filled in by solbench.cli.main when a command loads.
 OPTION_HELP = {
-    "--results-dir": "Folder of saved runs: where runs are saved and saved names (--save NAME) are looked up.",
+    "--results-dir": "Folder of solbench's records: where runs are saved and saved names (--save NAME) are looked "
+                     "up, and where tuning logs, tuned.json, calibrations and spreads are kept.",
     "--min-samples": "Take at least this many timed samples per implementation and case.",
     "--max-samples": "Stop after this many timed samples, converged or not.",
     "--input-sets": "Independently drawn input sets the timed calls rotate through.",
@@ -68,15 +69,33 @@ def refuse_markdown_path(args: list[str], *, any_word: bool) -> None:
                                    f"--markdown-file {word}")
 
 
-def not_over_a_run(path: str | None, what: str) -> None:
-    """ConfigError (exit 2) where ``path`` holds a saved run: a report, JUnit or Markdown file written
-    there would destroy it (``report --csv run.json`` reads the latest run and writes over run.json).
-    Checked before any work; any other existing file is replaced, as a report's output is."""
-    if path and path != "-" and Path(path).is_file() and store.is_run_file(Path(path)):
-        from solbench.errors import ConfigError
+def not_over_a_run(path: str | None, what: str, *, runs_only: bool = False) -> None:
+    """ConfigError (exit 2) where ``path`` holds what a user keeps: a saved run, tuned configurations,
+    a workload or source file. A report, JUnit or Markdown file written there would destroy it
+    (``report --csv run.json`` reads the latest run and wrote over run.json). Checked before any work;
+    any other existing file is replaced, as a report's output is. ``runs_only``: only a saved run
+    (``tune --tuned-file`` merges into the tuned file it names)."""
+    if not path or path == "-" or not Path(path).is_file():
+        return
+    from solbench.errors import ConfigError
 
+    target = Path(path)
+    if store.is_run_file(target):
         raise ConfigError(f"{path}: holds a saved run; not writing {what} over it (name another file; "
                           "to report on this run, give it as an argument)")
+    if not runs_only and target.suffix in (".yaml", ".yml", ".py", ".cu", ".json") and _kept(target):
+        raise ConfigError(f"{path}: holds {_kept(target)}; not writing {what} over it (name another file)")
+
+
+def _kept(path: Path) -> str | None:
+    """What a file holds that a user keeps (tuned configurations, a workload or source file), or None."""
+    if path.suffix in (".yaml", ".yml", ".py", ".cu"):
+        return "a workload or source file"
+    try:
+        head = path.read_text(encoding="utf-8", errors="replace")[:4096]
+    except OSError:
+        return None
+    return "tuned configurations" if '"solbench-tuned/' in head else None
 
 
 def console(quiet: bool = False) -> Console:
@@ -185,6 +204,11 @@ class Saver:
         # -o over an existing file (--force): the run in progress goes beside it, the file is replaced at the end
         self._partial = output.with_name(output.name + ".partial.json") if output is not None and force \
             and output.exists() else None
+        if self._partial is not None and (self._partial.exists() or self._partial.is_symlink()):
+            from solbench.errors import ConfigError
+
+            raise ConfigError(f"{self._partial} exists (an earlier run interrupted part way, saved beside "
+                              f"{output}): move or remove it first")
         if output is not None:
             store.check_writable(output, is_file=True, force=force)
         if output is None or name is not None:

@@ -221,7 +221,7 @@ def gate_cmd(baseline: tuple[str, ...], current: tuple[str, ...], threshold: str
     for path, what in ((junit, "JUnit XML"), (markdown_file, "Markdown")):
         if path:
             not_over_a_run(path, what)
-            _check_writable(path)
+            check_writable(path)
     rdir = Path(results_dir)
     tau = None if threshold is None else parse_threshold(threshold).fraction
     base = [read_run(x, rdir, "baseline") for x in baseline]
@@ -279,14 +279,15 @@ def spread(runs: tuple[str, ...], save: bool, results_dir: str, as_json: bool) -
     loaded = [read_run(x, rdir, "run") for x in runs]
     if len(loaded) < 3:
         raise ConfigError(f"spread needs three runs of one tree at least, got {len(loaded)}")
-    seen: dict[tuple[tuple[float, ...], ...], str] = {}
-    for name, run in zip(runs, loaded, strict=True):
+    seen: dict[tuple[str, tuple[float, ...]], int] = {}
+    for k, (name, run) in enumerate(zip(runs, loaded, strict=True)):
         if not run.complete:
             raise ConfigError(f"{name}: the run is incomplete (complete: false); give complete runs")
-        samples = tuple(r.timing.samples for c in run.cases for r in c.impls if r.timing is not None)
-        if samples in seen:  # the same run twice would read as runs that agree exactly: an offset of 0
-            raise ConfigError(f"{name}: the same measurement as {seen[samples]}; give separate runs")
-        seen[samples] = name
+        for key, samples in ((f"{c.case_id}/{r.name}", r.timing.samples) for c in run.cases for r in c.impls
+                             if r.timing is not None and r.timing.samples):
+            other = seen.setdefault((key, samples), k)
+            if other != k:  # a point measured once, given twice, reads as runs that agree exactly
+                raise ConfigError(f"{name}: {key} holds the same samples as in {runs[other]}; give separate runs")
     check_one_tree(loaded, "spread", allow_cross_hardware=None)
     try:
         found = run_offsets(loaded)
@@ -319,7 +320,7 @@ def spread(runs: tuple[str, ...], save: bool, results_dir: str, as_json: bool) -
                    f"{found.sd:.2%} unless --run-sd is given")
 
 
-def _check_writable(path: str) -> None:
+def check_writable(path: str) -> None:
     """ConfigError (exit 2, one line) unless ``path`` can be written (checked before any work, by a
     scratch file beside it: the target is neither created nor touched)."""
     import tempfile
@@ -351,8 +352,11 @@ def emit_gate(result: GateResult, *, junit: str | None = None, markdown_file: st
         Path(markdown_file).write_text(md, encoding="utf-8")
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if summary:
-        with open(summary, "a", encoding="utf-8") as f:
-            f.write(md + "\n")
+        try:
+            with open(summary, "a", encoding="utf-8") as f:
+                f.write(md + "\n")
+        except OSError as exc:  # the verdict still stands and is printed; the summary is an extra
+            click.echo(f"warning: $GITHUB_STEP_SUMMARY {summary}: cannot write: {exc.strerror or exc}", err=True)
     if as_json:
         click.echo(json.dumps(gate_json(result, exit_code=code), indent=1))
     elif as_markdown:

@@ -45,7 +45,7 @@ def calibrate(seconds: float, results_dir: str, as_json: bool) -> None:
 
 
 @click.command()
-@click.argument("run_file", required=False, metavar="RUN")
+@click.argument("run_file", required=False, metavar="[RUN]")
 @click.option("--results-dir", type=click.Path(file_okay=False), default="results", show_default=True)
 @click.option("--markdown", "as_markdown", is_flag=True, help="Markdown tables (PR comments, docs).")
 @click.option("--harness", "harness", is_flag=True,
@@ -65,6 +65,9 @@ def show(run_file: str | None, results_dir: str, as_markdown: bool, harness: boo
     """
     from solbench.report.markdown import run_markdown
 
+    chosen = [flag for flag, on in (("--markdown", as_markdown), ("--harness", harness), ("--json", as_json)) if on]
+    if len(chosen) > 1:
+        raise click.UsageError(f"{' and '.join(chosen)}: each is a whole view of the run; give one")
     rdir = Path(results_dir)
     result = read_run(run_file, rdir)
     if harness:

@@ -169,7 +169,11 @@ def run(files: Sequence[str], solutions: Sequence[str], gpu: str | None, dry_run
     if threads > (os.cpu_count() or 1):
         raise click.UsageError(f"--threads {threads}: this machine has {os.cpu_count()} CPUs; more threads than "
                                "CPUs measure contention, not the implementation")
-    not_over_a_run(junit, "JUnit XML")
+    if junit:
+        from solbench.cli.compare import check_writable
+
+        not_over_a_run(junit, "JUnit XML")
+        check_writable(junit)
     if compile_cache:
         _writable_folder(compile_cache, "--compile-cache")
     overrides = parse_sets(sets)

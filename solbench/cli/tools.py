@@ -19,11 +19,12 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from solbench import exitcodes
 from solbench.analysis.suite_summary import DEFAULT_PS
 from solbench.errors import ConfigError, ResultsFormatError
 from solbench.report.units import format_bytes, format_flops, format_seconds
 from solbench.results import store
-from solbench.results.model import Calibration, RunResult
+from solbench.results.model import FAILED_STATUSES, Calibration, RunResult
 
 
 def _out(quiet: bool = False) -> Console:
@@ -47,16 +48,11 @@ def _calibration(path: str | None, runs: Sequence[RunResult], rdir: Path) -> Cal
             return store.load_calibration(rdir, env.spec_id, env.device_uuid)
         except ResultsFormatError:
             return None
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-        names = Calibration.__dataclass_fields__
-        return Calibration(**{k: v for k, v in data.items() if k in names})
-    except (OSError, json.JSONDecodeError, TypeError) as exc:
-        raise ResultsFormatError(f"{path}: not a solbench calibration: {exc}") from None
+    return store.read_calibration(Path(path))
 
 
 @click.command()
-@click.argument("runs", nargs=-1, metavar="RUN...")
+@click.argument("runs", nargs=-1, metavar="[RUN]...")
 @click.option("--html", "html_file", type=click.Path(dir_okay=False), help="Self-contained HTML report here.")
 @click.option("--csv", "csv_file", type=click.Path(dir_okay=False), help="CSV here ('-': stdout).")
 @click.option("--png", "png_file", type=click.Path(dir_okay=False), help="Roofline PNG here.")
@@ -196,7 +192,8 @@ def tune(files: Sequence[str], workloads: Sequence[str], impls: Sequence[str], m
     from solbench.tools import tune as tuning
 
     not_over_a_run(output, "the tuning log")
-    not_over_a_run(tuned_file, "tuned configurations")
+    not_over_a_run(tuned_file, "tuned configurations", runs_only=True)
+    existing = tuning.load_tuned(tuned_file) if tuned_file and Path(tuned_file).is_file() else None  # bad: now
     options = tuning.TuneOptions(workloads=tuple(workloads), impls=tuple(impls), max_configs=max_configs,
                                  patience=patience, margin=margin, confirm_rounds=confirm_rounds, min_gain=min_gain,
                                  target_rel_ci=target, min_samples=min_samples, max_samples=max_samples,
@@ -214,13 +211,26 @@ def tune(files: Sequence[str], workloads: Sequence[str], impls: Sequence[str], m
     spec_dir = Path(results_dir) / store.slug(result.environment.spec_id)
     stamp = result.created.replace(":", "").replace("-", "")[:15]
     out_path = Path(output) if output else spec_dir / f"{stamp}-{secrets.token_hex(2)}_tune.json"
-    store.write_text(out_path, json.dumps(tuning.result_dict(result), indent=1) + "\n", replace=output is not None)
     tuned_path = Path(tuned_file) if tuned_file else spec_dir / "tuned.json"
-    existing = tuning.load_tuned(tuned_path) if tuned_path.is_file() else None
+    if out_path.absolute() == tuned_path.absolute():
+        raise ConfigError(f"-o {output}: the tuned-configuration file; give the tuning log another name")
+    if tuned_file is None and tuned_path.is_file():
+        existing = tuning.load_tuned(tuned_path)
+    if existing is not None and existing.spec_id != result.environment.spec_id:
+        raise ConfigError(f"{tuned_path}: tuned on {existing.spec_id}, this device is {result.environment.spec_id}; "
+                          "a file holds one device's configurations (give --tuned-file another name)")
+    store.write_text(out_path, json.dumps(tuning.result_dict(result), indent=1) + "\n", replace=output is not None)
     store.write_text(tuned_path, tuning.tuned_file(result, existing))
     _out().print(_tune_table(result))
     click.echo(f"results: {out_path}\ntuned configurations: {tuned_path} "
                f"(use with: solbench run ... --tuned {tuned_path})", err=True)
+    broken = [f"{c.case_id} {c.impl}" for c in result.cases
+              if c.hand_picked.status in FAILED_STATUSES
+              or (c.trials and all(t.status in FAILED_STATUSES for t in c.trials))]
+    if broken:  # the implementation under tuning is wrong as declared, or in every configuration tried
+        click.echo("failed: " + "; ".join(broken[:5]) + (f" and {len(broken) - 5} more" if len(broken) > 5 else "")
+                   + " (as declared, or in every configuration)", err=True)
+        sys.exit(exitcodes.IMPL_FAILED)
 
 
 def _tune_table(result: Any) -> Table:
@@ -251,8 +261,8 @@ def _tune_table(result: Any) -> Table:
 
 @click.command()
 @click.argument("file", type=click.Path(dir_okay=False))
-@click.option("-w", "--workload", required=True)
-@click.option("-i", "--impl", required=True)
+@click.option("-w", "--workload", required=True, help="The workload to profile (one).")
+@click.option("-i", "--impl", required=True, help="The implementation to profile (one).")
 @click.option("--case", "case_id", metavar="ID", help="Case id as `run` prints it (default: the first case).")
 @click.option("--ncu", type=click.Path(dir_okay=False), help="Path to ncu (default: from PATH).")
 @click.option("--params", default="{}", help="Extra keyword arguments for fn as JSON, e.g. a tuned config.")

@@ -50,6 +50,8 @@ def parse_tuned(text: str, origin: str = "<tuned>") -> TunedConfig:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ResultsFormatError(f"{origin}:{exc.lineno}: not valid JSON: {exc.msg}") from None
+    except (RecursionError, ValueError) as exc:  # nested too deep, an integer of thousands of digits
+        raise ResultsFormatError(f"{origin}: not a solbench tuned-configuration file: {str(exc)[:200]}") from None
     if not isinstance(data, dict) or data.get("format") != TUNED_FORMAT:
         raise ResultsFormatError(f"{origin}: not a solbench tuned-configuration file "
                                  f"(format {TUNED_FORMAT!r} expected)")
@@ -68,4 +70,8 @@ def load_tuned(path: str | Path) -> TunedConfig:
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ResultsFormatError(f"{path}: no such tuned-configuration file") from None
+    except UnicodeDecodeError:
+        raise ResultsFormatError(f"{path}: not a solbench tuned-configuration file (not UTF-8 text)") from None
+    except OSError as exc:
+        raise ResultsFormatError(f"{path}: cannot read: {exc.strerror or exc}") from None
     return parse_tuned(text, str(path))

@@ -111,7 +111,13 @@ def plan(files: Sequence[str | Path], device_kind: str, only: Sequence[str] = ()
                          if k in parameter_names(spec, device_kind)]
                 raise located(path, ["workloads", i, *exc.loc], str(exc) + (
                     f" (with --set {' '.join(given)})" if given else "")) from None
-            every_id += [c.id for c in expanded]
+            ids = [c.id for c in expanded]
+            twice = next((x for j, x in enumerate(ids) if x in ids[:j]), None)
+            if twice is not None:  # e.g. --set over explicit cases, or 1e-20 (text in YAML) beside 1.0e-20
+                raise ConfigError(f"{path}: case {twice} would be measured twice"
+                                  + (" (--set gives every listed case the same value)" if overrides else "")
+                                  + "; each case once")
+            every_id += ids
             if cases:
                 expanded = tuple(c for c in expanded if any(case_matches(c.id, pat) for pat in cases))
             expanded, costs, skipped = _traced(spec, path, expanded, _real_device(device_kind))

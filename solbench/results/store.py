@@ -120,6 +120,13 @@ def check_writable(path: Path, *, is_file: bool = False, force: bool = False) ->
         raise ResultsWriteError(f"{folder}: cannot write results there: {exc.strerror or exc}") from None
 
 
+def _umask() -> int:
+    """This process's umask (read by setting it and setting it back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def _write_atomic(path: Path, text: str, *, replace: bool = True) -> Path:
     """Temporary file in the same folder, fsync, then rename: readers see the old or the new file.
 
@@ -130,6 +137,7 @@ def _write_atomic(path: Path, text: str, *, replace: bool = True) -> Path:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        os.fchmod(fd, 0o666 & ~_umask())  # as open() would make it (mkstemp's 0600 hid results from CI uploaders)
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()
@@ -437,11 +445,23 @@ def load_calibration(results_dir: Path, spec_id: str, device_uuid: str | None) -
     path = calibration_path(results_dir, spec_id, device_uuid)
     if not path.is_file():
         raise ResultsFormatError(f"no calibration for this device at {path}: run `solbench calibrate` first")
+    return read_calibration(path)
+
+
+def read_calibration(path: Path) -> Calibration:
+    """A calibration file (``solbench calibrate``'s JSON); ResultsFormatError, one line naming the
+    file, when it is not one or holds a ceiling that is not a positive finite number."""
     data = _migrated(read_json(path, "calibration"), str(path), "calibration")
     try:
-        return decode(Calibration, data)  # type: ignore[no-any-return]
+        cal: Calibration = decode(Calibration, data)
     except DecodeError as exc:
         raise ResultsFormatError(f"{path}: malformed calibration: {_one_line(exc)}") from None
+    ceilings = {"bandwidth": cal.bandwidth, **{f"{group}.{unit}": v for group in ("tensor_peaks", "vector_peaks")
+                                              for unit, v in getattr(cal, group).items()}}
+    for name, value in ceilings.items():
+        if not (isinstance(value, int | float) and 0.0 < value < math.inf):
+            raise ResultsFormatError(f"{path}: {name}: a ceiling must be a positive finite number, got {value!r}")
+    return cal
 
 
 def spread_path(results_dir: Path, spec_id: str) -> Path:

@@ -85,14 +85,14 @@ def test_a_refused_gate_leaves_a_junit_error_not_an_earlier_jobs_verdicts(tmp_pa
 
 
 def test_checking_where_the_junit_goes_does_not_create_it(tmp_path):
-    from solbench.cli.compare import _check_writable
+    from solbench.cli.compare import check_writable
     from solbench.errors import ConfigError
 
     junit = tmp_path / "gate.xml"
-    _check_writable(str(junit))
+    check_writable(str(junit))
     assert not junit.exists() and list(tmp_path.iterdir()) == []  # no scratch file left either
     with pytest.raises(ConfigError, match="cannot write"):
-        _check_writable(str(tmp_path / "no-such-folder" / "gate.xml"))
+        check_writable(str(tmp_path / "no-such-folder" / "gate.xml"))
 
 
 def test_same_samples_pass_exit_0(tmp_path):

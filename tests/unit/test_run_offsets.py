@@ -301,7 +301,7 @@ def test_spread_cli_prints_the_run_sd_to_gate_with(tmp_path):
     too_few = CliRunner().invoke(main, ["spread", *paths[:2]])
     assert too_few.exit_code == 2 and "three runs" in too_few.output
     twice = CliRunner().invoke(main, ["spread", paths[0], paths[1], paths[0]])  # would read as offset 0
-    assert twice.exit_code == 2 and "the same measurement as" in twice.output
+    assert twice.exit_code == 2 and "holds the same samples as in" in twice.output
 
 
 def test_spread_refuses_runs_of_other_hardware_or_timing_naming_the_difference(tmp_path):

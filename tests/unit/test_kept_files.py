@@ -1,0 +1,154 @@
+"""A second round of hostile use: what a user keeps (tuned files, a run saved beside an interrupted
+one, workload files) survives every command, malformed side files are one-line errors, and a
+command's exit code and output say what happened. Each was a finding of a review: data lost, a
+traceback (exit 5), or exit 0 for a failure."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from solbench.cli import main
+from solbench.results import store
+from tests.unit.factories import make_run, noisy
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+TUNE = ["--device", "cpu", "--budget", "0.02", "--min-samples", "3", "--max-samples", "10", "--confirm-rounds", "1",
+        "--margin", "1e9"]
+
+
+def _invoke(*argv: str, **env: str):
+    return CliRunner(env=env or None).invoke(main, list(argv))
+
+
+def _tune_dir(tmp_path: Path, text: str | None = None) -> Path:
+    shutil.copy(DATA / "tunable.py", tmp_path / "tunable.py")
+    path = tmp_path / "t.yaml"
+    path.write_text(text if text is not None else (DATA / "tune_cpu.yaml").read_text())
+    return path
+
+
+def _run_file(path: Path, scale: float = 1.0) -> Path:
+    rng = np.random.default_rng(1)
+    return store.save(make_run({"c": {"x": noisy(rng, 30, 1e-3 * scale, 0.01)}}, rounds=3), path)
+
+
+def test_tune_never_writes_its_log_over_the_tuned_file_nor_replaces_another_devices(tmp_path):
+    wl = _tune_dir(tmp_path)
+    rdir = tmp_path / "r"
+    first = _invoke("tune", str(wl), "-i", "chunked", "--results-dir", str(rdir), *TUNE)
+    assert first.exit_code == 0, first.output
+    tuned = rdir / "cpu" / "tuned.json"
+    kept = tuned.read_text()
+    onto = _invoke("tune", str(wl), "-i", "chunked", "--results-dir", str(rdir), "-o", str(tuned), *TUNE)
+    assert onto.exit_code == 2 and "holds tuned configurations" in onto.output and tuned.read_text() == kept
+    other = tmp_path / "h200_tuned.json"
+    other.write_text(json.dumps({"format": "solbench-tuned/1", "spec_id": "h200", "device_name": "H200",
+                                 "entries": [{"workload": "w", "impl": "i", "case_id": "c", "params": {"b": 1}}]}))
+    theirs = other.read_text()
+    mixed = _invoke("tune", str(wl), "-i", "chunked", "--tuned-file", str(other), *TUNE)
+    assert mixed.exit_code == 2 and "tuned on h200" in mixed.output and other.read_text() == theirs
+
+
+def test_a_malformed_tuned_or_calibration_file_is_one_line_exit_2(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_bytes(b"\xff\xfe")
+    run = _invoke("run", "tests/data/double.yaml", "-i", "baseline", "--tuned", str(bad), "--results-dir",
+                  str(tmp_path / "r"))
+    assert run.exit_code == 2 and "not UTF-8" in run.output, run.output
+    saved = _run_file(tmp_path / "a.json")
+    for text in ("[1, 2]", json.dumps({"schema_version": 2, "created": "x", "spec_id": "x", "device_name": "x",
+                                        "device_uuid": None, "bandwidth": 0.0, "tensor_peaks": {},
+                                        "vector_peaks": {}, "burst_peaks": {}, "protocol": "p"})):
+        cal = tmp_path / "cal.json"
+        cal.write_text(text)
+        r = _invoke("report", str(saved), "--csv", str(tmp_path / "r.csv"), "--calibration", str(cal))
+        if r.exit_code == 0:  # the CSV draws no roofline: the calibration is read for figures only
+            pytest.importorskip("matplotlib")
+            r = _invoke("report", str(saved), "--png", str(tmp_path / "r.png"), "--calibration", str(cal))
+        assert r.exit_code == 2 and str(cal) in r.output and "Traceback" not in r.output, r.output
+
+
+def test_a_run_saved_beside_an_interrupted_one_is_never_removed(tmp_path):
+    out = _run_file(tmp_path / "c.json")
+    beside = tmp_path / "c.json.partial.json"
+    beside.write_text("an interrupted run's record")
+    r = _invoke("run", "tests/data/double.yaml", "-i", "baseline", "-o", str(out), "--force", "--budget", "0.05")
+    assert r.exit_code == 2 and "c.json.partial.json exists" in r.output
+    assert beside.read_text() == "an interrupted run's record" and store.load(out).cases
+
+
+def test_tune_exits_4_when_the_implementation_is_wrong_in_every_configuration(tmp_path):
+    text = (DATA / "tune_cpu.yaml").read_text().replace(
+        "params: {chunk: 16}\n        tune:\n          space: {chunk: [16, 24]}",
+        "params: {chunk: 24}\n        tune:\n          space: {chunk: [24, 48]}")
+    assert "space: {chunk: [24, 48]}" in text
+    r = _invoke("tune", str(_tune_dir(tmp_path, text)), "-i", "no_tail", "--results-dir", str(tmp_path / "r"), *TUNE)
+    assert r.exit_code == 4 and "failed: chunked_add" in r.output, r.output
+
+
+def test_show_refuses_two_views_at_once(tmp_path):
+    saved = _run_file(tmp_path / "a.json")
+    r = _invoke("show", str(saved), "--json", "--harness")
+    assert r.exit_code == 2 and "give one" in r.output and not r.stdout.lstrip().startswith("where")
+
+
+def test_spread_refuses_a_point_given_twice_even_where_the_runs_differ_elsewhere(tmp_path):
+    rng = np.random.default_rng(3)
+    shared = noisy(rng, 30, 1e-3, 0.01)
+    runs = [make_run({"c1": {"x": shared}, "c2": {"x": noisy(rng, 30, 2e-3, 0.01)}}, rounds=3) for _ in range(2)]
+    runs.append(make_run({"c1": {"x": noisy(rng, 30, 1e-3, 0.01)}, "c2": {"x": noisy(rng, 30, 2e-3, 0.01)}}, rounds=3))
+    paths = [str(store.save(r, tmp_path / f"r{i}.json")) for i, r in enumerate(runs)]
+    r = _invoke("spread", *paths)
+    assert r.exit_code == 2 and "c1/x holds the same samples as in" in r.output, r.output
+
+
+def test_a_case_measured_twice_is_refused_before_measuring(tmp_path):
+    text = (DATA / "double.yaml").read_text().replace("parameters: {n: [64, 256]}", "cases: [{n: 64}, {n: 256}]")
+    wl = tmp_path / "w.yaml"
+    wl.write_text(text)
+    r = _invoke("run", str(wl), "-i", "baseline", "--set", "n=64", "--results-dir", str(tmp_path / "r"))
+    assert r.exit_code == 2 and "measured twice" in r.output and "--set" in r.output, r.output
+
+
+def test_ab_with_one_round_a_side_decides_nothing_about_time(tmp_path):
+    """One process a side cannot tell the code from that process's offset: as `gate` of single-round
+    runs, every timed point is INCONCLUSIVE (exit 3), never a REGRESSION of identical code."""
+    r = _invoke("ab", "--baseline-tree", ".", "--current-tree", ".", "tests/data/double.yaml", "-i", "baseline",
+                "--rounds", "1", "--max-rounds", "1", "--budget", "0.05", "--out-dir", str(tmp_path / "out"), "--json")
+    doc = json.loads(r.stdout)
+    assert r.exit_code == 3 and {v["verdict"] for v in doc["verdicts"]} == {"INCONCLUSIVE"}, r.output
+
+
+def test_outputs_never_go_over_workload_or_tuned_files_and_unwritable_ones_fail_first(tmp_path):
+    saved = _run_file(tmp_path / "a.json")
+    wl = tmp_path / "mine.yaml"
+    wl.write_text((DATA / "double.yaml").read_text())
+    kept = wl.read_text()
+    r = _invoke("gate", "--baseline", str(saved), "--current", str(saved), "--junit", str(wl))
+    assert r.exit_code == 2 and "a workload or source file" in r.output and wl.read_text() == kept
+    missing = str(tmp_path / "no" / "such" / "gate.xml")
+    run = _invoke("run", "tests/data/double.yaml", "-i", "baseline", "--gate-against", str(saved), "--junit", missing,
+                  "--results-dir", str(tmp_path / "r"))
+    assert run.exit_code == 2 and "cannot write" in run.output and not (tmp_path / "r").exists(), run.output
+
+
+def test_a_step_summary_that_cannot_be_written_is_a_warning_not_a_crash(tmp_path):
+    a, b = _run_file(tmp_path / "a.json"), _run_file(tmp_path / "b.json")
+    r = _invoke("gate", "--baseline", str(a), "--current", str(b), GITHUB_STEP_SUMMARY=str(tmp_path / "no" / "s.md"))
+    assert r.exit_code in (0, 3) and "warning: $GITHUB_STEP_SUMMARY" in r.output, r.output
+
+
+def test_files_are_written_with_the_usual_permissions(tmp_path):
+    old = os.umask(0o022)
+    try:
+        path = _run_file(tmp_path / "a.json")
+    finally:
+        os.umask(old)
+    assert path.stat().st_mode & 0o777 == 0o644
