@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as _dt
+import functools
 import json
 import math
 import os
@@ -120,8 +121,9 @@ def check_writable(path: Path, *, is_file: bool = False, force: bool = False) ->
         raise ResultsWriteError(f"{folder}: cannot write results there: {exc.strerror or exc}") from None
 
 
+@functools.cache
 def _umask() -> int:
-    """This process's umask (read by setting it and setting it back)."""
+    """This process's umask (read once, by setting it and setting it back)."""
     mask = os.umask(0o022)
     os.umask(mask)
     return mask

@@ -146,9 +146,8 @@ def test_a_step_summary_that_cannot_be_written_is_a_warning_not_a_crash(tmp_path
 
 
 def test_files_are_written_with_the_usual_permissions(tmp_path):
-    old = os.umask(0o022)
-    try:
-        path = _run_file(tmp_path / "a.json")
-    finally:
-        os.umask(old)
-    assert path.stat().st_mode & 0o777 == 0o644
+    """As open() makes a file under this process's umask (0644 under the usual 022), not mkstemp's 0600."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    path = _run_file(tmp_path / "a.json")
+    assert path.stat().st_mode & 0o777 == 0o666 & ~mask
