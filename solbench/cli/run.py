@@ -147,9 +147,6 @@ def run(files: Sequence[str], solutions: Sequence[str], gpu: str | None, dry_run
     """Check and time every implementation of the workloads in FILES: solbench YAML files, KernelBench
     problem files or level folders, SOL-ExecBench problem or benchmark folders."""
     out = console(quiet or as_json)
-    for f in files:  # a saved run given where a workload file goes: say so, not "unknown field 'created'"
-        if f.endswith((".json", ".json.gz")) and Path(f).is_file() and store.is_run_file(Path(f)):
-            raise ConfigError(f"{f}: a saved run, not a workload file (see it with: solbench show {f})")
     if gpu and not dry_run:
         raise click.UsageError("--gpu picks a spec for a what-if; add --dry-run")
     if (devices or executor != "local") and device != "auto":

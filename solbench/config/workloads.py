@@ -13,6 +13,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from solbench.config.yamlio import YamlDocument, read_yaml
+from solbench.errors import ConfigError
 from solbench.impls.registry import ResolveError, check_reference
 from solbench.workload.expr import ExprError
 from solbench.workload.expr import names as expr_names
@@ -22,6 +23,11 @@ from solbench.workload.schema import WorkloadFile, WorkloadSpec
 
 def load_workload_file(path: str | Path) -> tuple[WorkloadSpec, ...]:
     """Read and validate one workload file."""
+    if str(path).endswith((".json", ".json.gz")) and Path(path).is_file():
+        from solbench.results.store import is_run_file
+
+        if is_run_file(Path(path)):  # else it reads as YAML with an "unknown field 'created'"
+            raise ConfigError(f"{path}: a saved run, not a workload file (see it with: solbench show {path})")
     doc = read_yaml(Path(path))
     if not isinstance(doc.data, dict):
         raise doc.error([], "expected a mapping with a 'workloads' list")

@@ -284,6 +284,15 @@ class TuneSpace(_Model):
         "e.g. 'block <= hidden', 'block * vec <= 4096 and hidden % vec == 0'.",
     )
 
+    @field_validator("space")
+    @classmethod
+    def _each_value_once(cls, space: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        for name, values in space.items():
+            twice = next((v for j, v in enumerate(values) if v in values[:j]), None)
+            if twice is not None:  # the same configuration would be measured twice
+                raise ValueError(f"{name}: {twice!r} is given twice (each configuration once)")
+        return space
+
 
 class Implementation(_Model):
     """An implementation: a function, and optionally a set-up step run once per input set."""

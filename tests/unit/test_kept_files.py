@@ -151,3 +151,13 @@ def test_files_are_written_with_the_usual_permissions(tmp_path):
     os.umask(mask)
     path = _run_file(tmp_path / "a.json")
     assert path.stat().st_mode & 0o777 == 0o666 & ~mask
+
+
+def test_a_saved_run_is_named_as_such_wherever_a_workload_file_goes_and_a_tune_space_value_comes_once(tmp_path):
+    saved = _run_file(tmp_path / "a.json")
+    for argv in (["list", str(saved)], ["run", str(saved)], ["tune", str(saved), "--device", "cpu"]):
+        r = _invoke(*argv)
+        assert r.exit_code == 2 and "a saved run, not a workload file" in r.output, (argv, r.output)
+    twice = (DATA / "tune_cpu.yaml").read_text().replace("space: {chunk: [16, 24, 64, 128]}", "space: {chunk: [16, 16]}")
+    r = _invoke("tune", str(_tune_dir(tmp_path, twice)), "--device", "cpu")
+    assert r.exit_code == 2 and "16 is given twice" in r.output and "t.yaml:" in r.output, r.output

@@ -91,8 +91,3 @@ def test_ab_refuses_a_baseline_tree_without_the_workload_file(tmp_path):
     assert result.exit_code == 2 and "exists in --baseline-tree" in result.output, result.output
     assert not any((tmp_path / "out").rglob("*.json"))  # nothing measured, nothing saved
 
-
-def test_a_saved_run_given_to_run_is_named_as_such(tmp_path):
-    saved = _run_file(tmp_path / "run.json")
-    result = CliRunner().invoke(main, ["run", str(saved)])
-    assert result.exit_code == 2 and "a saved run, not a workload file" in result.output, result.output
