@@ -83,16 +83,20 @@ def not_over_a_run(path: str | None, what: str, *, runs_only: bool = False) -> N
     if store.is_run_file(target):
         raise ConfigError(f"{path}: holds a saved run; not writing {what} over it (name another file; "
                           "to report on this run, give it as an argument)")
-    if not runs_only and target.suffix in (".yaml", ".yml", ".py", ".cu", ".json") and _kept(target):
-        raise ConfigError(f"{path}: holds {_kept(target)}; not writing {what} over it (name another file)")
+    kept = None if runs_only else _kept(target)
+    if kept is not None:
+        raise ConfigError(f"{path}: holds {kept}; not writing {what} over it (name another file)")
 
 
 def _kept(path: Path) -> str | None:
     """What a file holds that a user keeps (tuned configurations, a workload or source file), or None."""
     if path.suffix in (".yaml", ".yml", ".py", ".cu"):
         return "a workload or source file"
+    if path.suffix != ".json":
+        return None
     try:
-        head = path.read_text(encoding="utf-8", errors="replace")[:4096]
+        with path.open(encoding="utf-8", errors="replace") as f:
+            head = f.read(4096)
     except OSError:
         return None
     return "tuned configurations" if '"solbench-tuned/' in head else None

@@ -24,7 +24,7 @@ from solbench.config.yamlio import read_yaml
 from solbench.errors import ConfigError
 from solbench.results.model import CaseResult, Cost, Environment, ImplResult, Peaks, Protocol, RunResult, SpecRef
 from solbench.workload.cases import Case, CaseError, case_matches, expand, parameter_names
-from solbench.workload.schema import DTYPE_BYTES, ParamValue, WorkloadSpec
+from solbench.workload.schema import DTYPE_BYTES, ParamValue, WorkloadSpec, first_repeat
 
 if TYPE_CHECKING:
     from solbench.analysis.hwspec import HardwareSpec
@@ -85,9 +85,9 @@ def plan(files: Sequence[str | Path], device_kind: str, only: Sequence[str] = ()
     (:func:`~solbench.workload.cases.case_matches`); each must apply somewhere.
     """
     for name, values in (overrides or {}).items():
-        twice = next((v for j, v in enumerate(values) if v in values[:j]), None)
-        if twice is not None:
-            raise ConfigError(f"--set {name}={','.join(map(str, values))}: {twice} is given twice (each case once)")
+        j = first_repeat(values)
+        if j is not None:
+            raise ConfigError(f"--set {name}={','.join(map(str, values))}: {values[j]} is given twice (each case once)")
     planned: list[Planned] = []
     every_id: list[str] = []
     known: set[str] = set()
@@ -112,9 +112,9 @@ def plan(files: Sequence[str | Path], device_kind: str, only: Sequence[str] = ()
                 raise located(path, ["workloads", i, *exc.loc], str(exc) + (
                     f" (with --set {' '.join(given)})" if given else "")) from None
             ids = [c.id for c in expanded]
-            twice = next((x for j, x in enumerate(ids) if x in ids[:j]), None)
-            if twice is not None:  # e.g. --set over explicit cases, or 1e-20 (text in YAML) beside 1.0e-20
-                raise ConfigError(f"{path}: case {twice} would be measured twice"
+            j = first_repeat(ids)
+            if j is not None:  # e.g. --set over explicit cases, or 1e-20 (text in YAML) beside 1.0e-20
+                raise ConfigError(f"{path}: case {ids[j]} would be measured twice"
                                   + (" (--set gives every listed case the same value)" if overrides else "")
                                   + "; each case once")
             every_id += ids

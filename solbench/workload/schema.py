@@ -288,9 +288,9 @@ class TuneSpace(_Model):
     @classmethod
     def _each_value_once(cls, space: dict[str, list[Any]]) -> dict[str, list[Any]]:
         for name, values in space.items():
-            twice = next((v for j, v in enumerate(values) if v in values[:j]), None)
-            if twice is not None:  # the same configuration would be measured twice
-                raise ValueError(f"{name}: {twice!r} is given twice (each configuration once)")
+            j = first_repeat(values)
+            if j is not None:  # the same configuration would be measured twice
+                raise ValueError(f"{name}: {values[j]!r} is given twice (each configuration once)")
         return space
 
 
@@ -489,6 +489,12 @@ BUILTIN_FLOOR = ("the case's bytes in one plain kernel (a reduction or a broadca
                  "never checked or scored: each implementation's T_floor / T")
 
 
+def first_repeat(values: Sequence[Any]) -> int | None:
+    """The index of the first value equal to an earlier one, or None: a case, configuration or
+    value that would be measured twice."""
+    return next((j for j, v in enumerate(values) if v in values[:j]), None)
+
+
 def _refused(loc: Sequence[str | int], message: str) -> PydanticCustomError:
     """An error at ``loc`` below the workload (the loader names that field and its line)."""
     return PydanticCustomError("bad_field", "{message}", {"field": tuple(loc), "message": message})
@@ -526,13 +532,10 @@ def _check_sweep(at: list[str | int], parameters: Mapping[str, Sequence[Any]], c
                  dtypes: Sequence[str], known: set[str] | None, derived: Mapping[str, Any]) -> None:
     """No value of a parameter, dtype or case twice; every case of one key set, none of its names
     derived nor (``known`` given) unknown."""
-    for name, values in parameters.items():
-        for j, value in enumerate(values):
-            if value in values[:j]:
-                raise _refused([*at, "parameters", name, j], f"{value!r} is given twice (each case once)")
-    for j, dtype in enumerate(dtypes):
-        if dtype in dtypes[:j]:
-            raise _refused([*at, "dtypes", j], f"{dtype!r} is given twice (each case once)")
+    for loc, values in [*((["parameters", name], v) for name, v in parameters.items()), (["dtypes"], dtypes)]:
+        j = first_repeat(values)
+        if j is not None:
+            raise _refused([*at, *loc, j], f"{values[j]!r} is given twice (each case once)")
     for j, case in enumerate(cases):
         bad = next((k for k in case if k in derived or (known is not None and k not in known)), None)
         if bad is not None:
