@@ -146,12 +146,23 @@ def _label(names: tuple[str, ...]) -> str:
 
 
 def _show_comparison(result: Comparison, as_json: bool, as_markdown: bool) -> None:
+    """Print the comparison; exit 2 after it where no key was measured on both sides (the table then
+    lists only what each side holds alone: nothing was compared, and a script must not read success)."""
     if as_json:
         click.echo(json.dumps(comparison_json(result), indent=1))
     elif as_markdown:
         click.echo(comparison_markdown(result))
     else:
         _console().print(comparison_table(result))
+    if not result.rows:
+        parts = [f"{len(result.only_in_a)} measured in {result.label_a} only",
+                 f"{len(result.only_in_b)} in {result.label_b} only"]
+        if result.not_comparable:
+            parts.append(f"{len(result.not_comparable)} on other GPU models")
+        if result.launched_differently:
+            parts.append(f"{len(result.launched_differently)} launched differently")
+        click.echo(f"error: nothing compared: no case was measured on both sides ({', '.join(parts)})", err=True)
+        sys.exit(exitcodes.USAGE)
 
 
 def _as_runs(a: str, b: str, rdir: Path) -> tuple | None:

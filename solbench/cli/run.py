@@ -174,11 +174,15 @@ def run(files: Sequence[str], solutions: Sequence[str], gpu: str | None, dry_run
     if compile_cache:
         _writable_folder(compile_cache, "--compile-cache")
     overrides = parse_sets(sets)
+    if dry_run:
+        _nothing_to_time(click.get_current_context())
     if dry_run and peaks == "measured":
         raise click.UsageError("--peaks measured scores a run against this GPU's calibrated ceilings; a dry run "
                                "prices the cases against a spec's datasheet peaks (--gpu)")
     if dry_run:
-        result = api.dry_run(files, api.hardware_spec(gpu), workloads, impls, solutions, select=tuple(cases),
+        if gpu and device != "auto":
+            raise ConfigError("--gpu prices the cases on a named spec; --device on a detected one: give one")
+        result = api.dry_run(files, api.hardware_spec(gpu, device), workloads, impls, solutions, select=tuple(cases),
                              overrides=dict(overrides))
         _finish_dry(result, out, as_json, output, save_name, Path(results_dir), force)
         return
@@ -231,6 +235,25 @@ def run(files: Sequence[str], solutions: Sequence[str], gpu: str | None, dry_run
         code = exitcodes.worst(code, verdict.exit_code)
         emit_gate(verdict, junit=junit, console=console(quiet or as_json), exit_code=code)
     sys.exit(code)
+
+
+# Options that only shape a measurement (or a gate of one): a dry run measures nothing, so one given
+# with --dry-run would be silently ignored; it is refused instead.
+_MEASURING = ("timer", "flush", "launch", "budget", "target", "min_samples", "max_samples", "input_sets",
+              "seed", "timeout_s", "threads", "compile_jobs", "compile_cache", "in_process", "repeat", "max_rounds",
+              "rounds_target", "rounds_spread", "devices", "executor", "address", "schedule_from", "tuned",
+              "gate_against", "threshold", "rerun", "junit", "run_sd")
+
+
+def _nothing_to_time(ctx: click.Context) -> None:
+    """ConfigError (exit 2) naming the measuring options given with --dry-run (its counts depend on none of them)."""
+    given = [p for p in ctx.command.params
+             if p.name in _MEASURING and ctx.get_parameter_source(p.name) is not ParameterSource.DEFAULT]
+    if given:
+        names = ", ".join(p.opts[-1] if len(p.opts) > 1 and p.opts[-1].startswith("--") else p.opts[0]
+                          for p in given)
+        raise ConfigError(f"{names}: a dry run measures nothing; these options shape a measurement "
+                               "(drop them, or drop --dry-run)")
 
 
 def _writable_folder(path: str, option: str) -> None:

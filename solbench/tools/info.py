@@ -16,12 +16,13 @@ if TYPE_CHECKING:
     from solbench.analysis.hwspec import HardwareSpec
 
 
-def hardware_spec(name: str | None) -> HardwareSpec:
-    """The spec named (id or alias), or the detected device's spec when None."""
+def hardware_spec(name: str | None, device: str = "auto") -> HardwareSpec:
+    """The spec named (id or alias), or, when None, the spec of ``device`` as detected ("auto", "cpu",
+    "cuda", "cuda:N")."""
     if name is None:
         from solbench.device.detect import detect
 
-        return detect("auto").spec
+        return detect(device).spec
     from solbench.config.hwspecs import get_spec
 
     return get_spec(name)

@@ -169,3 +169,34 @@ def test_a_ci_log_gets_a_plain_line_a_case(monkeypatch: pytest.MonkeyPatch, caps
         progress("start", {"cases": 1})
         progress("case_done", {"case": "c"})
     assert capsys.readouterr().err == ""
+
+
+def test_compare_of_runs_with_no_case_in_common_lists_them_and_exits_2() -> None:
+    a, b = "results/h200/resnet50_forward-2.json", "results/h200/issue8-ab-same-baseline.json"
+    result = CliRunner().invoke(main, ["compare", a, b, "--json"])
+    assert result.exit_code == 2, result.output
+    import json
+
+    shown = json.loads(result.stdout)  # the one-sided keys are still printed for a script to read
+    assert shown["rows"] == [] and len(shown["only_in_a"]) == 3 and len(shown["only_in_b"]) == 2
+    assert "nothing compared: no case was measured on both sides (3 measured in" in result.stderr
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["--timer", "cupti", "--tuned", "pyproject.toml"], "--timer, --tuned: a dry run measures nothing"),
+    (["--gate-against", "nightly"], "--gate-against: a dry run measures nothing"),
+    (["--repeat", "3", "--seed", "1"], "--seed, --repeat: a dry run measures nothing"),
+    (["--device", "cpu"], "--gpu prices the cases on a named spec; --device on a detected one"),
+])
+def test_a_dry_run_refuses_what_it_would_ignore(args: list[str], says: str, tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["run", DOUBLE, "--dry-run", "--gpu", "h200", *args, "-o",
+                                       str(tmp_path / "dry.json")])
+    assert says in _one_line_exit_2(result)
+    assert not (tmp_path / "dry.json").exists()
+
+
+def test_a_dry_run_without_gpu_prices_the_device_it_names(tmp_path: Path) -> None:
+    out = tmp_path / "dry.json"
+    result = CliRunner().invoke(main, ["run", DOUBLE, "--dry-run", "--device", "cpu", "-o", str(out), "-q"])
+    assert result.exit_code == 0, result.output
+    assert store.load(out).environment.device_kind == "cpu"
