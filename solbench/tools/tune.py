@@ -42,7 +42,7 @@ from solbench.plan.tuned import TUNED_FORMAT, TunedConfig
 from solbench.plan.tuned import load_tuned as load_tuned
 from solbench.plan.tuned import parse_tuned as parse_tuned
 from solbench.results.model import Environment, ImplResult
-from solbench.tools.tune_space import config_label, constraint_names, valid_configs
+from solbench.tools.tune_space import ConstraintError, config_label, constraint_names, valid_configs
 from solbench.workload.expr import ExprError
 from solbench.workload.schema import Implementation
 
@@ -203,6 +203,11 @@ def validate(p: Any, name: str, impl: Implementation) -> None:
         if unknown:
             raise read_yaml(p.path).error([*loc, "constraints", j], f"unknown parameter {unknown[0]!r} "
                                           f"(known: {', '.join(sorted(known - {'dtype'}))})")
+    for case in p.cases:  # one that parses may still fail to evaluate (n // 0): say so before any trial
+        try:
+            valid_configs(impl.tune.space, impl.tune.constraints, case.scope)
+        except ConstraintError as exc:
+            raise read_yaml(p.path).error([*loc, "constraints", exc.index], str(exc)) from None
 
 
 def _trial(params: Mapping[str, Any], r: ImplResult) -> Trial:

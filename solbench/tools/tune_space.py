@@ -105,14 +105,31 @@ def valid_configs(space: Mapping[str, Sequence[Any]], constraints: Sequence[str]
     The scope of a constraint is the case's numeric parameters, overridden by the configuration.
     """
     base = {k: v for k, v in case_scope.items() if isinstance(v, int | float) and not isinstance(v, bool)}
+    trees = [_parse(c) for c in constraints]
     kept, dropped = [], 0
     for config in grid(space):
         scope = {**base, **{k: v for k, v in config.items() if isinstance(v, int | float)}}
-        if all(holds(c, scope) for c in constraints):
+        if all(_holds_at(j, tree, scope) for j, tree in enumerate(trees)):
             kept.append(config)
         else:
             dropped += 1
     return kept, dropped
+
+
+class ConstraintError(ExprError):
+    """A constraint that parses but cannot be evaluated at some configuration (e.g. a division by
+    zero); ``index`` is its place in the list, for the error's file and line."""
+
+    def __init__(self, index: int, message: str) -> None:
+        super().__init__(message)
+        self.index = index
+
+
+def _holds_at(index: int, tree: ast.expr, scope: Mapping[str, Number]) -> bool:
+    try:
+        return _holds(tree, scope)
+    except ExprError as exc:
+        raise ConstraintError(index, f"{exc} (at {config_label(scope)})") from None
 
 
 def config_label(config: Mapping[str, Any]) -> str:

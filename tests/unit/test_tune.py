@@ -272,6 +272,8 @@ def test_tune_cli_without_o_writes_a_new_file_each_time_under_results(tmp_path):
     ('constraints: ["chunk <= n"]', 'constraints: ["chunk <= rows"]', "unknown parameter 'rows'"),
     ('constraints: ["chunk <= n"]', 'constraints: ["chunk"]', "is not a comparison"),
     ("space: {chunk: [16, 24, 64, 128]}", "space: {n: [16]}", "tuned parameter 'n' is also a case parameter"),
+    ('constraints: ["chunk <= n"]', 'constraints: ["chunk <= n // (chunk - 24)"]',
+     "division by zero in 'n // (chunk - 24)' (at n=64,chunk=24)"),
 ])
 def test_bad_tune_spaces_are_one_line_errors_naming_the_line(tmp_path, old, new, message):
     (tmp_path / "tunable.py").write_text((DATA / "tunable.py").read_text())
