@@ -89,14 +89,12 @@ def ab(files: Sequence[str], baseline_tree: str, current_tree: str, rounds: int,
     """
     from solbench.analysis.adaptive import Looks, looks_for
     from solbench.analysis.gate import parse_threshold, unconfirmed
-    from solbench.cli.common import ProgressBar, interrupted_code, not_over_a_run
-    from solbench.cli.compare import check_writable, emit_gate
+    from solbench.cli.common import ProgressBar, interrupted_code, writable_output
+    from solbench.cli.compare import emit_gate
 
     tau = None if threshold is None else parse_threshold(threshold).fraction  # bad input fails before measuring
-    for path, what in ((junit, "JUnit XML"), (markdown_file, "Markdown")):
-        if path:
-            not_over_a_run(path, what)
-            check_writable(path)
+    writable_output(junit, "JUnit XML")
+    writable_output(markdown_file, "Markdown")
     if max_rounds < rounds:
         raise click.UsageError(f"--max-rounds ({max_rounds}) must be at least --rounds ({rounds})")
     looks = Looks(looks_for(rounds, max_rounds), threshold=tau, alpha=alpha)

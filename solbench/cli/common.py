@@ -88,6 +88,29 @@ def not_over_a_run(path: str | None, what: str, *, runs_only: bool = False) -> N
         raise ConfigError(f"{path}: holds {kept}; not writing {what} over it (name another file)")
 
 
+def writable_output(path: str | None, what: str, *, runs_only: bool = False) -> None:
+    """Check, before any work, a file a command will write (a report, JUnit, Markdown, a tuning log):
+    not over a file the user keeps (:func:`not_over_a_run`), and writable. ConfigError (exit 2, one
+    line) otherwise. Nothing is created: the write itself makes missing folders. ``-``: stdout."""
+    if not path or path == "-":
+        return
+    not_over_a_run(path, what, runs_only=runs_only)
+    from solbench.errors import ConfigError
+
+    target = Path(path)
+    if target.is_dir():
+        raise ConfigError(f"{path}: a folder, not a file (for {what})")
+    if target.exists() and not os.access(target, os.W_OK):
+        raise ConfigError(f"{path}: cannot write {what} there: permission denied")
+    folder = target.absolute().parent
+    while not folder.exists():
+        folder = folder.parent
+    if not folder.is_dir():
+        raise ConfigError(f"{path}: cannot write {what} there: {folder} is a file, not a folder")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise ConfigError(f"{path}: cannot write {what} there: {folder} is not writable")
+
+
 def _kept(path: Path) -> str | None:
     """What a file holds that a user keeps (tuned configurations, a workload or source file), or None."""
     if path.suffix in (".yaml", ".yml", ".py", ".cu"):

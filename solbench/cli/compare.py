@@ -21,7 +21,7 @@ from rich.console import Console
 from solbench import exitcodes
 from solbench.analysis.compare import Comparison, compare_impls, compare_runs
 from solbench.analysis.gate import GateResult, gate, parse_threshold, unconfirmed
-from solbench.cli.common import not_over_a_run, read_run, refuse_markdown_path, run_sd_of, run_sd_option
+from solbench.cli.common import read_run, refuse_markdown_path, run_sd_of, run_sd_option, writable_output
 from solbench.errors import ConfigError, ResultsFormatError, SolbenchError
 from solbench.report.compare_console import comparison_table, gate_table
 from solbench.report.compare_json import comparison_json, gate_json
@@ -229,10 +229,8 @@ def gate_cmd(baseline: tuple[str, ...], current: tuple[str, ...], threshold: str
     """
     from solbench.errors import ConfigError
 
-    for path, what in ((junit, "JUnit XML"), (markdown_file, "Markdown")):
-        if path:
-            not_over_a_run(path, what)
-            check_writable(path)
+    writable_output(junit, "JUnit XML")
+    writable_output(markdown_file, "Markdown")
     rdir = Path(results_dir)
     tau = None if threshold is None else parse_threshold(threshold).fraction
     base = [read_run(x, rdir, "baseline") for x in baseline]
@@ -252,7 +250,7 @@ def gate_cmd(baseline: tuple[str, ...], current: tuple[str, ...], threshold: str
         if junit:
             from solbench.report.junit import refused_junit
 
-            Path(junit).write_text(refused_junit(str(exc)), encoding="utf-8")
+            store.write_text(Path(junit), refused_junit(str(exc)))
         raise
     missing = [v.key for v in result.verdicts if v.verdict == "MISSING"] if require_all else []
     code = exitcodes.worst(result.exit_code, exitcodes.REGRESSION) if missing else result.exit_code
@@ -331,25 +329,6 @@ def spread(runs: tuple[str, ...], save: bool, results_dir: str, as_json: bool) -
                    f"{found.sd:.2%} unless --run-sd is given")
 
 
-def check_writable(path: str) -> None:
-    """ConfigError (exit 2, one line) unless ``path`` can be written (checked before any work, by a
-    scratch file beside it: the target is neither created nor touched)."""
-    import tempfile
-
-    from solbench.errors import ConfigError
-
-    target = Path(path)
-    if target.is_dir():
-        raise ConfigError(f"{path}: a folder, not a file")
-    if target.exists() and not os.access(target, os.W_OK):
-        raise ConfigError(f"{path}: cannot write: permission denied")
-    try:
-        with tempfile.NamedTemporaryFile(dir=target.parent, prefix=".solbench-"):
-            pass
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot write: {exc.strerror or exc}") from None
-
-
 def emit_gate(result: GateResult, *, junit: str | None = None, markdown_file: str | None = None,
               as_json: bool = False, console: Console | None = None, as_markdown: bool = False,
               exit_code: int | None = None) -> None:
@@ -358,9 +337,9 @@ def emit_gate(result: GateResult, *, junit: str | None = None, markdown_file: st
     md = gate_markdown(result)
     code = result.exit_code if exit_code is None else exit_code
     if junit:
-        Path(junit).write_text(gate_junit(result, exit_code=code), encoding="utf-8")
+        store.write_text(Path(junit), gate_junit(result, exit_code=code))
     if markdown_file:
-        Path(markdown_file).write_text(md, encoding="utf-8")
+        store.write_text(Path(markdown_file), md)
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if summary:
         try:

@@ -22,9 +22,9 @@ from solbench.cli.common import (
     finish,
     handle_errors,
     interrupted_code,
-    not_over_a_run,
     run_sd_of,
     run_sd_option,
+    writable_output,
 )
 from solbench.errors import ConfigError, RunInterrupted
 from solbench.results import store
@@ -166,11 +166,7 @@ def run(files: Sequence[str], solutions: Sequence[str], gpu: str | None, dry_run
     if threads > (os.cpu_count() or 1):
         raise click.UsageError(f"--threads {threads}: this machine has {os.cpu_count()} CPUs; more threads than "
                                "CPUs measure contention, not the implementation")
-    if junit:
-        from solbench.cli.compare import check_writable
-
-        not_over_a_run(junit, "JUnit XML")
-        check_writable(junit)
+    writable_output(junit, "JUnit XML")
     if compile_cache:
         _writable_folder(compile_cache, "--compile-cache")
     overrides = parse_sets(sets)

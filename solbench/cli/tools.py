@@ -73,11 +73,11 @@ def report(runs: Sequence[str], html_file: str | None, csv_file: str | None, png
     (pip install 'solbench[plot]'). Everything is checked and built before any file is written:
     a report that fails writes nothing.
     """
-    from solbench.cli.common import not_over_a_run, read_run
+    from solbench.cli.common import read_run, writable_output
     from solbench.report.csv import run_csv
 
     for path, what in ((html_file, "the HTML report"), (csv_file, "the CSV"), (png_file, "the roofline PNG")):
-        not_over_a_run(path, what)
+        writable_output(path, what)
     rdir = Path(results_dir)
     if (gate_against or compare_to) and not html_file:
         raise ConfigError("--gate-against and --compare-to add sections to the HTML report; add --html FILE")
@@ -100,16 +100,11 @@ def report(runs: Sequence[str], html_file: str | None, csv_file: str | None, png
             files[png_file] = roof
         if html_file and html is not None:
             files[html_file] = html
-    for path in files:
-        if path != "-":
-            store.check_writable(Path(path), is_file=True, force=True)
     for path, content in files.items():
         if path == "-":
             click.echo(content, nl=False)
-        elif isinstance(content, bytes):
-            Path(path).write_bytes(content)
         else:
-            Path(path).write_text(content, encoding="utf-8")
+            store.write_text(Path(path), content)
     for path in files:
         if path != "-":
             click.echo(f"wrote {path}", err=True)
@@ -188,11 +183,11 @@ def tune(files: Sequence[str], workloads: Sequence[str], impls: Sequence[str], m
          confirm_rounds: int, min_gain: float, device: str, output: str | None, tuned_file: str | None,
          results_dir: str, verbose: bool) -> None:
     """Measure every valid configuration of each implementation's tune: space, per case."""
-    from solbench.cli.common import not_over_a_run
+    from solbench.cli.common import writable_output
     from solbench.tools import tune as tuning
 
-    not_over_a_run(output, "the tuning log")
-    not_over_a_run(tuned_file, "tuned configurations", runs_only=True)
+    writable_output(output, "the tuning log")
+    writable_output(tuned_file, "tuned configurations", runs_only=True)
     existing = tuning.load_tuned(tuned_file) if tuned_file and Path(tuned_file).is_file() else None  # bad: now
     options = tuning.TuneOptions(workloads=tuple(workloads), impls=tuple(impls), max_configs=max_configs,
                                  patience=patience, margin=margin, confirm_rounds=confirm_rounds, min_gain=min_gain,

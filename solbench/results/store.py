@@ -129,7 +129,7 @@ def _umask() -> int:
     return mask
 
 
-def _write_atomic(path: Path, text: str, *, replace: bool = True) -> Path:
+def _write_atomic(path: Path, text: str | bytes, *, replace: bool = True) -> Path:
     """Temporary file in the same folder, fsync, then rename: readers see the old or the new file.
 
     With ``replace`` false the file must not exist yet: it is claimed with a hard link (atomic,
@@ -140,7 +140,7 @@ def _write_atomic(path: Path, text: str, *, replace: bool = True) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
         os.fchmod(fd, 0o666 & ~_umask())  # as open() would make it (mkstemp's 0600 hid results from CI uploaders)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
+        with (os.fdopen(fd, "wb") if isinstance(text, bytes) else os.fdopen(fd, "w", encoding="utf-8")) as f:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
@@ -159,9 +159,10 @@ def _write_atomic(path: Path, text: str, *, replace: bool = True) -> Path:
     return path
 
 
-def write_text(path: Path, text: str, *, replace: bool = True) -> Path:
-    """Any of solbench's records (a tuning log, a tuned-configuration file) written atomically, as a
-    run is; ``replace`` false: ResultsWriteError if ``path`` exists."""
+def write_text(path: Path, text: str | bytes, *, replace: bool = True) -> Path:
+    """Any of solbench's records and reports (a tuning log, a tuned-configuration file, JUnit, a CSV,
+    a PNG as bytes) written atomically, as a run is; ``replace`` false: ResultsWriteError if ``path``
+    exists."""
     return _write_atomic(path, text, replace=replace)
 
 

@@ -84,15 +84,26 @@ def test_a_refused_gate_leaves_a_junit_error_not_an_earlier_jobs_verdicts(tmp_pa
     assert case.get("name") == "gate" and "no measured case in common" in case.find("error").get("message")
 
 
-def test_checking_where_the_junit_goes_does_not_create_it(tmp_path):
-    from solbench.cli.compare import check_writable
+def test_checking_where_the_junit_goes_creates_nothing_and_refuses_what_cannot_be_written(tmp_path):
+    from solbench.cli.common import writable_output
     from solbench.errors import ConfigError
 
-    junit = tmp_path / "gate.xml"
-    check_writable(str(junit))
-    assert not junit.exists() and list(tmp_path.iterdir()) == []  # no scratch file left either
-    with pytest.raises(ConfigError, match="cannot write"):
-        check_writable(str(tmp_path / "no-such-folder" / "gate.xml"))
+    for junit in (tmp_path / "gate.xml", tmp_path / "new" / "folders" / "gate.xml"):  # the write makes folders
+        writable_output(str(junit), "JUnit XML")
+    assert list(tmp_path.iterdir()) == []  # nothing created, no scratch file left
+    (tmp_path / "a-file").write_text("x")
+    with pytest.raises(ConfigError, match="a-file is a file, not a folder"):
+        writable_output(str(tmp_path / "a-file" / "gate.xml"), "JUnit XML")
+    with pytest.raises(ConfigError, match="a folder, not a file"):
+        writable_output(str(tmp_path), "JUnit XML")
+
+
+def test_the_gate_makes_the_folders_of_its_junit(tmp_path):
+    base, cur = _runs(tmp_path, rounds=3)
+    junit = tmp_path / "reports" / "ci" / "gate.xml"
+    r = _gate("--baseline", base, "--current", cur, "--junit", str(junit))
+    assert r.exit_code == 0, r.output
+    assert list(ET.parse(junit).getroot().iter("testcase"))
 
 
 def test_same_samples_pass_exit_0(tmp_path):
@@ -303,7 +314,7 @@ def test_an_incomplete_current_run_is_refused(tmp_path):
     store.save(replace(store.load(out), complete=False), cut)
     result = CliRunner().invoke(main, ["gate", "--baseline", str(out), "--current", str(cut)])
     assert result.exit_code == 2 and "incomplete" in result.output and "Traceback" not in result.output
-    unwritable = tmp_path / "no" / "such" / "dir" / "gate.xml"
+    unwritable = out / "dir" / "gate.xml"  # below a file: no folder can be made there
     result = CliRunner().invoke(main, ["gate", "--baseline", str(out), "--current", str(out), "--junit",
                                        str(unwritable)])
     assert result.exit_code == 2 and "cannot write" in result.output and "Traceback" not in result.output

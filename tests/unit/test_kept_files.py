@@ -133,7 +133,7 @@ def test_outputs_never_go_over_workload_or_tuned_files_and_unwritable_ones_fail_
     kept = wl.read_text()
     r = _invoke("gate", "--baseline", str(saved), "--current", str(saved), "--junit", str(wl))
     assert r.exit_code == 2 and "a workload or source file" in r.output and wl.read_text() == kept
-    missing = str(tmp_path / "no" / "such" / "gate.xml")
+    missing = str(wl / "such" / "gate.xml")  # below a file: no folder can be made there
     run = _invoke("run", "tests/data/double.yaml", "-i", "baseline", "--gate-against", str(saved), "--junit", missing,
                   "--results-dir", str(tmp_path / "r"))
     assert run.exit_code == 2 and "cannot write" in run.output and not (tmp_path / "r").exists(), run.output
