@@ -636,6 +636,12 @@ def gate(base: Side, cur: Side, *, threshold: float | None = None, alpha: float 
     verdicts += _failing_now(base, cur, impl, {v.key for v in verdicts}, tau_of)
     if not pairing.pairs and not any(v.verdict == "BROKEN" for v in verdicts):
         other = f", {len(pairing.other_model)} on other GPU models" if pairing.other_model else ""
+        failed = [u for u in pairing.unpaired if u.other is not None]
+        if failed:  # present on both sides, measured on one: say what the other holds (a tree that fixes one)
+            u = failed[0]
+            side = "baseline" if u.a is u.other else "current"
+            other += (f"; {len(failed)} of them present on both sides but not measured on one, e.g. {u.key}: "
+                      f"{u.other.status} in the {side}")
         raise ConfigError(f"baseline and current have no measured case in common ({len(pairing.only_in_a)} "
                           f"in baseline only, {len(pairing.only_in_b)} in current only{other})")
     vs = tuple(verdicts)

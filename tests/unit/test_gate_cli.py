@@ -342,3 +342,15 @@ def test_require_all_fails_a_gate_whose_current_run_lacks_a_case(tmp_path):
     doc = json.loads(strict.stdout)
     assert strict.exit_code == 1 and (doc["exit_code"], doc["gate_exit_code"]) == (1, 0)
     assert "--require-all: 1 case(s) MISSING from the current run: c2/x" in strict.stderr
+
+
+def test_a_current_tree_that_fixes_the_only_case_says_what_the_baseline_held(tmp_path):
+    """Nothing in common to compare is bad input (exit 2); where the baseline holds the key but failed it,
+    the one line says so rather than leaving the CI owner to guess."""
+    samples = [1e-3] * N
+    base = store.save(make_run({"c[n=1]": {"k": samples}}, statuses={"c[n=1]/k": "error"}), tmp_path / "b.json")
+    cur = store.save(make_run({"c[n=1]": {"k": samples}}), tmp_path / "c.json")
+    r = _gate("--baseline", str(base), "--current", str(cur))
+    assert r.exit_code == 2, r.output
+    assert "no measured case in common (0 in baseline only, 1 in current only; 1 of them present on both sides " \
+           "but not measured on one, e.g. c[n=1]/k: error in the baseline)" in r.output
