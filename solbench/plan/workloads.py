@@ -47,14 +47,16 @@ class Planned:
 
 
 def load_specs(path: Path, device_kind: str, only: Sequence[str], impls: Sequence[str],
-               solutions: Sequence[str | Path] = ()) -> list[tuple[WorkloadSpec, Path, int]]:
-    """The workloads of one path: a solbench YAML file, or problems of a suite (solbench.suites)."""
+               solutions: Sequence[str | Path] = (),
+               used: set[Path] | None = None) -> list[tuple[WorkloadSpec, Path, int]]:
+    """The workloads of one path: a solbench YAML file, or problems of a suite (solbench.suites);
+    ``used``: the solutions that joined a problem are added to it."""
     from solbench.suites import detect, load
 
     yamls = sorted(p for p in path.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file()) \
         if path.is_dir() else []
     if yamls:  # a folder of workload files: each, in name order
-        return [entry for f in yamls for entry in load_specs(f, device_kind, only, impls, solutions)]
+        return [entry for f in yamls for entry in load_specs(f, device_kind, only, impls, solutions, used)]
     try:
         suite = detect(path)
     except ConfigError:
@@ -62,7 +64,7 @@ def load_specs(path: Path, device_kind: str, only: Sequence[str], impls: Sequenc
             raise
         suite = None
     if suite is not None:
-        return [(spec, origin, 0) for spec, origin in load(path, solutions)]
+        return [(spec, origin, 0) for spec, origin in load(path, solutions, used=used)]
     if path.is_dir():
         raise ConfigError(f"{path}: a folder with no workload file (.yaml), no KernelBench problem (.py files "
                           "defining Model) and no SOL-ExecBench problem (folders with definition.json)")
@@ -92,8 +94,9 @@ def plan(files: Sequence[str | Path], device_kind: str, only: Sequence[str] = ()
     every_id: list[str] = []
     known: set[str] = set()
     first: dict[str, Path] = {}  # workload name -> the file that defined it
+    used: set[Path] = set()
     for f in files:
-        for spec, path, i in load_specs(Path(f), device_kind, only, impls, solutions):
+        for spec, path, i in load_specs(Path(f), device_kind, only, impls, solutions, used):
             if spec.name in first:
                 again = "given twice" if Path(first[spec.name]).resolve() == Path(path).resolve() else \
                     f"also defined in {first[spec.name]}"
@@ -127,6 +130,10 @@ def plan(files: Sequence[str | Path], device_kind: str, only: Sequence[str] = ()
                 for name in spec.implementations:
                     impl_cost(p, case, name, cost)
             planned.append(p)
+    if solutions:
+        from solbench.suites import check_solutions_used
+
+        check_solutions_used(solutions, used, files)
     if only:
         missing = sorted(set(only) - {p.spec.name for p in planned})
         if missing:

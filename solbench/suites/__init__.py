@@ -66,19 +66,21 @@ def problems(path: str | Path) -> list[Path]:
             and not kernelbench.is_solution(c)]
 
 
-def load(path: str | Path, solutions: Sequence[str | Path] = ()) -> list[tuple[WorkloadSpec, Path]]:
+def load(path: str | Path, solutions: Sequence[str | Path] = (), *,
+         used: set[Path] | None = None) -> list[tuple[WorkloadSpec, Path]]:
     """Every problem under ``path`` as a workload, with the file it came from.
 
-    ``solutions`` (``--solution``): KernelBench ModelNew files or SOL-ExecBench solution.json files;
-    each joins the problem it belongs to (the only one, or the one whose file stem starts the
-    solution's name; a solution.json names its definition). Solutions found beside a problem join
-    it too.
+    ``solutions`` (``--solution``): KernelBench ModelNew files (.py) or SOL-ExecBench solution.json
+    files; each joins the problem of its own suite it belongs to (the only one, or the one whose file
+    stem starts the solution's name; a solution.json names its definition). Solutions found beside a
+    problem join it too. ``used``: the solutions that joined a problem are added to it (a caller
+    loading several paths refuses one that joined none: :func:`check_solutions_used`).
     """
     from solbench.suites import kernelbench, solexec
 
     suite = detect(path)
     out = []
-    given = [Path(s) for s in solutions]
+    given = [Path(s) for s in solutions if Path(s).suffix == (".py" if suite == "kernelbench" else ".json")]
     found = problems(path)
     for problem in found:
         if suite == "kernelbench":
@@ -90,7 +92,21 @@ def load(path: str | Path, solutions: Sequence[str | Path] = ()) -> list[tuple[W
             mine = [s for s in given if len(found) == 1 or _names_definition(s, folder)]
             spec = solexec.read(folder, [*sorted(folder.glob("solution*.json")), *mine] if mine else None)
             out.append((spec, (folder / "definition.json").resolve()))
+        if used is not None:
+            used.update(mine)
     return out
+
+
+def check_solutions_used(solutions: Sequence[str | Path], used: set[Path], paths: Sequence[str | Path]) -> None:
+    """ConfigError for a ``--solution`` that joined no problem of ``paths`` (it would be silently left
+    out: no row, nothing measured)."""
+    for s in map(Path, solutions):
+        if s not in used:
+            kinds = {".py": "a KernelBench ModelNew file", ".json": "a SOL-ExecBench solution"}
+            kind = kinds.get(s.suffix, "neither a .py nor a .json")
+            raise ConfigError(f"--solution {s}: {kind} that belongs to no problem of {', '.join(map(str, paths))} "
+                              "(a ModelNew file's name starts with its problem's file name; a solution.json names "
+                              "its definition)")
 
 
 def _names_definition(solution: Path, folder: Path) -> bool:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from solbench.config.workloads import write_workload_file
 from solbench.errors import ConfigError
-from solbench.suites import detect, load
+from solbench.suites import check_solutions_used, detect, load
 
 
 def import_problems(src: str | Path, out: str | Path, solutions: Sequence[str | Path] = (), *,
@@ -25,7 +25,9 @@ def import_problems(src: str | Path, out: str | Path, solutions: Sequence[str | 
         raise ConfigError(f"{src}: not a KernelBench problem or level folder, nor a SOL-ExecBench problem or "
                           "benchmark folder")
     folder = Path(out)
-    problems = list(load(src, solutions))
+    used: set[Path] = set()
+    problems = list(load(src, solutions, used=used))
+    check_solutions_used(solutions, used, [src])
     taken = [folder / f"{spec.name}.yaml" for spec, _ in problems if (folder / f"{spec.name}.yaml").exists()]
     if taken and not force:
         more = f" (and {len(taken) - 1} more)" if len(taken) > 1 else ""

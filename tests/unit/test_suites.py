@@ -165,6 +165,30 @@ def test_malformed_problems_exit_2_with_one_line_naming_the_file(runner, path, n
     assert len(lines) == 1 and needle in lines[0] and path.name in lines[0], result.output
 
 
+@pytest.mark.parametrize(("command", "src", "solution", "kind"), [
+    ("run", KB / "level1", KB / "solutions" / "2_Linear_ReLU_order_new.py", "a KernelBench ModelNew file"),
+    ("run", KB / "level1" / "1_Square_matmul.py", DATA / "solexec_solutions" / "rmsnorm_cuda.json",
+     "a SOL-ExecBench solution"),
+    ("run", Path("workloads/attn.yaml"), DATA / "solexec_solutions" / "rmsnorm_cuda.json", "a SOL-ExecBench solution"),
+    ("import", KB / "level1", DATA / "solexec_solutions" / "rmsnorm_cuda.json", "a SOL-ExecBench solution"),
+])
+def test_a_solution_that_joins_no_problem_is_refused_not_dropped(runner, tmp_path, command, src, solution, kind):
+    args = ["--dry-run", "--device", "cpu", "-o", str(tmp_path / "r.json")] if command == "run" else \
+        ["--out", str(tmp_path / "out")]
+    result = runner.invoke(main, [command, str(src), "--solution", str(solution), *args])
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert result.exit_code == 2 and len(lines) == 1, result.output
+    assert f"--solution {solution}: {kind} that belongs to no problem of {src}" in lines[0]
+    assert list(tmp_path.iterdir()) == []  # nothing written
+
+
+def test_a_solution_joins_the_problem_of_its_own_suite_among_several_paths():
+    solution = KB / "solutions" / "2_Linear_ReLU_order_new.py"
+    planned = plan([KB / "level1", KB / "level2"], "cpu", solutions=[solution])
+    joined = {p.spec.name: [i for i in p.spec.implementations if i not in ("baseline", "compiled")] for p in planned}
+    assert [name for name, extra in joined.items() if extra] == ["level2_2_Linear_ReLU_order"], joined
+
+
 def test_import_writes_yaml_that_runs_the_same_workload(runner, tmp_path):
     result = runner.invoke(main, ["import", str(KB / "level1" / "23_Softmax.py"), "--out", str(tmp_path)])
     assert result.exit_code == 0, result.output
