@@ -200,3 +200,12 @@ def test_a_dry_run_without_gpu_prices_the_device_it_names(tmp_path: Path) -> Non
     result = CliRunner().invoke(main, ["run", DOUBLE, "--dry-run", "--device", "cpu", "-o", str(out), "-q"])
     assert result.exit_code == 0, result.output
     assert store.load(out).environment.device_kind == "cpu"
+
+
+@pytest.mark.parametrize("outputs", [["--html", "r.out", "--png", "r.out"], ["--csv", "r.out", "--png", "./r.out"]])
+def test_report_refuses_two_outputs_in_one_file(outputs: list[str], saved: Path, tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)  # the second written replaced the first, and the command said it wrote both
+    result = CliRunner().invoke(main, ["report", "nightly", *outputs, "--results-dir", str(saved)])
+    assert "give each its own file" in _one_line_exit_2(result)
+    assert not (tmp_path / "r.out").exists()
