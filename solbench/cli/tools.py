@@ -88,6 +88,13 @@ def report(runs: Sequence[str], html_file: str | None, csv_file: str | None, png
         raise ConfigError("--gate-against and --compare-to add sections to the HTML report; add --html FILE")
     if (gate_against or compare_to) and len(runs) > 1:
         raise ConfigError("--gate-against and --compare-to take a single RUN")
+    # options that act only on a figure or the HTML report would otherwise be silently ignored
+    if calibration is not None and not (png_file or html_file):
+        raise ConfigError("--calibration draws measured ceilings on the roofline; add --png FILE or --html FILE")
+    given = click.get_current_context().get_parameter_source("title") is not click.core.ParameterSource.DEFAULT
+    idle = [flag for flag, on in (("--title", given), ("--fast-p", bool(fast_ps))) if on]
+    if idle and not html_file:
+        raise ConfigError(f"{', '.join(idle)}: used only by the HTML report; add --html FILE")
     if png_file or html_file:
         _need_matplotlib("--html" if html_file else "--png")
     loaded = [read_run(n, rdir) for n in runs] if runs else [read_run(None, rdir)]

@@ -209,3 +209,17 @@ def test_report_refuses_two_outputs_in_one_file(outputs: list[str], saved: Path,
     result = CliRunner().invoke(main, ["report", "nightly", *outputs, "--results-dir", str(saved)])
     assert "give each its own file" in _one_line_exit_2(result)
     assert not (tmp_path / "r.out").exists()
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["--csv", "r.csv", "--calibration", "nope.json"], "--calibration draws measured ceilings on the roofline"),
+    (["--png", "r.png", "--title", "nightly"], "--title: used only by the HTML report"),
+    (["--csv", "r.csv", "--fast-p", "2", "--title", "t"], "--title, --fast-p: used only by the HTML report"),
+])
+def test_report_refuses_options_its_outputs_do_not_use(args: list[str], says: str, saved: Path, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(main, ["report", "nightly", *args, "--results-dir", str(saved)])
+    assert says in _one_line_exit_2(result)
+    assert not list(tmp_path.glob("r.*"))
+

@@ -69,9 +69,9 @@ def test_a_malformed_tuned_or_calibration_file_is_one_line_exit_2(tmp_path):
         cal = tmp_path / "cal.json"
         cal.write_text(text)
         r = _invoke("report", str(saved), "--csv", str(tmp_path / "r.csv"), "--calibration", str(cal))
-        if r.exit_code == 0:  # the CSV draws no roofline: the calibration is read for figures only
-            pytest.importorskip("matplotlib")
-            r = _invoke("report", str(saved), "--png", str(tmp_path / "r.png"), "--calibration", str(cal))
+        assert r.exit_code == 2 and "add --png FILE or --html FILE" in r.output  # the CSV draws no roofline
+        pytest.importorskip("matplotlib")
+        r = _invoke("report", str(saved), "--png", str(tmp_path / "r.png"), "--calibration", str(cal))
         assert r.exit_code == 2 and str(cal) in r.output and "Traceback" not in r.output, r.output
 
 
