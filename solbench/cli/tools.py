@@ -48,7 +48,12 @@ def _calibration(path: str | None, runs: Sequence[RunResult], rdir: Path) -> Cal
             return store.load_calibration(rdir, env.spec_id, env.device_uuid)
         except ResultsFormatError:
             return None
-    return store.read_calibration(Path(path))
+    cal = store.read_calibration(Path(path))
+    other = next((r.environment for r in runs if r.environment.spec_id != cal.spec_id), None)
+    if other is not None:  # its ceilings would be drawn over another device's points
+        raise ConfigError(f"--calibration {path}: measured on {cal.spec_id} ({cal.device_name}), a run on "
+                          f"{other.spec_id} ({other.device_name}); give that device's calibration, or none")
+    return cal
 
 
 @click.command()

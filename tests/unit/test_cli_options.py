@@ -223,3 +223,22 @@ def test_report_refuses_options_its_outputs_do_not_use(args: list[str], says: st
     assert says in _one_line_exit_2(result)
     assert not list(tmp_path.glob("r.*"))
 
+
+
+def test_report_refuses_another_devices_calibration(saved: Path, tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    import json
+
+    theirs = json.loads(next(Path("results/h200/calibration").rglob("*.json")).read_text())
+    theirs.update(spec_id="b200", device_name="NVIDIA B200")  # the run is an H200's: B200 ceilings would be drawn
+    cal = tmp_path / "b200.json"
+    cal.write_text(json.dumps(theirs))
+    png = tmp_path / "r.png"
+    result = CliRunner().invoke(main, ["report", "nightly", "--png", str(png), "--calibration", str(cal),
+                                       "--results-dir", str(saved)])
+    assert result.exit_code == 2 and "measured on b200 (NVIDIA B200), a run on h200" in result.output, result.output
+    assert not png.exists()
+    same = CliRunner().invoke(main, ["report", "nightly", "--png", str(png), "--calibration",
+                                     str(next(Path("results/h200/calibration").rglob("*.json"))),
+                                     "--results-dir", str(saved)])
+    assert same.exit_code == 0, same.output
