@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 import os
 import sys
 import time
@@ -195,6 +196,19 @@ def read_run(name_or_path: str | None, results_dir: Path, role: str = "run") -> 
     result = store.load(path)
     click.echo(f"read {role}: {path}", err=True)
     return result
+
+
+def check_fast_ps(fast_ps: Sequence[float], runs: Sequence[RunResult] = ()) -> None:
+    """ConfigError (exit 2) for a ``--fast-p`` that is not a finite number (click's range lets NaN and
+    inf through), or given for ``runs`` that hold no suite problem: no summary would use it."""
+    from solbench.errors import ConfigError
+
+    for p in fast_ps:
+        if not math.isfinite(p):
+            raise ConfigError(f"--fast-p {p}: p must be a finite number (a speedup, e.g. 1 or 2)")
+    if fast_ps and runs and not any(c.suite for run in runs for c in run.cases):
+        raise ConfigError("--fast-p: the run holds no KernelBench or SOL-ExecBench problem, so no suite summary "
+                          "(fast_p) to report")
 
 
 def failures(result: RunResult) -> list[str]:

@@ -10,7 +10,7 @@ import click
 
 from solbench import api
 from solbench.analysis.suite_summary import DEFAULT_PS
-from solbench.cli.common import console, derived, handle_errors, print_run, read_run
+from solbench.cli.common import check_fast_ps, console, derived, handle_errors, print_run, read_run
 from solbench.errors import ConfigError
 from solbench.results import store
 
@@ -68,8 +68,12 @@ def show(run_file: str | None, results_dir: str, as_markdown: bool, harness: boo
     chosen = [flag for flag, on in (("--markdown", as_markdown), ("--harness", harness), ("--json", as_json)) if on]
     if len(chosen) > 1:
         raise click.UsageError(f"{' and '.join(chosen)}: each is a whole view of the run; give one")
+    if harness and fast_ps:
+        raise ConfigError("--fast-p picks the suite summary's p; --harness shows no suite summary")
+    check_fast_ps(fast_ps)
     rdir = Path(results_dir)
     result = read_run(run_file, rdir)
+    check_fast_ps(fast_ps, [result])
     if harness:
         from solbench.report.harness import harness_table
 

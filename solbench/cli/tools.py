@@ -78,7 +78,7 @@ def report(runs: Sequence[str], html_file: str | None, csv_file: str | None, png
     (pip install 'solbench[plot]'). Everything is checked and built before any file is written:
     a report that fails writes nothing.
     """
-    from solbench.cli.common import read_run, writable_output
+    from solbench.cli.common import check_fast_ps, read_run, writable_output
     from solbench.report.csv import run_csv
 
     named: dict[Path, str] = {}
@@ -100,9 +100,11 @@ def report(runs: Sequence[str], html_file: str | None, csv_file: str | None, png
     idle = [flag for flag, on in (("--title", given), ("--fast-p", bool(fast_ps))) if on]
     if idle and not html_file:
         raise ConfigError(f"{', '.join(idle)}: used only by the HTML report; add --html FILE")
+    check_fast_ps(fast_ps)
     if png_file or html_file:
         _need_matplotlib("--html" if html_file else "--png")
     loaded = [read_run(n, rdir) for n in runs] if runs else [read_run(None, rdir)]
+    check_fast_ps(fast_ps, loaded)
     base = read_run(gate_against, rdir, "gate baseline") if gate_against else None
     other = read_run(compare_to, rdir, "compared with") if compare_to else None
     if not (html_file or csv_file or png_file):

@@ -242,3 +242,19 @@ def test_report_refuses_another_devices_calibration(saved: Path, tmp_path: Path)
                                      str(next(Path("results/h200/calibration").rglob("*.json"))),
                                      "--results-dir", str(saved)])
     assert same.exit_code == 0, same.output
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["show", "nightly", "--fast-p", "nan"], "--fast-p nan: p must be a finite number"),
+    (["show", "nightly", "--fast-p", "inf", "--json"], "--fast-p inf: p must be a finite number"),
+    (["report", "nightly", "--html", "r.html", "--fast-p", "1", "--fast-p", "nan"], "--fast-p nan: p must be"),
+    (["show", "nightly", "--fast-p", "2"], "--fast-p: the run holds no KernelBench or SOL-ExecBench problem"),
+    (["report", "nightly", "--html", "r.html", "--fast-p", "2"], "--fast-p: the run holds no KernelBench"),
+    (["show", "nightly", "--harness", "--fast-p", "1"], "--harness shows no suite summary"),
+])
+def test_fast_p_is_refused_where_it_cannot_act(args: list[str], says: str, saved: Path, tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)  # NaN was shown as a fast_nan column (and "NaN" in the JSON); a p given for a run
+    result = CliRunner().invoke(main, [*args, "--results-dir", str(saved)])  # of no suite problem was ignored
+    assert says in result.output and result.exit_code == 2, result.output
+    assert "Traceback" not in result.output and not (tmp_path / "r.html").exists()
