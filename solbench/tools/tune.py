@@ -69,6 +69,21 @@ class TuneOptions:
     seed: int = 0
     flush: str = "clean"  # as `solbench run` (README "How solbench measures")
 
+    def __post_init__(self) -> None:
+        """ConfigError (exit 2) for knobs no tuning can honour, as :class:`solbench.plan.options.RunOptions`
+        refuses them: NaN would disable the rule it sets (a margin that never abandons, a gain that never
+        decides), inf would make it decide everything."""
+        import math
+
+        for name, flag in (("budget_s", "--budget"), ("target_rel_ci", "--target"), ("min_gain", "--min-gain")):
+            value = getattr(self, name)
+            if not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
+                raise ConfigError(f"{flag} must be a positive finite number, got {value!r}")
+        if not (isinstance(self.margin, int | float) and math.isfinite(self.margin) and self.margin >= 0):
+            raise ConfigError(f"--margin must be a finite number at least 0, got {self.margin!r}")
+        if self.min_samples > self.max_samples:
+            raise ConfigError(f"--min-samples {self.min_samples} is larger than --max-samples {self.max_samples}")
+
 
 @dataclass(frozen=True)
 class Trial:

@@ -340,3 +340,18 @@ def test_a_destination_passing_launch_poisons_its_outputs_before_a_timed_call():
     launch.poison()
     (again,) = launch()  # skipped its work: the poison shows
     assert torch.isnan(again).all()
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["--budget", "nan"], "--budget must be a positive finite number, got nan"),
+    (["--target", "nan"], "--target must be a positive finite number, got nan"),
+    (["--min-gain", "nan"], "--min-gain must be a positive finite number, got nan"),
+    (["--min-gain", "inf"], "--min-gain must be a positive finite number, got inf"),  # every winner SAME
+    (["--margin", "nan"], "--margin must be a finite number at least 0, got nan"),  # never abandons
+    (["--min-samples", "20", "--max-samples", "5"], "--min-samples 20 is larger than --max-samples 5"),
+])
+def test_tune_refuses_knobs_it_cannot_honour_before_measuring(args, says, tmp_path):
+    result = CliRunner().invoke(main, ["tune", str(TUNE_YAML), "--device", "cpu", "-i", "chunked",
+                                       "--results-dir", str(tmp_path / "r"), *args])
+    assert result.exit_code == 2 and result.output.strip() == f"error: {says}", result.output
+    assert not (tmp_path / "r").exists()  # nothing measured, nothing written
