@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from solbench.config.workloads import load_workload_file
-from solbench.errors import DeviceError
+from solbench.errors import ConfigError, DeviceError
 from solbench.results.model import RunResult
 from solbench.workload.schema import WorkloadSpec
 
@@ -72,6 +72,10 @@ def load_run(name_or_path: str, results_dir: Path = Path("results")) -> RunResul
 
 def calibrate(*, seconds: float = 1.0, results_dir: Path = Path("results"), device: str = "auto") -> Any:
     """Measure this GPU's ceilings and save them for ``run --peaks measured``."""
+    import math
+
+    if not (math.isfinite(seconds) and seconds > 0):  # inf never ends; NaN times no GEMM at all
+        raise ConfigError(f"--seconds must be a positive finite number, got {seconds!r}")
     import torch
 
     from solbench.device import calibrate as cal

@@ -35,3 +35,16 @@ def test_measured_spec_replaces_measured_ceilings_only(tmp_path):
 def test_missing_calibration_says_how_to_make_one(tmp_path):
     with pytest.raises(ResultsFormatError, match="solbench calibrate"):
         measured_spec(get_spec("h200"), "GPU-none", tmp_path)
+
+
+@pytest.mark.parametrize("seconds", ["nan", "inf"])
+def test_calibrate_refuses_a_window_that_is_not_finite(seconds, tmp_path):
+    from click.testing import CliRunner
+
+    from solbench.cli import main
+
+    # click's FloatRange(min=0.1) lets both through: inf GEMMs forever, NaN times none
+    result = CliRunner().invoke(main, ["calibrate", "--seconds", seconds, "--results-dir", str(tmp_path / "r")])
+    assert result.exit_code == 2, result.output
+    assert result.output.strip() == f"error: --seconds must be a positive finite number, got {seconds}"
+    assert not (tmp_path / "r").exists()
