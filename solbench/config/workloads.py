@@ -120,6 +120,9 @@ def write_workload_file(path: str | Path, specs: Sequence[WorkloadSpec], header:
     text = "".join(f"# {line}\n" for line in header.splitlines()) + yaml.safe_dump(data, sort_keys=False, width=110)
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, path)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    finally:  # a write that failed (a full disk) leaves no temporary file behind
+        Path(tmp).unlink(missing_ok=True)

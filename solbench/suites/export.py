@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from solbench.config.workloads import write_workload_file
-from solbench.errors import ConfigError
+from solbench.errors import ConfigError, ResultsWriteError
 from solbench.suites import check_solutions_used, detect, load
 
 
@@ -33,11 +33,16 @@ def import_problems(src: str | Path, out: str | Path, solutions: Sequence[str | 
         more = f" (and {len(taken) - 1} more)" if len(taken) > 1 else ""
         raise ConfigError(f"{taken[0]} exists{more}: not replacing workload files that may have been edited "
                           "(pass --force to replace them, or --out another folder)")
-    folder.mkdir(parents=True, exist_ok=True)
     written = []
-    for spec, origin in problems:
-        path = folder / f"{spec.name}.yaml"
-        suite = spec.source.suite if spec.source is not None else ""
-        write_workload_file(path, [spec], header=f"Imported by `solbench import` from {suite} {origin}")
-        written.append(path)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        for spec, origin in problems:
+            path = folder / f"{spec.name}.yaml"
+            suite = spec.source.suite if spec.source is not None else ""
+            write_workload_file(path, [spec], header=f"Imported by `solbench import` from {suite} {origin}")
+            written.append(path)
+    except OSError as exc:  # --out under a file, a folder not writable, a full disk: one line, not a traceback
+        done = f" ({len(written)} of {len(problems)} written)" if written else ""
+        raise ResultsWriteError(f"--out {out}: cannot write workload files there: "
+                                f"{exc.strerror or exc}{done}") from None
     return written

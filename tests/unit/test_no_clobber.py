@@ -84,6 +84,18 @@ def test_import_keeps_edited_workload_files_unless_forced(tmp_path):
     assert forced.exit_code == 0 and not written.read_text().endswith("# my edit\n")
 
 
+def test_import_that_cannot_write_is_one_line_exit_2_and_leaves_no_temporary_file(tmp_path):
+    (tmp_path / "file").write_text("not a folder")
+    under = CliRunner().invoke(main, ["import", str(SOFTMAX), "--out", str(tmp_path / "file" / "sub")])
+    assert under.exit_code == 2 and "Traceback" not in under.output, under.output  # was NotADirectoryError, exit 5
+    assert under.output.startswith(f"error: --out {tmp_path / 'file' / 'sub'}: cannot write workload files there")
+    out = tmp_path / "out"
+    (out / "level1_23_Softmax.yaml").mkdir(parents=True)  # the file to replace is a folder: the rename fails
+    forced = CliRunner().invoke(main, ["import", str(SOFTMAX), "--out", str(out), "--force"])
+    assert forced.exit_code == 2 and len(forced.output.strip().splitlines()) == 1, forced.output
+    assert [p.name for p in out.iterdir()] == ["level1_23_Softmax.yaml"]  # no .tmp left beside it
+
+
 def test_ab_refuses_a_baseline_tree_without_the_workload_file(tmp_path):
     (tmp_path / "base").mkdir()
     result = CliRunner().invoke(main, ["ab", "--baseline-tree", str(tmp_path / "base"), "tests/data/double.yaml",
