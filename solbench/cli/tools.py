@@ -207,6 +207,8 @@ def tune(files: Sequence[str], workloads: Sequence[str], impls: Sequence[str], m
 
     writable_output(output, "the tuning log")
     writable_output(tuned_file, "tuned configurations", runs_only=True)
+    if output and tuned_file and Path(output).absolute() == Path(tuned_file).absolute():  # before measuring
+        raise ConfigError(f"-o {output}: the tuned-configuration file; give the tuning log another name")
     existing = tuning.load_tuned(tuned_file) if tuned_file and Path(tuned_file).is_file() else None  # bad: now
     options = tuning.TuneOptions(workloads=tuple(workloads), impls=tuple(impls), max_configs=max_configs,
                                  patience=patience, margin=margin, confirm_rounds=confirm_rounds, min_gain=min_gain,

@@ -355,3 +355,15 @@ def test_tune_refuses_knobs_it_cannot_honour_before_measuring(args, says, tmp_pa
                                        "--results-dir", str(tmp_path / "r"), *args])
     assert result.exit_code == 2 and result.output.strip() == f"error: {says}", result.output
     assert not (tmp_path / "r").exists()  # nothing measured, nothing written
+
+
+def test_tune_refuses_one_file_for_the_log_and_the_tuned_configurations_before_measuring(tmp_path, monkeypatch):
+    def measured(*args, **kwargs):
+        raise AssertionError("measured before refusing")
+
+    monkeypatch.setattr(tuning, "tune", measured)
+    same = tmp_path / "t.json"
+    result = CliRunner().invoke(main, ["tune", str(TUNE_YAML), "--device", "cpu", "-i", "chunked", "-o", str(same),
+                                       "--tuned-file", str(same)])
+    assert result.exit_code == 2 and "the tuned-configuration file" in result.output, result.output
+    assert not same.exists()
