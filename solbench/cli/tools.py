@@ -298,11 +298,12 @@ def profile(file: str, workload: str, impl: str, case_id: str | None, ncu: str |
     if not isinstance(extra, dict):
         raise ConfigError("--params: expected a JSON object, e.g. '{\"block\": 256}'")
     find_ncu(ncu)  # before anything else: without ncu, one line and exit 2
+    store.check_writable(Path(out_dir))  # before profiling: a folder under a file was a traceback after it
     result = run_profile(ProfileRequest(file, workload, impl, case_id, ncu, Path(out_dir), extra))
     rep = Path(result.ncu_rep)
-    rep.with_suffix(".csv").write_text(result.csv_text, encoding="utf-8")
+    store.write_text(rep.with_suffix(".csv"), result.csv_text)  # atomically, as every other record
     data = profile_dict(result)
-    rep.with_suffix(".json").write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    store.write_text(rep.with_suffix(".json"), json.dumps(data, indent=1) + "\n")
     if as_json:
         click.echo(json.dumps(data, indent=1))
         return

@@ -232,6 +232,25 @@ def test_profile_flow_with_a_stand_in_ncu(tmp_path, monkeypatch, nvtx_fails):
     assert data["ncu_version"] == "Version 2025.3.1.0 (build 0)"
 
 
+def test_profile_into_a_folder_it_cannot_make_is_one_line_exit_2_before_profiling(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    from solbench.config.hwspecs import get_spec
+
+    fake = tmp_path / "ncu"
+    fake.write_text(FAKE_NCU.format(python=sys.executable, nvtx_fails=False))
+    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+    info = SimpleNamespace(name="NVIDIA H200", spec=get_spec("h200-sxm"))
+    monkeypatch.setattr("solbench.device.detect.detect", lambda device: info)
+    (tmp_path / "file").write_text("not a folder")
+    out = tmp_path / "file" / "profiles"
+    result = CliRunner().invoke(main, ["profile", "workloads/attn.yaml", "-w", "o_proj", "-i", "fused",
+                                       "--ncu", str(fake), "--out-dir", str(out)])
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output  # was NotADirectoryError, 5
+    assert result.output.strip().startswith(f"error: {out}: cannot write results there")
+    assert not (tmp_path / "calls.txt").exists()  # ncu never ran
+
+
 # ------------------------------------------------------------------ real captures (H200, ncu 2025.3.1)
 
 DATA = Path(__file__).resolve().parents[1] / "data"
