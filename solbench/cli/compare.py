@@ -183,7 +183,7 @@ def _find(name: str, rdir: Path) -> Path | None:
     try:
         return store.find(name, rdir)
     except ResultsFormatError as exc:
-        if "no such result file or saved run" in str(exc):
+        if "no such result file or saved run" in str(exc) or "a folder, not a result file" in str(exc):
             return None
         raise
 

@@ -258,3 +258,8 @@ def test_fast_p_is_refused_where_it_cannot_act(args: list[str], says: str, saved
     result = CliRunner().invoke(main, [*args, "--results-dir", str(saved)])  # of no suite problem was ignored
     assert says in result.output and result.exit_code == 2, result.output
     assert "Traceback" not in result.output and not (tmp_path / "r.html").exists()
+
+
+def test_show_of_a_folder_says_it_is_a_folder(saved: Path) -> None:
+    result = CliRunner().invoke(main, ["show", str(saved)])  # was "no such result file or saved run in results"
+    assert _one_line_exit_2(result).startswith(f"error: {saved}: a folder, not a result file")
