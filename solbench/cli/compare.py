@@ -103,9 +103,8 @@ def compare(a: str | None, b: str | None, baselines: tuple[str, ...], currents: 
         sides = ([read_run(x, rdir, "baseline") for x in baselines],
                  [read_run(x, rdir, "current") for x in currents])
         _check_impl(impl, [*sides[0], *sides[1]])
-        sd, _ = run_sd_of(run_sd, rdir, sides[0][0].spec.id)
-        result = compare_runs(sides[0], sides[1], impl=impl, threshold=tau, label_a=_label(baselines),
-                              label_b=_label(currents), run_sd=sd)
+        result = saved_comparison(sides[0], sides[1], rdir, impl=impl, threshold=tau, label_a=_label(baselines),
+                                  label_b=_label(currents), run_sd=run_sd)
         _show_comparison(result, as_json, as_markdown)
         return
     if a is None or b is None:
@@ -113,8 +112,8 @@ def compare(a: str | None, b: str | None, baselines: tuple[str, ...], currents: 
     runs = _as_runs(a, b, rdir) if run_file is None else None
     if runs is not None:
         _check_impl(impl, runs)
-        sd, _ = run_sd_of(run_sd, rdir, runs[0].spec.id)
-        result = compare_runs(runs[0], runs[1], impl=impl, threshold=tau, label_a=a, label_b=b, run_sd=sd)
+        result = saved_comparison([runs[0]], [runs[1]], rdir, impl=impl, threshold=tau, label_a=a, label_b=b,
+                                  run_sd=run_sd)
     else:
         if run_sd is not None:
             raise ConfigError("--run-sd prices the offsets of separate runs; two implementations of one run share "
@@ -227,25 +226,16 @@ def gate_cmd(baseline: tuple[str, ...], current: tuple[str, ...], threshold: str
 
     Exit codes: 0 pass, 1 regression or broken, 2 bad input, 3 inconclusive (too noisy to decide).
     """
-    from solbench.errors import ConfigError
-
     writable_output(junit, "JUnit XML")
     writable_output(markdown_file, "Markdown")
     rdir = Path(results_dir)
     tau = None if threshold is None else parse_threshold(threshold).fraction
     base = [read_run(x, rdir, "baseline") for x in baseline]
-    sd, sd_source = run_sd_of(run_sd, rdir, base[0].spec.id)
     cur = [read_run(x, rdir, "current") for x in current]
-    for name, run in zip(current, cur, strict=True):
-        if not run.complete:
-            raise ConfigError(f"--current {name}: the run is incomplete (complete: false: interrupted or "
-                              "cancelled before every case was measured); measure it again")
     try:
         _check_impl(impl, [*base, *cur])
-        result = gate(base, cur, threshold=tau, alpha=alpha, allow_cross_hardware=allow_cross_hardware, impl=impl,
-                      run_sd=sd)
-        result = unconfirmed(result, verdicts=("REGRESSION", "PASS", "FASTER"))  # nothing re-measures here
-        result = replace(result, run_sd_source=sd_source)
+        result = saved_gate(base, cur, current, rdir, threshold=tau, alpha=alpha,
+                            allow_cross_hardware=allow_cross_hardware, impl=impl, run_sd=run_sd)
     except SolbenchError as exc:  # refused: the JUnit file says so, not what an earlier job left there
         if junit:
             from solbench.report.junit import refused_junit
@@ -260,6 +250,32 @@ def gate_cmd(baseline: tuple[str, ...], current: tuple[str, ...], threshold: str
         click.echo(f"--require-all: {len(missing)} case(s) MISSING from the current run: " + ", ".join(missing[:5])
                    + (f" and {len(missing) - 5} more" if len(missing) > 5 else ""), err=True)
     sys.exit(code)
+
+
+def saved_gate(base: Sequence[RunResult], cur: Sequence[RunResult], names: Sequence[str], rdir: Path, *,
+               threshold: float | None = None, alpha: float = 0.01, allow_cross_hardware: bool = False,
+               impl: str | None = None, run_sd: str | None = None) -> GateResult:
+    """The gate of saved runs, as ``gate`` and ``report --gate-against`` both give it: an incomplete
+    current run refused; the run offset priced (``--run-sd``, else the stored spread, else the
+    default); verdicts between single-round runs unconfirmed, since nothing re-measures here.
+    ``names``: how the current runs were named, for the errors."""
+    for name, run in zip(names, cur, strict=True):
+        if not run.complete:
+            raise ConfigError(f"--current {name}: the run is incomplete (complete: false: interrupted or "
+                              "cancelled before every case was measured); measure it again")
+    sd, sd_source = run_sd_of(run_sd, rdir, base[0].spec.id)
+    result = gate(base, cur, threshold=threshold, alpha=alpha, allow_cross_hardware=allow_cross_hardware, impl=impl,
+                  run_sd=sd)
+    result = unconfirmed(result, verdicts=("REGRESSION", "PASS", "FASTER"))
+    return replace(result, run_sd_source=sd_source)
+
+
+def saved_comparison(a: Sequence[RunResult], b: Sequence[RunResult], rdir: Path, *, label_a: str, label_b: str,
+                     impl: str | None = None, threshold: float = 0.05, run_sd: str | None = None) -> Comparison:
+    """Two sides of saved runs compared, as ``compare A B`` and ``report --compare-to`` both give it:
+    the run offset priced as the gate prices it."""
+    sd, _ = run_sd_of(run_sd, rdir, a[0].spec.id)
+    return compare_runs(a, b, impl=impl, threshold=threshold, label_a=label_a, label_b=label_b, run_sd=sd)
 
 
 @click.command(name="spread")

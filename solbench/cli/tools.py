@@ -12,7 +12,7 @@ import secrets
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.console import Console
@@ -21,10 +21,15 @@ from rich.text import Text
 
 from solbench import exitcodes
 from solbench.analysis.suite_summary import DEFAULT_PS
+from solbench.cli.common import run_sd_option
 from solbench.errors import ConfigError, ResultsFormatError
 from solbench.report.units import format_bytes, format_flops, format_seconds
 from solbench.results import store
 from solbench.results.model import FAILED_STATUSES, Calibration, RunResult
+
+if TYPE_CHECKING:
+    from solbench.analysis.compare import Comparison
+    from solbench.analysis.gate import GateResult
 
 
 def _out(quiet: bool = False) -> Console:
@@ -65,13 +70,16 @@ def _calibration(path: str | None, runs: Sequence[RunResult], rdir: Path) -> Cal
               help="Measured ceilings (solbench calibrate JSON); default: the one saved for the run's GPU.")
 @click.option("--gate-against", metavar="BASE", help="Add the gate verdicts of the (single) run against BASE.")
 @click.option("--compare-to", metavar="BASE", help="Add a comparison of the (single) run with BASE.")
+@click.option("--allow-cross-hardware", is_flag=True,
+              help="--gate-against: gate runs whose fingerprints differ (as solbench gate).")
+@run_sd_option
 @click.option("--title", default="solbench report", show_default=True)
 @click.option("--fast-p", "fast_ps", type=click.FloatRange(min=0), multiple=True, metavar="P",
               help="HTML suite summary: report fast_P (repeatable; default 0 and 1).")
 @click.option("--results-dir", type=click.Path(file_okay=False), default="results", show_default=True)
 def report(runs: Sequence[str], html_file: str | None, csv_file: str | None, png_file: str | None,
-           calibration: str | None, gate_against: str | None, compare_to: str | None, title: str,
-           fast_ps: tuple[float, ...], results_dir: str) -> None:
+           calibration: str | None, gate_against: str | None, compare_to: str | None, allow_cross_hardware: bool,
+           run_sd: str | None, title: str, fast_ps: tuple[float, ...], results_dir: str) -> None:
     """Roofline PNG, self-contained HTML and CSV of saved runs (files, saved names; default: latest).
 
     Without --html, --csv or --png the CSV goes to stdout. --html and --png need matplotlib
@@ -93,6 +101,10 @@ def report(runs: Sequence[str], html_file: str | None, csv_file: str | None, png
         raise ConfigError("--gate-against and --compare-to add sections to the HTML report; add --html FILE")
     if (gate_against or compare_to) and len(runs) > 1:
         raise ConfigError("--gate-against and --compare-to take a single RUN")
+    if allow_cross_hardware and not gate_against:
+        raise ConfigError("--allow-cross-hardware sets the gate of --gate-against BASE; add it")
+    if run_sd is not None and not (gate_against or compare_to):
+        raise ConfigError("--run-sd prices the gate or comparison between runs; add --gate-against or --compare-to")
     # options that act only on a figure or the HTML report would otherwise be silently ignored
     if calibration is not None and not (png_file or html_file):
         raise ConfigError("--calibration draws measured ceilings on the roofline; add --png FILE or --html FILE")
@@ -105,15 +117,25 @@ def report(runs: Sequence[str], html_file: str | None, csv_file: str | None, png
         _need_matplotlib("--html" if html_file else "--png")
     loaded = [read_run(n, rdir) for n in runs] if runs else [read_run(None, rdir)]
     check_fast_ps(fast_ps, loaded)
-    base = read_run(gate_against, rdir, "gate baseline") if gate_against else None
-    other = read_run(compare_to, rdir, "compared with") if compare_to else None
+    gated = compared = None
+    if gate_against:  # the verdicts `solbench gate --baseline BASE --current RUN` gives, the same way
+        from solbench.cli.compare import saved_gate
+
+        base = read_run(gate_against, rdir, "gate baseline")
+        gated = saved_gate([base], loaded[:1], [runs[0] if runs else "latest"], rdir,
+                           allow_cross_hardware=allow_cross_hardware, run_sd=run_sd)
+    if compare_to:  # as `solbench compare BASE RUN`
+        from solbench.cli.compare import saved_comparison
+
+        other = read_run(compare_to, rdir, "compared with")
+        compared = saved_comparison([other], loaded[:1], rdir, label_a=compare_to, label_b="run", run_sd=run_sd)
     if not (html_file or csv_file or png_file):
         csv_file = "-"
     files: dict[str, str | bytes] = {}
     if csv_file:
         files[csv_file] = run_csv(loaded)
     if png_file or html_file:
-        roof, html = _figures(loaded, rdir, html_file is not None, calibration, base, other, compare_to, title,
+        roof, html = _figures(loaded, rdir, html_file is not None, calibration, gated, compared, title,
                               fast_ps or DEFAULT_PS)
         if png_file:
             files[png_file] = roof
@@ -137,8 +159,8 @@ def _need_matplotlib(option: str) -> None:
                           "pip install 'solbench[plot]' (nothing was written)")
 
 
-def _figures(runs: list[RunResult], rdir: Path, html: bool, calibration: str | None, base: RunResult | None,
-             other: RunResult | None, other_label: str | None, title: str,
+def _figures(runs: list[RunResult], rdir: Path, html: bool, calibration: str | None, gate_result: GateResult | None,
+             comparison: Comparison | None, title: str,
              fast_ps: Sequence[float] = DEFAULT_PS) -> tuple[bytes, str | None]:
     """The roofline PNG, and the HTML report when asked for (with the gate and comparison sections)."""
     from solbench.report.html import ReportImages, report_html
@@ -150,15 +172,6 @@ def _figures(runs: list[RunResult], rdir: Path, html: bool, calibration: str | N
     names = impl_names(runs)
     hists = {(k, w): histograms_png([c for c in run.cases if c.workload == w], names=names)
              for k, run in enumerate(runs) for w in dict.fromkeys(c.workload for c in run.cases)}
-    gate_result = comparison = None
-    if base is not None:
-        from solbench.analysis.gate import gate
-
-        gate_result = gate(base, runs[0])
-    if other is not None:
-        from solbench.analysis.compare import compare_runs
-
-        comparison = compare_runs(other, runs[0], label_a=other_label or "base", label_b="run")
     return roof, report_html(runs, ReportImages(roof, hists), labels=[_label(r) for r in runs],
                              comparison=comparison, gate=gate_result, title=title, fast_ps=fast_ps)
 

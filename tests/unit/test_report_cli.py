@@ -76,3 +76,36 @@ def test_report_errors_are_one_line_exit_2(cpu_run, tmp_path):
     bad.write_text(json.dumps({"spec_id": "x"}))
     cal = runner.invoke(main, ["report", str(cpu_run), "--png", str(tmp_path / "p.png"), "--calibration", str(bad)])
     assert cal.exit_code == 2 and "not a solbench calibration" in cal.output
+
+
+def test_the_reports_gate_gives_the_verdicts_of_solbench_gate(tmp_path):
+    """The HTML gate section is `solbench gate`'s own result: single-round runs unconfirmed (a 30%
+    slowdown between two processes is INCONCLUSIVE there, so here too), the run offset priced alike."""
+    pytest.importorskip("matplotlib")
+    import numpy as np
+
+    from tests.unit.factories import make_run, noisy
+
+    rng = np.random.default_rng(5)
+    base = store.save(make_run({"c[n=1]": {"x": noisy(rng, 30)}, "d[n=1]": {"x": noisy(rng, 30)}}), tmp_path / "b.json")
+    cur = store.save(make_run({"c[n=1]": {"x": noisy(rng, 30, 1.3e-3)}, "d[n=1]": {"x": noisy(rng, 30)}}),
+                     tmp_path / "c.json")
+    gate = CliRunner().invoke(main, ["gate", "--baseline", str(base), "--current", str(cur), "--json",
+                                     "--results-dir", str(tmp_path)])
+    by_gate = {(v["case_id"], v["impl"]): v["verdict"] for v in json.loads(gate.stdout)["verdicts"]}
+    html = tmp_path / "g.html"
+    result = CliRunner().invoke(main, ["report", str(cur), "--html", str(html), "--gate-against", str(base),
+                                       "--results-dir", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    table = next(t for t in Page(html.read_text()).tables if t[0][:3] == ["case", "impl", "verdict"])
+    by_report = {(row[0], row[1]): row[2] for row in table[1:]}
+    assert by_gate[("c[n=1]", "x")] == "INCONCLUSIVE"  # not REGRESSION between single runs
+    assert by_report == by_gate
+
+
+def test_report_refuses_gate_options_without_a_gate(cpu_run, tmp_path):
+    for args, says in ((["--allow-cross-hardware"], "--allow-cross-hardware sets the gate"),
+                       (["--run-sd", "1%"], "--run-sd prices the gate or comparison")):
+        result = CliRunner().invoke(main, ["report", str(cpu_run), "--csv", str(tmp_path / "r.csv"), *args])
+        assert result.exit_code == 2 and says in result.output, result.output
+        assert not (tmp_path / "r.csv").exists()
