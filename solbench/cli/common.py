@@ -192,8 +192,14 @@ def read_run(name_or_path: str | None, results_dir: Path, role: str = "run") -> 
     """A saved run (a file, a saved name, or with None the latest under ``results_dir``); says on
     stderr which file it read (``read baseline: results/cpu/..._nightly.json``), so that stdout
     stays the table, JSON or Markdown."""
-    path = store.find(name_or_path, results_dir) if name_or_path else store.latest(results_dir)
+    skipped: list[Path] = []
+    if name_or_path:
+        path = store.find(name_or_path, results_dir)
+    else:
+        path, skipped = store.latest_with_skipped(results_dir)
     result = store.load(path)
+    for bad in skipped:
+        click.echo(f"warning: passed over {bad}, newer but not readable JSON (damaged?); not the latest run", err=True)
     click.echo(f"read {role}: {path}", err=True)
     return result
 

@@ -404,11 +404,24 @@ def find(name_or_path: str, results_dir: Path) -> Path:
 
 def latest(results_dir: Path) -> Path:
     """The newest run file under ``results_dir`` (calibrations and other JSON files are skipped)."""
-    files = sorted(_result_files(results_dir), key=_mtime, reverse=True)
-    found = next((p for p in files if is_run_file(p)), None)
-    if found is None:
-        raise ResultsFormatError(f"no result files under {results_dir}; run `solbench run` first")
+    found, _ = latest_with_skipped(results_dir)
     return found
+
+
+def latest_with_skipped(results_dir: Path) -> tuple[Path, list[Path]]:
+    """The newest run file under ``results_dir``, and the newer files passed over because they do not
+    read as JSON at all (damaged, or cut short by a full disk): the caller says so, since the user
+    asked for the newest run (tuning logs, calibrations and other solbench JSON are passed silently)."""
+    files = sorted(_result_files(results_dir), key=_mtime, reverse=True)
+    unreadable: list[Path] = []
+    for p in files:
+        if is_run_file(p):
+            return p, unreadable
+        try:
+            read_json(p)
+        except ResultsFormatError:
+            unreadable.append(p)
+    raise ResultsFormatError(f"no result files under {results_dir}; run `solbench run` first")
 
 
 def is_run_file(path: Path) -> bool:

@@ -263,3 +263,19 @@ def test_fast_p_is_refused_where_it_cannot_act(args: list[str], says: str, saved
 def test_show_of_a_folder_says_it_is_a_folder(saved: Path) -> None:
     result = CliRunner().invoke(main, ["show", str(saved)])  # was "no such result file or saved run in results"
     assert _one_line_exit_2(result).startswith(f"error: {saved}: a folder, not a result file")
+
+
+def test_the_latest_run_says_which_newer_files_it_passed_over(saved: Path) -> None:
+    import os
+
+    path = next(saved.rglob("*_nightly.json"))
+    cut = path.with_name("20260102T000000-000000-bbbb_cut.json")
+    cut.write_text(path.read_text()[:500])  # a run cut short: not JSON
+    log = path.with_name("20260102T000000-000000-cccc_tune.json")
+    log.write_text('{"kind": "tune"}')  # other solbench JSON: passed silently
+    for p in (cut, log):
+        os.utime(p, (path.stat().st_mtime + 60, path.stat().st_mtime + 60))
+    result = CliRunner().invoke(main, ["show", "--results-dir", str(saved), "--json"])
+    assert result.exit_code == 0, result.output
+    assert f"warning: passed over {cut}, newer but not readable JSON" in result.stderr
+    assert str(log) not in result.stderr and f"read run: {path}" in result.stderr
