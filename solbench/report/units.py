@@ -1,7 +1,7 @@
 """Human-readable numbers for reporters. Results are stored in SI units; only reporters convert.
 
     format_seconds(1.234e-5)   -> "12.3 µs"
-    format_ratio(1.0712)       -> "1.071×"
+    format_ratio(1.0712)       -> "1.071×"     (format_ratio(1.0004, edges=(1.0,)) -> "1.0004×")
     format_percent(0.05)       -> "5%"
     format_p(3.2e-7)           -> "3.2e-07"
     format_pct(0.734)          -> "73.4%"
@@ -21,6 +21,7 @@ _SI_PREFIXES = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1
 
 __all__ = [
     "MISSING",
+    "decision_edges",
     "format_bytes",
     "format_ci",
     "format_flops",
@@ -61,16 +62,39 @@ def format_seconds(x: float | None, digits: int = 3) -> str:
     return "0 s" if x == 0.0 else _scaled(x, _TIME_UNITS, digits)
 
 
-def format_ratio(x: float | None, decimals: int = 3) -> str:
-    """A time ratio with a multiplication sign: ``"1.071×"``."""
-    return f"{x:.{decimals}f}×" if _finite(x) else MISSING
+MOST_DECIMALS = 6  # a ratio or bound closer than this to a decision edge prints as the edge
 
 
-def format_ci(low: float | None, high: float | None, decimals: int = 3) -> str:
-    """A ratio interval: ``"[1.021, 1.094]"``."""
+def decision_edges(threshold: float) -> tuple[float, ...]:
+    """The ratios a compare or gate verdict turns on at ``threshold``: 1, 1 + threshold and
+    1 / (1 + threshold)."""
+    return (1.0, 1.0 + threshold, 1.0 / (1.0 + threshold))
+
+
+def _decimals(values: tuple[float | None, ...], edges: tuple[float, ...], decimals: int) -> int:
+    """The fewest decimals from ``decimals`` on (at most MOST_DECIMALS) at which no value prints as
+    an edge it is not: a verdict turns on which side of an edge a ratio or bound lies, so 1.0498
+    next to a 5% threshold reads "1.0498", never "1.050" (at the threshold, where PASS needs below)."""
+    shown = [v for v in values if v is not None and _finite(v)]
+    while decimals < MOST_DECIMALS and any(v != e and f"{v:.{decimals}f}" == f"{e:.{decimals}f}"
+                                           for v in shown for e in edges):
+        decimals += 1
+    return decimals
+
+
+def format_ratio(x: float | None, decimals: int = 3, edges: tuple[float, ...] = ()) -> str:
+    """A time ratio with a multiplication sign: ``"1.071×"``; more decimals where it would
+    otherwise print as one of ``edges`` (:func:`decision_edges`) it is not."""
+    return f"{x:.{_decimals((x,), edges, decimals)}f}×" if _finite(x) else MISSING
+
+
+def format_ci(low: float | None, high: float | None, decimals: int = 3, edges: tuple[float, ...] = ()) -> str:
+    """A ratio interval: ``"[1.021, 1.094]"``; both bounds with more decimals where either would
+    otherwise print as one of ``edges`` (:func:`decision_edges`) it is not."""
     if not (_finite(low) and _finite(high)):
         return MISSING
-    return f"[{low:.{decimals}f}, {high:.{decimals}f}]"
+    d = _decimals((low, high), edges, decimals)
+    return f"[{low:.{d}f}, {high:.{d}f}]"
 
 
 def format_percent(x: float | None, decimals: int = 1) -> str:
