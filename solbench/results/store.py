@@ -34,7 +34,15 @@ from typing import Any, NoReturn
 
 from solbench.errors import ResultsFormatError, ResultsWriteError
 from solbench.results.codec import DecodeError, decode, encode
-from solbench.results.model import MAX_RUN_SD, SCHEMA_VERSION, Calibration, CaseResult, RunResult, RunSpread
+from solbench.results.model import (
+    MAX_RUN_SD,
+    SCHEMA_VERSION,
+    Calibration,
+    CaseResult,
+    ImplResult,
+    RunResult,
+    RunSpread,
+)
 
 MAX_FILE_BYTES = 256 << 20  # a result file of 2,000 samples per case and implementation is ~1 MiB
 def _migrate_1_to_2(data: dict[str, Any]) -> dict[str, Any]:
@@ -315,7 +323,26 @@ def from_dict(data: Any, origin: str = "<result>") -> RunResult:
     except DecodeError as exc:
         raise ResultsFormatError(f"{origin}: malformed result: {_one_line(exc)}") from None
     _check_numbers(run, origin)
-    return run
+    return _own_t_sols(run)
+
+
+def _own_t_sols(run: RunResult) -> RunResult:
+    """A score saved before ``Score.t_sol`` was recorded, against its own T_SOL (an FP8 row scored at the
+    FP8 peak), gets that T_SOL back: SOL x T, where SOL = T_SOL / T disagrees with the case's T_SOL (by
+    more than 1e-6). Without it every report printed the case's T_SOL beside the row's own SOL (o_proj
+    fp8 at 2048 tokens: T_SOL 69.5 us, time 129 us, SOL 0.27)."""
+    def fixed(case: CaseResult, r: ImplResult) -> ImplResult:
+        s, t = r.score, r.timing
+        if (s is None or s.t_sol is not None or t is None or not 0 < case.t_sol < math.inf
+                or not 0 < s.sol < math.inf or not 0 < t.median < math.inf):
+            return r
+        own = s.sol * t.median
+        if abs(own - case.t_sol) <= 1e-6 * max(own, case.t_sol):
+            return r
+        return dataclasses.replace(r, score=dataclasses.replace(s, t_sol=own))
+
+    cases = tuple(dataclasses.replace(c, impls=tuple(fixed(c, r) for r in c.impls)) for c in run.cases)
+    return run if cases == run.cases else dataclasses.replace(run, cases=cases)
 
 
 MIN_TIME, MAX_TIME = 1e-12, 1e6  # seconds: a recorded time outside these is a damaged file, not a measurement

@@ -108,3 +108,25 @@ def test_widening_an_input_is_refused_at_its_line(tmp_path):
     path.write_text(yaml.safe_dump({"workloads": [_spec(input_dtypes={"w": "float32"})]}, sort_keys=False))
     with pytest.raises(ConfigError, match=r"w\.yaml:\d+.*widens 'w' from bfloat16 to float32"):
         plan([path], "cpu")
+
+
+def test_a_run_saved_before_scores_recorded_their_own_t_sol_reads_it_back():
+    """Runs saved before ``Score.t_sol`` (results/h200/attn.json) hold an FP8 row's SOL against its own
+    T_SOL but no T_SOL: every report printed the case's beside it (69.5 us, 129 us, SOL 0.27)."""
+    from solbench.report.csv import run_csv
+    from solbench.results import store
+
+    p, case = _o_proj(1)
+    result = case_result(p, case, H200, [_result("baseline", 20e-6), _result("fp8", 10e-6)])
+    data = store.to_dict(replace(make_run({}), cases=(result,)))
+    for impl in data["cases"][0]["impls"]:
+        del impl["score"]["t_sol"], impl["score"]["bound"], impl["score"]["fused_bytes"]
+    old = store.from_dict(data)
+    (c,) = old.cases
+    fp8 = next(r for r in c.impls if r.name == "fp8")
+    base = next(r for r in c.impls if r.name == "baseline")
+    assert fp8.score.t_sol == pytest.approx(fp8.score.sol * fp8.timing.median)
+    assert fp8.score.t_sol == pytest.approx(c.t_sol / 2, rel=1e-3) and base.score.t_sol is None
+    assert flags.t_sol(c, fp8) == "3.50 µs *" and flags.t_sol(c, base) == "7.00 µs"
+    row = next(line for line in run_csv([old]).splitlines() if ",fp8," in line)
+    assert f",{fp8.score.t_sol}," in row
