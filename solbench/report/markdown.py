@@ -167,7 +167,8 @@ def rounds_note(g: GateResult) -> str:
             if g.run_sd > 0 else "")
     return (f" Decided over rounds ({'/'.join(map(str, base))} baseline, {'/'.join(map(str, cur))} current): "
             "ratio of the geometric means of the round medians, t interval on the log round medians, and "
-            "the t test in place of Mann-Whitney." + runs + looks)
+            "the t test in place of Mann-Whitney; the times shown are medians of the round medians (as in the run "
+            "table), so the ratio need not equal their quotient, nor lie on the same side of 1." + runs + looks)
 
 
 def undecided_note(g: GateResult) -> str:
