@@ -92,6 +92,7 @@ def test_gate_junit_parses_back_with_the_right_counts():
     assert set(cases) == {"ok/x", "slow|pipe/x", "tiny/x", "gone/x", "fast/x", "bad/x"}
     failure = cases["slow|pipe/x"].find("failure")
     assert failure is not None and failure.get("type") == "REGRESSION"
+    assert "threshold +10% " in failure.text  # as the table's Threshold cell says it, not "+0.1"
     assert cases["slow|pipe/x"].get("classname") == "solbench.gemm"
     assert float(cases["slow|pipe/x"].get("time")) == pytest.approx(1.3e-3, rel=0.02)
     assert cases["tiny/x"].find("skipped").get("message").startswith("INCONCLUSIVE:")
