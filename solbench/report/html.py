@@ -25,6 +25,7 @@ from solbench.analysis.compare import Comparison
 from solbench.analysis.gate import GateResult
 from solbench.analysis.suite_summary import DEFAULT_PS
 from solbench.report import flags, html_views
+from solbench.report.collective_cells import collective_cell, collective_columns
 from solbench.report.console import run_header, run_notes
 from solbench.report.markdown import split_key
 from solbench.report.roofline import point_labels
@@ -142,17 +143,22 @@ def _results_table(run: RunResult, cases: Sequence[CaseResult], group: str) -> s
     """One table per order of :data:`_ORDERS`, switched by :func:`html_views.views`; the first keeps the
     order of the run (rows grouped by case). Sorts are stable; rows without the key come last, as given."""
     pairs = [(c, r) for c in cases for r in c.impls]
+    cols = collective_columns(cases)  # algbw, busbw, overlap, of floor: as the console and Markdown tables
+
+    def cells(c: CaseResult, r: ImplResult) -> list[str]:
+        return [*_impl_cells(run, c, r), *(_e(collective_cell(col, r)) for col in cols)]
+
     rendered = []
     for key, label, caption, sort_key in _ORDERS:
         if sort_key is None:
-            rows = [[_e(_params(c)) if r is c.impls[0] else "", _e(r.name), *_impl_cells(run, c, r)] for c, r in pairs]
+            rows = [[_e(_params(c)) if r is c.impls[0] else "", _e(r.name), *cells(c, r)] for c, r in pairs]
             firsts = frozenset(j for j, (c, r) in enumerate(pairs) if r is c.impls[0])
         else:
             keyed = [(sort_key(r), j) for j, (_, r) in enumerate(pairs)]
             ranked = sorted(keyed, key=lambda kj: (kj[0] is None, kj[0] or 0.0, kj[1]))
-            rows = [[_e(_params(pairs[j][0])), _e(pairs[j][1].name), *_impl_cells(run, *pairs[j])] for _, j in ranked]
+            rows = [[_e(_params(pairs[j][0])), _e(pairs[j][1].name), *cells(*pairs[j])] for _, j in ranked]
             firsts = frozenset()
-        rendered.append((key, label, _table(_RESULTS_HEADER, rows, left=3, caption=f"order: {caption}",
+        rendered.append((key, label, _table([*_RESULTS_HEADER, *cols], rows, left=3, caption=f"order: {caption}",
                                             first_rows=firsts, order=key)))
     return html_views.views(group, rendered if len(pairs) > 1 else rendered[:1])
 

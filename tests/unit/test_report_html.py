@@ -238,3 +238,16 @@ def test_gate_and_comparison_tables_are_also_shown_by_ratio_largest_slowdown_fir
         assert ratios == [1.5, 0.8, 2.0] if order == "given" else ratios == [2.0, 1.5, 0.8]
     assert {r["name"] for r in page.radios} >= {"gate", "compare"}
     assert "<caption>order: by ratio, the largest slowdown of head against base first</caption>" in text
+
+
+def test_the_floor_fraction_the_console_and_markdown_show_is_in_the_html_too():
+    from solbench.report.markdown import run_markdown
+
+    run = make_run({"c1": {"baseline": [1e-3] * 10, "fused": [8e-4] * 10}})
+    case = run.cases[0]
+    impls = tuple(dataclasses.replace(r, score=dataclasses.replace(r.score, floor_fraction=f))
+                  for r, f in zip(case.impls, (0.61, 0.76), strict=True))
+    run = dataclasses.replace(run, cases=(dataclasses.replace(case, impls=impls),))
+    assert "| of floor |" in run_markdown(run) and "| 0.76 |" in run_markdown(run)
+    page = report_html([run])
+    assert "<th>of floor</th>" in page and "<td>0.61</td>" in page and "<td>0.76</td>" in page
