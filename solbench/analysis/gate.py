@@ -120,6 +120,8 @@ from solbench.analysis.thresholds import (
     DEFAULT_THRESHOLD,
     ThresholdRule,
     ThresholdSource,
+    decimals_apart,
+    decision_edges,
     parse_threshold,
     threshold_of,
     validate,
@@ -362,7 +364,8 @@ def _reason(verdict: CaseVerdict, est: Estimate, tau: float, p_adj: float | None
             more: int | None = None, run_bound: bool = False) -> str:
     if est.ci_low is None or est.ci_high is None:
         return f"too few samples to decide (baseline {est.n_a}, current {est.n_b}; need 5 each)"
-    ci = f"CI [{est.ci_low:.4f}, {est.ci_high:.4f}]"
+    d = decimals_apart((est.ci_low, est.ci_high), decision_edges(tau), 4)  # never printed as the edge it is not
+    ci = f"CI [{est.ci_low:.{d}f}, {est.ci_high:.{d}f}]"
     if est.over_rounds:
         ci += f" over {est.rounds_a} vs {est.rounds_b} rounds"
     if verdict == "REGRESSION":

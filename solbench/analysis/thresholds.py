@@ -27,6 +27,26 @@ DEFAULT_THRESHOLD = 0.05
 DEFAULT_RUN_SD = 0.002
 
 
+MOST_DECIMALS = 6  # a ratio or bound closer than this to a decision edge prints as the edge
+
+
+def decision_edges(threshold: float) -> tuple[float, ...]:
+    """The ratios a compare or gate verdict turns on at ``threshold``: 1, 1 + threshold and
+    1 / (1 + threshold)."""
+    return (1.0, 1.0 + threshold, 1.0 / (1.0 + threshold))
+
+
+def decimals_apart(values: tuple[float | None, ...], edges: tuple[float, ...], decimals: int) -> int:
+    """The fewest decimals from ``decimals`` on (at most MOST_DECIMALS) at which no value prints as
+    an edge it is not: a verdict turns on which side of an edge a ratio or bound lies, so 1.0498
+    next to a 5% threshold reads "1.0498", never "1.050" (at the threshold, where PASS needs below)."""
+    shown = [v for v in values if v is not None and math.isfinite(v)]
+    while decimals < MOST_DECIMALS and any(v != e and f"{v:.{decimals}f}" == f"{e:.{decimals}f}"
+                                           for v in shown for e in edges):
+        decimals += 1
+    return decimals
+
+
 @dataclass(frozen=True)
 class ThresholdRule:
     """A regression threshold: fail when ``stat`` got slower by more than ``fraction``."""

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import math
 
+from solbench.analysis.thresholds import decimals_apart, decision_edges
+
 MISSING = "—"
 
 _TIME_UNITS = ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns"))
@@ -62,30 +64,12 @@ def format_seconds(x: float | None, digits: int = 3) -> str:
     return "0 s" if x == 0.0 else _scaled(x, _TIME_UNITS, digits)
 
 
-MOST_DECIMALS = 6  # a ratio or bound closer than this to a decision edge prints as the edge
-
-
-def decision_edges(threshold: float) -> tuple[float, ...]:
-    """The ratios a compare or gate verdict turns on at ``threshold``: 1, 1 + threshold and
-    1 / (1 + threshold)."""
-    return (1.0, 1.0 + threshold, 1.0 / (1.0 + threshold))
-
-
-def _decimals(values: tuple[float | None, ...], edges: tuple[float, ...], decimals: int) -> int:
-    """The fewest decimals from ``decimals`` on (at most MOST_DECIMALS) at which no value prints as
-    an edge it is not: a verdict turns on which side of an edge a ratio or bound lies, so 1.0498
-    next to a 5% threshold reads "1.0498", never "1.050" (at the threshold, where PASS needs below)."""
-    shown = [v for v in values if v is not None and _finite(v)]
-    while decimals < MOST_DECIMALS and any(v != e and f"{v:.{decimals}f}" == f"{e:.{decimals}f}"
-                                           for v in shown for e in edges):
-        decimals += 1
-    return decimals
 
 
 def format_ratio(x: float | None, decimals: int = 3, edges: tuple[float, ...] = ()) -> str:
     """A time ratio with a multiplication sign: ``"1.071×"``; more decimals where it would
     otherwise print as one of ``edges`` (:func:`decision_edges`) it is not."""
-    return f"{x:.{_decimals((x,), edges, decimals)}f}×" if _finite(x) else MISSING
+    return f"{x:.{decimals_apart((x,), edges, decimals)}f}×" if _finite(x) else MISSING
 
 
 def format_ci(low: float | None, high: float | None, decimals: int = 3, edges: tuple[float, ...] = ()) -> str:
@@ -93,7 +77,7 @@ def format_ci(low: float | None, high: float | None, decimals: int = 3, edges: t
     otherwise print as one of ``edges`` (:func:`decision_edges`) it is not."""
     if not (_finite(low) and _finite(high)):
         return MISSING
-    d = _decimals((low, high), edges, decimals)
+    d = decimals_apart((low, high), edges, decimals)
     return f"[{low:.{d}f}, {high:.{d}f}]"
 
 

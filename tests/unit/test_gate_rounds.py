@@ -256,3 +256,14 @@ def test_over_rounds_the_gate_says_its_ratio_need_not_be_the_quotient_of_the_tim
     console.print(gate_table(gate(base, cur)))
     for text in (gate_markdown(gate(base, cur)), console.export_text().replace("\n", " ")):
         assert "need not equal their quotient" in " ".join(text.split())
+
+
+def test_a_gate_reason_never_prints_a_bound_as_the_threshold_it_is_not():
+    """A PASS needs the CI below 1 + threshold: a bound of 1.049996 read "1.0500" in the reason."""
+    from solbench.analysis.compare import Estimate
+    from solbench.analysis.gate import _reason
+
+    est = Estimate(1e-3, 1e-3, 1.0, 0.93, 1.049996, 30, 30)
+    assert "CI [0.930000, 1.049996] rules out a slowdown of 5.0%" in _reason("PASS", est, 0.05, None, 0.01)
+    plain = Estimate(1e-3, 1e-3, 1.0, 0.93, 1.04, 30, 30)
+    assert "CI [0.9300, 1.0400]" in _reason("PASS", plain, 0.05, None, 0.01)
