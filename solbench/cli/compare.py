@@ -339,7 +339,8 @@ def spread(runs: tuple[str, ...], save: bool, results_dir: str, as_json: bool) -
     click.echo(f"a run's own offset: sd {found.sd:.2%} pooled over points (a typical point: {found.median:.2%})")
     click.echo("largest at (signed sd of the excess): " + ", ".join(f"{k} {v:+.2%}" for k, v in found.largest))
     if saved is None:
-        click.echo(f"gate with: --run-sd {found.sd * 100:.2f}% (or store it: --save)")
+        pct = f"{found.sd * 100:.2f}" if found.sd == 0 or found.sd >= 5e-5 else f"{found.sd * 100:.2g}"  # never 0.00
+        click.echo(f"gate with: --run-sd {pct}% (or store it: --save)")
     else:
         click.echo(f"saved {saved}: gates between {loaded[0].spec.id} runs under {rdir} now price "
                    f"{found.sd:.2%} unless --run-sd is given")
