@@ -39,7 +39,10 @@ def list_workloads(paths: Sequence[str | Path]) -> list[tuple[Path, WorkloadSpec
     """(file, workload) for every workload file in ``paths`` (files or folders)."""
     files: list[Path] = []
     for p in map(Path, paths):
-        files.extend(sorted(p.glob("*.yaml")) if p.is_dir() else [p])
+        found = sorted(p.glob("*.yaml")) if p.is_dir() else [p]
+        if not found:  # an empty table would read as "this folder's workloads: none", exit 0
+            raise ConfigError(f"{p}: a folder with no workload file (.yaml)")
+        files.extend(found)
     return [(f, spec) for f in files for spec in load_workload_file(f)]
 
 

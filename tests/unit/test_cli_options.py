@@ -279,3 +279,8 @@ def test_the_latest_run_says_which_newer_files_it_passed_over(saved: Path) -> No
     assert result.exit_code == 0, result.output
     assert f"warning: passed over {cut}, newer but not readable JSON" in result.stderr
     assert str(log) not in result.stderr and f"read run: {path}" in result.stderr
+
+
+def test_list_of_a_folder_with_no_workload_file_is_an_error(tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["list", str(tmp_path)])
+    assert f"{tmp_path}: a folder with no workload file (.yaml)" in _one_line_exit_2(result)
