@@ -9,7 +9,7 @@ from rich.text import Text
 from solbench.analysis.compare import Comparison
 from solbench.analysis.gate import CASE_VERDICTS, GateResult
 from solbench.report.markdown import ratio_note, rounds_note, side_cell, split_key, threshold_cell, threshold_summary
-from solbench.report.units import decision_edges, format_ci, format_p, format_percent, format_ratio, format_seconds
+from solbench.report.units import format_ci, format_p, format_percent, format_ratio, format_seconds
 
 __all__ = ["comparison_table", "gate_table", "short_cases"]
 
@@ -88,10 +88,10 @@ def comparison_table(c: Comparison) -> Table:
         case, impl = split_key(k)
         return [Text(short[case]), Text(impl)] if by_impl else [Text(short[case])]
 
-    edges = decision_edges(c.threshold)
     for r in c.rows:
         t.add_row(*key(r.key), format_seconds(r.median_a), format_seconds(r.median_b),
-                  f"{format_ratio(r.ratio, edges=edges)} {format_ci(r.ci_low, r.ci_high, edges=edges)}",
+                  f"{format_ratio(r.ratio, threshold=c.threshold)} "
+                  f"{format_ci(r.ci_low, r.ci_high, threshold=c.threshold)}",
                   f"{_sol(r.sol_a)} → {_sol(r.sol_b)}",
                   format_p(r.p_value),
                   Text(r.verdict, style=_STYLE[r.verdict]))
@@ -143,8 +143,8 @@ def gate_table(g: GateResult) -> Table:
         key = [Text(short[v.case_id]), Text(v.impl)] if len(impls) > 1 else [Text(short[v.case_id])]
         t.add_row(*key, side_cell(v.median_base, v.status_base),
                   side_cell(v.median_cur, v.status_cur),
-                  format_ratio(v.ratio, edges=decision_edges(v.threshold)),
-                  format_ci(v.ci_low, v.ci_high, edges=decision_edges(v.threshold)), threshold_cell(v),
+                  format_ratio(v.ratio, threshold=v.threshold),
+                  format_ci(v.ci_low, v.ci_high, threshold=v.threshold), threshold_cell(v),
                   format_p(v.p_adjusted),
                   Text(v.verdict, style=_STYLE[v.verdict]), *note)
     return t

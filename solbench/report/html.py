@@ -31,7 +31,6 @@ from solbench.report.markdown import split_key
 from solbench.report.roofline import point_labels
 from solbench.report.suites import summary_html
 from solbench.report.units import (
-    decision_edges,
     format_ci,
     format_p,
     format_pct,
@@ -176,8 +175,8 @@ def _by_ratio(group: str, header: Sequence[str], rows: Sequence[list[str]], rati
 def _gate_section(g: GateResult) -> str:
     rows = [[_e(v.case_id), _e(v.impl), _e(v.verdict), _e(format_seconds(v.median_base)),
              _e(format_seconds(v.median_cur)),
-             _e(format_ratio(v.ratio, edges=decision_edges(v.threshold))),
-             _e(format_ci(v.ci_low, v.ci_high, edges=decision_edges(v.threshold))),
+             _e(format_ratio(v.ratio, threshold=v.threshold)),
+             _e(format_ci(v.ci_low, v.ci_high, threshold=v.threshold)),
              _e(f"+{format_percent(v.threshold)}"),
              _e(format_p(v.p_adjusted)), _e(v.reason)] for v in g.verdicts]
     table = _by_ratio("gate", ["case", "impl", "verdict", "baseline", "current", "ratio", "95% CI", "threshold",
@@ -190,8 +189,8 @@ def _compare_section(c: Comparison) -> str:
     by_impl = any(split_key(r.key)[1] for r in c.rows)  # two runs: case and implementation apart
     rows = [[*(_e(x) for x in (split_key(r.key) if by_impl else (r.key,))), _e(r.verdict),
              _e(format_seconds(r.median_a)), _e(format_seconds(r.median_b)),
-             _e(format_ratio(r.ratio, edges=decision_edges(c.threshold))),
-             _e(format_ci(r.ci_low, r.ci_high, edges=decision_edges(c.threshold))), _e(format_p(r.p_value))]
+             _e(format_ratio(r.ratio, threshold=c.threshold)),
+             _e(format_ci(r.ci_low, r.ci_high, threshold=c.threshold)), _e(format_p(r.p_value))]
             for r in c.rows]
     table = _by_ratio("compare", ["case", *(["impl"] if by_impl else []), "verdict", c.label_a, c.label_b,
                                   f"{c.label_b}/{c.label_a}", "95% CI", "p"], rows, [r.ratio for r in c.rows],

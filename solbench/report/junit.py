@@ -23,7 +23,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 
 from solbench.analysis.gate import GateCaseVerdict, GateResult
-from solbench.report.units import decision_edges, format_ci, format_p, format_percent, format_ratio
+from solbench.report.units import format_ci, format_p, format_percent, format_ratio
 
 __all__ = ["gate_junit", "refused_junit"]
 
@@ -34,8 +34,8 @@ def _testcase(parent: ET.Element, v: GateCaseVerdict) -> None:
                        name=v.key, time=f"{time:.9g}")
     if v.verdict == "REGRESSION":
         failure = ET.SubElement(tc, "failure", type="REGRESSION", message=v.reason)
-        edges = decision_edges(v.threshold)
-        failure.text = (f"ratio {format_ratio(v.ratio, edges=edges)} CI {format_ci(v.ci_low, v.ci_high, edges=edges)} "
+        failure.text = (f"ratio {format_ratio(v.ratio, threshold=v.threshold)} "
+                        f"CI {format_ci(v.ci_low, v.ci_high, threshold=v.threshold)} "
                         f"threshold +{format_percent(v.threshold)} p_adjusted {format_p(v.p_adjusted)}")
     elif v.verdict == "BROKEN":
         failure = ET.SubElement(tc, "failure", type="BROKEN", message=f"{v.impl} on {v.case_id}: {v.reason}")

@@ -17,7 +17,6 @@ from solbench.report.collective_cells import collective_cell, collective_columns
 from solbench.report.suites import summary_markdown
 from solbench.report.timing_cells import clock_cell, has_clocks, has_rounds, rounds_cell
 from solbench.report.units import (
-    decision_edges,
     format_ci,
     format_p,
     format_pct,
@@ -124,10 +123,9 @@ def comparison_markdown(c: Comparison) -> str:
     ]
     if c.rows:
         by_impl = any(split_key(r.key)[1] for r in c.rows)  # two runs: case and implementation apart
-        edges = decision_edges(c.threshold)
         rows = [[*(split_key(r.key) if by_impl else (r.key,)), format_seconds(r.median_a),
-                 format_seconds(r.median_b), format_ratio(r.ratio, edges=edges),
-                 format_ci(r.ci_low, r.ci_high, edges=edges), _sol(r.sol_a),
+                 format_seconds(r.median_b), format_ratio(r.ratio, threshold=c.threshold),
+                 format_ci(r.ci_low, r.ci_high, threshold=c.threshold), _sol(r.sol_a),
                  _sol(r.sol_b), format_p(r.p_value), r.verdict] for r in c.rows]
         header = ["Case", *(["Impl"] if by_impl else []), a, b, f"{b}/{a}", "CI", f"SOL {a}", f"SOL {b}", "p",
                   "Verdict"]
@@ -147,8 +145,8 @@ def comparison_markdown(c: Comparison) -> str:
 def _gate_row(v: GateCaseVerdict) -> list[str]:
     p = format_p(v.p_adjusted) if v.p_adjusted is not None else "—"
     return [v.case_id, v.impl, side_cell(v.median_base, v.status_base), side_cell(v.median_cur, v.status_cur),
-            format_ratio(v.ratio, edges=decision_edges(v.threshold)),
-            format_ci(v.ci_low, v.ci_high, edges=decision_edges(v.threshold)), threshold_cell(v), p,
+            format_ratio(v.ratio, threshold=v.threshold),
+            format_ci(v.ci_low, v.ci_high, threshold=v.threshold), threshold_cell(v), p,
             f"{_GATE_ICON[v.verdict]} {v.verdict}"]
 
 
@@ -207,8 +205,8 @@ def undecided_note(g: GateResult) -> str:
         hint += (f" Rounds named in brackets read more than {APART:.0%} from the rest of their side: a process "
                  "that ran slow or fast widens the interval, not the code; more rounds dilute it.")
     return f"{len(und)} undecided (INCONCLUSIVE): " + ", ".join(
-        f"{v.key} {format_ratio(v.ratio, edges=decision_edges(v.threshold))} "
-        f"{format_ci(v.ci_low, v.ci_high, edges=decision_edges(v.threshold))}" + (f" [{v.apart}]" if v.apart else "")
+        f"{v.key} {format_ratio(v.ratio, threshold=v.threshold)} "
+        f"{format_ci(v.ci_low, v.ci_high, threshold=v.threshold)}" + (f" [{v.apart}]" if v.apart else "")
         for v in und[:10]) + (f" and {len(und) - 10} more" if len(und) > 10 else "") + "." + hint
 
 

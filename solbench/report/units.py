@@ -1,7 +1,7 @@
 """Human-readable numbers for reporters. Results are stored in SI units; only reporters convert.
 
     format_seconds(1.234e-5)   -> "12.3 µs"
-    format_ratio(1.0712)       -> "1.071×"     (format_ratio(1.0004, edges=(1.0,)) -> "1.0004×")
+    format_ratio(1.0712)       -> "1.071×"     (format_ratio(1.0004, threshold=0.05) -> "1.0004×")
     format_percent(0.05)       -> "5%"
     format_p(3.2e-7)           -> "3.2e-07"
     format_pct(0.734)          -> "73.4%"
@@ -23,7 +23,6 @@ _SI_PREFIXES = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1
 
 __all__ = [
     "MISSING",
-    "decision_edges",
     "format_bytes",
     "format_ci",
     "format_flops",
@@ -64,20 +63,23 @@ def format_seconds(x: float | None, digits: int = 3) -> str:
     return "0 s" if x == 0.0 else _scaled(x, _TIME_UNITS, digits)
 
 
+def _edges(threshold: float | None) -> tuple[float, ...]:
+    return () if threshold is None else decision_edges(threshold)
 
 
-def format_ratio(x: float | None, decimals: int = 3, edges: tuple[float, ...] = ()) -> str:
-    """A time ratio with a multiplication sign: ``"1.071×"``; more decimals where it would
-    otherwise print as one of ``edges`` (:func:`decision_edges`) it is not."""
-    return f"{x:.{decimals_apart((x,), edges, decimals)}f}×" if _finite(x) else MISSING
+def format_ratio(x: float | None, decimals: int = 3, threshold: float | None = None) -> str:
+    """A time ratio with a multiplication sign: ``"1.071×"``; given the ``threshold`` a verdict was
+    decided at, more decimals where it would otherwise print as an edge it is not (1, 1 + threshold,
+    1 / (1 + threshold): :func:`~solbench.analysis.thresholds.decision_edges`)."""
+    return f"{x:.{decimals_apart((x,), _edges(threshold), decimals)}f}×" if _finite(x) else MISSING
 
 
-def format_ci(low: float | None, high: float | None, decimals: int = 3, edges: tuple[float, ...] = ()) -> str:
-    """A ratio interval: ``"[1.021, 1.094]"``; both bounds with more decimals where either would
-    otherwise print as one of ``edges`` (:func:`decision_edges`) it is not."""
+def format_ci(low: float | None, high: float | None, decimals: int = 3, threshold: float | None = None) -> str:
+    """A ratio interval: ``"[1.021, 1.094]"``; given the ``threshold``, both bounds with more
+    decimals where either would otherwise print as an edge it is not (as :func:`format_ratio`)."""
     if not (_finite(low) and _finite(high)):
         return MISSING
-    d = decimals_apart((low, high), edges, decimals)
+    d = decimals_apart((low, high), _edges(threshold), decimals)
     return f"[{low:.{d}f}, {high:.{d}f}]"
 
 

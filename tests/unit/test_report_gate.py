@@ -14,7 +14,7 @@ from solbench.report.compare_console import comparison_table, gate_table
 from solbench.report.compare_json import comparison_json, gate_json
 from solbench.report.junit import gate_junit
 from solbench.report.markdown import comparison_markdown, gate_markdown
-from solbench.report.units import decision_edges, format_ci, format_p, format_percent, format_ratio, format_seconds
+from solbench.report.units import format_ci, format_p, format_percent, format_ratio, format_seconds
 from tests.unit.factories import make_env, make_run, noisy
 
 N = 30
@@ -61,12 +61,11 @@ def test_small_formatters():
 def test_ratios_never_print_as_the_edge_a_verdict_turns_on():
     """A PASS needs the CI below 1 + threshold: 1.0499 read "1.050" beside "+5%" (a stored H200 pair,
     issue16/session8); SLOWER needs the CI above 1: 1.0004 read "1.000"."""
-    edges = decision_edges(0.05)
-    assert format_ci(0.9299, 1.049897, edges=edges) == "[0.9299, 1.0499]"
-    assert format_ci(1.0003, 1.0006, edges=edges) == "[1.0003, 1.0006]"
-    assert format_ratio(1.0004, edges=edges) == "1.0004×" and format_ratio(0.95237, edges=edges) == "0.95237×"
-    assert format_ci(0.99, 1.05, edges=edges) == "[0.990, 1.050]"  # on the edge itself: as it is
-    assert format_ci(0.9812, 1.0215, edges=edges) == "[0.981, 1.022]" and format_ratio(1.0, edges=edges) == "1.000×"
+    assert format_ci(0.9299, 1.049897, threshold=0.05) == "[0.9299, 1.0499]"
+    assert format_ci(1.0003, 1.0006, threshold=0.05) == "[1.0003, 1.0006]"
+    assert format_ratio(1.0004, threshold=0.05) == "1.0004×" and format_ratio(0.95237, threshold=0.05) == "0.95237×"
+    assert format_ci(0.99, 1.05, threshold=0.05) == "[0.990, 1.050]"  # on the edge itself: as it is
+    assert format_ci(0.9812, 1.0215, threshold=0.05) == "[0.981, 1.022]" and format_ratio(1.0, threshold=0.05) == "1.000×"
     g = _gate_result()
     ok = next(v for v in g.verdicts if v.verdict == "PASS")
     edge = replace(g, verdicts=(replace(ok, ratio=0.988, ci_low=0.9299, ci_high=1.049897),))
