@@ -442,12 +442,13 @@ def latest_with_skipped(results_dir: Path) -> tuple[Path, list[Path]]:
     files = sorted(_result_files(results_dir), key=_mtime, reverse=True)
     unreadable: list[Path] = []
     for p in files:
-        if is_run_file(p):
-            return p, unreadable
         try:
-            read_json(p)
+            data = read_json(p)
         except ResultsFormatError:
             unreadable.append(p)
+            continue
+        if _is_run_data(data):
+            return p, unreadable
     raise ResultsFormatError(f"no result files under {results_dir}; run `solbench run` first")
 
 
@@ -457,6 +458,10 @@ def is_run_file(path: Path) -> bool:
         data = read_json(path)
     except ResultsFormatError:
         return False
+    return _is_run_data(data)
+
+
+def _is_run_data(data: Any) -> bool:
     return (isinstance(data, dict) and type(data.get("schema_version")) is int
             and isinstance(data.get("cases"), list) and isinstance(data.get("environment"), dict))
 
