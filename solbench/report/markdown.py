@@ -16,14 +16,7 @@ from solbench.report import flags
 from solbench.report.collective_cells import collective_cell, collective_columns, is_part, part_label
 from solbench.report.suites import summary_markdown
 from solbench.report.timing_cells import clock_cell, has_clocks, has_rounds, rounds_cell
-from solbench.report.units import (
-    format_ci,
-    format_p,
-    format_pct,
-    format_percent,
-    format_ratio,
-    format_seconds,
-)
+from solbench.report.units import format_ci, format_p, format_pct, format_percent, format_ratio, format_seconds
 from solbench.results.model import CaseResult, ImplResult, RunResult
 
 __all__ = [
