@@ -179,10 +179,12 @@ def _as_runs(a: str, b: str, rdir: Path) -> tuple | None:
 
 
 def _find(name: str, rdir: Path) -> Path | None:
+    if Path(name).is_dir():  # a folder names no run: A and B are then read as implementations
+        return None
     try:
         return store.find(name, rdir)
     except ResultsFormatError as exc:
-        if "no such result file or saved run" in str(exc) or "a folder, not a result file" in str(exc):
+        if "no such result file or saved run" in str(exc):
             return None
         raise
 
