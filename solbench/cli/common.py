@@ -103,7 +103,20 @@ def writable_output(path: str | None, what: str, *, runs_only: bool = False) -> 
         raise ConfigError(f"{path}: a folder, not a file (for {what})")
     if target.exists() and not os.access(target, os.W_OK):
         raise ConfigError(f"{path}: cannot write {what} there: permission denied")
-    folder = target.absolute().parent
+    _creatable_under(path, target.absolute().parent, what)
+
+
+def writable_folder(path: str, what: str, *, option: str = "") -> None:
+    """Check, before any work, a folder a command will write files into (``import --out``): a folder
+    or nothing yet, under a writable folder. ConfigError (exit 2, one line, naming ``option`` and
+    ``path``) otherwise; nothing is created."""
+    _creatable_under(f"{option} {path}".strip(), Path(path).absolute(), what)
+
+
+def _creatable_under(path: str, folder: Path, what: str) -> None:
+    """ConfigError unless the nearest existing folder at or above ``folder`` is a writable folder."""
+    from solbench.errors import ConfigError
+
     while not folder.exists():
         folder = folder.parent
     if not folder.is_dir():

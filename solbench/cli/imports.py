@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import click
 
 from solbench import api
-from solbench.cli.common import handle_errors
+from solbench.cli.common import handle_errors, writable_folder
 
 
 @click.command("import")
@@ -20,5 +20,6 @@ from solbench.cli.common import handle_errors
 @handle_errors
 def import_(src: str, out: str, solutions: Sequence[str], force: bool) -> None:
     """Write the KernelBench or SOL-ExecBench problems under SRC as solbench workload files in DIR."""
+    writable_folder(out, "workload files", option="--out")  # before the problems load (a large folder takes a while)
     for path in api.import_problems(src, out, solutions, force=force):
         click.echo(str(path))

@@ -96,6 +96,18 @@ def test_import_that_cannot_write_is_one_line_exit_2_and_leaves_no_temporary_fil
     assert [p.name for p in out.iterdir()] == ["level1_23_Softmax.yaml"]  # no .tmp left beside it
 
 
+def test_import_checks_its_out_folder_before_loading_a_problem(tmp_path):
+    (tmp_path / "file").write_text("not a folder")
+    stray = tmp_path / "model_new.py"  # a solution that joins no problem: found only once the problems load
+    stray.write_text("class ModelNew: pass\n")
+    out = tmp_path / "file" / "sub"
+    result = CliRunner().invoke(main, ["import", str(SOFTMAX), "--out", str(out), "--solution", str(stray)])
+    assert result.exit_code == 2, result.output
+    assert result.output.startswith(f"error: --out {out}: cannot write workload files there: "
+                                    f"{tmp_path / 'file'} is a file, not a folder"), result.output
+    assert (tmp_path / "file").read_text() == "not a folder"
+
+
 def test_ab_refuses_a_baseline_tree_without_the_workload_file(tmp_path):
     (tmp_path / "base").mkdir()
     result = CliRunner().invoke(main, ["ab", "--baseline-tree", str(tmp_path / "base"), "tests/data/double.yaml",
