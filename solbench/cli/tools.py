@@ -251,8 +251,15 @@ def tune(files: Sequence[str], workloads: Sequence[str], impls: Sequence[str], m
     store.write_text(out_path, json.dumps(tuning.result_dict(result), indent=1) + "\n", replace=output is not None)
     store.write_text(tuned_path, tuning.tuned_file(result, existing))
     _out().print(_tune_table(result))
-    click.echo(f"results: {out_path}\ntuned configurations: {tuned_path} "
-               f"(use with: solbench run ... --tuned {tuned_path})", err=True)
+    click.echo(f"results: {out_path}", err=True)
+    skipped = [c for c in result.cases if c.hand_picked.status == "skipped"]
+    if skipped and len(skipped) == len(result.cases):  # nothing measured here: say why, not "use with"
+        click.echo(f"nothing measured: every implementation was skipped ({skipped[0].hand_picked.message})",
+                   err=True)
+    found = len(tuning.faster_cases(result))
+    click.echo(f"tuned configurations: {tuned_path} " + (
+        f"({found} new FASTER than hand-picked; use with: solbench run ... --tuned {tuned_path})" if found else
+        "(none new: no winner was FASTER than hand-picked)"), err=True)
     broken = [f"{c.case_id} {c.impl}" for c in result.cases
               if c.hand_picked.status in FAILED_STATUSES
               or (c.trials and all(t.status in FAILED_STATUSES for t in c.trials))]

@@ -322,6 +322,11 @@ def result_dict(result: TuneResult) -> dict[str, Any]:
     return data
 
 
+def faster_cases(result: TuneResult) -> list[CaseTuning]:
+    """The cases whose winner the confirmation found FASTER than hand-picked: what the tuned file keeps."""
+    return [c for c in result.cases if c.winner is not None and c.gain is not None and c.verdict == "FASTER"]
+
+
 def tuned_file(result: TuneResult, existing: TunedConfig | None = None) -> str:
     """The tuned-configuration file: the winner of every case where the confirmation found it
     FASTER than hand-picked, merged over ``existing`` entries (same device spec) for other cases."""
@@ -329,11 +334,9 @@ def tuned_file(result: TuneResult, existing: TunedConfig | None = None) -> str:
     entries: dict[tuple[str, str, str], dict[str, Any]] = {}
     if existing is not None and existing.spec_id == spec_id:
         entries.update(existing.entries)
-    for c in result.cases:
+    for c in faster_cases(result):
         gain = c.gain
-        if c.winner is None or gain is None or c.verdict != "FASTER":
-            continue
-        assert c.confirm_winner is not None and c.confirm_hand_picked is not None
+        assert c.confirm_winner is not None and c.confirm_hand_picked is not None and gain is not None
         entries[(c.workload, c.impl, c.case_id)] = {
             "workload": c.workload, "impl": c.impl, "case_id": c.case_id, "params": c.winner,
             "median_s": c.confirm_winner.median, "hand_picked_median_s": c.confirm_hand_picked.median,

@@ -297,6 +297,15 @@ def test_the_cuda_tuning_demo_validates_and_is_skipped_on_the_cpu():
     assert case.filtered + len(case.trials) == 28 and {t.status for t in case.trials} == {"skipped"}
 
 
+def test_a_tune_that_measured_nothing_says_so_and_offers_no_file_to_use(tmp_path):
+    """On the CPU the CUDA demo is skipped: the command says why, not "use with: run --tuned"."""
+    result = CliRunner().invoke(main, ["tune", str(DATA / "tune_layernorm.yaml"), "--device", "cpu",
+                                       "--results-dir", str(tmp_path)])
+    assert result.exit_code == 0, result.output  # skipped is not a failure, as in `run`
+    assert "nothing measured: every implementation was skipped (" in result.output
+    assert "none new: no winner was FASTER" in result.output and "use with" not in result.output
+
+
 def test_run_with_a_tuned_file_passes_the_tuned_parameters(tmp_path):
     from click.testing import CliRunner
 
