@@ -15,6 +15,8 @@
 # enc: bert_layer's torch_encoder (inference tensors out), one round at seq 128.
 # slow: SLOWN (default 1) `ab` against a tree whose o_proj `cublas_addmm` GEMM is longer by SLOWF (default 0.10:
 #   10.9%; 0.03: 3.1%; bench/slow_tree.sh), at the workload's 5% threshold.
+# mem: after slow, bench/memory_peaks.py over its ab runs (each point's allocator peak against the estimate
+#   that decides which workers keep their caches: issue 16, the H100's out-of-memory ab).
 # gated: `run -w o_proj` once (with `--repeat BASE_REPEAT` where set), then GATED (default 2) runs of it with
 #   `--gate-against` that one (the gate prices 0.2% a run by default); `solbench spread` over them from three on.
 # ab: AB (default 2) `ab` runs of identical trees on o_proj.
@@ -157,6 +159,10 @@ for row in bad[:14]:
     print("  ", *row)
 PY
     done
+    ;;
+  mem)  # after slow: what each worker of its ab runs held, against the parent's estimate
+    python3 bench/memory_peaks.py /tmp/slow-*/baseline.json /tmp/slow-*/current.json 2>&1 | tail -n 25 \
+      | tee -a $OUT/steps.txt
     ;;
   gated)
     oproj_runs 1 ${P}base $EXTRA ${BASE_REPEAT:+--repeat $BASE_REPEAT}

@@ -191,9 +191,11 @@ def _workload(sides: Sequence[Side], name: str, r: int, slots: Slots, *, device:
     workers = [_wanted(u, skip, depth) for u, skip in zip(units, skips, strict=True)]
     if not any(workers):
         return
-    fit = all(fits_side_by_side(side.executor, wanted[0], settings, [
-        (case, len(sides) * sum(slots(name, case.id, impl) for impl in impls)) for case in unit.cases])
-        for side, unit, wanted in zip(sides, units, workers, strict=True) if unit is not None and wanted)
+    alive = sum(len(wanted) for wanted in workers)  # both trees' workers hold their caches at once
+    fit = all(fits_side_by_side(side.executor, wanted[0], settings, alive,
+                                [c for c in unit.cases if any(slots(name, c.id, impl) for impl in impls)],
+                                unit.spec.reference_dtype, device)
+              for side, unit, wanted in zip(sides, units, workers, strict=True) if unit is not None and wanted)
     emit("workers", {"workload": name})
     for side, wanted in zip(sides, workers, strict=True):
         if wanted:

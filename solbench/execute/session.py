@@ -119,8 +119,9 @@ def measure_units(units: Sequence[Unit], run: RunResult, executor: Executor, *, 
             emit("workers", {"workload": unit.spec.name})
             worker_keys = [_slot_key(k, s) for k in _keys(unit, skips[n]) if k[1] in names for s in range(depth[k[1]])]
             fit = bool(worker_keys) and fits_side_by_side(
-                executor, worker_keys[0], settings,
-                [(c, sum(slots(n, c.id, name) for name in names)) for c in unit.cases])
+                executor, worker_keys[0], settings, len(worker_keys),
+                [c for c in unit.cases if any(slots(n, c.id, name) for name in names)],
+                unit.spec.reference_dtype, device)
             with clock("workers_s"), clock.reaping(executor):
                 executor.prestart(worker_keys)  # all of them, before anything is measured
             if not started_pass:
@@ -337,19 +338,20 @@ def _undecided(rounds: dict[tuple[int, str], list[list[ImplResult]]], target_rel
     return pending
 
 
-def fits_side_by_side(executor: Executor, key: tuple[str, str], settings: MeasureSettings,
-                      cases: Sequence[tuple[Case, int]]) -> bool:
-    """Whether each case's tasks (``cases``: each with its number of tasks in the pass) fit side by
-    side at once within ``executor``'s hold budget (one group each, :func:`_groups`). Then a worker
-    may keep the memory a task leaves cached until its next task starts, when nothing is timed
-    (``Task.release_after`` False); otherwise, or where the executor cannot say, it gives it back as
-    the task ends, since a worker of a later group may need it."""
-    from solbench.workload.cases import required_bytes
+def fits_side_by_side(executor: Executor, key: tuple[str, str], settings: MeasureSettings, workers: int,
+                      cases: Sequence[Case], reference_dtype: str, device: str) -> bool:
+    """Whether ``workers`` workers may each keep the memory its last task left cached until its next
+    task starts, when nothing is timed (``Task.release_after`` False): each holding the most any of
+    ``cases`` takes (:func:`solbench.execute.warm.held_bytes`), all within ``executor``'s hold budget.
+    Otherwise, or where the executor cannot say, a worker gives it back as its task ends, since a
+    worker of a later group or case may need it."""
+    from solbench.execute.warm import held_bytes
 
     hold = getattr(executor, "hold_budget", None)
     budget = hold(key) if hold is not None else None
-    return budget is not None and all(
-        required_bytes(case, input_sets=settings.input_sets) * tasks <= budget for case, tasks in cases)
+    most = max((held_bytes(c, input_sets=settings.input_sets, reference_dtype=reference_dtype, device=device)
+                for c in cases), default=0)
+    return budget is not None and workers * most <= budget
 
 
 def _ranks(unit: Unit) -> int:
@@ -531,15 +533,15 @@ def _waited(held: list[tuple[int, Any]]) -> list[int]:
 def _groups(jobs: Sequence[Job], index: Sequence[int]) -> list[list[int]]:
     """``index`` (the jobs' places) cut into groups that go out side by side: consecutive jobs
     whose executors can hold tasks and whose case tensors
-    (:func:`~solbench.workload.cases.required_bytes`) fit their executor's ``hold_budget``
+    (:func:`~solbench.execute.warm.task_bytes`) fit their executor's ``hold_budget``
     together. A job that cannot go side by side is a group of its own."""
-    from solbench.workload.cases import required_bytes
+    from solbench.execute.warm import task_bytes
 
     groups: list[list[int]] = []
     used, joinable = 0, False
     for job, i in zip(jobs, index, strict=True):
         budget = _hold_budget(job)
-        need = required_bytes(job.task.case, input_sets=job.task.settings.input_sets)
+        need = task_bytes(job.task, input_sets=job.task.settings.input_sets)
         if budget is not None and joinable and used + need <= budget:
             groups[-1].append(i)
             used += need

@@ -233,8 +233,12 @@ def guarded(task: Task, state: WorkerState, body: Callable[[], ImplResult]) -> t
         return ImplResult(task.impl, "reward_hack", tampered), True
     for timer in state.timers.values():  # kept for the next task, without this one's inputs and outputs
         timer.release()
-    if task.device == "cuda" and task.release_after and not fatal:  # a fatal task's context may be lost
-        release_cached()
+    if task.device == "cuda" and not fatal:  # a fatal task's context may be lost
+        peak = peak_reserved()
+        if peak:
+            result = replace(result, protocol={**result.protocol, "memory_peak_bytes": peak})
+        if task.release_after:
+            release_cached()
     return wire.capped(result), fatal
 
 
@@ -252,8 +256,18 @@ def release_cached() -> None:
     floor at 16384 tokens, timed right after ``fp8_dynamic`` gave back its GiB, read 110 µs for its
     first 1-10 samples in most rounds; with the blocks given back at the next task's start, in none
     of 30. Where the tasks do not all fit at once (they go out in groups, one after another, each
-    needing what the earlier left cached: KernelBench's largest problems), memory comes first."""
+    needing what the earlier left cached: KernelBench's largest problems), memory comes first.
+
+    The allocator's peak is reset with it: :func:`peak_reserved` is then the task's own."""
     torch.cuda.empty_cache()
+    torch.cuda.reset_peak_memory_stats()
+
+
+def peak_reserved() -> int:
+    """The most device memory torch's allocator held for this process since the task began (the
+    result's ``memory_peak_bytes``): what the parent's estimate of a worker's memory
+    (:func:`solbench.execute.warm.held_bytes`) must cover, besides the CUDA context."""
+    return int(torch.cuda.max_memory_reserved())
 
 
 def _execute(task: Task, state: WorkerState, emit: Emit, criterion: Any = None) -> ImplResult:

@@ -218,6 +218,20 @@ def required_bytes(case: Case, *, input_sets: int, copies: int = 1) -> int:
     return inputs * input_sets * copies + outputs * (input_sets + 1) + 2 * case.extra_bytes
 
 
+def worker_bytes(case: Case, *, input_sets: int, reference_dtype: str) -> int:
+    """Bytes of tensors one worker holds at once for a case: :func:`required_bytes`, with each input
+    set's reference outputs kept at ``reference_dtype`` (the workload's ``reference_dtype``; float32
+    outputs of a bfloat16 case take twice the bytes) and one input set converted to it while the
+    reference runs. Still without the implementation's workspace and the CUDA context."""
+    def converted(t: TensorShape) -> int:  # a copy of t at the reference's dtype; 0 where none is made
+        if reference_dtype == "declared" or t.dtype == reference_dtype or not t.dtype.startswith(("float", "bfloat")):
+            return 0
+        return t.numel * DTYPE_BYTES[reference_dtype]
+
+    kept = sum(max(0, converted(t) - t.nbytes) for t in case.outputs) * input_sets
+    return required_bytes(case, input_sets=input_sets) + kept + sum(converted(t) for t in case.inputs)
+
+
 def check_fits(cases: Iterable[Case], free_bytes: int, *, input_sets: int, copies: int = 1,
                where: str = "device") -> None:
     """Raise CaseError for the first case whose tensors (:func:`required_bytes`) exceed ``free_bytes``.

@@ -37,6 +37,9 @@ def test_gpu_faults_are_statuses_and_healthy_ones_are_measured(tmp_path):
     assert status["exits_zero"][0] == "crashed"
     for name in ("baseline", "honest", "after"):
         assert status[name][0] == "ok", status[name]
+    run = store.load(tmp_path / "gpu_faults.json")
+    peaks = {r.name: r.protocol.get("memory_peak_bytes", 0) for c in run.cases for r in c.impls}
+    assert all(peaks[name] > 0 for name in ("baseline", "honest", "after")), peaks  # what each worker held
 
 
 def test_gpu_cheats_are_caught(tmp_path):

@@ -138,16 +138,18 @@ def test_a_task_gives_back_the_last_tasks_cached_memory_as_it_starts_and_at_its_
 
 
 def test_workers_keep_a_tasks_memory_to_its_next_task_only_where_every_case_fits_side_by_side():
-    """``Task.release_after``: False only where each case's tasks fit in the executor's hold budget at
-    once; a budget too small for one case, or none, gives memory back as each task ends."""
+    """``Task.release_after``: False only where every worker of a pass, each holding the most a case
+    takes, fits in the executor's hold budget; a budget too small, or none, gives memory back as each
+    task ends."""
     from solbench.execute import session
+    from solbench.execute.warm import held_bytes
     from solbench.measure.worker import MeasureSettings, Task
-    from solbench.workload.cases import required_bytes
     from tests.unit.test_rounds_run import OffsetExecutor, _score, _units
 
     units = _units()
-    need = max(required_bytes(c, input_sets=MeasureSettings().input_sets) for c in units[0].cases)
-    most = len(units[0].impls) * 2  # tasks of a case in one pass: rounds 2-3 go out together
+    need = max(held_bytes(c, input_sets=MeasureSettings().input_sets, reference_dtype=units[0].spec.reference_dtype,
+                          device="cpu") for c in units[0].cases)
+    most = len(units[0].impls) * 2  # workers of one pass: rounds 2-3 go out together, each in a worker of its own
 
     class Budgeted(OffsetExecutor):
         def __init__(self, budget):

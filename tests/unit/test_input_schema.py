@@ -1,5 +1,7 @@
 """Strict workload schema: unknown keys at every level, op field sets, flags, sweep and memory caps."""
 
+from dataclasses import replace
+
 import pytest
 
 from solbench.analysis.cost import op_cost
@@ -135,6 +137,23 @@ def test_required_bytes_and_check_fits(tmp_path):
     check_fits([small, large], need, input_sets=2, copies=3)
     with pytest.raises(CaseError, match=rf"case scale\[n=16,float32\] needs .* \({need} bytes\).* free on the device"):
         check_fits([small, large], need - 1, input_sets=2, copies=3)
+
+
+def test_a_worker_holds_the_references_at_their_own_dtype_and_one_input_set_converted(tmp_path):
+    from solbench.workload.cases import worker_bytes
+
+    (spec,) = load_workload_file(write(tmp_path, GOOD))
+    (_, large) = expand(spec, "cuda")  # float32 case, float32 reference: nothing converted
+    assert worker_bytes(large, input_sets=2, reference_dtype="float32") == required_bytes(large, input_sets=2)
+    half = replace(large, inputs=tuple(replace(t, dtype="bfloat16") for t in large.inputs),
+                   outputs=tuple(replace(t, dtype="bfloat16") for t in large.outputs))
+    n = 16 * 4  # x and y: elements
+    assert worker_bytes(half, input_sets=2, reference_dtype="declared") == required_bytes(half, input_sets=2)
+    # y's reference kept in float32 for each of 2 input sets (2 more bytes an element), x converted once
+    assert worker_bytes(half, input_sets=2, reference_dtype="float32") == required_bytes(half, input_sets=2) \
+        + n * 2 * 2 + n * 4
+    assert worker_bytes(half, input_sets=2, reference_dtype="float64") == required_bytes(half, input_sets=2) \
+        + n * 6 * 2 + n * 8
 
 
 def test_cost_refuses_sizes_that_divide_by_zero_or_go_negative():

@@ -14,13 +14,12 @@ from types import SimpleNamespace
 import pytest
 
 from solbench import api
-from solbench.execute import session
+from solbench.execute import session, warm
 from solbench.measure import pool, wire
 from solbench.measure.watch import Watch
 from solbench.measure.worker import MeasureSettings, Task
 from solbench.report.harness import harness_rows
 from solbench.results.model import ImplResult
-from solbench.workload.cases import required_bytes
 from tests.unit.factories import make_run
 
 DOUBLE = "tests/data/double.yaml"
@@ -204,7 +203,7 @@ def test_a_hang_with_nobody_busy_beside_it_is_waited_for_once():
 
 
 def test_groups_hold_no_more_case_tensors_than_the_budget():
-    need = required_bytes(_task(DOUBLE).case, input_sets=SETTINGS.input_sets)
+    need = warm.task_bytes(_task(DOUBLE), input_sets=SETTINGS.input_sets)
     log: list = []
     session.run_case(_jobs(_Holding(log, budget=2 * need), ["a", "b", "c"]))
     assert log == [("sent", "a"), ("sent", "b"), ("turn", "a"), ("turn", "b"), ("time", "a"), ("time", "b"),
@@ -384,3 +383,29 @@ def test_a_turn_from_a_task_that_was_not_held_is_a_forgery(tmp_path):
             first = worker.take(watch, None)
         result, fatal = first
         assert result.status == "reward_hack" and fatal and "turn" in result.message
+
+
+def test_o_proj_workers_keep_their_caches_on_an_h200_but_give_them_back_on_an_80_gb_card():
+    """An ``ab`` of o_proj on an 80 GB H100 kept 28 workers' caches (two trees, seven implementations,
+    two rounds a pass) and its 16384-token cases ran out of memory: counted at the case's dtype, without
+    the float32 references and a context, a worker looked like 0.94 GiB and held about 3.3 GiB."""
+    from types import SimpleNamespace
+
+    from solbench.config.workloads import load_workload_file
+    from solbench.workload.cases import expand
+
+    (spec,) = [s for s in load_workload_file(Path("workloads/attn.yaml")) if s.name == "o_proj"]
+    cases = expand(spec, "cuda")
+    gib = 1 << 30
+
+    def fits(free_gib, workers):
+        budget = int(free_gib * gib * warm.MEMORY_SHARE)
+        executor = SimpleNamespace(hold_budget=lambda key: budget)
+        return session.fits_side_by_side(executor, ("o_proj", "fused"), MeasureSettings(), workers, cases,
+                                         spec.reference_dtype, "cuda")
+
+    largest = max(warm.held_bytes(c, input_sets=2, reference_dtype=spec.reference_dtype, device="cuda")
+                  for c in cases)
+    assert largest > 3 * gib  # as measured: about 3.3 GiB a worker at 16384 tokens
+    assert not fits(79.0, 28)  # the H100's pass that ran out of memory: give back as each task ends
+    assert fits(139.0, 21)  # `run -w o_proj` on an H200, three rounds of seven: kept, as before
