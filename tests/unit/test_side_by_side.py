@@ -385,10 +385,10 @@ def test_a_turn_from_a_task_that_was_not_held_is_a_forgery(tmp_path):
         assert result.status == "reward_hack" and fatal and "turn" in result.message
 
 
-def test_o_proj_workers_keep_their_caches_on_an_h200_but_give_them_back_on_an_80_gb_card():
-    """An ``ab`` of o_proj on an 80 GB H100 kept 28 workers' caches (two trees, seven implementations,
-    two rounds a pass) and its 16384-token cases ran out of memory: counted at the case's dtype, without
-    the float32 references and a context, a worker looked like 0.94 GiB and held about 3.3 GiB."""
+def test_o_proj_workers_are_counted_at_what_they_held_on_an_80_gb_card():
+    """An ``ab`` of o_proj on an 80 GB H100 (two trees, seven implementations, two rounds a pass) ran its
+    16384-token cases out of memory: counted at the case's dtype, without the float32 references and a
+    context, a worker looked like 0.94 GiB; its allocator peaked at 5.3 GiB, beside a context."""
     from types import SimpleNamespace
 
     from solbench.config.workloads import load_workload_file
@@ -404,8 +404,11 @@ def test_o_proj_workers_keep_their_caches_on_an_h200_but_give_them_back_on_an_80
         return session.fits_side_by_side(executor, ("o_proj", "fused"), MeasureSettings(), workers, cases,
                                          spec.reference_dtype, "cuda")
 
-    largest = max(warm.held_bytes(c, input_sets=2, reference_dtype=spec.reference_dtype, device="cuda")
-                  for c in cases)
-    assert largest > 3 * gib  # as measured: about 3.3 GiB a worker at 16384 tokens
-    assert not fits(79.0, 28)  # the H100's pass that ran out of memory: give back as each task ends
-    assert fits(139.0, 21)  # `run -w o_proj` on an H200, three rounds of seven: kept, as before
+    held = {c.id: warm.held_bytes(c, input_sets=2, reference_dtype=spec.reference_dtype, device="cuda")
+            for c in cases}
+    peaks = {1: 0.54, 16: 0.68, 64: 0.81, 2048: 1.70, 16384: 5.27}  # GiB, the H100's largest per token count
+    for c in cases:
+        assert held[c.id] >= (peaks[c.params["tokens"]] + 0.5) * gib, c.id  # and a context of about 0.5 GiB
+    assert not fits(79.0, 14) and not fits(79.0, 28)  # the H100's passes: give back as each task ends
+    group = int(79.0 * gib * warm.MEMORY_SHARE) // max(held.values())
+    assert group * (5.27 + 0.5) * gib < 79.0 * gib  # a group set up side by side fits as measured
