@@ -390,6 +390,7 @@ class GraphLaunch:
         state, which is not capturing."""
         torch = self._torch
         torch.cuda.set_stream(stream)
+        drop_side_stream(torch)  # the next capture starts on a stream no failed capture touched
         for gen in torch.cuda.default_generators:
             gen.graphsafe_set_state(gen.clone_state())
         with contextlib.suppress(Exception):  # the failure may have been an error of the device's own
@@ -400,7 +401,7 @@ class GraphLaunch:
         timestamps around its launched call and its replay. Nothing waits for the device in between:
         the records are read once for every launch (:meth:`_checked`)."""
         torch = self._torch
-        side = torch.cuda.Stream()
+        side = side_stream(torch)
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
             fn()  # warmed on the capture stream (libraries' per-stream handles and workspaces)
@@ -630,7 +631,7 @@ class CudaGraphTimer:
         """
         torch = self._torch
         fn = launches[0]
-        side = torch.cuda.Stream()
+        side = side_stream(torch)
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
             fn()
@@ -791,6 +792,28 @@ def process_gate(torch: Any) -> HostGate | None:
     if key not in _GATES:
         _GATES[key] = HostGate.make(torch, sleep_rate(torch))
     return _GATES[key]
+
+
+_SIDE_STREAMS: dict[tuple[int, int], Any] = {}
+
+
+def side_stream(torch: Any) -> Any:
+    """This process's stream for warming and capturing calls on the current device: made on first use
+    and kept, as ``torch.cuda.graph`` keeps its default capture stream.
+
+    torch keeps a cuBLAS workspace for each (handle, stream) that ran a GEMM, in the caching allocator,
+    and ``empty_cache`` does not free it. With a new stream for each capture, a worker's allocator peak
+    grew by 64 MiB a task (two input sets, 32 MiB each) on an H100 and an H200 (o_proj; BENCHMARKS.md,
+    issue 16, thirty-eighth session): memory the parent's count of a worker has to cover."""
+    key = (id(torch), torch.cuda.current_device())
+    if key not in _SIDE_STREAMS:
+        _SIDE_STREAMS[key] = torch.cuda.Stream()
+    return _SIDE_STREAMS[key]
+
+
+def drop_side_stream(torch: Any) -> None:
+    """Forget this device's side stream (after a failed capture): the next use makes a new one."""
+    _SIDE_STREAMS.pop((id(torch), torch.cuda.current_device()), None)
 
 
 def sleep_rate(torch: Any) -> float:

@@ -99,11 +99,17 @@ def _fake_torch(fail_capture: bool, trace: _Trace) -> SimpleNamespace:
     def ones(*shape: int, device: str = "cpu") -> None:  # the harness's canary kernel
         trace.launch("fill")
 
-    cuda = SimpleNamespace(Stream=lambda: stream, current_stream=lambda: stream, stream=lambda s: _Null(),
+    streams: list[object] = []  # the side streams made
+
+    def new_stream() -> SimpleNamespace:
+        streams.append(SimpleNamespace(wait_stream=lambda other: None))
+        return streams[-1]
+
+    cuda = SimpleNamespace(Stream=new_stream, current_stream=lambda: stream, stream=lambda s: _Null(),
                            synchronize=lambda: None, CUDAGraph=lambda: _Graph(fail_capture, trace),
-                           set_stream=made.append, default_generators=(gen,))
+                           set_stream=made.append, default_generators=(gen,), current_device=lambda: 0)
     return SimpleNamespace(cuda=cuda, ones=ones, Tensor=torch.Tensor, bool=torch.bool, uint8=torch.uint8, made=made,
-                           inference_mode=torch.inference_mode)
+                           inference_mode=torch.inference_mode, streams=streams)
 
 
 class _Null:
@@ -158,6 +164,26 @@ def test_a_call_that_cannot_be_captured_stays_launched_and_says_why() -> None:
     assert fake.made == [fake.cuda.current_stream(), "copy"]  # the stream made current again, the RNG not capturing
     assert graphed.protocol() == {"launch": "stream", "capture_s": round(graphed.seconds, 6),
                                   "graph_fallback": "RuntimeError: operation not permitted when stream is capturing"}
+
+
+def test_every_capture_of_a_process_uses_one_side_stream_until_a_capture_fails(monkeypatch) -> None:
+    """torch keeps a cuBLAS workspace per stream that ran a GEMM: a new stream per capture grew a
+    worker's memory by 32 MiB a capture, task after task."""
+    def call() -> torch.Tensor:
+        trace.launch("fill")
+        return torch.ones(2)
+
+    monkeypatch.setattr(timers, "_SIDE_STREAMS", {})  # none kept from another test's fake torch
+    trace = _Trace()
+    fake = _fake_torch(False, trace)
+    for _ in range(3):  # three tasks of two input sets each
+        assert timers.GraphLaunch(fake, [call, call], trace).protocol()["launch"] == "graph"
+    assert len(fake.streams) == 1
+    fake.cuda.CUDAGraph = lambda: _Graph(True, trace)
+    assert timers.GraphLaunch(fake, [call], trace).protocol()["launch"] == "stream"
+    fake.cuda.CUDAGraph = lambda: _Graph(False, trace)
+    timers.GraphLaunch(fake, [call], trace)
+    assert len(fake.streams) == 2  # not the stream the failed capture used
 
 
 def test_a_graph_launch_needs_the_cold_timer() -> None:
