@@ -143,6 +143,9 @@ def _combine(results: Sequence[ImplResult], labels: Sequence[Callable[[Timing], 
     streams = [int(r.protocol["streams"]) for r, _ in ok if "streams" in r.protocol]
     if streams:  # the most streams CUPTI saw the checked calls use, in any of them
         protocol["streams"] = max(streams)
+    peaks = [int(r.protocol["memory_peak_bytes"]) for r, _ in ok if "memory_peak_bytes" in r.protocol]
+    if peaks:  # the most device memory any of them held (solbench.measure.worker.peak_reserved)
+        protocol["memory_peak_bytes"] = max(peaks)
     for key in ("kernels", "kernel_shapes"):
         chosen = [r.protocol.get(key) for r, _ in ok]
         if all(isinstance(k, str) for k in chosen) and len(set(chosen)) > 1:

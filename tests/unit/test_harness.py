@@ -227,3 +227,14 @@ def test_the_table_says_how_many_point_rounds_ran_with_one_work_queue():
     text = io.StringIO()
     Console(file=text, width=160).print(harness_table(replace(run, cases=(case,))))
     assert "2 of 6 point-rounds ran in a worker with one CUDA work queue" in text.getvalue()
+
+
+def test_a_point_merged_over_rounds_keeps_the_most_memory_any_round_held():
+    from dataclasses import replace
+
+    from solbench.analysis.pooling import merge_rounds
+    from tests.unit.factories import make_impl
+
+    rounds = [replace(make_impl("x", [1e-3] * 5), protocol={"memory_peak_bytes": peak}) for peak in (5, 9, 7)]
+    assert merge_rounds(rounds).protocol["memory_peak_bytes"] == 9
+    assert "memory_peak_bytes" not in merge_rounds([make_impl("x", [1e-3] * 5)] * 2).protocol  # the CPU
