@@ -278,7 +278,8 @@ def test_an_error_in_a_lane_stops_the_run_and_is_raised(tmp_path):
 
 def test_a_wide_workload_gets_its_lanes_exclusively_through_the_group_executor(tmp_path):
     narrow, other = _units(tmp_path, (2, 2))
-    wide = Unit(SimpleNamespace(name=other.spec.name, implementations=other.spec.implementations, world_size=2),
+    wide = Unit(SimpleNamespace(name=other.spec.name, implementations=other.spec.implementations, world_size=2,
+                                reference_dtype=other.spec.reference_dtype),
                 other.path, other.cases, other.impls)
     log, groups = [], []
 
@@ -298,7 +299,8 @@ def test_a_wide_workload_gets_its_lanes_exclusively_through_the_group_executor(t
 
 def test_a_wide_workload_without_a_group_executor_is_skipped(tmp_path):
     narrow, other = _units(tmp_path, (1, 1))
-    wide = Unit(SimpleNamespace(name=other.spec.name, implementations=other.spec.implementations, world_size=2),
+    wide = Unit(SimpleNamespace(name=other.spec.name, implementations=other.spec.implementations, world_size=2,
+                                reference_dtype=other.spec.reference_dtype),
                 other.path, other.cases, other.impls)
     log = []
     run = _measure([narrow, wide], _lanes(2, log))
