@@ -390,7 +390,8 @@ class GraphLaunch:
         state, which is not capturing."""
         torch = self._torch
         torch.cuda.set_stream(stream)
-        drop_side_stream(torch)  # the next capture starts on a stream no failed capture touched
+        with contextlib.suppress(Exception):  # the next capture starts on a stream no failed capture touched
+            drop_side_stream(torch)
         for gen in torch.cuda.default_generators:
             gen.graphsafe_set_state(gen.clone_state())
         with contextlib.suppress(Exception):  # the failure may have been an error of the device's own
