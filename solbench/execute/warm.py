@@ -135,8 +135,9 @@ def held_bytes(case: Case, *, input_sets: int, reference_dtype: str, device: str
 
     What decides which workers set up side by side (:func:`solbench.execute.session.run_case`) and
     whether they may keep cached memory between tasks (``Task.release_after``). Counting the tensors
-    alone, at the case's dtype, an ``ab`` of o_proj on an 80 GB H100 kept 20 workers' caches at once:
-    each held about 3.3 GiB against the 0.94 GiB counted, and the 16384-token cases ran out of memory.
+    alone, at the case's dtype, an ``ab`` of o_proj on an 80 GB H100 set up every worker of a
+    16384-token case side by side and let all of them keep their caches: each held 3.3-4.9 GiB against
+    the 0.94 GiB counted, and the case ran out of memory.
     With ``TENSOR_MARGIN`` at 1.5, 17 workers set up side by side at 3.6 GiB counted each and the
     same cases still ran out of memory: each held up to 5.3 GiB. Each task's result records what the
     allocator really held (``memory_peak_bytes``; ``bench/memory_peaks.py`` sets it against this)."""
