@@ -79,6 +79,18 @@ def queue_line(run: RunResult) -> str | None:
     return f"{one} of {rounds} point-rounds ran in a worker with one CUDA work queue (SOLBENCH_WORK_QUEUES)"
 
 
+def memory_line(run: RunResult) -> str | None:
+    """The most device memory a worker's allocator held for one point (``memory_peak_bytes``: a GPU
+    run's; the CUDA context is beside it), and where; None where no point recorded it."""
+    peaks = [(int(r.protocol["memory_peak_bytes"]), c.case_id, r.name) for c in run.cases for r in c.impls
+             if "memory_peak_bytes" in r.protocol]
+    if not peaks:
+        return None
+    peak, case_id, name = max(peaks)
+    return (f"largest worker memory: {peak / 2**30:.2f} GiB at {case_id} {name} "
+            "(torch's allocator at its peak; a CUDA context beside it)")
+
+
 def passes_line(run: RunResult) -> str | None:
     """How many passes over the workloads started workers, and how many worker processes they
     started (``RunResult.harness``), or None where the run recorded neither (in-process, older runs)."""
@@ -94,9 +106,9 @@ def passes_line(run: RunResult) -> str | None:
 
 
 def harness_table(run: RunResult) -> Table:
-    """The breakdown as a rich table (``solbench show --harness``), with the passes and work-queue
-    lines below."""
-    caption = "\n".join(line for line in (passes_line(run), queue_line(run)) if line) or None
+    """The breakdown as a rich table (``solbench show --harness``), with the passes, work-queue and
+    worker-memory lines below."""
+    caption = "\n".join(line for line in (passes_line(run), queue_line(run), memory_line(run)) if line) or None
     t = Table(title="where the run's wall time went", title_justify="left", caption=caption,
               caption_justify="left")
     t.add_column("phase")

@@ -238,3 +238,17 @@ def test_a_point_merged_over_rounds_keeps_the_most_memory_any_round_held():
     rounds = [replace(make_impl("x", [1e-3] * 5), protocol={"memory_peak_bytes": peak}) for peak in (5, 9, 7)]
     assert merge_rounds(rounds).protocol["memory_peak_bytes"] == 9
     assert "memory_peak_bytes" not in merge_rounds([make_impl("x", [1e-3] * 5)] * 2).protocol  # the CPU
+
+
+def test_the_table_names_the_point_whose_worker_held_the_most_memory():
+    run = make_run({"c": {"a": [1e-3] * 4, "b": [1e-3] * 4}})
+    run = replace(run, harness={"workers_s": 1.0, "wall_s": 2.0})
+    text = io.StringIO()
+    Console(file=text, width=160).print(harness_table(run))
+    assert "worker memory" not in text.getvalue()  # a CPU run records none
+    a, b = run.cases[0].impls
+    case = replace(run.cases[0], impls=(replace(a, protocol={"memory_peak_bytes": 3 << 29}),
+                                        replace(b, protocol={"memory_peak_bytes": 1 << 29})))
+    text = io.StringIO()
+    Console(file=text, width=160).print(harness_table(replace(run, cases=(case,))))
+    assert f"largest worker memory: 1.50 GiB at {case.case_id} a" in text.getvalue()
