@@ -795,7 +795,9 @@ def process_gate(torch: Any) -> HostGate | None:
     return _GATES[key]
 
 
-_SIDE_STREAMS: dict[tuple[int, int], Any] = {}
+# (id(torch), device) -> (that torch, its stream): the torch kept beside its stream, so that its id
+# cannot pass to another object (a fake torch in a test) while the entry stands
+_SIDE_STREAMS: dict[tuple[int, int], tuple[Any, Any]] = {}
 
 
 def side_stream(torch: Any) -> Any:
@@ -807,9 +809,10 @@ def side_stream(torch: Any) -> Any:
     grew by 64 MiB a task (two input sets, 32 MiB each) on an H100 and an H200 (o_proj; BENCHMARKS.md,
     issue 16, thirty-eighth session): memory the parent's count of a worker has to cover."""
     key = (id(torch), torch.cuda.current_device())
-    if key not in _SIDE_STREAMS:
-        _SIDE_STREAMS[key] = torch.cuda.Stream()
-    return _SIDE_STREAMS[key]
+    kept = _SIDE_STREAMS.get(key)
+    if kept is None or kept[0] is not torch:
+        kept = _SIDE_STREAMS[key] = (torch, torch.cuda.Stream())
+    return kept[1]
 
 
 def drop_side_stream(torch: Any) -> None:

@@ -186,6 +186,17 @@ def test_every_capture_of_a_process_uses_one_side_stream_until_a_capture_fails(m
     assert len(fake.streams) == 2  # not the stream the failed capture used
 
 
+def test_a_side_stream_is_never_handed_to_another_torch_that_took_a_gone_ones_id(monkeypatch) -> None:
+    """Kept by ``id(torch)`` alone, a fake torch made after another was freed (CPython hands the same
+    id to the next object of its size) got the gone one's stream instead of one of its own."""
+    monkeypatch.setattr(timers, "_SIDE_STREAMS", {})
+    for _ in range(20):
+        fake = _fake_torch(False, _Trace())
+        assert timers.side_stream(fake) is fake.streams[0]  # its own, made on first use
+        assert timers.side_stream(fake) is fake.streams[0] and len(fake.streams) == 1  # and kept
+        del fake  # its id free for the next one
+
+
 def test_a_graph_launch_needs_the_cold_timer() -> None:
     with pytest.raises(ConfigError, match="--launch graph is a way of the cold timer's"):
         RunOptions(timer="graph", launch="graph")
