@@ -260,7 +260,8 @@ def release_cached() -> None:
 
     The allocator's peak is reset with it: :func:`peak_reserved` is then the task's own."""
     torch.cuda.empty_cache()
-    torch.cuda.reset_peak_memory_stats()
+    if torch.cuda.is_initialized():  # where it is not, there is no peak yet (and nothing to start for one)
+        torch.cuda.reset_peak_memory_stats()
 
 
 def peak_reserved() -> int:

@@ -252,3 +252,14 @@ def test_the_table_names_the_point_whose_worker_held_the_most_memory():
     text = io.StringIO()
     Console(file=text, width=160).print(harness_table(replace(run, cases=(case,))))
     assert f"largest worker memory: 1.50 GiB at {case.case_id} a" in text.getvalue()
+
+
+def test_giving_back_cached_memory_starts_no_cuda_to_reset_a_peak():
+    """Where CUDA has not started (here: a CPU build), there is no peak to reset and none is started."""
+    import torch
+
+    from solbench.measure import worker
+
+    assert not torch.cuda.is_initialized()
+    worker.release_cached()  # was torch.cuda.reset_peak_memory_stats(): AttributeError on a CPU build
+    assert not torch.cuda.is_initialized() and worker.peak_reserved() == 0
