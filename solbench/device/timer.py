@@ -782,21 +782,27 @@ class HostGate:
         self._host[0] = 1
 
 
-_GATES: dict[tuple[int, int], HostGate | None] = {}
+def _per_device(cache: dict[tuple[int, int], tuple[Any, Any]], torch: Any, make: Callable[[], Any]) -> Any:
+    """``make()`` for this process and its current device, made once and kept in ``cache``, keyed by
+    (id(torch), device) with the torch kept beside the value: while the entry stands its id cannot
+    pass to another object (a fake torch in a test) that would be handed this one's value."""
+    key = (id(torch), torch.cuda.current_device())
+    if key not in cache:
+        cache[key] = (torch, make())
+    return cache[key][1]
+
+
+_GATES: dict[tuple[int, int], tuple[Any, HostGate | None]] = {}
 
 
 def process_gate(torch: Any) -> HostGate | None:
     """This process's gate on the current device, or None where it cannot be built; made on first
     use (a worker makes it at start, side by side with the other workers' starts) and kept for every
     timer the process makes."""
-    key = (id(torch), torch.cuda.current_device())
-    if key not in _GATES:
-        _GATES[key] = HostGate.make(torch, sleep_rate(torch))
-    return _GATES[key]
+    gate: HostGate | None = _per_device(_GATES, torch, lambda: HostGate.make(torch, sleep_rate(torch)))
+    return gate
 
 
-# (id(torch), device) -> (that torch, its stream): the torch kept beside its stream, so that its id
-# cannot pass to another object (a fake torch in a test) while the entry stands
 _SIDE_STREAMS: dict[tuple[int, int], tuple[Any, Any]] = {}
 
 
@@ -808,11 +814,7 @@ def side_stream(torch: Any) -> Any:
     and ``empty_cache`` does not free it. With a new stream for each capture, a worker's allocator peak
     grew by 64 MiB a task (two input sets, 32 MiB each) on an H100 and an H200 (o_proj; BENCHMARKS.md,
     issue 16, thirty-eighth session): memory the parent's count of a worker has to cover."""
-    key = (id(torch), torch.cuda.current_device())
-    kept = _SIDE_STREAMS.get(key)
-    if kept is None or kept[0] is not torch:
-        kept = _SIDE_STREAMS[key] = (torch, torch.cuda.Stream())
-    return kept[1]
+    return _per_device(_SIDE_STREAMS, torch, torch.cuda.Stream)
 
 
 def drop_side_stream(torch: Any) -> None:
