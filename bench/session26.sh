@@ -144,6 +144,7 @@ for part in ${PARTS:-tests five}; do
     for n in $(seq 1 "${SLOWN:-1}"); do
       [ $(left) -gt 60 ] || break
       s=$(date +%s)
+      rm -rf /tmp/slow-$n  # a warm machine keeps an earlier call's runs, and ab does not overwrite them
       (cd /tmp/slow$f && timeout $(left) python3 -m solbench ab --baseline-tree /tmp/base --current-tree . \
         workloads/attn.yaml -w o_proj -q --json $EXTRA --out-dir /tmp/slow-$n > $OUT/${P}slow$f-$n.json \
         2> $OUT/${P}slow$f-$n.txt)

@@ -64,6 +64,7 @@ from solbench.execute.session import (
     _skipped,
     _slot_key,
     fits_side_by_side,
+    held_before,
     run_case,
 )
 from solbench.measure.worker import MeasureSettings, Task
@@ -192,9 +193,12 @@ def _workload(sides: Sequence[Side], name: str, r: int, slots: Slots, *, device:
     if not any(workers):
         return
     alive = sum(len(wanted) for wanted in workers)  # both trees' workers hold their caches at once
+    held = {(i, case_id, impl): held_before(side.rounds.get((name, case_id), []), impl, device)
+            for i, side in enumerate(sides) for case_id in case_ids for impl in impls if slots(name, case_id, impl)}
+    measured = max(held.values(), default=0)
     fit = all(fits_side_by_side(side.executor, wanted[0], settings, alive,
                                 [c for c in unit.cases if any(slots(name, c.id, impl) for impl in impls)],
-                                unit.spec.reference_dtype, device)
+                                unit.spec.reference_dtype, device, measured)
               for side, unit, wanted in zip(sides, units, workers, strict=True) if unit is not None and wanted)
     emit("workers", {"workload": name})
     for side, wanted in zip(sides, workers, strict=True):
@@ -218,7 +222,7 @@ def _workload(sides: Sequence[Side], name: str, r: int, slots: Slots, *, device:
                                 nvml_id, release_after=not fit)
                     job = _job(sides[i].executor, unit, task, impl, skips[i], timeout_s, _tagged(emit, i),
                                checked=sides[i].checked, cap=cap)
-                    jobs.append(replace(job, slot=s))
+                    jobs.append(replace(job, slot=s, held=held[(i, case_id, impl)]))
                     owners.append((i, s))
         results: dict[tuple[int, int], list[ImplResult]] = {}
         for owner, result in zip(owners, run_case(jobs), strict=True):  # checked side by side, timed in this order

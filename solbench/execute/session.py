@@ -118,10 +118,12 @@ def measure_units(units: Sequence[Unit], run: RunResult, executor: Executor, *, 
                 continue
             emit("workers", {"workload": unit.spec.name})
             worker_keys = [_slot_key(k, s) for k in _keys(unit, skips[n]) if k[1] in names for s in range(depth[k[1]])]
+            held = {(c.id, name): held_before(rounds.get((n, c.id), []), name, device)
+                    for c in unit.cases for name in names if slots(n, c.id, name)}
             fit = bool(worker_keys) and fits_side_by_side(
                 executor, worker_keys[0], settings, len(worker_keys),
                 [c for c in unit.cases if any(slots(n, c.id, name) for name in names)],
-                unit.spec.reference_dtype, device)
+                unit.spec.reference_dtype, device, max(held.values(), default=0))
             with clock("workers_s"), clock.reaping(executor):
                 executor.prestart(worker_keys)  # all of them, before anything is measured
             if not started_pass:
@@ -136,7 +138,8 @@ def measure_units(units: Sequence[Unit], run: RunResult, executor: Executor, *, 
                 made = {name: _job(executor, unit, task, name, skips[n], timeout_s, emit, variant, checked,
                                    capped(n, case.id, name)) for name in wanted}
                 passes = max(wanted.values())
-                jobs = [replace(made[name], slot=s) for s in range(passes) for name in wanted if wanted[name] > s]
+                jobs = [replace(made[name], slot=s, held=held[(case.id, name)])
+                        for s in range(passes) for name in wanted if wanted[name] > s]
                 with clock("tasks_s"):
                     results = run_case(jobs, clock)
                 clock.add_tasks(results)
@@ -339,10 +342,11 @@ def _undecided(rounds: dict[tuple[int, str], list[list[ImplResult]]], target_rel
 
 
 def fits_side_by_side(executor: Executor, key: tuple[str, str], settings: MeasureSettings, workers: int,
-                      cases: Sequence[Case], reference_dtype: str, device: str) -> bool:
+                      cases: Sequence[Case], reference_dtype: str, device: str, measured: int = 0) -> bool:
     """Whether ``workers`` workers may each keep the memory its last task left cached until its next
     task starts, when nothing is timed (``Task.release_after`` False): each holding the most any of
-    ``cases`` takes (:func:`solbench.execute.warm.held_bytes`), all within ``executor``'s hold budget.
+    ``cases`` takes (:func:`solbench.execute.warm.held_bytes`) or ``measured`` (the most a worker of
+    these points held in earlier rounds), all within ``executor``'s hold budget.
     Otherwise, or where the executor cannot say, a worker gives it back as its task ends, since a
     worker of a later group or case may need it."""
     from solbench.execute.warm import held_bytes
@@ -351,7 +355,16 @@ def fits_side_by_side(executor: Executor, key: tuple[str, str], settings: Measur
     budget = hold(key) if hold is not None else None
     most = max((held_bytes(c, input_sets=settings.input_sets, reference_dtype=reference_dtype, device=device)
                 for c in cases), default=0)
-    return budget is not None and workers * most <= budget
+    return budget is not None and workers * max(most, measured) <= budget
+
+
+def held_before(per_round: Sequence[Sequence[ImplResult]], name: str, device: str) -> int:
+    """What implementation ``name``'s workers were measured to hold at one case in its rounds so far
+    (``per_round``: each round's results at that case; :func:`solbench.execute.warm.measured_held`)."""
+    from solbench.execute.warm import measured_held
+
+    return measured_held((int(r.protocol["memory_peak_bytes"]) for results in per_round for r in results
+                          if r.name == name and "memory_peak_bytes" in r.protocol), device)
 
 
 def _ranks(unit: Unit) -> int:
@@ -392,6 +405,7 @@ class Job:
     cap: int | None = None
     result: ImplResult | None = None  # skipped before it was sent
     slot: int = 0  # which of the point's rounds in this pass (each in its own worker)
+    held: int = 0  # what the point's worker was measured to hold in earlier rounds (bytes; 0: none yet)
 
     @property
     def name(self) -> str:
@@ -452,12 +466,13 @@ def run_case(jobs: Sequence[Job], clock: Phases | None = None) -> list[ImplResul
     another worker of the run works. Elsewhere (in-process, rank groups, a lone job) each job runs
     whole, one after the other.
 
-    A held task that timed out or ran out of memory before its turn, while a worker beside it was
-    still busy or after one timed out, may owe it to that worker (a kernel that never returns
-    shares the device; an allocation holds its memory): it is run again alone
-    (``side_by_side: "again alone"``), and that result stands. A task that fails so with nobody
-    busy beside it keeps its result: a hang is waited for once. So is a task whose checks after
-    timing, beside other workers' checks, timed out or ran out of memory.
+    A held task that timed out before its turn, while a worker beside it was still busy or after one
+    timed out, may owe it to that worker (a kernel that never returns shares the device): it is run
+    again alone at once (``side_by_side: "again alone"``), and that result stands. A task that times
+    out with nobody busy beside it keeps its result: a hang is waited for once. A held task that ran
+    out of memory at any step beside other held workers (each holds its allocations while it waits
+    at its turn), or whose checks after timing timed out beside other workers' checks, is run again
+    alone once the group is done.
 
     ``clock`` gets ``side_s``: the wall time until every held worker of a group reached its turn
     (or finished), and ``side_after_s``: the wall time of the checks after timing side by side; the
@@ -496,10 +511,10 @@ def run_case(jobs: Sequence[Job], clock: Phases | None = None) -> list[ImplResul
         for i, h in held.items():
             r = results[i]
             assert r is not None
-            if len(held) > 1 and h.checked_beside and r.status in AGAIN_ALONE:
+            if len(held) > 1 and (r.status == "oom" or (h.checked_beside and r.status in AGAIN_ALONE)):
                 late.append(i)
             results[i] = replace(r, protocol={**r.protocol, "side_by_side": 1})
-        for i in late:  # a timeout or OOM in checks side by side may be a peer's doing: again alone
+        for i in late:  # an OOM beside other workers, or a timeout in checks side by side: again alone
             r = jobs[i].run_alone()
             results[i] = replace(r, protocol={**r.protocol, "side_by_side": "again alone"})
     done: list[ImplResult] = []
@@ -519,12 +534,13 @@ AGAIN_ALONE = frozenset({"timeout", "oom"})  # statuses a worker beside it can c
 
 def _waited(held: list[tuple[int, Any]]) -> list[int]:
     """Wait for every held task to reach its turn or end, in order; the places of those to run again
-    alone: ended in ``AGAIN_ALONE`` while a later one was still busy, or after an earlier one timed out."""
+    alone at once: timed out while a later one was still busy, or after an earlier one timed out (an
+    OOM is run again once the group is done, when no worker beside it holds a task's tensors)."""
     again, timed_out = [], False
     for k, (i, h) in enumerate(held):
         h.reach_turn()
         status = h.result.status if h.result is not None else None
-        if status in AGAIN_ALONE and (timed_out or any(p.busy() for _, p in held[k + 1:])):
+        if status == "timeout" and (timed_out or any(p.busy() for _, p in held[k + 1:])):
             again.append(i)
         timed_out = timed_out or status == "timeout"
     return again
@@ -532,16 +548,17 @@ def _waited(held: list[tuple[int, Any]]) -> list[int]:
 
 def _groups(jobs: Sequence[Job], index: Sequence[int]) -> list[list[int]]:
     """``index`` (the jobs' places) cut into groups that go out side by side: consecutive jobs
-    whose executors can hold tasks and whose case tensors
-    (:func:`~solbench.execute.warm.task_bytes`) fit their executor's ``hold_budget``
-    together. A job that cannot go side by side is a group of its own."""
+    whose executors can hold tasks and whose memory fits their executor's ``hold_budget`` together:
+    each job counted at its case tensors (:func:`~solbench.execute.warm.task_bytes`) or at what its
+    point's worker held in earlier rounds (``Job.held``), whichever is more. A job that cannot go
+    side by side is a group of its own."""
     from solbench.execute.warm import task_bytes
 
     groups: list[list[int]] = []
     used, joinable = 0, False
     for job, i in zip(jobs, index, strict=True):
         budget = _hold_budget(job)
-        need = task_bytes(job.task, input_sets=job.task.settings.input_sets)
+        need = max(task_bytes(job.task, input_sets=job.task.settings.input_sets), job.held)
         if budget is not None and joinable and used + need <= budget:
             groups[-1].append(i)
             used += need
