@@ -494,6 +494,7 @@ def run_case(jobs: Sequence[Job], clock: Phases | None = None) -> list[ImplResul
                     results[i] = sent
                 else:
                     held[i] = sent
+            beside = len(held) > 1  # held side by side: an OOM may be a peer's doing, one run again alone too
             again = _waited(list(held.items()))
         for i in again:
             del held[i]  # while the others wait at their turn, it runs alone
@@ -511,7 +512,7 @@ def run_case(jobs: Sequence[Job], clock: Phases | None = None) -> list[ImplResul
         for i, h in held.items():
             r = results[i]
             assert r is not None
-            if len(held) > 1 and (r.status == "oom" or (h.checked_beside and r.status in AGAIN_ALONE)):
+            if (beside and r.status == "oom") or (len(held) > 1 and h.checked_beside and r.status in AGAIN_ALONE):
                 late.append(i)
             results[i] = replace(r, protocol={**r.protocol, "side_by_side": 1})
         for i in late:  # an OOM beside other workers, or a timeout in checks side by side: again alone

@@ -201,6 +201,17 @@ def test_an_oom_beside_held_peers_is_measured_again_alone_once_the_group_is_done
     assert results[1].protocol["side_by_side"] == "again alone" and results[0].protocol["side_by_side"] == 1
 
 
+def test_an_oom_beside_a_peer_that_timed_out_and_ran_again_alone_is_measured_again_alone():
+    """The peer hung while it held what it set up: the OOM beside it runs again once the group is
+    done, though the peer left the group to run again alone (before, both ran again at once)."""
+    log: list = []
+    results = session.run_case(_jobs(_Holding(log, budget=1 << 30, early={"a": "timeout", "b": "oom"},
+                                              busy=("b",)), ["a", "b"]))
+    assert log == [("sent", "a"), ("sent", "b"), ("turn", "a"), ("turn", "b"), ("alone", "a"), ("alone", "b")]
+    assert [r.status for r in results] == ["ok", "ok"]
+    assert [r.protocol["side_by_side"] for r in results] == ["again alone", "again alone"]
+
+
 def test_a_failure_after_a_peer_timed_out_is_measured_again_alone():
     log: list = []
     results = session.run_case(_jobs(_Holding(log, budget=1 << 30, early={"a": "timeout", "b": "oom"}),
