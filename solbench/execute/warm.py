@@ -134,7 +134,8 @@ def held_bytes(case: Case, *, input_sets: int, reference_dtype: str, device: str
     reference's dtype) times ``TENSOR_MARGIN``, and on a GPU a context (``CONTEXT_BYTES``).
 
     What decides which workers set up side by side (:func:`solbench.execute.session.run_case`) and
-    whether they may keep cached memory between tasks (``Task.release_after``). Counting the tensors
+    whether they may keep cached memory between tasks (``Task.release_after``), with
+    :func:`measured_held` where earlier passes measured more. Counting the tensors
     alone, at the case's dtype, an ``ab`` of o_proj on an 80 GB H100 set up every worker of a
     16384-token case side by side and let all of them keep their caches: each held 3.3-4.9 GiB against
     the 0.94 GiB counted, and the case ran out of memory.
