@@ -398,3 +398,40 @@ def test_the_gate_line_counts_the_rounds_ab_added():
     assert added_rounds(run_with([3, 7, 11]), 3) == 8
     assert added_rounds(run_with([3, 3]), 3) == 0
     assert added_rounds(run_with([]), 3) == 0
+
+
+def test_later_rounds_count_each_sides_workers_at_the_peaks_their_first_round_measured(tmp_path, monkeypatch):
+    """Rounds 2 and 3 of each point, on each side, carry what that side's worker of the point held in
+    round 1 (``memory_peak_bytes``), and give their caches back once all the pass's workers at that
+    size exceed the budget; round 1 has nothing measured."""
+    from solbench.execute import alternate, warm
+
+    peak = {("baseline", "kernel"): 7 << 20, ("current", "kernel"): 9 << 20}  # others: 1 MiB
+    sent = []
+
+    def fake_run_case(jobs, clock=None):
+        out = []
+        for job in jobs:
+            side = "baseline" if job.executor.label == "baseline" else "current"
+            sent.append((side, job.task.case.id, job.name, job.slot, job.held, job.task.release_after))
+            out.append(ImplResult(job.name, "ok", timing=Timing((1e-3,) * 5, 1e-3, 1e-3, 1e-3, "converged"),
+                                  protocol={"memory_peak_bytes": peak.get((side, job.name), 1 << 20)}))
+        return out
+
+    monkeypatch.setattr(alternate, "run_case", fake_run_case)
+    probe = _tree(tmp_path / "probe")
+    monkeypatch.syspath_prepend(str(probe))
+    need = max(warm.held_bytes(c, input_sets=MeasureSettings().input_sets, reference_dtype="float32", device="cpu")
+               for c in api.plan([probe / "wl" / "tiny.yaml"], "cpu")[0].cases)
+    budget = 12 * max(need, 9 << 20) - 1  # 12 later workers (3 impls x 2 rounds x 2 sides) fit at the count only
+    assert 12 * need <= budget
+    monkeypatch.setattr(Recorder, "hold_budget", lambda self, key: budget, raising=False)
+    _recorded(tmp_path, monkeypatch, rounds=3)
+    first = [s for s in sent if s[4] == 0]
+    later = [s for s in sent if s not in first]
+    assert len(first) == 2 * 2 * 3 and len(later) == 2 * 2 * 3 * 2  # 2 cases, 2 sides, 3 impls (x 2 rounds)
+    assert all(not s[5] for s in first)  # 6 workers at the count: they keep their caches
+    assert {(s[0], s[2], s[4]) for s in later} == {(side, impl, peak.get((side, impl), 1 << 20))
+                                                   for side in ("baseline", "current")
+                                                   for impl in ("baseline", "kernel", "local")}
+    assert need < 9 << 20 and all(s[5] for s in later)  # 12 x 9 MiB over the budget: caches given back
