@@ -472,7 +472,8 @@ def run_case(jobs: Sequence[Job], clock: Phases | None = None) -> list[ImplResul
     out with nobody busy beside it keeps its result: a hang is waited for once. A held task that ran
     out of memory at any step beside other held workers (each holds its allocations while it waits
     at its turn), or whose checks after timing timed out beside other workers' checks, is run again
-    alone once the group is done.
+    alone once the group is done; before an OOM is, the case's other workers are retired, so that
+    neither their caches nor their contexts stay on the device (:func:`_retire_others`).
 
     ``clock`` gets ``side_s``: the wall time until every held worker of a group reached its turn
     (or finished), and ``side_after_s``: the wall time of the checks after timing side by side; the
@@ -508,13 +509,16 @@ def run_case(jobs: Sequence[Job], clock: Phases | None = None) -> list[ImplResul
                 h.check()
             for i, h in held.items():
                 results[i] = h.finish()
-        late = []
+        late, out_of_memory = [], False
         for i, h in held.items():
             r = results[i]
             assert r is not None
             if (beside and r.status == "oom") or (len(held) > 1 and h.checked_beside and r.status in AGAIN_ALONE):
                 late.append(i)
+                out_of_memory = out_of_memory or r.status == "oom"
             results[i] = replace(r, protocol={**r.protocol, "side_by_side": 1})
+        if out_of_memory:
+            _retire_others(jobs, keep=late)
         for i in late:  # an OOM beside other workers, or a timeout in checks side by side: again alone
             r = jobs[i].run_alone()
             results[i] = replace(r, protocol={**r.protocol, "side_by_side": "again alone"})
@@ -531,6 +535,17 @@ def run_case(jobs: Sequence[Job], clock: Phases | None = None) -> list[ImplResul
 
 
 AGAIN_ALONE = frozenset({"timeout", "oom"})  # statuses a worker beside it can cause: measured again alone
+
+
+def _retire_others(jobs: Sequence[Job], keep: Sequence[int]) -> None:
+    """Retire the workers of the case's other jobs before a task that ran out of memory beside them
+    runs again alone: a worker that has given its result still holds its allocator's cache (where
+    ``Task.release_after`` let it) and its CUDA context until it exits. Its executor starts it again
+    where a later task needs it (:meth:`solbench.measure.pool.Pool.prestart`, which also waits for the
+    retired to be gone)."""
+    for k, job in enumerate(jobs):
+        if k not in keep and job.result is None:
+            job.executor.retire([job.worker_key])
 
 
 def _waited(held: list[tuple[int, Any]]) -> list[int]:

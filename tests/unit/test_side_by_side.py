@@ -93,6 +93,9 @@ class _TimedHolding:
         self.log.append(("alone", task.impl))
         return ImplResult(task.impl, "ok", "")
 
+    def retire(self, keys):
+        self.log.extend(("retire", key[1]) for key in keys)
+
 
 class _Holding:
     """An executor that can hold tasks, logging what it is asked in order."""
@@ -111,6 +114,9 @@ class _Holding:
     def run(self, key, task, timeout_s, progress=None):
         self.log.append(("alone", task.impl))
         return ImplResult(task.impl, "ok", "")
+
+    def retire(self, keys):
+        self.log.extend(("retire", key[1]) for key in keys)
 
 
 class _Plain:
@@ -161,6 +167,8 @@ def test_a_timeout_or_oom_in_checks_after_timing_beside_others_is_measured_again
     log: list = []
     results = session.run_case(_jobs(_TimedHolding(log, late={"b": status}), ["a", "b", "c"]))
     assert log[-1] == ("alone", "b")  # after every result of the group
+    retired = [name for step, name in log if step == "retire"]
+    assert retired == (["a", "c"] if status == "oom" else [])  # a hang holds no peer's memory
     assert [r.status for r in results] == ["ok", "ok", "ok"]
     assert results[1].protocol["side_by_side"] == "again alone" and results[0].protocol["side_by_side"] == 1
 
@@ -190,13 +198,14 @@ def test_a_timeout_while_a_peer_is_busy_is_measured_again_alone_while_the_others
 def test_an_oom_beside_held_peers_is_measured_again_alone_once_the_group_is_done(busy):
     """Peers waiting at their turn hold what they set up, busy or not (the shipped suite's ResNet-50 at
     batch 256 on an 80 GB H100: twelve workers side by side): the task runs again once every peer has
-    its result, and that result stands."""
+    its result and its worker is retired (a worker keeps its cache and context until it exits), and
+    that result stands."""
     log: list = []
     results = session.run_case(_jobs(_Holding(log, budget=1 << 30, early={"b": "oom"}, busy=busy),
                                      ["a", "b", "c"]))
     assert log == [("sent", "a"), ("sent", "b"), ("sent", "c"),
                    ("turn", "a"), ("turn", "b"), ("turn", "c"),
-                   ("time", "a"), ("time", "c"), ("alone", "b")]
+                   ("time", "a"), ("time", "c"), ("retire", "a"), ("retire", "c"), ("alone", "b")]
     assert [r.status for r in results] == ["ok", "ok", "ok"]
     assert results[1].protocol["side_by_side"] == "again alone" and results[0].protocol["side_by_side"] == 1
 
@@ -207,7 +216,8 @@ def test_an_oom_beside_a_peer_that_timed_out_and_ran_again_alone_is_measured_aga
     log: list = []
     results = session.run_case(_jobs(_Holding(log, budget=1 << 30, early={"a": "timeout", "b": "oom"},
                                               busy=("b",)), ["a", "b"]))
-    assert log == [("sent", "a"), ("sent", "b"), ("turn", "a"), ("turn", "b"), ("alone", "a"), ("alone", "b")]
+    assert log == [("sent", "a"), ("sent", "b"), ("turn", "a"), ("turn", "b"), ("alone", "a"), ("retire", "a"),
+                   ("alone", "b")]
     assert [r.status for r in results] == ["ok", "ok"]
     assert [r.protocol["side_by_side"] for r in results] == ["again alone", "again alone"]
 
@@ -408,6 +418,24 @@ def test_real_workers_set_up_side_by_side_then_time_alone(meet):
     finally:
         p.close()
     assert p._workers == {}
+
+
+def test_a_real_worker_out_of_memory_beside_others_runs_again_alone_once_they_are_retired(meet):
+    """The pool retires the case's other workers (their caches and contexts go with them) before the task
+    runs again alone, and starts them again when a later task needs them."""
+    p = pool.Pool("cpu", None, side_by_side_bytes=1 << 30)
+    task = _task(meet)
+    try:
+        jobs = [session.Job(p, replace(task, impl=n), 120.0, lambda e, d: None, (str(meet), "meet", task.case.id, n))
+                for n in ("baseline", "crowded")]
+        baseline, crowded = session.run_case(jobs)
+        assert crowded.status == "ok" and crowded.protocol["side_by_side"] == "again alone", crowded.message
+        assert baseline.status == "ok" and baseline.protocol["side_by_side"] == 1
+        assert ("meet", "baseline") not in p._workers and p.started == 2  # retired, not started again yet
+        again = p.run(("meet", "baseline"), replace(task, impl="baseline"), timeout_s=120)
+        assert again.status == "ok" and p.started == 3
+    finally:
+        p.close()
 
 
 def test_real_workers_run_their_checks_after_timing_side_by_side(meet):
