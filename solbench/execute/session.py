@@ -509,18 +509,22 @@ def run_case(jobs: Sequence[Job], clock: Phases | None = None) -> list[ImplResul
                 h.check()
             for i, h in held.items():
                 results[i] = h.finish()
-        late, out_of_memory = [], False
+        late: list[int] = []
+        out_of_memory: set[int] = set()
         for i, h in held.items():
             r = results[i]
             assert r is not None
             if (beside and r.status == "oom") or (len(held) > 1 and h.checked_beside and r.status in AGAIN_ALONE):
                 late.append(i)
-                out_of_memory = out_of_memory or r.status == "oom"
+                if r.status == "oom":
+                    out_of_memory.add(i)
             results[i] = replace(r, protocol={**r.protocol, "side_by_side": 1})
-        if out_of_memory:
-            _retire_others(jobs, keep=late)
+        gone: set[int] = set()  # jobs whose workers were retired and not started again since
         for i in late:  # an OOM beside other workers, or a timeout in checks side by side: again alone
+            if i in out_of_memory:
+                _retire_others(jobs, i, gone)
             r = jobs[i].run_alone()
+            gone.discard(i)  # its worker lives again (and keeps what this run left cached)
             results[i] = replace(r, protocol={**r.protocol, "side_by_side": "again alone"})
     done: list[ImplResult] = []
     for j, r in zip(jobs, results, strict=True):
@@ -537,15 +541,17 @@ def run_case(jobs: Sequence[Job], clock: Phases | None = None) -> list[ImplResul
 AGAIN_ALONE = frozenset({"timeout", "oom"})  # statuses a worker beside it can cause: measured again alone
 
 
-def _retire_others(jobs: Sequence[Job], keep: Sequence[int]) -> None:
-    """Retire the workers of the case's other jobs before a task that ran out of memory beside them
-    runs again alone: a worker that has given its result still holds its allocator's cache (where
-    ``Task.release_after`` let it) and its CUDA context until it exits. Its executor starts it again
-    where a later task needs it (:meth:`solbench.measure.pool.Pool.prestart`, which also waits for the
-    retired to be gone)."""
+def _retire_others(jobs: Sequence[Job], keep: int, gone: set[int]) -> None:
+    """Retire the workers of the case's other jobs (``gone``: those already retired, which it adds to)
+    before the task ``keep`` that ran out of memory beside them runs again alone: a worker that has
+    given its result still holds its allocator's cache (where ``Task.release_after`` let it) and its
+    CUDA context until it exits; so do those of the group's other tasks to run again alone, before
+    their turn and after it. Its executor starts it again where a later task needs it
+    (:meth:`solbench.measure.pool.Pool.prestart`, which also waits for the retired to be gone)."""
     for k, job in enumerate(jobs):
-        if k not in keep and job.result is None:
+        if k != keep and k not in gone and job.result is None:
             job.executor.retire([job.worker_key])
+            gone.add(k)
 
 
 def _waited(held: list[tuple[int, Any]]) -> list[int]:

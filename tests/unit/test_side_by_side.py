@@ -222,6 +222,19 @@ def test_an_oom_beside_a_peer_that_timed_out_and_ran_again_alone_is_measured_aga
     assert [r.protocol["side_by_side"] for r in results] == ["again alone", "again alone"]
 
 
+def test_each_oom_beside_held_peers_runs_again_with_every_other_worker_retired():
+    """Two tasks of a group ran out of memory: while the first runs again alone, the second's worker
+    (its context, and what it had set up before it failed, still cached) is gone too, and so is the
+    first's (what its run left cached) while the second runs again."""
+    log: list = []
+    results = session.run_case(_jobs(_Holding(log, budget=1 << 30, early={"a": "oom", "b": "oom"}),
+                                     ["a", "b", "c"]))
+    assert log[6:] == [("time", "c"), ("retire", "b"), ("retire", "c"), ("alone", "a"),
+                       ("retire", "a"), ("alone", "b")]
+    assert [r.status for r in results] == ["ok", "ok", "ok"]
+    assert [r.protocol["side_by_side"] for r in results] == ["again alone", "again alone", 1]
+
+
 def test_a_failure_after_a_peer_timed_out_is_measured_again_alone():
     log: list = []
     results = session.run_case(_jobs(_Holding(log, budget=1 << 30, early={"a": "timeout", "b": "oom"}),
