@@ -414,13 +414,18 @@ def meet(tmp_path):
     return tmp_path / "meet.yaml"
 
 
+def _meet_jobs(p: pool.Pool, meet: Path, task: Task, names: tuple[str, ...]) -> list[session.Job]:
+    """One job per implementation of meet.yaml's case, through the real pool ``p``."""
+    return [session.Job(p, replace(task, impl=n), 120.0, lambda e, d: None, (str(meet), "meet", task.case.id, n))
+            for n in names]
+
+
 def test_real_workers_set_up_side_by_side_then_time_alone(meet):
     """a's set-up waits for b's and b's for a's: both pass only if their workers set up at once."""
     p = pool.Pool("cpu", None, side_by_side_bytes=1 << 30)
     task = _task(meet)
     try:
-        jobs = [session.Job(p, replace(task, impl=n), 120.0, lambda e, d: None, (str(meet), "meet", task.case.id, n))
-                for n in ("a", "b", "wrong", "dies")]
+        jobs = _meet_jobs(p, meet, task, ("a", "b", "wrong", "dies"))
         a, b, wrong, dies = session.run_case(jobs)
         assert (a.status, b.status) == ("ok", "ok"), (a.message, b.message)
         assert a.protocol["side_by_side"] == 1 and a.timing is not None and a.timing.n >= SETTINGS.min_samples
@@ -439,8 +444,7 @@ def test_a_real_worker_out_of_memory_beside_others_runs_again_alone_once_they_ar
     p = pool.Pool("cpu", None, side_by_side_bytes=1 << 30)
     task = _task(meet)
     try:
-        jobs = [session.Job(p, replace(task, impl=n), 120.0, lambda e, d: None, (str(meet), "meet", task.case.id, n))
-                for n in ("baseline", "crowded")]
+        jobs = _meet_jobs(p, meet, task, ("baseline", "crowded"))
         baseline, crowded = session.run_case(jobs)
         assert crowded.status == "ok" and crowded.protocol["side_by_side"] == "again alone", crowded.message
         assert baseline.status == "ok" and baseline.protocol["side_by_side"] == 1
@@ -458,8 +462,7 @@ def test_real_workers_run_their_checks_after_timing_side_by_side(meet):
     task = _task(meet)
     clock = session.Harness()
     try:
-        jobs = [session.Job(p, replace(task, impl=n), 120.0, lambda e, d: None, (str(meet), "meet", task.case.id, n))
-                for n in ("late_a", "late_b")]
+        jobs = _meet_jobs(p, meet, task, ("late_a", "late_b"))
         a, b = session.run_case(jobs, clock)
         assert (a.status, b.status) == ("ok", "ok"), (a.message, b.message)
         assert a.protocol["side_by_side"] == 1 and a.timing is not None and b.timing is not None
@@ -497,8 +500,7 @@ def test_a_set_up_that_asks_for_the_device_alone_goes_on_at_its_turn(meet):
     p = pool.Pool("cpu", None, side_by_side_bytes=1 << 30)
     task = _task(meet)
     try:
-        jobs = [session.Job(p, replace(task, impl=n), 120.0, lambda e, d: None, (str(meet), "meet", task.case.id, n))
-                for n in ("alone", "slow")]
+        jobs = _meet_jobs(p, meet, task, ("alone", "slow"))
         alone, slow = session.run_case(jobs)
         assert (alone.status, slow.status) == ("ok", "ok"), (alone.message, slow.message)
         assert alone.protocol["side_by_side"] == 1 and alone.timing is not None
