@@ -557,7 +557,7 @@ def _retire_others(jobs: Sequence[Job], keep: int, gone: set[int]) -> None:
 def _waited(held: list[tuple[int, Any]]) -> list[int]:
     """Wait for every held task to reach its turn or end, in order; the places of those to run again
     alone at once: timed out while a later one was still busy, or after an earlier one timed out (an
-    OOM is run again once the group is done, when no worker beside it holds a task's tensors)."""
+    OOM is run again once the group is done, with the case's other workers retired)."""
     again, timed_out = [], False
     for k, (i, h) in enumerate(held):
         h.reach_turn()
