@@ -782,11 +782,16 @@ class HostGate:
         self._host[0] = 1
 
 
+def _device_key(torch: Any) -> tuple[int, int]:
+    """The key of this process's per-device caches: (id(torch), its current device)."""
+    return id(torch), torch.cuda.current_device()
+
+
 def _per_device(cache: dict[tuple[int, int], tuple[Any, Any]], torch: Any, make: Callable[[], Any]) -> Any:
     """``make()`` for this process and its current device, made once and kept in ``cache``, keyed by
-    (id(torch), device) with the torch kept beside the value: while the entry stands its id cannot
+    :func:`_device_key` with the torch kept beside the value: while the entry stands its id cannot
     pass to another object (a fake torch in a test) that would be handed this one's value."""
-    key = (id(torch), torch.cuda.current_device())
+    key = _device_key(torch)
     if key not in cache:
         cache[key] = (torch, make())
     return cache[key][1]
@@ -819,7 +824,7 @@ def side_stream(torch: Any) -> Any:
 
 def drop_side_stream(torch: Any) -> None:
     """Forget this device's side stream (after a failed capture): the next use makes a new one."""
-    _SIDE_STREAMS.pop((id(torch), torch.cuda.current_device()), None)
+    _SIDE_STREAMS.pop(_device_key(torch), None)
 
 
 def sleep_rate(torch: Any) -> float:
