@@ -17,6 +17,7 @@ from pathlib import Path
 from solbench.config.workloads import load_workload_file
 from solbench.execute import warm
 from solbench.results import store
+from solbench.results.model import RunResult
 from solbench.workload.cases import expand
 
 # Device memory a worker holds outside torch's allocator: 0.75 GiB on an H100 (an out-of-memory message of
@@ -25,19 +26,22 @@ from solbench.workload.cases import expand
 OUTSIDE = 0.75 * 2**30
 
 
+def counted(run: RunResult) -> dict[str, int]:
+    """What the parent counts a worker of each of ``run``'s cases to hold on a GPU (by case id), from
+    the run's workload files and input sets."""
+    input_sets = int(run.protocol.input_sets)
+    return {case.id: warm.held_bytes(case, input_sets=input_sets, reference_dtype=spec.reference_dtype,
+                                     device="cuda")
+            for file in run.workload_files for spec in load_workload_file(Path(file))
+            for case in expand(spec, "cuda")}
+
+
 def main(paths: list[str]) -> None:
-    estimates: dict[str, int] = {}
     worst = 0.0
     print(f"{'case':52} {'impl':14} {'peak GiB':>9} {'counted GiB':>12} {'(peak + outside) / counted':>27}")
     for path in paths:
         run = store.load(Path(path))
-        input_sets = int(run.protocol.input_sets)
-        for file in run.workload_files:
-            for spec in load_workload_file(Path(file)):
-                for case in expand(spec, "cuda"):
-                    estimates[case.id] = warm.held_bytes(case, input_sets=input_sets,
-                                                         reference_dtype=spec.reference_dtype,
-                                                         device="cuda")
+        estimates = counted(run)
         for case in run.cases:
             peaks = [(int(i.protocol.get("memory_peak_bytes", 0)), i.name) for i in case.impls]
             peak, name = max(peaks, default=(0, ""))

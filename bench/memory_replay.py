@@ -13,29 +13,23 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from solbench.config.workloads import load_workload_file
+from memory_peaks import counted
+
 from solbench.execute import warm
 from solbench.results import store
-from solbench.workload.cases import expand
 
 GIB = 1 << 30
 
 
 def main(path: str, budgets: list[float]) -> None:
     run = store.load(Path(path))
-    input_sets = int(run.protocol.input_sets)
-    counted = {}
-    for file in run.workload_files:
-        for spec in load_workload_file(Path(file)):
-            for case in expand(spec, "cuda"):
-                counted[(spec.name, case.id)] = warm.held_bytes(case, input_sets=input_sets,
-                                                                 reference_dtype=spec.reference_dtype, device="cuda")
+    counts = counted(run)
     rows = defaultdict(list)
     for case in run.cases:
         for r in case.impls:
             if "memory_peak_bytes" in r.protocol:
                 rows[case.workload].append((r.name, warm.measured_held([int(r.protocol["memory_peak_bytes"])], "cuda"),
-                                            counted.get((case.workload, case.case_id), 0)))
+                                            counts.get(case.case_id, 0)))
     for budget in budgets:
         print(f"budget {budget:g} GiB: workload, implementations, most counted, most measured (GiB), "
               f"later workers keep their caches: before, now")
