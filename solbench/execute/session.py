@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar, Protocol
@@ -471,9 +472,13 @@ def run_case(jobs: Sequence[Job], clock: Phases | None = None) -> list[ImplResul
     again alone at once (``side_by_side: "again alone"``), and that result stands. A task that times
     out with nobody busy beside it keeps its result: a hang is waited for once. A held task that ran
     out of memory at any step beside other held workers (each holds its allocations while it waits
-    at its turn), or whose checks after timing timed out beside other workers' checks, is run again
-    alone once the group is done; before an OOM is, the case's other workers are retired, so that
-    neither their caches nor their contexts stay on the device (:func:`_retire_others`).
+    at its turn), or met a device fault there (:func:`device_fault`: a CUDA error, a cuBLAS or cuDNN
+    status), or whose checks after timing timed out beside other workers' checks, is run again
+    alone once the group is done; before an OOM or a device fault is, the case's other workers are
+    retired, so that neither their caches nor their contexts stay on the device
+    (:func:`_retire_others`); after a device fault its own worker is replaced too (a fresh CUDA
+    context). A result run again alone records what it met beside the others
+    (``protocol.beside_fault``: "status: message").
 
     ``clock`` gets ``side_s``: the wall time until every held worker of a group reached its turn
     (or finished), and ``side_after_s``: the wall time of the checks after timing side by side; the
@@ -498,9 +503,8 @@ def run_case(jobs: Sequence[Job], clock: Phases | None = None) -> list[ImplResul
             beside = len(held) > 1  # held side by side: an OOM may be a peer's doing, one run again alone too
             again = _waited(list(held.items()))
         for i in again:
-            del held[i]  # while the others wait at their turn, it runs alone
-            r = jobs[i].run_alone()
-            results[i] = replace(r, protocol={**r.protocol, "side_by_side": "again alone"})
+            first = held.pop(i).result  # while the others wait at their turn, it runs alone
+            results[i] = _again_alone(jobs[i], first)
         for i, h in held.items():  # one at a time: nothing else runs on the device meanwhile
             jobs[i].started()
             h.time()
@@ -510,22 +514,26 @@ def run_case(jobs: Sequence[Job], clock: Phases | None = None) -> list[ImplResul
             for i, h in held.items():
                 results[i] = h.finish()
         late: list[int] = []
-        out_of_memory: set[int] = set()
+        crowded: set[int] = set()  # an OOM or a device fault: the others' memory may be why
         for i, h in held.items():
             r = results[i]
             assert r is not None
-            if (beside and r.status == "oom") or (len(held) > 1 and h.checked_beside and r.status in AGAIN_ALONE):
+            memory = r.status == "oom" or device_fault(r)
+            if (beside and memory) or (len(held) > 1 and h.checked_beside and r.status in AGAIN_ALONE):
                 late.append(i)
-                if r.status == "oom":
-                    out_of_memory.add(i)
+                if memory:
+                    crowded.add(i)
             results[i] = replace(r, protocol={**r.protocol, "side_by_side": 1})
         gone: set[int] = set()  # jobs whose workers were retired and not started again since
-        for i in late:  # an OOM beside other workers, or a timeout in checks side by side: again alone
-            if i in out_of_memory:
+        for i in late:  # an OOM or a device fault beside other workers, a timeout in checks side by side
+            first = results[i]
+            assert first is not None
+            if i in crowded:
                 _retire_others(jobs, i, gone)
-            r = jobs[i].run_alone()
+            if device_fault(first):  # and its own: it runs again in a fresh CUDA context
+                jobs[i].executor.retire([jobs[i].worker_key])
+            results[i] = _again_alone(jobs[i], first)
             gone.discard(i)  # its worker lives again (and keeps what this run left cached)
-            results[i] = replace(r, protocol={**r.protocol, "side_by_side": "again alone"})
     done: list[ImplResult] = []
     for j, r in zip(jobs, results, strict=True):
         assert r is not None
@@ -540,14 +548,36 @@ def run_case(jobs: Sequence[Job], clock: Phases | None = None) -> list[ImplResul
 
 AGAIN_ALONE = frozenset({"timeout", "oom"})  # statuses a worker beside it can cause: measured again alone
 
+# What a device library raises where the device or its memory failed it, rather than an
+# implementation's own exception: beside other held workers it may be their doing. On an 80 GB H100
+# the whole ResNet-50's `channels_last`, set up beside eleven peers that held 5-13 GiB each, raised
+# "CUDA error: unknown error" in a correctness check (BENCHMARKS.md, issue 16, thirty-ninth session).
+DEVICE_FAULT = re.compile(r"CUDA error|CUDA_ERROR_|cudaError|CUBLAS_STATUS_|CUDNN_STATUS_|CUFFT_|"
+                          r"CUSOLVER_STATUS_|AcceleratorError")
+
+
+def device_fault(result: ImplResult) -> bool:
+    """Whether an ``error`` result is a device fault (:data:`DEVICE_FAULT`) rather than the
+    implementation's own exception. A fault that is the implementation's (a bad launch) meets it
+    again alone, and that result stands; a lost context is a crash, not an error."""
+    return result.status == "error" and DEVICE_FAULT.search(result.message) is not None
+
+
+def _again_alone(job: Job, first: ImplResult | None) -> ImplResult:
+    """``job`` run again alone: its result stands, marked, with what it first met beside the others."""
+    r = job.run_alone()
+    met = {"beside_fault": f"{first.status}: {first.message}"[:300]} if first is not None else {}
+    return replace(r, protocol={**r.protocol, "side_by_side": "again alone", **met})
+
 
 def _retire_others(jobs: Sequence[Job], keep: int, gone: set[int]) -> None:
     """Retire the workers of the case's other jobs (``gone``: those already retired, which it adds to)
-    before the task ``keep`` that ran out of memory beside them runs again alone: a worker that has
-    given its result still holds its allocator's cache (where ``Task.release_after`` let it) and its
-    CUDA context until it exits; so do those of the group's other tasks to run again alone, before
-    their turn and after it. Its executor starts it again where a later task needs it
-    (:meth:`solbench.measure.pool.Pool.prestart`, which also waits for the retired to be gone)."""
+    before the task ``keep`` that ran out of memory (or met a device fault) beside them runs again
+    alone: a worker that has given its result still holds its allocator's cache (where
+    ``Task.release_after`` let it) and its CUDA context until it exits; so do those of the group's
+    other tasks to run again alone, before their turn and after it. Its executor starts it again
+    where a later task needs it (:meth:`solbench.measure.pool.Pool.prestart`, which also waits for
+    the retired to be gone)."""
     for k, job in enumerate(jobs):
         if k != keep and k not in gone and job.result is None:
             job.executor.retire([job.worker_key])
@@ -557,7 +587,7 @@ def _retire_others(jobs: Sequence[Job], keep: int, gone: set[int]) -> None:
 def _waited(held: list[tuple[int, Any]]) -> list[int]:
     """Wait for every held task to reach its turn or end, in order; the places of those to run again
     alone at once: timed out while a later one was still busy, or after an earlier one timed out (an
-    OOM is run again once the group is done, with the case's other workers retired)."""
+    OOM or a device fault is run again once the group is done, with the case's other workers retired)."""
     again, timed_out = [], False
     for k, (i, h) in enumerate(held):
         h.reach_turn()

@@ -893,11 +893,18 @@ def _fault(name: str, exc: BaseException, prefix: str) -> ImplResult:
     return ImplResult(name, "error", prefix + first + at)
 
 
+# A device library's own words for an allocation it could not make (cublasCreate's workspace, a
+# cuDNN or cuFFT plan's: CUBLAS_STATUS_ALLOC_FAILED, CUFFT_ALLOC_FAILED; the driver API's),
+# lower-cased: each is out of memory, as torch's own is.
+ALLOC_FAILED = ("out of memory", "can't allocate memory", "cannot allocate memory", "_alloc_failed",
+                "cuda_error_out_of_memory", "cudaerrormemoryallocation")
+
+
 def _is_oom(exc: BaseException) -> bool:
     if isinstance(exc, MemoryError | torch.OutOfMemoryError):
         return True
     text = str(exc).lower()
-    return "out of memory" in text or "can't allocate memory" in text or "cannot allocate memory" in text
+    return any(words in text for words in ALLOC_FAILED)
 
 
 def _check_context(device: str, exc: BaseException) -> None:

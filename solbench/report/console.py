@@ -111,13 +111,22 @@ def run_header(run: RunResult) -> str:
     return " · ".join(parts)
 
 
+def _beside(r: ImplResult) -> str:
+    """What a point met beside other workers before it ran again alone, and in how many rounds."""
+    rounds = r.protocol.get("beside_fault_rounds")
+    more = f" (in {rounds} rounds)" if isinstance(rounds, int) and rounds > 1 else ""
+    return f"{r.protocol['beside_fault']}{more}"
+
+
 def run_notes(run: RunResult) -> list[str]:
     """The legend of the tables' marks (:mod:`solbench.report.flags`), then one line per
     implementation that was not scored, saying why, and one per time taken with the host in its
     window (``hold: none``, :mod:`solbench.device.timer`), and one per point of a ``--launch graph``
     run whose call was launched on the stream instead (not captured, or its replay did not run the
     launched call's work), with the reason, and one per point whose rounds include one more than
-    ``APART`` (3%) from the others (:func:`solbench.analysis.pooling.rounds_apart`) (printed under the tables)."""
+    ``APART`` (3%) from the others (:func:`solbench.analysis.pooling.rounds_apart`), and one per point
+    that ran out of memory or met a device fault beside other workers and was measured again alone
+    (``protocol.beside_fault``, :func:`solbench.execute.session.run_case`) (printed under the tables)."""
     key = flags.legend(run)
     notes = [f"{c.case_id} {r.name}: {r.status.upper()}: {r.message}" for c in run.cases for r in c.impls
              if r.message and (r.status != "ok" or r.protocol.get("hold") == "none")]
@@ -129,4 +138,6 @@ def run_notes(run: RunResult) -> list[str]:
     notes += [f"{c.case_id} {r.name}: rounds far from the median of its rounds ({apart}): a process that ran "
               "slow or fast; the interval carries it" for c in run.cases for r in c.impls
               if r.status == "ok" and (apart := rounds_apart(r))]
+    notes += [f"{c.case_id} {r.name}: {_beside(r)} beside the case's other workers, then measured again alone: "
+              "that result stands" for c in run.cases for r in c.impls if r.protocol.get("beside_fault")]
     return ([key] if key else []) + notes

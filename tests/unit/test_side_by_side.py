@@ -18,6 +18,7 @@ from solbench.execute import session, warm
 from solbench.measure import pool, wire
 from solbench.measure.watch import Watch
 from solbench.measure.worker import MeasureSettings, Task
+from solbench.report.console import run_notes
 from solbench.report.harness import harness_rows
 from solbench.results.model import ImplResult
 from tests.unit.factories import make_case, make_run
@@ -37,9 +38,10 @@ class _Held:
 
     checked_beside = False
 
-    def __init__(self, log: list, name: str, early: str | None = None, busy: bool = False) -> None:
+    def __init__(self, log: list, name: str, early: str | tuple[str, str] | None = None, busy: bool = False) -> None:
         self.log, self.name, self._busy = log, name, busy
-        self.result = ImplResult(name, early, "") if early else None
+        status, message = early if isinstance(early, tuple) else (early, "")
+        self.result = ImplResult(name, status, message) if status else None
 
     def busy(self) -> bool:  # still setting up or checking when a task before it failed
         return self._busy
@@ -100,7 +102,7 @@ class _TimedHolding:
 class _Holding:
     """An executor that can hold tasks, logging what it is asked in order."""
 
-    def __init__(self, log: list, budget: int | None, early: dict[str, str] | None = None,
+    def __init__(self, log: list, budget: int | None, early: dict[str, str | tuple[str, str]] | None = None,
                  busy: tuple[str, ...] = ()) -> None:
         self.log, self.budget, self.early, self.busy = log, budget, early or {}, busy
 
@@ -208,6 +210,55 @@ def test_an_oom_beside_held_peers_is_measured_again_alone_once_the_group_is_done
                    ("time", "a"), ("time", "c"), ("retire", "a"), ("retire", "c"), ("alone", "b")]
     assert [r.status for r in results] == ["ok", "ok", "ok"]
     assert results[1].protocol["side_by_side"] == "again alone" and results[0].protocol["side_by_side"] == 1
+
+
+UNKNOWN = ("error", "AcceleratorError: CUDA error: unknown error (at tensors.py:182)")
+
+
+@pytest.mark.parametrize("fault", [UNKNOWN, ("error", "set-up failed: RuntimeError: cuDNN error: CUDNN_STATUS_INTERNAL_ERROR"),
+                                   ("error", "CUDARuntimeError: cudaErrorLaunchFailure: unspecified launch failure")])
+def test_a_device_fault_beside_held_peers_runs_again_alone_in_a_fresh_worker(fault):
+    """The whole ResNet-50's ``channels_last`` raised "CUDA error: unknown error" in a check with eleven
+    peers beside it on an 80 GB H100: like an OOM, it runs again once the group is done, with every
+    other worker retired, and in a worker of its own started afresh (a new CUDA context); that result
+    stands, and says what it met beside the others."""
+    log: list = []
+    results = session.run_case(_jobs(_Holding(log, budget=1 << 30, early={"b": fault}), ["a", "b", "c"]))
+    assert log[6:] == [("time", "a"), ("time", "c"), ("retire", "a"), ("retire", "c"), ("retire", "b"), ("alone", "b")]
+    assert [r.status for r in results] == ["ok", "ok", "ok"]
+    assert results[1].protocol["side_by_side"] == "again alone"
+    assert results[1].protocol["beside_fault"] == f"{fault[0]}: {fault[1]}"
+    assert "beside_fault" not in results[0].protocol
+
+
+@pytest.mark.parametrize("message", ["set-up failed: ValueError: shapes (16, 64) and (32, 64) (at impl.py:12)",
+                                     "KeyError: 'w' (at impl.py:3)"])
+def test_an_implementations_own_error_beside_peers_keeps_its_result(message):
+    log: list = []
+    results = session.run_case(_jobs(_Holding(log, budget=1 << 30, early={"b": ("error", message)}), ["a", "b", "c"]))
+    assert not any(step in ("alone", "retire") for step, _ in log)
+    assert results[1].status == "error" and results[1].protocol["side_by_side"] == 1
+
+
+def test_a_device_fault_with_nobody_beside_it_keeps_its_result():
+    log: list = []
+    need = warm.task_bytes(_task(DOUBLE), input_sets=SETTINGS.input_sets)
+    executor = _Holding(log, budget=need, early={"a": UNKNOWN})  # room for one: each a group of its own
+    results = session.run_case(_jobs(executor, ["a"]))
+    assert log == [("alone", "a")] and results[0].status == "ok"  # run whole, once: _Holding.run says ok
+    log.clear()
+    results = session.run_case(_jobs(_Holding(log, budget=1 << 30, early={"a": UNKNOWN}), ["a", "b"]))
+    assert ("alone", "a") in log  # with a peer beside it, it runs again
+
+
+def test_what_a_task_met_beside_the_others_is_recorded_when_it_runs_again_alone():
+    log: list = []
+    results = session.run_case(_jobs(_Holding(log, budget=1 << 30, early={"a": ("oom", "OutOfMemoryError: CUDA out "
+                                                                                 "of memory"), "b": ("timeout", "60 s")},
+                                              busy=("c",)), ["a", "b", "c"]))
+    assert results[0].protocol["beside_fault"] == "oom: OutOfMemoryError: CUDA out of memory"
+    assert results[1].protocol["beside_fault"] == "timeout: 60 s"  # run again at once, c still busy
+    assert "beside_fault" not in results[2].protocol
 
 
 def test_an_oom_beside_a_peer_that_timed_out_and_ran_again_alone_is_measured_again_alone():
@@ -455,6 +506,29 @@ def test_a_real_worker_out_of_memory_beside_others_runs_again_alone_once_they_ar
         p.close()
 
 
+def test_a_real_worker_with_a_device_fault_beside_others_runs_again_in_a_fresh_process(meet):
+    """A set-up that raises a CUDA error beside another worker: both workers are retired, and the task
+    runs again alone in a process started for it; the note under the tables says so."""
+    p = pool.Pool("cpu", None, side_by_side_bytes=1 << 30)
+    task = _task(meet)
+    try:
+        jobs = _meet_jobs(p, meet, task, ("baseline", "faulted"))
+        baseline, faulted = session.run_case(jobs)
+        assert baseline.status == "ok" and baseline.protocol["side_by_side"] == 1
+        assert faulted.status == "ok" and faulted.protocol["side_by_side"] == "again alone", faulted.message
+        assert "CUDA error: unknown error" in faulted.protocol["beside_fault"]
+        assert ("meet", "baseline") not in p._workers and p.started == 3  # baseline retired, faulted's replaced
+    finally:
+        p.close()
+    run = make_run({"meet[n=64]": {"baseline": [1e-3] * 5, "faulted": [1e-3] * 5}})
+    case = run.cases[0]
+    impls = tuple(replace(r, protocol={**r.protocol, "beside_fault": faulted.protocol["beside_fault"]})
+                  if r.name == "faulted" else r for r in case.impls)
+    (note,) = [n for n in run_notes(replace(run, cases=(replace(case, impls=impls),))) if "beside" in n]
+    assert note.startswith("meet[n=64] faulted: error: set-up failed: RuntimeError: CUDA error: unknown error")
+    assert note.endswith("then measured again alone: that result stands")
+
+
 def test_real_workers_run_their_checks_after_timing_side_by_side(meet):
     """late_a's and late_b's set-ups, run again by the checks after timing, each wait for the other's:
     both pass only if those checks run at once, after both have timed one at a time."""
@@ -562,3 +636,36 @@ def test_o_proj_workers_are_counted_at_what_they_held_on_an_80_gb_card():
     assert not fits(79.0, 14) and not fits(79.0, 28)  # the H100's passes: give back as each task ends
     group = int(79.0 * gib * warm.MEMORY_SHARE) // max(held.values())
     assert group * (5.27 + 0.5) * gib < 79.0 * gib  # a group set up side by side fits as measured
+
+
+def test_a_points_rounds_merged_keep_what_any_met_beside_the_others_and_count_them():
+    from solbench.analysis.pooling import merge_rounds
+    from solbench.results.model import Timing
+
+    timing = Timing((1e-3,) * 4, 1e-3, 1e-3, 1e-3, "converged")
+
+    def round_(**protocol):
+        return ImplResult("a", "ok", timing=timing, protocol=protocol)
+
+    merged = merge_rounds([round_(), round_(beside_fault="oom: x"), round_(beside_fault="error: CUDA error: y")])
+    assert merged.protocol["beside_fault"] == "oom: x" and merged.protocol["beside_fault_rounds"] == 2
+    assert "beside_fault" not in merge_rounds([round_(), round_()]).protocol
+
+
+@pytest.mark.parametrize(("message", "oom"), [
+    ("CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`", True),
+    ("cuFFT error: CUFFT_ALLOC_FAILED", True),
+    ("cuDNN error: CUDNN_STATUS_ALLOC_FAILED", True),
+    ("CUDA_ERROR_OUT_OF_MEMORY: out of memory", True),
+    ("cudaErrorMemoryAllocation", True),
+    ("CUDA error: unknown error", False),
+    ("shapes (16, 64) and (32, 64) cannot be multiplied", False),
+])
+def test_a_device_librarys_failed_allocation_is_out_of_memory(message, oom):
+    """A cuBLAS handle or a cuDNN or cuFFT plan that cannot get its workspace says so in its own words:
+    the task's status is oom (run again alone where it was beside others), not the implementation's error."""
+    from solbench.measure import worker
+
+    result = worker._fault("a", RuntimeError(message), "set-up failed: ")
+    assert result.status == ("oom" if oom else "error")
+    assert result.message.startswith("set-up failed: RuntimeError: ")

@@ -93,3 +93,13 @@ def crowded_setup(x: torch.Tensor) -> dict:
         mark.touch()
         raise MemoryError("out of memory beside the other workers")
     return {"x": x}
+
+
+def faulted_setup(x: torch.Tensor) -> dict:
+    """Raises a CUDA error the first time (beside the case's other workers, in the test), as a device
+    library does when its memory fails it; then sets up: such a task is run again alone."""
+    mark = pathlib.Path(__file__).parent / "faulted.tried"
+    if not mark.exists():
+        mark.touch()
+        raise RuntimeError("CUDA error: unknown error")
+    return {"x": x}
