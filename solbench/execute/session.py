@@ -577,11 +577,18 @@ def _retire_others(jobs: Sequence[Job], keep: int, gone: set[int]) -> None:
     ``Task.release_after`` let it) and its CUDA context until it exits; so do those of the group's
     other tasks to run again alone, before their turn and after it. Its executor starts it again
     where a later task needs it (:meth:`solbench.measure.pool.Pool.prestart`, which also waits for
-    the retired to be gone)."""
+    the retired to be gone). That waits only for its own executor's: those of another executor
+    (``solbench ab``: the other tree's pool) are waited for here (``prestart([])``), so that none is
+    still tearing down its context while ``keep`` sets up and times again alone."""
+    others: list[Executor] = []
     for k, job in enumerate(jobs):
         if k != keep and k not in gone and job.result is None:
             job.executor.retire([job.worker_key])
             gone.add(k)
+            if job.executor is not jobs[keep].executor and all(job.executor is not e for e in others):
+                others.append(job.executor)
+    for executor in others:
+        executor.prestart([])  # starts nothing; waits for the workers it retired to be gone
 
 
 def _waited(held: list[tuple[int, Any]]) -> list[int]:

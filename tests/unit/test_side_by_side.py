@@ -529,6 +529,32 @@ def test_a_real_worker_with_a_device_fault_beside_others_runs_again_in_a_fresh_p
     assert note.endswith("then measured again alone: that result stands")
 
 
+def test_a_device_fault_beside_the_other_trees_worker_runs_again_once_that_worker_is_gone(meet):
+    """``solbench ab``: a case's jobs come from two pools (one per tree). The other pool's retired
+    worker is waited for before the faulted task runs again alone, not left tearing down its context
+    beside the rerun until that pool's next task."""
+    mine, other = (pool.Pool("cpu", None, side_by_side_bytes=1 << 30) for _ in range(2))
+    task = _task(meet)
+    beside: list[bool] = []
+    run = mine.run
+
+    def rerun(key, task, timeout_s, progress=None):
+        beside.extend(w._proc.is_alive() for w in other._leaving)  # retired, not yet waited for
+        return run(key, task, timeout_s, progress)
+
+    mine.run = rerun  # type: ignore[method-assign]
+    try:
+        (baseline,) = _meet_jobs(other, meet, task, ("baseline",))
+        (faulted,) = _meet_jobs(mine, meet, task, ("faulted",))
+        b, f = session.run_case([baseline, faulted])
+        assert f.status == "ok" and f.protocol["side_by_side"] == "again alone", f.message
+        assert b.protocol["side_by_side"] == 1 and ("meet", "baseline") not in other._workers
+        assert beside == [] and other._leaving == []
+    finally:
+        mine.close()
+        other.close()
+
+
 def test_real_workers_run_their_checks_after_timing_side_by_side(meet):
     """late_a's and late_b's set-ups, run again by the checks after timing, each wait for the other's:
     both pass only if those checks run at once, after both have timed one at a time."""
