@@ -143,10 +143,10 @@ def _combine(results: Sequence[ImplResult], labels: Sequence[Callable[[Timing], 
     streams = [int(r.protocol["streams"]) for r, _ in ok if "streams" in r.protocol]
     if streams:  # the most streams CUPTI saw the checked calls use, in any of them
         protocol["streams"] = max(streams)
-    faults = [str(r.protocol["beside_fault"]) for r, _ in ok if "beside_fault" in r.protocol]
-    if faults:  # what some met beside other workers, before each was measured again alone (execute.session)
-        protocol["beside_fault"] = faults[0]
-        protocol[f"beside_fault_{what}s"] = len(faults)
+    faults = [r.protocol for r, _ in ok if "beside_fault" in r.protocol]
+    if faults:  # what some rounds met beside other workers, before each ran again alone (execute.session)
+        protocol["beside_fault"] = str(faults[0]["beside_fault"])
+        protocol["beside_fault_rounds"] = sum(int(f.get("beside_fault_rounds", 1)) for f in faults)
     peaks = [int(r.protocol["memory_peak_bytes"]) for r, _ in ok if "memory_peak_bytes" in r.protocol]
     if peaks:  # the most device memory any of them held (solbench.measure.worker.peak_reserved)
         protocol["memory_peak_bytes"] = max(peaks)

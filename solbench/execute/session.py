@@ -552,8 +552,8 @@ AGAIN_ALONE = frozenset({"timeout", "oom"})  # statuses a worker beside it can c
 # implementation's own exception: beside other held workers it may be their doing. On an 80 GB H100
 # the whole ResNet-50's `channels_last`, set up beside eleven peers that held 5-13 GiB each, raised
 # "CUDA error: unknown error" in a correctness check (BENCHMARKS.md, issue 16, thirty-ninth session).
-DEVICE_FAULT = re.compile(r"CUDA error|CUDA_ERROR_|cudaError|CUBLAS_STATUS_|CUDNN_STATUS_|CUFFT_|"
-                          r"CUSOLVER_STATUS_|AcceleratorError")
+DEVICE_FAULT = re.compile(r"CUDA error|CUDA driver error|Triton Error \[CUDA\]|CUDA_ERROR_|cudaError|CUBLAS_STATUS_|"
+                          r"CUDNN_STATUS_|CUFFT_|CUSOLVER_STATUS_|CUSPARSE_STATUS_|CURAND_STATUS_|AcceleratorError")
 
 
 def device_fault(result: ImplResult) -> bool:

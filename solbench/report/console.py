@@ -125,8 +125,9 @@ def run_notes(run: RunResult) -> list[str]:
     run whose call was launched on the stream instead (not captured, or its replay did not run the
     launched call's work), with the reason, and one per point whose rounds include one more than
     ``APART`` (3%) from the others (:func:`solbench.analysis.pooling.rounds_apart`), and one per point
-    that ran out of memory or met a device fault beside other workers and was measured again alone
-    (``protocol.beside_fault``, :func:`solbench.execute.session.run_case`) (printed under the tables)."""
+    that ran out of memory, met a device fault or timed out beside other workers and was measured
+    again alone (``protocol.beside_fault``, :func:`solbench.execute.session.run_case`) (printed under
+    the tables)."""
     key = flags.legend(run)
     notes = [f"{c.case_id} {r.name}: {r.status.upper()}: {r.message}" for c in run.cases for r in c.impls
              if r.message and (r.status != "ok" or r.protocol.get("hold") == "none")]

@@ -216,7 +216,9 @@ UNKNOWN = ("error", "AcceleratorError: CUDA error: unknown error (at tensors.py:
 
 
 @pytest.mark.parametrize("fault", [UNKNOWN, ("error", "set-up failed: RuntimeError: cuDNN error: CUDNN_STATUS_INTERNAL_ERROR"),
-                                   ("error", "CUDARuntimeError: cudaErrorLaunchFailure: unspecified launch failure")])
+                                   ("error", "CUDARuntimeError: cudaErrorLaunchFailure: unspecified launch failure"),
+                                   ("error", "RuntimeError: Triton Error [CUDA]: unknown error (at driver.py:60)"),
+                                   ("error", "RuntimeError: CUDA driver error: unknown error")])
 def test_a_device_fault_beside_held_peers_runs_again_alone_in_a_fresh_worker(fault):
     """The whole ResNet-50's ``channels_last`` raised "CUDA error: unknown error" in a check with eleven
     peers beside it on an 80 GB H100: like an OOM, it runs again once the group is done, with every
@@ -665,7 +667,7 @@ def test_o_proj_workers_are_counted_at_what_they_held_on_an_80_gb_card():
 
 
 def test_a_points_rounds_merged_keep_what_any_met_beside_the_others_and_count_them():
-    from solbench.analysis.pooling import merge_rounds
+    from solbench.analysis.pooling import combine_runs, merge_rounds
     from solbench.results.model import Timing
 
     timing = Timing((1e-3,) * 4, 1e-3, 1e-3, 1e-3, "converged")
@@ -676,15 +678,23 @@ def test_a_points_rounds_merged_keep_what_any_met_beside_the_others_and_count_th
     merged = merge_rounds([round_(), round_(beside_fault="oom: x"), round_(beside_fault="error: CUDA error: y")])
     assert merged.protocol["beside_fault"] == "oom: x" and merged.protocol["beside_fault_rounds"] == 2
     assert "beside_fault" not in merge_rounds([round_(), round_()]).protocol
+    run = make_run({"c": {"a": [1e-3] * 4}})
+
+    def saved(result):
+        return replace(run, cases=(replace(run.cases[0], impls=(result,)),))
+
+    (combined,) = combine_runs([saved(merged), saved(round_()), saved(merged)]).cases[0].impls
+    assert combined.protocol["beside_fault_rounds"] == 4  # runs combined: every run's rounds counted
 
 
 @pytest.mark.parametrize(("message", "oom"), [
     ("CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`", True),
     ("cuFFT error: CUFFT_ALLOC_FAILED", True),
     ("cuDNN error: CUDNN_STATUS_ALLOC_FAILED", True),
-    ("CUDA_ERROR_OUT_OF_MEMORY: out of memory", True),
+    ("cuda.bindings: CUDA_ERROR_OUT_OF_MEMORY", True),
     ("cudaErrorMemoryAllocation", True),
     ("CUDA error: unknown error", False),
+    ("out of resource: shared memory, Required: 262144, Hardware limit: 232448", False),  # Triton: not device memory
     ("shapes (16, 64) and (32, 64) cannot be multiplied", False),
 ])
 def test_a_device_librarys_failed_allocation_is_out_of_memory(message, oom):
