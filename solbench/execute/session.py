@@ -557,10 +557,12 @@ DEVICE_FAULT = re.compile(r"CUDA error|CUDA driver error|Triton Error \[CUDA\]|C
 
 
 def device_fault(result: ImplResult) -> bool:
-    """Whether an ``error`` result is a device fault (:data:`DEVICE_FAULT`) rather than the
-    implementation's own exception. A fault that is the implementation's (a bad launch) meets it
-    again alone, and that result stands; a lost context is a crash, not an error."""
-    return result.status == "error" and DEVICE_FAULT.search(result.message) is not None
+    """Whether a failed result is a device fault (:data:`DEVICE_FAULT`) rather than the
+    implementation's own exception: an ``error``, or a ``crashed`` whose CUDA context the fault
+    left unusable ("CUDA context lost: CUDA error: ..."; its worker is replaced anyway). A fault that
+    is the implementation's (a bad launch, an illegal address) meets it again alone, and that result
+    stands."""
+    return result.status in ("error", "crashed") and DEVICE_FAULT.search(result.message) is not None
 
 
 def _again_alone(job: Job, first: ImplResult | None) -> ImplResult:

@@ -218,7 +218,8 @@ UNKNOWN = ("error", "AcceleratorError: CUDA error: unknown error (at tensors.py:
 @pytest.mark.parametrize("fault", [UNKNOWN, ("error", "set-up failed: RuntimeError: cuDNN error: CUDNN_STATUS_INTERNAL_ERROR"),
                                    ("error", "CUDARuntimeError: cudaErrorLaunchFailure: unspecified launch failure"),
                                    ("error", "RuntimeError: Triton Error [CUDA]: unknown error (at driver.py:60)"),
-                                   ("error", "RuntimeError: CUDA driver error: unknown error")])
+                                   ("error", "RuntimeError: CUDA driver error: unknown error"),
+                                   ("crashed", "CUDA context lost: CUDA error: unknown error")])
 def test_a_device_fault_beside_held_peers_runs_again_alone_in_a_fresh_worker(fault):
     """The whole ResNet-50's ``channels_last`` raised "CUDA error: unknown error" in a check with eleven
     peers beside it on an 80 GB H100: like an OOM, it runs again once the group is done, with every
@@ -233,13 +234,15 @@ def test_a_device_fault_beside_held_peers_runs_again_alone_in_a_fresh_worker(fau
     assert "beside_fault" not in results[0].protocol
 
 
-@pytest.mark.parametrize("message", ["set-up failed: ValueError: shapes (16, 64) and (32, 64) (at impl.py:12)",
-                                     "KeyError: 'w' (at impl.py:3)"])
-def test_an_implementations_own_error_beside_peers_keeps_its_result(message):
+@pytest.mark.parametrize("fault", [("error", "set-up failed: ValueError: shapes (16, 64) and (32, 64) (at impl.py:12)"),
+                                   ("error", "KeyError: 'w' (at impl.py:3)"),
+                                   ("crashed", "the worker exited with code 3"),
+                                   ("incorrect", "CUDA error text in an output check's detail")])
+def test_an_implementations_own_failure_beside_peers_keeps_its_result(fault):
     log: list = []
-    results = session.run_case(_jobs(_Holding(log, budget=1 << 30, early={"b": ("error", message)}), ["a", "b", "c"]))
+    results = session.run_case(_jobs(_Holding(log, budget=1 << 30, early={"b": fault}), ["a", "b", "c"]))
     assert not any(step in ("alone", "retire") for step, _ in log)
-    assert results[1].status == "error" and results[1].protocol["side_by_side"] == 1
+    assert results[1].status == fault[0] and results[1].protocol["side_by_side"] == 1
 
 
 def test_a_device_fault_with_nobody_beside_it_keeps_its_result():
