@@ -109,7 +109,7 @@ for part in ${PARTS:-tests five}; do
     grep -E "^(FAILED|ERROR)|Error" $OUT/${P}ltests.txt | head -n 20 | tee -a $OUT/steps.txt
     ;;
   tests)
-    timeout $(( $(left) - 20 )) python3 -m pytest -q -p no:cacheprovider tests/gpu > $OUT/gpu-tests.txt 2>&1
+    timeout $(( $(left) - 20 )) python3 -m pytest -q -p no:cacheprovider --durations=25 tests/gpu > $OUT/gpu-tests.txt 2>&1
     echo "pytest tests/gpu: exit $?, $(tail -n 1 $OUT/gpu-tests.txt)" | tee -a $OUT/steps.txt
     grep -E "^(FAILED|ERROR)" $OUT/gpu-tests.txt | head -n 20 | tee -a $OUT/steps.txt
     ;;
