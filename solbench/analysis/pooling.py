@@ -99,14 +99,15 @@ PHASE_SECONDS = ("setup_s", "setup_alone_s", "check_s", "check_alone_s", "sample
 
 
 def _combine(results: Sequence[ImplResult], labels: Sequence[Callable[[Timing], tuple[int, ...]]],
-             what: str) -> ImplResult:
-    """One result from several of the same implementation (rounds, or runs)."""
-    if len(results) == 1:
-        return results[0]
+             what: str, of: int | None = None) -> ImplResult:
+    """One result from several of the same implementation (rounds, or runs); ``of``: how many there
+    were in all, where a failure ended the implementation's before the last (the message says so)."""
+    total = max(of or 0, len(results))
     for i, r in enumerate(results):
         if r.status in FAILED_STATUSES:  # failing once is a failure, whatever the others did
-            return replace(r, message=f"{what} {i + 1} of {len(results)}: {r.message}" if len(results) > 1
-                           else r.message)
+            return replace(r, message=f"{what} {i + 1} of {total}: {r.message}" if total > 1 else r.message)
+    if len(results) == 1:
+        return results[0]
     ok = [(r, lab) for r, lab in zip(results, labels, strict=True) if _measured(r)]
     if not ok:
         return results[0]
@@ -160,18 +161,19 @@ def _combine(results: Sequence[ImplResult], labels: Sequence[Callable[[Timing], 
                    protocol=protocol)
 
 
-def merge_rounds(results: Sequence[ImplResult]) -> ImplResult:
+def merge_rounds(results: Sequence[ImplResult], of: int | None = None) -> ImplResult:
     """One implementation on one case measured in rounds (``results[i]`` is round i) -> one result.
 
-    A failure in any round is the result (its message says which round); rounds without samples
-    (skipped) are left out; the rest are concatenated with round labels ``0 .. R-1``, and the
-    median and CI are taken over rounds. T-proportional scores are rescaled to the new median
-    (the caller scores the case again anyway).
+    A failure in any round is the result (its message says which round, of ``of`` where the case
+    had more rounds than the implementation: a failure ends its rounds, solbench.execute.session);
+    rounds without samples (skipped) are left out; the rest are concatenated with round labels
+    ``0 .. R-1``, and the median and CI are taken over rounds. T-proportional scores are rescaled
+    to the new median (the caller scores the case again anyway).
     """
     if not results:
         raise ValueError("no rounds")
     labels = [_constant(i) for i in range(len(results))]
-    return _combine(results, labels, "round")
+    return _combine(results, labels, "round", of)
 
 
 def _constant(label: int) -> Callable[[Timing], tuple[int, ...]]:

@@ -63,6 +63,7 @@ from solbench.execute.session import (
     _samples_cap,
     _skipped,
     _slot_key,
+    ended,
     fits_side_by_side,
     held_before,
     run_case,
@@ -188,8 +189,12 @@ def _workload(sides: Sequence[Side], name: str, r: int, slots: Slots, *, device:
     impls: dict[str, None] = {}
     for unit in reversed(units):
         impls.update(dict.fromkeys(unit.impls if unit is not None else ()))
-    depth = {impl: max((slots(name, c, impl) for c in case_ids), default=0) for impl in impls}
-    workers = [_wanted(u, skip, depth) for u, skip in zip(units, skips, strict=True)]
+    def live(i: int, case_id: str, impl: str) -> int:
+        """The rounds of a point on side ``i`` in this pass: none where it failed there in an earlier round."""
+        return 0 if ended(sides[i].rounds.get((name, case_id), ()), impl) else slots(name, case_id, impl)
+
+    depths = [{impl: max((live(i, c, impl) for c in case_ids), default=0) for impl in impls} for i in range(len(sides))]
+    workers = [_wanted(u, skip, depth) for u, skip, depth in zip(units, skips, depths, strict=True)]
     if not any(workers):
         return
     alive = sum(len(wanted) for wanted in workers)  # both trees' workers hold their caches at once
@@ -216,7 +221,7 @@ def _workload(sides: Sequence[Side], name: str, r: int, slots: Slots, *, device:
                 order = list(range(len(sides))) if (k + r + s) % 2 == 0 else list(reversed(range(len(sides))))
                 for i in order:
                     unit, case = units[i], cases[i]
-                    if unit is None or case is None or impl not in unit.impls:
+                    if unit is None or case is None or impl not in unit.impls or s >= live(i, case_id, impl):
                         continue
                     task = Task(unit.spec, case, "", str(unit.path.parent.absolute()), device, settings, l2_bytes,
                                 nvml_id, release_after=not fit)

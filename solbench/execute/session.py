@@ -35,7 +35,7 @@ from solbench.errors import RunInterrupted
 from solbench.measure.pool import slot_key as _slot_key
 from solbench.measure.worker import MeasureSettings, Phases, Task
 from solbench.plan.prepare import Unit as Unit  # re-exported: executors take the plan's units
-from solbench.results.model import CaseResult, ImplResult, RunResult
+from solbench.results.model import FAILED_STATUSES, CaseResult, ImplResult, RunResult
 from solbench.workload.cases import Case
 from solbench.workload.schema import WorkloadSpec
 
@@ -107,15 +107,27 @@ def measure_units(units: Sequence[Unit], run: RunResult, executor: Executor, *, 
         """The samples cap of a point's next round: n* from its rounds so far (none before the second)."""
         return _samples_cap(rounds.get((n, case_id), []), name, settings)
 
-    def one_round(slots: Callable[[int, str, str], int]) -> None:
-        """One pass over the units: ``slots(unit, case id, implementation)`` rounds of each point
-        (0: none), each round in a worker of its own."""
+    def one_round(asked: Callable[[int, str, str], int]) -> None:
+        """One pass over the units: ``asked(unit, case id, implementation)`` rounds of each point
+        (0: none), each round in a worker of its own; none of a point that failed in an earlier round
+        (:func:`ended`)."""
         nonlocal run
         started_pass = False
+
+        def slots(n: int, case_id: str, name: str) -> int:
+            return 0 if ended(rounds.get((n, case_id), ()), name) else asked(n, case_id, name)
+
+        def passed_over(n: int, case: Case) -> None:
+            """A case none of whose points gets a round here: counted done where some were asked for."""
+            if (rounds_asked := max((asked(n, case.id, name) for name in units[n].impls), default=0)):
+                emit("case_done", {"case": case.id, "rounds": rounds_asked})  # every point asked for had ended
+
         for n, unit in enumerate(units):
             depth = {name: max((slots(n, c.id, name) for c in unit.cases), default=0) for name in unit.impls}
             names = [name for name in unit.impls if depth[name]]
             if not names:
+                for case in unit.cases:
+                    passed_over(n, case)
                 continue
             emit("workers", {"workload": unit.spec.name})
             worker_keys = [_slot_key(k, s) for k in _keys(unit, skips[n]) if k[1] in names for s in range(depth[k[1]])]
@@ -133,6 +145,7 @@ def measure_units(units: Sequence[Unit], run: RunResult, executor: Executor, *, 
             for case in unit.cases:
                 wanted = {name: k for name in names if (k := slots(n, case.id, name))}
                 if not wanted:
+                    passed_over(n, case)
                     continue
                 task = Task(unit.spec, case, "", str(unit.path.parent.absolute()), device, settings, l2_bytes,
                             nvml_id, release_after=not fit)
@@ -300,6 +313,15 @@ def _seconds(value: object) -> float | None:
 
 
 PASS_ROUNDS = 4  # at most this many of a point's added rounds in one pass (as many workers of an implementation)
+
+
+def ended(per_round: Sequence[Sequence[ImplResult]], name: str) -> bool:
+    """Whether the implementation ``name`` failed in one of a point's rounds so far (incorrect,
+    crashed, timed out, cheated...). A failure in any round is the point's result whatever the other
+    rounds measure (:func:`solbench.analysis.pooling.merge_rounds`), so it gets no more rounds: a
+    kernel that never returns costs one timeout, not one a round. A skipped round does not end it
+    (the rounds that ran are its result)."""
+    return any(r.name == name and r.status in FAILED_STATUSES for results in per_round for r in results)
 
 
 def _in_pending(pending: dict[tuple[int, str, str], int], n: int, case_id: str, name: str) -> int:
@@ -643,7 +665,8 @@ def _merged(per_round: list[list[ImplResult]]) -> list[ImplResult]:
     from solbench.analysis.pooling import merge_rounds
 
     names = list(dict.fromkeys(r.name for results in per_round for r in results))
-    return [merge_rounds([r for results in per_round for r in results if r.name == name]) for name in names]
+    return [merge_rounds([r for results in per_round for r in results if r.name == name], of=len(per_round))
+            for name in names]
 
 
 def _skipped(unit: Unit, device: str) -> dict[str, str]:

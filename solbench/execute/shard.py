@@ -40,7 +40,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from solbench.errors import RunInterrupted
-from solbench.execute.session import Executor, Progress, Unit, _keys, _merged, _one
+from solbench.execute.session import Executor, Progress, Unit, _keys, _merged, _one, ended
 from solbench.measure.worker import MeasureSettings, Task
 from solbench.results.model import CaseResult, Environment, ImplResult, RunResult
 from solbench.workload.cases import Case
@@ -249,6 +249,9 @@ class _Round:
                  keys: Sequence[str], group: GroupExecutor | None, variant: Any, state: _State) -> None:
         self.units, self.settings, self.timeout_s, self.keys = units, settings, timeout_s, keys
         self.group, self.variant, self.state = group, variant, state
+        # (job, implementation) that failed in an earlier round (session.ended): no more rounds of it
+        self.ended = {(order, name) for order, per_round in state.rounds.items()
+                      for name in {r.name for results in per_round for r in results} if ended(per_round, name)}
         self.lanes = {lane.index: lane for lane in lanes}
         self.skips = [_skipped(u, lanes[0].device) for u in units]
         self.groups: set[Executor] = set()  # executors of jobs wider than one lane, while they run
@@ -328,7 +331,8 @@ class _Round:
 
     def _job(self, executor: Executor, job: Job, lanes: tuple[int, ...]) -> list[ImplResult]:
         unit, skips, lane = self.units[job.unit], self.skips[job.unit], self.lanes[lanes[0]]
-        impls = [n for n in unit.impls if not self.keys or f"{job.case.id}/{n}" in self.keys]
+        impls = [n for n in unit.impls if (not self.keys or f"{job.case.id}/{n}" in self.keys)
+                 and (job.order, n) not in self.ended]
         if not impls:
             return []
         if job.width > 1 and self.group is None:

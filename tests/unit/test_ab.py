@@ -435,3 +435,32 @@ def test_later_rounds_count_each_sides_workers_at_the_peaks_their_first_round_me
                                                    for side in ("baseline", "current")
                                                    for impl in ("baseline", "kernel", "local")}
     assert need < 9 << 20 and all(s[5] for s in later)  # 12 x 9 MiB over the budget: caches given back
+
+
+class FailsOnce(Recorder):
+    """A side whose ``kernel`` times out in its first round (and would pass after)."""
+
+    def run(self, key, task, timeout_s, progress=None):
+        if task.impl == "kernel" and not any(e == (self.label, task.case.id, "kernel") for e in self.log):
+            self.log.append((self.label, task.case.id, task.impl))
+            return ImplResult(task.impl, "timeout", "no result within 1 s; the worker was killed")
+        return super().run(key, task, timeout_s, progress)
+
+
+def test_a_point_that_failed_on_one_side_gets_no_more_rounds_there_and_all_on_the_other(tmp_path, monkeypatch):
+    """A failure in round 1 is the point's result on that side, whatever later rounds measure: its
+    worker is not started again and its calls are not repeated; the other side measures every round."""
+    base, head = _tree(tmp_path / "base"), _tree(tmp_path / "head")
+    log = []
+    monkeypatch.syspath_prepend(str(base))
+    sides = [_side("baseline", base, log), _side("current", head, log)]
+    sides[1].executor = FailsOnce("current", log)
+    base_run, head_run = measure_ab(sides, device="cpu", settings=MeasureSettings(), timeout_s=1.0, l2_bytes=None,
+                                    emit=lambda e, d: None, rounds=3)
+    ran = [e for e in log if e[0] in ("baseline", "current") and e[2] == "kernel"]
+    assert sum(e[0] == "current" for e in ran) == 2 and sum(e[0] == "baseline" for e in ran) == 6
+    later = sides[1].executor.started[1]  # rounds 2-3: the current tree's workers
+    assert not any(key[1].startswith("kernel") for key in later) and any(key[1].startswith("local") for key in later)
+    kernel = [r for c in head_run.cases for r in c.impls if r.name == "kernel"]
+    assert all(r.status == "timeout" and r.message.startswith("round 1 of 3: ") for r in kernel)
+    assert all(r.timing.n_rounds == 3 for c in base_run.cases for r in c.impls)

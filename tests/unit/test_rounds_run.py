@@ -148,6 +148,56 @@ def test_run_repeat_reports_a_failure_with_its_round_and_exits_4(repeated):
     assert result.exit_code == 4
 
 
+class FailingExecutor(FakeExecutor):
+    """Like FakeExecutor, but the implementations named in ``fails`` time out in the round given."""
+
+    def __init__(self, fails):
+        super().__init__()
+        self.fails = fails
+
+    def run(self, key, task, timeout_s, progress=None):
+        if self.fails.get(task.impl) == self.round:
+            self.events.append(("run", key, task.case.id))
+            return ImplResult(task.impl, "timeout", "no result within 1 s; the worker was killed")
+        return super().run(key, task, timeout_s, progress)
+
+
+def _two_impls():
+    planned = api.plan([DOUBLE], "cpu", impls=("baseline", "wrong"))
+    return [session.Unit(p.spec, p.path, p.cases, ("baseline", "wrong")) for p in planned]
+
+
+def test_a_point_that_failed_in_round_1_gets_no_more_rounds_and_says_so():
+    """A failure in any round is the point's result whatever the others measure: a kernel that never
+    returns costs one timeout, not one a round (rounds 2 and 3 share a pass). The other
+    implementations keep every round."""
+    failed_in = 0
+    ex = FailingExecutor({"wrong": failed_in})
+    events = []
+    run = session.measure_units(_two_impls(), make_run({}), ex, device="cpu", settings=MeasureSettings(),
+                                timeout_s=1.0, l2_bytes=None, score=_score,
+                                emit=lambda e, d: events.append((e, d)), repeat=3)
+    cases = len(run.cases)
+    ran = [e for e in ex.events if e[0] == "run"]
+    assert sum(key[1].startswith("wrong") for _, key, _ in ran) == cases * (failed_in + 1)
+    assert sum(key[1].startswith("baseline") for _, key, _ in ran) == cases * 3
+    for case in run.cases:
+        wrong = next(r for r in case.impls if r.name == "wrong")
+        assert wrong.status == "timeout" and wrong.message.startswith(f"round {failed_in + 1} of 3: no result")
+    assert sum(d.get("rounds", 1) for e, d in events if e == "case_done") == cases * 3  # progress: every round
+
+
+def test_a_case_whose_every_point_failed_is_still_counted_done():
+    ex = FailingExecutor({"baseline": 0, "wrong": 0})
+    events = []
+    run = session.measure_units(_two_impls(), make_run({}), ex, device="cpu", settings=MeasureSettings(),
+                                timeout_s=1.0, l2_bytes=None, score=_score,
+                                emit=lambda e, d: events.append((e, d)), repeat=3)
+    assert len([e for e in ex.events if e[0] == "run"]) == 2 * len(run.cases)  # round 1 only
+    assert sum(d.get("rounds", 1) for e, d in events if e == "case_done") == 3 * len(run.cases)
+    assert not any(e[0] == "prestart" and e[1] for e in ex.events[2:])  # no worker started for rounds 2-3
+
+
 def test_repeat_must_be_positive():
     result = CliRunner().invoke(main, ["run", DOUBLE, "--repeat", "0", *FAST])
     assert result.exit_code == 2 and "--repeat" in result.output

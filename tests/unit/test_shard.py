@@ -315,3 +315,25 @@ def test_a_cpu_lane_skips_cuda_implementations_without_a_worker():
     unit.spec.implementations["gpu"].requires = ("cuda",)
     assert shard._skipped(unit, "cpu") == {"gpu": "needs CUDA (cuda)"}
     assert shard._skipped(unit, "cuda") == {}
+
+
+def test_a_point_that_failed_in_a_round_gets_no_more_rounds_on_any_lane(tmp_path):
+    """A failure in any round is the point's result: its later rounds are not run (a kernel that
+    never returns costs one timeout, not one a round); the other implementations keep every round."""
+    log = []
+
+    class TimesOutOnce(Fake):
+        def run(self, key, task, timeout_s, progress=None):
+            if task.impl == "other":
+                self.log.append(("start", self.lane, task.case.id, task.impl))
+                return ImplResult(task.impl, "timeout", "no result within 1 s; the worker was killed")
+            return super().run(key, task, timeout_s, progress)
+
+    lanes = [replace(lane, make_executor=lambda i=lane.index: TimesOutOnce(i, log)) for lane in _lanes(2, log)]
+    run = _measure(_units(tmp_path), lanes, repeat=3)
+    started = [e for e in log if e[0] == "start"]
+    assert sum(e[3] == "other" for e in started) == len(run.cases)  # round 1 only
+    assert sum(e[3] == "baseline" for e in started) == 3 * len(run.cases)
+    for case in run.cases:
+        other = next(r for r in case.impls if r.name == "other")
+        assert other.status == "timeout" and other.message.startswith("round 1 of 3: ")
