@@ -196,6 +196,9 @@ def _workload(sides: Sequence[Side], name: str, r: int, slots: Slots, *, device:
     depths = [{impl: max((live(i, c, impl) for c in case_ids), default=0) for impl in impls} for i in range(len(sides))]
     workers = [_wanted(u, skip, depth) for u, skip, depth in zip(units, skips, depths, strict=True)]
     if not any(workers):
+        for case_id in case_ids:  # every point asked for had ended (or is skipped): still counted done
+            if (asked := max((slots(name, case_id, impl) for impl in impls), default=0)):
+                emit("case_done", {"case": case_id, "rounds": asked})
         return
     alive = sum(len(wanted) for wanted in workers)  # both trees' workers hold their caches at once
     held = {(i, case_id, impl): held_before(side.rounds.get((name, case_id), []), impl, device)

@@ -227,7 +227,8 @@ class _State:
 
     def add(self, job: Job, lanes: tuple[int, ...], results: list[ImplResult]) -> None:
         """A finished job: merged with its earlier rounds, scored on its lane, the run re-saved."""
-        if not results:
+        if not results:  # nothing of it was asked for, or every point asked for had ended: still counted done
+            self.emit("case_done", {"case": job.case.id, "device": lanes[0]})
             return
         per_round = self.rounds.setdefault(job.order, [])
         per_round.append(results)

@@ -464,3 +464,24 @@ def test_a_point_that_failed_on_one_side_gets_no_more_rounds_there_and_all_on_th
     kernel = [r for c in head_run.cases for r in c.impls if r.name == "kernel"]
     assert all(r.status == "timeout" and r.message.startswith("round 1 of 3: ") for r in kernel)
     assert all(r.timing.n_rounds == 3 for c in base_run.cases for r in c.impls)
+
+
+class AlwaysTimesOut(Recorder):
+    def run(self, key, task, timeout_s, progress=None):
+        self.log.append((self.label, task.case.id, task.impl))
+        return ImplResult(task.impl, "timeout", "no result within 1 s; the worker was killed")
+
+
+def test_a_workload_whose_every_point_failed_on_both_sides_is_still_counted_done_each_round(tmp_path, monkeypatch):
+    """Rounds 2-3 start nothing for a workload all of whose points failed in round 1, but its cases
+    still advance the progress (the bar's total is cases x rounds)."""
+    base, head = _tree(tmp_path / "base"), _tree(tmp_path / "head")
+    log, events = [], []
+    monkeypatch.syspath_prepend(str(base))
+    sides = [_side("baseline", base, log), _side("current", head, log)]
+    for side in sides:
+        side.executor = AlwaysTimesOut(side.label, log)
+    measure_ab(sides, device="cpu", settings=MeasureSettings(), timeout_s=1.0, l2_bytes=None,
+               emit=lambda e, d: events.append((e, d)), rounds=3)
+    assert sum(e[0] in ("baseline", "current") for e in log) == 2 * 3 * 2  # round 1 only
+    assert sum(d.get("rounds", 1) for e, d in events if e == "case_done") == 2 * 3  # 2 cases x 3 rounds

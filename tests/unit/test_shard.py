@@ -337,3 +337,22 @@ def test_a_point_that_failed_in_a_round_gets_no_more_rounds_on_any_lane(tmp_path
     for case in run.cases:
         other = next(r for r in case.impls if r.name == "other")
         assert other.status == "timeout" and other.message.startswith("round 1 of 3: ")
+
+
+def test_a_case_whose_every_point_failed_is_still_counted_done_each_round(tmp_path):
+    """Later rounds run nothing of a case all of whose points failed, but the case still advances the
+    progress on every round (the bar's total is cases x rounds)."""
+    log, events = [], []
+
+    class TimesOut(Fake):
+        def run(self, key, task, timeout_s, progress=None):
+            self.log.append(("start", self.lane, task.case.id, task.impl))
+            return ImplResult(task.impl, "timeout", "no result within 1 s; the worker was killed")
+
+    lanes = [replace(lane, make_executor=lambda i=lane.index: TimesOut(i, log)) for lane in _lanes(2, log)]
+    units = _units(tmp_path)
+    run = measure_sharded(units, make_run({}), lanes, settings=MeasureSettings(), timeout_s=1.0,
+                          estimate=lambda u, c: float(c.params["n"]), emit=lambda e, d: events.append((e, d)),
+                          repeat=3)
+    assert sum(e[0] == "start" for e in log) == 2 * len(run.cases)  # round 1 only
+    assert sum(e == "case_done" for e, _ in events) == 3 * len(run.cases)
