@@ -47,6 +47,8 @@
 # sem: `run -w bert_layer -i compiled -i baseline --case seq=128`, one round, as shipped, with
 #   `--compile-jobs 0` and with TORCH_WARM_POOL=0: which one prints the resource tracker's
 #   leaked-semaphore warning that every suite run ends with (Inductor's compile-worker pool, not shut down?).
+# semtrace: sem as shipped, every semaphore a process registers with the resource tracker traced (which process
+#   leaves the ones it reports leaked, and where they were made).
 # prof: one `run -w o_proj` under bench/cli_phases.py (where the command's time goes outside the harness table).
 # five also prints each run's harness phases, with the seconds of graph capture and replay checks (capture_s),
 # and the calls its CUPTI checks made again (check_extra_calls, summed over points).
@@ -294,6 +296,17 @@ PY
       echo "sem, $how: exit $?, $(( $(date +%s) - s )) s, leaked-semaphore warnings:" \
         "$(grep -c 'leaked semaphore' $OUT/${P}sem-$how.txt)" | tee -a $OUT/steps.txt
     done
+    ;;
+  semtrace)  # sem as shipped, each process's semaphores traced by bench/sem_trace/sitecustomize.py; bench/sem_trace.py
+    # lists those never unregistered and where they were made
+    s=$(date +%s)
+    mkdir -p $OUT/${P}semtrace
+    SEMTRACE_DIR=$OUT/${P}semtrace PYTHONPATH=$PWD/bench/sem_trace:$PYTHONPATH timeout $(left) \
+      python3 -m solbench run workloads/bert.yaml -w bert_layer -i compiled -i baseline --case seq=128 --repeat 1 \
+      --max-rounds 1 $EXTRA -o $OUT/${P}semtrace.json > $OUT/${P}semtrace.txt 2>&1
+    echo "semtrace: exit $?, $(( $(date +%s) - s )) s, leaked-semaphore warnings:" \
+      "$(grep -c 'leaked semaphore' $OUT/${P}semtrace.txt)" | tee -a $OUT/steps.txt
+    python3 bench/sem_trace.py $OUT/${P}semtrace 2>&1 | head -n 80 | tee -a $OUT/steps.txt
     ;;
   prof)
     PROF_OUT=$OUT/${P}cli.prof timeout $(left) python3 bench/cli_phases.py run workloads/attn.yaml -w o_proj -q $EXTRA \
