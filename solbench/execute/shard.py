@@ -344,7 +344,7 @@ class _Round:
             with self.lock:
                 self.groups.add(executor)
         try:
-            executor.prestart(_keys(unit, skips))
+            executor.prestart([key for key in _keys(unit, skips) if (job.order, key[1]) not in self.ended])
             task = Task(unit.spec, job.case, "", str(unit.path.parent.absolute()), lane.device, self.settings,
                         lane.l2_bytes, lane.nvml_id)
             emit = _tagged(self.emit, lanes[0])

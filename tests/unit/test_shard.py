@@ -356,3 +356,25 @@ def test_a_case_whose_every_point_failed_is_still_counted_done_each_round(tmp_pa
                           repeat=3)
     assert sum(e[0] == "start" for e in log) == 2 * len(run.cases)  # round 1 only
     assert sum(e == "case_done" for e, _ in events) == 3 * len(run.cases)
+
+
+def test_a_point_that_failed_in_a_round_gets_no_worker_started_in_later_rounds(tmp_path):
+    """Rounds after a point's failure start no worker for it on any lane (a worker costs a process and a
+    CUDA context): a job starts the workers of the implementations it still measures."""
+    log, made = [], []
+
+    class AlwaysTimesOut(Fake):
+        def run(self, key, task, timeout_s, progress=None):
+            if task.impl == "other":
+                return ImplResult(task.impl, "timeout", "no result within 1 s; the worker was killed")
+            return super().run(key, task, timeout_s, progress)
+
+    def make(lane):
+        made.append(AlwaysTimesOut(lane, []))
+        return made[-1]
+
+    lanes = [replace(lane, make_executor=lambda i=lane.index: make(i)) for lane in _lanes(2, log)]
+    _measure(_units(tmp_path), lanes, repeat=3)
+    later = [key for ex in made[2:] for e in ex.log if e[0] == "prestart" for key in e[2]]  # rounds 2 and 3
+    assert len(made) == 6 and later
+    assert not any(key[1] == "other" for key in later) and any(key[1] == "baseline" for key in later)
