@@ -144,10 +144,7 @@ def _combine(results: Sequence[ImplResult], labels: Sequence[Callable[[Timing], 
     streams = [int(r.protocol["streams"]) for r, _ in ok if "streams" in r.protocol]
     if streams:  # the most streams CUPTI saw the checked calls use, in any of them
         protocol["streams"] = max(streams)
-    faults = [r.protocol for r, _ in ok if "beside_fault" in r.protocol]
-    if faults:  # what some rounds met beside other workers, before each ran again alone (execute.session)
-        protocol["beside_fault"] = str(faults[0]["beside_fault"])
-        protocol["beside_fault_rounds"] = sum(int(f.get("beside_fault_rounds", 1)) for f in faults)
+    protocol.update(_beside_faults([r.protocol for r, _ in ok]))
     peaks = [int(r.protocol["memory_peak_bytes"]) for r, _ in ok if "memory_peak_bytes" in r.protocol]
     if peaks:  # the most device memory any of them held (solbench.measure.worker.peak_reserved)
         protocol["memory_peak_bytes"] = max(peaks)
@@ -232,6 +229,16 @@ def combine_runs(runs: Sequence[RunResult]) -> RunResult:
                    notes=(*first.notes, f"combined from {len(runs)} runs (each run's rounds kept apart)"))
 
 
+def _beside_faults(protocols: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """What some rounds met beside other workers, before each ran again alone (execute.session): the
+    first one's fault and how many rounds met one; nothing where none did."""
+    faults = [p for p in protocols if "beside_fault" in p]
+    if not faults:
+        return {}
+    return {"beside_fault": str(faults[0]["beside_fault"]),
+            "beside_fault_rounds": sum(int(f.get("beside_fault_rounds", 1)) for f in faults)}
+
+
 def _pooled(old: ImplResult, new: ImplResult) -> ImplResult:
     """A re-measurement added to a result: its rounds added as new rounds, a single run's too (rounds
     must stay apart: see analysis.rounds). Pooled into one round, a re-measured single run was tested as
@@ -244,7 +251,8 @@ def _pooled(old: ImplResult, new: ImplResult) -> ImplResult:
     offset = max(_labels(a)) + 1
     labels = [_labels(a), tuple(offset + x for x in _labels(b))]
     timing = concat_timings([a, b], labels, "pooled")
-    return replace(old, timing=timing, score=_rescaled(old.score, a.median, timing.median))
+    protocol = {**old.protocol, **_beside_faults([old.protocol, new.protocol])}
+    return replace(old, timing=timing, score=_rescaled(old.score, a.median, timing.median), protocol=protocol)
 
 
 def _merged(r: ImplResult, new: ImplResult | None) -> ImplResult:

@@ -670,7 +670,7 @@ def test_o_proj_workers_are_counted_at_what_they_held_on_an_80_gb_card():
 
 
 def test_a_points_rounds_merged_keep_what_any_met_beside_the_others_and_count_them():
-    from solbench.analysis.pooling import combine_runs, merge_rounds
+    from solbench.analysis.pooling import combine_runs, merge_rounds, merge_samples
     from solbench.results.model import Timing
 
     timing = Timing((1e-3,) * 4, 1e-3, 1e-3, 1e-3, "converged")
@@ -688,6 +688,10 @@ def test_a_points_rounds_merged_keep_what_any_met_beside_the_others_and_count_th
 
     (combined,) = combine_runs([saved(merged), saved(round_()), saved(merged)]).cases[0].impls
     assert combined.protocol["beside_fault_rounds"] == 4  # runs combined: every run's rounds counted
+    (again,) = merge_samples(saved(round_()), saved(round_(beside_fault="oom: z"))).cases[0].impls
+    assert again.protocol["beside_fault"] == "oom: z" and again.protocol["beside_fault_rounds"] == 1
+    (again,) = merge_samples(saved(merged), saved(round_(beside_fault="oom: z"))).cases[0].impls
+    assert again.timing.n_rounds == 4 and again.protocol["beside_fault_rounds"] == 3  # measured again: counted too
 
 
 @pytest.mark.parametrize(("message", "oom"), [
