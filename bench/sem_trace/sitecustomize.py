@@ -1,5 +1,5 @@
 """Trace every named semaphore a Python process registers with multiprocessing's resource tracker and
-every one it unregisters, to $SEMTRACE_DIR/sem-<pid>.log (bench/sem_trace.sh: which process leaves
+every one it unregisters, to $SEMTRACE_DIR/sem-<pid>.log (the semtrace part of bench/session26.sh: which process leaves
 the semaphores that the tracker reports leaked at the end of a run that compiled ahead)."""
 import os
 
