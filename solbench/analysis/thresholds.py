@@ -117,6 +117,8 @@ def parse_run_sd(text: str) -> float:
 def _fraction(m: re.Match[str], text: str, what: str) -> float:
     """The number of a ``_RULE`` match as a fraction: ``N%`` is N/100; a bare number must be below 1."""
     value = float(m.group("num"))
+    if not math.isfinite(value):  # "1e400%": float() reads it as inf, which no verdict or JSON can use
+        raise ConfigError(f"{what} {text!r} is not a finite number")
     if m.group("pct"):
         return value / 100.0
     if value >= 1.0:

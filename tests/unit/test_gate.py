@@ -88,7 +88,7 @@ def test_parse_threshold(text, fraction):
 
 
 @pytest.mark.parametrize("text", ["mean:5%", "min:5%", "5", "1.5", "0%", "0", "-5%", "", "abc",
-                                  "median:", "5%%", "median:5%:x"])
+                                  "median:", "5%%", "median:5%:x", "1e400%", "1e400"])
 def test_parse_threshold_rejects(text):
     with pytest.raises(ConfigError):
         parse_threshold(text)

@@ -354,3 +354,13 @@ def test_a_current_tree_that_fixes_the_only_case_says_what_the_baseline_held(tmp
     assert r.exit_code == 2, r.output
     assert "no measured case in common (0 in baseline only, 1 in current only; 1 of them present on both sides " \
            "but not measured on one, e.g. c[n=1]/k: error in the baseline)" in r.output
+
+
+def test_an_infinite_threshold_is_refused_by_compare_and_gate_alike(tmp_path):
+    """'1e400%' reads as inf: compare took it (every row SAME, 'threshold': Infinity in its --json, not
+    JSON) while the gate called it not positive; both refuse it as not a finite number."""
+    base, cur = _runs(tmp_path)
+    for args in (["compare", base, cur, "--json"], ["gate", "--baseline", base, "--current", cur]):
+        r = CliRunner().invoke(main, [*args, "--threshold", "1e400%"])
+        assert r.exit_code == 2, r.output
+        assert "'1e400%' is not a finite number" in r.output
