@@ -231,10 +231,10 @@ def gate_cmd(baseline: tuple[str, ...], current: tuple[str, ...], threshold: str
     writable_output(junit, "JUnit XML")
     writable_output(markdown_file, "Markdown")
     rdir = Path(results_dir)
-    tau = None if threshold is None else parse_threshold(threshold).fraction
-    base = [read_run(x, rdir, "baseline") for x in baseline]
-    cur = [read_run(x, rdir, "current") for x in current]
-    try:
+    try:  # a run that cannot be read or a bad threshold is refused too: never an earlier job's JUnit left
+        tau = None if threshold is None else parse_threshold(threshold).fraction
+        base = [read_run(x, rdir, "baseline") for x in baseline]
+        cur = [read_run(x, rdir, "current") for x in current]
         _check_impl(impl, [*base, *cur])
         result = saved_gate(base, cur, current, rdir, threshold=tau, alpha=alpha,
                             allow_cross_hardware=allow_cross_hardware, impl=impl, run_sd=run_sd)

@@ -364,3 +364,25 @@ def test_an_infinite_threshold_is_refused_by_compare_and_gate_alike(tmp_path):
         r = CliRunner().invoke(main, [*args, "--threshold", "1e400%"])
         assert r.exit_code == 2, r.output
         assert "'1e400%' is not a finite number" in r.output
+
+
+@pytest.mark.parametrize("bad", ["newer", "missing", "threshold"])
+def test_a_gate_refused_for_a_run_it_cannot_read_leaves_a_junit_error_too(tmp_path, bad):
+    """An unreadable run (a newer schema, a missing file) or a bad --threshold is refused (exit 2)
+    like any other refusal: the JUnit file says so, not the passing verdicts an earlier job left."""
+    base, cur = _runs(tmp_path)
+    junit = tmp_path / "gate.xml"
+    junit.write_text("<testsuites><testsuite><testcase name='old'/></testsuite></testsuites>")
+    args, says = ["--current", cur], ""
+    if bad == "newer":
+        data = json.loads(Path(cur).read_text())
+        Path(cur).write_text(json.dumps({**data, "schema_version": data["schema_version"] + 1}))
+        says = "newer than this solbench reads"
+    elif bad == "missing":
+        args, says = ["--current", str(tmp_path / "gone.json")], "no such result file"
+    else:
+        args, says = [*args, "--threshold", "abc"], "cannot parse threshold"
+    r = _gate("--baseline", base, *args, "--junit", str(junit))
+    assert r.exit_code == 2 and says in r.output, r.output
+    (case,) = ET.parse(junit).getroot().iter("testcase")
+    assert case.get("name") == "gate" and says in case.find("error").get("message")
