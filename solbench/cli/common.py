@@ -206,6 +206,10 @@ def read_run(name_or_path: str | None, results_dir: Path, role: str = "run") -> 
     stderr which file it read (``read baseline: results/cpu/..._nightly.json``), so that stdout
     stays the table, JSON or Markdown."""
     skipped: list[Path] = []
+    if name_or_path is not None and not name_or_path.strip():  # an unset CI variable: never the latest run
+        from solbench.errors import ConfigError
+
+        raise ConfigError(f"{role}: {name_or_path!r} names no run; give a result file or a saved name")
     if name_or_path:
         path = store.find(name_or_path, results_dir)
     else:

@@ -386,3 +386,17 @@ def test_a_gate_refused_for_a_run_it_cannot_read_leaves_a_junit_error_too(tmp_pa
     assert r.exit_code == 2 and says in r.output, r.output
     (case,) = ET.parse(junit).getroot().iter("testcase")
     assert case.get("name") == "gate" and says in case.find("error").get("message")
+
+
+@pytest.mark.parametrize("args", [["gate", "--baseline", "", "--current", "{cur}"],
+                                  ["gate", "--baseline", "{cur}", "--current", ""],
+                                  ["compare", "--baseline", "", "--current", "{cur}"],
+                                  ["show", ""]])
+def test_an_empty_run_name_is_refused_never_read_as_the_latest_run(tmp_path, args):
+    """``--baseline "$BASE"`` with BASE unset read the latest saved run, here the current run
+    itself: the gate passed (exit 0). An empty name names no run: exit 2."""
+    rdir = tmp_path / "results"
+    cur = str(store.save_new(make_run({CASE: {"kernel": [1e-3] * N}}, rounds=3), rdir, "head"))
+    r = CliRunner().invoke(main, [a.format(cur=cur) for a in args] + ["--results-dir", str(rdir)])
+    assert r.exit_code == 2, r.output
+    assert "'' names no run" in r.output
