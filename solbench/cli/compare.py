@@ -102,6 +102,8 @@ def compare(a: str | None, b: str | None, baselines: tuple[str, ...], currents: 
             raise click.UsageError("give --baseline RUN... and --current RUN... together, instead of A B")
         sides = ([read_run(x, rdir, "baseline") for x in baselines],
                  [read_run(x, rdir, "current") for x in currents])
+        separate_runs(baselines, sides[0], "--baseline")
+        separate_runs(currents, sides[1], "--current")
         _check_impl(impl, [*sides[0], *sides[1]])
         result = saved_comparison(sides[0], sides[1], rdir, impl=impl, threshold=tau, label_a=_label(baselines),
                                   label_b=_label(currents), run_sd=run_sd)
@@ -138,6 +140,20 @@ def _check_impl(impl: str | None, runs: Sequence[RunResult]) -> None:
     names = {r.name for run in runs for c in run.cases for r in c.impls}
     if impl is not None and impl not in names:
         raise ConfigError(f"--impl {impl}: no such implementation in the runs (they hold: {', '.join(sorted(names))})")
+
+
+def separate_runs(names: Sequence[str], runs: Sequence[RunResult], option: str) -> None:
+    """ConfigError where two runs of one side are one run given twice (or a copy of it): every point
+    timed in both holds the same samples. Its rounds would count twice, as runs that agree exactly,
+    narrowing the interval until it decides what one run cannot (a REGRESSION between single runs)."""
+    timed = [{f"{c.case_id}/{r.name}": r.timing.samples for c in run.cases for r in c.impls
+              if r.timing is not None and r.timing.samples} for run in runs]
+    for j in range(len(runs)):
+        for i in range(j):
+            common = timed[i].keys() & timed[j].keys()
+            if common and all(timed[i][k] == timed[j][k] for k in common):
+                raise ConfigError(f"{option} {names[j]}: the same run as {names[i]} (the same samples at every "
+                                  "point); give separate runs")
 
 
 def _label(names: tuple[str, ...]) -> str:
@@ -235,6 +251,8 @@ def gate_cmd(baseline: tuple[str, ...], current: tuple[str, ...], threshold: str
         tau = None if threshold is None else parse_threshold(threshold).fraction
         base = [read_run(x, rdir, "baseline") for x in baseline]
         cur = [read_run(x, rdir, "current") for x in current]
+        separate_runs(baseline, base, "--baseline")
+        separate_runs(current, cur, "--current")
         _check_impl(impl, [*base, *cur])
         result = saved_gate(base, cur, current, rdir, threshold=tau, alpha=alpha,
                             allow_cross_hardware=allow_cross_hardware, impl=impl, run_sd=run_sd)

@@ -400,3 +400,29 @@ def test_an_empty_run_name_is_refused_never_read_as_the_latest_run(tmp_path, arg
     r = CliRunner().invoke(main, [a.format(cur=cur) for a in args] + ["--results-dir", str(rdir)])
     assert r.exit_code == 2, r.output
     assert "'' names no run" in r.output
+
+
+def test_one_run_given_twice_on_a_side_is_refused_not_counted_as_rounds(tmp_path):
+    """Between single runs a 30% slowdown is INCONCLUSIVE (exit 3); the same two files given three
+    times a side read as three runs a side that agree exactly and the gate called it a REGRESSION
+    (exit 1). One run given twice (or a copy of it) is refused, exit 2, in gate and compare."""
+    base, cur = _runs(tmp_path, cur_kernel=1.3e-3)
+    assert _gate("--baseline", base, "--current", cur).exit_code == 3
+    copy = tmp_path / "copy.json"
+    copy.write_text(Path(cur).read_text())
+    for args in (["gate", "--baseline", base, base, base, "--current", cur, cur, cur],
+                 ["gate", "--baseline", base, "--current", cur, str(copy)],
+                 ["compare", "--baseline", base, base, "--current", cur]):
+        r = CliRunner().invoke(main, args)
+        assert r.exit_code == 2, r.output
+        assert "the same run as" in r.output and "give separate runs" in r.output
+
+
+def test_separate_runs_of_a_side_are_still_gated_over_runs(tmp_path):
+    rng = np.random.default_rng(1)
+    paths = {}
+    for name, t in (("b1", 1e-3), ("b2", 1e-3), ("c1", 1e-3), ("c2", 1e-3)):
+        paths[name] = str(store.save(make_run({CASE: {"kernel": noisy(rng, N, t, 0.01)}}, rounds=3),
+                                     tmp_path / f"{name}.json"))
+    r = _gate("--baseline", paths["b1"], paths["b2"], "--current", paths["c1"], paths["c2"])
+    assert r.exit_code in (0, 3) and "same run" not in r.output, r.output
