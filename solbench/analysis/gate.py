@@ -236,12 +236,14 @@ def _major(version: str | None) -> str | None:
     return m.group(1) if m else version.strip()
 
 
-def check_fingerprints(base: Environment, cur: Environment, *, device: bool = True) -> list[str]:
+def check_fingerprints(base: Environment, cur: Environment, *, device: bool = True,
+                       labels: tuple[str, str] = ("baseline", "current")) -> list[str]:
     """Differences that make two runs' times incomparable, as readable lines.
 
     Compared: device kind, device name and spec id (unless ``device`` is False: runs whose cases
     record their own GPU are checked case by case), driver (full version), CUDA major version,
-    torch major version. A value known on one side only counts as a difference.
+    torch major version. A value known on one side only counts as a difference. ``labels``: what
+    the lines call the two runs.
     """
     checks: list[tuple[str, str | None, str | None]] = [("device kind", base.device_kind, cur.device_kind)]
     if device:
@@ -251,17 +253,17 @@ def check_fingerprints(base: Environment, cur: Environment, *, device: bool = Tr
         ("CUDA major", _major(base.cuda), _major(cur.cuda)),
         ("torch major", _major(base.torch), _major(cur.torch)),
     ]
-    return [f"{name}: {b or 'unknown'} (baseline) vs {c or 'unknown'} (current)"
+    return [f"{name}: {b or 'unknown'} ({labels[0]}) vs {c or 'unknown'} ({labels[1]})"
             for name, b, c in checks if b != c]
 
 
-def check_timing(base: Protocol, cur: Protocol) -> list[str]:
+def check_timing(base: Protocol, cur: Protocol, labels: tuple[str, str] = ("baseline", "current")) -> list[str]:
     """How the two runs' samples were taken differently, as readable lines: the timer, and for the
     cold timer whether each call was launched on the stream or replayed from a CUDA graph
     (``--launch``; a run from before it records none and launched on the stream). The two read the
     same code differently (BENCHMARKS.md, issue 16, twenty-fifth session): never gated together."""
     checks = [("timer", base.timer, cur.timer), ("launch", run_launch(base), run_launch(cur))]
-    return [f"{name}: {b} (baseline) vs {c} (current)" for name, b, c in checks if b != c]
+    return [f"{name}: {b} ({labels[0]}) vs {c} ({labels[1]})" for name, b, c in checks if b != c]
 
 
 # A difference in the host's load per CPU (1-minute average) between the sides worth a word: half the
@@ -567,13 +569,14 @@ def check_one_tree(runs: Sequence[RunResult], name: str, allow_cross_hardware: b
     """GateRefused unless ``runs`` (several runs of one side, or of one tree for ``spread``) were
     measured on the same hardware and software and timed alike. ``allow_cross_hardware``: True
     lets the hardware and software differ; None where the command offers no such option."""
-    for other in runs[1:]:
-        diffs = check_fingerprints(runs[0].environment, other.environment)
+    for k, other in enumerate(runs[1:], 2):  # runs of one side: numbered in the order given, not "current"
+        labels = (f"{name} run 1", f"{name} run {k}")
+        diffs = check_fingerprints(runs[0].environment, other.environment, labels=labels)
         if diffs and not allow_cross_hardware:
             hint = "" if allow_cross_hardware is None else " (allow with --allow-cross-hardware)"
             raise GateRefused(f"the {name} runs were measured on different hardware or software: "
                               + "; ".join(diffs) + hint)
-        timing = check_timing(runs[0].protocol, other.protocol)
+        timing = check_timing(runs[0].protocol, other.protocol, labels)
         if timing:
             raise GateRefused(f"the {name} runs were timed differently: " + "; ".join(timing))
 

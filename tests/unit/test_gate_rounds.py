@@ -267,3 +267,13 @@ def test_a_gate_reason_never_prints_a_bound_as_the_threshold_it_is_not():
     assert "CI [0.930000, 1.049996] rules out a slowdown of 5.0%" in _reason("PASS", est, 0.05, None, 0.01)
     plain = Estimate(1e-3, 1e-3, 1.0, 0.93, 1.04, 30, 30)
     assert "CI [0.9300, 1.0400]" in _reason("PASS", plain, 0.05, None, 0.01)
+
+
+def test_runs_of_one_side_that_differ_are_named_as_runs_of_that_side():
+    """Two baseline runs on different drivers: the refusal named the second one "(current)"."""
+    rng = np.random.default_rng(5)
+    other = _run(rng, 0.0, environment=make_env(driver="999.1"))
+    with pytest.raises(GateRefused) as refused:
+        gate([_run(rng, 0.0), other], [_run(rng, 0.0)])
+    assert "(baseline run 1) vs 999.1 (baseline run 2)" in str(refused.value)
+    assert "current" not in str(refused.value)
