@@ -20,7 +20,7 @@ from rich.console import Console
 
 from solbench import exitcodes
 from solbench.analysis.compare import Comparison, compare_impls, compare_runs
-from solbench.analysis.gate import GateResult, gate, parse_threshold, unconfirmed
+from solbench.analysis.gate import GateResult, check_one_tree, gate, parse_threshold, unconfirmed
 from solbench.cli.common import read_run, refuse_markdown_path, run_sd_of, run_sd_option, writable_output
 from solbench.errors import ConfigError, ResultsFormatError, SolbenchError
 from solbench.report.compare_console import comparison_table, gate_table
@@ -104,6 +104,8 @@ def compare(a: str | None, b: str | None, baselines: tuple[str, ...], currents: 
                  [read_run(x, rdir, "current") for x in currents])
         separate_runs(baselines, sides[0], "--baseline")
         separate_runs(currents, sides[1], "--current")
+        check_one_tree(sides[0], "baseline", allow_cross_hardware=None)  # the runs of a side share a fingerprint
+        check_one_tree(sides[1], "current", allow_cross_hardware=None)
         _check_impl(impl, [*sides[0], *sides[1]])
         result = saved_comparison(sides[0], sides[1], rdir, impl=impl, threshold=tau, label_a=_label(baselines),
                                   label_b=_label(currents), run_sd=run_sd)
@@ -317,7 +319,6 @@ def spread(runs: tuple[str, ...], save: bool, results_dir: str, as_json: bool) -
     for i in 1 2 3 4 5; do solbench run workloads/attn.yaml --save same-$i; done
     solbench spread same-1 same-2 same-3 same-4 same-5 --save
     """
-    from solbench.analysis.gate import check_one_tree
     from solbench.analysis.pooling import run_offsets
 
     rdir = Path(results_dir)

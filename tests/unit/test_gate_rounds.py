@@ -277,3 +277,17 @@ def test_runs_of_one_side_that_differ_are_named_as_runs_of_that_side():
         gate([_run(rng, 0.0), other], [_run(rng, 0.0)])
     assert "(baseline run 1) vs 999.1 (baseline run 2)" in str(refused.value)
     assert "current" not in str(refused.value)
+
+
+def test_compare_cli_refuses_mixed_hardware_within_a_side_as_the_gate_does(tmp_path):
+    """README: the runs of a side must share a fingerprint. compare merged a side's runs of two
+    drivers (or of two timers) and compared them, exit 0."""
+    rng = np.random.default_rng(9)
+    base = _save(tmp_path, [_run(rng, 0.0), _run(rng, 0.0, environment=make_env(driver="1.0"))], "b")
+    cur = _save(tmp_path, [_run(rng, 0.0)], "c")
+    for args in (["--baseline", *base, "--current", *cur], ["--baseline", *cur, "--current", *base]):
+        result = CliRunner().invoke(main, ["compare", *args])
+        assert result.exit_code == 2, result.output
+        assert "runs were measured on different hardware or software" in result.output
+    same = _save(tmp_path, _side(rng, 2, 0.0), "s")
+    assert CliRunner().invoke(main, ["compare", "--baseline", *same, "--current", *cur]).exit_code == 0
