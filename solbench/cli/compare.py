@@ -19,7 +19,7 @@ import click
 from rich.console import Console
 
 from solbench import exitcodes
-from solbench.analysis.compare import Comparison, compare_impls, compare_runs
+from solbench.analysis.compare import Comparison, compare_impls, compare_runs, impl_keys
 from solbench.analysis.gate import GateResult, check_one_tree, gate, parse_threshold, unconfirmed
 from solbench.cli.common import read_run, refuse_markdown_path, run_sd_of, run_sd_option, writable_output
 from solbench.errors import ConfigError, ResultsFormatError, SolbenchError
@@ -102,6 +102,7 @@ def compare(a: str | None, b: str | None, baselines: tuple[str, ...], currents: 
             raise click.UsageError("give --baseline RUN... and --current RUN... together, instead of A B")
         sides = ([read_run(x, rdir, "baseline") for x in baselines],
                  [read_run(x, rdir, "current") for x in currents])
+        _one_result_a_key([*baselines, *currents], [*sides[0], *sides[1]])
         separate_runs(baselines, sides[0], "--baseline")
         separate_runs(currents, sides[1], "--current")
         check_one_tree(sides[0], "baseline", allow_cross_hardware=None)  # the runs of a side share a fingerprint
@@ -115,6 +116,7 @@ def compare(a: str | None, b: str | None, baselines: tuple[str, ...], currents: 
         raise click.UsageError("compare needs A and B (runs or implementations), or --baseline and --current")
     runs = _as_runs(a, b, rdir) if run_file is None else None
     if runs is not None:
+        _one_result_a_key([a, b], runs)
         _check_impl(impl, runs)
         result = saved_comparison([runs[0]], [runs[1]], rdir, impl=impl, threshold=tau, label_a=a, label_b=b,
                                   run_sd=run_sd)
@@ -142,6 +144,17 @@ def _check_impl(impl: str | None, runs: Sequence[RunResult]) -> None:
     names = {r.name for run in runs for c in run.cases for r in c.impls}
     if impl is not None and impl not in names:
         raise ConfigError(f"--impl {impl}: no such implementation in the runs (they hold: {', '.join(sorted(names))})")
+
+
+def _one_result_a_key(names: Sequence[str], runs: Sequence[RunResult]) -> None:
+    """ResultsFormatError naming the file where a run holds two results for one case and
+    implementation (a damaged or hand-merged file): nothing can pair it."""
+    for name, run in zip(names, runs, strict=True):
+        try:
+            for _ in impl_keys(run, None):
+                pass
+        except ResultsFormatError as exc:
+            raise ResultsFormatError(f"{name}: {exc}") from None
 
 
 def separate_runs(names: Sequence[str], runs: Sequence[RunResult], option: str) -> None:
@@ -253,6 +266,7 @@ def gate_cmd(baseline: tuple[str, ...], current: tuple[str, ...], threshold: str
         tau = None if threshold is None else parse_threshold(threshold).fraction
         base = [read_run(x, rdir, "baseline") for x in baseline]
         cur = [read_run(x, rdir, "current") for x in current]
+        _one_result_a_key([*baseline, *current], [*base, *cur])
         separate_runs(baseline, base, "--baseline")
         separate_runs(current, cur, "--current")
         _check_impl(impl, [*base, *cur])

@@ -426,3 +426,15 @@ def test_separate_runs_of_a_side_are_still_gated_over_runs(tmp_path):
                                      tmp_path / f"{name}.json"))
     r = _gate("--baseline", paths["b1"], paths["b2"], "--current", paths["c1"], paths["c2"])
     assert r.exit_code in (0, 3) and "same run" not in r.output, r.output
+
+
+def test_a_run_with_a_case_twice_is_refused_naming_its_file(tmp_path):
+    base, cur = _runs(tmp_path)
+    data = json.loads(Path(cur).read_text())
+    data["cases"].append(data["cases"][0])
+    Path(cur).write_text(json.dumps(data))
+    for args in (["gate", "--baseline", base, "--current", cur], ["compare", base, cur],
+                 ["compare", "--baseline", base, "--current", cur]):
+        r = CliRunner().invoke(main, args)
+        assert r.exit_code == 2, r.output
+        assert f"error: {cur}: duplicate result for '{CASE}/baseline'" in r.output
