@@ -228,7 +228,7 @@ def _find(name: str, rdir: Path) -> Path | None:
               help="Current run(s), likewise.")
 @_gate_threshold
 @click.option("--impl", help="Gate only this implementation.")
-@click.option("--alpha", type=click.FloatRange(0, 1, min_open=True), default=0.01, show_default=True,
+@click.option("--alpha", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.01, show_default=True,
               help="False-discovery rate across cases (Benjamini-Hochberg).")
 @click.option("--allow-cross-hardware", is_flag=True, help="Compare runs whose fingerprints differ.")
 @run_sd_option

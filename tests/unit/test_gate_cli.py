@@ -438,3 +438,11 @@ def test_a_run_with_a_case_twice_is_refused_naming_its_file(tmp_path):
         r = CliRunner().invoke(main, args)
         assert r.exit_code == 2, r.output
         assert f"error: {cur}: duplicate result for '{CASE}/baseline'" in r.output
+
+
+def test_alpha_one_is_refused_by_its_option_range(tmp_path):
+    """--alpha's range read 0<x<=1, and 1 was then refused as 'alpha and confidence must lie in
+    (0, 1)': the range the option shows is the one it keeps."""
+    base, cur = _runs(tmp_path)
+    r = _gate("--baseline", base, "--current", cur, "--alpha", "1")
+    assert r.exit_code == 2 and "Invalid value for '--alpha'" in r.output and "0<x<1" in r.output, r.output
