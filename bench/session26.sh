@@ -317,6 +317,7 @@ PY
     for n in $(seq 1 "${AB:-2}"); do
       [ $(left) -gt 100 ] || break
       s=$(date +%s)
+      rm -rf /tmp/ab-$n  # a warm machine keeps the last call's folders
       timeout $(left) python3 -m solbench ab --baseline-tree /tmp/base --current-tree . workloads/attn.yaml -w o_proj \
         -q --json $EXTRA --out-dir /tmp/ab-$n > $OUT/${P}ab-$n.json 2> $OUT/${P}ab-$n.txt
       echo "ab $n: exit $?, $(( $(date +%s) - s )) s, $(grep -E '^gate:' $OUT/${P}ab-$n.txt)" | tee -a $OUT/steps.txt
