@@ -673,6 +673,21 @@ def _count_devices_once(torch: Any) -> None:
         torch.cuda._cached_device_count = int(torch._C._cuda_getDeviceCount())
 
 
+def _bars_lock_this_process() -> None:
+    """Give tqdm (which ``import torch`` loads, where it is installed) a lock of this process only.
+
+    Otherwise tqdm makes a multiprocessing RLock at its first bar, and torch.fx's Interpreter makes
+    a bar (disabled) for every graph it runs under torch.compile. In a worker that the fork server
+    started, that lock is a named semaphore registered with the resource tracker, unlinked only by an
+    exit that runs multiprocessing's finalizers: on an H200 the run's compiling workers never
+    unlinked theirs, and every suite run ended with the tracker's "leaked semaphore objects"
+    warning (``bench/sem_trace.py``; BENCHMARKS.md, issue 16, forty-second session). A worker's
+    bars, all disabled or in its own log, need no lock shared with other processes."""
+    tqdm = sys.modules.get("tqdm")
+    if tqdm is not None:
+        tqdm.tqdm.set_lock(threading.RLock())
+
+
 def _work(conn: Connection, device: str, device_index: int | None, tree: str | None, n_threads: int) -> None:
     from solbench.device import threads
 
@@ -682,6 +697,7 @@ def _work(conn: Connection, device: str, device_index: int | None, tree: str | N
     refuse_tainted(device)
     import torch
 
+    _bars_lock_this_process()
     threads.apply(n_threads)
 
     if device == "cuda":
