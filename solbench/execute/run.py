@@ -65,7 +65,7 @@ def run(files: Sequence[str | Path], options: RunOptions = RunOptions(), *,  # n
                                                     emit=emit)
             except KeyboardInterrupt:
                 raise RunInterrupted(warm.interrupted(prep.run)) from None
-            base = replace(base, harness={**harness, **({"compile_ahead_s": ahead.seconds} if ahead.jobs else {})},
+            base = replace(base, harness={**harness, **ahead.harness()},
                            protocol=warm.recorded(prep.run.protocol, folder, options.compile_cache_dir, ahead))
             executor = pool.Pool(info.kind, info.index, threads=settings.threads,
                                  side_by_side_bytes=warm.side_by_side_bytes(info))

@@ -91,6 +91,7 @@ def measure_units(units: Sequence[Unit], run: RunResult, executor: Executor, *, 
 
     checked = Checked()
     started_before = getattr(executor, "started", None)  # worker processes (Pool.started), for the harness
+    overstayed_before = getattr(executor, "overstayed", None)  # and those killed at their exit (Pool.overstayed)
     merged: dict[tuple[int, str], tuple[int, list[ImplResult]]] = {}  # (unit, case) -> (its rounds, merged)
 
     def merged_rounds(key: tuple[int, str]) -> list[ImplResult]:
@@ -203,6 +204,9 @@ def measure_units(units: Sequence[Unit], run: RunResult, executor: Executor, *, 
         started = getattr(executor, "started", None)
         if isinstance(started, int) and isinstance(started_before, int):
             clock.count("worker_processes", started - started_before)
+        overstayed = getattr(executor, "overstayed", None)
+        if isinstance(overstayed, int) and isinstance(overstayed_before, int) and overstayed > overstayed_before:
+            clock.count("workers_killed", overstayed - overstayed_before)
     return replace(run, harness=clock.totals())
 
 
@@ -252,7 +256,9 @@ class Harness(Phases):
 
     Two counts ride along: ``passes`` (passes over the workloads that started workers) and
     ``worker_processes`` (the worker processes started, replacements after a fault included, where
-    the executor counts them: Pool.started; a rank group's processes are not counted). A pass's
+    the executor counts them: Pool.started; a rank group's processes are not counted); where any
+    was, a third: ``workers_killed`` (retired workers killed for not exiting within
+    pool.EXIT_WAIT_S of being asked: Pool.overstayed). A pass's
     start and each process's CUDA context and exit are what the rounds cost beyond their tasks
     (``show --harness`` prints both below the table).
 

@@ -61,13 +61,22 @@ Progress = Callable[[str, dict[str, Any]], None]
 
 @dataclass(frozen=True)
 class Ahead:
-    """What compiling ahead did: tasks, the processes used, the wall time, the tasks that failed."""
+    """What compiling ahead did: tasks, the processes used, the wall time, the tasks that failed,
+    and the processes killed for not exiting within pool.EXIT_WAIT_S of being asked."""
 
     tasks: int = 0
     jobs: int = 0
     seconds: float = 0.0
     failed: int = 0
     autotune_removed: int = 0
+    killed: int = 0
+
+    def harness(self) -> dict[str, float]:
+        """What the run's harness (``RunResult.harness``) records of it; nothing where no process compiled."""
+        if not self.jobs:
+            return {}
+        killed = {"compile_ahead_killed": float(self.killed)} if self.killed else {}
+        return {"compile_ahead_s": self.seconds, **killed}
 
 
 def default_jobs(cpus: int | None = None) -> int:
@@ -195,9 +204,14 @@ def compile_ahead(units: Sequence[Unit], settings: MeasureSettings, *, device: s
     queue: deque[Task] = deque(tasks)
     lock = threading.Condition()
     live: list[Any] = []
-    failed, used, done = [0], [0], [0]
+    failed, used, done, killed = [0], [0], [0], [0]
     budget = None if free_bytes is None else int(free_bytes * MEMORY_SHARE)
     start = time.perf_counter()
+
+    def retire(worker: Any) -> None:
+        worker.close()
+        with lock:
+            killed[0] += worker.overstayed
 
     def lane() -> None:
         worker = None
@@ -227,10 +241,10 @@ def compile_ahead(units: Sequence[Unit], settings: MeasureSettings, *, device: s
                          "of": len(tasks)}
             emit("compiled_ahead", event)
             if fatal:
-                worker.close()
+                retire(worker)
                 worker = None
         if worker is not None:
-            worker.close()
+            retire(worker)
 
     threads = [threading.Thread(target=lane, name=f"solbench-compile-{i}", daemon=True) for i in range(jobs)]
     for t in threads:
@@ -246,7 +260,7 @@ def compile_ahead(units: Sequence[Unit], settings: MeasureSettings, *, device: s
                 worker.abort()
         raise
     removed = _forget_autotuning(settings.compile_cache)
-    return Ahead(len(tasks), jobs, round(time.perf_counter() - start, 3), failed[0], removed)
+    return Ahead(len(tasks), jobs, round(time.perf_counter() - start, 3), failed[0], removed, killed[0])
 
 
 INTERRUPTED = "interrupted (Ctrl-C) while compiling ahead: nothing was measured"

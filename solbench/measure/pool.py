@@ -55,6 +55,11 @@ TURN = object()  # ProcessWorker.take: the held task reached its turn
 TIMED = object()  # ProcessWorker.take: the task let go has timed, and waits to run its checks after timing
 
 
+# seconds a worker asked to exit gets before it is killed: a kill skips its exit's finalizers (a named
+# semaphore unlinked, Inductor's compile workers shut down), so the run counts them (Pool.overstayed)
+EXIT_WAIT_S = 5.0
+
+
 class ProcessWorker:
     """One worker process and the pipe to it."""
 
@@ -62,6 +67,7 @@ class ProcessWorker:
     _held = False  # the running task stops at its turn (Task.wait_turn) and has not been let go yet
     _stops_after = False  # and stops again once timed (Task.wait_checks)
     _timing = False  # let go at its turn, it may say it has timed ("timed") once
+    overstayed = False  # asked to exit, it was still there after EXIT_WAIT_S and was killed (close)
 
     def __init__(self, device: str, device_index: int | None, tree: str | None = None, threads: int = 0,
                  queues: int | None = None) -> None:
@@ -277,7 +283,8 @@ class ProcessWorker:
         once); remove its log."""
         if not self._busy:
             self.request_close()
-            self._proc.join(5)
+            self._proc.join(EXIT_WAIT_S)
+            self.overstayed = self._proc.is_alive()
         self.kill()
         self._conn.close()
         with contextlib.suppress(OSError):
@@ -459,6 +466,7 @@ class Pool:
         self._leaving: list[ProcessWorker] = []  # retired, asked to exit, not yet waited for
         self.reap_s = 0.0  # seconds spent waiting for retired workers to exit (the run's harness table)
         self.started = 0  # worker processes started so far, replacements included (the harness table)
+        self.overstayed = 0  # retired workers killed for not exiting within EXIT_WAIT_S (the harness table)
 
     def prestart(self, keys: Iterable[tuple[str, str]]) -> None:
         """Start workers for these keys together and wait until all are ready.
@@ -521,6 +529,7 @@ class Pool:
         start = time.perf_counter()
         for worker in leaving:
             worker.close()
+            self.overstayed += worker.overstayed
         self.reap_s += time.perf_counter() - start
 
     def close(self) -> None:

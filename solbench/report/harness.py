@@ -102,7 +102,12 @@ def passes_line(run: RunResult) -> str | None:
     if "worker_processes" not in h:  # in-process: no workers
         return line
     workers = int(h["worker_processes"])
-    return f"{line}, {workers} worker process{'es' if workers != 1 else ''} started (one per implementation and round)"
+    line = f"{line}, {workers} worker process{'es' if workers != 1 else ''} started (one per implementation and round)"
+    killed = int(h.get("workers_killed", 0)) + int(h.get("compile_ahead_killed", 0))
+    if killed:  # each waited for (pool.EXIT_WAIT_S), and its exit's finalizers skipped
+        line += (f"; {killed} killed for not exiting when asked"
+                 f" ({int(h.get('compile_ahead_killed', 0))} of them compiling ahead)")
+    return line
 
 
 def harness_table(run: RunResult) -> Table:

@@ -47,3 +47,17 @@ def double_wrong_when_timed(x: torch.Tensor) -> torch.Tensor:
 
 
 _CALLS = [0]
+
+
+_LINGER: list = []
+
+
+def double_lingering(x: torch.Tensor) -> torch.Tensor:
+    """2 x, in a process that no longer exits at once when asked: a finalizer of its exit sleeps a
+    minute (as Inductor's compile-worker shutdown may wait on its pool)."""
+    if not _LINGER:
+        import time
+        from multiprocessing import util
+
+        _LINGER.append(util.Finalize(None, time.sleep, (60,), exitpriority=100))
+    return x * 2

@@ -135,3 +135,40 @@ def test_a_warm_task_holds_one_input_set_its_outputs_and_on_a_gpu_a_context():
     tensors = n * 16 * 4 + 2 * n * 16 * 4  # x; y for the call and for the reference (float32: no copies)
     assert warm.task_bytes(task) == int(tensors * warm.TENSOR_MARGIN)
     assert warm.task_bytes(replace(task, device="cuda")) == warm.task_bytes(task) + warm.CONTEXT_BYTES
+
+
+def test_processes_compiling_ahead_that_had_to_be_killed_are_counted(monkeypatch):
+    """A worker killed for not exiting when asked skipped its exit's finalizers: the harness says how
+    many (``compile_ahead_killed``), and says nothing where none was."""
+    from solbench.measure import pool
+    from solbench.results.model import ImplResult
+
+    made: list = []
+
+    def make(linger: bool):
+        class Worker:
+            overstayed = False
+
+            def __init__(self, *args, **kwargs):
+                made.append(self)
+
+            def run(self, task, timeout_s):
+                return ImplResult(task.impl, "ok"), False
+
+            def close(self):
+                self.overstayed = linger
+
+        return Worker
+
+    monkeypatch.setattr(pool, "preload_compiler", lambda: True)
+    monkeypatch.setattr(warm, "_forget_autotuning", lambda folder: 0)
+    settings = MeasureSettings(compile_cache="/nonexistent-cache")
+    for linger in (True, False):
+        made.clear()
+        monkeypatch.setattr(pool, "ProcessWorker", make(linger))
+        ahead = warm.compile_ahead(_units(), settings, device="cpu", device_index=None, jobs=2, timeout_s=10)
+        killed = len(made) if linger else 0  # a lane starts its worker at its first task: one or two
+        assert ahead.jobs == 2 and made and ahead.killed == killed
+        assert ahead.harness().get("compile_ahead_killed", 0) == killed and "compile_ahead_s" in ahead.harness()
+        assert ("compile_ahead_killed" in ahead.harness()) == linger
+    assert warm.Ahead().harness() == {}

@@ -1,6 +1,7 @@
 """Retired workers tear down while the next ones start, and are gone before anything is measured
 (:class:`solbench.measure.pool.Pool`). Real worker processes on the CPU; nothing is timed."""
 
+import signal
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -12,9 +13,9 @@ DOUBLE = "tests/data/double.yaml"
 SETTINGS = MeasureSettings(timer="cpu", warmup=1, min_samples=3, max_samples=5, budget_s=0.05)
 
 
-def _task(impl: str) -> Task:
-    (planned,) = api.plan([DOUBLE], "cpu")
-    return Task(planned.spec, planned.cases[0], impl, str(Path(DOUBLE).parent.absolute()), "cpu", SETTINGS)
+def _task(impl: str, path: str = DOUBLE) -> Task:
+    (planned,) = api.plan([path], "cpu")
+    return Task(planned.spec, planned.cases[0], impl, str(Path(path).parent.absolute()), "cpu", SETTINGS)
 
 
 def test_retired_workers_are_gone_once_the_next_ones_are_ready():
@@ -44,6 +45,24 @@ def test_a_task_after_a_retire_waits_for_the_retired_worker():
     finally:
         p.close()
     assert p._workers == {} and p._leaving == []
+
+
+def test_a_retired_worker_that_does_not_exit_when_asked_is_killed_and_counted(monkeypatch):
+    """A kill skips the exit's finalizers (a named semaphore left to the resource tracker), so the
+    pool counts each worker it had to kill (the run's harness: ``workers_killed``)."""
+    monkeypatch.setattr(pool, "EXIT_WAIT_S", 0.5)
+    p = pool.Pool("cpu", None)
+    try:
+        result = p.run(("lingering", "baseline"), _task("baseline", "tests/data/lingering.yaml"), timeout_s=120)
+        assert result.status == "ok", result.message
+        worker = p._workers[("lingering", "baseline")]
+        assert p.overstayed == 0 and not worker.overstayed
+        p.retire([("lingering", "baseline")])
+        p.prestart([])  # waits for the retired worker: killed once EXIT_WAIT_S has passed
+        assert worker.overstayed and p.overstayed == 1
+        assert worker._proc.exitcode == -signal.SIGKILL
+    finally:
+        p.close()
 
 
 def test_a_cuda_worker_counts_its_devices_once():

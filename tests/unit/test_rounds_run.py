@@ -485,3 +485,22 @@ def test_added_passes_are_counted_with_their_workers():
     prestarts = [e[1] for e in ex.events if e[0] == "prestart"]
     assert run.harness["passes"] == len(prestarts) > 2  # one workload: one prestart a pass; rounds were added
     assert run.harness["worker_processes"] == sum(len(set(keys)) for keys in prestarts)
+
+
+def test_the_harness_counts_the_workers_killed_for_not_exiting_when_asked():
+    from solbench.report.harness import passes_line
+
+    class Killing(CountingExecutor):
+        overstayed = 2  # killed before this run: not the run's
+
+        def close(self):
+            super().close()
+            self.overstayed += 1
+
+    run = session.measure_units(_units(), make_run({}), Killing(), device="cpu", settings=MeasureSettings(),
+                                timeout_s=1.0, l2_bytes=None, score=_score, emit=lambda e, d: None, repeat=1)
+    assert run.harness["workers_killed"] == 1
+    assert passes_line(run).endswith("; 1 killed for not exiting when asked (0 of them compiling ahead)")
+    calm = session.measure_units(_units(), make_run({}), CountingExecutor(), device="cpu", settings=MeasureSettings(),
+                                 timeout_s=1.0, l2_bytes=None, score=_score, emit=lambda e, d: None, repeat=1)
+    assert "workers_killed" not in calm.harness and "killed" not in passes_line(calm)
