@@ -62,6 +62,8 @@ def test_apply_sets_the_drivers_variable(monkeypatch):
 
 
 class _FakeWorker:
+    overstayed = False  # it exits when asked (pool.ProcessWorker.close)
+
     def __init__(self, device, device_index, tree=None, threads=0, queues=None):
         self.queues = queues
 
