@@ -128,12 +128,17 @@ def compare(a: str | None, b: str | None, baselines: tuple[str, ...], currents: 
         names = {r.name for c in run.cases for r in c.impls}
         if not names:
             state = "incomplete: stopped before its first case" if not run.complete else "empty"
+            if run_file is not None:  # A and B named implementations of it: they were never read as runs
+                raise ConfigError(f"--run {run_file}: the run holds no case ({state}); nothing to compare "
+                                  f"{a!r} and {b!r} in")
             raise ConfigError(f"{a!r} and {b!r} are neither result files nor saved runs, and the run to compare "
                               f"them in holds no case ({state}); name one with --run")
         for name in (a, b):
             if name not in names:
-                raise ConfigError(f"{name!r} is neither a result file, a saved run, nor an implementation "
-                                  f"of the run (implementations: {', '.join(sorted(names))})")
+                what = (f"an implementation of --run {run_file}" if run_file is not None else
+                        "a result file, a saved run, nor an implementation of the run")
+                raise ConfigError(f"{name!r} is {'not' if run_file is not None else 'neither'} {what} "
+                                  f"(implementations: {', '.join(sorted(names))})")
         result = compare_impls(run, a, b, threshold=tau)
     _show_comparison(result, as_json, as_markdown)
 

@@ -217,6 +217,20 @@ def test_compare_two_runs_and_two_impls(tmp_path):
     assert json.loads(impls.stdout)["rows"][0]["verdict"] == "SLOWER"
 
 
+def test_compare_in_a_named_run_speaks_of_that_run_only(tmp_path):
+    """With --run, A and B name implementations of that run: the errors never call them result
+    files (A may be a result file's name) nor ask for the --run that was given."""
+    base, cur = _runs(tmp_path)
+    runner = CliRunner()
+    wrong = runner.invoke(main, ["compare", base, "kernel", "--run", cur])
+    assert wrong.exit_code == 2, wrong.output
+    assert f"'{base}' is not an implementation of --run {cur} (implementations: baseline, kernel)" in wrong.output
+    empty = str(store.save(make_run({}), tmp_path / "empty.json"))
+    none = runner.invoke(main, ["compare", "baseline", "kernel", "--run", empty])
+    assert none.exit_code == 2 and f"--run {empty}: the run holds no case (empty)" in none.output, none.output
+    assert "name one with --run" not in none.output
+
+
 def test_compare_says_why_a_key_is_one_sided(tmp_path):
     base, cur = _runs(tmp_path, statuses={f"{CASE}/kernel": "incorrect"})
     c = CliRunner().invoke(main, ["compare", base, cur, "--json"])
