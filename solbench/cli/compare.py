@@ -100,11 +100,7 @@ def compare(a: str | None, b: str | None, baselines: tuple[str, ...], currents: 
     if baselines or currents:
         if not (baselines and currents) or a is not None or run_file is not None:
             raise click.UsageError("give --baseline RUN... and --current RUN... together, instead of A B")
-        sides = ([read_run(x, rdir, "baseline") for x in baselines],
-                 [read_run(x, rdir, "current") for x in currents])
-        _one_result_a_key([*baselines, *currents], [*sides[0], *sides[1]])
-        separate_runs(baselines, sides[0], "--baseline")
-        separate_runs(currents, sides[1], "--current")
+        sides = _read_sides(baselines, currents, rdir)
         check_one_tree(sides[0], "baseline", allow_cross_hardware=None)  # the runs of a side share a fingerprint
         check_one_tree(sides[1], "current", allow_cross_hardware=None)
         _check_impl(impl, [*sides[0], *sides[1]])
@@ -134,11 +130,13 @@ def compare(a: str | None, b: str | None, baselines: tuple[str, ...], currents: 
             raise ConfigError(f"{a!r} and {b!r} are neither result files nor saved runs, and the run to compare "
                               f"them in holds no case ({state}); name one with --run")
         for name in (a, b):
-            if name not in names:
-                what = (f"an implementation of --run {run_file}" if run_file is not None else
-                        "a result file, a saved run, nor an implementation of the run")
-                raise ConfigError(f"{name!r} is {'not' if run_file is not None else 'neither'} {what} "
-                                  f"(implementations: {', '.join(sorted(names))})")
+            if name in names:
+                continue
+            held = f"(implementations: {', '.join(sorted(names))})"
+            if run_file is not None:  # named implementations of that run, never read as runs
+                raise ConfigError(f"{name!r} is not an implementation of --run {run_file} {held}")
+            raise ConfigError(f"{name!r} is neither a result file, a saved run, nor an implementation of the run "
+                              + held)
         result = compare_impls(run, a, b, threshold=tau)
     _show_comparison(result, as_json, as_markdown)
 
@@ -149,6 +147,17 @@ def _check_impl(impl: str | None, runs: Sequence[RunResult]) -> None:
     names = {r.name for run in runs for c in run.cases for r in c.impls}
     if impl is not None and impl not in names:
         raise ConfigError(f"--impl {impl}: no such implementation in the runs (they hold: {', '.join(sorted(names))})")
+
+
+def _read_sides(baseline: Sequence[str], current: Sequence[str], rdir: Path) -> tuple[list[RunResult], list[RunResult]]:
+    """The runs of each side, read: refused where a run holds two results for one key
+    (:func:`_one_result_a_key`) or a side holds one run twice (:func:`separate_runs`)."""
+    base = [read_run(x, rdir, "baseline") for x in baseline]
+    cur = [read_run(x, rdir, "current") for x in current]
+    _one_result_a_key([*baseline, *current], [*base, *cur])
+    separate_runs(baseline, base, "--baseline")
+    separate_runs(current, cur, "--current")
+    return base, cur
 
 
 def _one_result_a_key(names: Sequence[str], runs: Sequence[RunResult]) -> None:
@@ -269,11 +278,7 @@ def gate_cmd(baseline: tuple[str, ...], current: tuple[str, ...], threshold: str
     rdir = Path(results_dir)
     try:  # a run that cannot be read or a bad threshold is refused too: never an earlier job's JUnit left
         tau = None if threshold is None else parse_threshold(threshold).fraction
-        base = [read_run(x, rdir, "baseline") for x in baseline]
-        cur = [read_run(x, rdir, "current") for x in current]
-        _one_result_a_key([*baseline, *current], [*base, *cur])
-        separate_runs(baseline, base, "--baseline")
-        separate_runs(current, cur, "--current")
+        base, cur = _read_sides(baseline, current, rdir)
         _check_impl(impl, [*base, *cur])
         result = saved_gate(base, cur, current, rdir, threshold=tau, alpha=alpha,
                             allow_cross_hardware=allow_cross_hardware, impl=impl, run_sd=run_sd)
