@@ -17,6 +17,7 @@ from typing import Any
 import click
 
 from solbench import api, exitcodes
+from solbench.cli.common import ALPHA
 from solbench.errors import RunInterrupted
 from solbench.results.model import FAILED_STATUSES, RunResult
 
@@ -58,7 +59,7 @@ class _AbCommand(click.Command):
 @click.option("--timeout", "timeout_s", type=click.FloatRange(min=0.1), default=120.0, show_default=True)
 @click.option("--threshold", default=None, help="Gate threshold ('5%'); default: each workload's gate_threshold, "
                                                 "else 5%.")
-@click.option("--alpha", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.01, show_default=True)
+@click.option("--alpha", type=ALPHA, default=0.01, show_default=True)
 @click.option("--out-dir", type=click.Path(file_okay=False),
               help="Write baseline.json and current.json here (default: saved under --results-dir).")
 @click.option("--results-dir", type=click.Path(file_okay=False), default="results", show_default=True)

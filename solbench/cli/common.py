@@ -60,6 +60,23 @@ OPTION_HELP = {
 }
 
 
+class _Alpha(click.FloatRange):
+    """A false-regression rate: a number strictly between 0 and 1. click's range lets NaN through
+    (every comparison with it is false), and the refusal then came later without the option's name."""
+
+    def __init__(self) -> None:
+        super().__init__(0, 1, min_open=True, max_open=True)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        rv = super().convert(value, param, ctx)
+        if math.isnan(rv):
+            self.fail(f"{value!r} is not a number between 0 and 1 (a false-regression rate, e.g. 0.01)", param, ctx)
+        return rv
+
+
+ALPHA = _Alpha()
+
+
 def refuse_markdown_path(args: list[str], *, any_word: bool) -> None:
     """``--markdown`` is a flag in every command (Markdown on stdout); a file is ``--markdown-file``.
     The old ``gate``/``ab`` form ``--markdown FILE`` is refused with the new spelling, never read as

@@ -21,7 +21,7 @@ from rich.console import Console
 from solbench import exitcodes
 from solbench.analysis.compare import Comparison, compare_impls, compare_runs, impl_keys
 from solbench.analysis.gate import GateResult, check_one_tree, gate, parse_threshold, unconfirmed
-from solbench.cli.common import read_run, refuse_markdown_path, run_sd_of, run_sd_option, writable_output
+from solbench.cli.common import ALPHA, read_run, refuse_markdown_path, run_sd_of, run_sd_option, writable_output
 from solbench.errors import ConfigError, ResultsFormatError, SolbenchError
 from solbench.report.compare_console import comparison_table, gate_table
 from solbench.report.compare_json import comparison_json, gate_json
@@ -242,7 +242,7 @@ def _find(name: str, rdir: Path) -> Path | None:
               help="Current run(s), likewise.")
 @_gate_threshold
 @click.option("--impl", help="Gate only this implementation.")
-@click.option("--alpha", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.01, show_default=True,
+@click.option("--alpha", type=ALPHA, default=0.01, show_default=True,
               help="False-discovery rate across cases (Benjamini-Hochberg).")
 @click.option("--allow-cross-hardware", is_flag=True, help="Compare runs whose fingerprints differ.")
 @run_sd_option

@@ -460,3 +460,14 @@ def test_alpha_one_is_refused_by_its_option_range(tmp_path):
     base, cur = _runs(tmp_path)
     r = _gate("--baseline", base, "--current", cur, "--alpha", "1")
     assert r.exit_code == 2 and "Invalid value for '--alpha'" in r.output and "0<x<1" in r.output, r.output
+
+
+@pytest.mark.parametrize("command", ["gate", "ab"])
+def test_alpha_nan_is_refused_by_name(tmp_path, command):
+    """click's open range lets NaN through (every comparison with it is false); the refusal then came
+    from deeper in, without naming --alpha. It is refused as the option's own value."""
+    base, cur = _runs(tmp_path)
+    args = ["--baseline", base, "--current", cur] if command == "gate" else ["workloads/attn.yaml"]
+    r = CliRunner().invoke(main, [command, *args, "--alpha", "nan"])
+    assert r.exit_code == 2, r.output
+    assert "Invalid value for '--alpha': 'nan' is not a number between 0 and 1" in r.output, r.output
