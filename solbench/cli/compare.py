@@ -53,6 +53,11 @@ class _Sides(click.Command):
             if token == "--":
                 out += args[i:]
                 break
+            if token in self.sides and (i + 1 == len(args) or args[i + 1].startswith("-")):
+                # click would take the next option as this one's run, and then call that one missing
+                after = f"before {args[i + 1]}" if i + 1 < len(args) else "at the end"
+                raise click.UsageError(f"{token} needs at least one run (a result file or saved name); "
+                                       f"none given {after}", ctx)
             if token.startswith("-"):
                 side = token.split("=", 1)[0] if token.split("=", 1)[0] in self.sides else None
                 out.append(token)

@@ -471,3 +471,19 @@ def test_alpha_nan_is_refused_by_name(tmp_path, command):
     r = CliRunner().invoke(main, [command, *args, "--alpha", "nan"])
     assert r.exit_code == 2, r.output
     assert "Invalid value for '--alpha': 'nan' is not a number between 0 and 1" in r.output, r.output
+
+
+@pytest.mark.parametrize("args, where", [
+    (["gate", "--baseline", "--current", "B"], "--baseline needs at least one run (a result file or saved name); "
+                                               "none given before --current"),
+    (["gate", "--current", "B", "--baseline"], "--baseline needs at least one run (a result file or saved name); "
+                                               "none given at the end"),
+    (["compare", "--current", "--baseline", "B"], "--current needs at least one run"),
+])
+def test_a_side_with_no_run_is_named(tmp_path, args, where):
+    """`gate --baseline --current b.json` (an unset CI variable): click took --current as the baseline's
+    run and then called --current the missing option. The side that got no run is the one named."""
+    base, _ = _runs(tmp_path)
+    r = CliRunner().invoke(main, [base if a == "B" else a for a in args])
+    assert r.exit_code == 2, r.output
+    assert where in r.output, r.output
