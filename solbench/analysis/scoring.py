@@ -10,7 +10,10 @@ implementation) is wrong, and the result is reported INVALID, never scored above
           are measured), and caches beat the measured DRAM copy rate, so the floor is only a
           sanity check: max(t_compute / 10, t_vector / 10, t_memory / 100). It catches a time no
           honest code can reach (a result returned without touching the data); the checks on
-          unseen inputs catch subtler cheats
+          unseen inputs catch subtler cheats. It takes no rate below CPU_LEAST_FLOPS and
+          CPU_LEAST_BANDWIDTH: a measurement starved by other processes (a loaded CI machine read
+          a copy rate 50 times too low) would otherwise raise the floor above honest times. On a
+          host truly that slow the floor is only looser
     Collectives: the link term (bus bytes / link bandwidth) is left out of the floor. Bus bytes
     follow nccl-tests' ring convention; NCCL's NVLS algorithm reduces inside an NVSwitch and moves
     fewer bytes over each GPU's link (8 H200s reach 475 GB/s busbw over a 450 GB/s link,
@@ -46,6 +49,8 @@ from solbench.results.model import Cost, ImplResult, Peaks
 
 CPU_COMPUTE_MARGIN = 10.0
 CPU_MEMORY_MARGIN = 100.0
+CPU_LEAST_FLOPS = 1e10  # FLOP/s: a float32 torch matmul on any host solbench runs on does more, unstarved
+CPU_LEAST_BANDWIDTH = 1e9  # bytes/s of a large copy, likewise
 
 
 @dataclass(frozen=True)
@@ -60,11 +65,16 @@ class ImplPeaks:
 
 def time_floor(cost: Cost, floor: Peaks, device_kind: str) -> float:
     """The least time any honest implementation can take (see module docstring)."""
-    sol = speed_of_light(replace(cost, bus_bytes=0.0), floor)  # no link term: see the module docstring
-    if device_kind == "cpu":
-        return max(sol.t_tensor / CPU_COMPUTE_MARGIN, sol.t_vector / CPU_COMPUTE_MARGIN,
-                   sol.t_memory / CPU_MEMORY_MARGIN)
-    return sol.t_sol
+    no_link = replace(cost, bus_bytes=0.0)  # no link term: see the module docstring
+    if device_kind != "cpu":
+        return speed_of_light(no_link, floor).t_sol
+    tensor = floor.tensor_flops  # a starved measurement must not raise the floor (see the module docstring)
+    unstarved = replace(floor, tensor_flops=None if tensor is None else max(tensor, CPU_LEAST_FLOPS),
+                        vector_flops=max(floor.vector_flops, CPU_LEAST_FLOPS),
+                        bandwidth=max(floor.bandwidth, CPU_LEAST_BANDWIDTH))
+    sol = speed_of_light(no_link, unstarved)
+    return max(sol.t_tensor / CPU_COMPUTE_MARGIN, sol.t_vector / CPU_COMPUTE_MARGIN,
+               sol.t_memory / CPU_MEMORY_MARGIN)
 
 
 def score_impls(cost: Cost, impls: Sequence[ImplResult], peaks: Mapping[str, ImplPeaks], baseline: str | None,

@@ -25,6 +25,7 @@ from typing import Any
 
 from solbench._version import __version__
 from solbench.analysis.hwspec import HardwareSpec, estimate_spec, is_mig, match_spec, strip_mig
+from solbench.analysis.scoring import CPU_LEAST_BANDWIDTH, CPU_LEAST_FLOPS
 from solbench.device import cpu_peaks, nvml, threads
 from solbench.device.nvml import NvmlInfo
 from solbench.errors import DeviceError
@@ -121,7 +122,20 @@ def _detect_cpu(specs: Sequence[HardwareSpec], n_threads: int) -> DeviceInfo:
                            bandwidth=measured["bandwidth"], source="measured")
     return DeviceInfo(kind="cpu", index=None, name=_cpu_name(), spec=spec, nvml=None,
                       torch_version=torch.__version__, cuda_version=torch.version.cuda,
-                      cupy_version=_cupy_version(), driver=None, sm_count=None, l2_bytes=None)
+                      cupy_version=_cupy_version(), driver=None, sm_count=None, l2_bytes=None,
+                      warnings=starved_cpu_peaks(measured))
+
+
+def starved_cpu_peaks(measured: dict[str, float]) -> tuple[str, ...]:
+    """A warning where the measured CPU peaks read below what any host reaches unloaded: other
+    processes held the cores while they were measured, so SOL and MFU read high (the INVALID floor
+    takes no rate this low, :mod:`solbench.analysis.scoring`)."""
+    flops, bandwidth = measured["vector_fp32_flops"], measured["bandwidth"]
+    if flops >= CPU_LEAST_FLOPS and bandwidth >= CPU_LEAST_BANDWIDTH:
+        return ()
+    return (f"the CPU peaks measured {flops / 1e9:.2f} GFLOP/s and {bandwidth / 1e9:.2f} GB/s, below what a host "
+            f"reaches unloaded ({CPU_LEAST_FLOPS / 1e9:.0f} GFLOP/s, {CPU_LEAST_BANDWIDTH / 1e9:.0f} GB/s): other "
+            "processes held the cores while they were measured, so SOL and MFU read high",)
 
 
 def _detect_cuda(index: int, specs: Sequence[HardwareSpec]) -> DeviceInfo:

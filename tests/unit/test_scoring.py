@@ -41,3 +41,27 @@ def test_failed_results_pass_through_unscored():
     peaks = {n: ImplPeaks(SHEET, SHEET) for n in ("baseline", "broken")}
     out = {r.name: r for r in score_impls(COST, impls, peaks, "baseline", "cuda")}
     assert out["broken"].status == "crashed" and out["broken"].score is None
+
+
+def test_a_starved_cpu_measurement_does_not_convict_an_honest_time():
+    """On a loaded CI machine the CPU peaks were measured while other processes held the cores: a copy
+    rate ~50x too low raised the floor to 17 us, above an honest LayerNorm's 16.5 us (INVALID, exit 4).
+    The floor takes no rate below CPU_LEAST_FLOPS and CPU_LEAST_BANDWIDTH."""
+    starved = Peaks(tensor_flops=None, vector_flops=8.6e8, bandwidth=1.5e8, source="measured")
+    ln = Cost("float32", 0.0, 147456.0, fused_bytes=264192.0, unfused_bytes=329728.0)  # tokens 64, hidden 256
+    assert time_floor(ln, starved, "cpu") < 3e-6  # 264192 B at 1 GB/s, /100; before: 147456 / 8.6e8 / 10 = 17 us
+    impls = [make_impl("baseline", [1.65e-5] * 10), make_impl("skipped_work", [0.5e-6] * 10)]
+    peaks = {n: ImplPeaks(starved, starved) for n in ("baseline", "skipped_work")}
+    out = {r.name: r.status for r in score_impls(ln, impls, peaks, "baseline", "cpu")}
+    assert out == {"baseline": "ok", "skipped_work": "invalid"}
+    # an unstarved measurement keeps its own, stricter floor
+    fast = Peaks(tensor_flops=None, vector_flops=2e11, bandwidth=8e9, source="measured")
+    assert time_floor(ln, fast, "cpu") == max(147456.0 / 2e11 / 10, 264192.0 / 8e9 / 100)
+
+
+def test_a_starved_cpu_measurement_is_named():
+    from solbench.device.detect import starved_cpu_peaks
+
+    assert starved_cpu_peaks({"vector_fp32_flops": 2e11, "bandwidth": 8e9}) == ()
+    (warning,) = starved_cpu_peaks({"vector_fp32_flops": 2e11, "bandwidth": 1.5e8})
+    assert "0.15 GB/s" in warning and "other processes held the cores" in warning
