@@ -28,7 +28,7 @@ from solbench.report.compare_json import comparison_json, gate_json
 from solbench.report.junit import gate_junit
 from solbench.report.markdown import comparison_markdown, gate_markdown, undecided_note
 from solbench.results import store
-from solbench.results.model import RunResult
+from solbench.results.model import MAX_RUN_SD, RunResult
 
 _compare_threshold = click.option("--threshold", default="5%", show_default=True,
                                   help="Smallest change that counts: '5%', '0.05' or 'median:5%'.")
@@ -368,6 +368,9 @@ def spread(runs: tuple[str, ...], save: bool, results_dir: str, as_json: bool) -
         found = run_offsets(loaded)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
+    if found.sd >= MAX_RUN_SD:  # no gate takes it (--run-sd refuses it, a saved one breaks every later gate)
+        raise ConfigError(f"the runs differ by sd {found.sd:.2%}, at or above the {MAX_RUN_SD:.0%} a run's own offset "
+                          "may be: not runs of one tree on one machine? (nothing saved)")
     saved = None
     if save:
         import datetime as dt

@@ -368,3 +368,17 @@ def test_a_comparison_of_runs_in_rounds_says_it_priced_the_offsets():
     base, cur = _bound_runs(np.random.default_rng(24))
     assert "own offset (sd 1.00%)" in comparison_markdown(compare_runs(base, cur, run_sd=0.01))
     assert "own offset" not in comparison_markdown(compare_runs(base, cur))
+
+
+def test_spread_refuses_an_offset_no_gate_takes_and_saves_nothing(tmp_path):
+    """Runs that differ by more than a run's offset may (here one run 3x slower) give an sd that
+    ``--run-sd`` refuses and that, saved, made every later gate of that GPU model exit 2: refused, exit 2."""
+    runs = _tree_runs(np.random.default_rng(25), 0.01, runs=3)
+    slow = replace(runs[2], cases=tuple(replace(c, impls=tuple(
+        replace(r, timing=replace(r.timing, samples=tuple(3 * x for x in r.timing.samples))) for r in c.impls))
+        for c in runs[2].cases))
+    paths = [str(store.save(r, tmp_path / f"r{i}.json")) for i, r in enumerate([*runs[:2], slow])]
+    rdir = tmp_path / "results"
+    r = CliRunner().invoke(main, ["spread", *paths, "--save", "--results-dir", str(rdir)])
+    assert r.exit_code == 2 and "at or above the 50%" in r.output, r.output
+    assert store.load_spread(rdir, runs[0].spec.id) is None
