@@ -161,3 +161,16 @@ def test_a_saved_run_is_named_as_such_wherever_a_workload_file_goes_and_a_tune_s
     twice = (DATA / "tune_cpu.yaml").read_text().replace("space: {chunk: [16, 24, 64, 128]}", "space: {chunk: [16, 16]}")
     r = _invoke("tune", str(_tune_dir(tmp_path, twice)), "--device", "cpu")
     assert r.exit_code == 2 and "16 is given twice" in r.output and "t.yaml:" in r.output, r.output
+
+
+def test_an_output_that_is_a_device_or_pipe_is_refused_and_left_as_it_is(tmp_path):
+    """``report --csv /dev/null`` (or ``/dev/stdout``) renamed a file over the device node as root, and
+    printed nothing to stdout, with exit 0: refused first, exit 2, the pipe still a pipe."""
+    import stat
+
+    saved = _run_file(tmp_path / "a.json")
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+    r = _invoke("report", str(saved), "--csv", str(pipe))
+    assert r.exit_code == 2 and "not a regular file" in r.output, r.output
+    assert stat.S_ISFIFO(pipe.lstat().st_mode)
