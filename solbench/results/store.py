@@ -421,6 +421,8 @@ def find(name_or_path: str, results_dir: Path) -> Path:
     if path.is_dir():  # not "no such result file": it exists, and is not one
         raise ResultsFormatError(f"{name_or_path}: a folder, not a result file (give a run's JSON file, or a "
                                  "saved name; --results-dir names the folder runs are looked up in)")
+    if path.exists():  # not "no such result file" either: a pipe (cat run.json | ... /dev/stdin) or a device
+        raise ResultsFormatError(f"{name_or_path}: not a regular file (a pipe or device); give a run's JSON file")
     tail = f"_{slug(name_or_path)}.json"
     matches = sorted((p for p in _result_files(results_dir)
                       if p.name.endswith(tail) and "_" not in p.name[: -len(tail)]), key=lambda p: p.name)

@@ -265,6 +265,15 @@ def test_show_of_a_folder_says_it_is_a_folder(saved: Path) -> None:
     assert _one_line_exit_2(result).startswith(f"error: {saved}: a folder, not a result file")
 
 
+def test_show_of_a_pipe_says_it_is_a_pipe(tmp_path: Path) -> None:
+    import os
+
+    pipe = tmp_path / "pipe"  # as /dev/stdin is under `cat run.json | solbench show /dev/stdin`
+    os.mkfifo(pipe)
+    result = CliRunner().invoke(main, ["show", str(pipe)])  # was "no such result file or saved run in results"
+    assert _one_line_exit_2(result).startswith(f"error: {pipe}: not a regular file (a pipe or device)")
+
+
 def test_the_latest_run_says_which_newer_files_it_passed_over(saved: Path) -> None:
     import os
 
