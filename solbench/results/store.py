@@ -351,8 +351,8 @@ MIN_TIME, MAX_TIME = 1e-12, 1e6  # seconds: a recorded time outside these is a d
 def _check_numbers(run: RunResult, origin: str) -> None:
     """Refuse numbers that decode but that no statistic or report can use: a time (sample, median, CI
     bound) outside [MIN_TIME, MAX_TIME] or not finite, an "ok" implementation of a measured run (not a
-    dry run) without a timing, a peak that is not positive and finite, negative rounds, a recorded gate
-    threshold outside (0, 1]."""
+    dry run) without a timing or with a score that is not finite, a peak that is not positive and finite,
+    a T_SOL or cost that is negative or not finite, negative rounds, a recorded gate threshold outside (0, 1]."""
     def refuse(path: str, problem: str) -> NoReturn:
         raise ResultsFormatError(_one_line(f"{origin}: {path}: {problem}"))
 
@@ -367,10 +367,19 @@ def _check_numbers(run: RunResult, origin: str) -> None:
             peak = getattr(case.peaks, name)
             if peak is not None and not 0.0 < peak < math.inf:
                 refuse(f"cases[{c}].peaks.{name}", f"must be a positive finite number, got {peak!r}")
+        amounts = {f"cost.{name}": getattr(case.cost, name) for name in ("tensor_flops", "vector_flops", "fused_bytes",
+                   "unfused_bytes", "collective_bytes", "bus_bytes", "conv_flops")}
+        for name, value in {"t_sol": case.t_sol, **amounts}.items():
+            if not 0.0 <= value < math.inf:  # shown as "nan" or "inf" in every table otherwise
+                refuse(f"cases[{c}].{name}", f"must be a finite number, at least 0, got {value!r}")
         for i, impl in enumerate(case.impls):
             where, t = f"cases[{c}].impls[{i}].timing", impl.timing
             if impl.status != "ok":  # kept as measured (an INVALID one may be 0); no statistic reads it
                 continue
+            for f in dataclasses.fields(impl.score) if impl.score is not None else ():
+                value = getattr(impl.score, f.name)
+                if isinstance(value, float) and not math.isfinite(value):  # printed as "nanx", "inf !"
+                    refuse(f"cases[{c}].impls[{i}].score.{f.name}", f"must be a finite number, got {value!r}")
             if t is None:
                 if measured:
                     refuse(where, f"is null, but implementation {impl.name!r} is ok in a measured run")

@@ -107,6 +107,12 @@ BAD_RUNS = [
     (lambda d: d["cases"][0]["peaks"].update(vector_flops=-1.0), r"cases\[0\]\.peaks\.vector_flops: "),
     (lambda d: d["cases"][0]["peaks"].update(link_bandwidth="NaN"), r"cases\[0\]\.peaks\.link_bandwidth: "),
     (lambda d: d["protocol"].update(rounds=-1), r"protocol\.rounds: must be at least 0, got -1"),
+    (lambda d: d["cases"][0].update(t_sol="NaN"), r"cases\[0\]\.t_sol: must be a finite number, at least 0, got nan"),
+    (lambda d: d["cases"][1]["cost"].update(fused_bytes=-1.0), r"cases\[1\]\.cost\.fused_bytes: must be a finite"),
+    (lambda d: d["cases"][0]["cost"].update(tensor_flops="Infinity"), r"cases\[0\]\.cost\.tensor_flops: "),
+    (lambda d: d["cases"][0]["impls"][1]["score"].update(sol="Infinity"),
+     r"cases\[0\]\.impls\[1\]\.score\.sol: must be a finite number, got inf"),
+    (lambda d: d["cases"][0]["impls"][1]["score"].update(speedup="NaN"), r"cases\[0\]\.impls\[1\]\.score\.speedup: "),
     (lambda d: d["gate_thresholds"].update(demo=5.0), r"gate_thresholds\.demo: .*at most 1 \(100%\), got 5\.0"),
 ]
 
