@@ -118,6 +118,9 @@ def writable_output(path: str | None, what: str, *, runs_only: bool = False) -> 
     target = Path(path)
     if target.is_dir():
         raise ConfigError(f"{path}: a folder, not a file (for {what})")
+    if store.a_stream(target):  # /dev/stdout: the atomic write would rename a file over the link (store.a_stream)
+        raise ConfigError(f"{path}: a standard stream or open file descriptor, not a file; {what} is written as a "
+                          "file: name one")
     if target.exists() and not target.is_file():  # the atomic write would rename a file over the device or pipe
         raise ConfigError(f"{path}: not a regular file (a device or pipe); {what} is written as a file: name one")
     if target.exists() and not os.access(target, os.W_OK):

@@ -109,6 +109,20 @@ def save_new(run: RunResult, results_dir: Path, name: str | None = None, *,
     raise ResultsWriteError(f"{results_dir}: no free result file name after 16 tries")
 
 
+def a_stream(path: Path) -> bool:
+    """Whether ``path`` leads, through its symbolic links, into ``/proc`` or ``/dev/fd``: a standard
+    stream (``/dev/stdout``) or another open file descriptor. With stdout sent to a file it reads as
+    a regular file, and an atomic save would rename a file over the link itself (``/dev/stdout``)."""
+    hop = Path(path).absolute()
+    for _ in range(40):  # the kernel's own limit on links followed
+        if hop.parts[1:2] == ("proc",) or hop.parts[1:3] == ("dev", "fd"):
+            return True
+        if not hop.is_symlink():
+            return False
+        hop = (hop.parent / os.readlink(hop)).absolute()
+    return False
+
+
 def check_writable(path: Path, *, is_file: bool = False, force: bool = False) -> None:
     """ResultsWriteError unless results can be written at ``path``: a folder (created if missing),
     or with ``is_file`` a file (which must not exist unless ``force``). Call before measuring."""
@@ -118,6 +132,11 @@ def check_writable(path: Path, *, is_file: bool = False, force: bool = False) ->
         raise ResultsWriteError(f"{path}: is a directory, not a result file")
     if is_file and path.is_symlink() and not path.exists():  # the save would fail after measuring
         raise ResultsWriteError(f"{path}: a symbolic link to nothing ({os.readlink(path)}); give a real path")
+    if is_file and a_stream(path):
+        raise ResultsWriteError(f"{path}: a standard stream or open file descriptor, not a file; a run is saved as "
+                                "a file: name one (--json prints it)")
+    if is_file and path.exists() and not path.is_file():  # the atomic save would rename a file over it
+        raise ResultsWriteError(f"{path}: not a regular file (a device or pipe); a run is saved as a file: name one")
     if is_file and path.exists() and not force:
         raise ResultsWriteError(f"{path}: exists; not overwriting it (pass --force to replace it)")
     try:
@@ -143,6 +162,8 @@ def _write_atomic(path: Path, text: str | bytes, *, replace: bool = True) -> Pat
     With ``replace`` false the file must not exist yet: it is claimed with a hard link (atomic,
     fails if the name is taken) or, where links are not supported, an exclusive create.
     """
+    if a_stream(path):  # never rename a file over /dev/stdout (see a_stream)
+        raise ResultsWriteError(f"cannot write {path}: a standard stream or open file descriptor, not a file")
     tmp: str | None = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -174,3 +174,16 @@ def test_an_output_that_is_a_device_or_pipe_is_refused_and_left_as_it_is(tmp_pat
     r = _invoke("report", str(saved), "--csv", str(pipe))
     assert r.exit_code == 2 and "not a regular file" in r.output, r.output
     assert stat.S_ISFIFO(pipe.lstat().st_mode)
+
+
+def test_a_standard_stream_is_refused_as_an_output(tmp_path):
+    """`gate --junit /dev/stdout` with stdout sent to a file: the atomic write would rename the XML over
+    the link /dev/stdout itself. Refused before anything is read (exit 2); the link stays."""
+    out = tmp_path / "stdout.txt"
+    out.write_text("kept")
+    link = tmp_path / "stdout"
+    link.symlink_to(f"/proc/self/fd/{os.open(out, os.O_WRONLY)}")
+    r = CliRunner().invoke(main, ["gate", "--baseline", "a", "--current", "b", "--junit", str(link)])
+    assert r.exit_code == 2, r.output
+    assert "a standard stream or open file descriptor, not a file; JUnit XML is written as a file" in r.output
+    assert link.is_symlink() and out.read_text() == "kept"

@@ -1,4 +1,6 @@
 import json
+import os
+import stat
 
 import pytest
 
@@ -238,6 +240,16 @@ def test_check_writable(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["file", "new"]  # no probe files left
 
 
+def test_a_pipe_or_device_is_no_place_for_a_run(tmp_path):
+    """`run -o /dev/stdout --force` as root: the atomic save renamed a file over the device's link.
+    Refused before measuring, even with --force, and the pipe is left as it was."""
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    with pytest.raises(ResultsWriteError, match="pipe: not a regular file"):
+        store.check_writable(fifo, is_file=True, force=True)
+    assert stat.S_ISFIFO(fifo.stat().st_mode)
+
+
 def test_write_failures_are_one_line_errors(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("")
@@ -321,3 +333,21 @@ def test_a_gzip_bomb_or_a_cut_gzip_file_is_one_clear_error(tmp_path, monkeypatch
     cut.write_bytes(gzip.compress(b'{"schema_version": 1}' * 20)[:30])
     with pytest.raises(ResultsFormatError, match=r"cut short|does not inflate"):
         store.load(cut)
+
+
+def test_a_standard_stream_is_no_place_for_a_run(tmp_path):
+    """`run -o /dev/stdout --force` with stdout sent to a file: /dev/stdout read as a regular file and
+    the atomic save renamed the run over the link /dev/stdout itself (as root). A path whose links lead
+    into /proc or /dev/fd is refused before measuring and at the save; the link is left as it was."""
+    out = tmp_path / "stdout.txt"
+    out.write_text("kept")
+    link = tmp_path / "stdout"
+    link.symlink_to(f"/proc/self/fd/{os.open(out, os.O_WRONLY)}")  # as /dev/stdout -> /proc/self/fd/1
+    assert link.is_file()  # what made it look like a file one may replace
+    with pytest.raises(ResultsWriteError, match="stdout: a standard stream or open file descriptor, not a file"):
+        store.check_writable(link, is_file=True, force=True)
+    with pytest.raises(ResultsWriteError, match="a standard stream or open file descriptor"):
+        store.save(sample_run(), link, force=True)
+    assert link.is_symlink() and out.read_text() == "kept"
+    assert not store.a_stream(out)
+
