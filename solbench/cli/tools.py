@@ -61,6 +61,23 @@ def _calibration(path: str | None, runs: Sequence[RunResult], rdir: Path) -> Cal
     return cal
 
 
+def _report_warnings(names: Sequence[str], runs: Sequence[RunResult], *, to_csv: bool) -> None:
+    """ConfigError for one run given twice (every row would appear twice); a warning on stderr for a
+    run that is incomplete or a dry run, which the CSV does not say (the table and HTML do)."""
+    seen: dict[tuple[str, str], str] = {}
+    for name, run in zip(names, runs, strict=True):
+        key = (run.created, repr(run.environment))
+        if key in seen:
+            raise ConfigError(f"{name}: the same run as {seen[key]} (given before it); give each run once")
+        seen[key] = name
+        if not run.complete:
+            click.echo(f"warning: {name}: an incomplete run (interrupted, or killed before its last save): the "
+                       "report holds only the cases it measured", err=True)
+        if to_csv and run.protocol.timer == "none":
+            click.echo(f"warning: {name}: a dry run, nothing measured: the CSV has no rows for it (`solbench show` "
+                       "prints its T_SOL, FLOPs and bytes)", err=True)
+
+
 @click.command()
 @click.argument("runs", nargs=-1, metavar="[RUN]...")
 @click.option("--html", "html_file", type=click.Path(dir_okay=False), help="Self-contained HTML report here.")
@@ -117,6 +134,7 @@ def report(runs: Sequence[str], html_file: str | None, csv_file: str | None, png
         _need_matplotlib("--html" if html_file else "--png")
     loaded = [read_run(n, rdir) for n in runs] if runs else [read_run(None, rdir)]
     check_fast_ps(fast_ps, loaded)
+    _report_warnings(list(runs) or ["the latest run"], loaded, to_csv=bool(csv_file or not (html_file or png_file)))
     gated = compared = None
     if gate_against:  # the verdicts `solbench gate --baseline BASE --current RUN` gives, the same way
         from solbench.cli.compare import saved_gate

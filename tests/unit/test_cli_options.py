@@ -293,3 +293,25 @@ def test_the_latest_run_says_which_newer_files_it_passed_over(saved: Path) -> No
 def test_list_of_a_folder_with_no_workload_file_is_an_error(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["list", str(tmp_path)])
     assert f"{tmp_path}: a folder with no workload file (.yaml)" in _one_line_exit_2(result)
+
+
+def test_report_refuses_a_run_given_twice_and_names_incomplete_and_dry_runs(tmp_path):
+    """report a.json a.json wrote every row twice; the CSV of an incomplete run, or of a dry run
+    (no rows), said nothing of it, though the table and the HTML do."""
+    from dataclasses import replace
+
+    from solbench.results import store
+    from tests.unit.factories import make_run
+
+    run = make_run({"c": {"baseline": [1e-3] * 10}})
+    store.save(run, tmp_path / "a.json")
+    store.save(replace(run, complete=False, created="2026-01-01T00:00:00"), tmp_path / "inc.json")
+    store.save(replace(run, created="2026-01-02T00:00:00", protocol=replace(run.protocol, timer="none")),
+               tmp_path / "dry.json")
+    a = str(tmp_path / "a.json")
+    r = CliRunner().invoke(main, ["report", a, a])
+    assert r.exit_code == 2 and f"{a}: the same run as {a} (given before it); give each run once" in r.output, r.output
+    r = CliRunner().invoke(main, ["report", str(tmp_path / "inc.json"), str(tmp_path / "dry.json")])
+    assert r.exit_code == 0, r.output
+    assert "inc.json: an incomplete run (interrupted, or killed before its last save)" in r.output
+    assert "dry.json: a dry run, nothing measured: the CSV has no rows for it" in r.output
