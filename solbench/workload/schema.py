@@ -349,8 +349,8 @@ class Profile(_Model):
     """Overrides used on one kind of device (e.g. smaller sizes on the CPU)."""
 
     parameters: dict[str, _Values] | None = None
-    cases: list[dict[str, Param]] | None = None
-    dtypes: list[DType] | None = None
+    cases: list[dict[str, Param]] | None = Field(None, min_length=1)
+    dtypes: list[DType] | None = Field(None, min_length=1)
 
 
 class WorkloadSpec(_Model):
@@ -362,7 +362,7 @@ class WorkloadSpec(_Model):
         default_factory=dict, description="Swept as a cartesian product."
     )
     cases: list[dict[str, Param]] | None = Field(
-        None, description="Explicit parameter sets, used instead of the product when given."
+        None, min_length=1, description="Explicit parameter sets, used instead of the product when given."
     )
     constants: dict[str, Param] = Field(
         default_factory=dict, description="Fixed parameters, visible to every expression."

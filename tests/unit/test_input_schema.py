@@ -65,6 +65,12 @@ def test_causal_true_is_read_as_one_and_halves_the_flops(tmp_path):
     ("[8, 16]", "[8, .inf]", "workloads.0.parameters.n.1: inf is not a finite number"),
     ("[8, 16]", "[]", "workloads.0.parameters.n: List should have at least 1 item"),
     ("x: {shape: [n, 4]}", "x: {shape: [n, 4], std: .nan}", "workloads.0.inputs.x.std: nan is not a finite number"),
+    # an empty list of cases or dtypes would run nothing, and exit 0
+    ("parameters: {n: [8, 16]}", "cases: []", "w.yaml:3: workloads.0.cases: List should have at least 1 item"),
+    ("    dtypes:", "    profiles: {cpu: {cases: []}}\n    dtypes:",
+     "w.yaml:4: workloads.0.profiles.cpu.cases: List should have at least 1 item"),
+    ("    dtypes:", "    profiles: {cpu: {dtypes: []}}\n    dtypes:",
+     "w.yaml:4: workloads.0.profiles.cpu.dtypes: List should have at least 1 item"),
 ])
 def test_unknown_keys_and_values_at_every_level(tmp_path, old, new, expected):
     assert old in GOOD
