@@ -79,20 +79,31 @@ def workload_json_schema() -> dict[str, Any]:
 
 
 def _check_names(doc: YamlDocument, index: int, spec: WorkloadSpec) -> None:
-    """Every expression may only name parameters, constants or ``dtype``."""
+    """Every expression may only name parameters, constants or ``dtype``, and only where they are numbers."""
     known = set(spec.parameters) | set(spec.constants) | set(spec.derived) | {"dtype"}
+    values: list[tuple[str, Any]] = [(k, v) for k, vs in spec.parameters.items() for v in vs]
+    values += [*spec.constants.items(), *(("dtype", d) for d in spec.dtypes)]
     for case in spec.cases or []:
         known |= set(case)
+        values += case.items()
     for profile in spec.profiles.values():
         known |= set(profile.parameters or {}) | {k for c in profile.cases or [] for k in c}
+        values += [(k, v) for k, vs in (profile.parameters or {}).items() for v in vs]
+        values += [item for c in profile.cases or [] for item in c.items()]
+    text = dict(reversed([(k, v) for k, v in values if isinstance(v, str)]))  # a name -> its first text value
     for loc, expr in _expressions(spec):
         try:
-            unknown = sorted(expr_names(expr) - known)
+            used = expr_names(expr)
         except ExprError as exc:
             raise doc.error(["workloads", index, *loc], str(exc)) from None
+        unknown = sorted(used - known)
         if unknown:
             raise doc.error(["workloads", index, *loc],
                             f"unknown parameter {unknown[0]!r} (known: {', '.join(sorted(known))})")
+        words = sorted(used & set(text))
+        if words:
+            raise doc.error(["workloads", index, *loc], f"{words[0]!r} is {text[words[0]]!r} in some case, "
+                            "not a number (an expression computes with numbers only)")
 
 
 def _expressions(spec: WorkloadSpec) -> list[tuple[list[str | int], Any]]:

@@ -71,6 +71,9 @@ def test_causal_true_is_read_as_one_and_halves_the_flops(tmp_path):
      "w.yaml:4: workloads.0.profiles.cpu.cases: List should have at least 1 item"),
     ("    dtypes:", "    profiles: {cpu: {dtypes: []}}\n    dtypes:",
      "w.yaml:4: workloads.0.profiles.cpu.dtypes: List should have at least 1 item"),
+    # a parameter whose value is text is known, but no expression can compute with it
+    ("[8, 16]", "[8, sixteen]", "w.yaml:6: workloads.0.inputs.x.shape.0: 'n' is 'sixteen' in some case, not a number"),
+    ("x: {shape: [n, 4]}", "x: {shape: [n, 4], std: dtype}", "w.yaml:6: workloads.0.inputs.x.std: 'dtype' is 'float32'"),
 ])
 def test_unknown_keys_and_values_at_every_level(tmp_path, old, new, expected):
     assert old in GOOD
