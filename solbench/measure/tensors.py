@@ -79,7 +79,12 @@ def as_outputs(value: Any, names: Sequence[str], *, strict: bool = True) -> tupl
     if isinstance(value, torch.Tensor):
         value = (value,)
     elif type(value) is dict or (not strict and isinstance(value, Mapping)):
-        value = tuple(value[n] for n in names if n in value)
+        missing = [n for n in names if n not in value]
+        if missing:
+            keys = ", ".join(repr(k) for k in list(value)[:8]) or "none"
+            raise TypeError(f"expected {len(names)} tensor output(s) ({', '.join(names)}), got a dict without "
+                            f"{', '.join(missing)} (its keys: {keys})")
+        value = tuple(value[n] for n in names)
     elif strict and not _eager_sequence(value):
         raise TypeError(f"expected {len(names)} tensor output(s) ({', '.join(names)}) as a tensor, tuple, list "
                         f"or dict, got {type(value).__module__}.{type(value).__qualname__} (outputs must exist "

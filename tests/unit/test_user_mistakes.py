@@ -1,5 +1,6 @@
 """A workload author's mistakes are named as theirs: a reference that returns another shape than the
-outputs declare, a setup that returns no dict, a function written for other input names."""
+outputs declare, a setup that returns no dict, a function written for other input names, outputs
+returned in a dict under other names."""
 
 from pathlib import Path
 
@@ -24,6 +25,12 @@ def add_xy(x, y):
 
 def tuple_setup(a, b):
     return (a, b)
+
+def keyed_ref(a, b):
+    return {"result": a + b}
+
+def keyed(a, b):
+    return {"sum": a + b}
 '''
 
 
@@ -40,7 +47,9 @@ def test_each_mistake_is_named_with_what_to_fix(tmp_path: Path) -> None:
     path.write_text(yaml.safe_dump({"workloads": [
         _workload("badref", "ref", {"baseline": "mistakes.py:add"}),
         _workload("badimpl", "good_ref", {"baseline": "mistakes.py:add", "xy": "mistakes.py:add_xy",
-                                          "tupled": {"fn": "mistakes.py:add", "setup": "mistakes.py:tuple_setup"}}),
+                                          "tupled": {"fn": "mistakes.py:add", "setup": "mistakes.py:tuple_setup"},
+                                          "keyed": "mistakes.py:keyed"}),
+        _workload("badkeys", "keyed_ref", {"baseline": "mistakes.py:add"}),
     ]}))
     out = tmp_path / "run.json"
     result = CliRunner().invoke(main, ["run", str(path), "--device", "cpu", "--in-process", "-o", str(out),
@@ -55,3 +64,7 @@ def test_each_mistake_is_named_with_what_to_fix(tmp_path: Path) -> None:
     assert xy.status == "error" and "mistakes.py:add_xy takes (x, y) but is called with a, b" in xy.message
     tupled = by[("badimpl", "tupled")]
     assert tupled.status == "error" and "returned tuple, not a dict" in tupled.message
+    keyed = by[("badimpl", "keyed")]
+    assert keyed.status == "incorrect" and "got a dict without out (its keys: 'sum')" in keyed.message
+    keyed_ref = by[("badkeys", "baseline")]
+    assert keyed_ref.status == "error" and "got a dict without out (its keys: 'result')" in keyed_ref.message
