@@ -501,8 +501,17 @@ def _refused(loc: Sequence[str | int], message: str) -> PydanticCustomError:
 
 
 def _check_parameters(spec: WorkloadSpec) -> None:
-    """Each name is one of parameter, constant or derived; no value, dtype or case twice; a case, a
-    profile or a ``where`` names only the workload's own parameters."""
+    """Each name is one of parameter, constant or derived, and not one solbench gives every case (``dtype``,
+    and ``world_size`` where there are ranks); no value, dtype or case twice; a case, a profile or a ``where``
+    names only the workload's own parameters."""
+    reserved = {"dtype", "world_size"} if spec.world_size > 1 else {"dtype"}
+    named = [*(["parameters", n] for n in spec.parameters), *(["constants", n] for n in spec.constants),
+             *(["derived", n] for n in spec.derived),
+             *(["cases", j, n] for j, case in enumerate(spec.cases or []) for n in case)]
+    loc = next((loc for loc in named if loc[-1] in reserved), None)
+    if loc is not None:
+        name = loc[-1]
+        raise _refused(loc, f"{name!r} names the case's own {name} in every expression; give this one another name")
     for name in spec.constants:
         if name in spec.parameters:
             raise _refused(["constants", name], f"{name!r} is also a parameter; give it in one place")

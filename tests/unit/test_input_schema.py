@@ -74,6 +74,9 @@ def test_causal_true_is_read_as_one_and_halves_the_flops(tmp_path):
     # a parameter whose value is text is known, but no expression can compute with it
     ("[8, 16]", "[8, sixteen]", "w.yaml:6: workloads.0.inputs.x.shape.0: 'n' is 'sixteen' in some case, not a number"),
     ("x: {shape: [n, 4]}", "x: {shape: [n, 4], std: dtype}", "w.yaml:6: workloads.0.inputs.x.std: 'dtype' is 'float32'"),
+    # a parameter named dtype was passed to the functions while every expression saw the case's dtype
+    ("{n: [8, 16]}", "{n: [8, 16], dtype: [2]}", "w.yaml:3: workloads.0.parameters.dtype: 'dtype' names the case's own"),
+    ("parameters: {n: [8, 16]}", "cases: [{n: 8, dtype: 2}]", "w.yaml:3: workloads.0.cases.0.dtype: 'dtype' names"),
 ])
 def test_unknown_keys_and_values_at_every_level(tmp_path, old, new, expected):
     assert old in GOOD
