@@ -87,6 +87,9 @@ DTYPE_BYTES = {
 }
 
 
+NAME = r"^[A-Za-z0-9_.\-]+$"  # a workload's or an implementation's name: shown in tables, given to -w and -i
+
+
 class _Model(BaseModel):
     """Base of every workload model: frozen, and an unknown key is an error naming the close match."""
 
@@ -356,7 +359,7 @@ class Profile(_Model):
 class WorkloadSpec(_Model):
     """One workload: its parameter sweep, tensors, ops, reference and implementations."""
 
-    name: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.\-]+$")]
+    name: Annotated[str, Field(pattern=NAME)]
     description: str = ""
     parameters: dict[str, _Values] = Field(
         default_factory=dict, description="Swept as a cartesian product."
@@ -396,7 +399,7 @@ class WorkloadSpec(_Model):
         "tensor rate (as SOLAR prices fp32 problems), or torch (as torch runs fp32 by default on CUDA: "
         "convolutions on TF32 tensor cores, matmuls on CUDA cores; traced costs count the two apart).")
     source: Source | None = Field(None, description="Provenance of an imported workload.")
-    implementations: dict[str, Implementation] = Field(min_length=1)
+    implementations: dict[Annotated[str, Field(pattern=NAME)], Implementation] = Field(min_length=1)
     baseline: str = Field("baseline", description="Implementation speedups are measured against.")
     tolerances: dict[DType, Tolerance] = Field(default_factory=dict)
     case_tolerances: list[CaseTolerance] = Field(
