@@ -129,8 +129,11 @@ def _find_file(target: str, base_dir: Path | None) -> Path:
     candidates.append(Path(FALLBACK_DIR, target) if FALLBACK_DIR is not None else Path(target))
     try:
         found = next((p for p in candidates if p.is_file()), None)
+        folder = next((p for p in candidates if p.is_dir()), None)
     except (OSError, ValueError) as exc:  # a name too long, a NUL byte
         raise ResolveError(f"no such file {target!r}: {exc}") from None
+    if found is None and folder is not None:
+        raise ResolveError(f"{folder} is a directory, not a Python file")
     if found is None:
         where = f" (looked in {base_dir} and the current directory)" if base_dir is not None else ""
         raise ResolveError(f"no such file {target!r}{where}")

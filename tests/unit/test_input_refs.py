@@ -76,6 +76,13 @@ def test_file_reference_errors(user_file, ref, expected):
     assert not marker.exists()
 
 
+def test_a_folder_named_like_a_file_is_called_a_folder(user_file):
+    path, _ = user_file
+    (path.parent / "pkg.py").mkdir()
+    with pytest.raises(ResolveError, match=r"kernels/pkg.py is a directory, not a Python file"):
+        check_reference("kernels/pkg.py:kernel", path.parent.parent)
+
+
 def test_a_syntax_error_names_the_line(tmp_path):
     (tmp_path / "bad.py").write_text("def f(:\n")
     with pytest.raises(ResolveError, match=r"bad.py:1: syntax error"):
