@@ -533,11 +533,29 @@ def _check_parameters(spec: WorkloadSpec) -> None:
         _check_sweep(["profiles", kind], profile.parameters or {}, profile.cases or [], profile.dtypes or [], known,
                      spec.derived)
     names = known | set(spec.derived) | {"dtype"}
+    taken = _values_taken(spec)
     for j, tol in enumerate(spec.case_tolerances):
-        for name in tol.where:
+        for name, value in tol.where.items():
             if name not in names:
                 raise _refused(["case_tolerances", j, "where", name],
                                f"unknown name {name!r} (known: {', '.join(sorted(names))})")
+            if name in taken and value not in taken[name]:  # a derived value is computed: not checked here
+                shown = ", ".join(repr(v) for v in taken[name])
+                raise _refused(["case_tolerances", j, "where", name],
+                               f"{value!r} matches no case: {name} takes {shown} (in the workload and its profiles)")
+
+
+def _values_taken(spec: WorkloadSpec) -> dict[str, list[Any]]:
+    """Every value each parameter, constant and ``dtype`` takes in some case, the profiles' included."""
+    profiles = spec.profiles.values()
+    taken: dict[str, list[Any]] = {"dtype": [*spec.dtypes, *(d for p in profiles for d in p.dtypes or [])]}
+    sweeps = [spec.parameters, *(p.parameters or {} for p in profiles)]
+    cases = [*(spec.cases or []), *(c for p in profiles for c in p.cases or [])]
+    for name, value in [*((n, v) for sweep in sweeps for n, vs in sweep.items() for v in vs),
+                        *spec.constants.items(), *(item for case in cases for item in case.items())]:
+        if value not in taken.setdefault(name, []):
+            taken[name].append(value)
+    return taken
 
 
 def _check_sweep(at: list[str | int], parameters: Mapping[str, Sequence[Any]], cases: Sequence[Mapping[str, Any]],

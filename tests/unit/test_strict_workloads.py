@@ -87,6 +87,18 @@ def test_unknown_parameter_names_are_refused(tmp_path, old, new, expected):
     assert expected in error_of(write(tmp_path, edit(old, new)))
 
 
+@pytest.mark.parametrize("where, expected", [
+    ('{n: "8"}', "where.n: '8' matches no case: n takes 8, 16 (in the workload and its profiles)"),
+    ("{n: 12}", "where.n: 12 matches no case: n takes 8, 16"),
+    ("{dtype: float16}", "where.dtype: 'float16' matches no case: dtype takes 'float32'"),
+])
+def test_a_where_that_matches_no_case_is_refused(tmp_path, where, expected):
+    """A case tolerance whose value no case takes (a number quoted as text, a typo) silently
+    applied to nothing: the case kept the workload's tolerance."""
+    text = edit(DTYPES, DTYPES + f"    case_tolerances: [{{where: {where}, rtol: 0.1, atol: 0.1}}]\n")
+    assert f"w.yaml:5: workloads.0.case_tolerances.0.{expected}" in error_of(write(tmp_path, text))
+
+
 def test_what_a_profile_and_a_where_may_name(tmp_path):
     text = edit(DTYPES, DTYPES + "    constants: {c: 3}\n    derived: {twice: n * 2}\n"
                 "    profiles: {cpu: {parameters: {n: [2, 4], c: [1]}}}\n"
