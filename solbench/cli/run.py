@@ -166,6 +166,8 @@ def run(files: Sequence[str], solutions: Sequence[str], gpu: str | None, dry_run
     if threads > (os.cpu_count() or 1):
         raise click.UsageError(f"--threads {threads}: this machine has {os.cpu_count()} CPUs; more threads than "
                                "CPUs measure contention, not the implementation")
+    if in_process and not dry_run:  # before --compile-cache's folder is made
+        _nothing_to_isolate(click.get_current_context())
     writable_output(junit, "JUnit XML")
     if compile_cache:
         _writable_folder(compile_cache, "--compile-cache")
@@ -241,15 +243,32 @@ _MEASURING = ("timer", "flush", "launch", "budget", "target", "min_samples", "ma
               "gate_against", "threshold", "rerun", "junit", "run_sd")
 
 
+# Options of the worker processes: --in-process starts none (no timeout; torch's own compile cache), so
+# one given with --in-process would be silently ignored; it is refused instead.
+_ISOLATED = ("timeout_s", "compile_jobs", "compile_cache")
+
+
+def _given(ctx: click.Context, names: Sequence[str]) -> str:
+    """The options among ``names`` given on the command line, as the user spells them ("" if none)."""
+    given = [p for p in ctx.command.params
+             if p.name in names and ctx.get_parameter_source(p.name) is not ParameterSource.DEFAULT]
+    return ", ".join(p.opts[-1] if len(p.opts) > 1 and p.opts[-1].startswith("--") else p.opts[0] for p in given)
+
+
 def _nothing_to_time(ctx: click.Context) -> None:
     """ConfigError (exit 2) naming the measuring options given with --dry-run (its counts depend on none of them)."""
-    given = [p for p in ctx.command.params
-             if p.name in _MEASURING and ctx.get_parameter_source(p.name) is not ParameterSource.DEFAULT]
-    if given:
-        names = ", ".join(p.opts[-1] if len(p.opts) > 1 and p.opts[-1].startswith("--") else p.opts[0]
-                          for p in given)
+    names = _given(ctx, _MEASURING)
+    if names:
         raise ConfigError(f"{names}: a dry run measures nothing; these options shape a measurement "
                                "(drop them, or drop --dry-run)")
+
+
+def _nothing_to_isolate(ctx: click.Context) -> None:
+    """ConfigError (exit 2) naming the worker options given with --in-process (it starts no worker)."""
+    names = _given(ctx, _ISOLATED)
+    if names:
+        raise ConfigError(f"{names}: --in-process measures in this process, with no timeout and torch's own "
+                          "compile cache; these options shape worker processes (drop them, or drop --in-process)")
 
 
 def _writable_folder(path: str, option: str) -> None:

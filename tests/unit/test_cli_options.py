@@ -315,3 +315,18 @@ def test_report_refuses_a_run_given_twice_and_names_incomplete_and_dry_runs(tmp_
     assert r.exit_code == 0, r.output
     assert "inc.json: an incomplete run (interrupted, or killed before its last save)" in r.output
     assert "dry.json: a dry run, nothing measured: the CSV has no rows for it" in r.output
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["--timeout", "5"], "--timeout:"),
+    (["--compile-jobs", "2"], "--compile-jobs:"),
+    (["--compile-cache", "cache"], "--compile-cache:"),
+])
+def test_in_process_refuses_the_options_of_worker_processes(args: list[str], says: str, tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(main, ["run", str(Path(__file__).parents[2] / DOUBLE), "--device", "cpu",
+                                       "--in-process", *args, "--results-dir", str(tmp_path), *FAST])
+    line = _one_line_exit_2(result)
+    assert says in line and "--in-process" in line
+    assert not list(tmp_path.rglob("*.json")) and not (tmp_path / "cache").exists()
