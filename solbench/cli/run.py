@@ -153,6 +153,9 @@ def run(files: Sequence[str], solutions: Sequence[str], gpu: str | None, dry_run
         raise click.UsageError("--device picks one device; --devices and --executor ray pick several")
     if address and executor != "ray":
         raise click.UsageError("--address names a Ray cluster; add --executor ray")
+    if schedule_from and not (devices or executor != "local"):
+        raise ConfigError("--schedule-from orders the cases shared out over several devices; add --devices or "
+                          "--executor ray")
     if junit and not gate_against:
         raise ConfigError("--junit writes the gate's verdicts; add --gate-against RUN (or use solbench gate --junit)")
     if run_sd is not None and not gate_against:

@@ -330,3 +330,12 @@ def test_in_process_refuses_the_options_of_worker_processes(args: list[str], say
     line = _one_line_exit_2(result)
     assert says in line and "--in-process" in line
     assert not list(tmp_path.rglob("*.json")) and not (tmp_path / "cache").exists()
+
+
+def test_schedule_from_without_several_devices_is_refused(tmp_path: Path) -> None:
+    times = tmp_path / "times.json"
+    times.write_text("{}")
+    result = CliRunner().invoke(main, ["run", DOUBLE, "--device", "cpu", "--schedule-from", str(times),
+                                       "--results-dir", str(tmp_path), *FAST])
+    assert "--schedule-from" in _one_line_exit_2(result) and "--devices" in result.output
+    assert not (tmp_path / "cpu").exists()
