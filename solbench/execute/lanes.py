@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from solbench.errors import ConfigError, DeviceError
+from solbench.plan.options import refuse_round_options
 from solbench.results.model import RunResult
 
 Progress = Callable[[str, dict[str, Any]], None]
@@ -51,6 +52,7 @@ def run_sharded(files: Sequence[str | Path], options: Any, *, progress: Progress
         raise ConfigError("--in-process measures in this one process: it cannot use several devices")
     if options.max_rounds:
         raise ConfigError("--max-rounds adds rounds on one device; with --devices or --executor ray give --repeat N")
+    refuse_round_options(options)
     if options.executor == "ray":
         from solbench.execute import ray_cluster as ray_exec
 

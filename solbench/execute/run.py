@@ -17,7 +17,7 @@ from typing import Any
 from solbench.errors import RunInterrupted
 from solbench.execute import warm
 from solbench.plan.device import detect, with_end_clocks
-from solbench.plan.options import Progress, RunOptions, added_rounds_for, rounds_for
+from solbench.plan.options import Progress, RunOptions, added_rounds_for, refuse_round_options, rounds_for
 from solbench.plan.prepare import prepare, tuned_variant
 from solbench.results.model import RunResult
 
@@ -45,6 +45,8 @@ def run(files: Sequence[str | Path], options: RunOptions = RunOptions(), *,  # n
     info, floor = detect(device, options)
     detected = time.perf_counter()
     max_rounds, rounds_target = added_rounds_for(options, info.kind)
+    if not max_rounds:
+        refuse_round_options(options)
     options = replace(options, repeat=rounds_for(options, info.kind), max_rounds=max_rounds,
                       rounds_target_rel_ci=rounds_target)
     prep = prepare(files, options, info, floor)

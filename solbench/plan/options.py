@@ -113,6 +113,17 @@ def rounds_for(options: RunOptions, device_kind: str) -> int:
     return DEFAULT_GPU_ROUNDS if device_kind == "cuda" else DEFAULT_CPU_ROUNDS
 
 
+def refuse_round_options(options: RunOptions) -> None:
+    """ConfigError (exit 2) for ``--rounds-target`` or ``--rounds-spread own`` where no round is added
+    (``--max-rounds 0``, ``--repeat`` without ``--max-rounds``, the CPU, several devices): they would do nothing."""
+    given = [name for name, on in (("--rounds-target", options.rounds_target_rel_ci > 0),
+                                   ("--rounds-spread own", options.rounds_spread != "case")) if on]
+    if given:
+        raise ConfigError(f"{', '.join(given)}: this run adds no rounds (--max-rounds 0, --repeat without "
+                          "--max-rounds, the CPU or several devices); these options steer added rounds "
+                          "(give --max-rounds N, or drop them)")
+
+
 def added_rounds_for(options: RunOptions, device_kind: str) -> tuple[int, float]:
     """(max rounds in all, the ± width they aim at over rounds): ``options.max_rounds`` when given
     (its target: ``--rounds-target``, else ``--target``); by default, on a GPU when no ``--repeat``

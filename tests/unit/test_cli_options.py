@@ -339,3 +339,14 @@ def test_schedule_from_without_several_devices_is_refused(tmp_path: Path) -> Non
                                        "--results-dir", str(tmp_path), *FAST])
     assert "--schedule-from" in _one_line_exit_2(result) and "--devices" in result.output
     assert not (tmp_path / "cpu").exists()
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["--rounds-target", "0.05"], "--rounds-target:"),
+    (["--rounds-spread", "own"], "--rounds-spread own:"),
+    (["--repeat", "2", "--max-rounds", "0", "--rounds-target", "0.05"], "--rounds-target:"),
+])
+def test_round_options_are_refused_where_no_round_is_added(args: list[str], says: str, tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["run", DOUBLE, "--device", "cpu", *args, "--results-dir", str(tmp_path), *FAST])
+    assert says in _one_line_exit_2(result)
+    assert not list(tmp_path.rglob("*.json"))
