@@ -296,9 +296,10 @@ def _tune_table(result: Any) -> Table:
         for tr in c.trials:
             key = "beaten" if tr.stop_reason == "beaten" else tr.status
             counts[key] = counts.get(key, 0) + 1
-        tried = ", ".join(f"{n} {k}" for k, n in counts.items())
-        tried += f"; {c.filtered} excluded" if c.filtered else ""
-        tried += f"; {c.untried} untried" if c.untried else ""
+        parts = [", ".join(f"{n} {k}" for k, n in counts.items())] if counts else []
+        parts += [f"{c.filtered} excluded"] if c.filtered else []
+        parts += [f"{c.untried} untried"] if c.untried else []
+        tried = "; ".join(parts) or "-"
         hand = c.confirm_hand_picked or c.hand_picked
         winner = ",".join(f"{k}={v}" for k, v in (c.winner or {}).items()) or "-"
         tuned = format_seconds(c.confirm_winner.median) if c.confirm_winner else "-"

@@ -376,3 +376,17 @@ def test_tune_refuses_one_file_for_the_log_and_the_tuned_configurations_before_m
                                        "--tuned-file", str(same)])
     assert result.exit_code == 2 and "the tuned-configuration file" in result.output, result.output
     assert not same.exists()
+
+
+def test_the_table_of_a_case_whose_constraints_exclude_every_configuration_reads_cleanly():
+    from rich.console import Console
+
+    from solbench.cli.tools import _tune_table
+
+    hand = tuning.Trial({}, "ok", median=3e-5)
+    case = tuning.CaseTuning("w", "chunked", "w[n=64,float32]", "float32", {"n": 64}, hand, filtered=2)
+    result = tuning.TuneResult("2026-01-01T00:00:00+00:00", make_env(), ("f.yaml",), {}, (case,))
+    console = Console(width=200, record=True)
+    console.print(_tune_table(result))
+    row = next(line for line in console.export_text().splitlines() if "chunked" in line)
+    assert "2 excluded" in row and "; 2" not in row
