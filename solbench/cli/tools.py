@@ -233,7 +233,8 @@ def tune(files: Sequence[str], workloads: Sequence[str], impls: Sequence[str], m
          confirm_rounds: int, min_gain: float, device: str, output: str | None, tuned_file: str | None,
          results_dir: str, verbose: bool) -> None:
     """Measure every valid configuration of each implementation's tune: space, per case."""
-    from solbench.cli.common import writable_output
+    from solbench.cli.common import interrupted_code, writable_output
+    from solbench.errors import RunInterrupted
     from solbench.tools import tune as tuning
 
     writable_output(output, "the tuning log")
@@ -254,7 +255,12 @@ def tune(files: Sequence[str], workloads: Sequence[str], impls: Sequence[str], m
             err.print(f"{data['case']} {data['impl']} {data['label']}: {when} ({t.stop_reason or t.message})",
                       markup=False)
 
-    result = tuning.tune(files, options, device=device, progress=progress)
+    try:
+        result = tuning.tune(files, options, device=device, progress=progress)
+    except RunInterrupted as stop:  # the cases tuned so far are written below, then the exit code says so
+        result = stop.result  # type: ignore[assignment]
+        if not result.cases:
+            raise KeyboardInterrupt from None  # nothing tuned: nothing to write
     spec_dir = Path(results_dir) / store.slug(result.environment.spec_id)
     stamp = result.created.replace(":", "").replace("-", "")[:15]
     out_path = Path(output) if output else spec_dir / f"{stamp}-{secrets.token_hex(2)}_tune.json"
@@ -284,7 +290,12 @@ def tune(files: Sequence[str], workloads: Sequence[str], impls: Sequence[str], m
     if broken:  # the implementation under tuning is wrong as declared, or in every configuration tried
         click.echo("failed: " + "; ".join(broken[:5]) + (f" and {len(broken) - 5} more" if len(broken) > 5 else "")
                    + " (as declared, or in every configuration)", err=True)
-        sys.exit(exitcodes.IMPL_FAILED)
+    code = exitcodes.IMPL_FAILED if broken else exitcodes.OK
+    if not result.complete:
+        click.echo(f"interrupted: the {len(result.cases)} case(s) tuned so far are saved", err=True)
+        code = exitcodes.worst(code, interrupted_code())
+    if code != exitcodes.OK:
+        sys.exit(code)
 
 
 def _tune_table(result: Any) -> Table:

@@ -34,7 +34,7 @@ from typing import Any
 
 from solbench.analysis.stats import median, median_ci
 from solbench.device import threads
-from solbench.errors import ConfigError
+from solbench.errors import ConfigError, RunInterrupted
 from solbench.measure.criteria import CIWidth
 
 # re-exported: tuned files are read by the plan layer (run --tuned) and written here
@@ -138,6 +138,7 @@ class TuneResult:
     workload_files: tuple[str, ...]
     options: dict[str, Any]
     cases: tuple[CaseTuning, ...] = field(default=())
+    complete: bool = True  # False: interrupted (Ctrl-C, SIGTERM) after these cases
 
 
 class BeatOrStop:
@@ -161,7 +162,10 @@ class BeatOrStop:
 
 def tune(files: Sequence[str | Path], options: TuneOptions = TuneOptions(), *, device: str = "auto",
          progress: Progress | None = None) -> TuneResult:
-    """Tune every implementation that declares ``tune:`` in ``files``, case by case."""
+    """Tune every implementation that declares ``tune:`` in ``files``, case by case.
+
+    Raises :class:`solbench.errors.RunInterrupted` on Ctrl-C, holding the cases tuned so far
+    (``complete`` False)."""
     from solbench.device.detect import detect
     from solbench.plan.workloads import plan
 
@@ -180,14 +184,22 @@ def tune(files: Sequence[str | Path], options: TuneOptions = TuneOptions(), *, d
     emit = progress or (lambda event, data: None)
     emit("start", {"cases": sum(len(p.cases) for p, _, _ in targets)})
     before = torch_threads()
+    cases: list[CaseTuning] = []
+
+    def result(complete: bool) -> TuneResult:
+        created = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
+        opts = {k: v for k, v in dataclasses.asdict(options).items() if k not in ("workloads", "impls")}
+        return TuneResult(created, info.environment(), tuple(str(f) for f in files), opts, tuple(cases), complete)
+
     try:
-        cases = [_tune_case(p, name, impl, case, info.kind, (state, info.l2_bytes), options, emit)
-                 for p, name, impl in targets for case in p.cases]
+        for p, name, impl in targets:
+            for case in p.cases:
+                cases.append(_tune_case(p, name, impl, case, info.kind, (state, info.l2_bytes), options, emit))
+    except KeyboardInterrupt:  # the cases tuned so far are kept, not lost with the one in progress
+        raise RunInterrupted(result(complete=False)) from None
     finally:
         threads.apply(before)  # tuning ran in this process under the CPU thread policy
-    created = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
-    opts = {k: v for k, v in dataclasses.asdict(options).items() if k not in ("workloads", "impls")}
-    return TuneResult(created, info.environment(), tuple(str(f) for f in files), opts, tuple(cases))
+    return result(complete=True)
 
 
 def torch_threads() -> int:

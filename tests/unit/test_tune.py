@@ -390,3 +390,22 @@ def test_the_table_of_a_case_whose_constraints_exclude_every_configuration_reads
     console.print(_tune_table(result))
     row = next(line for line in console.export_text().splitlines() if "chunked" in line)
     assert "2 excluded" in row and "; 2" not in row
+
+
+def test_an_interrupted_tuning_keeps_the_cases_tuned_so_far(tmp_path, monkeypatch):
+    done = []
+
+    def tune_case(p, name, impl, case, *args):  # the first case is tuned, Ctrl-C during the second
+        if done:
+            raise KeyboardInterrupt
+        done.append(tuning.CaseTuning(p.spec.name, name, case.id, "float32", {}, tuning.Trial({}, "ok", 3e-5)))
+        return done[0]
+
+    monkeypatch.setattr(tuning, "_tune_case", tune_case)
+    log = tmp_path / "log.json"
+    result = CliRunner().invoke(main, ["tune", str(TUNE_YAML), "--device", "cpu", "-o", str(log),
+                                       "--results-dir", str(tmp_path)])
+    assert result.exit_code == 130, result.output
+    data = json.loads(log.read_text())
+    assert data["complete"] is False and [c["impl"] for c in data["cases"]] == ["chunked"]
+    assert "interrupted" in result.output
