@@ -350,3 +350,13 @@ def test_round_options_are_refused_where_no_round_is_added(args: list[str], says
     result = CliRunner().invoke(main, ["run", DOUBLE, "--device", "cpu", *args, "--results-dir", str(tmp_path), *FAST])
     assert says in _one_line_exit_2(result)
     assert not list(tmp_path.rglob("*.json"))
+
+
+def test_junit_over_the_run_output_is_refused_before_measuring(tmp_path: Path) -> None:
+    base = tmp_path / "base.json"
+    base.write_text("{}")
+    same = tmp_path / "out.json"
+    result = CliRunner().invoke(main, ["run", DOUBLE, "--device", "cpu", "--gate-against", str(base), "-o", str(same),
+                                       "--junit", str(same), "--results-dir", str(tmp_path), *FAST])
+    assert "--junit" in _one_line_exit_2(result) and "-o" in result.output
+    assert not same.exists()
