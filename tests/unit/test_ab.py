@@ -485,3 +485,16 @@ def test_a_workload_whose_every_point_failed_on_both_sides_is_still_counted_done
                emit=lambda e, d: events.append((e, d)), rounds=3)
     assert sum(e[0] in ("baseline", "current") for e in log) == 2 * 3 * 2  # round 1 only
     assert sum(d.get("rounds", 1) for e, d in events if e == "case_done") == 2 * 3  # 2 cases x 3 rounds
+
+
+@pytest.mark.parametrize(("outputs", "says"), [
+    (["--junit", "{d}/gate.out", "--markdown-file", "{d}/gate.out"], "--markdown-file"),
+    (["--out-dir", "{d}/ab", "--junit", "{d}/ab/current.json"], "--junit"),
+])
+def test_ab_refuses_two_outputs_in_one_file_before_measuring(outputs, says, tmp_path, monkeypatch):
+    monkeypatch.setattr(api, "ab", lambda *a, **k: pytest.fail("measured"))
+    args = [a.format(d=tmp_path) for a in outputs]
+    result = CliRunner().invoke(main, ["ab", "tests/data/double.yaml", "--baseline-tree", ".", "--device", "cpu",
+                                       "--results-dir", str(tmp_path), *args])
+    assert result.exit_code == 2, result.output
+    assert result.output.startswith(f"error: {says} ") and "also written by" in result.output
