@@ -83,15 +83,18 @@ def load(path: str | Path, solutions: Sequence[str | Path] = (), *,
     given = [Path(s) for s in solutions if Path(s).suffix == (".py" if suite == "kernelbench" else ".json")]
     found = problems(path)
     for problem in found:
-        if suite == "kernelbench":
-            mine = [s for s in given if len(found) == 1 or s.stem.startswith(problem.stem)]
-            spec = kernelbench.read(problem, [*kernelbench.siblings(problem), *mine])
-            out.append((spec, problem.resolve()))
-        else:
-            folder = problem if problem.is_dir() else problem.parent
-            mine = [s for s in given if len(found) == 1 or _names_definition(s, folder)]
-            spec = solexec.read(folder, [*sorted(folder.glob("solution*.json")), *mine] if mine else None)
-            out.append((spec, (folder / "definition.json").resolve()))
+        try:
+            if suite == "kernelbench":
+                mine = [s for s in given if len(found) == 1 or s.stem.startswith(problem.stem)]
+                spec = kernelbench.read(problem, [*kernelbench.siblings(problem), *mine])
+                out.append((spec, problem.resolve()))
+            else:
+                folder = problem if problem.is_dir() else problem.parent
+                mine = [s for s in given if len(found) == 1 or _names_definition(s, folder)]
+                spec = solexec.read(folder, [*sorted(folder.glob("solution*.json")), *mine] if mine else None)
+                out.append((spec, (folder / "definition.json").resolve()))
+        except SystemExit as exc:  # the problem's code exited: solbench's own exit 0 would read as success
+            raise ConfigError(f"{problem}: its code called sys.exit({exc.code!r}) while it was read") from None
         if used is not None:
             used.update(mine)
     return out

@@ -1,0 +1,52 @@
+"""``solbench import`` (and ``run``) of hostile or malformed suite problems: one line naming the
+file, exit 2, and nothing clobbered or half-written."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from solbench.cli import main
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+KB = DATA / "kernelbench"
+SOL = DATA / "solexec" / "rmsnorm"
+
+
+@pytest.fixture
+def runner():
+    return CliRunner()
+
+
+def _one_line(result, needle, name):
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert result.exit_code == 2, result.output
+    assert len(lines) == 1 and needle in lines[0] and name in lines[0], result.output
+
+
+def _sol_problem(tmp_path, name="p", definition=None, workloads=None):
+    folder = tmp_path / name
+    shutil.copytree(SOL, folder)
+    d = json.loads((folder / "definition.json").read_text())
+    d.update(definition or {})
+    (folder / "definition.json").write_text(json.dumps(d))
+    if workloads is not None:
+        (folder / "workload.jsonl").write_text(workloads)
+    return folder
+
+
+EXITS = "import torch\nimport sys\nsys.exit(0)\n"
+
+
+@pytest.mark.parametrize("suite", ["kernelbench", "sol-execbench"])
+def test_a_problem_that_calls_sys_exit_is_an_error_not_a_silent_success(runner, tmp_path, suite):
+    if suite == "kernelbench":
+        src = tmp_path / "exits.py"
+        src.write_text(EXITS + (KB / "level1" / "23_Softmax.py").read_text())
+    else:
+        src = _sol_problem(tmp_path, definition={"reference": EXITS})
+    result = runner.invoke(main, ["import", str(src), "--out", str(tmp_path / "out")])
+    _one_line(result, "called sys.exit(0)", src.name)
+    assert not (tmp_path / "out").exists()
