@@ -28,6 +28,12 @@ def import_problems(src: str | Path, out: str | Path, solutions: Sequence[str | 
     used: set[Path] = set()
     problems = list(load(src, solutions, used=used))
     check_solutions_used(solutions, used, [src])
+    seen: dict[str, Path] = {}
+    for spec, origin in problems:  # one file per name: a second problem of that name would replace the first
+        if spec.name in seen:
+            raise ConfigError(f"{origin}: its workload would be named {spec.name!r}, as {seen[spec.name]}'s is "
+                              "(rename one of the problems)")
+        seen[spec.name] = origin
     taken = [folder / f"{spec.name}.yaml" for spec, _ in problems if (folder / f"{spec.name}.yaml").exists()]
     if taken and not force:
         more = f" (and {len(taken) - 1} more)" if len(taken) > 1 else ""

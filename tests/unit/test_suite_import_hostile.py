@@ -50,3 +50,14 @@ def test_a_problem_that_calls_sys_exit_is_an_error_not_a_silent_success(runner, 
     result = runner.invoke(main, ["import", str(src), "--out", str(tmp_path / "out")])
     _one_line(result, "called sys.exit(0)", src.name)
     assert not (tmp_path / "out").exists()
+
+
+def test_two_problems_named_alike_are_refused_not_written_over_each_other(runner, tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    softmax = (KB / "level1" / "23_Softmax.py").read_text()
+    (src / "1_a b.py").write_text(softmax)
+    (src / "1_a_b.py").write_text(softmax.replace("dim=1", "dim=0"))
+    result = runner.invoke(main, ["import", str(src), "--out", str(tmp_path / "out")])
+    _one_line(result, "would be named '1_a_b'", "1_a")
+    assert not (tmp_path / "out").exists()
