@@ -68,7 +68,11 @@ def read(folder: Path, solutions: list[Path] | None = None) -> WorkloadSpec:
         cases.append({"wl": i, **{a: axes[a] for a in var}})
         tolerances.append({"where": {"wl": i}, **_tolerance(line.get("tolerance") or {})})
     for group in ("inputs", "outputs"):
+        if not isinstance(d[group], dict):
+            raise ConfigError(f"{dpath}: {group}: expected an object of {{name: {{shape, dtype}}}}")
         for name, t in d[group].items():
+            if not isinstance(t, dict):
+                raise ConfigError(f"{dpath}: {group}.{name}: expected an object with shape and dtype")
             if t.get("dtype") not in DTYPES:
                 raise ConfigError(f"{dpath}: {group}.{name}.dtype: {t.get('dtype')!r} is not supported "
                                   f"(known: {', '.join(DTYPES)})")

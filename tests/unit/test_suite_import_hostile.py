@@ -61,3 +61,14 @@ def test_two_problems_named_alike_are_refused_not_written_over_each_other(runner
     result = runner.invoke(main, ["import", str(src), "--out", str(tmp_path / "out")])
     _one_line(result, "would be named '1_a_b'", "1_a")
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(("definition", "needle"), [
+    ({"inputs": [1, 2]}, "inputs: expected an object"),
+    ({"outputs": "output"}, "outputs: expected an object"),
+    ({"inputs": {"input": 5}}, "inputs.input: expected an object with shape and dtype"),
+])
+def test_a_definition_whose_inputs_or_outputs_are_not_objects_is_one_line(runner, tmp_path, definition, needle):
+    src = _sol_problem(tmp_path, definition=definition)
+    result = runner.invoke(main, ["import", str(src), "--out", str(tmp_path / "out")])
+    _one_line(result, needle, "definition.json")
