@@ -62,11 +62,16 @@ def read(folder: Path, solutions: list[Path] | None = None) -> WorkloadSpec:
     cases, tolerances = [], []
     for i, line in enumerate(lines):
         axes = line.get("axes", {})
+        if not isinstance(axes, dict):
+            raise ConfigError(f"{wpath}:{i + 1}: axes: expected an object")
         missing = [a for a in var if a not in axes]
         if missing:
             raise ConfigError(f"{wpath}:{i + 1}: no value for the var axis {missing[0]!r}")
+        for a in var:
+            if type(axes[a]) is not int:
+                raise ConfigError(f"{wpath}:{i + 1}: axes.{a}: a var axis needs an integer value, not {axes[a]!r}")
         cases.append({"wl": i, **{a: axes[a] for a in var}})
-        tolerances.append({"where": {"wl": i}, **_tolerance(line.get("tolerance") or {})})
+        tolerances.append({"where": {"wl": i}, **_tolerance(f"{wpath}:{i + 1}", line.get("tolerance") or {})})
     for group in ("inputs", "outputs"):
         if not isinstance(d[group], dict):
             raise ConfigError(f"{dpath}: {group}: expected an object of {{name: {{shape, dtype}}}}")
@@ -164,8 +169,14 @@ def _axes(path: Path, axes: Any) -> tuple[dict[str, Any], dict[str, str], list[s
     return constants, derived, var
 
 
-def _tolerance(t: dict[str, Any]) -> dict[str, Any]:
-    """SOL-ExecBench's tolerance fields (and defaults: 1e-2, 1e-2, 0.99) as solbench's."""
+def _tolerance(where: str, t: Any) -> dict[str, Any]:
+    """SOL-ExecBench's tolerance fields (and defaults: 1e-2, 1e-2, 0.99) as solbench's; ConfigError
+    ``where: tolerance...`` for one that is not an object of numbers."""
+    if not isinstance(t, dict):
+        raise ConfigError(f"{where}: tolerance: expected an object")
+    for key in ("max_atol", "max_rtol", "required_matched_ratio", "max_error_cap"):
+        if t.get(key) is not None and (isinstance(t[key], bool) or not isinstance(t[key], int | float)):
+            raise ConfigError(f"{where}: tolerance.{key}: expected a number, not {t[key]!r}")
     out: dict[str, Any] = {"atol": t.get("max_atol", 1e-2), "rtol": t.get("max_rtol", 1e-2),
                            "matched_ratio": t.get("required_matched_ratio", 0.99)}
     if t.get("max_error_cap") is not None:

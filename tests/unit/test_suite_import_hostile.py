@@ -72,3 +72,16 @@ def test_a_definition_whose_inputs_or_outputs_are_not_objects_is_one_line(runner
     src = _sol_problem(tmp_path, definition=definition)
     result = runner.invoke(main, ["import", str(src), "--out", str(tmp_path / "out")])
     _one_line(result, needle, "definition.json")
+
+
+@pytest.mark.parametrize(("line", "needle"), [
+    ({"axes": [8]}, "workload.jsonl:1: axes: expected an object"),
+    ({"axes": {"batch_size": "8"}}, "workload.jsonl:1: axes.batch_size: a var axis needs an integer value, not '8'"),
+    ({"axes": {"batch_size": 8}, "tolerance": [1]}, "workload.jsonl:1: tolerance: expected an object"),
+    ({"axes": {"batch_size": 8}, "tolerance": {"max_atol": "big"}},
+     "workload.jsonl:1: tolerance.max_atol: expected a number, not 'big'"),
+])
+def test_a_malformed_workload_line_is_one_line_naming_its_file_and_line(runner, tmp_path, line, needle):
+    src = _sol_problem(tmp_path, workloads=json.dumps(line) + "\n")
+    result = runner.invoke(main, ["import", str(src), "--out", str(tmp_path / "out")])
+    _one_line(result, needle, "workload.jsonl")
