@@ -190,7 +190,10 @@ def _with_cpu_profile(spec: WorkloadSpec, path: Path, constants: dict[str, Any])
     dtype = spec.dtypes[0]
 
     def trace(params: dict[str, Any]) -> Any:
-        return probe(spec, build_case(spec, params, dtype), None)[1]
+        try:
+            return probe(spec, build_case(spec, params, dtype), None)[1]
+        except ConfigError as exc:  # the trace's own messages name no file
+            raise ConfigError(f"{path}: {exc}") from None
 
     _call(path, "tracing the reference on the meta device", lambda: trace(dict(constants)))
     small = scale.scaled(constants, trace)

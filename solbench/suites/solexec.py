@@ -227,8 +227,8 @@ def _with_cpu_profile(spec: WorkloadSpec, dpath: Path, cases: list[dict[str, Any
         full = {**spec.constants, **case}
         try:
             trace(full)
-        except ConfigError:
-            raise
+        except ConfigError as exc:  # the trace's own messages name no file
+            raise ConfigError(f"{dpath}: case wl={case['wl']} (workload.jsonl line {case['wl'] + 1}): {exc}") from None
         except Exception as exc:  # .item(), or a kernel of its own: traced per run on the real device instead
             why = f"{type(exc).__name__}: {one_line(str(exc))}"[:160]
             note = f"no CPU profile (the reference does not run on the meta device: {why})"

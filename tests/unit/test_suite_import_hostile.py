@@ -85,3 +85,23 @@ def test_a_malformed_workload_line_is_one_line_naming_its_file_and_line(runner, 
     src = _sol_problem(tmp_path, workloads=json.dumps(line) + "\n")
     result = runner.invoke(main, ["import", str(src), "--out", str(tmp_path / "out")])
     _one_line(result, needle, "workload.jsonl")
+
+
+def test_a_kernelbench_problem_that_cannot_be_traced_is_one_line_naming_the_file(runner, tmp_path):
+    src = tmp_path / "complex.py"
+    src.write_text((KB / "level1" / "23_Softmax.py").read_text().replace("torch.rand(batch_size, dim)",
+                                                                         "torch.rand(batch_size, dim, dtype=torch.cfloat)"))
+    result = runner.invoke(main, ["import", str(src), "--out", str(tmp_path / "out")])
+    _one_line(result, "dtype complex64 is not supported", "complex.py")
+
+
+@pytest.mark.parametrize(("definition", "workloads", "needle"), [
+    ({"axes": {"batch_size": {"type": "var"}, "hidden_size": {"type": "const", "value": 512},
+               "total": {"type": "expr", "expression": "nope * 2"}}}, None, "unknown parameter 'nope'"),
+    ({}, '{"axes": {"batch_size": 0}}\n', "has a dimension <= 0"),
+])
+def test_a_sol_execbench_case_that_cannot_be_built_is_one_line_naming_the_file(runner, tmp_path, definition,
+                                                                               workloads, needle):
+    src = _sol_problem(tmp_path, definition=definition, workloads=workloads)
+    result = runner.invoke(main, ["import", str(src), "--out", str(tmp_path / "out")])
+    _one_line(result, needle, "definition.json: case wl=0 (workload.jsonl line 1)")
