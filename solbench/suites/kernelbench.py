@@ -94,6 +94,8 @@ def read(path: Path, solutions: list[Path] | None = None) -> WorkloadSpec:
     meta = _call(path, "get_inputs()", lambda: kb_runtime.inputs(
         constants, "meta", torch.Generator(), str(path), ",".join(_input_names(module, constants, path))))
     order = list(meta)
+    _call(path, "Model(*get_init_inputs())",
+          lambda: kb_runtime.build(str(path), "Model", constants, torch.device("meta")))
     outputs = _call(path, "Model's forward", lambda: _outputs(path, constants, meta))
     spec = _spec(path, constants, order, meta, outputs, solutions or [])
     return _with_cpu_profile(spec, path, constants)

@@ -105,3 +105,16 @@ def test_a_sol_execbench_case_that_cannot_be_built_is_one_line_naming_the_file(r
     src = _sol_problem(tmp_path, definition=definition, workloads=workloads)
     result = runner.invoke(main, ["import", str(src), "--out", str(tmp_path / "out")])
     _one_line(result, needle, "definition.json: case wl=0 (workload.jsonl line 1)")
+
+
+@pytest.mark.parametrize(("edit", "needle"), [
+    (("def get_init_inputs():", "get_init_inputs = 5\n\n\ndef _unused():"),
+     "Model(*get_init_inputs()) raised TypeError: 'int' object is not callable"),
+    (("def __init__(self):", "def __init__(self, width):"),
+     "Model(*get_init_inputs()) raised TypeError: Model.__init__() missing 1 required positional argument"),
+])
+def test_a_model_that_cannot_be_built_is_not_blamed_on_its_forward(runner, tmp_path, edit, needle):
+    src = tmp_path / "unbuilt.py"
+    src.write_text((KB / "level1" / "23_Softmax.py").read_text().replace(*edit))
+    result = runner.invoke(main, ["import", str(src), "--out", str(tmp_path / "out")])
+    _one_line(result, needle, "unbuilt.py")
