@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from solbench.errors import ConfigError
+from solbench.impls.registry import _check_defined as check_defined
 from solbench.suites import scale
 from solbench.suites.common import one_line, validated
 from solbench.suites.kernelbench import sha256
@@ -57,6 +58,10 @@ def read(folder: Path, solutions: list[Path] | None = None) -> WorkloadSpec:
         if key not in d:
             raise ConfigError(f"{dpath}: no {key!r} (a SOL-ExecBench definition has name, axes, inputs, outputs, "
                               "reference)")
+    if not isinstance(d["reference"], str):
+        raise ConfigError(f"{dpath}: reference: expected the reference's Python source, not "
+                          f"{type(d['reference']).__name__}")
+    check_defined(d["reference"], "run", f"{dpath}:reference")  # what run() would refuse: not found at import
     constants, derived, var = _axes(dpath, d["axes"])
     lines = _lines(wpath)
     cases, tolerances = [], []

@@ -46,7 +46,7 @@ def test_a_problem_that_calls_sys_exit_is_an_error_not_a_silent_success(runner, 
         src = tmp_path / "exits.py"
         src.write_text(EXITS + (KB / "level1" / "23_Softmax.py").read_text())
     else:
-        src = _sol_problem(tmp_path, definition={"reference": EXITS})
+        src = _sol_problem(tmp_path, definition={"reference": EXITS + "\n\ndef run(input, weight, eps):\n    return input\n"})
     result = runner.invoke(main, ["import", str(src), "--out", str(tmp_path / "out")])
     _one_line(result, "called sys.exit(0)", src.name)
     assert not (tmp_path / "out").exists()
@@ -118,3 +118,15 @@ def test_a_model_that_cannot_be_built_is_not_blamed_on_its_forward(runner, tmp_p
     src.write_text((KB / "level1" / "23_Softmax.py").read_text().replace(*edit))
     result = runner.invoke(main, ["import", str(src), "--out", str(tmp_path / "out")])
     _one_line(result, needle, "unbuilt.py")
+
+
+@pytest.mark.parametrize(("reference", "needle"), [
+    ("def run(:\n", "definition.json:reference:1: syntax error"),
+    ("import torch\n\n\ndef go(input, weight, eps):\n    return input\n", "defines no 'run' at top level"),
+    (5, "reference: expected the reference's Python source, not int"),
+])
+def test_a_reference_that_cannot_run_is_refused_at_import_not_written(runner, tmp_path, reference, needle):
+    src = _sol_problem(tmp_path, definition={"reference": reference})
+    result = runner.invoke(main, ["import", str(src), "--out", str(tmp_path / "out")])
+    _one_line(result, needle, "definition.json")
+    assert not (tmp_path / "out").exists()
