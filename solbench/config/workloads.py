@@ -127,11 +127,14 @@ def write_workload_file(path: str | Path, specs: Sequence[WorkloadSpec], header:
 
     import yaml
 
+    from solbench.results.store import _umask
+
     data = {"workloads": [s.model_dump(mode="json", exclude_defaults=True) for s in specs]}
     text = "".join(f"# {line}\n" for line in header.splitlines()) + yaml.safe_dump(data, sort_keys=False, width=110)
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, 0o666 & ~_umask())  # as open() would make it, not mkstemp's 0600
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
         os.replace(tmp, path)

@@ -130,3 +130,14 @@ def test_a_reference_that_cannot_run_is_refused_at_import_not_written(runner, tm
     result = runner.invoke(main, ["import", str(src), "--out", str(tmp_path / "out")])
     _one_line(result, needle, "definition.json")
     assert not (tmp_path / "out").exists()
+
+
+def test_imported_workload_files_get_the_modes_any_new_file_gets(runner, tmp_path):
+    import os
+
+    from solbench.results.store import _umask
+
+    result = runner.invoke(main, ["import", str(KB / "level1" / "23_Softmax.py"), "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    [written] = tmp_path.glob("*.yaml")
+    assert os.stat(written).st_mode & 0o777 == 0o666 & ~_umask()  # not mkstemp's owner-only 0600
