@@ -94,6 +94,10 @@ def read(path: Path, solutions: list[Path] | None = None) -> WorkloadSpec:
     meta = _call(path, "get_inputs()", lambda: kb_runtime.inputs(
         constants, "meta", torch.Generator(), str(path), ",".join(_input_names(module, constants, path))))
     order = list(meta)
+    odd = [n for n in order if not isinstance(meta[n], torch.Tensor | int | float)]
+    if odd or not any(isinstance(v, torch.Tensor) for v in meta.values()):
+        what = f"{type(meta[odd[0]]).__name__} for {odd[0]!r}" if odd else "no tensor"
+        raise ConfigError(f"{path}: get_inputs() gives {what} (forward's inputs are tensors, and Python numbers)")
     _call(path, "Model(*get_init_inputs())",
           lambda: kb_runtime.build(str(path), "Model", constants, torch.device("meta")))
     outputs = _call(path, "Model's forward", lambda: _outputs(path, constants, meta))

@@ -141,3 +141,15 @@ def test_imported_workload_files_get_the_modes_any_new_file_gets(runner, tmp_pat
     assert result.exit_code == 0, result.output
     [written] = tmp_path.glob("*.yaml")
     assert os.stat(written).st_mode & 0o777 == 0o666 & ~_umask()  # not mkstemp's owner-only 0600
+
+
+@pytest.mark.parametrize(("inputs", "needle"), [
+    ('["hello"]', "get_inputs() gives str for 'x'"),
+    ('[{"a": torch.rand(4)}]', "get_inputs() gives dict for 'x'"),
+    ("[3]", "get_inputs() gives no tensor"),
+])
+def test_inputs_that_are_not_tensors_are_said_so(runner, tmp_path, inputs, needle):
+    src = tmp_path / "odd.py"
+    src.write_text((KB / "level1" / "23_Softmax.py").read_text().replace("[torch.rand(batch_size, dim)]", inputs))
+    result = runner.invoke(main, ["import", str(src), "--out", str(tmp_path / "out")])
+    _one_line(result, needle, "odd.py")
