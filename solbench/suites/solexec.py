@@ -99,12 +99,16 @@ def read(folder: Path, solutions: list[Path] | None = None) -> WorkloadSpec:
                      "description": "torch.compile of the reference"},
     }
     skipped = []
-    for sol in solutions if solutions is not None else sorted(folder.glob("solution*.json")):
+    given = solutions if solutions is not None else sorted(folder.glob("solution*.json"))
+    for sol in {s.resolve(): s for s in given}.values():  # a file given twice counts once
         named = _definition_of(sol) if solutions is None else None
         if named not in (None, d["name"]):  # found beside the problem, not asked for: left out, and said
             skipped.append(f"{sol.name} skipped: a solution of {named!r}")
             continue
         name, impl = _solution(sol, dpath, d["name"])
+        if name in impls:  # one would replace the other (or the baseline): never silently
+            raise ConfigError(f"{sol}: name: another implementation of {d['name']!r} is named {name!r} "
+                              "(rename the solution)")
         impls[name] = impl
     data = {
         "name": re.sub(r"[^A-Za-z0-9_.\-]", "_", folder.name),

@@ -153,3 +153,20 @@ def test_inputs_that_are_not_tensors_are_said_so(runner, tmp_path, inputs, needl
     src.write_text((KB / "level1" / "23_Softmax.py").read_text().replace("[torch.rand(batch_size, dim)]", inputs))
     result = runner.invoke(main, ["import", str(src), "--out", str(tmp_path / "out")])
     _one_line(result, needle, "odd.py")
+
+
+@pytest.mark.parametrize("name", ["rmsnorm_dps", "baseline"])
+def test_a_solution_named_as_another_implementation_is_refused_not_swapped_in(runner, tmp_path, name):
+    src = _sol_problem(tmp_path)
+    solution = json.loads((src / "solution_python.json").read_text())
+    (src / "solution_again.json").write_text(json.dumps({**solution, "name": name}))
+    result = runner.invoke(main, ["import", str(src), "--out", str(tmp_path / "out")])
+    _one_line(result, f"is named {name!r}", "solution_")
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_solution_beside_its_problem_and_given_again_counts_once(runner, tmp_path):
+    result = runner.invoke(main, ["import", str(SOL), "--solution", str(SOL / "solution_python.json"),
+                                  "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert "rmsnorm_dps:" in (tmp_path / "rmsnorm.yaml").read_text()
