@@ -39,6 +39,9 @@ def import_problems(src: str | Path, out: str | Path, solutions: Sequence[str | 
         more = f" (and {len(taken) - 1} more)" if len(taken) > 1 else ""
         raise ConfigError(f"{taken[0]} exists{more}: not replacing workload files that may have been edited "
                           "(pass --force to replace them, or --out another folder)")
+    folders = [path for path in taken if not path.is_file()]
+    if folders:  # found before anything is written, not after the files before it were replaced
+        raise ConfigError(f"{folders[0]}: a folder (or not a file) where a workload file would go: not replacing it")
     written = []
     try:
         folder.mkdir(parents=True, exist_ok=True)

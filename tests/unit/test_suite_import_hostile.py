@@ -170,3 +170,11 @@ def test_a_solution_beside_its_problem_and_given_again_counts_once(runner, tmp_p
                                   "--out", str(tmp_path)])
     assert result.exit_code == 0, result.output
     assert "rmsnorm_dps:" in (tmp_path / "rmsnorm.yaml").read_text()
+
+
+def test_force_over_a_folder_named_as_a_workload_file_writes_nothing(runner, tmp_path):
+    (tmp_path / "level1_1_Square_matmul.yaml").write_text("# edited\n")
+    (tmp_path / "level1_23_Softmax.yaml").mkdir()
+    result = runner.invoke(main, ["import", str(KB / "level1"), "--out", str(tmp_path), "--force"])
+    _one_line(result, "a folder (or not a file) where a workload file would go", "level1_23_Softmax.yaml")
+    assert (tmp_path / "level1_1_Square_matmul.yaml").read_text() == "# edited\n"
