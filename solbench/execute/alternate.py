@@ -152,7 +152,7 @@ def measure_ab(sides: Sequence[Side], *, device: str, settings: MeasureSettings,
             done += step
     except KeyboardInterrupt:
         for side in sides:
-            side.run = replace(side.run, complete=False, notes=(*side.run.notes, "interrupted (Ctrl-C)"))
+            side.run = replace(side.run, complete=False, notes=(*side.run.notes, "interrupted (Ctrl-C or SIGTERM)"))
         raise RunInterrupted([side.run for side in sides]) from None
     finally:
         for side in sides:

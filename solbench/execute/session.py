@@ -195,7 +195,7 @@ def measure_units(units: Sequence[Unit], run: RunResult, executor: Executor, *, 
                           "rounds": sum(pending.values()), "of": max_rounds})
             one_round(functools.partial(_in_pending, pending))
     except KeyboardInterrupt:
-        run = replace(run, complete=False, notes=(*run.notes, "interrupted (Ctrl-C): the cases listed are "
+        run = replace(run, complete=False, notes=(*run.notes, "interrupted (Ctrl-C or SIGTERM): the cases listed are "
                                                   "all that were measured"), harness=clock.totals())
         raise RunInterrupted(run) from None
     finally:

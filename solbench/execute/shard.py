@@ -208,8 +208,8 @@ def measure_sharded(units: Sequence[Unit], run: RunResult, lanes: Sequence[Lane]
             placed = ctx.run(Scheduler(jobs, [lane.index for lane in lanes], pinned, cold))
             pinned = pinned or placed
     except KeyboardInterrupt:
-        stopped = replace(state.run, complete=False, notes=(*state.run.notes, "interrupted (Ctrl-C): the cases "
-                                                            "listed are all that were measured"))
+        note = "interrupted (Ctrl-C or SIGTERM): the cases listed are all that were measured"
+        stopped = replace(state.run, complete=False, notes=(*state.run.notes, note))
         raise RunInterrupted(stopped) from None
     return state.run
 

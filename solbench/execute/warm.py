@@ -263,7 +263,7 @@ def compile_ahead(units: Sequence[Unit], settings: MeasureSettings, *, device: s
     return Ahead(len(tasks), jobs, round(time.perf_counter() - start, 3), failed[0], removed, killed[0])
 
 
-INTERRUPTED = "interrupted (Ctrl-C) while compiling ahead: nothing was measured"
+INTERRUPTED = "interrupted (Ctrl-C or SIGTERM) while compiling ahead: nothing was measured"
 
 
 def interrupted(runs: Any) -> Any:
