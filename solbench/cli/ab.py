@@ -90,13 +90,14 @@ def ab(files: Sequence[str], baseline_tree: str, current_tree: str, rounds: int,
     """
     from solbench.analysis.adaptive import Looks, looks_for
     from solbench.analysis.gate import parse_threshold, unconfirmed
-    from solbench.cli.common import ProgressBar, interrupted_code, writable_output
+    from solbench.cli.common import ProgressBar, distinct_outputs, interrupted_code, writable_output
     from solbench.cli.compare import emit_gate
 
     tau = None if threshold is None else parse_threshold(threshold).fraction  # bad input fails before measuring
     writable_output(junit, "JUnit XML")
     writable_output(markdown_file, "Markdown")
-    _distinct_outputs(junit, markdown_file, out_dir)
+    sides = [("--out-dir", str(Path(out_dir) / f"{side}.json")) for side in ("baseline", "current")] if out_dir else []
+    distinct_outputs([*sides, ("--junit", junit), ("--markdown-file", markdown_file)])
     if max_rounds < rounds:
         raise click.UsageError(f"--max-rounds ({max_rounds}) must be at least --rounds ({rounds})")
     looks = Looks(looks_for(rounds, max_rounds), threshold=tau, alpha=alpha)
@@ -141,24 +142,6 @@ def ab(files: Sequence[str], baseline_tree: str, current_tree: str, rounds: int,
 def added_rounds(run: RunResult, rounds: int) -> int:
     """The most rounds added to any point after the first ``rounds`` (the gate's "re-measure rounds")."""
     return max([0, *(r.timing.n_rounds - rounds for c in run.cases for r in c.impls if r.timing is not None)])
-
-
-def _distinct_outputs(junit: str | None, markdown_file: str | None, out_dir: str | None) -> None:
-    """ConfigError (exit 2) before measuring where two outputs name one file: the later write would
-    replace the earlier (a run saved under --out-dir, or the JUnit XML)."""
-    from solbench.errors import ConfigError
-
-    outputs = [("--out-dir", str(Path(out_dir) / f"{side}.json")) for side in ("baseline", "current")] \
-        if out_dir is not None else []
-    outputs += [("--junit", junit), ("--markdown-file", markdown_file)]
-    seen: dict[Path, str] = {}
-    for option, path in outputs:
-        if path is None:
-            continue
-        if Path(path).absolute() in seen:
-            raise ConfigError(f"{option} {path}: also written by {seen[Path(path).absolute()]}; give each output "
-                              "a file of its own")
-        seen[Path(path).absolute()] = option
 
 
 def _saver(out_dir: str | None, results_dir: str, side: str, force: bool) -> Any:

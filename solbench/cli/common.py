@@ -118,14 +118,27 @@ def writable_output(path: str | None, what: str, *, runs_only: bool = False) -> 
     target = Path(path)
     if target.is_dir():
         raise ConfigError(f"{path}: a folder, not a file (for {what})")
-    if store.a_stream(target):  # /dev/stdout: the atomic write would rename a file over the link (store.a_stream)
-        raise ConfigError(f"{path}: a standard stream or open file descriptor, not a file; {what} is written as a "
-                          "file: name one")
-    if target.exists() and not target.is_file():  # the atomic write would rename a file over the device or pipe
-        raise ConfigError(f"{path}: not a regular file (a device or pipe); {what} is written as a file: name one")
+    why = store.not_a_file(target)  # /dev/stdout, a device, a pipe: the atomic write would rename a file over it
+    if why:
+        raise ConfigError(f"{path}: {why}; {what} is written as a file: name one")
     if target.exists() and not os.access(target, os.W_OK):
         raise ConfigError(f"{path}: cannot write {what} there: permission denied")
     _creatable_under(path, target.absolute().parent, what)
+
+
+def distinct_outputs(outputs: Sequence[tuple[str, str | None]]) -> None:
+    """ConfigError (exit 2), before any work, where two outputs (option, path) name one file: the later
+    write would replace the earlier. None and ``-`` (stdout) are passed over."""
+    from solbench.errors import ConfigError
+
+    seen: dict[Path, str] = {}
+    for option, path in outputs:
+        if not path or path == "-":
+            continue
+        key = Path(path).resolve()
+        if key in seen:
+            raise ConfigError(f"{option} {path}: also written by {seen[key]}; give each its own file")
+        seen[key] = option
 
 
 def writable_folder(path: str, what: str, *, option: str = "") -> None:

@@ -18,6 +18,7 @@ from solbench.cli.common import (
     Saver,
     console,
     derived,
+    distinct_outputs,
     failures,
     finish,
     handle_errors,
@@ -172,8 +173,7 @@ def run(files: Sequence[str], solutions: Sequence[str], gpu: str | None, dry_run
     if in_process and not dry_run:  # before --compile-cache's folder is made
         _nothing_to_isolate(click.get_current_context())
     writable_output(junit, "JUnit XML")
-    if junit and output and Path(junit).absolute() == Path(output).absolute():  # the XML would replace the run
-        raise ConfigError(f"--junit {junit}: the -o file of the run; give the JUnit XML another name")
+    distinct_outputs([("-o", output), ("--junit", junit)])  # the XML would replace the run
     if compile_cache:
         _writable_folder(compile_cache, "--compile-cache")
     overrides = parse_sets(sets)

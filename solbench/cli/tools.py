@@ -103,16 +103,12 @@ def report(runs: Sequence[str], html_file: str | None, csv_file: str | None, png
     (pip install 'solbench[plot]'). Everything is checked and built before any file is written:
     a report that fails writes nothing.
     """
-    from solbench.cli.common import check_fast_ps, read_run, writable_output
+    from solbench.cli.common import check_fast_ps, distinct_outputs, read_run, writable_output
     from solbench.report.csv import run_csv
 
-    named: dict[Path, str] = {}
     for path, what in ((html_file, "the HTML report"), (csv_file, "the CSV"), (png_file, "the roofline PNG")):
         writable_output(path, what)
-        if path and path != "-":  # two outputs in one file: the second written would silently replace the first
-            other = named.setdefault(Path(path).resolve(), what)
-            if other != what:
-                raise ConfigError(f"{path}: named for both {other} and {what}; give each its own file")
+    distinct_outputs([("--html", html_file), ("--csv", csv_file), ("--png", png_file)])
     rdir = Path(results_dir)
     if (gate_against or compare_to) and not html_file:
         raise ConfigError("--gate-against and --compare-to add sections to the HTML report; add --html FILE")

@@ -123,6 +123,16 @@ def a_stream(path: Path) -> bool:
     return False
 
 
+def not_a_file(path: Path) -> str | None:
+    """Why an atomic write must not replace ``path`` (it would rename a file over a stream's link, a
+    device or a pipe), or None where it may: a regular file, or nothing there yet."""
+    if a_stream(path):
+        return "a standard stream or open file descriptor, not a file"
+    if path.exists() and not path.is_file():
+        return "not a regular file (a device or pipe)"
+    return None
+
+
 def check_writable(path: Path, *, is_file: bool = False, force: bool = False) -> None:
     """ResultsWriteError unless results can be written at ``path``: a folder (created if missing),
     or with ``is_file`` a file (which must not exist unless ``force``). Call before measuring."""
@@ -132,11 +142,10 @@ def check_writable(path: Path, *, is_file: bool = False, force: bool = False) ->
         raise ResultsWriteError(f"{path}: is a directory, not a result file")
     if is_file and path.is_symlink() and not path.exists():  # the save would fail after measuring
         raise ResultsWriteError(f"{path}: a symbolic link to nothing ({os.readlink(path)}); give a real path")
-    if is_file and a_stream(path):
-        raise ResultsWriteError(f"{path}: a standard stream or open file descriptor, not a file; a run is saved as "
-                                "a file: name one (--json prints it)")
-    if is_file and path.exists() and not path.is_file():  # the atomic save would rename a file over it
-        raise ResultsWriteError(f"{path}: not a regular file (a device or pipe); a run is saved as a file: name one")
+    why = not_a_file(path) if is_file else None
+    if why:
+        raise ResultsWriteError(f"{path}: {why}; a run is saved as a file: name one"
+                                + (" (--json prints it)" if a_stream(path) else ""))
     if is_file and path.exists() and not force:
         raise ResultsWriteError(f"{path}: exists; not overwriting it (pass --force to replace it)")
     try:
