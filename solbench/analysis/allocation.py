@@ -247,7 +247,8 @@ def more_current_rounds_to_decide(log_ratio: float, sd_round: float, tau: float,
     normal quantile, is wider than the gap between the ratio and the threshold, no number of current
     rounds decides, and the baseline must be measured in more rounds (or, where ``run_var`` alone
     is that wide, as more runs). Otherwise the smallest R_cur (df R_base + R_cur - 2) that clears the
-    gap, minus the rounds already measured; None beyond ``cap`` added rounds.
+    gap, minus the rounds already measured; None beyond ``cap`` added rounds. A planning figure on
+    the pooled spread: with unequal rounds the gate decides on Welch's form (analysis.sequential).
     """
     gap = abs(log_ratio - math.log1p(tau))
     if gap == 0.0 or rounds_base < 1:

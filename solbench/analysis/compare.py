@@ -13,8 +13,9 @@ For each pair, with ``a`` the reference and ``b`` the candidate:
     per side), samples of one round are not independent of each other: the rounds are the units.
     r is the ratio of the geometric means of the round medians, [lo, hi] the t interval on the
     log round medians and p the two-sided p-value of the same t statistic (analysis.sequential:
-    pooled over both sides; two implementations of one run measured in the same rounds are
-    paired by round from PAIRED_MIN_ROUNDS rounds on). Where ten or more pairs are compared over
+    pooled over both sides of equal rounds, Welch's form over sides of unequal rounds; two
+    implementations of one run measured in the same rounds are paired by round from
+    PAIRED_MIN_ROUNDS rounds on). Where ten or more pairs are compared over
     rounds, each pair's spread borrows strength from the others (``moderate``: the empirical-Bayes
     moderated t of analysis.sequential), so three rounds a side can decide.
 
@@ -397,7 +398,7 @@ def moderate(ests: Sequence[Estimate], confidence: float) -> list[Estimate]:
     for paired in (False, True):
         idx = [i for i, e in enumerate(ests) if e.t is not None and e.t.paired == paired and e.t.prior_df == 0.0]
         prior = variance_prior([ests[i].t.sd_round ** 2 for i in idx],  # type: ignore[union-attr]
-                               [ests[i].t.df for i in idx])  # type: ignore[union-attr]
+                               [ests[i].t.spread_df for i in idx])  # type: ignore[union-attr]
         if prior is None:
             continue
         for i in idx:

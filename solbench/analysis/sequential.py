@@ -8,15 +8,34 @@ two sides is decided on ``d = mean(log m_cur) - mean(log m_base)``, the log of t
 geometric means of the round medians, with Student's t (Student 1908; Welch 1947 for what the
 pooled form assumes):
 
-    pooled   (the default: two sides measured by the same harness on the same machine, whose
-             round medians spread alike; a side with one round borrows the other's spread)
+    pooled   (sides of equal rounds, or a side of one round: two sides measured by the same
+             harness on the same machine, whose round medians spread alike; a side with one
+             round borrows the other's spread)
                  s^2 = (SS_a + SS_b) / (R_a + R_b - 2),   se = s sqrt(1/R_a + 1/R_b),
                  df  = R_a + R_b - 2
+    Welch    (sides of unequal rounds, two or more each: a saved baseline of 3 rounds against a
+             current run whose noisy points took up to 16)
+                 se^2 = v_a / R_a + v_b / R_b   (v: a side's own variance of its log round medians),
+                 df   = se^4 / ((v_a/R_a)^2 / (R_a - 1) + (v_b/R_b)^2 / (R_b - 1))   (Satterthwaite)
     paired   (``paired=True`` and both sides measured in the same rounds, e.g. two implementations
              of one run: the per-round log ratios d_r = log m_b,r - log m_a,r)
                  se = sd(d_r) / sqrt(R),   df = R - 1
 
     interval at confidence c:  exp(d -/+ t_{df, (1+c)/2} * se);   p_slower = P(T_df >= d / se)
+
+**Why Welch for unequal rounds.** With equal rounds the pooled and Welch standard errors are the
+same number, and the pooled t holds its level whatever the two spreads. With unequal rounds the
+pooled variance is weighted by the rounds: the side with more rounds lends its spread to the other.
+Adaptive rounds go to the noisy points, so the side with more rounds is the noisier one, and a few
+slow processes there (3 of 16 rounds at +10%) widened the baseline's three tight rounds' share
+until the same code was INCONCLUSIVE. The other way round (a noisy baseline of 3 rounds, a quiet
+current of 11), the pooled t is too narrow: 3.9% wrong REGRESSION and 3.9% wrong PASS at a true
+1.05, against 2.5% each; Welch's form keeps 1.9% and 2.0% (bench/review44/welch_moderated.py: 400
+trials of 50 moderated points on ``run --gate-against``'s schedule). It decides fewer points there
+(A/A PASS 82% against 92%), and more where the current side is the noisier (93% against 88%).
+Replayed on the recorded five-run sets (bench/gate_pairs_replay.py: 204 ordered pairs of saved
+runs, 12 sets, H200 and H100), standalone ``gate`` exits 3 in 2 pairs with Welch's form against 23
+with the pooled one, and calls no REGRESSION with either.
 
 A t interval over 3 round medians has 2 degrees of freedom (t = 4.30): with the between-round
 spread measured on an H200 (sd 0.8-2%) the interval is several percent wide however many samples
@@ -151,6 +170,12 @@ def t_stats(la: np.ndarray, lb: np.ndarray, paired: bool = False) -> tuple[np.nd
     if ra + rb < 3:
         raise ValueError("the spread between rounds needs two rounds on one side at least")
     d = lb.mean(axis=-1) - la.mean(axis=-1)
+    if ra != rb and min(ra, rb) >= 2:  # Welch's form
+        ua, ub = la.var(axis=-1, ddof=1) / ra, lb.var(axis=-1, ddof=1) / rb
+        u = ua + ub
+        with np.errstate(divide="ignore", invalid="ignore"):
+            df = np.where(u > 0.0, u ** 2 / (ua ** 2 / (ra - 1) + ub ** 2 / (rb - 1)), float(ra + rb - 2))
+        return d, np.sqrt(u), df
     ss = ((la - la.mean(axis=-1, keepdims=True)) ** 2).sum(axis=-1) + \
          ((lb - lb.mean(axis=-1, keepdims=True)) ** 2).sum(axis=-1)
     df = ra + rb - 2
@@ -173,15 +198,23 @@ class LogRatio:
     # the variance the runs' own offsets add to d (``between_runs``: sides measured as separate runs),
     # already in se; 0: the rounds' spread is the whole of it
     run_var: float = 0.0
+    # Welch's form (sides of unequal rounds, two or more each): each side's own variance of its log
+    # round medians (before any moderation); None: the pooled or paired form
+    var_a: float | None = None
+    var_b: float | None = None
 
     @property
     def ratio(self) -> float:
         return math.exp(self.d)
 
     @property
-    def own_df(self) -> float:
-        """The point's own degrees of freedom (before any moderation)."""
-        return self.df - self.prior_df
+    def welch(self) -> bool:
+        return self.var_a is not None
+
+    @property
+    def spread_df(self) -> float:
+        """The degrees of freedom of ``sd_round`` from this point's own rounds (the prior is fitted on them)."""
+        return float(self.rounds_a - 1 if self.paired else self.rounds_a + self.rounds_b - 2)
 
     def interval(self, confidence: float) -> tuple[float, float]:
         """Two-sided interval of the ratio at ``confidence``."""
@@ -217,8 +250,13 @@ def log_ratio(a: Sequence[np.ndarray], b: Sequence[np.ndarray], *, paired: bool 
         return None
     pair = paired and la.size == lb.size >= PAIRED_MIN_ROUNDS
     d, se, df = t_stats(la, lb, paired=pair)
-    sd = float(se) / _se_per_sd(pair, int(la.size), int(lb.size))
-    return LogRatio(float(d), float(se), float(df), pair, int(la.size), int(lb.size), sd)
+    ra, rb = int(la.size), int(lb.size)
+    if pair or ra == rb or min(ra, rb) < 2:
+        sd = float(se) / _se_per_sd(pair, ra, rb)
+        return LogRatio(float(d), float(se), float(df), pair, ra, rb, sd)
+    ss = float(la.var(ddof=1)) * (ra - 1) + float(lb.var(ddof=1)) * (rb - 1)  # Welch's form (t_stats)
+    return LogRatio(float(d), float(se), float(df), pair, ra, rb, math.sqrt(ss / (ra + rb - 2)),
+                    var_a=float(la.var(ddof=1)), var_b=float(lb.var(ddof=1)))
 
 
 # Fewer points than this give too rough a picture of how their spreads vary: no prior.
@@ -279,14 +317,31 @@ def _trigamma_inverse(x: float) -> float:
 
 
 def moderated(t: LogRatio, prior: VariancePrior | None) -> LogRatio:
-    """``t`` with its spread replaced by the posterior one and ``prior.df`` degrees of freedom added."""
+    """``t`` with its spread replaced by the posterior one and ``prior.df`` degrees of freedom added
+    (in Welch's form, each side's variance, and the degrees of freedom Welch-Satterthwaite's over both)."""
     if prior is None or t.prior_df > 0.0:
         return t
-    d = t.df
-    var = (prior.df * prior.var + d * t.sd_round ** 2) / (prior.df + d)
-    sd = math.sqrt(var)
+    d = t.spread_df
+    sd = math.sqrt((prior.df * prior.var + d * t.sd_round ** 2) / (prior.df + d))
+    if t.welch:
+        return _welch(replace(t, sd_round=sd), prior)
     se = math.sqrt((sd * _se_per_sd(t.paired, t.rounds_a, t.rounds_b)) ** 2 + t.run_var)
     return replace(t, se=se, df=d + prior.df, sd_round=sd, prior_df=prior.df)
+
+
+def _welch(t: LogRatio, prior: VariancePrior | None) -> LogRatio:
+    """``t`` in Welch's form: ``se^2 = v_a / R_a + v_b / R_b`` (+ ``run_var``), each side's variance its
+    own or, with ``prior``, its posterior ``(d0 s0^2 + (R - 1) v) / (d0 + R - 1)``; the degrees of
+    freedom Welch-Satterthwaite's over the two sides' (``R - 1``, plus ``d0`` with a prior)."""
+    assert t.var_a is not None and t.var_b is not None
+    d0, s0 = (prior.df, prior.var) if prior is not None else (0.0, 0.0)
+    parts = []
+    for var, rounds in ((t.var_a, t.rounds_a), (t.var_b, t.rounds_b)):
+        own = rounds - 1
+        parts.append(((d0 * s0 + own * var) / (d0 + own) / rounds, d0 + own))
+    u = sum(p for p, _ in parts)
+    df = u ** 2 / sum(p ** 2 / f for p, f in parts) if u > 0.0 else t.spread_df + d0
+    return replace(t, se=math.sqrt(u + t.run_var), df=df, prior_df=d0)
 
 
 def between_runs(t: LogRatio, run_var: float) -> LogRatio:

@@ -184,14 +184,22 @@ def test_look_levels_split_both_error_rates():
         look_levels(0.01, 0.95, 0)
 
 
-def test_pooled_t_matches_scipy_and_a_one_round_side_borrows_the_spread():
+def test_equal_rounds_pool_unequal_ones_take_welch_and_a_one_round_side_borrows_the_spread():
     from scipy import stats
 
     rng = np.random.default_rng(11)
-    la, lb = rng.normal(0, 0.01, 4), rng.normal(0.02, 0.01, 6)
+    la, lb = rng.normal(0, 0.01, 6), rng.normal(0.02, 0.03, 6)
     d, se, df = t_stats(la, lb)
     ref = stats.ttest_ind(lb, la, equal_var=True)
-    assert float(d / se) == pytest.approx(ref.statistic) and df == 8
+    assert float(d / se) == pytest.approx(ref.statistic) and df == 10
+    la = la[:4]
+    d, se, df = t_stats(la, lb)
+    ref = stats.ttest_ind(lb, la, equal_var=False)
+    assert float(d / se) == pytest.approx(ref.statistic) and float(df) == pytest.approx(ref.df)
+    pooled = stats.ttest_ind(lb, la, equal_var=True)
+    assert abs(ref.statistic - pooled.statistic) > 0.05  # the two forms differ here: the test can tell them apart
+    t = log_ratio([np.exp(x) * np.ones(3) for x in la], [np.exp(x) * np.ones(3) for x in lb])
+    assert t is not None and t.welch and (t.d, t.se, t.df) == pytest.approx((float(d), float(se), float(df)))
     one = log_ratio([np.array([1e-3])], [np.exp(lb[i]) * np.ones(3) for i in range(6)])
     assert one is not None and one.df == 5 and not one.paired
     assert log_ratio([np.array([1e-3, 2e-3])], [np.array([1e-3])]) is None  # no spread between rounds
@@ -330,3 +338,46 @@ def test_gate_moderates_only_where_ten_points_are_over_rounds():
     assert (many.rounds_base, many.rounds_cur) == (3, 3) == (one.rounds_base, one.rounds_cur)
     assert many.ratio == pytest.approx(one.ratio)
     assert many.ci_high - many.ci_low < one.ci_high - one.ci_low
+
+
+def test_slow_rounds_on_the_side_with_more_rounds_do_not_widen_the_other_sides_share():
+    """Through gate(): a baseline of three tight rounds, a current of sixteen of which three ran 10%
+    slow (a slow process now and then, the rounds an adaptive run adds to a noisy point). The pooled
+    variance gave the slow rounds' spread to the baseline's three rounds as well (1.018x, [0.971, 1.068]:
+    INCONCLUSIVE); Welch's form keeps each side's own, and the same code PASSes ([0.998, 1.040])."""
+    rng = np.random.default_rng(17)
+    cases = [f"c{k}" for k in range(12)]
+
+    def run(slow=1.0):
+        offset = rng.normal(0.0, 0.004)
+        return make_run({c: {"x": list(1e-5 * (slow if c == "c0" else 1.0)
+                                       * np.exp(offset + rng.normal(0.0, 0.004, 12)))} for c in cases})
+
+    base = [run() for _ in range(3)]
+    cur = [run(1.10 if k in (3, 8, 12) else 1.0) for k in range(16)]
+    result = gate(base, cur, threshold=TAU)
+    c0 = next(v for v in result.verdicts if v.key == "c0/x")
+    assert (c0.rounds_base, c0.rounds_cur) == (3, 16)
+    assert c0.verdict == "PASS" and c0.ci_high < 1.0 + TAU
+    assert result.overall == "PASS"
+
+
+def test_moderating_welchs_form_moderates_each_side():
+    """With a prior, each side's variance is its posterior and the degrees of freedom are
+    Welch-Satterthwaite's over the two sides' (own + prior); an overwhelming prior leaves the prior's
+    variance on both sides."""
+    from solbench.analysis.sequential import VariancePrior, moderated
+
+    la, lb = np.log([1.00, 1.01, 0.99]), np.log([1.0, 1.2, 0.9, 1.1, 1.05, 0.95, 1.0])
+    t = log_ratio([np.exp(x) * np.ones(2) for x in la], [np.exp(x) * np.ones(2) for x in lb])
+    assert t is not None and t.welch
+    prior = VariancePrior(df=6.0, var=1e-4, points=20)
+    m = moderated(t, prior)
+    va = (6.0 * 1e-4 + 2 * la.var(ddof=1)) / 8.0
+    vb = (6.0 * 1e-4 + 6 * lb.var(ddof=1)) / 12.0
+    ua, ub = va / 3, vb / 7
+    assert m.se == pytest.approx(math.sqrt(ua + ub))
+    assert m.df == pytest.approx((ua + ub) ** 2 / (ua ** 2 / 8.0 + ub ** 2 / 12.0))
+    assert m.prior_df == 6.0 and moderated(m, prior) == m  # once only
+    huge = moderated(t, VariancePrior(df=1e9, var=1e-4, points=20))
+    assert huge.se == pytest.approx(1e-2 * math.sqrt(1 / 3 + 1 / 7), rel=1e-6)
