@@ -33,7 +33,7 @@ def pooled_only(a, b, *, paired=False):
     if t is None or not t.welch:
         return t
     se = t.sd_round * math.sqrt(1.0 / t.rounds_a + 1.0 / t.rounds_b)
-    return dataclasses.replace(t, se=se, df=t.spread_df, var_a=None, var_b=None)
+    return dataclasses.replace(t, se=se, df=t.spread_df, welch=False)
 
 
 def load(path: Path):

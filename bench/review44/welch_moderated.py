@@ -36,8 +36,8 @@ TAU, SD_SAMPLE, POINTS, FIRST, RERUN, STEP = 0.05, 0.02, 50, 3, 8, 4
 def pooled(t):
     if t is None or not t.welch:
         return t
-    return dataclasses.replace(t, se=t.sd_round * math.sqrt(1 / t.rounds_a + 1 / t.rounds_b), df=t.spread_df,
-                               var_a=None, var_b=None)
+    se = t.sd_round * math.sqrt(1 / t.rounds_a + 1 / t.rounds_b)
+    return dataclasses.replace(t, se=se, df=t.spread_df, welch=False)
 
 
 def medians(rng, rounds, shift, sd):

@@ -63,6 +63,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from solbench.analysis.rounds import group_by_round
+from solbench.analysis.sequential import welch_se_df
 from solbench.analysis.tdist import norm_ppf, t_ppf
 from solbench.results.model import Timing
 
@@ -238,7 +239,8 @@ def more_rounds_to_decide(log_ratio: float, sd_round: float, tau: float, rounds:
 
 def more_current_rounds_to_decide(log_ratio: float, sd_round: float, tau: float, rounds_base: int,
                                   rounds_cur: int, *, confidence: float, cap: int = 64,
-                                  run_var: float = 0.0) -> int | None:
+                                  run_var: float = 0.0, side_vars: tuple[float, float] | None = None,
+                                  prior_df: float = 0.0) -> int | None:
     """Rounds to add to the current side alone (``run --gate-against --rerun``: the baseline is a
     saved run) so a gate's interval at ``confidence`` clears ``1 + tau``; None when none does.
 
@@ -247,18 +249,27 @@ def more_current_rounds_to_decide(log_ratio: float, sd_round: float, tau: float,
     normal quantile, is wider than the gap between the ratio and the threshold, no number of current
     rounds decides, and the baseline must be measured in more rounds (or, where ``run_var`` alone
     is that wide, as more runs). Otherwise the smallest R_cur (df R_base + R_cur - 2) that clears the
-    gap, minus the rounds already measured; None beyond ``cap`` added rounds. A planning figure on
-    the pooled spread: with unequal rounds the gate decides on Welch's form (analysis.sequential).
+    gap, minus the rounds already measured; None beyond ``cap`` added rounds.
+
+    ``side_vars``: each side's own variance of one round's log median (``LogRatio.side_vars``,
+    posterior where moderated with ``prior_df`` borrowed degrees of freedom). Added rounds leave the
+    sides unequal, which the gate decides in Welch's form (analysis.sequential), so with them the
+    baseline's floor is ``v_base / R_base`` and each R_cur is tested with Welch's se and degrees of
+    freedom; ``sd_round`` (both sides alike) is the fallback where a side has one round.
     """
     gap = abs(log_ratio - math.log1p(tau))
     if gap == 0.0 or rounds_base < 1:
         return None
     q = (1.0 + confidence) / 2.0
-    if float(norm_ppf(q)) * math.sqrt(sd_round ** 2 / rounds_base + run_var) >= gap:
+    v_base, v_cur = side_vars if side_vars is not None else (sd_round ** 2, sd_round ** 2)
+    if float(norm_ppf(q)) * math.sqrt(v_base / rounds_base + run_var) >= gap:
         return None
     for r in range(rounds_cur + 1, rounds_cur + cap + 1):
-        se = math.sqrt(sd_round ** 2 * (1.0 / rounds_base + 1.0 / r) + run_var)
-        if float(t_ppf(q, rounds_base + r - 2)) * se <= gap:
+        if side_vars is not None and rounds_base >= 2:
+            se, df = welch_se_df(v_base, v_cur, rounds_base, r, prior_df)
+        else:
+            se, df = sd_round * math.sqrt(1.0 / rounds_base + 1.0 / r), float(rounds_base + r - 2)
+        if float(t_ppf(q, df)) * math.sqrt(se ** 2 + run_var) <= gap:
             return r - rounds_cur
     return None
 

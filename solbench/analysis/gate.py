@@ -344,7 +344,8 @@ def _rounds_to_decide(est: Estimate, tau: float, confidence: float) -> tuple[int
     per_side = more_rounds_to_decide(est.t.d, est.t.sd_round, tau, max(est.rounds_a, est.rounds_b),
                                      confidence=confidence, run_var=est.t.run_var)
     alone = more_current_rounds_to_decide(est.t.d, est.t.sd_round, tau, est.rounds_a, est.rounds_b,
-                                          confidence=confidence, run_var=est.t.run_var)
+                                          confidence=confidence, run_var=est.t.run_var,
+                                          side_vars=est.t.side_vars(), prior_df=est.t.prior_df)
     return per_side, alone
 
 

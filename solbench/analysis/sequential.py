@@ -130,6 +130,7 @@ __all__ = [
     "moderated",
     "t_stats",
     "variance_prior",
+    "welch_se_df",
 ]
 
 # Pairing by round costs half the degrees of freedom (R - 1 against 2R - 2): below five rounds
@@ -198,18 +199,25 @@ class LogRatio:
     # the variance the runs' own offsets add to d (``between_runs``: sides measured as separate runs),
     # already in se; 0: the rounds' spread is the whole of it
     run_var: float = 0.0
-    # Welch's form (sides of unequal rounds, two or more each): each side's own variance of its log
-    # round medians (before any moderation); None: the pooled or paired form
+    # each side's own variance of its log round medians (before any moderation), where both sides
+    # are unpaired and have two rounds or more; None otherwise
     var_a: float | None = None
     var_b: float | None = None
+    welch: bool = False  # decided in Welch's form (such sides of unequal rounds)
+    prior_var: float = 0.0  # the prior's variance (``moderated``; with ``prior_df``)
 
     @property
     def ratio(self) -> float:
         return math.exp(self.d)
 
-    @property
-    def welch(self) -> bool:
-        return self.var_a is not None
+    def side_vars(self) -> tuple[float, float] | None:
+        """Each side's variance of one round's log median, the posterior one where moderated
+        (``(d0 s0^2 + (R - 1) v) / (d0 + R - 1)``); None where ``var_a``/``var_b`` are."""
+        if self.var_a is None or self.var_b is None:
+            return None
+        d0, s0 = self.prior_df, self.prior_var
+        return ((d0 * s0 + (self.rounds_a - 1) * self.var_a) / (d0 + self.rounds_a - 1),
+                (d0 * s0 + (self.rounds_b - 1) * self.var_b) / (d0 + self.rounds_b - 1))
 
     @property
     def spread_df(self) -> float:
@@ -251,12 +259,11 @@ def log_ratio(a: Sequence[np.ndarray], b: Sequence[np.ndarray], *, paired: bool 
     pair = paired and la.size == lb.size >= PAIRED_MIN_ROUNDS
     d, se, df = t_stats(la, lb, paired=pair)
     ra, rb = int(la.size), int(lb.size)
-    if pair or ra == rb or min(ra, rb) < 2:
-        sd = float(se) / _se_per_sd(pair, ra, rb)
-        return LogRatio(float(d), float(se), float(df), pair, ra, rb, sd)
-    ss = float(la.var(ddof=1)) * (ra - 1) + float(lb.var(ddof=1)) * (rb - 1)  # Welch's form (t_stats)
-    return LogRatio(float(d), float(se), float(df), pair, ra, rb, math.sqrt(ss / (ra + rb - 2)),
-                    var_a=float(la.var(ddof=1)), var_b=float(lb.var(ddof=1)))
+    if pair or min(ra, rb) < 2:
+        return LogRatio(float(d), float(se), float(df), pair, ra, rb, float(se) / _se_per_sd(pair, ra, rb))
+    va, vb = float(la.var(ddof=1)), float(lb.var(ddof=1))
+    sd = math.sqrt((va * (ra - 1) + vb * (rb - 1)) / (ra + rb - 2))  # pooled (t_stats's se, at equal rounds)
+    return LogRatio(float(d), float(se), float(df), pair, ra, rb, sd, var_a=va, var_b=vb, welch=ra != rb)
 
 
 # Fewer points than this give too rough a picture of how their spreads vary: no prior.
@@ -323,25 +330,22 @@ def moderated(t: LogRatio, prior: VariancePrior | None) -> LogRatio:
         return t
     d = t.spread_df
     sd = math.sqrt((prior.df * prior.var + d * t.sd_round ** 2) / (prior.df + d))
+    t = replace(t, sd_round=sd, prior_df=prior.df, prior_var=prior.var)
     if t.welch:
-        return _welch(replace(t, sd_round=sd), prior)
+        se, df = welch_se_df(*t.side_vars(), t.rounds_a, t.rounds_b, prior.df)  # type: ignore[misc]
+        return replace(t, se=math.sqrt(se ** 2 + t.run_var), df=df)
     se = math.sqrt((sd * _se_per_sd(t.paired, t.rounds_a, t.rounds_b)) ** 2 + t.run_var)
-    return replace(t, se=se, df=d + prior.df, sd_round=sd, prior_df=prior.df)
+    return replace(t, se=se, df=d + prior.df)
 
 
-def _welch(t: LogRatio, prior: VariancePrior | None) -> LogRatio:
-    """``t`` in Welch's form: ``se^2 = v_a / R_a + v_b / R_b`` (+ ``run_var``), each side's variance its
-    own or, with ``prior``, its posterior ``(d0 s0^2 + (R - 1) v) / (d0 + R - 1)``; the degrees of
-    freedom Welch-Satterthwaite's over the two sides' (``R - 1``, plus ``d0`` with a prior)."""
-    assert t.var_a is not None and t.var_b is not None
-    d0, s0 = (prior.df, prior.var) if prior is not None else (0.0, 0.0)
-    parts = []
-    for var, rounds in ((t.var_a, t.rounds_a), (t.var_b, t.rounds_b)):
-        own = rounds - 1
-        parts.append(((d0 * s0 + own * var) / (d0 + own) / rounds, d0 + own))
-    u = sum(p for p, _ in parts)
-    df = u ** 2 / sum(p ** 2 / f for p, f in parts) if u > 0.0 else t.spread_df + d0
-    return replace(t, se=math.sqrt(u + t.run_var), df=df, prior_df=d0)
+def welch_se_df(var_a: float, var_b: float, rounds_a: int, rounds_b: int, prior_df: float = 0.0) -> tuple[float, float]:
+    """Welch's form: ``se = sqrt(v_a / R_a + v_b / R_b)`` and the Welch-Satterthwaite degrees of
+    freedom over the two sides' (``R - 1`` each, plus ``prior_df`` where the variances are posterior)."""
+    ua, ub = var_a / rounds_a, var_b / rounds_b
+    u = ua + ub
+    if u <= 0.0:
+        return 0.0, float(rounds_a + rounds_b - 2) + prior_df
+    return math.sqrt(u), u ** 2 / (ua ** 2 / (rounds_a - 1 + prior_df) + ub ** 2 / (rounds_b - 1 + prior_df))
 
 
 def between_runs(t: LogRatio, run_var: float) -> LogRatio:

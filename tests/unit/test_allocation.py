@@ -249,3 +249,27 @@ def test_looks_keep_verdicts_and_name_only_undecided_keys():
     keys = looks.undecided(base, cur)
     assert set(keys) == {v.key for v in looks.last.verdicts if v.verdict == "INCONCLUSIVE"}
     assert looks.result(base, cur).looks == 8 and looks.count == 2
+
+
+def test_current_rounds_alone_plan_on_each_sides_own_spread():
+    """A quiet baseline of 3 rounds (sd 0.3%), a current of 16 that spread 4% (slow processes): on
+    the pooled spread the baseline's share alone looks too wide and the note would send the user to
+    the baseline; on each side's own spread (the gate's Welch form for unequal rounds) a few more
+    current rounds decide, and the number returned is the first that does."""
+    from solbench.analysis.sequential import welch_se_df
+    from solbench.analysis.tdist import t_ppf
+
+    d, tau, vb, vc = math.log(1.03), 0.05, 0.003 ** 2, 0.04 ** 2
+    pooled_sd = math.sqrt((2 * vb + 15 * vc) / 17)
+    assert more_current_rounds_to_decide(d, pooled_sd, tau, 3, 16, confidence=0.95) is None
+    alone = more_current_rounds_to_decide(d, pooled_sd, tau, 3, 16, confidence=0.95, side_vars=(vb, vc))
+    assert alone is not None and alone >= 1
+    gap = math.log(1.05) - d
+
+    def half(r):
+        se, df = welch_se_df(vb, vc, 3, r)
+        return float(t_ppf(0.975, df)) * se
+
+    assert half(16 + alone) <= gap < half(16 + alone - 1)
+    # a noisy baseline is the floor: its own share alone is wider than the gap
+    assert more_current_rounds_to_decide(d, pooled_sd, tau, 3, 16, confidence=0.95, side_vars=(vc, vb)) is None

@@ -379,5 +379,6 @@ def test_moderating_welchs_form_moderates_each_side():
     assert m.se == pytest.approx(math.sqrt(ua + ub))
     assert m.df == pytest.approx((ua + ub) ** 2 / (ua ** 2 / 8.0 + ub ** 2 / 12.0))
     assert m.prior_df == 6.0 and moderated(m, prior) == m  # once only
+    assert m.side_vars() == pytest.approx((va, vb))
     huge = moderated(t, VariancePrior(df=1e9, var=1e-4, points=20))
     assert huge.se == pytest.approx(1e-2 * math.sqrt(1 / 3 + 1 / 7), rel=1e-6)
