@@ -14,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 import gzip
 import itertools
-import math
 import sys
 import tempfile
 from pathlib import Path
@@ -27,13 +26,10 @@ from solbench.results import store
 ORIGINAL = compare.log_ratio
 
 
-def pooled_only(a, b, *, paired=False):
-    """The rule before Welch's form: the pooled t whatever the sides' rounds."""
-    t = ORIGINAL(a, b, paired=paired)
-    if t is None or not t.welch:
-        return t
-    se = t.sd_round * math.sqrt(1.0 / t.rounds_a + 1.0 / t.rounds_b)
-    return dataclasses.replace(t, se=se, df=t.spread_df, welch=False)
+def pooled_only(*args, **kwargs):
+    """The rule before Welch's form: without the sides' own variances, ``moderated`` pools them."""
+    t = ORIGINAL(*args, **kwargs)
+    return t if t is None else dataclasses.replace(t, var_a=None, var_b=None)
 
 
 def load(path: Path):

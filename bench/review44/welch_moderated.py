@@ -31,13 +31,13 @@ from solbench.analysis.sequential import (
 )
 
 TAU, SD_SAMPLE, POINTS, FIRST, RERUN, STEP = 0.05, 0.02, 50, 3, 8, 4
+ORIGINAL = log_ratio
 
 
-def pooled(t):
-    if t is None or not t.welch:
-        return t
-    se = t.sd_round * math.sqrt(1 / t.rounds_a + 1 / t.rounds_b)
-    return dataclasses.replace(t, se=se, df=t.spread_df, welch=False)
+def pooled(*args, **kwargs):
+    """The rule before Welch's form: without the sides' own variances, ``moderated`` pools them."""
+    t = ORIGINAL(*args, **kwargs)
+    return t if t is None else dataclasses.replace(t, var_a=None, var_b=None)
 
 
 def medians(rng, rounds, shift, sd):
@@ -54,10 +54,9 @@ def trial(rng, shift, base_scale, cur_scale, welch):
     at = [*range(FIRST, FIRST + RERUN, STEP), FIRST + RERUN]
     verdict = np.full(POINTS, UNDECIDED)
     for r in at:
-        ts = [log_ratio([np.exp(base[i, k:k + 1]) for k in range(FIRST)],
-                        [np.exp(cur[i, k:k + 1]) for k in range(r)]) for i in range(POINTS)]
-        if not welch:
-            ts = [pooled(t) for t in ts]
+        rule = log_ratio if welch else pooled
+        ts = [rule([np.exp(base[i, k:k + 1]) for k in range(FIRST)],
+                   [np.exp(cur[i, k:k + 1]) for k in range(r)]) for i in range(POINTS)]
         prior = variance_prior([t.sd_round ** 2 for t in ts], [t.spread_df for t in ts])
         ts = [moderated(t, prior) for t in ts]
         d, se, df = (np.array([getattr(t, f) for t in ts]) for f in ("d", "se", "df"))

@@ -251,9 +251,9 @@ def more_current_rounds_to_decide(log_ratio: float, sd_round: float, tau: float,
     is that wide, as more runs). Otherwise the smallest R_cur (df R_base + R_cur - 2) that clears the
     gap, minus the rounds already measured; None beyond ``cap`` added rounds.
 
-    ``side_vars``: each side's own variance of one round's log median (``LogRatio.side_vars``,
-    posterior where moderated with ``prior_df`` borrowed degrees of freedom). Added rounds leave the
-    sides unequal, which the gate decides in Welch's form (analysis.sequential), so with them the
+    ``side_vars``: each side's posterior variance of one round's log median (``LogRatio.side_vars``,
+    moderated with ``prior_df`` borrowed degrees of freedom). Added rounds leave the sides unequal,
+    which a moderated gate decides in Welch's form (analysis.sequential), so with them the
     baseline's floor is ``v_base / R_base`` and each R_cur is tested with Welch's se and degrees of
     freedom; ``sd_round`` (both sides alike) is the fallback where a side has one round.
     """

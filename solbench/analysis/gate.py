@@ -29,9 +29,9 @@ For every ``case_id/impl`` measured ("ok", with samples) in both runs:
 
 A side given as several runs (``--baseline a.json b.json``), or a run measured in rounds
 (``run --repeat``, ``ab``), is decided over rounds: r is the ratio of the geometric means of the
-round medians, [lo, hi] the t interval on the log round medians (pooled over both sides of equal
-rounds, Welch's form over sides of unequal rounds, moderated where ten or more cases are tested:
-``analysis.sequential``) and p_slow, p_fast the one-sided
+round medians, [lo, hi] the t interval on the log round medians (pooled over both sides,
+moderated where ten or more cases are tested, and then in Welch's form over sides of unequal
+rounds: ``analysis.sequential``) and p_slow, p_fast the one-sided
 p-values of the same t statistic instead of Mann-Whitney; the rules are the same.
 Several runs of one side must share a fingerprint (below).
 
@@ -345,7 +345,8 @@ def _rounds_to_decide(est: Estimate, tau: float, confidence: float) -> tuple[int
                                      confidence=confidence, run_var=est.t.run_var)
     alone = more_current_rounds_to_decide(est.t.d, est.t.sd_round, tau, est.rounds_a, est.rounds_b,
                                           confidence=confidence, run_var=est.t.run_var,
-                                          side_vars=est.t.side_vars(), prior_df=est.t.prior_df)
+                                          side_vars=est.t.side_vars() if est.t.prior_df > 0.0 else None,
+                                          prior_df=est.t.prior_df)  # moderated: Welch once the rounds differ
     return per_side, alone
 
 

@@ -78,15 +78,12 @@ def test_an_unpriced_run_offset_breaks_the_error_share_and_a_priced_one_keeps_it
 
 
 def test_a_priced_run_offset_never_calls_same_code_a_regression_and_catches_ten_percent():
-    """Same code: no REGRESSION, and most trials PASS (95.2%); a 10% slowdown never PASSes and is caught in
-    most trials (92.9%): the rest stay INCONCLUSIVE, never a wrong verdict. Unmoderated (fewer than
-    ten points) and with the sides' rounds unequal after the first look, this is Welch's form, whose
-    fewer degrees of freedom cost some power here (96.1% with the pooled t, which holds its level
-    only where both sides spread alike)."""
+    """Same code: no REGRESSION, and most trials PASS (measured 97.4%); a 10% slowdown never PASSes
+    and is caught in most trials (96.1%): the rest stay INCONCLUSIVE, never a wrong verdict."""
     same = _gate_against(1.0, S_RUN, first=6, seed=100)
     slow = _gate_against(1.10, S_RUN, first=6, seed=110)
     assert np.mean(same == REGRESSION) == 0.0 and np.mean(same == PASS) >= 0.95
-    assert np.mean(slow == PASS) == 0.0 and np.mean(slow == REGRESSION) >= 0.9
+    assert np.mean(slow == PASS) == 0.0 and np.mean(slow == REGRESSION) >= 0.95
 
 
 def _rounds_run(rng, shift, rounds, n=15, sd_round=0.01, cases=("a", "b", "c")):
@@ -98,13 +95,11 @@ def _rounds_run(rng, shift, rounds, n=15, sd_round=0.01, cases=("a", "b", "c")):
 
 def test_the_gate_adds_the_term_to_the_t_interval_per_run_a_side():
     """Fewer than ten points (no moderation): the interval is exp(d -/+ t se'), se'^2 = se^2 +
-    S^2 (1/m_base + 1/m_cur) for sides of m runs; the degrees of freedom stay the rounds' (the
-    sides of equal rounds, so the pooled form's R_base + R_cur - 2)."""
+    S^2 (1/m_base + 1/m_cur) for sides of m runs; the degrees of freedom stay the rounds'."""
     rng = np.random.default_rng(3)
     base = [_rounds_run(rng, 1.0, 3) for _ in range(2)]
-    curs = {1: _rounds_run(rng, 1.02, 3), 2: _rounds_run(rng, 1.02, 6)}
+    cur = _rounds_run(rng, 1.02, 4)
     for side, m in ((base[0], 1), (base, 2)):
-        cur = curs[m]
         plain = gate(side, cur, threshold=0.05)
         priced = gate(side, cur, threshold=0.05, run_sd=0.01)
         assert priced.run_sd == 0.01 and plain.run_sd == 0.0

@@ -184,22 +184,17 @@ def test_look_levels_split_both_error_rates():
         look_levels(0.01, 0.95, 0)
 
 
-def test_equal_rounds_pool_unequal_ones_take_welch_and_a_one_round_side_borrows_the_spread():
+def test_pooled_t_matches_scipy_and_a_one_round_side_borrows_the_spread():
     from scipy import stats
 
     rng = np.random.default_rng(11)
-    la, lb = rng.normal(0, 0.01, 6), rng.normal(0.02, 0.03, 6)
+    la, lb = rng.normal(0, 0.01, 4), rng.normal(0.02, 0.01, 6)
     d, se, df = t_stats(la, lb)
     ref = stats.ttest_ind(lb, la, equal_var=True)
-    assert float(d / se) == pytest.approx(ref.statistic) and df == 10
-    la = la[:4]
-    d, se, df = t_stats(la, lb)
-    ref = stats.ttest_ind(lb, la, equal_var=False)
-    assert float(d / se) == pytest.approx(ref.statistic) and float(df) == pytest.approx(ref.df)
-    pooled = stats.ttest_ind(lb, la, equal_var=True)
-    assert abs(ref.statistic - pooled.statistic) > 0.05  # the two forms differ here: the test can tell them apart
+    assert float(d / se) == pytest.approx(ref.statistic) and df == 8
     t = log_ratio([np.exp(x) * np.ones(3) for x in la], [np.exp(x) * np.ones(3) for x in lb])
-    assert t is not None and t.welch and (t.d, t.se, t.df) == pytest.approx((float(d), float(se), float(df)))
+    assert t is not None and not t.welch and (t.d, t.se, t.df) == pytest.approx((float(d), float(se), float(df)))
+    assert (t.var_a, t.var_b) == pytest.approx((la.var(ddof=1), lb.var(ddof=1)))  # kept for ``moderated``
     one = log_ratio([np.array([1e-3])], [np.exp(lb[i]) * np.ones(3) for i in range(6)])
     assert one is not None and one.df == 5 and not one.paired
     assert log_ratio([np.array([1e-3, 2e-3])], [np.array([1e-3])]) is None  # no spread between rounds
@@ -362,6 +357,18 @@ def test_slow_rounds_on_the_side_with_more_rounds_do_not_widen_the_other_sides_s
     assert result.overall == "PASS"
 
 
+def test_welchs_form_matches_scipy():
+    from scipy import stats
+
+    from solbench.analysis.sequential import welch_se_df
+
+    rng = np.random.default_rng(12)
+    la, lb = rng.normal(0, 0.01, 3), rng.normal(0.02, 0.03, 11)
+    se, df = welch_se_df(la.var(ddof=1), lb.var(ddof=1), 3, 11)
+    ref = stats.ttest_ind(lb, la, equal_var=False)
+    assert (lb.mean() - la.mean()) / se == pytest.approx(ref.statistic) and df == pytest.approx(ref.df)
+
+
 def test_moderating_welchs_form_moderates_each_side():
     """With a prior, each side's variance is its posterior and the degrees of freedom are
     Welch-Satterthwaite's over the two sides' (own + prior); an overwhelming prior leaves the prior's
@@ -370,9 +377,10 @@ def test_moderating_welchs_form_moderates_each_side():
 
     la, lb = np.log([1.00, 1.01, 0.99]), np.log([1.0, 1.2, 0.9, 1.1, 1.05, 0.95, 1.0])
     t = log_ratio([np.exp(x) * np.ones(2) for x in la], [np.exp(x) * np.ones(2) for x in lb])
-    assert t is not None and t.welch
+    assert t is not None and not t.welch  # unmoderated: pooled
     prior = VariancePrior(df=6.0, var=1e-4, points=20)
     m = moderated(t, prior)
+    assert m.welch
     va = (6.0 * 1e-4 + 2 * la.var(ddof=1)) / 8.0
     vb = (6.0 * 1e-4 + 6 * lb.var(ddof=1)) / 12.0
     ua, ub = va / 3, vb / 7
