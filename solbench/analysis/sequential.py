@@ -25,10 +25,9 @@ pooled form assumes):
 **Why Welch for unequal rounds, where moderated.** With equal rounds the pooled and Welch standard
 errors are the same number, and the pooled t holds its level whatever the two spreads. With unequal
 rounds the pooled variance is weighted by the rounds: the side with more rounds lends its spread to
-the other.
-Adaptive rounds go to the noisy points, so the side with more rounds is the noisier one, and a few
-slow processes there (3 of 16 rounds at +10%) widened the baseline's three tight rounds' share
-until the same code was INCONCLUSIVE. The other way round (a noisy baseline of 3 rounds, a quiet
+the other. Adaptive rounds go to the noisy points, so the side with more rounds is the noisier one,
+and a few slow processes there (3 of 16 rounds at +10%) widened the baseline's three tight rounds'
+share until the same code was INCONCLUSIVE. The other way round (a noisy baseline of 3 rounds, a quiet
 current of 11), the pooled t is too narrow: 3.9% wrong REGRESSION and 3.9% wrong PASS at a true
 1.05, against 2.5% each; Welch's form keeps 1.9% and 2.0% (bench/review44/welch_moderated.py: 400
 trials of 50 moderated points on ``run --gate-against``'s schedule). It decides fewer points there
