@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from solbench.analysis.hwspec import HardwareSpec
-from solbench.config.yamlio import read_yaml
+from solbench.config.yamlio import YamlDocument, read_yaml
 from solbench.errors import ConfigError
 from solbench.workload.ops import suggest
 
@@ -154,7 +154,11 @@ def specs_dir(directory: str | Path | None = None) -> Path:
 
 def load_spec_file(path: str | Path) -> HardwareSpec:
     """Read and validate one spec file."""
-    path = Path(path)
+    return _load(Path(path))[0]
+
+
+def _load(path: Path) -> tuple[HardwareSpec, YamlDocument]:
+    """One spec file validated, and its document (for the lines of later errors)."""
     doc = read_yaml(path)
     if not isinstance(doc.data, dict):
         raise doc.error([], "expected a mapping of spec fields")
@@ -167,21 +171,23 @@ def load_spec_file(path: str | Path) -> HardwareSpec:
         raise doc.validation_error(first, _pci_hint(first) or _unknown_hint(first, model)) from None
     if parsed.id != path.stem:
         raise doc.error(["id"], f"{parsed.id!r} must equal the file name {path.stem!r}")
-    return parsed.to_spec()
+    return parsed.to_spec(), doc
 
 
 def load_specs(directory: str | Path | None = None) -> tuple[HardwareSpec, ...]:
     """Every spec in the directory, in match order (match_priority, then id)."""
     root = specs_dir(directory)
     specs: list[HardwareSpec] = []
-    owner: dict[str, Path] = {}  # id, alias or pci id -> file that claims it
+    owner: dict[str, str] = {}  # id, alias or pci id -> "file:line" that claims it
     for path in sorted(root.glob("*.yaml")):
-        spec = load_spec_file(path)
-        claims = [spec.id, *spec.aliases, *(f"pci 0x{p:04x}" for p in spec.pci_device_ids)]
-        for claim in claims:
+        spec, doc = _load(path)
+        claims: list[tuple[str, list[str | int]]] = [
+            (spec.id, ["id"]), *((a, ["aliases", i]) for i, a in enumerate(spec.aliases)),
+            *((f"pci 0x{p:04x}", ["pci_device_ids", i]) for i, p in enumerate(spec.pci_device_ids))]
+        for claim, loc in claims:
             if claim in owner:
-                raise ConfigError(f"{path}: {claim!r} is also claimed by {owner[claim]}")
-            owner[claim] = path
+                raise doc.error(loc, f"{claim!r} is also claimed by {owner[claim]}")
+            owner[claim] = f"{path}:{doc.line_of(loc)}"
         specs.append(spec)
     if not specs:
         raise ConfigError(f"{root}: no hardware spec files (*.yaml)")

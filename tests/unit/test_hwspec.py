@@ -319,6 +319,23 @@ def test_duplicate_pci_id_across_files_is_an_error(tmp_path: Path) -> None:
         load_specs(tmp_path)
 
 
+@pytest.mark.parametrize(("edit", "field"), [
+    ((r"^aliases: .*$", 'aliases: ["h200-nvl"]'), "aliases.0"),  # another file's id
+    ((r"^pci_device_ids: .*$", 'pci_device_ids: ["0x2335", "0x233b"]'), "pci_device_ids.1"),
+])
+def test_duplicate_claim_names_file_line_and_field(tmp_path: Path, edit: tuple[str, str], field: str) -> None:
+    (tmp_path / "h200-nvl.yaml").write_text((specs_dir() / "h200-nvl.yaml").read_text())
+    path = _write_h200(tmp_path, edit)
+    key = field.split(".")[0]
+    line = 1 + next(i for i, s in enumerate(path.read_text().splitlines()) if s.startswith(f"{key}:"))
+    with pytest.raises(ConfigError) as info:
+        load_specs(tmp_path)
+    text = str(info.value)
+    assert text.startswith(f"{path}:{line}: {field}: "), text
+    assert re.search(r"is also claimed by .*h200-nvl\.yaml", text), text
+    assert "\n" not in text
+
+
 def test_specs_dir_from_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _write_h200(tmp_path, (r"^id: .*$", "id: h200-sxm"))
     monkeypatch.setenv("SOLBENCH_SPECS_DIR", str(tmp_path))
