@@ -148,7 +148,7 @@ def run(files: Sequence[str], solutions: Sequence[str], gpu: str | None, dry_run
     """Check and time every implementation of the workloads in FILES: solbench YAML files, KernelBench
     problem files or level folders, SOL-ExecBench problem or benchmark folders."""
     out = console(quiet or as_json)
-    if gpu and not dry_run:
+    if gpu is not None and not dry_run:
         raise click.UsageError("--gpu picks a spec for a what-if; add --dry-run")
     if (devices or executor != "local") and device != "auto":
         raise click.UsageError("--device picks one device; --devices and --executor ray pick several")
@@ -183,7 +183,7 @@ def run(files: Sequence[str], solutions: Sequence[str], gpu: str | None, dry_run
         raise click.UsageError("--peaks measured scores a run against this GPU's calibrated ceilings; a dry run "
                                "prices the cases against a spec's datasheet peaks (--gpu)")
     if dry_run:
-        if gpu and device != "auto":
+        if gpu is not None and device != "auto":
             raise ConfigError("--gpu prices the cases on a named spec; --device on a detected one: give one")
         result = api.dry_run(files, api.hardware_spec(gpu, device), workloads, impls, solutions, select=tuple(cases),
                              overrides=dict(overrides))

@@ -95,6 +95,14 @@ def test_gpu_without_dry_run_is_a_usage_error(runner):
     assert result.exit_code == 2 and "--dry-run" in result.output
 
 
+def test_an_empty_gpu_without_dry_run_is_a_usage_error(runner, tmp_path):
+    out = tmp_path / "run.json"  # --gpu "" (an unset variable) measured this machine, exit 0
+    result = runner.invoke(main, ["run", "tests/data/double.yaml", "--gpu", "", "-o", str(out),
+                                  "--results-dir", str(tmp_path), *FAST])
+    assert result.exit_code == 2 and "--dry-run" in result.output
+    assert not out.exists()
+
+
 @pytest.mark.parametrize("args,message", [
     (["run", "nope.yaml", "--device", "cpu"], "nope.yaml: no such file"),
     (["run", "workloads/attn.yaml", "--gpu", "z9000", "--dry-run"], "z9000"),
