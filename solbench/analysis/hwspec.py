@@ -118,7 +118,8 @@ class HardwareSpec:
         fp32 = self.vector_peaks.get("fp32")
         if fp32 is None:
             raise ConfigError(f"hardware spec {self.id!r} has no vector fp32 peak"
-                              + (" (CPU peaks are measured by detect())" if self.kind == "cpu" else ""))
+                              + (" (a CPU's peaks are measured when it runs: run on this machine with --device cpu"
+                                 " instead of a what-if)" if self.kind == "cpu" else ""))
         if self.bandwidth is None:
             raise ConfigError(f"hardware spec {self.id!r} has no memory bandwidth")
         vector = self.vector_peaks.get(unit, fp32)

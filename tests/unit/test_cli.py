@@ -103,6 +103,11 @@ def test_an_empty_gpu_without_dry_run_is_a_usage_error(runner, tmp_path):
     assert not out.exists()
 
 
+def test_a_what_if_on_the_cpu_spec_says_to_run_on_the_cpu(runner):
+    result = runner.invoke(main, ["run", "tests/data/double.yaml", "--gpu", "cpu", "--dry-run"])
+    assert result.exit_code == 2 and "--device cpu" in result.output and "detect()" not in result.output
+
+
 @pytest.mark.parametrize("args,message", [
     (["run", "nope.yaml", "--device", "cpu"], "nope.yaml: no such file"),
     (["run", "workloads/attn.yaml", "--gpu", "z9000", "--dry-run"], "z9000"),
