@@ -216,19 +216,29 @@ def case_rounds_needed(timings: Sequence[Timing], target_rel_ci: float, cap: int
 
 
 def more_rounds_to_decide(log_ratio: float, sd_round: float, tau: float, rounds: int, *,
-                          confidence: float, run_var: float = 0.0) -> int | None:
+                          confidence: float, run_var: float = 0.0, other_rounds: int | None = None) -> int | None:
     """Rounds to add to each side so a gate's interval at ``confidence`` clears ``1 + tau``.
 
     At the measured ratio ``exp(log_ratio)`` and spread of one round's log median ``sd_round``
     (pooled), both sides at R rounds give ``se = sqrt(sd_round^2 2 / R + run_var)`` with 2R - 2
     degrees of freedom (``run_var``: the runs' own offsets, which rounds do not shrink); the
     interval decides once ``t se <= |log_ratio - log(1 + tau)|``. Returns R minus the rounds already
-    measured (``rounds``: the larger side's), at least 1; None when no practical number does (the
+    measured (``rounds``), at least 1; None when no practical number does (the
     ratio sits at the threshold, or within the runs' offsets of it: more than MAX_ROUNDS).
+    ``other_rounds``: the other side's rounds where they differ from ``rounds``; then k rounds added
+    to each side give ``se = sqrt(sd_round^2 (1/(R_a + k) + 1/(R_b + k)) + run_var)`` with
+    R_a + R_b + 2k - 2 degrees of freedom, and the smallest such k is returned (the side with fewer
+    rounds keeps the interval wide: planning both at the larger side's rounds understated k).
     """
     gap = abs(log_ratio - math.log1p(tau))
     if gap == 0.0:
         return None
+    if other_rounds is not None and other_rounds != rounds:
+        k = np.arange(1, MAX_ROUNDS + 1)
+        ra, rb = rounds + k, other_rounds + k
+        half = t_ppf((1.0 + confidence) / 2.0, ra + rb - 2) * np.sqrt(sd_round ** 2 * (1.0 / ra + 1.0 / rb) + run_var)
+        fits = np.flatnonzero(half <= gap)
+        return int(k[fits[0]]) if fits.size else None
     target = math.expm1(gap)
     need = rounds_for_half_width(sd_round ** 2, target, confidence=confidence, sides=2, cap=MAX_ROUNDS + 1,
                                  run_var=run_var)

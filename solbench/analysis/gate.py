@@ -341,7 +341,7 @@ def _rounds_to_decide(est: Estimate, tau: float, confidence: float) -> tuple[int
     the current side alone that would (each None: not over rounds, or no practical number does)."""
     if est.t is None:
         return None, None
-    per_side = more_rounds_to_decide(est.t.d, est.t.sd_round, tau, max(est.rounds_a, est.rounds_b),
+    per_side = more_rounds_to_decide(est.t.d, est.t.sd_round, tau, est.rounds_a, other_rounds=est.rounds_b,
                                      confidence=confidence, run_var=est.t.run_var)
     alone = more_current_rounds_to_decide(est.t.d, est.t.sd_round, tau, est.rounds_a, est.rounds_b,
                                           confidence=confidence, run_var=est.t.run_var,

@@ -273,3 +273,27 @@ def test_current_rounds_alone_plan_on_each_sides_own_spread():
     assert half(16 + alone) <= gap < half(16 + alone - 1)
     # a noisy baseline is the floor: its own share alone is wider than the gap
     assert more_current_rounds_to_decide(d, pooled_sd, tau, 3, 16, confidence=0.95, side_vars=(vc, vb)) is None
+
+
+def _exact_side(rounds, ratio, sd):
+    """One case in ``rounds`` rounds whose log round medians have mean log(ratio ms) and sd ``sd`` exactly."""
+    z = np.linspace(-1.0, 1.0, rounds)
+    z = (z - z.mean()) / z.std(ddof=1)
+    meds = 1e-3 * ratio * np.exp(sd * z)
+    return make_run({"c": {"k": [m * (1.0 + 1e-4 * j) for m in meds for j in (-1, 0, 1, 2, 3)]}}, rounds=rounds)
+
+
+def test_rounds_per_side_plan_on_both_sides_rounds_where_they_differ():
+    """3 baseline rounds against 11 current ones: the baseline's few rounds keep the interval wide.
+    Planned at the larger side's 11 the note said 1 more round per side, and 4 against 12 at the same
+    spread and ratio still straddled the threshold. The rounds it names decide; one fewer does not."""
+    def verdict(k):
+        return gate(_exact_side(3 + k, 1.0, 0.03), _exact_side(11 + k, 1.08, 0.03), threshold=0.05).verdicts[0]
+
+    v = verdict(0)
+    assert v.verdict == "INCONCLUSIVE" and v.more_rounds is not None and v.more_rounds > 1
+    assert verdict(v.more_rounds).verdict == "REGRESSION"
+    assert verdict(v.more_rounds - 1).verdict == "INCONCLUSIVE"
+    # equal rounds: as before
+    assert more_rounds_to_decide(0.0, 0.03, 0.05, 3, other_rounds=3, confidence=0.95) == \
+        more_rounds_to_decide(0.0, 0.03, 0.05, 3, confidence=0.95)
