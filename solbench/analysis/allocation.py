@@ -216,7 +216,8 @@ def case_rounds_needed(timings: Sequence[Timing], target_rel_ci: float, cap: int
 
 
 def more_rounds_to_decide(log_ratio: float, sd_round: float, tau: float, rounds: int, *,
-                          confidence: float, run_var: float = 0.0, other_rounds: int | None = None) -> int | None:
+                          confidence: float, run_var: float = 0.0, other_rounds: int | None = None,
+                          side_vars: tuple[float, float] | None = None, prior_df: float = 0.0) -> int | None:
     """Rounds to add to each side so a gate's interval at ``confidence`` clears ``1 + tau``.
 
     At the measured ratio ``exp(log_ratio)`` and spread of one round's log median ``sd_round``
@@ -229,6 +230,9 @@ def more_rounds_to_decide(log_ratio: float, sd_round: float, tau: float, rounds:
     to each side give ``se = sqrt(sd_round^2 (1/(R_a + k) + 1/(R_b + k)) + run_var)`` with
     R_a + R_b + 2k - 2 degrees of freedom, and the smallest such k is returned (the side with fewer
     rounds keeps the interval wide: planning both at the larger side's rounds understated k).
+    ``prior_df``: the degrees of freedom a moderated spread borrows from the other points (the gate's
+    df is theirs plus the rounds'); ``side_vars``: each side's posterior variance (``LogRatio.side_vars``),
+    with which sides of unequal rounds are planned in Welch's form, as a moderated gate decides them.
     """
     gap = abs(log_ratio - math.log1p(tau))
     if gap == 0.0:
@@ -236,12 +240,20 @@ def more_rounds_to_decide(log_ratio: float, sd_round: float, tau: float, rounds:
     if other_rounds is not None and other_rounds != rounds:
         k = np.arange(1, MAX_ROUNDS + 1)
         ra, rb = rounds + k, other_rounds + k
-        half = t_ppf((1.0 + confidence) / 2.0, ra + rb - 2) * np.sqrt(sd_round ** 2 * (1.0 / ra + 1.0 / rb) + run_var)
+        if side_vars is not None:
+            ua, ub = side_vars[0] / ra, side_vars[1] / rb
+            var = ua + ub
+            with np.errstate(divide="ignore", invalid="ignore"):
+                df = np.where(var > 0.0, var ** 2 / (ua ** 2 / (ra - 1 + prior_df) + ub ** 2 / (rb - 1 + prior_df)),
+                              ra + rb - 2 + prior_df)
+        else:
+            var, df = sd_round ** 2 * (1.0 / ra + 1.0 / rb), ra + rb - 2 + prior_df
+        half = t_ppf((1.0 + confidence) / 2.0, df) * np.sqrt(var + run_var)
         fits = np.flatnonzero(half <= gap)
         return int(k[fits[0]]) if fits.size else None
     target = math.expm1(gap)
     need = rounds_for_half_width(sd_round ** 2, target, confidence=confidence, sides=2, cap=MAX_ROUNDS + 1,
-                                 run_var=run_var)
+                                 run_var=run_var, other_df=prior_df)
     if need > MAX_ROUNDS:
         return None
     return max(1, need - rounds)
