@@ -74,6 +74,7 @@ __all__ = [
     "more_current_rounds_to_decide",
     "more_rounds_to_decide",
     "optimal_samples",
+    "planned_se_df",
     "rounds_for_half_width",
     "rounds_needed",
     "samples_next_round",
@@ -217,7 +218,8 @@ def case_rounds_needed(timings: Sequence[Timing], target_rel_ci: float, cap: int
 
 def more_rounds_to_decide(log_ratio: float, sd_round: float, tau: float, rounds: int, *,
                           confidence: float, run_var: float = 0.0, other_rounds: int | None = None,
-                          side_vars: tuple[float, float] | None = None, prior_df: float = 0.0) -> int | None:
+                          side_vars: tuple[float, float] | None = None, prior_df: float = 0.0,
+                          welch: bool = True) -> int | None:
     """Rounds to add to each side so a gate's interval at ``confidence`` clears ``1 + tau``.
 
     At the measured ratio ``exp(log_ratio)`` and spread of one round's log median ``sd_round``
@@ -231,26 +233,23 @@ def more_rounds_to_decide(log_ratio: float, sd_round: float, tau: float, rounds:
     R_a + R_b + 2k - 2 degrees of freedom, and the smallest such k is returned (the side with fewer
     rounds keeps the interval wide: planning both at the larger side's rounds understated k).
     ``prior_df``: the degrees of freedom a moderated spread borrows from the other points (the gate's
-    df is theirs plus the rounds'); ``side_vars``: each side's posterior variance (``LogRatio.side_vars``),
-    with which sides of unequal rounds are planned in Welch's form, as a moderated gate decides them.
+    df is theirs plus the rounds'); ``side_vars``: each side's variance (``LogRatio.side_vars``), with
+    which sides of unequal rounds are planned as the gate decides them (``planned_se_df``).
     """
     gap = abs(log_ratio - math.log1p(tau))
     if gap == 0.0:
         return None
     if other_rounds is not None and other_rounds != rounds:
-        k = np.arange(1, MAX_ROUNDS + 1)
-        ra, rb = rounds + k, other_rounds + k
-        if side_vars is not None:
-            ua, ub = side_vars[0] / ra, side_vars[1] / rb
-            var = ua + ub
-            with np.errstate(divide="ignore", invalid="ignore"):
-                df = np.where(var > 0.0, var ** 2 / (ua ** 2 / (ra - 1 + prior_df) + ub ** 2 / (rb - 1 + prior_df)),
-                              ra + rb - 2 + prior_df)
-        else:
-            var, df = sd_round ** 2 * (1.0 / ra + 1.0 / rb), ra + rb - 2 + prior_df
-        half = t_ppf((1.0 + confidence) / 2.0, df) * np.sqrt(var + run_var)
-        fits = np.flatnonzero(half <= gap)
-        return int(k[fits[0]]) if fits.size else None
+        q = (1.0 + confidence) / 2.0
+        for k in range(1, MAX_ROUNDS + 1):
+            ra, rb = rounds + k, other_rounds + k
+            if side_vars is not None:
+                se, df = planned_se_df(side_vars, ra, rb, prior_df, welch=welch)
+            else:
+                se, df = sd_round * math.sqrt(1.0 / ra + 1.0 / rb), ra + rb - 2 + prior_df
+            if float(t_ppf(q, df)) * math.sqrt(se ** 2 + run_var) <= gap:
+                return k
+        return None
     target = math.expm1(gap)
     need = rounds_for_half_width(sd_round ** 2, target, confidence=confidence, sides=2, cap=MAX_ROUNDS + 1,
                                  run_var=run_var, other_df=prior_df)
@@ -262,7 +261,7 @@ def more_rounds_to_decide(log_ratio: float, sd_round: float, tau: float, rounds:
 def more_current_rounds_to_decide(log_ratio: float, sd_round: float, tau: float, rounds_base: int,
                                   rounds_cur: int, *, confidence: float, cap: int = 64,
                                   run_var: float = 0.0, side_vars: tuple[float, float] | None = None,
-                                  prior_df: float = 0.0) -> int | None:
+                                  prior_df: float = 0.0, welch: bool = True) -> int | None:
     """Rounds to add to the current side alone (``run --gate-against --rerun``: the baseline is a
     saved run) so a gate's interval at ``confidence`` clears ``1 + tau``; None when none does.
 
@@ -273,27 +272,42 @@ def more_current_rounds_to_decide(log_ratio: float, sd_round: float, tau: float,
     is that wide, as more runs). Otherwise the smallest R_cur (df R_base + R_cur - 2) that clears the
     gap, minus the rounds already measured; None beyond ``cap`` added rounds.
 
-    ``side_vars``: each side's posterior variance of one round's log median (``LogRatio.side_vars``,
-    moderated with ``prior_df`` borrowed degrees of freedom). Added rounds leave the sides unequal,
-    which a moderated gate decides in Welch's form (analysis.sequential), so with them the
-    baseline's floor is ``v_base / R_base`` and each R_cur is tested with Welch's se and degrees of
-    freedom; ``sd_round`` (both sides alike) is the fallback where a side has one round.
+    ``side_vars``: each side's variance of one round's log median (``LogRatio.side_vars``: posterior
+    where moderated with ``prior_df`` borrowed degrees of freedom), with which each R_cur is planned
+    as the gate decides it (``planned_se_df``): added rounds leave the sides unequal, which a
+    moderated gate decides in Welch's form (``welch``; the baseline's floor is then ``v_base / R_base``)
+    and an unmoderated one on the pooled spread, which moves toward the current side's as its rounds
+    grow. ``sd_round`` (both sides alike, fixed) is the fallback where a side has one round.
     """
     gap = abs(log_ratio - math.log1p(tau))
     if gap == 0.0 or rounds_base < 1:
         return None
     q = (1.0 + confidence) / 2.0
-    v_base, v_cur = side_vars if side_vars is not None else (sd_round ** 2, sd_round ** 2)
-    if float(norm_ppf(q)) * math.sqrt(v_base / rounds_base + run_var) >= gap:
+    planned = side_vars is not None and rounds_base >= 2
+    floor = side_vars[0] if planned and welch else sd_round ** 2  # type: ignore[index]
+    if (not planned or welch) and float(norm_ppf(q)) * math.sqrt(floor / rounds_base + run_var) >= gap:
         return None
     for r in range(rounds_cur + 1, rounds_cur + cap + 1):
-        if side_vars is not None and rounds_base >= 2:
-            se, df = welch_se_df(v_base, v_cur, rounds_base, r, prior_df)
+        if planned:
+            se, df = planned_se_df(side_vars, rounds_base, r, prior_df, welch=welch)  # type: ignore[arg-type]
         else:
             se, df = sd_round * math.sqrt(1.0 / rounds_base + 1.0 / r), float(rounds_base + r - 2)
         if float(t_ppf(q, df)) * math.sqrt(se ** 2 + run_var) <= gap:
             return r - rounds_cur
     return None
+
+
+def planned_se_df(side_vars: tuple[float, float], rounds_a: int, rounds_b: int, prior_df: float = 0.0, *,
+                  welch: bool = True) -> tuple[float, float]:
+    """The se (runs' offsets aside) and degrees of freedom a gate would reach over sides of ``rounds_a``
+    and ``rounds_b`` rounds (two or more each) whose log round medians keep the variances ``side_vars``:
+    Welch's form over unequal rounds where the gate moderates (``welch``, ``prior_df`` borrowed by each
+    side), else the pooled t on the two variances pooled at those rounds."""
+    var_a, var_b = side_vars
+    if welch and rounds_a != rounds_b:
+        return welch_se_df(var_a, var_b, rounds_a, rounds_b, prior_df)
+    pooled = ((rounds_a - 1) * var_a + (rounds_b - 1) * var_b) / (rounds_a + rounds_b - 2)
+    return math.sqrt(pooled * (1.0 / rounds_a + 1.0 / rounds_b)), float(rounds_a + rounds_b - 2) + prior_df
 
 
 def within_run_offsets(log_ratio: float, tau: float, run_var: float, *, confidence: float) -> bool:

@@ -341,13 +341,13 @@ def _rounds_to_decide(est: Estimate, tau: float, confidence: float) -> tuple[int
     the current side alone that would (each None: not over rounds, or no practical number does)."""
     if est.t is None:
         return None, None
-    side_vars = est.t.side_vars() if est.t.prior_df > 0.0 else None  # moderated: Welch once the rounds differ
+    side_vars, welch = est.t.side_vars(), est.t.prior_df > 0.0  # moderated: Welch once the rounds differ
     per_side = more_rounds_to_decide(est.t.d, est.t.sd_round, tau, est.rounds_a, other_rounds=est.rounds_b,
                                      confidence=confidence, run_var=est.t.run_var, side_vars=side_vars,
-                                     prior_df=est.t.prior_df)
+                                     prior_df=est.t.prior_df, welch=welch)
     alone = more_current_rounds_to_decide(est.t.d, est.t.sd_round, tau, est.rounds_a, est.rounds_b,
                                           confidence=confidence, run_var=est.t.run_var, side_vars=side_vars,
-                                          prior_df=est.t.prior_df)
+                                          prior_df=est.t.prior_df, welch=welch)
     return per_side, alone
 
 

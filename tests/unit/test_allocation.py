@@ -330,3 +330,27 @@ def test_rounds_per_side_plan_on_the_moderated_form_the_gate_decides_in(rounds, 
     assert v.verdict == "INCONCLUSIVE" and v.more_rounds is not None
     assert verdict(v.more_rounds).verdict == "REGRESSION"
     assert v.more_rounds == 1 or verdict(v.more_rounds - 1).verdict == "INCONCLUSIVE"
+
+
+def test_unmoderated_current_rounds_alone_plan_on_the_pooled_spread_they_will_make():
+    """Unmoderated, a gate pools the two sides' variances weighted by their rounds, so current rounds
+    move the pooled spread toward the current side's. A 1% baseline and a 3% current, 3 rounds each,
+    ratio 1.1: on the spread as measured (2.2%) one more round looked enough; at four rounds the
+    pooled spread is 2.4% and the interval still reaches the threshold. The plan follows the spread
+    the added rounds will make, and the number returned is the first that decides under it."""
+    from solbench.analysis.allocation import planned_se_df
+    from solbench.analysis.tdist import t_ppf
+
+    d, tau, vb, vc = math.log(1.1), 0.05, 0.01 ** 2, 0.03 ** 2
+    measured = math.sqrt((vb + vc) / 2)
+    fixed = more_current_rounds_to_decide(d, measured, tau, 3, 3, confidence=0.95)
+    planned = more_current_rounds_to_decide(d, measured, tau, 3, 3, confidence=0.95, side_vars=(vb, vc), welch=False)
+    gap = d - math.log(1.05)
+
+    def half(r):
+        se, df = planned_se_df((vb, vc), 3, r, welch=False)
+        return float(t_ppf(0.975, df)) * se
+
+    assert fixed == 1 and half(3 + fixed) > gap  # what the fixed spread promised does not decide
+    assert planned is not None and planned > fixed
+    assert half(3 + planned) <= gap < half(3 + planned - 1)
