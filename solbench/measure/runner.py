@@ -90,29 +90,34 @@ def build_launches(impl: Implementation, case: Case, sets: Sequence[Mapping[str,
             kwargs = dict(inputs)
         kwargs.update(impl.params)  # fixed (e.g. tuned) keyword arguments of fn
         taken = params_for(fn, case.params, kwargs, case.scope)
-        _check_takes(fn, impl, {**kwargs, **taken}, bool(setup))
+        outputs = [t.name for t in case.outputs] if impl.destination else []  # given at each call
+        _check_takes(fn, impl.fn, {**kwargs, **taken}, bool(setup), outputs)
         call = functools.partial(fn, **kwargs, **taken)
         launches.append(_destination(call, case, inputs) if impl.destination else call)
         all_kwargs.append(kwargs)
     return (launches, all_kwargs) if with_kwargs else launches
 
 
-def _check_takes(fn: Callable[..., Any], impl: Implementation, kwargs: Mapping[str, Any], setup: bool) -> None:
-    """A TypeError naming what ``fn`` is given and what it takes, when it cannot take those keyword
-    arguments (a function written for other input names): said here, not from deep in a timed call."""
+def _check_takes(fn: Callable[..., Any], name: str, kwargs: Mapping[str, Any], setup: bool,
+                 later: Sequence[str] = ()) -> None:
+    """A TypeError naming what ``fn`` (``name``, as the workload file spells it) is given and what it
+    takes, when it cannot take those keyword arguments (a function written for other input names) or
+    needs one it is not given (``later``: names given at each call, not yet in ``kwargs``): said
+    here, not from deep in a timed call."""
     try:
         sig = inspect.signature(fn)
     except (TypeError, ValueError):  # a builtin or C function: nothing to check
         return
     params = sig.parameters.values()
-    if any(p.kind is p.VAR_KEYWORD for p in params):
-        return
     taken = {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
-    extra = sorted(set(kwargs) - taken)
-    if extra:
+    extra = [] if any(p.kind is p.VAR_KEYWORD for p in params) else sorted(set(kwargs) - taken)
+    needed = [p.name for p in params if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+              and p.name not in kwargs and p.name not in later]
+    if extra or needed:
         source = "what its setup returns" if setup else "the workload's inputs"
-        raise TypeError(f"{impl.fn} takes ({', '.join(sorted(taken))}) but is called with {', '.join(sorted(kwargs))} "
-                        f"({source}, as keyword arguments): {', '.join(extra)} not taken")
+        wrong = [f"{', '.join(extra)} not taken"] * bool(extra) + [f"{', '.join(needed)} not given"] * bool(needed)
+        raise TypeError(f"{name} takes ({', '.join(sorted(taken))}) but is called with "
+                        f"{', '.join(sorted(kwargs))} ({source}, as keyword arguments): {'; '.join(wrong)}")
 
 
 def _destination(call: Callable[..., Any], case: Case, inputs: Mapping[str, Any]) -> Callable[[], Any]:

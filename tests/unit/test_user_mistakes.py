@@ -23,6 +23,9 @@ def add(a, b):
 def add_xy(x, y):
     return x + y
 
+def add_scaled(a, b, alpha):
+    return alpha * (a + b)
+
 def tuple_setup(a, b):
     return (a, b)
 
@@ -47,6 +50,7 @@ def test_each_mistake_is_named_with_what_to_fix(tmp_path: Path) -> None:
     path.write_text(yaml.safe_dump({"workloads": [
         _workload("badref", "ref", {"baseline": "mistakes.py:add"}),
         _workload("badimpl", "good_ref", {"baseline": "mistakes.py:add", "xy": "mistakes.py:add_xy",
+                                          "needs_more": "mistakes.py:add_scaled",
                                           "tupled": {"fn": "mistakes.py:add", "setup": "mistakes.py:tuple_setup"},
                                           "keyed": "mistakes.py:keyed"}),
         _workload("badkeys", "keyed_ref", {"baseline": "mistakes.py:add"}),
@@ -62,6 +66,10 @@ def test_each_mistake_is_named_with_what_to_fix(tmp_path: Path) -> None:
     assert "declares (256,)" in ref.message
     xy = by[("badimpl", "xy")]
     assert xy.status == "error" and "mistakes.py:add_xy takes (x, y) but is called with a, b" in xy.message
+    needs_more = by[("badimpl", "needs_more")]  # it said "add_scaled() missing 1 required positional argument"
+    assert needs_more.status == "error", needs_more.message
+    assert "mistakes.py:add_scaled takes (a, alpha, b) but is called with a, b" in needs_more.message
+    assert "alpha not given" in needs_more.message
     tupled = by[("badimpl", "tupled")]
     assert tupled.status == "error" and "returned tuple, not a dict" in tupled.message
     keyed = by[("badimpl", "keyed")]
