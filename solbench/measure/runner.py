@@ -36,9 +36,12 @@ def prepare_case(spec: WorkloadSpec, case: Case, device: str, base_dir: Path | N
     sets, refs = [], []
     for k in range(input_sets):
         inputs = draw_inputs(spec, case, device, base_dir, seed + k)
+        given = {**tensors.upcast(inputs, spec.reference_dtype), **spec.reference_params}
+        if k == 0:
+            _check_takes(reference, f"the workload's reference {spec.reference}",
+                         {**given, **params_for(reference, case.params, given, case.scope)}, False)
         with _exact_fp32() if spec.reference_dtype != "declared" else contextlib.nullcontext():
-            value = _call(reference, {**tensors.upcast(inputs, spec.reference_dtype), **spec.reference_params},
-                          case.params, case.scope)
+            value = _call(reference, given, case.params, case.scope)
         ref = tensors.as_outputs(value, names, strict=False)
         for r, t in zip(ref, case.outputs, strict=True):
             if not t.traced and tuple(r.shape) != tuple(t.shape):

@@ -54,6 +54,7 @@ def test_each_mistake_is_named_with_what_to_fix(tmp_path: Path) -> None:
                                           "tupled": {"fn": "mistakes.py:add", "setup": "mistakes.py:tuple_setup"},
                                           "keyed": "mistakes.py:keyed"}),
         _workload("badkeys", "keyed_ref", {"baseline": "mistakes.py:add"}),
+        _workload("xyref", "add_xy", {"baseline": "mistakes.py:add"}),
     ]}))
     out = tmp_path / "run.json"
     result = CliRunner().invoke(main, ["run", str(path), "--device", "cpu", "--in-process", "-o", str(out),
@@ -74,5 +75,8 @@ def test_each_mistake_is_named_with_what_to_fix(tmp_path: Path) -> None:
     assert tupled.status == "error" and "returned tuple, not a dict" in tupled.message
     keyed = by[("badimpl", "keyed")]
     assert keyed.status == "incorrect" and "got a dict without out (its keys: 'sum')" in keyed.message
+    xy_ref = by[("xyref", "baseline")]  # it said "add_xy() got an unexpected keyword argument 'a' (at runner.py:...)"
+    assert xy_ref.status == "error", xy_ref.message
+    assert "the workload's reference mistakes.py:add_xy takes (x, y) but is called with a, b" in xy_ref.message
     keyed_ref = by[("badkeys", "baseline")]
     assert keyed_ref.status == "error" and "got a dict without out (its keys: 'result')" in keyed_ref.message
