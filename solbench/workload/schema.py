@@ -459,7 +459,9 @@ class WorkloadSpec(_Model):
     @model_validator(mode="after")
     def _consistent(self) -> WorkloadSpec:
         if self.baseline not in self.implementations:
-            raise ValueError(f"baseline {self.baseline!r} is not one of the implementations")
+            raise ValueError(f"baseline {self.baseline!r} is not one of the implementations "
+                             f"({', '.join(self.implementations)}): speedups are measured against the one named "
+                             "'baseline', or the one a 'baseline: NAME' field names")
         _check_ranks(self)
         if self.input_generator is None and any(t.shape is None for t in self.inputs.values()):
             raise ValueError("an input without a shape needs an input_generator (it draws the inputs)")

@@ -77,6 +77,10 @@ def test_causal_true_is_read_as_one_and_halves_the_flops(tmp_path):
     # a parameter named dtype was passed to the functions while every expression saw the case's dtype
     ("{n: [8, 16]}", "{n: [8, 16], dtype: [2]}", "w.yaml:3: workloads.0.parameters.dtype: 'dtype' names the case's own"),
     ("parameters: {n: [8, 16]}", "cases: [{n: 8, dtype: 2}]", "w.yaml:3: workloads.0.cases.0.dtype: 'dtype' names"),
+    # no implementation named baseline: say which there are and how to name the one speedups are against
+    ("baseline: tests.unit.helpers:double", "eager: tests.unit.helpers:double",
+     "w.yaml:2: workloads.0: baseline 'baseline' is not one of the implementations (eager): speedups are measured "
+     "against the one named 'baseline', or the one a 'baseline: NAME' field names"),
     # an implementation's name is printed in tables and messages: a line break or an escape sequence would go with it
     ("baseline: tests.unit.helpers:double", 'baseline: tests.unit.helpers:double\n      "a\\nb": tests.unit.helpers:double',
      "w.yaml:13: workloads.0.implementations.a b: String should match pattern '^[A-Za-z0-9_.\\-]+$' (got 'a\\nb')"),
