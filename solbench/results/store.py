@@ -379,10 +379,12 @@ MIN_TIME, MAX_TIME = 1e-12, 1e6  # seconds: a recorded time outside these is a d
 
 
 def _check_numbers(run: RunResult, origin: str) -> None:
-    """Refuse numbers that decode but that no statistic or report can use: a time (sample, median, CI
-    bound) outside [MIN_TIME, MAX_TIME] or not finite, an "ok" implementation of a measured run (not a
-    dry run) without a timing or with a score that is not finite, a peak that is not positive and finite,
-    a T_SOL or cost that is negative or not finite, negative rounds, a recorded gate threshold outside (0, 1]."""
+    """Refuse numbers that decode but that no statistic or report can use: a time (sample, median)
+    outside [MIN_TIME, MAX_TIME] or not finite, a CI bound negative or not finite (an interval over two
+    rounds that differ a lot is honestly wider than any time: t with 1 degree of freedom is 12.7), an
+    "ok" implementation of a measured run (not a dry run) without a timing or with a score that is not
+    finite, a peak that is not positive and finite, a T_SOL or cost that is negative or not finite,
+    negative rounds, a recorded gate threshold outside (0, 1]."""
     def refuse(path: str, problem: str) -> NoReturn:
         raise ResultsFormatError(_one_line(f"{origin}: {path}: {problem}"))
 
@@ -417,10 +419,12 @@ def _check_numbers(run: RunResult, origin: str) -> None:
             values = (t.median, t.ci_low, t.ci_high, *t.samples)
             if min(values) >= MIN_TIME and max(values) <= MAX_TIME and math.isfinite(sum(values)):
                 continue  # the common case, in C loops (a NaN anywhere makes the sum NaN)
-            times = [("median", t.median), ("ci_low", t.ci_low), ("ci_high", t.ci_high),
-                     *((f"samples[{k}]", s) for k, s in enumerate(t.samples))]
+            for key, value in (("ci_low", t.ci_low), ("ci_high", t.ci_high)):
+                if not 0.0 <= value < math.inf:  # NaN fails every comparison
+                    refuse(f"{where}.{key}", f"{value!r} s is not a finite interval bound, at least 0")
+            times = [("median", t.median), *((f"samples[{k}]", s) for k, s in enumerate(t.samples))]
             for key, value in times:
-                if not MIN_TIME <= value <= MAX_TIME:  # NaN fails every comparison
+                if not MIN_TIME <= value <= MAX_TIME:
                     refuse(f"{where}.{key}", f"{value!r} s is not a time within [{MIN_TIME:g} s, {MAX_TIME:g} s]")
 
 

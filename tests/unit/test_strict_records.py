@@ -95,7 +95,8 @@ def _timing(d: dict, case: int = 0, impl: int = 1) -> dict:
 BAD_RUNS = [
     (lambda d: _timing(d).update(median=0.0), r"cases\[0\]\.impls\[1\]\.timing\.median: 0\.0 s is not a time"),
     (lambda d: _timing(d).update(ci_low="NaN"), r"cases\[0\]\.impls\[1\]\.timing\.ci_low: nan s"),
-    (lambda d: _timing(d).update(ci_high=1e7), r"timing\.ci_high: 10000000\.0 s is not a time within"),
+    (lambda d: _timing(d).update(ci_high="Infinity"), r"timing\.ci_high: inf s is not a finite interval bound"),
+    (lambda d: _timing(d).update(ci_low=-1e-3), r"timing\.ci_low: -0\.001 s is not a finite interval bound"),
     (lambda d: _timing(d)["samples"].__setitem__(3, 0.0), r"cases\[0\]\.impls\[1\]\.timing\.samples\[3\]: 0\.0"),
     (lambda d: _timing(d, 1, 0)["samples"].__setitem__(0, 5e-324), r"cases\[1\]\.impls\[0\]\.timing\.samples\[0\]"),
     (lambda d: _timing(d)["samples"].__setitem__(0, "Infinity"), r"timing\.samples\[0\]: inf s"),
@@ -144,6 +145,25 @@ def test_what_solbench_writes_still_loads(tmp_path):
     dry = replace(dry, protocol=Protocol("none", 0, 0, 0, 0.0, 0.0, 0),
                   cases=tuple(replace(c, impls=(ImplResult("t", "ok"),)) for c in dry.cases))
     assert store.from_dict(store.to_dict(dry)).cases[0].impls[0].timing is None
+
+
+def test_a_two_round_interval_wider_than_any_time_saves_and_loads(tmp_path):
+    """Two rounds that differ thirtyfold on a loaded machine (3 us and 100 us): the t interval (1 degree
+    of freedom, 12.7) runs from about 2e-15 s to 2e+6 s. That is what the rounds say, and the file
+    solbench wrote must load (it was refused as 'not a time within [1e-12 s, 1e+06 s]', so show and
+    gate failed on a run they had just saved)."""
+    from solbench.analysis.rounds import summarize
+
+    samples = [3e-6] * 10 + [1e-4] * 10
+    s = summarize(samples, [0] * 10 + [1] * 10)
+    assert s.ci_low < 1e-12 and s.ci_high > 1e6  # the interval itself, not a hand-written one
+    data = _run()
+    _timing(data).update(samples=samples, rounds=[0] * 10 + [1] * 10, median=s.median, ci_low=s.ci_low,
+                         ci_high=s.ci_high)
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(data))
+    loaded = store.load(path).cases[0].impls[1].timing
+    assert loaded is not None and (loaded.ci_low, loaded.ci_high) == (s.ci_low, s.ci_high)
 
 
 def _zero_median(d: dict) -> None:
