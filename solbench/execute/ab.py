@@ -56,7 +56,7 @@ def ab(files: Sequence[str | Path], baseline_tree: str | Path, current_tree: str
         root = Path(tree).resolve()
         if not root.is_dir():
             raise ConfigError(f"--{label}-tree {tree}: no such folder")
-        paths = [root / f for f in files if (root / f).is_file()]
+        paths = [root / f for f in files if (root / f).exists()]  # a folder of workloads too, as `run`'s
         if not paths:  # a file new in the change is measured on its side only; none at all is a wrong tree
             raise ConfigError(f"none of {', '.join(map(str, files))} exists in --{label}-tree {tree}"
                               + (": nothing to compare against (a workload new in this change: solbench run it)"

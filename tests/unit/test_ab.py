@@ -271,6 +271,19 @@ def test_bad_input_exits_2(tmp_path, args, message):
     assert message in result.output
 
 
+def test_a_folder_of_workloads_is_measured_in_each_tree_as_run_measures_it(tmp_path):
+    """`run wl/` measures every workload file of the folder; `ab` took only files and said the
+    folder did not exist in the baseline tree (alone) or left it out unmeasured (beside a file)."""
+    base, head = _tree(tmp_path / "base"), _tree(tmp_path / "head")
+    out = tmp_path / "out"
+    result = _ab("--baseline-tree", str(base), "--current-tree", str(head), "wl", "--rounds", "1",
+                 "--max-rounds", "1", "--out-dir", str(out), *FAST)
+    assert result.exit_code in (0, 3), result.output
+    for side in ("baseline", "current"):
+        assert {c.case_id for c in store.load(out / f"{side}.json").cases} == {"tiny[n=32,float32]",
+                                                                              "tiny[n=64,float32]"}
+
+
 def test_a_worker_in_a_tree_loads_code_under_test_from_that_tree(tmp_path):
     """enter_tree: a module of a package the harness already imported (solbench.impls) comes from
     the tree; the harness's own modules stay the invoking solbench's."""
