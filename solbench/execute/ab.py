@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -44,7 +45,7 @@ def ab(files: Sequence[str | Path], baseline_tree: str | Path, current_tree: str
 
     options = options or RunOptions()
     for f in files:
-        if Path(f).is_absolute():
+        if Path(f).is_absolute() or Path(os.path.normpath(f)).parts[:1] == ("..",):  # both sides would read it
             raise ConfigError(f"{f}: give workload files as paths inside each tree (e.g. workloads/attn.yaml)")
     if rounds < 1:
         raise ConfigError(f"rounds must be at least 1, got {rounds}")

@@ -260,12 +260,14 @@ def test_ab_gates_what_it_measured(tmp_path, monkeypatch):
 @pytest.mark.parametrize(("args", "message"), [
     (["--baseline-tree", "{tmp}/nowhere", "wl/tiny.yaml"], "no such folder"),
     (["--baseline-tree", "{tmp}/base", "{tmp}/base/wl/tiny.yaml"], "paths inside each tree"),
+    (["--baseline-tree", "{tmp}/base", "--current-tree", "{tmp}/head", "../head/wl/tiny.yaml", "--out-dir",
+      "{tmp}/out"], "paths inside each tree"),  # resolved in the baseline tree, it is the current tree's file
     (["--baseline-tree", "{tmp}/base", "--current-tree", "{tmp}/base", "wl/missing.yaml"], "exists in --baseline-tree"),
     (["--baseline-tree", "{tmp}/base", "--current-tree", "{tmp}/base", "wl/tiny.yaml", "--threshold", "x"],
      "cannot parse threshold"),
 ])
 def test_bad_input_exits_2(tmp_path, args, message):
-    _tree(tmp_path / "base")
+    _tree(tmp_path / "base"), _tree(tmp_path / "head")
     result = _ab(*[a.format(tmp=tmp_path) for a in args], *FAST)
     assert result.exit_code == 2, result.output
     assert message in result.output
