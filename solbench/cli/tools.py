@@ -263,15 +263,16 @@ def tune(files: Sequence[str], workloads: Sequence[str], impls: Sequence[str], m
     tuned_path = Path(tuned_file) if tuned_file else spec_dir / "tuned.json"
     if out_path.absolute() == tuned_path.absolute():
         raise ConfigError(f"-o {output}: the tuned-configuration file; give the tuning log another name")
+    # the log first: a tuned file refused below (another device's, malformed) must not lose what was measured
+    store.write_text(out_path, json.dumps(tuning.result_dict(result), indent=1) + "\n", replace=output is not None)
+    _out().print(_tune_table(result))
+    click.echo(f"results: {out_path}", err=True)
     if tuned_file is None and tuned_path.is_file():
         existing = tuning.load_tuned(tuned_path)
     if existing is not None and existing.spec_id != result.environment.spec_id:
         raise ConfigError(f"{tuned_path}: tuned on {existing.spec_id}, this device is {result.environment.spec_id}; "
                           "a file holds one device's configurations (give --tuned-file another name)")
-    store.write_text(out_path, json.dumps(tuning.result_dict(result), indent=1) + "\n", replace=output is not None)
     store.write_text(tuned_path, tuning.tuned_file(result, existing))
-    _out().print(_tune_table(result))
-    click.echo(f"results: {out_path}", err=True)
     skipped = [c for c in result.cases if c.hand_picked.status == "skipped"]
     if skipped and len(skipped) == len(result.cases):  # nothing measured here: say why, not "use with"
         click.echo(f"nothing measured: every implementation was skipped ({skipped[0].hand_picked.message})",

@@ -52,7 +52,7 @@ def test_tune_never_writes_its_log_over_the_tuned_file_nor_replaces_another_devi
     other.write_text(json.dumps({"format": "solbench-tuned/1", "spec_id": "h200", "device_name": "H200",
                                  "entries": [{"workload": "w", "impl": "i", "case_id": "c", "params": {"b": 1}}]}))
     theirs = other.read_text()
-    mixed = _invoke("tune", str(wl), "-i", "chunked", "--tuned-file", str(other), *TUNE)
+    mixed = _invoke("tune", str(wl), "-i", "chunked", "--tuned-file", str(other), "--results-dir", str(rdir), *TUNE)
     assert mixed.exit_code == 2 and "tuned on h200" in mixed.output and other.read_text() == theirs
 
 

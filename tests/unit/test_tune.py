@@ -378,6 +378,24 @@ def test_tune_refuses_one_file_for_the_log_and_the_tuned_configurations_before_m
     assert not same.exists()
 
 
+def test_a_tuned_file_refused_after_tuning_keeps_the_tuning_log(tmp_path, monkeypatch):
+    """The default tuned.json is read only once the device is known, after measuring: one of another
+    device (or malformed) is refused then, exit 2, and what was measured is still written."""
+    trial = tuning.Trial({"chunk": 24}, "ok", median=1e-5)
+    case = tuning.CaseTuning("chunked_add", "chunked", "chunked_add[n=64,float32]", "float32", {"n": 64},
+                             tuning.Trial({}, "ok", median=2e-5), (trial,), 0, 0, trial.params)
+    monkeypatch.setattr(tuning, "tune", lambda *a, **k: tuning.TuneResult(
+        "2026-01-01T00:00:00+00:00", make_env(spec_id="cpu"), (str(TUNE_YAML),), {}, (case,)))
+    spec_dir = tmp_path / "r" / "cpu"
+    spec_dir.mkdir(parents=True)
+    (spec_dir / "tuned.json").write_text(tuning.tuned_file(_result_with([(2.0, 1.0)])))  # tuned on h200-sxm
+    result = CliRunner().invoke(main, ["tune", str(TUNE_YAML), "--device", "cpu", "--results-dir", str(tmp_path / "r")])
+    assert result.exit_code == 2 and "tuned on h200-sxm, this device is cpu" in result.output, result.output
+    (log,) = spec_dir.glob("*_tune.json")
+    assert json.loads(log.read_text())["cases"][0]["trials"][0]["params"] == {"chunk": 24}
+    assert tuning.load_tuned(spec_dir / "tuned.json").spec_id == "h200-sxm"  # not replaced
+
+
 def test_the_table_of_a_case_whose_constraints_exclude_every_configuration_reads_cleanly():
     from rich.console import Console
 
