@@ -83,8 +83,14 @@ def score_impls(cost: Cost, impls: Sequence[ImplResult], peaks: Mapping[str, Imp
 
     ``peaks`` maps an implementation name to its peaks (its own dtype's for e.g. an FP8 path).
     """
+    def floor_of(r: ImplResult) -> float:
+        own = peaks[r.name].cost or cost
+        return time_floor(own, peaks[r.name].floor, device_kind) if own.source == "analytic" else 0.0
+
     base = next((r for r in impls if r.name == baseline and r.status == "ok"), None)
     t_base = base.timing.median if base is not None and base.timing is not None else None
+    if base is not None and t_base is not None and not base.protocol.get("part") and t_base < floor_of(base):
+        t_base = None  # the baseline is INVALID (below): no speedup or S against it, as when it failed
     parts = part_times(impls)
     t_floor = floor_time(impls)
     out = []
@@ -95,7 +101,7 @@ def score_impls(cost: Cost, impls: Sequence[ImplResult], peaks: Mapping[str, Imp
         p = peaks[r.name]
         own = p.cost or cost
         t = r.timing.median
-        floor = time_floor(own, p.floor, device_kind) if own.source == "analytic" else 0.0
+        floor = floor_of(r)
         if t < floor:
             out.append(replace(r, status="invalid", score=None, message=(
                 f"median {t:.3e} s is below the least possible time {floor:.3e} s "

@@ -65,3 +65,16 @@ def test_a_starved_cpu_measurement_is_named():
     assert starved_cpu_peaks({"vector_fp32_flops": 2e11, "bandwidth": 8e9}) == ()
     (warning,) = starved_cpu_peaks({"vector_fp32_flops": 2e11, "bandwidth": 1.5e8})
     assert "0.15 GB/s" in warning and "other processes held the cores" in warning
+
+
+def test_an_invalid_baseline_is_no_baseline():
+    """A baseline whose median lies below the floor is reported INVALID (its timing is wrong): the
+    others get no speedup or S against it, as against a baseline that failed, and not S = 0 and a
+    speedup of 1/3 against an impossible 1 ms (T_SOL 2 ms)."""
+    impls = [make_impl("baseline", [1e-3] * 10), make_impl("good", [3e-3] * 10)]
+    peaks = {n: ImplPeaks(SHEET, SHEET) for n in ("baseline", "good")}
+    out = {r.name: r for r in score_impls(COST, impls, peaks, "baseline", "cuda")}
+    assert out["baseline"].status == "invalid"
+    good = out["good"].score
+    assert out["good"].status == "ok" and good.sol == 2e-3 / 3e-3
+    assert good.speedup is None and good.s_score is None
