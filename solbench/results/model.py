@@ -208,7 +208,7 @@ class Score:
     """Speed-of-light figures of one implementation on one case."""
 
     sol: float  # T_SOL / T (1.0 is the speed of light)
-    mfu: float | None  # tensor FLOPs / (T * tensor peak); None when the dtype has no tensor peak
+    mfu: float | None  # tensor FLOPs / (T * tensor peak, else the vector peak); None without tensor FLOPs
     mbu: float  # fused bytes / (T * bandwidth)
     achieved_flops: float  # FLOP/s
     achieved_bandwidth: float  # bytes/s
