@@ -166,3 +166,13 @@ def test_source_with_a_coding_cookie(tmp_path):
             return x
         """).encode("latin-1"))
     check_reference("latin.py:fn", tmp_path)
+
+
+def test_a_failing_import_names_the_line_of_the_users_file(tmp_path):
+    from solbench.impls.registry import resolve
+
+    (tmp_path / "mine.py").write_text("import math\n\nimport solbench_no_such_module_xyz\n\ndef fn(x):\n    return x\n")
+    with pytest.raises(ResolveError) as info:
+        resolve("mine.py:fn", tmp_path)
+    text = str(info.value)
+    assert f"{(tmp_path / 'mine.py').resolve()}:3: ModuleNotFoundError" in text, text
