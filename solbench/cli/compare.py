@@ -422,7 +422,7 @@ def emit_gate(result: GateResult, *, junit: str | None = None, markdown_file: st
     elif as_markdown:
         click.echo(md)
     else:
-        (console or _console()).print(gate_table(result))
+        (console or _console()).print(gate_table(result, exit_code=code))
     why = "" if code == result.exit_code else f" (the gate's own: {result.exit_code})"
     click.echo(f"gate: {result.overall} (exit {code}{why}, {len(result.verdicts)} cases, "
                f"{result.reruns} re-measure round(s))", err=True)

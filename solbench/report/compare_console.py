@@ -106,10 +106,13 @@ def comparison_table(c: Comparison) -> Table:
     return t
 
 
-def gate_table(g: GateResult) -> Table:
-    """One row per key, broken and regressed first; the caption holds the overall verdict."""
+def gate_table(g: GateResult, exit_code: int | None = None) -> Table:
+    """One row per key, broken and regressed first; the caption holds the overall verdict and the exit
+    code (``exit_code``: the command's, where more severe than the gate's, e.g. ``ab``'s 4)."""
     counts = ", ".join(f"{g.count(v)} {v.lower()}" for v in CASE_VERDICTS)
-    caption = (f"{g.overall} (exit {g.exit_code}): {counts}; {threshold_summary(g)}; alpha {g.alpha:g} (BH)"
+    code = g.exit_code if exit_code is None else exit_code
+    own = "" if code == g.exit_code else f"; the gate's own: {g.exit_code}"
+    caption = (f"{g.overall} (exit {code}{own}): {counts}; {threshold_summary(g)}; alpha {g.alpha:g} (BH)"
                + (f"; {g.reruns} rerun(s)" if g.reruns else "") + escape(rounds_note(g)))
     if g.fingerprint_diffs:
         caption += "\ncross-hardware (allowed): " + "; ".join(g.fingerprint_diffs)

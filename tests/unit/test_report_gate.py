@@ -169,6 +169,8 @@ def test_console_tables_render():
     text = _render(t)
     assert text.index("BROKEN") < text.index("REGRESSION") < text.index("FASTER") < text.index("PASS")
     assert "BROKEN (exit 1)" in text and "INCORRECT in the current run" in text
+    # ab exits 4 where an implementation of the current tree failed: the caption says so, and the gate's own
+    assert "BROKEN (exit 4; the gate's own: 1)" in _render(gate_table(g, exit_code=4))
 
 
 def test_json_helpers_are_json_ready():
