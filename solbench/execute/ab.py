@@ -62,12 +62,17 @@ def ab(files: Sequence[str | Path], baseline_tree: str | Path, current_tree: str
             raise ConfigError(f"none of {', '.join(map(str, files))} exists in --{label}-tree {tree}"
                               + (": nothing to compare against (a workload new in this change: solbench run it)"
                                  if label == "baseline" else ""))
-        with _import_path(root):
-            prep = prepare(paths, options, info, floor_spec)
+        with _import_path(root):  # -i may name an implementation of one tree only: checked over both below
+            prep = prepare(paths, options, info, floor_spec, require_impls=False)
         run = replace(prep.run, protocol=replace(prep.run.protocol, rounds=rounds),
                       notes=(f"ab {label}: tree {root}",))
         executor = pool.Pool(info.kind, info.index, tree=str(root), side_by_side_bytes=warm.side_by_side_bytes(info))
         sides.append(ab_loop.Side(label, prep.units, run, executor, prep.score))
+    known = {n for s in sides for u in s.units for n in u.spec.implementations}
+    missing = sorted(set(options.impls) - known)
+    if missing:
+        raise ConfigError(f"-i: no implementation named {', '.join(missing)} in the selected workloads of either "
+                          f"tree (there are: {', '.join(sorted(known))})")
     emit = progress or (lambda event, data: None)
     emit("start", {"cases": len({(u.spec.name, c.id) for s in sides for u in s.units for c in u.cases}) * rounds})
     with warm.cache_folder(options.compile_cache_dir) as folder:  # one torch.compile cache, both trees

@@ -76,12 +76,13 @@ def load_specs(path: Path, device_kind: str, only: Sequence[str], impls: Sequenc
 
 def plan(files: Sequence[str | Path], device_kind: str, only: Sequence[str] = (),
          impls: Sequence[str] = (), solutions: Sequence[str | Path] = (), *, cases: Sequence[str] = (),
-         overrides: Mapping[str, Sequence[ParamValue]] | None = None) -> list[Planned]:
+         overrides: Mapping[str, Sequence[ParamValue]] | None = None, require_impls: bool = True) -> list[Planned]:
     """Load workload files (or suite problems) and expand their cases for a device kind ("cpu" or
     "cuda"); a workload with ``cost: traced`` or traced shapes is traced case by case.
 
     ``only`` and ``impls`` (workload and implementation names) must each name something that
-    exists, or this raises a ConfigError listing what does. ``solutions``: solution files of suite
+    exists, or this raises a ConfigError listing what does (``impls`` only with ``require_impls``:
+    ``ab`` checks them over both trees). ``solutions``: solution files of suite
     problems (``run --solution``). ``overrides`` (``--set``) replaces the values of the parameters
     it names; ``cases`` (``--case``) keeps the cases that match one of its patterns
     (:func:`~solbench.workload.cases.case_matches`); each must apply somewhere.
@@ -140,7 +141,7 @@ def plan(files: Sequence[str | Path], device_kind: str, only: Sequence[str] = ()
             raise ConfigError(f"-w: no workload named {', '.join(missing)} in {', '.join(map(str, files))} "
                               f"(there are: {', '.join(sorted(known))})")
     _check_selection(planned, every_id, device_kind, cases, overrides or {})
-    if impls:
+    if impls and require_impls:
         known_impls = {n for p in planned for n in p.spec.implementations}
         missing = sorted(set(impls) - known_impls)
         if missing:

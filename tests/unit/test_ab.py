@@ -513,3 +513,22 @@ def test_ab_refuses_two_outputs_in_one_file_before_measuring(outputs, says, tmp_
                                        "--results-dir", str(tmp_path), *args])
     assert result.exit_code == 2, result.output
     assert result.output.startswith(f"error: {says} ") and "also written by" in result.output
+
+
+def test_an_implementation_new_in_the_current_tree_can_be_selected_with_i(tmp_path):
+    """-i NEW, where only the current tree's workload has NEW: it is measured there and MISSING from
+    the baseline, as without -i (it was refused as named in no selected workload). A name in neither
+    tree is still refused, exit 2."""
+    newer = WORKLOAD.replace("      local: local_impl.py:kernel\n",
+                             "      local: local_impl.py:kernel\n      newer: abimpl:kernel\n")
+    base, head = _tree(tmp_path / "base"), _tree(tmp_path / "head", workload=newer)
+    out = tmp_path / "out"
+    result = _ab("--baseline-tree", str(base), "--current-tree", str(head), "wl/tiny.yaml", "-i", "newer",
+                 "--rounds", "1", "--max-rounds", "1", "--out-dir", str(out), "--json", *FAST)
+    assert result.exit_code in (0, 3), result.output
+    verdicts = {v["key"]: v["verdict"] for v in json.loads(result.stdout)["verdicts"]}
+    assert verdicts["tiny[n=32,float32]/newer"] == "MISSING"
+    assert {r.name for c in store.load(out / "current.json").cases for r in c.impls} == {"baseline", "newer"}
+    nowhere = _ab("--baseline-tree", str(base), "--current-tree", str(head), "wl/tiny.yaml", "-i", "nosuch",
+                  "--out-dir", str(tmp_path / "out2"), *FAST)
+    assert nowhere.exit_code == 2 and "no implementation named nosuch" in nowhere.output and "either tree" in nowhere.output
