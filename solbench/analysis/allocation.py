@@ -241,12 +241,9 @@ def more_rounds_to_decide(log_ratio: float, sd_round: float, tau: float, rounds:
         return None
     if other_rounds is not None and other_rounds != rounds:
         q = (1.0 + confidence) / 2.0
+        variances, form = (side_vars, welch) if side_vars is not None else ((sd_round ** 2,) * 2, False)
         for k in range(1, MAX_ROUNDS + 1):
-            ra, rb = rounds + k, other_rounds + k
-            if side_vars is not None:
-                se, df = planned_se_df(side_vars, ra, rb, prior_df, welch=welch)
-            else:
-                se, df = sd_round * math.sqrt(1.0 / ra + 1.0 / rb), ra + rb - 2 + prior_df
+            se, df = planned_se_df(variances, rounds + k, other_rounds + k, prior_df, welch=form)
             if float(t_ppf(q, df)) * math.sqrt(se ** 2 + run_var) <= gap:
                 return k
         return None
@@ -284,14 +281,12 @@ def more_current_rounds_to_decide(log_ratio: float, sd_round: float, tau: float,
         return None
     q = (1.0 + confidence) / 2.0
     planned = side_vars is not None and rounds_base >= 2
-    floor = side_vars[0] if planned and welch else sd_round ** 2  # type: ignore[index]
-    if (not planned or welch) and float(norm_ppf(q)) * math.sqrt(floor / rounds_base + run_var) >= gap:
-        return None
+    variances, form, d0 = (side_vars, welch, prior_df) if planned else ((sd_round ** 2,) * 2, False, 0.0)
+    floor = variances[0] / rounds_base + run_var  # type: ignore[index]  # the baseline's share
+    if (form or not planned) and float(norm_ppf(q)) * math.sqrt(floor) >= gap:  # no current round gets under it
+        return None  # (a pooled spread that moves with the current rounds has no such floor)
     for r in range(rounds_cur + 1, rounds_cur + cap + 1):
-        if planned:
-            se, df = planned_se_df(side_vars, rounds_base, r, prior_df, welch=welch)  # type: ignore[arg-type]
-        else:
-            se, df = sd_round * math.sqrt(1.0 / rounds_base + 1.0 / r), float(rounds_base + r - 2)
+        se, df = planned_se_df(variances, rounds_base, r, d0, welch=form)  # type: ignore[arg-type]
         if float(t_ppf(q, df)) * math.sqrt(se ** 2 + run_var) <= gap:
             return r - rounds_cur
     return None
@@ -300,9 +295,10 @@ def more_current_rounds_to_decide(log_ratio: float, sd_round: float, tau: float,
 def planned_se_df(side_vars: tuple[float, float], rounds_a: int, rounds_b: int, prior_df: float = 0.0, *,
                   welch: bool = True) -> tuple[float, float]:
     """The se (runs' offsets aside) and degrees of freedom a gate would reach over sides of ``rounds_a``
-    and ``rounds_b`` rounds (two or more each) whose log round medians keep the variances ``side_vars``:
-    Welch's form over unequal rounds where the gate moderates (``welch``, ``prior_df`` borrowed by each
-    side), else the pooled t on the two variances pooled at those rounds."""
+    and ``rounds_b`` rounds whose log round medians keep the variances ``side_vars``: Welch's form over
+    unequal rounds where the gate moderates (``welch``, ``prior_df`` borrowed by each side), else the
+    pooled t on the two variances pooled at those rounds (a side of one round only where both
+    variances are the same one: a spread held fixed)."""
     var_a, var_b = side_vars
     if welch and rounds_a != rounds_b:
         return welch_se_df(var_a, var_b, rounds_a, rounds_b, prior_df)

@@ -202,12 +202,16 @@ class LogRatio:
     # are unpaired and have two rounds or more; None otherwise
     var_a: float | None = None
     var_b: float | None = None
-    welch: bool = False  # decided in Welch's form (``moderated``: such sides of unequal rounds)
     prior_var: float = 0.0  # the prior's variance (``moderated``; with ``prior_df``)
 
     @property
     def ratio(self) -> float:
         return math.exp(self.d)
+
+    @property
+    def welch(self) -> bool:
+        """Decided in Welch's form: moderated, over sides of unequal rounds with their own variances."""
+        return self.prior_df > 0.0 and self.var_a is not None and self.rounds_a != self.rounds_b
 
     def side_vars(self) -> tuple[float, float] | None:
         """Each side's variance of one round's log median, the posterior one where moderated
@@ -330,8 +334,7 @@ def moderated(t: LogRatio, prior: VariancePrior | None) -> LogRatio:
     d = t.spread_df
     sd = math.sqrt((prior.df * prior.var + d * t.sd_round ** 2) / (prior.df + d))
     t = replace(t, sd_round=sd, prior_df=prior.df, prior_var=prior.var)
-    if t.var_a is not None and t.rounds_a != t.rounds_b:
-        t = replace(t, welch=True)
+    if t.welch:
         se, df = welch_se_df(*t.side_vars(), t.rounds_a, t.rounds_b, prior.df)  # type: ignore[misc]
         return replace(t, se=math.sqrt(se ** 2 + t.run_var), df=df)
     se = math.sqrt((sd * _se_per_sd(t.paired, t.rounds_a, t.rounds_b)) ** 2 + t.run_var)

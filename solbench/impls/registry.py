@@ -14,6 +14,7 @@ import importlib
 import importlib.machinery
 import importlib.util
 import sys
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -70,14 +71,8 @@ def _load_file(target: str, base_dir: Path | None) -> Any:
 def _line_in(path: Path, exc: BaseException) -> str:
     """``:N``, the line of ``path`` that the import was running when ``exc`` rose (e.g. an ``import`` of a
     module this machine lacks), or "" where no frame of the traceback is in that file."""
-    lines = [tb.tb_lineno for tb in _frames(exc.__traceback__) if tb.tb_frame.f_code.co_filename == str(path)]
+    lines = [n for frame, n in traceback.walk_tb(exc.__traceback__) if frame.f_code.co_filename == str(path)]
     return f":{lines[-1]}" if lines else ""
-
-
-def _frames(tb: Any) -> Any:
-    while tb is not None:
-        yield tb
-        tb = tb.tb_next
 
 
 def import_file(path: Path, name: str) -> Any:
