@@ -121,22 +121,12 @@ def _expressions(spec: WorkloadSpec) -> list[tuple[list[str | int], Any]]:
 
 
 def write_workload_file(path: str | Path, specs: Sequence[WorkloadSpec], header: str = "") -> None:
-    """Write workloads as a workload file (defaults left out), atomically; ``header`` becomes comments."""
-    import os
-    import tempfile
-
+    """Write workloads as a workload file (defaults left out), atomically, as solbench writes its records
+    (:func:`solbench.results.store.write_text`: ResultsWriteError where it cannot); ``header`` becomes comments."""
     import yaml
 
-    from solbench.results.store import _umask
+    from solbench.results import store
 
     data = {"workloads": [s.model_dump(mode="json", exclude_defaults=True) for s in specs]}
     text = "".join(f"# {line}\n" for line in header.splitlines()) + yaml.safe_dump(data, sort_keys=False, width=110)
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        os.fchmod(fd, 0o666 & ~_umask())  # as open() would make it, not mkstemp's 0600
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    finally:  # a write that failed (a full disk) leaves no temporary file behind
-        Path(tmp).unlink(missing_ok=True)
+    store.write_text(Path(path), text)

@@ -104,7 +104,7 @@ def check_reference(ref: str, base_dir: Path | None = None) -> None:
     target, attr = _split(ref)
     if target.endswith(".py"):
         path = _find_file(target, base_dir)
-        _check_defined(_read_source(path), attr, str(path))
+        check_defined(_read_source(path), attr, str(path))
         return
     if target == "solbench" or target.startswith("solbench."):
         module = _import(target)
@@ -120,7 +120,7 @@ def check_reference(ref: str, base_dir: Path | None = None) -> None:
     if origin is None:
         raise ResolveError(f"module {target!r} is a namespace package: it defines no {attr!r}")
     if origin.endswith(".py"):  # a compiled or built-in module cannot be read without importing it
-        _check_defined(_read_source(Path(origin)), attr, origin)
+        check_defined(_read_source(Path(origin)), attr, origin)
 
 
 def _split(ref: Any) -> tuple[str, str]:
@@ -182,7 +182,7 @@ def _read_source(path: Path) -> str:
         raise ResolveError(f"{path}: cannot decode the source: {exc}") from None
 
 
-def _check_defined(source: str, attr: str, where: str) -> None:
+def check_defined(source: str, attr: str, where: str) -> None:
     try:
         tree = ast.parse(source, filename=where)
     except SyntaxError as exc:

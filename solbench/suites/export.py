@@ -50,8 +50,9 @@ def import_problems(src: str | Path, out: str | Path, solutions: Sequence[str | 
             suite = spec.source.suite if spec.source is not None else ""
             write_workload_file(path, [spec], header=f"Imported by `solbench import` from {suite} {origin}")
             written.append(path)
-    except OSError as exc:  # --out under a file, a folder not writable, a full disk: one line, not a traceback
+    except (OSError, ResultsWriteError) as exc:  # --out under a file, a folder not writable, a full disk
+        why = exc.__cause__ if isinstance(exc, ResultsWriteError) and exc.__cause__ else exc  # the write's OSError
         done = f" ({len(written)} of {len(problems)} written)" if written else ""
         raise ResultsWriteError(f"--out {out}: cannot write workload files there: "
-                                f"{exc.strerror or exc}{done}") from None
+                                f"{getattr(why, 'strerror', None) or why}{done}") from None
     return written

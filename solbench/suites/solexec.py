@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from solbench.errors import ConfigError
-from solbench.impls.registry import _check_defined as check_defined
+from solbench.impls.registry import check_defined
 from solbench.suites import scale
 from solbench.suites.common import one_line, validated
 from solbench.suites.kernelbench import sha256
