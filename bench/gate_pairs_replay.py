@@ -12,10 +12,8 @@ all, the pairs that exit 3 and the REGRESSION and INCONCLUSIVE verdicts under ea
 from __future__ import annotations
 
 import dataclasses
-import gzip
 import itertools
 import sys
-import tempfile
 from pathlib import Path
 
 from solbench.analysis import compare, sequential
@@ -30,15 +28,6 @@ def pooled_only(*args, **kwargs):
     """The rule before Welch's form: without the sides' own variances, ``moderated`` pools them."""
     t = ORIGINAL(*args, **kwargs)
     return t if t is None else dataclasses.replace(t, var_a=None, var_b=None)
-
-
-def load(path: Path):
-    if path.suffix != ".gz":
-        return store.load(path)
-    with tempfile.NamedTemporaryFile(suffix=".json") as f:
-        f.write(gzip.decompress(path.read_bytes()))
-        f.flush()
-        return store.load(f.name)
 
 
 def replay(runs) -> dict[str, tuple[int, int, int]]:
@@ -63,7 +52,7 @@ def main() -> None:
         paths = {p.name.split(".")[0]: p for p in sorted(d.iterdir(), reverse=True)  # a .json before its .json.gz
                  if p.name.startswith("five-") and p.name.split(".")[0][5:].isdigit()
                  and p.name.endswith((".json", ".json.gz"))}
-        runs = [load(paths[k]) for k in sorted(paths)]
+        runs = [store.load(paths[k]) for k in sorted(paths)]  # store.load reads .json.gz too
         got = replay(runs)
         pairs += len(runs) * (len(runs) - 1)
         line = []
