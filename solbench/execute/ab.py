@@ -35,7 +35,8 @@ def ab(files: Sequence[str | Path], baseline_tree: str | Path, current_tree: str
     """Measure the workload ``files`` (paths inside each tree) of two checkouts, alternating.
 
     Each tree's workers resolve implementations in that tree (:mod:`solbench.execute.alternate`); a
-    file missing from one tree is measured on the other side only. Returns (baseline, current),
+    file missing from one tree is measured on the other side only, and so is a ``-w`` workload new in
+    the current tree (a ConfigError where the baseline has none of them). Returns (baseline, current),
     each with ``rounds`` rounds, and up to ``max_rounds`` for the keys ``undecided(runs)`` names
     after each round (:class:`solbench.analysis.adaptive.Looks`). Raises RunInterrupted on Ctrl-C
     (``on_case`` saw every case).
@@ -62,12 +63,18 @@ def ab(files: Sequence[str | Path], baseline_tree: str | Path, current_tree: str
             raise ConfigError(f"none of {', '.join(map(str, files))} exists in --{label}-tree {tree}"
                               + (": nothing to compare against (a workload new in this change: solbench run it)"
                                  if label == "baseline" else ""))
-        with _import_path(root):  # -i may name an implementation of one tree only: checked over both below
-            prep = prepare(paths, options, info, floor_spec, require_impls=False)
+        with _import_path(root):  # -i may name an implementation of one tree only: checked over both below;
+            # -w a workload of the current tree, new in it (measured there only, as without -w)
+            prep = prepare(paths, options, info, floor_spec, require_impls=False,
+                           require_workloads=label == "current")
         run = replace(prep.run, protocol=replace(prep.run.protocol, rounds=rounds),
                       notes=(f"ab {label}: tree {root}",))
         executor = pool.Pool(info.kind, info.index, tree=str(root), side_by_side_bytes=warm.side_by_side_bytes(info))
         sides.append(ab_loop.Side(label, prep.units, run, executor, prep.score))
+    if options.workloads and not sides[0].units:  # each -w workload is in the current tree (planned above)
+        raise ConfigError(f"-w: no workload named {', '.join(options.workloads)} in --baseline-tree {baseline_tree} "
+                          f"({', '.join(map(str, files))}): nothing to compare against (a workload new in this "
+                          "change: solbench run it)")
     known = {n for s in sides for u in s.units for n in u.spec.implementations}
     missing = sorted(set(options.impls) - known)
     if missing:

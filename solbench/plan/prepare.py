@@ -47,14 +47,15 @@ class Prepared:
 
 
 def prepare(files: Sequence[str | Path], options: RunOptions, info: Any, floor_spec: HardwareSpec, *,
-            require_impls: bool = True) -> Prepared:
+            require_impls: bool = True, require_workloads: bool = True) -> Prepared:
     """Plan the files for a detected device, check memory, and build the settings and empty run
-    (``require_impls``: as :func:`solbench.plan.workloads.plan`'s)."""
+    (``require_impls``, ``require_workloads``: as :func:`solbench.plan.workloads.plan`'s)."""
     from solbench.device import nvml, threads
     from solbench.measure.worker import MeasureSettings
 
     planned = plan(files, info.kind, options.workloads, options.impls, options.solutions, cases=options.cases,
-                   overrides=dict(options.overrides), require_impls=require_impls)
+                   overrides=dict(options.overrides), require_impls=require_impls,
+                   require_workloads=require_workloads)
     _check_memory(planned, info, options)
     units = tuple(Unit(p.spec, p.path, _selected(p.cases, options.keys), _impls(p, options)) for p in planned)
     settings = replace(MeasureSettings.of(options, info.kind), threads=threads.policy(options.threads, info.kind))

@@ -76,14 +76,16 @@ def load_specs(path: Path, device_kind: str, only: Sequence[str], impls: Sequenc
 
 def plan(files: Sequence[str | Path], device_kind: str, only: Sequence[str] = (),
          impls: Sequence[str] = (), solutions: Sequence[str | Path] = (), *, cases: Sequence[str] = (),
-         overrides: Mapping[str, Sequence[ParamValue]] | None = None, require_impls: bool = True) -> list[Planned]:
+         overrides: Mapping[str, Sequence[ParamValue]] | None = None, require_impls: bool = True,
+         require_workloads: bool = True) -> list[Planned]:
     """Load workload files (or suite problems) and expand their cases for a device kind ("cpu" or
     "cuda"); a workload with ``cost: traced`` or traced shapes is traced case by case.
 
     ``only`` and ``impls`` (workload and implementation names) must each name something that
     exists, or this raises a ConfigError listing what does (``impls`` only with ``require_impls``:
-    ``ab`` checks them over both trees). ``solutions``: solution files of suite
-    problems (``run --solution``). ``overrides`` (``--set``) replaces the values of the parameters
+    ``ab`` checks them over both trees; ``only`` only with ``require_workloads``: files with none of
+    them plan nothing, and ``ab`` refuses such a baseline tree). ``solutions``: solution files of
+    suite problems (``run --solution``). ``overrides`` (``--set``) replaces the values of the parameters
     it names; ``cases`` (``--case``) keeps the cases that match one of its patterns
     (:func:`~solbench.workload.cases.case_matches`); each must apply somewhere.
     """
@@ -137,9 +139,11 @@ def plan(files: Sequence[str | Path], device_kind: str, only: Sequence[str] = ()
         check_solutions_used(solutions, used, files)
     if only:
         missing = sorted(set(only) - {p.spec.name for p in planned})
-        if missing:
+        if missing and require_workloads:
             raise ConfigError(f"-w: no workload named {', '.join(missing)} in {', '.join(map(str, files))} "
                               f"(there are: {', '.join(sorted(known))})")
+        if not planned:  # none of them here (ab's baseline tree): before --set and --case find nothing to apply to
+            return []
     _check_selection(planned, every_id, device_kind, cases, overrides or {})
     if impls and require_impls:
         known_impls = {n for p in planned for n in p.spec.implementations}

@@ -532,3 +532,27 @@ def test_an_implementation_new_in_the_current_tree_can_be_selected_with_i(tmp_pa
     nowhere = _ab("--baseline-tree", str(base), "--current-tree", str(head), "wl/tiny.yaml", "-i", "nosuch",
                   "--out-dir", str(tmp_path / "out2"), *FAST)
     assert nowhere.exit_code == 2 and "no implementation named nosuch" in nowhere.output and "either tree" in nowhere.output
+
+
+def test_a_workload_new_in_the_current_tree_with_w(tmp_path):
+    """-w NEW, where only the current tree's file defines NEW: alone, there is nothing to compare, and
+    ab says so in one line naming the workload and the baseline tree (exit 2; it was refused as named
+    in no workload of the baseline's file); beside a workload of both trees, NEW is measured in the
+    current tree and MISSING from the baseline, as without -w. A name in neither tree is still refused."""
+    newer = WORKLOAD + WORKLOAD.replace("workloads:\n", "").replace("name: tiny", "name: fresh")
+    base, head = _tree(tmp_path / "base"), _tree(tmp_path / "head", workload=newer)
+    trees = ["--baseline-tree", str(base), "--current-tree", str(head), "wl/tiny.yaml"]
+    alone = _ab(*trees, "-w", "fresh", "--out-dir", str(tmp_path / "out1"), *FAST)
+    assert alone.exit_code == 2, alone.output
+    assert alone.output.strip() == (f"error: -w: no workload named fresh in --baseline-tree {base} (wl/tiny.yaml): "
+                                    "nothing to compare against (a workload new in this change: solbench run it)")
+    out = tmp_path / "out"
+    both = _ab(*trees, "-w", "tiny", "-w", "fresh", "-i", "kernel", "--rounds", "1", "--max-rounds", "1",
+               "--out-dir", str(out), "--json", *FAST)
+    assert both.exit_code in (0, 3), both.output
+    verdicts = {v["key"]: v["verdict"] for v in json.loads(both.stdout)["verdicts"]}
+    assert verdicts["fresh[n=32,float32]/kernel"] == "MISSING" and verdicts["tiny[n=32,float32]/kernel"] != "MISSING"
+    assert {c.workload for c in store.load(out / "baseline.json").cases} == {"tiny"}
+    assert {c.workload for c in store.load(out / "current.json").cases} == {"tiny", "fresh"}
+    nowhere = _ab(*trees, "-w", "nosuch", "--out-dir", str(tmp_path / "out2"), *FAST)
+    assert nowhere.exit_code == 2 and "no workload named nosuch" in nowhere.output and "fresh, tiny" in nowhere.output
