@@ -71,6 +71,22 @@ def validate_references(path: str | Path, specs: Sequence[WorkloadSpec],
                 raise read_yaml(path).error(["workloads", i, *loc], str(exc)) from None
 
 
+def located_in(path: str | Path, workload: str, loc: Sequence[str | int], message: str) -> str:
+    """``message`` at ``loc`` of workload ``workload`` of the file ``path``, one line as a ConfigError
+    names a field (``file:line: field: message``), for what goes wrong after planning (an
+    implementation whose import fails in a worker); ``message`` alone where ``path`` is not a YAML
+    file (a suite's problem) or no longer has the workload."""
+    if Path(path).suffix not in (".yaml", ".yml"):
+        return message
+    try:
+        doc = read_yaml(Path(path))
+    except ConfigError:
+        return message
+    listed = doc.data.get("workloads") if isinstance(doc.data, dict) else None
+    names = [w.get("name") if isinstance(w, dict) else None for w in listed or []]
+    return str(doc.error(["workloads", names.index(workload), *loc], message)) if workload in names else message
+
+
 def workload_json_schema() -> dict[str, Any]:
     """The JSON Schema of a workload file, for editors."""
     schema = WorkloadFile.model_json_schema()

@@ -227,7 +227,7 @@ def _workload(sides: Sequence[Side], name: str, r: int, slots: Slots, *, device:
                     if unit is None or case is None or impl not in unit.impls or s >= live(i, case_id, impl):
                         continue
                     task = Task(unit.spec, case, "", str(unit.path.parent.absolute()), device, settings, l2_bytes,
-                                nvml_id, release_after=not fit)
+                                nvml_id, release_after=not fit, workload_file=str(unit.path.absolute()))
                     job = _job(sides[i].executor, unit, task, impl, skips[i], timeout_s, _tagged(emit, i),
                                checked=sides[i].checked, cap=cap)
                     jobs.append(replace(job, slot=s, held=held[(i, case_id, impl)]))

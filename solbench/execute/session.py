@@ -149,7 +149,7 @@ def measure_units(units: Sequence[Unit], run: RunResult, executor: Executor, *, 
                     passed_over(n, case)
                     continue
                 task = Task(unit.spec, case, "", str(unit.path.parent.absolute()), device, settings, l2_bytes,
-                            nvml_id, release_after=not fit)
+                            nvml_id, release_after=not fit, workload_file=str(unit.path.absolute()))
                 made = {name: _job(executor, unit, task, name, skips[n], timeout_s, emit, variant, checked,
                                    capped(n, case.id, name)) for name in wanted}
                 passes = max(wanted.values())

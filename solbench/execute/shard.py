@@ -346,7 +346,7 @@ class _Round:
         try:
             executor.prestart([key for key in _keys(unit, skips) if (job.order, key[1]) not in self.ended])
             task = Task(unit.spec, job.case, "", str(unit.path.parent.absolute()), lane.device, self.settings,
-                        lane.l2_bytes, lane.nvml_id)
+                        lane.l2_bytes, lane.nvml_id, workload_file=str(unit.path.absolute()))
             emit = _tagged(self.emit, lanes[0])
             return [_one(executor, unit, task, name, skips, self.timeout_s, emit, self.variant) for name in impls]
         finally:

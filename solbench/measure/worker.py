@@ -128,6 +128,8 @@ class Task:
     # give the GPU memory the task leaves cached back as it ends (another worker may need it), not only
     # as the next task starts: False only where the parent knows every worker's tasks fit side by side
     release_after: bool = True
+    workload_file: str | None = None  # the file that declares the workload: an implementation whose import
+    # fails is named at its entry there (None: by the implementation's own file only)
 
 
 TREE: str | None = None  # ``ab``: the checkout this worker process resolves implementations in
@@ -431,8 +433,13 @@ def set_up(task: Task, base_dir: Path | None,
     try:
         launches, kwargs = build_launches(task.spec.implementations[name], task.case, inputs.sets, base_dir,
                                           with_kwargs=True)
-    except ResolveError as exc:
-        return ImplResult(name, "error", str(exc))
+    except ResolveError as exc:  # e.g. its file imports a module this machine lacks
+        if task.workload_file is None:
+            return ImplResult(name, "error", str(exc))
+        from solbench.config.workloads import located_in
+
+        return ImplResult(name, "error", located_in(task.workload_file, task.spec.name, ["implementations", name],
+                                                    str(exc)))
     except DeviceError as exc:  # a device library it needs is missing here: not its fault
         return ImplResult(name, "skipped", str(exc))
     except Exception as exc:

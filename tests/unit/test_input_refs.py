@@ -176,3 +176,41 @@ def test_a_failing_import_names_the_line_of_the_users_file(tmp_path):
         resolve("mine.py:fn", tmp_path)
     text = str(info.value)
     assert f"{(tmp_path / 'mine.py').resolve()}:3: ModuleNotFoundError" in text, text
+
+
+def test_an_implementation_whose_import_fails_is_named_at_its_workload_line(tmp_path):
+    """A run where an implementation's file imports a module this machine lacks: exit 4, and the one
+    line says which entry of which workload file pointed to it (file:line: field), then the line of the
+    implementation's own file (it named that file only)."""
+    from click.testing import CliRunner
+
+    from solbench.cli import main
+    from solbench.results import store
+
+    (tmp_path / "wl.yaml").write_text(textwrap.dedent("""\
+        workloads:
+          - name: tiny
+            parameters: {n: [32]}
+            dtypes: [float32]
+            inputs:
+              x: {shape: [n, 8]}
+            outputs:
+              y: {shape: [n, 8]}
+            ops: [{op: mul, numel: n * 8, inputs: 1}]
+            reference: good.py:reference
+            implementations:
+              baseline: good.py:reference
+              bad: bad.py:kernel
+        """))
+    (tmp_path / "good.py").write_text("def reference(x):\n    return x * 2\n")
+    (tmp_path / "bad.py").write_text("import math\nimport solbench_no_such_module_xyz\n\n\ndef kernel(x):\n"
+                                     "    return x\n")
+    out = tmp_path / "run.json"
+    result = CliRunner().invoke(main, ["run", str(tmp_path / "wl.yaml"), "-o", str(out), "--repeat", "1",
+                                       "--device", "cpu", "--budget", "0.05", "--min-samples", "5",
+                                       "--max-samples", "15"])
+    assert result.exit_code == 4, result.output
+    (bad,) = [r for c in store.load(out).cases for r in c.impls if r.name == "bad"]
+    assert bad.status == "error" and bad.message == (
+        f"{(tmp_path / 'wl.yaml').absolute()}:13: workloads.0.implementations.bad: error importing "
+        f"{(tmp_path / 'bad.py').resolve()}:2: ModuleNotFoundError: No module named 'solbench_no_such_module_xyz'")
