@@ -151,7 +151,8 @@ def test_the_note_says_when_the_current_run_alone_cannot_decide():
     md = gate_markdown(result)
     assert f"cannot decide {len(und)} of them" in md and "baseline's 3 round(s)" in md
     assert "measure it with `run --repeat 6`" in md  # the depth a saved baseline wants
-    assert "`run --rounds-target 0.01` (up to 16 rounds at ±1%)" in md  # or a tighter target than the default
+    assert "`run --max-rounds 16 --rounds-target 0.01` (up to 16 rounds at ±1%)" in md  # a tighter target; also
+    # on the CPU, which adds rounds only with --max-rounds (--rounds-target alone is refused there)
 
 
 def test_the_note_gives_the_rerun_that_would_decide_from_the_current_run_alone():
