@@ -68,3 +68,12 @@ def test_the_readme_walkthrough_from_a_fresh_folder(tmp_path: Path) -> None:
     assert "<h2>Roofline</h2>" in (tmp_path / "r.html").read_text()
     assert (tmp_path / "r.csv").read_text().startswith("run,")
     assert "Traceback" not in "".join(p.stderr for p in (show, cmp, gate, same, itself, report))
+
+
+def test_ci_runs_the_test_command_the_readme_shows() -> None:
+    """CI must call the README's test command as written: the block under "Run the tests"."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = readme.split("Run the tests", 1)[1].split("```bash\n", 1)[1].split("\n```", 1)[0].strip()
+    assert "pytest" in block and "\n" not in block
+    ci = [line.strip() for line in (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()]
+    assert block in ci
