@@ -57,7 +57,7 @@ measured runs).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -219,7 +219,8 @@ def case_rounds_needed(timings: Sequence[Timing], target_rel_ci: float, cap: int
 def more_rounds_to_decide(log_ratio: float, sd_round: float, tau: float, rounds: int, *,
                           confidence: float, run_var: float = 0.0, other_rounds: int | None = None,
                           side_vars: tuple[float, float] | None = None, prior_df: float = 0.0,
-                          welch: bool = True) -> int | None:
+                          welch: bool = True, plan: Callable[[int, int], tuple[float, float]] | None = None
+                          ) -> int | None:
     """Rounds to add to each side so a gate's interval at ``confidence`` clears ``1 + tau``.
 
     At the measured ratio ``exp(log_ratio)`` and spread of one round's log median ``sd_round``
@@ -233,11 +234,22 @@ def more_rounds_to_decide(log_ratio: float, sd_round: float, tau: float, rounds:
     R_a + R_b + 2k - 2 degrees of freedom, and the smallest such k is returned (the side with fewer
     rounds keeps the interval wide: planning both at the larger side's rounds understated k).
     ``prior_df``: the degrees of freedom a moderated spread borrows from the other points (the gate's
-    df is theirs plus the rounds'); ``side_vars``: each side's variance (``LogRatio.side_vars``), with
-    which sides of unequal rounds are planned as the gate decides them (``planned_se_df``).
+    df is theirs plus the rounds'); ``side_vars``: each side's variance (``LogRatio.side_vars``), held
+    fixed, with which sides of unequal rounds are planned in the gate's form (``planned_se_df``).
+    ``plan``: ``(R_a, R_b) -> (se, df)`` the gate's t would have over those rounds, runs' offsets
+    aside (``LogRatio.at_rounds``: the same own spreads, moderated again at those rounds as the gate
+    will); where given, it alone is planned on and the spread arguments are not used.
     """
     gap = abs(log_ratio - math.log1p(tau))
     if gap == 0.0:
+        return None
+    if plan is not None:
+        q = (1.0 + confidence) / 2.0
+        other = rounds if other_rounds is None else other_rounds
+        for k in range(1, MAX_ROUNDS + 1):
+            se, df = plan(rounds + k, other + k)
+            if float(t_ppf(q, df)) * math.sqrt(se ** 2 + run_var) <= gap:
+                return k
         return None
     if other_rounds is not None and other_rounds != rounds:
         q = (1.0 + confidence) / 2.0
@@ -258,7 +270,8 @@ def more_rounds_to_decide(log_ratio: float, sd_round: float, tau: float, rounds:
 def more_current_rounds_to_decide(log_ratio: float, sd_round: float, tau: float, rounds_base: int,
                                   rounds_cur: int, *, confidence: float, cap: int = 64,
                                   run_var: float = 0.0, side_vars: tuple[float, float] | None = None,
-                                  prior_df: float = 0.0, welch: bool = True) -> int | None:
+                                  prior_df: float = 0.0, welch: bool = True,
+                                  plan: Callable[[int, int], tuple[float, float]] | None = None) -> int | None:
     """Rounds to add to the current side alone (``run --gate-against --rerun``: the baseline is a
     saved run) so a gate's interval at ``confidence`` clears ``1 + tau``; None when none does.
 
@@ -275,11 +288,19 @@ def more_current_rounds_to_decide(log_ratio: float, sd_round: float, tau: float,
     moderated gate decides in Welch's form (``welch``; the baseline's floor is then ``v_base / R_base``)
     and an unmoderated one on the pooled spread, which moves toward the current side's as its rounds
     grow. ``sd_round`` (both sides alike, fixed) is the fallback where a side has one round.
+    ``plan``: as for ``more_rounds_to_decide`` (``LogRatio.at_rounds``); where given, each R_cur is
+    planned on it alone.
     """
     gap = abs(log_ratio - math.log1p(tau))
     if gap == 0.0 or rounds_base < 1:
         return None
     q = (1.0 + confidence) / 2.0
+    if plan is not None:
+        for r in range(rounds_cur + 1, rounds_cur + cap + 1):
+            se, df = plan(rounds_base, r)
+            if float(t_ppf(q, df)) * math.sqrt(se ** 2 + run_var) <= gap:
+                return r - rounds_cur
+        return None
     planned = side_vars is not None and rounds_base >= 2
     variances, form, d0 = (side_vars, welch, prior_df) if planned else ((sd_round ** 2,) * 2, False, 0.0)
     floor = variances[0] / rounds_base + run_var  # type: ignore[index]  # the baseline's share

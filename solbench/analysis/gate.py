@@ -338,16 +338,15 @@ def case_verdict(ci_low: float | None, ci_high: float | None, significant: bool,
 
 def _rounds_to_decide(est: Estimate, tau: float, confidence: float) -> tuple[int | None, int | None]:
     """For an undecided case over rounds: rounds per side that would decide it, and rounds added to
-    the current side alone that would (each None: not over rounds, or no practical number does)."""
+    the current side alone that would (each None: not over rounds, or no practical number does),
+    planned on what the gate's t will be at those rounds at the measured own spreads
+    (``LogRatio.at_rounds``: moderated again there, not the posterior of the rounds measured)."""
     if est.t is None:
         return None, None
-    side_vars, welch = est.t.side_vars(), est.t.prior_df > 0.0  # moderated: Welch once the rounds differ
     per_side = more_rounds_to_decide(est.t.d, est.t.sd_round, tau, est.rounds_a, other_rounds=est.rounds_b,
-                                     confidence=confidence, run_var=est.t.run_var, side_vars=side_vars,
-                                     prior_df=est.t.prior_df, welch=welch)
+                                     confidence=confidence, run_var=est.t.run_var, plan=est.t.at_rounds)
     alone = more_current_rounds_to_decide(est.t.d, est.t.sd_round, tau, est.rounds_a, est.rounds_b,
-                                          confidence=confidence, run_var=est.t.run_var, side_vars=side_vars,
-                                          prior_df=est.t.prior_df, welch=welch)
+                                          confidence=confidence, run_var=est.t.run_var, plan=est.t.at_rounds)
     return per_side, alone
 
 

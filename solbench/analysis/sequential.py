@@ -203,6 +203,7 @@ class LogRatio:
     var_a: float | None = None
     var_b: float | None = None
     prior_var: float = 0.0  # the prior's variance (``moderated``; with ``prior_df``)
+    own_sd: float | None = None  # ``sd_round`` before ``moderated`` replaced it with the posterior one
 
     @property
     def ratio(self) -> float:
@@ -213,14 +214,33 @@ class LogRatio:
         """Decided in Welch's form: moderated, over sides of unequal rounds with their own variances."""
         return self.prior_df > 0.0 and self.var_a is not None and self.rounds_a != self.rounds_b
 
-    def side_vars(self) -> tuple[float, float] | None:
+    def side_vars(self, rounds_a: int | None = None, rounds_b: int | None = None) -> tuple[float, float] | None:
         """Each side's variance of one round's log median, the posterior one where moderated
-        (``(d0 s0^2 + (R - 1) v) / (d0 + R - 1)``); None where ``var_a``/``var_b`` are."""
+        (``(d0 s0^2 + (R - 1) v) / (d0 + R - 1)``); None where ``var_a``/``var_b`` are.
+        ``rounds_a``/``rounds_b``: the posterior the same own variances would have over that many
+        rounds (planning; default the rounds measured)."""
         if self.var_a is None or self.var_b is None:
             return None
+        ra, rb = rounds_a or self.rounds_a, rounds_b or self.rounds_b
         d0, s0 = self.prior_df, self.prior_var
-        return ((d0 * s0 + (self.rounds_a - 1) * self.var_a) / (d0 + self.rounds_a - 1),
-                (d0 * s0 + (self.rounds_b - 1) * self.var_b) / (d0 + self.rounds_b - 1))
+        return (d0 * s0 + (ra - 1) * self.var_a) / (d0 + ra - 1), (d0 * s0 + (rb - 1) * self.var_b) / (d0 + rb - 1)
+
+    def at_rounds(self, rounds_a: int, rounds_b: int) -> tuple[float, float]:
+        """(se, df) this t would have over ``rounds_a`` and ``rounds_b`` rounds at the same own spreads
+        (each side's ``var_a``/``var_b``, else the pooled one) and the same prior, the runs' offsets
+        aside: the rule of ``moderated`` re-applied at those rounds (pooled, the spread moderated once;
+        Welch's form over moderated sides of unequal rounds, each side's posterior at its rounds), for
+        the planners of ``analysis.allocation``. A side of one round has no spread of its own: the
+        pooled one is held for both."""
+        d0, s0 = self.prior_df, self.prior_var
+        if self.var_a is not None and self.var_b is not None:
+            if d0 > 0.0 and rounds_a != rounds_b:
+                return welch_se_df(*self.side_vars(rounds_a, rounds_b), rounds_a, rounds_b, d0)  # type: ignore[misc]
+            own = ((rounds_a - 1) * self.var_a + (rounds_b - 1) * self.var_b) / (rounds_a + rounds_b - 2)
+        else:
+            own = (self.sd_round if self.own_sd is None else self.own_sd) ** 2
+        df = float(rounds_a - 1 if self.paired else rounds_a + rounds_b - 2)
+        return math.sqrt((d0 * s0 + df * own) / (d0 + df)) * _se_per_sd(self.paired, rounds_a, rounds_b), df + d0
 
     @property
     def spread_df(self) -> float:
@@ -333,7 +353,7 @@ def moderated(t: LogRatio, prior: VariancePrior | None) -> LogRatio:
         return t
     d = t.spread_df
     sd = math.sqrt((prior.df * prior.var + d * t.sd_round ** 2) / (prior.df + d))
-    t = replace(t, sd_round=sd, prior_df=prior.df, prior_var=prior.var)
+    t = replace(t, sd_round=sd, prior_df=prior.df, prior_var=prior.var, own_sd=t.sd_round)
     if t.welch:
         se, df = welch_se_df(*t.side_vars(), t.rounds_a, t.rounds_b, prior.df)  # type: ignore[misc]
         return replace(t, se=math.sqrt(se ** 2 + t.run_var), df=df)

@@ -313,12 +313,17 @@ def _exact_run(cases):
     return replace(runs[0], cases=tuple(r.cases[0] for r in runs))
 
 
-@pytest.mark.parametrize(("rounds", "sds"), [((3, 3), (0.02, 0.02)), ((3, 7), (0.01, 0.03))])
+@pytest.mark.parametrize(("rounds", "sds"), [((3, 3), (0.02, 0.02)), ((3, 7), (0.01, 0.03)),
+                                            ((3, 3), (0.03, 0.03)), ((3, 7), (0.03, 0.04))])
 def test_rounds_per_side_plan_on_the_moderated_form_the_gate_decides_in(rounds, sds):
     """Thirteen points, so the gate moderates: its interval has 2R - 2 + d0 degrees of freedom, and
     sides of unequal rounds are decided in Welch's form on each side's posterior variance. Planned on
     2R - 2 alone and the pooled spread, the note asked for 3 more rounds a side where 2 decide at the
-    same spread and ratio (3 against 3 rounds), and for 3 where 1 does (a quiet 3 against a noisy 7)."""
+    same spread and ratio (3 against 3 rounds), and for 3 where 1 does (a quiet 3 against a noisy 7).
+    Planned on the posterior of the rounds measured, held fixed, a point spreading more than the prior
+    (3% against the others' 2%) was told 3 more (3 against 3) and 2 more (3 against 7, 3% and 4%) where
+    the gate, moderating the same spread again over more rounds (less shrunk toward the prior), still
+    straddled the threshold: the plan re-moderates at the rounds it plans (``LogRatio.at_rounds``)."""
     others = 0.02 * np.exp(np.random.default_rng(0).normal(0.0, 0.3, 12))
 
     def verdict(k):
@@ -331,6 +336,42 @@ def test_rounds_per_side_plan_on_the_moderated_form_the_gate_decides_in(rounds, 
     assert v.verdict == "INCONCLUSIVE" and v.more_rounds is not None
     assert verdict(v.more_rounds).verdict == "REGRESSION"
     assert v.more_rounds == 1 or verdict(v.more_rounds - 1).verdict == "INCONCLUSIVE"
+
+
+@pytest.mark.parametrize(("rounds", "ratio"), [((6, 3), 1.08), ((3, 3), 1.09)])
+def test_current_rounds_alone_plan_on_the_moderated_form_the_gate_decides_in(rounds, ratio):
+    """As above for "re-measuring the current run alone would take about N" (13 points, moderated,
+    the others' spreads uneven around 2%; this point's sides spread 3% each). Planned on the posterior
+    of the rounds measured, held fixed, a 6-round baseline against a 3-round current was told 8 more
+    current rounds where 12 decide (at 6 against 6 the plan pooled the two posteriors, where the gate
+    moderates the pooled spread once), and 3 against 3 rounds were told 7 where 10 decide. Each is
+    told the first number that decides."""
+    others = 0.02 * np.exp(np.random.default_rng(0).normal(0.0, 0.8, 12))
+
+    def verdict(k):
+        base = _exact_run({**{f"p{i}": (3, 1.0, s) for i, s in enumerate(others)}, "t": (rounds[0], 1.0, 0.03)})
+        cur = _exact_run({**{f"p{i}": (3, 1.0 + 0.001 * (i - 6), s) for i, s in enumerate(others)},
+                          "t": (rounds[1] + k, ratio, 0.03)})
+        return next(v for v in gate(base, cur, threshold=0.05).verdicts if v.case_id == "t")
+
+    v = verdict(0)
+    assert v.verdict == "INCONCLUSIVE" and v.current_rounds is not None
+    assert verdict(v.current_rounds).verdict == "REGRESSION"
+    assert v.current_rounds == 1 or verdict(v.current_rounds - 1).verdict == "INCONCLUSIVE"
+
+
+def test_the_plan_at_the_rounds_measured_is_the_gates_own_t():
+    """``LogRatio.at_rounds`` at the rounds measured gives the t's own se and df: pooled, unmoderated
+    and moderated, and Welch's form (runs' offsets aside)."""
+    from solbench.analysis.sequential import VariancePrior, log_ratio, moderated
+
+    rng = np.random.default_rng(5)
+    prior = VariancePrior(df=6.0, var=1e-4, points=20)
+    for ra, rb in ((3, 3), (3, 11), (1, 4), (6, 2)):
+        t = log_ratio([np.exp(rng.normal(0, 0.01, 5)) for _ in range(ra)],
+                      [np.exp(rng.normal(0, 0.02, 5)) for _ in range(rb)])
+        for u in (t, moderated(t, prior)):
+            assert u.at_rounds(ra, rb) == pytest.approx((u.se, u.df), rel=1e-12)
 
 
 def test_unmoderated_current_rounds_alone_plan_on_the_pooled_spread_they_will_make():
