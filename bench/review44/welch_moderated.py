@@ -6,8 +6,8 @@ rounds, with the pooled form for unequal rounds (the rule before) and Welch's fo
 `run --gate-against` schedule: the baseline fixed at 3 rounds, the current at 3, 7 and 11 (K = 3
 looks, each at alpha / 3 and 1 - 0.05 / 3), a point leaving at its first verdict. 50 points a
 trial, each point's between-round sd drawn lognormal around 0.8% (p90 ~1.8%, the H200's o_proj),
-within-round noise 2% over 10-20 samples; the prior is fitted over the 50 points at each look
-(``compare.moderate``'s rule, through ``sequential.variance_prior`` and ``moderated``). Every point
+within-round noise 2% over 10-20 samples; the priors are fitted over the 50 points at each look
+(``compare.moderate``'s rule, through ``sequential.variance_prior``, ``side_priors`` and ``moderated``). Every point
 has the same true ratio. Cases: both sides spread alike; the baseline's rounds spread twice the
 current's; the current's twice the baseline's.
 """
@@ -27,6 +27,7 @@ from solbench.analysis.sequential import (
     gate_codes,
     log_ratio,
     moderated,
+    side_priors,
     variance_prior,
 )
 
@@ -58,7 +59,8 @@ def trial(rng, shift, base_scale, cur_scale, welch):
         ts = [rule([np.exp(base[i, k:k + 1]) for k in range(FIRST)],
                    [np.exp(cur[i, k:k + 1]) for k in range(r)]) for i in range(POINTS)]
         prior = variance_prior([t.sd_round ** 2 for t in ts], [t.spread_df for t in ts])
-        ts = [moderated(t, prior) for t in ts]
+        sides = side_priors(ts)
+        ts = [moderated(t, prior, sides) for t in ts]
         d, se, df = (np.array([getattr(t, f) for t in ts]) for f in ("d", "se", "df"))
         v = gate_codes(d, se, df, TAU, looks=len(at))
         new = (verdict == UNDECIDED) & (v != UNDECIDED)

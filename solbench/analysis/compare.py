@@ -68,7 +68,7 @@ import numpy as np
 
 from solbench.analysis.pooling import combine_runs, samples
 from solbench.analysis.rounds import group_by_round
-from solbench.analysis.sequential import LogRatio, between_runs, log_ratio, moderated, variance_prior
+from solbench.analysis.sequential import LogRatio, between_runs, log_ratio, moderated, side_priors, variance_prior
 from solbench.analysis.significance import (
     MIN_SAMPLES,
     benjamini_hochberg,
@@ -392,7 +392,8 @@ def _over_rounds(ga: list[np.ndarray], gb: list[np.ndarray], *, confidence: floa
 
 def moderate(ests: Sequence[Estimate], confidence: float) -> list[Estimate]:
     """Every estimate over rounds with its t moderated by the prior fitted over all of them
-    (pooled and paired estimates each over their own kind; analysis.sequential.variance_prior);
+    (pooled and paired estimates each over their own kind; analysis.sequential.variance_prior), and
+    for Welch's form each side's own variances by a prior fitted over that side's (``side_priors``);
     the others unchanged. Fewer than MIN_PRIOR_POINTS of a kind: unchanged."""
     out = list(ests)
     for paired in (False, True):
@@ -401,9 +402,10 @@ def moderate(ests: Sequence[Estimate], confidence: float) -> list[Estimate]:
                                [ests[i].t.spread_df for i in idx])  # type: ignore[union-attr]
         if prior is None:
             continue
+        sides = side_priors([ests[i].t for i in idx])  # type: ignore[misc]
         for i in idx:
             e = ests[i]
-            t = moderated(e.t, prior)  # type: ignore[arg-type]
+            t = moderated(e.t, prior, sides)  # type: ignore[arg-type]
             if e.ci_low is None:
                 out[i] = dataclasses.replace(e, t=t)
                 continue

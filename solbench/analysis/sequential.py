@@ -14,8 +14,10 @@ pooled form assumes):
                  df  = R_a + R_b - 2
     Welch    (moderated sides of unequal rounds, two or more each, below: a saved baseline of 3
              rounds against a current run whose noisy points took up to 16)
-                 se^2 = v_a / R_a + v_b / R_b   (v: a side's posterior variance of its log round medians),
-                 df   = se^4 / ((v_a/R_a)^2 / df_a + (v_b/R_b)^2 / df_b)   (Satterthwaite; df = d0 + R - 1)
+                 se^2 = v_a / R_a + v_b / R_b   (v: a side's posterior variance of its log round medians,
+                                                 moderated toward that side's own prior, below),
+                 df   = se^4 / ((v_a/R_a)^2 / df_a + (v_b/R_b)^2 / df_b)   (Satterthwaite; df = d0 + R - 1,
+                                                 d0 that side's prior's)
     paired   (``paired=True`` and both sides measured in the same rounds, e.g. two implementations
              of one run: the per-round log ratios d_r = log m_b,r - log m_a,r)
                  se = sd(d_r) / sqrt(R),   df = R - 1
@@ -29,9 +31,10 @@ the other. Adaptive rounds go to the noisy points, so the side with more rounds 
 and a few slow processes there (3 of 16 rounds at +10%) widened the baseline's three tight rounds'
 share until the same code was INCONCLUSIVE. The other way round (a noisy baseline of 3 rounds, a quiet
 current of 11), the pooled t is too narrow: 3.9% wrong REGRESSION and 3.9% wrong PASS at a true
-1.05, against 2.5% each; Welch's form keeps 1.9% and 2.0% (bench/review44/welch_moderated.py: 400
-trials of 50 moderated points on ``run --gate-against``'s schedule). It decides fewer points there
-(A/A PASS 82% against 92%), and more where the current side is the noisier (93% against 88%).
+1.05, against 2.5% each; Welch's form kept 1.9% and 2.0% with one prior for both sides (1.4% and
+1.4% with each side's own, below; bench/review44/welch_moderated.py: 400 trials of 50 moderated
+points on ``run --gate-against``'s schedule). It decides fewer points there (A/A PASS 82%, 80% with
+each side's prior, against 92%), and more where the current side is the noisier (93%, 95%, against 88%).
 Replayed on the recorded five-run sets (bench/gate_pairs_replay.py: 204 ordered pairs of saved
 runs, 12 sets, H200 and H100), standalone ``gate`` exits 3 in 2 pairs with Welch's form against 23
 with the pooled one, and calls no REGRESSION with either. Welch's own weakness is its degrees of
@@ -41,6 +44,24 @@ over rounds). Without one, on ``run --gate-against``'s schedule against a 3-roun
 (tests/unit/test_sequential.py's noise model), Welch's form PASSed the same code in 71% of trials
 and caught a 10% slowdown in 67%, against 96% and 94% pooled; there the pooled t stays, with the
 departure measured above.
+
+**Each side its own prior** (``side_priors``). One prior fitted on the points' pooled variances is
+mostly the side with more rounds: moderating both sides toward it lent that side's spread to the
+other again, through the prior instead of the pooling. With every point's baseline (3 rounds)
+spreading twice its current (11), a single look (``gate`` of saved runs) called 6.9% wrong
+REGRESSION and 6.7% wrong PASS at a true 1.05 with spreads alike across points (4.1% and 4.0%
+lognormal around 0.8%), and ``run --gate-against``'s schedule (3, 7, 11 rounds, K = 3) 3.8% and
+3.7%: above the 2.5% each that the union bound promises. So Welch's form moderates each side toward
+a prior fitted over that side's own variances at the points that have both (``var_a`` on ``R_a - 1``
+degrees of freedom, ``var_b`` on ``R_b - 1``; ``moderate`` in analysis.compare); a side with fewer
+than MIN_PRIOR_POINTS such points falls back to the pooled prior. The same cases then gave 2.3% and
+2.2%, 2.7% and 2.6%, 1.2% and 1.1% (bench/review44/side_priors.py: 400 trials of 50 points a case).
+Where the sides spread alike it changes little, except one look over uneven points (2.7% and 2.5%
+against 2.4% and 2.3%: a side's prior rests on 2 degrees of freedom a point). On the schedule it
+costs the noisier baseline some decisions (A/A PASS 81% against 83%, a 10% slowdown caught in 78%
+against 82%) and gains where the current side is the noisier (95% against 93%, 94% against 92%). The
+recorded five-run sets replay unchanged (bench/gate_pairs_replay.py, 268 ordered pairs of 18 sets:
+2 exit 3 and no REGRESSION, before and after).
 
 A t interval over 3 round medians has 2 degrees of freedom (t = 4.30): with the between-round
 spread measured on an H200 (sd 0.8-2%) the interval is several percent wide however many samples
@@ -133,6 +154,7 @@ __all__ = [
     "log_round_medians",
     "look_levels",
     "moderated",
+    "side_priors",
     "t_stats",
     "variance_prior",
     "welch_se_df",
@@ -204,6 +226,9 @@ class LogRatio:
     var_b: float | None = None
     prior_var: float = 0.0  # the prior's variance (``moderated``; with ``prior_df``)
     own_sd: float | None = None  # ``sd_round`` before ``moderated`` replaced it with the posterior one
+    # each side's own prior (df_a, var_a, df_b, var_b) where ``moderated`` was given one per side
+    # (``side_priors``), for Welch's form; None: both sides use ``prior_df``/``prior_var``
+    side_prior: tuple[float, float, float, float] | None = None
 
     @property
     def ratio(self) -> float:
@@ -214,20 +239,27 @@ class LogRatio:
         """Decided in Welch's form: moderated, over sides of unequal rounds with their own variances."""
         return self.prior_df > 0.0 and self.var_a is not None and self.rounds_a != self.rounds_b
 
+    def side_priors(self) -> tuple[tuple[float, float], tuple[float, float]]:
+        """Each side's prior (df, variance): its own where ``moderated`` was given one per side, else
+        the shared one (``prior_df``, ``prior_var``; (0, 0) unmoderated)."""
+        if self.side_prior is None:
+            return (self.prior_df, self.prior_var), (self.prior_df, self.prior_var)
+        return (self.side_prior[0], self.side_prior[1]), (self.side_prior[2], self.side_prior[3])
+
     def side_vars(self, rounds_a: int | None = None, rounds_b: int | None = None) -> tuple[float, float] | None:
         """Each side's variance of one round's log median, the posterior one where moderated
-        (``(d0 s0^2 + (R - 1) v) / (d0 + R - 1)``); None where ``var_a``/``var_b`` are.
-        ``rounds_a``/``rounds_b``: the posterior the same own variances would have over that many
-        rounds (planning; default the rounds measured)."""
+        (``(d0 s0^2 + (R - 1) v) / (d0 + R - 1)``, each side with its prior: ``side_priors``); None
+        where ``var_a``/``var_b`` are. ``rounds_a``/``rounds_b``: the posterior the same own variances
+        would have over that many rounds (planning; default the rounds measured)."""
         if self.var_a is None or self.var_b is None:
             return None
         ra, rb = rounds_a or self.rounds_a, rounds_b or self.rounds_b
-        d0, s0 = self.prior_df, self.prior_var
-        return (d0 * s0 + (ra - 1) * self.var_a) / (d0 + ra - 1), (d0 * s0 + (rb - 1) * self.var_b) / (d0 + rb - 1)
+        (da, sa), (db, sb) = self.side_priors()
+        return (da * sa + (ra - 1) * self.var_a) / (da + ra - 1), (db * sb + (rb - 1) * self.var_b) / (db + rb - 1)
 
     def at_rounds(self, rounds_a: int, rounds_b: int) -> tuple[float, float]:
         """(se, df) this t would have over ``rounds_a`` and ``rounds_b`` rounds at the same own spreads
-        (each side's ``var_a``/``var_b``, else the pooled one) and the same prior, the runs' offsets
+        (each side's ``var_a``/``var_b``, else the pooled one) and the same prior(s), the runs' offsets
         aside: the rule of ``moderated`` re-applied at those rounds (pooled, the spread moderated once;
         Welch's form over moderated sides of unequal rounds, each side's posterior at its rounds), for
         the planners of ``analysis.allocation``. A side of one round has no spread of its own: the
@@ -235,7 +267,9 @@ class LogRatio:
         d0, s0 = self.prior_df, self.prior_var
         if self.var_a is not None and self.var_b is not None:
             if d0 > 0.0 and rounds_a != rounds_b:
-                return welch_se_df(*self.side_vars(rounds_a, rounds_b), rounds_a, rounds_b, d0)  # type: ignore[misc]
+                (da, _), (db, _) = self.side_priors()
+                return welch_se_df(*self.side_vars(rounds_a, rounds_b), rounds_a, rounds_b,  # type: ignore[misc]
+                                   (da, db))
             own = ((rounds_a - 1) * self.var_a + (rounds_b - 1) * self.var_b) / (rounds_a + rounds_b - 2)
         else:
             own = (self.sd_round if self.own_sd is None else self.own_sd) ** 2
@@ -345,30 +379,46 @@ def _trigamma_inverse(x: float) -> float:
     return y
 
 
-def moderated(t: LogRatio, prior: VariancePrior | None) -> LogRatio:
+def side_priors(ts: Sequence[LogRatio]) -> tuple[VariancePrior | None, VariancePrior | None]:
+    """The priors of each side's own variances (``var_a`` on ``R_a - 1`` degrees of freedom, ``var_b``
+    on ``R_b - 1``), fitted over the unpaired ``ts`` that have both (``variance_prior``; None below
+    MIN_PRIOR_POINTS of a side): what Welch's form moderates each side toward (module docstring)."""
+    both = [t for t in ts if not t.paired and t.var_a is not None and t.var_b is not None]
+    return (variance_prior([t.var_a for t in both], [t.rounds_a - 1.0 for t in both]),  # type: ignore[misc]
+            variance_prior([t.var_b for t in both], [t.rounds_b - 1.0 for t in both]))  # type: ignore[misc]
+
+
+def moderated(t: LogRatio, prior: VariancePrior | None,
+              sides: tuple[VariancePrior | None, VariancePrior | None] | None = None) -> LogRatio:
     """``t`` with its spread replaced by the posterior one and ``prior.df`` degrees of freedom added
-    (sides of unequal rounds with their own variances: Welch's form, each side's variance moderated and
-    the degrees of freedom Welch-Satterthwaite's over both; module docstring)."""
+    (sides of unequal rounds with their own variances: Welch's form, each side's variance moderated
+    toward its own prior in ``sides`` (``side_priors``; a side without one, or no ``sides``: toward
+    ``prior``) and the degrees of freedom Welch-Satterthwaite's over both; module docstring)."""
     if prior is None or t.prior_df > 0.0:
         return t
     d = t.spread_df
     sd = math.sqrt((prior.df * prior.var + d * t.sd_round ** 2) / (prior.df + d))
-    t = replace(t, sd_round=sd, prior_df=prior.df, prior_var=prior.var, own_sd=t.sd_round)
+    pa, pb = (p or prior for p in sides) if sides is not None else (prior, prior)
+    side = (pa.df, pa.var, pb.df, pb.var) if t.var_a is not None else None
+    t = replace(t, sd_round=sd, prior_df=prior.df, prior_var=prior.var, own_sd=t.sd_round, side_prior=side)
     if t.welch:
-        se, df = welch_se_df(*t.side_vars(), t.rounds_a, t.rounds_b, prior.df)  # type: ignore[misc]
+        se, df = welch_se_df(*t.side_vars(), t.rounds_a, t.rounds_b, (pa.df, pb.df))  # type: ignore[misc]
         return replace(t, se=math.sqrt(se ** 2 + t.run_var), df=df)
     se = math.sqrt((sd * _se_per_sd(t.paired, t.rounds_a, t.rounds_b)) ** 2 + t.run_var)
     return replace(t, se=se, df=d + prior.df)
 
 
-def welch_se_df(var_a: float, var_b: float, rounds_a: int, rounds_b: int, prior_df: float = 0.0) -> tuple[float, float]:
+def welch_se_df(var_a: float, var_b: float, rounds_a: int, rounds_b: int,
+                prior_df: float | tuple[float, float] = 0.0) -> tuple[float, float]:
     """Welch's form: ``se = sqrt(v_a / R_a + v_b / R_b)`` and the Welch-Satterthwaite degrees of
-    freedom over the two sides' (``R - 1`` each, plus ``prior_df`` where the variances are posterior)."""
+    freedom over the two sides' (``R - 1`` each, plus ``prior_df`` where the variances are posterior:
+    one for both sides, or each side's own)."""
+    da, db = prior_df if isinstance(prior_df, tuple) else (prior_df, prior_df)
     ua, ub = var_a / rounds_a, var_b / rounds_b
     u = ua + ub
     if u <= 0.0:
-        return 0.0, float(rounds_a + rounds_b - 2) + prior_df
-    return math.sqrt(u), u ** 2 / (ua ** 2 / (rounds_a - 1 + prior_df) + ub ** 2 / (rounds_b - 1 + prior_df))
+        return 0.0, float(rounds_a + rounds_b - 2) + min(da, db)
+    return math.sqrt(u), u ** 2 / (ua ** 2 / (rounds_a - 1 + da) + ub ** 2 / (rounds_b - 1 + db))
 
 
 def between_runs(t: LogRatio, run_var: float) -> LogRatio:

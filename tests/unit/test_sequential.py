@@ -390,3 +390,50 @@ def test_moderating_welchs_form_moderates_each_side():
     assert m.side_vars() == pytest.approx((va, vb))
     huge = moderated(t, VariancePrior(df=1e9, var=1e-4, points=20))
     assert huge.se == pytest.approx(1e-2 * math.sqrt(1 / 3 + 1 / 7), rel=1e-6)
+
+
+def _sides_in_rounds(rng, points, shift, rounds=(3, 11), sds=(0.016, 0.008)):
+    """``points`` pairs (baseline, current) of rounds of five samples, each side's log round medians
+    normal around log(shift) (the baseline's around 0) with that side's sd, the same at every point."""
+    def side(r, sd, s):
+        meds = np.exp(math.log(s) + rng.normal(0.0, sd, size=(points, r)))
+        return [[m * np.array([0.9999, 1.0, 1.0001, 1.0002, 1.0003]) for m in row] for row in meds]
+
+    return list(zip(side(rounds[0], sds[0], 1.0), side(rounds[1], sds[1], shift), strict=True))
+
+
+def test_welchs_form_moderates_each_side_toward_that_sides_own_prior():
+    """Forty points whose baseline rounds all spread 2% (3 rounds) and current rounds 1% (11). One
+    prior fitted on the pooled variances (dominated by the current side's rounds) shrank every
+    baseline's variance toward the current's (1.5% on average where 2% was measured): the side with
+    more rounds lent its spread to the other through the prior, what Welch's form is there to stop.
+    Each side moderated toward a prior fitted on that side's own spreads keeps them (2.2% and 0.9%)."""
+    from solbench.analysis.compare import _over_rounds, moderate
+
+    pairs = _sides_in_rounds(np.random.default_rng(3), 40, 1.0, sds=(0.02, 0.01))
+    ests = moderate([_over_rounds(a, b, confidence=0.95, paired=False) for a, b in pairs], 0.95)
+    assert all(e.t is not None and e.t.welch for e in ests)
+    va, vb = np.mean([e.t.side_vars() for e in ests], axis=0)
+    assert va == pytest.approx(0.02 ** 2, rel=0.25) and vb == pytest.approx(0.01 ** 2, rel=0.25)
+
+
+def _welch_trial(rng, shift, points=50):
+    """One comparison of ``points`` points, a baseline of 3 rounds spreading 1.6% and a current of 11
+    spreading 0.8% (a saved run against one whose points took more rounds), through
+    ``compare.moderate``: (d, se, df) a point."""
+    from solbench.analysis.compare import _over_rounds, moderate
+
+    ests = moderate([_over_rounds(a, b, confidence=0.95, paired=False)
+                     for a, b in _sides_in_rounds(rng, points, shift)], 0.95)
+    return tuple(np.array([getattr(e.t, f) for e in ests]) for f in ("d", "se", "df"))
+
+
+@pytest.mark.parametrize("wrong", [REGRESSION, PASS])
+def test_welch_on_a_noisier_baseline_keeps_each_error_share(wrong):
+    """A single look (``gate`` of saved runs), the baseline's rounds spreading twice the current's at
+    every point, the true ratio on the threshold: each wrong verdict within its 2.5% share (plus the
+    simulation's error). Both sides moderated toward one prior fitted on pooled variances reached
+    8.0% wrong REGRESSION and 8.7% wrong PASS here; each side toward its own, 2.0% and 2.0%."""
+    rng = np.random.default_rng(21)
+    codes = np.concatenate([gate_codes(*_welch_trial(rng, 1.05), TAU) for _ in range(120)])
+    assert np.mean(codes == wrong) <= 0.03
