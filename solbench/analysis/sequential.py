@@ -63,6 +63,12 @@ against 82%) and gains where the current side is the noisier (95% against 93%, 9
 recorded five-run sets replay unchanged (bench/gate_pairs_replay.py, 268 ordered pairs of 18 sets:
 2 exit 3 and no REGRESSION, before and after).
 
+**Tied round medians.** Where every round median of both sides is the same number (a clock that
+counts in steps, e.g. CUDA events in 32 ns), the spread between rounds would be zero and the interval
+of zero width (p = 0) at a ratio of whole steps. ``log_ratio`` then takes each round median's own
+sampling variance from its samples (``median_sampling_var``) as the spread: the between-round
+variance cannot truly be below it.
+
 A t interval over 3 round medians has 2 degrees of freedom (t = 4.30): with the between-round
 spread measured on an H200 (sd 0.8-2%) the interval is several percent wide however many samples
 each round takes. Rounds, not samples, narrow it (``analysis.allocation`` puts a number on it).
@@ -153,6 +159,7 @@ __all__ = [
     "log_ratio",
     "log_round_medians",
     "look_levels",
+    "median_sampling_var",
     "moderated",
     "side_priors",
     "t_stats",
@@ -316,10 +323,32 @@ def log_ratio(a: Sequence[np.ndarray], b: Sequence[np.ndarray], *, paired: bool 
     pair = paired and la.size == lb.size >= PAIRED_MIN_ROUNDS
     d, se, df = t_stats(la, lb, paired=pair)
     ra, rb = int(la.size), int(lb.size)
+    tied = float(se) == 0.0  # every round's median alike: a clock that counts in steps, not no spread
+    if tied:
+        floor = median_sampling_var([*a, *b])
+        se = math.sqrt((2.0 if pair else 1.0) * floor) * _se_per_sd(pair, ra, rb)
     t = LogRatio(float(d), float(se), float(df), pair, ra, rb, float(se) / _se_per_sd(pair, ra, rb))
     if pair or min(ra, rb) < 2:
         return t
+    if tied:
+        return replace(t, var_a=floor, var_b=floor)
     return replace(t, var_a=float(la.var(ddof=1)), var_b=float(lb.var(ddof=1)))  # for ``moderated``
+
+
+def median_sampling_var(groups: Sequence[np.ndarray]) -> float:
+    """The variance a round's log median has from its own samples alone, averaged over the rounds
+    (``pi/2 * var(log samples) / n``, the large-sample variance of a median of normal samples).
+
+    The floor of the spread between rounds where every round's median reads the same: a clock
+    that counts in steps (CUDA events in 32 ns on an H100 or H200, 1.6% of a 2 us kernel) can tie
+    three round medians exactly although the samples spread, and a spread of zero would claim a
+    ratio of one step exactly (an interval of zero width, p = 0). 0 where no round has two
+    different samples: then nothing measures a spread.
+    """
+    logs = [np.log(np.asarray(g, dtype=float)) for g in groups]
+    parts = [math.pi / 2.0 * float(np.var(x, ddof=1)) / x.size if np.ptp(x) > 0.0 else 0.0
+             for x in logs if x.size >= 2]
+    return float(np.mean(parts)) if parts else 0.0
 
 
 # Fewer points than this give too rough a picture of how their spreads vary: no prior.

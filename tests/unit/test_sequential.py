@@ -21,6 +21,7 @@ from solbench.analysis.gate import gate
 from solbench.analysis.sequential import (
     FASTER,
     MIN_PRIOR_POINTS,
+    PAIRED_MIN_ROUNDS,
     PASS,
     PRIOR_DISCOUNT,
     REGRESSION,
@@ -28,6 +29,7 @@ from solbench.analysis.sequential import (
     gate_codes,
     log_ratio,
     look_levels,
+    median_sampling_var,
     t_stats,
     variance_prior,
 )
@@ -437,3 +439,37 @@ def test_welch_on_a_noisier_baseline_keeps_each_error_share(wrong):
     rng = np.random.default_rng(21)
     codes = np.concatenate([gate_codes(*_welch_trial(rng, 1.05), TAU) for _ in range(120)])
     assert np.mean(codes == wrong) <= 0.03
+
+
+# A clock that counts in 32 ns steps: a 2.048 us kernel's samples spread by a step, every round's median alike
+_STEP = 0.032e-6
+_BASE_ROUND = np.array([2.048e-6] * 4 + [2.080e-6, 2.016e-6, 2.080e-6])
+_CUR_ROUND = _BASE_ROUND + _STEP  # one step slower (1.6%), by the medians; by the samples hardly known
+
+
+def test_tied_round_medians_keep_the_spread_their_samples_give():
+    t = log_ratio([_BASE_ROUND] * 3, [_CUR_ROUND] * 3)
+    floor = median_sampling_var([_BASE_ROUND] * 3 + [_CUR_ROUND] * 3)
+    assert floor > 0.0 and t.se == pytest.approx(math.sqrt(floor * (1 / 3 + 1 / 3)))
+    assert t.var_a == t.var_b == pytest.approx(floor)
+    low, high = t.interval(0.95)
+    assert low < 2.080 / 2.048 < high and high - low > 0.01  # not a ratio of one step exactly
+    paired = log_ratio([_BASE_ROUND] * PAIRED_MIN_ROUNDS, [_CUR_ROUND] * PAIRED_MIN_ROUNDS, paired=True)
+    assert paired.paired and paired.se == pytest.approx(math.sqrt(2 * floor / PAIRED_MIN_ROUNDS))
+
+
+def test_a_gate_over_tied_round_medians_claims_no_regression_it_cannot_see():
+    base = make_run({"c": {"k": list(_BASE_ROUND) * 3}}, rounds=3)
+    cur = make_run({"c": {"k": list(_CUR_ROUND) * 3}}, rounds=3)
+    v = gate(base, cur, threshold=0.01).verdicts[0]  # was REGRESSION, CI [1.0156, 1.0156], p = 0
+    assert v.verdict == "INCONCLUSIVE" and v.ci_low < 1.01 < v.ci_high and v.p_value > 0.0
+    far = make_run({"c": {"k": list(_BASE_ROUND * 1.2) * 3}}, rounds=3)
+    assert gate(base, far, threshold=0.05).verdicts[0].verdict == "REGRESSION"  # a real step up still shows
+
+
+def test_median_sampling_var_is_the_large_sample_variance_of_a_median():
+    rng = np.random.default_rng(7)
+    groups = [np.exp(rng.normal(0.0, 0.02, 50)) for _ in range(4)]
+    want = np.mean([math.pi / 2 * np.var(np.log(g), ddof=1) / g.size for g in groups])
+    assert median_sampling_var(groups) == pytest.approx(want)
+    assert median_sampling_var([np.full(5, 2e-6)] * 3) == 0.0  # nothing spreads: nothing to floor with
