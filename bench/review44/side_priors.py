@@ -2,10 +2,10 @@
 toward one prior fitted on the points' pooled variances (the rule before) or toward a prior fitted
 on that side's own variances (``sequential.side_priors``, the rule now).
 
-    PYTHONPATH=. python3 bench/review44/side_priors.py [TRIALS]
+    PYTHONPATH=. python3 bench/review44/side_priors.py [TRIALS] [POINTS]
 
 A baseline of 3 rounds; the current at 11 (one look, K = 1: ``gate`` of saved runs) or at 3, 7 and
-11 (``run --gate-against``'s schedule, K = 3), a point leaving at its first verdict. 50 points a
+11 (``run --gate-against``'s schedule, K = 3), a point leaving at its first verdict. POINTS (50) a
 trial, each point's between-round sd 0.8% (alike at every point) or lognormal around it (log-sd
 0.6, the H200's o_proj), within-round noise 2% over 10-20 samples; the sides spread alike, or one
 side twice the other at every point. Each look fits the priors over the 50 points and decides with
@@ -32,7 +32,8 @@ from solbench.analysis.sequential import (
     variance_prior,
 )
 
-TAU, SD_SAMPLE, POINTS = 0.05, 0.02, 50
+TAU, SD_SAMPLE = 0.05, 0.02
+POINTS = int(sys.argv[2]) if len(sys.argv) > 2 else 50
 
 
 def medians(rng, rounds, shift, sd):
