@@ -830,10 +830,9 @@ class _Checker:
         fresh = self._fresh_inputs(base_dir, task.settings.seed + FRESH_SEED_OFFSET)
         self._verify_unseen("fresh inputs after timing", impl, base_dir, fresh.sets[0], fresh.references[0])
         reused = self.inputs.sets[0]
-        with torch.no_grad():
-            for key, tensor in reused.items():
-                if isinstance(tensor, torch.Tensor):
-                    tensor.copy_(fresh.sets[1][key])
+        for key, tensor in reused.items():
+            if isinstance(tensor, torch.Tensor):  # through .data: the tensors' version counters stay as they
+                tensor.data.copy_(fresh.sets[1][key])  # were, or a cache keyed on them would see the change
         self._verify_unseen("new values in the timed input tensors", impl, base_dir, reused, fresh.references[1])
 
     def _fresh_inputs(self, base_dir: Path | None, seed: int) -> CaseInputs:

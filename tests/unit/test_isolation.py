@@ -75,6 +75,8 @@ CAUGHT = {
     "drifts_on_unseen_inputs": ("incorrect", "a numerical difference, not a stale result"),
     "patches_comparison": ("reward_hack", "solbench.measure.tensors.compare"),
     "patches_clock": ("reward_hack", "time.perf_counter_ns"),
+    # the new values are written without moving the tensors' version counters
+    "cached_by_version": ("reward_hack", "new values in the timed input tensors"),
 }
 
 

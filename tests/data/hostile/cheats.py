@@ -2,6 +2,7 @@
 
 import threading
 import time
+import weakref
 
 import torch
 
@@ -166,3 +167,18 @@ def drifts_on_unseen_inputs(x, w, residual):
     if len(_SEEN) < 2:
         _SEEN.add(x.data_ptr())
     return out if x.data_ptr() in _SEEN else out * 1.001
+
+
+_VERSIONED: dict = {}
+
+
+def cached_by_version(x, w, residual):
+    """Cached by the tensors themselves and their version counters (which an in-place write moves):
+    no data read, a copy returned."""
+    key = tuple((id(t), t._version) for t in (x, w, residual))
+    hit = _VERSIONED.get(key)
+    if hit is not None and all(ref() is t for ref, t in zip(hit[0], (x, w, residual), strict=True)):
+        return hit[1].clone()
+    out = torch.addmm(residual, x, w.T)
+    _VERSIONED[key] = ([weakref.ref(t) for t in (x, w, residual)], out)
+    return out.clone()
