@@ -305,6 +305,9 @@ def _execute(task: Task, state: WorkerState, emit: Emit, criterion: Any = None) 
         del inputs, ready  # the checker alone holds the references now: it frees them after timing
         result = as_status(task, lambda: _checked_and_timed(task, state, emit, criterion, checker, launches,
                                                              base_dir, phases))
+        if result.status == "skipped" and checker.ran:  # a requirement cannot go missing once a call has run
+            result = ImplResult(task.impl, "error", f"{result.message} (raised after a call of it had run here: "
+                                "an error, not skipped)")
     counts: dict[str, Any] = dict(_compile_counts(compiled))
     if counts and s.compile_threads:
         counts["compile_threads"] = s.compile_threads
@@ -702,6 +705,9 @@ class _Checker:
         # calls the CUPTI check made again (its spin ran dry, or CUPTI had to be primed): an
         # implementation that counts its calls sees them (protocol.check_extra_calls)
         self.extra_calls = 0
+        # a call has returned: a DeviceError raised after it (to be skipped, not failed, where a check
+        # would fail it: on unseen inputs, say) is an error
+        self.ran = False
 
     def _call(self, launch: Callable[[], Any]) -> Any:
         """One untimed call; CheatDetected if CUPTI saw its GPU work outlive it on a side stream."""
@@ -714,6 +720,7 @@ class _Checker:
 
         value, problem = guards.traced_call(counted, self.trace, self.kernels, self.streams, self.shapes)
         self.extra_calls += max(0, calls - 1)
+        self.ran = True
         if problem is not None:
             raise CheatDetected(problem)
         return value

@@ -77,6 +77,8 @@ CAUGHT = {
     "patches_clock": ("reward_hack", "time.perf_counter_ns"),
     # the new values are written without moving the tensors' version counters
     "cached_by_version": ("reward_hack", "new values in the timed input tensors"),
+    # a requirement raised once its calls had run is no skip (which would exit 0)
+    "skipped_when_unseen": ("error", "needs an sm_100 GPU (raised after a call of it had run here"),
 }
 
 
