@@ -1,5 +1,6 @@
 """Implementations that try to look fast or correct without doing the work. Each must be caught."""
 
+import sys
 import threading
 import time
 import weakref
