@@ -358,6 +358,21 @@ def test_require_all_fails_a_gate_whose_current_run_lacks_a_case(tmp_path):
     assert "--require-all: 1 case(s) MISSING from the current run: c2/x" in strict.stderr
 
 
+def test_require_all_passes_a_current_run_that_measures_more_than_the_baseline(tmp_path):
+    """--require-all asks for every case the baseline measured; a case the current run adds (absent from
+    the baseline, or failing there) is listed as MISSING but is none of them: the gate still passes."""
+    rng = np.random.default_rng(7)
+    c1, c2 = noisy(rng, 30, 1e-3, 0.01), noisy(rng, 30, 2e-3, 0.01)
+    base = store.save(make_run({"c1": {"x": c1}, "c3": {"x": c1}}, rounds=3, statuses={"c3/x": "error"}),
+                      tmp_path / "base.json")
+    cur = store.save(make_run({"c1": {"x": c1}, "c2": {"x": c2}, "c3": {"x": c1}}, rounds=3), tmp_path / "cur.json")
+    r = _gate("--baseline", str(base), "--current", str(cur), "--json", "--require-all")
+    doc = json.loads(r.stdout)
+    assert {v["key"]: v["verdict"] for v in doc["verdicts"]} == {"c1/x": "PASS", "c2/x": "MISSING", "c3/x": "MISSING"}
+    assert r.exit_code == 0 and doc["exit_code"] == 0, r.output
+    assert "--require-all" not in r.stderr
+
+
 def test_a_current_tree_that_fixes_the_only_case_says_what_the_baseline_held(tmp_path):
     """Nothing in common to compare is bad input (exit 2); where the baseline holds the key but failed it,
     the one line says so rather than leaving the CI owner to guess."""
