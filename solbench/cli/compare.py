@@ -298,7 +298,7 @@ def gate_cmd(baseline: tuple[str, ...], current: tuple[str, ...], threshold: str
         if require_all else []
     code = exitcodes.worst(result.exit_code, exitcodes.REGRESSION) if missing else result.exit_code
     emit_gate(result, junit=junit, markdown_file=markdown_file, as_json=as_json, as_markdown=as_markdown,
-              exit_code=code)
+              exit_code=code, required=missing)
     if missing:
         click.echo(f"--require-all: {len(missing)} case(s) MISSING from the current run: " + ", ".join(missing[:5])
                    + (f" and {len(missing) - 5} more" if len(missing) > 5 else ""), err=True)
@@ -403,13 +403,14 @@ def spread(runs: tuple[str, ...], save: bool, results_dir: str, as_json: bool) -
 
 def emit_gate(result: GateResult, *, junit: str | None = None, markdown_file: str | None = None,
               as_json: bool = False, console: Console | None = None, as_markdown: bool = False,
-              exit_code: int | None = None) -> None:
+              exit_code: int | None = None, required: Sequence[str] = ()) -> None:
     """Render a gate result to the terminal, files and $GITHUB_STEP_SUMMARY. ``exit_code``: what the
-    command exits with where that is more severe than the gate's (an implementation failed: 4)."""
+    command exits with where that is more severe than the gate's (an implementation failed: 4).
+    ``required``: the MISSING keys that fail the command (``--require-all``), failures in the JUnit."""
     md = gate_markdown(result)
     code = result.exit_code if exit_code is None else exit_code
     if junit:
-        store.write_text(Path(junit), gate_junit(result, exit_code=code))
+        store.write_text(Path(junit), gate_junit(result, exit_code=code, required=required))
     if markdown_file:
         store.write_text(Path(markdown_file), md)
     summary = os.environ.get("GITHUB_STEP_SUMMARY")

@@ -10,7 +10,8 @@ One ``<testcase>`` per ``case_id/impl`` key (classname ``solbench.<workload>``,
                   <STATUS> in the current run: <message>">, the full message and the
                   worker's last log lines as its text
     INCONCLUSIVE  <skipped message="INCONCLUSIVE: reason">
-    MISSING       <skipped message="MISSING: reason">
+    MISSING       <skipped message="MISSING: reason">; with ``gate --require-all``, a case the
+                  baseline measured: <failure type="MISSING" message=reason>
 
 Inconclusive is "skipped", not "failure" or "error": the gate could not decide,
 and nothing crashed. The dashboard shows it as not-run while the process exit
@@ -21,6 +22,7 @@ gate ran fine and found the implementation failing.
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
+from collections.abc import Collection
 
 from solbench.analysis.gate import GateCaseVerdict, GateResult
 from solbench.report.units import format_ci, format_p, format_percent, format_ratio
@@ -28,11 +30,13 @@ from solbench.report.units import format_ci, format_p, format_percent, format_ra
 __all__ = ["gate_junit", "refused_junit"]
 
 
-def _testcase(parent: ET.Element, v: GateCaseVerdict) -> None:
+def _testcase(parent: ET.Element, v: GateCaseVerdict, required: bool = False) -> None:
     time = v.median_cur if v.median_cur is not None else 0.0
     tc = ET.SubElement(parent, "testcase", classname=f"solbench.{v.workload or 'unknown'}",
                        name=v.key, time=f"{time:.9g}")
-    if v.verdict == "REGRESSION":
+    if v.verdict == "MISSING" and required:
+        ET.SubElement(tc, "failure", type="MISSING", message=v.reason).text = "required (--require-all)"
+    elif v.verdict == "REGRESSION":
         failure = ET.SubElement(tc, "failure", type="REGRESSION", message=v.reason)
         failure.text = (f"ratio {format_ratio(v.ratio, threshold=v.threshold)} "
                         f"CI {format_ci(v.ci_low, v.ci_high, threshold=v.threshold)} "
@@ -46,12 +50,15 @@ def _testcase(parent: ET.Element, v: GateCaseVerdict) -> None:
         ET.SubElement(tc, "system-out").text = f"FASTER: {v.reason}"
 
 
-def gate_junit(g: GateResult, suite_name: str = "solbench-gate", exit_code: int | None = None) -> str:
+def gate_junit(g: GateResult, suite_name: str = "solbench-gate", exit_code: int | None = None,
+               required: Collection[str] = ()) -> str:
     """The gate result as a JUnit XML document (``<testsuites>`` with one ``<testsuite>``);
-    ``exit_code``: the command's, where it is more severe than the gate's (``gate_json``)."""
+    ``exit_code``: the command's, where it is more severe than the gate's (``gate_json``);
+    ``required``: MISSING keys that fail the command (``gate --require-all``), written as failures."""
+    failing = {v.key for v in g.verdicts if v.verdict == "MISSING" and v.key in required}
     tests = str(len(g.verdicts))
-    failures = str(g.count("REGRESSION") + g.count("BROKEN"))
-    skipped = str(g.count("INCONCLUSIVE") + g.count("MISSING"))
+    failures = str(g.count("REGRESSION") + g.count("BROKEN") + len(failing))
+    skipped = str(g.count("INCONCLUSIVE") + g.count("MISSING") - len(failing))
     root = ET.Element("testsuites", name=suite_name, tests=tests, failures=failures, errors="0",
                       skipped=skipped)
     suite = ET.SubElement(root, "testsuite", name=suite_name, tests=tests, failures=failures,
@@ -71,7 +78,7 @@ def gate_junit(g: GateResult, suite_name: str = "solbench-gate", exit_code: int 
     for name, value in settings.items():
         ET.SubElement(props, "property", name=name, value=value)
     for v in g.verdicts:
-        _testcase(suite, v)
+        _testcase(suite, v, v.key in failing)
     ET.indent(root)
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
 

@@ -373,6 +373,24 @@ def test_require_all_passes_a_current_run_that_measures_more_than_the_baseline(t
     assert "--require-all" not in r.stderr
 
 
+def test_require_all_makes_each_missing_case_a_junit_failure(tmp_path):
+    """Where --require-all fails the gate on a MISSING case, the JUnit file shows that case as a failure (not
+    skipped), so that a dashboard agrees with the exit code."""
+    rng = np.random.default_rng(7)
+    c1, c2 = noisy(rng, 30, 1e-3, 0.01), noisy(rng, 30, 2e-3, 0.01)
+    base = store.save(make_run({"c1": {"x": c1}, "c2": {"x": c2}}, rounds=3), tmp_path / "base.json")
+    cur = store.save(make_run({"c1": {"x": c1}}, rounds=3), tmp_path / "cur.json")
+    junit = tmp_path / "gate.xml"
+    r = _gate("--baseline", str(base), "--current", str(cur), "--require-all", "--junit", str(junit))
+    assert r.exit_code == 1, r.output
+    suite = ET.parse(junit).getroot().find("testsuite")
+    assert (suite.get("failures"), suite.get("skipped")) == ("1", "0")
+    failure = _junit_cases(junit)["c2/x"].find("failure")
+    assert failure is not None and failure.get("type") == "MISSING"
+    lenient = _gate("--baseline", str(base), "--current", str(cur), "--junit", str(junit))
+    assert lenient.exit_code == 0 and _junit_cases(junit)["c2/x"].find("skipped") is not None
+
+
 def test_a_current_tree_that_fixes_the_only_case_says_what_the_baseline_held(tmp_path):
     """Nothing in common to compare is bad input (exit 2); where the baseline holds the key but failed it,
     the one line says so rather than leaving the CI owner to guess."""
