@@ -232,8 +232,13 @@ def run(files: Sequence[str], solutions: Sequence[str], gpu: str | None, dry_run
     if base is not None:
         from solbench.cli.compare import emit_gate
 
-        verdict = api.gate_live(base, result, files, options, rerun=rerun, device=device, threshold=tau,
-                                run_sd=sd)
+        try:
+            verdict = api.gate_live(base, result, files, options, rerun=rerun, device=device, threshold=tau,
+                                    run_sd=sd)
+        except RunInterrupted:  # Ctrl-C or SIGTERM while re-measuring the undecided cases: no verdict
+            click.echo("interrupted while re-measuring the undecided cases: no verdict (the run is saved as "
+                       "measured)", err=True)
+            sys.exit(interrupted_code())
         verdict = replace(verdict, run_sd_source=sd_source)
         code = exitcodes.worst(code, verdict.exit_code)
         emit_gate(verdict, junit=junit, console=console(quiet or as_json), exit_code=code)

@@ -312,6 +312,22 @@ def test_run_gate_against_exits_4_when_an_implementation_raises_even_if_the_gate
     assert r.exit_code == 4, r.output
 
 
+def test_run_gate_against_interrupted_while_re_measuring_exits_130(live, tmp_path, monkeypatch):
+    """Ctrl-C (or SIGTERM, a cancelled CI job) while the undecided cases are re-measured is an interruption
+    (130 or 143), not solbench failing (5, with a traceback)."""
+    from solbench import api
+    from solbench.errors import RunInterrupted
+
+    def interrupted(base, cur, *args, **kwargs):  # as gate_live's re-measuring run raises it on Ctrl-C
+        raise RunInterrupted(cur)
+
+    monkeypatch.setattr(api, "gate_live", interrupted)
+    r = _run_gated(live, "clean.yaml", "very_slow", tmp_path / "gate.xml")
+    assert r.exit_code == 130, r.output
+    assert "Traceback" not in r.output and "unexpectedly" not in r.output and "interrupted" in r.output
+    assert store.load(tmp_path / "gate.json").complete  # the run itself was measured in full and saved
+
+
 def test_an_incomplete_current_run_is_refused(tmp_path):
     from dataclasses import replace
 
