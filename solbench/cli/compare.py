@@ -288,10 +288,7 @@ def gate_cmd(baseline: tuple[str, ...], current: tuple[str, ...], threshold: str
         result = saved_gate(base, cur, current, rdir, threshold=tau, alpha=alpha,
                             allow_cross_hardware=allow_cross_hardware, impl=impl, run_sd=run_sd)
     except SolbenchError as exc:  # refused: the JUnit file says so, not what an earlier job left there
-        if junit:
-            from solbench.report.junit import refused_junit
-
-            store.write_text(Path(junit), refused_junit(str(exc)))
+        refuse_junit(junit, str(exc))
         raise
     # a case the baseline measured (a median) that the current run did not: never one it adds
     missing = [v.key for v in result.verdicts if v.verdict == "MISSING" and v.median_base is not None] \
@@ -399,6 +396,15 @@ def spread(runs: tuple[str, ...], save: bool, results_dir: str, as_json: bool) -
     else:
         click.echo(f"saved {saved}: gates between {loaded[0].spec.id} runs under {rdir} now price "
                    f"{found.sd:.2%} unless --run-sd is given")
+
+
+def refuse_junit(junit: str | None, message: str) -> None:
+    """Where a command asked for the gate's JUnit stops without a verdict (bad input, runs refused,
+    interrupted), the file says so in one testcase in error: never what an earlier job left there."""
+    if junit:
+        from solbench.report.junit import refused_junit
+
+        store.write_text(Path(junit), refused_junit(message))
 
 
 def emit_gate(result: GateResult, *, junit: str | None = None, markdown_file: str | None = None,

@@ -312,9 +312,11 @@ def test_run_gate_against_exits_4_when_an_implementation_raises_even_if_the_gate
     assert r.exit_code == 4, r.output
 
 
-def test_run_gate_against_interrupted_while_re_measuring_exits_130(live, tmp_path, monkeypatch):
+def test_run_gate_against_interrupted_while_re_measuring_exits_130_and_says_so_in_the_junit(live, tmp_path,
+                                                                                            monkeypatch):
     """Ctrl-C (or SIGTERM, a cancelled CI job) while the undecided cases are re-measured is an interruption
-    (130 or 143), not solbench failing (5, with a traceback)."""
+    (130 or 143), not solbench failing (5, with a traceback); the JUnit file says no verdict came, never what
+    an earlier job left there."""
     from solbench import api
     from solbench.errors import RunInterrupted
 
@@ -322,10 +324,35 @@ def test_run_gate_against_interrupted_while_re_measuring_exits_130(live, tmp_pat
         raise RunInterrupted(cur)
 
     monkeypatch.setattr(api, "gate_live", interrupted)
-    r = _run_gated(live, "clean.yaml", "very_slow", tmp_path / "gate.xml")
+    junit = tmp_path / "gate.xml"
+    junit.write_text("<testsuites><testsuite><testcase name='an earlier job'/></testsuite></testsuites>")
+    r = _run_gated(live, "clean.yaml", "very_slow", junit)
     assert r.exit_code == 130, r.output
     assert "Traceback" not in r.output and "unexpectedly" not in r.output and "interrupted" in r.output
     assert store.load(tmp_path / "gate.json").complete  # the run itself was measured in full and saved
+    error = ET.parse(junit).getroot().find("testsuite/testcase/error")
+    assert error is not None and "interrupted" in error.get("message")
+
+
+def test_run_gate_against_refused_after_measuring_says_so_in_the_junit(live, tmp_path):
+    """A gate refused once the run is measured (here: another torch major version), or before (no such
+    baseline), leaves the JUnit file saying so, as `gate` does, never an earlier job's verdicts."""
+    base = store.load(live / "very_slow.json")
+    other = replace(base, environment=replace(base.environment, torch="1.13.0"))
+    store.save(other, tmp_path / "other.json")
+    junit = tmp_path / "gate.xml"
+    junit.write_text("<testsuites><testsuite><testcase name='an earlier job'/></testsuite></testsuites>")
+    r = CliRunner().invoke(main, ["run", str(live / "clean.yaml"), "--gate-against", str(tmp_path / "other.json"),
+                                  "--junit", str(junit), "--results-dir", str(live / "results"),
+                                  "-o", str(tmp_path / "run.json"), *FAST])
+    assert r.exit_code == 2 and "torch major" in r.output, r.output
+    error = ET.parse(junit).getroot().find("testsuite/testcase/error")
+    assert error is not None and "torch major" in error.get("message")
+    junit.write_text("<testsuites><testsuite><testcase name='an earlier job'/></testsuite></testsuites>")
+    r = _run_gated(live, "clean.yaml", "no_such_run", junit)  # refused before measuring: likewise
+    assert r.exit_code == 2 and "no_such_run.json: no such result file" in r.output, r.output
+    error = ET.parse(junit).getroot().find("testsuite/testcase/error")
+    assert error is not None and "no such result file" in error.get("message")
 
 
 def test_an_incomplete_current_run_is_refused(tmp_path):
