@@ -324,6 +324,35 @@ def test_the_ci_example_uses_only_options_that_exist():
         assert used <= known, (words[0], used - known)
 
 
+def test_ab_without_a_verdict_says_so_in_the_junit(tmp_path, monkeypatch):
+    """Refused (no such baseline tree, a bad threshold) or interrupted, ab leaves its --junit file saying that
+    no verdict came (one testcase in error), as gate does: never the verdicts an earlier job left there."""
+    import xml.etree.ElementTree as ET
+
+    from solbench.errors import RunInterrupted
+
+    _tree(tmp_path / "base")
+    junit = tmp_path / "gate.xml"
+
+    def gated(*args: str) -> tuple[int, str, str]:
+        junit.write_text("<testsuites><testsuite><testcase name='an earlier job'/></testsuite></testsuites>")
+        r = _ab(*args, "wl/tiny.yaml", "--junit", str(junit), "--out-dir", str(tmp_path / "out"), "--force", *FAST)
+        error = ET.parse(junit).getroot().find("testsuite/testcase/error")
+        return r.exit_code, r.output, "" if error is None else error.get("message")
+
+    code, output, junit_says = gated("--baseline-tree", str(tmp_path / "nowhere"))
+    assert code == 2 and "no such folder" in output and "no such folder" in junit_says
+    code, output, junit_says = gated("--baseline-tree", str(tmp_path / "base"), "--threshold", "x")
+    assert code == 2 and "cannot parse threshold" in output and "cannot parse threshold" in junit_says
+
+    def interrupted(*args, **kwargs):
+        raise RunInterrupted([make_run({"c": {"k": [1e-3] * 10}}), make_run({"c": {"k": [1e-3] * 10}})])
+
+    monkeypatch.setattr(api, "ab", interrupted)
+    code, output, junit_says = gated("--baseline-tree", str(tmp_path / "base"))
+    assert code == 130 and "interrupted" in output and "interrupted" in junit_says
+
+
 def test_ctrl_c_hands_back_both_runs_marked_incomplete(tmp_path, monkeypatch):
     from solbench.errors import RunInterrupted
 
