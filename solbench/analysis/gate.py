@@ -584,7 +584,7 @@ def check_one_tree(runs: Sequence[RunResult], name: str, allow_cross_hardware: b
             raise GateRefused(f"the {name} runs were timed differently: " + "; ".join(timing))
 
 
-def _one_side(runs: Side, name: str, allow_cross_hardware: bool) -> RunResult:
+def _one_side(runs: Side, name: str, allow_cross_hardware: bool | None) -> RunResult:
     """Several runs of one side as one (``pooling.combine_runs``), after checking they agree."""
     if isinstance(runs, RunResult):
         return runs
@@ -596,7 +596,7 @@ def _one_side(runs: Side, name: str, allow_cross_hardware: bool) -> RunResult:
 
 
 def gate(base: Side, cur: Side, *, threshold: float | None = None, alpha: float = 0.01,
-         confidence: float = 0.95, allow_cross_hardware: bool = False, impl: str | None = None,
+         confidence: float = 0.95, allow_cross_hardware: bool | None = False, impl: str | None = None,
          seed: int = 0, n_boot: int = 2000, looks: int = 1, run_sd: float = 0.0) -> GateResult:
     """Decide every key and the overall verdict of ``cur`` against ``base`` (rules above).
 
@@ -608,7 +608,8 @@ def gate(base: Side, cur: Side, *, threshold: float | None = None, alpha: float 
     Each side is a run or a sequence of runs of the same code (decided over rounds).
     ``threshold`` is an explicit threshold for every case; None uses each workload's
     recorded ``gate_threshold``, else DEFAULT_THRESHOLD. Raises GateRefused when
-    fingerprints differ and ``allow_cross_hardware`` is False; ConfigError for bad
+    fingerprints differ and ``allow_cross_hardware`` is False (None: the same, where the command
+    offers no such option, so the refusal names none); ConfigError for bad
     settings, or when no key is measured in both runs and none is BROKEN;
     ResultsFormatError for a recorded threshold that is not a positive number.
     """
@@ -621,8 +622,8 @@ def gate(base: Side, cur: Side, *, threshold: float | None = None, alpha: float 
     per_case = any(c.device is not None for run in (base, cur) for c in run.cases)
     diffs = check_fingerprints(base.environment, cur.environment, device=not per_case)
     if diffs and not allow_cross_hardware:
-        raise GateRefused("runs were measured on different hardware or software: " + "; ".join(diffs)
-                          + " (allow with --allow-cross-hardware)")
+        hint = "" if allow_cross_hardware is None else " (allow with --allow-cross-hardware)"
+        raise GateRefused("runs were measured on different hardware or software: " + "; ".join(diffs) + hint)
     timing = check_timing(base.protocol, cur.protocol)
     if timing:
         raise GateRefused("runs were timed differently: " + "; ".join(timing)

@@ -244,7 +244,7 @@ def run(files: Sequence[str], solutions: Sequence[str], gpu: str | None, dry_run
 
         try:
             verdict = api.gate_live(base, result, files, options, rerun=rerun, device=device, threshold=tau,
-                                    run_sd=sd)
+                                    run_sd=sd, allow_cross_hardware=None)  # run offers no such option
         except SolbenchError as exc:  # refused: the JUnit file says so, not what an earlier job left there
             refuse_junit(junit, str(exc))
             raise

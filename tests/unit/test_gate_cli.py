@@ -355,6 +355,16 @@ def test_run_gate_against_refused_after_measuring_says_so_in_the_junit(live, tmp
     assert error is not None and "no such result file" in error.get("message")
 
 
+def test_run_gate_against_refused_on_another_fingerprint_names_no_option_run_lacks(live, tmp_path):
+    """`run` has no --allow-cross-hardware (only `gate` and `report` do): its refusal must not offer it."""
+    base = store.load(live / "very_slow.json")
+    store.save(replace(base, environment=replace(base.environment, torch="1.13.0")), tmp_path / "other.json")
+    r = CliRunner().invoke(main, ["run", str(live / "clean.yaml"), "--gate-against", str(tmp_path / "other.json"),
+                                  "--results-dir", str(live / "results"), "-o", str(tmp_path / "run.json"), *FAST])
+    assert r.exit_code == 2 and "torch major: 1 (baseline) vs 2 (current)" in r.output, r.output
+    assert "--allow-cross-hardware" not in r.output
+
+
 def test_an_incomplete_current_run_is_refused(tmp_path):
     from dataclasses import replace
 
