@@ -21,7 +21,15 @@ from rich.console import Console
 from solbench import exitcodes
 from solbench.analysis.compare import Comparison, compare_impls, compare_runs, impl_keys
 from solbench.analysis.gate import GateResult, check_one_tree, gate, parse_threshold, unconfirmed
-from solbench.cli.common import ALPHA, read_run, refuse_markdown_path, run_sd_of, run_sd_option, writable_output
+from solbench.cli.common import (
+    ALPHA,
+    distinct_outputs,
+    read_run,
+    refuse_markdown_path,
+    run_sd_of,
+    run_sd_option,
+    writable_output,
+)
 from solbench.errors import ConfigError, ResultsFormatError, SolbenchError
 from solbench.report.compare_console import comparison_table, gate_table
 from solbench.report.compare_json import comparison_json, gate_json
@@ -280,6 +288,7 @@ def gate_cmd(baseline: tuple[str, ...], current: tuple[str, ...], threshold: str
     """
     writable_output(junit, "JUnit XML")
     writable_output(markdown_file, "Markdown")
+    distinct_outputs([("--junit", junit), ("--markdown-file", markdown_file)])  # the Markdown would replace the XML
     rdir = Path(results_dir)
     try:  # a run that cannot be read or a bad threshold is refused too: never an earlier job's JUnit left
         tau = None if threshold is None else parse_threshold(threshold).fraction

@@ -396,6 +396,17 @@ def test_a_misspelled_impl_is_refused_with_the_names_the_runs_hold(tmp_path):
         assert "--impl kernal: no such implementation" in r.output and "baseline, kernel" in r.output
 
 
+def test_gate_refuses_junit_and_markdown_in_one_file(tmp_path):
+    """--junit and --markdown-file naming one file: the Markdown, written second, replaced the JUnit XML (a file
+    no CI could parse, after exit 0, 1 or 3); refused before anything is read, as ab and run refuse it."""
+    base, cur = _runs(tmp_path, rounds=3)
+    out = tmp_path / "gate.out"
+    r = _gate("--baseline", base, "--current", cur, "--junit", str(out), "--markdown-file", str(out))
+    assert r.exit_code == 2, r.output
+    assert r.output.startswith("error: --markdown-file ") and "also written by --junit" in r.output
+    assert not out.exists()
+
+
 def test_require_all_fails_a_gate_whose_current_run_lacks_a_case(tmp_path):
     """By default a case absent from the current run is MISSING, listed and never a failure; with
     --require-all it fails the gate (exit 1), and the JSON keeps the gate's own code beside it."""
