@@ -21,6 +21,7 @@ gate ran fine and found the implementation failing.
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
 from collections.abc import Collection
 
@@ -28,6 +29,22 @@ from solbench.analysis.gate import GateCaseVerdict, GateResult
 from solbench.report.units import format_ci, format_p, format_percent, format_ratio
 
 __all__ = ["gate_junit", "refused_junit"]
+
+# What XML 1.0 cannot hold at all, escaped or not: C0 controls other than tab, newline and carriage return
+# (a worker's log holds ANSI colour codes), lone surrogates, U+FFFE and U+FFFF
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
+def _writable(root: ET.Element) -> None:
+    """Every attribute and text under ``root`` with what XML cannot hold written as a visible escape
+    (``\\x1b``, ``\\ud800``): ElementTree writes such characters as they are, and the file no longer parses."""
+    def escape(text: str) -> str:
+        return _NOT_XML.sub(lambda m: f"\\x{ord(m[0]):02x}" if ord(m[0]) < 0x100 else f"\\u{ord(m[0]):04x}", text)
+
+    for element in root.iter():
+        element.attrib.update((k, escape(v)) for k, v in element.attrib.items())
+        if element.text:
+            element.text = escape(element.text)
 
 
 def _testcase(parent: ET.Element, v: GateCaseVerdict, required: bool = False) -> None:
@@ -79,6 +96,7 @@ def gate_junit(g: GateResult, suite_name: str = "solbench-gate", exit_code: int 
         ET.SubElement(props, "property", name=name, value=value)
     for v in g.verdicts:
         _testcase(suite, v, v.key in failing)
+    _writable(root)
     ET.indent(root)
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
 
@@ -90,5 +108,6 @@ def refused_junit(message: str, suite_name: str = "solbench-gate") -> str:
     suite = ET.SubElement(root, "testsuite", name=suite_name, tests="1", failures="0", errors="1", skipped="0")
     case = ET.SubElement(suite, "testcase", classname=suite_name, name="gate")
     ET.SubElement(case, "error", message=message, type="refused").text = message
+    _writable(root)
     ET.indent(root)
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"

@@ -12,7 +12,7 @@ from solbench.analysis.compare import compare_runs
 from solbench.analysis.gate import GateResult, gate
 from solbench.report.compare_console import comparison_table, gate_table
 from solbench.report.compare_json import comparison_json, gate_json
-from solbench.report.junit import gate_junit
+from solbench.report.junit import gate_junit, refused_junit
 from solbench.report.markdown import comparison_markdown, gate_markdown
 from solbench.report.units import format_ci, format_p, format_percent, format_ratio, format_seconds
 from tests.unit.factories import make_env, make_run, noisy
@@ -108,6 +108,22 @@ def test_gate_junit_parses_back_with_the_right_counts():
     assert props["overall"] == "BROKEN" and props["exit_code"] == "1" and props["threshold"] == "per workload"
     explicit = ET.fromstring(gate_junit(_gate_result(threshold=0.05))).find("testsuite")
     assert {p.get("name"): p.get("value") for p in explicit.find("properties")}["threshold"] == "0.05"
+
+
+def test_gate_junit_parses_when_a_message_holds_control_characters():
+    """A failing implementation's message and log (``detail``) often hold ANSI colour codes, or any byte a
+    kernel printed; XML 1.0 has no way to write most control characters, so the file did not parse. They are
+    written as visible escapes, and the rest of the text is kept."""
+    g = _gate_result()
+    bad = next(v for v in g.verdicts if v.verdict == "BROKEN")
+    coloured = replace(bad, reason="\x1b[31mRuntimeError: boom\x1b[0m \x07\x00",
+                       detail="\x1b[33mwarning\x1b[0m\x0c\ttab\r\nnext line \ud800")
+    doc = gate_junit(replace(g, verdicts=(coloured,)))
+    failure = ET.fromstring(doc).find("testsuite/testcase/failure")
+    assert failure.get("message") == "x on bad: \\x1b[31mRuntimeError: boom\\x1b[0m \\x07\\x00"
+    assert "\\x1b[33mwarning\\x1b[0m\\x0c\ttab" in failure.text and "next line \\ud800" in failure.text
+    error = ET.fromstring(refused_junit("runs refused: \x1b[1mtorch\x1b[0m")).find("testsuite/testcase/error")
+    assert error.get("message") == "runs refused: \\x1b[1mtorch\\x1b[0m"
 
 
 def test_gate_junit_records_fingerprint_differences():
