@@ -201,24 +201,21 @@ def run(files: Sequence[str], solutions: Sequence[str], gpu: str | None, dry_run
                              cases=tuple(cases), overrides=overrides, solutions=tuple(solutions),
                              compile_jobs=compile_jobs,
                              compile_cache_dir=Path(compile_cache) if compile_cache else None)
-    api.start_for_run(files, options, device=device)  # the workers' fork server imports beside this process
-    saver = Saver(Path(output) if output else None, Path(results_dir), save_name, force=force)
-    from solbench.analysis.gate import parse_threshold
+    try:  # bad input, found before measuring or while: the JUnit file says so, not what an earlier job left there
+        api.start_for_run(files, options, device=device)  # the workers' fork server imports beside this process
+        saver = Saver(Path(output) if output else None, Path(results_dir), save_name, force=force)
+        from solbench.analysis.gate import parse_threshold
 
-    try:  # bad input fails before measuring, and the JUnit file says so (not what an earlier job left there)
         base = api.load_run(gate_against, Path(results_dir)) if gate_against else None
         if base is not None:
             _same_timing(base, options, gate_against or "")
         tau = None if threshold is None else parse_threshold(threshold).fraction
         sd, sd_source = run_sd_of(run_sd, Path(results_dir), base.spec.id) if base is not None else (0.0, "")
-    except SolbenchError as exc:
-        from solbench.cli.compare import refuse_junit
-
-        refuse_junit(junit, str(exc))
-        raise
-    try:
         with ProgressBar(quiet or as_json) as progress:
             result = api.run(files, options, device=device, progress=progress, on_case=saver.save)
+    except SolbenchError as exc:
+        _no_verdict(junit, str(exc))
+        raise
     except RunInterrupted as stop:
         partial: RunResult = stop.result  # type: ignore[assignment]
         if partial.cases or saver.paths:  # a record already claimed is completed as incomplete
@@ -227,10 +224,7 @@ def run(files: Sequence[str], solutions: Sequence[str], gpu: str | None, dry_run
             click.echo(f"interrupted: the {len(partial.cases)} case(s) measured so far are saved", err=True)
         else:  # an empty record would only become the "latest" run that show and compare read
             click.echo("interrupted before the first case was measured: nothing saved", err=True)
-        if junit:
-            from solbench.cli.compare import refuse_junit
-
-            refuse_junit(junit, "interrupted while measuring: no verdict")
+        _no_verdict(junit, "interrupted while measuring: no verdict")
         sys.exit(interrupted_code())
     if result.cases or result.notes:
         saver.save(result, final=True)  # the final record adds the end-of-run clocks and says complete
@@ -240,23 +234,31 @@ def run(files: Sequence[str], solutions: Sequence[str], gpu: str | None, dry_run
         click.echo(f"error: {saver.error}", err=True)
         code = exitcodes.worst(code, exitcodes.USAGE)
     if base is not None:
-        from solbench.cli.compare import emit_gate, refuse_junit
+        from solbench.cli.compare import emit_gate
 
         try:
             verdict = api.gate_live(base, result, files, options, rerun=rerun, device=device, threshold=tau,
                                     run_sd=sd, allow_cross_hardware=None)  # run offers no such option
         except SolbenchError as exc:  # refused: the JUnit file says so, not what an earlier job left there
-            refuse_junit(junit, str(exc))
+            _no_verdict(junit, str(exc))
             raise
         except RunInterrupted:  # Ctrl-C or SIGTERM while re-measuring the undecided cases: no verdict
             stopped = "interrupted while re-measuring the undecided cases: no verdict (the run is saved as measured)"
-            refuse_junit(junit, stopped)
+            _no_verdict(junit, stopped)
             click.echo(stopped, err=True)
             sys.exit(interrupted_code())
         verdict = replace(verdict, run_sd_source=sd_source)
         code = exitcodes.worst(code, verdict.exit_code)
         emit_gate(verdict, junit=junit, console=console(quiet or as_json), exit_code=code)
     sys.exit(code)
+
+
+def _no_verdict(junit: str | None, message: str) -> None:
+    """``--junit`` (with ``--gate-against``) says that no verdict came, and why (cli.compare.refuse_junit)."""
+    if junit:
+        from solbench.cli.compare import refuse_junit
+
+        refuse_junit(junit, message)
 
 
 # Options that only shape a measurement (or a gate of one): a dry run measures nothing, so one given

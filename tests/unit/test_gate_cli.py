@@ -353,6 +353,13 @@ def test_run_gate_against_refused_after_measuring_says_so_in_the_junit(live, tmp
     assert r.exit_code == 2 and "no_such_run.json: no such result file" in r.output, r.output
     error = ET.parse(junit).getroot().find("testsuite/testcase/error")
     assert error is not None and "no such result file" in error.get("message")
+    junit.write_text("<testsuites><testsuite><testcase name='an earlier job'/></testsuite></testsuites>")
+    r = CliRunner().invoke(main, ["run", str(live / "clean.yaml"), "--case", "n=7", "--gate-against",
+                                  str(live / "very_slow.json"), "--junit", str(junit), "--results-dir",
+                                  str(live / "results"), *FAST])  # refused by the run itself: likewise
+    assert r.exit_code == 2 and "no case matches 'n=7'" in r.output, r.output
+    error = ET.parse(junit).getroot().find("testsuite/testcase/error")
+    assert error is not None and "no case matches" in error.get("message")
 
 
 def test_run_gate_against_refused_on_another_fingerprint_names_no_option_run_lacks(live, tmp_path):
