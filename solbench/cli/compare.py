@@ -114,6 +114,7 @@ def compare(a: str | None, b: str | None, baselines: tuple[str, ...], currents: 
         if not (baselines and currents) or a is not None or run_file is not None:
             raise click.UsageError("give --baseline RUN... and --current RUN... together, instead of A B")
         sides = _read_sides(baselines, currents, rdir)
+        warn_incomplete(currents, sides[1], "--current ")
         check_one_tree(sides[0], "baseline", allow_cross_hardware=None)  # the runs of a side share a fingerprint
         check_one_tree(sides[1], "current", allow_cross_hardware=None)
         _check_impl(impl, [*sides[0], *sides[1]])
@@ -126,6 +127,7 @@ def compare(a: str | None, b: str | None, baselines: tuple[str, ...], currents: 
     runs = _as_runs(a, b, rdir) if run_file is None else None
     if runs is not None:
         _one_result_a_key([a, b], runs)
+        warn_incomplete([a, b], runs)
         _check_impl(impl, runs)
         result = saved_comparison([runs[0]], [runs[1]], rdir, impl=impl, threshold=tau, label_a=a, label_b=b,
                                   run_sd=run_sd)
@@ -134,6 +136,7 @@ def compare(a: str | None, b: str | None, baselines: tuple[str, ...], currents: 
             raise ConfigError("--run-sd prices the offsets of separate runs; two implementations of one run share "
                               "theirs")
         run = read_run(run_file, rdir)
+        warn_incomplete([run_file or "the latest run"], [run])
         names = {r.name for c in run.cases for r in c.impls}
         if not names:
             state = "incomplete: stopped before its first case" if not run.complete else "empty"
@@ -170,7 +173,17 @@ def _read_sides(baseline: Sequence[str], current: Sequence[str], rdir: Path) -> 
     _one_result_a_key([*baseline, *current], [*base, *cur])
     separate_runs(baseline, base, "--baseline")
     separate_runs(current, cur, "--current")
+    warn_incomplete(baseline, base, "--baseline ")
     return base, cur
+
+
+def warn_incomplete(names: Sequence[str], runs: Sequence[RunResult], option: str = "") -> None:
+    """One warning line (stderr) for each run saved as incomplete that is read as a side: what it did
+    not measure reads as MISSING, not as a case compared (a current run is refused by ``gate``)."""
+    for name, run in zip(names, runs, strict=True):
+        if not run.complete:
+            click.echo(f"warning: {option}{name}: the run is incomplete (complete: false: stopped before every "
+                       "case was measured); the cases it lacks are MISSING, not compared", err=True)
 
 
 def _one_result_a_key(names: Sequence[str], runs: Sequence[RunResult]) -> None:

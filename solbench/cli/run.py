@@ -208,6 +208,9 @@ def run(files: Sequence[str], solutions: Sequence[str], gpu: str | None, dry_run
 
         base = api.load_run(gate_against, Path(results_dir)) if gate_against else None
         if base is not None:
+            from solbench.cli.compare import warn_incomplete
+
+            warn_incomplete([gate_against or ""], [base], "--gate-against ")
             _same_timing(base, options, gate_against or "")
         tau = None if threshold is None else parse_threshold(threshold).fraction
         sd, sd_source = run_sd_of(run_sd, Path(results_dir), base.spec.id) if base is not None else (0.0, "")

@@ -394,6 +394,22 @@ def test_an_incomplete_current_run_is_refused(tmp_path):
     assert result.exit_code == 2 and "cannot write" in result.output and "Traceback" not in result.output
 
 
+def test_an_incomplete_baseline_is_gated_with_a_warning(tmp_path):
+    # a baseline interrupted before its last case: what it measured is gated, and one line says the rest
+    # is MISSING because the baseline stopped, not because the current run lost it
+    base, cur = _runs(tmp_path)
+    cut = tmp_path / "cut.json"
+    store.save(replace(store.load(base), complete=False), cut)
+    warning = f"warning: --baseline {cut}: the run is incomplete"
+    result = CliRunner().invoke(main, ["gate", "--baseline", str(cut), "--current", cur])
+    assert result.exit_code == CliRunner().invoke(main, ["gate", "--baseline", base, "--current", cur]).exit_code
+    assert warning in result.output and "MISSING, not compared" in result.output
+    assert "warning" not in CliRunner().invoke(main, ["gate", "--baseline", base, "--current", cur]).output
+    for command in (["compare", str(cut), cur], ["compare", "--baseline", base, "--current", str(cut)]):
+        result = CliRunner().invoke(main, command)
+        assert result.exit_code == 0 and f"{cut}: the run is incomplete" in result.output, result.output
+
+
 def test_a_misspelled_impl_is_refused_with_the_names_the_runs_hold(tmp_path):
     base, cur = _runs(tmp_path)
     for command in (["compare", base, cur, "--impl", "kernal"],
