@@ -106,14 +106,22 @@ def not_over_a_run(path: str | None, what: str, *, runs_only: bool = False) -> N
         raise ConfigError(f"{path}: holds {kept}; not writing {what} over it (name another file)")
 
 
-def writable_output(path: str | None, what: str, *, runs_only: bool = False) -> None:
+def writable_output(path: str | None, what: str, *, runs_only: bool = False, stdout: bool = False) -> None:
     """Check, before any work, a file a command will write (a report, JUnit, Markdown, a tuning log):
     not over a file the user keeps (:func:`not_over_a_run`), and writable. ConfigError (exit 2, one
-    line) otherwise. Nothing is created: the write itself makes missing folders. ``-``: stdout."""
-    if not path or path == "-":
-        return
-    not_over_a_run(path, what, runs_only=runs_only)
+    line) otherwise. Nothing is created: the write itself makes missing folders. ``-``: stdout where
+    the command writes there (``stdout``), else refused; an empty path (an unset variable) is refused."""
     from solbench.errors import ConfigError
+
+    if path is None:
+        return
+    if not path:
+        raise ConfigError(f"an empty path for {what} (an unset variable?): name a file")
+    if path == "-":
+        if stdout:
+            return
+        raise ConfigError(f"-: {what} is written as a file, not to stdout: name one")
+    not_over_a_run(path, what, runs_only=runs_only)
 
     target = Path(path)
     if target.is_dir():

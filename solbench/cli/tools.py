@@ -107,7 +107,7 @@ def report(runs: Sequence[str], html_file: str | None, csv_file: str | None, png
     from solbench.report.csv import run_csv
 
     for path, what in ((html_file, "the HTML report"), (csv_file, "the CSV"), (png_file, "the roofline PNG")):
-        writable_output(path, what)
+        writable_output(path, what, stdout=True)
     distinct_outputs([("--html", html_file), ("--csv", csv_file), ("--png", png_file)])
     rdir = Path(results_dir)
     if (gate_against or compare_to) and not html_file:

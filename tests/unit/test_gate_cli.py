@@ -410,6 +410,18 @@ def test_an_incomplete_baseline_is_gated_with_a_warning(tmp_path):
         assert result.exit_code == 0 and f"{cut}: the run is incomplete" in result.output, result.output
 
 
+def test_an_empty_or_stdout_junit_path_is_refused_before_reading_anything(tmp_path, monkeypatch):
+    # --junit "$JUNIT" with the variable unset wrote no file and said nothing; "-" wrote a file named "-"
+    base, cur = _runs(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    for option, value, text in (("--junit", "", "an empty path for JUnit XML"),
+                                ("--markdown-file", "", "an empty path for Markdown"),
+                                ("--junit", "-", "-: JUnit XML is written as a file, not to stdout")):
+        result = CliRunner().invoke(main, ["gate", "--baseline", base, "--current", cur, option, value])
+        assert result.exit_code == 2 and text in result.output, result.output
+    assert not (tmp_path / "-").exists()
+
+
 def test_a_misspelled_impl_is_refused_with_the_names_the_runs_hold(tmp_path):
     base, cur = _runs(tmp_path)
     for command in (["compare", base, cur, "--impl", "kernal"],
