@@ -128,6 +128,7 @@ def compare(a: str | None, b: str | None, baselines: tuple[str, ...], currents: 
     if runs is not None:
         _one_result_a_key([a, b], runs)
         warn_incomplete([a, b], runs)
+        warn_same_run([a], runs[:1], [b], runs[1:])
         _check_impl(impl, runs)
         result = saved_comparison([runs[0]], [runs[1]], rdir, impl=impl, threshold=tau, label_a=a, label_b=b,
                                   run_sd=run_sd)
@@ -174,6 +175,7 @@ def _read_sides(baseline: Sequence[str], current: Sequence[str], rdir: Path) -> 
     separate_runs(baseline, base, "--baseline")
     separate_runs(current, cur, "--current")
     warn_incomplete(baseline, base, "--baseline ")
+    warn_same_run(baseline, base, current, cur)
     return base, cur
 
 
@@ -197,18 +199,35 @@ def _one_result_a_key(names: Sequence[str], runs: Sequence[RunResult]) -> None:
             raise ResultsFormatError(f"{name}: {exc}") from None
 
 
+def _same_run(a: RunResult, b: RunResult) -> bool:
+    """Whether two runs are one run (or a copy of it): every point timed in both holds the same samples."""
+    timed = [{f"{c.case_id}/{r.name}": r.timing.samples for c in run.cases for r in c.impls
+              if r.timing is not None and r.timing.samples} for run in (a, b)]
+    common = timed[0].keys() & timed[1].keys()
+    return bool(common) and all(timed[0][k] == timed[1][k] for k in common)
+
+
 def separate_runs(names: Sequence[str], runs: Sequence[RunResult], option: str) -> None:
     """ConfigError where two runs of one side are one run given twice (or a copy of it): every point
     timed in both holds the same samples. Its rounds would count twice, as runs that agree exactly,
     narrowing the interval until it decides what one run cannot (a REGRESSION between single runs)."""
-    timed = [{f"{c.case_id}/{r.name}": r.timing.samples for c in run.cases for r in c.impls
-              if r.timing is not None and r.timing.samples} for run in runs]
     for j in range(len(runs)):
         for i in range(j):
-            common = timed[i].keys() & timed[j].keys()
-            if common and all(timed[i][k] == timed[j][k] for k in common):
+            if _same_run(runs[i], runs[j]):
                 raise ConfigError(f"{option} {names[j]}: the same run as {names[i]} (the same samples at every "
                                   "point); give separate runs")
+
+
+def warn_same_run(base_names: Sequence[str], base: Sequence[RunResult], cur_names: Sequence[str],
+                  cur: Sequence[RunResult]) -> None:
+    """One warning line (stderr) where a baseline run and a current run are one run: compared with
+    itself a run passes by construction (allowed, as a check of the tool), which a CI job wired to the
+    wrong file would read as a pass."""
+    for bn, b in zip(base_names, base, strict=True):
+        for cn, c in zip(cur_names, cur, strict=True):
+            if _same_run(b, c):
+                click.echo(f"warning: {cn} is the same run as {bn} (the same samples at every point): a run "
+                           "compared with itself passes by construction", err=True)
 
 
 def _label(names: tuple[str, ...]) -> str:

@@ -410,6 +410,18 @@ def test_an_incomplete_baseline_is_gated_with_a_warning(tmp_path):
         assert result.exit_code == 0 and f"{cut}: the run is incomplete" in result.output, result.output
 
 
+def test_a_run_gated_against_itself_passes_with_a_warning(tmp_path):
+    # allowed (a check of the tool), but a CI job wired to the wrong file must not read a silent pass
+    base, cur = _runs(tmp_path)
+    copy = tmp_path / "copy.json"
+    store.save(store.load(base), copy)
+    for command in (["gate", "--baseline", base, "--current", str(copy)], ["compare", base, base]):
+        result = CliRunner().invoke(main, command)
+        assert result.exit_code == 0, result.output
+        assert "the same run as" in result.output and "passes by construction" in result.output
+    assert "the same run as" not in CliRunner().invoke(main, ["gate", "--baseline", base, "--current", cur]).output
+
+
 def test_an_empty_or_stdout_junit_path_is_refused_before_reading_anything(tmp_path, monkeypatch):
     # --junit "$JUNIT" with the variable unset wrote no file and said nothing; "-" wrote a file named "-"
     base, cur = _runs(tmp_path)
