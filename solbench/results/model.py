@@ -250,6 +250,21 @@ class ImplResult:
     protocol: dict[str, float | int | str] = field(default_factory=dict)  # timer knobs used for it
     log_tail: str = ""  # last lines the worker wrote to stdout/stderr (on error, crash or timeout)
 
+    def __post_init__(self) -> None:
+        # the implementation's own words (its exception, its output) reach the terminal, Markdown, JSON and
+        # JUnit: a lone surrogate in them cannot be written as UTF-8 anywhere and crashed the command (exit 5)
+        for name in ("message", "log_tail"):
+            object.__setattr__(self, name, encodable(getattr(self, name)))
+
+
+def encodable(text: str) -> str:
+    """``text`` as UTF-8 can write it: what it cannot (lone surrogates) as backslash escapes, the rest as is."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
+
 
 @dataclass(frozen=True)
 class CaseResult:

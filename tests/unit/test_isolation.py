@@ -123,6 +123,31 @@ def test_a_mutating_implementation_cannot_break_the_next_one(cheats_run):
     assert _statuses(cheats_run[1])["honest"][0] == "ok"
 
 
+def test_a_lone_surrogate_in_an_error_message_is_written_escaped(tmp_path):
+    # an implementation's exception text reaches the terminal, the JSON, Markdown and JUnit: a lone
+    # surrogate cannot be written as UTF-8 and crashed run (exit 5) and a gate of its result
+    (tmp_path / "impl.py").write_text("def ref(x):\n    return x * 2\n\n"
+                                      "def bad(x):\n    raise RuntimeError('boom \\ud800')\n")
+    wl = tmp_path / "wl.yaml"
+    wl.write_text("workloads:\n  - name: tiny\n    parameters: {n: [64]}\n    dtypes: [float32]\n"
+                  "    inputs: {x: {shape: [n]}}\n    outputs: {y: {shape: [n]}}\n"
+                  "    reference: impl.py:ref\n    implementations: {baseline: impl.py:ref, bad: impl.py:bad}\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONIOENCODING"}
+    out = tmp_path / "r.json"
+    result = subprocess.run([sys.executable, "-m", "solbench", "run", str(wl), "-o", str(out), "--repeat", "1",
+                             *FAST, "--results-dir", str(tmp_path / "results")],
+                            capture_output=True, text=True, timeout=300, env=env)
+    assert result.returncode == 4, result.stderr[-2000:]  # an implementation failed, not solbench
+    assert "boom \\ud800" in result.stdout + result.stderr
+    status, message = _statuses(store.load(out))["bad"]
+    assert status == "error" and "boom \\ud800" in message
+    md = tmp_path / "gate.md"
+    gated = subprocess.run([sys.executable, "-m", "solbench", "gate", "--baseline", str(out), "--current", str(out),
+                            "--markdown-file", str(md)], capture_output=True, text=True, timeout=300, env=env)
+    assert gated.returncode == 1, gated.stderr[-2000:]  # BROKEN, reported
+    assert "\\ud800" in md.read_text(encoding="utf-8")
+
+
 def test_implementation_output_never_reaches_the_json_on_stdout(tmp_path):
     src = tmp_path / "noisy.py"
     src.write_text("def fn(x):\n    print('hello from the implementation')\n    return x * 2\n\n"
