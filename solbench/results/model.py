@@ -17,6 +17,7 @@ Raw samples are kept so that every statistic can be recomputed (and compared) la
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -252,13 +253,20 @@ class ImplResult:
 
     def __post_init__(self) -> None:
         # the implementation's own words (its exception, its output) reach the terminal, Markdown, JSON and
-        # JUnit: a lone surrogate in them cannot be written as UTF-8 anywhere and crashed the command (exit 5)
+        # JUnit: a lone surrogate in them cannot be written as UTF-8 anywhere and crashed the command (exit 5),
+        # and terminal control sequences in them could redraw what the terminal shows
         for name in ("message", "log_tail"):
-            object.__setattr__(self, name, encodable(getattr(self, name)))
+            object.__setattr__(self, name, shown_as_text(getattr(self, name)))
 
 
-def encodable(text: str) -> str:
-    """``text`` as UTF-8 can write it: what it cannot (lone surrogates) as backslash escapes, the rest as is."""
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # C0 but tab and newline, DEL, C1
+
+
+def shown_as_text(text: str) -> str:
+    """``text`` as written words: control characters other than tab and newline (an ANSI escape, a
+    carriage return that overwrites a line) and what UTF-8 cannot write (a lone surrogate) as backslash
+    escapes (``\\x1b``, ``\\ud800``); the rest as is."""
+    text = _CONTROL.sub(lambda m: f"\\x{ord(m[0]):02x}", text)
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:

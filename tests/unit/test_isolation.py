@@ -127,7 +127,7 @@ def test_a_lone_surrogate_in_an_error_message_is_written_escaped(tmp_path):
     # an implementation's exception text reaches the terminal, the JSON, Markdown and JUnit: a lone
     # surrogate cannot be written as UTF-8 and crashed run (exit 5) and a gate of its result
     (tmp_path / "impl.py").write_text("def ref(x):\n    return x * 2\n\n"
-                                      "def bad(x):\n    raise RuntimeError('boom \\ud800')\n")
+                                      "def bad(x):\n    raise RuntimeError('boom \\ud800 \\x1b[2J\\rok')\n")
     wl = tmp_path / "wl.yaml"
     wl.write_text("workloads:\n  - name: tiny\n    parameters: {n: [64]}\n    dtypes: [float32]\n"
                   "    inputs: {x: {shape: [n]}}\n    outputs: {y: {shape: [n]}}\n"
@@ -140,7 +140,8 @@ def test_a_lone_surrogate_in_an_error_message_is_written_escaped(tmp_path):
     assert result.returncode == 4, result.stderr[-2000:]  # an implementation failed, not solbench
     assert "boom \\ud800" in result.stdout + result.stderr
     status, message = _statuses(store.load(out))["bad"]
-    assert status == "error" and "boom \\ud800" in message
+    assert status == "error" and "boom \\ud800 \\x1b[2J" in message  # no clearing the screen either
+    assert "\x1b" not in result.stdout + result.stderr
     md = tmp_path / "gate.md"
     gated = subprocess.run([sys.executable, "-m", "solbench", "gate", "--baseline", str(out), "--current", str(out),
                             "--markdown-file", str(md)], capture_output=True, text=True, timeout=300, env=env)

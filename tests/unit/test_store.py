@@ -351,3 +351,13 @@ def test_a_standard_stream_is_no_place_for_a_run(tmp_path):
     assert link.is_symlink() and out.read_text() == "kept"
     assert not store.a_stream(out)
 
+
+
+def test_an_implementations_words_are_kept_as_text_a_terminal_and_utf8_can_show():
+    from solbench.results.model import ImplResult
+
+    r = ImplResult("bad", "error", "boom \x1b[2J\rok \ud800", log_tail="line 1\n\tline 2 \x07")
+    assert r.message == "boom \\x1b[2J\\x0dok \\ud800"  # no screen cleared, no line overwritten, writable
+    assert r.log_tail == "line 1\n\tline 2 \\x07"  # tabs and newlines kept
+    assert ImplResult("ok", "ok", "µs ≤ 2× fine").message == "µs ≤ 2× fine"  # other text untouched
+    r.message.encode("utf-8")
