@@ -377,13 +377,15 @@ class Saver:
 DETECTION_NOTES = ("device: ", "peaks: ")
 
 
-def finish(result: RunResult, out: Console, as_json: bool, *, saved: Path | Sequence[Path] | None = None) -> None:
+def finish(result: RunResult, out: Console, as_json: bool, *, saved: Path | Sequence[Path] | None = None,
+           json_later: bool = False) -> None:
     """Print a run: its tables, or its JSON alone on stdout. With ``--json`` or ``-q``, stderr still
     says which implementations failed (the exit code's reason), what detection was unsure of, and
-    where the run was saved."""
+    where the run was saved. ``json_later``: the caller prints the JSON itself (``run --gate-against``
+    adds the gate's verdict to it)."""
     paths = [saved] if isinstance(saved, Path) else list(saved or ())
     if as_json or out.quiet:
-        if as_json:
+        if as_json and not json_later:
             click.echo(store.dumps(result, derived(result)))
         for c in result.cases:
             for r in c.impls:

@@ -231,7 +231,13 @@ def run(files: Sequence[str], solutions: Sequence[str], gpu: str | None, dry_run
         sys.exit(interrupted_code())
     if result.cases or result.notes:
         saver.save(result, final=True)  # the final record adds the end-of-run clocks and says complete
-    finish(result, out, as_json, saved=saver.paths)
+    later = as_json and base is not None  # the run's JSON carries the gate's verdict: printed once it is in
+
+    def print_json(gate: dict | None = None) -> None:
+        if later:
+            click.echo(store.dumps(result, {**derived(result), **({"gate": gate} if gate is not None else {})}))
+
+    finish(result, out, as_json, saved=saver.paths, json_later=later)
     code = exitcodes.IMPL_FAILED if failures(result) else exitcodes.OK
     if saver.error is not None:
         click.echo(f"error: {saver.error}", err=True)
@@ -243,16 +249,21 @@ def run(files: Sequence[str], solutions: Sequence[str], gpu: str | None, dry_run
             verdict = api.gate_live(base, result, files, options, rerun=rerun, device=device, threshold=tau,
                                     run_sd=sd, allow_cross_hardware=None)  # run offers no such option
         except SolbenchError as exc:  # refused: the JUnit file says so, not what an earlier job left there
+            print_json()  # the run as measured, no gate in it
             _no_verdict(junit, str(exc))
             raise
         except RunInterrupted:  # Ctrl-C or SIGTERM while re-measuring the undecided cases: no verdict
             stopped = "interrupted while re-measuring the undecided cases: no verdict (the run is saved as measured)"
+            print_json()
             _no_verdict(junit, stopped)
             click.echo(stopped, err=True)
             sys.exit(interrupted_code())
         verdict = replace(verdict, run_sd_source=sd_source)
         code = exitcodes.worst(code, verdict.exit_code)
         emit_gate(verdict, junit=junit, console=console(quiet or as_json), exit_code=code)
+        from solbench.report.compare_json import gate_json
+
+        print_json(gate_json(verdict, exit_code=code))
     sys.exit(code)
 
 

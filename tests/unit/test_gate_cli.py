@@ -297,6 +297,21 @@ def test_run_gate_against_a_faster_baseline_is_a_regression_exit_1(live, tmp_pat
     assert failure is not None and failure.get("type") == "REGRESSION"
 
 
+def test_run_gate_against_with_json_prints_one_document_that_carries_the_verdict(live, tmp_path):
+    # --json printed the run alone: a script saw the exit code but not which cases regressed
+    for baseline, code in (("impossibly_fast", 1), ("very_slow", 0)):
+        r = CliRunner().invoke(main, ["run", str(live / "clean.yaml"), "--gate-against", str(live / f"{baseline}.json"),
+                                      "--json", "--results-dir", str(tmp_path / "results"), *FAST])
+        assert r.exit_code == code, r.output
+        doc = json.loads(r.stdout)  # one JSON document on stdout
+        assert doc["cases"] and doc["gate"]["kind"] == "gate" and doc["gate"]["exit_code"] == code
+        verdicts = {v["key"]: v["verdict"] for v in doc["gate"]["verdicts"]}
+        assert verdicts["tiny[n=64,float32]/kernel"] == ("REGRESSION" if code else "FASTER")
+    plain = CliRunner().invoke(main, ["run", str(live / "clean.yaml"), "--json", "--results-dir", str(tmp_path / "r2"),
+                                      *FAST])
+    assert plain.exit_code == 0 and "gate" not in json.loads(plain.stdout)
+
+
 def test_run_gate_against_a_slower_baseline_passes_exit_0(live, tmp_path):
     r = _run_gated(live, "clean.yaml", "very_slow", tmp_path / "gate.xml")
     assert r.exit_code == 0, r.output
