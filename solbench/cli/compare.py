@@ -468,7 +468,7 @@ def emit_gate(result: GateResult, *, junit: str | None = None, markdown_file: st
         except OSError as exc:  # the verdict still stands and is printed; the summary is an extra
             click.echo(f"warning: $GITHUB_STEP_SUMMARY {summary}: cannot write: {exc.strerror or exc}", err=True)
     if as_json:
-        click.echo(json.dumps(gate_json(result, exit_code=code), indent=1))
+        click.echo(json.dumps(gate_json(result, exit_code=code, required=required), indent=1))
     elif as_markdown:
         click.echo(md)
     else:

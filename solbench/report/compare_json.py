@@ -3,6 +3,7 @@ ratios and thresholds as plain fractions; values that were not computed are null
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
@@ -37,11 +38,12 @@ def comparison_json(c: Comparison) -> dict[str, Any]:
     }
 
 
-def gate_json(g: GateResult, exit_code: int | None = None) -> dict[str, Any]:
+def gate_json(g: GateResult, exit_code: int | None = None, required: Sequence[str] = ()) -> dict[str, Any]:
     """``{"kind": "gate", "overall": ..., "exit_code": ..., "verdicts": [...], ...}``.
 
     ``exit_code`` is the command's: ``ab`` and ``run --gate-against`` exit 4 where an implementation
-    of the current tree failed, more severe than the gate's own 1 (``gate_exit_code``)."""
+    of the current tree failed, more severe than the gate's own 1 (``gate_exit_code``); ``required``:
+    the MISSING keys ``gate --require-all`` fails on (``required_missing``)."""
     return {
         "kind": "gate",
         "version": JSON_VERSION,
@@ -57,6 +59,7 @@ def gate_json(g: GateResult, exit_code: int | None = None) -> dict[str, Any]:
         "cards": g.cards,  # "": one card (or unknown); else the sides ran on different cards of one model
         "load": g.load,  # "": the host's load alike (or unknown); else which side ran on a far busier host
         "counts": {v: g.count(v) for v in CASE_VERDICTS},
+        "required_missing": list(required),  # MISSING cases the baseline measured that fail --require-all
         "verdicts": [asdict(v) for v in g.verdicts],
         "looks": g.looks,  # the error rates are split over this many looks (alpha / looks each)
         "run_sd": g.run_sd,  # sd of a run's own offset priced in over rounds (0: none, e.g. ab)

@@ -481,6 +481,7 @@ def test_require_all_fails_a_gate_whose_current_run_lacks_a_case(tmp_path):
     strict = _gate("--baseline", str(base), "--current", str(cur), "--json", "--require-all")
     doc = json.loads(strict.stdout)
     assert strict.exit_code == 1 and (doc["exit_code"], doc["gate_exit_code"]) == (1, 0)
+    assert doc["required_missing"] == ["c2/x"] and json.loads(lenient.stdout)["required_missing"] == []
     assert "--require-all: 1 case(s) MISSING from the current run: c2/x" in strict.stderr
 
 
@@ -495,7 +496,7 @@ def test_require_all_passes_a_current_run_that_measures_more_than_the_baseline(t
     r = _gate("--baseline", str(base), "--current", str(cur), "--json", "--require-all")
     doc = json.loads(r.stdout)
     assert {v["key"]: v["verdict"] for v in doc["verdicts"]} == {"c1/x": "PASS", "c2/x": "MISSING", "c3/x": "MISSING"}
-    assert r.exit_code == 0 and doc["exit_code"] == 0, r.output
+    assert r.exit_code == 0 and doc["exit_code"] == 0 and doc["required_missing"] == [], r.output
     assert "--require-all" not in r.stderr
 
 
