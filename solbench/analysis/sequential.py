@@ -430,11 +430,8 @@ def moderated(t: LogRatio, prior: VariancePrior | None,
     pa, pb = (p or prior for p in sides) if sides is not None else (prior, prior)
     side = (pa.df, pa.var, pb.df, pb.var) if t.var_a is not None else None
     t = replace(t, sd_round=sd, prior_df=prior.df, prior_var=prior.var, own_sd=t.sd_round, side_prior=side)
-    if t.welch:
-        se, df = welch_se_df(*t.side_vars(), t.rounds_a, t.rounds_b, (pa.df, pb.df))  # type: ignore[misc]
-        return replace(t, se=math.sqrt(se ** 2 + t.run_var), df=df)
-    se = math.sqrt((sd * _se_per_sd(t.paired, t.rounds_a, t.rounds_b)) ** 2 + t.run_var)
-    return replace(t, se=se, df=d + prior.df)
+    se, df = t.at_rounds(t.rounds_a, t.rounds_b)  # the one rule, which the planners apply at other rounds
+    return replace(t, se=math.sqrt(se ** 2 + t.run_var), df=df)
 
 
 def welch_se_df(var_a: float, var_b: float, rounds_a: int, rounds_b: int,
