@@ -56,8 +56,9 @@ measured runs).
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -243,28 +244,19 @@ def more_rounds_to_decide(log_ratio: float, sd_round: float, tau: float, rounds:
     gap = abs(log_ratio - math.log1p(tau))
     if gap == 0.0:
         return None
-    if plan is not None:
-        q = (1.0 + confidence) / 2.0
-        other = rounds if other_rounds is None else other_rounds
-        for k in range(1, MAX_ROUNDS + 1):
-            se, df = plan(rounds + k, other + k)
-            if float(t_ppf(q, df)) * math.sqrt(se ** 2 + run_var) <= gap:
-                return k
-        return None
-    if other_rounds is not None and other_rounds != rounds:
-        q = (1.0 + confidence) / 2.0
+    other = rounds if other_rounds is None else other_rounds
+    if plan is None and other == rounds:
+        target = math.expm1(gap)
+        need = rounds_for_half_width(sd_round ** 2, target, confidence=confidence, sides=2, cap=MAX_ROUNDS + 1,
+                                     run_var=run_var, other_df=prior_df)
+        if need > MAX_ROUNDS:
+            return None
+        return max(1, need - rounds)
+    if plan is None:
         variances, form = (side_vars, welch) if side_vars is not None else ((sd_round ** 2,) * 2, False)
-        for k in range(1, MAX_ROUNDS + 1):
-            se, df = planned_se_df(variances, rounds + k, other_rounds + k, prior_df, welch=form)
-            if float(t_ppf(q, df)) * math.sqrt(se ** 2 + run_var) <= gap:
-                return k
-        return None
-    target = math.expm1(gap)
-    need = rounds_for_half_width(sd_round ** 2, target, confidence=confidence, sides=2, cap=MAX_ROUNDS + 1,
-                                 run_var=run_var, other_df=prior_df)
-    if need > MAX_ROUNDS:
-        return None
-    return max(1, need - rounds)
+        plan = functools.partial(planned_se_df, variances, prior_df=prior_df, welch=form)
+    return _first_deciding(plan, ((rounds + k, other + k) for k in range(1, MAX_ROUNDS + 1)), gap,
+                           confidence=confidence, run_var=run_var)
 
 
 def more_current_rounds_to_decide(log_ratio: float, sd_round: float, tau: float, rounds_base: int,
@@ -294,22 +286,26 @@ def more_current_rounds_to_decide(log_ratio: float, sd_round: float, tau: float,
     gap = abs(log_ratio - math.log1p(tau))
     if gap == 0.0 or rounds_base < 1:
         return None
+    if plan is None:
+        planned = side_vars is not None and rounds_base >= 2
+        variances, form, d0 = (side_vars, welch, prior_df) if planned else ((sd_round ** 2,) * 2, False, 0.0)
+        floor = variances[0] / rounds_base + run_var  # type: ignore[index]  # the baseline's share
+        if (form or not planned) and float(norm_ppf((1.0 + confidence) / 2.0)) * math.sqrt(floor) >= gap:
+            return None  # no current round gets under it (a pooled spread that moves with them has no floor)
+        plan = functools.partial(planned_se_df, variances, prior_df=d0, welch=form)
+    return _first_deciding(plan, ((rounds_base, rounds_cur + k) for k in range(1, cap + 1)), gap,
+                           confidence=confidence, run_var=run_var)
+
+
+def _first_deciding(plan: Callable[[int, int], tuple[float, float]], rounds: Iterable[tuple[int, int]], gap: float,
+                    *, confidence: float, run_var: float) -> int | None:
+    """The place (from 1) of the first ``(R_a, R_b)`` in ``rounds`` at which ``plan``'s t interval at
+    ``confidence`` (widened by ``run_var``) clears ``gap``; None where none does."""
     q = (1.0 + confidence) / 2.0
-    if plan is not None:
-        for r in range(rounds_cur + 1, rounds_cur + cap + 1):
-            se, df = plan(rounds_base, r)
-            if float(t_ppf(q, df)) * math.sqrt(se ** 2 + run_var) <= gap:
-                return r - rounds_cur
-        return None
-    planned = side_vars is not None and rounds_base >= 2
-    variances, form, d0 = (side_vars, welch, prior_df) if planned else ((sd_round ** 2,) * 2, False, 0.0)
-    floor = variances[0] / rounds_base + run_var  # type: ignore[index]  # the baseline's share
-    if (form or not planned) and float(norm_ppf(q)) * math.sqrt(floor) >= gap:  # no current round gets under it
-        return None  # (a pooled spread that moves with the current rounds has no such floor)
-    for r in range(rounds_cur + 1, rounds_cur + cap + 1):
-        se, df = planned_se_df(variances, rounds_base, r, d0, welch=form)  # type: ignore[arg-type]
+    for k, (rounds_a, rounds_b) in enumerate(rounds, start=1):
+        se, df = plan(rounds_a, rounds_b)
         if float(t_ppf(q, df)) * math.sqrt(se ** 2 + run_var) <= gap:
-            return r - rounds_cur
+            return k
     return None
 
 
