@@ -21,30 +21,24 @@ gate ran fine and found the implementation failing.
 
 from __future__ import annotations
 
-import re
 import xml.etree.ElementTree as ET
 from collections.abc import Collection
 
 from solbench.analysis.gate import GateCaseVerdict, GateResult
 from solbench.report.units import format_ci, format_p, format_percent, format_ratio
+from solbench.results.model import shown_as_text
 
 __all__ = ["gate_junit", "refused_junit"]
 
-# What XML 1.0 cannot hold at all, escaped or not: C0 controls other than tab, newline and carriage return
-# (a worker's log holds ANSI colour codes), lone surrogates, U+FFFE and U+FFFF
-_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
-
-
 def _writable(root: ET.Element) -> None:
-    """Every attribute and text under ``root`` with what XML cannot hold written as a visible escape
-    (``\\x1b``, ``\\ud800``): ElementTree writes such characters as they are, and the file no longer parses."""
-    def escape(text: str) -> str:
-        return _NOT_XML.sub(lambda m: f"\\x{ord(m[0]):02x}" if ord(m[0]) < 0x100 else f"\\u{ord(m[0]):04x}", text)
-
+    """Every attribute and text under ``root`` with what XML cannot hold (C0 controls, lone surrogates,
+    U+FFFE and U+FFFF) written as a visible escape (``\\x1b``, ``\\ud800``; ``shown_as_text``, as every
+    implementation's own words already are): ElementTree writes such characters as they are, and the
+    file no longer parses."""
     for element in root.iter():
-        element.attrib.update((k, escape(v)) for k, v in element.attrib.items())
+        element.attrib.update((k, shown_as_text(v)) for k, v in element.attrib.items())
         if element.text:
-            element.text = escape(element.text)
+            element.text = shown_as_text(element.text)
 
 
 def _testcase(parent: ET.Element, v: GateCaseVerdict, required: bool = False) -> None:

@@ -259,19 +259,15 @@ class ImplResult:
             object.__setattr__(self, name, shown_as_text(getattr(self, name)))
 
 
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # C0 but tab and newline, DEL, C1
+# C0 but tab and newline, DEL, C1; lone surrogates (UTF-8 cannot write them); U+FFFE and U+FFFF (XML cannot hold them)
+_NOT_TEXT = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
 
 
 def shown_as_text(text: str) -> str:
-    """``text`` as written words: control characters other than tab and newline (an ANSI escape, a
-    carriage return that overwrites a line) and what UTF-8 cannot write (a lone surrogate) as backslash
-    escapes (``\\x1b``, ``\\ud800``); the rest as is."""
-    text = _CONTROL.sub(lambda m: f"\\x{ord(m[0]):02x}", text)
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return text.encode("utf-8", "backslashreplace").decode("utf-8")
-    return text
+    """``text`` as written words that a terminal, UTF-8 and XML all hold as they are: control characters
+    other than tab and newline (an ANSI escape, a carriage return that overwrites a line), lone
+    surrogates and the two non-characters as backslash escapes (``\\x1b``, ``\\ud800``); the rest as is."""
+    return _NOT_TEXT.sub(lambda m: f"\\x{ord(m[0]):02x}" if ord(m[0]) < 0x100 else f"\\u{ord(m[0]):04x}", text)
 
 
 @dataclass(frozen=True)
