@@ -16,10 +16,10 @@ REGRESSION at 1.10.
 
 from __future__ import annotations
 
-import math
 import sys
 
 import numpy as np
+from rounds_noise import medians  # beside this script
 
 from solbench.analysis.sequential import (
     PASS,
@@ -32,15 +32,8 @@ from solbench.analysis.sequential import (
     variance_prior,
 )
 
-TAU, SD_SAMPLE = 0.05, 0.02
+TAU = 0.05
 POINTS = int(sys.argv[2]) if len(sys.argv) > 2 else 50
-
-
-def medians(rng, rounds, shift, sd):
-    n = rng.integers(10, 21, size=(POINTS, rounds))
-    noise = rng.normal(0.0, SD_SAMPLE, size=(POINTS, rounds, 20))
-    noise = np.where(np.arange(20) < n[..., None], noise, np.nan)
-    return math.log(shift) + rng.normal(0.0, 1.0, size=(POINTS, rounds)) * sd[:, None] + np.nanmedian(noise, -1)
 
 
 def rule(la, lb, own):

@@ -19,6 +19,7 @@ import math
 import sys
 
 import numpy as np
+from rounds_noise import medians  # beside this script
 
 from solbench.analysis.sequential import (
     PASS,
@@ -31,7 +32,7 @@ from solbench.analysis.sequential import (
     variance_prior,
 )
 
-TAU, SD_SAMPLE, POINTS, FIRST, RERUN, STEP = 0.05, 0.02, 50, 3, 8, 4
+TAU, POINTS, FIRST, RERUN, STEP = 0.05, 50, 3, 8, 4
 ORIGINAL = log_ratio
 
 
@@ -39,13 +40,6 @@ def pooled(*args, **kwargs):
     """The rule before Welch's form: without the sides' own variances, ``moderated`` pools them."""
     t = ORIGINAL(*args, **kwargs)
     return t if t is None else dataclasses.replace(t, var_a=None, var_b=None)
-
-
-def medians(rng, rounds, shift, sd):
-    n = rng.integers(10, 21, size=(POINTS, rounds))
-    noise = rng.normal(0.0, SD_SAMPLE, size=(POINTS, rounds, 20))
-    noise = np.where(np.arange(20) < n[..., None], noise, np.nan)
-    return math.log(shift) + rng.normal(0.0, 1.0, size=(POINTS, rounds)) * sd[:, None] + np.nanmedian(noise, -1)
 
 
 def trial(rng, shift, base_scale, cur_scale, welch):
