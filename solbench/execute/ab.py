@@ -27,6 +27,9 @@ from solbench.results.model import RunResult
 __all__ = ["ab"]
 
 
+_NOTHING_TO_COMPARE = "nothing to compare against (a workload new in this change: solbench run it)"
+
+
 def ab(files: Sequence[str | Path], baseline_tree: str | Path, current_tree: str | Path,
        options: RunOptions | None = None, *, rounds: int = 3, device: str = "auto",
        progress: Progress | None = None,
@@ -61,8 +64,7 @@ def ab(files: Sequence[str | Path], baseline_tree: str | Path, current_tree: str
         paths = [root / f for f in files if (root / f).exists()]  # a folder of workloads too, as `run`'s
         if not paths:  # a file new in the change is measured on its side only; none at all is a wrong tree
             raise ConfigError(f"none of {', '.join(map(str, files))} exists in --{label}-tree {tree}"
-                              + (": nothing to compare against (a workload new in this change: solbench run it)"
-                                 if label == "baseline" else ""))
+                              + (f": {_NOTHING_TO_COMPARE}" if label == "baseline" else ""))
         with _import_path(root):  # -i may name an implementation of one tree only: checked over both below;
             # -w a workload of the current tree, new in it (measured there only, as without -w)
             prep = prepare(paths, options, info, floor_spec, require_impls=False,
@@ -73,8 +75,7 @@ def ab(files: Sequence[str | Path], baseline_tree: str | Path, current_tree: str
         sides.append(ab_loop.Side(label, prep.units, run, executor, prep.score))
     if options.workloads and not sides[0].units:  # each -w workload is in the current tree (planned above)
         raise ConfigError(f"-w: no workload named {', '.join(options.workloads)} in --baseline-tree {baseline_tree} "
-                          f"({', '.join(map(str, files))}): nothing to compare against (a workload new in this "
-                          "change: solbench run it)")
+                          f"({', '.join(map(str, files))}): {_NOTHING_TO_COMPARE}")
     known = {n for s in sides for u in s.units for n in u.spec.implementations}
     missing = sorted(set(options.impls) - known)
     if missing:
