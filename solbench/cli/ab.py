@@ -18,7 +18,7 @@ import click
 
 from solbench import api, exitcodes
 from solbench.cli.common import ALPHA
-from solbench.errors import RunInterrupted, SolbenchError
+from solbench.errors import RunInterrupted
 from solbench.results.model import FAILED_STATUSES, RunResult
 
 
@@ -90,47 +90,51 @@ def ab(files: Sequence[str], baseline_tree: str, current_tree: str, rounds: int,
     """
     from solbench.analysis.adaptive import Looks, looks_for
     from solbench.analysis.gate import parse_threshold, unconfirmed
-    from solbench.cli.common import ProgressBar, distinct_outputs, interrupted_code, writable_output
-    from solbench.cli.compare import emit_gate, refuse_junit
+    from solbench.cli.common import (
+        ProgressBar,
+        distinct_outputs,
+        interrupted_code,
+        junit_refusals,
+        refuse_junit,
+        writable_output,
+    )
+    from solbench.cli.compare import emit_gate
 
     writable_output(junit, "JUnit XML")
     writable_output(markdown_file, "Markdown")
     sides = [("--out-dir", str(Path(out_dir) / f"{side}.json")) for side in ("baseline", "current")] if out_dir else []
     distinct_outputs([*sides, ("--junit", junit), ("--markdown-file", markdown_file)])
+    junit_refusals(junit)
     if max_rounds < rounds:
         raise click.UsageError(f"--max-rounds ({max_rounds}) must be at least --rounds ({rounds})")
-    try:  # refused (bad input, no workload in a tree, nothing in common): the JUnit file says so, not what
-        # an earlier job left there
-        tau = None if threshold is None else parse_threshold(threshold).fraction  # before measuring
-        looks = Looks(looks_for(rounds, max_rounds), threshold=tau, alpha=alpha)
-        options = api.RunOptions(timer=timer, target_rel_ci=target, min_samples=min_samples, max_samples=max_samples,
-                                 budget_s=budget, input_sets=input_sets, seed=seed, workloads=tuple(workloads),
-                                 impls=tuple(impls), flush=flush, launch=launch, results_dir=Path(results_dir),
-                                 timeout_s=timeout_s)
-        savers = [_saver(out_dir, results_dir, side, force) for side in ("baseline", "current")]
+    # refused (bad input, no workload in a tree, nothing in common): handle_errors has the JUnit file say so
+    tau = None if threshold is None else parse_threshold(threshold).fraction  # before measuring
+    looks = Looks(looks_for(rounds, max_rounds), threshold=tau, alpha=alpha)
+    options = api.RunOptions(timer=timer, target_rel_ci=target, min_samples=min_samples, max_samples=max_samples,
+                             budget_s=budget, input_sets=input_sets, seed=seed, workloads=tuple(workloads),
+                             impls=tuple(impls), flush=flush, launch=launch, results_dir=Path(results_dir),
+                             timeout_s=timeout_s)
+    savers = [_saver(out_dir, results_dir, side, force) for side in ("baseline", "current")]
 
-        def save(runs: Sequence[RunResult], final: bool = False) -> None:
-            for saver, run in zip(savers, runs, strict=True):
-                saver.save(run, final=final)
+    def save(runs: Sequence[RunResult], final: bool = False) -> None:
+        for saver, run in zip(savers, runs, strict=True):
+            saver.save(run, final=final)
 
-        try:
-            with ProgressBar(quiet or as_json) as progress:
-                base, cur = api.ab(files, baseline_tree, current_tree, options, rounds=rounds, device=device,
-                                   progress=progress, on_case=save, max_rounds=max_rounds,
-                                   undecided=lambda runs: looks.undecided(runs[0], runs[1]))
-        except RunInterrupted as stop:
-            save(stop.result)  # type: ignore[arg-type]  # both runs, marked incomplete
-            refuse_junit(junit, "interrupted: no verdict (the cases measured so far are saved)")
-            click.echo("interrupted: the cases measured so far are saved", err=True)
-            sys.exit(interrupted_code())
-        save([base, cur], final=True)  # the final records add the end-of-run clocks
-        # a key with one round a side is between single processes: nothing about time is decided (as gate)
-        result = replace(unconfirmed(looks.result(base, cur), verdicts=("REGRESSION", "PASS", "FASTER")),
-                         reruns=added_rounds(cur, rounds),
-                         run_sd_source="none: both trees measured in one invocation share its offset")
-    except SolbenchError as exc:
-        refuse_junit(junit, str(exc))
-        raise
+    try:
+        with ProgressBar(quiet or as_json) as progress:
+            base, cur = api.ab(files, baseline_tree, current_tree, options, rounds=rounds, device=device,
+                               progress=progress, on_case=save, max_rounds=max_rounds,
+                               undecided=lambda runs: looks.undecided(runs[0], runs[1]))
+    except RunInterrupted as stop:
+        save(stop.result)  # type: ignore[arg-type]  # both runs, marked incomplete
+        refuse_junit(junit, "interrupted: no verdict (the cases measured so far are saved)")
+        click.echo("interrupted: the cases measured so far are saved", err=True)
+        sys.exit(interrupted_code())
+    save([base, cur], final=True)  # the final records add the end-of-run clocks
+    # a key with one round a side is between single processes: nothing about time is decided (as gate)
+    result = replace(unconfirmed(looks.result(base, cur), verdicts=("REGRESSION", "PASS", "FASTER")),
+                     reruns=added_rounds(cur, rounds),
+                     run_sd_source="none: both trees measured in one invocation share its offset")
     failed = [f"{c.case_id}/{r.name}: {r.status}" for c in cur.cases for r in c.impls if r.status in FAILED_STATUSES]
     code = exitcodes.worst(result.exit_code, exitcodes.IMPL_FAILED if failed else exitcodes.OK)
     errors = [s.error for s in savers if s.error is not None]

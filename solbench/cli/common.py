@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
 import os
@@ -85,6 +86,33 @@ def refuse_markdown_path(args: list[str], *, any_word: bool) -> None:
         if flag == "--markdown" and not word.startswith("-") and (any_word or word.endswith((".md", ".markdown"))):
             raise click.UsageError(f"--markdown prints Markdown on stdout; write it to a file with "
                                    f"--markdown-file {word}")
+
+
+def refuse_junit(junit: str | None, message: str) -> None:
+    """Where a command asked for the gate's JUnit stops without a verdict (bad input or usage, runs
+    refused, interrupted, a crash), the file says so in one testcase in error: never what an earlier
+    job left there. Where the file cannot be written after all, the command's own error is what is
+    shown; nothing more is tried."""
+    if not junit:
+        return
+    from solbench.report.junit import refused_junit
+
+    with contextlib.suppress(OSError):
+        store.write_text(Path(junit), refused_junit(message))
+
+
+def junit_refusals(junit: str | None) -> None:
+    """From here on, an error that stops the command (bad input, refused runs, a usage error found in
+    its body, Ctrl-C outside a run's own handling, a crash) leaves ``junit`` saying no verdict came
+    (:func:`handle_errors`). Called once the output paths are checked: before that, a refusal writes
+    nothing (the JUnit path may be the very thing refused, or name another output's file), and a
+    command line click cannot parse writes nothing either."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None and junit:
+        ctx.meta[_JUNIT] = junit
+
+
+_JUNIT = "solbench.junit"
 
 
 def not_over_a_run(path: str | None, what: str, *, runs_only: bool = False) -> None:
@@ -223,17 +251,23 @@ def handle_errors(fn: F) -> F:
         try:
             return fn(*args, **kwargs)
         except SolbenchError as exc:
+            refuse_junit(_junit_asked(), str(exc))
             click.echo(f"error: {exc}", err=True)
             sys.exit(exc.exit_code)
         except KeyboardInterrupt:
+            refuse_junit(_junit_asked(), "interrupted: no verdict")
             click.echo("interrupted", err=True)
             sys.exit(interrupted_code())
-        except (click.exceptions.ClickException, click.exceptions.Abort, click.exceptions.Exit):
-            raise  # click's own: usage errors (exit 2) and --help
+        except click.exceptions.ClickException as exc:  # click's own usage errors (exit 2)
+            refuse_junit(_junit_asked(), exc.format_message())
+            raise
+        except (click.exceptions.Abort, click.exceptions.Exit):
+            raise  # --help, and the like
         except Exception:  # a bug in solbench, not in the code under test: never exit 1 (a regression)
             import traceback
 
             traceback.print_exc()
+            refuse_junit(_junit_asked(), f"solbench failed unexpectedly (exit {exitcodes.INTERNAL}): no verdict")
             click.echo(f"error: solbench failed unexpectedly (exit {exitcodes.INTERNAL}); the traceback above "
                        "says where", err=True)
             sys.exit(exitcodes.INTERNAL)
@@ -242,6 +276,12 @@ def handle_errors(fn: F) -> F:
                 signal.signal(signal.SIGTERM, previous)
 
     return wrapper  # type: ignore[return-value]
+
+
+def _junit_asked() -> str | None:
+    """The JUnit file the running command said it writes (:func:`junit_refusals`), if any."""
+    ctx = click.get_current_context(silent=True)
+    return None if ctx is None else ctx.meta.get(_JUNIT)
 
 
 def read_run(name_or_path: str | None, results_dir: Path, role: str = "run") -> RunResult:

@@ -24,13 +24,14 @@ from solbench.analysis.gate import GateResult, check_one_tree, gate, parse_thres
 from solbench.cli.common import (
     ALPHA,
     distinct_outputs,
+    junit_refusals,
     read_run,
     refuse_markdown_path,
     run_sd_of,
     run_sd_option,
     writable_output,
 )
-from solbench.errors import ConfigError, ResultsFormatError, SolbenchError
+from solbench.errors import ConfigError, ResultsFormatError
 from solbench.report.compare_console import comparison_table, gate_table
 from solbench.report.compare_json import comparison_json, gate_json
 from solbench.report.junit import gate_junit
@@ -321,16 +322,14 @@ def gate_cmd(baseline: tuple[str, ...], current: tuple[str, ...], threshold: str
     writable_output(junit, "JUnit XML")
     writable_output(markdown_file, "Markdown")
     distinct_outputs([("--junit", junit), ("--markdown-file", markdown_file)])  # the Markdown would replace the XML
+    junit_refusals(junit)
     rdir = Path(results_dir)
-    try:  # a run that cannot be read or a bad threshold is refused too: never an earlier job's JUnit left
-        tau = None if threshold is None else parse_threshold(threshold).fraction
-        base, cur = _read_sides(baseline, current, rdir)
-        _check_impl(impl, [*base, *cur])
-        result = saved_gate(base, cur, current, rdir, threshold=tau, alpha=alpha,
-                            allow_cross_hardware=allow_cross_hardware, impl=impl, run_sd=run_sd)
-    except SolbenchError as exc:  # refused: the JUnit file says so, not what an earlier job left there
-        refuse_junit(junit, str(exc))
-        raise
+    # a run that cannot be read or a bad threshold is refused: handle_errors has the JUnit file say so
+    tau = None if threshold is None else parse_threshold(threshold).fraction
+    base, cur = _read_sides(baseline, current, rdir)
+    _check_impl(impl, [*base, *cur])
+    result = saved_gate(base, cur, current, rdir, threshold=tau, alpha=alpha,
+                        allow_cross_hardware=allow_cross_hardware, impl=impl, run_sd=run_sd)
     # a case the baseline measured (a median) that the current run did not: never one it adds
     missing = [v.key for v in result.verdicts if v.verdict == "MISSING" and v.median_base is not None] \
         if require_all else []
@@ -437,15 +436,6 @@ def spread(runs: tuple[str, ...], save: bool, results_dir: str, as_json: bool) -
     else:
         click.echo(f"saved {saved}: gates between {loaded[0].spec.id} runs under {rdir} now price "
                    f"{found.sd:.2%} unless --run-sd is given")
-
-
-def refuse_junit(junit: str | None, message: str) -> None:
-    """Where a command asked for the gate's JUnit stops without a verdict (bad input, runs refused,
-    interrupted), the file says so in one testcase in error: never what an earlier job left there."""
-    if junit:
-        from solbench.report.junit import refused_junit
-
-        store.write_text(Path(junit), refused_junit(message))
 
 
 def emit_gate(result: GateResult, *, junit: str | None = None, markdown_file: str | None = None,

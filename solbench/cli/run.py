@@ -23,6 +23,8 @@ from solbench.cli.common import (
     finish,
     handle_errors,
     interrupted_code,
+    junit_refusals,
+    refuse_junit,
     run_sd_of,
     run_sd_option,
     writable_output,
@@ -174,6 +176,7 @@ def run(files: Sequence[str], solutions: Sequence[str], gpu: str | None, dry_run
         _nothing_to_isolate(click.get_current_context())
     writable_output(junit, "JUnit XML")
     distinct_outputs([("-o", output), ("--junit", junit)])  # the XML would replace the run
+    junit_refusals(junit)  # --junit comes only with --gate-against (refused above otherwise)
     if compile_cache:
         _writable_folder(compile_cache, "--compile-cache")
     overrides = parse_sets(sets)
@@ -201,7 +204,7 @@ def run(files: Sequence[str], solutions: Sequence[str], gpu: str | None, dry_run
                              cases=tuple(cases), overrides=overrides, solutions=tuple(solutions),
                              compile_jobs=compile_jobs,
                              compile_cache_dir=Path(compile_cache) if compile_cache else None)
-    try:  # bad input, found before measuring or while: the JUnit file says so, not what an earlier job left there
+    try:  # bad input, found before measuring or while, is refused in the JUnit file too (handle_errors)
         api.start_for_run(files, options, device=device)  # the workers' fork server imports beside this process
         saver = Saver(Path(output) if output else None, Path(results_dir), save_name, force=force)
         from solbench.analysis.gate import parse_threshold
@@ -216,9 +219,6 @@ def run(files: Sequence[str], solutions: Sequence[str], gpu: str | None, dry_run
         sd, sd_source = run_sd_of(run_sd, Path(results_dir), base.spec.id) if base is not None else (0.0, "")
         with ProgressBar(quiet or as_json) as progress:
             result = api.run(files, options, device=device, progress=progress, on_case=saver.save)
-    except SolbenchError as exc:
-        _no_verdict(junit, str(exc))
-        raise
     except RunInterrupted as stop:
         partial: RunResult = stop.result  # type: ignore[assignment]
         if partial.cases or saver.paths:  # a record already claimed is completed as incomplete
@@ -227,7 +227,7 @@ def run(files: Sequence[str], solutions: Sequence[str], gpu: str | None, dry_run
             click.echo(f"interrupted: the {len(partial.cases)} case(s) measured so far are saved", err=True)
         else:  # an empty record would only become the "latest" run that show and compare read
             click.echo("interrupted before the first case was measured: nothing saved", err=True)
-        _no_verdict(junit, "interrupted while measuring: no verdict")
+        refuse_junit(junit, "interrupted while measuring: no verdict")
         sys.exit(interrupted_code())
     if result.cases or result.notes:
         saver.save(result, final=True)  # the final record adds the end-of-run clocks and says complete
@@ -248,14 +248,13 @@ def run(files: Sequence[str], solutions: Sequence[str], gpu: str | None, dry_run
         try:
             verdict = api.gate_live(base, result, files, options, rerun=rerun, device=device, threshold=tau,
                                     run_sd=sd, allow_cross_hardware=None)  # run offers no such option
-        except SolbenchError as exc:  # refused: the JUnit file says so, not what an earlier job left there
+        except SolbenchError:  # refused: handle_errors has the JUnit file say so
             print_json()  # the run as measured, no gate in it
-            _no_verdict(junit, str(exc))
             raise
         except RunInterrupted:  # Ctrl-C or SIGTERM while re-measuring the undecided cases: no verdict
             stopped = "interrupted while re-measuring the undecided cases: no verdict (the run is saved as measured)"
             print_json()
-            _no_verdict(junit, stopped)
+            refuse_junit(junit, stopped)
             click.echo(stopped, err=True)
             sys.exit(interrupted_code())
         verdict = replace(verdict, run_sd_source=sd_source)
@@ -265,14 +264,6 @@ def run(files: Sequence[str], solutions: Sequence[str], gpu: str | None, dry_run
 
         print_json(gate_json(verdict, exit_code=code))
     sys.exit(code)
-
-
-def _no_verdict(junit: str | None, message: str) -> None:
-    """``--junit`` (with ``--gate-against``) says that no verdict came, and why (cli.compare.refuse_junit)."""
-    if junit:
-        from solbench.cli.compare import refuse_junit
-
-        refuse_junit(junit, message)
 
 
 # Options that only shape a measurement (or a gate of one): a dry run measures nothing, so one given

@@ -344,6 +344,8 @@ def test_ab_without_a_verdict_says_so_in_the_junit(tmp_path, monkeypatch):
     assert code == 2 and "no such folder" in output and "no such folder" in junit_says
     code, output, junit_says = gated("--baseline-tree", str(tmp_path / "base"), "--threshold", "x")
     assert code == 2 and "cannot parse threshold" in output and "cannot parse threshold" in junit_says
+    code, output, junit_says = gated("--baseline-tree", str(tmp_path / "base"), "--rounds", "4", "--max-rounds", "3")
+    assert code == 2 and "--max-rounds (3)" in output and "--max-rounds (3)" in junit_says  # a usage error too
 
     def interrupted(*args, **kwargs):
         raise RunInterrupted([make_run({"c": {"k": [1e-3] * 10}}), make_run({"c": {"k": [1e-3] * 10}})])

@@ -84,6 +84,26 @@ def test_a_refused_gate_leaves_a_junit_error_not_an_earlier_jobs_verdicts(tmp_pa
     assert case.get("name") == "gate" and "no measured case in common" in case.find("error").get("message")
 
 
+def test_a_gate_that_crashes_leaves_a_junit_error_and_exits_internal(tmp_path, monkeypatch):
+    """A bug in solbench while gating (not bad input) exits with the internal-error code, and the JUnit
+    file says no verdict came: a CI report must not show an earlier job's verdicts beside a red job."""
+    from solbench import exitcodes
+    from solbench.cli import compare as compare_cli
+
+    base, cur = _runs(tmp_path)
+    junit = tmp_path / "gate.xml"
+    junit.write_text("<testsuites><testsuite><testcase name='old'/></testsuite></testsuites>")
+
+    def crash(*args, **kwargs):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(compare_cli, "saved_gate", crash)
+    r = _gate("--baseline", base, "--current", cur, "--junit", str(junit))
+    assert r.exit_code == exitcodes.INTERNAL, r.output
+    (case,) = ET.parse(junit).getroot().iter("testcase")
+    assert "failed unexpectedly" in case.find("error").get("message")
+
+
 def test_checking_where_the_junit_goes_creates_nothing_and_refuses_what_cannot_be_written(tmp_path):
     from solbench.cli.common import writable_output
     from solbench.errors import ConfigError
