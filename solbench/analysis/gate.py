@@ -153,6 +153,7 @@ __all__ = [
     "merge_looks",
     "merge_samples",
     "parse_threshold",
+    "same_hardware",
     "unconfirmed",
 ]
 
@@ -595,6 +596,19 @@ def _one_side(runs: Side, name: str, allow_cross_hardware: bool | None) -> RunRe
     return merge_runs(runs)
 
 
+def same_hardware(base: RunResult, cur: RunResult, allow_cross_hardware: bool | None = False) -> list[str]:
+    """GateRefused where the two runs' fingerprints differ (:func:`check_fingerprints`; device by
+    device where either run records each case's GPU), unless ``allow_cross_hardware`` (None: refused,
+    naming no option to allow it); the differences allowed otherwise. ``cur`` may be a run not
+    measured yet (``run --gate-against`` checks it before measuring anything)."""
+    per_case = any(c.device is not None for run in (base, cur) for c in run.cases)
+    diffs = check_fingerprints(base.environment, cur.environment, device=not per_case)
+    if diffs and not allow_cross_hardware:
+        hint = "" if allow_cross_hardware is None else " (allow with --allow-cross-hardware)"
+        raise GateRefused("runs were measured on different hardware or software: " + "; ".join(diffs) + hint)
+    return diffs
+
+
 def gate(base: Side, cur: Side, *, threshold: float | None = None, alpha: float = 0.01,
          confidence: float = 0.95, allow_cross_hardware: bool | None = False, impl: str | None = None,
          seed: int = 0, n_boot: int = 2000, looks: int = 1, run_sd: float = 0.0) -> GateResult:
@@ -620,10 +634,7 @@ def gate(base: Side, cur: Side, *, threshold: float | None = None, alpha: float 
     recorded = {**base.gate_thresholds, **cur.gate_thresholds}
     validate(threshold, recorded, alpha, confidence)
     per_case = any(c.device is not None for run in (base, cur) for c in run.cases)
-    diffs = check_fingerprints(base.environment, cur.environment, device=not per_case)
-    if diffs and not allow_cross_hardware:
-        hint = "" if allow_cross_hardware is None else " (allow with --allow-cross-hardware)"
-        raise GateRefused("runs were measured on different hardware or software: " + "; ".join(diffs) + hint)
+    diffs = same_hardware(base, cur, allow_cross_hardware)
     timing = check_timing(base.protocol, cur.protocol)
     if timing:
         raise GateRefused("runs were timed differently: " + "; ".join(timing)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from collections.abc import Sequence
@@ -207,7 +208,7 @@ def run(files: Sequence[str], solutions: Sequence[str], gpu: str | None, dry_run
     try:  # bad input, found before measuring or while, is refused in the JUnit file too (handle_errors)
         api.start_for_run(files, options, device=device)  # the workers' fork server imports beside this process
         saver = Saver(Path(output) if output else None, Path(results_dir), save_name, force=force)
-        from solbench.analysis.gate import parse_threshold
+        from solbench.analysis.gate import parse_threshold, same_hardware
 
         base = api.load_run(gate_against, Path(results_dir)) if gate_against else None
         if base is not None:
@@ -217,8 +218,10 @@ def run(files: Sequence[str], solutions: Sequence[str], gpu: str | None, dry_run
             _same_timing(base, options, gate_against or "")
         tau = None if threshold is None else parse_threshold(threshold).fraction
         sd, sd_source = run_sd_of(run_sd, Path(results_dir), base.spec.id) if base is not None else (0.0, "")
-        with ProgressBar(quiet or as_json) as progress:
-            result = api.run(files, options, device=device, progress=progress, on_case=saver.save)
+        with ProgressBar(quiet or as_json) as progress:  # a baseline from other hardware: refused before measuring
+            result = api.run(files, options, device=device, progress=progress, on_case=saver.save,
+                             before_measuring=None if base is None else
+                             functools.partial(same_hardware, base, allow_cross_hardware=None))
     except RunInterrupted as stop:
         partial: RunResult = stop.result  # type: ignore[assignment]
         if partial.cases or saver.paths:  # a record already claimed is completed as incomplete

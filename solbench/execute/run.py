@@ -24,13 +24,17 @@ from solbench.results.model import RunResult
 
 def run(files: Sequence[str | Path], options: RunOptions = RunOptions(), *,  # noqa: B008 (frozen)
         device: str = "auto", progress: Progress | None = None,
-        on_case: Callable[[RunResult], None] | None = None) -> RunResult:
+        on_case: Callable[[RunResult], None] | None = None,
+        before_measuring: Callable[[RunResult], None] | None = None) -> RunResult:
     """Check and time every implementation of every case on the detected device.
 
     With ``options.repeat`` > 1, every case is measured in that many rounds, each with fresh
     workers, and the run holds them all (round labels; median and CI over rounds).
     With ``options.devices`` or ``options.executor == "ray"`` the cases are sharded over several
     devices (:func:`solbench.execute.lanes.run_sharded`).
+    ``before_measuring``: called with the run as planned (its device's fingerprint, no case yet)
+    before anything is compiled or measured; what it raises stops the run (``run --gate-against``
+    refuses a baseline from other hardware there). Not called for a run sharded over devices.
     Raises :class:`solbench.errors.RunInterrupted` (holding the partial run) on Ctrl-C.
     """
     from solbench.execute import session
@@ -50,6 +54,8 @@ def run(files: Sequence[str | Path], options: RunOptions = RunOptions(), *,  # n
     options = replace(options, repeat=rounds_for(options, info.kind), max_rounds=max_rounds,
                       rounds_target_rel_ci=rounds_target)
     prep = prepare(files, options, info, floor)
+    if before_measuring is not None:
+        before_measuring(prep.run)
     harness = {"detect_s": round(detected - start, 4), "prepare_s": round(time.perf_counter() - detected, 4)}
     emit = progress or (lambda event, data: None)
     emit("start", {"cases": sum(len(u.cases) for u in prep.units) * options.repeat})

@@ -369,9 +369,10 @@ def test_run_gate_against_interrupted_while_re_measuring_exits_130_and_says_so_i
     assert error is not None and "interrupted" in error.get("message")
 
 
-def test_run_gate_against_refused_after_measuring_says_so_in_the_junit(live, tmp_path):
-    """A gate refused once the run is measured (here: another torch major version), or before (no such
-    baseline), leaves the JUnit file saying so, as `gate` does, never an earlier job's verdicts."""
+def test_run_gate_against_refused_says_so_in_the_junit(live, tmp_path):
+    """A gate refused (a baseline from another torch major version, no such baseline, no case to measure)
+    leaves the JUnit file saying so, as `gate` does, never an earlier job's verdicts. A baseline from other
+    hardware or software is refused before anything is measured: the run could never be gated."""
     base = store.load(live / "very_slow.json")
     other = replace(base, environment=replace(base.environment, torch="1.13.0"))
     store.save(other, tmp_path / "other.json")
@@ -381,6 +382,7 @@ def test_run_gate_against_refused_after_measuring_says_so_in_the_junit(live, tmp
                                   "--junit", str(junit), "--results-dir", str(live / "results"),
                                   "-o", str(tmp_path / "run.json"), *FAST])
     assert r.exit_code == 2 and "torch major" in r.output, r.output
+    assert not (tmp_path / "run.json").exists()  # nothing measured, nothing saved
     error = ET.parse(junit).getroot().find("testsuite/testcase/error")
     assert error is not None and "torch major" in error.get("message")
     junit.write_text("<testsuites><testsuite><testcase name='an earlier job'/></testsuite></testsuites>")
