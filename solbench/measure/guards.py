@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import inspect
 import sys
 import threading
 import time
@@ -149,7 +150,8 @@ _WATCHED_ATTRS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("random", ("_urandom", "SystemRandom", "Random")),
     ("json", ("dumps", "loads")),
     # not torch.manual_seed and the like: torch.compile wraps some of torch's functions itself
-    ("torch", ("equal", "isfinite", "allclose", "abs", "empty", "full", "randn", "Generator")),
+    ("torch", ("equal", "isfinite", "allclose", "abs", "empty", "full", "randn", "randint", "Generator", "stack",
+               "zeros", "ones", "where", "fmax", "ne", "amax", "no_grad")),
     ("torch.linalg", ("vector_norm",)),
     ("torch.cuda", ("Event", "synchronize", "_sleep", "current_stream", "Stream", "stream",
                     "graph", "CUDAGraph")),
@@ -157,15 +159,16 @@ _WATCHED_ATTRS: tuple[tuple[str, tuple[str, ...]], ...] = (
 _WATCHED_CLASSES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("torch.cuda", "Event", ("record", "synchronize", "elapsed_time", "query", "wait")),
     ("torch.cuda", "CUDAGraph", ("replay", "capture_begin", "capture_end")),
-    ("torch", "Tensor", ("to", "abs", "sum", "max", "any", "all", "clone", "copy_", "detach",
-                         "data_ptr", "untyped_storage", "view", "__sub__", "__gt__", "__le__",
-                         "__eq__", "numel", "item", "float", "double", "is_floating_point")),
     ("random", "SystemRandom", ("random",)),
     ("multiprocessing.connection", "Connection", ("send_bytes", "_send_bytes", "_send", "recv", "recv_bytes")),
     ("json", "JSONEncoder", ("encode", "iterencode")),
 )
 # Instance attributes a watched object (a timer) may rebind itself while it runs
 _VOLATILE_ATTRS = frozenset({"agree_dry", "last_output", "stray"})
+# Whose every attribute is watched, found as attribute lookup finds it (through the class's bases): the
+# checks use tensor methods and operators throughout (``rtol * |ref|`` is ``Tensor.__rmul__``), and call
+# builtins (``int`` of a count, ``all`` of a comparison) by names a module global can shadow
+_WATCHED_ALL = (("torch", "Tensor"), ("builtins", None))
 
 
 def _identity(obj: Any) -> tuple[int, int]:
@@ -219,6 +222,12 @@ class TamperGuard:
                     for meth, fn in vars(value).items():
                         if callable(fn) or isinstance(fn, staticmethod | classmethod | property):
                             snap[f"{mod_name}.{attr}.{meth}"] = _identity(fn)
+        for mod_name, cls_name in _WATCHED_ALL:
+            owner = sys.modules[mod_name] if cls_name is None else getattr(sys.modules[mod_name], cls_name)
+            for attr in dir(owner):
+                if not (cls_name is None and attr.startswith("_")):
+                    label = ".".join(n for n in (mod_name, cls_name, attr) if n)
+                    snap[label] = _identity(inspect.getattr_static(owner, attr, None))
         for label, obj in self._objects.items():
             snap.update(_instance(label, obj))
         return snap
@@ -227,7 +236,9 @@ class TamperGuard:
         """Which watched objects were replaced since the snapshot, as a reason; or None."""
         now = self._take()
         changed = sorted(k for k, v in self._snapshot.items() if now.get(k) != v)
-        changed += sorted(k for k in now if k not in self._snapshot and k.startswith("instance "))
+        # a name a watched module did not have: it shadows a builtin (``int``) for that module's code
+        changed += sorted(k for k in now if k not in self._snapshot and (k.startswith("instance ")
+                                                                       or k.rpartition(".")[0] in _WATCHED_MODULES))
         if not changed:
             return None
         shown = ", ".join(changed[:4]) + (f" and {len(changed) - 4} more" if len(changed) > 4 else "")

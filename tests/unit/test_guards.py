@@ -75,6 +75,21 @@ def test_tamper_guard_names_a_replaced_function_and_forgets_it_once_restored():
     assert g.tampered() is None
 
 
+def test_tamper_guard_sees_what_the_comparison_calls_replaced_or_shadowed(monkeypatch):
+    # torch.stack gathers its counts, ``rtol * |ref|`` is Tensor.__rmul__, int() reads the counts: each,
+    # patched to lie only for solbench's code, passed zeros as right (tests/data/hostile/cheats.py)
+    import builtins
+
+    g = guards.TamperGuard()
+    for owner, name, key in ((torch, "stack", "torch.stack"), (torch.Tensor, "__rmul__", "torch.Tensor.__rmul__"),
+                             (torch.Tensor, "tolist", "torch.Tensor.tolist"), (builtins, "int", "builtins.int"),
+                             (tensors_mod, "int", "solbench.measure.tensors.int")):
+        with monkeypatch.context() as m:
+            m.setattr(owner, name, lambda *a, **k: 0, raising=False)
+            assert key in (g.tampered() or ""), key
+        assert g.tampered() is None
+
+
 def test_tamper_guard_sees_a_replaced_clock_and_replaced_code():
     g = guards.TamperGuard()
     original = time.perf_counter_ns

@@ -79,6 +79,11 @@ CAUGHT = {
     "cached_by_version": ("reward_hack", "new values in the timed input tensors"),
     # a requirement raised once its calls had run is no skip (which would exit 0)
     "skipped_when_unseen": ("error", "needs an sm_100 GPU (raised after a call of it had run here"),
+    # what the comparison calls, beyond the names it was written with: each returns zeros
+    "patches_stack": ("reward_hack", "torch.stack"),
+    "patches_tensor_operator": ("reward_hack", "torch.Tensor.__rmul__"),
+    "patches_builtin": ("reward_hack", "builtins.int"),
+    "shadows_builtin_in_module": ("reward_hack", "solbench.measure.tensors.int"),
 }
 
 

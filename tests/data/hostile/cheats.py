@@ -1,5 +1,6 @@
 """Implementations that try to look fast or correct without doing the work. Each must be caught."""
 
+import builtins
 import sys
 import threading
 import time
@@ -204,3 +205,41 @@ def _frames():
     while frame is not None:
         yield frame
         frame = frame.f_back
+def _from_checks() -> bool:
+    """Whether the caller's caller is solbench's comparison or checks (where a patch lies)."""
+    return sys._getframe(2).f_globals.get("__name__", "").startswith("solbench.measure")
+
+
+def patches_stack(x, w, residual):
+    """torch.stack gathers the comparison's counts (and bits_equal's): zeros there pass anything."""
+    if "stack" not in _CACHE:
+        real = _CACHE["stack"] = torch.stack
+        torch.stack = lambda ts, *a, **k: torch.zeros_like(real(ts, *a, **k)) if _from_checks() else real(ts, *a, **k)
+    return torch.zeros_like(residual)
+
+
+def patches_tensor_operator(x, w, residual):
+    """``rtol * |ref|`` is Tensor.__rmul__: made huge in the comparison, no element is outside it."""
+    if "rmul" not in _CACHE:
+        real = _CACHE["rmul"] = torch.Tensor.__rmul__
+        torch.Tensor.__rmul__ = lambda self, other: real(self, other) + 1e30 if _from_checks() else real(self, other)
+    return torch.zeros_like(residual)
+
+
+def patches_builtin(x, w, residual):
+    """builtins.int reads the comparison's counts of bad elements: 0 in solbench's code."""
+    if "int" not in _CACHE:
+        real = _CACHE["int"] = builtins.int
+
+        class _Int(real):
+            def __new__(cls, value=0, *args):
+                return real(0) if _from_checks() else real(value, *args)
+
+        builtins.int = _Int
+    return torch.zeros_like(residual)
+
+
+def shadows_builtin_in_module(x, w, residual):
+    """A new global ``int`` in the comparison's module shadows the builtin there (no name replaced)."""
+    solbench.measure.tensors.int = lambda value=0: 0
+    return torch.zeros_like(residual)
