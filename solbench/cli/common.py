@@ -415,6 +415,8 @@ class Saver:
 
 # run notes of what detection was unsure of (solbench.plan.prepare.device_notes): the peaks every number rests on
 DETECTION_NOTES = ("device: ", "peaks: ")
+# the run note of processes an implementation left outside its worker's group (execute.session.escaped_note)
+ESCAPED_NOTE = "killed "
 
 
 def finish(result: RunResult, out: Console, as_json: bool, *, saved: Path | Sequence[Path] | None = None,
@@ -432,7 +434,7 @@ def finish(result: RunResult, out: Console, as_json: bool, *, saved: Path | Sequ
                 if r.status in FAILED_STATUSES:
                     click.echo(f"{c.case_id} {r.name}: {r.status.upper()}: {r.message}", err=True)
         for note in result.notes:
-            if note.startswith(DETECTION_NOTES):
+            if note.startswith((*DETECTION_NOTES, ESCAPED_NOTE)):
                 click.echo(note, err=True)
         for path in paths:
             click.echo(f"saved {path}", err=True)
@@ -461,8 +463,8 @@ def print_run(out: Console, result: RunResult, fast_ps: Sequence[float] = DEFAUL
     for note in run_notes(result):
         out.print(note, style="dim", overflow="fold", markup=False)
     for note in result.notes:
-        # a case this machine cannot run (its inputs are not here); what detection was unsure of
-        if note.startswith(("skipped ", *DETECTION_NOTES)):
+        # a case this machine cannot run (its inputs are not here); what detection was unsure of; escapes
+        if note.startswith(("skipped ", *DETECTION_NOTES, ESCAPED_NOTE)):
             out.print(note, style="yellow", markup=False)
 
 

@@ -64,6 +64,7 @@ from solbench.execute.session import (
     _skipped,
     _slot_key,
     ended,
+    escaped_note,
     fits_side_by_side,
     held_before,
     run_case,
@@ -157,6 +158,10 @@ def measure_ab(sides: Sequence[Side], *, device: str, settings: MeasureSettings,
     finally:
         for side in sides:
             side.executor.close()
+    escaped = sum(n for n in (getattr(side.executor, "escaped", 0) for side in sides) if isinstance(n, int))
+    if escaped:  # either tree's implementations: one sweep kills what workers of both left (pool.sweep)
+        for side in sides:
+            side.run = replace(side.run, notes=(*side.run.notes, escaped_note(escaped)))
     return [side.run for side in sides]
 
 

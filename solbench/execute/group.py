@@ -239,6 +239,12 @@ class GroupExecutor:
         """The worker processes the inner executor started (the harness table), if it counts them."""
         return getattr(self.inner, "started", None)
 
+    @property
+    def escaped(self) -> int | None:
+        """The processes that left a worker's or a rank's group, killed by the inner executor's sweep
+        (``Pool.escaped``: it sweeps after the groups are closed too), if it counts them."""
+        return getattr(self.inner, "escaped", None)
+
     def hold_budget(self, key: tuple[str, str]) -> int | None:
         """The inner executor's, for a one-process workload's task; None (run whole) for a rank group's."""
         budget = getattr(self.inner, "hold_budget", None)

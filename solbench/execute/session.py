@@ -92,6 +92,7 @@ def measure_units(units: Sequence[Unit], run: RunResult, executor: Executor, *, 
     checked = Checked()
     started_before = getattr(executor, "started", None)  # worker processes (Pool.started), for the harness
     overstayed_before = getattr(executor, "overstayed", None)  # and those killed at their exit (Pool.overstayed)
+    escaped_before = getattr(executor, "escaped", None)  # processes that left their worker's group (Pool.escaped)
     merged: dict[tuple[int, str], tuple[int, list[ImplResult]]] = {}  # (unit, case) -> (its rounds, merged)
 
     def merged_rounds(key: tuple[int, str]) -> list[ImplResult]:
@@ -207,7 +208,17 @@ def measure_units(units: Sequence[Unit], run: RunResult, executor: Executor, *, 
         overstayed = getattr(executor, "overstayed", None)
         if isinstance(overstayed, int) and isinstance(overstayed_before, int) and overstayed > overstayed_before:
             clock.count("workers_killed", overstayed - overstayed_before)
+        escaped = getattr(executor, "escaped", None)
+        if isinstance(escaped, int) and isinstance(escaped_before, int) and escaped > escaped_before:
+            clock.count("escaped_killed", escaped - escaped_before)
+            run = replace(run, notes=(*run.notes, escaped_note(escaped - escaped_before)))
     return replace(run, harness=clock.totals())
+
+
+def escaped_note(n: int) -> str:
+    """The run's note where implementations left processes behind outside their workers' groups."""
+    return (f"killed {n} process{'es' if n != 1 else ''} that an implementation left running outside "
+            "its worker's process group (setsid()): it tried to outlive its worker")
 
 
 class Checked:
@@ -258,7 +269,9 @@ class Harness(Phases):
     ``worker_processes`` (the worker processes started, replacements after a fault included, where
     the executor counts them: Pool.started; a rank group's processes are not counted); where any
     was, a third: ``workers_killed`` (retired workers killed for not exiting within
-    pool.EXIT_WAIT_S of being asked: Pool.overstayed). A pass's
+    pool.EXIT_WAIT_S of being asked: Pool.overstayed); where any was, a fourth: ``escaped_killed``
+    (processes an implementation left running outside its worker's group, killed: Pool.escaped;
+    the run notes them too). A pass's
     start and each process's CUDA context and exit are what the rounds cost beyond their tasks
     (``show --harness`` prints both below the table).
 

@@ -40,7 +40,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from solbench.errors import RunInterrupted
-from solbench.execute.session import Executor, Progress, Unit, _keys, _merged, _one, ended
+from solbench.execute.session import Executor, Progress, Unit, _keys, _merged, _one, ended, escaped_note
 from solbench.measure.worker import MeasureSettings, Task
 from solbench.results.model import CaseResult, Environment, ImplResult, RunResult
 from solbench.workload.cases import Case
@@ -195,6 +195,7 @@ def measure_sharded(units: Sequence[Unit], run: RunResult, lanes: Sequence[Lane]
     jobs = [j for j in jobs if j.width <= len(lanes)]
     state = _State(units, run, lanes, emit, on_case)
     pinned: dict[int, tuple[int, ...]] = {}
+    escaped = 0  # processes left outside a worker's group, killed by the lanes' pools (pool.sweep)
     try:
         for r in range(repeat):
             if repeat > 1:
@@ -207,10 +208,14 @@ def measure_sharded(units: Sequence[Unit], run: RunResult, lanes: Sequence[Lane]
             ctx = _Round(units, lanes, settings, timeout_s, keys, group, variant, state)
             placed = ctx.run(Scheduler(jobs, [lane.index for lane in lanes], pinned, cold))
             pinned = pinned or placed
+            counts = (getattr(executor, "escaped", 0) for executor in ctx.executors.values())  # each lane's pool
+            escaped += sum(n for n in counts if isinstance(n, int))
     except KeyboardInterrupt:
         note = "interrupted (Ctrl-C or SIGTERM): the cases listed are all that were measured"
         stopped = replace(state.run, complete=False, notes=(*state.run.notes, note))
         raise RunInterrupted(stopped) from None
+    if escaped:  # a Ray actor's pool kills them too, uncounted here
+        return replace(state.run, notes=(*state.run.notes, escaped_note(escaped)))
     return state.run
 
 

@@ -23,10 +23,11 @@ from typing import Any
 PR_GET_DUMPABLE = 3  # <linux/prctl.h>
 PR_SET_DUMPABLE = 4
 
-__all__ = ["dumpable", "forbid_attach"]
+__all__ = ["dumpable", "forbid_attach", "libc_prctl"]
 
 
-def _prctl() -> Any:
+def libc_prctl() -> Any:
+    """libc's ``prctl`` (ctypes, errno kept), or None off Linux (:mod:`solbench.measure.reaper` too)."""
     if not sys.platform.startswith("linux"):
         return None
     try:
@@ -38,13 +39,13 @@ def _prctl() -> Any:
 
 def forbid_attach() -> bool:
     """Make this process undumpable; True when the flag is now set, False where prctl is missing."""
-    prctl = _prctl()
+    prctl = libc_prctl()
     return prctl is not None and prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == 0 and dumpable() == 0
 
 
 def dumpable() -> int | None:
     """``prctl(PR_GET_DUMPABLE)``: 0 undumpable, 1 dumpable (2: root-only dumps); None off Linux."""
-    prctl = _prctl()
+    prctl = libc_prctl()
     if prctl is None:
         return None
     value = int(prctl(PR_GET_DUMPABLE, 0, 0, 0, 0))

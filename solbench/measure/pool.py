@@ -41,7 +41,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from solbench.measure import queues as work_queues
-from solbench.measure import wire
+from solbench.measure import reaper, wire
 from solbench.measure.watch import Forged, Watch
 from solbench.results.model import ImplResult
 
@@ -264,11 +264,14 @@ class ProcessWorker:
             self._proc.kill()
 
     def kill(self) -> None:
-        """Kill the worker and every process in its group (what an implementation forked)."""
+        """Kill the worker and every process in its group (what an implementation forked; what left
+        the group is adopted by this process and killed by :func:`sweep`)."""
         if self._proc.is_alive():
             self._proc.kill()
         self._proc.join(5)
         kill_group(self._proc.pid)
+        with _MAIN_LOCK:
+            _LIVE.discard(self._proc.pid or 0)
 
     def request_close(self) -> None:
         """Ask an idle worker to exit, without waiting (``close`` waits): several workers then tear
@@ -294,7 +297,7 @@ class ProcessWorker:
 
 def kill_group(pid: int | None) -> None:
     """SIGKILL the process group a worker leads (it calls ``os.setsid`` first): processes an
-    implementation forked and left running die with it (unless they left the group themselves)."""
+    implementation forked and left running die with it (those that left the group: :func:`sweep`)."""
     if pid is not None:
         with contextlib.suppress(OSError):
             os.killpg(pid, signal.SIGKILL)
@@ -320,6 +323,9 @@ def stop_fork_server() -> None:
 
 
 _MAIN_LOCK = threading.Lock()
+# pids of the workers and ranks this process started (start) and has not killed yet (ProcessWorker.kill):
+# sweep spares them. Not polled: a poll from another thread would take a dying worker's exit code
+_LIVE: set[int] = set()
 
 
 def start(proc: Any) -> None:
@@ -332,9 +338,27 @@ def start(proc: Any) -> None:
     ``sys.modules["__main__"]`` is a bare module: :func:`multiprocessing.spawn.get_preparation_data`
     then finds no main script or module to send. A lock keeps threads that start workers at once
     (sharded runs) from restoring it under each other.
+
+    From the first worker on, this process is a subreaper (:mod:`solbench.measure.reaper`): what
+    the worker's descendants leave behind outside its group is adopted here, for :func:`sweep`.
     """
     with _without_main():
+        reaper.hold()
         proc.start()
+        _LIVE.add(proc.pid)
+
+
+def sweep(*, last: bool = False) -> int:
+    """Kill what workers' descendants left behind in sessions of their own (``setsid()``), adopted by
+    this process (:func:`solbench.measure.reaper.kill_adopted`), sparing the workers not killed yet
+    (``spawn`` makes them its own children); how many it killed. ``last``: then stop being a
+    subreaper, where no worker of this process is left (a run's end). Under the lock that starts
+    workers, so that none is found half-started."""
+    with _MAIN_LOCK:
+        killed = reaper.kill_adopted(_LIVE)
+        if last and not _LIVE:
+            reaper.release()
+    return killed
 
 
 @contextlib.contextmanager
@@ -467,6 +491,8 @@ class Pool:
         self.reap_s = 0.0  # seconds spent waiting for retired workers to exit (the run's harness table)
         self.started = 0  # worker processes started so far, replacements included (the harness table)
         self.overstayed = 0  # retired workers killed for not exiting within EXIT_WAIT_S (the harness table)
+        self.escaped = 0  # processes that left a worker's group, killed by sweep (the harness table)
+        self._sweep_due = True  # a worker was closed since the last sweep (the first: compiling ahead's)
 
     def prestart(self, keys: Iterable[tuple[str, str]]) -> None:
         """Start workers for these keys together and wait until all are ready.
@@ -512,6 +538,7 @@ class Pool:
             self.queues.note(base_key(key), result)
         if fatal and self._workers.get(key) is not None:
             self._workers.pop(key).close()
+            self._sweep_due = True  # swept at the next task's prestart (or close)
         return result
 
     def retire(self, keys: Iterable[tuple[str, str]]) -> None:
@@ -523,18 +550,24 @@ class Pool:
             worker.request_close()
         self._leaving.extend(leaving)
 
-    def _reap(self) -> None:
-        """Wait for the retired workers to exit (kill any that do not within a few seconds)."""
+    def _reap(self, last: bool = False) -> None:
+        """Wait for the retired workers to exit (kill any that do not within a few seconds); then,
+        where any worker was closed since, kill what their implementations left outside their groups
+        (:func:`sweep`), so that it slows no later worker down."""
         leaving, self._leaving = self._leaving, []
         start = time.perf_counter()
         for worker in leaving:
             worker.close()
             self.overstayed += worker.overstayed
+        if leaving or self._sweep_due or last:
+            self.escaped += sweep(last=last)
+            self._sweep_due = False
         self.reap_s += time.perf_counter() - start
 
     def close(self) -> None:
+        """Close every worker, and kill what they left behind (before the run's last save)."""
         self.retire(list(self._workers))
-        self._reap()
+        self._reap(last=True)
 
     def abort(self) -> None:
         """Kill every worker at once, from any thread (the thread using the pool closes it)."""

@@ -107,6 +107,9 @@ def passes_line(run: RunResult) -> str | None:
     if killed:  # each waited for (pool.EXIT_WAIT_S), and its exit's finalizers skipped
         line += (f"; {killed} killed for not exiting when asked"
                  f" ({int(h.get('compile_ahead_killed', 0))} of them compiling ahead)")
+    escaped = int(h.get("escaped_killed", 0))
+    if escaped:  # an implementation's setsid() escape (pool.sweep)
+        line += f"; {escaped} process{'es' if escaped != 1 else ''} left outside a worker's group killed"
     return line
 
 

@@ -587,3 +587,21 @@ def test_a_workload_new_in_the_current_tree_with_w(tmp_path):
     assert {c.workload for c in store.load(out / "current.json").cases} == {"tiny", "fresh"}
     nowhere = _ab(*trees, "-w", "nosuch", "--out-dir", str(tmp_path / "out2"), *FAST)
     assert nowhere.exit_code == 2 and "no workload named nosuch" in nowhere.output and "fresh, tiny" in nowhere.output
+
+
+def test_both_sides_note_the_processes_killed_for_leaving_their_workers_group(tmp_path, monkeypatch):
+    """One sweep kills what the workers of either tree left (pool.sweep): both runs say how many."""
+    class Escaping(Recorder):
+        def close(self):
+            self.escaped = 1
+
+    base, head = _tree(tmp_path / "base"), _tree(tmp_path / "head")
+    monkeypatch.syspath_prepend(str(base))
+    log = []
+    sides = [_side("baseline", base, log), _side("current", head, log)]
+    sides[1].executor = Escaping("current", log)
+    runs = measure_ab(sides, device="cpu", settings=MeasureSettings(), timeout_s=1.0, l2_bytes=None,
+                      emit=lambda e, d: None)
+    assert [r.notes[-1] for r in runs] == [session.escaped_note(1)] * 2
+    _, _, calm, _ = _recorded(tmp_path / "calm", monkeypatch)
+    assert not any(r.notes for r in calm)

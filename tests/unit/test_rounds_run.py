@@ -504,3 +504,23 @@ def test_the_harness_counts_the_workers_killed_for_not_exiting_when_asked():
     calm = session.measure_units(_units(), make_run({}), CountingExecutor(), device="cpu", settings=MeasureSettings(),
                                  timeout_s=1.0, l2_bytes=None, score=_score, emit=lambda e, d: None, repeat=1)
     assert "workers_killed" not in calm.harness and "killed" not in passes_line(calm)
+
+
+def test_the_run_counts_and_notes_the_processes_killed_for_leaving_their_workers_group():
+    from solbench.report.harness import passes_line
+
+    class Escaping(CountingExecutor):
+        escaped = 3  # killed before this run: not the run's
+
+        def close(self):
+            super().close()
+            self.escaped += 2  # pool.sweep after the last workers closed
+
+    run = session.measure_units(_units(), make_run({}), Escaping(), device="cpu", settings=MeasureSettings(),
+                                timeout_s=1.0, l2_bytes=None, score=_score, emit=lambda e, d: None, repeat=1)
+    assert run.harness["escaped_killed"] == 2
+    assert passes_line(run).endswith("; 2 processes left outside a worker's group killed")
+    assert run.notes[-1] == session.escaped_note(2)
+    calm = session.measure_units(_units(), make_run({}), CountingExecutor(), device="cpu", settings=MeasureSettings(),
+                                 timeout_s=1.0, l2_bytes=None, score=_score, emit=lambda e, d: None, repeat=1)
+    assert "escaped_killed" not in calm.harness and not calm.notes

@@ -378,3 +378,19 @@ def test_a_point_that_failed_in_a_round_gets_no_worker_started_in_later_rounds(t
     later = [key for ex in made[2:] for e in ex.log if e[0] == "prestart" for key in e[2]]  # rounds 2 and 3
     assert len(made) == 6 and later
     assert not any(key[1] == "other" for key in later) and any(key[1] == "baseline" for key in later)
+
+
+def test_the_run_notes_the_processes_the_lanes_killed_for_leaving_their_workers_group(tmp_path):
+    """Each lane's pool counts what its sweeps killed (pool.sweep, Pool.escaped); the run notes the sum."""
+    from solbench.execute.session import escaped_note
+
+    class Escaping(Fake):
+        def close(self):
+            super().close()
+            self.escaped = 1 + self.lane
+
+    log = []
+    lanes = [replace(lane, make_executor=lambda i=lane.index: Escaping(i, log)) for lane in _lanes(2, log)]
+    run = _measure(_units(tmp_path), lanes, repeat=2)
+    assert run.notes[-1] == escaped_note(2 * (1 + 2))  # two rounds of both lanes
+    assert not _measure(_units(tmp_path), _lanes(2, log)).notes  # nothing killed: no note
