@@ -67,3 +67,37 @@ def test_gpu_cheats_are_caught(tmp_path):
     assert "ReplayMismatch: the replay ran other GPU work" in launches["caches_under_capture"][1]
     assert status["baseline"][0] == "ok" and status["honest"][0] == "ok"
     assert launches["baseline"][0] == "graph" and launches["honest"][0] == "graph"
+
+
+@pytest.mark.parametrize("impl", ["single", "double"])
+def test_a_process_that_leaves_its_workers_group_does_not_outlive_a_gpu_run(impl, tmp_path):
+    """The subreaper on the GPU (tests/unit/test_reaper.py runs it on the CPU): a worker with a CUDA
+    context forks a process that calls setsid(); solbench, run in a process of its own, kills it
+    before the last save, and says so."""
+    import contextlib
+    import os
+    import subprocess
+    import sys
+
+    pid_file, out = tmp_path / "escapee.pid", tmp_path / "run.json"
+    with open(tmp_path / "stderr", "w") as err:  # a file, not a pipe: a pipe stays open while the escapee lives
+        done = subprocess.run([sys.executable, "-m", "solbench", "run", "tests/data/hostile/escapes.yaml", "-i", impl,
+                               "--device", "cuda", "-o", str(out), "-q", "--budget", "0.2"],
+                              env={**os.environ, "SOLBENCH_ESCAPEE_PID": str(pid_file)}, stdout=subprocess.DEVNULL,
+                              stderr=err, timeout=600, check=False)
+    pid = int(pid_file.read_text())
+    try:
+        assert done.returncode == 0, (tmp_path / "stderr").read_text()
+        try:
+            os.kill(pid, 0)
+            alive = True
+        except ProcessLookupError:
+            alive = False
+        assert not alive, f"the escapee {pid} outlived the run"
+        run = store.load(out)
+        assert {r.name: r.status for c in run.cases for r in c.impls}[impl] == "ok"
+        assert run.harness["escaped_killed"] == 1
+        assert any(n.startswith("killed 1 process") for n in run.notes)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, 9)
