@@ -101,6 +101,9 @@ def refuse_junit(junit: str | None, message: str) -> None:
         store.write_text(Path(junit), refused_junit(message))
 
 
+_JUNIT = "solbench.junit"  # where junit_refusals keeps the JUnit path, in the command's click context
+
+
 def junit_refusals(junit: str | None) -> None:
     """From here on, an error that stops the command (bad input, refused runs, a usage error found in
     its body, Ctrl-C outside a run's own handling, a crash) leaves ``junit`` saying no verdict came
@@ -110,9 +113,6 @@ def junit_refusals(junit: str | None) -> None:
     ctx = click.get_current_context(silent=True)
     if ctx is not None and junit:
         ctx.meta[_JUNIT] = junit
-
-
-_JUNIT = "solbench.junit"
 
 
 def not_over_a_run(path: str | None, what: str, *, runs_only: bool = False) -> None:

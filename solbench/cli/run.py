@@ -205,19 +205,20 @@ def run(files: Sequence[str], solutions: Sequence[str], gpu: str | None, dry_run
                              cases=tuple(cases), overrides=overrides, solutions=tuple(solutions),
                              compile_jobs=compile_jobs,
                              compile_cache_dir=Path(compile_cache) if compile_cache else None)
-    try:  # bad input, found before measuring or while, is refused in the JUnit file too (handle_errors)
-        api.start_for_run(files, options, device=device)  # the workers' fork server imports beside this process
-        saver = Saver(Path(output) if output else None, Path(results_dir), save_name, force=force)
-        from solbench.analysis.gate import parse_threshold, same_hardware
+    # bad input, found before measuring or while, is refused in the JUnit file too (handle_errors)
+    api.start_for_run(files, options, device=device)  # the workers' fork server imports beside this process
+    saver = Saver(Path(output) if output else None, Path(results_dir), save_name, force=force)
+    from solbench.analysis.gate import parse_threshold, same_hardware
 
-        base = api.load_run(gate_against, Path(results_dir)) if gate_against else None
-        if base is not None:
-            from solbench.cli.compare import warn_incomplete
+    base = api.load_run(gate_against, Path(results_dir)) if gate_against else None
+    if base is not None:
+        from solbench.cli.compare import warn_incomplete
 
-            warn_incomplete([gate_against or ""], [base], "--gate-against ")
-            _same_timing(base, options, gate_against or "")
-        tau = None if threshold is None else parse_threshold(threshold).fraction
-        sd, sd_source = run_sd_of(run_sd, Path(results_dir), base.spec.id) if base is not None else (0.0, "")
+        warn_incomplete([gate_against or ""], [base], "--gate-against ")
+        _same_timing(base, options, gate_against or "")
+    tau = None if threshold is None else parse_threshold(threshold).fraction
+    sd, sd_source = run_sd_of(run_sd, Path(results_dir), base.spec.id) if base is not None else (0.0, "")
+    try:
         with ProgressBar(quiet or as_json) as progress:  # a baseline from other hardware: refused before measuring
             result = api.run(files, options, device=device, progress=progress, on_case=saver.save,
                              before_measuring=None if base is None else
