@@ -36,6 +36,8 @@
 # bsweep: bench/gemv_sweep.py over BF16_PLANS (bf16 weight, rows:cluster:stages) at 1, 16 and 64 tokens, then
 #   `run -w o_proj -i fused -i floor --timer cupti` at 1 and 16 tokens here and in an alt tree whose bf16 GEMV
 #   prefers 16-row CTAs two to an SM (B16), GROUNDS (2) each, interleaved: the fused and floor medians (issue 20).
+# cfloor: CFLOOR_RUNS (default 2) `run -w o_proj -i fused -i floor --timer cupti` at 1 and 16 tokens, the fused
+#   and floor medians and the fused implementation's floor fraction (issue 20: >= 0.9 at 16 tokens under CUPTI).
 # fp8w: one `run -w o_proj_fp8w`, `compare baseline fused`, the fused and floor medians.
 # passab: `run -w o_proj` here (PASS_ROUNDS 4) and in alt trees with PASSAB_ROUNDS (default "2 6") added rounds
 #   a pass at most, PASSAB_RUNS (2) each, interleaved; each run's harness phases, passes and processes.
@@ -96,7 +98,9 @@ d = json.load(open(sys.argv[1]))
 for c in d["cases"]:
     for i in c["impls"]:
         if i["name"] in ("fused", "floor") and i.get("timing"):
-            print(f"  {c['case_id']:48s} {i['name']:6s} {i['timing']['median'] * 1e6:7.2f} us")
+            frac = (i.get("score") or {}).get("floor_fraction")
+            print(f"  {c['case_id']:48s} {i['name']:6s} {i['timing']['median'] * 1e6:7.2f} us"
+                  + (f"  floor fraction {frac:.3f}" if frac is not None and i["name"] == "fused" else ""))
 PY
 }
 for part in ${PARTS:-tests five}; do
@@ -244,6 +248,16 @@ PY
         echo "$name: exit $?" | tee -a $OUT/steps.txt
         fused_floor $OUT/$name.json
       done
+    done
+    ;;
+  cfloor)  # issue 20's floor target: CFLOOR_RUNS (2) `run -w o_proj -i fused -i floor` at 1 and 16 tokens under CUPTI
+    for r in $(seq 1 "${CFLOOR_RUNS:-2}"); do
+      [ $(left) -gt 40 ] || break
+      s=$(date +%s)
+      timeout $(left) python3 -m solbench run workloads/attn.yaml -w o_proj -i fused -i floor --case tokens=1 \
+        --case tokens=16 --timer cupti -q -o $OUT/${P}cfloor-$r.json > $OUT/${P}cfloor-$r.txt 2>&1
+      echo "cfloor $r: exit $?, $(( $(date +%s) - s )) s" | tee -a $OUT/steps.txt
+      fused_floor $OUT/${P}cfloor-$r.json
     done
     ;;
   fp8w)  # one `run -w o_proj_fp8w`, `compare baseline fused`, and the fused and floor medians
