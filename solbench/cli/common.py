@@ -284,6 +284,19 @@ def _junit_asked() -> str | None:
     return None if ctx is None else ctx.meta.get(_JUNIT)
 
 
+def refuse_empty_run_names(**options: str | None) -> None:
+    """ConfigError (exit 2) for an option that names a run given as an empty or blank word (an unset CI
+    variable, ``--gate-against "$BASE"``): the option would read as not given, and the command would
+    skip what it asks for (the gate) and exit as if it had passed. ``options``: the option as spelled
+    (``"--gate-against"``) mapped to its value."""
+    for option, value in options.items():
+        if value is not None and not value.strip():
+            from solbench.errors import ConfigError
+
+            raise ConfigError(f"{option}: {value!r} names no run (an unset variable?); give a result file or a "
+                              "saved name")
+
+
 def read_run(name_or_path: str | None, results_dir: Path, role: str = "run") -> RunResult:
     """A saved run (a file, a saved name, or with None the latest under ``results_dir``); says on
     stderr which file it read (``read baseline: results/cpu/..._nightly.json``), so that stdout

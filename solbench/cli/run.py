@@ -25,6 +25,7 @@ from solbench.cli.common import (
     handle_errors,
     interrupted_code,
     junit_refusals,
+    refuse_empty_run_names,
     refuse_junit,
     run_sd_of,
     run_sd_option,
@@ -160,6 +161,7 @@ def run(files: Sequence[str], solutions: Sequence[str], gpu: str | None, dry_run
     if schedule_from and not (devices or executor != "local"):
         raise ConfigError("--schedule-from orders the cases shared out over several devices; add --devices or "
                           "--executor ray")
+    refuse_empty_run_names(**{"--gate-against": gate_against})  # "" read as no gate: the run passed ungated
     if junit and not gate_against:
         raise ConfigError("--junit writes the gate's verdicts; add --gate-against RUN (or use solbench gate --junit)")
     if run_sd is not None and not gate_against:

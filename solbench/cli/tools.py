@@ -103,8 +103,16 @@ def report(runs: Sequence[str], html_file: str | None, csv_file: str | None, png
     (pip install 'solbench[plot]'). Everything is checked and built before any file is written:
     a report that fails writes nothing.
     """
-    from solbench.cli.common import check_fast_ps, distinct_outputs, read_run, writable_output
+    from solbench.cli.common import (
+        check_fast_ps,
+        distinct_outputs,
+        read_run,
+        refuse_empty_run_names,
+        writable_output,
+    )
     from solbench.report.csv import run_csv
+
+    refuse_empty_run_names(**{"--gate-against": gate_against, "--compare-to": compare_to})
 
     for path, what in ((html_file, "the HTML report"), (csv_file, "the CSV"), (png_file, "the roofline PNG")):
         writable_output(path, what, stdout=True)
