@@ -137,6 +137,9 @@ def compare(a: str | None, b: str | None, baselines: tuple[str, ...], currents: 
         if run_sd is not None:
             raise ConfigError("--run-sd prices the offsets of separate runs; two implementations of one run share "
                               "theirs")
+        if impl is not None:  # ignored here, a misspelled or wrong --impl compared A and B and exited 0
+            raise ConfigError(f"--impl {impl} picks one implementation of two runs; here {a!r} and {b!r} are the "
+                              "implementations compared (drop --impl)")
         run = read_run(run_file, rdir)
         warn_incomplete([run_file or "the latest run"], [run])
         names = {r.name for c in run.cases for r in c.impls}
