@@ -38,7 +38,7 @@ Several runs of one side must share a fingerprint (below).
 **Between runs** (``run_sd`` = S). Rounds sample the state of each process; a run also carries an
 offset shared by all its rounds (the machine's state while it ran), which its rounds do not show.
 Over rounds, where the sides were measured as separate runs (saved runs, ``run --gate-against``),
-the log ratio's variance gains ``S^2 (1/m_base + 1/m_cur)`` for sides of m runs
+the log ratio's variance gains ``S^2 (1/m_base + 1/m_cur)`` for a point m runs of each side measured
 (``analysis.sequential``, "Between runs"); ``ab`` measures both sides in one invocation and passes
 0. Where a side's runs are pooled, their rounds already spread by the offsets, so the term errs on
 the safe side there. The CLI passes ``--run-sd``, else what ``solbench spread --save`` stored for the
@@ -106,7 +106,7 @@ from solbench.analysis.compare import (
     moderate,
     pair_runs,
     run_launch,
-    run_offset_var,
+    run_offset_vars,
     samples,
     side_runs,
     split_launched,
@@ -627,7 +627,8 @@ def gate(base: Side, cur: Side, *, threshold: float | None = None, alpha: float 
     settings, or when no key is measured in both runs and none is BROKEN;
     ResultsFormatError for a recorded threshold that is not a positive number.
     """
-    run_var = run_offset_var(run_sd, base, cur)  # each run has its own offset
+    sides = (base, cur)  # as given: each run has its own offset, priced per point by the runs that measured it
+    run_offset_vars(run_sd, base, cur, [])  # the range check, before anything else
     cards, load = card_note(base, cur), load_note(base, cur)
     base = _without_floor(_one_side(base, "baseline", allow_cross_hardware))
     cur = _without_floor(_one_side(cur, "current", allow_cross_hardware))
@@ -647,7 +648,7 @@ def gate(base: Side, cur: Side, *, threshold: float | None = None, alpha: float 
     alpha_k, confidence_k = look_levels(alpha, confidence, looks)
     ests = moderate([estimate(p.a, p.b, confidence=confidence_k, seed=seed, n_boot=n_boot, key=p.key,
                               sides=("baseline", "current")) for p in pairing.pairs], confidence_k)
-    ests = with_run_offsets(ests, run_var, confidence_k)
+    ests = with_run_offsets(ests, run_offset_vars(run_sd, *sides, [p.key for p in pairing.pairs]), confidence_k)
     tests = _rank_tests(pairing.pairs, ests)
     verdicts = [_decide(pair, est, t, *tau_of(pair.workload), alpha_k, confidence_k)
                 for pair, est, t in zip(pairing.pairs, ests, tests, strict=True)]
