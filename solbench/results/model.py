@@ -160,6 +160,9 @@ class Cost:
         return self.tensor_flops + self.vector_flops
 
 
+MAX_ROUND_LABEL = 10 ** 9  # round labels are small counters (numpy groups them as int64; merges add to them)
+
+
 @dataclass(frozen=True)
 class Timing:
     """Raw samples (seconds per call) and the median with its 95% confidence interval.
@@ -188,6 +191,9 @@ class Timing:
             k = len(getattr(self, name))
             if k not in (0, n):
                 raise ValueError(f"{name} has {k} values for {n} samples (one per sample, or none)")
+        bad = next((x for x in self.rounds if not 0 <= x < MAX_ROUND_LABEL), None)
+        if bad is not None:  # a hand-edited label past int64 crashed every command that groups by round
+            raise ValueError(f"rounds holds the label {bad}: round labels count from 0 (below {MAX_ROUND_LABEL})")
 
     @property
     def n(self) -> int:
