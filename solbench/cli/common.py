@@ -162,6 +162,40 @@ def writable_output(path: str | None, what: str, *, runs_only: bool = False, std
     _creatable_under(path, target.absolute().parent, what)
 
 
+@contextlib.contextmanager
+def stdout_for_json_only(on: bool) -> Any:
+    """With ``on`` (``--json``): within the block, whatever is printed to standard output, by Python
+    (``print``) or by native code writing to file descriptor 1, goes to standard error instead, so that
+    what the command prints to stdout afterwards is its JSON alone. Implementations run in this process
+    with ``--in-process``, and a re-measure of undecided cases may call them too."""
+    if not on:
+        yield
+        return
+    sys.stdout.flush()
+    try:
+        kept = os.dup(1)
+        os.dup2(2, 1)
+    except OSError:  # no descriptor 1 or 2 to move: Python's own prints are still kept off stdout
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+        return
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        sys.stdout.flush()
+        _flush_c_stdio()  # what native code buffered goes to stderr too, not into the JSON later
+        os.dup2(kept, 1)
+        os.close(kept)
+
+
+def _flush_c_stdio() -> None:
+    import ctypes
+
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None).fflush(None)
+
+
 def distinct_outputs(outputs: Sequence[tuple[str, str | None]]) -> None:
     """ConfigError (exit 2), before any work, where two outputs (option, path) name one file: the later
     write would replace the earlier. None and ``-`` (stdout) are passed over."""

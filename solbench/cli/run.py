@@ -29,6 +29,7 @@ from solbench.cli.common import (
     refuse_junit,
     run_sd_of,
     run_sd_option,
+    stdout_for_json_only,
     writable_output,
 )
 from solbench.errors import ConfigError, RunInterrupted, SolbenchError
@@ -213,6 +214,8 @@ def run(files: Sequence[str], solutions: Sequence[str], gpu: str | None, dry_run
     from solbench.analysis.gate import parse_threshold, same_hardware
 
     base = api.load_run(gate_against, Path(results_dir)) if gate_against else None
+    if base is not None and output:
+        _not_the_baseline(output, gate_against or "", Path(results_dir))
     if base is not None:
         from solbench.cli.compare import warn_incomplete
 
@@ -221,7 +224,7 @@ def run(files: Sequence[str], solutions: Sequence[str], gpu: str | None, dry_run
     tau = None if threshold is None else parse_threshold(threshold).fraction
     sd, sd_source = run_sd_of(run_sd, Path(results_dir), base.spec.id) if base is not None else (0.0, "")
     try:
-        with ProgressBar(quiet or as_json) as progress:  # a baseline from other hardware: refused before measuring
+        with ProgressBar(quiet or as_json) as progress, stdout_for_json_only(as_json):  # implementations' prints
             result = api.run(files, options, device=device, progress=progress, on_case=saver.save,
                              before_measuring=None if base is None else
                              functools.partial(same_hardware, base, allow_cross_hardware=None))
@@ -252,8 +255,9 @@ def run(files: Sequence[str], solutions: Sequence[str], gpu: str | None, dry_run
         from solbench.cli.compare import emit_gate
 
         try:
-            verdict = api.gate_live(base, result, files, options, rerun=rerun, device=device, threshold=tau,
-                                    run_sd=sd, allow_cross_hardware=None)  # run offers no such option
+            with stdout_for_json_only(as_json):
+                verdict = api.gate_live(base, result, files, options, rerun=rerun, device=device, threshold=tau,
+                                        run_sd=sd, allow_cross_hardware=None)  # run offers no such option
         except SolbenchError:  # refused: handle_errors has the JUnit file say so
             print_json()  # the run as measured, no gate in it
             raise
@@ -352,6 +356,15 @@ def parse_sets(sets: Sequence[str]) -> tuple[tuple[str, tuple[int | float | str,
             raise ConfigError(f"--set {item!r}: expected NAME=V1,V2 (e.g. --set tokens=16,64)")
         out.append((name.strip(), parsed))
     return tuple(out)
+
+
+def _not_the_baseline(output: str, gate_against: str, results_dir: Path) -> None:
+    """ConfigError (exit 2), before measuring, where ``-o`` names the file ``--gate-against`` reads: the
+    final save would replace the baseline with the run it gates, whatever the verdict, and the next
+    gate would be against a run that may have regressed."""
+    if Path(output).resolve() == store.find(gate_against, results_dir).resolve():
+        raise ConfigError(f"-o {output}: the baseline --gate-against reads; the run would replace it whatever the "
+                          "gate says (write the run elsewhere, and copy it over once the gate passes)")
 
 
 def _finish_dry(result: RunResult, out: Console, as_json: bool, output: str | None, save_name: str | None,

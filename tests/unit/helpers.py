@@ -61,3 +61,12 @@ def double_lingering(x: torch.Tensor) -> torch.Tensor:
 
         _LINGER.append(util.Finalize(None, time.sleep, (60,), exitpriority=100))
     return x * 2
+
+
+def double_chatty(x: torch.Tensor) -> torch.Tensor:
+    """2 x, printing on every call: through Python, and straight to file descriptor 1 as native code would."""
+    import os
+
+    print("chatty: a line from print()")
+    os.write(1, b"chatty: a line written to fd 1\n")
+    return x * 2

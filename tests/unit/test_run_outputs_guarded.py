@@ -1,0 +1,45 @@
+"""`run`'s outputs: stdout carries the JSON alone whatever implementations print, and `-o` may not
+replace the baseline `--gate-against` reads."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from solbench.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+FAST = ["--budget", "0.05", "--min-samples", "5", "--max-samples", "20"]
+
+
+def test_json_on_stdout_stays_parseable_when_an_in_process_implementation_prints(tmp_path):
+    # the implementation prints through print() and straight to descriptor 1 on every call
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-m", "solbench", "run", "tests/data/chatty.yaml", "--device", "cpu",
+                           "--in-process", "--json", "--results-dir", str(tmp_path), *FAST],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    data = json.loads(done.stdout)  # the JSON alone
+    assert [i["name"] for c in data["cases"] for i in c["impls"]] == ["baseline"]
+    assert "chatty: a line from print()" in done.stderr
+    assert "chatty: a line written to fd 1" in done.stderr
+
+
+def test_output_that_names_the_gate_baseline_is_refused_before_measuring(tmp_path, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    base = tmp_path / "base.json"
+    made = CliRunner().invoke(main, ["run", "tests/data/double.yaml", "--device", "cpu", "-i", "baseline",
+                                     "-o", str(base), "--results-dir", str(tmp_path / "r"), *FAST])
+    assert made.exit_code == 0, made.output
+    before = base.read_bytes()
+    for spelled in (str(base), str(tmp_path / "." / "base.json")):
+        result = CliRunner().invoke(main, ["run", "tests/data/double.yaml", "--device", "cpu", "-i", "baseline",
+                                           "--gate-against", str(base), "-o", spelled, "--force",
+                                           "--results-dir", str(tmp_path / "r"), *FAST])
+        assert result.exit_code == 2, result.output
+        assert "the baseline --gate-against reads" in result.output
+        assert len(result.output.strip().splitlines()) == 1, result.output  # one line: nothing measured or saved
+        assert base.read_bytes() == before
