@@ -115,7 +115,12 @@ def read_yaml(path: Path) -> YamlDocument:
         data = loader.construct_document(root) if root is not None else None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        line = f":{mark.line + 1}" if mark is not None else ""
+        if mark is not None:
+            line = f":{mark.line + 1}"
+        elif isinstance(exc, yaml.reader.ReaderError):  # a control character: no mark, only its position
+            line = ":" + str(text.count("\n", 0, exc.position) + 1)
+        else:
+            line = ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise ConfigError(f"{path}{line}: invalid YAML: {one_line(problem)}") from None
     except (ValueError, TypeError, OverflowError, RecursionError) as exc:  # e.g. date 2024-13-45

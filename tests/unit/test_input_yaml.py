@@ -67,6 +67,14 @@ def test_not_utf8_names_the_line(tmp_path):
     assert error_of(write(tmp_path, raw)).endswith(f"w.yaml:2: not UTF-8 text (byte 0xff at offset {offset})")
 
 
+@pytest.mark.parametrize("char", ["\x00", "\x07", "\x1b"])
+def test_a_control_character_names_its_line(tmp_path, char):
+    """PyYAML's reader error has no mark, only a position: the message named the file alone."""
+    text = GOOD.replace("name: scale", f"name: sc{char}ale")
+    message = error_of(write(tmp_path, text))
+    assert message.startswith(f"{tmp_path / 'w.yaml'}:2: invalid YAML: unacceptable character"), message
+
+
 def test_a_byte_order_mark_is_accepted(tmp_path):
     (spec,) = load_workload_file(write(tmp_path, b"\xef\xbb\xbf" + GOOD.encode()))
     assert spec.name == "scale"
