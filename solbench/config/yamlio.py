@@ -75,7 +75,9 @@ class YamlDocument:
         for key in loc:
             mark = None
             if isinstance(node, yaml.MappingNode):  # a field is on its key's line
-                pair = next(((k, v) for k, v in node.value if k.value == str(key)), None)
+                # the last pair holding the key: construction put the pairs a ``<<`` merge brings before the
+                # mapping's own (PyYAML's flatten_mapping), and a later key overrides an earlier one
+                pair = next(((k, v) for k, v in reversed(node.value) if k.value == str(key)), None)
                 if pair is not None:
                     mark, node = pair[0].start_mark, pair[1]
             elif isinstance(node, yaml.SequenceNode) and isinstance(key, int) and 0 <= key < len(node.value):

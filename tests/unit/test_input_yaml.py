@@ -61,6 +61,16 @@ def test_merge_keys_may_be_overridden(tmp_path):
     assert spec.inputs["x"].std == 0.5 and spec.inputs["x"].shape == ["n", 4]
 
 
+def test_an_error_in_a_key_that_overrides_a_merge_names_its_own_line(tmp_path):
+    """The merged pairs come first in the constructed node: the error named the anchor's line, where
+    the value is valid, not the line of the overriding key that holds the bad value."""
+    text = GOOD.replace("  - name: scale", "  - &w\n    name: scale") + "  - <<: *w\n    name: other\n    dtypes: [float33]\n"
+    lines = text.splitlines()
+    bad = next(i for i, line in enumerate(lines, 1) if "float33" in line)
+    message = error_of(write(tmp_path, text))
+    assert message.startswith(f"{tmp_path / 'w.yaml'}:{bad}: workloads.1.dtypes.0: "), message
+
+
 def test_not_utf8_names_the_line(tmp_path):
     raw = GOOD.encode().replace(b"name: scale", b"name: sc\xffle")
     offset = raw.index(b"\xff")
