@@ -89,6 +89,10 @@ def plan(files: Sequence[str | Path], device_kind: str, only: Sequence[str] = ()
     it names; ``cases`` (``--case``) keeps the cases that match one of its patterns
     (:func:`~solbench.workload.cases.case_matches`); each must apply somewhere.
     """
+    for pattern in cases or ():  # an empty or blank pattern has no item to match: it kept every case
+        if not any(item.strip() for item in pattern.split(",")):
+            raise ConfigError(f"--case: {pattern!r} names no case (an unset variable?); give a case id or "
+                              "name=value items")
     for name, values in (overrides or {}).items():
         j = first_repeat(values)
         if j is not None:

@@ -94,3 +94,14 @@ def test_a_folder_of_workload_files_runs_each(tmp_path):
     empty.mkdir()
     with pytest.raises(ConfigError, match="a folder with no workload file"):
         plan([str(empty)], "cpu")
+
+
+@pytest.mark.parametrize("pattern", ["", " ", ",", " , "])
+def test_an_empty_case_pattern_is_refused_not_read_as_every_case(pattern: str) -> None:
+    """``--case "$CASE"`` with CASE unset selected every case and exited 0."""
+    with pytest.raises(ConfigError, match="names no case"):
+        plan(["workloads/attn.yaml"], "cpu", cases=[pattern])
+    r = CliRunner().invoke(main, ["run", "workloads/attn.yaml", "--gpu", "b200", "--dry-run", "--case", "tokens=16",
+                                  "--case", pattern])
+    assert r.exit_code == 2, r.output
+    assert f"--case: {pattern!r} names no case" in r.output
