@@ -297,7 +297,12 @@ def handle_errors(fn: F) -> F:
             raise
         except (click.exceptions.Abort, click.exceptions.Exit):
             raise  # --help, and the like
-        except Exception:  # a bug in solbench, not in the code under test: never exit 1 (a regression)
+        except Exception as exc:  # a bug in solbench, not in the code under test: never exit 1 (a regression)
+            too_long = _name_too_long(exc)
+            if too_long is not None:  # a path the user gave: bad input, wherever it is first looked at
+                refuse_junit(_junit_asked(), too_long)
+                click.echo(f"error: {too_long}", err=True)
+                sys.exit(exitcodes.USAGE)
             import traceback
 
             traceback.print_exc()
@@ -310,6 +315,20 @@ def handle_errors(fn: F) -> F:
                 signal.signal(signal.SIGTERM, previous)
 
     return wrapper  # type: ignore[return-value]
+
+
+def _name_too_long(exc: BaseException) -> str | None:
+    """One line for an OSError "file name too long" (a path given on the command line with a name longer
+    than the file system allows, which ``Path.is_file`` and the like raise rather than answer), else None."""
+    import errno
+
+    if not isinstance(exc, OSError) or exc.errno != errno.ENAMETOOLONG:
+        return None
+    from solbench.config.yamlio import cut, one_line
+
+    name = os.fsdecode(exc.filename) if exc.filename is not None else str(exc)
+    return one_line(f"{cut(name, 300)}: file name too long (a name in the path is longer than the file system "
+                    "allows); name a shorter path", 600)
 
 
 def _junit_asked() -> str | None:
