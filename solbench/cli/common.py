@@ -231,17 +231,31 @@ def _creatable_under(path: str, folder: Path, what: str) -> None:
 
 
 def _kept(path: Path) -> str | None:
-    """What a file holds that a user keeps (tuned configurations, a workload or source file), or None."""
+    """What a file holds that a user keeps (tuned configurations, a calibration or spread record, a
+    workload or source file), or None."""
     if path.suffix in (".yaml", ".yml", ".py", ".cu"):
         return "a workload or source file"
     if path.suffix != ".json":
         return None
     try:
         with path.open(encoding="utf-8", errors="replace") as f:
-            head = f.read(4096)
+            text = f.read(1 << 20)  # a record solbench keeps is a few KiB
     except OSError:
         return None
-    return "tuned configurations" if '"solbench-tuned/' in head else None
+    if '"solbench-tuned/' in text[:4096]:
+        return "tuned configurations"
+    import json
+
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None
+    keys = set(data) if isinstance(data, dict) else set()
+    if {"spec_id", "bandwidth", "tensor_peaks", "vector_peaks"} <= keys:
+        return "a calibration (solbench calibrate's measured ceilings)"
+    if {"spec_id", "run_sd", "runs"} <= keys:
+        return "a spread record (solbench spread --save)"
+    return None
 
 
 def console(quiet: bool = False) -> Console:

@@ -187,3 +187,24 @@ def test_a_standard_stream_is_refused_as_an_output(tmp_path):
     assert r.exit_code == 2, r.output
     assert "a standard stream or open file descriptor, not a file; JUnit XML is written as a file" in r.output
     assert link.is_symlink() and out.read_text() == "kept"
+
+
+@pytest.mark.parametrize("record", ["calibration", "spread"])
+def test_a_report_never_goes_over_a_calibration_or_spread_record(tmp_path, record):
+    """``report --csv cal.json`` (or --html, --png, gate --junit) replaced what `solbench calibrate` measured on a
+    GPU, or what `solbench spread --save` measured, with exit 0: refused like a saved run or tuned file."""
+    saved = _run_file(tmp_path / "a.json")
+    if record == "calibration":
+        src = Path("results/h200/calibration/h200-sxm/gpu-b63c0fcc-7aab-eb90-c123-35f1cbacbe2d.json")
+        kept = src.read_text()
+    else:
+        kept = json.dumps({"created": "2026-01-01T00:00:00+00:00", "spec_id": "h200-sxm", "device_name": "NVIDIA H200",
+                           "run_sd": 0.01, "median_point": 0.01, "points": 10, "runs": ["a", "b"],
+                           "schema_version": 1}, indent=1)
+    target = tmp_path / f"{record}.json"
+    target.write_text(kept)
+    for argv in (["report", str(saved), "--csv", str(target)],
+                 ["gate", "--baseline", str(saved), "--current", str(saved), "--junit", str(target)]):
+        r = _invoke(*argv)
+        assert r.exit_code == 2 and f"holds a {record}" in r.output, (argv, r.output)
+        assert target.read_text() == kept
