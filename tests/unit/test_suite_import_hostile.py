@@ -178,3 +178,14 @@ def test_force_over_a_folder_named_as_a_workload_file_writes_nothing(runner, tmp
     result = runner.invoke(main, ["import", str(KB / "level1"), "--out", str(tmp_path), "--force"])
     _one_line(result, "a folder (or not a file) where a workload file would go", "level1_23_Softmax.yaml")
     assert (tmp_path / "level1_1_Square_matmul.yaml").read_text() == "# edited\n"
+
+
+def test_a_solution_beside_a_problem_with_a_syntax_error_is_refused_not_dropped(runner, tmp_path):
+    """``<stem>_new.py`` beside a problem joins it; one that does not parse was left out without a word,
+    and the run exited 0 as if the solution had never been written."""
+    shutil.copy(KB / "level1" / "23_Softmax.py", tmp_path / "23_Softmax.py")
+    (tmp_path / "23_Softmax_new.py").write_text("import torch.nn as nn\n\n\nclass ModelNew(nn.Module)\n    pass\n")
+    result = runner.invoke(main, ["run", str(tmp_path / "23_Softmax.py"), "--dry-run", "--device", "cpu",
+                                  "-o", str(tmp_path / "r.json")])
+    _one_line(result, "23_Softmax_new.py:4: syntax error", "23_Softmax_new.py")
+    assert not (tmp_path / "r.json").exists()
