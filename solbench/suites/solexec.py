@@ -212,8 +212,9 @@ def _definition_of(path: Path) -> str | None:
 
 def _solution(path: Path, dpath: Path, definition: str) -> tuple[str, dict[str, Any]]:
     data = _json(path)
-    if not isinstance(data, dict) or "spec" not in data or "entry_point" not in data.get("spec", {}):
+    if not isinstance(data, dict) or not isinstance(data.get("spec"), dict) or "entry_point" not in data["spec"]:
         raise ConfigError(f"{path}: not a SOL-ExecBench solution (no spec.entry_point)")
+    _check_solution(path, data)
     if data.get("definition") not in (None, definition):
         raise ConfigError(f"{path}: a solution of {data.get('definition')!r}, not of {definition!r}")
     name = re.sub(r"[^A-Za-z0-9_.\-]", "_", str(data.get("name") or path.stem))
@@ -222,6 +223,31 @@ def _solution(path: Path, dpath: Path, definition: str) -> tuple[str, dict[str, 
                   "params": {"definition": str(dpath), "solution": str(path.resolve())},
                   "destination": bool(data["spec"].get("destination_passing_style", True)),
                   "description": f"{path.name} ({', '.join(data['spec'].get('languages', []))})"}
+
+
+def _check_solution(path: Path, data: dict[str, Any]) -> None:
+    """ConfigError ``path: field: ...`` for a solution.json field of the wrong type (SOL-ExecBench's
+    schema): read as it is, ``languages: "pytorch"`` was seven languages and the solution ``skipped``."""
+    spec = data["spec"]
+    entry = spec["entry_point"]
+    if not isinstance(entry, str) or not re.fullmatch(r"[^:]+::[A-Za-z_]\w*", entry):
+        raise ConfigError(f"{path}: spec.entry_point: expected 'file::function', not {entry!r}")
+    for key in ("name", "definition"):
+        if data.get(key) is not None and not isinstance(data[key], str):
+            raise ConfigError(f"{path}: {key}: expected a string, not {data[key]!r}")
+    for key in ("languages", "dependencies"):
+        value = spec.get(key)
+        if value is not None and not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
+            raise ConfigError(f"{path}: spec.{key}: expected a list of strings, not {value!r}")
+    dps = spec.get("destination_passing_style")
+    if dps is not None and not isinstance(dps, bool):
+        raise ConfigError(f"{path}: spec.destination_passing_style: expected true or false, not {dps!r}")
+    sources = data.get("sources")
+    if sources is not None and not isinstance(sources, list):
+        raise ConfigError(f"{path}: sources: expected a list of {{path, content}}, not {type(sources).__name__}")
+    for i, src in enumerate(sources or []):
+        if not (isinstance(src, dict) and isinstance(src.get("path"), str) and isinstance(src.get("content"), str)):
+            raise ConfigError(f"{path}: sources[{i}]: expected {{path, content}} with string values")
 
 
 def _with_cpu_profile(spec: WorkloadSpec, dpath: Path, cases: list[dict[str, Any]],

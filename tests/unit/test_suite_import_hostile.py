@@ -189,3 +189,27 @@ def test_a_solution_beside_a_problem_with_a_syntax_error_is_refused_not_dropped(
                                   "-o", str(tmp_path / "r.json")])
     _one_line(result, "23_Softmax_new.py:4: syntax error", "23_Softmax_new.py")
     assert not (tmp_path / "r.json").exists()
+
+
+@pytest.mark.parametrize(("edit", "needle"), [
+    (lambda d: d["spec"].update(languages="pytorch"), "spec.languages: expected a list of strings, not 'pytorch'"),
+    (lambda d: d["spec"].update(entry_point="kernel.py"), "spec.entry_point: expected 'file::function'"),
+    (lambda d: d["spec"].update(entry_point=5), "spec.entry_point: expected 'file::function', not 5"),
+    (lambda d: d["spec"].update(destination_passing_style="false"),
+     "spec.destination_passing_style: expected true or false, not 'false'"),
+    (lambda d: d.update(name=["a"]), "name: expected a string"),
+    (lambda d: d.update(sources={"kernel.py": "x"}), "sources: expected a list of {path, content}"),
+    (lambda d: d.update(sources=[{"path": "kernel.py"}]), "sources[0]: expected {path, content}"),
+])
+def test_a_solution_json_with_a_field_of_the_wrong_type_is_one_line_naming_the_field(runner, tmp_path, edit,
+                                                                                    needle):
+    """``languages: "pytorch"`` was read as the languages p, y, t, o, r, c, h: the solution was
+    ``skipped`` (needs a build of c, h, o, ...) and the run exited 0; other fields failed in the worker."""
+    solution = json.loads((SOL / "solution_python.json").read_text())
+    edit(solution)
+    path = tmp_path / "bad_solution.json"
+    path.write_text(json.dumps(solution))
+    result = runner.invoke(main, ["run", str(SOL), "--solution", str(path), "--dry-run", "--device", "cpu",
+                                  "-o", str(tmp_path / "r.json")])
+    _one_line(result, needle, "bad_solution.json")
+    assert not (tmp_path / "r.json").exists()
