@@ -71,8 +71,8 @@ def load(path: str | Path, solutions: Sequence[str | Path] = (), *,
     """Every problem under ``path`` as a workload, with the file it came from.
 
     ``solutions`` (``--solution``): KernelBench ModelNew files (.py) or SOL-ExecBench solution.json
-    files; each joins the problem of its own suite it belongs to (the only one, or the one whose file
-    stem starts the solution's name; a solution.json names its definition). Solutions found beside a
+    files; each joins the problem of its own suite it belongs to (the only one, or the one with the longest
+    file stem that starts the solution's name; a solution.json names its definition). Solutions found beside a
     problem join it too. ``used``: the solutions that joined a problem are added to it (a caller
     loading several paths refuses one that joined none: :func:`check_solutions_used`).
     """
@@ -85,7 +85,7 @@ def load(path: str | Path, solutions: Sequence[str | Path] = (), *,
     for problem in found:
         try:
             if suite == "kernelbench":
-                mine = [s for s in given if len(found) == 1 or s.stem.startswith(problem.stem)]
+                mine = [s for s in given if len(found) == 1 or _owner(s, found) == problem]
                 spec = kernelbench.read(problem, [*kernelbench.siblings(problem), *mine])
                 out.append((spec, problem.resolve()))
             else:
@@ -98,6 +98,13 @@ def load(path: str | Path, solutions: Sequence[str | Path] = (), *,
         if used is not None:
             used.update(mine)
     return out
+
+
+def _owner(solution: Path, problems: Sequence[Path]) -> Path | None:
+    """The KernelBench problem a ModelNew file belongs to: the one with the longest file stem that
+    starts the solution's name (``5_Softmax_scaled_new.py`` is 5_Softmax_scaled's, not 5_Softmax's)."""
+    starts = [p for p in problems if solution.stem.startswith(p.stem)]
+    return max(starts, key=lambda p: len(p.stem), default=None)
 
 
 def check_solutions_used(solutions: Sequence[str | Path], used: set[Path], paths: Sequence[str | Path]) -> None:

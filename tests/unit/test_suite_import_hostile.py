@@ -213,3 +213,22 @@ def test_a_solution_json_with_a_field_of_the_wrong_type_is_one_line_naming_the_f
                                   "-o", str(tmp_path / "r.json")])
     _one_line(result, needle, "bad_solution.json")
     assert not (tmp_path / "r.json").exists()
+
+
+def test_a_solution_joins_only_the_problem_with_the_longest_stem_that_starts_its_name(tmp_path):
+    """``5_Softmax_scaled_new.py`` belongs to 5_Softmax_scaled; it also joined 5_Softmax (whose stem
+    starts its name too), where it was INCORRECT, the run exited 4 and the summary counted a failure."""
+    from solbench.suites import load
+
+    softmax = (KB / "level1" / "23_Softmax.py").read_text()
+    (tmp_path / "5_Softmax.py").write_text(softmax)
+    (tmp_path / "5_Softmax_scaled.py").write_text(softmax.replace("torch.softmax(x, dim=1)",
+                                                                  "torch.softmax(x, dim=1) * 2"))
+    solution = tmp_path / "sols" / "5_Softmax_scaled_new.py"
+    solution.parent.mkdir()
+    solution.write_text("import torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n"
+                        "    def forward(self, x):\n        return torch.softmax(x, dim=1) * 2\n")
+    used: set[Path] = set()
+    impls = {spec.name: set(spec.implementations) for spec, _ in load(tmp_path, [solution], used=used)}
+    assert impls == {"5_Softmax": {"baseline", "compiled"}, "5_Softmax_scaled": {"baseline", "compiled", "new"}}
+    assert used == {solution}
