@@ -69,9 +69,31 @@ def load_specs(path: Path, device_kind: str, only: Sequence[str], impls: Sequenc
         raise ConfigError(f"{path}: a folder with no workload file (.yaml), no KernelBench problem (.py files "
                           "defining Model) and no SOL-ExecBench problem (folders with definition.json)")
     specs = load_workload_file(path)
+    for i, spec in enumerate(specs):
+        _check_source(path, i, spec)
     validate_references(path, specs, include=functools.partial(_checked, specs, only=only, impls=impls,
                                                                device_kind=device_kind))
     return [(spec, path, i) for i, spec in enumerate(specs)]
+
+
+def _check_source(path: Path, index: int, spec: WorkloadSpec) -> None:
+    """ConfigError at ``source.sha256`` of an imported workload whose problem file changed since the
+    import: the run would record the import's sha256 as the provenance of a file it did not run."""
+    src = spec.source
+    if src is None:
+        return
+    from solbench.suites.kernelbench import sha256
+
+    file = Path(src.path) / "definition.json" if src.suite == "sol-execbench" else Path(src.path)
+    try:
+        now = sha256(file)
+    except OSError as exc:
+        raise located(path, ["workloads", index, "source", "path"],
+                      f"cannot read the imported problem {file}: {exc.strerror or exc}") from None
+    if now != src.sha256:
+        raise located(path, ["workloads", index, "source", "sha256"],
+                      f"{file} changed since it was imported (its sha256 is now {now[:12]}..., "
+                      f"not {src.sha256[:12]}...): import it again (solbench import --force)")
 
 
 def plan(files: Sequence[str | Path], device_kind: str, only: Sequence[str] = (),

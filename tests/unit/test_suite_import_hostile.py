@@ -232,3 +232,19 @@ def test_a_solution_joins_only_the_problem_with_the_longest_stem_that_starts_its
     impls = {spec.name: set(spec.implementations) for spec, _ in load(tmp_path, [solution], used=used)}
     assert impls == {"5_Softmax": {"baseline", "compiled"}, "5_Softmax_scaled": {"baseline", "compiled", "new"}}
     assert used == {solution}
+
+
+def test_a_problem_changed_since_its_import_is_refused_not_recorded_with_the_old_sha256(runner, tmp_path):
+    """An imported workload names its problem file and that file's sha256; run after the file was edited,
+    the results recorded the import's sha256 as the provenance of code they did not run."""
+    problem = tmp_path / "23_Softmax.py"
+    shutil.copy(KB / "level1" / "23_Softmax.py", problem)
+    result = runner.invoke(main, ["import", str(problem), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    args = ["run", str(tmp_path / "out" / "23_Softmax.yaml"), "--dry-run", "--device", "cpu"]
+    assert runner.invoke(main, [*args, "-o", str(tmp_path / "same.json")]).exit_code == 0
+    problem.write_text(problem.read_text().replace("dim=1)", "dim=0)"))
+    result = runner.invoke(main, [*args, "-o", str(tmp_path / "r.json")])
+    _one_line(result, "source.sha256: ", "23_Softmax.yaml:")
+    assert "23_Softmax.py changed since it was imported" in result.output
+    assert not (tmp_path / "r.json").exists()
