@@ -61,11 +61,25 @@ def check_outputs(outputs: Sequence[Any], names: Sequence[str], inputs: Mapping[
     return plain_outputs(outputs, names) or aliased_outputs(outputs, names, inputs, earlier)
 
 
+def shadowed(t: torch.Tensor) -> list[str]:
+    """Attributes set on the tensor instance that hide ``torch.Tensor``'s own (an instance ``detach``,
+    ``clone`` or ``untyped_storage`` would answer the checks in the implementation's stead: an
+    unwritten output whose ``detach`` computes the result when a check reads it), and keys that are
+    not plain strings; read from the instance dict, not through attribute lookup."""
+    return [k if type(k) is str else repr(k) for k in vars(t)
+            if type(k) is not str or hasattr(torch.Tensor, k)]
+
+
 def plain_outputs(outputs: Sequence[Any], names: Sequence[str]) -> str | None:
-    """Why an output is not a plain ``torch.Tensor`` with data (subclass, meta tensor), or None."""
+    """Why an output is not a plain ``torch.Tensor`` with data (subclass, meta tensor, a tensor
+    method shadowed on the instance), or None."""
     for name, out in zip(names, outputs, strict=True):
         if type(out) is not torch.Tensor:
             return f"output {name!r} is a {type(out).__module__}.{type(out).__qualname__}, not a plain torch.Tensor"
+        hidden = shadowed(out)
+        if hidden:
+            return (f"output {name!r} has torch.Tensor attribute(s) shadowed on the instance "
+                    f"({', '.join(hidden[:4])}): the checks would call the implementation's code")
         if out.is_meta:
             return f"output {name!r} is a meta tensor (no data)"
     return None
@@ -73,7 +87,12 @@ def plain_outputs(outputs: Sequence[Any], names: Sequence[str]) -> str | None:
 
 def aliased_outputs(outputs: Sequence[torch.Tensor], names: Sequence[str], inputs: Mapping[str, Any],
                     earlier: Iterable[torch.Tensor] = ()) -> str | None:
-    """Why a (plain) output shares storage with an input or an earlier call's output, or None."""
+    """Why a (plain) output shares storage with an input or an earlier call's output, or None.
+    The outputs are checked to be plain again: a thread the call left could have shadowed a method
+    since."""
+    problem = plain_outputs(outputs, names)
+    if problem is not None:
+        return problem
     spans = [(_span(o), n) for n, o in zip(names, outputs, strict=True)]
     for key, value in inputs.items():
         if isinstance(value, torch.Tensor) and type(value) is torch.Tensor:
@@ -97,6 +116,12 @@ class InputGuard:
     def changed(self, inputs: Mapping[str, Any]) -> str | None:
         """The first input whose bits differ from the saved copy, as a reason; or None."""
         keys = list(self._saved)
+        for key in keys:
+            value = inputs[key]
+            hidden = shadowed(value) if type(value) is torch.Tensor else []
+            if hidden:
+                return (f"input {key!r} has torch.Tensor attribute(s) shadowed on the instance "
+                        f"({', '.join(hidden[:4])}): the checks would call the implementation's code")
         equal = bits_equal([(inputs[key], self._saved[key]) for key in keys])
         for key, same in zip(keys, equal, strict=True):
             if not same:

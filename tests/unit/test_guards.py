@@ -50,6 +50,34 @@ def test_subclasses_and_meta_tensors_are_caught():
     assert "meta" in guards.check_outputs([torch.empty(3, device="meta")], ["y"], {})
 
 
+def test_tensor_methods_shadowed_on_an_instance_are_caught():
+    # the checks copy an output through .detach() and find its storage through .untyped_storage():
+    # set on the instance, the implementation's code would answer for the tensor
+    x = torch.randn(3)
+    out = torch.empty(3)
+    out.detach = lambda: x * 2
+    assert "shadowed on the instance (detach)" in guards.check_outputs([out], ["y"], {"x": x})
+    cached = x * 2
+    again = cached.view(3)
+    again.untyped_storage = lambda: torch.empty(3).untyped_storage()  # set after the plain check
+    assert "shadowed on the instance (untyped_storage)" in guards.aliased_outputs([again], ["y"], {}, [cached])
+    odd = torch.empty(3)
+    vars(odd)[1] = 2
+    assert "shadowed" in guards.check_outputs([odd], ["y"], {})
+    tagged = torch.empty(3)
+    tagged.note = "a name torch.Tensor lacks is fine"
+    assert guards.check_outputs([tagged], ["y"], {}) is None
+
+
+def test_input_guard_sees_a_shadowed_view_hiding_a_change():
+    x = torch.randn(8)
+    g = guards.InputGuard({"x": x})
+    saved = x.clone()
+    x.mul_(0.5)
+    x.view = saved.view
+    assert "'x' has torch.Tensor attribute(s) shadowed on the instance (view)" in g.changed({"x": x})
+
+
 def test_input_guard_sees_any_bit_flip_and_nothing_else():
     x = torch.randn(8)
     g = guards.InputGuard({"x": x})

@@ -102,6 +102,24 @@ def mutates_input(x, w, residual):
     return out
 
 
+def lazy_detach(x, w, residual):
+    """An unwritten output whose instance ``detach`` (what the checks copy it through) computes the
+    answer when a check reads it: the timed call only allocates."""
+    out = torch.empty_like(residual)
+    out.detach = lambda: torch.addmm(residual, x, w.T)
+    return out
+
+
+def mutates_input_hidden(x, w, residual):
+    """Mutates an input and shadows its ``view`` (what the bit-for-bit input check reads it through)
+    with one onto the untouched values."""
+    saved = x.clone()
+    out = torch.addmm(residual, x, w.T)
+    x.mul_(0.5)
+    x.view = saved.view
+    return out
+
+
 def partial_output(x, w, residual):
     out = torch.empty_like(residual)
     half = residual.shape[0] // 2
