@@ -118,7 +118,8 @@ class CaseTuning:
     confirm_winner: Trial | None = None
     confirm_ratio_ci: tuple[float, float] | None = None  # 95% bootstrap CI of winner / hand-picked
     confirm_p: float | None = None  # two-sided Mann-Whitney p of the confirmation samples
-    verdict: str = ""  # FASTER, SAME, SLOWER, INCONCLUSIVE ("" when nothing was confirmed)
+    verdict: str = ""  # FASTER, SAME, SLOWER, INCONCLUSIVE ("" when nothing was confirmed; SAME, unconfirmed,
+    #                    when the winner is the hand-picked configuration itself)
 
     @property
     def gain(self) -> float | None:
@@ -287,6 +288,8 @@ def _tune_case(p: Any, name: str, impl: Implementation, case: Any, device: str,
     if winner is None or hand.status != "ok":
         return result
     tuned = impl.model_copy(update={"params": {**impl.params, **winner.params}})
+    if tuned.params == impl.params:  # the winner is the configuration as declared: nothing to confirm
+        return dataclasses.replace(result, verdict="SAME")
     pools: dict[str, list[ImplResult]] = {"hand": [], "winner": []}
     for _ in range(options.confirm_rounds):
         pools["hand"].append(measure(name, impl))

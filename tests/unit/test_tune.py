@@ -150,6 +150,9 @@ def test_the_winner_is_the_fastest_fully_measured_configuration(cpu_result):
     for c in cpu_result.cases:
         full = [t for t in c.trials if t.status == "ok" and t.stop_reason != "beaten"]
         assert c.winner == min(full, key=lambda t: t.median).params
+        if c.impl == "no_tail":  # its winner is the configuration as declared: SAME, nothing to confirm
+            assert c.verdict == "SAME" and c.confirm_winner is None
+            continue
         assert c.confirm_winner is not None and c.confirm_hand_picked is not None
         assert c.gain == pytest.approx(c.confirm_hand_picked.median / c.confirm_winner.median)
 
@@ -427,3 +430,14 @@ def test_an_interrupted_tuning_keeps_the_cases_tuned_so_far(tmp_path, monkeypatc
     data = json.loads(log.read_text())
     assert data["complete"] is False and [c["impl"] for c in data["cases"]] == ["chunked"]
     assert "interrupted" in result.output
+
+
+def test_a_winner_that_is_the_hand_picked_configuration_is_same_never_a_tuned_gain():
+    """no_tail declares chunk=16; its space's other value (24) is incorrect, so chunk=16 wins. The
+    confirmation then timed one configuration against itself and, hand-picked always measured first,
+    called it FASTER (a 3.5% "gain" written to tuned.json), SLOWER or INCONCLUSIVE by noise."""
+    result = tuning.tune([TUNE_YAML], tuning.TuneOptions(impls=("no_tail",), **FAST), device="cpu")
+    (case,) = result.cases
+    assert case.winner == {"chunk": 16} and case.verdict == "SAME"
+    assert case.confirm_winner is None and case.gain is None  # nothing to confirm: the same code
+    assert tuning.faster_cases(result) == [] and json.loads(tuning.tuned_file(result))["entries"] == []
