@@ -1,0 +1,26 @@
+"""docs/api.md: bad input raises ConfigError. RunOptions and TuneOptions took counts the CLI refuses."""
+
+import pytest
+
+import solbench
+from solbench.tools import tune as tuning
+
+
+@pytest.mark.parametrize("knobs", [
+    dict(input_sets=0),  # each worker failed with IndexError: the implementation's "error", exit 4
+    dict(min_samples=0, max_samples=0),  # ValueError: bad sample bounds [0, 0]
+    dict(warmup=-1),
+])
+def test_run_options_refuse_counts_no_run_can_honour(knobs):
+    with pytest.raises(solbench.ConfigError, match="must be an integer at least"):
+        solbench.RunOptions(**knobs)
+
+
+@pytest.mark.parametrize("knobs", [
+    dict(confirm_rounds=0),  # tuned every configuration, then ValueError: no samples
+    dict(input_sets=0),
+    dict(min_samples=0, max_samples=0),
+])
+def test_tune_options_refuse_counts_no_tuning_can_honour(knobs):
+    with pytest.raises(solbench.ConfigError, match="must be an integer at least"):
+        tuning.TuneOptions(**knobs)
