@@ -89,6 +89,7 @@ __all__ = [
     "Pairing",
     "Unpaired",
     "as_one_run",
+    "check_run_sd",
     "compare_impls",
     "compare_runs",
     "comparison_verdict",
@@ -416,14 +417,10 @@ def moderate(ests: Sequence[Estimate], confidence: float) -> list[Estimate]:
     return out
 
 
-def run_offset_var(run_sd: float, a: RunResult | Sequence[RunResult], b: RunResult | Sequence[RunResult]) -> float:
-    """``S^2 (1/m_a + 1/m_b)``: what the runs' own offsets (sd ``run_sd`` = S) add to the variance of
-    the log ratio of sides ``a`` and ``b`` of m_a and m_b separate runs (analysis.sequential, "Between
-    runs"). ConfigError for a run sd outside [0, MAX_RUN_SD) (nan included). A point measured by
-    fewer runs of a side than it holds: :func:`run_offset_vars`."""
+def check_run_sd(run_sd: float) -> None:
+    """ConfigError for a run sd outside [0, MAX_RUN_SD) (nan included)."""
     if not 0.0 <= run_sd < MAX_RUN_SD:
         raise ConfigError(f"run sd must be at least 0 and below {MAX_RUN_SD:.0%}, got {run_sd!r}")
-    return run_sd ** 2 * (1.0 / max(1, len(side_runs(a))) + 1.0 / max(1, len(side_runs(b))))
 
 
 def _runs_measuring(side: RunResult | Sequence[RunResult]) -> dict[str, int]:
@@ -437,21 +434,22 @@ def _runs_measuring(side: RunResult | Sequence[RunResult]) -> dict[str, int]:
 
 def run_offset_vars(run_sd: float, a: RunResult | Sequence[RunResult], b: RunResult | Sequence[RunResult],
                     keys: Sequence[str]) -> list[float]:
-    """:func:`run_offset_var` for each ``case_id/impl`` key, with m_a and m_b the runs of each side
-    that measured that key: a point that one run of a side of three measured carries that one run's
-    offset, not a third of it (a case new in the newest of the baseline runs, or the runs of a side
-    measuring different workloads), so its interval is not narrowed by runs that hold none of it."""
-    run_offset_var(run_sd, a, b)  # the range check
+    """``S^2 (1/m_a + 1/m_b)`` for each ``case_id/impl`` key: what the runs' own offsets (sd ``run_sd``
+    = S) add to the variance of the log ratio of sides ``a`` and ``b`` (analysis.sequential, "Between
+    runs"), with m_a and m_b the runs of each side that measured that key. A point that one run of a
+    side of three measured carries that one run's offset, not a third of it (a case new in the newest
+    of the baseline runs, or the runs of a side measuring different workloads), so its interval is not
+    narrowed by runs that hold none of it. ConfigError for a bad run sd (:func:`check_run_sd`)."""
+    check_run_sd(run_sd)
     ma, mb = _runs_measuring(a), _runs_measuring(b)
     return [run_sd ** 2 * (1.0 / max(1, ma.get(k, 1)) + 1.0 / max(1, mb.get(k, 1))) for k in keys]
 
 
-def with_run_offsets(ests: Sequence[Estimate], run_var: float | Sequence[float], confidence: float) -> list[Estimate]:
+def with_run_offsets(ests: Sequence[Estimate], run_vars: Sequence[float], confidence: float) -> list[Estimate]:
     """Every pooled estimate over rounds with the runs' own offsets added to its standard error
-    (``run_var``: ``run_offset_var``, or one for each estimate: ``run_offset_vars``), its interval and
-    p values recomputed at ``confidence``; paired and single-run estimates unchanged. Apply after
-    ``moderate``: the prior is fitted on the rounds' own spreads."""
-    run_vars = [float(run_var)] * len(ests) if isinstance(run_var, int | float) else list(run_var)
+    (``run_vars``: one for each estimate, :func:`run_offset_vars`), its interval and p values recomputed
+    at ``confidence``; paired and single-run estimates unchanged. Apply after ``moderate``: the prior
+    is fitted on the rounds' own spreads."""
     if len(run_vars) != len(ests):
         raise ValueError(f"{len(run_vars)} run offset variances for {len(ests)} estimates")
     out = []
@@ -497,7 +495,7 @@ def _sol(r: ImplResult) -> float | None:
 
 def _compare(pairing: Pairing, *, same_impl: bool, label_a: str, label_b: str, threshold: float,
              alpha: float, confidence: float, seed: int, n_boot: int, paired: bool = False,
-             run_var: float | Mapping[str, float] = 0.0, run_sd: float = 0.0) -> Comparison:
+             run_vars: Mapping[str, float] | None = None, run_sd: float = 0.0) -> Comparison:
     if not threshold > 0.0:
         raise ConfigError(f"threshold must be positive, got {threshold}")
     if not 0.0 < alpha < 1.0 or not 0.0 < confidence < 1.0:
@@ -506,8 +504,8 @@ def _compare(pairing: Pairing, *, same_impl: bool, label_a: str, label_b: str, t
     apart = {p.key: launched_apart(p, label_a, label_b) for p in mixed}
     ests = moderate([estimate(p.a, p.b, confidence=confidence, seed=seed, n_boot=n_boot, paired=paired,
                               key=p.key, sides=(label_a, label_b)) for p in pairing.pairs], confidence)
-    ests = with_run_offsets(ests, run_var if isinstance(run_var, int | float) else
-                            [run_var[p.key] for p in pairing.pairs], confidence)  # per point: run_offset_vars
+    if run_vars is not None:  # separate runs: each point's share of the runs' own offsets, by key
+        ests = with_run_offsets(ests, [run_vars[p.key] for p in pairing.pairs], confidence)
     pvals: list[float | None] = [_two_sided(p, e) for p, e in zip(pairing.pairs, ests, strict=True)]
     tested = [p for p in pvals if p is not None]
     flags = iter(benjamini_hochberg(tested, q=alpha))
@@ -556,11 +554,10 @@ def compare_runs(a: RunResult | Sequence[RunResult], b: RunResult | Sequence[Run
     as the gate does (analysis.gate, "Between runs"); 0 where both sides came from one invocation.
     """
     pairing = pair_runs(as_one_run(a), as_one_run(b), impl)
-    run_var = dict(zip((p.key for p in pairing.pairs), run_offset_vars(run_sd, a, b, [p.key for p in pairing.pairs]),
-                       strict=True))
+    keys = [p.key for p in pairing.pairs]
     return _compare(pairing, same_impl=True, label_a=label_a, label_b=label_b,
                     threshold=threshold, alpha=alpha, confidence=confidence, seed=seed, n_boot=n_boot,
-                    run_var=run_var, run_sd=run_sd)
+                    run_vars=dict(zip(keys, run_offset_vars(run_sd, a, b, keys), strict=True)), run_sd=run_sd)
 
 
 def compare_impls(run: RunResult, impl_a: str, impl_b: str, *, threshold: float = 0.05,

@@ -100,6 +100,7 @@ from solbench.analysis.compare import (
     Estimate,
     Pair,
     Unpaired,
+    check_run_sd,
     estimate,
     impl_keys,
     launched_apart,
@@ -596,13 +597,18 @@ def _one_side(runs: Side, name: str, allow_cross_hardware: bool | None) -> RunRe
     return merge_runs(runs)
 
 
+def _per_case(base: RunResult, cur: RunResult) -> bool:
+    """Whether either run records each case's GPU (a sharded run): fingerprints are then compared
+    device by device, not as one device."""
+    return any(c.device is not None for run in (base, cur) for c in run.cases)
+
+
 def same_hardware(base: RunResult, cur: RunResult, allow_cross_hardware: bool | None = False) -> list[str]:
     """GateRefused where the two runs' fingerprints differ (:func:`check_fingerprints`; device by
     device where either run records each case's GPU), unless ``allow_cross_hardware`` (None: refused,
     naming no option to allow it); the differences allowed otherwise. ``cur`` may be a run not
     measured yet (``run --gate-against`` checks it before measuring anything)."""
-    per_case = any(c.device is not None for run in (base, cur) for c in run.cases)
-    diffs = check_fingerprints(base.environment, cur.environment, device=not per_case)
+    diffs = check_fingerprints(base.environment, cur.environment, device=not _per_case(base, cur))
     if diffs and not allow_cross_hardware:
         hint = "" if allow_cross_hardware is None else " (allow with --allow-cross-hardware)"
         raise GateRefused("runs were measured on different hardware or software: " + "; ".join(diffs) + hint)
@@ -628,13 +634,13 @@ def gate(base: Side, cur: Side, *, threshold: float | None = None, alpha: float 
     ResultsFormatError for a recorded threshold that is not a positive number.
     """
     sides = (base, cur)  # as given: each run has its own offset, priced per point by the runs that measured it
-    run_offset_vars(run_sd, base, cur, [])  # the range check, before anything else
+    check_run_sd(run_sd)  # before anything else
     cards, load = card_note(base, cur), load_note(base, cur)
     base = _without_floor(_one_side(base, "baseline", allow_cross_hardware))
     cur = _without_floor(_one_side(cur, "current", allow_cross_hardware))
     recorded = {**base.gate_thresholds, **cur.gate_thresholds}
     validate(threshold, recorded, alpha, confidence)
-    per_case = any(c.device is not None for run in (base, cur) for c in run.cases)
+    per_case = _per_case(base, cur)
     diffs = same_hardware(base, cur, allow_cross_hardware)
     timing = check_timing(base.protocol, cur.protocol)
     if timing:
