@@ -213,14 +213,17 @@ def run(files: Sequence[str], solutions: Sequence[str], gpu: str | None, dry_run
     saver = Saver(Path(output) if output else None, Path(results_dir), save_name, force=force)
     from solbench.analysis.gate import parse_threshold, same_hardware
 
-    base = api.load_run(gate_against, Path(results_dir)) if gate_against else None
-    if base is not None and output:
-        _not_the_baseline(output, gate_against or "", Path(results_dir))
-    if base is not None:
+    base: RunResult | None = None
+    if gate_against:
+        base_path = store.find(gate_against, Path(results_dir))
+        base = store.load(base_path)
+        if output and Path(output).resolve() == base_path.resolve():
+            raise ConfigError(f"-o {output}: the baseline --gate-against reads; the run would replace it whatever "
+                              "the gate says (write the run elsewhere, and copy it over once the gate passes)")
         from solbench.cli.compare import warn_incomplete
 
-        warn_incomplete([gate_against or ""], [base], "--gate-against ")
-        _same_timing(base, options, gate_against or "")
+        warn_incomplete([gate_against], [base], "--gate-against ")
+        _same_timing(base, options, gate_against)
     tau = None if threshold is None else parse_threshold(threshold).fraction
     sd, sd_source = run_sd_of(run_sd, Path(results_dir), base.spec.id) if base is not None else (0.0, "")
     try:
@@ -356,15 +359,6 @@ def parse_sets(sets: Sequence[str]) -> tuple[tuple[str, tuple[int | float | str,
             raise ConfigError(f"--set {item!r}: expected NAME=V1,V2 (e.g. --set tokens=16,64)")
         out.append((name.strip(), parsed))
     return tuple(out)
-
-
-def _not_the_baseline(output: str, gate_against: str, results_dir: Path) -> None:
-    """ConfigError (exit 2), before measuring, where ``-o`` names the file ``--gate-against`` reads: the
-    final save would replace the baseline with the run it gates, whatever the verdict, and the next
-    gate would be against a run that may have regressed."""
-    if Path(output).resolve() == store.find(gate_against, results_dir).resolve():
-        raise ConfigError(f"-o {output}: the baseline --gate-against reads; the run would replace it whatever the "
-                          "gate says (write the run elsewhere, and copy it over once the gate passes)")
 
 
 def _finish_dry(result: RunResult, out: Console, as_json: bool, output: str | None, save_name: str | None,
