@@ -64,9 +64,9 @@ from solbench.execute.session import (
     _skipped,
     _slot_key,
     ended,
-    escaped_note,
     fits_side_by_side,
     held_before,
+    note_escaped,
     run_case,
 )
 from solbench.measure.worker import MeasureSettings, Task
@@ -159,9 +159,8 @@ def measure_ab(sides: Sequence[Side], *, device: str, settings: MeasureSettings,
         for side in sides:
             side.executor.close()
     escaped = sum(n for n in (getattr(side.executor, "escaped", 0) for side in sides) if isinstance(n, int))
-    if escaped:  # either tree's implementations: one sweep kills what workers of both left (pool.sweep)
-        for side in sides:
-            side.run = replace(side.run, notes=(*side.run.notes, escaped_note(escaped)))
+    for side in sides:  # either tree's implementations: one sweep kills what workers of both left (pool.sweep)
+        side.run = note_escaped(side.run, escaped)
     return [side.run for side in sides]
 
 

@@ -211,7 +211,7 @@ def measure_units(units: Sequence[Unit], run: RunResult, executor: Executor, *, 
         escaped = getattr(executor, "escaped", None)
         if isinstance(escaped, int) and isinstance(escaped_before, int) and escaped > escaped_before:
             clock.count("escaped_killed", escaped - escaped_before)
-            run = replace(run, notes=(*run.notes, escaped_note(escaped - escaped_before)))
+            run = note_escaped(run, escaped - escaped_before)
     return replace(run, harness=clock.totals())
 
 
@@ -219,6 +219,11 @@ def escaped_note(n: int) -> str:
     """The run's note where implementations left processes behind outside their workers' groups."""
     return (f"killed {n} process{'es' if n != 1 else ''} that an implementation left running outside "
             "its worker's process group (setsid()): it tried to outlive its worker")
+
+
+def note_escaped(run: RunResult, n: int) -> RunResult:
+    """``run`` with :func:`escaped_note` added where ``n`` processes were killed (unchanged where none)."""
+    return replace(run, notes=(*run.notes, escaped_note(n))) if n else run
 
 
 class Checked:

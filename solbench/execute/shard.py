@@ -40,7 +40,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from solbench.errors import RunInterrupted
-from solbench.execute.session import Executor, Progress, Unit, _keys, _merged, _one, ended, escaped_note
+from solbench.execute.session import Executor, Progress, Unit, _keys, _merged, _one, ended, note_escaped
 from solbench.measure.worker import MeasureSettings, Task
 from solbench.results.model import CaseResult, Environment, ImplResult, RunResult
 from solbench.workload.cases import Case
@@ -214,9 +214,7 @@ def measure_sharded(units: Sequence[Unit], run: RunResult, lanes: Sequence[Lane]
         note = "interrupted (Ctrl-C or SIGTERM): the cases listed are all that were measured"
         stopped = replace(state.run, complete=False, notes=(*state.run.notes, note))
         raise RunInterrupted(stopped) from None
-    if escaped:  # a Ray actor's pool kills them too, uncounted here
-        return replace(state.run, notes=(*state.run.notes, escaped_note(escaped)))
-    return state.run
+    return note_escaped(state.run, escaped)  # a Ray actor's pool kills them too, uncounted here
 
 
 class _State:
