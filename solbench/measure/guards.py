@@ -58,7 +58,7 @@ def check_outputs(outputs: Sequence[Any], names: Sequence[str], inputs: Mapping[
     Views of one buffer the call allocated itself (e.g. q, k, v split from one GEMM output) are
     fine; sharing storage with an input, a set-up tensor or an earlier call's output is not.
     """
-    return plain_outputs(outputs, names) or aliased_outputs(outputs, names, inputs, earlier)
+    return aliased_outputs(outputs, names, inputs, earlier)  # which checks them plain first
 
 
 def shadowed(t: torch.Tensor) -> list[str]:
@@ -70,16 +70,24 @@ def shadowed(t: torch.Tensor) -> list[str]:
             if type(k) is not str or hasattr(torch.Tensor, k)]
 
 
+def _shadowed_reason(what: str, t: torch.Tensor) -> str | None:
+    """Why ``what`` (``"output 'y'"``) cannot be checked: methods shadowed on it (:func:`shadowed`); or None."""
+    hidden = shadowed(t)
+    if not hidden:
+        return None
+    return (f"{what} has torch.Tensor attribute(s) shadowed on the instance ({', '.join(hidden[:4])}): the "
+            "checks would call the implementation's code")
+
+
 def plain_outputs(outputs: Sequence[Any], names: Sequence[str]) -> str | None:
     """Why an output is not a plain ``torch.Tensor`` with data (subclass, meta tensor, a tensor
     method shadowed on the instance), or None."""
     for name, out in zip(names, outputs, strict=True):
         if type(out) is not torch.Tensor:
             return f"output {name!r} is a {type(out).__module__}.{type(out).__qualname__}, not a plain torch.Tensor"
-        hidden = shadowed(out)
-        if hidden:
-            return (f"output {name!r} has torch.Tensor attribute(s) shadowed on the instance "
-                    f"({', '.join(hidden[:4])}): the checks would call the implementation's code")
+        hidden = _shadowed_reason(f"output {name!r}", out)
+        if hidden is not None:
+            return hidden
         if out.is_meta:
             return f"output {name!r} is a meta tensor (no data)"
     return None
@@ -118,10 +126,9 @@ class InputGuard:
         keys = list(self._saved)
         for key in keys:
             value = inputs[key]
-            hidden = shadowed(value) if type(value) is torch.Tensor else []
-            if hidden:
-                return (f"input {key!r} has torch.Tensor attribute(s) shadowed on the instance "
-                        f"({', '.join(hidden[:4])}): the checks would call the implementation's code")
+            hidden = _shadowed_reason(f"input {key!r}", value) if type(value) is torch.Tensor else None
+            if hidden is not None:
+                return hidden
         equal = bits_equal([(inputs[key], self._saved[key]) for key in keys])
         for key, same in zip(keys, equal, strict=True):
             if not same:
