@@ -70,8 +70,8 @@ class RunOptions:
             if not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
                 flag = {"timeout_s": "--timeout", "budget_s": "--budget", "target_rel_ci": "--target"}[name]
                 raise ConfigError(f"{flag} must be a positive finite number, got {value!r}")
-        _counts_at_least((("--min-samples", self.min_samples, 1), ("--input-sets", self.input_sets, 1),
-                          ("--warmup", self.warmup, 0)))
+        check_counts((("--min-samples", self.min_samples, 1), ("--input-sets", self.input_sets, 1),
+                      ("--warmup", self.warmup, 0)))
         if self.min_samples > self.max_samples:
             raise ConfigError(f"--min-samples {self.min_samples} is larger than --max-samples {self.max_samples}")
         if self.launch not in ("auto", "stream", "graph"):
@@ -85,7 +85,7 @@ class RunOptions:
             raise ConfigError(f"--seed {self.seed} is out of range (|seed| < 2**62)")
 
 
-def _counts_at_least(counts: tuple[tuple[str, Any, int], ...]) -> None:
+def check_counts(counts: tuple[tuple[str, Any, int], ...]) -> None:
     """ConfigError for a count below what any run can honour: no samples (the allocation raised a bare
     ValueError), no input set (each worker failed with an IndexError, recorded as the implementation's
     'error', exit 4), a negative warm-up."""

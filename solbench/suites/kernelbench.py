@@ -75,6 +75,10 @@ def is_solution(path: Path) -> bool:
         names, _ = top_level(path)
     except ConfigError:
         return False
+    return _defines_solution(names)
+
+
+def _defines_solution(names: set[str]) -> bool:
     return "ModelNew" in names and "Model" not in names
 
 
@@ -230,10 +234,8 @@ def siblings(problem: Path) -> list[Path]:
     ConfigError for such a file that cannot be parsed (a syntax error): named as a solution, it must
     not be dropped without a word (the run would exit 0 without it)."""
     found = [problem.with_name(problem.stem + "_new.py"), *sorted(problem.parent.glob(problem.stem + "_new_*.py"))]
-    for p in found:
-        if p.is_file():
-            top_level(p)  # raises ConfigError naming the file and line
-    return [p for p in found if p.is_file() and is_solution(p)]
+    # top_level raises ConfigError naming the file and line
+    return [p for p in found if p.is_file() and _defines_solution(top_level(p)[0])]
 
 
 def sha256(path: Path) -> str:

@@ -38,6 +38,7 @@ from solbench.errors import ConfigError, RunInterrupted
 from solbench.measure.criteria import CIWidth
 
 # re-exported: tuned files are read by the plan layer (run --tuned) and written here
+from solbench.plan.options import check_counts
 from solbench.plan.tuned import TUNED_FORMAT, TunedConfig
 from solbench.plan.tuned import load_tuned as load_tuned
 from solbench.plan.tuned import parse_tuned as parse_tuned
@@ -81,11 +82,9 @@ class TuneOptions:
                 raise ConfigError(f"{flag} must be a positive finite number, got {value!r}")
         if not (isinstance(self.margin, int | float) and math.isfinite(self.margin) and self.margin >= 0):
             raise ConfigError(f"--margin must be a finite number at least 0, got {self.margin!r}")
-        from solbench.plan.options import _counts_at_least
-
         # confirm_rounds 0: tuned, then ValueError "no samples" pooling an empty confirmation
-        _counts_at_least((("--min-samples", self.min_samples, 1), ("--input-sets", self.input_sets, 1),
-                          ("--warmup", self.warmup, 0), ("--confirm-rounds", self.confirm_rounds, 1)))
+        check_counts((("--min-samples", self.min_samples, 1), ("--input-sets", self.input_sets, 1),
+                      ("--warmup", self.warmup, 0), ("--confirm-rounds", self.confirm_rounds, 1)))
         if self.min_samples > self.max_samples:
             raise ConfigError(f"--min-samples {self.min_samples} is larger than --max-samples {self.max_samples}")
 
