@@ -323,7 +323,9 @@ def log_ratio(a: Sequence[np.ndarray], b: Sequence[np.ndarray], *, paired: bool 
     pair = paired and la.size == lb.size >= PAIRED_MIN_ROUNDS
     d, se, df = t_stats(la, lb, paired=pair)
     ra, rb = int(la.size), int(lb.size)
-    tied = float(se) == 0.0  # every round's median alike: a clock that counts in steps, not no spread
+    # every round's median alike (paired: every round's ratio): a clock that counts in steps, not no spread;
+    # read off the medians, not se: the mean of equal logs can round off them (se 1e-15, not 0)
+    tied = not (np.ptp(lb - la) if pair else np.ptp(la) + np.ptp(lb))
     if tied:
         floor = median_sampling_var([*a, *b])
         se = math.sqrt((2.0 if pair else 1.0) * floor) * _se_per_sd(pair, ra, rb)

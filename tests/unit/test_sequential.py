@@ -467,6 +467,21 @@ def test_a_gate_over_tied_round_medians_claims_no_regression_it_cannot_see():
     assert gate(base, far, threshold=0.05).verdicts[0].verdict == "REGRESSION"  # a real step up still shows
 
 
+def test_tied_round_medians_are_found_where_the_mean_of_their_logs_rounds():
+    """At 2.08 us (65 steps) the mean of three equal logs need not be that log: se came out 1e-15, not 0,
+    the floor was skipped, and one step was a REGRESSION with an interval of zero width (p 1e-52)."""
+    base = np.array([65, 65, 65, 65, 66, 64, 66]) * _STEP
+    cur = base + _STEP
+    assert t_stats(np.log([base[0]] * 3), np.log([cur[0]] * 3))[1] > 0.0  # the rounding this is about
+    floor = median_sampling_var([base] * 3 + [cur] * 3)
+    assert log_ratio([base] * 3, [cur] * 3).se == pytest.approx(math.sqrt(floor * 2 / 3))
+    paired = log_ratio([base] * PAIRED_MIN_ROUNDS, [cur] * PAIRED_MIN_ROUNDS, paired=True)
+    assert paired.se == pytest.approx(math.sqrt(2 * floor / PAIRED_MIN_ROUNDS))
+    v = gate(make_run({"c": {"k": list(base) * 3}}, rounds=3), make_run({"c": {"k": list(cur) * 3}}, rounds=3),
+             threshold=0.01).verdicts[0]
+    assert v.verdict == "INCONCLUSIVE" and v.ci_low < 1.01 < v.ci_high and v.p_value > 0.0
+
+
 def test_median_sampling_var_is_the_large_sample_variance_of_a_median():
     rng = np.random.default_rng(7)
     groups = [np.exp(rng.normal(0.0, 0.02, 50)) for _ in range(4)]
