@@ -125,6 +125,7 @@ from solbench.analysis.thresholds import (
     decimals_apart,
     decision_edges,
     parse_threshold,
+    percent,
     threshold_of,
     validate,
 )
@@ -376,17 +377,17 @@ def _reason(verdict: CaseVerdict, est: Estimate, tau: float, p_adj: float | None
     if est.over_rounds:
         ci += f" over {est.rounds_a} vs {est.rounds_b} rounds"
     if verdict == "REGRESSION":
-        return (f"slower by {est.ratio - 1:+.1%}: {ci} lies above 1+{tau:.1%}, "
+        return (f"slower by {est.ratio - 1:+.1%}: {ci} lies above 1+{percent(tau)}, "
                 f"adjusted p {p_adj:.2g} <= {alpha:g}")
     if verdict == "FASTER":
-        return (f"{1 / est.ratio:.3g}x as fast: {ci} lies below 1/(1+{tau:.1%}), "
+        return (f"{1 / est.ratio:.3g}x as fast: {ci} lies below 1/(1+{percent(tau)}), "
                 f"adjusted p {p_adj:.2g} <= {alpha:g}")
     if verdict == "PASS":
-        return f"{ci} rules out a slowdown of {tau:.1%} or more"
+        return f"{ci} rules out a slowdown of {percent(tau)} or more"
     if est.ci_low > 1.0 + tau:
-        return (f"{ci} lies above 1+{tau:.1%} but the rank test disagrees (adjusted p {p_adj:.2g} > {alpha:g})"
+        return (f"{ci} lies above 1+{percent(tau)} but the rank test disagrees (adjusted p {p_adj:.2g} > {alpha:g})"
                 + _needs(more, est, run_bound))
-    return f"{ci} straddles 1+{tau:.1%}: too noisy to decide at this threshold" + _needs(more, est, run_bound)
+    return f"{ci} straddles 1+{percent(tau)}: too noisy to decide at this threshold" + _needs(more, est, run_bound)
 
 
 _Tests = tuple[float, float, float, float]  # p_slow, p_slow adjusted, p_fast, p_fast adjusted

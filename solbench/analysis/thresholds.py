@@ -47,6 +47,13 @@ def decimals_apart(values: tuple[float | None, ...], edges: tuple[float, ...], d
     return decimals
 
 
+def percent(fraction: float) -> str:
+    """A fraction as a percent to MOST_DECIMALS - 2 decimals, without trailing zeros: 0.05 -> "5%",
+    0.0025 -> "0.25%". A threshold prints as the one applied: at one decimal 0.25% read "0.2%", and a
+    PASS whose interval reached 1.0023 said it ruled out a slowdown of 0.2%."""
+    return f"{fraction * 100:.{MOST_DECIMALS - 2}f}".rstrip("0").rstrip(".") + "%"
+
+
 @dataclass(frozen=True)
 class ThresholdRule:
     """A regression threshold: fail when ``stat`` got slower by more than ``fraction``."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 
-from solbench.analysis.thresholds import decimals_apart, decision_edges
+from solbench.analysis.thresholds import decimals_apart, decision_edges, percent
 
 MISSING = "—"
 
@@ -83,13 +83,13 @@ def format_ci(low: float | None, high: float | None, decimals: int = 3, threshol
     return f"[{low:.{d}f}, {high:.{d}f}]"
 
 
-def format_percent(x: float | None, decimals: int = 1) -> str:
-    """A fraction as a percent without trailing zeros: 0.05 -> "5%", 0.125 -> "12.5%"."""
+def format_percent(x: float | None) -> str:
+    """A fraction as a percent without trailing zeros: 0.05 -> "5%", 0.125 -> "12.5%", 0.0025 -> "0.25%"
+    (``thresholds.percent``: a threshold prints as the one applied)."""
     if not _finite(x):
         return MISSING
     assert x is not None
-    text = f"{x * 100:.{decimals}f}".rstrip("0").rstrip(".")
-    return f"{text}%"
+    return percent(x)
 
 
 def format_p(p: float | None) -> str:

@@ -264,9 +264,23 @@ def test_a_gate_reason_never_prints_a_bound_as_the_threshold_it_is_not():
     from solbench.analysis.gate import _reason
 
     est = Estimate(1e-3, 1e-3, 1.0, 0.93, 1.049996, 30, 30)
-    assert "CI [0.930000, 1.049996] rules out a slowdown of 5.0%" in _reason("PASS", est, 0.05, None, 0.01)
+    assert "CI [0.930000, 1.049996] rules out a slowdown of 5%" in _reason("PASS", est, 0.05, None, 0.01)
     plain = Estimate(1e-3, 1e-3, 1.0, 0.93, 1.04, 30, 30)
     assert "CI [0.9300, 1.0400]" in _reason("PASS", plain, 0.05, None, 0.01)
+
+
+def test_a_threshold_prints_as_the_one_applied():
+    """At one decimal a 0.25% threshold read "0.2%": a PASS whose CI reached 1.0023 said it ruled out a
+    slowdown of 0.2%, and the table's threshold column said +0.2%."""
+    from solbench.analysis.compare import Estimate
+    from solbench.analysis.gate import _reason
+    from solbench.report.units import format_percent
+
+    est = Estimate(1e-3, 1.0022e-3, 1.0022, 1.0021, 1.0023, 30, 30)
+    assert "CI [1.0021, 1.0023] rules out a slowdown of 0.25% or more" in _reason("PASS", est, 0.0025, None, 0.01)
+    straddles = Estimate(1e-3, 1.0022e-3, 1.0022, 1.0020, 1.0026, 30, 30)
+    assert "straddles 1+0.25%" in _reason("INCONCLUSIVE", straddles, 0.0025, None, 0.01)
+    assert (format_percent(0.0025), format_percent(0.05), format_percent(0.125)) == ("0.25%", "5%", "12.5%")
 
 
 def test_runs_of_one_side_that_differ_are_named_as_runs_of_that_side():
