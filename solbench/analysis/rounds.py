@@ -36,11 +36,13 @@ matches the percentile interval's width from about five. With one round there is
 between rounds to estimate: the ordinary (one-level) percentile bootstrap of the median, as for
 a single run.
 
-The ratio of two sides (gate, compare) resamples each side this way, independently; the standard
-error of ``log(ratio)`` adds both sides' variances and its degrees of freedom follow Welch and
-Satterthwaite (Welch 1947), a side with one round counting its samples - 1 (its between-round
-spread is unobserved: give both sides several rounds). One-sided p-values come from the same
-t statistic, so "the (1 - 2 alpha) interval excludes 1" and "p <= alpha" are the same statement.
+``hierarchical_ratio`` resamples each of two sides this way, independently; the standard error of
+``log(ratio)`` adds both sides' variances and its degrees of freedom follow Welch and Satterthwaite
+(Welch 1947), a side with one round counting its samples - 1 (its between-round spread is
+unobserved: give both sides several rounds). One-sided p-values come from the same t statistic, so
+"the (1 - 2 alpha) interval excludes 1" and "p <= alpha" are the same statement. ``gate`` and
+``compare`` do not use it: they decide over rounds with the t test on the log round medians in
+``analysis.sequential.log_ratio``.
 """
 
 from __future__ import annotations
