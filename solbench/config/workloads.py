@@ -95,8 +95,11 @@ def workload_json_schema() -> dict[str, Any]:
 
 
 def _check_names(doc: YamlDocument, index: int, spec: WorkloadSpec) -> None:
-    """Every expression may only name parameters, constants or ``dtype``, and only where they are numbers."""
+    """Every expression may only name parameters, constants, ``dtype`` or (with ranks) ``world_size``, and only
+    where they are numbers."""
     known = set(spec.parameters) | set(spec.constants) | set(spec.derived) | {"dtype"}
+    if spec.world_size > 1:  # every case of a multi-rank workload has it (cases.build_case)
+        known.add("world_size")
     values: list[tuple[str, Any]] = [(k, v) for k, vs in spec.parameters.items() for v in vs]
     values += [*spec.constants.items(), *(("dtype", d) for d in spec.dtypes)]
     for case in spec.cases or []:

@@ -165,3 +165,22 @@ def test_a_busbw_above_the_link_is_scored_not_invalid():
     r = ImplResult("baseline", "ok", timing=Timing((below_memory,), below_memory, below_memory, below_memory, "c"))
     (flagged,) = score_impls(cost, [r], {"baseline": ImplPeaks(PEAKS, PEAKS)}, "baseline", "cuda")
     assert flagged.status == "invalid"
+
+
+def test_world_size_may_size_a_multi_rank_workloads_tensors_and_ops(tmp_path):
+    """build_case puts world_size in every expression's scope where there are ranks; the loader's name
+    check refused it as an unknown parameter, so a per-rank shard could not be sized by it."""
+    from solbench.analysis.cost import case_cost
+    from solbench.config.workloads import load_workload_file
+    from solbench.workload.cases import expand
+
+    path = tmp_path / "w.yaml"
+    path.write_text("workloads:\n  - name: ar\n    world_size: 2\n    parameters: {n: [4]}\n    dtypes: [float32]\n"
+                    "    inputs: {x: {shape: [n * world_size]}}\n    outputs: {y: {shape: [n]}}\n"
+                    "    ops: [{op: allreduce, numel: n * world_size}]\n"
+                    "    reference: tests.unit.helpers:double\n    implementations: {baseline: tests.unit.helpers:double}\n")
+    (spec,) = load_workload_file(path)
+    (case,) = expand(spec, "cpu")
+    assert case.inputs[0].shape == (8,)
+    cost = case_cost(case, [op.sizes() for op in spec.ops])
+    assert cost.collective_bytes == 8 * 4 and cost.fused_bytes == (8 + 4) * 4
