@@ -32,6 +32,7 @@ from typing import Any
 from solbench.results.model import Cost
 from solbench.workload.cases import Case, CaseError
 from solbench.workload.expr import ExprError, evaluate
+from solbench.workload.ops import OpFieldError
 from solbench.workload.schema import DTYPE_BYTES
 
 Number = int | float
@@ -67,12 +68,17 @@ _ELEMENTWISE: dict[str, tuple[float, int]] = {
 
 def case_cost(case: Case, ops: Iterable[Mapping[str, Any]], *,
               flops: str | Number | None = None, bytes_: str | Number | None = None) -> Cost:
-    """The analytic cost of a case: op costs summed, fused bytes from declared tensors."""
+    """The analytic cost of a case: op costs summed, fused bytes from declared tensors. An op that cannot be
+    costed is a CaseError at that op (and its field, where one is at fault)."""
     scope = {k: v for k, v in case.scope.items() if isinstance(v, int | float)}
     total = OpCost()
     conv = 0.0  # the convolutions' tensor FLOPs (Cost.conv_flops)
-    for op in ops:
-        c = op_cost(op, scope, case.dtype)
+    for j, op in enumerate(ops):
+        try:
+            c = op_cost(op, scope, case.dtype)
+        except ValueError as exc:
+            field = exc.field if isinstance(exc, OpFieldError) else None
+            raise CaseError(["ops", j, *([field] if field else [])], str(exc)) from None
         conv += c.tensor_flops if str(op["op"]).startswith("conv") else 0.0
         total = OpCost(total.tensor_flops + c.tensor_flops, total.vector_flops + c.vector_flops,
                        total.bytes + c.bytes, total.collective_bytes + c.collective_bytes,
@@ -129,14 +135,18 @@ class _Sizes:
         return key in self.op
 
     def __call__(self, key: str, default: Number | None = None, least: Number = 0) -> Number:
-        """The field's value (or ``default``); ValueError when it is below ``least``."""
+        """The field's value (or ``default``); OpFieldError (naming ``key``) when it has no value or is
+        below ``least``."""
         if key not in self.op:
             if default is None:
-                raise ValueError(f"op {self.op['op']!r} needs field {key!r}")
+                raise OpFieldError(f"op {self.op['op']!r} needs field {key!r}")
             return default
-        value = evaluate(self.op[key], self.scope)
+        try:
+            value = evaluate(self.op[key], self.scope)
+        except ExprError as exc:
+            raise OpFieldError(str(exc), key) from None
         if value < least:
-            raise ValueError(f"op {self.op['op']!r}: {key} = {value} is less than {least}")
+            raise OpFieldError(f"op {self.op['op']!r}: {key} = {value} is less than {least}", key)
         return value
 
 

@@ -298,9 +298,8 @@ def cost_of(p: Planned, case: Case) -> Any:
     try:
         return case_cost(case, [op.model_dump(exclude_none=True) for op in p.spec.ops],
                          flops=p.spec.flops, bytes_=p.spec.bytes)
-    except ValueError as exc:  # an op's field, or (CaseError) the flops: or bytes: override
-        loc = exc.loc if isinstance(exc, CaseError) else ["ops"]
-        raise located(p.path, ["workloads", p.index, *loc], str(exc)) from None
+    except CaseError as exc:  # an op (at its field), or the flops: or bytes: override
+        raise located(p.path, ["workloads", p.index, *exc.loc], str(exc)) from None
 
 
 def impl_cost(p: Planned, case: Case, impl: str, cost: Cost | None = None) -> Cost:

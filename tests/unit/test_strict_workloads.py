@@ -117,6 +117,21 @@ def test_a_negative_cost_override_is_refused(tmp_path, key):
     assert f"w.yaml:5: workloads.0.{key}: {key} = -8 is less than 0" in exit_2(path)
 
 
+@pytest.mark.parametrize("op,expected", [
+    ("{op: matmul, m: n - 16, n: n, k: n}", "w.yaml:11: workloads.0.ops.1.m: op 'matmul': m = -8 is less than 0"),
+    ("{op: matmul, m: n, n: n, k: n / (n - 8)}", "w.yaml:11: workloads.0.ops.1.k: division by zero in 'n / (n - 8)'"),
+    ("{op: pool2d, n: 1, c: 1, h: 2, w: 2, r: 3, s: 3}",
+     "w.yaml:11: workloads.0.ops.1: op 'pool2d': the output would be 0 x 0"),
+])
+def test_an_op_that_cannot_be_costed_is_refused_at_its_line_and_field(tmp_path, op, expected):
+    """The error named only the ops list (its first line), whichever op of the list was at fault."""
+    text = GOOD.replace("    ops: [{op: mul, numel: n * 4, inputs: 1}]\n",
+                        f"    ops:\n      - {{op: mul, numel: n * 4, inputs: 1}}\n      - {op}\n")
+    path = write(tmp_path, text)
+    assert expected in plan_error(path)
+    assert expected in exit_2(path)
+
+
 @pytest.mark.parametrize("tolerances,expected", [
     ("tolerances: {float32: {rtol: .inf, atol: 0.1}}", "workloads.0.tolerances.float32.rtol: Input should be a finite"),
     ("tolerances: {float32: {rtol: 0.1, atol: .nan}}", "workloads.0.tolerances.float32.atol: Input should be a finite"),
