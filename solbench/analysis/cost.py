@@ -125,6 +125,9 @@ def known_ops() -> set[str]:
     return set(_HANDLERS) | set(_ELEMENTWISE)
 
 
+_FRACTIONAL = frozenset({"flops_per_element"})  # the one field that is a rate, not a count or a size
+
+
 class _Sizes:
     """Evaluates an op's size fields on demand."""
 
@@ -147,6 +150,8 @@ class _Sizes:
             raise OpFieldError(str(exc), key) from None
         if value < least:
             raise OpFieldError(f"op {self.op['op']!r}: {key} = {value} is less than {least}", key)
+        if key not in _FRACTIONAL and not float(value).is_integer():  # 2.67 rows would count fractional FLOPs
+            raise OpFieldError(f"op {self.op['op']!r}: {key} = {value:g} is not a whole number", key)
         return value
 
 

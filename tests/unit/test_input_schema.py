@@ -185,3 +185,13 @@ def test_cost_refuses_sizes_that_divide_by_zero_or_go_negative():
         op_cost({**conv, "h": 1, "w": 1}, {}, "float32")
     with pytest.raises(ValueError, match="m = -3 is less than 0"):
         op_cost({"op": "matmul", "m": "n - 5", "n": 1, "k": 1}, {"n": 2}, "float32")
+
+
+def test_cost_refuses_sizes_that_are_not_whole_numbers():
+    """2.67 rows gave 2.67 x the FLOPs and bytes of one row, silently; a rate may be a fraction."""
+    with pytest.raises(ValueError, match=r"op 'matmul': m = 2.66667 is not a whole number"):
+        op_cost({"op": "matmul", "m": "n / 3", "n": 1, "k": 1}, {"n": 8}, "float32")
+    with pytest.raises(ValueError, match=r"op 'add': inputs = 1.5 is not a whole number"):
+        op_cost({"op": "add", "numel": 8, "inputs": 1.5}, {}, "float32")
+    assert op_cost({"op": "matmul", "m": "n / 2", "n": 1, "k": 1}, {"n": 8}, "float32").tensor_flops == 8
+    assert op_cost({"op": "relu", "numel": 8, "flops_per_element": 0.5}, {}, "float32").vector_flops == 4

@@ -122,6 +122,7 @@ def test_a_negative_cost_override_is_refused(tmp_path, key):
     ("{op: matmul, m: n, n: n, k: n / (n - 8)}", "w.yaml:11: workloads.0.ops.1.k: division by zero in 'n / (n - 8)'"),
     ("{op: pool2d, n: 1, c: 1, h: 2, w: 2, r: 3, s: 3}",
      "w.yaml:11: workloads.0.ops.1: op 'pool2d': the output would be 0 x 0"),
+    ("{op: matmul, m: n / 3, n: n, k: n}", "w.yaml:11: workloads.0.ops.1.m: op 'matmul': m = 2.66667 is not a whole"),
 ])
 def test_an_op_that_cannot_be_costed_is_refused_at_its_line_and_field(tmp_path, op, expected):
     """The error named only the ops list (its first line), whichever op of the list was at fault."""
