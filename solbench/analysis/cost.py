@@ -166,6 +166,8 @@ def _matmul(v: _Sizes, eb: int) -> OpCost:
 def _conv2d(v: _Sizes, eb: int) -> OpCost:
     n, c, h, w, k, r, s = v("n"), v("c"), v("h"), v("w"), v("k"), v("r"), v("s")
     stride, pad, dil, groups = v("stride", 1, 1), v("pad", 0), v("dilation", 1, 1), v("groups", 1, 1)
+    if c % groups or k % groups:  # as torch refuses it; c // groups would price a channel count no filter has
+        raise OpFieldError(f"op 'conv2d': groups = {groups} does not divide both c = {c} and k = {k}", "groups")
     p = (h + 2 * pad - dil * (r - 1) - 1) // stride + 1
     q = (w + 2 * pad - dil * (s - 1) - 1) // stride + 1
     if p < 1 or q < 1:

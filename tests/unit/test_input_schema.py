@@ -187,6 +187,16 @@ def test_cost_refuses_sizes_that_divide_by_zero_or_go_negative():
         op_cost({"op": "matmul", "m": "n - 5", "n": 1, "k": 1}, {"n": 2}, "float32")
 
 
+def test_conv2d_groups_must_divide_the_channels():
+    """c // groups priced 4 channels in 3 groups as one input channel a filter; torch refuses such a conv."""
+    conv = {"op": "conv2d", "n": 1, "c": 4, "h": 8, "w": 8, "k": 4, "r": 3, "s": 3}
+    with pytest.raises(ValueError, match="groups = 3 does not divide both c = 4 and k = 4"):
+        op_cost({**conv, "groups": 3}, {}, "float32")
+    with pytest.raises(ValueError, match="groups = 2 does not divide both c = 4 and k = 5"):
+        op_cost({**conv, "k": 5, "groups": 2}, {}, "float32")
+    assert op_cost({**conv, "groups": 2}, {}, "float32").tensor_flops == 2 * 4 * 6 * 6 * 2 * 3 * 3
+
+
 def test_cost_refuses_sizes_that_are_not_whole_numbers():
     """2.67 rows gave 2.67 x the FLOPs and bytes of one row, silently; a rate may be a fraction."""
     with pytest.raises(ValueError, match=r"op 'matmul': m = 2.66667 is not a whole number"):
