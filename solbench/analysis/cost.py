@@ -93,6 +93,9 @@ def case_cost(case: Case, ops: Iterable[Mapping[str, Any]], *,
     if bytes_ is not None:
         fused = _override("bytes", bytes_, scope)
         overridden.append("bytes")
+        if not (fused or tensor_flops or total.vector_flops or total.bus_bytes):  # declared tensors are never 0 bytes
+            raise CaseError(["bytes"], "bytes = 0 and the case counts no FLOPs: its T_SOL would be 0, and its SOL, "
+                            "MBU and S would score against nothing")
     return Cost(case.dtype, tensor_flops, total.vector_flops, fused, total.bytes, tuple(overridden),
                 total.collective_bytes, total.bus_bytes, conv_flops=conv)
 

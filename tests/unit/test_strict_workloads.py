@@ -3,7 +3,7 @@
 import pytest
 from click.testing import CliRunner
 
-from solbench.api import plan
+from solbench.api import cost_of, plan
 from solbench.cli.main import main
 from solbench.config.workloads import load_workload_file, validate_references
 from solbench.errors import ConfigError
@@ -115,6 +115,18 @@ def test_a_negative_cost_override_is_refused(tmp_path, key):
     path = write(tmp_path, edit(DTYPES, DTYPES + f'    {key}: "-n"\n'))
     assert plan_error(path) == f"{path}:5: workloads.0.{key}: {key} = -8 is less than 0"
     assert f"w.yaml:5: workloads.0.{key}: {key} = -8 is less than 0" in exit_2(path)
+
+
+def test_a_case_with_no_cost_at_all_is_refused(tmp_path):
+    """bytes: 0 beside ops that count no FLOPs made T_SOL 0: every implementation read SOL 0.00 and MBU 0%,
+    bound "compute"; bytes: 0 beside FLOPs still prices the FLOPs."""
+    path = write(tmp_path, edit("    ops: [{op: mul, numel: n * 4, inputs: 1}]\n", '    bytes: "n - 8"\n'))
+    expected = "w.yaml:9: workloads.0.bytes: bytes = 0 and the case counts no FLOPs: its T_SOL would be 0"
+    assert expected in plan_error(path)
+    assert expected in exit_2(path)
+    path = write(tmp_path, edit("numel: n * 4, inputs: 1}]\n", 'numel: n * 4, inputs: 1}]\n    bytes: 0\n'))
+    (p,) = plan([path], "cpu")
+    assert [(cost_of(p, c).fused_bytes, cost_of(p, c).vector_flops) for c in p.cases] == [(0.0, 32.0), (0.0, 64.0)]
 
 
 @pytest.mark.parametrize("op,expected", [
