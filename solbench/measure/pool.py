@@ -272,6 +272,7 @@ class ProcessWorker:
         kill_group(self._proc.pid)
         with _MAIN_LOCK:
             _LIVE.discard(self._proc.pid or 0)
+            _KILLED.add(self._proc.pid or 0)
 
     def request_close(self) -> None:
         """Ask an idle worker to exit, without waiting (``close`` waits): several workers then tear
@@ -326,6 +327,9 @@ _MAIN_LOCK = threading.Lock()
 # pids of the workers and ranks this process started (start) and has not killed yet (ProcessWorker.kill):
 # sweep spares them. Not polled: a poll from another thread would take a dying worker's exit code
 _LIVE: set[int] = set()
+# process groups of the workers killed since the last sweep (ProcessWorker.kill): what an implementation forked
+# and left in its worker's group dies of that kill, so sweep does not count it among the processes that escaped
+_KILLED: set[int] = set()
 
 
 def start(proc: Any) -> None:
@@ -351,11 +355,14 @@ def start(proc: Any) -> None:
 def sweep(*, last: bool = False) -> int:
     """Kill what workers' descendants left behind in sessions of their own (``setsid()``), adopted by
     this process (:func:`solbench.measure.reaper.kill_adopted`), sparing the workers not killed yet
-    (``spawn`` makes them its own children); how many it killed. ``last``: then stop being a
+    (``spawn`` makes them its own children); how many it killed that had left their worker's group
+    (one still in the group of a worker killed since the last sweep dies of that kill: not counted,
+    nor named in the run's note as an escape). ``last``: then stop being a
     subreaper, where no worker of this process is left (a run's end). Under the lock that starts
     workers, so that none is found half-started."""
     with _MAIN_LOCK:
-        killed = reaper.kill_adopted(_LIVE)
+        killed = reaper.kill_adopted(_LIVE, _KILLED)
+        _KILLED.clear()
         if last and not _LIVE:
             reaper.release()
     return killed

@@ -15,9 +15,9 @@ the caller passes those as ``keep``), or a process this process started in a new
 (``start_new_session``) before it became a subreaper (kept: :func:`hold` notes them).
 :func:`kill_adopted` kills the rest, pass after pass: killing one reparents its own children here.
 
-    hold()              subreaper from the first worker on (pool.start)
-    kill_adopted(keep)  after workers are closed (Pool._reap), and before the run's last save
-    release()           once no worker is left (Pool.close): not a subreaper any more
+    hold()                             subreaper from the first worker on (pool.start)
+    kill_adopted(keep, killed_groups)  after workers are closed (Pool._reap), before the run's last save
+    release()                          once no worker is left (Pool.close): not a subreaper any more
 
 Not covered: a process an implementation has started through something that is not its
 descendant (``systemd-run --user``, ``at``, ``ssh localhost``); a tree that keeps forking new
@@ -78,7 +78,7 @@ def hold() -> bool:
     was = subreaper()
     if not was and _set(prctl, 1) != 0:
         return False
-    _hold = _Hold(not was, frozenset((pid, start) for pid, _, start in _others()))
+    _hold = _Hold(not was, frozenset((pid, start) for pid, _, start, _ in _others()))
     return True
 
 
@@ -97,30 +97,35 @@ def _set(prctl: Any, on: int) -> int:
     return int(prctl(PR_SET_CHILD_SUBREAPER, ctypes.c_ulong(on), 0, 0, 0))
 
 
-def kill_adopted(keep: Iterable[int] = ()) -> int:
+def kill_adopted(keep: Iterable[int] = (), killed_groups: Iterable[int] = ()) -> int:
     """SIGKILL every child of this process in another session (what it adopted from workers), but
     the pids in ``keep`` (live workers that are its children) and those there before :func:`hold`;
     wait for each, and again for the children each one leaves, until none is left or ``SWEEP_S``
-    has passed. Adopted zombies are only waited for. Returns how many live processes it killed.
+    has passed. Adopted zombies are only waited for. Returns how many live processes it killed
+    that had left their worker's group: one still in a group of ``killed_groups`` (a worker's group
+    the caller has SIGKILLed: it is dying of that, adopted here on its way out when its parent died
+    first) is killed and waited for too, but not counted.
     Never raises for what it cannot read or signal (one it may not signal is left alone); nothing
     where :func:`hold` was not called."""
     if _hold is None:
         return 0
-    kept, before = set(keep), _hold.before
+    kept, before, groups = set(keep), _hold.before, set(killed_groups)
     killed = 0
     deadline = time.monotonic() + SWEEP_S
     while time.monotonic() < deadline:
-        found = [(pid, state) for pid, state, start in _others() if pid not in kept and (pid, start) not in before]
+        found = [(pid, state, group) for pid, state, start, group in _others()
+                 if pid not in kept and (pid, start) not in before]
         if not found:
             break
-        for pid, state in found:
+        for pid, state, group in found:
             if state != "Z":
                 try:
                     os.kill(pid, signal.SIGKILL)
-                    killed += 1
+                    if group not in groups:  # it left its worker's group, or its worker was not killed
+                        killed += 1
                 except OSError:  # not this user's to signal any more (it ran a set-user-ID program): left
                     kept.add(pid)
-        for pid, _ in found:
+        for pid, _, _ in found:
             if pid not in kept:
                 _wait(pid, deadline)
     return killed
@@ -138,9 +143,10 @@ def _wait(pid: int, deadline: float) -> None:
         time.sleep(0.001)
 
 
-def _others() -> list[tuple[int, str, int]]:
-    """(pid, state, start time) of this process's children in a session other than its own: one
-    scan of ``/proc/<pid>/stat`` (fields after the last ")": the name may hold any character)."""
+def _others() -> list[tuple[int, str, int, int]]:
+    """(pid, state, start time, process group) of this process's children in a session other than
+    its own: one scan of ``/proc/<pid>/stat`` (fields after the last ")": the name may hold any
+    character)."""
     me, session = os.getpid(), os.getsid(0)
     out = []
     try:
@@ -154,9 +160,10 @@ def _others() -> list[tuple[int, str, int]]:
             with open(f"/proc/{name}/stat", "rb") as f:
                 stat = f.read()
             fields = stat[stat.rindex(b")") + 2:].split()
-            state, ppid, sid, start = fields[0].decode(), int(fields[1]), int(fields[3]), int(fields[19])
+            state, ppid, group, sid, start = (fields[0].decode(), int(fields[1]), int(fields[2]), int(fields[3]),
+                                              int(fields[19]))
         except (OSError, ValueError, IndexError):
             continue
         if ppid == me and sid != session:
-            out.append((int(name), state, start))
+            out.append((int(name), state, start, group))
     return out

@@ -321,6 +321,7 @@ def test_a_process_an_implementation_forks_does_not_outlive_the_run(tmp_path):
     finally:
         proc.kill()
     assert proc.returncode == 0, err
+    assert "outside its worker's process group" not in err  # they stayed in it: killed with it, no escape
 
 
 def test_an_implementation_deleting_files_in_its_folder_cannot_break_the_next(tmp_path, monkeypatch):

@@ -167,3 +167,50 @@ print("ok")
 def test_kill_adopted_kills_what_left_a_workers_session_and_nothing_else(tmp_path):
     done = _python(KILL_ADOPTED, {}, tmp_path)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
+
+
+IN_A_KILLED_GROUP = """
+import os, time
+from solbench.measure import reaper
+
+def gone(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+assert reaper.hold()
+r, w = os.pipe()
+worker = os.fork()
+if worker == 0:  # a worker: a session of its own; a child left in its group, and one that leaves it
+    os.setsid()
+    stays = os.fork()
+    if stays == 0:
+        time.sleep(600)
+        os._exit(0)
+    leaves = os.fork()
+    if leaves == 0:
+        os.setsid()
+        time.sleep(600)
+        os._exit(0)
+    os.write(w, f"{stays} {leaves}\\n".encode())
+    os._exit(0)
+os.close(w)
+with os.fdopen(r) as f:
+    stays, leaves = map(int, f.readline().split())
+os.waitpid(worker, 0)  # both adopted by this process
+# the pool has killed the worker's group (kill_group) and sweeps at once: its members, dying of that
+# kill, may still be alive when the sweep looks (here they are, for certain: the group was not signalled)
+killed = reaper.kill_adopted(killed_groups=[worker])
+assert killed == 1, killed  # only the one that left the group escaped
+assert gone(stays) and gone(leaves)
+print("ok")
+"""
+
+
+def test_a_process_left_in_a_killed_workers_group_is_killed_but_not_counted_as_escaped(tmp_path):
+    """A child that stayed in its worker's group did not try to outlive the worker: the run's note
+    ("killed N processes ... outside its worker's process group (setsid())") must not count it."""
+    done = _python(IN_A_KILLED_GROUP, {}, tmp_path)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
