@@ -19,6 +19,7 @@ run and removes it. Default names carry microseconds and a random suffix.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as _dt
 import functools
@@ -237,14 +238,24 @@ def append_cases(path: Path, run: RunResult, cases: Sequence[CaseResult]) -> Non
     A run saved after every case pays for its own size only once this way, not at every case (a
     suite's multi-MB file rewritten case after case is quadratic). :func:`load` replays the journal
     of an incomplete run: the last line of a case wins; a torn last line is ignored.
+
+    A write that fails part way (a full disk) is cut back off the journal: the next append would
+    follow the torn line, and a torn line before others makes the whole run unreadable.
     """
     lines = "".join(json.dumps(encode({"run": run.created, "case": dataclasses.asdict(c), "harness": run.harness}),
                                allow_nan=False) + "\n" for c in cases)
     try:
-        with journal_path(path).open("a", encoding="utf-8") as f:
-            f.write(lines)
-            f.flush()
-            os.fsync(f.fileno())
+        with journal_path(path).open("ab", buffering=0) as f:
+            end = f.seek(0, os.SEEK_END)
+            try:
+                left = memoryview(lines.encode("utf-8"))
+                while left:
+                    left = left[f.write(left):]
+                os.fsync(f.fileno())
+            except OSError:
+                with contextlib.suppress(OSError):
+                    f.truncate(end)
+                raise
     except OSError as exc:
         raise ResultsWriteError(f"cannot write {journal_path(path)}: {exc.strerror or exc}") from exc
 

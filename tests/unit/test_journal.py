@@ -2,6 +2,8 @@
 (solbench.results.store.append_cases, the CLI's Saver); load replays it, the final save removes it."""
 
 import json
+import resource
+import signal
 from dataclasses import replace
 
 import pytest
@@ -61,6 +63,29 @@ def test_a_line_torn_by_a_kill_is_ignored_and_a_broken_one_before_it_is_refused(
     journal.write_text("{not json\n" + good)
     with pytest.raises(ResultsFormatError, match=r"run.json.journal:1: not a journal line"):
         store.load(out)
+
+
+def test_an_append_cut_short_by_a_full_disk_leaves_no_torn_line_before_the_next(tmp_path):
+    """The disk fills while a case is appended (a file size limit stands in for it: the write stops
+    part way through the line, as on a full disk), then frees up: the cases appended after it must
+    not follow a torn line, which would make the whole journal unreadable."""
+    out = tmp_path / "run.json"
+    saver = Saver(out, tmp_path, None, force=False)
+    run, cases = make_run({}), _cases(3)
+    saver.save(replace(run, cases=tuple(cases[:1])))
+    size = store.journal_path(out).stat().st_size
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    previous = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # the write fails with EFBIG instead of a signal
+    resource.setrlimit(resource.RLIMIT_FSIZE, (size + 100, hard))
+    try:
+        saver.save(replace(run, cases=tuple(cases[:2])))
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, previous)
+    assert saver.error is not None and "run.json.journal" in saver.error
+    assert store.journal_path(out).stat().st_size == size  # nothing of the torn line is left
+    saver.save(replace(run, cases=tuple(cases)))  # room again: the case that failed is appended with the next
+    assert [c.case_id for c in store.load(out).cases] == [c.case_id for c in cases]
 
 
 def test_a_journal_left_by_another_run_under_the_same_name_is_not_replayed(tmp_path):
