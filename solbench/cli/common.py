@@ -451,9 +451,7 @@ class Saver:
         try:
             if final:
                 beside, self._partial = self._partial, None  # the final record goes to -o itself
-                if beside is not None:
-                    self.path = None
-                self._write(partial, derived(partial))
+                self._write(partial, derived(partial))  # failing, it leaves self.path where the run is
                 for path in self.paths:
                     store.drop_journal(path)
                 if beside is not None:  # only once the final record is written

@@ -1,6 +1,7 @@
 """A run saved as it is measured: the record without cases, and a journal each case is appended to
 (solbench.results.store.append_cases, the CLI's Saver); load replays it, the final save removes it."""
 
+import errno
 import json
 import resource
 import signal
@@ -123,6 +124,27 @@ def test_o_force_over_a_saved_run_keeps_it_until_the_new_run_is_complete(tmp_pat
     back = store.load(out)
     assert back.complete is True and len(back.cases) == 3 and back.created == "2025-02-02T00:00:00Z"
     assert new.paths == [out] and not beside.exists() and not store.journal_path(beside).exists()
+
+
+def test_a_final_save_that_fails_over_a_kept_file_still_names_where_the_run_is(tmp_path, monkeypatch):
+    """-o run.json --force, and the disk is full at the final save: run.json stays as it was, and the
+    run's cases stay beside it, in the file the run was saved to so far; the Saver's paths (the
+    "saved ..." lines) must still name that file, not nothing."""
+    out = tmp_path / "run.json"
+    out.write_text("{}")  # a file the user keeps until the new run is complete
+    saver = Saver(out, tmp_path, None, force=True)
+    run = replace(make_run({}), cases=tuple(_cases(2)))
+    saver.save(run)
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(store.os, "replace", full)
+    saver.save(run, final=True)
+    beside = tmp_path / "run.json.partial.json"
+    assert saver.error is not None and "No space left on device" in saver.error
+    assert out.read_text() == "{}" and saver.paths == [beside]
+    assert len(store.load(beside).cases) == 2 and store.load(beside).complete is False
 
 
 def test_a_complete_run_ignores_a_journal_beside_it(tmp_path):
