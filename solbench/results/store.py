@@ -149,6 +149,9 @@ def check_writable(path: Path, *, is_file: bool = False, force: bool = False) ->
                                 + (" (--json prints it)" if a_stream(path) else ""))
     if is_file and path.exists() and not force:
         raise ResultsWriteError(f"{path}: exists; not overwriting it (pass --force to replace it)")
+    above = next((f for f in (folder, *folder.parents) if f.exists() or f.is_symlink()), None)
+    if above is not None and not above.is_dir():  # mkdir would say only "File exists"
+        raise ResultsWriteError(f"{path}: cannot write results there: {above} is a file, not a folder")
     try:
         folder.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".solbench-check-", dir=folder)

@@ -230,8 +230,12 @@ def test_check_writable(tmp_path):
     assert (tmp_path / "new" / "results").is_dir()
     blocker = tmp_path / "file"
     blocker.write_text("")
-    with pytest.raises(ResultsWriteError, match=r"file/results: cannot write results there"):
+    with pytest.raises(ResultsWriteError, match=r"file/results: cannot write results there: .*file is a file"):
         store.check_writable(blocker / "results")
+    # -o file/x.json: mkdir said only "File exists", naming neither the file in the way nor what is wrong
+    with pytest.raises(ResultsWriteError, match=r"file/sub/x.json: cannot write results there: \S*/file is a file, "
+                       r"not a folder$"):
+        store.check_writable(blocker / "sub" / "x.json", is_file=True)
     with pytest.raises(ResultsWriteError, match="exists; not overwriting it"):
         store.check_writable(blocker, is_file=True)
     store.check_writable(blocker, is_file=True, force=True)
