@@ -111,10 +111,17 @@ def _override(key: str, expr: str | Number, scope: Mapping[str, Number]) -> floa
     return value
 
 
+def value_bytes(dtype: str) -> float:
+    """Bytes of one value of ``dtype``. An op's sizes count values, and one element of a packed dtype
+    (``float4_e2m1fn_x2``, a declared tensor's unit) holds two: an FP4 weight of k x n values is
+    k * n / 2 bytes, not k * n."""
+    return DTYPE_BYTES[dtype] / (2 if dtype.endswith("_x2") else 1)
+
+
 def op_cost(op: Mapping[str, Any], scope: Mapping[str, Number], case_dtype: str) -> OpCost:
     """Cost of one op; sizes are expressions of ``scope``."""
     kind = op["op"]
-    eb = DTYPE_BYTES[op.get("dtype") or case_dtype]
+    eb = value_bytes(op.get("dtype") or case_dtype)
     size = _Sizes(op, scope)
     if kind in _HANDLERS:
         return _HANDLERS[kind](size, eb)
@@ -158,15 +165,15 @@ class _Sizes:
         return value
 
 
-def _matmul(v: _Sizes, eb: int) -> OpCost:
+def _matmul(v: _Sizes, eb: float) -> OpCost:
     b, m, n, k = v("batch", 1), v("m"), v("n"), v("k")
     weight_batch = b if v("batched_b", 1) else 1
     bias = n * b if v("bias", 0) else 0
-    wb = DTYPE_BYTES[v.op["b_dtype"]] if "b_dtype" in v else eb  # e.g. an FP8 weight beside 16-bit x
+    wb = value_bytes(v.op["b_dtype"]) if "b_dtype" in v else eb  # e.g. an FP8 weight beside 16-bit x
     return OpCost(2.0 * b * m * n * k, 0.0, eb * (b * m * k + b * m * n + bias) + wb * weight_batch * k * n)
 
 
-def _conv2d(v: _Sizes, eb: int) -> OpCost:
+def _conv2d(v: _Sizes, eb: float) -> OpCost:
     n, c, h, w, k, r, s = v("n"), v("c"), v("h"), v("w"), v("k"), v("r"), v("s")
     stride, pad, dil, groups = v("stride", 1, 1), v("pad", 0), v("dilation", 1, 1), v("groups", 1, 1)
     if c % groups or k % groups:  # as torch refuses it; c // groups would price a channel count no filter has
@@ -179,7 +186,7 @@ def _conv2d(v: _Sizes, eb: int) -> OpCost:
     return OpCost(flops, 0.0, eb * (n * c * h * w + k * (c // groups) * r * s + n * k * p * q))
 
 
-def _pool2d(v: _Sizes, eb: int) -> OpCost:
+def _pool2d(v: _Sizes, eb: float) -> OpCost:
     n, c, h, w, r, s = v("n"), v("c"), v("h"), v("w"), v("r"), v("s")
     stride, pad = v("stride", 1, 1), v("pad", 0)
     p = (h + 2 * pad - r) // stride + 1
@@ -189,7 +196,7 @@ def _pool2d(v: _Sizes, eb: int) -> OpCost:
     return OpCost(0.0, float(r * s * n * c * p * q), eb * (n * c * h * w + n * c * p * q))
 
 
-def _attention(v: _Sizes, eb: int) -> OpCost:
+def _attention(v: _Sizes, eb: float) -> OpCost:
     b, h, sq, sk, d = v("b"), v("h"), v("sq"), v("sk"), v("d")
     dv = v("dv", d)
     flops = 2.0 * b * h * sq * sk * d + 2.0 * b * h * sq * sk * dv
@@ -198,7 +205,7 @@ def _attention(v: _Sizes, eb: int) -> OpCost:
     return OpCost(flops, 0.0, eb * b * h * (sq * d + sk * d + sk * dv + sq * dv))
 
 
-def _elementwise(kind: str, v: _Sizes, eb: int) -> OpCost:
+def _elementwise(kind: str, v: _Sizes, eb: float) -> OpCost:
     per, reads = _ELEMENTWISE[kind]
     numel = v("numel") if "numel" in v else v("rows") * v("cols")
     params = v("param_elements", 0)  # e.g. LayerNorm weight and bias, a bias vector
@@ -219,7 +226,7 @@ def bus_factor(kind: str, ranks: Number) -> float:
     return _COLLECTIVES[kind][0](ranks)
 
 
-def _collective(kind: str, v: _Sizes, eb: int) -> OpCost:
+def _collective(kind: str, v: _Sizes, eb: float) -> OpCost:
     numel = v("numel")
     n = v("ranks", v.scope.get("world_size", 1))
     if n < 2:
@@ -232,7 +239,7 @@ def _collective(kind: str, v: _Sizes, eb: int) -> OpCost:
                   size * bus_factor(kind, n))
 
 
-_HANDLERS: dict[str, Callable[[_Sizes, int], OpCost]] = {
+_HANDLERS: dict[str, Callable[[_Sizes, float], OpCost]] = {
     "matmul": _matmul,
     "conv2d": _conv2d,
     "attention": _attention,

@@ -205,3 +205,14 @@ def test_cost_refuses_sizes_that_are_not_whole_numbers():
         op_cost({"op": "add", "numel": 8, "inputs": 1.5}, {}, "float32")
     assert op_cost({"op": "matmul", "m": "n / 2", "n": 1, "k": 1}, {"n": 8}, "float32").tensor_flops == 8
     assert op_cost({"op": "relu", "numel": 8, "flops_per_element": 0.5}, {}, "float32").vector_flops == 4
+
+
+def test_an_fp4_op_counts_half_a_byte_a_value():
+    """An op's sizes count values; one float4_e2m1fn_x2 element (the byte a declared tensor counts) holds
+    two. An FP4 weight of k x n values was priced at k * n bytes, twice what it reads."""
+    gemm = {"op": "matmul", "m": 16, "n": 64, "k": 128}
+    fp4_weight = op_cost({**gemm, "b_dtype": "float4_e2m1fn_x2"}, {}, "bfloat16")
+    assert fp4_weight.bytes == 2 * (16 * 128 + 16 * 64) + 128 * 64 / 2
+    assert op_cost(gemm, {}, "float4_e2m1fn_x2").bytes == (16 * 128 + 16 * 64 + 128 * 64) / 2
+    assert op_cost({"op": "relu", "numel": 10}, {}, "float4_e2m1fn_x2").bytes == 10  # read 10 values, write 10
+    assert fp4_weight.tensor_flops == 2 * 16 * 64 * 128  # FLOPs count values either way
