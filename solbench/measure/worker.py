@@ -22,9 +22,10 @@ what a later round's process could do differently (work skipped on some calls, o
 written, inputs changed) the checked call, the verified samples and the after-timing input check
 still see.
 
-Faults become statuses: error (an exception), oom, reward_hack (a check above failed),
-incorrect, skipped. A CUDA error that poisons the context, or ``sys.exit`` called by the
-implementation, is ``crashed``, and the worker process must be replaced (``fatal``).
+Faults become statuses: error (an exception, ``KeyboardInterrupt`` and ``GeneratorExit`` too), oom,
+reward_hack (a check above failed), incorrect, skipped. A CUDA error that poisons the context, or
+``sys.exit`` called by the implementation, is ``crashed``, and the worker process must be replaced
+(``fatal``).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ import hashlib
 import math
 import os
 import random
+import signal
 import sys
 import threading
 import time
@@ -217,7 +219,9 @@ def guarded(task: Task, state: WorkerState, body: Callable[[], ImplResult]) -> t
     """``body()`` (one task's checks and timing) with its wall time as ``task_s``; (result, fatal).
 
     A crash of the implementation's own making (sys.exit, a lost CUDA context) and tampering with
-    the process are fatal: the caller replaces the process.
+    the process are fatal: the caller replaces the process. A ``KeyboardInterrupt`` or
+    ``GeneratorExit`` it raises (past :func:`as_status`, which takes ``Exception`` only) is an
+    ``error`` like any other exception, unless a signal can raise it here (:func:`_signalled`).
     """
     start = time.perf_counter()
     if task.device == "cuda":
@@ -230,6 +234,10 @@ def guarded(task: Task, state: WorkerState, body: Callable[[], ImplResult]) -> t
         result, fatal = ImplResult(task.impl, "crashed", str(exc)), True
     except SystemExit as exc:
         result, fatal = ImplResult(task.impl, "crashed", f"the implementation called sys.exit({exc.code})"), True
+    except (KeyboardInterrupt, GeneratorExit) as exc:
+        if isinstance(exc, KeyboardInterrupt) and _signalled():
+            raise
+        result, fatal = _fault(task.impl, exc, ""), False
     tampered = state.tamper.tampered()
     if tampered is not None:  # the process is compromised: report it and start afresh
         return ImplResult(task.impl, "reward_hack", tampered), True
@@ -242,6 +250,14 @@ def guarded(task: Task, state: WorkerState, body: Callable[[], ImplResult]) -> t
         if task.release_after:
             release_cached()
     return wire.capped(result), fatal
+
+
+def _signalled() -> bool:
+    """Whether a signal may have raised a KeyboardInterrupt in this process: in-process
+    (``--in-process``), Ctrl-C and SIGTERM (:func:`solbench.cli.common.handle_errors`) raise it, and
+    must stop the run; a worker process ignores Ctrl-C (the parent's to handle) and handles no signal
+    in Python, so one there is the implementation's own."""
+    return any(callable(signal.getsignal(sig)) for sig in (signal.SIGINT, signal.SIGTERM))
 
 
 def release_cached() -> None:
@@ -897,8 +913,8 @@ def _worst(a: Correctness, b: Correctness) -> Correctness:
 
 def _fault(name: str, exc: BaseException, prefix: str) -> ImplResult:
     """An exception from user code as a status: oom, or error with the exception and where."""
-    text = f"{type(exc).__name__}: {exc}".strip()
-    first = text.splitlines()[0] if text else type(exc).__name__
+    text = _message(exc)
+    first = f"{type(exc).__name__}: {text}".splitlines()[0] if text else type(exc).__name__
     if _is_oom(exc):
         return ImplResult(name, "oom", prefix + first)
     where = traceback.extract_tb(exc.__traceback__)
@@ -913,10 +929,19 @@ ALLOC_FAILED = ("out of memory", "can't allocate memory", "cannot allocate memor
                 "cuda_error_out_of_memory", "cudaerrormemoryallocation")
 
 
+def _message(exc: BaseException) -> str:
+    """``str(exc)``, stripped; a note where the exception's own ``__str__`` raises (it is the
+    implementation's code too: what it raises must not take the worker down)."""
+    try:
+        return str(exc).strip()
+    except Exception as failed:
+        return f"(its message could not be read: str() raised {type(failed).__name__})"
+
+
 def _is_oom(exc: BaseException) -> bool:
     if isinstance(exc, MemoryError | torch.OutOfMemoryError):
         return True
-    text = str(exc).lower()
+    text = _message(exc).lower()
     return any(words in text for words in ALLOC_FAILED)
 
 

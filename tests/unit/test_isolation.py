@@ -58,6 +58,27 @@ def test_a_fault_keeps_the_workers_last_output_lines(faults_run):
     assert raises.message.endswith("(at faults.py:11)")
 
 
+RAISED = {
+    "keyboard_interrupt": ("error", "KeyboardInterrupt (at faults.py:62)"),
+    "generator_exit": ("error", "GeneratorExit (at faults.py:66)"),
+    "unprintable": ("error", "Unprintable: (its message could not be read: str() raised ValueError) (at faults.py:75)"),
+}
+
+
+@pytest.mark.parametrize("mode", [[], ["--in-process"]], ids=["worker", "in-process"])
+def test_an_implementation_raising_what_is_no_exception_or_cannot_be_printed_is_an_error(tmp_path, mode):
+    # in-process a KeyboardInterrupt is the user's Ctrl-C as far as solbench can tell: it stops the run
+    raised = {name: RAISED[name] for name in RAISED if not mode or name != "keyboard_interrupt"}
+    out = tmp_path / "raisers.json"
+    picked = [arg for name in ("baseline", *raised, "honest") for arg in ("-i", name)]
+    result = CliRunner().invoke(main, ["run", HOSTILE, "-w", "raisers", *picked, "-o", str(out), "--repeat", "1",
+                                       *mode, *FAST])
+    assert result.exit_code == 4, result.output
+    status = _statuses(store.load(out))
+    assert {name: status[name] for name in raised} == raised
+    assert status["baseline"][0] == status["honest"][0] == "ok"
+
+
 CAUGHT = {
     "cached_by_nothing": ("reward_hack", "earlier call's output"),
     "cached_by_pointer": ("reward_hack", "earlier call's output"),
@@ -179,7 +200,7 @@ def _default_sigint():
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def _slow_run(tmp_path, sizes, **popen):
+def _slow_run(tmp_path, sizes, options=("--timeout", "600"), **popen):
     """Start `solbench run` on a workload whose first case is quick and whose others never return;
     return (process, result file) once the first case is saved."""
     src = tmp_path / "slow.py"
@@ -191,7 +212,7 @@ def _slow_run(tmp_path, sizes, **popen):
                   "    reference: slow.py:ref\n    implementations: {baseline: slow.py:fn}\n")
     out = tmp_path / "slow.json"
     proc = subprocess.Popen([sys.executable, "-m", "solbench", "run", str(wl), "-o", str(out), "-q",
-                             "--timeout", "600", *FAST], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             *options, *FAST], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, **popen)
     deadline = time.monotonic() + 900
     while not out.exists() and time.monotonic() < deadline and proc.poll() is None:
@@ -214,8 +235,10 @@ def _stop(proc, sig):
     return err
 
 
-def test_ctrl_c_saves_what_was_measured_and_exits_130(tmp_path):
-    proc, out = _slow_run(tmp_path, (64, 128), preexec_fn=_default_sigint)
+@pytest.mark.parametrize("options", [("--timeout", "600"), ("--in-process",)], ids=["worker", "in-process"])
+def test_ctrl_c_saves_what_was_measured_and_exits_130(tmp_path, options):
+    # in-process the Ctrl-C lands in the implementation's own call: still the user's, it stops the run
+    proc, out = _slow_run(tmp_path, (64, 128), options, preexec_fn=_default_sigint)
     err = _stop(proc, signal.SIGINT)
     assert proc.returncode == 130, err
     run = store.load(out)

@@ -56,3 +56,20 @@ def never_returns_gpu(x, w, residual):
 
 def allocates_200_gib(x, w, residual):
     return torch.empty(200 * 2**30, dtype=torch.uint8, device=x.device)
+
+
+def keyboard_interrupt(x, w, residual):
+    raise KeyboardInterrupt  # its own: no Ctrl-C reaches a worker
+
+
+def generator_exit(x, w, residual):
+    raise GeneratorExit
+
+
+class Unprintable(Exception):
+    def __str__(self):
+        raise ValueError("no message")
+
+
+def unprintable(x, w, residual):
+    raise Unprintable
