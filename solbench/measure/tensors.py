@@ -68,14 +68,22 @@ def upcast(inputs: Mapping[str, Any], dtype: str) -> dict[str, Any]:
             for k, v in inputs.items()}
 
 
-def as_outputs(value: Any, names: Sequence[str], *, strict: bool = True) -> tuple[torch.Tensor, ...]:
+def as_outputs(value: Any, names: Sequence[str], *, strict: bool = True,
+               returns: str | None = None) -> tuple[torch.Tensor, ...]:
     """Normalize what an implementation returned to a tuple in declared-output order.
 
     Only a tensor, a plain ``dict`` (by output name), or a ``tuple``/``list`` (a named tuple too)
     holding tensors: the outputs must exist when the call returns. A lazy mapping or a generator
     would compute them here, after the timed window closed; it is a TypeError, as a wrong type.
     ``strict=False`` (a reference's outputs, never timed) also takes any mapping and iterable.
+    ``returns`` (the workload's ``returns``): that structure only, as the reference returns it
+    (KernelBench rejects a ModelNew returning ``(t,)`` where Model returns ``t``); another is a TypeError.
     """
+    if returns is not None:
+        want = "a tensor" if returns == "tensor" else f"a {returns} of {len(names)}"
+        got = _structure(value)
+        if got != want:
+            raise TypeError(f"returned {got} where the reference returns {want} ({', '.join(names)})")
     if isinstance(value, torch.Tensor):
         value = (value,)
     elif type(value) is dict or (not strict and isinstance(value, Mapping)):
@@ -94,6 +102,18 @@ def as_outputs(value: Any, names: Sequence[str], *, strict: bool = True) -> tupl
         raise TypeError(f"expected {len(names)} tensor output(s) ({', '.join(names)}), "
                         f"got {type(value).__name__} of {len(value)}")
     return value
+
+
+def _structure(value: Any) -> str:
+    """What a call returned, in words (``a tensor``, ``a tuple of 2``, ``a dict``), read without
+    calling anything the value's class defines."""
+    if isinstance(value, torch.Tensor):
+        return "a tensor"
+    for kind in (tuple, list):
+        if isinstance(value, kind):
+            return f"a {kind.__name__} of {kind.__len__(value)}"
+    cls = type(value)
+    return f"a {cls.__qualname__}" if cls.__module__ == "builtins" else f"a {cls.__module__}.{cls.__qualname__}"
 
 
 def _eager_sequence(value: Any) -> bool:

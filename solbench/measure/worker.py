@@ -744,7 +744,7 @@ class _Checker:
     def _outputs(self, value: Any) -> tuple[torch.Tensor, ...]:
         """The outputs in declared order; plain tensors with data, or CheatDetected / _Incorrect."""
         try:
-            out = tensors.as_outputs(value, self.names)
+            out = tensors.as_outputs(value, self.names, returns=self.task.spec.returns)
         except TypeError as exc:
             raise _Incorrect(Correctness(False, float("nan"), float("nan"), self.tol.atol, self.tol.rtol,
                                          str(exc))) from None

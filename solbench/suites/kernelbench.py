@@ -9,7 +9,9 @@ becomes one workload:
     profiles.cpu    the integer sizes halved until a case fits a CPU run (solbench.suites.scale)
     inputs          forward's arguments, drawn by get_inputs() (shapes traced); Python numbers
                     among them are scalar inputs
-    outputs         ``out`` (or ``out0``, ``out1``, ... for a tuple), shapes traced
+    outputs         ``out`` (or ``out0``, ``out1``, ... for a tuple), shapes traced; ``returns``: a
+                    solution must return them as Model does (a tensor, or a tuple), as KernelBench
+                    compares them
     cost            traced on the meta device (solbench.suites.trace)
     reference       Model, at the inputs' own dtypes (KernelBench's reference)
     tolerance       KernelBench's: atol = rtol = 1e-4 (fp32), 1e-2 (16-bit)
@@ -104,8 +106,8 @@ def read(path: Path, solutions: list[Path] | None = None) -> WorkloadSpec:
         raise ConfigError(f"{path}: get_inputs() gives {what} (forward's inputs are tensors, and Python numbers)")
     _call(path, "Model(*get_init_inputs())",
           lambda: kb_runtime.build(str(path), "Model", constants, torch.device("meta")))
-    outputs = _call(path, "Model's forward", lambda: _outputs(path, constants, meta))
-    spec = _spec(path, constants, order, meta, outputs, solutions or [])
+    outputs, returns = _call(path, "Model's forward", lambda: _outputs(path, constants, meta))
+    spec = _spec(path, constants, order, meta, outputs, returns, solutions or [])
     return _with_cpu_profile(spec, path, constants)
 
 
@@ -135,19 +137,21 @@ def _meta_values(module: Any) -> list[Any]:
         return list(module.get_inputs())
 
 
-def _outputs(path: Path, constants: dict[str, Any], inputs: dict[str, Any]) -> list[str]:
+def _outputs(path: Path, constants: dict[str, Any], inputs: dict[str, Any]) -> tuple[list[str], str]:
+    """The outputs' names, and what Model returns them as (the workload's ``returns``: a solution must
+    return the same, as KernelBench compares them)."""
     model = kb_runtime.build(str(path), "Model", constants, torch.device("meta"))
     with torch.no_grad():
         value = model(*inputs.values())
     if isinstance(value, torch.Tensor):
-        return ["out"]
+        return ["out"], "tensor"
     if isinstance(value, tuple | list) and value and all(isinstance(v, torch.Tensor) for v in value):
-        return [f"out{i}" for i in range(len(value))]
+        return [f"out{i}" for i in range(len(value))], "tuple" if isinstance(value, tuple) else "list"
     raise ConfigError(f"{path}: Model's forward returns {type(value).__name__}, not a tensor or a tuple of tensors")
 
 
 def _spec(path: Path, constants: dict[str, Any], order: list[str], meta: dict[str, Any], outputs: list[str],
-          solutions: list[Path]) -> WorkloadSpec:
+          returns: str, solutions: list[Path]) -> WorkloadSpec:
     problem = str(path)
     fixed = {"problem": problem, "order": ",".join(order)}
     tensors = [n for n in order if isinstance(meta[n], torch.Tensor)]
@@ -181,6 +185,7 @@ def _spec(path: Path, constants: dict[str, Any], order: list[str], meta: dict[st
         "outputs": {n: {"shape": None} for n in outputs},
         "input_generator": {"fn": f"{RT}:inputs", "params": fixed},
         "reference": f"{RT}:reference",
+        "returns": returns,
         "reference_params": fixed,
         "reference_dtype": "declared",
         "cost": "traced",

@@ -381,6 +381,10 @@ class WorkloadSpec(_Model):
     flops: Expr | None = Field(None, description="Override of the tensor-unit FLOPs.")
     bytes: Expr | None = Field(None, description="Override of the fused bytes.")
     reference: str = Field(description="'module:function' computing the outputs (run in fp32+).")
+    returns: Literal["tensor", "tuple", "list"] | None = Field(
+        None, description="What every implementation must return: the one output as a bare tensor, or the "
+        "outputs in order as a tuple or a list (an imported KernelBench problem: what Model returns); anything "
+        "else is incorrect. Unset: a tensor, tuple, list or dict (by output name) alike.")
     reference_params: dict[str, ParamValue] = Field(
         default_factory=dict, description="Fixed keyword arguments passed to the reference.")
     reference_dtype: Literal["float32", "float64", "declared"] = Field(
@@ -470,6 +474,9 @@ class WorkloadSpec(_Model):
         bad = [n for n in self.inputs if not n.isidentifier() or keyword.iskeyword(n)]
         if bad:
             raise ValueError(f"input {bad[0]!r} is not a Python name (inputs are passed as keyword arguments)")
+        if self.returns == "tensor" and len(self.outputs) != 1:
+            raise ValueError(f"returns: tensor is one output, and there are {len(self.outputs)} "
+                             f"({', '.join(self.outputs)}): returns: tuple or list")
         clash = set(self.inputs) & set(self.outputs)
         if clash:
             raise ValueError(f"names used for both inputs and outputs: {sorted(clash)}")

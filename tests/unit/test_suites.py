@@ -121,6 +121,17 @@ def test_kernelbench_solutions_run_end_to_end_and_a_cached_output_is_caught(runn
     assert "INCORRECT" in cheat.output or "REWARD" in cheat.output.upper()
 
 
+@pytest.mark.parametrize("mode", [[], ["--in-process"]], ids=["worker", "in-process"])
+def test_a_solution_returning_a_1_tuple_where_model_returns_a_tensor_is_incorrect(runner, tmp_path, mode):
+    out = tmp_path / "tuple.json"
+    result = runner.invoke(main, ["run", str(KB / "level1" / "1_Square_matmul.py"), "--solution",
+                                  str(KB / "solutions" / "1_Square_matmul_new_tuple.py"), "-i", "new_tuple",
+                                  "--repeat", "1", "-o", str(out), *mode, *FAST])
+    assert result.exit_code == 4, result.output
+    r = store.load(out).cases[0].impl("new_tuple")
+    assert (r.status, r.message) == ("incorrect", "returned a tuple of 1 where the reference returns a tensor (out)")
+
+
 def test_a_solution_with_another_parameter_order_gets_the_problems_weights():
     [(spec, _)] = load(KB / "level2" / "2_Linear_ReLU_order.py",
                        [KB / "solutions" / "2_Linear_ReLU_order_new.py"])

@@ -113,3 +113,34 @@ def test_a_gate_threshold_is_a_fraction_or_a_percent_never_a_bare_percent_number
         threshold(5)
     with pytest.raises(ValueError, match="as a percent"):
         threshold("five%")
+
+
+def test_returns_tensor_is_one_output(tmp_path):
+    two = GOOD.replace("      y: {shape: [n, m]}", "      y: {shape: [n, m]}\n      z: {shape: [n, m]}").replace(
+        "    reference:", "    returns: tensor\n    reference:")
+    with pytest.raises(ConfigError, match=r"returns: tensor is one output, and there are 2 \(y, z\)"):
+        load_workload_file(write(tmp_path, two))
+
+
+@pytest.mark.parametrize(("returns", "value", "got"), [
+    ("tensor", "(t,)", "a tuple of 1"), ("tensor", "[t]", "a list of 1"), ("tensor", "{'y': t}", "a dict"),
+    ("tuple", "t", "a tensor"), ("tuple", "[t]", "a list of 1"), ("tuple", "(t, t)", "a tuple of 2"),
+])
+def test_with_returns_only_the_references_structure_is_taken(returns, value, got):
+    import torch
+
+    from solbench.measure.tensors import as_outputs
+
+    t = torch.zeros(2)
+    with pytest.raises(TypeError, match=rf"returned {got} where the reference returns a {returns}"):
+        as_outputs(eval(value), ["y"], returns=returns)
+    assert len(as_outputs(t if returns == "tensor" else (t,), ["y"], returns=returns)) == 1
+
+
+def test_without_returns_one_output_may_come_in_any_structure():
+    import torch
+
+    from solbench.measure.tensors import as_outputs
+
+    t = torch.zeros(2)
+    assert all(as_outputs(v, ["y"])[0] is t for v in (t, (t,), [t], {"y": t}))
