@@ -1,8 +1,9 @@
-"""Load ``hardware_specs/*.yaml`` into :class:`HardwareSpec` values (SI units).
+"""Load ``hardware_specs/*.yaml`` (and ``*.yml``) into :class:`HardwareSpec` values (SI units).
 
-One file per device model, named after its id. Pydantic checks each file strictly (unknown fields,
-missing fields and ill-typed values are errors); a problem is reported as one line naming the file,
-the line and the field, e.g. ``hardware_specs/h200-sxm.yaml:17: bandwidth_tbs: required field missing``.
+One file per device model, named after its id (two files of one name, ``.yaml`` and ``.yml``, are an
+error). Pydantic checks each file strictly (unknown fields, missing fields and ill-typed values are
+errors); a problem is reported as one line naming the file, the line and the field, e.g.
+``hardware_specs/h200-sxm.yaml:17: bandwidth_tbs: required field missing``.
 
 Directory: ``$SOLBENCH_SPECS_DIR``, else ``<repo>/hardware_specs``, else the copy inside an
 installed wheel (``solbench/hardware_specs``).
@@ -18,7 +19,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from solbench.analysis.hwspec import HardwareSpec
-from solbench.config.yamlio import YamlDocument, read_yaml
+from solbench.config.yamlio import YamlDocument, read_yaml, yaml_files
 from solbench.errors import ConfigError
 from solbench.workload.ops import suggest
 
@@ -179,7 +180,11 @@ def load_specs(directory: str | Path | None = None) -> tuple[HardwareSpec, ...]:
     root = specs_dir(directory)
     specs: list[HardwareSpec] = []
     owner: dict[str, str] = {}  # id, alias or pci id -> "file:line" that claims it
-    for path in sorted(root.glob("*.yaml")):
+    named: dict[str, Path] = {}  # file name without its suffix (the id) -> the file
+    for path in yaml_files(root):
+        if path.stem in named:
+            raise ConfigError(f"{named[path.stem]} and {path}: two hardware spec files named {path.stem!r}; keep one")
+        named[path.stem] = path
         spec, doc = _load(path)
         claims: list[tuple[str, list[str | int]]] = [
             (spec.id, ["id"]), *((a, ["aliases", i]) for i, a in enumerate(spec.aliases)),
@@ -190,7 +195,7 @@ def load_specs(directory: str | Path | None = None) -> tuple[HardwareSpec, ...]:
             owner[claim] = f"{path}:{doc.line_of(loc)}"
         specs.append(spec)
     if not specs:
-        raise ConfigError(f"{root}: no hardware spec files (*.yaml)")
+        raise ConfigError(f"{root}: no hardware spec files (*.yaml, *.yml)")
     return tuple(sorted(specs, key=lambda s: (s.match_priority, s.id)))
 
 

@@ -105,6 +105,15 @@ class YamlDocument:
         return ConfigError(one_line(f"{where}: {field}: {message}" if field else f"{where}: {message}", 600))
 
 
+YAML_SUFFIXES = (".yaml", ".yml")
+
+
+def yaml_files(folder: Path) -> list[Path]:
+    """The YAML files of a folder (``.yaml`` and ``.yml`` alike: a user names them either way), in
+    name order."""
+    return sorted(p for p in folder.iterdir() if p.suffix in YAML_SUFFIXES and p.is_file())
+
+
 def read_yaml(path: Path) -> YamlDocument:
     """Read a YAML file safely; every problem with the file itself is a one-line ConfigError."""
     text = _read_text(Path(path))

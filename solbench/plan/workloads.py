@@ -20,7 +20,7 @@ from solbench.analysis.cost import case_cost
 from solbench.analysis.scoring import ImplPeaks, score_impls
 from solbench.analysis.sol import speed_of_light
 from solbench.config.workloads import load_workload_file, validate_references
-from solbench.config.yamlio import read_yaml
+from solbench.config.yamlio import read_yaml, yaml_files
 from solbench.errors import ConfigError
 from solbench.results.model import CaseResult, Cost, Environment, ImplResult, Peaks, Protocol, RunResult, SpecRef
 from solbench.workload.cases import Case, CaseError, case_matches, expand, parameter_names
@@ -53,8 +53,7 @@ def load_specs(path: Path, device_kind: str, only: Sequence[str], impls: Sequenc
     ``used``: the solutions that joined a problem are added to it."""
     from solbench.suites import detect, load
 
-    yamls = sorted(p for p in path.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file()) \
-        if path.is_dir() else []
+    yamls = yaml_files(path) if path.is_dir() else []
     if yamls:  # a folder of workload files: each, in name order
         return [entry for f in yamls for entry in load_specs(f, device_kind, only, impls, solutions, used)]
     try:
@@ -66,7 +65,7 @@ def load_specs(path: Path, device_kind: str, only: Sequence[str], impls: Sequenc
     if suite is not None:
         return [(spec, origin, 0) for spec, origin in load(path, solutions, used=used)]
     if path.is_dir():
-        raise ConfigError(f"{path}: a folder with no workload file (.yaml), no KernelBench problem (.py files "
+        raise ConfigError(f"{path}: a folder with no workload file (.yaml, .yml), no KernelBench problem (.py files "
                           "defining Model) and no SOL-ExecBench problem (folders with definition.json)")
     specs = load_workload_file(path)
     for i, spec in enumerate(specs):

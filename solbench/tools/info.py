@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from solbench.config.workloads import load_workload_file
+from solbench.config.yamlio import yaml_files
 from solbench.errors import ConfigError, DeviceError
 from solbench.results.model import RunResult
 from solbench.workload.schema import WorkloadSpec
@@ -39,9 +40,9 @@ def list_workloads(paths: Sequence[str | Path]) -> list[tuple[Path, WorkloadSpec
     """(file, workload) for every workload file in ``paths`` (files or folders)."""
     files: list[Path] = []
     for p in map(Path, paths):
-        found = sorted(p.glob("*.yaml")) if p.is_dir() else [p]
+        found = yaml_files(p) if p.is_dir() else [p]
         if not found:  # an empty table would read as "this folder's workloads: none", exit 0
-            raise ConfigError(f"{p}: a folder with no workload file (.yaml)")
+            raise ConfigError(f"{p}: a folder with no workload file (.yaml, .yml)")
         files.extend(found)
     return [(f, spec) for f in files for spec in load_workload_file(f)]
 

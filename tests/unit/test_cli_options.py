@@ -292,7 +292,14 @@ def test_the_latest_run_says_which_newer_files_it_passed_over(saved: Path) -> No
 
 def test_list_of_a_folder_with_no_workload_file_is_an_error(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["list", str(tmp_path)])
-    assert f"{tmp_path}: a folder with no workload file (.yaml)" in _one_line_exit_2(result)
+    assert f"{tmp_path}: a folder with no workload file (.yaml, .yml)" in _one_line_exit_2(result)
+
+
+def test_list_of_a_folder_reads_yml_workload_files_too(tmp_path: Path) -> None:
+    (tmp_path / "double.yml").write_text(Path("tests/data/double.yaml").read_text())
+    result = CliRunner().invoke(main, ["list", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert "double.yml" in result.output
 
 
 def test_report_refuses_a_run_given_twice_and_names_incomplete_and_dry_runs(tmp_path):

@@ -336,6 +336,20 @@ def test_duplicate_claim_names_file_line_and_field(tmp_path: Path, edit: tuple[s
     assert "\n" not in text
 
 
+def test_a_yml_spec_file_is_read_as_a_yaml_one(tmp_path: Path) -> None:
+    _write_h200(tmp_path, (r"^id: .*$", "id: h200-sxm")).rename(tmp_path / "h200-sxm.yml")
+    assert [s.id for s in load_specs(tmp_path)] == ["h200-sxm"]
+
+
+def test_a_yaml_and_a_yml_spec_file_of_one_name_is_an_error_naming_both(tmp_path: Path) -> None:
+    yaml_file = _write_h200(tmp_path, (r"^id: .*$", "id: h200-sxm"))
+    yml_file = tmp_path / "h200-sxm.yml"
+    yml_file.write_text(yaml_file.read_text())
+    with pytest.raises(ConfigError) as info:
+        load_specs(tmp_path)
+    assert str(info.value) == f"{yaml_file} and {yml_file}: two hardware spec files named 'h200-sxm'; keep one"
+
+
 def test_specs_dir_from_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _write_h200(tmp_path, (r"^id: .*$", "id: h200-sxm"))
     monkeypatch.setenv("SOLBENCH_SPECS_DIR", str(tmp_path))
