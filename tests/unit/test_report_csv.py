@@ -37,3 +37,18 @@ def test_header_has_every_column_then_the_parameters():
 def test_several_runs_are_concatenated():
     run = two_workload_run()
     assert len(_rows(run_csv([run, run]))) == 10
+
+
+def test_floats_carry_no_last_bit_rounding_and_keep_every_digit_that_was_measured():
+    import dataclasses
+
+    from tests.unit.factories import make_case, make_run
+
+    case = make_case("c", {"a": [3.2045000000000004e-06] * 3})  # 3.2045e-06 s, as a computation left it
+    [impl] = case.impls
+    impl = dataclasses.replace(impl, score=dataclasses.replace(impl.score, speedup=0.1 + 0.2, s_score=0.7999999999999999))
+    case = dataclasses.replace(case, impls=(impl,), cost=dataclasses.replace(case.cost, fused_bytes=float(2**49 + 1)))
+    [row] = _rows(run_csv([dataclasses.replace(make_run({}), cases=(case,))]))
+    assert (row["median_s"], row["speedup"], row["s_score"]) == ("3.2045e-06", "0.3", "0.8")
+    assert row["fused_bytes"] == str(2**49 + 1)  # an integer count below 10^15: exact
+    assert float(row["median_s"]) == 3.2045e-06 and abs(float(row["sol"]) / impl.score.sol - 1) < 1e-14
