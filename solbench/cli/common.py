@@ -232,30 +232,44 @@ def _creatable_under(path: str, folder: Path, what: str) -> None:
 
 def _kept(path: Path) -> str | None:
     """What a file holds that a user keeps (tuned configurations, a calibration or spread record, a
-    workload or source file), or None."""
+    gate, comparison or spread verdict a command printed as JSON, a workload or source file), or None.
+    A ``.json.gz`` is read as its contents (results kept in a repository are gzipped)."""
     if path.suffix in (".yaml", ".yml", ".py", ".cu"):
         return "a workload or source file"
-    if path.suffix != ".json":
+    if not path.name.endswith((".json", ".json.gz")):
         return None
-    try:
-        with path.open(encoding="utf-8", errors="replace") as f:
-            text = f.read(1 << 20)  # a record solbench keeps is a few KiB
-    except OSError:
-        return None
-    if '"solbench-tuned/' in text[:4096]:
-        return "tuned configurations"
-    import json
+    from solbench.errors import ResultsFormatError
 
     try:
-        data = json.loads(text)
-    except ValueError:
+        data = store.read_json(path)
+    except ResultsFormatError:
+        return _tuned_text(path)
+    if not isinstance(data, dict):
         return None
-    keys = set(data) if isinstance(data, dict) else set()
+    if str(data.get("format", "")).startswith("solbench-tuned/"):
+        return "tuned configurations"
+    keys = set(data)
     if {"spec_id", "bandwidth", "tensor_peaks", "vector_peaks"} <= keys:
         return "a calibration (solbench calibrate's measured ceilings)"
     if {"spec_id", "run_sd", "runs"} <= keys:
         return "a spread record (solbench spread --save)"
+    if data.get("kind") in _VERDICTS and "version" in keys:
+        return _VERDICTS[data["kind"]]
     return None
+
+
+# the JSON documents gate, ab, compare and spread print (--json), as a user keeps them (a CI job's verdict)
+_VERDICTS = {"gate": "a gate verdict (solbench gate or ab --json)", "comparison": "a comparison (solbench compare "
+             "--json)", "spread": "a spread (solbench spread --json)"}
+
+
+def _tuned_text(path: Path) -> str | None:
+    """A tuned file that does not parse is still the user's (the marker is in its first lines)."""
+    try:
+        with path.open(encoding="utf-8", errors="replace") as f:
+            return "tuned configurations" if '"solbench-tuned/' in f.read(4096) else None
+    except OSError:
+        return None
 
 
 def console(quiet: bool = False) -> Console:

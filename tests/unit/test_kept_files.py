@@ -208,3 +208,24 @@ def test_a_report_never_goes_over_a_calibration_or_spread_record(tmp_path, recor
         r = _invoke(*argv)
         assert r.exit_code == 2 and f"holds a {record}" in r.output, (argv, r.output)
         assert target.read_text() == kept
+
+
+@pytest.mark.parametrize("name", ["verdict.json", "verdict.json.gz"])
+def test_a_verdict_a_command_printed_as_json_is_never_written_over(tmp_path, name):
+    """`report --csv` named a gate verdict kept as results/.../slow0.10-1.json.gz (`ab --json`, gzipped) and
+    replaced it: only .json files were looked into, and a verdict was not among the records kept."""
+    import gzip
+
+    saved = _run_file(tmp_path / "a.json")
+    other = _run_file(tmp_path / "b.json", scale=1.1)
+    printed = _invoke("compare", str(saved), str(other), "--json")
+    assert printed.exit_code in (0, 1), printed.output
+    for kind, text in (("comparison", printed.stdout),
+                       ("gate verdict", json.dumps({"kind": "gate", "version": 1, "overall": "PASS"}))):
+        verdict = tmp_path / name
+        verdict.write_bytes(gzip.compress(text.encode()) if name.endswith(".gz") else text.encode())
+        kept = verdict.read_bytes()
+        for option in ("--csv", "--html"):
+            r = _invoke("report", str(saved), option, str(verdict))
+            assert r.exit_code == 2 and f"holds a {kind}" in r.output, r.output
+            assert verdict.read_bytes() == kept
