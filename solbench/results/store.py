@@ -551,11 +551,18 @@ def save_calibration(cal: Calibration, results_dir: Path) -> Path:
 
 
 def load_calibration(results_dir: Path, spec_id: str, device_uuid: str | None) -> Calibration:
-    """The calibration of this device; ResultsFormatError if there is none."""
+    """The calibration of this device; ResultsFormatError if there is none, or if the file at its
+    path says it was measured on another device (copied or renamed there): its ceilings are another
+    card's, and would be scored against as this one's."""
     path = calibration_path(results_dir, spec_id, device_uuid)
     if not path.is_file():
         raise ResultsFormatError(f"no calibration for this device at {path}: run `solbench calibrate` first")
-    return read_calibration(path)
+    cal = read_calibration(path)
+    if (cal.spec_id, cal.device_uuid) != (spec_id, device_uuid):
+        raise ResultsFormatError(f"{path}: measured on {cal.spec_id} {cal.device_uuid or '(no UUID)'} "
+                                 f"({cal.device_name}), not on this device ({spec_id} {device_uuid or '(no UUID)'}): "
+                                 "run `solbench calibrate` on this device")
+    return cal
 
 
 def read_calibration(path: Path) -> Calibration:

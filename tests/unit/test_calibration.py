@@ -48,3 +48,18 @@ def test_calibrate_refuses_a_window_that_is_not_finite(seconds, tmp_path):
     assert result.exit_code == 2, result.output
     assert result.output.strip() == f"error: --seconds must be a positive finite number, got {seconds}"
     assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("other", [{"spec_id": "b200"}, {"device_uuid": "GPU-5678"}, {"device_uuid": None}])
+def test_a_calibration_of_another_device_at_this_ones_path_is_refused(tmp_path, other):
+    """A record copied or renamed into this device's place holds another card's ceilings."""
+    import dataclasses
+    import json
+
+    from solbench.results.codec import encode
+
+    path = store.calibration_path(tmp_path, "h200-sxm", "GPU-1234")
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(encode(dataclasses.asdict(cal(**other, tensor_peaks={"bf16": 2e15})))))
+    with pytest.raises(ResultsFormatError, match=r"gpu-1234\.json: measured on .*not on this device"):
+        measured_spec(get_spec("h200"), "GPU-1234", tmp_path)
