@@ -56,8 +56,10 @@ def device_summary() -> dict[str, Any]:
     data: dict[str, Any] = {k: v for k, v in vars(env).items() if v is not None}
     data["spec_source"] = info.spec.source
     if info.spec.kind != "cpu":
-        peaks = info.spec.peaks_for("bfloat16")
-        data["bf16_tensor_peak_tflops"] = (peaks.tensor_flops or 0) / 1e12
+        # none where the card has no bf16 tensor unit (T4) or no peaks at all (an unmatched GPU of unknown
+        # rates, which info must still show): peaks_for would refuse the latter and give 0 for the former
+        if "bf16" in info.spec.tensor_peaks:
+            data["bf16_tensor_peak_tflops"] = info.spec.tensor_peaks["bf16"] / 1e12
     else:  # measured on this host at start-up (solbench.device.cpu_peaks)
         data["fp32_peak_tflops"] = float(f"{info.spec.vector_peaks.get('fp32', 0.0) / 1e12:.4g}")
     if info.spec.bandwidth is not None:

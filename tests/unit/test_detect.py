@@ -360,3 +360,20 @@ def test_a_mig_slices_memory_share_is_the_profiles_gb_over_the_parts(fake_gpu: A
     assert spec.id == "a100-sxm4-80gb"
     full = next(s for s in specs if s.id == "a100-sxm4-80gb")
     assert spec.bandwidth == pytest.approx(full.bandwidth * 0.5)  # 40 of 80 GB, not 42.4 / 80
+
+
+@pytest.mark.parametrize(("name", "cc", "pci", "bf16"), [
+    ("NVIDIA GeForce RTX 5090", (12, 0), 0x2B85, None),  # no spec file, no per-SM rate: no peaks at all
+    ("Tesla T4", (7, 5), 0x1EB8, None),  # a spec without a bf16 tensor unit
+    ("NVIDIA H200", (9, 0), 0x2335, 989.4)])
+def test_info_shows_the_bf16_tensor_peak_only_where_there_is_one(fake_gpu: Any, name: str, cc: tuple[int, int],
+                                                                 pci: int, bf16: float | None) -> None:
+    """solbench info is what one runs on a GPU no spec matches: it must not fail for want of peaks, nor
+    print a bf16 tensor peak of 0 TFLOP/s for a card that has no bf16 tensor unit."""
+    from solbench import api
+
+    p = props(name, cc=cc)
+    fake_gpu(p, {p.uuid: nvml_info(name, pci)})
+    data = api.device_summary()
+    assert data.get("bf16_tensor_peak_tflops") == bf16
+    assert data["device_name"] == name
