@@ -68,7 +68,10 @@ def measured_spec(spec: HardwareSpec, uuid: str | None, results_dir: Path) -> Ha
     if spec.kind == "cpu":
         return spec  # CPU peaks are always measured
     cal = store.load_calibration(results_dir, spec.id, uuid)
-    kept = sorted(set(spec.tensor_peaks) - set(cal.tensor_peaks))
+    # both tables: a bf16 case's vector term stays at the datasheet's bf16 vector peak (calibrate measures fp32's)
+    kept = [f"{unit} {group}" for group, sheet, measured in (("tensor", spec.tensor_peaks, cal.tensor_peaks),
+                                                            ("vector", spec.vector_peaks, cal.vector_peaks))
+            for unit in sorted(set(sheet) - set(measured))]
     note = f"measured ceilings of {cal.created}" + (f"; datasheet for {', '.join(kept)}" if kept else "")
     return spec.with_peaks(tensor={**spec.tensor_peaks, **cal.tensor_peaks},
                            vector={**spec.vector_peaks, **cal.vector_peaks},

@@ -32,6 +32,15 @@ def test_measured_spec_replaces_measured_ceilings_only(tmp_path):
     assert "datasheet for" in spec.notes[-1] and "fp8" in spec.notes[-1]
 
 
+def test_the_note_names_the_vector_peaks_that_stayed_the_datasheets(tmp_path):
+    """calibrate measures the fp32 vector rate only: a bf16 case's vector term stays at the datasheet's."""
+    store.save_calibration(cal(), tmp_path)
+    spec = measured_spec(get_spec("h200"), "GPU-1234", tmp_path)
+    assert spec.peaks_for("bfloat16").vector_flops == get_spec("h200").vector_peaks["bf16"]
+    assert spec.notes[-1].endswith("; datasheet for fp16 tensor, fp64 tensor, fp8 tensor, int8 tensor, tf32 tensor, "
+                                   "bf16 vector, fp16 vector, fp64 vector")
+
+
 def test_missing_calibration_says_how_to_make_one(tmp_path):
     with pytest.raises(ResultsFormatError, match="solbench calibrate"):
         measured_spec(get_spec("h200"), "GPU-none", tmp_path)
