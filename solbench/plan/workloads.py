@@ -145,9 +145,10 @@ def plan(files: Sequence[str | Path], device_kind: str, only: Sequence[str] = ()
             ids = [c.id for c in expanded]
             j = first_repeat(ids)
             if j is not None:  # e.g. --set over explicit cases, or 1e-20 (text in YAML) beside 1.0e-20
-                raise ConfigError(f"{path}: case {ids[j]} would be measured twice"
-                                  + (" (--set gives every listed case the same value)" if overrides else "")
-                                  + "; each case once")
+                field = "cases" if spec.cases else "parameters"  # where the two came from
+                raise located(path, ["workloads", i, field], f"case {ids[j]} would be measured twice"
+                              + (" (--set gives every listed case the same value)" if overrides else "")
+                              + "; each case once")
             every_id += ids
             if cases:
                 expanded = tuple(c for c in expanded if any(case_matches(c.id, pat) for pat in cases))

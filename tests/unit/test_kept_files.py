@@ -115,6 +115,19 @@ def test_a_case_measured_twice_is_refused_before_measuring(tmp_path):
     wl.write_text(text)
     r = _invoke("run", str(wl), "-i", "baseline", "--set", "n=64", "--results-dir", str(tmp_path / "r"))
     assert r.exit_code == 2 and "measured twice" in r.output and "--set" in r.output, r.output
+    assert f"{wl}:" in r.output and ": workloads.0.cases: case " in r.output  # the file's line and field
+
+
+def test_a_case_measured_twice_names_the_line_of_its_parameters(tmp_path):
+    """mode: [1, "1"] (a parameter no expression reads) gives one case id twice: the error named the file
+    only, not the line or field."""
+    wl = tmp_path / "w.yaml"
+    wl.write_text((DATA / "double.yaml").read_text().replace("parameters: {n: [64, 256]}",
+                                                            'parameters: {n: [64], mode: [1, "1"]}'))
+    r = _invoke("run", str(wl), "-i", "baseline", "--results-dir", str(tmp_path / "r"))
+    line = 1 + wl.read_text().splitlines().index(next(x for x in wl.read_text().splitlines() if "parameters:" in x))
+    assert r.exit_code == 2 and f"{wl}:{line}: workloads.0.parameters: case " in r.output, r.output
+    assert "would be measured twice" in r.output
 
 
 def test_ab_with_one_round_a_side_decides_nothing_about_time(tmp_path):
