@@ -2,7 +2,7 @@
 
     0    success
     3    a gate was inconclusive (too noisy to decide at the threshold)
-    1    a gate found a regression, or a case that was ok in the baseline is not ok now
+    1    a gate found a regression, or a case that fails now (BROKEN: ok in the baseline, or not)
     4    an implementation failed: incorrect, invalid, error, crashed, timeout, oom or reward_hack
     2    bad input or usage: the command could not do what was asked
     5    solbench itself failed (an unexpected exception, a bug: the traceback says where); never 1,

@@ -1,9 +1,9 @@
 """``solbench ab``: measure two checkouts of the same workloads in one invocation, then gate.
 
 Exit codes (:mod:`solbench.exitcodes`), the more severe of the gate's and the current tree's:
-0 pass · 3 inconclusive · 1 regression, or a case ok in the baseline broken now · 4 an
-implementation of the current tree failed · 2 bad input or usage · 130 interrupted (both runs
-measured so far are saved).
+0 pass · 3 inconclusive · 1 regression, or a case broken now · 4 an implementation of the
+current tree failed · 2 bad input or usage · 5 solbench itself failed · 130 interrupted (both runs
+measured so far are saved; 143 for SIGTERM).
 """
 
 from __future__ import annotations

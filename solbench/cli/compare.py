@@ -2,8 +2,8 @@
 
 Exit codes (all of them, with their order, in :mod:`solbench.exitcodes`):
 ``compare`` 0 done · 2 bad input or usage.
-``gate`` 0 pass · 1 a regression, or a case ok in the baseline is not ok now (BROKEN) ·
-2 bad input or usage · 3 inconclusive.
+``gate`` 0 pass · 1 a regression, or a case that fails now (BROKEN, whether or not it was ok in
+the baseline) · 2 bad input or usage · 3 inconclusive.
 """
 
 from __future__ import annotations
