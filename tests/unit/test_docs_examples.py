@@ -5,6 +5,9 @@ Each block is saved as its own script in a temporary folder that holds the check
 run with this checkout's solbench first on the import path. A block with a ``# needs X`` comment
 is skipped where X is missing (``a CUDA GPU``, ``ncu`` or a Python module). None of the scripts
 has an ``if __name__ == "__main__":`` guard: the worker processes must not import the script again.
+
+Every ``solbench COMMAND ...`` line the docs show (their ```bash blocks, the CI example, inline spans,
+each command's help) uses only options that command has, and every option is named in the docs.
 """
 
 from __future__ import annotations
@@ -12,16 +15,19 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import click
 import pytest
 import torch
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ("docs/api.md", "README.md")
+CI_EXAMPLE = "docs/ci/github-actions-gpu-gate.yml"
 SHARED = ("workloads", "examples", "tests/data", "results/h200")
 _BLOCK = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
 _NEEDS = re.compile(r"#\s*needs ((?:a CUDA GPU)|[A-Za-z_][\w.]*)")
@@ -102,3 +108,81 @@ def test_every_name_in_the_api_table_is_exported_where_the_table_says():
             if name != "plan":
                 assert getattr(solbench, name) is getattr(where, name), name
                 assert name in solbench.__all__ and name in solbench.api.__all__, name
+
+
+def _command_lines() -> list[tuple[str, str]]:
+    """Every ``solbench COMMAND ...`` the docs show: lines of the ```bash blocks of README.md and
+    docs/api.md, the CI example's steps, inline `solbench ...` spans, and the examples in each
+    command's own help. Shell redirections, pipes and comments are cut off."""
+    from solbench.cli.main import _COMMANDS, main
+
+    sources = []
+    for doc in (*DOCS, CI_EXAMPLE):
+        text = (ROOT / doc).read_text(encoding="utf-8")
+        blocks = [text] if doc == CI_EXAMPLE else re.findall(r"^```bash\n(.*?)^```", text, re.S | re.M)
+        sources += [(doc, block) for block in blocks]
+        sources += [(doc, "solbench " + " ".join(span.split())) for span in re.findall(r"`solbench ([a-z][^`]*)`", text)]
+    sources += [(f"solbench {name} --help", main.commands[name].help or "") for name in _COMMANDS]
+    lines = []
+    for where, text in sources:
+        for line in text.replace("\\\n", " ").splitlines():
+            for part in re.split(r"\s(?:&&|\|\|?|;|2?>)\s|;\s*do\s", line):
+                m = re.match(r"\s*(?:-\s*run:\s*)?(?:\S*/)?solbench ([a-z].*)", part)
+                if m:
+                    lines.append((where, m.group(1)))
+    return lines
+
+
+def test_every_solbench_command_line_in_the_docs_uses_options_its_command_has() -> None:
+    """A renamed or removed option, or a choice no longer accepted, must not survive in an example."""
+    from solbench.cli.main import _COMMANDS, main
+
+    lines = _command_lines()
+    assert len(lines) >= 80 and any(w.endswith(".yml") for w, _ in lines) and any("--help" in w for w, _ in lines)
+    wrong = []
+    for where, line in lines:
+        name, *args = shlex.split(line, comments=True)
+        if name not in _COMMANDS:
+            wrong.append(f"{where}: `solbench {line}`: no command {name!r}")
+            continue
+        options = {o: p for p in main.commands[name].params if isinstance(p, click.Option)
+                   for o in (*p.opts, *p.secondary_opts)}
+        for i, arg in enumerate(args):
+            flag, _, value = arg.partition("=") if arg.startswith("--") else (arg, "", "")
+            if not (flag.startswith("-") and len(flag) > 1) or flag in ("--help", "-h"):
+                continue
+            option = options.get(flag)
+            if option is None:
+                wrong.append(f"{where}: `solbench {line}`: {name} has no option {flag}")
+            elif isinstance(option.type, click.Choice) and not option.is_flag:
+                value = value or (args[i + 1] if i + 1 < len(args) else "")
+                if value not in option.type.choices:
+                    wrong.append(f"{where}: `solbench {line}`: {flag} {value!r} is not one of {option.type.choices}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_every_option_of_every_command_is_named_in_the_docs() -> None:
+    """README.md or docs/api.md names each option of each command, in its long or its short form
+    (each command's --help describes them all)."""
+    from solbench.cli.main import _COMMANDS, main
+
+    docs = "".join((ROOT / doc).read_text(encoding="utf-8") for doc in DOCS)
+
+    def named(opt: str) -> bool:
+        return re.search(r"(?<![\w-])" + re.escape(opt) + r"(?![\w-])", docs) is not None
+
+    missing = [f"{name} {p.opts}" for name in _COMMANDS for p in main.commands[name].params
+               if isinstance(p, click.Option) and not any(map(named, p.opts))]
+    assert not missing, f"options no doc names: {missing}"
+
+
+def test_the_readme_exit_codes_are_the_codes_solbench_exits_with() -> None:
+    """README's severity order is ``solbench.exitcodes.SEVERITY``, and its exit-code table of the gate
+    lists the gate's codes."""
+    from solbench import exitcodes
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    order = re.search(r"Severity, least to most \(`solbench/exitcodes.py`\): ([\d, ]+)", readme)
+    assert order is not None and tuple(int(c) for c in order.group(1).split(", ")) == exitcodes.SEVERITY
+    table = re.findall(r"^\| (\d+) \| ", readme.split("| exit code | meaning |", 1)[1].split("\n\n", 1)[0], re.M)
+    assert [int(c) for c in table] == [exitcodes.OK, exitcodes.REGRESSION, exitcodes.USAGE, exitcodes.INCONCLUSIVE]
