@@ -198,14 +198,15 @@ def _flush_c_stdio() -> None:
 
 def distinct_outputs(outputs: Sequence[tuple[str, str | None]]) -> None:
     """ConfigError (exit 2), before any work, where two outputs (option, path) name one file: the later
-    write would replace the earlier. None and ``-`` (stdout) are passed over."""
+    write would replace the earlier. None is passed over; ``-`` (stdout, where a command writes there)
+    is one destination too: ``report --csv - --png -`` printed the PNG alone, the CSV silently lost."""
     from solbench.errors import ConfigError
 
-    seen: dict[Path, str] = {}
+    seen: dict[Path | str, str] = {}
     for option, path in outputs:
-        if not path or path == "-":
+        if not path:
             continue
-        key = Path(path).resolve()
+        key = path if path == "-" else Path(path).resolve()
         if key in seen:
             raise ConfigError(f"{option} {path}: also written by {seen[key]}; give each its own file")
         seen[key] = option

@@ -78,6 +78,15 @@ def test_report_errors_are_one_line_exit_2(cpu_run, tmp_path):
     assert cal.exit_code == 2 and "not a solbench calibration" in cal.output
 
 
+
+@pytest.mark.parametrize("other", ["--png", "--html"])
+def test_report_refuses_two_outputs_to_stdout(tmp_path, other):
+    """`--csv - --png -` kept one file per path: the PNG replaced the CSV on stdout, exit 0, the CSV lost."""
+    result = CliRunner().invoke(main, ["report", "--results-dir", str(tmp_path), "--csv", "-", other, "-"])
+    assert result.exit_code == 2, result.output
+    assert result.stdout == "" and len(result.output.splitlines()) == 1
+    assert "-: also written by" in result.output and other in result.output and "--csv" in result.output
+
 def test_the_reports_gate_gives_the_verdicts_of_solbench_gate(tmp_path):
     """The HTML gate section is `solbench gate`'s own result: single-round runs unconfirmed (a 30%
     slowdown between two processes is INCONCLUSIVE there, so here too), the run offset priced alike."""
