@@ -178,6 +178,8 @@ def run(files: Sequence[str], solutions: Sequence[str], gpu: str | None, dry_run
                                "CPUs measure contention, not the implementation")
     if in_process and not dry_run:  # before --compile-cache's folder is made
         _nothing_to_isolate(click.get_current_context())
+    if output == "-":  # saved as a file named "-", stdout left empty
+        raise ConfigError("-o -: a run is saved as a file, not to stdout (--json prints it there): name one")
     writable_output(junit, "JUnit XML")
     distinct_outputs([("-o", output), ("--junit", junit)])  # the XML would replace the run
     junit_refusals(junit)  # --junit comes only with --gate-against (refused above otherwise)

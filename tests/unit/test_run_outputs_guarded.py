@@ -43,3 +43,14 @@ def test_output_that_names_the_gate_baseline_is_refused_before_measuring(tmp_pat
         assert "the baseline --gate-against reads" in result.output
         assert len(result.output.strip().splitlines()) == 1, result.output  # one line: nothing measured or saved
         assert base.read_bytes() == before
+
+
+def test_output_dash_is_refused_not_saved_as_a_file_named_dash(tmp_path, monkeypatch):
+    """`-o -` saved the run as a file named "-" and left stdout empty, exit 0; `--json` prints a run."""
+    monkeypatch.chdir(tmp_path)
+    workload = str(ROOT / "tests" / "data" / "double.yaml")
+    for extra in (["--dry-run"], ["-i", "baseline", "--results-dir", str(tmp_path / "r"), *FAST]):
+        result = CliRunner().invoke(main, ["run", workload, "--device", "cpu", "-o", "-", *extra])
+        assert result.exit_code == 2, result.output
+        assert result.output.startswith("error: -o -: ") and "--json" in result.output
+        assert result.stdout == "" and not (tmp_path / "-").exists()
