@@ -8,6 +8,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 from click.core import ParameterSource
@@ -34,7 +35,10 @@ from solbench.cli.common import (
 )
 from solbench.errors import ConfigError, RunInterrupted, SolbenchError
 from solbench.results import store
-from solbench.results.model import RunResult
+from solbench.results.model import FAILED_STATUSES, RunResult
+
+if TYPE_CHECKING:
+    from solbench.analysis.gate import GateResult
 
 
 @click.command()
@@ -273,12 +277,25 @@ def run(files: Sequence[str], solutions: Sequence[str], gpu: str | None, dry_run
             click.echo(stopped, err=True)
             sys.exit(interrupted_code())
         verdict = replace(verdict, run_sd_source=sd_source)
-        code = exitcodes.worst(code, verdict.exit_code)
+        again = _failed_remeasuring(result, verdict)
+        for line in again:
+            click.echo(line, err=True)
+        code = exitcodes.worst(code, verdict.exit_code, exitcodes.IMPL_FAILED if again else exitcodes.OK)
         emit_gate(verdict, junit=junit, console=console(quiet or as_json), exit_code=code)
         from solbench.report.compare_json import gate_json
 
         print_json(gate_json(verdict, exit_code=code))
     sys.exit(code)
+
+
+def _failed_remeasuring(result: RunResult, verdict: GateResult) -> list[str]:
+    """``case impl: STATUS while re-measured: message`` for each implementation ok in ``result`` that
+    failed when the gate re-measured it (BROKEN). It failed in this command as surely as one that
+    failed in the run: exit 4, not the gate's 1, and stderr names it, as it names the run's own."""
+    before = {f"{c.case_id}/{r.name}" for c in result.cases for r in c.impls if r.status in FAILED_STATUSES}
+    return [f"{v.case_id} {v.impl}: {str(v.status_cur).upper()} while re-measured: "
+            + (v.detail.splitlines() or [""])[0]
+            for v in verdict.verdicts if v.status_cur in FAILED_STATUSES and v.key not in before]
 
 
 # Options that only shape a measurement (or a gate of one): a dry run measures nothing, so one given

@@ -347,6 +347,40 @@ def test_run_gate_against_exits_4_when_an_implementation_raises_even_if_the_gate
     assert r.exit_code == 4, r.output
 
 
+FLAKY = '''
+def flaky(x):  # fails once armed: in the gate's re-measurement, never in the run itself
+    if os.path.exists(os.path.join(os.path.dirname(os.path.abspath(__file__)), "armed")):
+        raise RuntimeError("boom while re-measured")
+    return x * 2
+'''
+
+
+def test_run_gate_against_exits_4_when_an_implementation_fails_while_re_measured(live, tmp_path, monkeypatch):
+    """An implementation that fails when the gate re-measures it is BROKEN there: it failed in this command
+    as surely as one that failed in the run, so exit 4 (not the gate's 1), and stderr names it."""
+    from solbench import api
+
+    (tmp_path / "impl.py").write_text("import os\n\n" + IMPL + FLAKY)
+    (tmp_path / "flaky.yaml").write_text(WORKLOAD.format(extra="").replace("kernel: impl.py:double",
+                                                                           "kernel: impl.py:flaky"))
+    gate_live = api.gate_live
+
+    def armed(*args, **kwargs):
+        (tmp_path / "armed").touch()
+        return gate_live(*args, **kwargs)
+
+    monkeypatch.setattr(api, "gate_live", armed)
+    # one round a side: the REGRESSION against an impossibly fast baseline is re-measured to confirm it
+    r = CliRunner().invoke(main, ["run", str(tmp_path / "flaky.yaml"), "--gate-against",
+                                  str(live / "impossibly_fast.json"), "--repeat", "1", "--rerun", "1", "--json",
+                                  "--results-dir", str(tmp_path / "results"), *FAST])
+    doc = json.loads(r.stdout)
+    assert [i["status"] for c in doc["cases"] for i in c["impls"]] == ["ok"]  # the run as measured
+    assert [(v["verdict"], v["status_cur"]) for v in doc["gate"]["verdicts"]] == [("BROKEN", "error")]
+    assert r.exit_code == 4 and doc["gate"]["exit_code"] == 4, r.output
+    assert "tiny[n=64,float32] kernel: ERROR while re-measured: RuntimeError: boom while re-measured" in r.stderr
+
+
 def test_run_gate_against_interrupted_while_re_measuring_exits_130_and_says_so_in_the_junit(live, tmp_path,
                                                                                             monkeypatch):
     """Ctrl-C (or SIGTERM, a cancelled CI job) while the undecided cases are re-measured is an interruption
