@@ -101,7 +101,18 @@ def test_an_in_process_run_kills_the_escapee_and_leaves_its_host_as_it_found_it(
         _end(pid)
 
 
-KILL_ADOPTED = """
+# the scripts' shared part: whether a process is gone (its pid not signalable)
+GONE = """
+import os
+def gone(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+"""
+
+KILL_ADOPTED = GONE + """
 import os, subprocess, sys, time
 from solbench.measure import reaper
 
@@ -112,12 +123,6 @@ def state(pid):
     with open(f"/proc/{pid}/stat") as f:
         return f.read().rsplit(")", 1)[1].split()[0]
 
-def gone(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    return False
 
 earlier = sleeper(start_new_session=True)  # the host's own, before hold(): spared
 assert reaper.kill_adopted() == 0  # not a subreaper yet: nothing to do
@@ -169,16 +174,10 @@ def test_kill_adopted_kills_what_left_a_workers_session_and_nothing_else(tmp_pat
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
 
 
-IN_A_KILLED_GROUP = """
+IN_A_KILLED_GROUP = GONE + """
 import os, time
 from solbench.measure import reaper
 
-def gone(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    return False
 
 assert reaper.hold()
 r, w = os.pipe()
