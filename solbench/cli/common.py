@@ -125,12 +125,11 @@ def not_over_a_run(path: str | None, what: str, *, runs_only: bool = False) -> N
         return
     from solbench.errors import ConfigError
 
-    target = Path(path)
-    if store.is_run_file(target):
+    kept = _kept(Path(path))
+    if kept == _SAVED_RUN:
         raise ConfigError(f"{path}: holds a saved run; not writing {what} over it (name another file; "
                           "to report on this run, give it as an argument)")
-    kept = None if runs_only else _kept(target)
-    if kept is not None:
+    if kept is not None and not runs_only:
         raise ConfigError(f"{path}: holds {kept}; not writing {what} over it (name another file)")
 
 
@@ -231,19 +230,27 @@ def _creatable_under(path: str, folder: Path, what: str) -> None:
         raise ConfigError(f"{path}: cannot write {what} there: {folder} is not writable")
 
 
+_SAVED_RUN = "a saved run"
+
+
 def _kept(path: Path) -> str | None:
-    """What a file holds that a user keeps (tuned configurations, a calibration or spread record, a
-    gate, comparison or spread verdict a command printed as JSON, a workload or source file), or None.
-    A ``.json.gz`` is read as its contents (results kept in a repository are gzipped)."""
-    if path.suffix in (".yaml", ".yml", ".py", ".cu"):
-        return "a workload or source file"
-    if not path.name.endswith((".json", ".json.gz")):
-        return None
+    """What a file holds that a user keeps (a saved run, whatever its name; tuned configurations, a
+    calibration or spread record, a gate, comparison or spread verdict a command printed as JSON, a
+    workload or source file), or None. The file is read once; a ``.json.gz`` is read as its contents
+    (results kept in a repository are gzipped)."""
     from solbench.errors import ResultsFormatError
 
     try:
         data = store.read_json(path)
     except ResultsFormatError:
+        data = None
+    if store.is_run_data(data):
+        return _SAVED_RUN
+    if path.suffix in (".yaml", ".yml", ".py", ".cu"):
+        return "a workload or source file"
+    if not path.name.endswith((".json", ".json.gz")):
+        return None
+    if data is None:  # not JSON that parses
         return _tuned_text(path)
     if not isinstance(data, dict):
         return None

@@ -506,7 +506,7 @@ def latest_with_skipped(results_dir: Path) -> tuple[Path, list[Path]]:
         except ResultsFormatError:
             unreadable.append(p)
             continue
-        if _is_run_data(data):
+        if is_run_data(data):
             return p, unreadable
     raise ResultsFormatError(f"no result files under {results_dir}; run `solbench run` first")
 
@@ -517,10 +517,11 @@ def is_run_file(path: Path) -> bool:
         data = read_json(path)
     except ResultsFormatError:
         return False
-    return _is_run_data(data)
+    return is_run_data(data)
 
 
-def _is_run_data(data: Any) -> bool:
+def is_run_data(data: Any) -> bool:
+    """Whether parsed JSON is a run result (an object with a schema_version, an environment and cases)."""
     return (isinstance(data, dict) and type(data.get("schema_version")) is int
             and isinstance(data.get("cases"), list) and isinstance(data.get("environment"), dict))
 
