@@ -442,7 +442,7 @@ def run_offset_vars(run_sd: float, a: RunResult | Sequence[RunResult], b: RunRes
     narrowed by runs that hold none of it. ConfigError for a bad run sd (:func:`check_run_sd`)."""
     check_run_sd(run_sd)
     ma, mb = _runs_measuring(a), _runs_measuring(b)
-    return [run_sd ** 2 * (1.0 / max(1, ma.get(k, 1)) + 1.0 / max(1, mb.get(k, 1))) for k in keys]
+    return [run_sd ** 2 * (1.0 / ma.get(k, 1) + 1.0 / mb.get(k, 1)) for k in keys]  # a key no run measured: 1
 
 
 def with_run_offsets(ests: Sequence[Estimate], run_vars: Sequence[float], confidence: float) -> list[Estimate]:

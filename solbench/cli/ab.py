@@ -17,9 +17,9 @@ from typing import Any
 import click
 
 from solbench import api, exitcodes
-from solbench.cli.common import ALPHA
+from solbench.cli.common import ALPHA, failures
 from solbench.errors import RunInterrupted
-from solbench.results.model import FAILED_STATUSES, RunResult
+from solbench.results.model import RunResult
 
 
 class _AbCommand(click.Command):
@@ -135,8 +135,7 @@ def ab(files: Sequence[str], baseline_tree: str, current_tree: str, rounds: int,
     result = replace(unconfirmed(looks.result(base, cur), verdicts=("REGRESSION", "PASS", "FASTER")),
                      reruns=added_rounds(cur, rounds),
                      run_sd_source="none: both trees measured in one invocation share its offset")
-    failed = [f"{c.case_id}/{r.name}: {r.status}" for c in cur.cases for r in c.impls if r.status in FAILED_STATUSES]
-    code = exitcodes.worst(result.exit_code, exitcodes.IMPL_FAILED if failed else exitcodes.OK)
+    code = exitcodes.worst(result.exit_code, exitcodes.IMPL_FAILED if failures(cur) else exitcodes.OK)
     errors = [s.error for s in savers if s.error is not None]
     code = exitcodes.worst(code, exitcodes.USAGE) if errors else code
     emit_gate(result, junit=junit, markdown_file=markdown_file, as_json=as_json, as_markdown=as_markdown,
