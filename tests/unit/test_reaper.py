@@ -188,16 +188,17 @@ if worker == 0:  # a worker: a session of its own; a child left in its group, an
     if stays == 0:
         time.sleep(600)
         os._exit(0)
-    leaves = os.fork()
-    if leaves == 0:
+    os.write(w, f"stays {stays}\\n".encode())
+    if os.fork() == 0:
         os.setsid()
+        os.write(w, f"leaves {os.getpid()}\\n".encode())  # only once it has left the group
         time.sleep(600)
         os._exit(0)
-    os.write(w, f"{stays} {leaves}\\n".encode())
     os._exit(0)
 os.close(w)
-with os.fdopen(r) as f:
-    stays, leaves = map(int, f.readline().split())
+with os.fdopen(r) as f:  # a line from each side, in either order: both are in place once both are read
+    pids = dict(f.readline().split() for _ in range(2))
+stays, leaves = int(pids["stays"]), int(pids["leaves"])
 os.waitpid(worker, 0)  # both adopted by this process
 # the pool has killed the worker's group (kill_group) and sweeps at once: its members, dying of that
 # kill, may still be alive when the sweep looks (here they are, for certain: the group was not signalled)
