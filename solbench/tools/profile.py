@@ -9,7 +9,8 @@
     ncu --import R.ncu-rep --csv --page raw --print-units base     -> profile_ncu.parse_raw_csv
 
 If the NVTX filter catches no kernel (a torch built without NVTX), the call is profiled again
-between cudaProfilerStart/Stop (``--profile-from-start off``). Without ncu or a CUDA GPU: DeviceError.
+between cudaProfilerStart/Stop (``--profile-from-start off``). Without ncu or a CUDA GPU, or when
+neither catches a kernel or ncu's report cannot be read back: DeviceError (one line, exit 2).
 """
 
 from __future__ import annotations
@@ -26,11 +27,19 @@ from pathlib import Path
 from typing import Any
 
 from solbench.errors import ConfigError, DeviceError
-from solbench.tools.ncu import ProfileSummary, parse_metric_names, parse_raw_csv, summarize, wanted_metrics
+from solbench.tools.ncu import (
+    NcuParseError,
+    ProfileSummary,
+    parse_metric_names,
+    parse_raw_csv,
+    summarize,
+    wanted_metrics,
+)
 from solbench.tools.profile_target import RANGE
 
 SECTIONS = ("SpeedOfLight", "Occupancy", "LaunchStats")
 _NO_KERNELS = "No kernels were profiled"
+_NCU_ERROR = "==ERROR=="  # how ncu starts a line of its own errors (ERR_NVGPUCTRPERM, a failed application)
 
 
 @dataclass(frozen=True)
@@ -159,16 +168,29 @@ def profile(req: ProfileRequest) -> ProfileResult:
     if _NO_KERNELS in out.stdout + out.stderr:
         mode, cmd = "profiler-api", _profile_cmd(ncu, req, case.id, rep, metrics, nvtx=False)
         out = _run(cmd, req.timeout_s, env)
+    said = out.stdout + out.stderr
+    if out.returncode == 0 and not rep.is_file() and _NO_KERNELS in said and _NCU_ERROR not in said:
+        raise DeviceError(_no_kernel(case.id, req.impl, mode))
     if out.returncode != 0 or not rep.is_file():
         raise DeviceError(f"ncu failed on {case.id} {req.impl}: {_last_line(out)}")
     csv_out = _run([ncu, "--import", str(rep), "--csv", "--page", "raw", "--print-units", "base"], 300)
     if csv_out.returncode != 0:
         raise DeviceError(f"ncu --import {rep} failed: {_last_line(csv_out)}")
-    kernels = parse_raw_csv(csv_out.stdout)
+    try:
+        kernels = parse_raw_csv(csv_out.stdout)
+    except NcuParseError as exc:  # a bug of neither the user nor solbench: one line, not a traceback
+        raise DeviceError(f"ncu --import {rep}: {exc}") from None
+    if not kernels:  # a summary of nothing would read as a profile, exit 0
+        raise DeviceError(_no_kernel(case.id, req.impl, mode))
     summary = summarize(kernels, analytic_bytes=cost.fused_bytes, analytic_tensor_flops=cost.tensor_flops,
                         analytic_vector_flops=cost.vector_flops, ridge=ridge_point(kernels, peaks))
     return ProfileResult(created, info.name, req.workload, req.impl, case.id, t_sol, str(rep), _version(ncu),
                          mode, tuple(cmd), summary, csv_out.stdout)
+
+
+def _no_kernel(case_id: str, impl: str, mode: str) -> str:
+    where = f"the NVTX range {RANGE}" + (", nor between cudaProfilerStart and Stop" if mode != "nvtx" else "")
+    return f"ncu profiled no kernel in the timed call of {case_id} {impl} ({where}): does it launch CUDA kernels?"
 
 
 def ridge_point(kernels: Any, peaks: Any) -> float:

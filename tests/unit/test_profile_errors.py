@@ -1,0 +1,123 @@
+"""``solbench profile`` when ncu, the profiled call or the report go wrong: one line, a non-zero exit.
+
+A stand-in for ncu plays what a real one prints in each case (its lines as Nsight Compute 2025.3
+words them); ``plan.json`` beside it says, per step, what to print, the exit status, and whether
+the report file is written.
+"""
+
+import json
+import stat
+import sys
+from types import SimpleNamespace
+
+import pytest
+from click.testing import CliRunner
+
+from solbench.cli import main
+
+CASE = "o_proj[tokens=16,hidden=4096,bfloat16]"
+
+STAND_IN = '''#!{python}
+import json, sys
+from pathlib import Path
+args = sys.argv[1:]
+here = Path(__file__).parent
+with open(here / "calls.txt", "a") as log:
+    log.write(" ".join(args) + "\\n")
+plan = json.loads((here / "plan.json").read_text())
+if args == ["--version"]:
+    print("NVIDIA (R) Nsight Compute Command Line Profiler\\nVersion 2025.3.1.0 (build 0)")
+    sys.exit(0)
+if args == ["--query-metrics"]:
+    sys.exit(0)
+step = plan["import" if "--import" in args else "nvtx" if "--nvtx" in args else "api"]
+sys.stdout.write(step.get("stdout", ""))
+sys.stderr.write(step.get("stderr", ""))
+if step.get("report"):
+    Path(args[args.index("--export") + 1]).write_bytes(b"report")
+sys.exit(step.get("rc", 0))
+'''
+
+HEADER = ('"ID","Process ID","Process Name","Host Name","Kernel Name","Block Size","Grid Size",'
+          '"dram__bytes_read.sum","dram__bytes_write.sum","gpu__time_duration.sum",'
+          '"sm__throughput.avg.pct_of_peak_sustained_elapsed",'
+          '"gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed"\n'
+          '"","","","","","","","byte","byte","ns","%","%"\n')
+KERNEL = '"0","1","python3.12","host","void k(float*)","(256, 1, 1)","(132, 1, 1)","1,000","2,000","5,000","80","20"\n'
+PROFILED = {"stdout": "==PROF== Connected to process 1\n==PROF== Disconnected from process 1\n", "report": True}
+NONE_PROFILED = {"stdout": "==PROF== Disconnected from process 1\n==WARNING== No kernels were profiled.\n"}
+
+
+def _profile(tmp_path, monkeypatch, plan, *extra):
+    from solbench.config.hwspecs import get_spec
+
+    fake = tmp_path / "ncu"
+    fake.write_text(STAND_IN.format(python=sys.executable))
+    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+    (tmp_path / "plan.json").write_text(json.dumps(plan))
+    info = SimpleNamespace(name="NVIDIA H200", spec=get_spec("h200-sxm"))
+    monkeypatch.setattr("solbench.device.detect.detect", lambda device: info)
+    out = tmp_path / "out"
+    result = CliRunner().invoke(main, ["profile", "workloads/attn.yaml", "-w", "o_proj", "-i", "fused",
+                                       "--case", CASE, "--ncu", str(fake), "--out-dir", str(out), *extra])
+    calls = (tmp_path / "calls.txt").read_text().splitlines()
+    return result, [c for c in calls if "--export" in c], out
+
+
+def _one_line(result):
+    assert "Traceback" not in result.output, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1, result.output
+    return lines[0]
+
+
+@pytest.mark.parametrize("printed", ["", "==PROF== Connected\n", HEADER + '"0","1"\n'])
+def test_a_report_ncu_cannot_read_back_is_one_line_exit_2(tmp_path, monkeypatch, printed):
+    # ncu --import printing nothing (or a row short of its header) was a NcuParseError traceback, exit 5
+    result, _, out = _profile(tmp_path, monkeypatch, {"nvtx": PROFILED, "import": {"stdout": printed}})
+    assert result.exit_code == 2
+    assert _one_line(result).startswith(f"error: ncu --import {out}/")
+    assert not list(out.glob("*.json"))  # no summary of nothing
+
+
+def test_a_report_with_no_kernel_is_an_error_not_an_empty_table(tmp_path, monkeypatch):
+    # a header and its units but no kernel row: it printed an empty table, "no kernel was profiled", exit 0
+    result, _, out = _profile(tmp_path, monkeypatch, {"nvtx": PROFILED, "import": {"stdout": HEADER}})
+    assert result.exit_code == 2
+    assert _one_line(result).startswith(f"error: ncu profiled no kernel in the timed call of {CASE} fused")
+    assert not list(out.glob("*.json"))
+
+
+def test_a_call_that_launches_no_kernel_says_so(tmp_path, monkeypatch):
+    # neither the NVTX range nor cudaProfilerStart/Stop caught a kernel, and ncu wrote no report:
+    # it said "ncu failed on ...: ==WARNING== No kernels were profiled."
+    result, profiled, _ = _profile(tmp_path, monkeypatch, {"nvtx": NONE_PROFILED, "api": NONE_PROFILED})
+    assert len(profiled) == 2  # the NVTX range, then cudaProfilerStart/Stop
+    assert result.exit_code == 2
+    line = _one_line(result)
+    assert line.startswith(f"error: ncu profiled no kernel in the timed call of {CASE} fused")
+    assert "nor between cudaProfilerStart and Stop" in line and "ncu failed" not in line
+
+
+def test_a_report_with_a_kernel_is_summarised(tmp_path, monkeypatch):
+    result, _, out = _profile(tmp_path, monkeypatch, {"nvtx": PROFILED, "import": {"stdout": HEADER + KERNEL}},
+                              "--json")
+    assert result.exit_code == 0, result.output
+    (summary,) = out.glob("*.json")
+    kernel = json.loads(summary.read_text())["summary"]["kernels"][0]
+    assert (kernel["dram_read"], kernel["dram_write"], kernel["duration"]) == (1000.0, 2000.0, 5e-6)
+
+
+PERMISSION = ("==PROF== Connected to process 1 (/usr/bin/python3.12)\n==ERROR== ERR_NVGPUCTRPERM - The user does not "
+              "have permission to access NVIDIA GPU Performance Counters on the target device 0. For instructions on "
+              "enabling permissions and to get more information see https://developer.nvidia.com/ERR_NVGPUCTRPERM\n"
+              "==PROF== Disconnected from process 1\n==WARNING== No kernels were profiled.\n")
+
+
+@pytest.mark.parametrize("rc", [0, 1])
+def test_no_permission_for_the_counters_is_named(tmp_path, monkeypatch, rc):
+    step = {"stdout": PERMISSION, "rc": rc}
+    result, _, _ = _profile(tmp_path, monkeypatch, {"nvtx": step, "api": step})
+    assert result.exit_code == 2
+    line = _one_line(result)
+    assert "ERR_NVGPUCTRPERM - The user does not have permission" in line and "no kernel" not in line
