@@ -9,8 +9,10 @@
     ncu --import R.ncu-rep --csv --page raw --print-units base     -> profile_ncu.parse_raw_csv
 
 If the NVTX filter catches no kernel (a torch built without NVTX), the call is profiled again
-between cudaProfilerStart/Stop (``--profile-from-start off``). Without ncu or a CUDA GPU, or when
-neither catches a kernel or ncu's report cannot be read back: DeviceError (one line, exit 2).
+between cudaProfilerStart/Stop (``--profile-from-start off``); not where ncu or the profiled process
+said something failed (a second try would fail the same way). Without ncu or a CUDA GPU, or when
+neither catches a kernel or ncu's report cannot be read back: DeviceError (one line, exit 2); where
+the implementation raised, ProfiledCallFailed with the profiled process's own line (exit 4).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import dataclasses
 import datetime as _dt
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -26,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from solbench import exitcodes
 from solbench.errors import ConfigError, DeviceError
 from solbench.tools.ncu import (
     NcuParseError,
@@ -35,11 +39,21 @@ from solbench.tools.ncu import (
     summarize,
     wanted_metrics,
 )
-from solbench.tools.profile_target import RANGE
+from solbench.tools.profile_target import FAILED, MARK, RANGE
 
 SECTIONS = ("SpeedOfLight", "Occupancy", "LaunchStats")
 _NO_KERNELS = "No kernels were profiled"
 _NCU_ERROR = "==ERROR=="  # how ncu starts a line of its own errors (ERR_NVGPUCTRPERM, a failed application)
+_TARGET_FAILED = re.compile(rf"^{re.escape(MARK)}: exit (\d+): (.*)$", re.MULTILINE)
+
+
+class ProfiledCallFailed(DeviceError):
+    """The profiled process stopped: exit 4 where the implementation raised (as ``run`` exits for a
+    failed implementation), else 2 (it cannot run here, or bad input)."""
+
+    def __init__(self, message: str, target_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exitcodes.IMPL_FAILED if target_code == FAILED else exitcodes.USAGE
 
 
 @dataclass(frozen=True)
@@ -161,18 +175,7 @@ def profile(req: ProfileRequest) -> ProfileResult:
     rep = req.out_dir / f"{stamp}_{slug(req.workload)}_{slug(req.impl)}_{slug(case.id)}.ncu-rep"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
-    metrics = wanted_metrics(_query(ncu))
-    mode = "nvtx"
-    cmd = _profile_cmd(ncu, req, case.id, rep, metrics, nvtx=True)
-    out = _run(cmd, req.timeout_s, env)
-    if _NO_KERNELS in out.stdout + out.stderr:
-        mode, cmd = "profiler-api", _profile_cmd(ncu, req, case.id, rep, metrics, nvtx=False)
-        out = _run(cmd, req.timeout_s, env)
-    said = out.stdout + out.stderr
-    if out.returncode == 0 and not rep.is_file() and _NO_KERNELS in said and _NCU_ERROR not in said:
-        raise DeviceError(_no_kernel(case.id, req.impl, mode))
-    if out.returncode != 0 or not rep.is_file():
-        raise DeviceError(f"ncu failed on {case.id} {req.impl}: {_last_line(out)}")
+    mode, cmd = _take(ncu, req, case.id, rep, wanted_metrics(_query(ncu)), env)
     csv_out = _run([ncu, "--import", str(rep), "--csv", "--page", "raw", "--print-units", "base"], 300)
     if csv_out.returncode != 0:
         raise DeviceError(f"ncu --import {rep} failed: {_last_line(csv_out)}")
@@ -186,6 +189,35 @@ def profile(req: ProfileRequest) -> ProfileResult:
                         analytic_vector_flops=cost.vector_flops, ridge=ridge_point(kernels, peaks))
     return ProfileResult(created, info.name, req.workload, req.impl, case.id, t_sol, str(rep), _version(ncu),
                          mode, tuple(cmd), summary, csv_out.stdout)
+
+
+def _take(ncu: str, req: ProfileRequest, case_id: str, rep: Path, metrics: list[str],
+          env: dict[str, str]) -> tuple[str, list[str]]:
+    """Profile the timed call into ``rep``: in the NVTX range, else between cudaProfilerStart/Stop.
+    The range mode and the command; DeviceError, one line, for whatever kept ncu from writing it."""
+    mode, cmd = "nvtx", _profile_cmd(ncu, req, case_id, rep, metrics, nvtx=True)
+    out = _run(cmd, req.timeout_s, env)
+    said = out.stdout + "\n" + out.stderr
+    # no kernel in the range, and nothing failed: NVTX is missing (else a second try fails as the first)
+    if _NO_KERNELS in said and _NCU_ERROR not in said and _target_failure(said) is None:
+        mode, cmd = "profiler-api", _profile_cmd(ncu, req, case_id, rep, metrics, nvtx=False)
+        out = _run(cmd, req.timeout_s, env)
+        said = out.stdout + "\n" + out.stderr
+    failed = _target_failure(said)
+    if failed is not None:  # ncu's own last line says only "The application returned an error code (N)"
+        code, why = failed
+        raise ProfiledCallFailed(f"profiling {case_id}: {why}", code)
+    if out.returncode == 0 and not rep.is_file() and _NO_KERNELS in said and _NCU_ERROR not in said:
+        raise DeviceError(_no_kernel(case_id, req.impl, mode))
+    if out.returncode != 0 or not rep.is_file():
+        raise DeviceError(f"ncu failed on {case_id} {req.impl}: {_last_line(out)}")
+    return mode, cmd
+
+
+def _target_failure(said: str) -> tuple[int, str] | None:
+    """The exit code and reason the profiled process gave for stopping (profile_target.failure)."""
+    found = _TARGET_FAILED.findall(said)
+    return (int(found[-1][0]), found[-1][1].strip()) if found else None
 
 
 def _no_kernel(case_id: str, impl: str, mode: str) -> str:

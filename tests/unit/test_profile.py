@@ -165,8 +165,9 @@ def test_profile_params_must_be_a_json_object():
 
 @pytest.mark.parametrize(("args", "message"), [
     (["workloads/attn.yaml", "nope", "fused", "x"], "no workload named nope"),
-    (["workloads/attn.yaml", "o_proj", "fused", "o_proj[tokens=3]"], "error:"),
-    (["workloads/attn.yaml", "o_proj", "nope", "o_proj[tokens=16,hidden=4096,bfloat16]"], "error:"),
+    (["workloads/attn.yaml", "o_proj", "fused", "o_proj[tokens=3]"], "no case 'o_proj[tokens=3]' in o_proj"),
+    (["workloads/attn.yaml", "o_proj", "nope", "o_proj[tokens=16,hidden=4096,bfloat16]"],
+     "workload 'o_proj' has no implementation 'nope'"),
 ])
 def test_profile_target_refuses_bad_input_with_exit_2(args, message, capsys):
     assert target_main(args) == 2

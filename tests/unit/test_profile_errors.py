@@ -121,3 +121,61 @@ def test_no_permission_for_the_counters_is_named(tmp_path, monkeypatch, rc):
     assert result.exit_code == 2
     line = _one_line(result)
     assert "ERR_NVGPUCTRPERM - The user does not have permission" in line and "no kernel" not in line
+
+
+# ------------------------------------------------------------------ the profiled call fails
+
+
+def test_the_target_says_in_one_line_why_the_implementation_failed(monkeypatch, capsys):
+    import torch
+
+    from solbench.tools import profile_target
+
+    def launch():
+        raise RuntimeError("CUDA error: an illegal memory access was encountered\nCUDA kernel errors might be ...")
+
+    monkeypatch.setattr("solbench.measure.runner.prepare_case", lambda *a, **k: SimpleNamespace(sets=[{}]))
+    monkeypatch.setattr("solbench.measure.runner.build_launches", lambda *a, **k: [launch])
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: SimpleNamespace(L2_cache_size=1 << 20))
+    assert profile_target.main(["workloads/attn.yaml", "o_proj", "fused", CASE]) == 4
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last == profile_target.failure(4, "fused raised RuntimeError: CUDA error: an illegal memory access was "
+                                             "encountered (at test_profile_errors.py:" + last.split(":")[-1])
+    assert last.startswith("solbench-profile-target: exit 4: fused raised RuntimeError: CUDA error: an illegal")
+
+
+def _failed_under_ncu(code, why, rc):
+    from solbench.tools.profile_target import failure
+
+    return {"stdout": "==PROF== Connected to process 1 (/usr/bin/python3.12)\n==PROF== Disconnected from process 1\n"
+                      f"==ERROR== The application returned an error code ({code}).\n"
+                      "==WARNING== No kernels were profiled.",  # no newline at the end: as said, not a line of it
+            "stderr": ('Traceback (most recent call last):\n  File "k.py", line 3\n' if code == 4 else "")
+                      + failure(code, why) + "\n", "rc": rc}
+
+
+@pytest.mark.parametrize("rc", [0, 4])  # whether or not ncu passes the application's exit status on
+def test_an_implementation_that_raises_under_ncu_exits_4_with_its_error(tmp_path, monkeypatch, rc):
+    # it said "ncu failed on ...: ==ERROR== The application returned an error code (1).", exit 2,
+    # after profiling the failing call a second time between cudaProfilerStart/Stop
+    why = "fused raised RuntimeError: CUDA error: an illegal memory access was encountered (at k.py:3)"
+    result, profiled, out = _profile(tmp_path, monkeypatch, {"nvtx": _failed_under_ncu(4, why, rc)})
+    assert result.exit_code == 4
+    assert _one_line(result) == f"error: profiling {CASE}: {why}"
+    assert len(profiled) == 1  # not again outside the NVTX range: it would fail the same way
+    assert not list(out.glob("*.json"))
+
+
+def test_an_implementation_that_cannot_run_here_exits_2_with_why(tmp_path, monkeypatch):
+    why = "fused cannot run here: needs CuPy (pip install -e '.[cuda12]')"
+    result, profiled, _ = _profile(tmp_path, monkeypatch, {"nvtx": _failed_under_ncu(3, why, 3)})
+    assert result.exit_code == 2
+    assert _one_line(result) == f"error: profiling {CASE}: {why}"
+    assert len(profiled) == 1
+
+
+def test_no_permission_is_not_profiled_a_second_time(tmp_path, monkeypatch):
+    result, profiled, _ = _profile(tmp_path, monkeypatch, {"nvtx": {"stdout": PERMISSION}, "api": PROFILED})
+    assert result.exit_code == 2 and "ERR_NVGPUCTRPERM" in _one_line(result)
+    assert len(profiled) == 1
