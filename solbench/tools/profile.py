@@ -22,6 +22,7 @@ import datetime as _dt
 import json
 import os
 import re
+import secrets
 import shutil
 import subprocess
 import sys
@@ -172,7 +173,8 @@ def profile(req: ProfileRequest) -> ProfileResult:
     created = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
     stamp = created.replace(":", "").replace("-", "").split("+")[0]
     req.out_dir.mkdir(parents=True, exist_ok=True)
-    rep = req.out_dir / f"{stamp}_{slug(req.workload)}_{slug(req.impl)}_{slug(case.id)}.ncu-rep"
+    # a random part, as a run's file name has: two profiles started in one second must not share files
+    rep = req.out_dir / f"{stamp}-{secrets.token_hex(2)}_{slug(req.workload)}_{slug(req.impl)}_{slug(case.id)}.ncu-rep"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
     mode, cmd = _take(ncu, req, case.id, rep, wanted_metrics(_query(ncu)), env)

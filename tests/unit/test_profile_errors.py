@@ -179,3 +179,26 @@ def test_no_permission_is_not_profiled_a_second_time(tmp_path, monkeypatch):
     result, profiled, _ = _profile(tmp_path, monkeypatch, {"nvtx": {"stdout": PERMISSION}, "api": PROFILED})
     assert result.exit_code == 2 and "ERR_NVGPUCTRPERM" in _one_line(result)
     assert len(profiled) == 1
+
+
+# ------------------------------------------------------------------ files
+
+
+def test_two_profiles_in_the_same_second_keep_both_reports(tmp_path, monkeypatch):
+    # the file name was the UTC second, workload, implementation and case: a second profile in the same
+    # second (another --params, another GPU) replaced the first one's .ncu-rep, CSV and summary
+    import datetime as dt
+
+    fixed = dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.UTC)
+    monkeypatch.setattr("solbench.tools.profile._dt", SimpleNamespace(
+        UTC=dt.UTC, datetime=SimpleNamespace(now=lambda tz=None: fixed)))
+    plan = {"nvtx": PROFILED, "import": {"stdout": HEADER + KERNEL}}
+    for params in ('{"block": 1}', '{"block": 2}'):
+        result, _, out = _profile(tmp_path, monkeypatch, plan, "--params", params)
+        assert result.exit_code == 0, result.output
+    summaries = sorted(out.glob("*.json"))
+    assert len(summaries) == 2 and len(list(out.glob("*.csv"))) == 2
+    params = [json.loads(s.read_text())["command"][-1] for s in summaries]
+    assert sorted(params) == ['{"block": 1}', '{"block": 2}']
+    for s in summaries:
+        assert s.name.startswith("20260102T030405") and s.with_suffix(".ncu-rep").is_file()
