@@ -19,10 +19,13 @@ must move at least (every input read once, every output written once).
 
 from __future__ import annotations
 
+import math
+import numbers
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from solbench.errors import ConfigError
 from solbench.results.model import Cost, Timing
 
 
@@ -65,12 +68,15 @@ def bench(fn: Callable[..., Any], *args: Any, flops: float = 0.0, bytes: float =
     from solbench.measure.criteria import CIWidth
     from solbench.measure.loop import measure
 
+    _check_args({"flops": flops, "bytes": bytes, "vector_flops": vector_flops},
+                {"budget_s": budget_s, "target_rel_ci": target_rel_ci}, min_samples, max_samples, warmup)
     tensors = [a for a in (*args, *kwargs.values()) if hasattr(a, "dtype") and hasattr(a, "device")]
     where = device if device != "auto" or not tensors else str(tensors[0].device)
     info = detect(where, cpu_threads=threads)
     n_threads = thread_policy.policy(threads, info.kind)
     dtype = dtype or next((str(t.dtype).removeprefix("torch.") for t in tensors if t.dtype.is_floating_point),
                           "float32")
+    peaks = info.spec.peaks_for(dtype) if flops or bytes or vector_flops else None  # a bad dtype: before timing
     timer = make_timer(info.kind, "cold", l2_bytes=info.l2_bytes)
     before = _torch_threads()
     thread_policy.apply(n_threads)
@@ -83,9 +89,8 @@ def bench(fn: Callable[..., Any], *args: Any, flops: float = 0.0, bytes: float =
                 "target_rel_ci": target_rel_ci, "budget_s": budget_s, "isolation": "in-process",
                 "threads": n_threads, **timer.protocol()}
     spec = f"{info.spec.id} ({info.spec.source} peaks)"
-    if not (flops or bytes or vector_flops):
+    if peaks is None:
         return _result(timing, info.name, spec, protocol)
-    peaks = info.spec.peaks_for(dtype)
     cost = Cost(dtype=dtype, tensor_flops=float(flops), vector_flops=float(vector_flops),
                 fused_bytes=float(bytes), unfused_bytes=float(bytes))
     sol = speed_of_light(cost, peaks)
@@ -93,6 +98,24 @@ def bench(fn: Callable[..., Any], *args: Any, flops: float = 0.0, bytes: float =
     return _result(timing, info.name, spec, protocol, t_sol=sol.t_sol, bound=sol.bound, sol=s.sol, mfu=s.mfu,
                    mbu=s.mbu if bytes else None,
                    invalid=info.spec.source != "measured" and is_below_sol(timing.median, sol.t_sol))
+
+
+def _check_args(costs: dict[str, float], positive: dict[str, float], min_samples: int, max_samples: int,
+                warmup: int) -> None:
+    """ConfigError, before anything is timed, for an argument no measurement can honour (what ``run``
+    refuses in its options) or a cost that would score as nonsense (a negative MFU, a NaN MBU)."""
+    for name, value in costs.items():
+        if not (isinstance(value, numbers.Real) and math.isfinite(value) and value >= 0):
+            raise ConfigError(f"bench: {name} must be a finite number, 0 or more, got {value!r}")
+    for name, value in positive.items():
+        if not (isinstance(value, numbers.Real) and math.isfinite(value) and value > 0):
+            raise ConfigError(f"bench: {name} must be a positive finite number, got {value!r}")
+    for name, count, least in (("min_samples", min_samples, 1), ("max_samples", max_samples, 1),
+                               ("warmup", warmup, 0)):
+        if not (isinstance(count, numbers.Integral) and not isinstance(count, bool) and count >= least):
+            raise ConfigError(f"bench: {name} must be an integer at least {least}, got {count!r}")
+    if min_samples > max_samples:
+        raise ConfigError(f"bench: min_samples {min_samples} is larger than max_samples {max_samples}")
 
 
 def _result(timing: Timing, device: str, spec: str, protocol: dict[str, Any], *, t_sol: float | None = None,
