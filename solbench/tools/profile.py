@@ -17,6 +17,7 @@ the implementation raised, ProfiledCallFailed with the profiled process's own li
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as _dt
 import json
@@ -24,6 +25,7 @@ import os
 import re
 import secrets
 import shutil
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -120,10 +122,20 @@ def _locate(req: ProfileRequest) -> tuple[Any, Any]:
 
 
 def _run(cmd: list[str], timeout_s: float, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    try:
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=env, check=False)
-    except subprocess.TimeoutExpired:
-        raise DeviceError(f"ncu did not finish within {timeout_s:g} s") from None
+    """Run ncu in a process group of its own; past ``timeout_s`` (or on Ctrl-C) the whole group is killed:
+    ncu and the process it profiles (killing ncu alone left that one running, hung on the GPU)."""
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                          start_new_session=True) as proc:
+        try:
+            out, err = proc.communicate(timeout=timeout_s)
+        except BaseException as exc:
+            with contextlib.suppress(OSError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()  # not communicate(): a process that left the group could hold the pipes open
+            if isinstance(exc, subprocess.TimeoutExpired):
+                raise DeviceError(f"ncu did not finish within {timeout_s:g} s") from None
+            raise
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
 
 def _query(ncu: str) -> set[str] | None:

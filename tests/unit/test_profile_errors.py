@@ -8,6 +8,7 @@ the report file is written.
 import json
 import stat
 import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -202,3 +203,46 @@ def test_two_profiles_in_the_same_second_keep_both_reports(tmp_path, monkeypatch
     assert sorted(params) == ['{"block": 1}', '{"block": 2}']
     for s in summaries:
         assert s.name.startswith("20260102T030405") and s.with_suffix(".ncu-rep").is_file()
+
+
+# ------------------------------------------------------------------ a profiled call that never ends
+
+HANGS = '''#!{python}
+import subprocess, sys, time
+from pathlib import Path
+here = Path(__file__).parent
+# the profiled process ncu starts: it writes its pid, then hangs (a kernel that never ends)
+subprocess.Popen([sys.executable, "-c", "import os, time; open({pid!r}, 'w').write(str(os.getpid())); time.sleep(600)"])
+time.sleep(600)
+'''
+
+
+def _gone(pid):
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+    return state in ("Z", "X")  # exited, not yet reaped by whoever adopted it
+
+
+def test_ncu_past_its_time_is_killed_with_the_process_it_profiles(tmp_path):
+    # subprocess.run killed ncu alone: the profiled process, hung on the GPU, was left running
+    import os
+    import time
+
+    from solbench.errors import DeviceError
+    from solbench.tools.profile import _run
+
+    fake, pid_file = tmp_path / "ncu", tmp_path / "target.pid"
+    fake.write_text(HANGS.format(python=sys.executable, pid=str(pid_file)))
+    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+    with pytest.raises(DeviceError, match="ncu did not finish within 10 s"):
+        _run([str(fake)], 10)
+    assert pid_file.is_file(), "the stand-in's child did not start within the 10 s"
+    pid = int(pid_file.read_text())
+    deadline = time.monotonic() + 30
+    while not _gone(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if not _gone(pid):
+        os.kill(pid, 9)
+        pytest.fail("the profiled process outlived ncu's timeout")
