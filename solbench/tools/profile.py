@@ -163,7 +163,7 @@ def _profile_cmd(ncu: str, req: ProfileRequest, case_id: str, rep: Path, metrics
 def _last_line(out: subprocess.CompletedProcess[str]) -> str:
     lines = [ln.strip() for ln in (out.stderr + "\n" + out.stdout).splitlines() if ln.strip()]
     errors = [ln for ln in lines if "error" in ln.lower()]
-    return (errors or lines or [f"exit status {out.returncode}"])[-1]
+    return (errors or lines or ["it printed nothing"])[-1]
 
 
 def profile(req: ProfileRequest) -> ProfileResult:
@@ -192,7 +192,7 @@ def profile(req: ProfileRequest) -> ProfileResult:
     mode, cmd = _take(ncu, req, case.id, rep, wanted_metrics(_query(ncu)), env)
     csv_out = _run([ncu, "--import", str(rep), "--csv", "--page", "raw", "--print-units", "base"], 300)
     if csv_out.returncode != 0:
-        raise DeviceError(f"ncu --import {rep} failed: {_last_line(csv_out)}")
+        raise DeviceError(f"ncu --import {rep} failed (exit status {csv_out.returncode}): {_last_line(csv_out)}")
     try:
         kernels = parse_raw_csv(csv_out.stdout)
     except NcuParseError as exc:  # a bug of neither the user nor solbench: one line, not a traceback
@@ -224,7 +224,8 @@ def _take(ncu: str, req: ProfileRequest, case_id: str, rep: Path, metrics: list[
     if out.returncode == 0 and not rep.is_file() and _NO_KERNELS in said and _NCU_ERROR not in said:
         raise DeviceError(_no_kernel(case_id, req.impl, mode))
     if out.returncode != 0 or not rep.is_file():
-        raise DeviceError(f"ncu failed on {case_id} {req.impl}: {_last_line(out)}")
+        status = f"exit status {out.returncode}" if out.returncode else "exit status 0, but it wrote no report"
+        raise DeviceError(f"ncu failed on {case_id} {req.impl} ({status}): {_last_line(out)}")
     return mode, cmd
 
 

@@ -246,3 +246,16 @@ def test_ncu_past_its_time_is_killed_with_the_process_it_profiles(tmp_path):
     if not _gone(pid):
         os.kill(pid, 9)
         pytest.fail("the profiled process outlived ncu's timeout")
+
+
+@pytest.mark.parametrize(("step", "expected"), [
+    ({}, "(exit status 0, but it wrote no report): it printed nothing"),  # was ": exit status 0", as if a reason
+    ({"rc": 139}, "(exit status 139): it printed nothing"),
+    ({"stdout": "==PROF== Connected to process 1\n==ERROR== Failed to connect to the target process\n", "rc": 1},
+     "(exit status 1): ==ERROR== Failed to connect to the target process"),
+])
+def test_ncu_failing_says_how(tmp_path, monkeypatch, step, expected):
+    result, profiled, _ = _profile(tmp_path, monkeypatch, {"nvtx": step})
+    assert result.exit_code == 2
+    assert _one_line(result) == f"error: ncu failed on {CASE} fused {expected}"
+    assert len(profiled) == 1
