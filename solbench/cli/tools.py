@@ -377,6 +377,12 @@ def _ratio(x: float | None) -> str:
     return f"{x:.2f}×" if x is not None else "-"
 
 
+def _sum(values: Sequence[float | None]) -> float | None:
+    """The total of the counters ncu could read; None (shown "—", not "0 B") where it read none."""
+    present = [v for v in values if v is not None]
+    return sum(present) if present else None
+
+
 def _profile_table(result: Any) -> Table:
     s = result.summary
     t = Table(title=Text(f"{result.case_id} {result.impl} on {result.device_name} (ncu, one timed call)"),
@@ -389,8 +395,8 @@ def _profile_table(result: Any) -> Table:
                   _pct(k.sm_pct), _pct(k.mem_pct), _pct(k.dram_pct), _pct(k.occupancy_pct),
                   format_flops(k.tensor_flops), format_flops(k.fp32_flops))
     t.add_section()
-    read = sum(k.dram_read or 0.0 for k in s.kernels)
-    t.add_row("total", format_seconds(s.duration), format_bytes(read), format_bytes((s.measured_bytes or 0) - read),
+    read, written = (_sum([getattr(k, f) for k in s.kernels]) for f in ("dram_read", "dram_write"))
+    t.add_row("total", format_seconds(s.duration), format_bytes(read), format_bytes(written),
               _pct(s.sm_pct), _pct(s.mem_pct), "", "", format_flops(s.measured_tensor_flops),
               format_flops(s.measured_fp32_flops))
     t.add_row("analytic model", format_seconds(result.t_sol) + " (T_SOL)", format_bytes(s.analytic_bytes) + " fused",
