@@ -281,7 +281,10 @@ def _replayed(data: Any, path: Path) -> Any:
     if len(raw) > MAX_FILE_BYTES:
         raise ResultsFormatError(f"{journal}: larger than the {MAX_FILE_BYTES} bytes a journal may have")
     lines = raw.split(b"\n")
-    cases = {c.get("case_id"): c for c in data.get("cases") or [] if isinstance(c, dict)}
+    if not isinstance(data.get("cases", []), list):
+        return data  # decoding names the field (cases: expected a list)
+    # a case without a string id is kept where it is, for decoding to name its field
+    cases: dict[Any, Any] = {_case_key(c, k): c for k, c in enumerate(data.get("cases") or [])}
     harness = data.get("harness")
     for n, line in enumerate(lines, 1):
         if not line.strip():
@@ -294,11 +297,20 @@ def _replayed(data: Any, path: Path) -> Any:
             raise ResultsFormatError(f"{journal}:{n}: not a journal line") from None
         if not (isinstance(entry, dict) and isinstance(entry.get("case"), dict)):
             raise ResultsFormatError(f"{journal}:{n}: not a journal line")
+        if not isinstance(entry["case"].get("case_id"), str):
+            raise ResultsFormatError(f"{journal}:{n}: not a journal line (its case has no case_id string)")
         if entry.get("run") != data.get("created"):
             continue  # left by an earlier run under the same name
         cases[entry["case"].get("case_id")] = entry["case"]
         harness = entry.get("harness", harness)
     return {**data, "cases": list(cases.values()), "harness": harness if harness is not None else {}}
+
+
+def _case_key(case: Any, index: int) -> Any:
+    """The key a journal line replaces a recorded case under: its id where that is a string; else its
+    place in the record (a hand-edited id, a list or an object, cannot key a dict)."""
+    key = case.get("case_id") if isinstance(case, dict) else None
+    return key if isinstance(key, str) else ("record", index)
 
 
 def read_json(path: Path, what: str = "result file") -> Any:

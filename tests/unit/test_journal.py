@@ -151,3 +151,27 @@ def test_a_complete_run_ignores_a_journal_beside_it(tmp_path):
     out = store.save(replace(make_run({}), cases=tuple(_cases(1))), tmp_path / "run.json")
     store.journal_path(out).write_text("garbage\n")
     assert len(store.load(out).cases) == 1
+
+
+@pytest.mark.parametrize("edit", ["header cases not a list", "header case_id a list", "journal case_id an object"])
+def test_a_hand_edited_run_in_progress_is_one_error_line_not_a_crash(tmp_path, edit):
+    """An incomplete run whose record or journal was damaged by hand where the replay keys cases by
+    id (the record's cases not a list, a case_id that is a list or an object): a ResultsFormatError
+    naming the file, as any other malformed run is, not a TypeError (``show`` exited 5 with a traceback)."""
+    out = tmp_path / "run.json"
+    Saver(out, tmp_path, None, force=False).save(replace(make_run({}), cases=tuple(_cases(2))))
+    journal = store.journal_path(out)
+    record = json.loads(out.read_text())
+    if edit == "header cases not a list":
+        record["cases"] = 5
+    elif edit == "header case_id a list":
+        record["cases"] = [{"case_id": ["c"]}]
+    else:
+        first, rest = journal.read_text().split("\n", 1)
+        entry = json.loads(first)
+        entry["case"]["case_id"] = {"n": 0}
+        journal.write_text(json.dumps(entry) + "\n" + rest)
+    out.write_text(json.dumps(record))
+    with pytest.raises(ResultsFormatError) as err:
+        store.load(out)
+    assert "run.json" in str(err.value) and len(str(err.value).splitlines()) == 1
