@@ -319,6 +319,18 @@ def rounds_apart(r: ImplResult, side: str = "") -> str:
     return " ".join(filter(None, (side, ", ".join(f"round {i} {d:+.1%}" for i, d in far))))
 
 
+def _no_common_point(runs: Sequence[RunResult], names: Sequence[str] | None) -> str:
+    """Why no point can be compared over ``runs`` (named ``names``, else by their place): a run measured
+    none in rounds (``--repeat``), or each did but not the same points (other workloads or cases)."""
+    for k, run in enumerate(runs):
+        if not any(_measured(r) and r.timing is not None and r.timing.n_rounds > 1 and not r.protocol.get("part")
+                   for c in run.cases for r in c.impls):
+            name = names[k] if names is not None else f"run {k + 1} of {len(runs)}"
+            return f"{name}: measured no point in rounds (two or more): measure with --repeat 2 or more (default 3)"
+    return ("no point was measured in rounds by every run: each run measured some, not the same ones (runs of other "
+            "workloads, cases or implementations?); give runs of one tree's same cases")
+
+
 @dataclass(frozen=True)
 class RunOffsets:
     """What several runs of one tree say about a run's own offset (the gate's ``run_sd``)."""
@@ -330,7 +342,7 @@ class RunOffsets:
     largest: tuple[tuple[str, float], ...]  # up to five ``case_id/impl`` keys with the largest own excess (signed sd)
 
 
-def run_offsets(runs: Sequence[RunResult]) -> RunOffsets:
+def run_offsets(runs: Sequence[RunResult], names: Sequence[str] | None = None) -> RunOffsets:
     """The sd of a run's own offset in log time, from ``runs`` of one tree (at least three).
 
     Per point measured in rounds (two or more) by every run: each run's mean log round median (the
@@ -338,7 +350,8 @@ def run_offsets(runs: Sequence[RunResult]) -> RunOffsets:
     runs' own rounds predict for it (``within``: the mean over runs of var(log round medians) / rounds).
     ``between - within`` estimates S^2 without bias; pooled over points (their mean) it is the ``sd``
     returned, and the median over points gives a typical point's. Byte floors (``part: floor``)
-    are left out, as the gate leaves them out. ValueError with fewer than three runs or no such point.
+    are left out, as the gate leaves them out. ValueError with fewer than three runs or no such point
+    (naming the run that measured none in rounds by ``names``, where given).
     """
     if len(runs) < 3:
         raise ValueError(f"a run's own offset needs three runs of one tree at least, got {len(runs)}")
@@ -357,7 +370,7 @@ def run_offsets(runs: Sequence[RunResult]) -> RunOffsets:
         within = float(np.mean([np.var(m, ddof=1) / m.size for m in per_run]))
         excess[key] = float(np.var(means, ddof=1)) - within
     if not excess:
-        raise ValueError("no point was measured in rounds (two or more) by every run: measure with --repeat")
+        raise ValueError(_no_common_point(runs, names))
     values = np.array(list(excess.values()))
     top = sorted(excess.items(), key=lambda kv: kv[1], reverse=True)[:5]
     return RunOffsets(sd=float(np.sqrt(max(0.0, values.mean()))), median=float(np.sqrt(max(0.0, np.median(values)))),

@@ -407,7 +407,7 @@ def spread(runs: tuple[str, ...], save: bool, results_dir: str, as_json: bool) -
                 raise ConfigError(f"{name}: {key} holds the same samples as in {runs[other]}; give separate runs")
     check_one_tree(loaded, "spread", allow_cross_hardware=None)
     try:
-        found = run_offsets(loaded)
+        found = run_offsets(loaded, runs)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     if found.sd >= MAX_RUN_SD:  # no gate takes it (--run-sd refuses it, a saved one breaks every later gate)

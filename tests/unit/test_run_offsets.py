@@ -382,3 +382,18 @@ def test_spread_refuses_an_offset_no_gate_takes_and_saves_nothing(tmp_path):
     r = CliRunner().invoke(main, ["spread", *paths, "--save", "--results-dir", str(rdir)])
     assert r.exit_code == 2 and "at or above the 50%" in r.output, r.output
     assert store.load_spread(rdir, runs[0].spec.id) is None
+
+
+def test_spread_of_runs_that_share_no_point_says_so_not_to_measure_in_rounds(tmp_path):
+    """Three runs, each in rounds, of other cases (another workload file in one of them): nothing
+    pairs, and the error must say that, not "measure with --repeat" (which they all were); a run
+    measured in one round is named as the one to measure again."""
+    rng = np.random.default_rng(26)
+    runs = [*_tree_runs(rng, 0.0, runs=2, points=3), make_run({"other": {"k": [1e-3] * 30}}, rounds=3)]
+    paths = [str(store.save(r, tmp_path / f"r{i}.json")) for i, r in enumerate(runs)]
+    r = CliRunner().invoke(main, ["spread", *paths])
+    assert r.exit_code == 2 and "--repeat" not in r.output and "not the same ones" in r.output, r.output
+    single = _tree_runs(rng, 0.0, runs=1, points=3, rounds=1)[0]
+    paths[2] = str(store.save(single, tmp_path / "single.json"))
+    r = CliRunner().invoke(main, ["spread", *paths])
+    assert r.exit_code == 2 and f"{paths[2]}: measured no point in rounds" in r.output, r.output
