@@ -241,7 +241,9 @@ def run_markdown(run: RunResult, fast_ps: Sequence[float] = DEFAULT_PS) -> str:
     lines = [f"### solbench run: {_cell(env.device_name)} ({run.spec.id}, {run.spec.source} peaks)", "",
              f"timer `{p.timer}`{f' (flush {p.flush})' if p.flush else ''}, median of adaptive samples "
              f"(95% CI of the median within ±{p.target_rel_ci * 100:.3g}% or {p.budget_s:g} s), "
-             f"torch {env.torch}, CUDA {env.cuda}, driver {env.driver}, {run.created}", ""]
+             + "".join(f"{name} {value}, " for name, value in (("torch", env.torch), ("CUDA", env.cuda),
+                                                               ("driver", env.driver)) if value)  # CPU: no CUDA
+             + run.created, ""]
     if not run.complete:
         lines += [f"**INCOMPLETE**: stopped after {len(run.cases)} case(s) (interrupted or cancelled).", ""]
     by_workload: dict[str, list[CaseResult]] = {}

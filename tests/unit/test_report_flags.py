@@ -13,7 +13,7 @@ from solbench.report.console import run_notes, run_tables
 from solbench.report.html import report_html
 from solbench.report.markdown import run_markdown
 from solbench.results.model import RunResult, Timing
-from tests.unit.factories import make_run, noisy
+from tests.unit.factories import make_env, make_run, noisy
 
 
 def _render(run: RunResult) -> str:
@@ -143,3 +143,12 @@ def test_an_incomplete_run_says_so_in_its_header_and_its_markdown():
     stopped = replace(run, complete=False)
     assert run_header(stopped).startswith("INCOMPLETE: stopped after 1 case(s)")
     assert "**INCOMPLETE**: stopped after 1 case(s)" in run_markdown(stopped)
+
+
+def test_the_markdown_of_a_cpu_run_names_only_the_versions_it_has():
+    """A CPU run records no CUDA and no driver: its Markdown header said "CUDA None, driver None"."""
+    cpu = replace(make_run({"c": {"t": [1e-3] * 5}}), environment=make_env(device_kind="cpu", device_name="AMD EPYC",
+                                                                              spec_id="cpu", cuda=None, driver=None))
+    header = run_markdown(cpu).splitlines()[2]
+    assert "None" not in header and "torch 2.4.1+cu124" in header and "CUDA" not in header
+    assert "CUDA 12.4, driver 550.54.15" in run_markdown(make_run({"c": {"t": [1e-3] * 5}}))
