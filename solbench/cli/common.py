@@ -252,23 +252,7 @@ def _kept(path: Path) -> str | None:
         return None
     if data is None:  # not JSON that parses
         return _tuned_text(path)
-    if not isinstance(data, dict):
-        return None
-    if str(data.get("format", "")).startswith("solbench-tuned/"):
-        return "tuned configurations"
-    keys = set(data)
-    if {"spec_id", "bandwidth", "tensor_peaks", "vector_peaks"} <= keys:
-        return "a calibration (solbench calibrate's measured ceilings)"
-    if {"spec_id", "run_sd", "runs"} <= keys:
-        return "a spread record (solbench spread --save)"
-    if data.get("kind") in _VERDICTS and "version" in keys:
-        return _VERDICTS[data["kind"]]
-    return None
-
-
-# the JSON documents gate, ab, compare and spread print (--json), as a user keeps them (a CI job's verdict)
-_VERDICTS = {"gate": "a gate verdict (solbench gate or ab --json)", "comparison": "a comparison (solbench compare "
-             "--json)", "spread": "a spread (solbench spread --json)"}
+    return store.other_record(data)
 
 
 def _tuned_text(path: Path) -> str | None:

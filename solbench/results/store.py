@@ -367,8 +367,34 @@ def _gunzipped(raw: bytes, path: Path) -> bytes:
 
 def load(path: Path) -> RunResult:
     """Read a run (an incomplete one with the cases its journal holds); a malformed or newer file is a
-    ResultsFormatError."""
-    return from_dict(_replayed(read_json(path), Path(path)), str(path))
+    ResultsFormatError, and so is another of solbench's records (a spread, a calibration), said as such."""
+    data = read_json(path)
+    other = other_record(data)
+    if other is not None:  # not "malformed result: environment: required field missing"
+        raise ResultsFormatError(f"{path}: {other}, not a run; give a run's result file")
+    return from_dict(_replayed(data, Path(path)), str(path))
+
+
+# the JSON documents gate, ab, compare and spread print (--json), as a user keeps them (a CI job's verdict)
+_VERDICTS = {"gate": "a gate verdict (solbench gate or ab --json)", "comparison": "a comparison (solbench compare "
+             "--json)", "spread": "a spread (solbench spread --json)"}
+
+
+def other_record(data: Any) -> str | None:
+    """Which of solbench's other records parsed JSON is (tuned configurations, a calibration, a spread
+    record, a verdict a command printed with --json), in words; None for a run or anything else."""
+    if not isinstance(data, dict) or is_run_data(data):
+        return None
+    keys = set(data)
+    if str(data.get("format", "")).startswith("solbench-tuned/"):
+        return "tuned configurations"
+    if {"spec_id", "bandwidth", "tensor_peaks", "vector_peaks"} <= keys:
+        return "a calibration (solbench calibrate's measured ceilings)"
+    if {"spec_id", "run_sd", "runs"} <= keys:
+        return "a spread record (solbench spread --save)"
+    if data.get("kind") in _VERDICTS and "version" in keys:
+        return _VERDICTS[data["kind"]]
+    return None
 
 
 def from_dict(data: Any, origin: str = "<result>") -> RunResult:

@@ -1,5 +1,6 @@
 import json
 import os
+import re
 import stat
 
 import pytest
@@ -365,3 +366,18 @@ def test_an_implementations_words_are_kept_as_text_a_terminal_and_utf8_can_show(
     assert r.log_tail == "line 1\n\tline 2 \\x07"  # tabs and newlines kept
     assert ImplResult("ok", "ok", "µs ≤ 2× fine").message == "µs ≤ 2× fine"  # other text untouched
     r.message.encode("utf-8")
+
+
+def test_another_solbench_record_read_as_a_run_is_named_not_called_malformed(tmp_path):
+    """``show results/spread/h100-sxm.json`` (or a calibration given to ``gate``) said "malformed result:
+    environment: required field missing", as if the file were damaged: it names what the file is."""
+    from solbench.results.model import RunSpread
+
+    spread = store.save_spread(RunSpread(created="2025-01-01T00:00:00Z", spec_id="h100-sxm", device_name="H100",
+                                         run_sd=0.002, median_point=0.001, points=3, runs=("a", "b", "c")), tmp_path)
+    verdict = tmp_path / "gate.json"
+    verdict.write_text(json.dumps({"kind": "gate", "version": 1, "overall": "PASS"}))
+    for path, what in ((spread, "a spread record (solbench spread --save), not a run"),
+                       (verdict, "a gate verdict (solbench gate or ab --json), not a run")):
+        with pytest.raises(ResultsFormatError, match=re.escape(f"{path}: {what}")):
+            store.load(path)
