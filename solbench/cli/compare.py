@@ -413,13 +413,12 @@ def spread(runs: tuple[str, ...], save: bool, results_dir: str, as_json: bool) -
     if found.sd >= MAX_RUN_SD:  # no gate takes it (--run-sd refuses it, a saved one breaks every later gate)
         raise ConfigError(f"the runs differ by sd {found.sd:.2%}, at or above the {MAX_RUN_SD:.0%} a run's own offset "
                           "may be: not runs of one tree on one machine? (nothing saved)")
-    saved = None
+    saved, first = None, loaded[0]
     if save:
         import datetime as dt
 
         from solbench.results.model import RunSpread
 
-        first = loaded[0]
         record = RunSpread(created=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), spec_id=first.spec.id,
                            device_name=first.environment.device_name or first.spec.name, run_sd=found.sd,
                            median_point=found.median, points=found.points, runs=tuple(runs))
@@ -431,14 +430,19 @@ def spread(runs: tuple[str, ...], save: bool, results_dir: str, as_json: bool) -
                                "saved": None if saved is None else str(saved)}, indent=1))
         return
     click.echo(f"{found.runs} runs, {found.points} points measured in rounds by every run")
-    click.echo(f"a run's own offset: sd {found.sd:.2%} pooled over points (a typical point: {found.median:.2%})")
-    click.echo("largest at (signed sd of the excess): " + ", ".join(f"{k} {v:+.2%}" for k, v in found.largest))
+    click.echo(f"a run's own offset: sd {_pct(found.sd)} pooled over points (a typical point: {_pct(found.median)})")
+    click.echo("largest at (signed sd of the excess): " + ", ".join(f"{k} {_pct(v, '+')}" for k, v in found.largest))
     if saved is None:
-        pct = f"{found.sd * 100:.2f}" if found.sd == 0 or found.sd >= 5e-5 else f"{found.sd * 100:.2g}"  # never 0.00
-        click.echo(f"gate with: --run-sd {pct}% (or store it: --save)")
+        click.echo(f"gate with: --run-sd {_pct(found.sd)} (or store it: --save)")
     else:
-        click.echo(f"saved {saved}: gates between {loaded[0].spec.id} runs under {rdir} now price "
-                   f"{found.sd:.2%} unless --run-sd is given")
+        click.echo(f"saved {saved}: gates between {first.spec.id} runs under {rdir} now price "
+                   f"{_pct(found.sd)} unless --run-sd is given")
+
+
+def _pct(sd: float, sign: str = "") -> str:
+    """A run's offset sd as a percent, never "0.00%" for one that is not 0 (the gate would price it);
+    ``sign`` "+": signed."""
+    return f"{sd:{sign}.2%}" if sd == 0 or abs(sd) >= 5e-5 else f"{sd * 100:{sign}.2g}%"
 
 
 def emit_gate(result: GateResult, *, junit: str | None = None, markdown_file: str | None = None,

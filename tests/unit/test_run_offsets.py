@@ -397,3 +397,22 @@ def test_spread_of_runs_that_share_no_point_says_so_not_to_measure_in_rounds(tmp
     paths[2] = str(store.save(single, tmp_path / "single.json"))
     r = CliRunner().invoke(main, ["spread", *paths])
     assert r.exit_code == 2 and f"{paths[2]}: measured no point in rounds" in r.output, r.output
+
+
+def _offset_runs(offsets, rounds=3, n=10):
+    """One point, one run an offset (log time) each, every round's samples equal: within is 0 and the
+    pooled sd is the sd of ``offsets`` exactly."""
+    return [make_run({"c": {"k": [1e-3 * math.exp(o)] * (rounds * n)}}, rounds=rounds) for o in offsets]
+
+
+def test_spread_prints_a_tiny_offset_as_the_gate_line_does_never_as_zero(tmp_path):
+    """An sd of 0.003% (offsets -0.003%, 0, +0.003%): "sd 0.00%" beside "--run-sd 0.003%" read as none
+    measured while the gate would price one."""
+    paths = [str(store.save(r, tmp_path / f"r{i}.json")) for i, r in enumerate(_offset_runs([-3e-5, 0.0, 3e-5]))]
+    doc = json.loads(CliRunner().invoke(main, ["spread", *paths, "--json"]).stdout)
+    assert doc["run_sd"] == pytest.approx(3e-5)
+    text = CliRunner().invoke(main, ["spread", *paths])
+    assert text.exit_code == 0 and "0.00%" not in text.stdout, text.stdout
+    assert "sd 0.003% pooled" in text.stdout and "--run-sd 0.003%" in text.stdout
+    saved = CliRunner().invoke(main, ["spread", *paths, "--save", "--results-dir", str(tmp_path / "results")])
+    assert saved.exit_code == 0 and "now price 0.003%" in saved.stdout, saved.stdout
