@@ -425,11 +425,14 @@ def spread(runs: tuple[str, ...], save: bool, results_dir: str, as_json: bool) -
         saved = store.save_spread(record, rdir)
     if as_json:
         click.echo(json.dumps({"kind": "spread", "version": 1, "run_sd": found.sd, "median_point": found.median,
-                               "points": found.points, "runs": found.runs,
+                               "points": found.points, "runs": found.runs, "spec_id": first.spec.id,
+                               "device_name": first.environment.device_name or first.spec.name,
+                               "timer": first.protocol.timer,
                                "largest": [{"key": k, "sd": v} for k, v in found.largest],
                                "saved": None if saved is None else str(saved)}, indent=1))
         return
-    click.echo(f"{found.runs} runs, {found.points} points measured in rounds by every run")
+    click.echo(f"{found.runs} runs on {first.environment.device_name or first.spec.name} ({first.spec.id}, timer "
+               f"{first.protocol.timer}), {found.points} points measured in rounds by every run")
     click.echo(f"a run's own offset: sd {_pct(found.sd)} pooled over points (a typical point: {_pct(found.median)})")
     click.echo("largest at (signed sd of the excess): " + ", ".join(f"{k} {_pct(v, '+')}" for k, v in found.largest))
     if saved is None:

@@ -416,3 +416,14 @@ def test_spread_prints_a_tiny_offset_as_the_gate_line_does_never_as_zero(tmp_pat
     assert "sd 0.003% pooled" in text.stdout and "--run-sd 0.003%" in text.stdout
     saved = CliRunner().invoke(main, ["spread", *paths, "--save", "--results-dir", str(tmp_path / "results")])
     assert saved.exit_code == 0 and "now price 0.003%" in saved.stdout, saved.stdout
+
+
+def test_spread_names_the_device_and_timer_its_offset_was_measured_with(tmp_path):
+    """The offset is a GPU model's and a timer's (a saved one is priced for that model only): the text
+    and the JSON say which, as a run's header does, not a bare percent."""
+    runs = _tree_runs(np.random.default_rng(27), 0.01, runs=3, points=4)
+    paths = [str(store.save(r, tmp_path / f"r{i}.json")) for i, r in enumerate(runs)]
+    text = CliRunner().invoke(main, ["spread", *paths])
+    assert text.exit_code == 0 and text.stdout.startswith("3 runs on NVIDIA H100 80GB HBM3 (h100-sxm, timer cold)")
+    doc = json.loads(CliRunner().invoke(main, ["spread", *paths, "--json"]).stdout)
+    assert (doc["spec_id"], doc["device_name"], doc["timer"]) == ("h100-sxm", "NVIDIA H100 80GB HBM3", "cold")
