@@ -396,6 +396,7 @@ def spread(runs: tuple[str, ...], save: bool, results_dir: str, as_json: bool) -
     loaded = [read_run(x, rdir, "run") for x in runs]
     if len(loaded) < 3:
         raise ConfigError(f"spread needs three runs of one tree at least, got {len(loaded)}")
+    _one_result_a_key(runs, loaded)  # a hand-merged run's second result would count as another run's
     seen: dict[tuple[str, tuple[float, ...]], int] = {}
     for k, (name, run) in enumerate(zip(runs, loaded, strict=True)):
         if not run.complete:

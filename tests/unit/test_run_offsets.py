@@ -427,3 +427,22 @@ def test_spread_names_the_device_and_timer_its_offset_was_measured_with(tmp_path
     assert text.exit_code == 0 and text.stdout.startswith("3 runs on NVIDIA H100 80GB HBM3 (h100-sxm, timer cold)")
     doc = json.loads(CliRunner().invoke(main, ["spread", *paths, "--json"]).stdout)
     assert (doc["spec_id"], doc["device_name"], doc["timer"]) == ("h100-sxm", "NVIDIA H100 80GB HBM3", "cold")
+
+
+def test_spread_refuses_a_run_holding_two_results_for_one_point(tmp_path):
+    """A hand-merged run holding a point twice (here once 20% slower), beside a run without it: the
+    point's two results counted as two runs, and spread reported an 8% offset where the runs have none.
+    Refused, exit 2, naming the file, as compare and gate refuse it."""
+    rng = np.random.default_rng(28)
+
+    def one(offset=0.0):
+        return make_run({c: {"k": list(1e-3 * np.exp(offset + rng.normal(0.0, 0.001, 30)))} for c in ("c", "d")},
+                        rounds=3)
+
+    merged = one()
+    merged = replace(merged, cases=(merged.cases[0], one(0.2).cases[0], merged.cases[1]))
+    lacking = one()
+    lacking = replace(lacking, cases=lacking.cases[1:])
+    paths = [str(store.save(r, tmp_path / f"r{i}.json")) for i, r in enumerate([merged, one(), lacking])]
+    r = CliRunner().invoke(main, ["spread", *paths])
+    assert r.exit_code == 2 and f"{paths[0]}: duplicate result for 'c/k'" in r.output, r.output
