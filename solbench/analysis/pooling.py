@@ -326,6 +326,8 @@ def _no_common_point(runs: Sequence[RunResult], names: Sequence[str] | None) -> 
         if not any(_measured(r) and r.timing is not None and r.timing.n_rounds > 1 and not r.protocol.get("part")
                    for c in run.cases for r in c.impls):
             name = names[k] if names is not None else f"run {k + 1} of {len(runs)}"
+            if run.protocol.timer == "none":
+                return f"{name}: a dry run (--dry-run), which measured nothing; give measured runs"
             return f"{name}: measured no point in rounds (two or more): measure with --repeat 2 or more (default 3)"
     return ("no point was measured in rounds by every run: each run measured some, not the same ones (runs of other "
             "workloads, cases or implementations?); give runs of one tree's same cases")

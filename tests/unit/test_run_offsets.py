@@ -397,6 +397,12 @@ def test_spread_of_runs_that_share_no_point_says_so_not_to_measure_in_rounds(tmp
     paths[2] = str(store.save(single, tmp_path / "single.json"))
     r = CliRunner().invoke(main, ["spread", *paths])
     assert r.exit_code == 2 and f"{paths[2]}: measured no point in rounds" in r.output, r.output
+    dry = replace(runs[0], protocol=replace(runs[0].protocol, timer="none"),
+                  cases=tuple(replace(c, impls=()) for c in runs[0].cases))
+    dry_paths = [str(store.save(replace(dry, created=f"2025-01-0{i + 1}T00:00:00Z"), tmp_path / f"dry{i}.json"))
+                 for i in range(3)]
+    r = CliRunner().invoke(main, ["spread", *dry_paths])
+    assert r.exit_code == 2 and f"{dry_paths[0]}: a dry run" in r.output and "--repeat" not in r.output, r.output
 
 
 def _offset_runs(offsets, rounds=3, n=10):
