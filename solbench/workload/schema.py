@@ -388,7 +388,8 @@ class WorkloadSpec(_Model):
     reference_params: dict[str, ParamValue] = Field(
         default_factory=dict, description="Fixed keyword arguments passed to the reference.")
     reference_dtype: Literal["float32", "float64", "declared"] = Field(
-        "float32", description="Floating inputs are converted to this dtype for the reference; 'declared': "
+        "float32", description="Narrower floating inputs are converted to this dtype for the reference (float64 "
+        "ones stay float64); 'declared': "
         "the reference runs on the inputs as drawn, at their declared dtypes, with torch's default backend "
         "settings (cuDNN convolutions in TF32 on CUDA), as KernelBench and SOL-ExecBench run theirs; the "
         "others run in true fp32 or fp64 (no TF32).")
