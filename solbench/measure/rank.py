@@ -35,7 +35,7 @@ from solbench.impls.registry import resolve
 from solbench.measure import tensors
 from solbench.measure.criteria import CIWidth
 from solbench.measure.loop import CheatDetected, measure
-from solbench.measure.runner import CaseInputs, _call, _exact_fp32, missing_requirement
+from solbench.measure.runner import CaseInputs, _call, _exact_fp32, missing_requirement, no_nan
 from solbench.measure.worker import (
     Task,
     WorkerState,
@@ -96,6 +96,7 @@ def prepare_rank(spec: WorkloadSpec, case: Case, device: str, base_dir: Path | N
                        for name in every[0]}
             value = _call(reference, stacked, {**case.params, "rank": rank, "world_size": world})
         refs.append(tensors.as_outputs(value, names, strict=False))
+        no_nan(spec.reference, refs[-1], names, k)
         sets.append(every[rank])
         del every, stacked
     return CaseInputs(tuple(sets), tuple(refs))

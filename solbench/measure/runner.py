@@ -48,9 +48,21 @@ def prepare_case(spec: WorkloadSpec, case: Case, device: str, base_dir: Path | N
                 raise ValueError(f"the workload's reference {spec.reference} returned {t.name} of shape "
                                  f"{tuple(r.shape)}, but the workload declares {tuple(t.shape)}: the workload file's "
                                  "outputs or its reference are wrong, not the implementation")
+        no_nan(spec.reference, ref, names, k)
         refs.append(ref)
         sets.append(inputs)
     return CaseInputs(tuple(sets), tuple(refs))
+
+
+def no_nan(reference: str, ref: Sequence[torch.Tensor], names: Sequence[str], k: int) -> None:
+    """A ValueError where the reference returned NaN: no output can be checked against it there (a NaN
+    error passed every bound, and the reference's own code, returning the same NaN, read as unwritten)."""
+    for r, name in zip(ref, names, strict=True):
+        n, at = tensors.nans(r)
+        if n:
+            raise ValueError(f"the workload's reference {reference} returned {n} NaN element(s) in {name} on input "
+                             f"set {k} (the first at {list(at)}): the workload's inputs (std, mean, positive, its "
+                             "input generator) or its reference are wrong, not the implementation")
 
 
 def draw_inputs(spec: WorkloadSpec, case: Case, device: str, base_dir: Path | None, seed: int) -> dict[str, Any]:

@@ -215,6 +215,35 @@ def _errors(o: torch.Tensor, r: torch.Tensor, b: Bounds) -> tuple[int, float, in
     return int(n_bad), worst, int(n_out), (se ** 0.5) / max(sr ** 0.5, 1e-30)
 
 
+def nans(t: torch.Tensor) -> tuple[int, tuple[int, ...]]:
+    """(NaN elements of ``t``, the index of the first; () where none), chunk by chunk as the
+    check reads outputs, read from the device once."""
+    if t.dtype in _NO_NAN:
+        return 0, ()
+    flat = t.detach().reshape(-1)
+    count = torch.zeros((), dtype=torch.int64, device=flat.device)
+    first = torch.full((), -1, dtype=torch.int64, device=flat.device)
+    for start in range(0, flat.numel(), CHUNK):
+        isnan = flat[start:start + CHUNK].isnan()
+        count += isnan.sum()
+        first = torch.where((first < 0) & isnan.any(), start + isnan.to(torch.uint8).argmax(), first)
+    n, at = torch.stack([count, first]).tolist()
+    return int(n), unravel(int(at), tuple(t.shape)) if n else ()
+
+
+# dtypes with no NaN (and, for the packed FP4 pair, no isnan kernel)
+_NO_NAN = {getattr(torch, "float4_e2m1fn_x2", torch.bool)}
+
+
+def unravel(flat: int, shape: Sequence[int]) -> tuple[int, ...]:
+    """The index of element ``flat`` of a contiguous tensor of ``shape``."""
+    index = []
+    for size in reversed(shape):
+        flat, i = divmod(flat, size) if size else (flat, 0)
+        index.append(i)
+    return tuple(reversed(index))
+
+
 def _fail(b: Bounds, detail: str) -> Correctness:
     return Correctness(False, float("nan"), float("nan"), b.atol, b.rtol, detail)
 

@@ -1,6 +1,7 @@
 """Inputs a case draws and the check of an implementation's outputs against the reference: the
 reference at least as precise as the case, and the check's verdicts and messages honest."""
 
+import pytest
 import torch
 
 from solbench.measure import tensors
@@ -50,3 +51,49 @@ def test_upcast_raises_narrower_inputs_only():
     assert {k: v.dtype for k, v in got.items() if k != "s"} == {"h": torch.float32, "d": torch.float64,
                                                                 "i": torch.int32}
     assert got["s"] == 3
+
+
+LOG = """
+workloads:
+  - name: lg
+    parameters: {n: [64]}
+    dtypes: [float32]
+    inputs: {x: {shape: [n, 4]}}
+    outputs: {y: {shape: [n, 4]}}
+    ops: [{op: elementwise, numel: n * 4}]
+    reference: mm.py:ref
+    implementations:
+      baseline: mm.py:ref
+"""
+
+
+def test_a_reference_that_returns_nan_is_refused_naming_the_workload(tmp_path):
+    """log of normal inputs is NaN where x < 0. Checked against it, a NaN error passed every bound (any
+    finite value was right there) and the reference's own code failed as 'unwritten': the workload is
+    wrong, and the error says so, with where."""
+    p = _planned(tmp_path, LOG, "import torch\ndef ref(x):\n    return torch.log(x)\n")
+    (case,) = p.cases
+    x = tensors.make_inputs(case, "cpu", 0)["x"]
+    first = tuple(int(i) for i in (x < 0).nonzero()[0])
+    with pytest.raises(ValueError, match="reference") as raised:
+        prepare_case(p.spec, case, "cpu", tmp_path, input_sets=1, seed=0)
+    assert f"returned {int((x < 0).sum())} NaN element(s) in y on input set 0 (the first at {list(first)})" in str(
+        raised.value)
+    assert "not the implementation" in str(raised.value)
+
+
+def test_positive_inputs_make_the_same_reference_fine(tmp_path):
+    p = _planned(tmp_path, LOG.replace("{shape: [n, 4]}}\n    outputs", "{shape: [n, 4], positive: true}}\n    outputs"),
+                 "import torch\ndef ref(x):\n    return torch.log(x)\n")
+    (case,) = p.cases
+    (ref,) = prepare_case(p.spec, case, "cpu", tmp_path, input_sets=1, seed=0).references[0]
+    assert not ref.isnan().any()
+
+
+def test_nans_counts_across_chunks_and_names_the_first(monkeypatch):
+    monkeypatch.setattr(tensors, "CHUNK", 5)
+    t = torch.zeros(3, 7)
+    t[1, 6] = t[2, 0] = float("nan")  # flat 13 and 14: the third chunk
+    assert tensors.nans(t) == (2, (1, 6))
+    assert tensors.nans(torch.ones(4)) == (0, ())
+    assert tensors.nans(torch.ones(4, dtype=torch.int32)) == (0, ())
