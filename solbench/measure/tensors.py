@@ -50,6 +50,9 @@ def make_inputs(case: Case, device: str, seed: int,
 
 def _random(t: TensorShape, gen: torch.Generator, device: str) -> torch.Tensor:
     dtype = torch_dtype(t.dtype)
+    if dtype in PACKED:  # random bytes: every byte is two valid FP4 values (no NaN or inf in e2m1)
+        bits = torch.randint(0, 256, t.shape, generator=gen, dtype=torch.uint8, device=device)
+        return (bits & 0x77 if t.positive else bits).view(dtype)  # positive: both sign bits clear
     if not dtype.is_floating_point:
         return torch.randint(-8, 8, t.shape, generator=gen, dtype=torch.int64, device=device).to(dtype)
     x = torch.randn(t.shape, generator=gen, dtype=torch.float32, device=device)
@@ -60,13 +63,18 @@ def _random(t: TensorShape, gen: torch.Generator, device: str) -> torch.Tensor:
 
 def upcast(inputs: Mapping[str, Any], dtype: str) -> dict[str, Any]:
     """Floating tensor inputs narrower than the reference dtype converted to it ("declared": left
-    as drawn); other inputs unchanged. Never narrowed: a float64 case's reference, under the
+    as drawn); other inputs (packed FP4 pairs too) unchanged. Never narrowed: a float64 case's reference, under the
     default float32, runs in float64 (in float32 it was off by more than float64's tolerance)."""
     if dtype == "declared":
         return dict(inputs)
     target = torch_dtype(dtype)
     return {k: v.to(target) if isinstance(v, torch.Tensor) and v.is_floating_point()
-            and v.dtype.itemsize < target.itemsize else v for k, v in inputs.items()}
+            and v.dtype.itemsize < target.itemsize and v.dtype not in PACKED else v for k, v in inputs.items()}
+
+
+# Packed dtypes torch cannot convert (nor fill, nor compare): drawn as random bytes, passed to the
+# reference as drawn (it unpacks them itself)
+PACKED = {getattr(torch, "float4_e2m1fn_x2", torch.bool)} - {torch.bool}
 
 
 def as_outputs(value: Any, names: Sequence[str], *, strict: bool = True,
@@ -218,7 +226,7 @@ def _errors(o: torch.Tensor, r: torch.Tensor, b: Bounds) -> tuple[int, float, in
 def nans(t: torch.Tensor) -> tuple[int, tuple[int, ...]]:
     """(NaN elements of ``t``, the index of the first; () where none), chunk by chunk as the
     check reads outputs, read from the device once."""
-    if t.dtype in _NO_NAN:
+    if t.dtype in PACKED or not t.is_floating_point():  # no NaN (and, FP4, no isnan kernel)
         return 0, ()
     flat = t.detach().reshape(-1)
     count = torch.zeros((), dtype=torch.int64, device=flat.device)
@@ -231,8 +239,6 @@ def nans(t: torch.Tensor) -> tuple[int, tuple[int, ...]]:
     return int(n), unravel(int(at), tuple(t.shape)) if n else ()
 
 
-# dtypes with no NaN (and, for the packed FP4 pair, no isnan kernel)
-_NO_NAN = {getattr(torch, "float4_e2m1fn_x2", torch.bool)}
 
 
 def unravel(flat: int, shape: Sequence[int]) -> tuple[int, ...]:

@@ -97,3 +97,35 @@ def test_nans_counts_across_chunks_and_names_the_first(monkeypatch):
     assert tensors.nans(t) == (2, (1, 6))
     assert tensors.nans(torch.ones(4)) == (0, ())
     assert tensors.nans(torch.ones(4, dtype=torch.int32)) == (0, ())
+
+
+FP4 = """
+workloads:
+  - name: f4
+    parameters: {n: [64]}
+    dtypes: [float32]
+    inputs: {w: {shape: [n, 8], dtype: float4_e2m1fn_x2%s}}
+    outputs: {y: {shape: [n, 8], dtype: uint8}}
+    ops: [{op: copy, numel: n * 8}]
+    reference: mm.py:ref
+    implementations:
+      baseline: mm.py:ref
+"""
+
+
+@pytest.mark.parametrize("positive", [False, True])
+def test_a_declared_fp4_input_is_drawn_and_reaches_the_reference(tmp_path, positive):
+    """torch cannot convert to the packed FP4 pair: drawing one as a normal sample raised
+    NotImplementedError, reported as 'reference failed'. It is random bytes (two valid e2m1 values
+    each), the same from the same seed, passed to the reference as drawn."""
+    p = _planned(tmp_path, FP4 % (", positive: true" if positive else ""),
+                 "import torch\ndef ref(w):\n    return w.view(torch.uint8).clone()\n")
+    (case,) = p.cases
+    inputs = prepare_case(p.spec, case, "cpu", tmp_path, input_sets=2, seed=0)
+    w = inputs.sets[0]["w"]
+    assert w.dtype == torch.float4_e2m1fn_x2 and w.shape == (64, 8)
+    (bits,) = inputs.references[0]
+    assert len(bits.unique()) > 16  # random bytes, not all one value
+    assert ((bits & 0x88) == 0).all() == positive  # the sign bits of both halves clear when positive
+    assert torch.equal(tensors.make_inputs(case, "cpu", 0)["w"].view(torch.uint8), bits)
+    assert not torch.equal(inputs.references[1][0], bits)  # the next input set is another draw
