@@ -184,8 +184,8 @@ def tolerance_for(spec: WorkloadSpec, impl: Implementation, dtype: str,
     if tol is not None:
         return tensors.Bounds(tol.atol, tol.rtol, tol.rel_l2, tol.matched_ratio, tol.error_cap,
                               tol.allow_negative_inf)
-    atol, rtol = tensors.DEFAULT_TOLERANCES.get(dtype, (1e-2, 1e-2))
-    return tensors.Bounds(atol, rtol)
+    atol, rtol = tensors.DEFAULT_TOLERANCES.get(dtype, tensors.FALLBACK_TOLERANCE)
+    return tensors.Bounds(atol, rtol, exact_integers=True)
 
 
 def _call(fn: Callable[..., Any], inputs: Mapping[str, Any], params: Mapping[str, Any],

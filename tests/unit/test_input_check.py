@@ -129,3 +129,53 @@ def test_a_declared_fp4_input_is_drawn_and_reaches_the_reference(tmp_path, posit
     assert ((bits & 0x88) == 0).all() == positive  # the sign bits of both halves clear when positive
     assert torch.equal(tensors.make_inputs(case, "cpu", 0)["w"].view(torch.uint8), bits)
     assert not torch.equal(inputs.references[1][0], bits)  # the next input set is another draw
+
+
+def _bounds(spec_dtype_tolerance=None):
+    from types import SimpleNamespace
+
+    spec = SimpleNamespace(case_tolerances=[], tolerances=spec_dtype_tolerance or {})
+    return SimpleNamespace(tolerance=None), spec
+
+
+def _one_output(dtype, n):
+    from types import SimpleNamespace
+
+    from solbench.workload.cases import TensorShape
+
+    return SimpleNamespace(outputs=(TensorShape("y", (n,), dtype),))
+
+
+@pytest.mark.parametrize(("case_dtype", "out_dtype"), [("int32", "int32"), ("bfloat16", "int64"),
+                                                       ("float32", "int64"), ("bool", "bool")])
+def test_integer_outputs_are_exact_under_the_default_tolerance(case_dtype, out_dtype):
+    """rtol 1e-2 (the fallback for an int32 case) passed an int32 result of 100 or more off by one, and
+    a bfloat16 case's 2e-2 passed argmax indices of 50 and more off by one."""
+    impl, spec = _bounds()
+    tol = tolerance_for(spec, impl, case_dtype)
+    ref = torch.arange(200, dtype=getattr(torch, out_dtype)) if out_dtype != "bool" else torch.arange(200) % 3 == 0
+    out = ref.clone()
+    out[150] = 151 if out_dtype != "bool" else not bool(ref[150])
+    result = tensors.compare([out], [ref], _one_output(out_dtype, 200), tol.rtol, tol.atol, None, tol)
+    assert not result.passed
+    assert "y: 1 of 200 elements outside atol=0 rtol=0" in result.detail
+    same = tensors.compare([ref.clone()], [ref], _one_output(out_dtype, 200), tol.rtol, tol.atol, None, tol)
+    assert same.passed
+
+
+def test_a_declared_tolerance_applies_to_integer_outputs_as_written():
+    from solbench.workload.schema import Tolerance
+
+    impl, spec = _bounds({"bfloat16": Tolerance(atol=2.0, rtol=1e-9)})
+    tol = tolerance_for(spec, impl, "bfloat16")
+    ref = torch.arange(200)
+    out = ref + 1
+    assert tensors.compare([out], [ref], _one_output("int64", 200), tol.rtol, tol.atol, None, tol).passed
+
+
+def test_floating_outputs_keep_the_dtype_default():
+    impl, spec = _bounds()
+    tol = tolerance_for(spec, impl, "bfloat16")
+    ref = torch.ones(10)
+    assert (tol.atol, tol.rtol) == (2e-2, 2e-2)
+    assert tensors.compare([ref + 0.03], [ref], _one_output("float32", 10), tol.rtol, tol.atol, None, tol).passed
