@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -179,11 +180,11 @@ def compare(out: Sequence[torch.Tensor], ref: Sequence[torch.Tensor], case: Case
         if o.dtype != torch_dtype(t.dtype):
             return _fail(b, f"{t.name}: dtype {o.dtype} != {t.dtype}")
         ob = replace(b, atol=0.0, rtol=0.0) if b.exact_integers and not o.is_floating_point() else b
-        bad, max_err, n_over, l2 = _errors(o.detach().reshape(-1), r.detach().reshape(-1), ob)
+        bad, max_err, n_over, l2, far = _errors(o.detach().reshape(-1), r.detach().reshape(-1), ob)
         if bad:
             return _fail(b, f"{t.name}: {bad} NaN/Inf element(s) (unwritten or overflow)")
         worst_abs, worst_l2 = max(worst_abs, max_err), max(worst_l2, l2)
-        detail = _outside(t.name, n_over, o.numel(), ob, max_err)
+        detail = _outside(t.name, n_over, tuple(o.shape), ob, max_err, far)
         if detail and (b.matched_ratio is None or 1 - n_over / max(o.numel(), 1) < b.matched_ratio):
             return Correctness(False, worst_abs, worst_l2, b.atol, b.rtol, detail)
         if b.error_cap is not None and max_err > b.error_cap:
@@ -200,15 +201,19 @@ def compare(out: Sequence[torch.Tensor], ref: Sequence[torch.Tensor], case: Case
 CHUNK = 1 << 24
 
 
-def _errors(o: torch.Tensor, r: torch.Tensor, b: Bounds) -> tuple[int, float, int, float]:
-    """(non-finite outputs, max abs error, elements outside tolerance, relative L2 error) of two
-    flat tensors, in fp64, chunk by chunk. With ``allow_negative_inf``, -inf on both sides is equal.
+def _errors(o: torch.Tensor, r: torch.Tensor, b: Bounds) -> tuple[int, float, int, float, tuple[int, float, float]]:
+    """(non-finite outputs, max abs error, elements outside tolerance, relative L2 error, and the
+    element farthest outside its bound: its index, value and the reference's) of two flat tensors,
+    in fp64, chunk by chunk. With ``allow_negative_inf``, -inf on both sides is equal. The largest
+    error alone can belong to an element within its bound (a large reference value), so the worst
+    element is the one whose error most exceeds ``atol + rtol * |ref|``.
 
     The sums stay on the device and are read once at the end: a 2 G-element output is 128 chunks,
     and a read per statistic per chunk was 640 waits for the device (each a record to parse while
     the CUPTI timer collects)."""
     zero = torch.zeros((), dtype=torch.float64, device=o.device)
     bad, max_err, n_over, sq_err, sq_ref = zero.clone(), zero.clone(), zero.clone(), zero.clone(), zero.clone()
+    excess, at, got, want = zero - float("inf"), zero.clone(), zero.clone(), zero.clone()
     for start in range(0, o.numel(), CHUNK):
         o64 = o[start:start + CHUNK].to(torch.float64)
         r64 = r[start:start + CHUNK].to(o.device, torch.float64)
@@ -223,12 +228,21 @@ def _errors(o: torch.Tensor, r: torch.Tensor, b: Bounds) -> tuple[int, float, in
             max_err = torch.fmax(max_err, err.max())  # a NaN error (a NaN reference) is not a maximum
         sq_err += err.square().sum()
         sq_ref += r64.square().sum()
-        over = err > b.atol + b.rtol * r64.abs()
+        bound = b.atol + b.rtol * r64.abs()
+        over = err > bound
         if keep is not None:
             over &= keep
         n_over += over.sum()
-    n_bad, worst, n_out, se, sr = torch.stack([bad, max_err, n_over, sq_err, sq_ref]).tolist()
-    return int(n_bad), worst, int(n_out), (se ** 0.5) / max(sr ** 0.5, 1e-30)
+        if err.numel():  # the first element farthest outside its bound (ties: the earliest)
+            beyond = err - bound
+            i = beyond.argmax()
+            further = beyond[i] > excess
+            excess = torch.where(further, beyond[i], excess)
+            at = torch.where(further, (i + start).to(torch.float64), at)
+            got, want = torch.where(further, o64[i], got), torch.where(further, r64[i], want)
+    n_bad, worst, n_out, se, sr, index, value, expected = torch.stack(
+        [bad, max_err, n_over, sq_err, sq_ref, at, got, want]).tolist()
+    return int(n_bad), worst, int(n_out), (se ** 0.5) / max(sr ** 0.5, 1e-30), (int(index), value, expected)
 
 
 def nans(t: torch.Tensor) -> tuple[int, tuple[int, ...]]:
@@ -247,8 +261,6 @@ def nans(t: torch.Tensor) -> tuple[int, tuple[int, ...]]:
     return int(n), unravel(int(at), tuple(t.shape)) if n else ()
 
 
-
-
 def unravel(flat: int, shape: Sequence[int]) -> tuple[int, ...]:
     """The index of element ``flat`` of a contiguous tensor of ``shape``."""
     index = []
@@ -262,9 +274,16 @@ def _fail(b: Bounds, detail: str) -> Correctness:
     return Correctness(False, float("nan"), float("nan"), b.atol, b.rtol, detail)
 
 
-def _outside(name: str, n_over: int, numel: int, b: Bounds, max_err: float) -> str:
+def _outside(name: str, n_over: int, shape: tuple[int, ...], b: Bounds, max_err: float,
+             far: tuple[int, float, float]) -> str:
+    """What an output outside its tolerance says: how many elements, the largest error, and the
+    element farthest outside its bound (``far``: flat index, value, reference's value)."""
     if not n_over:
         return ""
+    numel = math.prod(shape)
+    index, got, expected = far
+    worst = (f"worst {name}{list(unravel(index, shape))} = {got:.6g} where the reference has {expected:.6g}, "
+             f"off by {abs(got - expected):.3g} > {b.atol + b.rtol * abs(expected):.3g} allowed")
     ratio = f"; {1 - n_over / numel:.4f} matched < {b.matched_ratio:g} required" if b.matched_ratio else ""
     return (f"{name}: {n_over} of {numel} elements outside atol={b.atol:g} rtol={b.rtol:g} "
-            f"(max abs err {max_err:.3g}){ratio}")
+            f"(max abs err {max_err:.3g}; {worst}){ratio}")

@@ -179,3 +179,29 @@ def test_floating_outputs_keep_the_dtype_default():
     ref = torch.ones(10)
     assert (tol.atol, tol.rtol) == (2e-2, 2e-2)
     assert tensors.compare([ref + 0.03], [ref], _one_output("float32", 10), tol.rtol, tol.atol, None, tol).passed
+
+
+@pytest.mark.parametrize("chunk", [1 << 24, 7])
+def test_the_message_names_the_element_farthest_outside_its_bound(monkeypatch, chunk):
+    """The largest error can be an element within its bound (a large reference value): the message
+    names, by its index, the element whose error most exceeds atol + rtol * |ref|, with both values."""
+    monkeypatch.setattr(tensors, "CHUNK", chunk)
+    ref = torch.ones(6, 5, dtype=torch.float32)
+    ref[0, 1] = 1000.0
+    out = ref.clone()
+    out[0, 1] += 0.05  # the largest error, within 1e-4 + 1e-4 * 1000
+    out[4, 3] += 0.01  # outside 2e-4: the worst
+    out[5, 0] += 0.001  # outside too, by less
+    result = tensors.compare([out], [ref], _shaped((6, 5)),
+                             1e-4, 1e-4, None)
+    assert not result.passed
+    assert result.detail.startswith("y: 2 of 30 elements outside atol=0.0001 rtol=0.0001 (max abs err 0.05; ")
+    assert "worst y[4, 3] = 1.01 where the reference has 1, off by 0.01 > 0.0002 allowed" in result.detail
+
+
+def _shaped(shape):
+    from types import SimpleNamespace
+
+    from solbench.workload.cases import TensorShape
+
+    return SimpleNamespace(outputs=(TensorShape("y", shape, "float32"),))
