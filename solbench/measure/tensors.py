@@ -179,6 +179,8 @@ def compare(out: Sequence[torch.Tensor], ref: Sequence[torch.Tensor], case: Case
             return _fail(b, f"{t.name}: shape {tuple(o.shape)} != {t.shape}")
         if o.dtype != torch_dtype(t.dtype):
             return _fail(b, f"{t.name}: dtype {o.dtype} != {t.dtype}")
+        if o.device.type != r.device.type:  # a CPU result on a GPU run: it was moved to the reference's before
+            return _fail(b, f"{t.name}: on device {o.device.type}, the inputs' and the reference's is {r.device.type}")
         ob = replace(b, atol=0.0, rtol=0.0) if b.exact_integers and not o.is_floating_point() else b
         bad, max_err, n_over, l2, far = _errors(o.detach().reshape(-1), r.detach().reshape(-1), ob)
         if bad:

@@ -205,3 +205,12 @@ def _shaped(shape):
     from solbench.workload.cases import TensorShape
 
     return SimpleNamespace(outputs=(TensorShape("y", shape, "float32"),))
+
+
+def test_an_output_on_another_device_is_incorrect():
+    """The reference was moved to the output's device before comparing, so a CPU result of a GPU
+    run passed. Here the reference stands on the meta device for the GPU (this machine has none)."""
+    ref = torch.ones(4, device="meta")
+    result = tensors.compare([torch.ones(4)], [ref], _shaped((4,)), 1e-4, 1e-4, None)
+    assert not result.passed
+    assert result.detail == "y: on device cpu, the inputs' and the reference's is meta"
