@@ -214,3 +214,14 @@ def test_an_output_on_another_device_is_incorrect():
     result = tensors.compare([torch.ones(4)], [ref], _shaped((4,)), 1e-4, 1e-4, None)
     assert not result.passed
     assert result.detail == "y: on device cpu, the inputs' and the reference's is meta"
+
+
+def test_the_readme_gives_the_seed_each_rank_draws_from():
+    """It said 'seed + rank': rank 1 would then draw what input set 1 of rank 0 draws."""
+    from pathlib import Path
+
+    from solbench.measure.rank import RANK_SEED_STRIDE, rank_seed
+
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    assert f"seed + k + {RANK_SEED_STRIDE} × rank" in readme
+    assert rank_seed(7 + 1, 2) == 7 + 1 + RANK_SEED_STRIDE * 2
