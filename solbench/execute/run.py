@@ -102,8 +102,11 @@ def gate_live(base: RunResult, cur: RunResult, files: Sequence[str | Path], opti
 
     gate_kwargs.setdefault("run_sd", DEFAULT_RUN_SD)
 
+    several = bool(options.devices) or options.executor != "local"  # run_sharded adds no rounds, and refuses max_rounds
+
     def remeasure(keys: list[str], rounds: int) -> RunResult:  # these keys only, fresh workers each round
-        return run(files, replace(options, keys=tuple(keys), repeat=rounds, max_rounds=rounds), device=device)
+        capped = None if several else rounds  # exactly ``rounds``: none added on top
+        return run(files, replace(options, keys=tuple(keys), repeat=rounds, max_rounds=capped), device=device)
 
     step = ROUNDS_A_LOOK if cur.protocol.rounds > 1 else 1
     return gate_with_rerun(base, cur, remeasure, rerun, step=step, **gate_kwargs)

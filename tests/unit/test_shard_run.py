@@ -198,3 +198,22 @@ def test_multi_rank_workloads_run_as_groups_over_the_lanes(two_cpus):
     sharded = run_sharded(["workloads/collectives.yaml"], options, infos=two_cpus)
     assert _statuses(sharded) == _statuses(local)
     assert any(s == "ok" for *_, s in _statuses(sharded))
+
+
+def test_run_gate_against_re_measures_a_sharded_run_over_its_devices(monkeypatch, two_cpus):
+    """``run --devices ... --gate-against``: the gate's re-measurement of the undecided cases runs
+    over the same devices; it was refused as if the user had asked for ``--max-rounds`` (exit 2,
+    no verdict), because it capped its rounds with max_rounds, which several devices refuse."""
+    import solbench.analysis.gate as gate
+    import solbench.execute.lanes as lanes
+    from solbench.execute.run import gate_live
+
+    monkeypatch.setattr(lanes, "_local_devices", lambda text: two_cpus)  # run() finds the two "GPUs"
+    monkeypatch.setattr(gate, "cases_to_rerun", lambda result: [v.key for v in result.verdicts])  # all undecided
+    options = replace(OPTIONS, devices="0,1", impls=("baseline",))
+    base = api.run([DOUBLE], options)
+    cur = api.run([DOUBLE], options)
+    assert cur.protocol.devices == 2
+    verdict = gate_live(base, cur, [DOUBLE], options, rerun=1, threshold=0.05)
+    assert verdict.reruns == 1
+    assert all(v.rounds_cur == 2 for v in verdict.verdicts)
