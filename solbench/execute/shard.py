@@ -319,9 +319,13 @@ class _Round:
                 msg = self.inboxes[index].get()
                 if msg is None:
                     return
-                if msg[0] == "retire":
-                    for u in msg[1]:
-                        executor.retire(_keys(self.units[u], self.skips[u]))
+                if msg[0] == "retire":  # a failure here is the run's too: the scheduler still counts on this lane
+                    try:
+                        for u in msg[1]:
+                            executor.retire(_keys(self.units[u], self.skips[u]))
+                    except BaseException as exc:
+                        self.done.put(("error", None, (index,), exc))
+                        return
                     continue
                 _, job, lanes = msg
                 try:

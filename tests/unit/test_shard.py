@@ -394,3 +394,30 @@ def test_the_run_notes_the_processes_the_lanes_killed_for_leaving_their_workers_
     run = _measure(_units(tmp_path), lanes, repeat=2)
     assert run.notes[-1] == escaped_note(2 * (1 + 2))  # two rounds of both lanes
     assert not _measure(_units(tmp_path), _lanes(2, log)).notes  # nothing killed: no note
+
+
+def test_a_lane_whose_retire_fails_stops_the_run_instead_of_leaving_it_waiting(tmp_path):
+    """A retirement that raises (a Ray actor lost between cases) ended its lane's thread without a word
+    while the scheduler went on handing that lane jobs nobody would run: the run waited forever. It
+    is raised like a job's error, and every lane is closed."""
+    made = []
+
+    class RetireFails(Fake):
+        def retire(self, keys):
+            raise RuntimeError("lane lost")
+
+    lanes = [replace(lane, make_executor=lambda i=lane.index: made.append(RetireFails(i, [])) or made[-1])
+             for lane in _lanes(1, [])]
+    outcome = []
+
+    def measure():
+        try:
+            _measure(_units(tmp_path, (1, 1)), lanes)  # one lane: w0, retired, then w1 on the same lane
+        except RuntimeError as exc:
+            outcome.append(exc)
+
+    thread = threading.Thread(target=measure, daemon=True)
+    thread.start()
+    thread.join(60)  # only bounds the test: the run either raises at once or never returns
+    assert not thread.is_alive(), "the run kept waiting for a lane whose thread had ended"
+    assert [str(e) for e in outcome] == ["lane lost"] and all(ex.closed for ex in made)
