@@ -138,24 +138,35 @@ def lanes(cluster: Cluster, files: Sequence[str | Path], options: Any) -> tuple[
     for n, (actor, (info, floor, nvml_id)) in enumerate(zip(cluster.actors, described, strict=True)):
         prep = prepare(files, options, info, floor)
         env = replace(info.environment(), device_index=info.index)
-        out.append(Lane(n, info.kind, _lane_factory(ray, actor), prep.score, env, info.l2_bytes, nvml_id))
+        out.append(Lane(n, info.kind, _lane_factory(ray, actor, n), prep.score, env, info.l2_bytes, nvml_id))
         prepared.append((info, prep))
     return out, prepared
 
 
-def _lane_factory(ray: Any, actor: Any) -> Any:
-    return lambda: RayLane(ray, actor)
+def _lane_factory(ray: Any, actor: Any, lane: int) -> Any:
+    return lambda: RayLane(ray, actor, lane)
 
 
 class RayLane:
-    """The Executor protocol over one actor: fresh workers in it for each round."""
+    """The Executor protocol over one actor: fresh workers in it for each round.
 
-    def __init__(self, ray: Any, actor: Any) -> None:
-        self.ray, self.actor = ray, actor
-        self.ray.get(actor.open.remote())
+    A lost actor (its node or process gone) leaves the points of its case not yet measured
+    ``crashed``; anything asked of it after that (workers for the next case, a retirement, a new
+    round) is a one-line DeviceError that stops the run: no worker can run there any more."""
+
+    def __init__(self, ray: Any, actor: Any, lane: int | None = None) -> None:
+        self.ray, self.actor, self.lane = ray, actor, lane
+        self._get(actor.open)
+
+    def _get(self, method: Any, *args: Any) -> Any:
+        try:
+            return self.ray.get(method.remote(*args))
+        except self.ray.exceptions.RayActorError as exc:
+            which = "" if self.lane is None else f" of lane {self.lane}"
+            raise DeviceError(f"the Ray actor{which} died ({_first_line(exc)}): the run stops here") from None
 
     def prestart(self, keys: Iterable[tuple[str, str]]) -> None:
-        self.ray.get(self.actor.prestart.remote(list(keys)))
+        self._get(self.actor.prestart, list(keys))
 
     def run(self, key: tuple[str, str], task: Any, timeout_s: float, progress: Any = None) -> ImplResult:
         from solbench.measure import wire
@@ -163,14 +174,14 @@ class RayLane:
         try:
             text = self.ray.get(self.actor.run.remote(key, task, timeout_s))
         except self.ray.exceptions.RayActorError as exc:
-            return ImplResult(task.impl, "crashed", f"the Ray actor measuring it died: {str(exc).splitlines()[0]}")
+            return ImplResult(task.impl, "crashed", f"the Ray actor measuring it died: {_first_line(exc)}")
         try:
             return wire.result_from_text(text)
         except wire.BadMessage as exc:
             return ImplResult(task.impl, "reward_hack", f"the Ray actor sent {exc}")
 
     def retire(self, keys: Iterable[tuple[str, str]]) -> None:
-        self.ray.get(self.actor.retire.remote(list(keys)))
+        self._get(self.actor.retire, list(keys))
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
@@ -179,6 +190,10 @@ class RayLane:
     def abort(self) -> None:
         with contextlib.suppress(Exception):
             self.ray.get(self.actor.abort.remote(), timeout=ABORT_TIMEOUT_S)
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).splitlines() or [type(exc).__name__])[0]
 
 
 class _LaneActor:

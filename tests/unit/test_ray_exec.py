@@ -148,3 +148,56 @@ def test_the_driver_takes_a_result_only_as_checked_message_text():
     for sent in (ok, b"\x80\x04", '{"kind": "ready", "pid": 1}'):  # an object, a pickle, the wrong message
         got = RayLane(_FakeRay(sent), _FakeActor()).run(("w", "impl"), Task(), 1.0)
         assert got.status == "reward_hack" and "the Ray actor sent" in got.message
+
+
+class _Lost(Exception):
+    """What Ray raises for a call on an actor whose process or node is gone."""
+
+
+class _LostRay:
+    """Ray's ``get`` on an actor that died after ``alive`` calls (each ref is the method's name)."""
+
+    class exceptions:
+        RayActorError = _Lost
+
+    def __init__(self, alive=0):
+        self.alive = alive
+
+    def get(self, ref, timeout=None):
+        if self.alive > 0:
+            self.alive -= 1
+            return None
+        raise _Lost(f"The actor died unexpectedly before finishing this task ({ref}).\n\tclass_name: _LaneActor\n\tpid: 1")
+
+
+class _NamedActor:
+    class _Method:
+        def __init__(self, name):
+            self.name = name
+
+        def remote(self, *args):
+            return self.name
+
+    def __getattr__(self, name):
+        return self._Method(name)
+
+
+def test_a_lost_actor_crashes_its_point_then_stops_the_run_in_one_line():
+    """The point an actor was measuring when it died is ``crashed``; what the lane asks of it after
+    that (workers for its next case, a retirement, a new round) is a one-line DeviceError (exit 2),
+    not Ray's multi-line exception read as solbench's own failure (exit 5, a traceback)."""
+    from solbench.execute.ray_cluster import RayLane
+
+    class Task:
+        impl = "impl"
+
+    lane = RayLane(_LostRay(alive=1), _NamedActor(), 3)  # opened, then lost
+    got = lane.run(("w", "impl"), Task(), 1.0)
+    assert got.status == "crashed" and got.message.startswith("the Ray actor measuring it died: The actor died")
+    for call in (lambda: lane.prestart([("w", "impl")]), lambda: lane.retire([("w", "impl")]),
+                 lambda: RayLane(_LostRay(), _NamedActor(), 3)):
+        with pytest.raises(DeviceError) as err:
+            call()
+        assert "\n" not in str(err.value) and str(err.value).startswith("the Ray actor of lane 3 died (The actor")
+    lane.close()
+    lane.abort()  # a dead actor's workers died with it: nothing to raise
