@@ -6,10 +6,11 @@ local run uses: the same Task, the same checks and timer, the same statuses (a c
 timeout kills the worker inside the actor and becomes ``crashed``/``timeout``). The driver
 schedules cases over the actors exactly as over local GPUs (:mod:`solbench.execute.shard`) and
 scores each case against the spec its actor detected. A cluster without GPUs (CI) gets one CPU
-actor per CPU::
+actor per node, held there: a node's CPU is one device, and two lanes timing on its cores at once
+(each worker with torch threads on every core but one) would disturb each other's timings::
 
     connect(address)                       ray.init(address) unless Ray is already initialised
-    lanes(cluster, files, options)         an actor per GPU (or CPU); each detects its device
+    lanes(cluster, files, options)         an actor per GPU (or CPU node); each detects its device
     RayLane(actor)                         the Executor protocol over ray.get(actor.method.remote())
 
 Every node needs solbench (and the implementations' packages) installed, and the workload files
@@ -102,13 +103,20 @@ def gpu_models(nodes: Iterable[dict[str, Any]]) -> dict[str, int]:
     return out
 
 
-def lane_plan(models: dict[str, int], cpus: int, devices: str) -> list[tuple[str, str]]:
-    """(device kind, model) of each actor to start: every GPU (``devices`` "all" or ""), or the first
-    N; without GPUs, one CPU actor per CPU (at least one)."""
+def cpu_nodes(nodes: Iterable[dict[str, Any]]) -> list[str]:
+    """The ``NodeID`` of every alive node of ``ray.nodes()`` that has CPUs, in the order listed."""
+    return [str(node["NodeID"]) for node in nodes
+            if node.get("Alive", True) and node.get("Resources", {}).get("CPU", 0) >= 1 and "NodeID" in node]
+
+
+def lane_plan(models: dict[str, int], cpu_nodes: Sequence[str], devices: str) -> list[tuple[str, str]]:
+    """(device kind, GPU model or CPU node) of each actor to start: every GPU (``devices`` "all" or
+    ""), or the first N; without GPUs, one CPU actor per node (module docstring; "" where no node is
+    known: anywhere, one actor)."""
     if models:
         plan = [("cuda", model) for model, count in sorted(models.items()) for _ in range(count)]
     else:
-        plan = [("cpu", "")] * max(1, cpus)
+        plan = [("cpu", node) for node in cpu_nodes] or [("cpu", "")]
     text = devices.strip().lower()
     if text in ("", "all"):
         return plan
@@ -116,7 +124,7 @@ def lane_plan(models: dict[str, int], cpus: int, devices: str) -> list[tuple[str
         raise ConfigError(f"--devices {devices!r} with --executor ray: expected 'all' or how many devices")
     if int(text) > len(plan):
         raise DeviceError(f"--devices {text}: the Ray cluster has {len(plan)} "
-                          f"{'GPUs' if models else 'CPUs (and no GPU)'}")
+                          f"{'GPUs' if models else 'CPU nodes (and no GPU)'}")
     return plan[: int(text)]
 
 
@@ -126,12 +134,17 @@ def lanes(cluster: Cluster, files: Sequence[str | Path], options: Any) -> tuple[
     from solbench.plan.prepare import prepare
 
     ray = cluster.ray
-    plan = lane_plan(gpu_models(ray.nodes()), int(ray.cluster_resources().get("CPU", 1)), options.devices)
+    nodes = ray.nodes()
+    plan = lane_plan(gpu_models(nodes), cpu_nodes(nodes), options.devices)
     remote = ray.remote(_LaneActor)
-    for kind, model in plan:
+    for kind, where in plan:
         opts: dict[str, Any] = {"num_gpus": 1, "num_cpus": 1} if kind == "cuda" else {"num_cpus": 1}
-        if model:
-            opts["resources"] = {f"accelerator_type:{model}": 0.001}
+        if kind == "cuda" and where:
+            opts["resources"] = {f"accelerator_type:{where}": 0.001}
+        if kind == "cpu" and where:
+            from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+            opts["scheduling_strategy"] = NodeAffinitySchedulingStrategy(where, soft=False)
         cluster.actors.append(remote.options(max_concurrency=4, **opts).remote(kind, os.getcwd()))
     described = ray.get([actor.describe.remote(options.peaks, str(options.results_dir)) for actor in cluster.actors])
     out, prepared = [], []

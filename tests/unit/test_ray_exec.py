@@ -1,4 +1,4 @@
-"""``run --executor ray`` on a local Ray instance on the CPU (2 workers), against local runs.
+"""``run --executor ray`` on a local Ray cluster of two CPU nodes (two lanes), against local runs.
 
 The lane plan is tested without Ray; everything else skips cleanly where Ray is not importable
 (CI installs it: the ``test`` extra includes ``ray``).
@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from solbench import api
 from solbench.cli import main
 from solbench.errors import ConfigError, DeviceError
-from solbench.execute.ray_cluster import gpu_models, lane_plan
+from solbench.execute.ray_cluster import cpu_nodes, gpu_models, lane_plan
 from solbench.results import store
 
 DOUBLE = "tests/data/double.yaml"
@@ -40,13 +40,27 @@ def test_gpus_are_counted_per_model_over_alive_nodes():
 
 def test_the_lane_plan_takes_every_gpu_or_n_or_one_cpu_each():
     models = {"H200": 2, "H100": 1}
-    assert lane_plan(models, 64, "all") == [("cuda", "H100"), ("cuda", "H200"), ("cuda", "H200")]
-    assert lane_plan(models, 64, "2") == [("cuda", "H100"), ("cuda", "H200")]
-    assert lane_plan({}, 2, "") == [("cpu", "")] * 2
+    assert lane_plan(models, ["n1"], "all") == [("cuda", "H100"), ("cuda", "H200"), ("cuda", "H200")]
+    assert lane_plan(models, ["n1"], "2") == [("cuda", "H100"), ("cuda", "H200")]
+    assert lane_plan({}, ["n1", "n2"], "") == [("cpu", "n1"), ("cpu", "n2")]
+    assert lane_plan({}, [], "") == [("cpu", "")]
     with pytest.raises(DeviceError, match="has 3 GPUs"):
-        lane_plan(models, 64, "4")
+        lane_plan(models, ["n1"], "4")
     with pytest.raises(ConfigError):
-        lane_plan(models, 64, "0,1")
+        lane_plan(models, ["n1"], "0,1")
+
+
+def test_a_cluster_without_gpus_gets_one_cpu_lane_per_node_not_per_core():
+    """A node's CPU is one device: lanes on its cores would time side by side, each worker with torch
+    threads on every core but one, and disturb each other's timings. So one lane per alive node."""
+    nodes = [{"NodeID": "a", "Alive": True, "Resources": {"CPU": 64.0}},
+             {"NodeID": "b", "Alive": True, "Resources": {"CPU": 8.0}},
+             {"NodeID": "c", "Alive": False, "Resources": {"CPU": 8.0}},
+             {"NodeID": "d", "Alive": True, "Resources": {"memory": 1.0}}]
+    assert cpu_nodes(nodes) == ["a", "b"]
+    assert lane_plan(gpu_models(nodes), cpu_nodes(nodes), "all") == [("cpu", "a"), ("cpu", "b")]
+    with pytest.raises(DeviceError, match="has 2 CPU nodes"):
+        lane_plan({}, ["a", "b"], "3")
 
 
 def test_an_unreachable_address_is_one_line():
@@ -63,10 +77,16 @@ def test_an_unreachable_address_is_one_line():
 
 @pytest.fixture(scope="module")
 def ray_cpu():
+    """A local Ray cluster of two CPU nodes of one CPU each: two lanes, one actor a node."""
     ray = pytest.importorskip("ray")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    from ray.cluster_utils import Cluster
+
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
+    cluster.add_node(num_cpus=1)
+    ray.init(address=cluster.address, log_to_driver=False, configure_logging=False)
     yield ray
     ray.shutdown()
+    cluster.shutdown()
 
 
 @pytest.fixture(scope="module")
