@@ -599,9 +599,10 @@ def _one_side(runs: Side, name: str, allow_cross_hardware: bool | None) -> RunRe
 
 
 def _per_case(base: RunResult, cur: RunResult) -> bool:
-    """Whether either run records each case's GPU (a sharded run): fingerprints are then compared
-    device by device, not as one device."""
-    return any(c.device is not None for run in (base, cur) for c in run.cases)
+    """Whether either run records each case's GPU (a sharded run, or one planned over several
+    devices, not measured yet): fingerprints are then compared device by device, not as one device."""
+    return any(c.device is not None for run in (base, cur) for c in run.cases) \
+        or any(run.protocol.devices > 1 for run in (base, cur))
 
 
 def same_hardware(base: RunResult, cur: RunResult, allow_cross_hardware: bool | None = False) -> list[str]:

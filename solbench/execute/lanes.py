@@ -45,9 +45,12 @@ def parse_devices(text: str, count: int) -> tuple[int, ...]:
 
 
 def run_sharded(files: Sequence[str | Path], options: Any, *, progress: Progress | None = None,
-                on_case: Callable[[RunResult], None] | None = None, infos: Sequence[Any] | None = None) -> RunResult:
+                on_case: Callable[[RunResult], None] | None = None, infos: Sequence[Any] | None = None,
+                before_measuring: Callable[[RunResult], None] | None = None) -> RunResult:
     """Measure the files over several devices; the same RunResult as a one-device run, plus each
-    case's ``device`` fingerprint. ``infos`` (DeviceInfo, one per lane) replaces detection (tests)."""
+    case's ``device`` fingerprint. ``infos`` (DeviceInfo, one per lane) replaces detection (tests).
+    ``before_measuring``: as for :func:`solbench.execute.run.run`, called with the run as planned
+    (the first lane's fingerprint, ``protocol.devices`` the lanes) before anything is measured."""
     if options.in_process:
         raise ConfigError("--in-process measures in this one process: it cannot use several devices")
     if options.max_rounds:
@@ -59,7 +62,7 @@ def run_sharded(files: Sequence[str | Path], options: Any, *, progress: Progress
         cluster = ray_exec.connect(options.address)
         try:
             lanes, prepared = ray_exec.lanes(cluster, files, options)
-            return _measure(files, options, lanes, prepared, progress, on_case, "ray")
+            return _measure(files, options, lanes, prepared, progress, on_case, "ray", before_measuring)
         finally:
             cluster.close()
     if options.executor != "local":
@@ -67,7 +70,7 @@ def run_sharded(files: Sequence[str | Path], options: Any, *, progress: Progress
     if infos is None:
         infos = _local_devices(options.devices)
     lanes, prepared = local_lanes(files, options, infos)
-    return _measure(files, options, lanes, prepared, progress, on_case, "local")
+    return _measure(files, options, lanes, prepared, progress, on_case, "local", before_measuring)
 
 
 def _local_devices(text: str) -> list[Any]:
@@ -106,7 +109,8 @@ def _pool_factory(cls: Any, kind: str, index: int | None) -> Callable[[], Any]:
 
 
 def _measure(files: Sequence[str | Path], options: Any, lanes: Sequence[Any], prepared: Sequence[Any],
-             progress: Progress | None, on_case: Callable[[RunResult], None] | None, executor: str) -> RunResult:
+             progress: Progress | None, on_case: Callable[[RunResult], None] | None, executor: str,
+             before_measuring: Callable[[RunResult], None] | None = None) -> RunResult:
     from solbench.execute.shard import measure_sharded
     from solbench.plan.device import with_end_clocks
     from solbench.plan.options import rounds_for
@@ -119,6 +123,8 @@ def _measure(files: Sequence[str | Path], options: Any, lanes: Sequence[Any], pr
     emit("start", {"cases": sum(len(u.cases) for u in units) * options.repeat, "devices": len(lanes)})
     run = replace(first.run, protocol=replace(first.run.protocol, devices=len(lanes), executor=executor),
                   notes=(*first.run.notes, _devices_note(lanes)))
+    if before_measuring is not None:
+        before_measuring(run)
 
     estimate, cold, source = _estimates(units, first, options, first_info.spec.id)
     run = replace(run, notes=(*run.notes, f"schedule: longest case first, estimated from {source}"))

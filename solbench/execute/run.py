@@ -34,7 +34,8 @@ def run(files: Sequence[str | Path], options: RunOptions = RunOptions(), *,  # n
     devices (:func:`solbench.execute.lanes.run_sharded`).
     ``before_measuring``: called with the run as planned (its device's fingerprint, no case yet)
     before anything is compiled or measured; what it raises stops the run (``run --gate-against``
-    refuses a baseline from other hardware there). Not called for a run sharded over devices.
+    refuses a baseline from other hardware there); for a run sharded over devices, with the first
+    lane's fingerprint and ``protocol.devices`` saying its cases will record their own.
     Raises :class:`solbench.errors.RunInterrupted` (holding the partial run) on Ctrl-C.
     """
     from solbench.execute import session
@@ -43,7 +44,7 @@ def run(files: Sequence[str | Path], options: RunOptions = RunOptions(), *,  # n
     if options.devices or options.executor != "local":
         from solbench.execute.lanes import run_sharded
 
-        return run_sharded(files, options, progress=progress, on_case=on_case)
+        return run_sharded(files, options, progress=progress, on_case=on_case, before_measuring=before_measuring)
 
     start = time.perf_counter()
     info, floor = detect(device, options)

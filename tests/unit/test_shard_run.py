@@ -217,3 +217,29 @@ def test_run_gate_against_re_measures_a_sharded_run_over_its_devices(monkeypatch
     verdict = gate_live(base, cur, [DOUBLE], options, rerun=1, threshold=0.05)
     assert verdict.reruns == 1
     assert all(v.rounds_cur == 2 for v in verdict.verdicts)
+
+
+def test_a_baseline_from_other_software_is_refused_before_a_sharded_run_measures(monkeypatch, two_cpus, runs):
+    """``run --devices/--executor ray --gate-against``: as on one device, a baseline measured with
+    other software is refused before any case is measured (it was measured in full, then refused).
+    Each case of a sharded run records its own device, so the device itself is compared case by
+    case afterwards, not against the first lane before."""
+    import functools
+
+    import solbench.execute.lanes as lanes
+    from solbench.analysis.gate import GateRefused, same_hardware
+
+    monkeypatch.setattr(lanes, "_local_devices", lambda text: two_cpus)
+    local, _, _ = runs
+    options = replace(OPTIONS, devices="0,1", impls=("baseline",), workloads=("double",))
+    measured = []
+    other = replace(local, environment=replace(local.environment, torch="1.13.1"))
+    with pytest.raises(GateRefused, match="torch major"):
+        api.run([DOUBLE], options, on_case=measured.append,
+                before_measuring=functools.partial(same_hardware, other, allow_cross_hardware=None))
+    assert measured == []
+    seen = []
+    another_gpu = replace(local, environment=replace(local.environment, device_name="another CPU", spec_id="x"))
+    run = api.run([DOUBLE], options, before_measuring=lambda planned: seen.append(
+        same_hardware(another_gpu, planned, allow_cross_hardware=None)))
+    assert seen == [[]] and run.cases
