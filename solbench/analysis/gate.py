@@ -182,7 +182,7 @@ class GateCaseVerdict:
     p_adjusted: float | None = None  # Benjamini-Hochberg adjusted
     n_base: int = 0
     n_cur: int = 0
-    rounds_base: int = 1  # rounds (processes, runs) each side's samples came from
+    rounds_base: int = 1  # rounds (processes, runs) each side's samples came from; 0: that side has none
     rounds_cur: int = 1
     status_base: str | None = "ok"  # the key's status in each run; None: absent from that run
     status_cur: str | None = "ok"
@@ -477,6 +477,11 @@ def _first_line(text: str, limit: int = 200) -> str:
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
+def _rounds(r: ImplResult | None) -> int:
+    """How many rounds a side's samples came from: 0 where it has none (absent, failed, skipped)."""
+    return r.timing.n_rounds if r is not None and r.timing is not None and samples(r) else 0
+
+
 def _unmeasured(u: Unpaired, tau: float, source: ThresholdSource) -> GateCaseVerdict:
     """BROKEN or MISSING for a key measured in one run only (rules in the module docstring)."""
     base, cur = u.a, u.b
@@ -486,6 +491,7 @@ def _unmeasured(u: Unpaired, tau: float, source: ThresholdSource) -> GateCaseVer
     med, n = stats.median(list(samples(measured))), len(samples(measured))
     v = GateCaseVerdict(key=u.key, case_id=u.case_id, impl=measured.name, workload=u.workload,
                         verdict="MISSING", reason="", threshold=tau, threshold_source=source,
+                        rounds_base=_rounds(base) if in_base else 0, rounds_cur=0 if in_base else _rounds(cur),
                         status_base=None if base is None else base.status,
                         status_cur=None if cur is None else cur.status)
     if not in_base:
@@ -524,6 +530,7 @@ def _failing_now(base: RunResult, cur: RunResult, impl: str | None, listed: set[
             key=key, case_id=case.case_id, impl=r.name, workload=case.workload, verdict="BROKEN",
             reason=f"{r.status.upper()} in the current run ({then})" + (f": {msg}" if msg else ""),
             threshold=tau_of(case.workload)[0], threshold_source=tau_of(case.workload)[1],
+            rounds_base=_rounds(was), rounds_cur=_rounds(r),
             status_base=None if was is None else was.status, status_cur=r.status,
             detail="\n".join(part for part in (r.message.strip(), r.log_tail.strip()) if part)))
     return out
@@ -538,7 +545,7 @@ def _launched_differently(p: Pair, tau: float, source: ThresholdSource) -> GateC
                            reason=f"not comparable: launched differently ({how})",
                            threshold=tau, threshold_source=source,
                            median_base=stats.median(list(sa)), median_cur=stats.median(list(sb)),
-                           n_base=len(sa), n_cur=len(sb))
+                           n_base=len(sa), n_cur=len(sb), rounds_base=_rounds(p.a), rounds_cur=_rounds(p.b))
 
 
 def _other_model(u: Unpaired, model_base: str, model_cur: str, tau: float,
@@ -550,7 +557,7 @@ def _other_model(u: Unpaired, model_base: str, model_cur: str, tau: float,
                            reason=f"not comparable: other GPU model ({model_base} in the baseline, {model_cur} in "
                                   "the current run)", threshold=tau, threshold_source=source,
                            median_base=stats.median(list(sa)), median_cur=stats.median(list(sb)),
-                           n_base=len(sa), n_cur=len(sb))
+                           n_base=len(sa), n_cur=len(sb), rounds_base=_rounds(u.a), rounds_cur=_rounds(u.b))
 
 
 def _overall(verdicts: tuple[GateCaseVerdict, ...]) -> Overall:

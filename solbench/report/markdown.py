@@ -145,7 +145,8 @@ def _gate_row(v: GateCaseVerdict) -> list[str]:
 
 def rounds_note(g: GateResult) -> str:
     """One sentence when some case was decided over rounds (several runs, ``--repeat``, ``ab``)."""
-    over = [v for v in g.verdicts if max(v.rounds_base, v.rounds_cur) > 1]
+    over = [v for v in g.verdicts  # MISSING and BROKEN cases were not decided, whatever rounds they hold
+            if v.verdict not in ("MISSING", "BROKEN") and max(v.rounds_base, v.rounds_cur) > 1]
     if not over:
         return ""
     base = sorted({v.rounds_base for v in over})

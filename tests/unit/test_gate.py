@@ -196,6 +196,20 @@ def test_exit_codes():
     assert missing_only.exit_code == 0 and missing_only.count("MISSING") == 1
 
 
+
+def test_missing_cases_report_the_rounds_each_side_really_has():
+    """A side with no samples of a key reports 0 rounds, the other its own count (the JSON said 1 and 1)."""
+    rng = np.random.default_rng(31)
+    base = make_run({"a": {"x": noisy(rng, N)}, "gone": {"x": noisy(rng, N)}}, rounds=3)
+    cur = make_run({"a": {"x": noisy(rng, N)}, "new": {"x": noisy(rng, N)}}, rounds=3)
+    g = gate(base, cur)
+    rows = {v["key"]: v for v in gate_json(g)["verdicts"]}
+    assert (rows["gone/x"]["rounds_base"], rows["gone/x"]["rounds_cur"]) == (3, 0)
+    assert (rows["new/x"]["rounds_base"], rows["new/x"]["rounds_cur"]) == (0, 3)
+    assert (rows["a/x"]["rounds_base"], rows["a/x"]["rounds_cur"]) == (3, 3)
+    # the note on rounds names the decided cases' counts only, not a MISSING side's 0
+    assert "(3 baseline, 3 current)" in gate_markdown(g)
+
 @pytest.mark.parametrize("status", sorted(FAILED_STATUSES))
 def test_ok_in_baseline_failing_now_is_broken_and_fails(status):
     rng = np.random.default_rng(31)
