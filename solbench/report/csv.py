@@ -1,5 +1,11 @@
 """Runs as CSV: one row per case x implementation, SI units (seconds, FLOP, bytes). Returns text.
 
+``timer`` and ``launch`` say how a measured row was timed (empty where nothing was): the run's
+``--timer`` (``cold``, ``graph``, ``cupti``, ``cpu``; a multi-GPU rank's own where it had to differ)
+and how its calls were made (``graph``: a CUDA graph's replay; ``stream``; ``mixed``: replayed in
+some rounds only; empty where the run recorded none, as on the CPU). They come after ``message``,
+so the columns before them keep their places.
+
 Parameters get one ``param.<name>`` column each (the union over all rows, empty where a workload
 lacks one), so that a spreadsheet can filter and pivot on them.
 
@@ -27,7 +33,7 @@ COLUMNS = ("run", "device", "workload", "case_id", "dtype", "impl", "status", "m
            "ci_high_s", "n_samples", "stop_reason", "t_sol_s", "bound", "sol", "mfu", "mbu",
            "achieved_flops_per_s", "achieved_bytes_per_s", "speedup", "s_score", "floor_fraction", "tensor_flops",
            "vector_flops", "fused_bytes", "unfused_bytes", "intensity_flop_per_byte", "peaks_source",
-           "message")
+           "message", "timer", "launch")
 
 
 def _row(run: RunResult, case: CaseResult, r: ImplResult) -> dict[str, Any]:
@@ -42,7 +48,8 @@ def _row(run: RunResult, case: CaseResult, r: ImplResult) -> dict[str, Any]:
     }
     if t is not None:
         row.update(median_s=t.median, ci_low_s=t.ci_low, ci_high_s=t.ci_high, n_samples=t.n,
-                   stop_reason=t.stop_reason)
+                   stop_reason=t.stop_reason, timer=r.protocol.get("timer") or run.protocol.timer,
+                   launch=r.protocol.get("launch") or run.protocol.launch)
     if s is not None:
         row.update(sol=s.sol, mfu=s.mfu, mbu=s.mbu, achieved_flops_per_s=s.achieved_flops,
                    achieved_bytes_per_s=s.achieved_bandwidth, speedup=s.speedup, s_score=s.s_score,

@@ -52,3 +52,20 @@ def test_floats_carry_no_last_bit_rounding_and_keep_every_digit_that_was_measure
     assert (row["median_s"], row["speedup"], row["s_score"]) == ("3.2045e-06", "0.3", "0.8")
     assert row["fused_bytes"] == str(2**49 + 1)  # an integer count below 10^15: exact
     assert float(row["median_s"]) == 3.2045e-06 and abs(float(row["sol"]) / impl.score.sol - 1) < 1e-14
+
+
+def test_each_measured_row_says_which_timer_took_it_and_how_its_calls_were_made():
+    import dataclasses
+
+    run = two_workload_run()
+    run = dataclasses.replace(run, protocol=dataclasses.replace(run.protocol, timer="cupti", launch="graph"))
+    first = run.cases[0]
+    fallback = dataclasses.replace(first.impls[1], protocol={"launch": "stream", "graph_fallback": "synchronizes"})
+    run = dataclasses.replace(run, cases=(dataclasses.replace(first, impls=(first.impls[0], fallback,
+                                                                             *first.impls[2:])), *run.cases[1:]))
+    header = next(csv.reader(io.StringIO(run_csv([run]))))
+    assert header[len(COLUMNS) - 3: len(COLUMNS)] == ["message", "timer", "launch"]  # appended after the old ones
+    rows = _rows(run_csv([run]))
+    assert (rows[0]["timer"], rows[0]["launch"]) == ("cupti", "graph")
+    assert (rows[1]["timer"], rows[1]["launch"]) == ("cupti", "stream")  # the point's own launch
+    assert rows[4]["status"] == "error" and (rows[4]["timer"], rows[4]["launch"]) == ("", "")  # nothing timed
