@@ -18,7 +18,7 @@ import click
 
 from solbench import api, exitcodes
 from solbench.cli.common import ALPHA, failures
-from solbench.errors import RunInterrupted
+from solbench.errors import ConfigError, RunInterrupted
 from solbench.results.model import RunResult
 
 
@@ -100,6 +100,9 @@ def ab(files: Sequence[str], baseline_tree: str, current_tree: str, rounds: int,
     )
     from solbench.cli.compare import emit_gate
 
+    if out_dir == "-":  # made a folder named "-" and saved both runs in it
+        raise ConfigError("--out-dir -: ab saves the two runs as baseline.json and current.json in a folder, not to "
+                          "stdout (--json prints the gate's verdicts there): name a folder")
     writable_output(junit, "JUnit XML")
     writable_output(markdown_file, "Markdown")
     sides = [("--out-dir", str(Path(out_dir) / f"{side}.json")) for side in ("baseline", "current")] if out_dir else []

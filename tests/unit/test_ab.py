@@ -605,3 +605,15 @@ def test_both_sides_note_the_processes_killed_for_leaving_their_workers_group(tm
     assert [r.notes[-1] for r in runs] == [session.escaped_note(1)] * 2
     _, _, calm, _ = _recorded(tmp_path / "calm", monkeypatch)
     assert not any(r.notes for r in calm)
+
+
+def test_ab_refuses_out_dir_dash_before_measuring(tmp_path, monkeypatch):
+    """``--out-dir -`` made a folder named "-" and saved both runs there; '-' means stdout, which a
+    folder of two runs cannot go to: refused in one line, exit 2, nothing made or measured."""
+    monkeypatch.setattr(api, "ab", lambda *a, **k: pytest.fail("measured"))
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(main, ["ab", str(Path(__file__).parents[2] / "tests/data/double.yaml"),
+                                       "--baseline-tree", ".", "--device", "cpu", "--out-dir", "-"])
+    assert result.exit_code == 2, result.output
+    assert result.output.startswith("error: --out-dir -: ") and result.output.count("\n") == 1
+    assert not (tmp_path / "-").exists()
