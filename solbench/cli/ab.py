@@ -68,7 +68,8 @@ class _AbCommand(click.Command):
 @click.option("--markdown", "as_markdown", is_flag=True,
               help="Print the gate's verdicts as Markdown on stdout instead of the table.")
 @click.option("--markdown-file", type=click.Path(dir_okay=False), help="Also write the gate's Markdown to FILE.")
-@click.option("--json", "as_json", is_flag=True, help="Print the gate's verdicts as JSON.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the gate's verdicts as JSON (not with --markdown: both go to stdout).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar.")
 def ab(files: Sequence[str], baseline_tree: str, current_tree: str, rounds: int, max_rounds: int,
        workloads: Sequence[str],
@@ -95,6 +96,7 @@ def ab(files: Sequence[str], baseline_tree: str, current_tree: str, rounds: int,
         distinct_outputs,
         interrupted_code,
         junit_refusals,
+        one_stdout_view,
         refuse_junit,
         writable_output,
     )
@@ -103,6 +105,7 @@ def ab(files: Sequence[str], baseline_tree: str, current_tree: str, rounds: int,
     if out_dir == "-":  # made a folder named "-" and saved both runs in it
         raise ConfigError("--out-dir -: ab saves the two runs as baseline.json and current.json in a folder, not to "
                           "stdout (--json prints the gate's verdicts there): name a folder")
+    one_stdout_view(as_json, as_markdown, markdown_file=True)
     writable_output(junit, "JUnit XML")
     writable_output(markdown_file, "Markdown")
     sides = [("--out-dir", str(Path(out_dir) / f"{side}.json")) for side in ("baseline", "current")] if out_dir else []

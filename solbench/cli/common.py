@@ -211,6 +211,17 @@ def distinct_outputs(outputs: Sequence[tuple[str, str | None]]) -> None:
         seen[key] = option
 
 
+def one_stdout_view(as_json: bool, as_markdown: bool, *, markdown_file: bool = False) -> None:
+    """ConfigError (exit 2), before any work, where both ``--json`` and ``--markdown`` are given: each
+    prints the whole result on stdout, and the Markdown was silently left out. ``markdown_file``: the
+    command has ``--markdown-file``, which writes the Markdown beside the JSON."""
+    from solbench.errors import ConfigError
+
+    if as_json and as_markdown:
+        instead = "; --markdown-file FILE writes the Markdown beside the JSON" if markdown_file else ""
+        raise ConfigError(f"--json and --markdown: each prints the whole result on stdout; give one{instead}")
+
+
 def writable_folder(path: str, what: str, *, option: str = "") -> None:
     """Check, before any work, a folder a command will write files into (``import --out``): a folder
     or nothing yet, under a writable folder. ConfigError (exit 2, one line, naming ``option`` and

@@ -25,6 +25,7 @@ from solbench.cli.common import (
     ALPHA,
     distinct_outputs,
     junit_refusals,
+    one_stdout_view,
     read_run,
     refuse_markdown_path,
     run_sd_of,
@@ -95,7 +96,8 @@ def _console() -> Console:
 @_compare_threshold
 @run_sd_option
 @click.option("--results-dir", type=click.Path(file_okay=False), default="results", show_default=True)
-@click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the comparison as JSON (not with --markdown: both go to stdout).")
 @click.option("--markdown", "as_markdown", is_flag=True,
               help="Print the comparison as Markdown on stdout instead of the table.")
 def compare(a: str | None, b: str | None, baselines: tuple[str, ...], currents: tuple[str, ...],
@@ -109,6 +111,7 @@ def compare(a: str | None, b: str | None, baselines: tuple[str, ...], currents: 
     solbench compare baseline fused             # two implementations in the latest run
     solbench compare --baseline a1.json a2.json --current b1.json b2.json   # several runs per side
     """
+    one_stdout_view(as_json, as_markdown)
     rdir = Path(results_dir)
     tau = parse_threshold(threshold).fraction
     if baselines or currents:
@@ -300,7 +303,8 @@ def _find(name: str, rdir: Path) -> Path | None:
 @click.option("--markdown", "as_markdown", is_flag=True,
               help="Print the verdicts as Markdown on stdout instead of the table.")
 @click.option("--markdown-file", type=click.Path(dir_okay=False), help="Also write the Markdown to FILE.")
-@click.option("--json", "as_json", is_flag=True, help="Print the verdicts as JSON.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the verdicts as JSON (not with --markdown: both go to stdout).")
 @click.option("--require-all", is_flag=True,
               help="Fail (exit 1) when a case of the baseline is MISSING now (absent from the current run, or "
                    "skipped there); by default MISSING is listed, never a failure.")
@@ -322,6 +326,7 @@ def gate_cmd(baseline: tuple[str, ...], current: tuple[str, ...], threshold: str
 
     Exit codes: 0 pass, 1 regression or broken, 2 bad input, 3 inconclusive (too noisy to decide).
     """
+    one_stdout_view(as_json, as_markdown, markdown_file=True)
     writable_output(junit, "JUnit XML")
     writable_output(markdown_file, "Markdown")
     distinct_outputs([("--junit", junit), ("--markdown-file", markdown_file)])  # the Markdown would replace the XML

@@ -617,3 +617,13 @@ def test_ab_refuses_out_dir_dash_before_measuring(tmp_path, monkeypatch):
     assert result.exit_code == 2, result.output
     assert result.output.startswith("error: --out-dir -: ") and result.output.count("\n") == 1
     assert not (tmp_path / "-").exists()
+
+
+
+def test_ab_refuses_json_and_markdown_together_before_measuring(tmp_path, monkeypatch):
+    """Both print the gate's whole verdict on stdout: the Markdown was silently dropped."""
+    monkeypatch.setattr(api, "ab", lambda *a, **k: pytest.fail("measured"))
+    result = CliRunner().invoke(main, ["ab", "tests/data/double.yaml", "--baseline-tree", ".", "--device", "cpu",
+                                       "--results-dir", str(tmp_path), "--json", "--markdown"])
+    assert result.exit_code == 2, result.output
+    assert result.output.startswith("error: --json and --markdown: ") and "--markdown-file" in result.output

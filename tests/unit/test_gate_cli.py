@@ -223,6 +223,18 @@ def test_gate_usage_errors_exit_2(tmp_path):
     assert refused.exit_code == 2 and "driver" in refused.output
 
 
+
+def test_json_and_markdown_on_stdout_together_are_refused_and_markdown_file_gives_both(tmp_path):
+    """Both print the whole verdict on stdout; the Markdown was silently dropped, exit as if it was printed."""
+    base, cur = _runs(tmp_path)
+    for command in (["gate", "--baseline", base, "--current", cur], ["compare", base, cur]):
+        both = CliRunner().invoke(main, [*command, "--json", "--markdown"])
+        assert both.exit_code == 2, both.output
+        assert both.output.startswith("error: --json and --markdown: ") and both.output.count("\n") == 1
+    md = tmp_path / "gate.md"
+    r = _gate("--baseline", base, "--current", cur, "--json", "--markdown-file", str(md))
+    assert json.loads(r.stdout)["kind"] == "gate" and md.read_text().startswith("### solbench gate")
+
 # ---- `solbench compare` on saved runs ----------------------------------------------------
 
 def test_compare_two_runs_and_two_impls(tmp_path):
