@@ -71,7 +71,7 @@ class RunOptions:
                 flag = {"timeout_s": "--timeout", "budget_s": "--budget", "target_rel_ci": "--target"}[name]
                 raise ConfigError(f"{flag} must be a positive finite number, got {value!r}")
         check_counts((("--min-samples", self.min_samples, 1), ("--input-sets", self.input_sets, 1),
-                      ("--warmup", self.warmup, 0)))
+                      ("RunOptions.warmup", self.warmup, 0)))  # no command-line option sets it
         if self.min_samples > self.max_samples:
             raise ConfigError(f"--min-samples {self.min_samples} is larger than --max-samples {self.max_samples}")
         if self.launch not in ("auto", "stream", "graph"):

@@ -83,8 +83,9 @@ class TuneOptions:
         if not (isinstance(self.margin, int | float) and math.isfinite(self.margin) and self.margin >= 0):
             raise ConfigError(f"--margin must be a finite number at least 0, got {self.margin!r}")
         # confirm_rounds 0: tuned, then ValueError "no samples" pooling an empty confirmation
-        check_counts((("--min-samples", self.min_samples, 1), ("--input-sets", self.input_sets, 1),
-                      ("--warmup", self.warmup, 0), ("--confirm-rounds", self.confirm_rounds, 1)))
+        check_counts((("--min-samples", self.min_samples, 1), ("--confirm-rounds", self.confirm_rounds, 1),
+                      ("TuneOptions.input_sets", self.input_sets, 1),  # `tune` has no option for these two
+                      ("TuneOptions.warmup", self.warmup, 0)))
         if self.min_samples > self.max_samples:
             raise ConfigError(f"--min-samples {self.min_samples} is larger than --max-samples {self.max_samples}")
 

@@ -24,3 +24,16 @@ def test_run_options_refuse_counts_no_run_can_honour(knobs):
 def test_tune_options_refuse_counts_no_tuning_can_honour(knobs):
     with pytest.raises(solbench.ConfigError, match="must be an integer at least"):
         tuning.TuneOptions(**knobs)
+
+
+
+@pytest.mark.parametrize(("options", "field", "value", "least"), [
+    (solbench.RunOptions, "warmup", -1, 0), (tuning.TuneOptions, "warmup", -1, 0),
+    (tuning.TuneOptions, "input_sets", 0, 1),
+])
+def test_a_bad_count_no_command_line_option_sets_names_the_field_not_a_flag(options, field, value, least):
+    """The messages named ``--warmup`` (no command takes it) and, for tuning, ``--input-sets`` (only
+    ``run`` and ``ab`` take it): only the Python API sets these."""
+    with pytest.raises(solbench.ConfigError) as err:
+        options(**{field: value})
+    assert str(err.value) == f"{options.__name__}.{field} must be an integer at least {least}, got {value}"
