@@ -198,8 +198,11 @@ def run(files: Sequence[str], solutions: Sequence[str], gpu: str | None, dry_run
     if dry_run:
         if gpu is not None and device != "auto":
             raise ConfigError("--gpu prices the cases on a named spec; --device on a detected one: give one")
-        result = api.dry_run(files, api.hardware_spec(gpu, device), workloads, impls, solutions, select=tuple(cases),
-                             overrides=dict(overrides))
+        from solbench.tools.info import detected_spec
+
+        spec, notes = (api.hardware_spec(gpu), ()) if gpu is not None else detected_spec(device)
+        result = api.dry_run(files, spec, workloads, impls, solutions, select=tuple(cases),
+                             overrides=dict(overrides), notes=notes)
         _finish_dry(result, out, as_json, output, save_name, Path(results_dir), force)
         return
     options = api.RunOptions(timer=timer, target_rel_ci=target, min_samples=min_samples,

@@ -326,9 +326,11 @@ def impl_cost(p: Planned, case: Case, impl: str, cost: Cost | None = None) -> Co
 
 def dry_run(files: Sequence[str | Path], spec: HardwareSpec, only: Sequence[str] = (),
             impls: Sequence[str] = (), solutions: Sequence[str | Path] = (), *, select: Sequence[str] = (),
-            overrides: Mapping[str, Sequence[ParamValue]] | None = None) -> RunResult:
+            overrides: Mapping[str, Sequence[ParamValue]] | None = None, notes: Sequence[str] = ()) -> RunResult:
     """FLOPs, bytes and T_SOL of every case against ``spec``, without running anything
-    (``select``, ``overrides``: as :func:`plan`'s ``cases`` and ``overrides``)."""
+    (``select``, ``overrides``: as :func:`plan`'s ``cases`` and ``overrides``; ``notes``: what the
+    run must say about ``spec``'s peaks, as :func:`solbench.plan.prepare.device_notes` gives them for
+    a detected device, kept in the run's notes as a measured run keeps them)."""
     kind = "cpu" if spec.kind == "cpu" else "cuda"
     cases, skipped = [], []
     for p in plan(files, kind, only, impls, solutions, cases=select, overrides=overrides):
@@ -338,7 +340,7 @@ def dry_run(files: Sequence[str | Path], spec: HardwareSpec, only: Sequence[str]
     env = Environment(device_kind=kind, device_name=spec.name, spec_id=spec.id, solbench=__version__)
     protocol = Protocol("none", 0, 0, 0, 0.0, 0.0, 0)
     return RunResult(now(), env, SpecRef(spec.id, spec.name, spec.source), protocol, tuple(cases),
-                     tuple(str(f) for f in files), notes=("dry run: nothing was measured", *skipped))
+                     tuple(str(f) for f in files), notes=("dry run: nothing was measured", *notes, *skipped))
 
 
 def case_result(p: Planned, case: Case, spec: HardwareSpec, impls: Sequence[ImplResult],

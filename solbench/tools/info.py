@@ -29,6 +29,17 @@ def hardware_spec(name: str | None, device: str = "auto") -> HardwareSpec:
     return get_spec(name)
 
 
+def detected_spec(device: str = "auto") -> tuple[HardwareSpec, tuple[str, ...]]:
+    """The spec of this machine's ``device`` and what detection was unsure of (an estimated spec, a
+    device that disagrees with its datasheet, CPU peaks measured on busy cores, which peaks a
+    measured spec lacks): the notes a measured run prints, which a dry run's T_SOL rests on too."""
+    from solbench.device.detect import detect
+    from solbench.plan.prepare import device_notes
+
+    info = detect(device)
+    return info.spec, device_notes(info)
+
+
 def list_specs() -> tuple[HardwareSpec, ...]:
     """Every hardware spec shipped in hardware_specs/."""
     from solbench.config.hwspecs import load_specs

@@ -377,3 +377,25 @@ def test_info_shows_the_bf16_tensor_peak_only_where_there_is_one(fake_gpu: Any, 
     data = api.device_summary()
     assert data.get("bf16_tensor_peak_tflops") == bf16
     assert data["device_name"] == name
+
+
+def test_a_dry_run_on_the_detected_device_says_what_detection_was_unsure_of(
+        fake_gpu: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A measured run prints detection's warnings (its T_SOL rests on those peaks); the dry run on
+    the same device, pricing the cases against the same peaks, dropped them."""
+    from click.testing import CliRunner
+
+    from solbench.cli import main
+
+    p = props("NVIDIA H200", sms=120)
+    fake_gpu(p, {p.uuid: nvml_info("NVIDIA H200", 0x2335, max_mem_clock_mhz=2000)})
+    gpu = CliRunner().invoke(main, ["run", "tests/data/double.yaml", "--dry-run"])
+    assert gpu.exit_code == 0, gpu.output
+    assert "device: " in gpu.output and "120 SMs" in gpu.output
+    monkeypatch.setattr(cpu_peaks, "measure_cpu_peaks", lambda **_: {"vector_fp32_flops": 1e8, "bandwidth": 1e8})
+    cpu = CliRunner().invoke(main, ["run", "tests/data/double.yaml", "--dry-run", "--device", "cpu", "--json"])
+    assert cpu.exit_code == 0, cpu.output
+    assert "device: the CPU peaks measured 0.10 GFLOP/s" in cpu.stderr  # the JSON alone on stdout
+    assert "peaks: There is no tensor peak" in cpu.stderr
+    named = CliRunner().invoke(main, ["run", "tests/data/double.yaml", "--dry-run", "--gpu", "h200"])
+    assert named.exit_code == 0 and "device: " not in named.output  # a named spec: no device was detected
