@@ -56,6 +56,25 @@ def _has_fp32(peaks: dict[str, float]) -> dict[str, float]:
 # finite: a smaller one divides by about zero later, a larger one overflows once in SI units.
 _Positive = Annotated[float, Field(ge=1e-3, le=1e9, allow_inf_nan=False)]
 _PositiveInt = Annotated[int, Field(gt=0, le=10**9)]
+
+
+def _plausible(low: float, high: float, unit: str, example: str) -> Any:
+    """A check that a rate lies within [low, high] of its file unit: bounds with a clear margin around
+    every real GPU and CPU, so that a figure written in another unit (3350 for 3.35 TB/s, GFLOP/s
+    for TFLOP/s) is refused instead of making every T_SOL it sets 1000x off."""
+    def check(value: float) -> float:
+        if not low <= value <= high:
+            raise ValueError(f"outside {low:g}-{high:g} {unit}, beyond any real device: it is in {unit}, e.g. "
+                             f"{example}")
+        return value
+
+    return AfterValidator(check)
+
+
+# Plausible rates (shipped specs: 0.3-8 TB/s, tensor 65-10,000 TFLOP/s, vector 0.25-133.8 TFLOP/s)
+_Bandwidth = Annotated[_Positive, _plausible(0.01, 100, "TB/s", "3.35 for 3.35 TB/s")]
+_TensorPeak = Annotated[_Positive, _plausible(0.1, 1e5, "TFLOP/s", "989.4 for 989.4 TFLOP/s")]
+_VectorPeak = Annotated[_Positive, _plausible(1e-3, 1e3, "TFLOP/s", "66.9 for 66.9 TFLOP/s")]
 _Regex = Annotated[str, AfterValidator(_regex)]
 _HexId = Annotated[str, Field(pattern=r"^0x[0-9a-fA-F]{4}$")]
 _Id = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9-]*$")]
@@ -78,7 +97,7 @@ class _GpuFile(BaseModel):
     tensor_spec_clock_mhz: _PositiveInt | None
     memory_gb: _Positive
     memory_type: str
-    bandwidth_tbs: _Positive
+    bandwidth_tbs: _Bandwidth
     l2_mb: _Positive | None
     tdp_w: _Positive | None
     nvlink_gbs: _Positive | None = None  # GB/s per GPU, both directions together, as datasheets give it
@@ -87,8 +106,8 @@ class _GpuFile(BaseModel):
     name_patterns: list[_Regex]
     match_priority: int
     aliases: list[_Id] = []
-    tensor_peaks_tflops: dict[TensorUnit, _Positive]
-    vector_peaks_tflops: Annotated[dict[VectorUnit, _Positive], AfterValidator(_has_fp32)]
+    tensor_peaks_tflops: dict[TensorUnit, _TensorPeak]
+    vector_peaks_tflops: Annotated[dict[VectorUnit, _VectorPeak], AfterValidator(_has_fp32)]
     sources: dict[str, str]
     notes: list[str] = []
     confidence: _Confidence

@@ -290,6 +290,11 @@ BAD_FILES = [
     ((r"^confidence: .*$", "confidence: sure"), "confidence: "),
     ((r"^id: .*$", "id: h200"), "'h200' must equal the file name 'h200-sxm'"),
     ((r"^tdp_w: .*$", "tdp_w: [700"), "invalid YAML"),
+    # a rate in another unit made every T_SOL it sets 1000x off, and loaded
+    ((r"^bandwidth_tbs: .*$", "bandwidth_tbs: 4800"), r"bandwidth_tbs: outside 0\.01-100 TB/s.*\(got 4800\)"),
+    ((r"^bandwidth_tbs: .*$", "bandwidth_tbs: 0.0048"), r"bandwidth_tbs: outside 0\.01-100 TB/s.*in TB/s"),
+    ((r"bf16: 989\.4", "bf16: 989400"), r"tensor_peaks_tflops\.bf16: outside 0\.1-100000 TFLOP/s"),
+    ((r"fp32: 66\.9", "fp32: 66900"), r"vector_peaks_tflops\.fp32: outside 0\.001-1000 TFLOP/s"),
 ]
 
 
@@ -302,6 +307,16 @@ def test_ill_formed_spec_names_file_and_field(tmp_path: Path, edit: tuple[str, s
     assert text.startswith(f"{path}:"), text
     assert re.search(message, text), text
     assert "\n" not in text
+
+
+def test_every_shipped_rate_lies_well_inside_the_plausible_bounds(specs: tuple[HardwareSpec, ...]) -> None:
+    """The bounds leave a clear margin (at least 3x) around every shipped GPU's rates (SI units here)."""
+    gpus = [s for s in specs if s.kind == "gpu"]
+    assert min(s.bandwidth for s in gpus) >= 0.01e12 * 3 and max(s.bandwidth for s in gpus) * 3 <= 100e12
+    tensor = [v for s in gpus for v in s.tensor_peaks.values()]
+    vector = [v for s in gpus for v in s.vector_peaks.values()]
+    assert min(tensor) >= 0.1e12 * 3 and max(tensor) * 3 <= 1e17
+    assert min(vector) >= 1e9 * 3 and max(vector) * 3 <= 1e15
 
 
 def test_error_line_number_points_at_the_field(tmp_path: Path) -> None:
