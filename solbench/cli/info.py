@@ -41,7 +41,8 @@ def calibrate(seconds: float, results_dir: str, as_json: bool) -> None:
                   f"{sheet / 1e12:.0f}" if sheet else "", f"{rate / sheet:.0%}" if sheet else "")
     out = console()
     out.print(t)
-    out.print(f"{cal.protocol}; SM clock after: {cal.sm_clock_mhz} MHz; saved {path}", style="dim")
+    out.print(f"{cal.protocol}; SM clock after: {cal.sm_clock_mhz} MHz; driver {cal.driver or 'unknown'}; saved {path}",
+              style="dim")
 
 
 @click.command()

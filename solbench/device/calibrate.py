@@ -21,8 +21,9 @@ _GIB = 1 << 30
 
 
 def calibrate(torch: Any, *, spec_id: str, device_name: str, device_uuid: str | None,
-              seconds: float = 1.0, n: int = 8192, sm_clock: Any = None) -> Calibration:
-    """Measure copy bandwidth and per-dtype GEMM ceilings on the current CUDA device."""
+              seconds: float = 1.0, n: int = 8192, sm_clock: Any = None, driver: str | None = None) -> Calibration:
+    """Measure copy bandwidth and per-dtype GEMM ceilings on the current CUDA device (``driver``: the
+    NVIDIA driver's version, recorded with them)."""
     bandwidth = copy_bandwidth(torch)
     sustained: dict[str, float] = {}
     burst: dict[str, float] = {}
@@ -38,7 +39,7 @@ def calibrate(torch: Any, *, spec_id: str, device_name: str, device_uuid: str | 
         vector_peaks=vector, burst_peaks=burst,
         protocol=f"copy 1 GiB->1 GiB x20 (median); GEMM {n}^3 random normal, batches of 5 for {seconds:g} s "
                  "after 0.25 s warm-up, median batch rate; CUDA events",
-        sm_clock_mhz=sm_clock() if sm_clock else None)
+        sm_clock_mhz=sm_clock() if sm_clock else None, driver=driver)
 
 
 def copy_bandwidth(torch: Any, nbytes: int = _GIB, repeats: int = 20) -> float:

@@ -121,6 +121,11 @@ def _text(value: Any) -> str | None:
     return value.decode() if isinstance(value, bytes) else value
 
 
+def driver_version() -> str | None:
+    """The NVIDIA driver's version (``nvmlSystemGetDriverVersion``), or None without NVML."""
+    return _text(_call("nvmlSystemGetDriverVersion"))
+
+
 def nvml_available() -> bool:
     """Whether NVML could be loaded and initialised."""
     return _nvml() is not None
@@ -171,7 +176,7 @@ def query_device(index_or_uuid: int | str) -> NvmlInfo | None:
         name=name,
         uuid=_text(_call("nvmlDeviceGetUUID", handle)),
         pci_device_id=None if pci is None else int(pci.pciDeviceId) >> 16,
-        driver=_text(_call("nvmlSystemGetDriverVersion")),
+        driver=driver_version(),
         max_sm_clock_mhz=_call("nvmlDeviceGetMaxClockInfo", gpu, sm),
         sm_clock_mhz=_call("nvmlDeviceGetClockInfo", gpu, sm),
         mem_clock_mhz=_call("nvmlDeviceGetClockInfo", gpu, mem),

@@ -344,6 +344,9 @@ class Calibration:
     burst_peaks: dict[str, float]  # unit -> best batch seen (not used for scoring)
     protocol: str
     sm_clock_mhz: int | None = None  # read right after the GEMMs
+    # the NVIDIA driver's version (NVML) the ceilings were measured under; None: unknown (no NVML), or a
+    # file written before calibrate recorded it
+    driver: str | None = None
     schema_version: int = SCHEMA_VERSION
 
 

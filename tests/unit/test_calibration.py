@@ -72,3 +72,51 @@ def test_a_calibration_of_another_device_at_this_ones_path_is_refused(tmp_path, 
     path.write_text(json.dumps(encode(dataclasses.asdict(cal(**other, tensor_peaks={"bf16": 2e15})))))
     with pytest.raises(ResultsFormatError, match=r"gpu-1234\.json: measured on .*not on this device"):
         measured_spec(get_spec("h200"), "GPU-1234", tmp_path)
+
+
+def _fake_gpu_calibration(monkeypatch, nvml_module):
+    """``api.calibrate`` on no GPU: detection says CUDA, the measurements are fixed numbers, and NVML
+    is ``nvml_module`` (a stand-in pynvml, or None: no NVML)."""
+    from solbench.device import calibrate as cal_module
+    from solbench.device import detect as detect_module
+    from solbench.device import nvml
+    from solbench.device.detect import DeviceInfo
+
+    info = DeviceInfo(kind="cuda", index=0, name="NVIDIA H200", spec=get_spec("h200"), nvml=None,
+                      torch_version=None, cuda_version=None, cupy_version=None, driver=None, sm_count=132,
+                      l2_bytes=None)
+    monkeypatch.setattr(detect_module, "detect", lambda device="auto": info)
+    monkeypatch.setattr(cal_module, "copy_bandwidth", lambda torch: 4.0e12)
+    monkeypatch.setattr(cal_module, "gemm_rates", lambda torch, unit, n, seconds: [6e14, 7e14])
+    monkeypatch.setattr(nvml, "_state", {"module": nvml_module, "tried": True})
+
+
+def test_calibrate_records_the_driver_version_nvml_reports(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    from solbench import api
+
+    fake = SimpleNamespace(NVMLError=RuntimeError, nvmlSystemGetDriverVersion=lambda: b"580.159.04")
+    _fake_gpu_calibration(monkeypatch, fake)
+    result, path, _ = api.calibrate(results_dir=tmp_path)
+    assert result.driver == "580.159.04"
+    assert store.read_calibration(path).driver == "580.159.04"
+    _fake_gpu_calibration(monkeypatch, None)  # no NVML: unknown, not a guess
+    result, path, _ = api.calibrate(results_dir=tmp_path)
+    assert result.driver is None and store.read_calibration(path).driver is None
+
+
+def test_a_calibration_saved_before_the_driver_was_recorded_still_loads(tmp_path):
+    import dataclasses
+    import json
+
+    from solbench.results.codec import encode
+
+    old = encode(dataclasses.asdict(cal()))
+    del old["driver"]
+    path = store.calibration_path(tmp_path, "h200-sxm", "GPU-1234")
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(old))
+    loaded = store.load_calibration(tmp_path, "h200-sxm", "GPU-1234")
+    assert loaded.driver is None and loaded.bandwidth == 4.08e12
+    assert measured_spec(get_spec("h200"), "GPU-1234", tmp_path).source == "measured"
