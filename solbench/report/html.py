@@ -31,7 +31,9 @@ from solbench.report.markdown import split_key
 from solbench.report.roofline import point_labels
 from solbench.report.suites import summary_html
 from solbench.report.units import (
+    format_bytes,
     format_ci,
+    format_flops,
     format_p,
     format_pct,
     format_percent,
@@ -162,6 +164,15 @@ def _results_table(run: RunResult, cases: Sequence[CaseResult], group: str) -> s
     return html_views.views(group, rendered if len(pairs) > 1 else rendered[:1])
 
 
+def _dry_table(cases: Sequence[CaseResult]) -> str:
+    """A dry run's cases (nothing timed): FLOPs, bytes, T_SOL and bound, as the console's dry table."""
+    rows = [[_e(_params(c)), _e(format_flops(c.cost.tensor_flops)), _e(format_flops(c.cost.vector_flops)),
+             _e(format_bytes(c.cost.fused_bytes)), _e(format_bytes(c.cost.unfused_bytes)), _e(f"{c.intensity:.1f}"),
+             _e(flags.t_sol(c)), _e(c.bound)] for c in cases]
+    return _table(["case", "tensor FLOP", "vector FLOP", "fused bytes", "unfused bytes", "FLOP/B", "T_SOL", "bound"],
+                  rows, caption="dry run: nothing was measured")
+
+
 def _by_ratio(group: str, header: Sequence[str], rows: Sequence[list[str]], ratios: Sequence[float | None],
               left: int, slower: str) -> str:
     """A verdict table as given, and again by ratio, the largest slowdown first (no ratio: last, as given)."""
@@ -208,7 +219,8 @@ def _run_section(k: int, run: RunResult, images: ReportImages, label: str,
     for c in run.cases:
         by_workload.setdefault(c.workload, []).append(c)
     for j, (workload, cases) in enumerate(by_workload.items()):
-        parts += [f"<h3>{_e(workload)}</h3>", _results_table(run, cases, f"r{k}w{j}")]
+        table = _dry_table(cases) if run.protocol.timer == "none" else _results_table(run, cases, f"r{k}w{j}")
+        parts += [f"<h3>{_e(workload)}</h3>", table]
         png = images.histograms.get((k, workload))
         if png:
             parts.append(_img(png, f"sample histograms: {workload}"))

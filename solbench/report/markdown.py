@@ -16,7 +16,16 @@ from solbench.report import flags
 from solbench.report.collective_cells import collective_cell, collective_columns, is_part, part_label
 from solbench.report.suites import summary_markdown
 from solbench.report.timing_cells import clock_cell, has_clocks, has_rounds, rounds_cell
-from solbench.report.units import format_ci, format_p, format_pct, format_percent, format_ratio, format_seconds
+from solbench.report.units import (
+    format_bytes,
+    format_ci,
+    format_flops,
+    format_p,
+    format_pct,
+    format_percent,
+    format_ratio,
+    format_seconds,
+)
 from solbench.results.model import CaseResult, ImplResult, RunResult
 
 __all__ = [
@@ -237,7 +246,10 @@ def gate_markdown(g: GateResult) -> str:
 
 def run_markdown(run: RunResult, fast_ps: Sequence[float] = DEFAULT_PS) -> str:
     """A run as Markdown: one table per workload (time, T_SOL, SOL, MFU, MBU, bound, speedup), then the
-    suite summary (fast_p at ``fast_ps``, mean S) when the run holds suite problems."""
+    suite summary (fast_p at ``fast_ps``, mean S) when the run holds suite problems. A dry run
+    (nothing timed) gets its costs instead (:func:`_dry_markdown`)."""
+    if run.protocol.timer == "none":
+        return _dry_markdown(run)
     env, p = run.environment, run.protocol
     lines = [f"### solbench run: {_cell(env.device_name)} ({run.spec.id}, {run.spec.source} peaks)", "",
              f"timer `{p.timer}`{f' (flush {p.flush})' if p.flush else ''}, median of adaptive samples "
@@ -279,6 +291,29 @@ def run_markdown(run: RunResult, fast_ps: Sequence[float] = DEFAULT_PS) -> str:
     if key:
         lines += [key, ""]
     return "\n".join(lines)
+
+
+def _dry_markdown(run: RunResult) -> str:
+    """A dry run as Markdown: per workload, each case's FLOPs, bytes, T_SOL and bound (as the console's
+    dry table), under a heading that says nothing was measured; no time, timer or sampling settings."""
+    lines = [f"### solbench dry run: {_cell(run.environment.device_name)} ({run.spec.id}, {run.spec.source} "
+             "peaks)", "", f"Nothing was measured: costs and T_SOL only, {run.created}", ""]
+    by_workload: dict[str, list[CaseResult]] = {}
+    for case in run.cases:
+        by_workload.setdefault(case.workload, []).append(case)
+    for workload, cases in by_workload.items():
+        rows = [[" ".join(f"{k}={v}" for k, v in c.params.items()) + f" {c.dtype}",
+                 format_flops(c.cost.tensor_flops), format_flops(c.cost.vector_flops), format_bytes(c.cost.fused_bytes),
+                 format_bytes(c.cost.unfused_bytes), f"{c.intensity:.1f}", flags.t_sol(c), c.bound] for c in cases]
+        lines += [f"#### {_cell(workload)}", ""]
+        lines += _table(["case", "tensor FLOP", "vector FLOP", "fused bytes", "unfused bytes", "FLOP/B", "T_SOL",
+                         "bound"], "lrrrrrrl", rows)
+        lines.append("")
+    lines += [f"- {_cell(note)}" for note in run.notes]
+    key = flags.legend(run)
+    if key:
+        lines += ["", key]
+    return "\n".join(lines).rstrip("\n") + "\n"
 
 
 def _impl_cells(run: RunResult, c: CaseResult, r: ImplResult) -> list[str]:
