@@ -177,8 +177,9 @@ def run(files: Sequence[str], solutions: Sequence[str], gpu: str | None, dry_run
             raise ConfigError(f"{name} sets the gate of --gate-against RUN; add it (or use solbench gate)")
     if max_rounds and repeat and max_rounds < repeat:
         raise click.UsageError(f"--max-rounds ({max_rounds}) must be at least --repeat ({repeat}), or 0 for none added")
-    if threads > (os.cpu_count() or 1):
-        raise click.UsageError(f"--threads {threads}: this machine has {os.cpu_count()} CPUs; more threads than "
+    cores = _usable_cores()
+    if threads > cores:
+        raise click.UsageError(f"--threads {threads}: this process may run on {cores} CPU(s); more threads than "
                                "CPUs measure contention, not the implementation")
     if in_process and not dry_run:  # before --compile-cache's folder is made
         _nothing_to_isolate(click.get_current_context())
@@ -335,6 +336,15 @@ def _nothing_to_isolate(ctx: click.Context) -> None:
     if names:
         raise ConfigError(f"{names}: --in-process measures in this process, with no timeout and torch's own "
                           "compile cache; these options shape worker processes (drop them, or drop --in-process)")
+
+
+def _usable_cores() -> int:
+    """The CPUs this process may run on: its affinity (a container's cpuset, a taskset), which the thread
+    policy counts too (``solbench.device.threads.usable_cores``; the CLI does not import device code)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
 
 
 def _writable_folder(path: str, option: str) -> None:

@@ -72,6 +72,18 @@ def test_run_refuses_options_it_would_not_follow(tmp_path, extra, said):
     assert not any(tmp_path.rglob("*.json"))  # nothing measured, nothing saved
 
 
+def test_run_refuses_more_threads_than_the_cores_it_may_run_on(tmp_path, monkeypatch):
+    """A container (or taskset) limited to one core of an 8-CPU host: --threads 2 measured two threads
+    on one core (contention), since the check compared with os.cpu_count(), the host's CPUs."""
+    monkeypatch.setattr("os.cpu_count", lambda: 8)
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0}, raising=False)
+    result = CliRunner().invoke(main, ["run", "tests/data/double.yaml", "-i", "baseline", "--budget", "0.05",
+                                       "--results-dir", str(tmp_path), "--threads", "2"])
+    assert result.exit_code == 2 and "more threads than CPUs" in result.output, result.output
+    assert "may run on 1 CPU" in result.output
+    assert not any(tmp_path.rglob("*.json"))
+
+
 def test_import_keeps_edited_workload_files_unless_forced(tmp_path):
     first = CliRunner().invoke(main, ["import", str(SOFTMAX), "--out", str(tmp_path)])
     assert first.exit_code == 0, first.output
