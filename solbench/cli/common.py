@@ -517,9 +517,10 @@ ESCAPED_NOTE = "killed "
 def finish(result: RunResult, out: Console, as_json: bool, *, saved: Path | Sequence[Path] | None = None,
            json_later: bool = False) -> None:
     """Print a run: its tables, or its JSON alone on stdout. With ``--json`` or ``-q``, stderr still
-    says which implementations failed (the exit code's reason), what detection was unsure of, and
-    where the run was saved. ``json_later``: the caller prints the JSON itself (``run --gate-against``
-    adds the gate's verdict to it)."""
+    says which implementations failed (the exit code's reason), which were skipped and which cases
+    were left out (a requirement this machine lacks: not a failure, but not measured either), what
+    detection was unsure of, and where the run was saved. ``json_later``: the caller prints the JSON
+    itself (``run --gate-against`` adds the gate's verdict to it)."""
     paths = [saved] if isinstance(saved, Path) else list(saved or ())
     if as_json or out.quiet:
         if as_json and not json_later:
@@ -528,8 +529,10 @@ def finish(result: RunResult, out: Console, as_json: bool, *, saved: Path | Sequ
             for r in c.impls:
                 if r.status in FAILED_STATUSES:
                     click.echo(f"{c.case_id} {r.name}: {r.status.upper()}: {r.message}", err=True)
+        for line in skipped_lines(result):
+            click.echo(line, err=True)
         for note in result.notes:
-            if note.startswith((*DETECTION_NOTES, ESCAPED_NOTE)):
+            if note.startswith(("skipped ", *DETECTION_NOTES, ESCAPED_NOTE)):
                 click.echo(note, err=True)
         for path in paths:
             click.echo(f"saved {path}", err=True)
@@ -537,6 +540,18 @@ def finish(result: RunResult, out: Console, as_json: bool, *, saved: Path | Sequ
     print_run(out, result)
     for path in paths:
         out.print(f"saved {path}", style="dim")
+
+
+def skipped_lines(result: RunResult) -> list[str]:
+    """``impl: SKIPPED (not a failure) on N case(s): why``, one line per implementation and reason,
+    in run order (the tables show each case's; a quiet run's stderr needs one line, not one a case)."""
+    counts: dict[tuple[str, str], int] = {}
+    for c in result.cases:
+        for r in c.impls:
+            if r.status == "skipped":
+                why = (r.message.splitlines() or [""])[0]
+                counts[(r.name, why)] = counts.get((r.name, why), 0) + 1
+    return [f"{name}: SKIPPED (not a failure) on {n} case(s): {why}" for (name, why), n in counts.items()]
 
 
 def derived(result: RunResult, fast_ps: Sequence[float] = DEFAULT_PS) -> dict[str, Any]:

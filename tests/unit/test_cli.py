@@ -58,6 +58,18 @@ def test_json_or_quiet_still_say_on_stderr_what_failed_and_where_it_was_saved(ru
         assert json.loads(result.stdout)["cases"]
 
 
+@pytest.mark.parametrize("quiet", [["--json"], ["-q"]])
+def test_json_or_quiet_still_say_on_stderr_what_was_skipped(runner, tmp_path, quiet):
+    """-q and --json hid the SKIPPED implementations (printed only under the tables): a CPU run whose
+    CUDA-only implementations measured nothing exited 0 with no word of them."""
+    out = tmp_path / "d.json"
+    result = runner.invoke(main, ["run", "tests/data/double.yaml", "--device", "cpu", "-i", "on_gpu", "-o", str(out),
+                                  *quiet, *FAST])
+    assert result.exit_code == 0, result.output  # skipped is not a failure
+    assert "on_gpu: SKIPPED (not a failure) on 2 case(s): needs CUDA (cuda)" in result.stderr
+    assert "baseline" not in result.stderr
+
+
 def test_incorrect_and_unwritten_outputs_are_caught(runner, tmp_path):
     out = tmp_path / "d.json"
     result = runner.invoke(main, ["run", "tests/data/double.yaml", "--device", "cpu", "-o", str(out), *FAST])
