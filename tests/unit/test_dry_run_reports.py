@@ -32,3 +32,16 @@ def test_html_of_a_dry_run_shows_its_costs() -> None:
         assert f"<td>{format_seconds(case.t_sol)}</td>" in page
         assert f"<td>{format_flops(case.cost.tensor_flops)}</td>" in page
     assert "<th>median</th>" not in page
+
+
+def test_a_dry_run_names_the_own_t_sol_of_an_implementation_scored_against_another_peak() -> None:
+    """o_proj's fp8 implementation is scored against the FP8 peak and its 1-byte weight; a dry run printed
+    only the case's bf16 T_SOL (30.5 µs on a B200 at 2048 tokens), even with -i fp8."""
+    run = api.dry_run(["workloads/attn.yaml"], api.hardware_spec("b200"), ["o_proj"], ["fp8"],
+                      select=("tokens=2048,bfloat16",))
+    (case,) = run.cases
+    assert case.t_sol == 2 * 2048 * 4096**2 / 2250e12  # the case's: bf16 tensor peak
+    fp8 = 2 * 2048 * 4096**2 / 4500e12  # B200 dense FP8 4.5 PFLOP/s: 15.3 µs, compute-bound (67 MB at 8 TB/s: 8.4 µs)
+    (note,) = [n for n in run.notes if "fp8" in n]
+    assert f"{case.case_id} {fp8 * 1e6:.3g} µs" in note and "float8_e4m3fn peak" in note
+    assert "fp8_dynamic" not in note  # -i fp8: the implementation asked about only
