@@ -10,10 +10,12 @@ implementation) is wrong, and the result is reported INVALID, never scored above
           are measured), and caches beat the measured DRAM copy rate, so the floor is only a
           sanity check: max(t_compute / 10, t_vector / 10, t_memory / 100). It catches a time no
           honest code can reach (a result returned without touching the data); the checks on
-          unseen inputs catch subtler cheats. It takes no rate below CPU_LEAST_FLOPS and
+          unseen inputs catch subtler cheats. It takes no rate below CPU_FLOOR_FLOPS and
           CPU_LEAST_BANDWIDTH: a measurement starved by other processes (a loaded CI machine read
-          a copy rate 50 times too low) would otherwise raise the floor above honest times. On a
-          host truly that slow the floor is only looser
+          a copy rate 50 times too low) would otherwise raise the floor above honest times. The
+          compute rate is one core's (an honest float32 matmul ran 112 GFLOP/s on one thread of a
+          CI host whose starved measurement read 8.9: floored at 10 GFLOP/s, margin 10, it was
+          INVALID). On a host truly that slow the floor is only looser
     Collectives: the link term (bus bytes / link bandwidth) is left out of the floor. Bus bytes
     follow nccl-tests' ring convention; NCCL's NVLS algorithm reduces inside an NVSwitch and moves
     fewer bytes over each GPU's link (8 H200s reach 475 GB/s busbw over a 450 GB/s link,
@@ -51,6 +53,10 @@ CPU_COMPUTE_MARGIN = 10.0
 CPU_MEMORY_MARGIN = 100.0
 CPU_LEAST_FLOPS = 1e10  # FLOP/s: a float32 torch matmul on any host solbench runs on does more, unstarved
 CPU_LEAST_BANDWIDTH = 1e9  # bytes/s of a large copy, likewise
+# FLOP/s the INVALID floor assumes at least: one core's float32 FMA rate (AVX-512, 2 FMA units at
+# 3.5 GHz: 224 GFLOP/s), so that with CPU_COMPUTE_MARGIN a starved measurement leaves the floor at
+# 1 TFLOP/s or faster, above what an honest matmul on a few cores does
+CPU_FLOOR_FLOPS = 1e11
 
 
 @dataclass(frozen=True)
@@ -69,8 +75,8 @@ def time_floor(cost: Cost, floor: Peaks, device_kind: str) -> float:
     if device_kind != "cpu":
         return speed_of_light(no_link, floor).t_sol
     tensor = floor.tensor_flops  # a starved measurement must not raise the floor (see the module docstring)
-    unstarved = replace(floor, tensor_flops=None if tensor is None else max(tensor, CPU_LEAST_FLOPS),
-                        vector_flops=max(floor.vector_flops, CPU_LEAST_FLOPS),
+    unstarved = replace(floor, tensor_flops=None if tensor is None else max(tensor, CPU_FLOOR_FLOPS),
+                        vector_flops=max(floor.vector_flops, CPU_FLOOR_FLOPS),
                         bandwidth=max(floor.bandwidth, CPU_LEAST_BANDWIDTH))
     sol = speed_of_light(no_link, unstarved)
     return max(sol.t_tensor / CPU_COMPUTE_MARGIN, sol.t_vector / CPU_COMPUTE_MARGIN,

@@ -46,7 +46,7 @@ def test_failed_results_pass_through_unscored():
 def test_a_starved_cpu_measurement_does_not_convict_an_honest_time():
     """On a loaded CI machine the CPU peaks were measured while other processes held the cores: a copy
     rate ~50x too low raised the floor to 17 us, above an honest LayerNorm's 16.5 us (INVALID, exit 4).
-    The floor takes no rate below CPU_LEAST_FLOPS and CPU_LEAST_BANDWIDTH."""
+    The floor takes no rate below CPU_FLOOR_FLOPS and CPU_LEAST_BANDWIDTH."""
     starved = Peaks(tensor_flops=None, vector_flops=8.6e8, bandwidth=1.5e8, source="measured")
     ln = Cost("float32", 0.0, 147456.0, fused_bytes=264192.0, unfused_bytes=329728.0)  # tokens 64, hidden 256
     assert time_floor(ln, starved, "cpu") < 3e-6  # 264192 B at 1 GB/s, /100; before: 147456 / 8.6e8 / 10 = 17 us
@@ -57,6 +57,20 @@ def test_a_starved_cpu_measurement_does_not_convict_an_honest_time():
     # an unstarved measurement keeps its own, stricter floor
     fast = Peaks(tensor_flops=None, vector_flops=2e11, bandwidth=8e9, source="measured")
     assert time_floor(ln, fast, "cpu") == max(147456.0 / 2e11 / 10, 264192.0 / 8e9 / 100)
+
+
+def test_a_starved_cpu_measurement_does_not_convict_an_honest_matmul_on_one_core():
+    """A loaded CI host measured its CPU peak at 8.9 GFLOP/s while one honest thread ran o_proj's float32
+    matmul at 112 GFLOP/s (1.31 ms): a floor that took 10 GFLOP/s at least, at a margin of 10, sat at
+    1.47 ms and called it INVALID (exit 4). The floor's compute rate is at least one core's."""
+    starved = Peaks(tensor_flops=None, vector_flops=8.9e9, bandwidth=1.5e8, source="measured")
+    flops = 1.31e-3 * 112e9
+    matmul = Cost("float32", 0.0, flops, fused_bytes=4.0e5, unfused_bytes=6.0e5)
+    impls = [make_impl("baseline", [1.34e-3] * 10), make_impl("fused", [1.31e-3] * 10),
+             make_impl("skipped_work", [2e-6] * 10)]
+    peaks = {n: ImplPeaks(starved, starved) for n in ("baseline", "fused", "skipped_work")}
+    out = {r.name: r.status for r in score_impls(matmul, impls, peaks, "baseline", "cpu")}
+    assert out == {"baseline": "ok", "fused": "ok", "skipped_work": "invalid"}
 
 
 def test_a_starved_cpu_measurement_is_named():
