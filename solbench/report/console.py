@@ -8,10 +8,10 @@ from rich.table import Table
 from rich.text import Text
 
 from solbench.analysis.pooling import rounds_apart
-from solbench.report import flags
+from solbench.report import dry_cells, flags
 from solbench.report.collective_cells import collective_cell, collective_columns, is_part, part_label
 from solbench.report.timing_cells import clock_cell, has_clocks, has_rounds, rounds_cell
-from solbench.report.units import format_bytes, format_flops, format_pct, format_seconds
+from solbench.report.units import format_pct, format_seconds
 from solbench.results.model import CaseResult, ImplResult, RunResult
 
 _STATUS_STYLE = {"incorrect": "bold red", "invalid": "bold magenta", "error": "red", "skipped": "dim"}
@@ -73,13 +73,11 @@ def _cells(run: RunResult, case: CaseResult, r: ImplResult) -> list[str | Text]:
 
 def _dry_table(workload: str, cases: Iterable[CaseResult]) -> Table:
     t = Table(title=Text(f"{workload} (dry run)"), title_justify="left")
-    for col in ("case", "tensor FLOP", "vector FLOP", "fused bytes", "unfused bytes", "FLOP/B",
-                "T_SOL", "bound"):
-        t.add_column(col, justify="left" if col in ("case", "bound") else "right")
+    for col, align in zip(dry_cells.COLUMNS, dry_cells.ALIGN, strict=True):
+        t.add_column(col, justify="left" if align == "l" else "right")
     for c in cases:
-        t.add_row(Text(_params(c)), format_flops(c.cost.tensor_flops), format_flops(c.cost.vector_flops),
-                  format_bytes(c.cost.fused_bytes), format_bytes(c.cost.unfused_bytes),
-                  f"{c.intensity:.1f}", flags.t_sol(c), c.bound)
+        first, *rest = dry_cells.cells(c)
+        t.add_row(Text(first), *rest)
     return t
 
 

@@ -24,16 +24,14 @@ from dataclasses import asdict, dataclass, field
 from solbench.analysis.compare import Comparison
 from solbench.analysis.gate import GateResult
 from solbench.analysis.suite_summary import DEFAULT_PS
-from solbench.report import flags, html_views
+from solbench.report import dry_cells, flags, html_views
 from solbench.report.collective_cells import collective_cell, collective_columns
 from solbench.report.console import run_header, run_notes
 from solbench.report.markdown import split_key
 from solbench.report.roofline import point_labels
 from solbench.report.suites import summary_html
 from solbench.report.units import (
-    format_bytes,
     format_ci,
-    format_flops,
     format_p,
     format_pct,
     format_percent,
@@ -166,11 +164,8 @@ def _results_table(run: RunResult, cases: Sequence[CaseResult], group: str) -> s
 
 def _dry_table(cases: Sequence[CaseResult]) -> str:
     """A dry run's cases (nothing timed): FLOPs, bytes, T_SOL and bound, as the console's dry table."""
-    rows = [[_e(_params(c)), _e(format_flops(c.cost.tensor_flops)), _e(format_flops(c.cost.vector_flops)),
-             _e(format_bytes(c.cost.fused_bytes)), _e(format_bytes(c.cost.unfused_bytes)), _e(f"{c.intensity:.1f}"),
-             _e(flags.t_sol(c)), _e(c.bound)] for c in cases]
-    return _table(["case", "tensor FLOP", "vector FLOP", "fused bytes", "unfused bytes", "FLOP/B", "T_SOL", "bound"],
-                  rows, caption="dry run: nothing was measured")
+    rows = [[_e(cell) for cell in dry_cells.cells(c)] for c in cases]
+    return _table(list(dry_cells.COLUMNS), rows, caption="dry run: nothing was measured")
 
 
 def _by_ratio(group: str, header: Sequence[str], rows: Sequence[list[str]], ratios: Sequence[float | None],

@@ -12,14 +12,12 @@ from solbench.analysis.compare import Comparison
 from solbench.analysis.gate import CASE_VERDICTS, GateCaseVerdict, GateResult
 from solbench.analysis.pooling import APART
 from solbench.analysis.suite_summary import DEFAULT_PS
-from solbench.report import flags
+from solbench.report import dry_cells, flags
 from solbench.report.collective_cells import collective_cell, collective_columns, is_part, part_label
 from solbench.report.suites import summary_markdown
 from solbench.report.timing_cells import clock_cell, has_clocks, has_rounds, rounds_cell
 from solbench.report.units import (
-    format_bytes,
     format_ci,
-    format_flops,
     format_p,
     format_pct,
     format_percent,
@@ -302,12 +300,8 @@ def _dry_markdown(run: RunResult) -> str:
     for case in run.cases:
         by_workload.setdefault(case.workload, []).append(case)
     for workload, cases in by_workload.items():
-        rows = [[" ".join(f"{k}={v}" for k, v in c.params.items()) + f" {c.dtype}",
-                 format_flops(c.cost.tensor_flops), format_flops(c.cost.vector_flops), format_bytes(c.cost.fused_bytes),
-                 format_bytes(c.cost.unfused_bytes), f"{c.intensity:.1f}", flags.t_sol(c), c.bound] for c in cases]
         lines += [f"#### {_cell(workload)}", ""]
-        lines += _table(["case", "tensor FLOP", "vector FLOP", "fused bytes", "unfused bytes", "FLOP/B", "T_SOL",
-                         "bound"], "lrrrrrrl", rows)
+        lines += _table(list(dry_cells.COLUMNS), dry_cells.ALIGN, [dry_cells.cells(c) for c in cases])
         lines.append("")
     lines += [f"- {_cell(note)}" for note in run.notes]
     key = flags.legend(run)
