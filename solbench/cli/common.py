@@ -512,6 +512,9 @@ class Saver:
 DETECTION_NOTES = ("device: ", "peaks: ")
 # the run note of processes an implementation left outside its worker's group (execute.session.escaped_note)
 ESCAPED_NOTE = "killed "
+# the run notes printed beside the tables, and on stderr under --json or -q: a case this machine cannot
+# run (its inputs are not here), what detection was unsure of, and escapes
+SHOWN_NOTES = ("skipped ", *DETECTION_NOTES, ESCAPED_NOTE)
 
 
 def finish(result: RunResult, out: Console, as_json: bool, *, saved: Path | Sequence[Path] | None = None,
@@ -532,7 +535,7 @@ def finish(result: RunResult, out: Console, as_json: bool, *, saved: Path | Sequ
         for line in skipped_lines(result):
             click.echo(line, err=True)
         for note in result.notes:
-            if note.startswith(("skipped ", *DETECTION_NOTES, ESCAPED_NOTE)):
+            if note.startswith(SHOWN_NOTES):
                 click.echo(note, err=True)
         for path in paths:
             click.echo(f"saved {path}", err=True)
@@ -573,8 +576,7 @@ def print_run(out: Console, result: RunResult, fast_ps: Sequence[float] = DEFAUL
     for note in run_notes(result):
         out.print(note, style="dim", overflow="fold", markup=False)
     for note in result.notes:
-        # a case this machine cannot run (its inputs are not here); what detection was unsure of; escapes
-        if note.startswith(("skipped ", *DETECTION_NOTES, ESCAPED_NOTE)):
+        if note.startswith(SHOWN_NOTES):
             out.print(note, style="yellow", markup=False)
 
 
