@@ -37,7 +37,7 @@ def start_for_run(files: Sequence[str], options: RunOptions, *, device: str) -> 
     whether it started. Not for a run in this process, sharded over devices, or with solutions."""
     from solbench.measure import pool
 
-    if options.in_process or options.devices or options.executor != "local" or options.solutions:
+    if options.in_process or options.sharded or options.solutions:
         return False
     wanted = preloads(files, device=device, workloads=options.workloads, impls=options.impls)
     if wanted is None:

@@ -41,7 +41,7 @@ def run(files: Sequence[str | Path], options: RunOptions = RunOptions(), *,  # n
     from solbench.execute import session
     from solbench.measure import pool
 
-    if options.devices or options.executor != "local":
+    if options.sharded:
         from solbench.execute.lanes import run_sharded
 
         return run_sharded(files, options, progress=progress, on_case=on_case, before_measuring=before_measuring)
@@ -103,10 +103,8 @@ def gate_live(base: RunResult, cur: RunResult, files: Sequence[str | Path], opti
 
     gate_kwargs.setdefault("run_sd", DEFAULT_RUN_SD)
 
-    several = bool(options.devices) or options.executor != "local"  # run_sharded adds no rounds, and refuses max_rounds
-
     def remeasure(keys: list[str], rounds: int) -> RunResult:  # these keys only, fresh workers each round
-        capped = None if several else rounds  # exactly ``rounds``: none added on top
+        capped = None if options.sharded else rounds  # exactly ``rounds``: none added on top (a sharded run refuses it)
         return run(files, replace(options, keys=tuple(keys), repeat=rounds, max_rounds=capped), device=device)
 
     step = ROUNDS_A_LOOK if cur.protocol.rounds > 1 else 1

@@ -55,6 +55,12 @@ class RunOptions:
     compile_jobs: int | None = None  # processes compiling ahead (execute.warm); None: half the CPUs, at most 8
     compile_cache_dir: Path | None = None  # keep torch.compile's cache here across runs; None: the run's own
 
+    @property
+    def sharded(self) -> bool:
+        """Whether the run is measured over several devices (``--devices``, or a Ray cluster):
+        :func:`solbench.execute.lanes.run_sharded`, which adds no rounds of its own."""
+        return bool(self.devices) or self.executor != "local"
+
     def launch_on(self, device_kind: str) -> str:
         """How the calls are made on a device of this kind: ``launch``, "auto" resolved
         (:func:`solbench.device.timer.resolved_launch`)."""
