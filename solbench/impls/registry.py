@@ -20,12 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from solbench.errors import ConfigError
+from solbench.workload import paths
 
 MAX_SOURCE_BYTES = 16 << 20  # a source file larger than this is not parsed to check a name
-# Where ``file.py`` references not found next to the workload resolve (None: the working folder).
-# A worker process works in a scratch folder of its own and sets this to the parent's working
-# folder (absolute) before any user code runs.
-FALLBACK_DIR: str | None = None
 
 
 class ResolveError(ConfigError, ValueError):
@@ -36,7 +33,7 @@ def resolve(ref: str, base_dir: Path | None = None) -> Callable[..., Any]:
     """The callable a reference names.
 
     ``pkg.mod:fn`` imports a module; ``dir/file.py:fn`` loads a file, relative to ``base_dir``
-    (the workload file's folder) first, then to the current directory (``FALLBACK_DIR`` in a worker).
+    (the workload file's folder) first, then to the current directory (``paths.FALLBACK_DIR`` in a worker).
     """
     if ":" not in ref:
         raise ResolveError(f"{ref!r} is not of the form 'module:function' or 'file.py:function'")
@@ -57,7 +54,7 @@ def _import(name: str) -> Any:
 
 def _load_file(target: str, base_dir: Path | None) -> Any:
     candidates = [base_dir / target] if base_dir is not None else []
-    candidates.append(Path(FALLBACK_DIR, target) if FALLBACK_DIR is not None else Path(target))
+    candidates.append(Path(paths.FALLBACK_DIR, target) if paths.FALLBACK_DIR is not None else Path(target))
     path = next((p.resolve() for p in candidates if p.is_file()), None)
     if path is None:
         raise ResolveError(f"no such file {target!r}")
@@ -134,7 +131,7 @@ def _split(ref: Any) -> tuple[str, str]:
 
 def _find_file(target: str, base_dir: Path | None) -> Path:
     candidates = [base_dir / target] if base_dir is not None else []
-    candidates.append(Path(FALLBACK_DIR, target) if FALLBACK_DIR is not None else Path(target))
+    candidates.append(Path(paths.FALLBACK_DIR, target) if paths.FALLBACK_DIR is not None else Path(target))
     try:
         found = next((p for p in candidates if p.is_file()), None)
         folder = next((p for p in candidates if p.is_dir()), None)

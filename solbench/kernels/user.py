@@ -43,6 +43,7 @@ from typing import Any
 import numpy as np
 
 from solbench.kernels import loader
+from solbench.workload import paths
 
 __all__ = ["Kernel", "load"]
 
@@ -119,10 +120,12 @@ def _caller_dir() -> Path | None:
 
 
 def _find(path: Path, caller_dir: Path | None) -> Path:
-    """``path`` as given if absolute; else next to the caller first, then in the cwd."""
+    """``path`` as given if absolute; else next to the caller first, then in the working folder
+    (the parent's in a worker: :mod:`solbench.workload.paths`)."""
     if path.is_absolute():
         return path
-    candidates = ([caller_dir / path] if caller_dir is not None else []) + [Path.cwd() / path]
+    cwd = Path(paths.FALLBACK_DIR) if paths.FALLBACK_DIR is not None else Path.cwd()
+    candidates = ([caller_dir / path] if caller_dir is not None else []) + [cwd / path]
     for candidate in candidates:
         if candidate.is_file():
             return candidate

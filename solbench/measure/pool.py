@@ -806,9 +806,9 @@ def into_log(log_path: str, scratch: str | None = None, origin: str | None = Non
     with contextlib.suppress(OSError):
         os.setsid()
     if scratch is not None:
-        from solbench.impls import registry
+        from solbench.workload import paths
 
-        registry.FALLBACK_DIR = origin
+        paths.FALLBACK_DIR = origin
         os.chdir(scratch)
     fd = os.open(log_path, os.O_WRONLY | os.O_APPEND)
     os.dup2(fd, 1)

@@ -181,11 +181,11 @@ def enter_tree(tree: str) -> None:
     import sys
 
     from solbench.device import nvml, timer  # noqa: F401  (harness modules imported lazily elsewhere)
-    from solbench.impls import registry
+    from solbench.workload import paths as references
 
     root = str(Path(tree).resolve())
     os.chdir(root)
-    registry.FALLBACK_DIR = root
+    references.FALLBACK_DIR = root
     sys.path.insert(0, root)
     for name, module in list(sys.modules.items()):
         paths = getattr(module, "__path__", None)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import textwrap
 import types
 
 import pytest
@@ -151,3 +152,50 @@ def test_launch_arguments_are_checked_before_any_launch():
         user._dims((1, 2, 3, 4))
     with pytest.raises(ValueError, match="launch dimensions"):
         user._dims(0)
+
+
+def test_a_relative_kernel_path_falls_back_on_the_working_folder_in_a_worker(tmp_path, monkeypatch):
+    """load("kernels/k.cu") from impls/my.py, run from the folder holding kernels/: the worker works in
+    a scratch folder of its own, and looked there instead of in the folder solbench was run from
+    (the set-up failed, FileNotFoundError, instead of the kernel being skipped for want of CUDA)."""
+    from click.testing import CliRunner
+
+    from solbench.cli import main
+    from solbench.results import store
+
+    (tmp_path / "impls").mkdir()
+    (tmp_path / "kernels").mkdir()
+    _write(tmp_path / "kernels" / "k.cu", 'extern "C" __global__ void k(float* x) {}\n')
+    _write(tmp_path / "impls" / "my.py", textwrap.dedent("""
+        from solbench.kernels import load
+
+        def reference(x):
+            return x * 2
+
+        def setup(x):
+            return {"x": x, "kernel": load("kernels/k.cu", "k")}
+
+        def kernel(x, kernel):
+            return x * 2
+    """))
+    _write(tmp_path / "wl.yaml", textwrap.dedent("""
+        workloads:
+          - name: twice
+            parameters: {n: [64]}
+            dtypes: [float32]
+            inputs: {x: {shape: [n]}}
+            outputs: {y: {shape: [n]}}
+            ops: [{op: elementwise, numel: n, flops_per_element: 1}]
+            reference: impls/my.py:reference
+            implementations:
+              baseline: {fn: impls/my.py:reference}
+              mine: {fn: impls/my.py:kernel, setup: impls/my.py:setup}
+    """))
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "run.json"
+    result = CliRunner().invoke(main, ["run", "wl.yaml", "--device", "cpu", "-o", str(out), "--repeat", "1",
+                                       "--budget", "0.02", "--min-samples", "3", "--max-samples", "5", "-q"])
+    assert result.exit_code == 0, result.output
+    (case,) = store.load(out).cases
+    mine = next(r for r in case.impls if r.name == "mine")
+    assert (mine.status, mine.message) == ("skipped", "needs a CUDA GPU (k.cu)")
