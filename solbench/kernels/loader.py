@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import re
+import sys
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -98,10 +99,15 @@ def _build_source(path: Path, label: Callable[[Path], str],
 
 
 def _resolve_builtin(parent: Path, name: str) -> Path:
-    path = KERNEL_DIR / name
-    if path.parent != KERNEL_DIR or path.suffix != ".cu" or not path.is_file():
-        raise ValueError(f"{parent.name}: no kernel source {name!r} in {KERNEL_DIR}")
-    return path
+    """``name`` in the first folder of the ``solbench.kernels`` package's search path that has it: a
+    worker that entered another checkout (``solbench ab``, :func:`solbench.measure.worker.enter_tree`)
+    has that checkout's folder first, so its kernels build from its own sources."""
+    folders = [Path(p) for p in sys.modules[__package__].__path__]
+    for folder in folders:
+        path = folder / name
+        if path.parent == folder and path.suffix == ".cu" and path.is_file():
+            return path
+    raise ValueError(f"{parent.name}: no kernel source {name!r} in {', '.join(map(str, folders))}")
 
 
 def _resolve_user(parent: Path, name: str) -> Path:
@@ -113,7 +119,7 @@ def _resolve_user(parent: Path, name: str) -> Path:
 
 @functools.cache
 def builtin_source(source_file: str) -> Source:
-    """One of solbench's own kernel sources (a file name in solbench/kernels/)."""
+    """One of solbench's own kernel sources (a file name in solbench/kernels/), read once a process."""
     return _build_source(_resolve_builtin(KERNEL_DIR, source_file), lambda p: p.name, _resolve_builtin)
 
 

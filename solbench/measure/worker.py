@@ -171,8 +171,9 @@ def enter_tree(tree: str) -> None:
     the invoking solbench's, so both sides are measured by the same code. What is not imported
     yet comes from ``tree`` first: its folder leads ``sys.path`` and the search path of every
     package already imported that the tree also has (so ``solbench.impls.attn`` of a solbench
-    checkout loads from the tree), and it becomes the working folder (``file.py`` references
-    that are not found next to the workload file are looked up there, never in the other tree).
+    checkout loads from the tree, and solbench's kernels other than the timer's gate build from its
+    ``.cu`` sources), and it becomes the working folder (``file.py`` references that are not found
+    next to the workload file are looked up there, never in the other tree).
     """
     global TREE
     import contextlib
@@ -181,8 +182,10 @@ def enter_tree(tree: str) -> None:
     import sys
 
     from solbench.device import nvml, timer  # noqa: F401  (harness modules imported lazily elsewhere)
+    from solbench.kernels import loader
     from solbench.workload import paths as references
 
+    loader.builtin_source("gate.cu")  # the timer's gate kernel is the harness's too: read before the tree leads
     root = str(Path(tree).resolve())
     os.chdir(root)
     references.FALLBACK_DIR = root

@@ -306,6 +306,31 @@ def test_a_worker_in_a_tree_loads_code_under_test_from_that_tree(tmp_path):
     assert out.stdout.split() == ["tree", "tree", "True", "True", "True"]
 
 
+def test_a_worker_in_a_tree_builds_solbench_kernels_from_that_trees_sources(tmp_path):
+    """enter_tree: solbench's kernel sources (gemv_stream.cu, ...) come from the tree, as its ops.py does;
+    the loader, a harness module, read them from the invoking solbench's folder, so `ab` of two trees
+    that differ in a .cu file measured the same kernel on both sides. The timer's gate stays the harness's."""
+    from solbench.kernels import loader
+
+    pkg = tmp_path / "solbench" / "kernels"
+    pkg.mkdir(parents=True)
+    ours = Path(loader.__file__).parent
+    (pkg / "bias_gelu.cu").write_text("// the tree's\n" + (ours / "bias_gelu.cu").read_text())
+    (pkg / "gate.cu").write_text("// the tree's\n" + (ours / "gate.cu").read_text())
+    code = textwrap.dedent(f"""
+        import solbench.measure.worker as w
+        from solbench.kernels import loader
+        w.enter_tree({str(tmp_path)!r})
+        gelu = loader.read_source("bias_gelu.cu")
+        print(gelu.startswith('#line 1 "bias_gelu.cu"\\n// the tree'), '#line 1 "common.cu"' in gelu,
+              "the tree's" in loader.read_source("gate.cu"))
+    """)
+    root = Path(api.__file__).parents[1]
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root,
+                         env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"}, check=True)
+    assert out.stdout.split() == ["True", "True", "False"]  # common.cu, not in the tree: the invoking one's
+
+
 def test_the_ci_example_uses_only_options_that_exist():
     """docs/ci/github-actions-gpu-gate.yml: every solbench option it passes is one the command has."""
     import re
