@@ -10,7 +10,7 @@ in a source (or in a file it includes) declares the oldest compute capability it
 for; the highest such line wins. On an older GPU the loader raises :class:`UnsupportedDevice`
 (a :class:`~solbench.errors.DeviceError`: the implementation is reported ``skipped`` with the
 reason) before compiling anything. NVRTC errors raise :class:`KernelCompileError` with the
-compiler's log (reported as ``error``)::
+compiler's first error (file and line) on its first line, then its log (reported as ``error``)::
 
     kernel = get_kernel("bias_gelu.cu", "bias_gelu_kernel<0, 8, 0>",
                         name_expressions=("bias_gelu_kernel<0, 8, 0>",))
@@ -176,7 +176,8 @@ def compile_module(source: Source, options: Sequence[str] = (),
     try:
         module.compile()
     except CompileException as exc:
-        raise KernelCompileError(f"{source.path}: NVRTC failed to compile:\n{_log_of(exc)}") from None
+        log = _log_of(exc)
+        raise KernelCompileError(f"{source.path}: NVRTC failed to compile: {_first_error(log)}\n{log}") from None
     return module
 
 
@@ -185,6 +186,13 @@ def _log_of(exc: BaseException) -> str:
     get = getattr(exc, "get_message", None)
     text = get() if callable(get) else str(exc)
     return str(text).strip()
+
+
+def _first_error(log: str) -> str:
+    """The compiler's first error (``file(line): error: ...``; else its log's first line): a status shows
+    an exception's first line alone."""
+    lines = [line.strip() for line in log.splitlines() if line.strip()]
+    return next((line for line in lines if re.search(r"\berror\b", line)), lines[0] if lines else "(no log)")
 
 
 @functools.cache

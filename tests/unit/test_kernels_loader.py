@@ -124,7 +124,25 @@ def test_compile_error_carries_the_log(tmp_path, monkeypatch):
     source = loader.user_source(_write(tmp_path / "k.cu", "int k = nope;\n"))
     with pytest.raises(KernelCompileError) as info:
         loader.compile_module(source)
-    assert str(info.value) == f"{source.path}: NVRTC failed to compile:\n{log}"
+    assert str(info.value) == f"{source.path}: NVRTC failed to compile: {log}\n{log}"
+
+
+def test_the_reported_status_names_the_first_compile_errors_file_and_line(tmp_path, monkeypatch):
+    """A status shows an exception's first line alone: it was "NVRTC failed to compile:", the
+    compiler's message (file, line, what) left out, though the README promises it."""
+    from solbench.measure import worker
+
+    error = f'{tmp_path}/inc.cuh(7): error: identifier "nope" is undefined'
+    log = (f'{tmp_path}/k.cu(3): warning #177-D: variable "error_count" was declared but never referenced\n\n'
+           f"{error}\n      int k = nope;\n              ^\n\n1 error detected in the compilation of \"k.cu\".")
+    _fake_cupy(monkeypatch, log)
+    source = loader.user_source(_write(tmp_path / "k.cu", "int k = nope;\n"))
+    with pytest.raises(KernelCompileError) as info:
+        loader.compile_module(source)
+    status = worker._fault("mine", info.value, "set-up failed: ")
+    assert status.status == "error"
+    assert status.message.startswith(f"set-up failed: KernelCompileError: {source.path}: NVRTC failed to compile: "
+                                     f"{error} (at ")
 
 
 def test_missing_cupy_is_a_device_error(monkeypatch, tmp_path):
