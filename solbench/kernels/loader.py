@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from solbench.errors import DeviceError, SolbenchError
+from solbench.kernels.requirements import importable
 
 __all__ = ["KernelCompileError", "Source", "UnsupportedDevice", "compile_module", "get_kernel",
            "kernel_min_cc", "launch", "ptr", "read_source", "unsupported_reason"]
@@ -65,7 +66,14 @@ def _cupy() -> Any:
     try:
         import cupy
     except ImportError as exc:
-        raise DeviceError(_NO_CUPY) from exc
+        if not importable("cupy"):
+            raise DeviceError(_NO_CUPY) from exc
+        cause: BaseException = exc  # installed but broken (no driver, another CUDA): CuPy's own cause
+        while cause.__cause__ is not None:
+            cause = cause.__cause__
+        lines = str(cause).strip().splitlines()
+        raise DeviceError(f"needs a working CuPy: importing it failed ({type(cause).__name__}: "
+                          f"{lines[0] if lines else ''})") from exc
     return cupy
 
 

@@ -152,6 +152,22 @@ def test_missing_cupy_is_a_device_error(monkeypatch, tmp_path):
         loader.compile_module(source)
 
 
+def test_a_cupy_that_is_installed_but_fails_to_import_says_why(monkeypatch, tmp_path):
+    """CuPy installed on a machine without the driver (or for another CUDA) raises ImportError on import:
+    that read "needs CuPy (pip install ...)", though it is installed and `requires: [cupy]` had passed."""
+    fake = tmp_path / "site" / "cupy"
+    fake.mkdir(parents=True)
+    _write(fake / "__init__.py", "try:\n    raise OSError('libcuda.so.1: cannot open shared object file')\n"
+                                 "except OSError as e:\n    raise ImportError('CuPy failed to load.\\n\\nmore') from e\n")
+    monkeypatch.delitem(sys.modules, "cupy", raising=False)
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    source = loader.user_source(_write(tmp_path / "k.cu", "int k;\n"))
+    with pytest.raises(DeviceError) as info:
+        loader.compile_module(source)
+    assert str(info.value) == ("needs a working CuPy: importing it failed (OSError: libcuda.so.1: cannot open "
+                               "shared object file)")
+
+
 def test_launch_arguments_are_checked_before_any_launch():
     import numpy as np
     import torch
