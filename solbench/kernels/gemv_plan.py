@@ -136,9 +136,11 @@ def _index(device: Any) -> int:
 @functools.cache
 def _device_limits(index: int) -> tuple[tuple[int, int], int, int]:
     """(compute capability, opt-in shared memory per block, shared memory per SM) of a CUDA device."""
-    import cupy
     import torch
 
+    from solbench.kernels.loader import import_cupy
+
+    cupy = import_cupy()  # a DeviceError where CuPy is missing: the kernel's caller is skipped, not failed
     cc = tuple(torch.cuda.get_device_capability(index))
     attributes = cupy.cuda.Device(index).attributes
     optin = int(attributes["MaxSharedMemoryPerBlockOptin"])

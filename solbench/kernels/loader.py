@@ -35,7 +35,7 @@ import numpy as np
 from solbench.errors import DeviceError, SolbenchError
 from solbench.kernels.requirements import importable
 
-__all__ = ["KernelCompileError", "Source", "UnsupportedDevice", "compile_module", "get_kernel",
+__all__ = ["KernelCompileError", "Source", "UnsupportedDevice", "compile_module", "get_kernel", "import_cupy",
            "kernel_min_cc", "launch", "ptr", "read_source", "unsupported_reason"]
 
 KERNEL_DIR = Path(__file__).resolve().parent
@@ -62,7 +62,8 @@ class Source:
     min_cc: tuple[int, int]
 
 
-def _cupy() -> Any:
+def import_cupy() -> Any:
+    """The cupy module, or DeviceError (the implementation is skipped) where it is missing or broken."""
     try:
         import cupy
     except ImportError as exc:
@@ -176,7 +177,7 @@ def unsupported_reason(source: Source | str, device: Any = None,
 def compile_module(source: Source, options: Sequence[str] = (),
                    name_expressions: Sequence[str] | None = None) -> Any:
     """A compiled ``cupy.RawModule`` (compiled now: NVRTC errors surface here)."""
-    cupy = _cupy()
+    cupy = import_cupy()
     from cupy.cuda.compiler import CompileException
 
     module = cupy.RawModule(code=source.text, options=BASE_OPTIONS + tuple(options),
@@ -249,7 +250,7 @@ def launch(kernel: Any, grid: Sequence[int], block: Sequence[int], args: Sequenc
     """
     import torch
 
-    cupy = _cupy()
+    cupy = import_cupy()
     dev = torch.cuda.current_device() if device is None else torch.device(device).index
     if dev is None:
         dev = torch.cuda.current_device()

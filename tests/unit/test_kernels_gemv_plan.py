@@ -84,3 +84,18 @@ def test_room_for_several_ctas_an_sm_cuts_the_stages():
     # by default the SM's shared memory is the per-block limit plus the driver's reserve
     assert gp.fit(16, 1, 16, 4096, True, H100_SMEM, per_sm=2) == two
     assert gp.fit(64, 1, 64, 4096, True, H100_SMEM, per_sm=4, sm_smem=H100_SM_SMEM) is None  # not even 2 stages
+
+
+def test_without_cupy_the_plan_is_a_device_error(monkeypatch):
+    """The GEMV asks CuPy for the shared-memory limits before it loads its kernel: without CuPy that
+    raised ModuleNotFoundError, reported `error` (exit 4) where the loader's DeviceError is `skipped`."""
+    import sys
+
+    from solbench.errors import DeviceError
+
+    monkeypatch.setitem(sys.modules, "cupy", None)
+    gp._device_limits.cache_clear()
+    with pytest.raises(DeviceError, match=r"^needs CuPy"):
+        gp.choose(1, 4096, 4096, False, device="cuda:0")
+    with pytest.raises(DeviceError, match=r"^needs CuPy"):
+        gp.chunk_tokens(64, 4096, 4096, True, device="cuda:0")
