@@ -254,9 +254,10 @@ def launch(kernel: Any, grid: Sequence[int], block: Sequence[int], args: Sequenc
     dev = torch.cuda.current_device() if device is None else torch.device(device).index
     if dev is None:
         dev = torch.cuda.current_device()
-    if shared_mem > 48 * 1024 and getattr(kernel, "max_dynamic_shared_size_bytes", 0) < shared_mem:
-        kernel.max_dynamic_shared_size_bytes = shared_mem
     with cupy.cuda.Device(dev), _cupy_stream(cupy, torch.cuda.current_stream(dev), dev):
+        # CuPy keeps a kernel's function, and its attributes, per device: the launch device's
+        if shared_mem > 48 * 1024 and getattr(kernel, "max_dynamic_shared_size_bytes", 0) < shared_mem:
+            kernel.max_dynamic_shared_size_bytes = shared_mem
         kernel(tuple(grid), tuple(block), tuple(args), shared_mem=shared_mem)
 
 

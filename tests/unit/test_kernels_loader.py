@@ -168,6 +168,56 @@ def test_a_cupy_that_is_installed_but_fails_to_import_says_why(monkeypatch, tmp_
                                "shared object file)")
 
 
+def test_a_launch_on_another_device_raises_the_shared_memory_limit_there(monkeypatch):
+    """CuPy keeps a kernel's compiled function, and attributes such as its dynamic shared-memory limit,
+    per device: the limit was raised on the current device, before switching to the launch device, so
+    a launch of more than 48 KiB on another GPU was refused there."""
+    import contextlib
+
+    import torch
+
+    current = [0]
+
+    class Device:
+        def __init__(self, index):
+            self.index = index
+
+        def __enter__(self):
+            self.before, current[0] = current[0], self.index
+
+        def __exit__(self, *exc):
+            current[0] = self.before
+
+    class Stream:
+        @staticmethod
+        def from_external(stream):
+            return contextlib.nullcontext()
+
+    class RawKernel:
+        def __init__(self):
+            self.limits, self.launched = {}, []
+
+        @property
+        def max_dynamic_shared_size_bytes(self):
+            return self.limits.get(current[0], 48 * 1024)
+
+        @max_dynamic_shared_size_bytes.setter
+        def max_dynamic_shared_size_bytes(self, value):
+            self.limits[current[0]] = value
+
+        def __call__(self, grid, block, args, shared_mem=0):
+            self.launched.append((current[0], shared_mem <= self.max_dynamic_shared_size_bytes))
+
+    cupy = types.ModuleType("cupy")
+    cupy.cuda = types.SimpleNamespace(Device=Device, Stream=Stream)
+    monkeypatch.setitem(sys.modules, "cupy", cupy)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: types.SimpleNamespace(__cuda_stream__=None))
+    kernel = RawKernel()
+    loader.launch(kernel, (4,), (256,), (), 100 * 1024, device="cuda:1")
+    assert kernel.launched == [(1, True)] and kernel.limits == {1: 100 * 1024}
+
+
 def test_launch_arguments_are_checked_before_any_launch():
     import numpy as np
     import torch
