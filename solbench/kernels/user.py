@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -134,10 +135,13 @@ def _find(path: Path, caller_dir: Path | None) -> Path:
 
 
 def _dims(value: Sequence[int] | int) -> tuple[int, ...]:
-    dims = (value,) if isinstance(value, int | np.integer) else tuple(value)
-    if not 1 <= len(dims) <= 3 or any(int(d) < 1 for d in dims):
+    try:
+        dims = tuple(map(operator.index, value if isinstance(value, Sequence) else (value,)))
+    except TypeError:  # a float (n / 256 written for n // 256) is refused, not cut down to fewer blocks
+        dims = ()
+    if not 1 <= len(dims) <= 3 or any(d < 1 for d in dims):
         raise ValueError(f"launch dimensions must be 1 to 3 positive integers, got {value!r}")
-    return tuple(int(d) for d in dims)
+    return dims
 
 
 def _convert_args(name: str, args: Sequence[Any]) -> tuple[tuple[Any, ...], int | None]:

@@ -6,6 +6,7 @@ import sys
 import textwrap
 import types
 
+import numpy as np
 import pytest
 
 from solbench.errors import DeviceError
@@ -219,7 +220,6 @@ def test_a_launch_on_another_device_raises_the_shared_memory_limit_there(monkeyp
 
 
 def test_launch_arguments_are_checked_before_any_launch():
-    import numpy as np
     import torch
 
     with pytest.raises(TypeError, match=r"np\.int32"):
@@ -236,6 +236,15 @@ def test_launch_arguments_are_checked_before_any_launch():
         user._dims((1, 2, 3, 4))
     with pytest.raises(ValueError, match="launch dimensions"):
         user._dims(0)
+    assert user._dims(np.int64(3)) == (3,) and user._dims([np.int32(2), 5]) == (2, 5)
+
+
+@pytest.mark.parametrize("dims", [(1000 / 256,), 1000 / 256, (4, 2.0), np.float32(4.0), "4"])
+def test_launch_dimensions_that_are_not_integers_are_refused(dims):
+    """grid=(n / 256,) was cut down to int(3.9) = 3 blocks (part of the output never written), and a
+    bare float failed with "'float' object is not iterable"."""
+    with pytest.raises(ValueError, match="launch dimensions must be 1 to 3 positive integers"):
+        user._dims(dims)
 
 
 def test_a_relative_kernel_path_falls_back_on_the_working_folder_in_a_worker(tmp_path, monkeypatch):
