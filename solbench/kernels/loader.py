@@ -41,7 +41,8 @@ __all__ = ["KernelCompileError", "Source", "UnsupportedDevice", "compile_module"
 KERNEL_DIR = Path(__file__).resolve().parent
 BASE_OPTIONS = ("-std=c++17",)
 _INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]+"([^"\n]+)"[ \t]*$', re.MULTILINE)
-_MIN_CC = re.compile(r"^[ \t]*//[ \t]*solbench:[ \t]*min_cc[ \t]+(\d+)\.(\d+)[ \t]*$", re.MULTILINE)
+_MIN_CC = re.compile(r"^[ \t]*//[ \t]*solbench:[ \t]*min_cc\b(.*)$", re.MULTILINE)
+_LEVEL = re.compile(r"[ \t]+(\d+)\.(\d+)[ \t]*")
 _NO_CUPY = "needs CuPy (pip install 'solbench[cuda12]' or 'solbench[cuda13]')"
 
 
@@ -85,7 +86,13 @@ def _expand(path: Path, label: Callable[[Path], str], resolve: Callable[[Path, s
         return ""
     seen.add(path)
     text = path.read_text(encoding="utf-8")
-    levels.extend((int(a), int(b)) for a, b in _MIN_CC.findall(text))
+    for match in _MIN_CC.finditer(text):
+        level = _LEVEL.fullmatch(match.group(1))
+        if level is None:  # a misspelt declaration would leave the source without a minimum
+            line = text.count("\n", 0, match.start()) + 1
+            raise ValueError(f"{path}:{line}: {match.group().strip()!r} is not a declaration "
+                             "'// solbench: min_cc X.Y' (e.g. 8.0)")
+        levels.append((int(level[1]), int(level[2])))
     name = label(path)
     out = [f'#line 1 "{name}"\n']
     pos = 0

@@ -39,6 +39,15 @@ def test_missing_include_names_the_including_file(tmp_path):
         loader.user_source(main)
 
 
+@pytest.mark.parametrize("line", ["// solbench: min_cc 9.0a", "// solbench: min_cc 9", "//solbench: min_cc sm_90"])
+def test_a_malformed_min_cc_declaration_is_an_error_naming_file_and_line(tmp_path, line):
+    """It was ignored: the source then had no minimum, and an older GPU failed to compile it
+    (`error`) instead of skipping the implementation with the reason."""
+    main = _write(tmp_path / "k.cu", f"int k;\n{line}\n")
+    with pytest.raises(ValueError, match=rf"^{main}:2: '{line}' is not a declaration '// solbench: min_cc X\.Y'"):
+        loader.user_source(main)
+
+
 def test_source_without_declaration_has_no_minimum(tmp_path):
     assert loader.user_source(_write(tmp_path / "k.cu", "int k;\n")).min_cc == (0, 0)
 
