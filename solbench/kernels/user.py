@@ -84,6 +84,9 @@ def load(path: str | Path, name: str, *, options: Sequence[str] = (),
     source's ``// solbench: min_cc X.Y`` line), KernelCompileError (NVRTC's log), or
     FileNotFoundError.
     """
+    for what, value in (("options", options), ("name_expressions", name_expressions)):
+        if isinstance(value, str):  # ("-DTILE=128") without its comma: each character would be one
+            raise TypeError(f"load: {what} must be a sequence of strings, e.g. ({value!r},), not a str")
     source = loader.user_source(_find(Path(path), _caller_dir()))
     reason = loader.unsupported_reason(source)
     if reason is not None:

@@ -87,6 +87,14 @@ def test_load_without_cuda_is_unsupported_with_a_reason(tmp_path, monkeypatch):
         load(path, "k")
 
 
+@pytest.mark.parametrize("kwargs", [{"options": "-DTILE=128"}, {"name_expressions": "k<float>"}])
+def test_a_string_for_options_or_name_expressions_is_refused(tmp_path, kwargs):
+    """options=("-DTILE=128") (the comma left out) went to NVRTC one character an option."""
+    path = _write(tmp_path / "k.cu", 'extern "C" __global__ void k() {}\n')
+    with pytest.raises(TypeError, match=r"must be a sequence of strings, e\.g\. \('"):
+        load(path, "k<float>", **kwargs)
+
+
 def test_relative_path_is_found_next_to_the_calling_file(tmp_path, monkeypatch):
     import torch
 
