@@ -40,7 +40,8 @@ __all__ = ["KernelCompileError", "Source", "UnsupportedDevice", "compile_module"
 
 KERNEL_DIR = Path(__file__).resolve().parent
 BASE_OPTIONS = ("-std=c++17",)
-_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]+"([^"\n]+)"[ \t]*$', re.MULTILINE)
+# a quoted include, also without a space before the name or with a comment after it on its line
+_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*"([^"\n]+)"[ \t]*(?://[^\n]*|/\*[^\n]*?\*/[ \t]*)?$', re.MULTILINE)
 _MIN_CC = re.compile(r"^[ \t]*//[ \t]*solbench:[ \t]*min_cc\b(.*)$", re.MULTILINE)
 _LEVEL = re.compile(r"[ \t]+(\d+)\.(\d+)[ \t]*")
 _NO_CUPY = "needs CuPy (pip install 'solbench[cuda12]' or 'solbench[cuda13]')"

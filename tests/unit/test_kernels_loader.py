@@ -33,6 +33,20 @@ def test_user_source_inlines_includes_once_with_line_markers(tmp_path):
     assert f'#line 1 "{tmp_path / "inc" / "a.cuh"}"' in lines
 
 
+def test_includes_with_a_trailing_comment_or_no_space_are_inlined_too(tmp_path):
+    """`#include "inc.cuh"  // helpers` and `#include"inc.cuh"` were left to NVRTC, which looks in the
+    working folder (a worker's scratch folder), not beside the source: "cannot open source file", or
+    a stale file of that name compiled in, outside the cache key."""
+    _write(tmp_path / "inc.cuh", "int inc;\n")
+    _write(tmp_path / "two.cuh", "int two;\n")
+    main = _write(tmp_path / "k.cu", '#include "inc.cuh"  // helpers\n#include"two.cuh" /* more */\n'
+                                     '#include "inc.cuh" /* a comment that goes on\nint k;\n')
+    lines = loader.user_source(main).text.splitlines()
+    assert "int inc;" in lines and "int two;" in lines
+    assert not any(line.startswith("#include") for line in lines[:-2])  # only the unfinished comment's is left
+    assert lines[-3:] == [f'#line 3 "{main}"', '#include "inc.cuh" /* a comment that goes on', "int k;"]
+
+
 def test_missing_include_names_the_including_file(tmp_path):
     main = _write(tmp_path / "k.cu", '#include "nope.cuh"\n')
     with pytest.raises(FileNotFoundError, match=r"nope\.cuh"):
