@@ -176,11 +176,20 @@ def tune(files: Sequence[str | Path], options: TuneOptions = TuneOptions(), *, d
     from solbench.plan.workloads import plan
 
     info = detect(device)
-    planned = plan(files, info.kind, options.workloads)
-    targets = [(p, name, impl) for p in planned for name, impl in p.spec.implementations.items()
-               if impl.tune is not None and (not options.impls or name in options.impls)]
+    planned = plan(files, info.kind, options.workloads, options.impls)  # -i naming nothing: refused, as in run
+    tunable = [(p, name, impl) for p in planned for name, impl in p.spec.implementations.items()
+               if impl.tune is not None]
+    targets = [t for t in tunable if not options.impls or t[1] in options.impls]
     if not targets:
         raise ConfigError(f"no implementation with a tune: space in {', '.join(map(str, files))}"
+                          + (f" named {', '.join(options.impls)}" if options.impls else ""))
+    untuned = sorted(set(options.impls) - {name for _, name, _ in targets})
+    if untuned:  # tuning the others alone would read as if these had been tuned too
+        raise ConfigError(f"-i {', '.join(untuned)}: no tune: space in the selected workloads "
+                          f"(tunable: {', '.join(sorted({name for _, name, _ in tunable}))})")
+    bare = sorted(set(options.workloads) - {p.spec.name for p, _, _ in targets})
+    if bare:  # as for -i
+        raise ConfigError(f"-w {', '.join(bare)}: no implementation with a tune: space"
                           + (f" named {', '.join(options.impls)}" if options.impls else ""))
     for p, name, impl in targets:
         validate(p, name, impl)

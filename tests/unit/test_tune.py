@@ -293,6 +293,26 @@ def test_tune_without_a_tune_space_is_an_error():
     assert result.exit_code == 2 and "no implementation with a tune: space" in result.output
 
 
+@pytest.mark.parametrize(("impls", "says"), [
+    (["chunked", "chunkd"], "-i: no implementation named chunkd in the selected workloads"),
+    (["chunked", "baseline"], "-i baseline: no tune: space in the selected workloads (tunable: chunked, no_tail)"),
+    (["-w", "chunked_add", "-w", "plain"], "-w plain: no implementation with a tune: space"),
+])
+def test_tune_refuses_an_implementation_it_would_not_tune_before_measuring(impls, says, tmp_path, monkeypatch):
+    """A typo or an implementation (a workload) without a tune: space beside one that has it was silently
+    left out: the table then read as if every implementation (workload) named had been tuned."""
+    monkeypatch.setattr(tuning, "_tune_case", lambda *a: pytest.fail("measured before refusing"))
+    (tmp_path / "tunable.py").write_text((DATA / "tunable.py").read_text())
+    path = tmp_path / "t.yaml"  # beside chunked_add, a workload of the same ops with no tune: space
+    plain = TUNE_YAML.read_text().split("workloads:\n", 1)[1].split("    implementations:")[0]
+    path.write_text(TUNE_YAML.read_text() + plain.replace("chunked_add\n", "plain\n", 1)
+                    + "    implementations: {baseline: tunable.py:chunked_add}\n")
+    args = impls if impls[0] == "-w" else [a for name in impls for a in ("-i", name)]
+    result = CliRunner().invoke(main, ["tune", str(path), "--device", "cpu", "--results-dir", str(tmp_path / "r"),
+                                       *args])
+    assert result.exit_code == 2 and says in result.output and "\n" not in result.output.strip(), result.output
+
+
 def test_the_cuda_tuning_demo_validates_and_is_skipped_on_the_cpu():
     result = tuning.tune([DATA / "tune_layernorm.yaml"], tuning.TuneOptions(**FAST), device="cpu")
     (case,) = result.cases
