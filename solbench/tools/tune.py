@@ -42,7 +42,7 @@ from solbench.plan.options import check_counts
 from solbench.plan.tuned import TUNED_FORMAT, TunedConfig
 from solbench.plan.tuned import load_tuned as load_tuned
 from solbench.plan.tuned import parse_tuned as parse_tuned
-from solbench.results.model import Environment, ImplResult
+from solbench.results.model import FAILED_STATUSES, Environment, ImplResult
 from solbench.tools.tune_space import ConstraintError, config_label, constraint_names, valid_configs
 from solbench.workload.expr import ExprError
 from solbench.workload.schema import Implementation
@@ -356,13 +356,27 @@ def faster_cases(result: TuneResult) -> list[CaseTuning]:
     return [c for c in result.cases if c.winner is not None and c.gain is not None and c.verdict == "FASTER"]
 
 
+def outdated(c: CaseTuning, params: Mapping[str, Any]) -> bool:
+    """Whether this run measured an older entry's configuration ``params`` again and found it failing,
+    or found no configuration faster than hand-picked (SAME, SLOWER, or none correct and unbeaten)."""
+    tried = next((t for t in c.trials if t.params == params), None)
+    if tried is None:  # not measured this time (--max-configs, --patience): nothing new about it
+        return False
+    return tried.status in FAILED_STATUSES or (c.hand_picked.status == "ok" and c.verdict in ("SAME", "SLOWER", ""))
+
+
 def tuned_file(result: TuneResult, existing: TunedConfig | None = None) -> str:
     """The tuned-configuration file: the winner of every case where the confirmation found it
-    FASTER than hand-picked, merged over ``existing`` entries (same device spec) for other cases."""
+    FASTER than hand-picked, merged over ``existing`` entries (same device spec) but for those this
+    run found :func:`outdated` (hand-picked stays there)."""
     spec_id = result.environment.spec_id
     entries: dict[tuple[str, str, str], dict[str, Any]] = {}
     if existing is not None and existing.spec_id == spec_id:
         entries.update(existing.entries)
+    for c in result.cases:
+        key = (c.workload, c.impl, c.case_id)
+        if key in entries and outdated(c, entries[key]["params"]):
+            del entries[key]
     for c in faster_cases(result):
         gain = c.gain
         assert c.confirm_winner is not None and c.confirm_hand_picked is not None and gain is not None

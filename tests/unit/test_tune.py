@@ -1,5 +1,6 @@
 """Autotuning: search spaces, constraints, early stopping, the tuned file, and a CPU tuning run."""
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -219,13 +220,34 @@ def test_confirmation_verdict_is_compares(hand, win, verdict):
 
 def test_tuned_file_merges_over_existing_entries_of_the_same_device():
     old = tuning.parse_tuned(tuning.tuned_file(_result_with([(2.0, 1.0)])))
-    new = _result_with([(1.0, 2.0), (3.0, 1.0)])  # case 0 now loses to hand-picked: the old entry stays
+    new = _result_with([(3.0, 1.0), (3.0, 1.0)])
+    new = dataclasses.replace(new, cases=new.cases[1:])  # case 0 not tuned again: its entry stays
     cfg = tuning.parse_tuned(tuning.tuned_file(new, old))
     assert cfg.params_for("w", "fused", "w[n=0,float32]") == {"chunk": 8}
     assert cfg.params_for("w", "fused", "w[n=1,float32]") == {"chunk": 16}
     assert cfg.params_for("w", "other", "w[n=1,float32]") is None
     other_device = tuning.TunedConfig("b200", "B200", old.entries)
     assert len(tuning.parse_tuned(tuning.tuned_file(new, other_device)).entries) == 1  # not merged
+
+
+@pytest.mark.parametrize(("verdict", "trial", "stays"), [
+    ("SLOWER", {}, False), ("SAME", {}, False),  # hand-picked is as fast: it stays
+    ("", {"stop_reason": "beaten"}, False),  # clearly slower than hand-picked: no winner
+    ("", {"status": "incorrect", "median": None}, False),  # the old configuration is wrong now
+    ("INCONCLUSIVE", {}, True),  # nothing decided: the old entry stays
+])
+def test_a_case_tuned_again_without_a_faster_winner_drops_its_old_entry(verdict, trial, stays):
+    """The old entry's configuration (chunk=8) was measured again and lost to hand-picked: `run --tuned`
+    went on applying it, slower than what the workload declares, though README says hand-picked stays."""
+    old = tuning.parse_tuned(tuning.tuned_file(_result_with([(2.0, 1.0)])))
+    (case,) = _result_with([(1.0, 2.0)]).cases
+    t = dataclasses.replace(case.trials[0], **trial)
+    case = dataclasses.replace(case, trials=(t,), verdict=verdict, winner=case.winner if verdict else None)
+    new = dataclasses.replace(_result_with([]), cases=(case,))
+    assert (tuning.parse_tuned(tuning.tuned_file(new, old)).params_for("w", "fused", case.case_id) is not None) \
+        is stays
+    untried = dataclasses.replace(new, cases=(dataclasses.replace(case, trials=()),))  # --max-configs stopped first
+    assert tuning.parse_tuned(tuning.tuned_file(untried, old)).params_for("w", "fused", case.case_id) == {"chunk": 8}
 
 
 def test_apply_sets_params_and_check_device_refuses_another_gpu():
