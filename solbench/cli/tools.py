@@ -245,7 +245,8 @@ def tune(files: Sequence[str], workloads: Sequence[str], impls: Sequence[str], m
     writable_output(tuned_file, "tuned configurations", runs_only=True)
     if output and tuned_file and Path(output).absolute() == Path(tuned_file).absolute():  # before measuring
         raise ConfigError(f"-o {output}: the tuned-configuration file; give the tuning log another name")
-    existing = tuning.load_tuned(tuned_file) if tuned_file and Path(tuned_file).is_file() else None  # bad: now
+    if tuned_file and Path(tuned_file).is_file():
+        tuning.load_tuned(tuned_file)  # one that is not a tuned file: refused now, before measuring
     options = tuning.TuneOptions(workloads=tuple(workloads), impls=tuple(impls), max_configs=max_configs,
                                  patience=patience, margin=margin, confirm_rounds=confirm_rounds, min_gain=min_gain,
                                  target_rel_ci=target, min_samples=min_samples, max_samples=max_samples,
@@ -275,8 +276,8 @@ def tune(files: Sequence[str], workloads: Sequence[str], impls: Sequence[str], m
     store.write_text(out_path, json.dumps(tuning.result_dict(result), indent=1) + "\n", replace=output is not None)
     _out().print(_tune_table(result))
     click.echo(f"results: {out_path}", err=True)
-    if tuned_file is None and tuned_path.is_file():
-        existing = tuning.load_tuned(tuned_path)
+    # read as it is now: another tune may have merged into it while this one measured
+    existing = tuning.load_tuned(tuned_path) if tuned_path.is_file() else None
     if existing is not None and existing.spec_id != result.environment.spec_id:
         raise ConfigError(f"{tuned_path}: tuned on {existing.spec_id}, this device is {result.environment.spec_id}; "
                           "a file holds one device's configurations (give --tuned-file another name)")

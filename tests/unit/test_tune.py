@@ -441,6 +441,24 @@ def test_a_tuned_file_refused_after_tuning_keeps_the_tuning_log(tmp_path, monkey
     assert tuning.load_tuned(spec_dir / "tuned.json").spec_id == "h200-sxm"  # not replaced
 
 
+def test_tune_merges_into_the_tuned_file_as_it_is_when_tuning_ends(tmp_path, monkeypatch):
+    """--tuned-file was read before measuring and that copy merged: the entries another tune wrote into
+    the file meanwhile (another workload, tuned beside it) were lost."""
+    tuned = tmp_path / "tuned.json"
+    mine = _result_with([(2.0, 1.0)])
+    other = dataclasses.replace(mine.cases[0], workload="other")
+
+    def tune_while_another_writes(*args, **kwargs):
+        tuned.write_text(tuning.tuned_file(dataclasses.replace(mine, cases=(other,))))
+        return mine
+
+    monkeypatch.setattr(tuning, "tune", tune_while_another_writes)
+    result = CliRunner().invoke(main, ["tune", str(TUNE_YAML), "--device", "cpu", "--tuned-file", str(tuned),
+                                       "-o", str(tmp_path / "log.json")])
+    assert result.exit_code == 0, result.output
+    assert {k[0] for k in tuning.load_tuned(tuned).entries} == {"w", "other"}
+
+
 def test_the_table_of_a_case_whose_constraints_exclude_every_configuration_reads_cleanly():
     from rich.console import Console
 
