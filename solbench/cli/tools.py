@@ -291,11 +291,12 @@ def tune(files: Sequence[str], workloads: Sequence[str], impls: Sequence[str], m
         f"({found} new FASTER than hand-picked; use with: solbench run ... --tuned {tuned_path})" if found else
         "(none new: no winner was FASTER than hand-picked)"), err=True)
     broken = [f"{c.case_id} {c.impl}" for c in result.cases
-              if c.hand_picked.status in FAILED_STATUSES
+              if any(t is not None and t.status in FAILED_STATUSES
+                     for t in (c.hand_picked, c.confirm_hand_picked, c.confirm_winner))
               or (c.trials and all(t.status in FAILED_STATUSES for t in c.trials))]
-    if broken:  # the implementation under tuning is wrong as declared, or in every configuration tried
+    if broken:  # wrong as declared, in every configuration tried, or (flaky) in the winner measured again
         click.echo("failed: " + "; ".join(broken[:5]) + (f" and {len(broken) - 5} more" if len(broken) > 5 else "")
-                   + " (as declared, or in every configuration)", err=True)
+                   + " (as declared, in every configuration, or the winner measured again)", err=True)
     code = exitcodes.IMPL_FAILED if broken else exitcodes.OK
     if not result.complete:
         click.echo(f"interrupted: the {len(result.cases)} case(s) tuned so far are saved", err=True)
@@ -319,7 +320,8 @@ def _tune_table(result: Any) -> Table:
         tried = "; ".join(parts) or "-"
         hand = c.confirm_hand_picked or c.hand_picked
         winner = ",".join(f"{k}={v}" for k, v in (c.winner or {}).items()) or "-"
-        tuned = format_seconds(c.confirm_winner.median) if c.confirm_winner else "-"
+        win = c.confirm_winner
+        tuned = "-" if win is None else format_seconds(win.median) if win.median else win.status.upper()
         gain = f"{c.gain:.3f}×" if c.gain else "-"
         if c.confirm_ratio_ci:
             gain += f" [{1 / c.confirm_ratio_ci[1]:.3f}, {1 / c.confirm_ratio_ci[0]:.3f}]"

@@ -459,6 +459,19 @@ def test_tune_merges_into_the_tuned_file_as_it_is_when_tuning_ends(tmp_path, mon
     assert {k[0] for k in tuning.load_tuned(tuned).entries} == {"w", "other"}
 
 
+@pytest.mark.parametrize("side", ["confirm_hand_picked", "confirm_winner"])
+def test_an_implementation_that_fails_when_measured_again_exits_4(side, tmp_path, monkeypatch):
+    """Hand-picked or the winner passed the check once, then failed it in the confirmation (a race, a
+    stale buffer): the verdict was INCONCLUSIVE and the exit 0, though the implementation is wrong."""
+    (case,) = _result_with([(2.0, 1.0)]).cases
+    failed = tuning.Trial(getattr(case, side).params, "incorrect", "out: 3 of 512 elements outside atol")
+    case = dataclasses.replace(case, verdict="INCONCLUSIVE", **{side: failed})
+    monkeypatch.setattr(tuning, "tune", lambda *a, **k: dataclasses.replace(_result_with([]), cases=(case,)))
+    result = CliRunner().invoke(main, ["tune", str(TUNE_YAML), "--device", "cpu", "--results-dir", str(tmp_path)])
+    assert result.exit_code == 4, result.output
+    assert f"failed: {case.case_id} fused" in result.output and "INCORRECT" in result.output  # in the table
+
+
 def test_the_table_of_a_case_whose_constraints_exclude_every_configuration_reads_cleanly():
     from rich.console import Console
 
