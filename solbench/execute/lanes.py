@@ -119,6 +119,7 @@ def _measure(files: Sequence[str | Path], options: Any, lanes: Sequence[Any], pr
     first_info, first = prepared[0]
     options = replace(options, repeat=rounds_for(options, first_info.kind))  # 0: the device's default
     units = first.units
+    variant = tuned_variant(options.tuned, first_info.spec.id, units)  # a stale or foreign file: refused now
     emit = progress or (lambda event, data: None)
     emit("start", {"cases": sum(len(u.cases) for u in units) * options.repeat, "devices": len(lanes)})
     run = replace(first.run, protocol=replace(first.run.protocol, devices=len(lanes), executor=executor),
@@ -131,7 +132,7 @@ def _measure(files: Sequence[str | Path], options: Any, lanes: Sequence[Any], pr
     result = measure_sharded(units, run, lanes, settings=first.settings, timeout_s=options.timeout_s,
                              estimate=estimate, emit=emit, on_case=on_case, keys=options.keys,
                              repeat=options.repeat, group=_group_executor(executor),
-                             variant=tuned_variant(options.tuned, first_info.spec.id), cold=cold)
+                             variant=variant, cold=cold)
     emit("done", {})
     return with_end_clocks(result, first_info) if executor == "local" else result
 

@@ -55,6 +55,7 @@ def run(files: Sequence[str | Path], options: RunOptions = RunOptions(), *,  # n
     options = replace(options, repeat=rounds_for(options, info.kind), max_rounds=max_rounds,
                       rounds_target_rel_ci=rounds_target)
     prep = prepare(files, options, info, floor)
+    variant = tuned_variant(options.tuned, info.spec.id, prep.units)  # a stale or foreign file: refused now
     if before_measuring is not None:
         before_measuring(prep.run)
     harness = {"detect_s": round(detected - start, 4), "prepare_s": round(time.perf_counter() - detected, 4)}
@@ -81,7 +82,7 @@ def run(files: Sequence[str | Path], options: RunOptions = RunOptions(), *,  # n
         result = session.measure_units(prep.units, base, executor, device=info.kind, settings=settings,
                                        timeout_s=options.timeout_s, l2_bytes=info.l2_bytes, score=prep.score,
                                        emit=emit, on_case=on_case, keys=options.keys, repeat=options.repeat,
-                                       nvml_id=prep.nvml_id, variant=tuned_variant(options.tuned, info.spec.id),
+                                       nvml_id=prep.nvml_id, variant=variant,
                                        max_rounds=max_rounds, target_rel_ci=rounds_target,
                                        rounds_spread=options.rounds_spread)
     emit("done", {})

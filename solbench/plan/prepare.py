@@ -120,14 +120,24 @@ def free_memory(info: Any) -> int | None:
     return nvml.host_available_memory()
 
 
-def tuned_variant(path: Path | None, spec_id: str) -> Any:
-    """``run --tuned FILE``: each implementation with its tuned parameters for each case."""
+def tuned_variant(path: Path | None, spec_id: str, units: Sequence[Unit]) -> Any:
+    """``run --tuned FILE``: each implementation with its tuned parameters for each case. ConfigError
+    for a file tuned on another device, or an entry for ``units`` that its ``tune:`` space no longer holds."""
     if path is None:
         return None
+    from solbench.errors import ConfigError
     from solbench.plan.tuned import load_tuned
 
     tuned = load_tuned(path)
     tuned.check_device(spec_id)
+    for unit in units:
+        for case in unit.cases:
+            for name in unit.impls:
+                why = tuned.stale(unit.spec.name, name, case.id, unit.spec.implementations[name])
+                if why:
+                    raise ConfigError(f"{path}: the configuration tuned for {name} on {case.id} is not in its "
+                                      f"tune: space now ({why}): the workload changed since; run `solbench tune` "
+                                      "again")
 
     def variant(spec: WorkloadSpec, case: Case, name: str) -> WorkloadSpec:
         impl = tuned.apply(spec.name, name, case.id, spec.implementations[name])

@@ -37,6 +37,17 @@ class TunedConfig:
             return impl
         return impl.model_copy(update={"params": {**impl.params, **params}})
 
+    def stale(self, workload: str, impl_name: str, case_id: str, impl: Implementation) -> str | None:
+        """Why the stored configuration of one implementation on one case is not one of its ``tune:``
+        space now (the workload changed since it was tuned), or None."""
+        params = self.params_for(workload, impl_name, case_id)
+        if params is None:
+            return None
+        space = impl.tune.space if impl.tune is not None else {}
+        if set(params) != set(space):
+            return f"it sets {', '.join(sorted(params))}, the tune: space {', '.join(sorted(space)) or 'nothing'}"
+        return next((f"{k}={v} is not one of {space[k]}" for k, v in params.items() if v not in space[k]), None)
+
     def check_device(self, spec_id: str) -> None:
         """Refuse configurations tuned on another kind of device."""
         if spec_id != self.spec_id:

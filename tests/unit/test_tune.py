@@ -373,6 +373,29 @@ def test_run_with_a_tuned_file_passes_the_tuned_parameters(tmp_path):
     assert chunked.status == "ok" and chunked.protocol["params"] == "chunk=24"
 
 
+@pytest.mark.parametrize(("params", "says"), [
+    ({"chunk": 48}, "(chunk=48 is not one of [16, 24, 64, 128])"),  # a value the space no longer has
+    ({"rows": 24}, "(it sets rows, the tune: space chunk)"),  # a parameter renamed since
+])
+def test_run_refuses_a_tuned_configuration_its_tune_space_no_longer_holds(params, says, tmp_path):
+    """The workload changed since tuning: run --tuned applied the old configuration silently (a value
+    the author took out of the space, perhaps for being wrong on this GPU) and scored it as tuned."""
+    trial = tuning.Trial(params, "ok", median=1.0)
+    case = tuning.CaseTuning("chunked_add", "chunked", "chunked_add[n=64,float32]", "float32", {"n": 64},
+                             tuning.Trial({}, "ok", median=2.0), (trial,), 0, 0, trial.params,
+                             tuning.Trial({}, "ok", median=2.0), trial, verdict="FASTER")
+    result = tuning.TuneResult("2026-01-01T00:00:00+00:00", make_env(spec_id="cpu"), ("tune_cpu.yaml",), {}, (case,))
+    tuned = tmp_path / "tuned.json"
+    tuned.write_text(tuning.tuned_file(result))
+    r = CliRunner().invoke(main, ["run", str(TUNE_YAML), "--tuned", str(tuned), "--results-dir", str(tmp_path / "r"),
+                                  "--budget", "0.02", "--min-samples", "3", "--device", "cpu"])
+    assert r.exit_code == 2, r.output
+    assert r.output.strip() == (f"error: {tuned}: the configuration tuned for chunked on chunked_add[n=64,float32] is "
+                                f"not in its tune: space now {says}: the workload changed since; run `solbench tune` "
+                                "again")
+    assert not [f for f in (tmp_path / "r").rglob("*") if f.is_file()]  # refused before anything was saved
+
+
 def _write_once(x, out, calls=[]):  # noqa: B006 (a call counter kept across calls on purpose)
     calls.append(1)
     if len(calls) == 1:
