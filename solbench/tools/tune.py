@@ -86,6 +86,9 @@ class TuneOptions:
         check_counts((("--min-samples", self.min_samples, 1), ("--confirm-rounds", self.confirm_rounds, 1),
                       ("TuneOptions.input_sets", self.input_sets, 1),  # `tune` has no option for these two
                       ("TuneOptions.warmup", self.warmup, 0)))
+        # None: no bound. Below 1, max_configs measured none (-1: all but the last); patience 0 never stopped
+        check_counts(tuple((flag, value, 1) for flag, value in (("--max-configs", self.max_configs),
+                                                                ("--patience", self.patience)) if value is not None))
         if self.min_samples > self.max_samples:
             raise ConfigError(f"--min-samples {self.min_samples} is larger than --max-samples {self.max_samples}")
 

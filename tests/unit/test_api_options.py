@@ -20,6 +20,11 @@ def test_run_options_refuse_counts_no_run_can_honour(knobs):
     dict(confirm_rounds=0),  # tuned every configuration, then ValueError: no samples
     dict(input_sets=0),
     dict(min_samples=0, max_samples=0),
+    dict(max_configs=-1),  # every configuration but the last, silently
+    dict(max_configs=0),  # none measured: "no winner"
+    dict(patience=0),  # no patience at all
+    dict(patience=-2),  # stopped after the first configuration
+    dict(max_configs=2.5),
 ])
 def test_tune_options_refuse_counts_no_tuning_can_honour(knobs):
     with pytest.raises(solbench.ConfigError, match="must be an integer at least"):
