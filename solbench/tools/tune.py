@@ -232,6 +232,10 @@ def validate(p: Any, name: str, impl: Implementation) -> None:
     from solbench.config.yamlio import read_yaml
 
     assert impl.tune is not None
+    if p.spec.world_size > 1:  # its reference and implementations would run as one rank, alone: every trial an error
+        raise read_yaml(p.path).error(["workloads", p.index, "world_size"], f"world_size {p.spec.world_size}: tune "
+                                      "measures in its own process, and a multi-rank workload needs one process per "
+                                      "rank (time its configurations with run, one params: each)")
     loc: list[str | int] = ["workloads", p.index, "implementations", name, "tune"]
     case_names = {k for c in p.cases for k in c.scope}
     taken = case_names | set(p.spec.inputs) | set(p.spec.outputs)

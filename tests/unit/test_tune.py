@@ -310,6 +310,22 @@ def test_bad_tune_spaces_are_one_line_errors_naming_the_line(tmp_path, old, new,
     assert "\n" not in line and message in line and f"{path}:" in line and ".tune." in line
 
 
+def test_tune_refuses_a_multi_rank_workload_naming_the_line(tmp_path, monkeypatch):
+    """Tuned in this process as one rank alone, every trial of a world_size 2 workload was an error
+    blaming the workload's reference, and the implementation was reported failed (exit 4)."""
+    monkeypatch.setattr(tuning, "_tune_case", lambda *a: pytest.fail("measured before refusing"))
+    (tmp_path / "ranks.py").write_text((DATA / "ranks" / "ranks.py").read_text())
+    text = (DATA / "ranks" / "ranks.yaml").read_text()
+    path = tmp_path / "r.yaml"
+    path.write_text(text.replace("      honest: ranks.py:all_reduce\n", "      honest:\n        fn: ranks.py:all_reduce\n"
+                                 "        tune: {space: {chunk: [1, 2]}}\n"))
+    result = CliRunner().invoke(main, ["tune", str(path), "--device", "cpu", "-i", "honest",
+                                       "--results-dir", str(tmp_path / "r")])
+    assert result.exit_code == 2, result.output
+    assert result.output.startswith(f"error: {path}:4: workloads.0.world_size: world_size 2: tune measures in its "
+                                    "own process") and "\n" not in result.output.strip()
+
+
 def test_tune_without_a_tune_space_is_an_error():
     result = CliRunner().invoke(main, ["tune", str(DATA / "double.yaml"), "--device", "cpu"])
     assert result.exit_code == 2 and "no implementation with a tune: space" in result.output
