@@ -276,6 +276,10 @@ def tune(files: Sequence[str], workloads: Sequence[str], impls: Sequence[str], m
     store.write_text(out_path, json.dumps(tuning.result_dict(result), indent=1) + "\n", replace=output is not None)
     _out().print(_tune_table(result))
     click.echo(f"results: {out_path}", err=True)
+    if result.stopped:  # nothing measured or written by this process after it can be trusted
+        click.echo(f"stopped: {result.stopped}: this process cannot be trusted after it; the {len(result.cases)} "
+                   f"case(s) tuned before are in the log, the tuned configurations left as they were", err=True)
+        sys.exit(exitcodes.IMPL_FAILED)
     # read as it is now: another tune may have merged into it while this one measured
     existing = tuning.load_tuned(tuned_path) if tuned_path.is_file() else None
     if existing is not None and existing.spec_id != result.environment.spec_id:

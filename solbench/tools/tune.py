@@ -147,7 +147,8 @@ class TuneResult:
     workload_files: tuple[str, ...]
     options: dict[str, Any]
     cases: tuple[CaseTuning, ...] = field(default=())
-    complete: bool = True  # False: interrupted (Ctrl-C, SIGTERM) after these cases
+    complete: bool = True  # False: interrupted (Ctrl-C, SIGTERM) or stopped after these cases
+    stopped: str = ""  # the trial after which this process could no longer be trusted, and why (tuning stopped)
 
 
 class BeatOrStop:
@@ -174,7 +175,8 @@ def tune(files: Sequence[str | Path], options: TuneOptions = TuneOptions(), *, d
     """Tune every implementation that declares ``tune:`` in ``files``, case by case.
 
     Raises :class:`solbench.errors.RunInterrupted` on Ctrl-C, holding the cases tuned so far
-    (``complete`` False)."""
+    (``complete`` False). A trial that leaves this process untrustworthy (it replaced what the harness
+    measures or checks with, lost the CUDA context, called sys.exit) stops tuning: ``stopped`` says which."""
     from solbench.device.detect import detect
     from solbench.plan.workloads import plan
 
@@ -215,6 +217,8 @@ def tune(files: Sequence[str | Path], options: TuneOptions = TuneOptions(), *, d
                 cases.append(_tune_case(p, name, impl, case, info.kind, (state, info.l2_bytes), options, emit))
     except KeyboardInterrupt:  # the cases tuned so far are kept, not lost with the one in progress
         raise RunInterrupted(result(complete=False)) from None
+    except _Fatal as exc:  # `run` would replace its worker; this process has no other to measure in
+        return dataclasses.replace(result(complete=False), stopped=str(exc))
     finally:
         threads.apply(before)  # tuning ran in this process under the CPU thread policy
     return result(complete=True)
@@ -281,7 +285,9 @@ def _tune_case(p: Any, name: str, impl: Implementation, case: Any, device: str,
     def measure(label: str, variant: Implementation, bound: float | None = None) -> ImplResult:
         spec = p.spec.model_copy(update={"implementations": {**p.spec.implementations, label: variant}})
         task = Task(spec, case, label, str(p.path.parent), device, settings, l2_bytes)
-        result, _ = execute(task, state, criterion=BeatOrStop(criterion, bound))
+        result, fatal = execute(task, state, criterion=BeatOrStop(criterion, bound))
+        if fatal:  # measuring on would blame the trials after it (every one a reward_hack) or time a rigged clock
+            raise _Fatal(f"{case.id} {label}: {result.status} ({result.message})")
         return result
 
     hand = _trial(impl.params, measure(name, impl))
@@ -317,6 +323,10 @@ def _tune_case(p: Any, name: str, impl: Implementation, case: Any, device: str,
         pools["winner"].append(measure(f"{name}[{config_label(winner.params)}]", tuned))
     return confirm(result, _pooled(impl.params, pools["hand"]), _pooled(winner.params, pools["winner"]),
                    options.min_gain)
+
+
+class _Fatal(Exception):
+    """A trial after which this process can no longer be trusted or used (:class:`solbench.measure.worker.Fatal`)."""
 
 
 ALPHA = 0.01

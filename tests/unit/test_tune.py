@@ -1,7 +1,9 @@
 """Autotuning: search spaces, constraints, early stopping, the tuned file, and a CPU tuning run."""
 
 import dataclasses
+import functools
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -509,6 +511,32 @@ def test_an_implementation_that_fails_when_measured_again_exits_4(side, tmp_path
     result = CliRunner().invoke(main, ["tune", str(TUNE_YAML), "--device", "cpu", "--results-dir", str(tmp_path)])
     assert result.exit_code == 4, result.output
     assert f"failed: {case.case_id} fused" in result.output and "INCORRECT" in result.output  # in the table
+
+
+def _tampering_add(x, y, chunk=8):
+    if chunk == 24:  # a hostile configuration: it rebinds a function the harness relies on
+        time.sleep = functools.partial(time.sleep)
+    return x + y
+
+
+def test_a_trial_that_tampers_with_the_process_stops_tuning(tmp_path, monkeypatch):
+    """Tuning measures in its own process: after a configuration rebound what the harness relies on,
+    every later trial (honest ones, hand-picked measured again) read reward_hack, blamed for it, and
+    what was measured next ran in a process that could no longer be trusted."""
+    monkeypatch.setattr(time, "sleep", time.sleep)  # given back at teardown, whatever the trial does
+    (tmp_path / "tunable.py").write_text((DATA / "tunable.py").read_text())
+    path = tmp_path / "t.yaml"
+    path.write_text(TUNE_YAML.read_text().replace("fn: tunable.py:chunked_add_no_tail",
+                                                  "fn: tests.unit.test_tune:_tampering_add"))
+    args = ["--budget", "0.02", "--min-samples", "3", "--max-samples", "10", "--confirm-rounds", "1", "--margin", "1e9"]
+    result = CliRunner().invoke(main, ["tune", str(path), "--device", "cpu", "-o", str(tmp_path / "log.json"),
+                                       "--results-dir", str(tmp_path / "r"), *args])
+    assert result.exit_code == 4, result.output
+    assert ("stopped: chunked_add[n=64,float32] no_tail[chunk=24]: reward_hack (replaced what the harness measures "
+            "or checks with: time.sleep): this process cannot be trusted after it") in result.output
+    log = json.loads((tmp_path / "log.json").read_text())  # chunked, tuned before it, is kept
+    assert [c["impl"] for c in log["cases"]] == ["chunked"] and "no_tail[chunk=24]" in log["stopped"]
+    assert not (tmp_path / "r" / "cpu" / "tuned.json").exists()  # nothing written from what came after
 
 
 def test_the_table_of_a_case_whose_constraints_exclude_every_configuration_reads_cleanly():
