@@ -182,8 +182,7 @@ def tolerance_for(spec: WorkloadSpec, impl: Implementation, dtype: str,
                      if params is not None and all(params.get(k) == v for k, v in t.where.items())), None)
     tol = impl.tolerance or case_tol or spec.tolerances.get(dtype)  # type: ignore[call-overload]
     if tol is not None:
-        return tensors.Bounds(tol.atol, tol.rtol, tol.rel_l2, tol.matched_ratio, tol.error_cap,
-                              tol.allow_negative_inf)
+        return tensors.Bounds(tol.atol, tol.rtol, tol.rel_l2, tol.matched_ratio, tol.error_cap)
     atol, rtol = tensors.DEFAULT_TOLERANCES.get(dtype, tensors.FALLBACK_TOLERANCE)
     return tensors.Bounds(atol, rtol, exact_integers=True)
 

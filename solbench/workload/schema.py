@@ -238,9 +238,10 @@ class Tolerance(_Model):
 
     With ``matched_ratio`` (SOL-ExecBench's ``required_matched_ratio``), an output passes when at
     least that fraction of its elements is within the elementwise bound; ``error_cap`` then bounds
-    the largest absolute error of any element. ``allow_negative_inf``: -inf where the reference has
-    -inf is right (excluded from the errors); any other NaN/Inf fails. Every bound is finite (an
-    infinite one would pass anything).
+    the largest absolute error of any element. Where the reference is +inf or -inf, the same
+    infinity is right (excluded from the errors) and any other value is wrong; any other NaN/Inf
+    fails. ``allow_negative_inf`` (SOL-ExecBench's) is taken and changes nothing: that is always so.
+    Every bound is finite (an infinite one would pass anything).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)

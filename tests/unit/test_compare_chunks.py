@@ -19,13 +19,13 @@ def _case(n):
     return SimpleNamespace(outputs=(TensorShape("y", (n,), "float32"),))
 
 
-@pytest.mark.parametrize("bounds", [Bounds(1e-3, 1e-3, None), Bounds(1e-3, 1e-3, 0.5, matched_ratio=0.9, error_cap=1.0),
-                                    Bounds(1e-3, 1e-3, None, allow_negative_inf=True)])
-def test_chunked_errors_equal_one_pass(monkeypatch, bounds):
+@pytest.mark.parametrize("bounds", [Bounds(1e-3, 1e-3, None), Bounds(1e-3, 1e-3, 0.5, matched_ratio=0.9, error_cap=1.0)])
+@pytest.mark.parametrize("same", [1.0, float("-inf"), float("inf")])
+def test_chunked_errors_equal_one_pass(monkeypatch, bounds, same):
     g = torch.Generator().manual_seed(3)
     ref = torch.randn(1000, generator=g)
     out = ref + 2e-3 * torch.randn(1000, generator=g)
-    ref[::97] = out[::97] = float("-inf") if bounds.allow_negative_inf else 1.0
+    ref[::97] = out[::97] = same
     whole = compare([out], [ref], _case(1000), bounds.rtol, bounds.atol, bounds.rel_l2, bounds)
     monkeypatch.setattr(tensors, "CHUNK", 7)
     chunked = compare([out], [ref], _case(1000), bounds.rtol, bounds.atol, bounds.rel_l2, bounds)
@@ -33,6 +33,26 @@ def test_chunked_errors_equal_one_pass(monkeypatch, bounds):
     assert chunked.max_abs_err == whole.max_abs_err
     assert chunked.max_rel_l2 == pytest.approx(whole.max_rel_l2, rel=1e-12)
     assert "outside" in whole.detail or whole.passed
+
+
+@pytest.mark.parametrize("inf", [float("inf"), float("-inf")])
+def test_the_same_infinity_as_the_reference_passes(inf):
+    ref = torch.randn(100, generator=torch.Generator().manual_seed(4))
+    ref[[3, 50]] = inf
+    result = compare([ref.clone()], [ref], _case(100), 1e-3, 1e-3, 0.5)
+    assert result.passed and result.max_abs_err == 0.0
+
+
+@pytest.mark.parametrize("got", [5.0, float("nan"), float("inf"), float("-inf")])
+def test_anything_but_the_same_infinity_where_the_reference_has_one_fails(got):
+    ref = torch.randn(100, generator=torch.Generator().manual_seed(5))
+    ref[7] = float("inf") if got != float("inf") else float("-inf")
+    out = ref.clone()
+    out[7] = got  # a finite value passed: its bound, rtol * inf, was infinite
+    result = compare([out], [ref], _case(100), 1e-3, 1e-3, None)
+    assert not result.passed
+    assert "worst y[7] = 5 where the reference has inf" in result.detail if got == 5.0 else \
+        "1 NaN/Inf element(s)" in result.detail
 
 
 def test_a_nan_in_any_chunk_fails_as_unwritten(monkeypatch):
