@@ -59,7 +59,8 @@ def _random(t: TensorShape, gen: torch.Generator, device: str) -> torch.Tensor:
         bits = torch.randint(0, 256, t.shape, generator=gen, dtype=torch.uint8, device=device)
         return (bits & 0x77 if t.positive else bits).view(dtype)  # positive: both sign bits clear
     if not dtype.is_floating_point:
-        return torch.randint(-8, 8, t.shape, generator=gen, dtype=torch.int64, device=device).to(dtype)
+        low = 0 if t.positive else -8
+        return torch.randint(low, 8, t.shape, generator=gen, dtype=torch.int64, device=device).to(dtype)
     x = torch.randn(t.shape, generator=gen, dtype=torch.float32, device=device)
     if t.positive:
         x.abs_()

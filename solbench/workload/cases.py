@@ -75,6 +75,8 @@ class Case:
 
 MAX_CASES = 10_000  # cases one workload may expand to on one device kind
 MAX_ELEMENTS = 2**48  # elements of one tensor (2.3 PB of float64): beyond any device or host
+# input dtypes drawn from a normal distribution (std, mean); the others are drawn uniformly (measure.tensors)
+NORMAL_DTYPES = frozenset({"float64", "float32", "bfloat16", "float16", "float8_e4m3fn", "float8_e5m2"})
 
 
 class CaseError(ConfigError, ValueError):
@@ -195,12 +197,19 @@ def _tensor(name: str, t: TensorSpec, scope: dict, dtype: str, group: str) -> Te
         raise CaseError([group, name], str(exc)) from None
     if std < 0:
         raise CaseError([group, name, "std"], f"std = {std:g} is negative")
+    kind = dtype if t.dtype == "case" else t.dtype
+    for field_, value, default in (("std", std, 1.0), ("mean", mean, 0.0)):
+        if group == "inputs" and value != default and kind not in NORMAL_DTYPES:
+            drawn = "as random bytes" if kind == "float4_e2m1fn_x2" else "from [-8, 8) ([0, 8) with positive: true)"
+            raise CaseError([group, name, field_], f"{field_} = {value:g}, but {name} ({kind}) is drawn uniformly "
+                            f"{drawn}, not from a normal distribution: remove {field_}, or draw it with an "
+                            "input_generator")
     if any(d <= 0 for d in shape):
         raise CaseError([group, name, "shape"], f"shape {shape} has a dimension <= 0")
     if math.prod(shape) > MAX_ELEMENTS:
         raise CaseError([group, name, "shape"],
                         f"shape {shape} has {math.prod(shape):.3g} elements, more than {MAX_ELEMENTS:.3g}")
-    return TensorShape(name, shape, dtype if t.dtype == "case" else t.dtype, std, mean, t.positive)
+    return TensorShape(name, shape, kind, std, mean, t.positive)
 
 
 def required_bytes(case: Case, *, input_sets: int, copies: int = 1) -> int:

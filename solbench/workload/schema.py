@@ -162,9 +162,11 @@ class TensorSpec(_Model):
     dtype: DType | Literal["case"] = Field(
         "case", description="Element type; 'case' takes the case's dtype."
     )
-    std: Expr = Field(1.0, description="Standard deviation of the random normal initial values.")
-    mean: Expr = Field(0.0, description="Mean of the random initial values.")
-    positive: bool = Field(False, description="Draw |values| + mean (e.g. variances).")
+    std: Expr = Field(1.0, description="Standard deviation of the random normal initial values (floating-point "
+                      "inputs; integer, boolean and float4_e2m1fn_x2 ones are drawn uniformly and refuse it).")
+    mean: Expr = Field(0.0, description="Mean of the random initial values (floating-point inputs, as std).")
+    positive: bool = Field(False, description="Draw |values| + mean (e.g. variances); integers from [0, 8) instead "
+                           "of [-8, 8), float4_e2m1fn_x2 with both sign bits clear.")
 
     @field_validator("std")
     @classmethod

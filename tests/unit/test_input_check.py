@@ -131,6 +131,48 @@ def test_a_declared_fp4_input_is_drawn_and_reaches_the_reference(tmp_path, posit
     assert not torch.equal(inputs.references[1][0], bits)  # the next input set is another draw
 
 
+INTS = """
+workloads:
+  - name: ix
+    parameters: {n: [64]}
+    dtypes: [float32]
+    inputs:
+      x: {shape: [n]}
+      idx: {shape: [n], dtype: %s%s}
+    outputs: {y: {shape: [n]}}
+    ops: [{op: copy, numel: n}]
+    reference: mm.py:ref
+    implementations:
+      baseline: mm.py:ref
+"""
+
+
+@pytest.mark.parametrize("dtype", ["int8", "int32", "int64", "uint8"])
+def test_a_positive_integer_input_holds_no_negative_value(tmp_path, dtype):
+    """positive: true on an integer input (indices) was ignored: they were drawn from [-8, 8) all the same."""
+    p = _planned(tmp_path, INTS % (dtype, ", positive: true"), "def ref(x, idx):\n    return x\n")
+    (case,) = p.cases
+    idx = tensors.make_inputs(case, "cpu", 0)["idx"].to(torch.int64)
+    assert idx.min() >= 0 and idx.max() < 8 and len(idx.unique()) > 4
+    (q,) = _planned(tmp_path, INTS % (dtype, ""), "def ref(x, idx):\n    return x\n").cases
+    signed = tensors.make_inputs(q, "cpu", 0)["idx"].to(torch.int64)
+    assert (signed < 0).any() if dtype != "uint8" else (signed > 8).any()  # without it, as before
+
+
+@pytest.mark.parametrize(("dtype", "field"), [("int64", "std: 4"), ("int32", "mean: 3"), ("bool", "std: 0.5"),
+                                              ("float4_e2m1fn_x2", "mean: 1")])
+def test_std_or_mean_on_an_input_drawn_uniformly_is_refused_at_its_line(tmp_path, dtype, field):
+    """std and mean were ignored on integer, boolean and FP4 inputs, silently: the inputs were not what
+    the file said."""
+    from solbench.errors import ConfigError
+
+    with pytest.raises(ConfigError) as raised:
+        _planned(tmp_path, INTS % (dtype, f", {field}"), "def ref(x, idx):\n    return x\n")
+    name = field.split(":")[0]
+    assert f"w.yaml:8: workloads.0.inputs.idx.{name}: {name} = " in str(raised.value)
+    assert f"idx ({dtype}) is drawn uniformly" in str(raised.value)
+
+
 def _bounds(spec_dtype_tolerance=None):
     from types import SimpleNamespace
 
