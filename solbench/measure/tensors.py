@@ -40,12 +40,17 @@ def make_inputs(case: Case, device: str, seed: int,
     Drawn on the device itself (a CPU generator would take seconds for the largest cases, once
     per implementation and input set); the same seed gives the same inputs on the same kind of
     device. With a workload's input ``generator``, it draws them:
-    ``generator(params, device, torch_generator, **fixed)`` returns every input by name.
+    ``generator(params, device, torch_generator, **fixed)`` returns every input by name; torch's
+    global generators are seeded with ``seed`` while it runs (and given back as found after), so
+    one that draws without ``torch_generator`` is reproducible too.
     """
     gen = torch.Generator(device=device).manual_seed(seed)
     if generator is None:
         return {t.name: _random(t, gen, device) for t in case.inputs}
-    drawn = dict(generator(dict(case.scope), device, gen, **(fixed or {})))
+    where = torch.device(device)
+    with torch.random.fork_rng(devices=[where.index or 0] if where.type == "cuda" else []):
+        torch.manual_seed(seed)
+        drawn = dict(generator(dict(case.scope), device, gen, **(fixed or {})))
     wanted = [t.name for t in case.inputs] + list(case.scalars)
     missing = [n for n in wanted if n not in drawn]
     if missing:

@@ -173,6 +173,25 @@ def test_std_or_mean_on_an_input_drawn_uniformly_is_refused_at_its_line(tmp_path
     assert f"idx ({dtype}) is drawn uniformly" in str(raised.value)
 
 
+def test_an_input_generator_drawing_from_torchs_own_generator_is_reproducible_per_seed():
+    """A generator that ignores the torch.Generator it is given (torch.randn without generator=) drew
+    from the global state: the same case and seed gave other inputs wherever that state had moved."""
+    from types import SimpleNamespace
+
+    case = SimpleNamespace(scope={"n": 64}, inputs=(SimpleNamespace(name="x"),), scalars={})
+
+    def drawn(params, device, generator):
+        return {"x": torch.randn(params["n"], device=device)}
+
+    first = tensors.make_inputs(case, "cpu", 5, drawn)["x"]
+    torch.rand(3)  # the global state moves, as other code between two draws moves it
+    state = torch.get_rng_state()
+    again = tensors.make_inputs(case, "cpu", 5, drawn)["x"]
+    assert torch.equal(first, again)
+    assert torch.equal(torch.get_rng_state(), state)  # given back as found
+    assert not torch.equal(tensors.make_inputs(case, "cpu", 6, drawn)["x"], first)  # another seed, another draw
+
+
 def _bounds(spec_dtype_tolerance=None):
     from types import SimpleNamespace
 
