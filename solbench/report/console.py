@@ -90,6 +90,8 @@ def run_header(run: RunResult) -> str:
                "graph": "CUDA-graph replay, warm L2", "cpu": "wall clock"}.get(p.timer, p.timer)
         parts.append(f"timer {p.timer} ({how}); median, stop at 95% CI ±{p.target_rel_ci * 100:.3g}% "
                      f"or {p.budget_s:g} s, >= {p.min_samples} samples")
+    if p.threads:  # 0: torch's default (a GPU run without --threads)
+        parts.append(threads(p.threads))
     if p.flush == "clean":
         parts.append("flush clean")
     if p.launch == "graph":
@@ -107,6 +109,11 @@ def run_header(run: RunResult) -> str:
         parts.insert(0, f"INCOMPLETE: stopped after {len(run.cases)} case(s) (interrupted or cancelled); gate refuses "
                         "it as the current run")
     return " · ".join(parts)
+
+
+def threads(n: int) -> str:
+    """The torch CPU threads a run measured with (``protocol.threads``), in words."""
+    return f"{n} CPU thread{'s' if n != 1 else ''} (torch)"
 
 
 def _beside(r: ImplResult) -> str:

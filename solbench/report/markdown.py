@@ -14,6 +14,7 @@ from solbench.analysis.pooling import APART
 from solbench.analysis.suite_summary import DEFAULT_PS
 from solbench.report import dry_cells, flags
 from solbench.report.collective_cells import collective_cell, collective_columns, is_part, part_label
+from solbench.report.console import threads
 from solbench.report.suites import summary_markdown
 from solbench.report.timing_cells import clock_cell, has_clocks, has_rounds, rounds_cell
 from solbench.report.units import (
@@ -252,6 +253,7 @@ def run_markdown(run: RunResult, fast_ps: Sequence[float] = DEFAULT_PS) -> str:
     lines = [f"### solbench run: {_cell(env.device_name)} ({run.spec.id}, {run.spec.source} peaks)", "",
              f"timer `{p.timer}`{f' (flush {p.flush})' if p.flush else ''}, median of adaptive samples "
              f"(95% CI of the median within ±{p.target_rel_ci * 100:.3g}% or {p.budget_s:g} s), "
+             + (f"{threads(p.threads)}, " if p.threads else "")
              + "".join(f"{name} {value}, " for name, value in (("torch", env.torch), ("CUDA", env.cuda),
                                                                ("driver", env.driver)) if value)  # CPU: no CUDA
              + run.created, ""]

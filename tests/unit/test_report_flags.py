@@ -152,3 +152,16 @@ def test_the_markdown_of_a_cpu_run_names_only_the_versions_it_has():
     header = run_markdown(cpu).splitlines()[2]
     assert "None" not in header and "torch 2.4.1+cu124" in header and "CUDA" not in header
     assert "CUDA 12.4, driver 550.54.15" in run_markdown(make_run({"c": {"t": [1e-3] * 5}}))
+
+
+def test_the_header_of_a_cpu_run_names_the_threads_it_measured_with():
+    """A CPU time depends on the torch threads it ran with (README 'CPU threads'); the run recorded them
+    (protocol.threads), but neither its header nor its Markdown said how many."""
+    from solbench.report.console import run_header
+    from tests.unit.factories import make_run
+
+    run = make_run({"c": {"baseline": [1e-3] * 5}})
+    assert "thread" not in run_header(run) and "thread" not in run_markdown(run)  # 0: torch's default, not set
+    for n, words in ((1, "1 CPU thread (torch)"), (7, "7 CPU threads (torch)")):
+        cpu = replace(run, protocol=replace(run.protocol, timer="cpu", threads=n))
+        assert words in run_header(cpu) and words in run_markdown(cpu)
