@@ -145,6 +145,7 @@ class Comparison:
     # key -> how each side launched it, where one replayed a CUDA graph and the other could not (launched_apart)
     launched_differently: dict[str, str] = field(default_factory=dict)
     run_sd: float = 0.0  # sd of a run's own offset priced in over rounds (two sets of runs; analysis.gate)
+    device: str = ""  # what the runs were measured on (:func:`devices`)
 
     def count(self, verdict: Verdict) -> int:
         """How many rows have this verdict."""
@@ -274,6 +275,14 @@ def device_model(run: RunResult, case: CaseResult) -> str:
     """The GPU model a case was measured on: its own device record, else the run's environment."""
     env = case.device or run.environment
     return f"{env.device_name} ({env.spec_id})"
+
+
+def devices(runs: Sequence[RunResult]) -> str:
+    """What ``runs`` were measured on, in words: each GPU model (or CPU) their cases name, once
+    (:func:`device_model`), ``"NVIDIA H200 (h200-sxm)"``; a run without cases by its environment."""
+    found = [device_model(run, c) for run in runs for c in run.cases] or [
+        f"{run.environment.device_name} ({run.environment.spec_id})" for run in runs]
+    return ", ".join(dict.fromkeys(found))
 
 
 def _split(entries: dict[str, tuple[CaseResult, ImplResult | None, ImplResult | None]],
@@ -495,7 +504,7 @@ def _sol(r: ImplResult) -> float | None:
 
 def _compare(pairing: Pairing, *, same_impl: bool, label_a: str, label_b: str, threshold: float,
              alpha: float, confidence: float, seed: int, n_boot: int, paired: bool = False,
-             run_vars: Mapping[str, float] | None = None, run_sd: float = 0.0) -> Comparison:
+             run_vars: Mapping[str, float] | None = None, run_sd: float = 0.0, device: str = "") -> Comparison:
     if not threshold > 0.0:
         raise ConfigError(f"threshold must be positive, got {threshold}")
     if not 0.0 < alpha < 1.0 or not 0.0 < confidence < 1.0:
@@ -526,7 +535,7 @@ def _compare(pairing: Pairing, *, same_impl: bool, label_a: str, label_b: str, t
     other = {u.key: unmeasured_reason(u.other) for u in pairing.unpaired}
     models = {u.key: f"{model_a} vs {model_b}" for u, model_a, model_b in pairing.other_model}
     return Comparison(tuple(rows), pairing.only_in_a, pairing.only_in_b, geo, label_a, label_b,
-                      threshold, alpha, confidence, other, models, apart, run_sd)
+                      threshold, alpha, confidence, other, models, apart, run_sd, device)
 
 
 def side_runs(side: RunResult | Sequence[RunResult]) -> list[RunResult]:
@@ -557,7 +566,8 @@ def compare_runs(a: RunResult | Sequence[RunResult], b: RunResult | Sequence[Run
     keys = [p.key for p in pairing.pairs]
     return _compare(pairing, same_impl=True, label_a=label_a, label_b=label_b,
                     threshold=threshold, alpha=alpha, confidence=confidence, seed=seed, n_boot=n_boot,
-                    run_vars=dict(zip(keys, run_offset_vars(run_sd, a, b, keys), strict=True)), run_sd=run_sd)
+                    run_vars=dict(zip(keys, run_offset_vars(run_sd, a, b, keys), strict=True)), run_sd=run_sd,
+                    device=devices([*side_runs(a), *side_runs(b)]))
 
 
 def compare_impls(run: RunResult, impl_a: str, impl_b: str, *, threshold: float = 0.05,
@@ -570,4 +580,4 @@ def compare_impls(run: RunResult, impl_a: str, impl_b: str, *, threshold: float 
     """
     return _compare(pair_impls(run, impl_a, impl_b), same_impl=False, label_a=impl_a,
                     label_b=impl_b, threshold=threshold, alpha=alpha, confidence=confidence,
-                    seed=seed, n_boot=n_boot, paired=True)
+                    seed=seed, n_boot=n_boot, paired=True, device=devices([run]))

@@ -101,6 +101,7 @@ from solbench.analysis.compare import (
     Pair,
     Unpaired,
     check_run_sd,
+    devices,
     estimate,
     impl_keys,
     launched_apart,
@@ -216,6 +217,7 @@ class GateResult:
     looks: int = 1  # K: the looks the error rates are split over (alpha / K, 1 - (1 - confidence) / K)
     run_sd: float = 0.0  # S: the sd of a run's own offset in log time priced in over rounds (module docstring)
     run_sd_source: str = ""  # where S came from (the CLI: --run-sd, a saved spread record, or the default)
+    device: str = ""  # what the runs were measured on (analysis.compare.devices)
 
     @property
     def undecided(self) -> tuple[GateCaseVerdict, ...]:
@@ -683,7 +685,8 @@ def gate(base: Side, cur: Side, *, threshold: float | None = None, alpha: float 
                           f"in baseline only, {len(pairing.only_in_b)} in current only{other})")
     vs = tuple(verdicts)
     return GateResult(vs, _overall(vs), threshold, alpha, confidence, tuple(diffs), looks=looks, run_sd=run_sd,
-                      cards="" if per_case or diffs else cards, load=load)  # other models: the diffs say more
+                      cards="" if per_case or diffs else cards, load=load,  # other models: the diffs say more
+                      device=devices([base, cur]))
 
 
 def cases_to_rerun(result: GateResult) -> list[str]:

@@ -66,7 +66,8 @@ def comparison_table(c: Comparison) -> Table:
     """One row per paired key, then one row per key measured on one side only."""
     a, b = c.label_a, c.label_b
     counts = ", ".join(f"{c.count(v)} {v.lower()}" for v in ("FASTER", "SLOWER", "SAME", "INCONCLUSIVE"))
-    t = Table(title=Text(f"{b} vs {a} (ratio = {b} time / {a} time; SOL: {a} → {b})"), title_justify="left",
+    on = f" on {c.device}" if c.device else ""
+    t = Table(title=Text(f"{b} vs {a}{on} (ratio = {b} time / {a} time; SOL: {a} → {b})"), title_justify="left",
               caption=f"geomean speedup of {escape(b)} over {escape(a)}: {format_ratio(c.geomean_speedup)} ({counts}); "
                       f"SAME within ±{format_percent(c.threshold)}, alpha {c.alpha:g} (BH)"
                       + (f"\n{escape(ratio_note(c))}" if c.rows else ""),
@@ -120,7 +121,8 @@ def gate_table(g: GateResult, exit_code: int | None = None) -> Table:
         caption += "\n" + escape(g.cards)
     if g.load:
         caption += "\n" + escape(g.load)
-    t = Table(title="regression gate", title_justify="left", caption=caption, caption_justify="left")
+    t = Table(title=Text(f"regression gate{f' on {g.device}' if g.device else ''}"), title_justify="left",
+              caption=caption, caption_justify="left")
     notes = {v.key: v.reason for v in g.verdicts if v.verdict in ("BROKEN", "MISSING") and v.reason}
     notes.update({v.key: f"needs ~{v.more_rounds} more round(s) per side" for v in g.verdicts
                   if v.verdict == "INCONCLUSIVE" and v.more_rounds is not None})

@@ -22,6 +22,7 @@ def comparison_json(c: Comparison) -> dict[str, Any]:
         "version": JSON_VERSION,
         "label_a": c.label_a,
         "label_b": c.label_b,
+        "device": c.device,  # what the runs were measured on: "NVIDIA H200 (h200-sxm)"
         "ratio": "median_b / median_a",
         "threshold": c.threshold,
         "alpha": c.alpha,
@@ -50,6 +51,7 @@ def gate_json(g: GateResult, exit_code: int | None = None, required: Sequence[st
         "overall": g.overall,
         "exit_code": g.exit_code if exit_code is None else exit_code,
         "gate_exit_code": g.exit_code,
+        "device": g.device,  # what the runs were measured on: "NVIDIA H200 (h200-sxm)"
         "ratio": "median_current / median_baseline",
         "threshold": g.threshold,  # null: each workload's recorded gate_threshold, else 5%
         "alpha": g.alpha,

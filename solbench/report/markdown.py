@@ -115,7 +115,8 @@ def comparison_markdown(c: Comparison) -> str:
     lines = [
         f"### solbench compare: {b} vs {a}",
         "",
-        f"Ratio = {b} time / {a} time (< 1: {b} is faster), {c.confidence:.0%} CI. {ratio_note(c)} "
+        (f"Measured on {_cell(c.device)}. " if c.device else "")
+        + f"Ratio = {b} time / {a} time (< 1: {b} is faster), {c.confidence:.0%} CI. {ratio_note(c)} "
         f"SAME within ±{format_percent(c.threshold)}; FASTER/SLOWER need the CI beyond the band with a "
         f"one-sided test at {c.alpha:g}, or a test significant at {c.alpha:g} (Benjamini-Hochberg)."
         + (f" Over rounds, each run's own offset (sd {c.run_sd:.2%}) widens the interval."
@@ -218,7 +219,8 @@ def gate_markdown(g: GateResult) -> str:
     lines = [
         f"### solbench gate: {_GATE_ICON[g.overall]} {g.overall}",
         "",
-        f"{counts}. Regression = whole {g.confidence:.0%} CI of current/baseline median above "
+        (f"Measured on {_cell(g.device)}. " if g.device else "")
+        + f"{counts}. Regression = whole {g.confidence:.0%} CI of current/baseline median above "
         f"1 + threshold ({threshold_summary(g)}) and a Mann-Whitney test significant "
         f"at {g.alpha:g} after Benjamini-Hochberg; faster = the whole CI below 1/(1 + threshold), "
         f"likewise tested. Broken = ok in the baseline, failing now (incorrect, error, crashed, "

@@ -204,6 +204,21 @@ def test_json_helpers_are_json_ready():
     assert (broken["status_base"], broken["status_cur"], broken["impl"]) == ("ok", "incorrect", "x")
 
 
+def test_gate_and_compare_name_the_device_the_runs_were_measured_on():
+    """The run table's header names its device; a gate's or a comparison's table, Markdown and JSON did
+    not, so a CI log or a pasted table did not say which GPU its times came from."""
+    h100 = "NVIDIA H100 80GB HBM3 (h100-sxm)"
+    g, c = _gate_result(), _comparison()
+    assert g.device == c.device == h100
+    for text in (_render(gate_table(g)), _render(comparison_table(c))):
+        assert f" on {h100}" in text.splitlines()[0]
+    assert f"Measured on {h100}." in gate_markdown(g) and f"Measured on {h100}." in comparison_markdown(c)
+    assert gate_json(g)["device"] == comparison_json(c)["device"] == h100
+    # allowed across hardware, each side's
+    other = _gate_result(environment=make_env(device_name="NVIDIA H200", spec_id="h200-sxm"))
+    assert other.device == f"{h100}, NVIDIA H200 (h200-sxm)"
+
+
 @pytest.mark.parametrize("module", ["markdown", "junit", "compare_console", "compare_json", "units"])
 def test_reporters_do_no_io(module):
     import importlib
