@@ -342,6 +342,8 @@ class RunOffsets:
     points: int  # points measured in rounds by every run (byte floors left out)
     runs: int
     largest: tuple[tuple[str, float], ...]  # up to five ``case_id/impl`` keys with the largest own excess (signed sd)
+    # points some run measured that are not pooled: not measured in rounds (two or more) by every run
+    left_out: tuple[str, ...] = ()
 
 
 def run_offsets(runs: Sequence[RunResult], names: Sequence[str] | None = None) -> RunOffsets:
@@ -352,7 +354,8 @@ def run_offsets(runs: Sequence[RunResult], names: Sequence[str] | None = None) -
     runs' own rounds predict for it (``within``: the mean over runs of var(log round medians) / rounds).
     ``between - within`` estimates S^2 without bias; pooled over points (their mean) it is the ``sd``
     returned, and the median over points gives a typical point's. Byte floors (``part: floor``)
-    are left out, as the gate leaves them out. ValueError with fewer than three runs or no such point
+    are left out, as the gate leaves them out; the other points some run measured but not pooled are
+    named (``left_out``). ValueError with fewer than three runs or no such point
     (naming the run that measured none in rounds by ``names``, where given).
     """
     if len(runs) < 3:
@@ -377,4 +380,5 @@ def run_offsets(runs: Sequence[RunResult], names: Sequence[str] | None = None) -
     top = sorted(excess.items(), key=lambda kv: kv[1], reverse=True)[:5]
     return RunOffsets(sd=float(np.sqrt(max(0.0, values.mean()))), median=float(np.sqrt(max(0.0, np.median(values)))),
                       points=len(excess), runs=len(runs),
-                      largest=tuple((k, float(np.sign(v) * np.sqrt(abs(v)))) for k, v in top))
+                      largest=tuple((k, float(np.sign(v) * np.sqrt(abs(v)))) for k, v in top),
+                      left_out=tuple(k for k in logs if k not in excess))

@@ -435,12 +435,17 @@ def spread(runs: tuple[str, ...], save: bool, results_dir: str, as_json: bool) -
                                "device_name": first.environment.device_name or first.spec.name,
                                "timer": first.protocol.timer,
                                "largest": [{"key": k, "sd": v} for k, v in found.largest],
+                               "left_out": list(found.left_out),
                                "saved": None if saved is None else str(saved)}, indent=1))
         return
     click.echo(f"{found.runs} runs on {first.environment.device_name or first.spec.name} ({first.spec.id}, timer "
                f"{first.protocol.timer}), {found.points} points measured in rounds by every run")
     click.echo(f"a run's own offset: sd {_pct(found.sd)} pooled over points (a typical point: {_pct(found.median)})")
     click.echo("largest at (signed sd of the excess): " + ", ".join(f"{k} {_pct(v, '+')}" for k, v in found.largest))
+    if found.left_out:
+        shown = ", ".join(found.left_out[:10]) + (f" and {len(found.left_out) - 10} more" if len(found.left_out) > 10
+                                                  else "")
+        click.echo(f"left out {len(found.left_out)} point(s) not measured in rounds by every run: {shown}")
     if saved is None:
         click.echo(f"gate with: --run-sd {_pct(found.sd)} (or store it: --save)")
     else:

@@ -435,6 +435,28 @@ def test_spread_names_the_device_and_timer_its_offset_was_measured_with(tmp_path
     assert (doc["spec_id"], doc["device_name"], doc["timer"]) == ("h100-sxm", "NVIDIA H100 80GB HBM3", "cold")
 
 
+def test_spread_names_the_points_it_left_out(tmp_path):
+    """A point one run did not measure (here c1, failed there) or measured in one round (c2) cannot be
+    pooled; spread said only how many points it pooled, so a CI owner could not tell its offset came
+    from fewer cases than the runs hold, nor which."""
+    runs = _tree_runs(np.random.default_rng(28), 0.01, runs=3, points=5)
+    cases = list(runs[2].cases)
+    cases[1] = replace(cases[1], impls=tuple(replace(r, status="error", timing=None) for r in cases[1].impls))
+    cases[2] = replace(cases[2], impls=tuple(replace(r, timing=replace(r.timing, rounds=(0,) * len(r.timing.samples)))
+                                             for r in cases[2].impls))
+    whole = str(store.save(runs[2], tmp_path / "whole.json"))
+    runs[2] = replace(runs[2], cases=tuple(cases))
+    paths = [str(store.save(r, tmp_path / f"r{i}.json")) for i, r in enumerate(runs)]
+    text = CliRunner().invoke(main, ["spread", *paths])
+    assert text.exit_code == 0, text.output
+    assert "3 points measured in rounds by every run" in text.stdout
+    assert "left out 2 point(s) not measured in rounds by every run: c1/k, c2/k" in text.stdout
+    doc = json.loads(CliRunner().invoke(main, ["spread", *paths, "--json"]).stdout)
+    assert doc["points"] == 3 and doc["left_out"] == ["c1/k", "c2/k"]
+    every = CliRunner().invoke(main, ["spread", *paths[:2], whole])
+    assert every.exit_code == 0 and "5 points" in every.stdout and "left out" not in every.stdout
+
+
 def test_spread_refuses_a_run_holding_two_results_for_one_point(tmp_path):
     """A hand-merged run holding a point twice (here once 20% slower), beside a run without it: the
     point's two results counted as two runs, and spread reported an 8% offset where the runs have none.
