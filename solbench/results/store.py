@@ -509,7 +509,8 @@ def default_path(run: RunResult, results_dir: Path, name: str | None = None) -> 
 
 
 def find(name_or_path: str, results_dir: Path) -> Path:
-    """A result file from a path, or the newest run saved under ``name`` in ``results_dir``."""
+    """A result file from a path, or the newest run saved under ``name`` in ``results_dir`` (as
+    ``.json``, or compressed as ``.json.gz``)."""
     path = Path(name_or_path)
     if path.is_file():
         return path
@@ -519,8 +520,9 @@ def find(name_or_path: str, results_dir: Path) -> Path:
     if path.exists():  # not "no such result file" either: a pipe (cat run.json | ... /dev/stdin) or a device
         raise ResultsFormatError(f"{name_or_path}: not a regular file (a pipe or device); give a run's JSON file")
     tail = f"_{slug(name_or_path)}.json"
-    matches = sorted((p for p in _result_files(results_dir)
-                      if p.name.endswith(tail) and "_" not in p.name[: -len(tail)]), key=lambda p: p.name)
+    named = ((p, p.name.removesuffix(".gz")) for p in _result_files(results_dir))
+    matches = sorted((p for p, name in named if name.endswith(tail) and "_" not in name[: -len(tail)]),
+                     key=lambda p: p.name)
     if not matches:
         raise ResultsFormatError(f"{name_or_path}: no such result file or saved run in {results_dir}")
     return matches[-1]
@@ -567,7 +569,7 @@ def is_run_data(data: Any) -> bool:
 def _result_files(results_dir: Path) -> list[Path]:
     root = Path(results_dir)
     skipped = (root / "calibration", root / "spread")
-    return [p for p in root.glob("**/*.json")
+    return [p for pattern in ("**/*.json", "**/*.json.gz") for p in root.glob(pattern)
             if not p.name.startswith(".") and not any(d in p.parents for d in skipped) and p.is_file()]
 
 

@@ -325,6 +325,25 @@ def test_a_gzipped_run_reads_as_the_run(tmp_path):
     assert store.load(packed) == store.load(path)
 
 
+def test_a_gzipped_run_is_found_by_its_saved_name_and_as_the_latest(tmp_path):
+    """show, compare and gate read a run kept as run.json.gz by its path, but not by the name it was
+    saved under (--save NAME), nor as the latest run: 'no such result file or saved run'."""
+    import gzip
+
+    run = sample_run()
+    older = store.save(run, tmp_path / "spec" / "20250101T000000-000000-aaaa_base.json")
+    saved = store.save(run, tmp_path / "spec" / "20250102T000000-000000-aaaa_base.json")
+    packed = saved.with_name(saved.name + ".gz")
+    packed.write_bytes(gzip.compress(saved.read_bytes()))
+    saved.unlink()
+    os.utime(older, (1, 1))
+    assert store.find("base", tmp_path) == packed  # the newer of the two saved under that name
+    assert store.latest(tmp_path) == packed
+    assert store.load(store.find("base", tmp_path)) == store.load(older)
+    with pytest.raises(ResultsFormatError, match="no such result file or saved run"):
+        store.find("bas", tmp_path)
+
+
 def test_a_gzip_bomb_or_a_cut_gzip_file_is_one_clear_error(tmp_path, monkeypatch):
     import gzip
 
