@@ -84,8 +84,21 @@ def upcast(inputs: Mapping[str, Any], dtype: str) -> dict[str, Any]:
 
 
 # Packed dtypes torch cannot convert (nor fill, nor compare): drawn as random bytes, passed to the
-# reference as drawn (it unpacks them itself)
+# reference as drawn (it unpacks them itself); outputs are compared by the values they hold (values)
 PACKED = {getattr(torch, "float4_e2m1fn_x2", torch.bool)} - {torch.bool}
+
+
+def values(t: torch.Tensor) -> torch.Tensor:
+    """A packed FP4 tensor as the float32 values it holds, each byte's low nibble then its high (the last
+    dimension doubled); any other tensor as it is. A nibble is e2m1: a sign bit, two exponent bits and a
+    mantissa bit (0, 0.5, 1, 1.5, 2, 3, 4, 6), computed, with no table an implementation could rewrite."""
+    if t.dtype not in PACKED:
+        return t
+    b = t.view(torch.uint8)
+    n = torch.stack([b & 0xF, b >> 4], -1).reshape(*t.shape[:-1], -1)
+    e, m = ((n >> 1) & 3).float(), (n & 1).float()
+    magnitude = torch.where(e == 0, m / 2, (1 + m / 2) * 2 ** (e - 1))
+    return torch.where(n >= 8, -magnitude, magnitude)
 
 
 def as_outputs(value: Any, names: Sequence[str], *, strict: bool = True,
@@ -152,7 +165,7 @@ def poison_allocator(case: Case, device: str) -> None:
     allocations of those sizes. On the CPU this is best effort.
     """
     blocks = [torch.full(t.shape, float("nan"), dtype=torch_dtype(t.dtype), device=device)
-              for t in case.outputs if torch_dtype(t.dtype).is_floating_point]
+              for t in case.outputs if torch_dtype(t.dtype).is_floating_point and torch_dtype(t.dtype) not in PACKED]
     del blocks
 
 
@@ -186,6 +199,7 @@ def compare(out: Sequence[torch.Tensor], ref: Sequence[torch.Tensor], case: Case
             return _fail(b, f"{t.name}: dtype {o.dtype} != {t.dtype}")
         if o.device.type != r.device.type:  # a CPU result on a GPU run: it was moved to the reference's before
             return _fail(b, f"{t.name}: on device {o.device.type}, the inputs' and the reference's is {r.device.type}")
+        o, r = values(o), values(r)
         ob = replace(b, atol=0.0, rtol=0.0) if b.exact_integers and not o.is_floating_point() else b
         bad, max_err, n_over, l2, far = _errors(o.detach().reshape(-1), r.detach().reshape(-1), ob)
         if bad:

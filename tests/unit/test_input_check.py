@@ -131,6 +131,52 @@ def test_a_declared_fp4_input_is_drawn_and_reaches_the_reference(tmp_path, posit
     assert not torch.equal(inputs.references[1][0], bits)  # the next input set is another draw
 
 
+def _fp4_case(rows, cols):
+    from types import SimpleNamespace
+
+    from solbench.workload.cases import TensorShape
+
+    return SimpleNamespace(outputs=(TensorShape("y", (rows, cols), "float4_e2m1fn_x2"),))
+
+
+def _passes(out, ref, case):
+    return tensors.compare([out], [ref], case, 1e-4, 1e-4, None).passed
+
+
+def test_a_packed_fp4_output_is_checked_by_the_values_it_holds():
+    """torch cannot convert float4_e2m1fn_x2: the check of such an output raised NotImplementedError, and
+    every implementation, the reference's own code too, was reported ERROR. It compares the FP4 values."""
+    g = torch.Generator().manual_seed(8)
+    bits = torch.randint(0, 256, (16, 4), generator=g, dtype=torch.uint8)
+    ref = bits.view(torch.float4_e2m1fn_x2)
+    case = _fp4_case(16, 4)
+    assert _passes(ref.clone(), ref, case)
+    wrong = bits.clone()
+    wrong[2, 3] ^= 0x10  # the high nibble of byte [2, 3]: FP4 value [2, 7]
+    result = tensors.compare([wrong.view(torch.float4_e2m1fn_x2)], [ref], case, 1e-4, 1e-4, None)
+    assert not result.passed and "y: 1 of 128 elements outside" in result.detail and "worst y[2, 7]" in result.detail
+    signed = bits & 0x77  # +0 and -0 are one value
+    negative_zero = signed | torch.where((signed & 0x07) == 0, 0x08, 0).to(torch.uint8)
+    assert _passes(negative_zero.view(torch.float4_e2m1fn_x2), signed.view(torch.float4_e2m1fn_x2), case)
+
+
+def test_a_destination_fp4_output_is_allocated_and_poisoned():
+    """Allocating a destination-passing call's FP4 output filled it with NaN, which torch cannot do for
+    float4_e2m1fn_x2 (NotImplementedError, the implementation reported ERROR); now it is poisoned with -6
+    values, so a call that writes nothing fails."""
+    from types import SimpleNamespace
+
+    from solbench.measure.runner import _destination
+
+    case = _fp4_case(16, 4)
+    bits = torch.randint(0, 256, (16, 4), generator=torch.Generator().manual_seed(9), dtype=torch.uint8)
+    ref = (bits & 0x77).view(torch.float4_e2m1fn_x2)  # no negative value: no -6 anywhere
+    launch = _destination(lambda y: None, SimpleNamespace(outputs=case.outputs), {"w": ref})
+    (out,) = launch()
+    assert (out.view(torch.uint8) == 0xFF).all()
+    assert not _passes(out, ref, case)
+
+
 INTS = """
 workloads:
   - name: ix
