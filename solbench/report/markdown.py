@@ -223,9 +223,9 @@ def gate_markdown(g: GateResult) -> str:
         + f"{counts}. Regression = whole {g.confidence:.0%} CI of current/baseline median above "
         f"1 + threshold ({threshold_summary(g)}) and a Mann-Whitney test significant "
         f"at {g.alpha:g} after Benjamini-Hochberg; faster = the whole CI below 1/(1 + threshold), "
-        f"likewise tested. Broken = ok in the baseline, failing now (incorrect, error, crashed, "
-        f"timeout, ...); missing = not compared (absent, or skipped for a requirement this machine "
-        f"lacks)." + (f" Reruns: {g.reruns}." if g.reruns else "") + rounds_note(g),
+        f"likewise tested. Broken = failing now (incorrect, error, crashed, timeout, ...), whether ok "
+        f"in the baseline or failing (or absent) there too; missing = not compared (absent, or skipped "
+        f"for a requirement this machine lacks)." + (f" Reruns: {g.reruns}." if g.reruns else "") + rounds_note(g),
         "",
     ]
     if g.fingerprint_diffs:

@@ -154,6 +154,20 @@ def test_gate_markdown():
     assert "threshold 5% (explicit, every case)" in gate_markdown(_gate_result(threshold=0.05))
 
 
+def test_gate_markdown_says_what_broken_means_as_the_gate_decides_it():
+    """A case failing now is BROKEN whether or not it was ok in the baseline; the Markdown (the CI step
+    summary) defined it as 'ok in the baseline, failing now', so a BROKEN case there read as a working
+    baseline broken by the change."""
+    rng = np.random.default_rng(2)
+    base = make_run({"ok": {"x": noisy(rng, N)}, "bad": {"x": []}}, statuses={"bad/x": "error"})
+    cur = make_run({"ok": {"x": noisy(rng, N)}, "bad": {"x": []}}, statuses={"bad/x": "error"})
+    g = gate(base, cur)
+    assert g.overall == "BROKEN"
+    md = gate_markdown(g)
+    assert "ERROR in the current run (ERROR in the baseline too)" in md
+    assert "Broken = ok in the baseline" not in md and "whether ok in the baseline or failing" in md
+
+
 def test_gate_markdown_warns_on_cross_hardware():
     md = gate_markdown(_gate_result(environment=make_env(driver="560.1")))
     assert "Compared across different hardware" in md and "driver: 550.54.15" in md
