@@ -39,7 +39,7 @@ COLUMNS = ("run", "device", "workload", "case_id", "dtype", "impl", "status", "m
 def _row(run: RunResult, case: CaseResult, r: ImplResult) -> dict[str, Any]:
     t, s = r.timing, r.score
     row: dict[str, Any] = {
-        "run": run.created, "device": run.environment.device_name, "workload": case.workload,
+        "run": run.created, "device": (case.device or run.environment).device_name, "workload": case.workload,
         "case_id": case.case_id, "dtype": case.dtype, "impl": r.name, "status": r.status,
         "t_sol_s": case.t_sol, "bound": case.bound, "tensor_flops": case.cost.tensor_flops,
         "vector_flops": case.cost.vector_flops, "fused_bytes": case.cost.fused_bytes,

@@ -69,3 +69,16 @@ def test_each_measured_row_says_which_timer_took_it_and_how_its_calls_were_made(
     assert (rows[0]["timer"], rows[0]["launch"]) == ("cupti", "graph")
     assert (rows[1]["timer"], rows[1]["launch"]) == ("cupti", "stream")  # the point's own launch
     assert rows[4]["status"] == "error" and (rows[4]["timer"], rows[4]["launch"]) == ("", "")  # nothing timed
+
+
+def test_a_case_measured_on_another_gpu_of_a_sharded_run_names_that_gpu():
+    """A sharded run (--devices) records each case's GPU; every CSV row named the run's first GPU."""
+    from dataclasses import replace
+
+    from tests.unit.factories import make_env
+
+    run = two_workload_run()
+    h200 = make_env(device_name="NVIDIA H200", spec_id="h200-sxm")
+    run = replace(run, cases=(run.cases[0], replace(run.cases[1], device=h200)))
+    devices = [r["device"] for r in _rows(run_csv([run]))]
+    assert devices == [run.environment.device_name] * 3 + ["NVIDIA H200"] * 2
