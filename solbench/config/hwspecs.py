@@ -75,6 +75,8 @@ def _plausible(low: float, high: float, unit: str, example: str) -> Any:
 _Bandwidth = Annotated[_Positive, _plausible(0.01, 100, "TB/s", "3.35 for 3.35 TB/s")]
 _TensorPeak = Annotated[_Positive, _plausible(0.1, 1e5, "TFLOP/s", "989.4 for 989.4 TFLOP/s")]
 _VectorPeak = Annotated[_Positive, _plausible(1e-3, 1e3, "TFLOP/s", "66.9 for 66.9 TFLOP/s")]
+# interconnects (shipped: PCIe 32 GB/s to NVLink 1800 GB/s, both directions): 1.8 for 1.8 TB/s refused
+_LinkRate = Annotated[_Positive, _plausible(10, 2e4, "GB/s", "900 for 900 GB/s")]
 _Regex = Annotated[str, AfterValidator(_regex)]
 _HexId = Annotated[str, Field(pattern=r"^0x[0-9a-fA-F]{4}$")]
 _Id = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9-]*$")]
@@ -100,8 +102,8 @@ class _GpuFile(BaseModel):
     bandwidth_tbs: _Bandwidth
     l2_mb: _Positive | None
     tdp_w: _Positive | None
-    nvlink_gbs: _Positive | None = None  # GB/s per GPU, both directions together, as datasheets give it
-    pcie_gbs: _Positive | None = None  # GB/s of the x16 host link, both directions together
+    nvlink_gbs: _LinkRate | None = None  # GB/s per GPU, both directions together, as datasheets give it
+    pcie_gbs: _LinkRate | None = None  # GB/s of the x16 host link, both directions together
     pci_device_ids: list[_HexId]
     name_patterns: list[_Regex]
     match_priority: int

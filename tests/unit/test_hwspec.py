@@ -295,6 +295,9 @@ BAD_FILES = [
     ((r"^bandwidth_tbs: .*$", "bandwidth_tbs: 0.0048"), r"bandwidth_tbs: outside 0\.01-100 TB/s.*in TB/s"),
     ((r"bf16: 989\.4", "bf16: 989400"), r"tensor_peaks_tflops\.bf16: outside 0\.1-100000 TFLOP/s"),
     ((r"fp32: 66\.9", "fp32: 66900"), r"vector_peaks_tflops\.fp32: outside 0\.001-1000 TFLOP/s"),
+    # an interconnect in TB/s or MB/s made every collective's link term 1000x off, and loaded
+    ((r"^nvlink_gbs: .*$", "nvlink_gbs: 0.9"), r"nvlink_gbs: outside 10-20000 GB/s.*900 for 900 GB/s"),
+    ((r"^pcie_gbs: .*$", "pcie_gbs: 128000"), r"pcie_gbs: outside 10-20000 GB/s"),
 ]
 
 
@@ -317,6 +320,8 @@ def test_every_shipped_rate_lies_well_inside_the_plausible_bounds(specs: tuple[H
     vector = [v for s in gpus for v in s.vector_peaks.values()]
     assert min(tensor) >= 0.1e12 * 3 and max(tensor) * 3 <= 1e17
     assert min(vector) >= 1e9 * 3 and max(vector) * 3 <= 1e15
+    links = [2 * v for s in gpus for v in (s.nvlink_bandwidth, s.pcie_bandwidth) if v is not None]  # both directions
+    assert min(links) >= 10e9 * 3 and max(links) * 3 <= 2e13
 
 
 def test_error_line_number_points_at_the_field(tmp_path: Path) -> None:
