@@ -10,10 +10,12 @@ Conventions (FLOP = 2 x multiply-accumulate; matching ``torch.utils.flop_counter
                flops_per_element · numel            vector units  (non-tensor bucket)
     collectives, over n ranks (``ranks``, default the workload's world_size), S = numel x dtype bytes
     (nccl-tests' size: the whole buffer; doc/PERFORMANCE.md of NVIDIA/nccl-tests):
-               allreduce       bus bytes S·2(n−1)/n   reductions S/eb·(n−1)/n (vector)
-               reduce_scatter  bus bytes S·(n−1)/n    reductions S/eb·(n−1)/n (vector)
-               all_gather      bus bytes S·(n−1)/n
-               collective bytes S (algbw = S / T); bus bytes over the link (busbw = bus bytes / T)
+               allreduce       bus bytes S·2(n−1)/n   reductions S/eb·(n−1)/n (vector)   bytes 2S
+               reduce_scatter  bus bytes S·(n−1)/n    reductions S/eb·(n−1)/n (vector)   bytes S·(1 + 1/n)
+               all_gather      bus bytes S·(n−1)/n                                       bytes S·(1 + 1/n)
+               collective bytes S (algbw = S / T); bus bytes over the link (busbw = bus bytes / T);
+               bytes: the send buffer read and the receive buffer written (one of them S/n where
+               the other is S, for reduce_scatter and all_gather)
 
 Bytes come in two kinds:
     fused      every declared input read once + every declared output written once
@@ -234,9 +236,10 @@ def _collective(kind: str, v: _Sizes, eb: float) -> OpCost:
                          "(give 'ranks', or world_size on the workload)")
     size = eb * numel
     reduces = _COLLECTIVES[kind][1]
-    # HBM per rank: read the send buffer, write the receive buffer (in-place or not)
-    return OpCost(0.0, numel * (n - 1) / n if reduces else 0.0, 2.0 * size, float(size),
-                  size * bus_factor(kind, n))
+    # HBM per rank: read the send buffer, write the receive buffer (in-place or not); reduce_scatter
+    # receives, and all_gather sends, this rank's 1/n of the buffer
+    moved = 2.0 * size if kind == "allreduce" else size * (1 + 1 / n)
+    return OpCost(0.0, numel * (n - 1) / n if reduces else 0.0, moved, float(size), size * bus_factor(kind, n))
 
 
 _HANDLERS: dict[str, Callable[[_Sizes, float], OpCost]] = {

@@ -24,7 +24,8 @@ def test_bus_factors_are_nccl_tests(kind, n, factor):
     assert bus_factor(kind, n) == factor
     c = op_cost({"op": kind, "numel": "m", "ranks": n}, {"m": MIB}, "bfloat16")
     assert c.collective_bytes == 2 * MIB and c.bus_bytes == 2 * MIB * factor
-    assert c.bytes == 4 * MIB  # read the send buffer, write the receive buffer
+    # read the send buffer, write the receive buffer: one of them is this rank's 1/n outside an all-reduce
+    assert c.bytes == (4 * MIB if kind == "allreduce" else 2 * MIB * (1 + 1 / n))
     assert c.vector_flops == (MIB * (n - 1) / n if kind != "all_gather" else 0.0)
 
 
@@ -184,3 +185,19 @@ def test_world_size_may_size_a_multi_rank_workloads_tensors_and_ops(tmp_path):
     assert case.inputs[0].shape == (8,)
     cost = case_cost(case, [op.sizes() for op in spec.ops])
     assert cost.collective_bytes == 8 * 4 and cost.fused_bytes == (8 + 4) * 4
+
+
+@pytest.mark.parametrize(("kind", "sent", "received"), [("reduce_scatter", "n", "n // 4"), ("all_gather", "n // 4", "n")])
+def test_a_lone_collectives_unfused_bytes_are_its_declared_buffers(kind, sent, received):
+    """A reduce-scatter reads the whole buffer and writes this rank's quarter (an all-gather the other
+    way round): its own bytes are the workload's fused bytes, not two whole buffers (an unfused chain
+    moving a third more than the fused one, where there is nothing to fuse)."""
+    from solbench.analysis.cost import case_cost
+    from solbench.workload.cases import expand
+
+    spec = WorkloadSpec.model_validate({**BASE, "parameters": {"n": [4096]}, "world_size": 4,
+                                        "inputs": {"x": {"shape": [sent]}}, "outputs": {"out": {"shape": [received]}},
+                                        "ops": [{"op": kind, "numel": "n"}], "implementations": {"baseline": "m:f"}})
+    (case,) = expand(spec, "cpu")
+    cost = case_cost(case, [op.sizes() for op in spec.ops])
+    assert cost.fused_bytes == (4096 + 1024) * 4 and cost.unfused_bytes == cost.fused_bytes
