@@ -8,7 +8,7 @@ Conventions (FLOP = 2 x multiply-accumulate; matching ``torch.utils.flop_counter
     pool2d     R·S per output element (max or mean)  vector units; bytes: input + output
     elementwise, reductions, softmax, normalization:
                flops_per_element · numel            vector units  (non-tensor bucket)
-    collectives, over n ranks (``ranks``, default the workload's world_size), S = numel x dtype bytes
+    collectives, over n ranks (``ranks``, default and at most the workload's world_size), S = numel x dtype bytes
     (nccl-tests' size: the whole buffer; doc/PERFORMANCE.md of NVIDIA/nccl-tests):
                allreduce       bus bytes S·2(n−1)/n   reductions S/eb·(n−1)/n (vector)   bytes 2S
                reduce_scatter  bus bytes S·(n−1)/n    reductions S/eb·(n−1)/n (vector)   bytes S·(1 + 1/n)
@@ -230,7 +230,11 @@ def bus_factor(kind: str, ranks: Number) -> float:
 
 def _collective(kind: str, v: _Sizes, eb: float) -> OpCost:
     numel = v("numel")
-    n = v("ranks", v.scope.get("world_size", 1))
+    world = v.scope.get("world_size")  # in scope where the workload has ranks
+    n = v("ranks", world or 1)
+    if world is not None and n > world:  # its bus factor would price ranks the measured time never had
+        raise OpFieldError(f"op {kind!r}: ranks = {n} is more than the workload's world_size {world} (a collective "
+                           "spans at most every rank)", "ranks")
     if n < 2:
         raise ValueError(f"op {kind!r}: ranks = {n}; a collective needs 2 ranks or more "
                          "(give 'ranks', or world_size on the workload)")

@@ -8,7 +8,7 @@
     add, mul, bias_add, relu, gelu, elementwise, softmax, layernorm, batchnorm, copy:
                numel, or rows and cols; inputs, flops_per_element, param_elements
     allreduce, reduce_scatter, all_gather (collectives over ranks):
-               numel; ranks (default: the workload's world_size)
+               numel; ranks (default: the workload's world_size, and at most it where it has ranks)
 
 Every kind also takes ``op`` and ``dtype``. :mod:`solbench.analysis.cost` reads exactly these
 fields (a unit test holds the two together).

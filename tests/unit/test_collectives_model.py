@@ -12,6 +12,7 @@ from solbench.analysis.scoring import ImplPeaks, part_times, score_impls
 from solbench.analysis.sol import overlap_efficiency, score, speed_of_light
 from solbench.config.hwspecs import get_spec
 from solbench.results.model import Cost, ImplResult, Peaks, Timing
+from solbench.workload.ops import OpFieldError
 from solbench.workload.schema import WorkloadSpec
 
 MIB = 2**20
@@ -34,6 +35,11 @@ def test_ranks_default_to_the_workloads_world_size_and_need_two():
     assert c.bus_bytes == 4096 * 1.5
     with pytest.raises(ValueError, match="2 ranks or more"):
         op_cost({"op": "allreduce", "numel": 1024}, {}, "float32")
+    assert op_cost({"op": "allreduce", "numel": 1024, "ranks": 2}, {"world_size": 4}, "float32").bus_bytes == 4096
+    # more ranks than the workload has: a busbw factor no measured time ever had (8 ranks' 1.75 for 2 ranks' 1)
+    with pytest.raises(OpFieldError, match="ranks = 8 is more than the workload's world_size 2") as info:
+        op_cost({"op": "allreduce", "numel": 1024, "ranks": 8}, {"world_size": 2}, "float32")
+    assert info.value.field == "ranks"
 
 
 PEAKS = Peaks(tensor_flops=1e15, vector_flops=1e14, bandwidth=4.8e12, source="datasheet", link_bandwidth=450e9)
