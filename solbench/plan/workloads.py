@@ -338,6 +338,9 @@ def dry_run(files: Sequence[str | Path], spec: HardwareSpec, only: Sequence[str]
         for case in p.cases:
             cases.append(case_result(p, case, spec, ()))
         skipped += own_t_sol_notes(p, spec, impls)
+    if spec.link_bandwidth is None and any(c.cost.bus_bytes for c in cases):  # as a measured run says per result
+        skipped.append(f"peaks: {spec.name} has no interconnect bandwidth (nvlink_gbs, pcie_gbs): the T_SOL of "
+                       "a case with a collective has no link term")
     env = Environment(device_kind=kind, device_name=spec.name, spec_id=spec.id, solbench=__version__)
     protocol = Protocol("none", 0, 0, 0, 0.0, 0.0, 0)
     return RunResult(now(), env, SpecRef(spec.id, spec.name, spec.source), protocol, tuple(cases),

@@ -45,3 +45,17 @@ def test_a_dry_run_names_the_own_t_sol_of_an_implementation_scored_against_anoth
     (note,) = [n for n in run.notes if "fp8" in n]
     assert f"{case.case_id} {fp8 * 1e6:.3g} µs" in note and "float8_e4m3fn peak" in note
     assert "fp8_dynamic" not in note  # -i fp8: the implementation asked about only
+
+
+def test_a_dry_run_says_when_a_collectives_t_sol_has_no_link_term() -> None:
+    """The H20's spec has no interconnect figure: its all-reduce T_SOL is the HBM term alone (bound
+    memory, 0.52 µs at 1 MiB against the H200's 2.33 µs over NVLink), and a dry run said nothing of it
+    where a measured run notes it on every result."""
+    def dry(spec: str):
+        return api.dry_run(["workloads/collectives.yaml"], api.hardware_spec(spec), ["allreduce"], select=("mib=1",))
+
+    (case,) = dry("h20").cases
+    assert case.bound == "memory" and case.cost.bus_bytes > 0
+    assert any("no interconnect bandwidth" in n and "no link term" in n for n in dry("h20").notes)
+    assert not any("link term" in n for n in dry("h200").notes)  # NVLink known: the link sets T_SOL
+    assert not any("link term" in n for n in _dry().notes)  # no collective
