@@ -163,8 +163,9 @@ def _detect_cuda(index: int, specs: Sequence[HardwareSpec]) -> DeviceInfo:
         warnings.extend(_cross_check(spec, sm_count, info))
     if spec.nvlink_bandwidth is not None and info is not None and info.nvlinks_up == 0:
         spec = replace(spec, nvlink_bandwidth=None)  # a PCIe card's NVLink bridge is optional
-        warnings.append(f"no NVLink of this {spec.name} is up: collectives are scored against PCIe"
-                        + (f" ({spec.pcie_bandwidth / 1e9:g} GB/s a direction)" if spec.pcie_bandwidth else ""))
+        warnings.append(f"no NVLink of this {spec.name} is up: " + (
+            f"collectives are scored against PCIe ({spec.pcie_bandwidth / 1e9:g} GB/s a direction)"
+            if spec.pcie_bandwidth else "the spec has no PCIe figure either, so a collective's T_SOL has no link term"))
     return DeviceInfo(
         kind="cuda", index=index, name=name, spec=spec, nvml=info, torch_version=torch.__version__,
         cuda_version=torch.version.cuda, cupy_version=_cupy_version(), driver=info.driver if info else None,

@@ -336,6 +336,18 @@ def test_a_pcie_card_without_an_nvlink_up_is_scored_against_pcie(fake_gpu: Any,
     assert detect("auto", specs).spec.nvlink_bandwidth == bridged.nvlink_bandwidth
 
 
+def test_a_card_without_an_nvlink_up_nor_a_pcie_figure_is_not_said_to_be_scored_against_pcie(
+        fake_gpu: Any, specs: tuple[HardwareSpec, ...]) -> None:
+    """The B200's spec has NVLink and no PCIe figure: with its NVLinks down the warning said collectives
+    were scored against PCIe, while their T_SOL had no link term at all."""
+    p = props("NVIDIA B200", cc=(10, 0), sms=148, memory=180 * GIB)
+    fake_gpu(p, {p.uuid: nvml_info("NVIDIA B200", 0x2901, nvlinks_up=0)})
+    info = detect("auto", specs)
+    assert info.spec.id == "b200" and info.spec.link_bandwidth is None
+    (warning,) = [w for w in info.warnings if "no NVLink" in w]
+    assert "scored against PCIe" not in warning and "no link term" in warning
+
+
 def test_nvlink_states_are_counted_and_missing_links_are_not(monkeypatch: pytest.MonkeyPatch) -> None:
     fake = _fake_pynvml(event_reasons=True)
 
