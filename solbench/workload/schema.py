@@ -595,16 +595,20 @@ def _check_ranks(spec: WorkloadSpec) -> None:
     """``env`` and ``part`` only where there are ranks; parts are never the baseline, and come as a pair."""
     impls = spec.implementations
     if impls[spec.baseline].part is not None:
-        raise ValueError(f"the baseline {spec.baseline!r} cannot be a part")
+        raise _refused(["implementations", spec.baseline, "part"], f"the baseline {spec.baseline!r} cannot be a part")
     if spec.world_size == 1:
         for name, impl in impls.items():
             if impl.env or impl.part not in (None, "floor"):
                 field = "env" if impl.env else "part"
-                raise ValueError(f"implementation {name!r}: {field} needs world_size > 1 (a multi-rank workload)")
+                raise _refused(["implementations", name, field],
+                               f"implementation {name!r}: {field} needs world_size > 1 (a multi-rank workload)")
         return
     floors = [name for name, impl in impls.items() if impl.part == "floor"]
     if floors:
-        raise ValueError(f"implementation {floors[0]!r}: part floor needs world_size 1")
+        if spec.floor and floors == ["floor"]:  # the one ``floor: true`` added (WorkloadSpec._with_floor)
+            raise _refused(["floor"], "floor: true needs world_size 1 (the byte floor is one process's)")
+        raise _refused(["implementations", floors[0], "part"], f"implementation {floors[0]!r}: part floor needs "
+                       "world_size 1")
     parts = sorted(impl.part for impl in impls.values() if impl.part is not None)
     if parts and parts != ["comm", "compute"]:
         raise ValueError(f"parts come as one 'compute' and one 'comm' implementation, got {parts}")

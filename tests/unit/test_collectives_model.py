@@ -207,3 +207,25 @@ def test_a_lone_collectives_unfused_bytes_are_its_declared_buffers(kind, sent, r
     (case,) = expand(spec, "cpu")
     cost = case_cost(case, [op.sizes() for op in spec.ops])
     assert cost.fused_bytes == (4096 + 1024) * 4 and cost.unfused_bytes == cost.fused_bytes
+
+
+@pytest.mark.parametrize(("extra", "impl", "line", "says"), [
+    ("", "      other: {fn: m:f, env: {NCCL_ALGO: Ring}}\n", 10, r"\.implementations\.other\.env: .*env needs world_size > 1"),
+    ("", "      other: {fn: m:f, part: comm}\n", 10, r"\.implementations\.other\.part: .*part needs world_size > 1"),
+    ("    world_size: 2\n    floor: true\n", "", 4, r"\.floor: floor: true needs world_size 1"),
+])
+def test_a_misplaced_rank_field_is_refused_at_its_own_line(tmp_path, extra, impl, line, says):
+    """These errors named the workload's first line (and 'implementation floor', one the file never
+    wrote, for floor: true), not the field at fault."""
+    import re
+
+    from solbench.config.workloads import load_workload_file
+    from solbench.errors import ConfigError
+
+    path = tmp_path / "w.yaml"
+    path.write_text(f"workloads:\n  - name: w\n{extra}    parameters: {{n: [8]}}\n    dtypes: [float32]\n"
+                    "    inputs: {x: {shape: [n]}}\n    outputs: {out: {shape: [n]}}\n    reference: m:ref\n"
+                    f"    implementations:\n      baseline: m:f\n{impl}")
+    with pytest.raises(ConfigError) as info:
+        load_workload_file(path)
+    assert re.search(f"^{re.escape(str(path))}:{line}: workloads\\.0{says}", str(info.value)), str(info.value)
