@@ -25,7 +25,7 @@ from solbench.analysis.compare import Comparison
 from solbench.analysis.gate import GateResult
 from solbench.analysis.suite_summary import DEFAULT_PS
 from solbench.report import dry_cells, flags, html_views
-from solbench.report.collective_cells import collective_cell, collective_columns
+from solbench.report.collective_cells import collective_cell, collective_columns, is_part, part_label
 from solbench.report.console import run_header, run_notes
 from solbench.report.markdown import split_key
 from solbench.report.roofline import point_labels
@@ -101,8 +101,8 @@ def _impl_cells(run: RunResult, c: CaseResult, r: ImplResult) -> list[str]:
     marks = flags.result_marks(r, run.protocol.target_rel_ci)
     cells = [status, _e(format_seconds(t.median)), _e(flags.mark(f"±{half:.1%}", marks)), _e(t.n),
              _e(flags.t_sol(c, r))]
-    if s is None:
-        return [*cells, "", "", "", _e(c.bound), "", ""]
+    if s is None:  # a part or a byte floor says so where SOL would be, as the console and Markdown tables do
+        return [*cells, _e(part_label(r)) if is_part(r) else "", "", "", _e(c.bound), "", ""]
     return [*cells, _e(flags.mark(f"{s.sol:.3f}", flags.over_peak(s.sol, run))),
             _e(flags.mark(format_pct(s.mfu), flags.over_peak(s.mfu, run))),
             _e(flags.mark(format_pct(s.mbu), flags.over_peak(s.mbu, run))), _e(flags.bound(c, r)),

@@ -251,3 +251,24 @@ def test_the_floor_fraction_the_console_and_markdown_show_is_in_the_html_too():
     assert "| of floor |" in run_markdown(run) and "| 0.76 |" in run_markdown(run)
     page = report_html([run])
     assert "<th>of floor</th>" in page and "<td>0.61</td>" in page and "<td>0.76</td>" in page
+
+
+def test_a_part_and_a_byte_floor_say_so_where_sol_would_be_as_in_the_console_and_markdown():
+    """The HTML showed a part (timed, never scored) as an OK row with an empty SOL cell: nothing told
+    it from a scored implementation whose score was missing."""
+    from solbench.report.markdown import run_markdown
+
+    run = make_run({"c1": {"baseline": [1e-3] * 10, "compute": [4e-4] * 10, "comm": [5e-4] * 10,
+                           "floor": [2e-4] * 10}})
+    case = run.cases[0]
+    parts = {"compute": "compute", "comm": "comm", "floor": "floor"}
+    impls = tuple(dataclasses.replace(r, score=None, protocol={**r.protocol, "part": parts[r.name]})
+                  if r.name in parts else r for r in case.impls)
+    run = dataclasses.replace(run, cases=(dataclasses.replace(case, impls=impls),))
+    md = {row[1].strip(): row[5].strip() for row in (line.split("|")[1:-1] for line in run_markdown(run).splitlines()
+                                                     if line.startswith("| n="))}
+    table = next(t for t in Page(report_html([run])).tables if "impl" in t[0])
+    col = table[0].index("SOL")
+    sol = {row[1]: row[col] for row in table[1:]}
+    assert sol["compute"] == sol["comm"] == "part" and sol["floor"] == "floor" and sol["baseline"] not in ("", "part")
+    assert {k: md[k] for k in parts} == {k: sol[k] for k in parts}
