@@ -106,9 +106,12 @@ def find_ncu(explicit: str | None) -> str:
 
 
 def _locate(req: ProfileRequest) -> tuple[Any, Any]:
-    from solbench.plan.workloads import plan
+    from solbench.plan.workloads import located, plan
 
     p = plan([req.file], "cuda", [req.workload])[0]
+    if p.spec.world_size > 1:  # the profiled process has no group of ranks for its collectives
+        raise located(p.path, ["workloads", p.index, "world_size"], f"workload {req.workload!r} has world_size "
+                      f"{p.spec.world_size}: profile runs one process under ncu, not a group of ranks")
     if req.impl not in p.spec.implementations:
         raise ConfigError(f"{req.file}: workload {req.workload!r} has no implementation {req.impl!r} "
                           f"(implementations: {', '.join(p.spec.implementations)})")

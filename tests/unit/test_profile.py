@@ -233,6 +233,28 @@ def test_profile_flow_with_a_stand_in_ncu(tmp_path, monkeypatch, nvtx_fails):
     assert data["ncu_version"] == "Version 2025.3.1.0 (build 0)"
 
 
+def test_a_multi_rank_workload_is_refused_before_profiling(tmp_path, monkeypatch):
+    """ncu profiles one process: there a world_size 2 workload's reference saw one rank's inputs and its
+    all-reduce had no process group, and the target's failure read as the implementation's (exit 4)."""
+    from types import SimpleNamespace
+
+    from solbench.config.hwspecs import get_spec
+
+    fake = tmp_path / "ncu"
+    fake.write_text(FAKE_NCU.format(python=sys.executable, nvtx_fails=False))
+    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+    (tmp_path / "sample.csv").write_text(SAMPLE)
+    monkeypatch.setattr("solbench.device.detect.detect",
+                        lambda device: SimpleNamespace(name="NVIDIA H200", spec=get_spec("h200-sxm")))
+    result = CliRunner().invoke(main, ["profile", "workloads/collectives.yaml", "-w", "allreduce", "-i", "baseline",
+                                       "--ncu", str(fake), "--out-dir", str(tmp_path / "out")])
+    assert result.exit_code == 2, result.output
+    line = " ".join(result.output.split())  # one line, wrapped by the test terminal's width
+    assert "workloads/collectives.yaml:" in line and "workloads.0.world_size: workload 'allreduce' has world_size 2" in line
+    calls = tmp_path / "calls.txt"
+    assert not calls.exists() or "--export" not in calls.read_text()  # nothing profiled
+
+
 def test_profile_into_a_folder_it_cannot_make_is_one_line_exit_2_before_profiling(tmp_path, monkeypatch):
     from types import SimpleNamespace
 
