@@ -38,6 +38,9 @@ from solbench.workload.cases import build_case
 from solbench.workload.schema import Profile, WorkloadSpec
 
 RT = "solbench.suites.kb_runtime"
+# names kb_runtime's reference and setup take beside the inputs (and ``out``, the output's): a forward
+# parameter so named is renamed ``in_<name>``, as one named as a constant is
+RESERVED = ("params", "out", "problem", "order", "cls", "solution", "compile")
 TOLERANCES = {"float32": {"atol": 1e-4, "rtol": 1e-4}, "float16": {"atol": 1e-2, "rtol": 1e-2},
               "bfloat16": {"atol": 1e-2, "rtol": 1e-2}}
 
@@ -129,7 +132,7 @@ def _input_names(module: Any, constants: dict[str, Any], path: Path) -> list[str
     names = kb_runtime.input_names(module.Model)
     if len(names) != count:
         names = [f"x{i}" for i in range(count)]
-    return [f"in_{n}" if n in constants or n in ("params", "out") else n for n in names]
+    return [f"in_{n}" if n in constants or n in RESERVED else n for n in names]
 
 
 def _meta_values(module: Any) -> list[Any]:
