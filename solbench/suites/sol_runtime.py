@@ -99,7 +99,7 @@ def inputs(params: Mapping[str, Any], device: str, generator: torch.Generator, d
             out[name] = desc.get("value")
             scope[name] = out[name]
             continue
-        shape = [int(scope[a]) if isinstance(a, str) else int(a) for a in tensor["shape"]]
+        shape = [int(scope[a]) if isinstance(a, str) and not a.isdigit() else int(a) for a in tensor["shape"]]
         dtype = _dtype(tensor["dtype"])
         if desc.get("type") == "safetensors":
             out[name] = _safetensors(definition, desc, device, shape, dtype)

@@ -1,8 +1,9 @@
 """Read a SOL-ExecBench problem folder into a workload (the folder is read where it is).
 
 A problem folder holds ``definition.json`` (axes ``const``/``var``/``expr``, inputs and outputs
-with shapes as axis names or ``null`` for a Python scalar, a reference ``run``), and
-``workload.jsonl`` (one workload per line: axes values, inputs, tolerance). It becomes one workload:
+with shapes as axis names (or digits: a literal size) or ``null`` for a Python scalar, a
+reference ``run``), and ``workload.jsonl`` (one workload per line: axes values, inputs,
+tolerance). It becomes one workload:
 
     constants       the const axes;  derived: the expr axes
     cases           one per line: its var axes and ``wl`` (the line's index)
