@@ -39,6 +39,7 @@ from solbench.workload.schema import DTYPES, Profile, WorkloadSpec
 
 RT = "solbench.suites.sol_runtime"
 AXIS_TYPES = ("const", "var", "expr")
+INPUT_TYPES = ("random", "scalar", "safetensors", "custom")
 
 
 def looks_like_problem(path: Path) -> bool:
@@ -63,7 +64,21 @@ def read(folder: Path, solutions: list[Path] | None = None) -> WorkloadSpec:
         raise ConfigError(f"{dpath}: reference: expected the reference's Python source, not "
                           f"{type(d['reference']).__name__}")
     check_defined(d["reference"], "run", f"{dpath}:reference")  # what run() would refuse: not found at import
+    entry = d.get("custom_inputs_entrypoint")
+    if entry is not None:
+        if not isinstance(entry, str) or not entry.isidentifier():
+            raise ConfigError(f"{dpath}: custom_inputs_entrypoint: expected a function's name, not {entry!r}")
+        check_defined(d["reference"], entry, f"{dpath}:reference")
     constants, derived, var = _axes(dpath, d["axes"])
+    for group in ("inputs", "outputs"):
+        if not isinstance(d[group], dict):
+            raise ConfigError(f"{dpath}: {group}: expected an object of {{name: {{shape, dtype}}}}")
+        for name, t in d[group].items():
+            if not isinstance(t, dict):
+                raise ConfigError(f"{dpath}: {group}.{name}: expected an object with shape and dtype")
+            if t.get("dtype") not in DTYPES:
+                raise ConfigError(f"{dpath}: {group}.{name}.dtype: {t.get('dtype')!r} is not supported "
+                                  f"(known: {', '.join(DTYPES)})")
     lines = _lines(wpath)
     cases, tolerances = [], []
     for i, line in enumerate(lines):
@@ -76,17 +91,9 @@ def read(folder: Path, solutions: list[Path] | None = None) -> WorkloadSpec:
         for a in var:
             if type(axes[a]) is not int:
                 raise ConfigError(f"{wpath}:{i + 1}: axes.{a}: a var axis needs an integer value, not {axes[a]!r}")
+        _check_described(f"{wpath}:{i + 1}", line.get("inputs", {}), d)
         cases.append({"wl": i, **{a: axes[a] for a in var}})
         tolerances.append({"where": {"wl": i}, **_tolerance(f"{wpath}:{i + 1}", line.get("tolerance") or {})})
-    for group in ("inputs", "outputs"):
-        if not isinstance(d[group], dict):
-            raise ConfigError(f"{dpath}: {group}: expected an object of {{name: {{shape, dtype}}}}")
-        for name, t in d[group].items():
-            if not isinstance(t, dict):
-                raise ConfigError(f"{dpath}: {group}.{name}: expected an object with shape and dtype")
-            if t.get("dtype") not in DTYPES:
-                raise ConfigError(f"{dpath}: {group}.{name}.dtype: {t.get('dtype')!r} is not supported "
-                                  f"(known: {', '.join(DTYPES)})")
     tensors = {n: {"shape": t["shape"], "dtype": t["dtype"]} for n, t in d["inputs"].items()
                if t.get("shape") is not None}
     outputs = {n: {"shape": t["shape"], "dtype": t["dtype"]} for n, t in d["outputs"].items()}
@@ -177,6 +184,26 @@ def _axes(path: Path, axes: Any) -> tuple[dict[str, Any], dict[str, str], list[s
                 raise ConfigError(f"{path}: axes.{name}.expression: {exc}") from None
             derived[name] = axis["expression"]
     return constants, derived, var
+
+
+def _check_described(where: str, described: Any, d: dict[str, Any]) -> None:
+    """ConfigError ``where: inputs.<name>...`` for a line's input SOL-ExecBench would refuse: read as
+    it was, an unknown type (``safetensor``) or ``custom`` without the definition's
+    ``custom_inputs_entrypoint`` drew random inputs, a scalar without a value passed None."""
+    if not isinstance(described, dict):
+        raise ConfigError(f"{where}: inputs: expected an object")
+    for name, desc in described.items():
+        kind = desc.get("type") if isinstance(desc, dict) else None
+        if kind not in INPUT_TYPES:
+            raise ConfigError(f"{where}: inputs.{name}.type: expected one of {', '.join(INPUT_TYPES)}, not {kind!r}")
+        if kind == "scalar" and type(desc.get("value")) not in (int, float, bool):
+            raise ConfigError(f"{where}: inputs.{name}.value: a scalar input needs a number or true/false, "
+                              f"not {desc.get('value')!r}")
+        if kind == "safetensors" and not all(isinstance(desc.get(k), str) for k in ("path", "tensor_key")):
+            raise ConfigError(f"{where}: inputs.{name}: a safetensors input needs path and tensor_key")
+        if kind == "custom" and not d.get("custom_inputs_entrypoint"):
+            raise ConfigError(f"{where}: inputs.{name}: a custom input needs the definition's "
+                              "custom_inputs_entrypoint")
 
 
 def _tolerance(where: str, t: Any) -> dict[str, Any]:

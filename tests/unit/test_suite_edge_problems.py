@@ -5,7 +5,9 @@ import json
 
 import pytest
 import torch
+from click.testing import CliRunner
 
+from solbench.cli import main
 from solbench.measure.runner import build_launches, draw_inputs
 from solbench.suites import load
 from solbench.suites.trace import probe
@@ -31,6 +33,11 @@ def get_inputs():
 def get_init_inputs():
     return []
 '''
+
+
+@pytest.fixture
+def runner():
+    return CliRunner()
 
 
 def _first_case(spec):
@@ -75,3 +82,31 @@ def test_a_shape_with_a_literal_size_runs(tmp_path):
     case = _first_case(spec)
     assert [t.shape for t in case.inputs + case.outputs] == [(8, 64), (8, 64)]
     assert draw_inputs(spec, case, "cpu", None, seed=1)["x"].shape == (8, 64)
+
+
+X_AND_ALPHA = {"x": {"shape": ["batch", "64"], "dtype": "float32"}, "alpha": {"shape": None, "dtype": "float32"}}
+SCALED = "def run(x, alpha):\n    return x * alpha\n"
+
+
+@pytest.mark.parametrize(("inputs", "extra", "needle"), [
+    ({"x": {"type": "safetensor", "path": "x.st", "tensor_key": "x"}}, {},
+     "workload.jsonl:1: inputs.x.type: expected one of random, scalar, safetensors, custom, not 'safetensor'"),
+    ({"x": {"type": "custom"}}, {},
+     "workload.jsonl:1: inputs.x: a custom input needs the definition's custom_inputs_entrypoint"),
+    ({"alpha": {"type": "scalar"}}, {}, "workload.jsonl:1: inputs.alpha.value: a scalar input needs a number"),
+    ({"x": {"type": "safetensors", "path": "x.safetensors"}}, {},
+     "workload.jsonl:1: inputs.x: a safetensors input needs path and tensor_key"),
+    ({"x": "random"}, {}, "workload.jsonl:1: inputs.x.type: expected one of"),
+    ({"x": {"type": "custom"}, "alpha": {"type": "custom"}}, {"custom_inputs_entrypoint": "make"},
+     "definition.json:reference defines no 'make' at top level"),
+])
+def test_a_workload_input_sol_execbench_refuses_is_one_line_naming_the_line(runner, tmp_path, inputs, extra,
+                                                                              needle):
+    """Each was read as it came: an unknown type (a typo of safetensors) or a custom input with no
+    entry point drew random inputs and the run exited 0 on data the problem does not describe; a
+    scalar without its value was None and every implementation failed."""
+    folder = _sol(tmp_path, X_AND_ALPHA, SCALED, [{"axes": {"batch": 8}, "inputs": inputs}], **extra)
+    result = runner.invoke(main, ["import", str(folder), "--out", str(tmp_path / "out")])
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert result.exit_code == 2 and len(lines) == 1 and needle in lines[0], result.output
+    assert not (tmp_path / "out").exists()
