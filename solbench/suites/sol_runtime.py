@@ -1,7 +1,8 @@
 """What a SOL-ExecBench problem runs as, inside a worker: inputs, the reference and a solution.
 
     inputs(params, device, generator, definition, workloads)   one workload line's inputs:
-        random      float: standard normal; int: uniform in [0, 8); bool: fair coin
+        random      float: standard normal; int: uniform in [0, 8); bool: fair coin (a Python
+                    number for a scalar input, as SOL-ExecBench draws one)
         scalar      the line's value
         custom      the definition's custom_inputs_entrypoint(axes_and_scalars, device)
         safetensors the tensor from the file (relative to the problem folder, then its parents);
@@ -93,10 +94,12 @@ def inputs(params: Mapping[str, Any], device: str, generator: torch.Generator, d
     described = line.get("inputs", {})
     scope = {k: v for k, v in params.items() if isinstance(v, int | float) and not isinstance(v, bool)}
     out: dict[str, Any] = {}
+    scalars = torch.Generator().manual_seed(generator.initial_seed())  # the same values on every device
     for name, tensor in spec["inputs"].items():
         desc = described.get(name, {"type": "random"})
         if tensor.get("shape") is None:
-            out[name] = desc.get("value")
+            drawn = desc.get("type") == "random"
+            out[name] = _random([], _dtype(tensor["dtype"]), "cpu", scalars).item() if drawn else desc.get("value")
             scope[name] = out[name]
             continue
         shape = [int(scope[a]) if isinstance(a, str) and not a.isdigit() else int(a) for a in tensor["shape"]]

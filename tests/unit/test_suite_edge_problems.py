@@ -110,3 +110,15 @@ def test_a_workload_input_sol_execbench_refuses_is_one_line_naming_the_line(runn
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert result.exit_code == 2 and len(lines) == 1 and needle in lines[0], result.output
     assert not (tmp_path / "out").exists()
+
+
+def test_a_random_scalar_input_is_drawn_as_sol_execbench_draws_it(tmp_path):
+    """A scalar input of type random (or not described on the line) was None: the trace and every
+    implementation failed (``Tensor * NoneType``); SOL-ExecBench draws a number for it."""
+    folder = _sol(tmp_path, X_AND_ALPHA, SCALED, [{"axes": {"batch": 8}, "inputs": {"alpha": {"type": "random"}}}])
+    [(spec, _)] = load(folder)
+    case = _first_case(spec)
+    inputs = draw_inputs(spec, case, "cpu", None, seed=1)
+    assert isinstance(inputs["alpha"], float)
+    [launch] = build_launches(spec.implementations["baseline"], case, [inputs], None)
+    torch.testing.assert_close(launch(), inputs["x"] * inputs["alpha"])
