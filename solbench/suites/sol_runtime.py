@@ -1,8 +1,9 @@
 """What a SOL-ExecBench problem runs as, inside a worker: inputs, the reference and a solution.
 
     inputs(params, device, generator, definition, workloads)   one workload line's inputs:
-        random      float: standard normal; int: uniform in [0, 8); bool: fair coin (a Python
-                    number for a scalar input, as SOL-ExecBench draws one)
+        random      float: standard normal; int: uniform in [0, 8); bool: fair coin; packed FP4
+                    pairs: random bytes (a Python number for a scalar input, as SOL-ExecBench
+                    draws one)
         scalar      the line's value
         custom      the definition's custom_inputs_entrypoint(axes_and_scalars, device)
         safetensors the tensor from the file (relative to the problem folder, then its parents);
@@ -41,6 +42,7 @@ import torch
 
 from solbench.errors import DeviceError
 from solbench.kernels.requirements import importable, not_installed, requirement_missing
+from solbench.measure.tensors import PACKED
 
 _CACHE: dict[str, Any] = {}
 
@@ -121,6 +123,8 @@ def inputs(params: Mapping[str, Any], device: str, generator: torch.Generator, d
 def _random(shape: list[int], dtype: torch.dtype, device: str, gen: torch.Generator) -> torch.Tensor:
     if device == "meta":
         return torch.empty(shape, dtype=dtype, device="meta")
+    if dtype in PACKED:  # torch cannot cast to packed FP4 pairs: random bytes (every one is two valid values)
+        return torch.randint(0, 256, shape, generator=gen, device=device, dtype=torch.uint8).view(dtype)
     if dtype == torch.bool:
         return torch.rand(shape, generator=gen, device=device) < 0.5
     if not dtype.is_floating_point:

@@ -122,3 +122,16 @@ def test_a_random_scalar_input_is_drawn_as_sol_execbench_draws_it(tmp_path):
     assert isinstance(inputs["alpha"], float)
     [launch] = build_launches(spec.implementations["baseline"], case, [inputs], None)
     torch.testing.assert_close(launch(), inputs["x"] * inputs["alpha"])
+
+
+def test_a_random_packed_fp4_input_is_drawn(tmp_path):
+    """torch cannot cast to float4_e2m1fn_x2: drawing such an input failed (``copy_kernel`` not
+    implemented) and every implementation of an FP4 problem was an error."""
+    folder = _sol(tmp_path, {"x": {"shape": ["batch", "64"], "dtype": "float4_e2m1fn_x2"}},
+                  "import torch\n\n\ndef run(x):\n    return x.view(torch.uint8).float()\n",
+                  [{"axes": {"batch": 8}, "inputs": {"x": {"type": "random"}}}])
+    [(spec, _)] = load(folder)
+    case = _first_case(spec)
+    x = draw_inputs(spec, case, "cpu", None, seed=1)["x"]
+    assert x.dtype == torch.float4_e2m1fn_x2 and x.shape == (8, 64)
+    assert len(x.view(torch.uint8).unique()) > 1  # random bytes, not one value
