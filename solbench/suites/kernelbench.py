@@ -60,6 +60,8 @@ def top_level(path: Path) -> tuple[set[str], ast.Module]:
             names.add(node.name)
         elif isinstance(node, ast.Assign):
             names |= {n.id for t in node.targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+        elif isinstance(node, ast.AnnAssign) and node.value is not None and isinstance(node.target, ast.Name):
+            names.add(node.target.id)  # ``batch_size: int = 16``
     return names, tree
 
 

@@ -135,3 +135,13 @@ def test_a_random_packed_fp4_input_is_drawn(tmp_path):
     x = draw_inputs(spec, case, "cpu", None, seed=1)["x"]
     assert x.dtype == torch.float4_e2m1fn_x2 and x.shape == (8, 64)
     assert len(x.view(torch.uint8).unique()) > 1  # random bytes, not one value
+
+
+def test_annotated_constants_are_parameters_scaled_for_the_cpu(tmp_path):
+    """``size: int = 2048`` was not read as a constant: the problem had no parameters and no CPU
+    profile, so a CPU run drew its full sizes."""
+    path = tmp_path / "annotated.py"
+    path.write_text(KB_TWO_INPUTS.format(name="y").replace("size = 8", "size: int = 2048"))
+    [(spec, _)] = load(path)
+    assert spec.parameters == {"size": [2048]}
+    assert spec.profiles["cpu"].parameters["size"][0] < 2048
