@@ -4,7 +4,8 @@
     load(path, solutions)     -> [(WorkloadSpec, origin path)]            (ConfigError naming the file)
 
 KernelBench: a problem file (``class Model`` + ``get_inputs``) or a folder of them (a level);
-files that define only ``ModelNew`` are solutions (:mod:`solbench.suites.kernelbench`).
+files that define only ``ModelNew``, or ModelNew beside a copy of Model in ``<stem>_new*.py`` next to
+problem ``<stem>.py``, are solutions (:mod:`solbench.suites.kernelbench`).
 SOL-ExecBench: a problem folder (``definition.json`` + ``workload.jsonl``) or a folder of them
 (:mod:`solbench.suites.solexec`). Nothing of either suite ships with solbench.
 """
@@ -62,8 +63,10 @@ def problems(path: str | Path) -> list[Path]:
         return [p]
     if suite == "sol-execbench":
         return [c for c in _children(p) if solexec.looks_like_problem(c)]
-    return [c for c in _children(p) if c.suffix == ".py" and kernelbench.looks_like_problem(c)
-            and not kernelbench.is_solution(c)]
+    found = [c for c in _children(p) if c.suffix == ".py" and kernelbench.looks_like_problem(c)
+             and not kernelbench.is_solution(c)]
+    beside = {s for c in found for s in kernelbench.siblings(c)}  # solutions that copy Model as well
+    return [c for c in found if c not in beside]
 
 
 def load(path: str | Path, solutions: Sequence[str | Path] = (), *,

@@ -240,12 +240,13 @@ def solution_name(problem: Path, solution: Path) -> str:
 
 
 def siblings(problem: Path) -> list[Path]:
-    """Solution files beside a problem: ``<stem>_new.py`` and ``<stem>_new_*.py`` defining ModelNew.
-    ConfigError for such a file that cannot be parsed (a syntax error): named as a solution, it must
-    not be dropped without a word (the run would exit 0 without it)."""
+    """Solution files beside a problem: ``<stem>_new.py`` and ``<stem>_new_*.py`` defining ModelNew
+    (with a copy of Model too: such a file is a solution, not a problem of its own). ConfigError for
+    such a file that cannot be parsed (a syntax error): named as a solution, it must not be dropped
+    without a word (the run would exit 0 without it)."""
     found = [problem.with_name(problem.stem + "_new.py"), *sorted(problem.parent.glob(problem.stem + "_new_*.py"))]
     # top_level raises ConfigError naming the file and line
-    return [p for p in found if p.is_file() and _defines_solution(top_level(p)[0])]
+    return [p for p in found if p.is_file() and "ModelNew" in top_level(p)[0]]
 
 
 def sha256(path: Path) -> str:

@@ -145,3 +145,15 @@ def test_annotated_constants_are_parameters_scaled_for_the_cpu(tmp_path):
     [(spec, _)] = load(path)
     assert spec.parameters == {"size": [2048]}
     assert spec.profiles["cpu"].parameters["size"][0] < 2048
+
+
+def test_a_solution_beside_its_problem_that_copies_model_joins_it(tmp_path):
+    """``<stem>_new.py`` holding the problem's Model (and get_inputs) as well as ModelNew was read as a
+    problem of its own (its baseline Model measured under another name) and its ModelNew dropped: the
+    problem ran without it and the run exited 0."""
+    problem = tmp_path / "5_Add.py"
+    problem.write_text(KB_TWO_INPUTS.format(name="y"))
+    (tmp_path / "5_Add_new.py").write_text(KB_TWO_INPUTS.format(name="y") + "\n\nclass ModelNew(Model):\n    pass\n")
+    for path in (tmp_path, problem):
+        [(spec, origin)] = load(path)
+        assert origin == problem and set(spec.implementations) == {"baseline", "compiled", "new"}
