@@ -76,22 +76,24 @@ def load_specs(path: Path, device_kind: str, only: Sequence[str], impls: Sequenc
 
 
 def _check_source(path: Path, index: int, spec: WorkloadSpec) -> None:
-    """ConfigError at ``source.sha256`` of an imported workload whose problem file changed since the
-    import: the run would record the import's sha256 as the provenance of a file it did not run."""
+    """ConfigError at ``source.sha256`` of an imported workload whose problem file (a SOL-ExecBench
+    problem's definition.json or workload.jsonl) changed since the import: the run would record the
+    import's sha256 as the provenance of a file it did not run."""
     src = spec.source
     if src is None:
         return
     from solbench.suites.kernelbench import sha256
 
-    file = Path(src.path) / "definition.json" if src.suite == "sol-execbench" else Path(src.path)
+    problem = Path(src.path)
+    files = (problem / "definition.json", problem / "workload.jsonl") if src.suite == "sol-execbench" else (problem,)
     try:
-        now = sha256(file)
+        now = sha256(*files)
     except OSError as exc:
         raise located(path, ["workloads", index, "source", "path"],
-                      f"cannot read the imported problem {file}: {exc.strerror or exc}") from None
+                      f"cannot read the imported problem {exc.filename or files[0]}: {exc.strerror or exc}") from None
     if now != src.sha256:
         raise located(path, ["workloads", index, "source", "sha256"],
-                      f"{file} changed since it was imported (its sha256 is now {now[:12]}..., "
+                      f"{' or '.join(map(str, files))} changed since it was imported (its sha256 is now {now[:12]}..., "
                       f"not {src.sha256[:12]}...): import it again (solbench import --force)")
 
 

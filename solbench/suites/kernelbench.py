@@ -249,5 +249,6 @@ def siblings(problem: Path) -> list[Path]:
     return [p for p in found if p.is_file() and "ModelNew" in top_level(p)[0]]
 
 
-def sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+def sha256(*paths: Path) -> str:
+    """The sha256 of the files' bytes, one after another (a SOL-ExecBench problem is two files)."""
+    return hashlib.sha256(b"".join(path.read_bytes() for path in paths)).hexdigest()

@@ -127,7 +127,7 @@ def read(folder: Path, solutions: list[Path] | None = None) -> WorkloadSpec:
         "input_generator": {"fn": f"{RT}:inputs", "params": gen},
         "reference": f"{RT}:reference", "reference_params": fixed, "reference_dtype": "declared",
         "cost": "traced", "fp32_peak": "torch", "implementations": impls, "case_tolerances": tolerances,
-        "source": {"suite": "sol-execbench", "path": str(folder), "sha256": sha256(dpath)},
+        "source": {"suite": "sol-execbench", "path": str(folder), "sha256": sha256(dpath, wpath)},
     }
     spec = validated(dpath, data)
     return _with_cpu_profile(spec, dpath, cases, frozenset(constants) - _sizes(d))

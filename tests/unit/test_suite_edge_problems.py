@@ -157,3 +157,21 @@ def test_a_solution_beside_its_problem_that_copies_model_joins_it(tmp_path):
     for path in (tmp_path, problem):
         [(spec, origin)] = load(path)
         assert origin == problem and set(spec.implementations) == {"baseline", "compiled", "new"}
+
+
+def test_a_workload_line_changed_since_the_import_is_refused(runner, tmp_path):
+    """An imported SOL-ExecBench workload holds its lines' sizes and tolerances and reads the rest of a
+    line (scalar values, input types) when run; only definition.json was hashed, so after an edit of
+    workload.jsonl it ran the old sizes with the new scalars and recorded the import's sha256."""
+    folder = _sol(tmp_path, X_AND_ALPHA, SCALED,
+                  [{"axes": {"batch": 8}, "inputs": {"alpha": {"type": "scalar", "value": 2.0}}}])
+    result = runner.invoke(main, ["import", str(folder), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    args = ["run", str(tmp_path / "out" / "problem.yaml"), "--dry-run", "--device", "cpu"]
+    assert runner.invoke(main, [*args, "-o", str(tmp_path / "same.json")]).exit_code == 0
+    lines = folder / "workload.jsonl"
+    lines.write_text(lines.read_text().replace('"batch": 8', '"batch": 16').replace("2.0", "3.0"))
+    result = runner.invoke(main, [*args, "-o", str(tmp_path / "r.json")])
+    assert result.exit_code == 2, result.output
+    assert "workload.jsonl changed since it was imported" in result.output and "source.sha256" in result.output
+    assert not (tmp_path / "r.json").exists()
