@@ -81,19 +81,20 @@ def read(folder: Path, solutions: list[Path] | None = None) -> WorkloadSpec:
                                   f"(known: {', '.join(DTYPES)})")
     lines = _lines(wpath)
     cases, tolerances = [], []
-    for i, line in enumerate(lines):
+    for i, (number, line) in enumerate(lines):
+        where = f"{wpath}:{number}"
         axes = line.get("axes", {})
         if not isinstance(axes, dict):
-            raise ConfigError(f"{wpath}:{i + 1}: axes: expected an object")
+            raise ConfigError(f"{where}: axes: expected an object")
         missing = [a for a in var if a not in axes]
         if missing:
-            raise ConfigError(f"{wpath}:{i + 1}: no value for the var axis {missing[0]!r}")
+            raise ConfigError(f"{where}: no value for the var axis {missing[0]!r}")
         for a in var:
             if type(axes[a]) is not int:
-                raise ConfigError(f"{wpath}:{i + 1}: axes.{a}: a var axis needs an integer value, not {axes[a]!r}")
-        _check_described(f"{wpath}:{i + 1}", line.get("inputs", {}), d)
+                raise ConfigError(f"{where}: axes.{a}: a var axis needs an integer value, not {axes[a]!r}")
+        _check_described(where, line.get("inputs", {}), d)
         cases.append({"wl": i, **{a: axes[a] for a in var}})
-        tolerances.append({"where": {"wl": i}, **_tolerance(f"{wpath}:{i + 1}", line.get("tolerance") or {})})
+        tolerances.append({"where": {"wl": i}, **_tolerance(where, line.get("tolerance") or {})})
     tensors = {n: {"shape": t["shape"], "dtype": t["dtype"]} for n, t in d["inputs"].items()
                if t.get("shape") is not None}
     outputs = {n: {"shape": t["shape"], "dtype": t["dtype"]} for n, t in d["outputs"].items()}
@@ -130,7 +131,7 @@ def read(folder: Path, solutions: list[Path] | None = None) -> WorkloadSpec:
         "source": {"suite": "sol-execbench", "path": str(folder), "sha256": sha256(dpath, wpath)},
     }
     spec = validated(dpath, data)
-    return _with_cpu_profile(spec, dpath, cases, frozenset(constants) - _sizes(d))
+    return _with_cpu_profile(spec, dpath, cases, [number for number, _ in lines], frozenset(constants) - _sizes(d))
 
 
 def _json(path: Path) -> Any:
@@ -142,7 +143,8 @@ def _json(path: Path) -> Any:
         raise ConfigError(f"{path}:{exc.lineno}: not JSON: {exc.msg}") from None
 
 
-def _lines(path: Path) -> list[dict[str, Any]]:
+def _lines(path: Path) -> list[tuple[int, dict[str, Any]]]:
+    """The workload lines, each with its line number in the file (blank lines are not workloads)."""
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
@@ -157,7 +159,7 @@ def _lines(path: Path) -> list[dict[str, Any]]:
             raise ConfigError(f"{path}:{i + 1}: not JSON: {exc.msg}") from None
         if not isinstance(line, dict):
             raise ConfigError(f"{path}:{i + 1}: expected a JSON object")
-        out.append(line)
+        out.append((i + 1, line))
     if not out:
         raise ConfigError(f"{path}: no workloads")
     return out
@@ -278,7 +280,7 @@ def _check_solution(path: Path, data: dict[str, Any]) -> None:
             raise ConfigError(f"{path}: sources[{i}]: expected {{path, content}} with string values")
 
 
-def _with_cpu_profile(spec: WorkloadSpec, dpath: Path, cases: list[dict[str, Any]],
+def _with_cpu_profile(spec: WorkloadSpec, dpath: Path, cases: list[dict[str, Any]], numbers: list[int],
                       keep: frozenset[str]) -> WorkloadSpec:
     dtype = spec.dtypes[0]
 
@@ -286,12 +288,12 @@ def _with_cpu_profile(spec: WorkloadSpec, dpath: Path, cases: list[dict[str, Any
         return probe(spec, build_case(spec, params, dtype), None)[1]
 
     small = []
-    for case in cases:
+    for case, number in zip(cases, numbers, strict=True):
         full = {**spec.constants, **case}
         try:
             trace(full)
         except ConfigError as exc:  # the trace's own messages name no file
-            raise ConfigError(f"{dpath}: case wl={case['wl']} (workload.jsonl line {case['wl'] + 1}): {exc}") from None
+            raise ConfigError(f"{dpath}: case wl={case['wl']} (workload.jsonl line {number}): {exc}") from None
         except Exception as exc:  # .item(), or a kernel of its own: traced per run on the real device instead
             why = f"{type(exc).__name__}: {one_line(str(exc))}"[:160]
             note = f"no CPU profile (the reference does not run on the meta device: {why})"

@@ -175,3 +175,18 @@ def test_a_workload_line_changed_since_the_import_is_refused(runner, tmp_path):
     assert result.exit_code == 2, result.output
     assert "workload.jsonl changed since it was imported" in result.output and "source.sha256" in result.output
     assert not (tmp_path / "r.json").exists()
+
+
+@pytest.mark.parametrize(("bad", "needle"), [
+    ({"axes": {"batch": "16"}}, "workload.jsonl:4: axes.batch: a var axis needs an integer value"),
+    ({"axes": {"batch": 0}}, "definition.json: case wl=1 (workload.jsonl line 4): "),
+])
+def test_a_bad_workload_line_is_named_by_its_line_number_past_blank_lines(runner, tmp_path, bad, needle):
+    """Blank lines are not workloads; a bad line after them was named by its index among the others
+    (line 2 for the file's fourth line)."""
+    folder = _sol(tmp_path, X_AND_ALPHA, SCALED, [])
+    good = {"axes": {"batch": 8}, "inputs": {"alpha": {"type": "scalar", "value": 2.0}}}
+    (folder / "workload.jsonl").write_text(f"\n{json.dumps(good)}\n\n{json.dumps(bad)}\n")
+    result = runner.invoke(main, ["import", str(folder), "--out", str(tmp_path / "out")])
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert result.exit_code == 2 and len(lines) == 1 and needle in lines[0], result.output
