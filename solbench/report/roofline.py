@@ -257,7 +257,7 @@ def histograms_png(cases: Sequence[CaseResult], columns: int = 4, names: Sequenc
 
             ax.set_xscale("log")
             ax.xaxis.set_minor_formatter(NullFormatter())
-        ax.set_title(_short(c), fontsize=7)
+        ax.set_title(_short(c), fontsize=7, parse_math=False)  # a parameter's `$` is text, not mathtext
         ax.tick_params(labelsize=6)
         ax.set_xlabel("µs per call", fontsize=6)
         ax.legend(fontsize=5)

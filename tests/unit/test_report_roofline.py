@@ -83,3 +83,11 @@ def test_a_run_without_scored_points_still_draws_its_roofs():
     assert roofline_points([run]) == []
     assert roofline_png([run]).startswith(PNG)
 
+
+
+def test_a_string_parameter_with_dollar_signs_is_drawn_as_text():
+    """A case's parameters title its histogram; matplotlib read `$...$` in them as mathtext, and a value
+    it could not parse (`$\\frac$`) failed `report --html` with a traceback (exit 5)."""
+    pytest.importorskip("matplotlib")
+    case = dataclasses.replace(make_case("c", {"baseline": [1e-5, 2e-5, 3e-5]}), params={"mode": "$\\frac$"})
+    assert histograms_png([case]).startswith(PNG)
