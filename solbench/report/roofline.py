@@ -249,9 +249,8 @@ def histograms_png(cases: Sequence[CaseResult], columns: int = 4, names: Sequenc
         hi = max(max(r.timing.samples) for r in measured)  # type: ignore[union-attr]
         hi = hi if hi > lo else lo * 1.01
         edges = [lo * (hi / lo) ** (k / 30) * 1e6 for k in range(31)]
-        for r in measured:
-            ax.hist([s * 1e6 for s in r.timing.samples], bins=edges, alpha=0.55,  # type: ignore[union-attr]
-                    color=colors[r.name], label=r.name)
+        bars = [ax.hist([s * 1e6 for s in r.timing.samples], bins=edges, alpha=0.55,  # type: ignore[union-attr]
+                        color=colors[r.name])[2] for r in measured]
         if hi / lo > 4:  # a log axis only where the implementations differ by a lot
             from matplotlib.ticker import NullFormatter
 
@@ -260,7 +259,7 @@ def histograms_png(cases: Sequence[CaseResult], columns: int = 4, names: Sequenc
         ax.set_title(_short(c), fontsize=7, parse_math=False)  # a parameter's `$` is text, not mathtext
         ax.tick_params(labelsize=6)
         ax.set_xlabel("µs per call", fontsize=6)
-        ax.legend(fontsize=5)
+        ax.legend(bars, [r.name for r in measured], fontsize=5)  # named: a gathered legend drops names with `_`
     return _png(fig)
 
 

@@ -91,3 +91,16 @@ def test_a_string_parameter_with_dollar_signs_is_drawn_as_text():
     pytest.importorskip("matplotlib")
     case = dataclasses.replace(make_case("c", {"baseline": [1e-5, 2e-5, 3e-5]}), params={"mode": "$\\frac$"})
     assert histograms_png([case]).startswith(PNG)
+
+
+def test_every_implementation_is_named_in_its_histograms_legend(monkeypatch):
+    """matplotlib leaves a label that starts with `_` out of a legend it gathers itself: an implementation
+    named `_v2` (a valid name) drew bars that no legend entry named."""
+    pytest.importorskip("matplotlib")
+    import solbench.report.roofline as roofline
+
+    figures = []
+    monkeypatch.setattr(roofline, "_png", lambda fig: figures.append(fig) or PNG)
+    histograms_png([make_case("c", {"baseline": [1e-5, 2e-5, 3e-5], "_v2": [2e-5, 3e-5, 4e-5]})])
+    (ax,) = figures[0].axes
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["baseline", "_v2"]
