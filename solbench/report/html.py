@@ -244,8 +244,8 @@ def report_html(runs: Sequence[RunResult], images: ReportImages = ReportImages()
         body += ["<h2>Roofline</h2>", _img(images.roofline, "roofline"),
                  '<p class="note">One point per case × implementation: analytic FLOPs / median time against '
                  "analytic FLOP per fused byte; arrows go from the baseline to the fused (else the fastest) "
-                 "implementation; dashed roofs are ceilings measured by solbench calibrate. Each point carries "
-                 "the number of its case:</p>",
+                 "implementation of the same run; dashed roofs are ceilings measured by solbench calibrate. "
+                 "Each point carries the number of its case:</p>",
                  '<ol class="note">' + "".join(f"<li>{_e(case)}</li>" for case in numbered) + "</ol>"]
     if gate is not None:
         body.append(_gate_section(gate))

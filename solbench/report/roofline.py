@@ -41,6 +41,7 @@ class Point:
     intensity: float  # FLOP per fused byte
     flops_per_s: float  # achieved, analytic FLOPs / median time
     is_baseline: bool
+    run: int = 0  # the run's index among those drawn
 
 
 @dataclass(frozen=True)
@@ -56,12 +57,12 @@ class Roof:
 def roofline_points(runs: Sequence[RunResult]) -> list[Point]:
     """Every scored implementation of every case (those with a positive intensity)."""
     points = []
-    for run in runs:
+    for k, run in enumerate(runs):
         for c in run.cases:
             for r in c.impls:
                 if r.status == "ok" and r.score is not None and 0 < c.intensity < math.inf:
                     points.append(Point(c.workload, c.case_id, r.name, c.intensity, r.score.achieved_flops,
-                                        r.name == c.baseline))
+                                        r.name == c.baseline, k))
     return points
 
 
@@ -137,10 +138,10 @@ def impl_names(runs: Sequence[RunResult]) -> list[str]:
 
 
 def _arrows(points: Sequence[Point]) -> list[tuple[Point, Point]]:
-    """Per case: baseline -> the implementation named "fused", else the fastest other one."""
-    by_case: dict[str, list[Point]] = {}
+    """Per case of each run: baseline -> the implementation named "fused", else the fastest other one."""
+    by_case: dict[tuple[int, str], list[Point]] = {}
     for p in points:
-        by_case.setdefault(p.case_id, []).append(p)
+        by_case.setdefault((p.run, p.case_id), []).append(p)
     pairs = []
     for pts in by_case.values():
         base = next((p for p in pts if p.is_baseline), None)

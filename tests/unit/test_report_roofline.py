@@ -104,3 +104,15 @@ def test_every_implementation_is_named_in_its_histograms_legend(monkeypatch):
     histograms_png([make_case("c", {"baseline": [1e-5, 2e-5, 3e-5], "_v2": [2e-5, 3e-5, 4e-5]})])
     (ax,) = figures[0].axes
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["baseline", "_v2"]
+
+
+def test_arrows_stay_within_a_run():
+    """Two runs of one case in one report: each run's baseline points to that run's own implementation;
+    grouped by case id alone, one arrow went from the first run's baseline to the fastest of both runs."""
+    def run(flops):
+        case = _scored(make_case("o_proj[t=16]", {"baseline": [2e-5] * 5, "fast": [1e-5] * 5}), flops)
+        return dataclasses.replace(make_run({}), cases=(case,))
+
+    points = roofline_points([run({"baseline": 1e12, "fast": 2e12}), run({"baseline": 1.5e12, "fast": 1.8e12})])
+    pairs = sorted((a.flops_per_s, b.flops_per_s) for a, b in arrows(points))
+    assert pairs == [(1e12, 2e12), (1.5e12, 1.8e12)]
