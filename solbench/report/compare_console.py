@@ -11,7 +11,7 @@ from solbench.analysis.gate import CASE_VERDICTS, GateResult
 from solbench.report.markdown import ratio_note, rounds_note, side_cell, split_key, threshold_cell, threshold_summary
 from solbench.report.units import format_ci, format_p, format_percent, format_ratio, format_seconds
 
-__all__ = ["comparison_table", "gate_table", "short_cases"]
+__all__ = ["comparison_table", "gate_table", "short_cases", "unpaired"]
 
 _STYLE = {
     "FASTER": "bold green", "SLOWER": "bold red", "SAME": "dim", "INCONCLUSIVE": "yellow",
@@ -62,6 +62,16 @@ def _key_columns(t: Table, cases: list[str], impls: list[str] | None) -> None:
             t.add_column(name, justify="left", overflow="fold")
 
 
+def unpaired(c: Comparison) -> dict[str, str]:
+    """Every key with no ratio, and why: measured on one side only, or not comparable."""
+    why = {}
+    for side, other, one_sided in ((c.label_a, c.label_b, c.only_in_a), (c.label_b, c.label_a, c.only_in_b)):
+        why.update({k: f"only in {side} ({other}: {c.other_side.get(k, 'absent')})" for k in one_sided})
+    why.update({k: f"not comparable: other GPU model ({models})" for k, models in c.not_comparable.items()})
+    why.update({k: f"not comparable: launched differently ({how})" for k, how in c.launched_differently.items()})
+    return why
+
+
 def comparison_table(c: Comparison) -> Table:
     """One row per paired key, then one row per key measured on one side only."""
     a, b = c.label_a, c.label_b
@@ -72,7 +82,8 @@ def comparison_table(c: Comparison) -> Table:
                       f"SAME within ±{format_percent(c.threshold)}, alpha {c.alpha:g} (BH)"
                       + (f"\n{escape(ratio_note(c))}" if c.rows else ""),
               caption_justify="left")
-    keys = [r.key for r in c.rows] + [*c.only_in_a, *c.only_in_b, *c.not_comparable, *c.launched_differently]
+    apart = unpaired(c)
+    keys = [r.key for r in c.rows] + list(apart)
     by_impl = any(split_key(k)[1] for k in keys)  # two runs: keys are case/impl
     short, constant = short_cases([split_key(k)[0] for k in keys]) if keys else ({}, "")
     impls = sorted({split_key(k)[1] for k in keys})
@@ -96,14 +107,8 @@ def comparison_table(c: Comparison) -> Table:
                   f"{_sol(r.sol_a)} → {_sol(r.sol_b)}",
                   format_p(r.p_value),
                   Text(r.verdict, style=_STYLE[r.verdict]))
-    for side, other, one_sided in ((a, b, c.only_in_a), (b, a, c.only_in_b)):
-        for k in one_sided:
-            t.add_row(*key(k), *[""] * 5,
-                      Text(f"only in {side} ({other}: {c.other_side.get(k, 'absent')})", style="dim"))
-    for k, models in c.not_comparable.items():
-        t.add_row(*key(k), *[""] * 5, Text(f"not comparable: other GPU model ({models})", style="dim"))
-    for k, how in c.launched_differently.items():
-        t.add_row(*key(k), *[""] * 5, Text(f"not comparable: launched differently ({how})", style="dim"))
+    for k, why in apart.items():
+        t.add_row(*key(k), *[""] * 5, Text(why, style="dim"))
     return t
 
 

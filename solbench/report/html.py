@@ -26,6 +26,7 @@ from solbench.analysis.gate import GateResult
 from solbench.analysis.suite_summary import DEFAULT_PS
 from solbench.report import dry_cells, flags, html_views
 from solbench.report.collective_cells import collective_cell, collective_columns, is_part, part_label
+from solbench.report.compare_console import unpaired
 from solbench.report.console import run_header, run_notes
 from solbench.report.markdown import split_key
 from solbench.report.roofline import point_labels
@@ -192,14 +193,20 @@ def _gate_section(g: GateResult) -> str:
 
 
 def _compare_section(c: Comparison) -> str:
-    by_impl = any(split_key(r.key)[1] for r in c.rows)  # two runs: case and implementation apart
-    rows = [[*(_e(x) for x in (split_key(r.key) if by_impl else (r.key,))), _e(r.verdict),
-             _e(format_seconds(r.median_a)), _e(format_seconds(r.median_b)),
+    apart = unpaired(c)  # measured on one side only, or not comparable: no ratio, listed last
+    by_impl = any(split_key(k)[1] for k in [*(r.key for r in c.rows), *apart])  # two runs: case and impl apart
+
+    def key(k: str) -> list[str]:
+        return [_e(x) for x in (split_key(k) if by_impl else (k,))]
+
+    rows = [[*key(r.key), _e(r.verdict), _e(format_seconds(r.median_a)), _e(format_seconds(r.median_b)),
              _e(format_ratio(r.ratio, threshold=c.threshold)),
              _e(format_ci(r.ci_low, r.ci_high, threshold=c.threshold)), _e(format_p(r.p_value))]
             for r in c.rows]
+    rows += [[*key(k), _e(why), "", "", "", "", ""] for k, why in apart.items()]
+    ratios = [r.ratio for r in c.rows] + [None] * len(apart)
     table = _by_ratio("compare", ["case", *(["impl"] if by_impl else []), "verdict", c.label_a, c.label_b,
-                                  f"{c.label_b}/{c.label_a}", "95% CI", "p"], rows, [r.ratio for r in c.rows],
+                                  f"{c.label_b}/{c.label_a}", "95% CI", "p"], rows, ratios,
                       3 if by_impl else 2, f"the largest slowdown of {c.label_b} against {c.label_a}")
     geo = f"geomean speedup of {c.label_b} over {c.label_a}: {format_ratio(c.geomean_speedup)}"
     return f"<h2>Comparison: {_e(c.label_b)} vs {_e(c.label_a)}</h2>{table}<p>{_e(geo)}</p>"

@@ -272,3 +272,18 @@ def test_a_part_and_a_byte_floor_say_so_where_sol_would_be_as_in_the_console_and
     sol = {row[1]: row[col] for row in table[1:]}
     assert sol["compute"] == sol["comm"] == "part" and sol["floor"] == "floor" and sol["baseline"] not in ("", "part")
     assert {k: md[k] for k in parts} == {k: sol[k] for k in parts}
+
+
+def test_the_comparison_lists_keys_measured_on_one_side_as_the_console_does():
+    """A key one side lacks (an implementation dropped, or failing there) has no ratio; the console and
+    Markdown list it, and the HTML comparison left it out: the table read as if nothing was missing."""
+    base = make_run({"c1": {"baseline": [1e-3] * 30, "fused": [8e-4] * 30}, "c2": {"baseline": [1e-3] * 30}})
+    cur = make_run({"c1": {"baseline": [1e-3] * 30}, "c2": {"baseline": [1e-3] * 30, "fused": [7e-4] * 30}},
+                   statuses={"c2/fused": "incorrect"})
+    c = compare_runs(base, cur, label_a="base", label_b="head")
+    assert c.only_in_a == ("c1/fused",)
+    page = Page(report_html([cur], comparison=c))
+    (table,) = [t for t, o in zip(page.tables, page.orders, strict=True) if o == "given" and "head/base" in t[0]]
+    verdicts = {(row[0], row[1]): row[2] for row in table[1:]}
+    assert verdicts[("c1", "fused")] == "only in base (head: absent)"
+    assert verdicts[("c1", "baseline")] in ("SAME", "INCONCLUSIVE")
