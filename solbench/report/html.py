@@ -28,14 +28,13 @@ from solbench.report import dry_cells, flags, html_views
 from solbench.report.collective_cells import collective_cell, collective_columns, is_part, part_label
 from solbench.report.compare_console import unpaired
 from solbench.report.console import run_header, run_notes
-from solbench.report.markdown import split_key
+from solbench.report.markdown import side_cell, split_key, threshold_cell, undecided_note
 from solbench.report.roofline import point_labels
 from solbench.report.suites import summary_html
 from solbench.report.units import (
     format_ci,
     format_p,
     format_pct,
-    format_percent,
     format_ratio,
     format_seconds,
 )
@@ -180,16 +179,18 @@ def _by_ratio(group: str, header: Sequence[str], rows: Sequence[list[str]], rati
 
 
 def _gate_section(g: GateResult) -> str:
-    rows = [[_e(v.case_id), _e(v.impl), _e(v.verdict), _e(format_seconds(v.median_base)),
-             _e(format_seconds(v.median_cur)),
+    rows = [[_e(v.case_id), _e(v.impl), _e(v.verdict), _e(side_cell(v.median_base, v.status_base)),
+             _e(side_cell(v.median_cur, v.status_cur)),
              _e(format_ratio(v.ratio, threshold=v.threshold)),
              _e(format_ci(v.ci_low, v.ci_high, threshold=v.threshold)),
-             _e(f"+{format_percent(v.threshold)}"),
+             _e(threshold_cell(v)),
              _e(format_p(v.p_adjusted)), _e(v.reason)] for v in g.verdicts]
     table = _by_ratio("gate", ["case", "impl", "verdict", "baseline", "current", "ratio", "95% CI", "threshold",
                                "p (adj.)", "reason"], rows, [v.ratio for v in g.verdicts], 3,
                       "the largest slowdown of current against baseline")
-    return f"<h2>Gate: {_e(g.overall)}</h2>{table}"
+    notes = ([f"Compared across different hardware or software (allowed): {'; '.join(g.fingerprint_diffs)}"]
+             if g.fingerprint_diffs else []) + [n for n in (g.cards, g.load, undecided_note(g)) if n]
+    return f"<h2>Gate: {_e(g.overall)}</h2>" + "".join(f'<p class="note">{_e(n)}</p>' for n in notes) + table
 
 
 def _compare_section(c: Comparison) -> str:

@@ -287,3 +287,24 @@ def test_the_comparison_lists_keys_measured_on_one_side_as_the_console_does():
     verdicts = {(row[0], row[1]): row[2] for row in table[1:]}
     assert verdicts[("c1", "fused")] == "only in base (head: absent)"
     assert verdicts[("c1", "baseline")] in ("SAME", "INCONCLUSIVE")
+
+
+def test_the_gate_section_says_what_the_console_and_markdown_gate_say():
+    """The HTML gate showed "—" for both sides of a BROKEN case (the console and Markdown: its status, e.g.
+    INCORRECT) and said nothing of a gate allowed across hardware (--allow-cross-hardware)."""
+    from tests.unit.factories import make_env
+
+    base = make_run({"c1": {"baseline": [1e-3] * 30}, "c2": {"baseline": [1e-3] * 30}})
+    cur = make_run({"c1": {"baseline": [1e-3] * 30}, "c2": {"baseline": [1e-3] * 30}},
+                   environment=make_env(device_name="NVIDIA A100-SXM4-80GB", driver="535.1"),
+                   statuses={"c2/baseline": "incorrect"})
+    g = gate(base, cur, allow_cross_hardware=True)
+    text = report_html([cur], gate=g)
+    page = Page(text)
+    (table,) = [t for t, o in zip(page.tables, page.orders, strict=True) if o == "given" and "threshold" in t[0]]
+    header, *rows = table
+    broken = dict(zip(header, next(row for row in rows if row[2] == "BROKEN"), strict=True))
+    assert (broken["baseline"], broken["current"]) == ("1.00 ms", "INCORRECT")
+    assert len(g.fingerprint_diffs) == 2
+    for diff in g.fingerprint_diffs:
+        assert escape(diff) in text
