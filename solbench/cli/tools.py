@@ -140,16 +140,21 @@ def report(runs: Sequence[str], html_file: str | None, csv_file: str | None, png
     check_fast_ps(fast_ps, loaded)
     _report_warnings(list(runs) or ["the latest run"], loaded, to_csv=bool(csv_file or not (html_file or png_file)))
     gated = compared = None
+    current = runs[0] if runs else "latest"
     if gate_against:  # the verdicts `solbench gate --baseline BASE --current RUN` gives, the same way
-        from solbench.cli.compare import saved_gate
+        from solbench.cli.compare import saved_gate, warn_incomplete, warn_same_run
 
         base = read_run(gate_against, rdir, "gate baseline")
-        gated = saved_gate([base], loaded[:1], [runs[0] if runs else "latest"], rdir,
+        warn_incomplete([gate_against], [base], "--gate-against ")  # and the warnings it gives
+        warn_same_run([gate_against], [base], [current], loaded[:1])
+        gated = saved_gate([base], loaded[:1], [current], rdir,
                            allow_cross_hardware=allow_cross_hardware, run_sd=run_sd)
     if compare_to:  # as `solbench compare BASE RUN`
-        from solbench.cli.compare import saved_comparison
+        from solbench.cli.compare import saved_comparison, warn_incomplete, warn_same_run
 
         other = read_run(compare_to, rdir, "compared with")
+        warn_incomplete([compare_to], [other], "--compare-to ")
+        warn_same_run([compare_to], [other], [current], loaded[:1])
         compared = saved_comparison([other], loaded[:1], rdir, label_a=compare_to, label_b="run", run_sd=run_sd)
     if not (html_file or csv_file or png_file):
         csv_file = "-"

@@ -118,3 +118,27 @@ def test_report_refuses_gate_options_without_a_gate(cpu_run, tmp_path):
         result = CliRunner().invoke(main, ["report", str(cpu_run), "--csv", str(tmp_path / "r.csv"), *args])
         assert result.exit_code == 2 and says in result.output, result.output
         assert not (tmp_path / "r.csv").exists()
+
+
+@pytest.mark.parametrize("option", ["--gate-against", "--compare-to"])
+def test_report_warns_of_a_run_gated_or_compared_with_itself(cpu_run, tmp_path, option):
+    """gate and compare warn that a run compared with itself passes by construction (a CI job wired to the
+    wrong file); report --gate-against and --compare-to gave the same verdicts without a word."""
+    pytest.importorskip("matplotlib")
+    result = CliRunner().invoke(main, ["report", str(cpu_run), "--html", str(tmp_path / "r.html"),
+                                       option, str(cpu_run)])
+    assert result.exit_code == 0, result.output
+    assert f"warning: {cpu_run} is the same run as {cpu_run}" in result.stderr
+
+
+@pytest.mark.parametrize("option", ["--gate-against", "--compare-to"])
+def test_report_warns_of_an_incomplete_run_on_the_other_side(cpu_run, tmp_path, option):
+    """gate and compare warn that an incomplete baseline's missing cases read as MISSING, not compared;
+    report --gate-against and --compare-to did not."""
+    import dataclasses
+
+    pytest.importorskip("matplotlib")
+    base = store.save(dataclasses.replace(store.load(cpu_run), complete=False), tmp_path / "base.json")
+    result = CliRunner().invoke(main, ["report", str(cpu_run), "--html", str(tmp_path / "r.html"), option, str(base)])
+    assert result.exit_code == 0, result.output
+    assert f"warning: {option} {base}: the run is incomplete" in result.stderr
