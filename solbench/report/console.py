@@ -10,7 +10,7 @@ from rich.text import Text
 from solbench.analysis.pooling import rounds_apart
 from solbench.report import dry_cells, flags
 from solbench.report.collective_cells import collective_cell, collective_columns, is_part, part_label
-from solbench.report.timing_cells import clock_cell, has_clocks, has_rounds, rounds_cell
+from solbench.report.timing_cells import clock_cell, rounds_cell, timing_columns
 from solbench.report.units import format_pct, format_seconds
 from solbench.results.model import CaseResult, ImplResult, RunResult
 
@@ -23,7 +23,7 @@ def run_tables(run: RunResult) -> list[Table]:
     for case in run.cases:
         by_workload.setdefault(case.workload, []).append(case)
     dry = run.protocol.timer == "none"
-    extra = (("rounds",) if has_rounds(run) else ()) + (("SM MHz",) if has_clocks(run) else ())
+    extra = timing_columns(run)
     return [_dry_table(name, cases) if dry else _table(run, name, cases, extra + collective_columns(cases))
             for name, cases in by_workload.items()]
 

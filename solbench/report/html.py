@@ -31,6 +31,7 @@ from solbench.report.console import run_header, run_notes
 from solbench.report.markdown import side_cell, split_key, threshold_cell, undecided_note
 from solbench.report.roofline import point_labels
 from solbench.report.suites import summary_html
+from solbench.report.timing_cells import clock_cell, rounds_cell, timing_columns
 from solbench.report.units import (
     format_ci,
     format_p,
@@ -142,10 +143,13 @@ def _results_table(run: RunResult, cases: Sequence[CaseResult], group: str) -> s
     """One table per order of :data:`_ORDERS`, switched by :func:`html_views.views`; the first keeps the
     order of the run (rows grouped by case). Sorts are stable; rows without the key come last, as given."""
     pairs = [(c, r) for c in cases for r in c.impls]
-    cols = collective_columns(cases)  # algbw, busbw, overlap, of floor: as the console and Markdown tables
+    # rounds, SM MHz, algbw, busbw, overlap, of floor: as the console and Markdown tables
+    cols = (*timing_columns(run), *collective_columns(cases))
 
     def cells(c: CaseResult, r: ImplResult) -> list[str]:
-        return [*_impl_cells(run, c, r), *(_e(collective_cell(col, r)) for col in cols)]
+        timing = {"rounds": rounds_cell(r.timing), "SM MHz": clock_cell(r.timing)}
+        return [*_impl_cells(run, c, r), *(_e(timing[col] if col in timing else collective_cell(col, r))
+                                           for col in cols)]
 
     rendered = []
     for key, label, caption, sort_key in _ORDERS:

@@ -16,7 +16,7 @@ from solbench.report import dry_cells, flags
 from solbench.report.collective_cells import collective_cell, collective_columns, is_part, part_label
 from solbench.report.console import threads
 from solbench.report.suites import summary_markdown
-from solbench.report.timing_cells import clock_cell, has_clocks, has_rounds, rounds_cell
+from solbench.report.timing_cells import clock_cell, rounds_cell, timing_columns
 from solbench.report.units import (
     format_ci,
     format_p,
@@ -264,7 +264,7 @@ def run_markdown(run: RunResult, fast_ps: Sequence[float] = DEFAULT_PS) -> str:
     by_workload: dict[str, list[CaseResult]] = {}
     for case in run.cases:
         by_workload.setdefault(case.workload, []).append(case)
-    extra = (["rounds"] if has_rounds(run) else []) + (["SM MHz"] if has_clocks(run) else [])
+    extra = timing_columns(run)
     if extra:
         notes = []
         if "rounds" in extra:

@@ -14,7 +14,7 @@ import statistics
 
 from solbench.results.model import RunResult, Timing
 
-__all__ = ["clock_cell", "has_clocks", "has_rounds", "round_medians", "rounds_cell"]
+__all__ = ["clock_cell", "has_clocks", "has_rounds", "round_medians", "rounds_cell", "timing_columns"]
 
 
 def has_clocks(run: RunResult) -> bool:
@@ -26,6 +26,12 @@ def has_clocks(run: RunResult) -> bool:
 def has_rounds(run: RunResult) -> bool:
     """Whether any timing of the run was measured in several rounds."""
     return any(r.timing is not None and r.timing.n_rounds > 1 for c in run.cases for r in c.impls)
+
+
+def timing_columns(run: RunResult) -> tuple[str, ...]:
+    """The columns a run's tables add: "rounds" (:func:`rounds_cell`) and "SM MHz" (:func:`clock_cell`),
+    each where the run recorded it."""
+    return (("rounds",) if has_rounds(run) else ()) + (("SM MHz",) if has_clocks(run) else ())
 
 
 def clock_cell(t: Timing | None) -> str:

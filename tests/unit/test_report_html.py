@@ -308,3 +308,25 @@ def test_the_gate_section_says_what_the_console_and_markdown_gate_say():
     assert len(g.fingerprint_diffs) == 2
     for diff in g.fingerprint_diffs:
         assert escape(diff) in text
+
+
+def test_the_rounds_and_clock_columns_the_console_and_markdown_show_are_in_the_html_too():
+    """A run in rounds, on a GPU with clocks read: the console and Markdown tables show each point's rounds
+    (count and spread) and SM clock range with throttled samples (⚠n); the HTML table had neither."""
+    from solbench.report.markdown import run_markdown
+
+    run = make_run({"c1": {"baseline": [1.0e-3, 1.1e-3, 1.2e-3] * 4, "fused": [8e-4, 9e-4] * 6}}, rounds=3)
+    case = run.cases[0]
+    impls = tuple(dataclasses.replace(r, timing=dataclasses.replace(
+        r.timing, sm_clock_mhz=(1755,) + (1980,) * (r.timing.n - 1), throttle_reasons=(4,) + (0,) * (r.timing.n - 1)))
+        for r in case.impls)
+    run = dataclasses.replace(run, cases=(dataclasses.replace(case, impls=impls),))
+    md = run_markdown(run)
+    (table,) = [t for t, o in zip(Page(report_html([run])).tables, Page(report_html([run])).orders, strict=True)
+                if o == "given" and "impl" in t[0]]
+    header, *rows = table
+    assert "rounds" in header and "SM MHz" in header
+    for row in rows:
+        cells = dict(zip(header, row, strict=True))
+        assert cells["rounds"].startswith("3 · ") and f"| {cells['rounds']} |" in md
+        assert cells["SM MHz"] == "1755–1980 ⚠1" and "| 1755–1980 ⚠1 |" in md
