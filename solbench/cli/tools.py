@@ -44,11 +44,11 @@ def _err() -> Console:
 
 
 def _calibration(path: str | None, runs: Sequence[RunResult], rdir: Path) -> Calibration | None:
-    """The calibration given, else the one saved for the first run's device, else None."""
+    """The calibration given, else the one saved for the runs' device where they share one, else None."""
     if path is None:
         env = runs[0].environment
-        if env.device_kind != "cuda":
-            return None
+        if env.device_kind != "cuda" or any(r.environment.spec_id != env.spec_id for r in runs):
+            return None  # one device's ceilings would be drawn over another's points, as refused below
         try:
             return store.load_calibration(rdir, env.spec_id, env.device_uuid)
         except ResultsFormatError:
@@ -84,7 +84,8 @@ def _report_warnings(names: Sequence[str], runs: Sequence[RunResult], *, to_csv:
 @click.option("--csv", "csv_file", type=click.Path(dir_okay=False), help="CSV here ('-': stdout).")
 @click.option("--png", "png_file", type=click.Path(dir_okay=False), help="Roofline PNG here.")
 @click.option("--calibration", type=click.Path(dir_okay=False),
-              help="Measured ceilings (solbench calibrate JSON); default: the one saved for the run's GPU.")
+              help="Measured ceilings (solbench calibrate JSON); default: the one saved for the runs' GPU "
+                   "(none for runs of several GPU models).")
 @click.option("--gate-against", metavar="BASE", help="Add the gate verdicts of the (single) run against BASE.")
 @click.option("--compare-to", metavar="BASE", help="Add a comparison of the (single) run with BASE.")
 @click.option("--allow-cross-hardware", is_flag=True,

@@ -142,3 +142,21 @@ def test_report_warns_of_an_incomplete_run_on_the_other_side(cpu_run, tmp_path, 
     result = CliRunner().invoke(main, ["report", str(cpu_run), "--html", str(tmp_path / "r.html"), option, str(base)])
     assert result.exit_code == 0, result.output
     assert f"warning: {option} {base}: the run is incomplete" in result.stderr
+
+
+def test_the_saved_calibration_is_drawn_only_over_runs_of_its_device(tmp_path):
+    """Without --calibration the roofline drew the first run's saved ceilings over every run's points,
+    another GPU model's too: what --calibration FILE refuses, for that reason."""
+    from solbench.cli.tools import _calibration
+    from solbench.results.model import Calibration
+    from tests.unit.factories import make_env, make_run
+
+    h200 = make_env(device_name="NVIDIA H200", spec_id="h200-sxm", device_uuid="GPU-1234")
+    cal = Calibration(created="2026-11-30T00:00:00+00:00", spec_id="h200-sxm", device_name="NVIDIA H200",
+                      device_uuid="GPU-1234", bandwidth=4.08e12, tensor_peaks={"bf16": 680e12},
+                      vector_peaks={"fp32": 50e12}, burst_peaks={}, protocol="test")
+    store.save_calibration(cal, tmp_path)
+    on_h200 = make_run({"c": {"baseline": [1e-3] * 5}}, environment=h200)
+    on_h100 = make_run({"c": {"baseline": [2e-3] * 5}})
+    assert _calibration(None, [on_h200], tmp_path) == cal
+    assert _calibration(None, [on_h200, on_h100], tmp_path) is None
