@@ -135,9 +135,9 @@ def comparison_markdown(c: Comparison) -> str:
     else:
         lines += ["No case was measured on both sides.", ""]
     lines += _keys(f"Only in {a}", c.only_in_a, b, c.other_side) + _keys(f"Only in {b}", c.only_in_b, a, c.other_side)
-    if c.launched_differently:
-        lines += ["Not comparable, launched differently:", "",
-                  *(f"- `{k}`: {how}" for k, how in c.launched_differently.items()), ""]
+    for why, keys in (("other GPU model", c.not_comparable), ("launched differently", c.launched_differently)):
+        if keys:
+            lines += [f"Not comparable, {why}:", "", *(f"- `{k}`: {how}" for k, how in keys.items()), ""]
     counts = ", ".join(f"{c.count(v)} {v.lower()}" for v in ("FASTER", "SLOWER", "SAME", "INCONCLUSIVE"))
     geo = format_ratio(c.geomean_speedup)
     lines.append(f"**Geomean speedup of {b} over {a}: {geo}** ({len(c.rows)} cases: {counts})")

@@ -85,6 +85,17 @@ def test_compare_lists_other_models_apart():
     assert "not comparable: other GPU model" in out.file.getvalue()
 
 
+def test_compare_markdown_lists_other_models_apart_too():
+    """compare --markdown dropped a key measured on another GPU model, which the table and the JSON list:
+    the comparison read as if the key were not in the runs."""
+    from solbench.report.markdown import comparison_markdown
+
+    base, cur = _runs()
+    md = comparison_markdown(compare_runs(_on(base, [H100, H100]), _on(cur, [H100, H200])))
+    assert "- `b/x`: NVIDIA H100 80GB HBM3 (h100-sxm) vs NVIDIA H200 (h200-sxm)" in md
+    assert "Not comparable, other GPU model" in md
+
+
 def test_compare_of_one_device_runs_still_compares_gpus():
     base, cur = _runs()
     c = compare_runs(base, replace(cur, environment=H200))  # comparing two GPUs is a use of compare
