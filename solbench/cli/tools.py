@@ -198,8 +198,9 @@ def _figures(runs: list[RunResult], rdir: Path, html: bool, calibration: str | N
     if not html:
         return roof, None
     names = impl_names(runs)
-    hists = {(k, w): histograms_png([c for c in run.cases if c.workload == w], names=names)
+    drawn = {(k, w): histograms_png([c for c in run.cases if c.workload == w], names=names)
              for k, run in enumerate(runs) for w in dict.fromkeys(c.workload for c in run.cases)}
+    hists = {key: png for key, png in drawn.items() if png is not None}  # None: nothing sampled
     return roof, report_html(runs, ReportImages(roof, hists), labels=[_label(r) for r in runs],
                              comparison=comparison, gate=gate_result, title=title, fast_ps=fast_ps)
 

@@ -235,12 +235,15 @@ def _title(runs: Sequence[RunResult]) -> str:
     return f"roofline: {', '.join(devices)} ({len(roofline_points(runs))} points)"
 
 
-def histograms_png(cases: Sequence[CaseResult], columns: int = 4, names: Sequence[str] = ()) -> bytes:
+def histograms_png(cases: Sequence[CaseResult], columns: int = 4, names: Sequence[str] = ()) -> bytes | None:
     """Sample histograms, one panel per case (log-spaced bins, one colour per implementation;
-    pass every implementation name in ``names`` to keep colours as in the roofline)."""
+    pass every implementation name in ``names`` to keep colours as in the roofline); None where no
+    case has samples (a dry run, or nothing timed): no blank figure."""
     shown = [c for c in cases if any(r.timing is not None and r.timing.samples for r in c.impls)]
-    rows = max(1, math.ceil(len(shown) / columns))
-    fig = _figure(3.2 * min(columns, max(1, len(shown))), 2.3 * rows, dpi=80)
+    if not shown:
+        return None
+    rows = math.ceil(len(shown) / columns)
+    fig = _figure(3.2 * min(columns, len(shown)), 2.3 * rows, dpi=80)
     names = sorted(set(names) | {r.name for c in shown for r in c.impls})
     colors = _colors(names, {c.baseline for c in shown if c.baseline})
     for i, c in enumerate(shown):

@@ -59,3 +59,16 @@ def test_a_dry_run_says_when_a_collectives_t_sol_has_no_link_term() -> None:
     assert any("no interconnect bandwidth" in n and "no link term" in n for n in dry("h20").notes)
     assert not any("link term" in n for n in dry("h200").notes)  # NVLink known: the link sets T_SOL
     assert not any("link term" in n for n in _dry().notes)  # no collective
+
+
+def test_html_of_a_dry_run_has_no_empty_sample_histograms(tmp_path) -> None:
+    """report --html inlined a blank 'sample histograms' figure under every workload of a dry run (and of a
+    workload where nothing was timed): nothing was sampled, so no figure is drawn."""
+    import pytest
+
+    pytest.importorskip("matplotlib")
+    from solbench.cli.tools import _figures
+
+    _, page = _figures([_dry()], tmp_path, True, None, None, None, "dry")
+    assert page is not None and page.count("<img") == 1  # the roofline alone
+    assert "sample histograms" not in page

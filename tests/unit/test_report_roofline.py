@@ -116,3 +116,9 @@ def test_arrows_stay_within_a_run():
     points = roofline_points([run({"baseline": 1e12, "fast": 2e12}), run({"baseline": 1.5e12, "fast": 1.8e12})])
     pairs = sorted((a.flops_per_s, b.flops_per_s) for a, b in arrows(points))
     assert pairs == [(1e12, 2e12), (1.5e12, 1.8e12)]
+
+
+def test_no_histogram_where_nothing_was_sampled():
+    pytest.importorskip("matplotlib")
+    failed = make_case("c", {"baseline": []}, statuses={"c/baseline": "error"})
+    assert histograms_png([failed]) is None
