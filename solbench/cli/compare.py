@@ -251,14 +251,19 @@ def _show_comparison(result: Comparison, as_json: bool, as_markdown: bool) -> No
     else:
         _console().print(comparison_table(result))
     if not result.rows:
-        parts = [f"{len(result.only_in_a)} measured in {result.label_a} only",
-                 f"{len(result.only_in_b)} in {result.label_b} only"]
-        if result.not_comparable:
-            parts.append(f"{len(result.not_comparable)} on other GPU models")
-        if result.launched_differently:
-            parts.append(f"{len(result.launched_differently)} launched differently")
-        click.echo(f"error: nothing compared: no case was measured on both sides ({', '.join(parts)})", err=True)
+        click.echo(f"error: {nothing_compared(result)}", err=True)
         sys.exit(exitcodes.USAGE)
+
+
+def nothing_compared(result: Comparison) -> str:
+    """Why a comparison with no rows compared nothing: what each side held alone, or apart."""
+    parts = [f"{len(result.only_in_a)} measured in {result.label_a} only",
+             f"{len(result.only_in_b)} in {result.label_b} only"]
+    if result.not_comparable:
+        parts.append(f"{len(result.not_comparable)} on other GPU models")
+    if result.launched_differently:
+        parts.append(f"{len(result.launched_differently)} launched differently")
+    return f"nothing compared: no case was measured on both sides ({', '.join(parts)})"
 
 
 def _as_runs(a: str, b: str, rdir: Path) -> tuple | None:

@@ -151,12 +151,14 @@ def report(runs: Sequence[str], html_file: str | None, csv_file: str | None, png
         gated = saved_gate([base], loaded[:1], [current], rdir,
                            allow_cross_hardware=allow_cross_hardware, run_sd=run_sd)
     if compare_to:  # as `solbench compare BASE RUN`
-        from solbench.cli.compare import saved_comparison, warn_incomplete, warn_same_run
+        from solbench.cli.compare import nothing_compared, saved_comparison, warn_incomplete, warn_same_run
 
         other = read_run(compare_to, rdir, "compared with")
         warn_incomplete([compare_to], [other], "--compare-to ")
         warn_same_run([compare_to], [other], [current], loaded[:1])
         compared = saved_comparison([other], loaded[:1], rdir, label_a=compare_to, label_b="run", run_sd=run_sd)
+        if not compared.rows:  # as compare refuses it (exit 2): a section of nothing compared must not pass
+            raise ConfigError(f"--compare-to {compare_to}: {nothing_compared(compared)}")
     if not (html_file or csv_file or png_file):
         csv_file = "-"
     files: dict[str, str | bytes] = {}

@@ -160,3 +160,19 @@ def test_the_saved_calibration_is_drawn_only_over_runs_of_its_device(tmp_path):
     on_h100 = make_run({"c": {"baseline": [2e-3] * 5}})
     assert _calibration(None, [on_h200], tmp_path) == cal
     assert _calibration(None, [on_h200, on_h100], tmp_path) is None
+
+
+def test_report_refuses_a_comparison_that_compares_nothing(tmp_path):
+    """compare exits 2 where no case was measured on both sides; report --compare-to wrote a comparison
+    section of nothing compared (geomean —) and exited 0."""
+    pytest.importorskip("matplotlib")
+    from tests.unit.factories import make_run
+
+    base = store.save(make_run({"c[n=1]": {"x": [1e-3, 1.1e-3, 1.2e-3] * 5}}), tmp_path / "base.json")
+    cur = store.save(make_run({"d[n=1]": {"x": [1e-3, 1.1e-3, 1.2e-3] * 5}}), tmp_path / "cur.json")
+    html = tmp_path / "r.html"
+    result = CliRunner().invoke(main, ["report", str(cur), "--html", str(html), "--compare-to", str(base),
+                                       "--results-dir", str(tmp_path)])
+    assert result.exit_code == 2, result.output
+    assert f"--compare-to {base}: nothing compared: no case was measured on both sides" in result.stderr
+    assert not html.exists()
