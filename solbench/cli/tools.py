@@ -229,10 +229,14 @@ def _label(run: RunResult) -> str:
 @click.option("--target", type=click.FloatRange(min=0.0001), default=0.01, show_default=True)
 @click.option("--min-samples", type=click.IntRange(min=3), default=10, show_default=True)
 @click.option("--max-samples", type=click.IntRange(min=3), default=1000, show_default=True)
-@click.option("--confirm-rounds", type=click.IntRange(min=1), default=2, show_default=True,
-              help="Alternating re-measurements of hand-picked and winner.")
+@click.option("--confirm-rounds", type=click.IntRange(min=1), default=3, show_default=True,
+              help="Rounds of the confirmation (each: hand-picked and winner measured again, in turn) before "
+                   "its first verdict; the rounds, not the samples, are what it decides on.")
+@click.option("--confirm-max-rounds", type=click.IntRange(min=2), default=8, show_default=True,
+              help="While the confirmation is INCONCLUSIVE, add a round at a time up to this many.")
 @click.option("--min-gain", type=click.FloatRange(min=0, min_open=True), default=0.01, show_default=True,
-              help="A winner whose gain's 95% CI lies within +-this of 1 is SAME: hand-picked stays.")
+              help="A winner whose gain's CI (over the confirmation's rounds) lies within +-this of 1 is SAME: "
+                   "hand-picked stays.")
 @click.option("--device", default="auto", show_default=True, metavar="auto|cpu|cuda|cuda:N")
 @click.option("-o", "--output", type=click.Path(dir_okay=False),
               help="Every configuration's result (JSON; replaced if it exists); default "
@@ -243,8 +247,8 @@ def _label(run: RunResult) -> str:
 @click.option("-v", "--verbose", is_flag=True, help="One line per configuration as it is measured.")
 def tune(files: Sequence[str], workloads: Sequence[str], impls: Sequence[str], max_configs: int | None,
          patience: int | None, margin: float, budget: float, target: float, min_samples: int, max_samples: int,
-         confirm_rounds: int, min_gain: float, device: str, output: str | None, tuned_file: str | None,
-         results_dir: str, verbose: bool) -> None:
+         confirm_rounds: int, confirm_max_rounds: int, min_gain: float, device: str, output: str | None,
+         tuned_file: str | None, results_dir: str, verbose: bool) -> None:
     """Measure every valid configuration of each implementation's tune: space, per case."""
     from solbench.cli.common import interrupted_code, writable_output
     from solbench.errors import RunInterrupted
@@ -257,7 +261,8 @@ def tune(files: Sequence[str], workloads: Sequence[str], impls: Sequence[str], m
     if tuned_file and Path(tuned_file).is_file():
         tuning.load_tuned(tuned_file)  # one that is not a tuned file: refused now, before measuring
     options = tuning.TuneOptions(workloads=tuple(workloads), impls=tuple(impls), max_configs=max_configs,
-                                 patience=patience, margin=margin, confirm_rounds=confirm_rounds, min_gain=min_gain,
+                                 patience=patience, margin=margin, confirm_rounds=confirm_rounds,
+                                 confirm_max_rounds=confirm_max_rounds, min_gain=min_gain,
                                  target_rel_ci=target, min_samples=min_samples, max_samples=max_samples,
                                  budget_s=budget)
     err = _err()

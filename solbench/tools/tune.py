@@ -11,10 +11,16 @@ a sampler such as optuna would only pay off for spaces far larger than a per-cas
             check, then time config; stop sampling it once the 95% CI of its median lies
             above best x (1 + margin) ("beaten": it cannot win)
             new best?  else count a miss; stop after `patience` misses in a row
-        confirm: time hand-picked and the fastest configuration again, alternately,
-                 `confirm_rounds` times each, samples pooled: the gain is their ratio of medians,
-                 and the verdict is `solbench compare`'s (bootstrap CI of the ratio, Mann-Whitney
-                 at alpha 0.01): FASTER, SAME (CI within +-min_gain), SLOWER or INCONCLUSIVE
+        confirm: in rounds, each round one measurement of hand-picked and one of the winner
+                 (the order alternating round by round); the rounds are the units, not the samples
+                 (samples of one measurement share its load, clocks and cache state): the verdict
+                 is `solbench compare`'s over rounds (the t test on the log round medians,
+                 analysis.sequential.log_ratio, paired by round from PAIRED_MIN_ROUNDS rounds on):
+                 FASTER, SAME (CI within +-min_gain), SLOWER or INCONCLUSIVE. `confirm_rounds`
+                 rounds first; while INCONCLUSIVE, one more round at a time up to
+                 `confirm_max_rounds`, every look at alpha / K and confidence 1 - 0.05 / K for the
+                 K looks the cap allows (Bonferroni, analysis.sequential.look_levels), so adding
+                 rounds until something is decided does not inflate the error rate
 
 Every configuration's result and the winner go into a :class:`TuneResult`; :func:`tuned_file`
 turns the confidently FASTER winners into the tuned-configuration file that ``solbench run
@@ -27,10 +33,13 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import json
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from solbench.analysis.stats import median, median_ci
 from solbench.device import threads
@@ -59,7 +68,8 @@ class TuneOptions:
     max_configs: int | None = None  # valid configurations measured per case (None: all)
     patience: int | None = None  # stop after this many configurations in a row without a new best
     margin: float = 0.02  # abandon a configuration whose median's CI lies above best x (1 + margin)
-    confirm_rounds: int = 2
+    confirm_rounds: int = 3  # rounds of the confirmation before its first verdict (2 at least to decide)
+    confirm_max_rounds: int = 8  # rounds added one at a time while the verdict is INCONCLUSIVE, up to this
     min_gain: float = 0.01  # the confirmation calls the winner SAME when its CI lies within +-min_gain
     target_rel_ci: float = 0.01
     min_samples: int = 10
@@ -84,6 +94,7 @@ class TuneOptions:
             raise ConfigError(f"--margin must be a finite number at least 0, got {self.margin!r}")
         # confirm_rounds 0: tuned, then ValueError "no samples" pooling an empty confirmation
         check_counts((("--min-samples", self.min_samples, 1), ("--confirm-rounds", self.confirm_rounds, 1),
+                      ("--confirm-max-rounds", self.confirm_max_rounds, 2),  # one round: no spread between rounds
                       ("TuneOptions.input_sets", self.input_sets, 1),  # `tune` has no option for these two
                       ("TuneOptions.warmup", self.warmup, 0)))
         # None: no bound. Below 1, max_configs measured none (-1: all but the last); patience 0 never stopped
@@ -91,6 +102,15 @@ class TuneOptions:
                                                                 ("--patience", self.patience)) if value is not None))
         if self.min_samples > self.max_samples:
             raise ConfigError(f"--min-samples {self.min_samples} is larger than --max-samples {self.max_samples}")
+        if self.confirm_rounds > self.confirm_max_rounds:
+            raise ConfigError(f"--confirm-rounds {self.confirm_rounds} is larger than --confirm-max-rounds "
+                              f"{self.confirm_max_rounds}")
+
+    @property
+    def confirm_looks(self) -> int:
+        """How many verdicts the confirmation may look at: one at each round count from the first that
+        can decide (two rounds) up to the cap."""
+        return self.confirm_max_rounds - max(self.confirm_rounds, 2) + 1
 
 
 @dataclass(frozen=True)
@@ -122,16 +142,25 @@ class CaseTuning:
     filtered: int = 0  # configurations the constraints excluded
     untried: int = 0  # valid configurations not measured (max_configs or patience)
     winner: dict[str, Any] | None = None  # fastest correct configuration
+    # the confirmation's measurements, every round's samples pooled (median: the median of the round
+    # medians), or the first that failed
     confirm_hand_picked: Trial | None = None
     confirm_winner: Trial | None = None
-    confirm_ratio_ci: tuple[float, float] | None = None  # 95% bootstrap CI of winner / hand-picked
-    confirm_p: float | None = None  # two-sided Mann-Whitney p of the confirmation samples
+    # hand-picked median / winner median of each confirmation round, in the order measured
+    confirm_round_ratios: tuple[float, ...] = ()
+    # t interval of winner / hand-picked over the rounds (the geometric mean of the round ratios), at
+    # confidence 1 - 0.05 / K (K: the looks the rounds' cap allows), the one the verdict used
+    confirm_ratio_ci: tuple[float, float] | None = None
+    confirm_p: float | None = None  # two-sided p of the same t over rounds (the verdict's tests: alpha 0.01 / K)
     verdict: str = ""  # FASTER, SAME, SLOWER, INCONCLUSIVE ("" when nothing was confirmed; SAME, unconfirmed,
     #                    when the winner is the hand-picked configuration itself)
 
     @property
     def gain(self) -> float | None:
-        """Hand-picked median / winner median in the confirmation (> 1: the tuned one is faster)."""
+        """Hand-picked / winner in the confirmation (> 1: the tuned one is faster): the geometric mean of
+        the rounds' ratios of medians (1 / the ratio ``confirm_ratio_ci`` brackets)."""
+        if self.confirm_round_ratios:
+            return math.exp(sum(math.log(r) for r in self.confirm_round_ratios) / len(self.confirm_round_ratios))
         a, b = self.confirm_hand_picked, self.confirm_winner
         if a is None or b is None or not a.median or not b.median:
             return None
@@ -317,12 +346,16 @@ def _tune_case(p: Any, name: str, impl: Implementation, case: Any, device: str,
     tuned = impl.model_copy(update={"params": {**impl.params, **winner.params}})
     if tuned.params == impl.params:  # the winner is the configuration as declared: nothing to confirm
         return dataclasses.replace(result, verdict="SAME")
-    pools: dict[str, list[ImplResult]] = {"hand": [], "winner": []}
-    for _ in range(options.confirm_rounds):
-        pools["hand"].append(measure(name, impl))
-        pools["winner"].append(measure(f"{name}[{config_label(winner.params)}]", tuned))
-    return confirm(result, _pooled(impl.params, pools["hand"]), _pooled(winner.params, pools["winner"]),
-                   options.min_gain)
+    tuned_label = f"{name}[{config_label(winner.params)}]"
+
+    def measure_round(i: int) -> tuple[Trial, Trial]:
+        if i % 2:  # every other round the winner first: neither always follows the other
+            w = _trial(winner.params, measure(tuned_label, tuned))
+            return _trial(impl.params, measure(name, impl)), w
+        h = _trial(impl.params, measure(name, impl))
+        return h, _trial(winner.params, measure(tuned_label, tuned))
+
+    return confirm_in_rounds(result, measure_round, options)
 
 
 class _Fatal(Exception):
@@ -332,28 +365,81 @@ class _Fatal(Exception):
 ALPHA = 0.01
 
 
-def confirm(result: CaseTuning, hand: Trial, win: Trial, min_gain: float) -> CaseTuning:
-    """Attach the confirmation measurements and `solbench compare`'s verdict on winner / hand-picked."""
+CONFIDENCE = 0.95
+
+
+def confirm_in_rounds(result: CaseTuning, measure_round: Callable[[int], tuple[Trial, Trial]],
+                      options: TuneOptions) -> CaseTuning:
+    """The confirmation: ``measure_round(i)`` measures round i (hand-picked, winner), ``confirm_rounds``
+    rounds, then one more while the verdict is INCONCLUSIVE, up to ``confirm_max_rounds``. Stops at the
+    first failed measurement (its verdict INCONCLUSIVE, the failed trial recorded)."""
+    looks = options.confirm_looks
+    hands: list[Trial] = []
+    wins: list[Trial] = []
+    while True:
+        h, w = measure_round(len(hands))
+        hands.append(h)
+        wins.append(w)
+        failed = h.status != "ok" or w.status != "ok"
+        if len(hands) < options.confirm_rounds and not failed:
+            continue
+        out = confirm(result, hands, wins, options.min_gain, looks)
+        if failed or out.verdict != "INCONCLUSIVE" or len(hands) >= options.confirm_max_rounds:
+            return out
+
+
+def confirm(result: CaseTuning, hand: Sequence[Trial], win: Sequence[Trial], min_gain: float,
+            looks: int = 1) -> CaseTuning:
+    """Attach the confirmation rounds (``hand[i]``, ``win[i]``: round i's measurements) and `solbench
+    compare`'s verdict over rounds on winner / hand-picked, tested at alpha 0.01 / ``looks`` with an
+    interval at confidence 1 - 0.05 / ``looks`` (the share of one look of ``looks``).
+
+    The rounds are the units: each round's median is one value, and the ratio is decided by the t test
+    on the log round medians (analysis.sequential.log_ratio, paired by round from PAIRED_MIN_ROUNDS
+    rounds on). Samples of one measurement share its load, clocks and cache state; pooled as if
+    independent, they called two measurements of the same code 1.6x apart FASTER. INCONCLUSIVE below
+    two rounds or MIN_SAMPLES samples a side, or where a measurement failed.
+    """
     from solbench.analysis.compare import comparison_verdict
-    from solbench.analysis.significance import MIN_SAMPLES, bootstrap_ratio_ci, mann_whitney_p
+    from solbench.analysis.sequential import log_ratio, look_levels
+    from solbench.analysis.significance import MIN_SAMPLES
 
-    result = dataclasses.replace(result, confirm_hand_picked=hand, confirm_winner=win)
-    if hand.status != "ok" or win.status != "ok" or min(len(hand.samples), len(win.samples)) < MIN_SAMPLES:
+    if len(hand) != len(win) or not hand:
+        raise ValueError(f"confirmation rounds: {len(hand)} of hand-picked, {len(win)} of the winner")
+    ok = all(t.status == "ok" and t.samples for t in (*hand, *win))
+    result = dataclasses.replace(result, confirm_hand_picked=_pooled(hand), confirm_winner=_pooled(win))
+    if not ok:
         return dataclasses.replace(result, verdict="INCONCLUSIVE")
-    _, low, high = bootstrap_ratio_ci(hand.samples, win.samples)
-    p = mann_whitney_p(hand.samples, win.samples, "two-sided")
+    ga = [np.asarray(t.samples, dtype=float) for t in hand]
+    gb = [np.asarray(t.samples, dtype=float) for t in win]
+    ratios = tuple(float(np.median(a) / np.median(b)) for a, b in zip(ga, gb, strict=True))
+    result = dataclasses.replace(result, confirm_round_ratios=ratios)
+    t = log_ratio(ga, gb, paired=True)  # b / a: winner / hand-picked; None with one round
+    if t is None or min(sum(g.size for g in ga), sum(g.size for g in gb)) < MIN_SAMPLES:
+        return dataclasses.replace(result, verdict="INCONCLUSIVE")
+    alpha_k, confidence_k = look_levels(ALPHA, CONFIDENCE, looks)
+    low, high = t.interval(confidence_k)
+    p = min(1.0, 2.0 * min(t.p_slower(), t.p_faster()))
     return dataclasses.replace(result, confirm_ratio_ci=(low, high), confirm_p=p,
-                               verdict=comparison_verdict(low, high, p < ALPHA, min_gain))
+                               verdict=comparison_verdict(low, high, p <= alpha_k, min_gain, p <= 2 * alpha_k))
 
 
-def _pooled(params: Mapping[str, Any], results: Sequence[ImplResult]) -> Trial:
-    """One Trial from several measurements of the same configuration: samples pooled."""
-    bad = next((r for r in results if r.status != "ok" or r.timing is None), None)
+def _pooled(rounds: Sequence[Trial]) -> Trial:
+    """One Trial from the rounds of one configuration: the first that failed, else their samples pooled,
+    the median the median of the round medians and its CI over rounds (analysis.rounds)."""
+    from solbench.analysis.rounds import summarize
+
+    bad = next((t for t in rounds if t.status != "ok" or not t.samples), None)
     if bad is not None:
-        return _trial(params, bad)
-    samples = tuple(s for r in results for s in r.timing.samples)  # type: ignore[union-attr]
-    lo, hi = median_ci(samples)
-    return Trial(dict(params), "ok", "", median(samples), lo, hi, len(samples), "pooled", samples)
+        return bad
+    samples = tuple(s for t in rounds for s in t.samples)
+    labels = tuple(i for i, t in enumerate(rounds) for _ in t.samples)
+    if len(rounds) == 1:
+        lo, hi = median_ci(samples)
+        return Trial(dict(rounds[0].params), "ok", "", median(samples), lo, hi, len(samples), "1 round", samples)
+    s = summarize(samples, labels)
+    return Trial(dict(rounds[0].params), "ok", "", s.median, s.ci_low, s.ci_high, len(samples),
+                 f"{len(rounds)} rounds", samples)
 
 
 # ------------------------------------------------------------------ serialisation

@@ -3,6 +3,7 @@
 import dataclasses
 import functools
 import json
+import math
 import time
 from pathlib import Path
 
@@ -24,7 +25,8 @@ from tests.unit.factories import make_env
 DATA = Path(__file__).resolve().parents[1] / "data"
 TUNE_YAML = DATA / "tune_cpu.yaml"
 # margin: never abandon a configuration early here (that path depends on timing; BeatOrStop is tested alone)
-FAST = dict(budget_s=0.02, min_samples=3, max_samples=10, warmup=1, input_sets=1, confirm_rounds=1, margin=1e9)
+FAST = dict(budget_s=0.02, min_samples=3, max_samples=10, warmup=1, input_sets=1, confirm_rounds=1,
+            confirm_max_rounds=2, margin=1e9)
 
 
 # ------------------------------------------------------------------ constraints and grids
@@ -157,7 +159,8 @@ def test_the_winner_is_the_fastest_fully_measured_configuration(cpu_result):
             assert c.verdict == "SAME" and c.confirm_winner is None
             continue
         assert c.confirm_winner is not None and c.confirm_hand_picked is not None
-        assert c.gain == pytest.approx(c.confirm_hand_picked.median / c.confirm_winner.median)
+        ratios = c.confirm_round_ratios
+        assert 2 <= len(ratios) <= 2 and c.gain == pytest.approx(math.prod(ratios) ** (1 / len(ratios)))
 
 
 def test_tuned_file_keeps_only_confirmed_gains_and_round_trips(cpu_result):
@@ -204,20 +207,120 @@ def _trial(samples):
     return tuning.Trial({}, "ok", median=sorted(samples)[len(samples) // 2], samples=tuple(samples))
 
 
+def _rounds(medians, n=20):
+    """One Trial per round: ``n`` samples within +-0.3% of each round's median (tight inside a round)."""
+    return [_trial([m * (1 + 0.001 * (i % 7 - 3)) for i in range(n)]) for m in medians]
+
+
+BASE = tuning.CaseTuning("w", "f", "c", "float32", {}, tuning.Trial({}, "ok"))
+
+
 @pytest.mark.parametrize(("hand", "win", "verdict"), [
-    ([1.00 + 0.001 * (i % 7) for i in range(40)], [0.90 + 0.001 * (i % 5) for i in range(40)], "FASTER"),
-    ([1.00 + 0.001 * (i % 7) for i in range(40)], [1.10 + 0.001 * (i % 5) for i in range(40)], "SLOWER"),
-    ([1.00 + 0.001 * (i % 7) for i in range(40)], [1.00 + 0.001 * ((i + 3) % 7) for i in range(40)], "SAME"),
-    ([1.0, 1.1, 0.9], [0.5, 0.6, 0.55], "INCONCLUSIVE"),  # too few samples to conclude anything
+    ([1.00, 1.01, 0.99], [0.80, 0.81, 0.79], "FASTER"),
+    ([1.00, 1.01, 0.99], [1.10, 1.11, 1.09], "SLOWER"),
+    ([1.00, 1.002, 0.999, 1.001, 1.0], [1.001, 1.0, 1.0, 1.002, 0.999], "SAME"),
+    ([1.00, 1.30, 1.25], [1.02, 0.98, 1.01], "INCONCLUSIVE"),  # the rounds disagree: undecided
+    ([1.00], [0.80], "INCONCLUSIVE"),  # one round: nothing measures the spread between rounds
 ])
-def test_confirmation_verdict_is_compares(hand, win, verdict):
-    base = tuning.CaseTuning("w", "f", "c", "float32", {}, tuning.Trial({}, "ok"))
-    c = tuning.confirm(base, _trial(hand), _trial(win), min_gain=0.01)
+def test_confirmation_verdict_is_compares_over_rounds(hand, win, verdict):
+    c = tuning.confirm(BASE, _rounds(hand), _rounds(win), min_gain=0.01)
     assert c.verdict == verdict
-    assert c.gain == pytest.approx(c.confirm_hand_picked.median / c.confirm_winner.median)
-    if verdict != "INCONCLUSIVE":
+    assert len(c.confirm_round_ratios) == len(hand)
+    assert c.gain == pytest.approx(math.prod(h / w for h, w in zip(hand, win, strict=True)) ** (1 / len(hand)))
+    assert c.confirm_hand_picked.n == 20 * len(hand) and c.confirm_hand_picked.median == pytest.approx(
+        sorted(hand)[len(hand) // 2])  # the median of the round medians
+    if len(hand) > 1:
         low, high = c.confirm_ratio_ci
-        assert low <= c.confirm_winner.median / c.confirm_hand_picked.median <= high and 0 <= c.confirm_p <= 1
+        assert low <= 1 / c.gain <= high and 0 <= c.confirm_p <= 1
+
+
+def test_an_aa_confirmation_whose_rounds_differ_is_not_faster():
+    """The same code on both sides; each measurement tight inside (+-0.3%) but measured in its own
+    conditions (load, clocks), two of hand-picked's three at +25-30%. Pooling the samples as if
+    independent called the winner 1.24x FASTER (the 1.645x and 1.18x A/A gains written to tuned.json);
+    over rounds three ratios that disagree this much decide nothing."""
+    from solbench.analysis.compare import comparison_verdict
+    from solbench.analysis.significance import bootstrap_ratio_ci, mann_whitney_p
+
+    hand, win = _rounds([1.00, 1.30, 1.25]), _rounds([1.02, 0.98, 1.01])
+    pooled_hand = [x for t in hand for x in t.samples]
+    pooled_win = [x for t in win for x in t.samples]
+    _, low, high = bootstrap_ratio_ci(pooled_hand, pooled_win)  # the rule before: samples pooled
+    p = mann_whitney_p(pooled_hand, pooled_win, "two-sided")
+    assert comparison_verdict(low, high, p < tuning.ALPHA, 0.01) == "FASTER"
+    c = tuning.confirm(BASE, hand, win, min_gain=0.01, looks=tuning.TuneOptions().confirm_looks)
+    assert c.verdict == "INCONCLUSIVE" and c.confirm_ratio_ci[0] < 1 < c.confirm_ratio_ci[1]
+    assert tuning.faster_cases(dataclasses.replace(_result_with([]), cases=(c,))) == []
+
+
+def test_a_consistent_gain_is_faster_even_where_rounds_differ():
+    """20% faster in every round while the rounds themselves differ by up to 40% (shared by both
+    measurements of a round): from PAIRED_MIN_ROUNDS rounds on the rounds are paired, the offsets cancel."""
+    from solbench.analysis.sequential import PAIRED_MIN_ROUNDS
+
+    offsets = [1.0, 1.4, 0.9, 1.2, 1.05][:PAIRED_MIN_ROUNDS]
+    c = tuning.confirm(BASE, _rounds(offsets), _rounds([0.8 * o for o in offsets]), min_gain=0.01,
+                       looks=tuning.TuneOptions().confirm_looks)
+    assert c.verdict == "FASTER" and c.gain == pytest.approx(1.25)
+    assert c.confirm_ratio_ci[1] < 1 / 1.01
+
+
+def _measuring(hand, win, calls):
+    def measure_round(i):
+        calls.append(i)
+        return _rounds([hand[i % len(hand)]])[0], _rounds([win[i % len(win)]])[0]
+    return measure_round
+
+
+@pytest.mark.parametrize(("start", "cap"), [(3, 8), (2, 5), (1, 3)])
+def test_undecided_confirmation_adds_rounds_up_to_the_cap(start, cap):
+    calls = []
+    # the same code, each measurement in its own conditions: never decided
+    measure = _measuring([1.00, 1.30, 0.90, 1.25, 1.02, 0.85, 1.20, 1.10], [1.02, 0.95, 1.22, 1.01, 1.15, 1.28, 0.92, 1.0],
+                         calls)
+    options = tuning.TuneOptions(confirm_rounds=start, confirm_max_rounds=cap)
+    c = tuning.confirm_in_rounds(BASE, measure, options)
+    assert calls == list(range(cap)) and c.verdict == "INCONCLUSIVE" and len(c.confirm_round_ratios) == cap
+    assert c.confirm_hand_picked.n == 20 * cap
+
+
+def test_a_decided_confirmation_stops_at_its_first_look():
+    calls = []
+    c = tuning.confirm_in_rounds(BASE, _measuring([1.00, 1.01, 0.99], [0.80, 0.81, 0.79], calls),
+                                 tuning.TuneOptions(confirm_rounds=3, confirm_max_rounds=8))
+    assert c.verdict == "FASTER" and calls == [0, 1, 2]
+
+
+def test_a_confirmation_decided_after_added_rounds_stops_there():
+    """Two rounds leave a 10% gain undecided; added rounds decide it, and none is measured after that."""
+    hand, win = [1.00, 1.03, 0.98, 1.0, 1.01, 0.99, 1.02, 1.0], [0.90, 0.94, 0.89, 0.9, 0.91, 0.9, 0.92, 0.9]
+    options = tuning.TuneOptions(confirm_rounds=2, confirm_max_rounds=8)
+    looks = [tuning.confirm(BASE, _rounds(hand[:r]), _rounds(win[:r]), 0.01, options.confirm_looks).verdict
+             for r in range(2, 9)]
+    first = 2 + next(i for i, v in enumerate(looks) if v != "INCONCLUSIVE")
+    assert 2 < first < 8 and looks[first - 2] == "FASTER"
+    calls = []
+    c = tuning.confirm_in_rounds(BASE, _measuring(hand, win, calls), options)
+    assert c.verdict == "FASTER" and calls == list(range(first))
+
+
+def test_a_failed_confirmation_round_stops_the_confirmation():
+    calls = []
+
+    def measure_round(i):
+        calls.append(i)
+        bad = tuning.Trial({}, "incorrect", "out: 3 of 512 elements outside atol")
+        return _rounds([1.0])[0], bad if i == 1 else _rounds([0.8])[0]
+
+    c = tuning.confirm_in_rounds(BASE, measure_round, tuning.TuneOptions(confirm_rounds=3, confirm_max_rounds=8))
+    assert calls == [0, 1] and c.verdict == "INCONCLUSIVE" and c.confirm_winner.status == "incorrect"
+
+
+def test_confirm_rounds_above_the_cap_are_refused():
+    with pytest.raises(ConfigError, match="--confirm-max-rounds"):
+        tuning.TuneOptions(confirm_rounds=9, confirm_max_rounds=8)
+    with pytest.raises(ConfigError, match="--confirm-max-rounds"):
+        tuning.TuneOptions(confirm_rounds=1, confirm_max_rounds=1)
 
 
 def test_tuned_file_merges_over_existing_entries_of_the_same_device():
