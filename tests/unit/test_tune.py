@@ -472,19 +472,25 @@ def test_a_tune_that_measured_nothing_says_so_and_offers_no_file_to_use(tmp_path
     assert "none new: no winner was FASTER" in result.output and "use with" not in result.output
 
 
-def test_run_with_a_tuned_file_passes_the_tuned_parameters(tmp_path):
-    from click.testing import CliRunner
-
-    from solbench.cli import main
-    from solbench.results import store
-
-    trial = tuning.Trial({"chunk": 24}, "ok", median=1.0)
+def _tuned_chunked(tmp_path, params):
+    """A tuned file (CPU) whose chunked_add n=64 entry sets ``params``, confirmed FASTER."""
+    trial = tuning.Trial(params, "ok", median=1.0)
     case = tuning.CaseTuning("chunked_add", "chunked", "chunked_add[n=64,float32]", "float32", {"n": 64},
                              tuning.Trial({}, "ok", median=2.0), (trial,), 0, 0, trial.params,
                              tuning.Trial({}, "ok", median=2.0), trial, verdict="FASTER")
     result = tuning.TuneResult("2026-01-01T00:00:00+00:00", make_env(spec_id="cpu"), ("tune_cpu.yaml",), {}, (case,))
     tuned = tmp_path / "tuned.json"
     tuned.write_text(tuning.tuned_file(result))
+    return tuned
+
+
+def test_run_with_a_tuned_file_passes_the_tuned_parameters(tmp_path):
+    from click.testing import CliRunner
+
+    from solbench.cli import main
+    from solbench.results import store
+
+    tuned = _tuned_chunked(tmp_path, {"chunk": 24})
     out = tmp_path / "run.json"
     r = CliRunner().invoke(main, ["run", "tests/data/tune_cpu.yaml", "-i", "chunked", "--tuned", str(tuned),
                                   "-o", str(out), "--budget", "0.02", "--min-samples", "3", "--device", "cpu"])
@@ -501,13 +507,7 @@ def test_run_with_a_tuned_file_passes_the_tuned_parameters(tmp_path):
 def test_run_refuses_a_tuned_configuration_its_tune_space_no_longer_holds(params, says, tmp_path):
     """The workload changed since tuning: run --tuned applied the old configuration silently (a value
     the author took out of the space, perhaps for being wrong on this GPU) and scored it as tuned."""
-    trial = tuning.Trial(params, "ok", median=1.0)
-    case = tuning.CaseTuning("chunked_add", "chunked", "chunked_add[n=64,float32]", "float32", {"n": 64},
-                             tuning.Trial({}, "ok", median=2.0), (trial,), 0, 0, trial.params,
-                             tuning.Trial({}, "ok", median=2.0), trial, verdict="FASTER")
-    result = tuning.TuneResult("2026-01-01T00:00:00+00:00", make_env(spec_id="cpu"), ("tune_cpu.yaml",), {}, (case,))
-    tuned = tmp_path / "tuned.json"
-    tuned.write_text(tuning.tuned_file(result))
+    tuned = _tuned_chunked(tmp_path, params)
     r = CliRunner().invoke(main, ["run", str(TUNE_YAML), "--tuned", str(tuned), "--results-dir", str(tmp_path / "r"),
                                   "--budget", "0.02", "--min-samples", "3", "--device", "cpu"])
     assert r.exit_code == 2, r.output
