@@ -281,7 +281,7 @@ class Source(_Model):
 class TuneSpace(_Model):
     """Autotuning search space: a grid of keyword-argument values, filtered by constraints."""
 
-    space: dict[str, Annotated[list[ParamValue], Field(min_length=1)]] = Field(
+    space: dict[str, Annotated[list[Param], Field(min_length=1)]] = Field(
         min_length=1, description="Parameter name -> values to try, e.g. {block: [128, 256, 512]}."
     )
     constraints: list[str] = Field(

@@ -404,6 +404,10 @@ def test_tune_cli_without_o_writes_a_new_file_each_time_under_results(tmp_path):
     ("space: {chunk: [16, 24, 64, 128]}", "space: {n: [16]}", "tuned parameter 'n' is also a case parameter"),
     ('constraints: ["chunk <= n"]', 'constraints: ["chunk <= n // (chunk - 24)"]',
      "division by zero in 'n // (chunk - 24)' (at n=64,chunk=24)"),
+    ("space: {chunk: [16, 24, 64, 128]}", "space: {chunk: [16, true]}", "chunk.1: a boolean is not a number"),
+    ("space: {chunk: [16, 24, 64, 128]}", "space: {chunk: [16, false]}", "chunk.1: a boolean is not a number"),
+    ("space: {chunk: [16, 24, 64, 128]}", "space: {chunk: [16, .nan]}", "chunk.1: nan is not a finite number"),
+    ("space: {chunk: [16, 24, 64, 128]}", "space: {chunk: [16, .inf]}", "chunk.1: inf is not a finite number"),
 ])
 def test_bad_tune_spaces_are_one_line_errors_naming_the_line(tmp_path, old, new, message):
     (tmp_path / "tunable.py").write_text((DATA / "tunable.py").read_text())
