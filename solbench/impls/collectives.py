@@ -59,6 +59,8 @@ def gemm_allreduce(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
 
 
 def _row_chunks(m: int, chunks: int) -> list[slice]:
+    if chunks < 1:  # 0 would divide by zero, a negative count would skip every row
+        raise ValueError(f"chunks must be at least 1, got {chunks}")
     step = -(-m // chunks)
     return [slice(i, min(i + step, m)) for i in range(0, m, step)]
 
