@@ -7,6 +7,7 @@
     format_pct(0.734)          -> "73.4%"
     format_flops(2.0e9)        -> "2.00 GFLOP"      (format_flops(x, "/s") for rates)
     format_bytes(1.0e8)        -> "100 MB"          (decimal prefixes, format_bytes(x, "/s"))
+    format_number(0.0123)      -> "0.0123"          (a plain number, e.g. FLOP/B)
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ __all__ = [
     "format_bytes",
     "format_ci",
     "format_flops",
+    "format_number",
     "format_p",
     "format_pct",
     "format_percent",
@@ -46,8 +48,24 @@ def _scaled(x: float, units: tuple[tuple[float, str], ...], digits: int) -> str:
     mag = float(f"{abs(x):.{digits - 1}e}")
     scale, unit = next(((s, u) for s, u in units if mag >= s), units[-1])
     value = math.copysign(mag / scale, x)
-    decimals = max(digits - 1 - math.floor(math.log10(mag / scale)), 0)
-    return f"{value:.{decimals}f} {unit}"
+    return f"{value:.{_decimals(mag / scale, digits)}f} {unit}"
+
+
+def _decimals(mag: float, digits: int) -> int:
+    """The decimals that show ``digits`` significant figures of a positive ``mag`` (none below its units)."""
+    return max(digits - 1 - math.floor(math.log10(mag)), 0)
+
+
+def format_number(x: float | None, digits: int = 3) -> str:
+    """A plain number to ``digits`` significant figures, never as an exponent nor with its integer digits
+    rounded away: 0.125 -> "0.125", 0.0004 -> "0.000400", 12.345 -> "12.3", 4096 -> "4096"; 0 is "0";
+    None, NaN and infinities are "—"."""
+    if not _finite(x):
+        return MISSING
+    assert x is not None
+    if x == 0.0:
+        return "0"
+    return f"{x:.{_decimals(float(f'{abs(x):.{digits - 1}e}'), digits)}f}"
 
 
 def format_seconds(x: float | None, digits: int = 3) -> str:

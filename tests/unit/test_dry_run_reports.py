@@ -72,3 +72,18 @@ def test_html_of_a_dry_run_has_no_empty_sample_histograms(tmp_path) -> None:
     _, page = _figures([_dry()], tmp_path, True, None, None, None, "dry")
     assert page is not None and page.count("<img") == 1  # the roofline alone
     assert "sample histograms" not in page
+
+
+def test_a_dry_runs_intensity_has_three_significant_figures() -> None:
+    """FLOP/B was printed to one decimal: 0.125 as "0.1" and anything under 0.05 as "0.0" (a copy or
+    a reduction read as zero FLOP per byte)."""
+    import dataclasses
+
+    from solbench.report.dry_cells import COLUMNS, cells
+
+    case = _dry().cases[0]
+    at = COLUMNS.index("FLOP/B")
+    shown = {x: cells(dataclasses.replace(case, intensity=x))[at]
+             for x in (0.125, 0.0123456, 0.0004, 0.09996, 12.345, 4096.0, 0.0)}
+    assert shown == {0.125: "0.125", 0.0123456: "0.0123", 0.0004: "0.000400", 0.09996: "0.100", 12.345: "12.3",
+                     4096.0: "4096", 0.0: "0"}
