@@ -169,9 +169,7 @@ def _history(options: Any, spec_id: str, wanted: set[tuple[str, str]]) -> tuple[
     if options.schedule_from is not None:
         candidates = [Path(options.schedule_from)]
     else:
-        folder = Path(options.results_dir) / store.slug(spec_id)
-        files = [p for p in folder.glob("*.json") if not p.name.startswith(".")] if folder.is_dir() else []
-        candidates = sorted(files, key=lambda p: p.stat().st_mtime, reverse=True)[:HISTORY_FILES]
+        candidates = store.newest_first(Path(options.results_dir) / store.slug(spec_id))[:HISTORY_FILES]
     for path in candidates:
         try:
             run = store.load(path)

@@ -538,9 +538,8 @@ def latest_with_skipped(results_dir: Path) -> tuple[Path, list[Path]]:
     """The newest run file under ``results_dir``, and the newer files passed over because they do not
     read as JSON at all (damaged, or cut short by a full disk): the caller says so, since the user
     asked for the newest run (tuning logs, calibrations and other solbench JSON are passed silently)."""
-    files = sorted(_result_files(results_dir), key=_mtime, reverse=True)
     unreadable: list[Path] = []
-    for p in files:
+    for p in newest_first(results_dir):
         try:
             data = read_json(p)
         except ResultsFormatError:
@@ -564,6 +563,12 @@ def is_run_data(data: Any) -> bool:
     """Whether parsed JSON is a run result (an object with a schema_version, an environment and cases)."""
     return (isinstance(data, dict) and type(data.get("schema_version")) is int
             and isinstance(data.get("cases"), list) and isinstance(data.get("environment"), dict))
+
+
+def newest_first(results_dir: Path) -> list[Path]:
+    """The files under ``results_dir`` that may hold a run (``.json`` or ``.json.gz``; calibrations,
+    spreads and hidden files skipped), newest first."""
+    return sorted(_result_files(results_dir), key=_mtime, reverse=True)
 
 
 def _result_files(results_dir: Path) -> list[Path]:

@@ -243,3 +243,20 @@ def test_a_baseline_from_other_software_is_refused_before_a_sharded_run_measures
     run = api.run([DOUBLE], options, before_measuring=lambda planned: seen.append(
         same_hardware(another_gpu, planned, allow_cross_hardware=None)))
     assert seen == [[]] and run.cases
+
+
+def test_the_schedule_finds_the_newest_saved_run_kept_as_json_gz(runs, tmp_path):
+    """--schedule-from's default (the newest saved run of this GPU) read only .json files; the store's
+    own lookup (find, latest) reads runs compressed as .json.gz as well."""
+    import gzip
+
+    from solbench.execute.lanes import _history
+
+    local, _, _ = runs
+    saved = store.save(local, tmp_path / store.slug(local.spec.id) / "earlier.json")
+    packed = saved.with_name("earlier.json.gz")
+    packed.write_bytes(gzip.compress(saved.read_bytes()))
+    saved.unlink()
+    wanted = {(c.workload, c.case_id) for c in local.cases}
+    found = _history(replace(OPTIONS, results_dir=tmp_path), local.spec.id, wanted)
+    assert found is not None and found[0] == packed
