@@ -51,16 +51,14 @@ def load_specs(path: Path, device_kind: str, only: Sequence[str], impls: Sequenc
                used: set[Path] | None = None) -> list[tuple[WorkloadSpec, Path, int]]:
     """The workloads of one path: a solbench YAML file, or problems of a suite (solbench.suites);
     ``used``: the solutions that joined a problem are added to it."""
-    from solbench.suites import detect, load
+    from solbench.suites import NoProblems, detect, load
 
     yamls = yaml_files(path) if path.is_dir() else []
     if yamls:  # a folder of workload files: each, in name order
         return [entry for f in yamls for entry in load_specs(f, device_kind, only, impls, solutions, used)]
     try:
         suite = detect(path)
-    except ConfigError:
-        if not path.is_dir():
-            raise
+    except NoProblems:  # said below, with workload files among what a folder may hold
         suite = None
     if suite is not None:
         return [(spec, origin, 0) for spec, origin in load(path, solutions, used=used)]

@@ -12,6 +12,7 @@ SOL-ExecBench: a problem folder (``definition.json`` + ``workload.jsonl``) or a 
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -20,6 +21,10 @@ from solbench.workload.schema import WorkloadSpec
 
 SUITES = ("kernelbench", "sol-execbench")
 MAX_PROBLEMS = 5000
+
+
+class NoProblems(ConfigError):
+    """A folder holding neither suite's problems (a caller that takes other folders too says what it takes)."""
 
 
 def detect(path: str | Path) -> str | None:
@@ -38,13 +43,18 @@ def detect(path: str | Path) -> str | None:
             return "sol-execbench"
         if any(kernelbench.looks_like_problem(c) for c in _children(p)):
             return "kernelbench"
-        raise ConfigError(f"{p}: a folder with neither KernelBench problems (.py files defining Model) nor "
+        raise NoProblems(f"{p}: a folder with neither KernelBench problems (.py files defining Model) nor "
                           "SOL-ExecBench problems (folders with definition.json)")
     return None
 
 
 def _children(folder: Path) -> list[Path]:
-    return sorted(folder.iterdir(), key=_natural)[:MAX_PROBLEMS]
+    """A folder's entries in problem order; ConfigError past MAX_PROBLEMS (never a silent cut)."""
+    entries = list(itertools.islice(folder.iterdir(), MAX_PROBLEMS + 1))
+    if len(entries) > MAX_PROBLEMS:
+        raise ConfigError(f"{folder}: more than {MAX_PROBLEMS} entries (problems, solutions and other files); "
+                          "a suite folder is read whole or not at all: give a smaller folder of its problems")
+    return sorted(entries, key=_natural)
 
 
 def _natural(p: Path) -> tuple[int, str]:

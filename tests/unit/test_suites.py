@@ -416,3 +416,17 @@ def test_a_case_whose_reference_cannot_be_traced_here_is_skipped_in_a_dry_run(ru
     skipped = [n for n in run.notes if n.startswith("skipped ")]
     assert len(skipped) == 2 and all(needle in n for n in skipped), skipped
     assert {c.workload for c in run.cases} == {"rmsnorm"} and len(run.cases) == 2  # the other problem is costed
+
+
+def test_a_folder_of_more_than_max_problems_entries_is_refused_not_truncated(runner, tmp_path, monkeypatch):
+    """A folder import read only its first MAX_PROBLEMS entries and dropped the rest without a word."""
+    import solbench.suites
+
+    level = tmp_path / "level1"
+    shutil.copytree(KB / "level1", level)
+    monkeypatch.setattr(solbench.suites, "MAX_PROBLEMS", len(list(level.iterdir())) - 1)
+    result = runner.invoke(main, ["run", str(level), "--dry-run", "--device", "cpu"])
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    limit = solbench.suites.MAX_PROBLEMS
+    assert len(lines) == 1 and str(level) in lines[0] and f"more than {limit} entries" in lines[0], result.output
