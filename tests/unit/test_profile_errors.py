@@ -261,19 +261,20 @@ def test_ncu_failing_says_how(tmp_path, monkeypatch, step, expected):
     assert len(profiled) == 1
 
 
-def _table_rows(output):
+def _profiled_table(tmp_path, monkeypatch, rows):
+    """The kernel table's cells by name, of a profile whose ncu report holds ``rows`` (exit 0 asserted)."""
+    monkeypatch.setenv("COLUMNS", "200")
+    result, _, _ = _profile(tmp_path, monkeypatch, {"nvtx": PROFILED, "import": {"stdout": HEADER + rows}})
+    assert result.exit_code == 0, result.output
     return {line.split("│")[1].strip(): [c.strip() for c in line.split("│")[2:-1]]
-            for line in output.splitlines() if line.startswith("│")}
+            for line in result.output.splitlines() if line.startswith("│")}
 
 
 def test_totals_of_dram_counters_ncu_could_not_read_are_missing_not_zero(tmp_path, monkeypatch):
     # both kernels' DRAM counters n/a: the total row read "0 B" read and "0 B" written
     rows = ('"0","1","python3.12","host","void a(float*)","(256, 1, 1)","(1, 1, 1)","n/a","n/a","5,000","80","20"\n'
             '"1","1","python3.12","host","void b(float*)","(256, 1, 1)","(1, 1, 1)","n/a","n/a","5,000","80","20"\n')
-    monkeypatch.setenv("COLUMNS", "200")
-    result, _, _ = _profile(tmp_path, monkeypatch, {"nvtx": PROFILED, "import": {"stdout": HEADER + rows}})
-    assert result.exit_code == 0, result.output
-    table = _table_rows(result.output)
+    table = _profiled_table(tmp_path, monkeypatch, rows)
     assert table["void a(float*)"][1:3] == ["—", "—"]
     assert table["total"][0] == "10.0 µs" and table["total"][1:3] == ["—", "—"]
 
@@ -282,7 +283,4 @@ def test_a_kernel_without_a_write_counter_does_not_make_the_written_total_negati
     # the written total was (read + written of complete kernels) - every read: -1.00 MB here
     rows = ('"0","1","python3.12","host","void a(float*)","(256, 1, 1)","(1, 1, 1)","1,000","2,000","5,000","80","20"\n'
             '"1","1","python3.12","host","void b(float*)","(256, 1, 1)","(1, 1, 1)","1,000,000","n/a","5,000","80","20"\n')
-    monkeypatch.setenv("COLUMNS", "200")
-    result, _, _ = _profile(tmp_path, monkeypatch, {"nvtx": PROFILED, "import": {"stdout": HEADER + rows}})
-    assert result.exit_code == 0, result.output
-    assert _table_rows(result.output)["total"][1:3] == ["1.00 MB", "2.00 kB"]
+    assert _profiled_table(tmp_path, monkeypatch, rows)["total"][1:3] == ["1.00 MB", "2.00 kB"]
