@@ -9,8 +9,8 @@ from rich.text import Text
 
 from solbench.analysis.pooling import rounds_apart
 from solbench.report import dry_cells, flags
-from solbench.report.collective_cells import collective_cell, collective_columns, is_part, part_label
-from solbench.report.timing_cells import clock_cell, rounds_cell, timing_columns
+from solbench.report.collective_cells import collective_columns, is_part, part_label
+from solbench.report.timing_cells import extra_cell, timing_columns
 from solbench.report.units import format_pct, format_seconds
 from solbench.results.model import CaseResult, ImplResult, RunResult
 
@@ -40,9 +40,8 @@ def _table(run: RunResult, workload: str, cases: Iterable[CaseResult], extra: tu
     for case in cases:
         first = True
         for r in case.impls:
-            cells = {"rounds": rounds_cell(r.timing), "SM MHz": clock_cell(r.timing)}
             t.add_row(Text(_params(case)) if first else "", Text(r.name), *_cells(run, case, r),
-                      *(cells[c] if c in cells else collective_cell(c, r) for c in extra))
+                      *(extra_cell(c, r) for c in extra))
             first = False
         if first:
             t.add_row(Text(_params(case)), "-", "", flags.t_sol(case), "", "", "", case.bound, "",

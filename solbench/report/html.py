@@ -25,13 +25,13 @@ from solbench.analysis.compare import Comparison
 from solbench.analysis.gate import GateResult
 from solbench.analysis.suite_summary import DEFAULT_PS
 from solbench.report import dry_cells, flags, html_views
-from solbench.report.collective_cells import collective_cell, collective_columns, is_part, part_label
+from solbench.report.collective_cells import collective_columns, is_part, part_label
 from solbench.report.compare_console import unpaired
 from solbench.report.console import run_header, run_notes
 from solbench.report.markdown import side_cell, split_key, threshold_cell, undecided_note
 from solbench.report.roofline import point_labels
 from solbench.report.suites import summary_html
-from solbench.report.timing_cells import clock_cell, rounds_cell, timing_columns
+from solbench.report.timing_cells import extra_cell, timing_columns
 from solbench.report.units import (
     format_ci,
     format_p,
@@ -147,9 +147,7 @@ def _results_table(run: RunResult, cases: Sequence[CaseResult], group: str) -> s
     cols = (*timing_columns(run), *collective_columns(cases))
 
     def cells(c: CaseResult, r: ImplResult) -> list[str]:
-        timing = {"rounds": rounds_cell(r.timing), "SM MHz": clock_cell(r.timing)}
-        return [*_impl_cells(run, c, r), *(_e(timing[col] if col in timing else collective_cell(col, r))
-                                           for col in cols)]
+        return [*_impl_cells(run, c, r), *(_e(extra_cell(col, r)) for col in cols)]
 
     rendered = []
     for key, label, caption, sort_key in _ORDERS:

@@ -13,10 +13,10 @@ from solbench.analysis.gate import CASE_VERDICTS, GateCaseVerdict, GateResult
 from solbench.analysis.pooling import APART
 from solbench.analysis.suite_summary import DEFAULT_PS
 from solbench.report import dry_cells, flags
-from solbench.report.collective_cells import collective_cell, collective_columns, is_part, part_label
+from solbench.report.collective_cells import collective_columns, is_part, part_label
 from solbench.report.console import threads
 from solbench.report.suites import summary_markdown
-from solbench.report.timing_cells import clock_cell, rounds_cell, timing_columns
+from solbench.report.timing_cells import extra_cell, timing_columns
 from solbench.report.units import (
     format_ci,
     format_p,
@@ -281,9 +281,7 @@ def run_markdown(run: RunResult, fast_ps: Sequence[float] = DEFAULT_PS) -> str:
         for c in cases:
             params = " ".join(f"{k}={v}" for k, v in c.params.items()) + f" {c.dtype}"
             for r in c.impls:
-                cells = {"rounds": rounds_cell(r.timing), "SM MHz": clock_cell(r.timing)}
-                rows.append([params, r.name, *_impl_cells(run, c, r),
-                             *(cells[e] if e in cells else collective_cell(e, r) for e in cols)])
+                rows.append([params, r.name, *_impl_cells(run, c, r), *(extra_cell(e, r) for e in cols)])
         lines += [f"#### {_cell(workload)}", ""]
         lines += _table(["case", "impl", "time", "±CI", "T_SOL", "SOL", "MFU", "MBU", "bound", "speedup", *cols],
                         "llrrrrrrlr" + "r" * len(cols), rows)

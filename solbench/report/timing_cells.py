@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import statistics
 
-from solbench.results.model import RunResult, Timing
+from solbench.report.collective_cells import collective_cell
+from solbench.results.model import ImplResult, RunResult, Timing
 
-__all__ = ["clock_cell", "has_clocks", "has_rounds", "round_medians", "rounds_cell", "timing_columns"]
+__all__ = ["clock_cell", "extra_cell", "has_clocks", "has_rounds", "round_medians", "rounds_cell", "timing_columns"]
 
 
 def has_clocks(run: RunResult) -> bool:
@@ -32,6 +33,16 @@ def timing_columns(run: RunResult) -> tuple[str, ...]:
     """The columns a run's tables add: "rounds" (:func:`rounds_cell`) and "SM MHz" (:func:`clock_cell`),
     each where the run recorded it."""
     return (("rounds",) if has_rounds(run) else ()) + (("SM MHz",) if has_clocks(run) else ())
+
+
+def extra_cell(column: str, r: ImplResult) -> str:
+    """One implementation's cell in a column a table adds: :func:`timing_columns`' or
+    :func:`~solbench.report.collective_cells.collective_columns`'."""
+    if column == "rounds":
+        return rounds_cell(r.timing)
+    if column == "SM MHz":
+        return clock_cell(r.timing)
+    return collective_cell(column, r)
 
 
 def clock_cell(t: Timing | None) -> str:
