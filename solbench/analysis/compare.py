@@ -77,7 +77,7 @@ from solbench.analysis.significance import (
     mann_whitney_p,
 )
 from solbench.errors import ConfigError, ResultsFormatError
-from solbench.results.model import MAX_RUN_SD, CaseResult, ImplResult, Protocol, RunResult
+from solbench.results.model import MAX_RUN_SD, CaseResult, Environment, ImplResult, Protocol, RunResult
 
 Verdict = Literal["FASTER", "SLOWER", "SAME", "INCONCLUSIVE"]
 
@@ -273,15 +273,17 @@ def impl_keys(run: RunResult, impl: str | None) -> Iterator[tuple[str, CaseResul
 
 def device_model(run: RunResult, case: CaseResult) -> str:
     """The GPU model a case was measured on: its own device record, else the run's environment."""
-    env = case.device or run.environment
+    return _model(case.device or run.environment)
+
+
+def _model(env: Environment) -> str:
     return f"{env.device_name} ({env.spec_id})"
 
 
 def devices(runs: Sequence[RunResult]) -> str:
     """What ``runs`` were measured on, in words: each GPU model (or CPU) their cases name, once
     (:func:`device_model`), ``"NVIDIA H200 (h200-sxm)"``; a run without cases by its environment."""
-    found = [device_model(run, c) for run in runs for c in run.cases] or [
-        f"{run.environment.device_name} ({run.environment.spec_id})" for run in runs]
+    found = [device_model(run, c) for run in runs for c in run.cases] or [_model(run.environment) for run in runs]
     return ", ".join(dict.fromkeys(found))
 
 
