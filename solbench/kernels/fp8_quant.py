@@ -41,7 +41,8 @@ def _kernel() -> tuple[Any, Any]:
 
     @triton.jit
     def quantize_kernel(x_ptr, y_ptr, inv_ptr, n, BLOCK: tl.constexpr):
-        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        # int64 offsets: program_id is int32, so a tensor of 2**31 elements or more wrapped around
+        offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
         mask = offs < n
         x = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)
         y = tl.clamp(x * tl.load(inv_ptr), -448.0, 448.0)  # largest finite e4m3 (a global is not visible here)
