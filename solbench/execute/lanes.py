@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import statistics
 from collections.abc import Callable, Sequence
@@ -205,10 +206,21 @@ def _group_executor(executor: str) -> Any:
 
     def make(lanes: Sequence[Any], unit: Any) -> Any:
         inner = GroupExecutor(_NoWorkers(), {unit.spec.name: world_size(unit)}, lanes[0].device)
-        visible = ",".join(str(lane.index) for lane in lanes) if lanes[0].device == "cuda" else None
+        visible = visible_devices([lane.index for lane in lanes]) if lanes[0].device == "cuda" else None
         return _OnLanes(inner, visible)
 
     return make
+
+
+def visible_devices(indices: Sequence[int]) -> str:
+    """CUDA_VISIBLE_DEVICES for processes that are to see only these CUDA devices of this process: the
+    entries of this process's own CUDA_VISIBLE_DEVICES at those indices, where it has one (a child reads
+    its list against the machine's GPUs, not against the ones this process sees)."""
+    given = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if not given:
+        return ",".join(map(str, indices))
+    entries = [entry.strip() for entry in given.split(",")]
+    return ",".join(entries[i] for i in indices)
 
 
 class _NoWorkers:

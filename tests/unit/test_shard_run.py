@@ -106,6 +106,22 @@ def test_device_lists_are_parsed_and_checked():
         parse_devices("all", 0)
 
 
+@pytest.mark.parametrize("visible,indices,expected", [(None, (0, 1), "0,1"), ("2,3", (0, 1), "2,3"),
+                                                     ("GPU-aa, GPU-bb,GPU-cc", (2, 0), "GPU-cc,GPU-aa")])
+def test_a_multi_rank_groups_gpus_are_named_as_its_ranks_will_read_them(monkeypatch, visible, indices, expected):
+    """The ranks inherit this process's CUDA_VISIBLE_DEVICES and read theirs against the machine's GPUs:
+    lanes 0 and 1 under CUDA_VISIBLE_DEVICES=2,3 are GPUs 2 and 3, not 0 and 1."""
+    from solbench.execute import lanes as lanes_module
+
+    if visible is None:
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    else:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    lanes = [SimpleNamespace(index=i, device="cuda") for i in indices]
+    unit = SimpleNamespace(spec=SimpleNamespace(name="allreduce", world_size=2))
+    assert lanes_module._group_executor("local")(lanes, unit).visible == expected
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error without a GPU")
 def test_devices_without_a_gpu_is_a_clear_error():
     result = CliRunner().invoke(main, ["run", DOUBLE, "--devices", "all", *FAST])
