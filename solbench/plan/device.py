@@ -72,7 +72,8 @@ def measured_spec(spec: HardwareSpec, uuid: str | None, results_dir: Path) -> Ha
     kept = [f"{unit} {group}" for group, sheet, measured in (("tensor", spec.tensor_peaks, cal.tensor_peaks),
                                                             ("vector", spec.vector_peaks, cal.vector_peaks))
             for unit in sorted(set(sheet) - set(measured))]
-    note = f"measured ceilings of {cal.created}" + (f"; datasheet for {', '.join(kept)}" if kept else "")
+    # kept from the spec as it was detected: a datasheet's, or estimated (a GPU no spec file matches, a MIG slice)
+    note = f"measured ceilings of {cal.created}" + (f"; {spec.source} for {', '.join(kept)}" if kept else "")
     return spec.with_peaks(tensor={**spec.tensor_peaks, **cal.tensor_peaks},
                            vector={**spec.vector_peaks, **cal.vector_peaks},
                            bandwidth=cal.bandwidth, source="measured", note=note)

@@ -120,3 +120,16 @@ def test_a_calibration_saved_before_the_driver_was_recorded_still_loads(tmp_path
     loaded = store.load_calibration(tmp_path, "h200-sxm", "GPU-1234")
     assert loaded.driver is None and loaded.bandwidth == 4.08e12
     assert measured_spec(get_spec("h200"), "GPU-1234", tmp_path).source == "measured"
+
+
+def test_the_note_calls_the_ceilings_kept_from_an_estimated_spec_estimated(tmp_path):
+    """A GPU no spec file matches (or a MIG slice) is scored against estimated peaks: the ceilings
+    calibrate did not measure stay those estimates, not a datasheet's."""
+    from solbench.analysis.hwspec import estimate_spec
+
+    guess = estimate_spec(name="NVIDIA L40", compute_capability="8.9", sm_count=142, sm_clock_mhz=2490,
+                          bandwidth=864e9)
+    store.save_calibration(cal(spec_id=guess.id), tmp_path)
+    spec = measured_spec(guess, "GPU-1234", tmp_path)
+    assert spec.notes[-1].endswith("; estimated for fp16 tensor, fp8 tensor, int8 tensor, tf32 tensor, fp64 vector")
+    assert "datasheet" not in spec.notes[-1]
