@@ -545,6 +545,12 @@ def _check_parameters(spec: WorkloadSpec) -> None:
                                f"overrides the workload's own: {', '.join(sorted(known)) or 'none'})")
         _check_sweep(["profiles", kind], profile.parameters or {}, profile.cases or [], profile.dtypes or [], known,
                      spec.derived)
+        unset = [n for n in (spec.cases or [{}])[0] if n not in {**spec.parameters, **(profile.parameters or {})}]
+        if profile.parameters is not None and profile.cases is None and unset:  # the sweep replaces the cases
+            raise _refused(["profiles", kind, "parameters"],
+                           f"gives {', '.join(profile.parameters)} but not {', '.join(unset)}, which the workload's "
+                           f"cases give: a profile's parameters replace the cases (give {', '.join(unset)} too, or "
+                           f"give profiles.{kind}.cases)")
     names = known | set(spec.derived) | {"dtype"}
     taken = _values_taken(spec)
     for j, tol in enumerate(spec.case_tolerances):

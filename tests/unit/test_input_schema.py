@@ -142,6 +142,17 @@ def test_profile_sweeps_are_checked_per_device(tmp_path, monkeypatch):
     assert info.value.loc == ["profiles", "cpu", "parameters"]
 
 
+def test_a_profile_sweep_that_leaves_out_a_parameter_the_cases_give_is_refused_at_the_profile(tmp_path):
+    """A profile's parameters replace the workload's cases: one that gives n alone left m unset on that
+    device, and the run blamed the first shape that reads m (inputs.x: unknown parameter 'm')."""
+    text = GOOD.replace("    parameters: {n: [8, 16]}\n", "    cases: [{n: 8, m: 4}, {n: 16, m: 2}]\n"
+                        "    profiles: {cpu: {parameters: {n: [2]}}}\n").replace("[n, 4]", "[n, m]")
+    assert error_of(write(tmp_path, text)) == (
+        f"{tmp_path / 'w.yaml'}:4: workloads.0.profiles.cpu.parameters: gives n but not m, which the workload's cases "
+        "give: a profile's parameters replace the cases (give m too, or give profiles.cpu.cases)")
+    assert len(expand(load_workload_file(write(tmp_path, text.replace("{n: [2]}", "{n: [2], m: [1]}")))[0], "cpu")) == 1
+
+
 def test_tensor_with_too_many_elements_is_refused(tmp_path):
     text = GOOD.replace("x: {shape: [n, 4]}", "x: {shape: [n, 2 ** 60]}")
     with pytest.raises(ConfigError, match=r"workloads.0.inputs.x.shape: shape \(8, 1152921504606846976\) has"):
