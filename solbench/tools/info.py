@@ -105,7 +105,9 @@ def calibrate(*, seconds: float = 1.0, results_dir: Path = Path("results"), devi
     from solbench.device import nvml
 
     handle = nvml.get_handle(info.uuid) if info.uuid else None
-    result = cal.calibrate(torch, spec_id=info.spec.id, device_name=info.name, device_uuid=info.uuid,
-                           seconds=seconds, driver=info.driver or nvml.driver_version(),
-                           sm_clock=(lambda: nvml.read_clocks(handle).sm_clock_mhz) if handle is not None else None)
+    with torch.cuda.device(info.index):  # the device named, whose UUID the ceilings are saved under
+        result = cal.calibrate(torch, spec_id=info.spec.id, device_name=info.name, device_uuid=info.uuid,
+                               seconds=seconds, driver=info.driver or nvml.driver_version(),
+                               sm_clock=(lambda: nvml.read_clocks(handle).sm_clock_mhz) if handle is not None
+                               else None)
     return result, store.save_calibration(result, results_dir), info.spec

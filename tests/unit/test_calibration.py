@@ -77,6 +77,10 @@ def test_a_calibration_of_another_device_at_this_ones_path_is_refused(tmp_path, 
 def _fake_gpu_calibration(monkeypatch, nvml_module):
     """``api.calibrate`` on no GPU: detection says CUDA, the measurements are fixed numbers, and NVML
     is ``nvml_module`` (a stand-in pynvml, or None: no NVML)."""
+    import contextlib
+
+    import torch
+
     from solbench.device import calibrate as cal_module
     from solbench.device import detect as detect_module
     from solbench.device import nvml
@@ -89,6 +93,7 @@ def _fake_gpu_calibration(monkeypatch, nvml_module):
     monkeypatch.setattr(cal_module, "copy_bandwidth", lambda torch: 4.0e12)
     monkeypatch.setattr(cal_module, "gemm_rates", lambda torch, unit, n, seconds: [6e14, 7e14])
     monkeypatch.setattr(nvml, "_state", {"module": nvml_module, "tried": True})
+    monkeypatch.setattr(torch.cuda, "device", lambda index: contextlib.nullcontext())
 
 
 def test_calibrate_records_the_driver_version_nvml_reports(tmp_path, monkeypatch):
@@ -133,3 +138,35 @@ def test_the_note_calls_the_ceilings_kept_from_an_estimated_spec_estimated(tmp_p
     spec = measured_spec(guess, "GPU-1234", tmp_path)
     assert spec.notes[-1].endswith("; estimated for fp16 tensor, fp8 tensor, int8 tensor, tf32 tensor, fp64 vector")
     assert "datasheet" not in spec.notes[-1]
+
+
+def test_calibrate_measures_on_the_device_it_names(tmp_path, monkeypatch):
+    """``api.calibrate(device="cuda:1")`` saves its ceilings under GPU 1's UUID: they must be measured
+    with GPU 1 current, not on torch's current device (GPU 0), where every tensor and event goes."""
+    import contextlib
+    from dataclasses import replace
+
+    import torch
+
+    from solbench import api
+    from solbench.device import calibrate as cal_module
+    from solbench.device import detect as detect_module
+
+    _fake_gpu_calibration(monkeypatch, None)
+    info = detect_module.detect()
+    monkeypatch.setattr(detect_module, "detect", lambda device="auto": replace(info, index=1, uuid="GPU-1"))
+    current = [0]
+
+    @contextlib.contextmanager
+    def device(index):
+        before, current[0] = current[0], index
+        try:
+            yield
+        finally:
+            current[0] = before
+
+    seen = []
+    monkeypatch.setattr(torch.cuda, "device", device)
+    monkeypatch.setattr(cal_module, "copy_bandwidth", lambda torch: seen.append(current[0]) or 4.0e12)
+    result, path, _ = api.calibrate(results_dir=tmp_path, device="cuda:1")
+    assert seen == [1] and store.read_calibration(path).device_uuid == result.device_uuid == "GPU-1"
