@@ -17,11 +17,15 @@ from __future__ import annotations
 from typing import Any
 
 from solbench.analysis.gate import ROUNDS_A_LOOK as ROUNDS_A_LOOK  # re-exported: the looks' schedule
-from solbench.analysis.gate import GateResult, Side, gate, merge_looks
+from solbench.analysis.gate import GateResult, Side, gate, merge_looks, unconfirmed
 from solbench.analysis.gate import looks_for as looks_for
 from solbench.results.model import RunResult
 
-__all__ = ["ROUNDS_A_LOOK", "Looks", "looks_for"]
+__all__ = ["ROUNDS_A_LOOK", "UNCONFIRMED_VERDICTS", "Looks", "looks_for"]
+
+# What ``ab`` reports INCONCLUSIVE where both sides of a key are one process each (gate.unconfirmed): a
+# verdict on time there is no verdict, so the looks measure such a key again as an undecided one.
+UNCONFIRMED_VERDICTS = ("REGRESSION", "PASS", "FASTER")
 
 
 class Looks:
@@ -43,7 +47,9 @@ class Looks:
         return merged
 
     def undecided(self, base: Side, cur: RunResult) -> list[str]:
-        """Keys still INCONCLUSIVE at this look (the ones to measure again); [] when all are decided."""
-        keys = [v.key for v in self.result(base, cur).undecided]
+        """Keys still INCONCLUSIVE at this look, or decided between one process a side (which the
+        verdict reports INCONCLUSIVE: ``UNCONFIRMED_VERDICTS``): the ones to measure again; [] when all
+        are decided."""
+        keys = [v.key for v in unconfirmed(self.result(base, cur), verdicts=UNCONFIRMED_VERDICTS).undecided]
         self.measured = keys
         return keys

@@ -89,7 +89,7 @@ def ab(files: Sequence[str], baseline_tree: str, current_tree: str, rounds: int,
     workers. Workers resolve implementations in their own tree; the measuring code is this
     solbench's for both.
     """
-    from solbench.analysis.adaptive import Looks, looks_for
+    from solbench.analysis.adaptive import UNCONFIRMED_VERDICTS, Looks, looks_for
     from solbench.analysis.gate import parse_threshold, unconfirmed
     from solbench.cli.common import (
         ProgressBar,
@@ -138,7 +138,7 @@ def ab(files: Sequence[str], baseline_tree: str, current_tree: str, rounds: int,
         sys.exit(interrupted_code())
     save([base, cur], final=True)  # the final records add the end-of-run clocks
     # a key with one round a side is between single processes: nothing about time is decided (as gate)
-    result = replace(unconfirmed(looks.result(base, cur), verdicts=("REGRESSION", "PASS", "FASTER")),
+    result = replace(unconfirmed(looks.result(base, cur), verdicts=UNCONFIRMED_VERDICTS),
                      reruns=added_rounds(cur, rounds),
                      run_sd_source="none: both trees measured in one invocation share its offset")
     code = exitcodes.worst(result.exit_code, exitcodes.IMPL_FAILED if failures(cur) else exitcodes.OK)

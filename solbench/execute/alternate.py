@@ -19,9 +19,9 @@ Rounds 2 to ``rounds`` go out in one pass, as in ``run`` (:mod:`solbench.execute
 round of a point in a worker of its own, so the pass pays its worker starts once.
 
 After the first ``rounds`` rounds, with ``undecided`` given, the loop adds rounds only for the
-``case_id/impl`` keys ``undecided(runs)`` names (the gate's INCONCLUSIVE cases), both sides,
-alternating as above, ROUNDS_A_LOOK (4) at a time, until it names none or ``max_rounds`` rounds are
-measured::
+``case_id/impl`` keys ``undecided(runs)`` names (the gate's INCONCLUSIVE cases, and those it
+decided between one process a side), both sides, alternating as above, ROUNDS_A_LOOK (4) at a
+time, until it names none or ``max_rounds`` rounds are measured::
 
     r = rounds
     while r < max_rounds and (keys := undecided([baseline run, current run])):

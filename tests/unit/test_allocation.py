@@ -253,6 +253,23 @@ def test_looks_keep_verdicts_and_name_only_undecided_keys():
     assert looks.result(base, cur).looks == 8 and looks.count == 2
 
 
+def test_looks_measure_again_a_key_decided_between_single_rounds():
+    """``ab --rounds 1``: after the first round a side is one process, and ab reports any verdict on
+    time made there INCONCLUSIVE (gate.unconfirmed); such a key must get the added rounds that can
+    decide it, not be left as decided with rounds to spare."""
+    from solbench.analysis.adaptive import UNCONFIRMED_VERDICTS
+    from solbench.analysis.gate import unconfirmed
+
+    rng = np.random.default_rng(7)
+    base, cur = (make_run({"c": {"k": list(1e-3 * np.exp(rng.normal(0, 0.002, 200)))}}) for _ in range(2))
+    looks = Looks(5, threshold=0.05)
+    assert looks.undecided(base, cur) == ["c/k"]
+    assert looks.last is not None and looks.last.verdicts[0].verdict == "PASS"  # the gate's own, over one process
+    assert unconfirmed(looks.result(base, cur), verdicts=UNCONFIRMED_VERDICTS).verdicts[0].verdict == "INCONCLUSIVE"
+    over_rounds = [combine_runs(_side(rng, 3, 1.0, sd_b=0.001, n=30, cases=("c",))) for _ in range(2)]
+    assert Looks(5, threshold=0.05).undecided(*over_rounds) == []  # decided over rounds: no more
+
+
 def test_current_rounds_alone_plan_on_each_sides_own_spread():
     """A quiet baseline of 3 rounds (sd 0.3%), a current of 16 that spread 4% (slow processes): on
     the pooled spread the baseline's share alone looks too wide and the note would send the user to
