@@ -14,7 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from solbench.errors import RunInterrupted
+from solbench.errors import ConfigError, RunInterrupted
 from solbench.execute import warm
 from solbench.plan.device import detect, with_end_clocks
 from solbench.plan.options import Progress, RunOptions, added_rounds_for, refuse_round_options, rounds_for
@@ -50,10 +50,13 @@ def run(files: Sequence[str | Path], options: RunOptions = RunOptions(), *,  # n
     info, floor = detect(device, options)
     detected = time.perf_counter()
     max_rounds, rounds_target = added_rounds_for(options, info.kind)
+    repeat = rounds_for(options, info.kind)
     if not max_rounds:
         refuse_round_options(options)
-    options = replace(options, repeat=rounds_for(options, info.kind), max_rounds=max_rounds,
-                      rounds_target_rel_ci=rounds_target)
+    elif max_rounds < repeat:  # no round could be added: the cap and --rounds-target would be ignored
+        raise ConfigError(f"--max-rounds ({max_rounds}) must be at least the rounds every point is measured in "
+                          f"({repeat}: --repeat, or its default), or 0 for none added")
+    options = replace(options, repeat=repeat, max_rounds=max_rounds, rounds_target_rel_ci=rounds_target)
     prep = prepare(files, options, info, floor)
     variant = tuned_variant(options.tuned, info.spec.id, prep.units)  # a stale or foreign file: refused now
     if before_measuring is not None:

@@ -286,6 +286,20 @@ def test_rounds_target_and_max_rounds_reach_the_run_loop(tmp_path, monkeypatch):
         assert seen[-1]["target_rel_ci"] == want
 
 
+def test_max_rounds_below_the_default_rounds_is_refused_as_below_repeat_is(tmp_path):
+    """--max-rounds 2 without --repeat: the run measures 3 rounds (the default) and can add none, so the
+    option and --rounds-target would be ignored while the record claimed a cap of 2; refused (exit 2), as
+    --max-rounds 2 --repeat 3 is, before anything is measured."""
+    out = tmp_path / "r.json"
+    result = CliRunner().invoke(main, ["run", DOUBLE, *FAST, "-i", "baseline", "--max-rounds", "2",
+                                       "--rounds-target", "0.05", "-q", "-o", str(out)])
+    assert result.exit_code == 2, result.output
+    assert "--max-rounds (2)" in result.output and "3" in result.output
+    assert not out.exists()
+    with pytest.raises(ConfigError, match="--max-rounds"):
+        api.run([DOUBLE], api.RunOptions(impls=("baseline",), repeat=4, max_rounds=3), device="cpu")
+
+
 def test_a_gpu_run_adds_rounds_by_default_unless_told_otherwise():
     """On a GPU with no --repeat: up to 16 rounds at ±2% (a later gate can decide against the run);
     --repeat, --max-rounds, a gate's re-measure (keys) and the CPU keep their own rounds."""
