@@ -77,7 +77,9 @@ class RunOptions:
                 flag = {"timeout_s": "--timeout", "budget_s": "--budget", "target_rel_ci": "--target"}[name]
                 raise ConfigError(f"{flag} must be a positive finite number, got {value!r}")
         check_counts((("--min-samples", self.min_samples, 1), ("--input-sets", self.input_sets, 1),
-                      ("RunOptions.warmup", self.warmup, 0)))  # no command-line option sets it
+                      ("RunOptions.warmup", self.warmup, 0),  # no command-line option sets it
+                      ("--repeat", self.repeat, 0),  # 0: the default rounds
+                      *((("--max-rounds", self.max_rounds, 0),) if self.max_rounds is not None else ())))
         if self.min_samples > self.max_samples:
             raise ConfigError(f"--min-samples {self.min_samples} is larger than --max-samples {self.max_samples}")
         if self.launch not in ("auto", "stream", "graph"):

@@ -204,6 +204,17 @@ def test_repeat_must_be_positive():
     assert Path(DOUBLE).exists()
 
 
+def test_the_api_refuses_rounds_no_run_can_honour():
+    """RunOptions(repeat=-2) measured the default three rounds and RunOptions(max_rounds=-1) was recorded as
+    the run's cap; the API now refuses both, as the CLI's ranges do (0: the default rounds, or none added)."""
+    from solbench.plan.options import RunOptions
+
+    for bad in ({"repeat": -2}, {"repeat": True}, {"repeat": 2.5}, {"max_rounds": -1}, {"max_rounds": True}):
+        with pytest.raises(ConfigError, match=r"--repeat|--max-rounds"):
+            RunOptions(**bad)
+    assert RunOptions(repeat=0, max_rounds=0).max_rounds == 0 and RunOptions(max_rounds=None).max_rounds is None
+
+
 def test_a_variant_spec_is_sent_for_each_implementation_and_case():
     sent = []
 
