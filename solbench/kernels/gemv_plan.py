@@ -93,6 +93,7 @@ def choose_for(tokens: int, n: int, k: int, w8: bool, cc: tuple[int, int], smem_
                sm_smem: int | None = None) -> Plan:
     """``choose`` for a given compute capability, per-block shared-memory limit and shared memory per
     SM (None: the limit plus the driver's reserve) (pure)."""
+    _check_sizes(n, k)
     if not 1 <= tokens <= MAX_TOKENS:
         raise ValueError(f"gemv_stream: {tokens} tokens per launch (1 to {MAX_TOKENS})")
     order = PREFERENCE_MANY_SM90 if tokens > FEW_TOKENS else PREFERENCE_FEW_W8 if w8 else PREFERENCE_FEW
@@ -114,6 +115,7 @@ def chunk_tokens(tokens: int, n: int, k: int, w8: bool, device: Any = None) -> i
 def chunk_tokens_for(tokens: int, n: int, k: int, w8: bool, cc: tuple[int, int], smem_limit: int,
                      sm_smem: int | None = None) -> int:
     """``chunk_tokens`` for a given compute capability and shared-memory limits (pure)."""
+    _check_sizes(n, k)
     chunk = MAX_TOKENS
     while chunk > 1:
         try:
@@ -122,6 +124,15 @@ def chunk_tokens_for(tokens: int, n: int, k: int, w8: bool, cc: tuple[int, int],
         except ValueError:
             chunk //= 2
     return 1
+
+
+def _check_sizes(n: int, k: int) -> None:
+    """A plan needs a weight row and a stage of K: an empty one is named, not taken for a shared-memory
+    shortfall (no tile fits K=0)."""
+    if k < 1:
+        raise ValueError(f"gemv_stream: K={k} (the reduction length of x [T, K] and weight [N, K]) must be at least 1")
+    if n < 1:
+        raise ValueError(f"gemv_stream: N={n} (the rows of weight [N, K]) must be at least 1")
 
 
 def _index(device: Any) -> int:

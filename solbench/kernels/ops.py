@@ -249,6 +249,8 @@ def gemv_residual(x: torch.Tensor, weight: torch.Tensor, residual: torch.Tensor)
     out = torch.empty((tokens, n), dtype=dtype, device=x.device)
     if tokens == 0 or n == 0:
         return out
+    if k == 0:  # an empty sum: x @ weight.T is zero (as torch.addmm), no tile of K to stream
+        return out.copy_(residual)
     if k % _VEC == 0 and _aligned(x, weight):
         _stream(x, weight, None, residual, out)
     else:
@@ -281,6 +283,8 @@ def gemv_fp8_residual(x: torch.Tensor, weight: torch.Tensor, scale: torch.Tensor
     out = torch.empty((tokens, n), dtype=dtype, device=x.device)
     if tokens == 0 or n == 0:
         return out
+    if k == 0:  # an empty sum: x @ weight.T is zero (as torch.addmm), no tile of K to stream
+        return out.copy_(residual)
     if k % 16 == 0 and _aligned(x, weight):
         if tokens >= w8a16.MIN_TOKENS[dtype] and _has_triton():
             w8a16.linear_residual(x, weight, scale, residual, out)  # many tokens: tensor-core tiles

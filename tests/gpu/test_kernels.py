@@ -297,6 +297,18 @@ def test_gemv_residual_rejects_bad_arguments():
         ops.gemv_residual(x.view(2, 2, 128), w, res)
 
 
+def test_gemv_residual_of_an_empty_reduction_is_the_residual():
+    """K=0 went to the streaming kernel's planner, which found no tile and said 'no tile fits ... bytes
+    of shared memory'; the sum over no K is zero, so the output is the residual (as torch.addmm)."""
+    _needs("gemv_stream.cu")
+    g = _gen("gemv", 4, 64, 0)
+    x, w = (torch.empty(shape, dtype=torch.bfloat16, device="cuda") for shape in ((4, 0), (64, 0)))
+    res = _randn((4, 64), torch.bfloat16, g)
+    assert torch.equal(ops.gemv_residual(x, w, res), res)
+    scale = torch.ones(64, dtype=torch.float32, device="cuda")
+    assert torch.equal(ops.gemv_fp8_residual(x, w.to(torch.float8_e4m3fn), scale, res), res)
+
+
 
 # ----------------------------------------------------------------- streaming GEMV: every tile shape
 

@@ -99,3 +99,13 @@ def test_without_cupy_the_plan_is_a_device_error(monkeypatch):
         gp.choose(1, 4096, 4096, False, device="cuda:0")
     with pytest.raises(DeviceError, match=r"^needs CuPy"):
         gp.chunk_tokens(64, 4096, 4096, True, device="cuda:0")
+
+
+@pytest.mark.parametrize(("n", "k", "what"), [(4096, 0, "K=0"), (4096, -8, "K=-8"), (0, 4096, "N=0")])
+def test_an_empty_reduction_or_output_is_named_not_a_shared_memory_shortfall(n, k, what):
+    """K=0 fit no tile (no stage of K for any CTA), so the plan said 'no tile fits 232448 bytes of shared
+    memory', and chunk_tokens_for swallowed that error and returned 1 token per launch."""
+    for call in (gp.choose_for, gp.chunk_tokens_for):
+        with pytest.raises(ValueError, match=rf"^gemv_stream: {what} .*at least 1") as info:
+            call(16, n, k, False, (9, 0), H100_SMEM)
+        assert "shared memory" not in str(info.value)
