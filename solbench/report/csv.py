@@ -6,6 +6,11 @@ and how its calls were made (``graph``: a CUDA graph's replay; ``stream``; ``mix
 some rounds only; empty where the run recorded none, as on the CPU). They come after ``message``,
 so the columns before them keep their places.
 
+A collective's row has the figures its table shows (``report.collective_cells``), after ``launch``:
+``algbw_bytes_per_s`` and ``busbw_bytes_per_s`` (collective bytes / T and bus bytes / T, nccl-tests'
+algbw and busbw) and ``overlap`` ((T_compute + T_comm - T) / min(T_compute, T_comm), where the case
+has its parts measured). They are empty on every other row.
+
 Parameters get one ``param.<name>`` column each (the union over all rows, empty where a workload
 lacks one), so that a spreadsheet can filter and pivot on them.
 
@@ -33,7 +38,7 @@ COLUMNS = ("run", "device", "workload", "case_id", "dtype", "impl", "status", "m
            "ci_high_s", "n_samples", "stop_reason", "t_sol_s", "bound", "sol", "mfu", "mbu",
            "achieved_flops_per_s", "achieved_bytes_per_s", "speedup", "s_score", "floor_fraction", "tensor_flops",
            "vector_flops", "fused_bytes", "unfused_bytes", "intensity_flop_per_byte", "peaks_source",
-           "message", "timer", "launch")
+           "message", "timer", "launch", "algbw_bytes_per_s", "busbw_bytes_per_s", "overlap")
 
 
 def _row(run: RunResult, case: CaseResult, r: ImplResult) -> dict[str, Any]:
@@ -53,7 +58,8 @@ def _row(run: RunResult, case: CaseResult, r: ImplResult) -> dict[str, Any]:
     if s is not None:
         row.update(sol=s.sol, mfu=s.mfu, mbu=s.mbu, achieved_flops_per_s=s.achieved_flops,
                    achieved_bytes_per_s=s.achieved_bandwidth, speedup=s.speedup, s_score=s.s_score,
-                   floor_fraction=s.floor_fraction)
+                   floor_fraction=s.floor_fraction, algbw_bytes_per_s=s.algbw, busbw_bytes_per_s=s.busbw,
+                   overlap=s.overlap)
         if s.t_sol is not None:  # its own T_SOL, bound and bytes (``peak_dtype``, ``input_dtypes``); else the case's
             row.update(t_sol_s=s.t_sol, bound=s.bound or case.bound)
         if s.fused_bytes is not None:

@@ -64,7 +64,7 @@ def test_each_measured_row_says_which_timer_took_it_and_how_its_calls_were_made(
     run = dataclasses.replace(run, cases=(dataclasses.replace(first, impls=(first.impls[0], fallback,
                                                                              *first.impls[2:])), *run.cases[1:]))
     header = next(csv.reader(io.StringIO(run_csv([run]))))
-    assert header[len(COLUMNS) - 3: len(COLUMNS)] == ["message", "timer", "launch"]  # appended after the old ones
+    assert header[len(COLUMNS) - 6: len(COLUMNS) - 3] == ["message", "timer", "launch"]  # appended after the old ones
     rows = _rows(run_csv([run]))
     assert (rows[0]["timer"], rows[0]["launch"]) == ("cupti", "graph")
     assert (rows[1]["timer"], rows[1]["launch"]) == ("cupti", "stream")  # the point's own launch
@@ -82,3 +82,24 @@ def test_a_case_measured_on_another_gpu_of_a_sharded_run_names_that_gpu():
     run = replace(run, cases=(run.cases[0], replace(run.cases[1], device=h200)))
     devices = [r["device"] for r in _rows(run_csv([run]))]
     assert devices == [run.environment.device_name] * 3 + ["NVIDIA H200"] * 2
+
+
+def test_a_collective_row_has_its_bandwidths_and_overlap_and_other_rows_leave_them_empty():
+    """The console table and the JSON give a collective case's algbw, busbw and overlap; the CSV had no
+    column for them. They come after launch, so the columns before keep their places."""
+    import dataclasses
+
+    run = two_workload_run()
+    first = run.cases[0]
+    fused = first.impls[1]
+    fused = dataclasses.replace(fused, score=dataclasses.replace(fused.score, algbw=2.5e11, busbw=3.75e11, overlap=0.8125))
+    run = dataclasses.replace(run, cases=(dataclasses.replace(first, impls=(first.impls[0], fused, *first.impls[2:])),
+                                          *run.cases[1:]))
+    header = next(csv.reader(io.StringIO(run_csv([run]))))
+    assert header[len(COLUMNS) - 5: len(COLUMNS)] == ["timer", "launch", "algbw_bytes_per_s", "busbw_bytes_per_s",
+                                                     "overlap"]
+    rows = _rows(run_csv([run]))
+    assert (rows[1]["algbw_bytes_per_s"], rows[1]["busbw_bytes_per_s"], rows[1]["overlap"]) == \
+        ("250000000000", "375000000000", "0.8125")
+    for row in (rows[0], rows[3], rows[4]):  # not a collective, and a failed row
+        assert (row["algbw_bytes_per_s"], row["busbw_bytes_per_s"], row["overlap"]) == ("", "", "")
