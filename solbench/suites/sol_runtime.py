@@ -7,7 +7,10 @@
         scalar      the line's value
         custom      the definition's custom_inputs_entrypoint(axes_and_scalars, device)
         safetensors the tensor from the file (relative to the problem folder, then its parents);
-                    a file not there is a DeviceError: the implementations are ``skipped``
+                    a file not there is a DeviceError: the implementations are ``skipped``; a
+                    tensor missing from it, or of another shape or dtype than declared, a
+                    ConfigError (its header is read on the meta device too, so the problem's
+                    trace refuses it)
     reference(definition, **inputs)      the definition's ``run`` on the inputs in declared order
     solution(definition, solution, **inputs)   a solution's entry point; destination-passing
                                           ones also get the outputs (in declared order)
@@ -40,7 +43,7 @@ from typing import Any
 
 import torch
 
-from solbench.errors import DeviceError
+from solbench.errors import ConfigError, DeviceError
 from solbench.kernels.requirements import importable, not_installed, requirement_missing
 from solbench.measure.tensors import PACKED
 
@@ -107,7 +110,7 @@ def inputs(params: Mapping[str, Any], device: str, generator: torch.Generator, d
         shape = [int(scope[a]) if isinstance(a, str) and not a.isdigit() else int(a) for a in tensor["shape"]]
         dtype = _dtype(tensor["dtype"])
         if desc.get("type") == "safetensors":
-            out[name] = _safetensors(definition, desc, device, shape, dtype)
+            out[name] = _safetensors(definition, name, desc, device, shape, dtype)
         else:
             out[name] = _random(shape, dtype, device, generator)
     entry = spec.get("custom_inputs_entrypoint")
@@ -132,18 +135,51 @@ def _random(shape: list[int], dtype: torch.dtype, device: str, gen: torch.Genera
     return torch.randn(shape, generator=gen, device=device, dtype=torch.float32).to(dtype)
 
 
-def _safetensors(definition: str, desc: Mapping[str, Any], device: str, shape: list[int],
+def _safetensors(definition: str, name: str, desc: Mapping[str, Any], device: str, shape: list[int],
                  dtype: torch.dtype) -> torch.Tensor:
-    if device == "meta":
-        return torch.empty(shape, dtype=dtype, device="meta")
     folder = Path(definition).parent
     candidates = [base / desc["path"] for base in (folder, *folder.parents)]
     found = next((p for p in candidates if p.is_file()), None)
+    if found is not None:  # on the meta device too: a file unlike the definition is refused when the problem is read
+        _check_stored(found, name, desc["tensor_key"], shape, dtype)
+    if device == "meta":
+        return torch.empty(shape, dtype=dtype, device="meta")
     if found is None or importlib.util.find_spec("safetensors") is None:
         raise DeviceError(f"needs the safetensors input {desc.get('path')!r}, which is not on this machine")
     from safetensors.torch import load_file
 
     return load_file(str(found), device=device)[desc["tensor_key"]]
+
+
+# The safetensors header's name of each dtype a definition may declare (packed FP4 pairs have none: unchecked)
+SAFETENSORS_DTYPES = {torch.float64: "F64", torch.float32: "F32", torch.bfloat16: "BF16", torch.float16: "F16",
+                      torch.float8_e4m3fn: "F8_E4M3", torch.float8_e5m2: "F8_E5M2", torch.int8: "I8",
+                      torch.int16: "I16", torch.int32: "I32", torch.int64: "I64", torch.uint8: "U8",
+                      torch.bool: "BOOL"}
+
+
+def _check_stored(path: Path, name: str, key: str, shape: list[int], dtype: torch.dtype) -> None:
+    """ConfigError ``inputs.<name>: <file>: ...`` where the file's header (its first 8 bytes give the
+    size of a JSON object {key: {dtype, shape, data_offsets}}) has no tensor ``key``, or one of another
+    shape or dtype than the definition declares; the tensor's data are not read."""
+    where = f"inputs.{name}: {path}"
+    try:
+        with path.open("rb") as f:
+            size = int.from_bytes(f.read(8), "little")
+            header = json.loads(f.read(size)) if 2 <= size <= 100_000_000 else None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        header = None
+    if not isinstance(header, dict):
+        raise ConfigError(f"{where}: not a safetensors file (no JSON header after its first 8 bytes)")
+    entry = header.get(key)
+    if key == "__metadata__" or not isinstance(entry, dict):
+        held = [k for k in header if k != "__metadata__"]
+        listed = ", ".join(held[:8]) + (f" and {len(held) - 8} more" if len(held) > 8 else "")
+        raise ConfigError(f"{where}: no tensor {key!r} (it holds: {listed or 'nothing'})")
+    stored = SAFETENSORS_DTYPES.get(dtype)
+    if stored is not None and (entry.get("dtype") != stored or entry.get("shape") != shape):
+        raise ConfigError(f"{where}: tensor {key!r} is {entry.get('dtype')} {entry.get('shape')}; the definition "
+                          f"declares {str(dtype).removeprefix('torch.')} {tuple(shape)}")
 
 
 def _ordered(path: str, values: Mapping[str, Any]) -> list[Any]:

@@ -190,3 +190,55 @@ def test_a_bad_workload_line_is_named_by_its_line_number_past_blank_lines(runner
     result = runner.invoke(main, ["import", str(folder), "--out", str(tmp_path / "out")])
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert result.exit_code == 2 and len(lines) == 1 and needle in lines[0], result.output
+
+
+def _safetensors_file(path, tensors):
+    """A safetensors file (its format: 8-byte header size, JSON header, data) of ``{key: (dtype, shape)}``,
+    written without the safetensors package; the data are zeros."""
+    import math
+
+    sizes = {"F32": 4, "BF16": 2}
+    header, offset = {}, 0
+    for key, (dtype, shape) in tensors.items():
+        end = offset + sizes[dtype] * math.prod(shape)
+        header[key] = {"dtype": dtype, "shape": list(shape), "data_offsets": [offset, end]}
+        offset = end
+    text = json.dumps(header).encode()
+    path.write_bytes(len(text).to_bytes(8, "little") + text + bytes(offset))
+
+
+FROM_FILE = {"x": {"type": "safetensors", "path": "x.safetensors", "tensor_key": "x"}}
+
+
+@pytest.mark.parametrize(("stored", "needle"), [
+    ({"x": ("F32", [8, 32])}, "tensor 'x' is F32 [8, 32]; the definition declares float32 (8, 64)"),
+    ({"x": ("BF16", [8, 64])}, "tensor 'x' is BF16 [8, 64]; the definition declares float32 (8, 64)"),
+    ({"y": ("F32", [8, 64])}, "no tensor 'x' (it holds: y)"),
+])
+def test_a_safetensors_input_unlike_its_declaration_is_one_line_naming_the_line_file_and_tensor(
+        runner, tmp_path, stored, needle):
+    """A tensor read from a file was used as it came: another shape failed in the reference ('reference
+    failed: RuntimeError: The size of tensor a ...'), another dtype made every implementation INCORRECT
+    ('dtype torch.float32 != bfloat16'), a missing key was 'KeyError: ...', each exit 4 and blamed on the
+    implementations; or, where the shapes broadcast, a number for inputs the problem does not describe."""
+    folder = _sol(tmp_path, {"x": {"shape": ["batch", "64"], "dtype": "float32"}}, "def run(x):\n    return x * 2\n",
+                  [{"axes": {"batch": 8}, "inputs": FROM_FILE}])
+    _safetensors_file(folder / "x.safetensors", stored)
+    result = runner.invoke(main, ["run", str(folder), "--device", "cpu", "--in-process", "--budget", "0.05",
+                                  "-o", str(tmp_path / "r.json")])
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert result.exit_code == 2 and len(lines) == 1, result.output
+    assert "definition.json: case wl=0 (workload.jsonl line 1): inputs.x: " in lines[0]
+    assert f"x.safetensors: {needle}" in lines[0]
+
+
+def test_a_safetensors_input_like_its_declaration_is_planned_at_its_size(tmp_path):
+    """The file's header is read on the meta device, not its data: a matching tensor plans as before, and
+    the CPU profile keeps the size the file holds; it halved batch to 16384 (16 MiB moved is over the CPU
+    budget), and a CPU run would have read the file's 32768 rows as the input of a 16384-row case."""
+    folder = _sol(tmp_path, {"x": {"shape": ["batch", "64"], "dtype": "float32"}}, "def run(x):\n    return x * 2\n",
+                  [{"axes": {"batch": 32768}, "inputs": FROM_FILE}])
+    _safetensors_file(folder / "x.safetensors", {"x": ("F32", [32768, 64])})
+    [(spec, _)] = load(folder)
+    assert [t.shape for t in _first_case(spec).inputs] == [(32768, 64)]
+    assert "cpu" not in spec.profiles
