@@ -46,7 +46,9 @@ cases = []
 for c in d["cases"]:
     ct = tuning.CaseTuning(c["workload"], c["impl"], c["case_id"], c["dtype"], c["case_params"], trial(c["hand_picked"]),
                            tuple(trial(t) for t in c["trials"]), c["filtered"], c["untried"], c["winner"])
-    cases.append(tuning.confirm(ct, trial(c["confirm_hand_picked"]), trial(c["confirm_winner"]), 0.01))
+    # the capture holds each side's confirmation pooled ("stop_reason": "pooled"), its round boundaries not
+    # recorded: one round a side, which the confirmation over rounds cannot decide (INCONCLUSIVE)
+    cases.append(tuning.confirm(ct, [trial(c["confirm_hand_picked"])], [trial(c["confirm_winner"])], 0.01))
 opts = {**d["options"], "min_gain": 0.01}
 result = tuning.TuneResult(d["created"], Environment(**d["environment"]), tuple(d["workload_files"]), opts, tuple(cases))
 (dst / "tune-layernorm.json").write_text(json.dumps(tuning.result_dict(result), indent=1) + "\n")
