@@ -12,7 +12,9 @@ becomes one workload:
     outputs         ``out`` (or ``out0``, ``out1``, ... for a tuple), shapes traced; ``returns``: a
                     solution must return them as Model does (a tensor, or a tuple), as KernelBench
                     compares them
-    cost            traced on the meta device (solbench.suites.trace)
+    cost            traced on the meta device (solbench.suites.trace); a forward that cannot run
+                    there (``.item()``: it reads a value) is traced per case on the run's device
+                    with real inputs, and the problem has no CPU profile
     reference       Model, at the inputs' own dtypes (KernelBench's reference)
     tolerance       KernelBench's: atol = rtol = 1e-4 (fp32), 1e-2 (16-bit)
     baseline        Model, eager; compiled: torch.compile(Model) (needs inductor here)
@@ -144,10 +146,19 @@ def _meta_values(module: Any) -> list[Any]:
 
 def _outputs(path: Path, constants: dict[str, Any], inputs: dict[str, Any]) -> tuple[list[str], str]:
     """The outputs' names, and what Model returns them as (the workload's ``returns``: a solution must
-    return the same, as KernelBench compares them)."""
-    model = kb_runtime.build(str(path), "Model", constants, torch.device("meta"))
-    with torch.no_grad():
-        value = model(*inputs.values())
+    return the same, as KernelBench compares them). A forward that cannot run on the meta device (it
+    reads a value with ``.item()``, or launches a kernel of its own) is called once with real inputs,
+    on a GPU where there is one, else on the CPU; what that call raises propagates."""
+    try:
+        model = kb_runtime.build(str(path), "Model", constants, torch.device("meta"))
+        with torch.no_grad():
+            value = model(*inputs.values())
+    except Exception:
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        real = kb_runtime.inputs(constants, device, torch.Generator(), str(path), ",".join(inputs))
+        model = kb_runtime.build(str(path), "Model", constants, torch.device(device))
+        with torch.no_grad():
+            value = model(*real.values())
     if isinstance(value, torch.Tensor):
         return ["out"], "tensor"
     if isinstance(value, tuple | list) and value and all(isinstance(v, torch.Tensor) for v in value):
@@ -215,7 +226,14 @@ def _with_cpu_profile(spec: WorkloadSpec, path: Path, constants: dict[str, Any])
         except ConfigError as exc:  # the trace's own messages name no file
             raise ConfigError(f"{path}: {exc}") from None
 
-    _call(path, "tracing the reference on the meta device", lambda: trace(dict(constants)))
+    try:
+        trace(dict(constants))
+    except ConfigError:
+        raise
+    except Exception as exc:  # .item(), or a kernel of its own: traced per run on the real device instead
+        why = f"{type(exc).__name__}: {one_line(str(exc))}"[:160]
+        note = f"no CPU profile (the reference does not run on the meta device: {why})"
+        return spec.model_copy(update={"description": one_line(f"{spec.description}; {note}")})
     small = scale.scaled(constants, trace)
     if small == constants:
         return spec

@@ -430,3 +430,47 @@ def test_a_folder_of_more_than_max_problems_entries_is_refused_not_truncated(run
     lines = [line for line in result.output.splitlines() if line.strip()]
     limit = solbench.suites.MAX_PROBLEMS
     assert len(lines) == 1 and str(level) in lines[0] and f"more than {limit} entries" in lines[0], result.output
+
+
+READS_A_VALUE = '''import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """x / (1 + max |x|): forward reads the max with .item() (a host sync)."""
+
+    def forward(self, x):
+        return x / (1.0 + x.abs().max().item())
+
+
+N = 4096
+
+
+def get_inputs():
+    return [torch.rand(N, 512)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_a_kernelbench_forward_that_reads_a_value_is_traced_with_real_inputs_and_run(runner, tmp_path):
+    """``.item()`` cannot run on the meta device, where the problem's outputs and cost were read: the
+    file was refused ('Model's forward raised RuntimeError: Tensor.item() cannot be called on meta
+    tensors', exit 2), where a SOL-ExecBench reference that reads a value is traced with real inputs.
+    Its outputs are now read from one call with real inputs, its cost traced per case on the run's
+    device, and it has no CPU profile (halving sizes needs the meta trace): it runs at the file's size."""
+    problem = tmp_path / "level1" / "9_Reads_max.py"
+    problem.parent.mkdir()
+    problem.write_text(READS_A_VALUE)
+    [(spec, _)] = load(problem)
+    assert list(spec.outputs) == ["out"] and "cpu" not in spec.profiles
+    assert "no CPU profile" in spec.description and ".item()" in spec.description
+    [p] = plan([problem], "cpu")
+    cost = p.costs[p.cases[0].id]
+    assert cost.fused_bytes == 2 * 4096 * 512 * 4  # x and out, float32
+    out = tmp_path / "r.json"
+    result = runner.invoke(main, ["run", str(problem), "-i", "baseline", "--in-process", "-o", str(out), *FAST])
+    assert result.exit_code == 0, result.output
+    assert [r.status for c in store.load(out).cases for r in c.impls] == ["ok"]
