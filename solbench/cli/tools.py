@@ -237,6 +237,9 @@ def _label(run: RunResult) -> str:
 @click.option("--min-gain", type=click.FloatRange(min=0, min_open=True), default=0.01, show_default=True,
               help="A winner whose gain's CI (over the confirmation's rounds) lies within +-this of 1 is SAME: "
                    "hand-picked stays.")
+@click.option("--timeout", "timeout_s", type=click.FloatRange(min=0.1), default=120.0, show_default=True,
+              help="Seconds per configuration measured (compilation included) before its worker is killed and "
+                   "its result is 'timeout'.")
 @click.option("--device", default="auto", show_default=True, metavar="auto|cpu|cuda|cuda:N")
 @click.option("-o", "--output", type=click.Path(dir_okay=False),
               help="Every configuration's result (JSON; replaced if it exists); default "
@@ -247,7 +250,8 @@ def _label(run: RunResult) -> str:
 @click.option("-v", "--verbose", is_flag=True, help="One line per configuration as it is measured.")
 def tune(files: Sequence[str], workloads: Sequence[str], impls: Sequence[str], max_configs: int | None,
          patience: int | None, margin: float, budget: float, target: float, min_samples: int, max_samples: int,
-         confirm_rounds: int, confirm_max_rounds: int, min_gain: float, device: str, output: str | None,
+         confirm_rounds: int, confirm_max_rounds: int, min_gain: float, timeout_s: float, device: str,
+         output: str | None,
          tuned_file: str | None, results_dir: str, verbose: bool) -> None:
     """Measure every valid configuration of each implementation's tune: space, per case."""
     from solbench.cli.common import interrupted_code, writable_output
@@ -264,7 +268,7 @@ def tune(files: Sequence[str], workloads: Sequence[str], impls: Sequence[str], m
                                  patience=patience, margin=margin, confirm_rounds=confirm_rounds,
                                  confirm_max_rounds=confirm_max_rounds, min_gain=min_gain,
                                  target_rel_ci=target, min_samples=min_samples, max_samples=max_samples,
-                                 budget_s=budget)
+                                 budget_s=budget, timeout_s=timeout_s)
     err = _err()
 
     def progress(event: str, data: dict[str, Any]) -> None:
@@ -290,10 +294,6 @@ def tune(files: Sequence[str], workloads: Sequence[str], impls: Sequence[str], m
     store.write_text(out_path, json.dumps(tuning.result_dict(result), indent=1) + "\n", replace=output is not None)
     _out().print(_tune_table(result))
     click.echo(f"results: {out_path}", err=True)
-    if result.stopped:  # nothing measured or written by this process after it can be trusted
-        click.echo(f"stopped: {result.stopped}: this process cannot be trusted after it; the {len(result.cases)} "
-                   f"case(s) tuned before are in the log, the tuned configurations left as they were", err=True)
-        sys.exit(exitcodes.IMPL_FAILED)
     # read as it is now: another tune may have merged into it while this one measured
     existing = tuning.load_tuned(tuned_path) if tuned_path.is_file() else None
     if existing is not None and existing.spec_id != result.environment.spec_id:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from solbench.analysis.stats import rel_ci_half_width
+from solbench.analysis.stats import median_ci, rel_ci_half_width
 
 
 @dataclass(frozen=True)
@@ -33,3 +33,23 @@ class CIWidth:
         if elapsed_s >= self.budget_s:
             return "budget"
         return None
+
+
+class BeatOrStop:
+    """A stopping criterion that also gives up once a configuration is clearly slower than the best
+    (``solbench tune``: ``Task.beaten_above``).
+
+    ``reason`` is the inner criterion's, or "beaten" once at least ``min_samples`` samples put the
+    lower end of the median's 95% CI above ``bound`` seconds.
+    """
+
+    def __init__(self, inner: CIWidth, bound: float | None) -> None:
+        self.inner, self.bound = inner, bound
+
+    def reason(self, samples: Sequence[float], elapsed_s: float) -> str | None:
+        """Why to stop now, or None to go on."""
+        done = self.inner.reason(samples, elapsed_s)
+        if done is None and self.bound is not None and len(samples) >= self.inner.min_samples \
+                and median_ci(samples)[0] > self.bound:
+            return "beaten"
+        return done

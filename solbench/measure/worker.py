@@ -55,7 +55,7 @@ from solbench.impls import cublaslt
 from solbench.impls.registry import ResolveError
 from solbench.measure import guards, tensors, wire
 from solbench.measure import queues as work_queues
-from solbench.measure.criteria import CIWidth
+from solbench.measure.criteria import BeatOrStop, CIWidth
 from solbench.measure.loop import CheatDetected, measure
 from solbench.measure.runner import (
     CaseInputs,
@@ -132,6 +132,8 @@ class Task:
     release_after: bool = True
     workload_file: str | None = None  # the file that declares the workload: an implementation whose import
     # fails is named at its entry there (None: by the implementation's own file only)
+    # ``solbench tune``: stop timing once the median's CI lies above this many seconds (BeatOrStop: "beaten")
+    beaten_above: float | None = None
 
 
 TREE: str | None = None  # ``ab``: the checkout this worker process resolves implementations in
@@ -207,15 +209,13 @@ class Fatal(Exception):
 Emit = Callable[[str, dict[str, Any]], None]
 
 
-def execute(task: Task, state: WorkerState, emit: Emit | None = None,
-            criterion: Any = None) -> tuple[ImplResult, bool]:
+def execute(task: Task, state: WorkerState, emit: Emit | None = None) -> tuple[ImplResult, bool]:
     """Run one task; returns (result, fatal). ``fatal`` means: replace this worker.
 
-    ``criterion`` replaces the settings' stopping rule (``solbench tune`` stops a configuration
-    early once it cannot beat the best so far). The result's protocol records ``task_s``: the
-    task's wall time in the worker (inputs, reference, set-up, checks and timing).
+    The result's protocol records ``task_s``: the task's wall time in the worker (inputs, reference,
+    set-up, checks and timing).
     """
-    return guarded(task, state, lambda: _execute(task, state, emit or (lambda event, data: None), criterion))
+    return guarded(task, state, lambda: _execute(task, state, emit or (lambda event, data: None)))
 
 
 def guarded(task: Task, state: WorkerState, body: Callable[[], ImplResult]) -> tuple[ImplResult, bool]:
@@ -292,7 +292,7 @@ def peak_reserved() -> int:
     return int(torch.cuda.max_memory_reserved())
 
 
-def _execute(task: Task, state: WorkerState, emit: Emit, criterion: Any = None) -> ImplResult:
+def _execute(task: Task, state: WorkerState, emit: Emit) -> ImplResult:
     threads.apply(task.settings.threads)
     impl = task.spec.implementations[task.impl]
     reason = missing_requirement(impl, task.device)
@@ -307,7 +307,7 @@ def _execute(task: Task, state: WorkerState, emit: Emit, criterion: Any = None) 
     if s.compile_threads:
         _compile_threads(s.compile_threads)
     if impl.part == "floor":
-        return as_status(task, lambda: _time_floor(task, state, emit, criterion, base_dir))
+        return as_status(task, lambda: _time_floor(task, state, emit, base_dir))
     compiled = _compile_counts()
     plans, _ = cublaslt.plans_since(0)
     phases = Phases()
@@ -322,8 +322,8 @@ def _execute(task: Task, state: WorkerState, emit: Emit, criterion: Any = None) 
         inputs, launches, kwargs = ready
         checker = _Checker(task, inputs, kwargs)
         del inputs, ready  # the checker alone holds the references now: it frees them after timing
-        result = as_status(task, lambda: _checked_and_timed(task, state, emit, criterion, checker, launches,
-                                                             base_dir, phases))
+        result = as_status(task, lambda: _checked_and_timed(task, state, emit, checker, launches, base_dir,
+                                                             phases))
         if result.status == "skipped" and checker.ran:  # a requirement cannot go missing once a call has run
             result = ImplResult(task.impl, "error", f"{result.message} (raised after a call of it had run here: "
                                 "an error, not skipped)")
@@ -486,7 +486,7 @@ def as_status(task: Task, body: Callable[[], ImplResult]) -> ImplResult:
         return _fault(name, exc, "")
 
 
-def _checked_and_timed(task: Task, state: WorkerState, emit: Emit, criterion: Any, checker: _Checker,
+def _checked_and_timed(task: Task, state: WorkerState, emit: Emit, checker: _Checker,
                        launches: Sequence[Callable[[], Any]], base_dir: Path | None,
                        phases: Phases | None = None) -> ImplResult:
     name, s = task.impl, task.settings
@@ -501,7 +501,7 @@ def _checked_and_timed(task: Task, state: WorkerState, emit: Emit, criterion: An
         _ready_to_time(task, state, launches)
     _wait_turn(task, emit)
     with phases("sample_s"):
-        timer, timing, rewarmed = _timed(task, state, emit, criterion, launches, checker.verify_timed)
+        timer, timing, rewarmed = _timed(task, state, emit, launches, checker.verify_timed)
     protocol = {**timer.protocol(), **_tree_record(impl, base_dir), **gpu_busy(timer, timing, s.warmup + rewarmed),
                 "rewarmed": rewarmed}
     if task.device == "cuda":
@@ -584,15 +584,18 @@ def _turn_once(emit: Emit) -> Emit:
     return once
 
 
-def _timed(task: Task, state: WorkerState, emit: Emit, criterion: Any, launches: Sequence[Callable[[], Any]],
+def _timed(task: Task, state: WorkerState, emit: Emit, launches: Sequence[Callable[[], Any]],
            verify: Any = None) -> tuple[Any, Any, int]:
-    """The timing loop over ``launches`` with the task's timer and stopping rule (``criterion``, else
-    the settings' CI width); samples streamed to the parent as taken. Returns (timer, timing, the
-    calls made and discarded after verified samples: :func:`solbench.measure.loop.measure`)."""
+    """The timing loop over ``launches`` with the task's timer and stopping rule (the settings' CI width,
+    given up once beaten where ``Task.beaten_above`` says); samples streamed to the parent as taken.
+    Returns (timer, timing, the calls made and discarded after verified samples:
+    :func:`solbench.measure.loop.measure`)."""
     s = task.settings
     timer = state.timer(task)
     timer.pending_s.clear()
-    criterion = criterion or CIWidth(s.target_rel_ci, s.min_samples, s.max_samples, s.budget_s)
+    criterion: Any = CIWidth(s.target_rel_ci, s.min_samples, s.max_samples, s.budget_s)
+    if task.beaten_above is not None:
+        criterion = BeatOrStop(criterion, task.beaten_above)
     verified: list[int] = []
 
     def value(i: int, seconds: float, checked: bool) -> None:
@@ -606,7 +609,7 @@ def _timed(task: Task, state: WorkerState, emit: Emit, criterion: Any, launches:
     return timer, timing, sum(i < timing.n - 1 for i in verified)
 
 
-def _time_floor(task: Task, state: WorkerState, emit: Emit, criterion: Any, base_dir: Path | None) -> ImplResult:
+def _time_floor(task: Task, state: WorkerState, emit: Emit, base_dir: Path | None) -> ImplResult:
     """A ``part: floor`` implementation (:mod:`solbench.impls.floor`): ``fn(src, dst)`` over buffers of the
     case's read and written bytes, timed like any implementation; nothing to check, never scored."""
     from solbench.impls import floor
@@ -623,7 +626,7 @@ def _time_floor(task: Task, state: WorkerState, emit: Emit, criterion: Any, base
         _ready_to_time(task, state, launches)  # with --launch graph, captured here too, not in its turn
     _wait_turn(task, emit)
     with phases("sample_s"):
-        timer, timing, _ = _timed(task, state, emit, criterion, launches)
+        timer, timing, _ = _timed(task, state, emit, launches)
     timer.last_output = None
     factor = floor.scale(read, write, src, dst)
     protocol = {**timer.protocol(), **gpu_busy(timer, timing, s.warmup), **phases.seconds, "part": "floor",

@@ -11,6 +11,9 @@ a sampler such as optuna would only pay off for spaces far larger than a per-cas
             check, then time config; stop sampling it once the 95% CI of its median lies
             above best x (1 + margin) ("beaten": it cannot win)
             new best?  else count a miss; stop after `patience` misses in a row
+        (every trial in the implementation's worker process, as in `solbench run`: a trial that crashes,
+         hangs past `timeout_s` or tampers with its process is that trial's status, crashed, timeout or
+         reward_hack, and the next trial gets a fresh worker)
         confirm: in rounds, each round one measurement of hand-picked and one of the winner
                  (the order alternating round by round); the rounds are the units, not the samples
                  (samples of one measurement share its load, clocks and cache state): the verdict
@@ -44,7 +47,7 @@ import numpy as np
 from solbench.analysis.stats import median, median_ci
 from solbench.device import threads
 from solbench.errors import ConfigError, RunInterrupted
-from solbench.measure.criteria import CIWidth
+from solbench.measure.criteria import BeatOrStop as BeatOrStop  # re-exported: tune's early stop, kept by the worker
 
 # re-exported: tuned files are read by the plan layer (run --tuned) and written here
 from solbench.plan.options import check_counts
@@ -79,6 +82,7 @@ class TuneOptions:
     input_sets: int = 2
     seed: int = 0
     flush: str = "clean"  # as `solbench run` (README "How solbench measures")
+    timeout_s: float = 120.0  # per trial, set-up and compilation included, as `solbench run --timeout`
 
     def __post_init__(self) -> None:
         """ConfigError (exit 2) for knobs no tuning can honour, as :class:`solbench.plan.options.RunOptions`
@@ -86,7 +90,8 @@ class TuneOptions:
         decides), inf would make it decide everything."""
         import math
 
-        for name, flag in (("budget_s", "--budget"), ("target_rel_ci", "--target"), ("min_gain", "--min-gain")):
+        for name, flag in (("budget_s", "--budget"), ("target_rel_ci", "--target"), ("min_gain", "--min-gain"),
+                           ("timeout_s", "--timeout")):
             value = getattr(self, name)
             if not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
                 raise ConfigError(f"{flag} must be a positive finite number, got {value!r}")
@@ -176,37 +181,19 @@ class TuneResult:
     workload_files: tuple[str, ...]
     options: dict[str, Any]
     cases: tuple[CaseTuning, ...] = field(default=())
-    complete: bool = True  # False: interrupted (Ctrl-C, SIGTERM) or stopped after these cases
-    stopped: str = ""  # the trial after which this process could no longer be trusted, and why (tuning stopped)
-
-
-class BeatOrStop:
-    """A stopping criterion that also gives up once a configuration is clearly slower than the best.
-
-    ``reason`` is the inner criterion's, or "beaten" once at least ``min_samples`` samples put the
-    lower end of the median's 95% CI above ``bound`` seconds.
-    """
-
-    def __init__(self, inner: CIWidth, bound: float | None) -> None:
-        self.inner, self.bound = inner, bound
-
-    def reason(self, samples: Sequence[float], elapsed_s: float) -> str | None:
-        """Why to stop now, or None to go on."""
-        done = self.inner.reason(samples, elapsed_s)
-        if done is None and self.bound is not None and len(samples) >= self.inner.min_samples \
-                and median_ci(samples)[0] > self.bound:
-            return "beaten"
-        return done
+    complete: bool = True  # False: interrupted (Ctrl-C, SIGTERM)
 
 
 def tune(files: Sequence[str | Path], options: TuneOptions = TuneOptions(), *, device: str = "auto",
          progress: Progress | None = None) -> TuneResult:
     """Tune every implementation that declares ``tune:`` in ``files``, case by case.
 
-    Raises :class:`solbench.errors.RunInterrupted` on Ctrl-C, holding the cases tuned so far
-    (``complete`` False). A trial that leaves this process untrustworthy (it replaced what the harness
-    measures or checks with, lost the CUDA context, called sys.exit) stops tuning: ``stopped`` says which."""
+    Every trial runs in a worker process of the implementation (:class:`solbench.measure.pool.Pool`):
+    one that crashes, hangs or leaves its process untrustworthy is that trial's status, and the worker
+    is replaced. Raises :class:`solbench.errors.RunInterrupted` on Ctrl-C, holding the cases tuned so
+    far (``complete`` False)."""
     from solbench.device.detect import detect
+    from solbench.measure.pool import Pool
     from solbench.plan.workloads import plan
 
     info = detect(device)
@@ -227,12 +214,9 @@ def tune(files: Sequence[str | Path], options: TuneOptions = TuneOptions(), *, d
                           + (f" named {', '.join(options.impls)}" if options.impls else ""))
     for p, name, impl in targets:
         validate(p, name, impl)
-    from solbench.measure.worker import WorkerState
-
-    state = WorkerState()  # tuning runs in this process: one timer and tamper snapshot for all trials
     emit = progress or (lambda event, data: None)
     emit("start", {"cases": sum(len(p.cases) for p, _, _ in targets)})
-    before = torch_threads()
+    workers = Pool(info.kind, info.index, threads=threads.policy(0, info.kind))  # the run's CPU thread policy
     cases: list[CaseTuning] = []
 
     def result(complete: bool) -> TuneResult:
@@ -243,20 +227,13 @@ def tune(files: Sequence[str | Path], options: TuneOptions = TuneOptions(), *, d
     try:
         for p, name, impl in targets:
             for case in p.cases:
-                cases.append(_tune_case(p, name, impl, case, info.kind, (state, info.l2_bytes), options, emit))
+                cases.append(_tune_case(p, name, impl, case, info.kind, (workers, info.l2_bytes), options, emit))
+            workers.retire([(p.spec.name, name)])  # the next implementation's trials start in a fresh process
     except KeyboardInterrupt:  # the cases tuned so far are kept, not lost with the one in progress
         raise RunInterrupted(result(complete=False)) from None
-    except _Fatal as exc:  # `run` would replace its worker; this process has no other to measure in
-        return dataclasses.replace(result(complete=False), stopped=str(exc))
     finally:
-        threads.apply(before)  # tuning ran in this process under the CPU thread policy
+        workers.close()
     return result(complete=True)
-
-
-def torch_threads() -> int:
-    import torch
-
-    return int(torch.get_num_threads())
 
 
 def validate(p: Any, name: str, impl: Implementation) -> None:
@@ -267,8 +244,8 @@ def validate(p: Any, name: str, impl: Implementation) -> None:
     assert impl.tune is not None
     if p.spec.world_size > 1:  # its reference and implementations would run as one rank, alone: every trial an error
         raise read_yaml(p.path).error(["workloads", p.index, "world_size"], f"world_size {p.spec.world_size}: tune "
-                                      "measures in its own process, and a multi-rank workload needs one process per "
-                                      "rank (time its configurations with run, one params: each)")
+                                      "measures each trial in one process, and a multi-rank workload needs one "
+                                      "process per rank (time its configurations with run, one params: each)")
     loc: list[str | int] = ["workloads", p.index, "implementations", name, "tune"]
     case_names = {k for c in p.cases for k in c.scope}
     taken = case_names | set(p.spec.inputs) | set(p.spec.outputs)
@@ -303,21 +280,18 @@ def _trial(params: Mapping[str, Any], r: ImplResult) -> Trial:
 def _tune_case(p: Any, name: str, impl: Implementation, case: Any, device: str,
                worker: tuple[Any, int | None], options: TuneOptions, emit: Progress) -> CaseTuning:
     """Hand-picked, then the grid with early stopping, then the confirmation."""
-    from solbench.measure.worker import MeasureSettings, Task, execute
+    from solbench.measure.worker import MeasureSettings, Task
 
     assert impl.tune is not None
-    criterion = CIWidth(options.target_rel_ci, options.min_samples, options.max_samples, options.budget_s)
     settings = MeasureSettings.of(options, device)  # the cold timer on CUDA; the criterion is tune's own
     settings = dataclasses.replace(settings, threads=threads.policy(0, device))  # the run's CPU thread policy
-    state, l2_bytes = worker  # one worker state (timer, tamper snapshot) and the L2 size, for every trial
+    workers, l2_bytes = worker  # the worker processes (one for this implementation) and the L2 size
+    key = (p.spec.name, name)
 
     def measure(label: str, variant: Implementation, bound: float | None = None) -> ImplResult:
         spec = p.spec.model_copy(update={"implementations": {**p.spec.implementations, label: variant}})
-        task = Task(spec, case, label, str(p.path.parent), device, settings, l2_bytes)
-        result, fatal = execute(task, state, criterion=BeatOrStop(criterion, bound))
-        if fatal:  # measuring on would blame the trials after it (every one a reward_hack) or time a rigged clock
-            raise _Fatal(f"{case.id} {label}: {result.status} ({result.message})")
-        return result
+        task = Task(spec, case, label, str(p.path.parent), device, settings, l2_bytes, beaten_above=bound)
+        return workers.run(key, task, options.timeout_s)  # a crash, hang or tampering: its status, a fresh worker
 
     hand = _trial(impl.params, measure(name, impl))
     emit("trial", {"case": case.id, "impl": name, "label": "hand-picked", "trial": hand})
@@ -356,10 +330,6 @@ def _tune_case(p: Any, name: str, impl: Implementation, case: Any, device: str,
         return h, _trial(winner.params, measure(tuned_label, tuned))
 
     return confirm_in_rounds(result, measure_round, options)
-
-
-class _Fatal(Exception):
-    """A trial after which this process can no longer be trusted or used (:class:`solbench.measure.worker.Fatal`)."""
 
 
 ALPHA = 0.01

@@ -4,6 +4,8 @@ import dataclasses
 import functools
 import json
 import math
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -431,8 +433,8 @@ def test_tune_refuses_a_multi_rank_workload_naming_the_line(tmp_path, monkeypatc
     result = CliRunner().invoke(main, ["tune", str(path), "--device", "cpu", "-i", "honest",
                                        "--results-dir", str(tmp_path / "r")])
     assert result.exit_code == 2, result.output
-    assert result.output.startswith(f"error: {path}:4: workloads.0.world_size: world_size 2: tune measures in its "
-                                    "own process") and "\n" not in result.output.strip()
+    assert result.output.startswith(f"error: {path}:4: workloads.0.world_size: world_size 2: tune measures each "
+                                    "trial in one process") and "\n" not in result.output.strip()
 
 
 def test_tune_without_a_tune_space_is_an_error():
@@ -550,6 +552,7 @@ def test_a_destination_passing_launch_poisons_its_outputs_before_a_timed_call():
     (["--min-gain", "nan"], "--min-gain must be a positive finite number, got nan"),
     (["--min-gain", "inf"], "--min-gain must be a positive finite number, got inf"),  # every winner SAME
     (["--margin", "nan"], "--margin must be a finite number at least 0, got nan"),  # never abandons
+    (["--timeout", "nan"], "--timeout must be a positive finite number, got nan"),  # no trial would ever end
     (["--min-samples", "20", "--max-samples", "5"], "--min-samples 20 is larger than --max-samples 5"),
 ])
 def test_tune_refuses_knobs_it_cannot_honour_before_measuring(args, says, tmp_path):
@@ -626,24 +629,53 @@ def _tampering_add(x, y, chunk=8):
     return x + y
 
 
-def test_a_trial_that_tampers_with_the_process_stops_tuning(tmp_path, monkeypatch):
-    """Tuning measures in its own process: after a configuration rebound what the harness relies on,
-    every later trial (honest ones, hand-picked measured again) read reward_hack, blamed for it, and
-    what was measured next ran in a process that could no longer be trusted."""
-    monkeypatch.setattr(time, "sleep", time.sleep)  # given back at teardown, whatever the trial does
+def test_a_trial_that_tampers_with_its_process_is_that_configurations_reward_hack(tmp_path, monkeypatch):
+    """A configuration that rebinds what the harness relies on is reward_hack, and its worker is replaced:
+    the trials after it (honest ones, hand-picked measured again) run in a fresh process, not blamed for it."""
+    monkeypatch.setattr(time, "sleep", time.sleep)  # given back at teardown, should the trial run here
     (tmp_path / "tunable.py").write_text((DATA / "tunable.py").read_text())
     path = tmp_path / "t.yaml"
     path.write_text(TUNE_YAML.read_text().replace("fn: tunable.py:chunked_add_no_tail",
-                                                  "fn: tests.unit.test_tune:_tampering_add"))
+                                                  "fn: tests.unit.test_tune:_tampering_add")
+                    .replace("space: {chunk: [16, 24]}", "space: {chunk: [24, 16]}"))
     args = ["--budget", "0.02", "--min-samples", "3", "--max-samples", "10", "--confirm-rounds", "1", "--margin", "1e9"]
-    result = CliRunner().invoke(main, ["tune", str(path), "--device", "cpu", "-o", str(tmp_path / "log.json"),
-                                       "--results-dir", str(tmp_path / "r"), *args])
-    assert result.exit_code == 4, result.output
-    assert ("stopped: chunked_add[n=64,float32] no_tail[chunk=24]: reward_hack (replaced what the harness measures "
-            "or checks with: time.sleep): this process cannot be trusted after it") in result.output
-    log = json.loads((tmp_path / "log.json").read_text())  # chunked, tuned before it, is kept
-    assert [c["impl"] for c in log["cases"]] == ["chunked"] and "no_tail[chunk=24]" in log["stopped"]
-    assert not (tmp_path / "r" / "cpu" / "tuned.json").exists()  # nothing written from what came after
+    result = CliRunner().invoke(main, ["tune", str(path), "--device", "cpu", "-i", "no_tail", "-o",
+                                       str(tmp_path / "log.json"), "--results-dir", str(tmp_path / "r"), *args])
+    assert result.exit_code == 0, result.output
+    (case,) = json.loads((tmp_path / "log.json").read_text())["cases"]
+    tampered, honest = case["trials"]
+    assert tampered["status"] == "reward_hack" and "time.sleep" in tampered["message"]
+    assert honest["status"] == "ok" and case["hand_picked"]["status"] == "ok" and case["winner"] == {"chunk": 16}
+    assert (tmp_path / "r" / "cpu" / "tuned.json").is_file()
+
+
+def test_a_trial_that_crashes_or_hangs_is_that_configurations_failure_and_tuning_goes_on(tmp_path):
+    """Tuning measured every configuration in its own process: one that left it (os._exit), segfaulted
+    or hung killed or stalled the whole tune, with the exit code of the crash, and nothing tuned before it
+    (another case, the configurations already measured) was written. Each trial now runs in a worker, as
+    run's implementations do: a crash or a hang is that configuration's status, and the others are tuned.
+    In a process of its own: before the fix, the crash would take the test's process down with it."""
+    (tmp_path / "tunable.py").write_text((DATA / "tunable.py").read_text())
+    path = tmp_path / "t.yaml"
+    path.write_text(TUNE_YAML.read_text().replace("fn: tunable.py:chunked_add\n", "fn: tunable.py:chunked_add_faulty\n")
+                    .replace("space: {chunk: [16, 24, 64, 128]}", "space: {chunk: [16, 24, 32, 48, 64]}"))
+    log, tuned = tmp_path / "log.json", tmp_path / "tuned.json"
+    # the timeout starts once the worker is up: ample for an honest configuration, and it bounds the hang
+    result = subprocess.run([sys.executable, "-m", "solbench", "tune", str(path), "--device", "cpu", "-o", str(log),
+                             "--tuned-file", str(tuned), "--timeout", "5", "--budget", "0.02", "--min-samples", "3",
+                             "--max-samples", "10", "--confirm-rounds", "1", "--margin", "1e9"],
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]  # failed configurations, as incorrect ones, are no failure
+    cases = {c["impl"]: c for c in json.loads(log.read_text())["cases"]}
+    assert list(cases) == ["chunked", "no_tail"]  # the case after the faulty one was tuned too
+    trials = {t["params"]["chunk"]: t for t in cases["chunked"]["trials"]}
+    assert {chunk: t["status"] for chunk, t in trials.items()} == {16: "ok", 24: "crashed", 32: "crashed",
+                                                                   48: "timeout", 64: "ok"}
+    assert "exited with code 3" in trials[24]["message"] and "SIGSEGV" in trials[32]["message"]
+    assert "no result within 5 s" in trials[48]["message"]
+    assert cases["chunked"]["hand_picked"]["status"] == "ok" and cases["chunked"]["winner"]["chunk"] in (16, 64)
+    assert tuning.load_tuned(tuned).spec_id == "cpu"  # written, from what was measured
+    assert "1 timeout" in result.stdout and "2 crashed" in result.stdout  # in the table
 
 
 def test_the_table_of_a_case_whose_constraints_exclude_every_configuration_reads_cleanly():
