@@ -278,28 +278,41 @@ def tune(files: Sequence[str], workloads: Sequence[str], impls: Sequence[str], m
             err.print(f"{data['case']} {data['impl']} {data['label']}: {when} ({t.stop_reason or t.message})",
                       markup=False)
 
+    paths: list[Path] = []  # the log and the tuned file, named at the first save
+
+    def save(result: Any) -> None:
+        """The log and the tuned file as they stand (atomically): as each case is tuned, and at the end."""
+        if not paths:
+            spec_dir = Path(results_dir) / store.slug(result.environment.spec_id)
+            stamp = result.created.replace(":", "").replace("-", "")[:15]
+            paths.append(Path(output) if output else spec_dir / f"{stamp}-{secrets.token_hex(2)}_tune.json")
+            paths.append(Path(tuned_file) if tuned_file else spec_dir / "tuned.json")
+            if paths[0].absolute() == paths[1].absolute():
+                raise ConfigError(f"-o {output}: the tuned-configuration file; give the tuning log another name")
+            replace = output is not None  # a new name is claimed, never taken over
+        else:
+            replace = True
+        out_path, tuned_path = paths
+        # the log first: a tuned file refused below (another device's, malformed) must not lose what was measured
+        store.write_text(out_path, json.dumps(tuning.result_dict(result), indent=1) + "\n", replace=replace)
+        # read as it is now: another tune may have merged into it while this one measured
+        existing = tuning.load_tuned(tuned_path) if tuned_path.is_file() else None
+        if existing is not None and existing.spec_id != result.environment.spec_id:
+            raise ConfigError(f"{tuned_path}: tuned on {existing.spec_id}, this device is "
+                              f"{result.environment.spec_id}; a file holds one device's configurations (give "
+                              f"--tuned-file another name; what was tuned is in {out_path})")
+        store.write_text(tuned_path, tuning.tuned_file(result, existing))
+
     try:
-        result = tuning.tune(files, options, device=device, progress=progress)
+        result = tuning.tune(files, options, device=device, progress=progress, on_case=save)
     except RunInterrupted as stop:  # the cases tuned so far are written below, then the exit code says so
         result = stop.result  # type: ignore[assignment]
         if not result.cases:
             raise KeyboardInterrupt from None  # nothing tuned: nothing to write
-    spec_dir = Path(results_dir) / store.slug(result.environment.spec_id)
-    stamp = result.created.replace(":", "").replace("-", "")[:15]
-    out_path = Path(output) if output else spec_dir / f"{stamp}-{secrets.token_hex(2)}_tune.json"
-    tuned_path = Path(tuned_file) if tuned_file else spec_dir / "tuned.json"
-    if out_path.absolute() == tuned_path.absolute():
-        raise ConfigError(f"-o {output}: the tuned-configuration file; give the tuning log another name")
-    # the log first: a tuned file refused below (another device's, malformed) must not lose what was measured
-    store.write_text(out_path, json.dumps(tuning.result_dict(result), indent=1) + "\n", replace=output is not None)
+    save(result)
+    out_path, tuned_path = paths
     _out().print(_tune_table(result))
     click.echo(f"results: {out_path}", err=True)
-    # read as it is now: another tune may have merged into it while this one measured
-    existing = tuning.load_tuned(tuned_path) if tuned_path.is_file() else None
-    if existing is not None and existing.spec_id != result.environment.spec_id:
-        raise ConfigError(f"{tuned_path}: tuned on {existing.spec_id}, this device is {result.environment.spec_id}; "
-                          "a file holds one device's configurations (give --tuned-file another name)")
-    store.write_text(tuned_path, tuning.tuned_file(result, existing))
     skipped = [c for c in result.cases if c.hand_picked.status == "skipped"]
     if skipped and len(skipped) == len(result.cases):  # nothing measured here: say why, not "use with"
         click.echo(f"nothing measured: every implementation was skipped ({skipped[0].hand_picked.message})",

@@ -185,8 +185,9 @@ class TuneResult:
 
 
 def tune(files: Sequence[str | Path], options: TuneOptions = TuneOptions(), *, device: str = "auto",
-         progress: Progress | None = None) -> TuneResult:
-    """Tune every implementation that declares ``tune:`` in ``files``, case by case.
+         progress: Progress | None = None, on_case: Callable[[TuneResult], None] | None = None) -> TuneResult:
+    """Tune every implementation that declares ``tune:`` in ``files``, case by case; ``on_case`` gets the
+    result so far (``complete`` False) after each case (the CLI saves it).
 
     Every trial runs in a worker process of the implementation (:class:`solbench.measure.pool.Pool`):
     one that crashes, hangs or leaves its process untrustworthy is that trial's status, and the worker
@@ -218,9 +219,9 @@ def tune(files: Sequence[str | Path], options: TuneOptions = TuneOptions(), *, d
     emit("start", {"cases": sum(len(p.cases) for p, _, _ in targets)})
     workers = Pool(info.kind, info.index, threads=threads.policy(0, info.kind))  # the run's CPU thread policy
     cases: list[CaseTuning] = []
+    created = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")  # one for every result saved on the way
 
     def result(complete: bool) -> TuneResult:
-        created = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
         opts = {k: v for k, v in dataclasses.asdict(options).items() if k not in ("workloads", "impls")}
         return TuneResult(created, info.environment(), tuple(str(f) for f in files), opts, tuple(cases), complete)
 
@@ -228,6 +229,8 @@ def tune(files: Sequence[str | Path], options: TuneOptions = TuneOptions(), *, d
         for p, name, impl in targets:
             for case in p.cases:
                 cases.append(_tune_case(p, name, impl, case, info.kind, (workers, info.l2_bytes), options, emit))
+                if on_case is not None:
+                    on_case(result(complete=False))
             workers.retire([(p.spec.name, name)])  # the next implementation's trials start in a fresh process
     except KeyboardInterrupt:  # the cases tuned so far are kept, not lost with the one in progress
         raise RunInterrupted(result(complete=False)) from None

@@ -711,6 +711,40 @@ def test_an_interrupted_tuning_keeps_the_cases_tuned_so_far(tmp_path, monkeypatc
     assert "interrupted" in result.output
 
 
+KILLED_WHILE_TUNING = """
+import os, signal, sys
+from solbench.tools import tune as tuning
+
+done = []
+
+def tune_case(p, name, impl, case, *args):  # the first case tuned, FASTER; the tune killed during the second
+    if done:
+        os.kill(os.getpid(), signal.SIGKILL)
+    done.append(case.id)
+    trial = tuning.Trial({"chunk": 24}, "ok", median=1.0)
+    hand = tuning.Trial({}, "ok", median=2.0)
+    return tuning.CaseTuning(p.spec.name, name, case.id, case.dtype, dict(case.params), hand, (trial,), 0, 0,
+                             trial.params, hand, trial, verdict="FASTER")
+
+tuning._tune_case = tune_case
+from solbench.cli import main
+main(sys.argv[1:])
+"""
+
+
+def test_a_tune_killed_while_tuning_keeps_the_cases_tuned_before(tmp_path):
+    """The log and the tuned file were written only once every case was tuned: a tune killed on the way
+    (SIGKILL: a job's time limit, the OOM killer) lost every case tuned before, each perhaps hours of
+    measuring. Both are now written (atomically) as each case is tuned, as run saves its cases."""
+    log, tuned = tmp_path / "log.json", tmp_path / "tuned.json"
+    result = subprocess.run([sys.executable, "-c", KILLED_WHILE_TUNING, "tune", str(TUNE_YAML), "--device", "cpu",
+                             "-o", str(log), "--tuned-file", str(tuned)], capture_output=True, text=True, timeout=300)
+    assert result.returncode == -9, result.stderr[-3000:]
+    data = json.loads(log.read_text())
+    assert data["complete"] is False and [c["impl"] for c in data["cases"]] == ["chunked"]
+    assert tuning.load_tuned(tuned).params_for("chunked_add", "chunked", "chunked_add[n=64,float32]") == {"chunk": 24}
+
+
 def test_a_winner_that_is_the_hand_picked_configuration_is_same_never_a_tuned_gain():
     """no_tail declares chunk=16; its space's other value (24) is incorrect, so chunk=16 wins. The
     confirmation then timed one configuration against itself and, hand-picked always measured first,
