@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,16 +44,20 @@ class TunedConfig:
         params = self.params_for(workload, impl_name, case_id)
         if params is None:
             return None
-        space = impl.tune.space if impl.tune is not None else {}
-        if set(params) != set(space):
-            return f"it sets {', '.join(sorted(params))}, the tune: space {', '.join(sorted(space)) or 'nothing'}"
-        return next((f"{k}={v} is not one of {space[k]}" for k, v in params.items() if v not in space[k]), None)
+        return out_of_space(params, impl.tune.space if impl.tune is not None else {})
 
     def check_device(self, spec_id: str) -> None:
         """Refuse configurations tuned on another kind of device."""
         if spec_id != self.spec_id:
             raise ConfigError(f"the tuned configurations are for {self.spec_id} ({self.device_name}); "
                               f"this device is {spec_id}: run `solbench tune` here")
+
+
+def out_of_space(params: Mapping[str, Any], space: Mapping[str, Sequence[Any]]) -> str | None:
+    """Why a configuration is not one of a ``tune:`` space, or None."""
+    if set(params) != set(space):
+        return f"it sets {', '.join(sorted(params))}, the tune: space {', '.join(sorted(space)) or 'nothing'}"
+    return next((f"{k}={v} is not one of {space[k]}" for k, v in params.items() if v not in space[k]), None)
 
 
 def parse_tuned(text: str, origin: str = "<tuned>") -> TunedConfig:

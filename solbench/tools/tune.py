@@ -51,7 +51,7 @@ from solbench.measure.criteria import BeatOrStop as BeatOrStop  # re-exported: t
 
 # re-exported: tuned files are read by the plan layer (run --tuned) and written here
 from solbench.plan.options import check_counts
-from solbench.plan.tuned import TUNED_FORMAT, TunedConfig
+from solbench.plan.tuned import TUNED_FORMAT, TunedConfig, out_of_space
 from solbench.plan.tuned import load_tuned as load_tuned
 from solbench.plan.tuned import parse_tuned as parse_tuned
 from solbench.results.model import FAILED_STATUSES, Environment, ImplResult
@@ -159,6 +159,7 @@ class CaseTuning:
     confirm_p: float | None = None  # two-sided p of the same t over rounds (the verdict's tests: alpha 0.01 / K)
     verdict: str = ""  # FASTER, SAME, SLOWER, INCONCLUSIVE ("" when nothing was confirmed; SAME, unconfirmed,
     #                    when the winner is the hand-picked configuration itself)
+    space: dict[str, list[Any]] = field(default_factory=dict)  # the tune: space tuned ({}: not recorded)
 
     @property
     def gain(self) -> float | None:
@@ -317,7 +318,8 @@ def _tune_case(p: Any, name: str, impl: Implementation, case: Any, device: str,
     ok = [t for t in trials if t.status == "ok" and t.median is not None and t.stop_reason != "beaten"]
     winner = min(ok, key=lambda t: t.median or 0.0) if ok else None
     result = CaseTuning(case.workload, name, case.id, case.dtype, dict(case.params), hand, tuple(trials),
-                        filtered, len(valid) - len(trials), winner.params if winner else None)
+                        filtered, len(valid) - len(trials), winner.params if winner else None,
+                        space={k: list(v) for k, v in impl.tune.space.items()})
     if winner is None or hand.status != "ok":
         return result
     tuned = impl.model_copy(update={"params": {**impl.params, **winner.params}})
@@ -433,8 +435,11 @@ def faster_cases(result: TuneResult) -> list[CaseTuning]:
 
 
 def outdated(c: CaseTuning, params: Mapping[str, Any]) -> bool:
-    """Whether this run measured an older entry's configuration ``params`` again and found it failing,
-    or found no configuration faster than hand-picked (SAME, SLOWER, or none correct and unbeaten)."""
+    """Whether an older entry's configuration ``params`` is not one of the space tuned now (``run --tuned``
+    refuses it), or this run measured it again and found it failing, or found no configuration faster
+    than hand-picked (SAME, SLOWER, or none correct and unbeaten)."""
+    if c.space and out_of_space(params, c.space) is not None:
+        return True
     tried = next((t for t in c.trials if t.params == params), None)
     if tried is None:  # not measured this time (--max-configs, --patience): nothing new about it
         return False

@@ -523,6 +523,28 @@ def test_run_refuses_a_tuned_configuration_its_tune_space_no_longer_holds(params
     assert not [f for f in (tmp_path / "r").rglob("*") if f.is_file()]  # refused before anything was saved
 
 
+def test_tuning_again_drops_an_entry_its_tune_space_no_longer_holds(tmp_path):
+    """run --tuned refuses a stored configuration the tune: space no longer holds and says to tune again;
+    tuning again kept that entry unless the case's new winner was FASTER (it was not measured: nothing new
+    about it), so where hand-picked stayed (no_tail: its winner is the declared chunk=16, SAME) the same
+    refusal came back after every tune. A configuration out of the space is now dropped (hand-picked stays)."""
+    trial = tuning.Trial({"chunk": 48}, "ok", median=1.0)
+    old = tuning.CaseTuning("chunked_add", "no_tail", "chunked_add[n=64,float32]", "float32", {"n": 64},
+                            tuning.Trial({}, "ok", median=2.0), (trial,), 0, 0, trial.params,
+                            tuning.Trial({}, "ok", median=2.0), trial, verdict="FASTER")
+    tuned = tmp_path / "tuned.json"
+    tuned.write_text(tuning.tuned_file(tuning.TuneResult("2026-01-01T00:00:00+00:00", make_env(spec_id="cpu"),
+                                                         ("tune_cpu.yaml",), {}, (old,))))
+    fast = ["--budget", "0.02", "--min-samples", "3", "--max-samples", "10", "--device", "cpu"]
+    result = CliRunner().invoke(main, ["tune", str(TUNE_YAML), "-i", "no_tail", "--tuned-file", str(tuned), "-o",
+                                       str(tmp_path / "log.json"), "--confirm-rounds", "1", "--margin", "1e9", *fast])
+    assert result.exit_code == 0, result.output
+    assert tuning.load_tuned(tuned).entries == {}
+    ran = CliRunner().invoke(main, ["run", str(TUNE_YAML), "-i", "no_tail", "--tuned", str(tuned), "--results-dir",
+                                    str(tmp_path / "r"), *fast])
+    assert ran.exit_code == 0, ran.output  # no longer refused: "run `solbench tune` again"
+
+
 def _write_once(x, out, calls=[]):  # noqa: B006 (a call counter kept across calls on purpose)
     calls.append(1)
     if len(calls) == 1:
