@@ -63,7 +63,8 @@ _GATE_TIMEOUT_US = 500_000.0  # a gate the host has not released by then lets th
 
 
 class CpuTimer:
-    """Wall-clock time of one call on the host."""
+    """Wall-clock time of one call on the host; a destination-passing call's outputs are poisoned
+    first (``fn.poison``, outside the window), as the cold timer does."""
 
     name = "cpu"
 
@@ -79,6 +80,9 @@ class CpuTimer:
 
     def sample(self, index: int) -> float:
         fn = self._launches[index % len(self._launches)]
+        poison = getattr(fn, "poison", None)  # else a call that skips its work leaves the last call's result
+        if poison is not None:
+            poison()
         clock = self._clock
         t0 = clock()
         out = fn()

@@ -460,3 +460,38 @@ def test_calls_the_check_made_again_are_recorded_and_summed_over_rounds(monkeypa
     for r in impls:
         checked = 3 + 1  # round 1: both input sets, then the first again; round 2 (light): the first
         assert r.protocol["rounds"] == 2 and r.protocol["check_extra_calls"] == checked, r.protocol
+
+
+
+_SKIPPED: list[bool] = []  # per call of _doubles_only_into_nan: whether it found a result there and did nothing
+
+
+def _doubles_only_into_nan(x, y):
+    """Destination-passing 2 x that does the work only where its output holds NaN (a check's refill):
+    a call that finds the last call's result there returns at once."""
+    _SKIPPED.append(not torch.isnan(y).any())
+    if _SKIPPED[-1]:
+        return
+    y.copy_(x * 2)
+
+
+def test_a_destination_passing_call_timed_on_the_cpu_finds_its_outputs_poisoned():
+    """The cold timer poisons a destination-passing call's outputs before each timed call; the CPU
+    timer did not, so a call that skipped its work whenever its outputs still held the last call's
+    result passed every verified sample and was timed as an empty call (ok, and fast)."""
+    from solbench.measure.worker import MeasureSettings, Task, WorkerState, execute
+    from solbench.workload.cases import build_case
+    from solbench.workload.schema import WorkloadSpec
+
+    spec = WorkloadSpec.model_validate({
+        "name": "w", "parameters": {"n": [64]}, "dtypes": ["float32"], "inputs": {"x": {"shape": ["n"]}},
+        "outputs": {"y": {"shape": ["n"]}}, "reference": "tests.unit.helpers:double",
+        "implementations": {"baseline": {"fn": "tests.unit.test_guards:_doubles_only_into_nan",
+                                         "destination": True}}})
+    settings = MeasureSettings(timer="cpu", warmup=1, min_samples=5, max_samples=8, budget_s=0.05)
+    task = Task(spec, build_case(spec, {"n": 64}, "float32"), "baseline", None, "cpu", settings)
+    _SKIPPED.clear()
+    result, _ = execute(task, WorkerState())
+    assert result.status == "ok", result.message
+    assert result.timing is not None and len(_SKIPPED) > result.timing.n  # the checks' calls and the timed ones
+    assert not any(_SKIPPED)  # every call, timed or not, found NaN where its outputs go, and did the work
