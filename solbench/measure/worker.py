@@ -858,10 +858,12 @@ class _Checker:
         impl = task.spec.implementations[task.impl]
         fresh = self._fresh_inputs(base_dir, task.settings.seed + FRESH_SEED_OFFSET)
         self._verify_unseen("fresh inputs after timing", impl, base_dir, fresh.sets[0], fresh.references[0])
-        reused = self.inputs.sets[0]
-        for key, tensor in reused.items():
-            if isinstance(tensor, torch.Tensor):  # through .data: the tensors' version counters stay as they
-                tensor.data.copy_(fresh.sets[1][key])  # were, or a cache keyed on them would see the change
+        reused = dict(self.inputs.sets[0])
+        for key, value in reused.items():
+            if isinstance(value, torch.Tensor):  # through .data: the tensors' version counters stay as they
+                value.data.copy_(fresh.sets[1][key])  # were, or a cache keyed on them would see the change
+            else:  # a Python number an input generator drew: the fresh set's, which its reference was given
+                reused[key] = fresh.sets[1][key]
         self._verify_unseen("new values in the timed input tensors", impl, base_dir, reused, fresh.references[1])
 
     def _fresh_inputs(self, base_dir: Path | None, seed: int) -> CaseInputs:

@@ -238,6 +238,38 @@ def test_an_input_generator_drawing_from_torchs_own_generator_is_reproducible_pe
     assert not torch.equal(tensors.make_inputs(case, "cpu", 6, drawn)["x"], first)  # another seed, another draw
 
 
+
+def _scaled_inputs(params, device, generator):
+    """x and a scale that is a Python number, both drawn from the seed (as SOL-ExecBench draws a
+    scalar input its workload line does not describe)."""
+    return {"x": torch.randn(params["n"], generator=generator, device=device),
+            "scale": 0.5 + float(torch.rand((), generator=generator))}
+
+
+def _scaled(x, scale):
+    return x * scale
+
+
+def test_the_check_on_new_values_in_the_timed_inputs_gives_the_call_the_new_scalars_too():
+    """After timing, new values are written into the tensors the call was timed on and checked
+    against the reference of a fresh input set; a Python number among the inputs kept the timed
+    set's value while the reference had the fresh one, so the reference itself read as a cached
+    result (reward_hack)."""
+    from solbench.measure.worker import MeasureSettings, Task, WorkerState, execute
+    from solbench.workload.cases import build_case
+    from solbench.workload.schema import WorkloadSpec
+
+    spec = WorkloadSpec.model_validate({
+        "name": "w", "parameters": {"n": [64]}, "dtypes": ["float32"], "inputs": {"x": {"shape": ["n"]}},
+        "outputs": {"y": {"shape": ["n"]}}, "input_generator": {"fn": "tests.unit.test_input_check:_scaled_inputs"},
+        "reference": "tests.unit.test_input_check:_scaled",
+        "implementations": {"baseline": {"fn": "tests.unit.test_input_check:_scaled"}}})
+    settings = MeasureSettings(timer="cpu", warmup=1, min_samples=3, max_samples=5, budget_s=0.05)
+    task = Task(spec, build_case(spec, {"n": 64}, "float32"), "baseline", None, "cpu", settings)
+    result, _ = execute(task, WorkerState())
+    assert result.status == "ok", result.message
+
+
 def _bounds(spec_dtype_tolerance=None):
     from types import SimpleNamespace
 
