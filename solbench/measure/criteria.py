@@ -7,13 +7,18 @@ from dataclasses import dataclass
 
 from solbench.analysis.stats import median_ci, rel_ci_half_width
 
+# The fewest samples whose order-statistic interval of the median reaches 95%: [min, max] of n
+# samples covers it with probability 1 - 2^(1-n) (75% at 3, 93.75% at 5, 96.9% at 6)
+MIN_CI_SAMPLES = 6
+
 
 @dataclass(frozen=True)
 class CIWidth:
     """Stop once the 95% CI half-width of the median is within ``target`` of the median.
 
     Also stops at ``max_samples`` or once ``budget_s`` seconds of wall time are spent, but never
-    before ``min_samples``. ``reason`` says which rule fired.
+    before ``min_samples``; never "converged" on fewer than ``MIN_CI_SAMPLES`` (no 95% interval
+    there). ``reason`` says which rule fired.
     """
 
     target: float = 0.01
@@ -26,7 +31,7 @@ class CIWidth:
         n = len(samples)
         if n < self.min_samples:
             return None
-        if rel_ci_half_width(samples) <= self.target:
+        if n >= MIN_CI_SAMPLES and rel_ci_half_width(samples) <= self.target:
             return "converged"
         if n >= self.max_samples:
             return "max_samples"

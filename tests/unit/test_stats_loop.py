@@ -43,6 +43,18 @@ def test_criterion_rules():
     assert c.reason([1.0, 2.0] * 25, 0.0) == "max_samples"
 
 
+
+@pytest.mark.parametrize("n", [1, 2, 3, 5])
+def test_fewer_samples_than_a_95_percent_interval_needs_never_converge(n):
+    """[min, max] of n samples covers the median with probability 1 - 2^(1-n): 75% at 3, 93.75% at 5,
+    96.9% at 6. Below 6 no order-statistic interval is a 95% one, yet n equal samples (a zero-width
+    interval) stopped the loop as converged at min_samples (--min-samples 3; bench() takes 1)."""
+    c = CIWidth(target=0.01, min_samples=1, max_samples=100, budget_s=1.0)
+    assert c.reason([1.0] * n, 0.0) is None
+    assert c.reason([1.0] * 6, 0.0) == "converged"
+    assert CIWidth(0.01, 1, n, 1.0).reason([1.0] * n, 0.0) == "max_samples"  # the cap still stops it, saying so
+
+
 class FakeTimer:
     """Returns seeded samples from a cost table: no device, deterministic."""
 

@@ -90,7 +90,7 @@ def test_beat_or_stop_abandons_a_configuration_clearly_slower_than_the_best():
 def test_beat_or_stop_keeps_the_inner_criterion():
     inner = CIWidth(target=0.01, min_samples=3, max_samples=4, budget_s=100.0)
     assert tuning.BeatOrStop(inner, bound=10.0).reason([1.0, 1.5, 2.0, 1.2], 0.0) == "max_samples"
-    assert tuning.BeatOrStop(inner, bound=10.0).reason([1.0, 1.0, 1.0], 0.0) == "converged"
+    assert tuning.BeatOrStop(inner, bound=10.0).reason([1.0] * 6, 0.0) == "converged"
 
 
 # ------------------------------------------------------------------ the runner contract
