@@ -41,8 +41,8 @@ class QueuePolicy:
     def note(self, key: tuple[str, str], result: ImplResult) -> None:
         """What a worker's result says of its implementation's streams (CUPTI's, where it traced);
         ``key`` is the (workload, implementation), whichever of its workers this was."""
-        streams = result.protocol.get("streams")
-        if streams is None or result.protocol.get("stream_check") != "cupti":
+        streams = result.protocol.get("streams")  # a worker's word: a count, or it says nothing
+        if type(streams) is not int or result.protocol.get("stream_check") != "cupti":
             return
         if streams > 1:
             self._one_stream[key] = False  # for good: it may run on several again

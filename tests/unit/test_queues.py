@@ -101,3 +101,14 @@ def test_merging_counts_the_one_queue_rounds_and_keeps_the_most_streams():
     merged = merge_rounds([first, _seen(2, work_queues="1")]).protocol
     assert merged["streams"] == 2 and merged["one_queue_rounds"] == 1
     assert "one_queue_rounds" not in merge_rounds([first, first]).protocol
+
+
+def test_a_streams_record_that_is_no_count_says_nothing_and_never_raises():
+    """A worker's result is checked field by field on receipt, but protocol values may be any number or
+    text: a result (forged by an implementation that found its pipe) saying streams "2" raised a
+    TypeError in the parent, ending the run, where the wire turns whatever else a worker sends into
+    that worker's own status."""
+    policy = QueuePolicy({})
+    for streams in ("2", 1.0, True, float("nan")):
+        policy.note(("w", "a"), _seen(streams))
+    assert policy.queues(("w", "a")) is None
