@@ -51,10 +51,11 @@ For every key measured in one run only:
                   or reward_hack in the current run: a correctness or fault regression
     MISSING       listed, never fails the gate: absent from the current run; ``skipped``
                   there (the machine lacks a requirement, so nothing can be compared); or
-                  measured in the current run only
+                  measured in the current run only; or failed in the baseline and absent or
+                  ``skipped`` in the current run (a key that leaves the current run is listed)
     BROKEN        failed in the current run (as above) and not ok in the baseline either
                   (failed there too, or absent): a failing implementation never passes
-    (not listed)  a key that is not ok in either run and did not fail in the current run
+    (not listed)  any other key measured in neither run (skipped in both, say)
 
     overall = BROKEN if any BROKEN, else REGRESSION if any REGRESSION, else INCONCLUSIVE
               if any INCONCLUSIVE, else PASS (FASTER and MISSING cases pass);
@@ -506,14 +507,35 @@ def _unmeasured(u: Unpaired, tau: float, source: ThresholdSource) -> GateCaseVer
         detail = "\n".join(part for part in (cur.message.strip(), cur.log_tail.strip()) if part)
         return replace(v, verdict="BROKEN", detail=detail, reason=f"ok in the baseline, {cur.status.upper()} "
                                                                    f"in the current run" + (f": {msg}" if msg else ""))
+    return replace(v, reason=f"{_not_now(cur)}; not compared")
+
+
+def _not_now(cur: ImplResult | None) -> str:
+    """Why a key has nothing to compare in the current run (absent, skipped, or ok without samples)."""
     if cur is None:
-        why = "absent from the current run"
-    elif cur.status == "skipped":
+        return "absent from the current run"
+    if cur.status == "skipped":
         why = "skipped in the current run" + (f" ({_first_line(cur.message)})" if cur.message.strip() else "")
-        why += ": this machine lacks a requirement"
-    else:
-        why = "ok in the current run but without timing samples"
-    return replace(v, reason=f"{why}; not compared")
+        return why + ": this machine lacks a requirement"
+    return "ok in the current run but without timing samples"
+
+
+def _gone(base: RunResult, cur: RunResult, impl: str | None, listed: set[str],
+          tau_of: Callable[[str], tuple[float, ThresholdSource]]) -> list[GateCaseVerdict]:
+    """MISSING for every key that failed in the baseline and is absent or skipped in the current run:
+    a key that leaves the current run is listed, whatever the baseline held."""
+    now = {key: r for key, _, r in impl_keys(cur, impl)}
+    out = []
+    for key, case, was in impl_keys(base, impl):
+        r = now.get(key)
+        if key in listed or was.status not in FAILED_STATUSES or (r is not None and r.status != "skipped"):
+            continue
+        out.append(GateCaseVerdict(
+            key=key, case_id=case.case_id, impl=was.name, workload=case.workload, verdict="MISSING",
+            reason=f"{_not_now(r)} ({was.status.upper()} in the baseline); not compared",
+            threshold=tau_of(case.workload)[0], threshold_source=tau_of(case.workload)[1],
+            rounds_base=0, rounds_cur=0, status_base=was.status, status_cur=None if r is None else r.status))
+    return out
 
 
 def _failing_now(base: RunResult, cur: RunResult, impl: str | None, listed: set[str],
@@ -673,6 +695,7 @@ def gate(base: Side, cur: Side, *, threshold: float | None = None, alpha: float 
     verdicts += [_other_model(u, a, b, *tau_of(u.workload)) for u, a, b in pairing.other_model]
     verdicts += [_launched_differently(p, *tau_of(p.workload)) for p in mixed]
     verdicts += _failing_now(base, cur, impl, {v.key for v in verdicts}, tau_of)
+    verdicts += _gone(base, cur, impl, {v.key for v in verdicts}, tau_of)
     if not pairing.pairs and not any(v.verdict == "BROKEN" for v in verdicts):
         other = f", {len(pairing.other_model)} on other GPU models" if pairing.other_model else ""
         failed = [u for u in pairing.unpaired if u.other is not None]

@@ -272,6 +272,23 @@ def test_failing_in_both_runs_is_broken_and_fixed_now_is_missing():
     assert by["a/z"].verdict == "MISSING" and "incorrect in the baseline" in by["a/z"].reason
 
 
+def test_failing_in_the_baseline_and_gone_now_is_missing_not_left_out():
+    """A key INCORRECT in the baseline and absent (or skipped) in the current run was left out of the
+    gate's output entirely, where every other key that leaves the current run is MISSING."""
+    rng = np.random.default_rng(44)
+    base = make_run({"a": {"x": noisy(rng, N), "y": [], "z": []}}, statuses={"a/y": "incorrect", "a/z": "crashed"})
+    cur = make_run({"a": {"x": noisy(rng, N), "z": []}}, statuses={"a/z": "skipped"}, messages={"a/z": "needs CuPy"})
+    result = gate(base, cur)
+    by = {v.key: v for v in result.verdicts}
+    assert set(by) == {"a/x", "a/y", "a/z"}
+    assert (by["a/y"].verdict, by["a/y"].status_base, by["a/y"].status_cur) == ("MISSING", "incorrect", None)
+    assert "absent from the current run" in by["a/y"].reason and "INCORRECT in the baseline" in by["a/y"].reason
+    assert (by["a/z"].verdict, by["a/z"].status_cur) == ("MISSING", "skipped")
+    assert "skipped in the current run (needs CuPy)" in by["a/z"].reason and "CRASHED in the baseline" in by["a/z"].reason
+    assert by["a/y"].rounds_base == by["a/y"].rounds_cur == 0
+    assert (result.overall, result.exit_code) == ("PASS", 0)  # MISSING passes, as for every key gone
+
+
 def test_faster_case_is_reported_and_passes():
     rng = np.random.default_rng(42)
     g = gate(make_run({"c": {"x": noisy(rng, N)}}), make_run({"c": {"x": noisy(rng, N, 0.8e-3)}}))
