@@ -53,14 +53,17 @@ For every key measured in one run only:
                   there (the machine lacks a requirement, so nothing can be compared); or
                   measured in the current run only; or failed in the baseline and absent or
                   ``skipped`` in the current run (a key that leaves the current run is listed)
-    BROKEN        failed in the current run (as above) and not ok in the baseline either
-                  (failed there too, or absent): a failing implementation never passes
+    BROKEN        failed in the current run (as above) and absent or skipped in the baseline:
+                  nothing shows it worked before the change
+    STILL-BROKEN  failed in the current run and in the baseline too: not broken by the change,
+                  yet a failing implementation never passes (exit 1, as BROKEN)
     (not listed)  any other key measured in neither run (skipped in both, say)
 
-    overall = BROKEN if any BROKEN, else REGRESSION if any REGRESSION, else INCONCLUSIVE
-              if any INCONCLUSIVE, else PASS (FASTER and MISSING cases pass);
-              exit code 1, 1, 3, 0 respectively (2 is left to the CLI for bad input:
-              ConfigError, GateRefused, ResultsFormatError).
+    overall = BROKEN if any BROKEN, else REGRESSION if any REGRESSION, else STILL-BROKEN if any
+              STILL-BROKEN, else INCONCLUSIVE if any INCONCLUSIVE, else PASS (FASTER and MISSING
+              cases pass): what the change did is named first; exit code 1, 1, 1, 3, 0
+              respectively (2 is left to the CLI for bad input: ConfigError, GateRefused,
+              ResultsFormatError).
 
 A workload's byte floor (``floor: true``: a ``part: floor`` result, solbench's own copy kernel)
 is never gated: it measures the card, not the code under test, and it is never scored.
@@ -134,9 +137,10 @@ from solbench.analysis.thresholds import (
 from solbench.errors import ConfigError, GateRefused
 from solbench.results.model import FAILED_STATUSES, KERNEL_CUT_MARK, Environment, ImplResult, Protocol, RunResult
 
-CaseVerdict = Literal["PASS", "FASTER", "REGRESSION", "BROKEN", "INCONCLUSIVE", "MISSING"]
-Overall = Literal["PASS", "REGRESSION", "BROKEN", "INCONCLUSIVE"]
-CASE_VERDICTS: tuple[CaseVerdict, ...] = ("BROKEN", "REGRESSION", "INCONCLUSIVE", "MISSING", "FASTER", "PASS")
+CaseVerdict = Literal["PASS", "FASTER", "REGRESSION", "BROKEN", "STILL-BROKEN", "INCONCLUSIVE", "MISSING"]
+Overall = Literal["PASS", "REGRESSION", "BROKEN", "STILL-BROKEN", "INCONCLUSIVE"]
+CASE_VERDICTS: tuple[CaseVerdict, ...] = ("BROKEN", "REGRESSION", "STILL-BROKEN", "INCONCLUSIVE", "MISSING", "FASTER",
+                                          "PASS")
 
 __all__ = [
     "CASE_VERDICTS",
@@ -227,9 +231,9 @@ class GateResult:
 
     @property
     def exit_code(self) -> int:
-        """0 pass, 1 regression or broken, 3 inconclusive (``solbench.exitcodes``)."""
+        """0 pass, 1 regression or broken (still broken too), 3 inconclusive (``solbench.exitcodes``)."""
         return {"PASS": exitcodes.OK, "REGRESSION": exitcodes.REGRESSION, "BROKEN": exitcodes.REGRESSION,
-                "INCONCLUSIVE": exitcodes.INCONCLUSIVE}[self.overall]
+                "STILL-BROKEN": exitcodes.REGRESSION, "INCONCLUSIVE": exitcodes.INCONCLUSIVE}[self.overall]
 
     def count(self, verdict: CaseVerdict) -> int:
         """How many cases have this verdict."""
@@ -540,18 +544,23 @@ def _gone(base: RunResult, cur: RunResult, impl: str | None, listed: set[str],
 
 def _failing_now(base: RunResult, cur: RunResult, impl: str | None, listed: set[str],
                  tau_of: Callable[[str], tuple[float, ThresholdSource]]) -> list[GateCaseVerdict]:
-    """BROKEN for every key that fails in the current run and was not ok in the baseline either
-    (failed there too, or absent): an incorrect, crashed or cheating implementation never passes."""
+    """For every key that fails in the current run and was not ok in the baseline either: STILL-BROKEN
+    where it failed there too (not the change's doing), else BROKEN (absent or skipped there: nothing
+    shows it worked). Either way an incorrect, crashed or cheating implementation never passes."""
     before = {key: r for key, _, r in impl_keys(base, impl)}
     out = []
     for key, case, r in impl_keys(cur, impl):
         if key in listed or r.status not in FAILED_STATUSES:
             continue
         was = before.get(key)
-        then = "absent from the baseline" if was is None else f"{was.status.upper()} in the baseline too"
+        still = was is not None and was.status in FAILED_STATUSES
+        then = ("absent from the baseline" if was is None else
+                f"{was.status.upper()} in the baseline too: not broken by this change, still failing" if still else
+                f"{was.status} in the baseline")
         msg = _first_line(r.message)
         out.append(GateCaseVerdict(
-            key=key, case_id=case.case_id, impl=r.name, workload=case.workload, verdict="BROKEN",
+            key=key, case_id=case.case_id, impl=r.name, workload=case.workload,
+            verdict="STILL-BROKEN" if still else "BROKEN",
             reason=f"{r.status.upper()} in the current run ({then})" + (f": {msg}" if msg else ""),
             threshold=tau_of(case.workload)[0], threshold_source=tau_of(case.workload)[1],
             rounds_base=_rounds(was), rounds_cur=_rounds(r),
@@ -586,7 +595,7 @@ def _other_model(u: Unpaired, model_base: str, model_cur: str, tau: float,
 
 def _overall(verdicts: tuple[GateCaseVerdict, ...]) -> Overall:
     kinds = {v.verdict for v in verdicts}
-    for worst in ("BROKEN", "REGRESSION", "INCONCLUSIVE"):
+    for worst in ("BROKEN", "REGRESSION", "STILL-BROKEN", "INCONCLUSIVE"):
         if worst in kinds:
             return worst  # type: ignore[return-value]
     return "PASS"
@@ -663,7 +672,7 @@ def gate(base: Side, cur: Side, *, threshold: float | None = None, alpha: float 
     recorded ``gate_threshold``, else DEFAULT_THRESHOLD. Raises GateRefused when
     fingerprints differ and ``allow_cross_hardware`` is False (None: the same, where the command
     offers no such option, so the refusal names none); ConfigError for bad
-    settings, or when no key is measured in both runs and none is BROKEN;
+    settings, or when no key is measured in both runs and none fails in the current run;
     ResultsFormatError for a recorded threshold that is not a positive number.
     """
     sides = (base, cur)  # as given: each run has its own offset, priced per point by the runs that measured it
@@ -696,7 +705,7 @@ def gate(base: Side, cur: Side, *, threshold: float | None = None, alpha: float 
     verdicts += [_launched_differently(p, *tau_of(p.workload)) for p in mixed]
     verdicts += _failing_now(base, cur, impl, {v.key for v in verdicts}, tau_of)
     verdicts += _gone(base, cur, impl, {v.key for v in verdicts}, tau_of)
-    if not pairing.pairs and not any(v.verdict == "BROKEN" for v in verdicts):
+    if not pairing.pairs and not any(v.verdict in ("BROKEN", "STILL-BROKEN") for v in verdicts):
         other = f", {len(pairing.other_model)} on other GPU models" if pairing.other_model else ""
         failed = [u for u in pairing.unpaired if u.other is not None]
         if failed:  # present on both sides, measured on one: say what the other holds (a tree that fixes one)

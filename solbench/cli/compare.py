@@ -2,8 +2,8 @@
 
 Exit codes (all of them, with their order, in :mod:`solbench.exitcodes`):
 ``compare`` 0 done · 2 bad input or usage.
-``gate`` 0 pass · 1 a regression, or a case that fails now (BROKEN, whether or not it was ok in
-the baseline) · 2 bad input or usage · 3 inconclusive.
+``gate`` 0 pass · 1 a regression, or a case that fails now (BROKEN; STILL-BROKEN where it failed in
+the baseline too) · 2 bad input or usage · 3 inconclusive.
 """
 
 from __future__ import annotations
@@ -322,8 +322,9 @@ def gate_cmd(baseline: tuple[str, ...], current: tuple[str, ...], threshold: str
     d.json): the ratio's confidence interval then covers what changes between runs.
 
     A case is BROKEN when it is incorrect, invalid, error, crashed, timeout, oom or reward_hack
-    now, whether it was ok in the baseline or failed there too (a failing implementation never
-    passes); one skipped now is listed as MISSING.
+    now and was ok (or absent) in the baseline; STILL-BROKEN when it failed there too (not the
+    change's doing, yet a failing implementation never passes: exit 1 either way); one skipped now
+    is listed as MISSING.
 
     A current run saved as incomplete (interrupted, cancelled, killed before its last save) is
     refused: exit 2, as bad input. A gate must not pass on the cases a cancelled job happened to

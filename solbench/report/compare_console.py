@@ -15,7 +15,7 @@ __all__ = ["comparison_table", "gate_table", "short_cases", "unpaired"]
 
 _STYLE = {
     "FASTER": "bold green", "SLOWER": "bold red", "SAME": "dim", "INCONCLUSIVE": "yellow",
-    "PASS": "green", "REGRESSION": "bold red", "BROKEN": "bold red reverse", "MISSING": "dim",
+    "PASS": "green", "REGRESSION": "bold red", "BROKEN": "bold red reverse", "STILL-BROKEN": "red", "MISSING": "dim",
 }
 _GATE_ORDER = {v: i for i, v in enumerate(CASE_VERDICTS)}  # BROKEN and REGRESSION first, PASS last
 
@@ -128,7 +128,7 @@ def gate_table(g: GateResult, exit_code: int | None = None) -> Table:
         caption += "\n" + escape(g.load)
     t = Table(title=Text(f"regression gate{f' on {g.device}' if g.device else ''}"), title_justify="left",
               caption=caption, caption_justify="left")
-    notes = {v.key: v.reason for v in g.verdicts if v.verdict in ("BROKEN", "MISSING") and v.reason}
+    notes = {v.key: v.reason for v in g.verdicts if v.verdict in ("BROKEN", "STILL-BROKEN", "MISSING") and v.reason}
     notes.update({v.key: f"needs ~{v.more_rounds} more round(s) per side" for v in g.verdicts
                   if v.verdict == "INCONCLUSIVE" and v.more_rounds is not None})
     notes.update({v.key: "within the runs' own offsets of the threshold: more runs a side decide it"

@@ -9,6 +9,7 @@ One ``<testcase>`` per ``case_id/impl`` key (classname ``solbench.<workload>``,
     BROKEN        <failure type="BROKEN" message="<impl> on <case>: ok in the baseline,
                   <STATUS> in the current run: <message>">, the full message and the
                   worker's last log lines as its text
+    STILL-BROKEN  likewise, <failure type="STILL-BROKEN" ...>: failing in the baseline too
     INCONCLUSIVE  <skipped message="INCONCLUSIVE: reason">
     MISSING       <skipped message="MISSING: reason">; with ``gate --require-all``, a case the
                   baseline measured: <failure type="MISSING" message=reason>
@@ -52,8 +53,8 @@ def _testcase(parent: ET.Element, v: GateCaseVerdict, required: bool = False) ->
         failure.text = (f"ratio {format_ratio(v.ratio, threshold=v.threshold)} "
                         f"CI {format_ci(v.ci_low, v.ci_high, threshold=v.threshold)} "
                         f"threshold +{format_percent(v.threshold)} p_adjusted {format_p(v.p_adjusted)}")
-    elif v.verdict == "BROKEN":
-        failure = ET.SubElement(tc, "failure", type="BROKEN", message=f"{v.impl} on {v.case_id}: {v.reason}")
+    elif v.verdict in ("BROKEN", "STILL-BROKEN"):
+        failure = ET.SubElement(tc, "failure", type=v.verdict, message=f"{v.impl} on {v.case_id}: {v.reason}")
         failure.text = f"status {v.status_cur} (baseline: {v.status_base})" + (f"\n{v.detail}" if v.detail else "")
     elif v.verdict in ("INCONCLUSIVE", "MISSING"):
         ET.SubElement(tc, "skipped", message=f"{v.verdict}: {v.reason}")
@@ -68,7 +69,7 @@ def gate_junit(g: GateResult, suite_name: str = "solbench-gate", exit_code: int 
     ``required``: MISSING keys that fail the command (``gate --require-all``), written as failures."""
     failing = {v.key for v in g.verdicts if v.verdict == "MISSING" and v.key in required}
     tests = str(len(g.verdicts))
-    failures = str(g.count("REGRESSION") + g.count("BROKEN") + len(failing))
+    failures = str(g.count("REGRESSION") + g.count("BROKEN") + g.count("STILL-BROKEN") + len(failing))
     skipped = str(g.count("INCONCLUSIVE") + g.count("MISSING") - len(failing))
     root = ET.Element("testsuites", name=suite_name, tests=tests, failures=failures, errors="0",
                       skipped=skipped)

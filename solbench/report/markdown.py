@@ -38,8 +38,8 @@ __all__ = [
     "threshold_summary",
 ]
 
-_GATE_ICON = {"PASS": "✅", "FASTER": "🚀", "REGRESSION": "❌", "BROKEN": "💥", "INCONCLUSIVE": "⚠️",
-              "MISSING": "➖"}
+_GATE_ICON = {"PASS": "✅", "FASTER": "🚀", "REGRESSION": "❌", "BROKEN": "💥", "STILL-BROKEN": "🔴",
+              "INCONCLUSIVE": "⚠️", "MISSING": "➖"}
 BASELINE_ROUNDS = 6  # rounds a saved baseline wants (README, "A stored baseline limits run --gate-against")
 _GATE_ORDER = {v: i for i, v in enumerate(CASE_VERDICTS)}  # BROKEN and REGRESSION first, PASS last
 
@@ -155,7 +155,7 @@ def _gate_row(v: GateCaseVerdict) -> list[str]:
 def rounds_note(g: GateResult) -> str:
     """One sentence when some case was decided over rounds (several runs, ``--repeat``, ``ab``)."""
     over = [v for v in g.verdicts  # MISSING and BROKEN cases were not decided, whatever rounds they hold
-            if v.verdict not in ("MISSING", "BROKEN") and max(v.rounds_base, v.rounds_cur) > 1]
+            if v.verdict not in ("MISSING", "BROKEN", "STILL-BROKEN") and max(v.rounds_base, v.rounds_cur) > 1]
     if not over:
         return ""
     base = sorted({v.rounds_base for v in over})
@@ -223,9 +223,10 @@ def gate_markdown(g: GateResult) -> str:
         + f"{counts}. Regression = whole {g.confidence:.0%} CI of current/baseline median above "
         f"1 + threshold ({threshold_summary(g)}) and a Mann-Whitney test significant "
         f"at {g.alpha:g} after Benjamini-Hochberg; faster = the whole CI below 1/(1 + threshold), "
-        f"likewise tested. Broken = failing now (incorrect, error, crashed, timeout, ...), whether ok "
-        f"in the baseline or failing (or absent) there too; missing = not compared (absent, or skipped "
-        f"for a requirement this machine lacks)." + (f" Reruns: {g.reruns}." if g.reruns else "") + rounds_note(g),
+        f"likewise tested. Broken = failing now (incorrect, error, crashed, timeout, ...), ok in the baseline "
+        f"or absent (or skipped) there; still-broken = failing now and in the baseline: not the change's "
+        f"doing, yet it fails the gate as broken does; missing = not compared (absent, or skipped for a "
+        f"requirement this machine lacks)." + (f" Reruns: {g.reruns}." if g.reruns else "") + rounds_note(g),
         "",
     ]
     if g.fingerprint_diffs:

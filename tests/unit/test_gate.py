@@ -1,5 +1,6 @@
 import subprocess
 import sys
+import xml.etree.ElementTree as ET
 from collections import Counter
 from pathlib import Path
 
@@ -259,17 +260,40 @@ def test_skipped_now_is_missing_not_a_failure():
     assert (g.overall, g.exit_code) == ("PASS", 0)
 
 
-def test_failing_in_both_runs_is_broken_and_fixed_now_is_missing():
+def test_failing_in_both_runs_is_still_broken_and_fixed_now_is_missing():
     rng = np.random.default_rng(39)
     base = make_run({"a": {"x": noisy(rng, N), "y": [], "z": []}}, statuses={"a/y": "error", "a/z": "incorrect"})
     cur = make_run({"a": {"x": noisy(rng, N), "y": [], "z": noisy(rng, N)}}, statuses={"a/y": "error"})
     result = gate(base, cur)
     by = {v.key: v for v in result.verdicts}
     assert set(by) == {"a/x", "a/y", "a/z"}
-    # y fails on both sides: not worse, but a failing implementation never passes a gate
-    assert by["a/y"].verdict == "BROKEN" and "ERROR in the baseline too" in by["a/y"].reason
-    assert result.exit_code == 1
+    # y fails on both sides: not broken by the change, but a failing implementation never passes a gate
+    assert by["a/y"].verdict == "STILL-BROKEN" and "ERROR in the baseline too" in by["a/y"].reason
+    assert (result.overall, result.exit_code) == ("STILL-BROKEN", 1)
     assert by["a/z"].verdict == "MISSING" and "incorrect in the baseline" in by["a/z"].reason
+
+
+def test_failing_in_both_runs_does_not_blame_the_change_yet_fails_the_gate():
+    """A case failing in both runs was BROKEN, the verdict of a case the change broke: a CI owner read
+    the change as the cause. It is STILL-BROKEN now, exit 1 all the same (a failing implementation never
+    passes); a case the change broke, or a regression, names the overall verdict before it."""
+    rng = np.random.default_rng(45)
+    base = make_run({"a": {"x": noisy(rng, N), "y": [], "s": []}}, statuses={"a/y": "incorrect", "a/s": "skipped"})
+    cur = make_run({"a": {"x": noisy(rng, N), "y": [], "s": []}}, statuses={"a/y": "incorrect", "a/s": "error"})
+    by = {v.key: v for v in gate(base, cur).verdicts}
+    assert by["a/y"].verdict == "STILL-BROKEN" and by["a/y"].status_base == "incorrect"
+    assert "not broken by this change" in by["a/y"].reason
+    # skipped in the baseline: nothing says it worked or failed there, so the change is not cleared
+    assert by["a/s"].verdict == "BROKEN" and "too" not in by["a/s"].reason and "skipped in the baseline" in by["a/s"].reason
+    only = make_run({"a": {"x": [], "y": []}}, statuses={"a/x": "incorrect", "a/y": "error"})
+    g = gate(only, only)  # nothing compared, but a case fails: exit 1, not "bad input"
+    assert (g.overall, g.exit_code, g.count("STILL-BROKEN")) == ("STILL-BROKEN", 1, 2)
+    slower = make_run({"a": {"x": noisy(rng, N, 2e-3), "y": []}}, statuses={"a/y": "incorrect"})
+    assert gate(make_run({"a": {"x": noisy(rng, N), "y": []}}, statuses={"a/y": "incorrect"}), slower,
+                seed=1).overall == "REGRESSION"
+    junit = ET.fromstring(gate_junit(g))
+    assert junit.get("failures") == "2" and [f.get("type") for f in junit.iter("failure")] == ["STILL-BROKEN"] * 2
+    assert "still-broken = failing now and in the baseline" in gate_markdown(g).lower()
 
 
 def test_failing_in_the_baseline_and_gone_now_is_missing_not_left_out():
@@ -475,14 +499,14 @@ def test_core_modules_import_no_device_or_ui_libraries():
     assert out.stdout.strip() == "[]"
 
 
-def test_an_implementation_failing_now_is_broken_even_when_it_failed_in_the_baseline_too():
+def test_an_implementation_failing_now_fails_the_gate_even_when_it_failed_in_the_baseline_too():
     rng = np.random.default_rng(3)
     ok = make_run({"c": {"baseline": noisy(rng, N), "f": noisy(rng, N)}})
     bad = make_run({"c": {"baseline": noisy(rng, N), "f": noisy(rng, N)}}, statuses={"c/f": "incorrect"})
-    for base in (ok, bad):
+    for base, verdict in ((ok, "BROKEN"), (bad, "STILL-BROKEN")):
         result = gate(base, bad)
         f = next(v for v in result.verdicts if v.key == "c/f")
-        assert f.verdict == "BROKEN" and f.status_cur == "incorrect"
+        assert f.verdict == verdict and f.status_cur == "incorrect"
         assert result.exit_code == 1
     fixed = gate(bad, ok)  # failing before, ok now: not compared, and no failure
     assert next(v for v in fixed.verdicts if v.key == "c/f").verdict == "MISSING" and fixed.exit_code == 0

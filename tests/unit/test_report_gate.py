@@ -137,7 +137,7 @@ def test_gate_markdown():
     md = gate_markdown(_gate_result())
     lines = md.splitlines()
     assert lines[0] == "### solbench gate: 💥 BROKEN"
-    assert "1 broken, 1 regression, 1 inconclusive, 1 missing, 1 faster, 1 pass" in md
+    assert "1 broken, 1 regression, 0 still-broken, 1 inconclusive, 1 missing, 1 faster, 1 pass" in md
     assert "each workload's recorded gate_threshold, else 5%" in md
     table = [ln for ln in lines if ln.startswith("| ")]
     assert len(table) == 2 + 6  # header, separator, one row per case
@@ -162,10 +162,10 @@ def test_gate_markdown_says_what_broken_means_as_the_gate_decides_it():
     base = make_run({"ok": {"x": noisy(rng, N)}, "bad": {"x": []}}, statuses={"bad/x": "error"})
     cur = make_run({"ok": {"x": noisy(rng, N)}, "bad": {"x": []}}, statuses={"bad/x": "error"})
     g = gate(base, cur)
-    assert g.overall == "BROKEN"
+    assert g.overall == "STILL-BROKEN"
     md = gate_markdown(g)
-    assert "ERROR in the current run (ERROR in the baseline too)" in md
-    assert "Broken = ok in the baseline" not in md and "whether ok in the baseline or failing" in md
+    assert "ERROR in the current run (ERROR in the baseline too: not broken by this change" in md
+    assert "Broken = ok in the baseline" not in md and "still-broken = failing now and in the baseline" in md
 
 
 def test_gate_markdown_warns_on_cross_hardware():
@@ -211,7 +211,8 @@ def test_json_helpers_are_json_ready():
     assert round_trip["rows"][0]["median_b"] == pytest.approx(0.5e-3, rel=0.02)  # seconds
     g = json.loads(json.dumps(gate_json(_gate_result()), allow_nan=False))
     assert (g["overall"], g["exit_code"], g["threshold"]) == ("BROKEN", 1, None)
-    assert g["counts"] == {"BROKEN": 1, "REGRESSION": 1, "INCONCLUSIVE": 1, "MISSING": 1, "FASTER": 1, "PASS": 1}
+    assert g["counts"] == {"BROKEN": 1, "REGRESSION": 1, "STILL-BROKEN": 0, "INCONCLUSIVE": 1, "MISSING": 1,
+                           "FASTER": 1, "PASS": 1}
     missing = next(v for v in g["verdicts"] if v["verdict"] == "MISSING")
     assert missing["ratio"] is None and missing["status_cur"] is None
     broken = next(v for v in g["verdicts"] if v["verdict"] == "BROKEN")
