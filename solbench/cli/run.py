@@ -26,6 +26,7 @@ from solbench.cli.common import (
     handle_errors,
     interrupted_code,
     junit_refusals,
+    nothing_measured,
     refuse_empty_run_names,
     refuse_junit,
     run_sd_of,
@@ -260,6 +261,8 @@ def run(files: Sequence[str], solutions: Sequence[str], gpu: str | None, dry_run
             click.echo(store.dumps(result, {**derived(result), **({"gate": gate} if gate is not None else {})}))
 
     finish(result, out, as_json, saved=saver.paths, json_later=later)
+    if nothing_measured(result):
+        click.echo(nothing_measured(result), err=True)
     code = exitcodes.IMPL_FAILED if failures(result) else exitcodes.OK
     if saver.error is not None:
         click.echo(f"error: {saver.error}", err=True)

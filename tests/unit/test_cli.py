@@ -70,6 +70,21 @@ def test_json_or_quiet_still_say_on_stderr_what_was_skipped(runner, tmp_path, qu
     assert "baseline" not in result.stderr
 
 
+@pytest.mark.parametrize("quiet", [[], ["-q"]])
+def test_a_run_whose_every_implementation_was_skipped_says_nothing_was_measured(runner, tmp_path, quiet):
+    """A run of a GPU-only workload on the CPU exits 0 (skipped is not a failure, as documented), and
+    said no more than each implementation's SKIPPED: a CI log read like a run that measured."""
+    wl = tmp_path / "gpu_only.yaml"
+    wl.write_text("workloads:\n  - name: gelu_scale\n    parameters: {n: [64]}\n    dtypes: [float32]\n"
+                  "    inputs: {x: {shape: [n, 16]}}\n    outputs: {y: {shape: [n, 16]}}\n"
+                  "    reference: tests.unit.helpers:gelu_scale\n"
+                  "    implementations: {baseline: {fn: tests.unit.helpers:gelu_scale, requires: [cuda]}}\n")
+    result = runner.invoke(main, ["run", str(wl), "--device", "cpu", "--repeat", "1", "-o", str(tmp_path / "r.json"),
+                                  *quiet, *FAST])
+    assert result.exit_code == 0, result.output  # skipped is not a failure
+    assert "nothing was measured: every implementation of the 1 case(s) was skipped" in result.stderr
+
+
 def test_incorrect_and_unwritten_outputs_are_caught(runner, tmp_path):
     out = tmp_path / "d.json"
     result = runner.invoke(main, ["run", "tests/data/double.yaml", "--device", "cpu", "-o", str(out), *FAST])
