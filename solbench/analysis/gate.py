@@ -707,6 +707,9 @@ def gate(base: Side, cur: Side, *, threshold: float | None = None, alpha: float 
     verdicts += _gone(base, cur, impl, {v.key for v in verdicts}, tau_of)
     if not pairing.pairs and not any(v.verdict in ("BROKEN", "STILL-BROKEN") for v in verdicts):
         other = f", {len(pairing.other_model)} on other GPU models" if pairing.other_model else ""
+        if mixed:  # measured on both sides, but one replayed a graph and the other launched
+            how = launched_apart(mixed[0], "baseline", "current")
+            other += f", {len(mixed)} launched differently ({mixed[0].key}: {how})"
         failed = [u for u in pairing.unpaired if u.other is not None]
         if failed:  # present on both sides, measured on one: say what the other holds (a tree that fixes one)
             u = failed[0]

@@ -653,6 +653,16 @@ def test_a_point_one_side_could_not_capture_is_not_compared():
     assert by_impl["y"].verdict == "PASS" and result.overall == "PASS"
 
 
+def test_no_case_in_common_but_launched_differently_says_so():
+    """Every point of both runs launched differently was refused as "no measured case in common (0 in
+    baseline only, 0 in current only)": read as runs of other cases, not as points timed another way."""
+    rng = np.random.default_rng(6)
+    base = _launched(make_run({"c": {"x": noisy(rng, N, 1e-3, NOISE)}}), "graph")
+    cur = _launched(make_run({"c": {"x": noisy(rng, N, 1e-3, NOISE)}}), "graph", {"c/x": "stream"})
+    with pytest.raises(ConfigError, match=r"0 in current only, 1 launched differently \(c/x:"):
+        gate(base, cur)
+
+
 def test_compare_sets_apart_a_pair_launched_differently():
     from solbench.analysis.compare import compare_impls, compare_runs
     from solbench.report.compare_json import comparison_json
