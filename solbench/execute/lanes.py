@@ -14,14 +14,14 @@ from __future__ import annotations
 import os
 import re
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from solbench.errors import ConfigError, DeviceError
 from solbench.plan.options import refuse_round_options
-from solbench.results.model import RunResult
+from solbench.results.model import Environment, RunResult
 
 Progress = Callable[[str, dict[str, Any]], None]
 HISTORY_FILES = 20  # saved runs looked at (newest first) for the schedule's estimates
@@ -47,11 +47,14 @@ def parse_devices(text: str, count: int) -> tuple[int, ...]:
 
 def run_sharded(files: Sequence[str | Path], options: Any, *, progress: Progress | None = None,
                 on_case: Callable[[RunResult], None] | None = None, infos: Sequence[Any] | None = None,
-                before_measuring: Callable[[RunResult], None] | None = None) -> RunResult:
+                before_measuring: Callable[[RunResult], None] | None = None,
+                measured_on: Mapping[tuple[str, str], Environment] | None = None) -> RunResult:
     """Measure the files over several devices; the same RunResult as a one-device run, plus each
     case's ``device`` fingerprint. ``infos`` (DeviceInfo, one per lane) replaces detection (tests).
     ``before_measuring``: as for :func:`solbench.execute.run.run`, called with the run as planned
-    (the first lane's fingerprint, ``protocol.devices`` the lanes) before anything is measured."""
+    (the first lane's fingerprint, ``protocol.devices`` the lanes) before anything is measured.
+    ``measured_on``: the device each (workload, case id) was measured on before, the device it is
+    measured on again (:func:`solbench.execute.shard.measure_sharded`)."""
     if options.in_process:
         raise ConfigError("--in-process measures in this one process: it cannot use several devices")
     if options.max_rounds:
@@ -63,7 +66,7 @@ def run_sharded(files: Sequence[str | Path], options: Any, *, progress: Progress
         cluster = ray_exec.connect(options.address)
         try:
             lanes, prepared = ray_exec.lanes(cluster, files, options)
-            return _measure(files, options, lanes, prepared, progress, on_case, "ray", before_measuring)
+            return _measure(files, options, lanes, prepared, progress, on_case, "ray", before_measuring, measured_on)
         finally:
             cluster.close()
     if options.executor != "local":
@@ -71,7 +74,7 @@ def run_sharded(files: Sequence[str | Path], options: Any, *, progress: Progress
     if infos is None:
         infos = _local_devices(options.devices)
     lanes, prepared = local_lanes(files, options, infos)
-    return _measure(files, options, lanes, prepared, progress, on_case, "local", before_measuring)
+    return _measure(files, options, lanes, prepared, progress, on_case, "local", before_measuring, measured_on)
 
 
 def _local_devices(text: str) -> list[Any]:
@@ -111,7 +114,8 @@ def _pool_factory(cls: Any, kind: str, index: int | None) -> Callable[[], Any]:
 
 def _measure(files: Sequence[str | Path], options: Any, lanes: Sequence[Any], prepared: Sequence[Any],
              progress: Progress | None, on_case: Callable[[RunResult], None] | None, executor: str,
-             before_measuring: Callable[[RunResult], None] | None = None) -> RunResult:
+             before_measuring: Callable[[RunResult], None] | None = None,
+             measured_on: Mapping[tuple[str, str], Environment] | None = None) -> RunResult:
     from solbench.execute.shard import measure_sharded
     from solbench.plan.device import with_end_clocks
     from solbench.plan.options import rounds_for
@@ -133,7 +137,7 @@ def _measure(files: Sequence[str | Path], options: Any, lanes: Sequence[Any], pr
     result = measure_sharded(units, run, lanes, settings=first.settings, timeout_s=options.timeout_s,
                              estimate=estimate, emit=emit, on_case=on_case, keys=options.keys,
                              repeat=options.repeat, group=_group_executor(executor),
-                             variant=variant, cold=cold)
+                             variant=variant, cold=cold, measured_on=measured_on)
     emit("done", {})
     return with_end_clocks(result, first_info) if executor == "local" else result
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -19,13 +19,14 @@ from solbench.execute import warm
 from solbench.plan.device import detect, with_end_clocks
 from solbench.plan.options import Progress, RunOptions, added_rounds_for, refuse_round_options, rounds_for
 from solbench.plan.prepare import prepare, tuned_variant
-from solbench.results.model import RunResult
+from solbench.results.model import Environment, RunResult
 
 
 def run(files: Sequence[str | Path], options: RunOptions = RunOptions(), *,  # noqa: B008 (frozen)
         device: str = "auto", progress: Progress | None = None,
         on_case: Callable[[RunResult], None] | None = None,
-        before_measuring: Callable[[RunResult], None] | None = None) -> RunResult:
+        before_measuring: Callable[[RunResult], None] | None = None,
+        measured_on: Mapping[tuple[str, str], Environment] | None = None) -> RunResult:
     """Check and time every implementation of every case on the detected device.
 
     With ``options.repeat`` > 1, every case is measured in that many rounds, each with fresh
@@ -36,6 +37,8 @@ def run(files: Sequence[str | Path], options: RunOptions = RunOptions(), *,  # n
     before anything is compiled or measured; what it raises stops the run (``run --gate-against``
     refuses a baseline from other hardware there); for a run sharded over devices, with the first
     lane's fingerprint and ``protocol.devices`` saying its cases will record their own.
+    ``measured_on`` (a run sharded over devices): the device each (workload, case id) was measured
+    on before; such a case is measured on that device again (:mod:`solbench.execute.shard`).
     Raises :class:`solbench.errors.RunInterrupted` (holding the partial run) on Ctrl-C.
     """
     from solbench.execute import session
@@ -44,7 +47,8 @@ def run(files: Sequence[str | Path], options: RunOptions = RunOptions(), *,  # n
     if options.sharded:
         from solbench.execute.lanes import run_sharded
 
-        return run_sharded(files, options, progress=progress, on_case=on_case, before_measuring=before_measuring)
+        return run_sharded(files, options, progress=progress, on_case=on_case, before_measuring=before_measuring,
+                           measured_on=measured_on)
 
     start = time.perf_counter()
     info, floor = detect(device, options)
@@ -106,10 +110,13 @@ def gate_live(base: RunResult, cur: RunResult, files: Sequence[str | Path], opti
     from solbench.analysis.gate import DEFAULT_RUN_SD, ROUNDS_A_LOOK, gate_with_rerun
 
     gate_kwargs.setdefault("run_sd", DEFAULT_RUN_SD)
+    # a run sharded over devices: each case's added rounds go to the device of its first (shard)
+    measured_on = {(c.workload, c.case_id): c.device for c in cur.cases if c.device is not None}
 
     def remeasure(keys: list[str], rounds: int) -> RunResult:  # these keys only, fresh workers each round
         capped = None if options.sharded else rounds  # exactly ``rounds``: none added on top (a sharded run refuses it)
-        return run(files, replace(options, keys=tuple(keys), repeat=rounds, max_rounds=capped), device=device)
+        return run(files, replace(options, keys=tuple(keys), repeat=rounds, max_rounds=capped), device=device,
+                   measured_on=measured_on)
 
     step = ROUNDS_A_LOOK if cur.protocol.rounds > 1 else 1
     return gate_with_rerun(base, cur, remeasure, rerun, step=step, **gate_kwargs)

@@ -25,7 +25,11 @@ on one device; rule 3 balances the end of the run without paying them again for 
 lane would have finished as soon (torch.compile's first call costs tens of seconds).
 
 ``--repeat``: every round starts fresh workers and a case stays on the lane(s) it had in round 1,
-so its rounds are never merged across devices.
+so its rounds are never merged across devices. Rounds added later (``run --gate-against``'s
+re-measure of the undecided cases, a run of its own) keep to that too: each case measured before
+(``measured_on``: the device its first rounds recorded) runs on the lane of that device, and is
+skipped, keeping the rounds it has, where the run has no lane on it (a Ray cluster's actors
+placed elsewhere).
 
 Ctrl-C (in the main thread): every lane's workers are killed, the lanes' threads joined, and the
 cases finished so far are raised inside RunInterrupted, as in the single-device loop.
@@ -186,15 +190,19 @@ def measure_sharded(units: Sequence[Unit], run: RunResult, lanes: Sequence[Lane]
                     on_case: Callable[[RunResult], None] | None = None, keys: Sequence[str] = (),
                     repeat: int = 1, group: GroupExecutor | None = None,
                     variant: Callable[[Any, Case, str], Any] | None = None,
-                    cold: Mapping[int, float] | None = None) -> RunResult:
+                    cold: Mapping[int, float] | None = None,
+                    measured_on: Mapping[tuple[str, str], Environment] | None = None) -> RunResult:
     """Measure every case on the lanes, ``repeat`` rounds (module docstring); the run in plan order.
 
-    ``cold``: each unit's start-up cost on a fresh lane, in the estimates' unit (Scheduler)."""
+    ``cold``: each unit's start-up cost on a fresh lane, in the estimates' unit (Scheduler).
+    ``measured_on``: the device each (workload, case id) measured before was measured on; such a
+    case runs on that device's lane, or is skipped where no lane is on it (module docstring)."""
     jobs = plan_jobs(units, estimate)
     too_wide = [j for j in jobs if j.width > len(lanes)]
     jobs = [j for j in jobs if j.width <= len(lanes)]
+    pinned, astray = pin_lanes(jobs, units, lanes, measured_on or {})
+    jobs = [j for j in jobs if j.order not in {job.order for job, _ in astray}]
     state = _State(units, run, lanes, emit, on_case)
-    pinned: dict[int, tuple[int, ...]] = {}
     escaped = 0  # processes left outside a worker's group, killed by the lanes' pools (pool.sweep)
     try:
         for r in range(repeat):
@@ -205,9 +213,15 @@ def measure_sharded(units: Sequence[Unit], run: RunResult, lanes: Sequence[Lane]
                 why = f"needs {job.width} devices at once (world_size); this run has {len(lanes)}"
                 state.add(job, (lanes[0].index,), [ImplResult(name, "skipped", why) for name in unit.impls
                                                    if not keys or f"{job.case.id}/{name}" in keys])
+            for job, device in astray:
+                unit = units[job.unit]
+                why = (f"its earlier rounds were measured on {_named(device)}, which this run has no lane on: "
+                       "a case's rounds are not merged across devices")
+                state.add(job, (lanes[0].index,), [ImplResult(name, "skipped", why) for name in unit.impls
+                                                   if not keys or f"{job.case.id}/{name}" in keys])
             ctx = _Round(units, lanes, settings, timeout_s, keys, group, variant, state)
             placed = ctx.run(Scheduler(jobs, [lane.index for lane in lanes], pinned, cold))
-            pinned = pinned or placed
+            pinned = {**pinned, **placed}
             counts = (getattr(executor, "escaped", 0) for executor in ctx.executors.values())  # each lane's pool
             escaped += sum(n for n in counts if isinstance(n, int))
     except KeyboardInterrupt:
@@ -215,6 +229,41 @@ def measure_sharded(units: Sequence[Unit], run: RunResult, lanes: Sequence[Lane]
         stopped = replace(state.run, complete=False, notes=(*state.run.notes, note))
         raise RunInterrupted(stopped) from None
     return note_escaped(state.run, escaped)  # a Ray actor's pool kills them too, uncounted here
+
+
+def pin_lanes(jobs: Sequence[Job], units: Sequence[Unit], lanes: Sequence[Lane],
+              measured_on: Mapping[tuple[str, str], Environment]) -> tuple[dict[int, tuple[int, ...]],
+                                                                           list[tuple[Job, Environment]]]:
+    """The lane each job measured before must run on (job order -> lanes, as Scheduler's ``pinned``),
+    and the jobs whose device no lane is on, each with that device, in plan order."""
+    pinned: dict[int, tuple[int, ...]] = {}
+    astray: list[tuple[Job, Environment]] = []
+    for job in jobs:
+        device = measured_on.get((units[job.unit].spec.name, job.case.id))
+        if device is None or job.width > 1:
+            continue
+        lane = next((lane.index for lane in lanes
+                     if lane.environment is not None and same_device(lane.environment, device)), None)
+        if lane is None:
+            astray.append((job, device))
+        else:
+            pinned[job.order] = (lane,)
+    return pinned, sorted(astray, key=lambda item: item[0].order)
+
+
+def same_device(a: Environment, b: Environment) -> bool:
+    """Whether two fingerprints name one device: the same UUID where both have one, else the same
+    host, kind, name and index."""
+    if a.device_uuid and b.device_uuid:
+        return a.device_uuid == b.device_uuid
+    return (a.host, a.device_kind, a.device_name, a.device_index) == (b.host, b.device_kind, b.device_name,
+                                                                      b.device_index)
+
+
+def _named(device: Environment) -> str:
+    """``NVIDIA H100 80GB HBM3 (device 1, host node-a)``: a device as a message names it."""
+    where = [f"{what} {x}" for what, x in (("device", device.device_index), ("host", device.host)) if x is not None]
+    return f"{device.device_name} ({', '.join(where)})" if where else device.device_name
 
 
 class _State:

@@ -421,3 +421,34 @@ def test_a_lane_whose_retire_fails_stops_the_run_instead_of_leaving_it_waiting(t
     thread.join(60)  # only bounds the test: the run either raises at once or never returns
     assert not thread.is_alive(), "the run kept waiting for a lane whose thread had ended"
     assert [str(e) for e in outcome] == ["lane lost"] and all(ex.closed for ex in made)
+
+
+def test_a_case_measured_before_runs_on_its_devices_lane_or_is_skipped_where_none_is_on_it(tmp_path):
+    """Rounds added to cases measured before (run --gate-against's re-measure): each case on the lane of
+    the device its first rounds recorded, never on whichever lane is free; a device no lane is on
+    (a Ray actor placed elsewhere) skips the case, so nothing is pooled across devices."""
+    units = _units(tmp_path, (1, 1))
+    log = []
+    lanes = _lanes(3, log)
+    (w0,), (w1,) = (u.cases for u in units)
+    gone = replace(lanes[2].environment, device_index=7, device_name="GPU7")
+    measured_on = {("w0", w0.id): lanes[2].environment, ("w1", w1.id): gone}
+    run = _measure(units, lanes, measured_on=measured_on, repeat=2)
+    assert {(e[1], e[2]) for e in log if e[0] == "start"} == {(2, w0.id)}
+    (first, second) = run.cases
+    assert first.device.device_index == 2 and first.impls[0].timing.n_rounds == 2
+    assert {(r.status, r.message) for r in second.impls} == {
+        ("skipped", "its earlier rounds were measured on GPU7 (device 7), which this run has no lane on: a case's "
+                    "rounds are not merged across devices")}
+
+
+def test_one_device_is_named_by_its_uuid_else_by_host_name_and_index():
+    from tests.unit.factories import make_env
+
+    a = make_env(device_uuid="GPU-a", device_index=0, host="n1")
+    assert shard.same_device(a, replace(a, device_index=3))  # the UUID decides (a Ray actor sees index 0)
+    assert not shard.same_device(a, replace(a, device_uuid="GPU-b"))
+    cpu = make_env(device_kind="cpu", device_index=1, host="n1")
+    assert shard.same_device(cpu, replace(cpu, host_load=0.5))
+    assert not shard.same_device(cpu, replace(cpu, device_index=0))
+    assert not shard.same_device(cpu, replace(cpu, host="n2"))

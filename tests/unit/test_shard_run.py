@@ -276,3 +276,27 @@ def test_the_schedule_finds_the_newest_saved_run_kept_as_json_gz(runs, tmp_path)
     wanted = {(c.workload, c.case_id) for c in local.cases}
     found = _history(replace(OPTIONS, results_dir=tmp_path), local.spec.id, wanted)
     assert found is not None and found[0] == packed
+
+
+def test_the_gate_adds_a_cases_rounds_on_the_device_that_measured_its_first(monkeypatch, two_cpus, two_workloads):
+    """``run --devices ... --gate-against``: a case's added rounds were measured on whichever lane was
+    free (here lane 0: the only case re-measured, double_b's, had been measured on lane 1) and pooled
+    with its first rounds, which still named lane 1; they now run on the device of its first rounds."""
+    import solbench.analysis.gate as gate
+    import solbench.execute.lanes as lanes
+    from solbench.execute.run import gate_live
+
+    monkeypatch.setattr(lanes, "_local_devices", lambda text: two_cpus)
+    options = replace(OPTIONS, devices="0,1", impls=("baseline",))
+    cur = api.run([two_workloads], options)
+    first = {c.workload: c.device.device_index for c in cur.cases}
+    assert first == {"double": 0, "double_b": 1}
+    wanted = [f"{c.case_id}/baseline" for c in cur.cases if c.workload == "double_b"]
+    monkeypatch.setattr(gate, "cases_to_rerun", lambda result: wanted)
+    fresh = []
+    merge = gate.merge_samples
+    monkeypatch.setattr(gate, "merge_samples", lambda cur, new, keys: fresh.append(new) or merge(cur, new, keys))
+    verdict = gate_live(cur, cur, [two_workloads], options, rerun=2, threshold=0.05)
+    assert verdict.reruns == 2 and len(fresh) == 2
+    for again in fresh:
+        assert [(c.workload, c.device.device_index) for c in again.cases] == [("double_b", 1)]
