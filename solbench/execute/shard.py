@@ -15,7 +15,9 @@ cases at once::
            have more left of it than the thief takes on: queued(w) - e(j) > e(j) + cold(w), with
            queued(w) the estimates of w's queued jobs and cold(w) its start-up cost on a new lane
            (0 when unknown: then a workload is shared only while 3 or more equal jobs are queued)
-       a job of width k takes k free lanes (the picking lane first) and waits while fewer are free
+       a job of width k takes the picking lane and the k - 1 lanes after it in lane order (wrapping
+       round; group()), and waits while any of them is busy: its first lane, the one its case
+       records, names the whole group
     a lane whose workload has no queued job left retires that workload's workers
     the main thread scores each finished case against its own lane's device spec, attaches the
     lane's fingerprint, orders the run by plan order and hands it to on_case (saved every case)
@@ -107,7 +109,7 @@ class Scheduler:
             job = self._pick(lane, avail)
             if job is None:
                 continue
-            lanes = self.pinned.get(job.order) or (lane, *[x for x in avail if x != lane][: job.width - 1])
+            lanes = self.pinned.get(job.order) or group(self.lanes, lane, job.width)
             self.queue.remove(job)
             for x in lanes:
                 avail.remove(x)
@@ -135,10 +137,8 @@ class Scheduler:
         return queued - job.estimate > job.estimate + self.cold.get(job.unit, 0.0)
 
     def _fits(self, job: Job, lane: int, avail: Sequence[int]) -> bool:
-        want = self.pinned.get(job.order)
-        if want is not None:
-            return want[0] == lane and all(x in avail for x in want)
-        return job.width <= len(avail)
+        want = self.pinned.get(job.order) or group(self.lanes, lane, job.width)
+        return want[0] == lane and all(x in avail for x in want)
 
     def to_retire(self, lane: int) -> list[int]:
         """Units whose workers ``lane`` holds and no queued job needs any more (forgotten here)."""
@@ -146,6 +146,13 @@ class Scheduler:
         done = sorted(self.warm[lane] - queued)
         self.warm[lane] -= set(done)
         return done
+
+
+def group(lanes: Sequence[int], first: int, width: int) -> tuple[int, ...]:
+    """The lanes a job of ``width`` starting on ``first`` runs on: it and the ones after it in lane order,
+    wrapping round (lanes (0, 1, 2), first 2, width 2: (2, 0))."""
+    at = list(lanes).index(first)
+    return tuple(lanes[(at + k) % len(lanes)] for k in range(width))
 
 
 def history_estimates(units: Sequence[Unit],
@@ -234,20 +241,21 @@ def measure_sharded(units: Sequence[Unit], run: RunResult, lanes: Sequence[Lane]
 def pin_lanes(jobs: Sequence[Job], units: Sequence[Unit], lanes: Sequence[Lane],
               measured_on: Mapping[tuple[str, str], Environment]) -> tuple[dict[int, tuple[int, ...]],
                                                                            list[tuple[Job, Environment]]]:
-    """The lane each job measured before must run on (job order -> lanes, as Scheduler's ``pinned``),
-    and the jobs whose device no lane is on, each with that device, in plan order."""
+    """The lanes each job measured before must run on (job order -> lanes, as Scheduler's ``pinned``):
+    its device's lane, and for a multi-rank job the lanes after it (``group``: the first lane names the
+    group); and the jobs whose device no lane is on, each with that device, in plan order."""
     pinned: dict[int, tuple[int, ...]] = {}
     astray: list[tuple[Job, Environment]] = []
     for job in jobs:
         device = measured_on.get((units[job.unit].spec.name, job.case.id))
-        if device is None or job.width > 1:
+        if device is None:
             continue
         lane = next((lane.index for lane in lanes
                      if lane.environment is not None and same_device(lane.environment, device)), None)
         if lane is None:
             astray.append((job, device))
         else:
-            pinned[job.order] = (lane,)
+            pinned[job.order] = group([lane.index for lane in lanes], lane, job.width)
     return pinned, sorted(astray, key=lambda item: item[0].order)
 
 

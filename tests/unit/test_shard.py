@@ -452,3 +452,37 @@ def test_one_device_is_named_by_its_uuid_else_by_host_name_and_index():
     assert shard.same_device(cpu, replace(cpu, host_load=0.5))
     assert not shard.same_device(cpu, replace(cpu, device_index=0))
     assert not shard.same_device(cpu, replace(cpu, host="n2"))
+
+
+def test_a_multi_rank_case_measured_before_runs_on_the_same_group_of_lanes(tmp_path):
+    """A multi-rank case records the first lane of its group only; its added rounds (run --gate-against)
+    went to whichever lanes were free: first measured on lanes (1, 2), re-measured alone on (0, 1).
+    A group is now its first lane and the lanes after it (lane order, wrapping round), so the lane a
+    case records names its group, and the re-measure runs on the same GPUs."""
+    narrow, other = _units(tmp_path, (1, 1))
+    narrow = replace(narrow, cases=(replace(narrow.cases[0], params={**narrow.cases[0].params, "n": 4096}),))
+    wide = Unit(SimpleNamespace(name=other.spec.name, implementations=other.spec.implementations, world_size=2,
+                                reference_dtype=other.spec.reference_dtype),
+                other.path, other.cases, other.impls)
+    groups = []
+
+    def group(lanes, unit):
+        groups.append(tuple(lane.index for lane in lanes))
+        return Fake("g", [])
+
+    lanes = _lanes(3, [])
+    first = _measure([narrow, wide], lanes, group=group)
+    (case,) = [c for c in first.cases if c.workload == wide.spec.name]
+    assert groups == [(1, 2)] and case.device.device_index == 1
+    again = _measure([replace(narrow, cases=()), wide], lanes, group=group,  # the re-measure's cases only
+                     measured_on={(c.workload, c.case_id): c.device for c in first.cases})
+    assert groups == [(1, 2), (1, 2)]
+    assert [(c.workload, c.device.device_index) for c in again.cases] == [(wide.spec.name, 1)]
+
+
+def test_a_wide_job_takes_the_lanes_after_its_first_wrapping_round():
+    s = Scheduler([_job(0, 0, 9, width=2)], [0, 1, 2, 3])
+    assert s.assign([0, 2]) == []  # (0, 1) and (2, 3): neither free
+    assert [(j.order, lanes) for j, lanes in s.assign([0, 3])] == [(0, (3, 0))]
+    s = Scheduler([_job(0, 0, 9, width=2)], [0, 1, 2, 3])
+    assert [(j.order, lanes) for j, lanes in s.assign([1, 2])] == [(0, (1, 2))]
