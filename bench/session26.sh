@@ -10,6 +10,8 @@
 #   bench/between_runs.py, `solbench spread` and bench/repeat_gates.py over them (spread, the run offset the
 #   gate prices, CI coverage, gate over the 20 ordered pairs).
 # tests: the whole `pytest tests/gpu`.
+# tune: `solbench tune tests/data/tune_layernorm.yaml` (its table, exit code and wall time).
+# main: `solbench run workloads/attn.yaml` (exit, wall time) and `compare baseline fused` over it.
 # suite: the shipped suite (every workload file on one GPU), its harness table,
 #   `compare baseline fused`, and every point whose call could not be captured.
 # enc: bert_layer's torch_encoder (inference tensors out), one round at seq 128.
@@ -113,6 +115,20 @@ for part in ${PARTS:-tests five}; do
       tests/gpu/test_cupti_gpu.py > $OUT/${P}ltests.txt 2>&1
     echo "graph-launch and timer GPU tests: exit $?, $(tail -n 1 $OUT/${P}ltests.txt)" | tee -a $OUT/steps.txt
     grep -E "^(FAILED|ERROR)|Error" $OUT/${P}ltests.txt | head -n 20 | tee -a $OUT/steps.txt
+    ;;
+  tune)  # solbench tune on the shipped LayerNorm kernel's launch shapes (trials in workers since the 51st session)
+    s=$(date +%s)
+    timeout $(( $(left) - 20 )) python3 -m solbench tune tests/data/tune_layernorm.yaml -o $OUT/tune.json \
+      --tuned-file $OUT/tuned.json > $OUT/tune.txt 2>&1
+    echo "tune tests/data/tune_layernorm.yaml: exit $?, $(( $(date +%s) - s )) s" | tee -a $OUT/steps.txt
+    tail -n 25 $OUT/tune.txt | tee -a $OUT/steps.txt
+    ;;
+  main)  # the quick start's main job, and compare baseline fused over it
+    s=$(date +%s)
+    timeout $(( $(left) - 20 )) python3 -m solbench run workloads/attn.yaml -q -o $OUT/attn.json > $OUT/attn.txt 2>&1
+    echo "run workloads/attn.yaml: exit $?, $(( $(date +%s) - s )) s" | tee -a $OUT/steps.txt
+    python3 -m solbench compare baseline fused --run $OUT/attn.json > $OUT/attn-compare.txt 2>&1
+    tail -n 4 $OUT/attn-compare.txt | tee -a $OUT/steps.txt
     ;;
   tests)
     timeout $(( $(left) - 20 )) python3 -m pytest -q -p no:cacheprovider --durations=25 tests/gpu > $OUT/gpu-tests.txt 2>&1
