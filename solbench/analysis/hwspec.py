@@ -22,6 +22,11 @@ bandwidth, which counts read and write bytes. ``tensor_flops`` is None
 when the device has no matrix unit for the dtype (bf16 on V100 and T4, fp8 on A100): callers then
 score matrix FLOPs against the vector peak.
 
+Each ceiling of a ``Peaks`` says where it came from (``tensor_source``, ``vector_source``,
+``bandwidth_source``): the spec's ``source``, unless ``peak_sources`` names another for its unit
+(``--peaks measured``: a ceiling ``solbench calibrate`` did not measure stays the datasheet's). The
+``Peaks``' own ``source`` is theirs where they agree, else "mixed" (:func:`summary_source`).
+
 Lookup (``match_spec``): the PCI device ID first, then the ordered name patterns with any
 " MIG ..." suffix removed. When nothing matches, ``estimate_spec`` derives peaks from
 SMs x clock x the per-SM rates of the architecture (``per_sm_rates``).
@@ -107,6 +112,8 @@ class HardwareSpec:
     match_priority: int = 100  # lower is tried first
     aliases: tuple[str, ...] = ()
     sources: dict[str, str] = field(default_factory=dict)  # field or group -> where it comes from
+    # "tensor.<unit>", "vector.<unit>" or "bandwidth" -> where that ceiling comes from, where not ``source``
+    peak_sources: dict[str, str] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
     confidence: str = "high"  # "high", "medium" or "low"
 
@@ -122,16 +129,24 @@ class HardwareSpec:
                                  " instead of a what-if)" if self.kind == "cpu" else ""))
         if self.bandwidth is None:
             raise ConfigError(f"hardware spec {self.id!r} has no memory bandwidth")
-        vector = self.vector_peaks.get(unit, fp32)
-        tensor: float | None
+        vector_key = f"vector.{unit}" if unit in self.vector_peaks else "vector.fp32"
+        tensor_key: str | None = f"tensor.{unit}"
         if unit == "fp32":
-            tensor = self.tensor_peaks.get("tf32", fp32) if tf32 else fp32
-        elif unit == "fp64":
-            tensor = self.tensor_peaks.get("fp64", vector)
-        else:
-            tensor = self.tensor_peaks.get(unit)
-        return Peaks(tensor_flops=tensor, vector_flops=vector, bandwidth=self.bandwidth, source=self.source,
-                     link_bandwidth=self.link_bandwidth)
+            tensor_key = "tensor.tf32" if tf32 and "tf32" in self.tensor_peaks else "vector.fp32"
+        elif unit == "fp64" and "fp64" not in self.tensor_peaks:
+            tensor_key = vector_key
+        elif unit not in self.tensor_peaks:
+            tensor_key = None
+        vector = self.vector_peaks[vector_key.removeprefix("vector.")]
+        tensor = None if tensor_key is None else self._ceiling(tensor_key)
+        sources = [self.peak_sources.get(k, self.source) for k in (tensor_key or vector_key, vector_key, "bandwidth")]
+        return Peaks(tensor_flops=tensor, vector_flops=vector, bandwidth=self.bandwidth,
+                     source=summary_source(*sources), link_bandwidth=self.link_bandwidth, tensor_source=sources[0],
+                     vector_source=sources[1], bandwidth_source=sources[2])
+
+    def _ceiling(self, key: str) -> float:
+        group, unit = key.split(".")
+        return (self.tensor_peaks if group == "tensor" else self.vector_peaks)[unit]
 
     @property
     def link_bandwidth(self) -> float | None:
@@ -142,14 +157,18 @@ class HardwareSpec:
 
     def with_peaks(self, *, tensor: Mapping[str, float] | None = None,
                    vector: Mapping[str, float] | None = None, bandwidth: float | None = None,
-                   source: str | None = None, note: str | None = None) -> HardwareSpec:
-        """A copy with the given peak tables, bandwidth or source replaced (and a note added)."""
+                   source: str | None = None, note: str | None = None,
+                   peak_sources: Mapping[str, str] | None = None) -> HardwareSpec:
+        """A copy with the given peak tables, bandwidth or source replaced (and a note added); a new
+        ``source`` is every ceiling's but those ``peak_sources`` names."""
+        kept = self.peak_sources if source is None else {}
         return replace(
             self,
             tensor_peaks=dict(self.tensor_peaks if tensor is None else tensor),
             vector_peaks=dict(self.vector_peaks if vector is None else vector),
             bandwidth=self.bandwidth if bandwidth is None else float(bandwidth),
             source=self.source if source is None else source,
+            peak_sources=dict(kept if peak_sources is None else peak_sources),
             notes=self.notes if note is None else (*self.notes, note),
         )
 
@@ -169,6 +188,11 @@ class HardwareSpec:
         """Whether a NVML/torch device name matches one of this spec's patterns (MIG suffix ignored)."""
         plain = strip_mig(name)
         return any(_compiled(p).search(plain) for p in self.name_patterns)
+
+
+def summary_source(*sources: str) -> str:
+    """The source of ceilings that come from ``sources``: theirs where they agree, else "mixed"."""
+    return sources[0] if len(set(sources)) == 1 else "mixed"
 
 
 def match_spec(specs: Sequence[HardwareSpec], *, pci_device_id: int | None = None,

@@ -69,14 +69,16 @@ def measured_spec(spec: HardwareSpec, uuid: str | None, results_dir: Path) -> Ha
         return spec  # CPU peaks are always measured
     cal = store.load_calibration(results_dir, spec.id, uuid)
     # both tables: a bf16 case's vector term stays at the datasheet's bf16 vector peak (calibrate measures fp32's)
-    kept = [f"{unit} {group}" for group, sheet, measured in (("tensor", spec.tensor_peaks, cal.tensor_peaks),
-                                                            ("vector", spec.vector_peaks, cal.vector_peaks))
+    kept = [(group, unit) for group, sheet, measured in (("tensor", spec.tensor_peaks, cal.tensor_peaks),
+                                                        ("vector", spec.vector_peaks, cal.vector_peaks))
             for unit in sorted(set(sheet) - set(measured))]
     # kept from the spec as it was detected: a datasheet's, or estimated (a GPU no spec file matches, a MIG slice)
-    note = f"measured ceilings of {cal.created}" + (f"; {spec.source} for {', '.join(kept)}" if kept else "")
+    note = f"measured ceilings of {cal.created}" + (
+        f"; {spec.source} for {', '.join(f'{unit} {group}' for group, unit in kept)}" if kept else "")
     return spec.with_peaks(tensor={**spec.tensor_peaks, **cal.tensor_peaks},
                            vector={**spec.vector_peaks, **cal.vector_peaks},
-                           bandwidth=cal.bandwidth, source="measured", note=note)
+                           bandwidth=cal.bandwidth, source="measured", note=note,
+                           peak_sources={f"{group}.{unit}": spec.source for group, unit in kept})
 
 
 def floor_spec(datasheet: HardwareSpec, measured: HardwareSpec) -> HardwareSpec:

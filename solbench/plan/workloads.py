@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from solbench._version import __version__
 from solbench.analysis.cost import case_cost
+from solbench.analysis.hwspec import summary_source
 from solbench.analysis.scoring import ImplPeaks, score_impls
 from solbench.analysis.sol import speed_of_light
 from solbench.config.workloads import load_workload_file, validate_references
@@ -430,10 +431,19 @@ def peaks_at(spec: HardwareSpec, dtype: str, policy: str, cost: Cost | None = No
         if not conv or not tf32 or not base.tensor_flops:
             return base
         seconds = conv / tf32 + (total - conv) / base.tensor_flops
-        return dataclasses.replace(base, tensor_flops=total / seconds)
-    fp16 = spec.peaks_for("float16").tensor_flops
+        tf32_source = spec.peaks_for(dtype, tf32=True).tensor_source
+        return _with_tensor(base, total / seconds, summary_source(tf32_source, base.tensor_source))
+    fp16 = spec.peaks_for("float16")
     base = spec.peaks_for(dtype)
-    return dataclasses.replace(base, tensor_flops=fp16 if fp16 is not None else base.tensor_flops)
+    if fp16.tensor_flops is None:
+        return base
+    return _with_tensor(base, fp16.tensor_flops, fp16.tensor_source)
+
+
+def _with_tensor(peaks: Peaks, flops: float, source: str) -> Peaks:
+    """``peaks`` with another tensor peak, which came from ``source``."""
+    return dataclasses.replace(peaks, tensor_flops=flops, tensor_source=source,
+                               source=summary_source(source, peaks.vector_source, peaks.bandwidth_source))
 
 
 def now() -> str:

@@ -83,7 +83,8 @@ def _dry_table(workload: str, cases: Iterable[CaseResult]) -> Table:
 def run_header(run: RunResult) -> str:
     """One line saying what was measured, where and how."""
     env, p = run.environment, run.protocol
-    parts = [f"{env.device_name} ({run.spec.id}, peaks: {run.spec.source})"]
+    other = peaks_elsewhere(run)
+    parts = [f"{env.device_name} ({run.spec.id}, peaks: {run.spec.source}{f'; {other}' if other else ''})"]
     if p.timer != "none":
         how = {"cold": "CUDA events, L2 flushed, launch latency hidden",
                "graph": "CUDA-graph replay, warm L2", "cpu": "wall clock"}.get(p.timer, p.timer)
@@ -108,6 +109,21 @@ def run_header(run: RunResult) -> str:
         parts.insert(0, f"INCOMPLETE: stopped after {len(run.cases)} case(s) (interrupted or cancelled); gate refuses "
                         "it as the current run")
     return " · ".join(parts)
+
+
+def peaks_elsewhere(run: RunResult) -> str:
+    """The ceilings the run's cases used that came from elsewhere than the run's peaks (``--peaks
+    measured``: one calibrate did not measure stayed the datasheet's), ``"datasheet for
+    float8_e4m3fn tensor, bfloat16 vector"``; empty where none did (every run saved before each
+    ceiling had its source)."""
+    other: dict[str, list[str]] = {}
+    for c in run.cases:
+        used = ("tensor", "vector", "bandwidth") if c.peaks.tensor_flops else ("vector", "bandwidth")
+        for ceiling in used:
+            source, what = c.peaks.source_of(ceiling), "bandwidth" if ceiling == "bandwidth" else f"{c.dtype} {ceiling}"
+            if source != run.spec.source and what not in other.setdefault(source, []):
+                other[source].append(what)
+    return "; ".join(f"{source} for {', '.join(what)}" for source, what in other.items() if what)
 
 
 def threads(n: int) -> str:

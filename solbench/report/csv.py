@@ -11,6 +11,11 @@ A collective's row has the figures its table shows (``report.collective_cells``)
 algbw and busbw) and ``overlap`` ((T_compute + T_comm - T) / min(T_compute, T_comm), where the case
 has its parts measured). They are empty on every other row.
 
+``peaks_source`` says where the case's ceilings came from ("datasheet", "measured", "estimated"), or
+"mixed" where they differ (``--peaks measured``: a ceiling ``solbench calibrate`` did not measure,
+as fp8's tensor peak, stays the datasheet's); ``tensor_peak_source``, ``vector_peak_source`` and
+``bandwidth_source``, after ``overlap``, say each one's.
+
 Parameters get one ``param.<name>`` column each (the union over all rows, empty where a workload
 lacks one), so that a spreadsheet can filter and pivot on them.
 
@@ -38,7 +43,8 @@ COLUMNS = ("run", "device", "workload", "case_id", "dtype", "impl", "status", "m
            "ci_high_s", "n_samples", "stop_reason", "t_sol_s", "bound", "sol", "mfu", "mbu",
            "achieved_flops_per_s", "achieved_bytes_per_s", "speedup", "s_score", "floor_fraction", "tensor_flops",
            "vector_flops", "fused_bytes", "unfused_bytes", "intensity_flop_per_byte", "peaks_source",
-           "message", "timer", "launch", "algbw_bytes_per_s", "busbw_bytes_per_s", "overlap")
+           "message", "timer", "launch", "algbw_bytes_per_s", "busbw_bytes_per_s", "overlap", "tensor_peak_source",
+           "vector_peak_source", "bandwidth_source")
 
 
 def _row(run: RunResult, case: CaseResult, r: ImplResult) -> dict[str, Any]:
@@ -50,6 +56,8 @@ def _row(run: RunResult, case: CaseResult, r: ImplResult) -> dict[str, Any]:
         "vector_flops": case.cost.vector_flops, "fused_bytes": case.cost.fused_bytes,
         "unfused_bytes": case.cost.unfused_bytes, "intensity_flop_per_byte": case.intensity,
         "peaks_source": case.peaks.source, "message": r.message,
+        "tensor_peak_source": case.peaks.source_of("tensor"), "vector_peak_source": case.peaks.source_of("vector"),
+        "bandwidth_source": case.peaks.source_of("bandwidth"),
     }
     if t is not None:
         row.update(median_s=t.median, ci_low_s=t.ci_low, ci_high_s=t.ci_high, n_samples=t.n,

@@ -27,7 +27,7 @@ from solbench.analysis.suite_summary import DEFAULT_PS
 from solbench.report import dry_cells, flags, html_views
 from solbench.report.collective_cells import collective_columns, is_part, part_label
 from solbench.report.compare_console import unpaired
-from solbench.report.console import run_header, run_notes
+from solbench.report.console import peaks_elsewhere, run_header, run_notes
 from solbench.report.markdown import side_cell, split_key, threshold_cell, undecided_note
 from solbench.report.roofline import point_labels
 from solbench.report.suites import summary_html
@@ -217,9 +217,11 @@ def _compare_section(c: Comparison) -> str:
 
 def _run_section(k: int, run: RunResult, images: ReportImages, label: str,
                  fast_ps: Sequence[float] = DEFAULT_PS) -> str:
+    other = peaks_elsewhere(run)
+    peaks = f"{run.spec.id} ({run.spec.source}{f'; {other}' if other else ''})"
     parts = [f"<h2>Run {k + 1}: {_e(label)}</h2>", f'<p class="note">{_e(run_header(run))}</p>',
              "<h3>Environment</h3>", _kv_table(asdict(run.environment)),
-             "<h3>Protocol</h3>", _kv_table({**asdict(run.protocol), "peaks": f"{run.spec.id} ({run.spec.source})"})]
+             "<h3>Protocol</h3>", _kv_table({**asdict(run.protocol), "peaks": peaks})]
     by_workload: dict[str, list[CaseResult]] = {}
     for c in run.cases:
         by_workload.setdefault(c.workload, []).append(c)

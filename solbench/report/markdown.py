@@ -14,7 +14,7 @@ from solbench.analysis.pooling import APART
 from solbench.analysis.suite_summary import DEFAULT_PS
 from solbench.report import dry_cells, flags
 from solbench.report.collective_cells import collective_columns, is_part, part_label
-from solbench.report.console import threads
+from solbench.report.console import peaks_elsewhere, threads
 from solbench.report.suites import summary_markdown
 from solbench.report.timing_cells import extra_cell, timing_columns
 from solbench.report.units import (
@@ -253,7 +253,9 @@ def run_markdown(run: RunResult, fast_ps: Sequence[float] = DEFAULT_PS) -> str:
     if run.protocol.timer == "none":
         return _dry_markdown(run)
     env, p = run.environment, run.protocol
-    lines = [f"### solbench run: {_cell(env.device_name)} ({run.spec.id}, {run.spec.source} peaks)", "",
+    other = peaks_elsewhere(run)
+    lines = [f"### solbench run: {_cell(env.device_name)} ({run.spec.id}, {run.spec.source} peaks"
+             f"{_cell(f'; {other}') if other else ''})", "",
              f"timer `{p.timer}`{f' (flush {p.flush})' if p.flush else ''}, median of adaptive samples "
              f"(95% CI of the median within ±{p.target_rel_ci * 100:.3g}% or {p.budget_s:g} s), "
              + (f"{threads(p.threads)}, " if p.threads else "")

@@ -8,8 +8,9 @@ baseline to the fused implementation. Roofs (Williams, Waterman and Patterson, 2
     attainable(I) = min(peak compute, I x memory bandwidth)
 
 drawn for every dtype in the runs from the peaks each case was scored against (datasheet, or
-measured on the CPU), and, when a calibration is given, the ceilings ``solbench calibrate``
-measured, dashed. Per-case sample histograms come from :func:`histograms_png`.
+measured on the CPU), each labelled with where that ceiling came from, and, when a calibration is
+given, the ceilings ``solbench calibrate`` measured, dashed. Per-case sample histograms come from
+:func:`histograms_png`.
 """
 
 from __future__ import annotations
@@ -87,11 +88,11 @@ def roofs(runs: Sequence[RunResult], calibration: Calibration | None = None) -> 
 
     cases = [c for run in runs for c in run.cases]
     for c in cases:
-        unit, src = _UNIT_OF.get(c.dtype, c.dtype), c.peaks.source
+        unit, src = _UNIT_OF.get(c.dtype, c.dtype), c.peaks.source_of
         if c.peaks.tensor_flops:
-            add("compute", unit, c.peaks.tensor_flops, False, src, "tensor")
-        add("compute", unit, c.peaks.vector_flops, False, src, "vector")
-        add("memory", "memory", c.peaks.bandwidth, False, src)
+            add("compute", unit, c.peaks.tensor_flops, False, src("tensor"), "tensor")
+        add("compute", unit, c.peaks.vector_flops, False, src("vector"), "vector")
+        add("memory", "memory", c.peaks.bandwidth, False, src("bandwidth"))
     if calibration is not None:
         units = {_UNIT_OF.get(c.dtype, c.dtype) for c in cases}
         for unit, rate in calibration.tensor_peaks.items():

@@ -87,8 +87,17 @@ class Peaks:
     tensor_flops: float | None  # FLOP/s of the matrix units for the dtype (None: no such unit)
     vector_flops: float  # FLOP/s of the non-tensor units
     bandwidth: float  # bytes/s of device memory
-    source: str  # "datasheet", "measured" or "estimated"
+    source: str  # "datasheet", "measured" or "estimated" (every ceiling's), or "mixed" (the three below differ)
     link_bandwidth: float | None = None  # bytes/s per GPU and direction of the interconnect (None: unknown)
+    # where each ceiling came from (--peaks measured: one calibrate did not measure stays the datasheet's);
+    # "": ``source`` (runs saved before they were recorded)
+    tensor_source: str = ""
+    vector_source: str = ""
+    bandwidth_source: str = ""
+
+    def source_of(self, ceiling: str) -> str:
+        """Where the "tensor", "vector" or "bandwidth" ceiling came from."""
+        return getattr(self, f"{ceiling}_source") or self.source
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,8 @@ def test_measured_spec_replaces_measured_ceilings_only(tmp_path):
     spec = measured_spec(sheet, "GPU-1234", tmp_path)
     assert spec.source == "measured"
     bf16 = spec.peaks_for("bfloat16")
-    assert bf16.tensor_flops == 680e12 and bf16.bandwidth == 4.08e12 and bf16.source == "measured"
+    assert bf16.tensor_flops == 680e12 and bf16.bandwidth == 4.08e12
+    assert (bf16.tensor_source, bf16.bandwidth_source) == ("measured", "measured")
     assert spec.peaks_for("float8_e4m3fn").tensor_flops == sheet.peaks_for("float8_e4m3fn").tensor_flops
     assert "datasheet for" in spec.notes[-1] and "fp8" in spec.notes[-1]
 
@@ -170,3 +171,77 @@ def test_calibrate_measures_on_the_device_it_names(tmp_path, monkeypatch):
     monkeypatch.setattr(cal_module, "copy_bandwidth", lambda torch: seen.append(current[0]) or 4.0e12)
     result, path, _ = api.calibrate(results_dir=tmp_path, device="cuda:1")
     assert seen == [1] and store.read_calibration(path).device_uuid == result.device_uuid == "GPU-1"
+
+
+def _measured_run(spec, dtype):
+    """A run scored against ``spec`` (``--peaks measured``) with one ``dtype`` case."""
+    import dataclasses
+
+    from solbench.results.model import SpecRef
+    from tests.unit.factories import make_case, make_run
+
+    case = dataclasses.replace(make_case("gemm", {"baseline": [1e-5] * 5}), dtype=dtype, peaks=spec.peaks_for(dtype))
+    return dataclasses.replace(make_run({}), spec=SpecRef(spec.id, spec.name, spec.source), cases=(case,))
+
+
+def test_each_ceiling_a_case_uses_says_where_it_came_from(tmp_path):
+    """calibrate measures no fp8 GEMM: an fp8 case's tensor ceiling stays the datasheet's (its vector
+    ceiling is the measured fp32 rate); a bf16 case's vector ceiling stays the datasheet's."""
+    store.save_calibration(cal(), tmp_path)
+    spec = measured_spec(get_spec("h200"), "GPU-1234", tmp_path)
+    fp8 = spec.peaks_for("float8_e4m3fn")
+    assert (fp8.tensor_source, fp8.vector_source, fp8.bandwidth_source) == ("datasheet", "measured", "measured")
+    assert fp8.source == "mixed"
+    bf16 = spec.peaks_for("bfloat16")
+    assert (bf16.tensor_source, bf16.vector_source, bf16.bandwidth_source) == ("measured", "datasheet", "measured")
+    fp32 = spec.peaks_for("float32")  # priced at the measured fp32 rate: every ceiling measured
+    assert (fp32.source, fp32.tensor_source, fp32.vector_source) == ("measured", "measured", "measured")
+    from solbench.plan.workloads import peaks_at
+
+    as_fp16 = peaks_at(spec, "float32", "fp16")  # a float32 case priced at the fp16 tensor rate, not measured
+    assert (as_fp16.source, as_fp16.tensor_source, as_fp16.vector_source) == ("mixed", "datasheet", "measured")
+    sheet = get_spec("h200").peaks_for("float8_e4m3fn")
+    assert (sheet.source, sheet.tensor_source, sheet.bandwidth_source) == ("datasheet", "datasheet", "datasheet")
+
+
+def test_the_roofline_csv_and_header_of_a_measured_run_name_the_datasheet_ceilings_it_kept(tmp_path):
+    from solbench.report.console import run_header
+    from solbench.report.csv import run_csv
+    from solbench.report.html import report_html
+    from solbench.report.markdown import run_markdown
+    from solbench.report.roofline import roofs
+
+    store.save_calibration(cal(), tmp_path)
+    run = _measured_run(measured_spec(get_spec("h200"), "GPU-1234", tmp_path), "float8_e4m3fn")
+    assert [r.label for r in roofs([run])] == ["fp8 tensor 1.98 PFLOP/s (datasheet)",
+                                               "fp8 vector 50.0 TFLOP/s (measured)", "memory 4.08 TB/s (measured)"]
+    [row] = __import__("csv").DictReader(__import__("io").StringIO(run_csv([run])))
+    assert (row["peaks_source"], row["tensor_peak_source"], row["vector_peak_source"], row["bandwidth_source"]) == (
+        "mixed", "datasheet", "measured", "measured")
+    assert "peaks: measured; datasheet for float8_e4m3fn tensor)" in run_header(run)
+    assert "(h200-sxm, measured peaks; datasheet for float8_e4m3fn tensor)" in run_markdown(run)
+    assert "h200-sxm (measured; datasheet for float8_e4m3fn tensor)" in report_html([run])
+
+
+def test_a_run_saved_before_each_ceiling_had_its_source_shows_as_before(tmp_path):
+    import dataclasses
+    import json
+
+    from solbench.report.console import run_header
+    from solbench.report.csv import run_csv
+    from solbench.report.roofline import roofs
+    from solbench.results.codec import encode
+
+    store.save_calibration(cal(), tmp_path)
+    run = _measured_run(measured_spec(get_spec("h200"), "GPU-1234", tmp_path), "bfloat16")
+    old = encode(dataclasses.asdict(run))
+    old["cases"][0]["peaks"] = {k: v for k, v in old["cases"][0]["peaks"].items() if not k.endswith("_source")}
+    old["cases"][0]["peaks"]["source"] = "measured"
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(old))
+    loaded = store.load(path)
+    assert [r.label.rsplit(" (", 1)[1] for r in roofs([loaded])] == ["measured)"] * 3
+    [row] = __import__("csv").DictReader(__import__("io").StringIO(run_csv([loaded])))
+    assert {row[k] for k in ("peaks_source", "tensor_peak_source", "vector_peak_source", "bandwidth_source")} == {
+        "measured"}
+    assert "peaks: measured)" in run_header(loaded)
