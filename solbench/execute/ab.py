@@ -55,6 +55,8 @@ def ab(files: Sequence[str | Path], baseline_tree: str | Path, current_tree: str
         raise ConfigError(f"rounds must be at least 1, got {rounds}")
     if max_rounds is not None and max_rounds < rounds:
         raise ConfigError(f"max rounds ({max_rounds}) must be at least the rounds ({rounds})")
+    # the cap on the rounds added to the keys the gate leaves undecided (0: none can be), recorded with that rule
+    cap = max_rounds if undecided is not None and max_rounds is not None and max_rounds > rounds else 0
     info, floor_spec = detect(device, options)
     sides = []
     for label, tree in (("baseline", baseline_tree), ("current", current_tree)):
@@ -69,7 +71,8 @@ def ab(files: Sequence[str | Path], baseline_tree: str | Path, current_tree: str
             # -w a workload of the current tree, new in it (measured there only, as without -w)
             prep = prepare(paths, options, info, floor_spec, require_impls=False,
                            require_workloads=label == "current")
-        run = replace(prep.run, protocol=replace(prep.run.protocol, rounds=rounds),
+        run = replace(prep.run, protocol=replace(prep.run.protocol, rounds=rounds, max_rounds=cap, rounds_target=0.0,
+                                                 rounds_spread="", rounds_rule="gate" if cap else ""),
                       notes=(f"ab {label}: tree {root}",))
         executor = pool.Pool(info.kind, info.index, tree=str(root), side_by_side_bytes=warm.side_by_side_bytes(info))
         sides.append(ab_loop.Side(label, prep.units, run, executor, prep.score))

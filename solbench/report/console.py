@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from rich.table import Table
 from rich.text import Text
 
+from solbench.analysis.gate import ROUNDS_A_LOOK
 from solbench.analysis.pooling import rounds_apart
 from solbench.report import dry_cells, flags
 from solbench.report.collective_cells import collective_columns, is_part, part_label
@@ -96,11 +97,13 @@ def run_header(run: RunResult) -> str:
         parts.append("flush clean")
     if p.launch == "graph":
         parts.append("each call a CUDA graph's replay")
-    if p.rounds > 1:
+    if p.rounds > 1 or p.max_rounds > p.rounds:
         pooled = " on a point's own spread or its case's" if p.rounds_spread == "case" else ""
-        more = (f", up to {p.max_rounds} where wider than ±{p.rounds_target * 100:.3g}% over rounds{pooled}"
-                if p.max_rounds > p.rounds else "")
-        parts.append(f"{p.rounds} rounds{more} (fresh workers each; median and CI over rounds)")
+        where = (f"the gate against the other tree was undecided ({ROUNDS_A_LOOK} more a look)"
+                 if p.rounds_rule == "gate" else f"wider than ±{p.rounds_target * 100:.3g}% over rounds{pooled}")
+        more = f", up to {p.max_rounds} where {where}" if p.max_rounds > p.rounds else ""
+        parts.append(f"{p.rounds} round{'s' if p.rounds != 1 else ''}{more} (fresh workers each; median and CI "
+                     "over rounds)")
     if env.sm_clock_end_mhz:
         parts.append(f"SM clock at end {env.sm_clock_end_mhz} MHz (max {env.max_sm_clock_mhz})")
     if env.clocks_locked is not None:

@@ -127,10 +127,13 @@ class Protocol:
     isolation: str = "worker"  # "worker" (one process per implementation) or "in-process"
     timeout_s: float = 0.0  # per implementation and case, set-up and compilation included
     rounds: int = 1  # independent rounds (fresh workers and allocations each); see Timing.rounds
-    # then rounds added, up to max_rounds in all, to points wider than ±rounds_target over rounds (0: none)
+    # then rounds added, up to max_rounds in all (0: none), by rounds_rule: "" (run) to points wider than
+    # ±rounds_target over rounds; "gate" (ab) to the keys the gate against the other tree left undecided,
+    # ROUNDS_A_LOOK (4) a look (solbench.execute.alternate)
     max_rounds: int = 0
     rounds_target: float = 0.0
     rounds_spread: str = ""  # whose spread the added rounds followed: "case" (and the point's own), "own"
+    rounds_rule: str = ""
     clock_monitor: str = ""  # "nvml": clocks, power and reasons read after every sample; "": none
     devices: int = 1  # devices the cases were sharded over (--devices, Ray); each case names its own
     executor: str = "local"  # "local" (this host's devices) or "ray" (a Ray cluster)

@@ -213,6 +213,36 @@ def test_identical_trees_measured_in_one_invocation(tmp_path):
             assert Path(r.protocol["impl_file"]).is_relative_to(tree.resolve())  # each side ran its own code
 
 
+def test_the_saved_runs_record_the_rounds_ab_added_where_the_gate_was_undecided(tmp_path):
+    """A verdict between one process a side is undecided, so --rounds 1 --max-rounds 5 adds a look of four
+    rounds to every key: the saved runs recorded a cap of 0 and their header no added rounds."""
+    from solbench.report.console import run_header
+
+    base, head = _tree(tmp_path / "base"), _tree(tmp_path / "head")
+    out = tmp_path / "out"
+    result = _ab("--baseline-tree", str(base), "--current-tree", str(head), "wl/tiny.yaml", "-i", "kernel",
+                 "--rounds", "1", "--max-rounds", "5", "--threshold", "1000%", "--out-dir", str(out), *FAST)
+    assert result.exit_code in (0, 3), result.output
+    for side in ("baseline", "current"):
+        run = store.load(out / f"{side}.json")
+        assert {r.timing.n_rounds for c in run.cases for r in c.impls} == {5}
+        p = run.protocol
+        assert (p.rounds, p.max_rounds, p.rounds_rule, p.rounds_target) == (1, 5, "gate", 0.0)
+        assert "1 round, up to 5 where the gate against the other tree was undecided (4 more a look)" in run_header(run)
+
+
+def test_a_run_that_adds_no_rounds_records_no_cap_or_rule():
+    from solbench.report.console import run_header
+
+    run = make_run({})
+    for rounds, max_rounds in ((1, 0), (3, 0), (3, 3)):
+        p = replace(run.protocol, rounds=rounds, max_rounds=max_rounds)
+        header = run_header(replace(run, protocol=p))
+        assert "up to" not in header and ("round" in header) == (rounds > 1)
+    added = run_header(replace(run, protocol=replace(run.protocol, rounds=3, max_rounds=9, rounds_target=0.02)))
+    assert "3 rounds, up to 9 where wider than ±2% over rounds (fresh workers" in added  # run's rule, as before
+
+
 def test_a_tree_whose_implementation_raises_is_broken_and_exits_4(tmp_path):
     base, head = _tree(tmp_path / "base"), _tree(tmp_path / "head", impl=BROKEN)
     result = _ab("--baseline-tree", str(base), "--current-tree", str(head), "wl/tiny.yaml", "--rounds", "1",
