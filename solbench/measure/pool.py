@@ -13,7 +13,8 @@ Faults, as the parent sees them::
     the worker raises, runs out of memory, cheats    -> the status it reports
     the worker dies (signal, os._exit, sys.exit,      -> crashed, with the exit code or signal and
       a CUDA error that poisons the context)             the last lines of its log
-    no result within the timeout                      -> timeout; the worker is killed
+    no result within the timeout                      -> timeout; the worker is killed (what it sent
+                                                         by then is read first, nothing it sends after)
 
 After a crash or a timeout the next task of that implementation gets a fresh worker.
 
@@ -25,6 +26,7 @@ down such a context in half the time).
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import multiprocessing
 import os
 import re
@@ -32,6 +34,7 @@ import shutil
 import signal
 import sys
 import tempfile
+import termios
 import threading
 import time
 import types
@@ -67,6 +70,7 @@ class ProcessWorker:
     _held = False  # the running task stops at its turn (Task.wait_turn) and has not been let go yet
     _stops_after = False  # and stops again once timed (Task.wait_checks)
     _timing = False  # let go at its turn, it may say it has timed ("timed") once
+    _read = 0  # bytes of the pipe read so far (take): where in it the next message begins
     overstayed = False  # asked to exit, it was still there after EXIT_WAIT_S and was killed (close)
 
     def __init__(self, device: str, device_index: int | None, tree: str | None = None, threads: int = 0,
@@ -116,12 +120,14 @@ class ProcessWorker:
         self._timing = False
         return None
 
-    def has_message(self) -> bool:
-        """Whether a message of the running task is waiting to be read."""
+    def sent(self) -> int:
+        """Where in the pipe what the worker has sent so far ends (the bytes read by :meth:`take` and
+        those waiting): a message that begins before it was sent before this call."""
         try:
-            return bool(self._conn.poll(0))
-        except (EOFError, OSError):
-            return False
+            waiting = fcntl.ioctl(self._conn.fileno(), termios.FIONREAD, bytes(4))
+        except (OSError, ValueError):  # closed
+            return self._read
+        return self._read + int.from_bytes(waiting, sys.byteorder)
 
     def go(self) -> tuple[ImplResult, bool] | None:
         """A held task waiting at its turn (:meth:`wait` returned None) may start timing now, or one
@@ -141,13 +147,16 @@ class ProcessWorker:
         (set-up and checks done: it waits for :meth:`go`), or has timed (Task.wait_checks: it waits for
         :meth:`go` before its checks after timing). Never raises for a worker fault."""
         name = self._watch.impl
+        late: int | None = None  # past the deadline: where what the worker had sent by then ends
         while True:
             remaining = self._deadline - time.monotonic()
-            try:  # a message already here counts, deadline or not (held tasks are waited for in turn)
+            if remaining <= 0 and late is None:  # a message already here counts (held tasks are waited
+                late = self.sent()  # for in turn); none sent since: a worker that keeps sending is late
+            try:
                 ready = self._conn.poll(min(max(remaining, 0.0), 1.0))
             except (EOFError, OSError):
                 return self._died(name), True
-            if remaining <= 0 and not ready:
+            if late is not None and (not ready or self._read >= late):
                 self.kill()
                 return ImplResult(name, "timeout", f"no result within {self._timeout_s:g} s (set-up and "
                                   "compilation included); the worker was killed", log_tail=self.log_tail()), True
@@ -171,7 +180,9 @@ class ProcessWorker:
         """
         name = watch.impl
         try:
-            msg = wire.receive(self._conn)
+            raw = wire.read(self._conn)
+            self._read += wire.FRAME_BYTES + len(raw)
+            msg = wire.parse(raw)
             kind = msg["kind"]
             if kind == "progress":
                 if progress is not None:
@@ -608,8 +619,10 @@ class Held:
         return self._at_turn and self.result is None
 
     def busy(self) -> bool:
-        """Whether the task is still setting up or checking, after reading what it already sent."""
-        while self._busy() and self._worker.has_message():
+        """Whether the task is still setting up or checking, after reading what it already sent (not
+        what it sends meanwhile: a worker that keeps sending is still busy)."""
+        sent = self._worker.sent()
+        while self._busy() and self._worker._read < sent:
             self._note(self._worker.take(self._worker._watch, self._progress))
         return self._busy()
 

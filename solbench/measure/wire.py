@@ -45,6 +45,7 @@ from solbench.results.model import ImplResult
 MAX_MESSAGE_BYTES = 16 << 20  # a result of 100k samples with clock readings is ~10 MB
 MAX_TEXT_CHARS = 4096  # an ImplResult's message: longer ones are cut (the worker's log keeps the rest)
 _MAX_PROGRESS_TEXT = 200
+FRAME_BYTES = 4  # the length ``Connection.send_bytes`` writes before a message under 2 GiB (MAX_MESSAGE_BYTES is)
 
 
 class BadMessage(Exception):
@@ -83,6 +84,11 @@ def receive(conn: Connection) -> dict[str, Any]:
     EOFError/OSError when the pipe is closed, as ``Connection.recv``; BadMessage for anything a
     well-behaved worker never sends. ``result`` messages come back with ``result`` an ImplResult.
     """
+    return parse(read(conn))
+
+
+def read(conn: Connection) -> bytes:
+    """The next message's bytes, unchecked (:func:`receive`); it took ``FRAME_BYTES`` more of the pipe."""
     try:
         raw = conn.recv_bytes(MAX_MESSAGE_BYTES)
     except EOFError:
@@ -91,7 +97,7 @@ def receive(conn: Connection) -> dict[str, Any]:
         if "bad message length" in str(exc):  # the length header: too long, or garbage bytes
             raise BadMessage(f"a message over {MAX_MESSAGE_BYTES} bytes (or a corrupt length header)") from None
         raise
-    return parse(raw)
+    return raw
 
 
 def parse(raw: bytes) -> dict[str, Any]:

@@ -7,6 +7,7 @@ caught, and the honest implementations in the same run must stay ok. Nothing her
 one wall-time case sleeps 0.2 s per call and claims microseconds (see solbench.measure.watch).
 """
 
+import subprocess
 import sys
 
 import pytest
@@ -76,4 +77,20 @@ def test_samples_claiming_a_fraction_of_the_watched_time_are_caught(tmp_path):
     status = _statuses(store.load(out))
     assert status["rewrites_window_start"][0] == "reward_hack"
     assert "forged timings" in status["rewrites_window_start"][1]
+    assert status["baseline"][0] == "ok" and status["honest"][0] == "ok"
+
+
+def test_a_worker_that_keeps_its_pipe_full_still_times_out_and_the_run_goes_on(tmp_path):
+    # floods_its_pipe sends progress messages without end from its first call: the parent read every
+    # one, deadline or not, and waited for it forever (its own wait, or asking whether it was still
+    # busy once hangs, beside it, timed out); what it sends past its deadline no longer counts
+    out = tmp_path / "flooders.json"
+    proc = subprocess.run([sys.executable, "-m", "solbench", "run", HOSTILE, "-w", "flooders", "--timeout", "3",
+                           "--repeat", "1", "-o", str(out), "-q", "--results-dir", str(tmp_path / "r"), *FAST],
+                          capture_output=True, text=True, timeout=300)  # a hang, not slowness, is what this catches
+    assert proc.returncode == 4, proc.stderr[-2000:]
+    status = _statuses(store.load(out))
+    assert status["floods_its_pipe"][0] == "timeout", status["floods_its_pipe"]
+    assert "no result within 3 s" in status["floods_its_pipe"][1]
+    assert status["hangs"][0] == "timeout"
     assert status["baseline"][0] == "ok" and status["honest"][0] == "ok"

@@ -7,7 +7,10 @@ worker processes on the CPU, where two set-ups that wait for each other pass onl
 
 import multiprocessing
 import shutil
+import time
+from collections.abc import Callable
 from dataclasses import replace
+from multiprocessing.connection import Connection
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -596,6 +599,66 @@ def test_a_timed_message_before_the_task_was_let_go_is_a_forgery(tmp_path):
     assert worker.take(watch, None) is pool.TIMED
     result, fatal = worker.take(watch, None)  # twice
     assert result.status == "reward_hack" and "timed" in result.message
+
+
+def _piped_worker(tmp_path: Path) -> tuple[pool.ProcessWorker, Connection]:
+    """The parent's side of a held task's pipe (no process), its deadline passed a second ago."""
+    worker = object.__new__(pool.ProcessWorker)
+    worker._conn, child = multiprocessing.Pipe()
+    worker._proc = SimpleNamespace(is_alive=lambda: True, join=lambda timeout=None: None, kill=lambda: None, pid=None)
+    worker.log_path = str(tmp_path / "none.log")
+    worker._watch = Watch.of(replace(_task(DOUBLE), impl="baseline"))
+    worker._held, worker._timeout_s, worker._deadline = True, 1.0, time.monotonic() - 1.0
+    return worker, child
+
+
+def _keeps_sending(child: Connection, sent: list[int]) -> Callable[[str, dict], None]:
+    """A progress callback: each message read, the worker sends another (1000 of them, then its turn)."""
+    def more(event: str, data: dict) -> None:
+        sent.append(data["n"])
+        if len(sent) < 1000:
+            wire.send(child, "progress", event="sample", data={"n": data["n"] + 1})
+        else:
+            wire.send(child, "turn")
+    return more
+
+
+def test_a_turn_sent_by_the_deadline_counts_though_the_parent_reads_it_after(tmp_path):
+    """A held task waits at its turn while the parent waits for the tasks before it: what it sent by
+    then is read, its turn included, though its deadline passed meanwhile."""
+    worker, child = _piped_worker(tmp_path)
+    for n in range(3):
+        wire.send(child, "progress", event="sample", data={"n": n})
+    wire.send(child, "turn")
+    seen: list[int] = []
+    assert worker.wait(lambda event, data: seen.append(data["n"])) is None
+    assert seen == [0, 1, 2]
+
+
+def test_what_a_worker_sends_past_its_deadline_does_not_keep_it_alive(tmp_path):
+    """A worker that keeps sending (an implementation that found its pipe) was read message after
+    message past its deadline, and never timed out; only what it sent by the time the parent saw the
+    deadline pass is read now."""
+    worker, child = _piped_worker(tmp_path)
+    wire.send(child, "progress", event="sample", data={"n": 0})
+    sent: list[int] = []
+    done = worker.wait(_keeps_sending(child, sent))
+    assert done is not None, f"read {len(sent)} messages sent past the deadline, then its turn"
+    result, fatal = done
+    assert result.status == "timeout" and fatal and "no result within 1 s" in result.message
+    assert sent == [0]
+
+
+def test_a_held_worker_that_keeps_sending_is_still_busy(tmp_path):
+    """Whether a later held task is still busy (an earlier one timed out beside it) reads what it
+    had sent when asked, not what it sends meanwhile: one that never stops was read forever."""
+    worker, child = _piped_worker(tmp_path)
+    worker._deadline = time.monotonic() + 60.0
+    wire.send(child, "progress", event="sample", data={"n": 0})
+    sent: list[int] = []
+    held = pool.Held(SimpleNamespace(), ("meet", "a"), worker, _keeps_sending(child, sent))
+    assert held.busy() and held.result is None
+    assert sent == [0]
 
 
 def test_a_set_up_that_asks_for_the_device_alone_goes_on_at_its_turn(meet):
