@@ -47,8 +47,7 @@ def make_inputs(case: Case, device: str, seed: int,
     gen = torch.Generator(device=device).manual_seed(seed)
     if generator is None:
         return {t.name: _random(t, gen, device) for t in case.inputs}
-    where = torch.device(device)
-    with torch.random.fork_rng(devices=[where.index or 0] if where.type == "cuda" else []):
+    with torch.random.fork_rng(devices=rng_devices(device)):
         torch.manual_seed(seed)
         drawn = dict(generator(dict(case.scope), device, gen, **(fixed or {})))
     wanted = [t.name for t in case.inputs] + list(case.scalars)
@@ -56,6 +55,15 @@ def make_inputs(case: Case, device: str, seed: int,
     if missing:
         raise ValueError(f"the input generator gave no {', '.join(missing)}")
     return {**{n: drawn[n] for n in wanted}, **{k: v for k, v in drawn.items() if k not in wanted}}
+
+
+def rng_devices(device: str) -> list[int]:
+    """The GPUs whose global generators a draw on ``device`` uses, for ``torch.random.fork_rng``: the
+    one it names, or the current one where it names none (``cuda``: a worker's own GPU); none off CUDA."""
+    where = torch.device(device)
+    if where.type != "cuda":
+        return []
+    return [torch.cuda.current_device() if where.index is None else where.index]
 
 
 def _random(t: TensorShape, gen: torch.Generator, device: str) -> torch.Tensor:

@@ -27,6 +27,7 @@ import torch
 from torch.utils._python_dispatch import _disable_current_modes
 
 from solbench.impls.registry import import_file
+from solbench.measure.tensors import rng_devices
 
 SEED = 42  # KernelBench's eval seeds Model and ModelNew alike (src/eval.py, set_seed)
 _MODELS: dict[tuple[Any, ...], torch.nn.Module] = {}
@@ -66,8 +67,7 @@ def inputs(params: Mapping[str, Any], device: str, generator: torch.Generator, p
     module = load_module(problem)
     set_constants(module, params)
     names = order.split(",")
-    devices = [torch.device(device).index or 0] if device.startswith("cuda") else []
-    with torch.random.fork_rng(devices=devices), torch.device(device):
+    with torch.random.fork_rng(devices=rng_devices(device)), torch.device(device):
         torch.manual_seed(generator.initial_seed())
         values = list(module.get_inputs())
     if len(values) != len(names):

@@ -239,6 +239,22 @@ def test_an_input_generator_drawing_from_torchs_own_generator_is_reproducible_pe
 
 
 
+@pytest.mark.parametrize("device,index", [("cuda", 1), ("cuda:2", 2), ("cpu", None)])
+def test_an_input_generator_on_a_gpu_forks_the_generator_of_the_gpu_it_draws_on(monkeypatch, device, index):
+    """``cuda`` (a worker's device: the GPU it made current) forked GPU 0's generator, so a worker on
+    GPU 1 had its own seeded by the draw and not given back. Mocked: no GPU is needed."""
+    from types import SimpleNamespace
+
+    forked = []
+    real = torch.random.fork_rng
+    monkeypatch.setattr(torch.random, "fork_rng", lambda devices: forked.append(list(devices)) or real(devices=[]))
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 1)
+    monkeypatch.setattr(torch, "Generator", lambda device: SimpleNamespace(manual_seed=lambda seed: None))
+    case = SimpleNamespace(scope={"n": 4}, inputs=(SimpleNamespace(name="x"),), scalars={})
+    tensors.make_inputs(case, device, 5, lambda params, device, generator: {"x": torch.zeros(params["n"])})
+    assert forked == [[] if index is None else [index]]
+
+
 def _scaled_inputs(params, device, generator):
     """x and a scale that is a Python number, both drawn from the seed (as SOL-ExecBench draws a
     scalar input its workload line does not describe)."""

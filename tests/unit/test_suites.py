@@ -474,3 +474,23 @@ def test_a_kernelbench_forward_that_reads_a_value_is_traced_with_real_inputs_and
     result = runner.invoke(main, ["run", str(problem), "-i", "baseline", "--in-process", "-o", str(out), *FAST])
     assert result.exit_code == 0, result.output
     assert [r.status for c in store.load(out).cases for r in c.impls] == ["ok"]
+
+
+@pytest.mark.parametrize("device,index", [("cuda", 1), ("cuda:2", 2), ("cpu", None)])
+def test_a_kernelbench_problems_inputs_fork_the_generator_of_the_gpu_they_are_drawn_on(tmp_path, monkeypatch,
+                                                                                      device, index):
+    """get_inputs() runs under torch's seeded global generators, given back after; on ``cuda`` (a worker's
+    own GPU, made current) GPU 0's were forked, not that GPU's. Mocked: no GPU is needed."""
+    import torch
+
+    from solbench.suites import kb_runtime
+
+    forked = []
+    real = torch.random.fork_rng
+    monkeypatch.setattr(torch.random, "fork_rng", lambda devices: forked.append(list(devices)) or real(devices=[]))
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 1)
+    problem = tmp_path / "problem.py"
+    problem.write_text("N = 4\n\ndef get_inputs():\n    return [N]\n")
+    generator = torch.Generator().manual_seed(5)
+    assert kb_runtime.inputs({"N": 8}, device, generator, str(problem), "n") == {"n": 8}
+    assert forked == [[] if index is None else [index]]
