@@ -219,13 +219,13 @@ def measure_sharded(units: Sequence[Unit], run: RunResult, lanes: Sequence[Lane]
                 unit = units[job.unit]
                 why = f"needs {job.width} devices at once (world_size); this run has {len(lanes)}"
                 state.add(job, (lanes[0].index,), [ImplResult(name, "skipped", why) for name in unit.impls
-                                                   if not keys or f"{job.case.id}/{name}" in keys])
+                                                   if not keys or f"{job.case.id}/{name}" in keys], measured=False)
             for job, device in astray:
                 unit = units[job.unit]
                 why = (f"its earlier rounds were measured on {_named(device)}, which this run has no lane on: "
                        "a case's rounds are not merged across devices")
                 state.add(job, (lanes[0].index,), [ImplResult(name, "skipped", why) for name in unit.impls
-                                                   if not keys or f"{job.case.id}/{name}" in keys])
+                                                   if not keys or f"{job.case.id}/{name}" in keys], measured=False)
             ctx = _Round(units, lanes, settings, timeout_s, keys, group, variant, state)
             placed = ctx.run(Scheduler(jobs, [lane.index for lane in lanes], pinned, cold))
             pinned = {**pinned, **placed}
@@ -285,8 +285,9 @@ class _State:
         self.rounds: dict[int, list[list[ImplResult]]] = {}
         self.scored: dict[int, CaseResult] = {}
 
-    def add(self, job: Job, lanes: tuple[int, ...], results: list[ImplResult]) -> None:
-        """A finished job: merged with its earlier rounds, scored on its lane, the run re-saved."""
+    def add(self, job: Job, lanes: tuple[int, ...], results: list[ImplResult], *, measured: bool = True) -> None:
+        """A finished job: merged with its earlier rounds, scored on its lane, the run re-saved. Not
+        ``measured`` (skipped before any lane took it): scored on the first lane, recording no device."""
         if not results:  # nothing of it was asked for, or every point asked for had ended: still counted done
             self.emit("case_done", {"case": job.case.id, "device": lanes[0]})
             return
@@ -294,7 +295,7 @@ class _State:
         per_round.append(results)
         lane = self.lanes[lanes[0]]
         case = lane.score(self.units[job.unit], job.case, _merged(per_round))
-        if lane.environment is not None:
+        if lane.environment is not None and measured:
             case = replace(case, device=lane.environment)
         self.scored[job.order] = case
         self.run = replace(self.run, cases=(*self.before, *(self.scored[k] for k in sorted(self.scored))))

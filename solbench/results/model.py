@@ -304,7 +304,8 @@ class CaseResult:
     impls: tuple[ImplResult, ...] = ()
     baseline: str | None = None
     # The device this case was measured on, when a run spans several (--devices, Ray); None: the
-    # run's own environment. Its spec_id is the spec the case was scored against.
+    # run's own environment, or in a run over several (protocol.devices > 1) none: every implementation
+    # was skipped before any device took the case. Its spec_id is the spec the case was scored against.
     device: Environment | None = None
     # Provenance of an imported workload: "suite:path@sha256" (suite: kernelbench, sol-execbench); "": native
     source: str = ""

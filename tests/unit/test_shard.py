@@ -99,6 +99,7 @@ def test_a_case_wider_than_the_lanes_is_skipped(tmp_path):
     assert [c.case_id for c in run.cases] == [narrow.cases[0].id, wide.cases[0].id]
     assert {(r.status, r.message) for r in run.cases[1].impls} == {
         ("skipped", "needs 4 devices at once (world_size); this run has 2")}
+    assert run.cases[0].device is not None and run.cases[1].device is None  # measured on no device (it named lane 0's)
     with pytest.raises(ValueError):
         Scheduler([_job(0, 0, 1, width=4)], [0, 1])
 
@@ -440,6 +441,7 @@ def test_a_case_measured_before_runs_on_its_devices_lane_or_is_skipped_where_non
     assert {(r.status, r.message) for r in second.impls} == {
         ("skipped", "its earlier rounds were measured on GPU7 (device 7), which this run has no lane on: a case's "
                     "rounds are not merged across devices")}
+    assert second.device is None  # measured on no device (it named lane 0's)
 
 
 def test_one_device_is_named_by_its_uuid_else_by_host_name_and_index():
