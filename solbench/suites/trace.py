@@ -13,7 +13,7 @@ What is counted (the reference's own execution, op by op, through ``__torch_disp
                    ops move data and count none
     fused bytes    inputs + parameters and buffers (tensors an op reads that are neither inputs
                    nor made by an earlier op) + outputs, each once
-    unfused bytes  every op's tensors read and written (views excluded)
+    unfused bytes  every op's tensors read and written (views and aliases excluded)
 
 A traced cost counts what the reference executes: dense triangular matmuls, unmasked causal
 attention, untouched pages of a paged KV cache. It can exceed the least work a kernel must do, so
@@ -51,6 +51,9 @@ _MOVES = {_aten._to_copy, _aten.copy_, _aten.clone, _aten.empty, _aten.empty_lik
           _aten.index, _aten.slice_scatter, _aten.select_scatter, _aten.flip, _aten.roll, _aten.tril, _aten.triu,
           _aten.masked_fill, _aten.zero_, _aten.embedding, _aten._unsafe_view, _aten.alias, _aten.detach}
 
+# ops that return an alias of their input without being flagged a view (func.is_view): no bytes move
+_ALIASES = {_aten._unsafe_view.default}
+
 
 class _Work(TorchDispatchMode):
     """Counts vector work, bytes moved, and the parameters an op reads that nobody made."""
@@ -71,7 +74,7 @@ class _Work(TorchDispatchMode):
                 self._seen.add(id(t))
                 self._keep.append(t)
                 self.external += _nbytes(t)
-        if func.is_view:
+        if func.is_view or func in _ALIASES:
             self._produced(out)
             return out
         outs = self._produced(out)

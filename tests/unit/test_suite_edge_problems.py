@@ -242,3 +242,34 @@ def test_a_safetensors_input_like_its_declaration_is_planned_at_its_size(tmp_pat
     [(spec, _)] = load(folder)
     assert [t.shape for t in _first_case(spec).inputs] == [(32768, 64)]
     assert "cpu" not in spec.profiles
+
+
+KB_BATCHED_LINEAR = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x, w):
+        return torch.matmul(x, w)
+
+
+def get_inputs():
+    return [torch.randn(4, 16, 32), torch.randn(32, 8)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_a_matmul_of_a_batch_of_rows_moves_its_operands_and_result_once(tmp_path):
+    """torch.matmul of a [4, 16, 32] x by a [32, 8] w is one mm on x viewed as [64, 32], its result
+    unfolded by _unsafe_view, an alias of the same storage that torch does not flag a view: counted
+    as an op moving bytes, it added the result read and written again (15360 bytes, not 11264)."""
+    path = tmp_path / "batched_linear.py"
+    path.write_text(KB_BATCHED_LINEAR)
+    [(spec, _)] = load(path)
+    [case, *_] = expand(spec, "cuda")
+    _, cost = probe(spec, case, None)
+    assert cost.unfused_bytes == (4 * 16 * 32 + 32 * 8 + 4 * 16 * 8) * 4
