@@ -33,7 +33,7 @@ from dataclasses import replace
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
-from solbench.measure import pool
+from solbench.measure import pool, wire
 from solbench.measure.watch import Watch
 from solbench.results.model import ImplResult
 
@@ -49,6 +49,7 @@ class _Rank(pool.ProcessWorker):
                  tree: str | None) -> None:
         ctx = pool._context()
         self._conn, child = ctx.Pipe()
+        self._frames = wire.Frames(self._conn)
         fd, self.log_path = tempfile.mkstemp(prefix=f"solbench-rank{rank}-", suffix=".log")
         os.close(fd)
         self.scratch = tempfile.mkdtemp(prefix=f"solbench-rank{rank}-scratch-")
@@ -119,7 +120,10 @@ class Group:
                     if progress is not None and rank.rank == 0:
                         progress(event, data)
 
-                done = rank.take(watches[rank.rank], seen)
+                try:
+                    done = rank.take(watches[rank.rank], seen, deadline)
+                except wire.Incomplete:  # it began a message and had not sent the rest by the deadline:
+                    continue  # the group times out
                 if done is not None:
                     results[rank.rank] = done
                     if done[0].status != "ok" and not _peer(done[0]):

@@ -70,13 +70,13 @@ class ProcessWorker:
     _held = False  # the running task stops at its turn (Task.wait_turn) and has not been let go yet
     _stops_after = False  # and stops again once timed (Task.wait_checks)
     _timing = False  # let go at its turn, it may say it has timed ("timed") once
-    _read = 0  # bytes of the pipe read so far (take): where in it the next message begins
     overstayed = False  # asked to exit, it was still there after EXIT_WAIT_S and was killed (close)
 
     def __init__(self, device: str, device_index: int | None, tree: str | None = None, threads: int = 0,
                  queues: int | None = None) -> None:
         ctx = _context()
         self._conn, child = ctx.Pipe()
+        self._frames = wire.Frames(self._conn)
         fd, self.log_path = tempfile.mkstemp(prefix="solbench-worker-", suffix=".log")
         os.close(fd)
         self.scratch = tempfile.mkdtemp(prefix="solbench-scratch-")
@@ -121,13 +121,13 @@ class ProcessWorker:
         return None
 
     def sent(self) -> int:
-        """Where in the pipe what the worker has sent so far ends (the bytes read by :meth:`take` and
-        those waiting): a message that begins before it was sent before this call."""
+        """Where in the pipe what the worker has sent so far ends (the bytes read off it and those
+        waiting): a message that begins before it was sent before this call."""
         try:
             waiting = fcntl.ioctl(self._conn.fileno(), termios.FIONREAD, bytes(4))
         except (OSError, ValueError):  # closed
-            return self._read
-        return self._read + int.from_bytes(waiting, sys.byteorder)
+            return self._frames.pulled
+        return self._frames.pulled + int.from_bytes(waiting, sys.byteorder)
 
     def go(self) -> tuple[ImplResult, bool] | None:
         """A held task waiting at its turn (:meth:`wait` returned None) may start timing now, or one
@@ -156,33 +156,39 @@ class ProcessWorker:
                 ready = self._conn.poll(min(max(remaining, 0.0), 1.0))
             except (EOFError, OSError):
                 return self._died(name), True
-            if late is not None and (not ready or self._read >= late):
-                self.kill()
-                return ImplResult(name, "timeout", f"no result within {self._timeout_s:g} s (set-up and "
-                                  "compilation included); the worker was killed", log_tail=self.log_tail()), True
+            if late is not None and (not ready or self._frames.taken >= late):
+                return self._timed_out(name), True
             if not ready:
                 if not self._proc.is_alive() and not self._conn.poll(0):
                     return self._died(name), True
                 continue
-            done = self.take(self._watch, progress)
+            try:
+                done = self.take(self._watch, progress, self._deadline)
+            except wire.Incomplete:  # it began a message and had not sent the rest by its deadline
+                return self._timed_out(name), True
             if done is TURN or done is TIMED:
                 return None
             if done is not None:
                 return done
 
-    def take(self, watch: Watch, progress: Progress | None) -> tuple[ImplResult, bool] | object | None:
+    def _timed_out(self, name: str) -> ImplResult:
+        self.kill()
+        return ImplResult(name, "timeout", f"no result within {self._timeout_s:g} s (set-up and compilation "
+                          "included); the worker was killed", log_tail=self.log_tail())
+
+    def take(self, watch: Watch, progress: Progress | None,
+             deadline: float) -> tuple[ImplResult, bool] | object | None:
         """Read one message of the running task: None for progress and samples, ``TURN`` when a held
         task has reached its turn, ``TIMED`` when a task let go has timed and waits for its checks
-        after timing, else (result, fatal).
+        after timing, else (result, fatal). ``wire.Incomplete`` (nothing else done) where the message
+        is not whole by ``deadline``: what came of it is kept for the next call.
 
         Anything malformed, or a report that contradicts what the parent saw (:mod:`.watch`), is
         ``reward_hack``, and the worker is killed. Nothing the worker sends is unpickled.
         """
         name = watch.impl
         try:
-            raw = wire.read(self._conn)
-            self._read += wire.FRAME_BYTES + len(raw)
-            msg = wire.parse(raw)
+            msg = wire.parse(self._frames.read(deadline))
             kind = msg["kind"]
             if kind == "progress":
                 if progress is not None:
@@ -229,9 +235,11 @@ class ProcessWorker:
             if time.monotonic() > deadline:
                 raise TimeoutError
         try:
-            msg = wire.receive(self._conn)
+            msg = wire.parse(self._frames.read(deadline))
         except wire.BadMessage:
             raise EOFError from None
+        except wire.Incomplete:
+            raise TimeoutError from None
         if msg["kind"] != "ready":
             raise EOFError
         self._ready = True
@@ -620,10 +628,14 @@ class Held:
 
     def busy(self) -> bool:
         """Whether the task is still setting up or checking, after reading what it already sent (not
-        what it sends meanwhile: a worker that keeps sending is still busy)."""
+        what it sends meanwhile: a worker that keeps sending is still busy; nor the rest of a message
+        it began: one that stops halfway is still busy, and its wait times it out)."""
         sent = self._worker.sent()
-        while self._busy() and self._worker._read < sent:
-            self._note(self._worker.take(self._worker._watch, self._progress))
+        while self._busy() and self._worker._frames.taken < sent:
+            try:
+                self._note(self._worker.take(self._worker._watch, self._progress, time.monotonic()))
+            except wire.Incomplete:
+                break
         return self._busy()
 
     def _busy(self) -> bool:

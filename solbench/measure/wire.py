@@ -3,7 +3,7 @@
 The parent trusts itself, not its workers: a worker runs an implementation that may read
 solbench's source, find its pipe and write anything to it. So nothing a worker sends is ever
 unpickled by the parent. Each message is one JSON object sent with ``Connection.send_bytes``
-and read with ``Connection.recv_bytes(MAX_MESSAGE_BYTES)``::
+and read in the same framing, with a deadline (:class:`Frames`)::
 
     {"kind": "ready", "pid": int}                          the worker is up
     {"kind": "progress", "event": "sample", "data": {"n": int}}    samples taken so far
@@ -23,6 +23,8 @@ by field, so a wrong type, an unknown status or an unknown key shape is :class:`
 A message over ``MAX_MESSAGE_BYTES``, bytes that are not UTF-8 JSON, an object of the wrong
 shape, nesting deeper than the records have: all :class:`BadMessage`, which the parent turns
 into ``reward_hack`` and a killed worker (:mod:`solbench.measure.pool`).
+A message begun and not whole by the deadline (a worker that wrote part of one and stopped) is
+:class:`Incomplete`: a hang, which the parent turns into ``timeout``.
 
 The other direction (parent to worker: the Task, "go" to a held task, None to stop) stays a pickle: the worker
 unpickles what its trusted parent sent. A Ray actor (:mod:`solbench.execute.ray_cluster`) runs
@@ -36,6 +38,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import struct
+import time
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -45,11 +50,16 @@ from solbench.results.model import ImplResult
 MAX_MESSAGE_BYTES = 16 << 20  # a result of 100k samples with clock readings is ~10 MB
 MAX_TEXT_CHARS = 4096  # an ImplResult's message: longer ones are cut (the worker's log keeps the rest)
 _MAX_PROGRESS_TEXT = 200
-FRAME_BYTES = 4  # the length ``Connection.send_bytes`` writes before a message under 2 GiB (MAX_MESSAGE_BYTES is)
+READ_BYTES = 1 << 20  # the most one read takes off the pipe (a pipe holds less, a result up to MAX_MESSAGE_BYTES)
+_LONG = struct.pack("!i", -1)  # Connection.send_bytes's length of a message over 2 GiB: 8 bytes of length follow
 
 
 class BadMessage(Exception):
     """A worker sent something that is not a well-formed message: it is not to be trusted."""
+
+
+class Incomplete(Exception):
+    """A worker began a message and had not sent all of it by the deadline."""
 
 
 def send(conn: Connection, kind: str, **fields: Any) -> None:
@@ -78,26 +88,54 @@ def result_from_text(text: Any) -> ImplResult:
     return msg["result"]  # type: ignore[no-any-return]
 
 
-def receive(conn: Connection) -> dict[str, Any]:
-    """The next message, parsed and checked (parent side).
+class Frames:
+    """A worker's messages, read off its pipe (parent side) in ``Connection.send_bytes``'s framing (a
+    4-byte big-endian length, or -1 and an 8-byte one over 2 GiB; then the message) as the bytes
+    come (poll, then ``os.read``), never waiting past a deadline: a worker that sends part of a
+    message and stops holds the parent no longer than that. ``taken``: the bytes of the pipe in the
+    messages read so far (where the next one begins); ``pulled``: those read off it (``taken``, and
+    what came of the next message: kept for the next :meth:`read`)."""
 
-    EOFError/OSError when the pipe is closed, as ``Connection.recv``; BadMessage for anything a
-    well-behaved worker never sends. ``result`` messages come back with ``result`` an ImplResult.
-    """
-    return parse(read(conn))
+    def __init__(self, conn: Connection) -> None:
+        self._conn = conn
+        self._begun = bytearray()  # the next message as far as it came: its length, then its bytes
+        self.taken = 0
+        self.pulled = 0
 
+    def read(self, deadline: float) -> bytes:
+        """The next message's bytes, unchecked (:func:`parse` checks them). :class:`Incomplete` where
+        not all of it is here by ``deadline`` (past it, what came already); :class:`BadMessage` for a
+        length over ``MAX_MESSAGE_BYTES`` (or a corrupt length header), before any of the message is
+        read; EOFError, or OSError in the middle of a message, when the pipe is closed, as
+        ``Connection.recv_bytes``."""
+        while (missing := self._missing()) > 0:
+            if not self._conn.poll(max(deadline - time.monotonic(), 0.0)):
+                raise Incomplete(f"{len(self._begun)} bytes of a message, {missing} more to come")
+            chunk = os.read(self._conn.fileno(), min(missing, READ_BYTES))
+            if not chunk:
+                if self._begun:
+                    raise OSError("got end of file during message")
+                raise EOFError
+            self._begun += chunk
+            self.pulled += len(chunk)
+        raw = bytes(self._begun[12 if self._begun[:4] == _LONG else 4:])
+        self._begun.clear()
+        self.taken = self.pulled
+        return raw
 
-def read(conn: Connection) -> bytes:
-    """The next message's bytes, unchecked (:func:`receive`); it took ``FRAME_BYTES`` more of the pipe."""
-    try:
-        raw = conn.recv_bytes(MAX_MESSAGE_BYTES)
-    except EOFError:
-        raise
-    except OSError as exc:
-        if "bad message length" in str(exc):  # the length header: too long, or garbage bytes
-            raise BadMessage(f"a message over {MAX_MESSAGE_BYTES} bytes (or a corrupt length header)") from None
-        raise
-    return raw
+    def _missing(self) -> int:
+        """How many more bytes the next message needs to be whole (0: it is)."""
+        begun = self._begun
+        if len(begun) < 4:
+            return 4 - len(begun)
+        (size,), head = struct.unpack_from("!i", begun), 4
+        if begun[:4] == _LONG:
+            if len(begun) < 12:
+                return 12 - len(begun)
+            (size,), head = struct.unpack_from("!Q", begun, 4), 12
+        if not 0 <= size <= MAX_MESSAGE_BYTES:
+            raise BadMessage(f"a message over {MAX_MESSAGE_BYTES} bytes (or a corrupt length header)")
+        return head + size - len(begun)
 
 
 def parse(raw: bytes) -> dict[str, Any]:

@@ -6,6 +6,8 @@ here depends on how fast the machine is.
 """
 
 import math
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -88,8 +90,8 @@ def test_the_table_shows_bandwidths_overlap_and_parts(collectives):
 def faults(tmp_path_factory):
     out = tmp_path_factory.mktemp("rank_faults") / "run.json"
     # the timeout starts once every rank is up (gloo set-up is inside it): 4 s bounds the hanging rank
-    result = CliRunner().invoke(main, ["run", "tests/data/ranks/ranks.yaml", "--timeout", "4", "-o", str(out),
-                                       "--repeat", "1", *FAST])
+    result = CliRunner().invoke(main, ["run", "tests/data/ranks/ranks.yaml", "-w", "rank_faults", "--timeout", "4",
+                                       "-o", str(out), "--repeat", "1", *FAST])
     return result, store.load(out)
 
 
@@ -109,6 +111,21 @@ def test_a_fault_on_one_rank_is_a_status_and_the_run_goes_on(faults):
     for name in ("baseline", "honest"):  # before and after the faults
         assert status[name][0] == "ok", status[name]
     assert run.complete
+
+
+def test_a_rank_that_sends_half_a_message_times_out_and_the_run_goes_on(tmp_path):
+    # rank 1 writes a length header and one byte of its message, then sleeps: the parent read a message
+    # whole once its first bytes were there, with no deadline, and waited for the rest forever
+    out = tmp_path / "run.json"
+    proc = subprocess.run([sys.executable, "-m", "solbench", "run", "tests/data/ranks/ranks.yaml", "-w", "rank_stallers",
+                           "--timeout", "4", "-o", str(out), "-q", "--repeat", "1",
+                           "--results-dir", str(tmp_path / "r"), *FAST],
+                          capture_output=True, text=True, timeout=300)  # a hang, not slowness, is what this catches
+    assert proc.returncode == 4, proc.stderr[-2000:]
+    status = {r.name: (r.status, r.message) for c in store.load(out).cases for r in c.impls}
+    stalled = status["sends_half_a_message_on_rank1"]
+    assert stalled[0] == "timeout" and "no result from every rank within 4 s" in stalled[1], stalled
+    assert status["baseline"][0] == "ok" and status["honest"][0] == "ok"
 
 
 def test_each_rank_draws_its_own_inputs_and_the_reference_sees_them_all():

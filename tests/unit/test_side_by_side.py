@@ -5,8 +5,10 @@ The order is tested with fake executors (no processes, no timing); the pipe prot
 worker processes on the CPU, where two set-ups that wait for each other pass only side by side.
 """
 
+import json
 import multiprocessing
 import shutil
+import struct
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -585,19 +587,21 @@ def test_a_timed_message_before_the_task_was_let_go_is_a_forgery(tmp_path):
     """A worker may say it has timed only once the parent let its held task go, and only once."""
     worker = object.__new__(pool.ProcessWorker)
     worker._conn, child = multiprocessing.Pipe()
+    worker._frames = wire.Frames(worker._conn)
     worker._proc = SimpleNamespace(is_alive=lambda: False, join=lambda timeout=None: None, kill=lambda: None, pid=None)
     worker.log_path = str(tmp_path / "none.log")
     worker._held, worker._stops_after, worker._timing = True, True, False
     watch = Watch.of(replace(_task(DOUBLE), impl="baseline"))
     wire.send(child, "timed")
-    result, fatal = worker.take(watch, None)  # still at its turn: not let go
+    result, fatal = worker.take(watch, None, time.monotonic())  # still at its turn: not let go
     assert result.status == "reward_hack" and fatal and "timed" in result.message
     worker._conn, child = multiprocessing.Pipe()
+    worker._frames = wire.Frames(worker._conn)
     worker._timing = True  # let go (ProcessWorker.go)
     wire.send(child, "timed")
     wire.send(child, "timed")
-    assert worker.take(watch, None) is pool.TIMED
-    result, fatal = worker.take(watch, None)  # twice
+    assert worker.take(watch, None, time.monotonic()) is pool.TIMED
+    result, fatal = worker.take(watch, None, time.monotonic())  # twice
     assert result.status == "reward_hack" and "timed" in result.message
 
 
@@ -605,6 +609,7 @@ def _piped_worker(tmp_path: Path) -> tuple[pool.ProcessWorker, Connection]:
     """The parent's side of a held task's pipe (no process), its deadline passed a second ago."""
     worker = object.__new__(pool.ProcessWorker)
     worker._conn, child = multiprocessing.Pipe()
+    worker._frames = wire.Frames(worker._conn)
     worker._proc = SimpleNamespace(is_alive=lambda: True, join=lambda timeout=None: None, kill=lambda: None, pid=None)
     worker.log_path = str(tmp_path / "none.log")
     worker._watch = Watch.of(replace(_task(DOUBLE), impl="baseline"))
@@ -661,6 +666,37 @@ def test_a_held_worker_that_keeps_sending_is_still_busy(tmp_path):
     assert sent == [0]
 
 
+def _half_a_turn(child: Connection) -> bytes:
+    """Write a 'turn' message's length and its first byte (an implementation that found its pipe and
+    stopped there); the rest of it."""
+    turn = json.dumps({"kind": "turn"}).encode()
+    child._send(struct.pack("!i", len(turn)) + turn[:1])
+    return turn[1:]
+
+
+def test_a_worker_that_sent_half_a_message_times_out(tmp_path):
+    """The rest of a message a worker began was waited for with no deadline: one that stopped halfway
+    held the whole run; past its deadline it times out as any hang."""
+    worker, child = _piped_worker(tmp_path)
+    _half_a_turn(child)
+    result, fatal = worker.wait()
+    assert result.status == "timeout" and fatal and "no result within 1 s" in result.message
+
+
+def test_a_held_worker_that_sent_half_a_message_is_still_busy(tmp_path):
+    """Whether a later held task is still busy reads the messages it sent whole, not the rest of one it
+    began (kept: read with the rest once that comes)."""
+    worker, child = _piped_worker(tmp_path)
+    worker._deadline = time.monotonic() + 60.0
+    wire.send(child, "progress", event="sample", data={"n": 0})
+    rest = _half_a_turn(child)
+    seen: list[int] = []
+    held = pool.Held(SimpleNamespace(), ("meet", "a"), worker, lambda event, data: seen.append(data["n"]))
+    assert held.busy() and held.result is None and seen == [0]
+    child._send(rest)
+    assert not held.busy() and held.result is None  # at its turn
+
+
 def test_a_set_up_that_asks_for_the_device_alone_goes_on_at_its_turn(meet):
     """``alone`` asks for the device to itself in its set-up (as a cuBLASLt plan does before it tunes,
     :func:`solbench.impls.cublaslt.wait_alone`); ``slow`` sets up beside it. ``alone``'s set-up goes on
@@ -687,6 +723,7 @@ def test_a_turn_from_a_task_that_was_not_held_is_a_forgery(tmp_path):
     for held in (False, True):
         worker = object.__new__(pool.ProcessWorker)  # no process: the parent's side of the pipe alone
         worker._conn, child = multiprocessing.Pipe()
+        worker._frames = wire.Frames(worker._conn)
         worker._proc = SimpleNamespace(is_alive=lambda: False, join=lambda timeout=None: None, kill=lambda: None,
                                        pid=None)
         worker.log_path = str(tmp_path / "none.log")
@@ -694,11 +731,11 @@ def test_a_turn_from_a_task_that_was_not_held_is_a_forgery(tmp_path):
         watch = Watch.of(replace(_task(DOUBLE), impl="baseline"))
         wire.send(child, "turn")
         wire.send(child, "turn")
-        first = worker.take(watch, None)
+        first = worker.take(watch, None, time.monotonic())
         assert (first is pool.TURN) == held
         if held:
             worker._held = False  # let go (ProcessWorker.go): a second turn is a forgery
-            first = worker.take(watch, None)
+            first = worker.take(watch, None, time.monotonic())
         result, fatal = first
         assert result.status == "reward_hack" and fatal and "turn" in result.message
 

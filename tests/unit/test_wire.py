@@ -7,6 +7,7 @@ The wall-time checks are driven by a fake clock: nothing here depends on how fas
 import dataclasses
 import pickle
 import struct
+import time
 from concurrent.futures import ThreadPoolExecutor
 from multiprocessing import Pipe
 
@@ -26,7 +27,7 @@ def _roundtrip(result):
     a, b = Pipe()
     with ThreadPoolExecutor(1) as pool:  # a large message would fill the pipe before it is read
         pool.submit(wire.send_result, b, result, False)
-        return wire.receive(a)
+        return wire.parse(wire.Frames(a).read(time.monotonic() + 60))
 
 
 def test_a_result_travels_as_json_and_comes_back_equal():
@@ -53,12 +54,43 @@ def test_anything_but_a_well_formed_message_is_refused(raw):
         wire.parse(raw)
 
 
-def test_an_oversized_message_is_refused_without_reading_it_whole():
+@pytest.mark.parametrize("header", [
+    struct.pack("!i", wire.MAX_MESSAGE_BYTES + 1),
+    struct.pack("!i", -1) + struct.pack("!Q", 1 << 32),  # Connection.send_bytes's framing over 2 GiB
+    struct.pack("!i", -2),                                 # no length at all
+])
+def test_an_oversized_message_is_refused_without_reading_it_whole(header):
     a, b = Pipe()
     # only the length header is written: the parent refuses on reading it, before any body
-    b._send(struct.pack("!i", wire.MAX_MESSAGE_BYTES + 1))
+    b._send(header)
     with pytest.raises(wire.BadMessage, match="over"):
-        wire.receive(a)
+        wire.Frames(a).read(time.monotonic() + 60)
+
+
+def test_a_message_not_whole_by_the_deadline_is_incomplete_and_what_came_of_it_is_kept():
+    """A worker that writes a length and part of the message, then stops, held the parent's read forever."""
+    a, b = Pipe()
+    frames = wire.Frames(a)
+    turn = b'{"kind": "turn"}'
+    b._send(struct.pack("!i", len(turn)) + turn[:1])
+    with pytest.raises(wire.Incomplete):
+        frames.read(time.monotonic())
+    assert (frames.taken, frames.pulled) == (0, 5)
+    b._send(turn[1:])
+    assert wire.parse(frames.read(time.monotonic())) == {"kind": "turn"}
+    assert frames.taken == frames.pulled == 4 + len(turn)
+
+
+def test_a_pipe_closed_between_messages_is_the_end_and_inside_one_an_error():
+    a, b = Pipe()
+    b.close()
+    with pytest.raises(EOFError):
+        wire.Frames(a).read(time.monotonic() + 60)
+    a, b = Pipe()
+    b._send(struct.pack("!i", 100) + b"{")
+    b.close()
+    with pytest.raises(OSError, match="end of file during message"):
+        wire.Frames(a).read(time.monotonic() + 60)
 
 
 def test_a_long_message_is_cut_and_says_so():

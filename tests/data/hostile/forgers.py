@@ -217,14 +217,26 @@ def rerecords_start_event(x, w, residual):
     return out
 
 
-def floods_its_pipe(x, w, residual):
-    """Keeps its worker's pipe full of well-formed progress messages, forever: the parent reads each
-    as it would a long task's progress, so only a deadline that holds against messages ends it."""
+def _pipe_fd():
+    """The worker's end of its pipe to the parent, as an implementation that read solbench's source finds it."""
     frame = sys._getframe()
     while frame.f_code.co_name != "serve":  # solbench.measure.pool.serve(conn, ...)
         frame = frame.f_back
-    fd = frame.f_locals["conn"].fileno()
+    return frame.f_locals["conn"].fileno()
+
+
+def floods_its_pipe(x, w, residual):
+    """Keeps its worker's pipe full of well-formed progress messages, forever: the parent reads each
+    as it would a long task's progress, so only a deadline that holds against messages ends it."""
+    fd = _pipe_fd()
     msg = json.dumps({"kind": "progress", "event": "sample", "data": {"n": 1}}).encode()
     block = (struct.pack("!i", len(msg)) + msg) * 4096  # framed as Connection.send_bytes frames it
     while True:
         os.write(fd, block)
+
+
+def sends_half_a_message(x, w, residual):
+    """Writes its worker's pipe a length header and the first byte of the message it announces, then
+    sleeps: a parent that reads a message whole, whenever its first bytes are there, waits forever."""
+    os.write(_pipe_fd(), struct.pack("!i", 100) + b"{")
+    time.sleep(3600)

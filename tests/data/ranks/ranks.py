@@ -1,7 +1,10 @@
 """Multi-rank implementations that fail on one rank only: each must become a status, not a dead run."""
 
 import os
+import struct
+import sys
 import threading
+import time
 
 import torch.distributed as dist
 
@@ -49,3 +52,14 @@ def returns_its_input(x):
 def local_sum_only(x):
     """No collective at all: right on no rank (the reference sums over ranks)."""
     return x.clone()
+
+
+def sends_half_a_message_on_rank1(x):
+    """Rank 1 writes its pipe a length header and one byte of the message it announces, then sleeps."""
+    if dist.get_rank() == 1:
+        frame = sys._getframe()
+        while frame.f_code.co_name != "serve":  # solbench.measure.pool.serve(conn, ...)
+            frame = frame.f_back
+        os.write(frame.f_locals["conn"].fileno(), struct.pack("!i", 100) + b"{")
+        time.sleep(3600)
+    return all_reduce(x)
