@@ -294,7 +294,7 @@ def _tune_case(p: Any, name: str, impl: Implementation, case: Any, device: str,
 
     def measure(label: str, variant: Implementation, bound: float | None = None) -> ImplResult:
         spec = p.spec.model_copy(update={"implementations": {**p.spec.implementations, label: variant}})
-        task = Task(spec, case, label, str(p.path.parent), device, settings, l2_bytes, beaten_above=bound)
+        task = Task(spec, case, label, str(p.path.parent.absolute()), device, settings, l2_bytes, beaten_above=bound)
         return workers.run(key, task, options.timeout_s)  # a crash, hang or tampering: its status, a fresh worker
 
     hand = _trial(impl.params, measure(name, impl))

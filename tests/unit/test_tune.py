@@ -190,6 +190,17 @@ def test_max_configs_and_patience_bound_the_search(tmp_path):
     assert case.gain is None and case.confirm_winner is None
 
 
+def test_a_workload_named_by_a_relative_path_finds_its_files_in_the_trial_workers(monkeypatch):
+    """`solbench tune tests/data/tune_cpu.yaml` from the checkout: each trial's worker works in a scratch
+    folder of its own, so the workload's folder must reach it as an absolute path, as run's does."""
+    monkeypatch.chdir(DATA.parent)
+    result = tuning.tune([Path("data") / TUNE_YAML.name], tuning.TuneOptions(impls=("chunked",), max_configs=1,
+                                                                               **FAST), device="cpu")
+    case = result.cases[0]
+    assert case.hand_picked.status == "ok", case.hand_picked.message
+    assert [t.status for t in case.trials] == ["ok"]
+
+
 # ------------------------------------------------------------------ the tuned file
 
 
