@@ -193,11 +193,12 @@ def undecided_note(g: GateResult) -> str:
         alone = [v.current_rounds for v in over_rounds]
         stuck = sum(r is None for r in alone)
         if stuck:
+            rounds = max(v.rounds_base for v in und)
+            repeat = f"`run --repeat {BASELINE_ROUNDS}`, or where it is noisy with " if rounds < BASELINE_ROUNDS else ""
             hint += (f" Re-measuring the current run alone (`run --gate-against --rerun`) cannot decide {stuck} "
-                     f"of them: the baseline's {max(v.rounds_base for v in und)} round(s) keep the interval "
-                     f"wider than the threshold, so the baseline needs more rounds: measure it with `run --repeat "
-                     f"{BASELINE_ROUNDS}`, or where it is noisy with `run --max-rounds 16 --rounds-target 0.01` "
-                     "(up to 16 rounds at ±1%).")
+                     f"of them: the baseline's {rounds} round(s) keep the interval wider than the threshold, so "
+                     f"the baseline needs more rounds: measure it with {repeat}`run --max-rounds 16 "
+                     "--rounds-target 0.01` (up to 16 rounds at ±1%).")
         else:
             hint += (f" Re-measuring the current run alone would take about {max(alone)} more round(s) "
                      f"(`run --gate-against --rerun {max(alone)}`).")

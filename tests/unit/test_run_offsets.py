@@ -184,6 +184,20 @@ def test_a_case_within_the_offsets_says_so_and_the_note_asks_for_more_runs():
     assert console.export_text().count("more runs a side decide it") == 3
 
 
+
+@pytest.mark.parametrize(("rounds_base", "asks_for_repeat"), [(3, True), (6, False), (9, False)])
+def test_the_note_asks_for_a_six_round_baseline_only_where_the_baseline_has_fewer(rounds_base, asks_for_repeat):
+    """A baseline already measured in six rounds or more (two 3-round runs a side, a --repeat 6 run) that
+    still keeps a case undecided needs more rounds than that, not `run --repeat 6` again."""
+    base, cur = _bound_runs(np.random.default_rng(6))
+    result = gate(base, cur, threshold=0.05, run_sd=0.01)
+    stuck = replace(result, verdicts=tuple(replace(v, run_bound=False, more_rounds=4, current_rounds=None,
+                                                   rounds_base=rounds_base) for v in result.verdicts))
+    note = undecided_note(stuck)
+    assert f"the baseline's {rounds_base} round(s) keep the interval wider than the threshold" in note
+    assert ("`run --repeat 6`" in note) is asks_for_repeat, note
+    assert "`run --max-rounds 16 --rounds-target 0.01`" in note
+
 def test_gate_with_rerun_prices_the_term_at_every_look():
     rng = np.random.default_rng(7)
     base, cur = _bound_runs(rng)
