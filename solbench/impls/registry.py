@@ -112,7 +112,10 @@ def check_reference(ref: str, base_dir: Path | None = None) -> None:
         if not callable(_attribute(sys.modules[target], target, attr)):
             raise ResolveError(f"{ref!r} is not callable")
         return
-    spec = _find_module(target)
+    try:
+        spec = _find_module(target)
+    except ResolveError as exc:
+        raise ResolveError(f"{exc}{_file_hint(target, attr, base_dir)}") from None
     origin = spec.origin
     if origin is None:
         raise ResolveError(f"module {target!r} is a namespace package: it defines no {attr!r}")
@@ -127,6 +130,16 @@ def _split(ref: Any) -> tuple[str, str]:
     if not target or not all(part.isidentifier() for part in attr.split(".")):
         raise ResolveError(f"{ref!r} is not of the form 'module:function' or 'file.py:function'")
     return target, attr
+
+
+def _file_hint(target: str, attr: str, base_dir: Path | None) -> str:
+    """Where a module name not found is a Python file in the workload's folder: the reference that names it."""
+    rel = target.replace(".", "/") + ".py"
+    try:
+        beside = base_dir is not None and (base_dir / rel).is_file()
+    except (OSError, ValueError):
+        return ""
+    return f"; {base_dir} holds {rel}: did you mean '{rel}:{attr}'?" if beside else ""
 
 
 def _find_file(target: str, base_dir: Path | None) -> Path:

@@ -76,6 +76,17 @@ def test_file_reference_errors(user_file, ref, expected):
     assert not marker.exists()
 
 
+
+@pytest.mark.parametrize("ref", ["mine:kernel", "kernels.mine:kernel"])
+def test_a_module_name_for_a_file_beside_the_workload_names_the_file_form(user_file, ref):
+    """`mine:kernel` where the workload's folder holds mine.py: the file is named with its .py."""
+    path, marker = user_file
+    base = path.parent if ref.startswith("mine") else path.parent.parent
+    rel = "mine.py" if ref.startswith("mine") else "kernels/mine.py"
+    with pytest.raises(ResolveError, match=rf"cannot find module .*did you mean '{rel}:kernel'\?"):
+        check_reference(ref, base)
+    assert not marker.exists()
+
 def test_a_folder_named_like_a_file_is_called_a_folder(user_file):
     path, _ = user_file
     (path.parent / "pkg.py").mkdir()
