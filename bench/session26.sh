@@ -10,6 +10,8 @@
 #   bench/between_runs.py, `solbench spread` and bench/repeat_gates.py over them (spread, the run offset the
 #   gate prices, CI coverage, gate over the 20 ordered pairs).
 # tests: the whole `pytest tests/gpu`.
+# quick: pytest over tests/gpu/test_fp8_gpu.py, test_kernels.py, test_forgers_gpu.py, test_isolation_gpu.py,
+#   test_queues_gpu.py (when too little device time is left for the whole of tests/gpu).
 # tune: `solbench tune tests/data/tune_layernorm.yaml` (its table, exit code and wall time).
 # main: `solbench run workloads/attn.yaml` (exit, wall time) and `compare baseline fused` over it.
 # suite: the shipped suite (every workload file on one GPU), its harness table,
@@ -115,6 +117,13 @@ for part in ${PARTS:-tests five}; do
       tests/gpu/test_cupti_gpu.py > $OUT/${P}ltests.txt 2>&1
     echo "graph-launch and timer GPU tests: exit $?, $(tail -n 1 $OUT/${P}ltests.txt)" | tee -a $OUT/steps.txt
     grep -E "^(FAILED|ERROR)|Error" $OUT/${P}ltests.txt | head -n 20 | tee -a $OUT/steps.txt
+    ;;
+  quick)  # the GPU tests this session's changes touch most (new kernel tests, workers, pipes, isolation)
+    timeout $(( $(left) - 20 )) python3 -m pytest -q -p no:cacheprovider tests/gpu/test_fp8_gpu.py \
+      tests/gpu/test_kernels.py tests/gpu/test_forgers_gpu.py tests/gpu/test_isolation_gpu.py \
+      tests/gpu/test_queues_gpu.py > $OUT/quick-tests.txt 2>&1
+    echo "quick GPU tests: exit $?, $(tail -n 1 $OUT/quick-tests.txt)" | tee -a $OUT/steps.txt
+    grep -E "^(FAILED|ERROR)" $OUT/quick-tests.txt | head -n 20 | tee -a $OUT/steps.txt
     ;;
   tune)  # solbench tune on the shipped LayerNorm kernel's launch shapes (trials in workers since the 51st session)
     s=$(date +%s)
