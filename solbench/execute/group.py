@@ -85,10 +85,10 @@ class Group:
             for r in self.ranks:
                 if not r._ready:
                     r._wait_ready()
+        except TimeoutError:  # before OSError, of which it is one
+            return self._timeout(name, f"the ranks did not start within {pool.STARTUP_TIMEOUT_S:.0f} s"), True
         except (EOFError, OSError):
             return self._first_death(name), True
-        except TimeoutError:
-            return self._timeout(name, f"the ranks did not start within {pool.STARTUP_TIMEOUT_S:.0f} s"), True
         try:
             for r in self.ranks:
                 r._conn.send(task)

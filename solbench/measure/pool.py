@@ -106,12 +106,12 @@ class ProcessWorker:
                 self._wait_ready()
             self._conn.send(task)
             self._busy = True
-        except (EOFError, OSError, BrokenPipeError):
-            return self._died(name), True
-        except TimeoutError:
+        except TimeoutError:  # before OSError, of which it is one
             self.kill()
             return ImplResult(name, "timeout", f"the worker did not start within {STARTUP_TIMEOUT_S:.0f} s",
                               log_tail=self.log_tail()), True
+        except (EOFError, OSError, BrokenPipeError):
+            return self._died(name), True
         self._timeout_s = timeout_s
         self._deadline = time.monotonic() + timeout_s
         self._watch = Watch.of(task)

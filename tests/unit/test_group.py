@@ -162,3 +162,25 @@ def test_single_process_runs_keep_their_executor_and_too_few_gpus_is_a_skip(monk
     assert group.missing_gpus("cpu", 2) is None
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     assert group.missing_gpus("cuda", 2) == "needs 2 GPUs (one per rank), this machine has 1"
+
+
+def test_ranks_that_do_not_start_in_time_are_a_start_up_timeout_not_a_crash(monkeypatch):
+    # TimeoutError is an OSError: caught as one, ranks that missed the start-up limit read "crashed"
+    import os
+    from types import SimpleNamespace
+
+    from solbench.execute.group import Group
+
+    g = Group(2, "cpu", dict(os.environ))
+
+    def late() -> None:
+        raise TimeoutError
+
+    for r in g.ranks:
+        monkeypatch.setattr(r, "_wait_ready", late)
+    try:
+        result, fatal = g.run(SimpleNamespace(impl="allreduce"), 10.0)  # refused before the task is sent
+    finally:
+        g.kill()
+    assert fatal and result.status == "timeout"
+    assert "did not start within" in result.message

@@ -95,3 +95,19 @@ def test_a_profiled_worker_makes_the_folder_it_was_given(tmp_path, monkeypatch):
     monkeypatch.setenv(pool.PROFILE_ENV, str(folder))
     pool._profiled(lambda: None)
     assert {p.name for p in folder.iterdir()} == {f"worker-{os.getpid()}.prof", f"worker-{os.getpid()}.imports"}
+
+
+def test_a_worker_that_does_not_start_in_time_is_a_start_up_timeout_not_a_crash(monkeypatch):
+    # TimeoutError is an OSError: caught as one, a worker that missed the start-up limit read "crashed"
+    w = pool.ProcessWorker("cpu", None)
+
+    def late() -> None:
+        raise TimeoutError
+
+    monkeypatch.setattr(w, "_wait_ready", late)
+    try:
+        result, fatal = w.send(_task("baseline"), 10.0)
+    finally:
+        w.kill()
+    assert fatal and result.status == "timeout"
+    assert "did not start within" in result.message
