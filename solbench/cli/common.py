@@ -115,12 +115,13 @@ def junit_refusals(junit: str | None) -> None:
         ctx.meta[_JUNIT] = junit
 
 
-def not_over_a_run(path: str | None, what: str, *, runs_only: bool = False) -> None:
+def not_over_a_run(path: str | None, what: str, *, runs_only: bool = False, replaces: str | None = None) -> None:
     """ConfigError (exit 2) where ``path`` holds what a user keeps: a saved run, tuned configurations,
     a workload or source file. A report, JUnit or Markdown file written there would destroy it
     (``report --csv run.json`` reads the latest run and wrote over run.json). Checked before any work;
     any other existing file is replaced, as a report's output is. ``runs_only``: only a saved run
-    (``tune --tuned-file`` merges into the tuned file it names)."""
+    (``tune --tuned-file`` merges into the tuned file it names); ``replaces``: the record the command
+    writes there itself, replaced (``tune -o``: a tuning log)."""
     if not path or path == "-" or not Path(path).is_file():
         return
     from solbench.errors import ConfigError
@@ -129,11 +130,12 @@ def not_over_a_run(path: str | None, what: str, *, runs_only: bool = False) -> N
     if kept == _SAVED_RUN:
         raise ConfigError(f"{path}: holds a saved run; not writing {what} over it (name another file; "
                           "to report on this run, give it as an argument)")
-    if kept is not None and not runs_only:
+    if kept is not None and not runs_only and kept != replaces:
         raise ConfigError(f"{path}: holds {kept}; not writing {what} over it (name another file)")
 
 
-def writable_output(path: str | None, what: str, *, runs_only: bool = False, stdout: bool = False) -> None:
+def writable_output(path: str | None, what: str, *, runs_only: bool = False, stdout: bool = False,
+                    replaces: str | None = None) -> None:
     """Check, before any work, a file a command will write (a report, JUnit, Markdown, a tuning log):
     not over a file the user keeps (:func:`not_over_a_run`), and writable. ConfigError (exit 2, one
     line) otherwise. Nothing is created: the write itself makes missing folders. ``-``: stdout where
@@ -148,7 +150,7 @@ def writable_output(path: str | None, what: str, *, runs_only: bool = False, std
         if stdout:
             return
         raise ConfigError(f"-: {what} is written as a file, not to stdout: name one")
-    not_over_a_run(path, what, runs_only=runs_only)
+    not_over_a_run(path, what, runs_only=runs_only, replaces=replaces)
 
     target = Path(path)
     if target.is_dir():

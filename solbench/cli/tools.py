@@ -258,7 +258,7 @@ def tune(files: Sequence[str], workloads: Sequence[str], impls: Sequence[str], m
     from solbench.errors import RunInterrupted
     from solbench.tools import tune as tuning
 
-    writable_output(output, "the tuning log")
+    writable_output(output, "the tuning log", replaces=store.TUNING_LOG)
     writable_output(tuned_file, "tuned configurations", runs_only=True)
     if output and tuned_file and Path(output).absolute() == Path(tuned_file).absolute():  # before measuring
         raise ConfigError(f"-o {output}: the tuned-configuration file; give the tuning log another name")

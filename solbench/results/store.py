@@ -375,19 +375,26 @@ def load(path: Path) -> RunResult:
     return from_dict(_replayed(data, Path(path)), str(path))
 
 
+TUNING_LOG = "a tuning log (solbench tune)"  # what other_record calls one (tune -o replaces it)
 # the JSON documents gate, ab, compare and spread print (--json), as a user keeps them (a CI job's verdict)
 _VERDICTS = {"gate": "a gate verdict (solbench gate or ab --json)", "comparison": "a comparison (solbench compare "
              "--json)", "spread": "a spread (solbench spread --json)"}
 
 
 def other_record(data: Any) -> str | None:
-    """Which of solbench's other records parsed JSON is (tuned configurations, a calibration, a spread
-    record, a verdict a command printed with --json), in words; None for a run or anything else."""
+    """Which of solbench's other records parsed JSON is (tuned configurations, a tuning log, a profile, a
+    calibration, a spread record, a verdict a command printed with --json), in words; None for a run or
+    anything else."""
     if not isinstance(data, dict) or is_run_data(data):
         return None
     keys = set(data)
-    if str(data.get("format", "")).startswith("solbench-tuned/"):
+    fmt = str(data.get("format", ""))
+    if fmt.startswith("solbench-tuned/"):
         return "tuned configurations"
+    if fmt.startswith("solbench-tune/"):
+        return TUNING_LOG
+    if fmt.startswith("solbench-profile/"):
+        return "a profile (solbench profile)"
     if {"spec_id", "bandwidth", "tensor_peaks", "vector_peaks"} <= keys:
         return "a calibration (solbench calibrate's measured ceilings)"
     if {"spec_id", "run_sd", "runs"} <= keys:

@@ -242,3 +242,39 @@ def test_a_verdict_a_command_printed_as_json_is_never_written_over(tmp_path, nam
             r = _invoke("report", str(saved), option, str(verdict))
             assert r.exit_code == 2 and f"holds a {kind}" in r.output, r.output
             assert verdict.read_bytes() == kept
+
+
+# a tuning log (`solbench tune`'s JSON) and a profile record (`solbench profile`'s), as kept in results/h200
+_TUNE_LOG = {"format": "solbench-tune/1", "created": "2026-11-30T18:00:00+00:00",
+             "environment": {"device_kind": "cuda", "device_name": "NVIDIA H200", "spec_id": "h200-sxm"},
+             "workload_files": ["workloads/norms.yaml"], "options": {}, "cases": []}
+_PROFILE = {"format": "solbench-profile/1", "created": "2026-11-30T18:30:07+00:00", "device_name": "NVIDIA H200",
+            "workload": "o_proj", "impl": "fused", "case_id": "o_proj[tokens=16,hidden=4096,bfloat16]", "t_sol": 7.07e-06}
+
+
+@pytest.mark.parametrize(("record", "said"), [(_TUNE_LOG, "a tuning log (solbench tune)"),
+                                              (_PROFILE, "a profile (solbench profile)")])
+def test_a_tuning_log_or_profile_is_named_and_never_written_over(tmp_path, record, said):
+    """`report --csv` named a tuning log or a profile record kept under results/ and replaced it (exit 0), and
+    `show`, `gate` and `report` given one called it 'not a solbench result (no schema_version)'."""
+    saved = _run_file(tmp_path / "a.json")
+    target = tmp_path / "kept.json"
+    target.write_text(json.dumps(record, indent=1))
+    kept = target.read_text()
+    r = _invoke("report", str(saved), "--csv", str(target))
+    assert r.exit_code == 2 and f"holds {said}; not writing" in r.output, r.output
+    assert target.read_text() == kept
+    for argv in (["show", str(target)], ["gate", "--baseline", str(target), "--current", str(saved)]):
+        r = _invoke(*argv)
+        assert r.exit_code == 2 and f"{target}: {said}, not a run" in r.output, (argv, r.output)
+
+
+def test_tune_still_replaces_the_tuning_log_it_is_given(tmp_path):
+    """`tune -o FILE` replaces FILE where it exists (its help says so): a tuning log there is the one to replace,
+    though `report` and the rest keep off it."""
+    wl = _tune_dir(tmp_path)
+    log = tmp_path / "tune.json"
+    log.write_text(json.dumps(_TUNE_LOG))
+    again = _invoke("tune", str(wl), "-i", "chunked", "--results-dir", str(tmp_path / "r"), "-o", str(log), *TUNE)
+    assert again.exit_code == 0, again.output
+    assert json.loads(log.read_text())["cases"], "the log was not replaced"
