@@ -406,13 +406,22 @@ def other_record(data: Any) -> str | None:
 
 def from_dict(data: Any, origin: str = "<result>") -> RunResult:
     """Rebuild a RunResult from its dict, migrating older schema versions and checking every field."""
-    data = _migrated(data, origin, "result")
+    data = _before_workers(_migrated(data, origin, "result"))
     try:
         run: RunResult = decode(RunResult, data)
     except DecodeError as exc:
         raise ResultsFormatError(f"{origin}: malformed result: {_one_line(exc)}") from None
     _check_numbers(run, origin)
     return _own_t_sols(run)
+
+
+def _before_workers(data: dict[str, Any]) -> dict[str, Any]:
+    """A run saved before implementations ran in worker processes records no ``protocol.isolation``; it
+    was measured in this process, so it reads as "in-process", not as the "worker" of later runs."""
+    protocol = data.get("protocol")
+    if not isinstance(protocol, dict) or "isolation" in protocol:
+        return data
+    return {**data, "protocol": {**protocol, "isolation": "in-process"}}
 
 
 def _own_t_sols(run: RunResult) -> RunResult:

@@ -51,6 +51,20 @@ def test_newer_schema_is_refused(tmp_path):
         store.load(path)
 
 
+def test_a_run_saved_before_worker_isolation_reads_as_measured_in_process(tmp_path):
+    """A run from before implementations ran in worker processes records no protocol.isolation
+    (results/h200/isolation-suite-before.json); it was measured in-process, yet read back, and shown by
+    show --json, as isolation "worker", the default of later runs."""
+    data = store.to_dict(sample_run())
+    data["schema_version"] = 1
+    for key in ("isolation", "timeout_s"):
+        del data["protocol"][key]
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(data))
+    assert store.load(path).protocol.isolation == "in-process"
+    assert store.from_dict(store.to_dict(sample_run())).protocol.isolation == "worker"  # recorded: kept
+
+
 @pytest.mark.parametrize("text,match", [
     ("{not json", r"bad.json:1: not valid JSON"),
     ('{"cases": []}', "no schema_version"),
