@@ -80,33 +80,21 @@ def test_samples_claiming_a_fraction_of_the_watched_time_are_caught(tmp_path):
     assert status["baseline"][0] == "ok" and status["honest"][0] == "ok"
 
 
-def test_a_worker_that_keeps_its_pipe_full_still_times_out_and_the_run_goes_on(tmp_path):
+@pytest.mark.parametrize("workload, impl, timeout", [("flooders", "floods_its_pipe", 3),
+                                                     ("stallers", "sends_half_a_message", 2)])
+def test_a_worker_that_abuses_its_pipe_still_times_out_and_the_run_goes_on(tmp_path, workload, impl, timeout):
     # floods_its_pipe sends progress messages without end from its first call: the parent read every
     # one, deadline or not, and waited for it forever (its own wait, or asking whether it was still
-    # busy once hangs, beside it, timed out); what it sends past its deadline no longer counts
-    out = tmp_path / "flooders.json"
-    proc = subprocess.run([sys.executable, "-m", "solbench", "run", HOSTILE, "-w", "flooders", "--timeout", "3",
-                           "--repeat", "1", "-o", str(out), "-q", "--results-dir", str(tmp_path / "r"), *FAST],
-                          capture_output=True, text=True, timeout=300)  # a hang, not slowness, is what this catches
-    assert proc.returncode == 4, proc.stderr[-2000:]
-    status = _statuses(store.load(out))
-    assert status["floods_its_pipe"][0] == "timeout", status["floods_its_pipe"]
-    assert "no result within 3 s" in status["floods_its_pipe"][1]
-    assert status["hangs"][0] == "timeout"
-    assert status["baseline"][0] == "ok" and status["honest"][0] == "ok"
-
-
-def test_a_worker_that_sends_half_a_message_still_times_out_and_the_run_goes_on(tmp_path):
+    # busy once hangs, beside it, timed out); what it sends past its deadline no longer counts.
     # sends_half_a_message writes a length header and one byte of its message, then sleeps: the parent
-    # read a message whole once its first bytes were there, with no deadline, and waited forever (its
-    # own wait, or asking whether it was still busy once hangs, beside it, timed out)
-    out = tmp_path / "stallers.json"
-    proc = subprocess.run([sys.executable, "-m", "solbench", "run", HOSTILE, "-w", "stallers", "--timeout", "2",
+    # read a message whole once its first bytes were there, with no deadline, and waited forever.
+    out = tmp_path / f"{workload}.json"
+    proc = subprocess.run([sys.executable, "-m", "solbench", "run", HOSTILE, "-w", workload, "--timeout", str(timeout),
                            "--repeat", "1", "-o", str(out), "-q", "--results-dir", str(tmp_path / "r"), *FAST],
                           capture_output=True, text=True, timeout=300)  # a hang, not slowness, is what this catches
     assert proc.returncode == 4, proc.stderr[-2000:]
     status = _statuses(store.load(out))
-    assert status["sends_half_a_message"][0] == "timeout", status["sends_half_a_message"]
-    assert "no result within 2 s" in status["sends_half_a_message"][1]
+    assert status[impl][0] == "timeout", status[impl]
+    assert f"no result within {timeout} s" in status[impl][1]
     assert status["hangs"][0] == "timeout"
     assert status["baseline"][0] == "ok" and status["honest"][0] == "ok"
