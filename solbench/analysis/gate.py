@@ -682,6 +682,10 @@ def gate(base: Side, cur: Side, *, threshold: float | None = None, alpha: float 
     cur = _without_floor(_one_side(cur, "current", allow_cross_hardware))
     recorded = {**base.gate_thresholds, **cur.gate_thresholds}
     validate(threshold, recorded, alpha, confidence)
+    dry = [label for label, side in (("baseline", base), ("current", cur)) if side.protocol.timer == "none"]
+    if dry:  # not "no measured case in common", as if the runs held different cases
+        raise ConfigError(f"the {' and the '.join(dry)} {'is a dry run' if len(dry) == 1 else 'are dry runs'} "
+                          "(--dry-run: nothing was timed); gate runs that measured")
     per_case = _per_case(base, cur)
     diffs = same_hardware(base, cur, allow_cross_hardware)
     timing = check_timing(base.protocol, cur.protocol)

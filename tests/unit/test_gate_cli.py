@@ -715,3 +715,14 @@ def test_a_side_with_no_run_is_named(tmp_path, args, where):
     r = CliRunner().invoke(main, [base if a == "B" else a for a in args])
     assert r.exit_code == 2, r.output
     assert where in r.output, r.output
+
+
+def test_a_dry_run_is_refused_as_one_not_as_runs_with_nothing_in_common(tmp_path):
+    # a saved --dry-run timed nothing: the refusal said "no measured case in common (0 in baseline
+    # only, 0 in current only)", as if the runs held different cases
+    dry = tmp_path / "dry.json"
+    made = CliRunner().invoke(main, ["run", "tests/data/double.yaml", "--device", "cpu", "--dry-run", "-o", str(dry)])
+    assert made.exit_code == 0, made.output
+    result = CliRunner().invoke(main, ["gate", "--baseline", str(dry), "--current", str(dry)])
+    assert result.exit_code == 2
+    assert "dry run" in result.output and "in common" not in result.output
