@@ -14,6 +14,7 @@ keys and indices back to its line for later errors.
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -233,8 +234,28 @@ def validation_message(error: Mapping[str, Any]) -> str:
     value = error.get("input")
     if error["type"] in ("unknown_field", "bad_field") or isinstance(value, dict | list):
         return msg
-    hint = _exponent_hint(value) if str(error["type"]).startswith("float") else ""
+    hint = _exponent_hint(value) if str(error["type"]).startswith("float") else _literal_hint(error, value)
     return f"{msg} (got {short(value)}{hint})"
+
+
+# How people write dtypes for short (bf16, fp32, ...), against the names a workload takes
+_SHORT_DTYPES = {"fp64": "float64", "double": "float64", "fp32": "float32", "f32": "float32", "float": "float32",
+                 "bf16": "bfloat16", "fp16": "float16", "f16": "float16", "half": "float16", "fp8": "float8_e4m3fn",
+                 "e4m3": "float8_e4m3fn", "fp8_e4m3": "float8_e4m3fn", "e5m2": "float8_e5m2",
+                 "fp8_e5m2": "float8_e5m2", "fp4": "float4_e2m1fn_x2"}
+
+
+def _literal_hint(error: Mapping[str, Any], value: Any) -> str:
+    """"; did you mean 'bfloat16'?" for a value that is not one of a field's names: the name a short form
+    (bf16, fp32) stands for, else the closest name; "" where none is close."""
+    if error["type"] != "literal_error" or not isinstance(value, str):
+        return ""
+    expected = re.findall(r"'([^']*)'", str((error.get("ctx") or {}).get("expected", "")))
+    guess = _SHORT_DTYPES.get(value.strip().lower())
+    if guess not in expected:
+        close = difflib.get_close_matches(value, expected, n=1, cutoff=0.6)
+        guess = close[0] if close else None
+    return f"; did you mean {guess!r}?" if guess else ""
 
 
 def _exponent_hint(value: Any) -> str:

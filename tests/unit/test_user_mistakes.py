@@ -80,3 +80,26 @@ def test_each_mistake_is_named_with_what_to_fix(tmp_path: Path) -> None:
     assert "the workload's reference mistakes.py:add_xy takes (x, y) but is called with a, b" in xy_ref.message
     keyed_ref = by[("badkeys", "baseline")]
     assert keyed_ref.status == "error" and "got a dict without out (its keys: 'result')" in keyed_ref.message
+
+
+def test_a_dtype_written_the_short_way_names_the_one_meant(tmp_path):
+    # bf16, fp32, fp8: the error listed all thirteen names and left the reader to find bfloat16 among them
+    from solbench.config.yamlio import validation_message
+
+    def hint(value: str) -> str:
+        return validation_message({"type": "literal_error", "msg": "Input should be 'float32', 'bfloat16' or "
+                                   "'float8_e4m3fn'", "input": value,
+                                   "ctx": {"expected": "'float32', 'bfloat16' or 'float8_e4m3fn'"}})
+
+    assert "did you mean 'bfloat16'?" in hint("bf16")
+    assert "did you mean 'float32'?" in hint("fp32")
+    assert "did you mean 'float8_e4m3fn'?" in hint("fp8")
+    assert "did you mean 'bfloat16'?" in hint("bfloat61")  # a typo: the closest name
+    assert "did you mean" not in hint("quaternion")
+    src = Path("tests/data/double.yaml").read_text()
+    assert "dtypes: [float32]" in src
+    path = tmp_path / "d.yaml"
+    path.write_text(src.replace("dtypes: [float32]", "dtypes: [bf16]"))
+    result = CliRunner().invoke(main, ["run", str(path), "--device", "cpu", "--dry-run"])
+    assert result.exit_code == 2
+    assert "dtypes.0" in result.output and "did you mean 'bfloat16'?" in result.output
