@@ -208,23 +208,21 @@ def measure_sharded(units: Sequence[Unit], run: RunResult, lanes: Sequence[Lane]
     too_wide = [j for j in jobs if j.width > len(lanes)]
     jobs = [j for j in jobs if j.width <= len(lanes)]
     pinned, astray = pin_lanes(jobs, units, lanes, measured_on or {})
-    jobs = [j for j in jobs if j.order not in {job.order for job, _ in astray}]
+    gone = {job.order for job, _ in astray}
+    jobs = [j for j in jobs if j.order not in gone]
+    # skipped before any lane takes them, in every round: (job, why)
+    unplaced = [(j, f"needs {j.width} devices at once (world_size); this run has {len(lanes)}")
+                for j in sorted(too_wide, key=lambda j: j.order)]
+    unplaced += [(j, f"its earlier rounds were measured on {_named(device)}, which this run has no lane on: "
+                     "a case's rounds are not merged across devices") for j, device in astray]
     state = _State(units, run, lanes, emit, on_case)
     escaped = 0  # processes left outside a worker's group, killed by the lanes' pools (pool.sweep)
     try:
         for r in range(repeat):
             if repeat > 1:
                 emit("round", {"round": r + 1, "of": repeat})
-            for job in sorted(too_wide, key=lambda j: j.order):
-                unit = units[job.unit]
-                why = f"needs {job.width} devices at once (world_size); this run has {len(lanes)}"
-                state.add(job, (lanes[0].index,), [ImplResult(name, "skipped", why) for name in unit.impls
-                                                   if not keys or f"{job.case.id}/{name}" in keys], measured=False)
-            for job, device in astray:
-                unit = units[job.unit]
-                why = (f"its earlier rounds were measured on {_named(device)}, which this run has no lane on: "
-                       "a case's rounds are not merged across devices")
-                state.add(job, (lanes[0].index,), [ImplResult(name, "skipped", why) for name in unit.impls
+            for job, why in unplaced:
+                state.add(job, (lanes[0].index,), [ImplResult(name, "skipped", why) for name in units[job.unit].impls
                                                    if not keys or f"{job.case.id}/{name}" in keys], measured=False)
             ctx = _Round(units, lanes, settings, timeout_s, keys, group, variant, state)
             placed = ctx.run(Scheduler(jobs, [lane.index for lane in lanes], pinned, cold))
