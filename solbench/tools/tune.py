@@ -88,8 +88,6 @@ class TuneOptions:
         """ConfigError (exit 2) for knobs no tuning can honour, as :class:`solbench.plan.options.RunOptions`
         refuses them: NaN would disable the rule it sets (a margin that never abandons, a gain that never
         decides), inf would make it decide everything."""
-        import math
-
         for name, flag in (("budget_s", "--budget"), ("target_rel_ci", "--target"), ("min_gain", "--min-gain"),
                            ("timeout_s", "--timeout")):
             value = getattr(self, name)
