@@ -51,6 +51,7 @@ MAX_MESSAGE_BYTES = 16 << 20  # a result of 100k samples with clock readings is 
 MAX_TEXT_CHARS = 4096  # an ImplResult's message: longer ones are cut (the worker's log keeps the rest)
 _MAX_PROGRESS_TEXT = 200
 READ_BYTES = 1 << 20  # the most one read takes off the pipe (a pipe holds less, a result up to MAX_MESSAGE_BYTES)
+_POLL_S = 60.0  # the longest one poll waits for bytes (Frames.read polls again until its deadline)
 _LONG = struct.pack("!i", -1)  # Connection.send_bytes's length of a message over 2 GiB: 8 bytes of length follow
 
 
@@ -109,7 +110,10 @@ class Frames:
         read; EOFError, or OSError in the middle of a message, when the pipe is closed, as
         ``Connection.recv_bytes``."""
         while (missing := self._missing()) > 0:
-            if not self._conn.poll(max(deadline - time.monotonic(), 0.0)):
+            left = max(deadline - time.monotonic(), 0.0)
+            if not self._conn.poll(min(left, _POLL_S)):  # poll takes no more than 2**31 ms at once
+                if left > _POLL_S:
+                    continue
                 raise Incomplete(f"{len(self._begun)} bytes of a message, {missing} more to come")
             chunk = os.read(self._conn.fileno(), min(missing, READ_BYTES))
             if not chunk:

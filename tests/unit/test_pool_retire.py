@@ -111,3 +111,14 @@ def test_a_worker_that_does_not_start_in_time_is_a_start_up_timeout_not_a_crash(
         w.kill()
     assert fatal and result.status == "timeout"
     assert "did not start within" in result.message
+
+
+def test_a_task_with_a_timeout_of_weeks_is_measured():
+    # `run --timeout 1e7` (any finite number is taken): the parent's read of the worker's messages handed
+    # the whole 115 days to poll, which refused it (OverflowError), and the run crashed
+    w = pool.ProcessWorker("cpu", None)
+    try:
+        result, fatal = w.run(_task("baseline"), 1e7)
+    finally:
+        w.close()
+    assert result.status == "ok" and not fatal, result.message

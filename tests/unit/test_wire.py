@@ -177,3 +177,11 @@ def test_one_late_wakeup_of_the_parent_is_absorbed():
     gaps = [1e-3] * 20
     gaps[-1] += WALL_SLACK_S * 0.9  # the parent read the last sample late
     assert _watched([1e-3] * 20, gaps).wall_problem({}) is None
+
+
+def test_a_deadline_weeks_away_still_reads_the_message():
+    """``--timeout`` takes any finite number of seconds; a deadline more than about 24.8 days away (2**31 ms)
+    was handed to poll whole, which refused it (OverflowError: timeout is too large) and crashed the run."""
+    a, b = Pipe()
+    wire.send(b, "turn")
+    assert wire.parse(wire.Frames(a).read(time.monotonic() + 1e7)) == {"kind": "turn"}
