@@ -44,8 +44,10 @@ class BeatOrStop:
     """A stopping criterion that also gives up once a configuration is clearly slower than the best
     (``solbench tune``: ``Task.beaten_above``).
 
-    ``reason`` is the inner criterion's, or "beaten" once at least ``min_samples`` samples put the
-    lower end of the median's 95% CI above ``bound`` seconds.
+    ``reason`` is the inner criterion's, or "beaten" once at least ``min_samples`` samples, and never
+    fewer than ``MIN_CI_SAMPLES`` (below it the interval's lower end is the smallest sample, above the
+    median with probability 2^-n: no 95% interval), put the lower end of the median's 95% CI above
+    ``bound`` seconds.
     """
 
     def __init__(self, inner: CIWidth, bound: float | None) -> None:
@@ -54,7 +56,7 @@ class BeatOrStop:
     def reason(self, samples: Sequence[float], elapsed_s: float) -> str | None:
         """Why to stop now, or None to go on."""
         done = self.inner.reason(samples, elapsed_s)
-        if done is None and self.bound is not None and len(samples) >= self.inner.min_samples \
+        if done is None and self.bound is not None and len(samples) >= max(self.inner.min_samples, MIN_CI_SAMPLES) \
                 and median_ci(samples)[0] > self.bound:
             return "beaten"
         return done

@@ -80,11 +80,23 @@ def test_valid_configs_filter_on_case_parameters_and_count_the_rest():
 
 def test_beat_or_stop_abandons_a_configuration_clearly_slower_than_the_best():
     inner = CIWidth(target=0.0001, min_samples=5, max_samples=100, budget_s=100.0)
-    noisy_slow = [2.0, 2.2, 1.9, 2.1, 2.05]  # CI of the median well above 1.1
+    noisy_slow = [2.0, 2.2, 1.9, 2.1, 2.05, 1.95]  # CI of the median well above 1.1
     assert tuning.BeatOrStop(inner, bound=1.1).reason(noisy_slow, 0.0) == "beaten"
     assert tuning.BeatOrStop(inner, bound=3.0).reason(noisy_slow, 0.0) is None
     assert tuning.BeatOrStop(inner, bound=None).reason(noisy_slow, 0.0) is None
     assert tuning.BeatOrStop(inner, bound=1.1).reason(noisy_slow[:4], 0.0) is None  # fewer than min_samples
+
+
+@pytest.mark.parametrize("n", [1, 3, 5])
+def test_beat_or_stop_never_abandons_on_fewer_samples_than_a_95_percent_interval_needs(n):
+    """The "beaten" rule claims the lower end of the median's 95% CI lies above the bound, but below 6 samples
+    that lower end is the smallest sample, which lies above the median with probability 2^-n (50% at
+    one sample, 12.5% at 3, 3.1% at 5): with --min-samples 1 a single slow first sample abandoned a
+    configuration that could win. As CIWidth never says converged there, BeatOrStop waits for 6."""
+    inner = CIWidth(target=0.0001, min_samples=1, max_samples=100, budget_s=100.0)
+    slow = [2.0, 2.2, 1.9, 2.1, 2.05, 1.95]  # every sample far above the bound
+    assert tuning.BeatOrStop(inner, bound=1.1).reason(slow[:n], 0.0) is None
+    assert tuning.BeatOrStop(inner, bound=1.1).reason(slow, 0.0) == "beaten"
 
 
 def test_beat_or_stop_keeps_the_inner_criterion():
