@@ -217,6 +217,10 @@ def tune(files: Sequence[str | Path], options: TuneOptions = TuneOptions(), *, d
     emit = progress or (lambda event, data: None)
     emit("start", {"cases": sum(len(p.cases) for p, _, _ in targets)})
     workers = Pool(info.kind, info.index, threads=threads.policy(0, info.kind))  # the run's CPU thread policy
+    # every worker with the driver's CUDA work queues: the pool's one-queue policy (measure.queues) keys on
+    # (workload, implementation), which every configuration shares, so a worker replaced after a fault
+    # would run the configurations after it with one queue (several streams serialized), unlike the rest
+    workers.queues = None
     cases: list[CaseTuning] = []
     created = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")  # one for every result saved on the way
 

@@ -17,6 +17,7 @@ from solbench.cli import main
 from solbench.errors import ConfigError, ResultsFormatError
 from solbench.measure.criteria import CIWidth
 from solbench.measure.runner import build_launches
+from solbench.results.model import Timing
 from solbench.tools import tune as tuning
 from solbench.tools.tune_space import config_label, constraint_names, grid, holds, valid_configs
 from solbench.workload.cases import build_case
@@ -721,6 +722,57 @@ def test_a_trial_that_crashes_or_hangs_is_that_configurations_failure_and_tuning
     assert cases["chunked"]["hand_picked"]["status"] == "ok" and cases["chunked"]["winner"]["chunk"] in (16, 64)
     assert tuning.load_tuned(tuned).spec_id == "cpu"  # written, from what was measured
     assert "1 timeout" in result.stdout and "2 crashed" in result.stdout  # in the table
+
+
+class _QueueWorker:
+    """A stand-in for a CUDA worker (pool.ProcessWorker): it records the work queues it was started with
+    and answers each task as CUPTI would for a one-stream implementation; configuration chunk=24 crashes."""
+
+    overstayed = False
+    started: list = []  # noqa: RUF012 (the test reads what every worker was started with)
+
+    def __init__(self, device, device_index, tree=None, threads=0, queues=None):
+        self.queues = queues
+
+    def wait_ready(self):
+        pass
+
+    def run(self, task, timeout_s, progress=None):
+        self.started.append((task.impl, self.queues))
+        if task.impl.endswith("[chunk=24]"):
+            return tuning.ImplResult(task.impl, "crashed", "the worker process was killed by SIGSEGV"), True
+        timing = Timing((1e-3,) * 12, 1e-3, 1e-3, 1e-3, "converged")
+        return tuning.ImplResult(task.impl, "ok", timing=timing,
+                                 protocol={"stream_check": "cupti", "streams": 1}), False
+
+    def request_close(self):
+        pass
+
+    def close(self):
+        pass
+
+
+def test_every_trial_on_cuda_runs_with_the_work_queues_hand_picked_was_measured_with(monkeypatch):
+    """The pool gives a replacement worker one CUDA work queue once CUPTI saw its (workload, implementation)
+    on one stream (measure.queues), and all of a tune's configurations share that key: after one
+    configuration crashed, every later configuration (and the confirmation) ran with one queue, where
+    hand-picked and the configurations before had the driver's eight, so one that runs on several streams
+    had them serialized and was measured slower than it is, against a best measured otherwise. Each
+    configuration is another implementation: every worker of a tune keeps the driver's default."""
+    from solbench.device import detect as detect_module
+    from solbench.measure import pool, queues
+
+    monkeypatch.delenv(queues.ENV, raising=False)
+    monkeypatch.delenv(queues.SWITCH_ENV, raising=False)
+    info = dataclasses.replace(detect_module.detect("cpu"), kind="cuda", index=0)
+    monkeypatch.setattr(detect_module, "detect", lambda device="auto": info)
+    monkeypatch.setattr(pool, "ProcessWorker", _QueueWorker)
+    monkeypatch.setattr(pool, "sweep", lambda last=False: 0)
+    _QueueWorker.started = []
+    result = tuning.tune([TUNE_YAML], tuning.TuneOptions(impls=("chunked",), **FAST), device="cuda")
+    assert [t.status for t in result.cases[0].trials] == ["ok", "crashed", "ok"]  # chunk 16, 24, 64
+    assert _QueueWorker.started[0] == ("chunked", None)  # hand-picked: the driver's default
+    assert {q for _, q in _QueueWorker.started} == {None}, _QueueWorker.started
 
 
 def test_the_table_of_a_case_whose_constraints_exclude_every_configuration_reads_cleanly():
