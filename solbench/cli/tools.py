@@ -240,6 +240,10 @@ def _label(run: RunResult) -> str:
 @click.option("--timeout", "timeout_s", type=click.FloatRange(min=0.1), default=120.0, show_default=True,
               help="Seconds per configuration measured (compilation included) before its worker is killed and "
                    "its result is 'timeout'.")
+@click.option("--launch", type=click.Choice(["auto", "stream", "graph"]), default="auto", show_default=True,
+              help="As `run --launch`: each call launched on the stream or replayed from a CUDA graph; auto: "
+                   "graph on a GPU with CUPTI, as `run` times it, so a configuration wins under the launch "
+                   "conditions of the run that applies it.")
 @click.option("--device", default="auto", show_default=True, metavar="auto|cpu|cuda|cuda:N")
 @click.option("-o", "--output", type=click.Path(dir_okay=False),
               help="Every configuration's result (JSON; replaced if it exists); default "
@@ -250,8 +254,8 @@ def _label(run: RunResult) -> str:
 @click.option("-v", "--verbose", is_flag=True, help="One line per configuration as it is measured.")
 def tune(files: Sequence[str], workloads: Sequence[str], impls: Sequence[str], max_configs: int | None,
          patience: int | None, margin: float, budget: float, target: float, min_samples: int, max_samples: int,
-         confirm_rounds: int, confirm_max_rounds: int, min_gain: float, timeout_s: float, device: str,
-         output: str | None,
+         confirm_rounds: int, confirm_max_rounds: int, min_gain: float, timeout_s: float, launch: str,
+         device: str, output: str | None,
          tuned_file: str | None, results_dir: str, verbose: bool) -> None:
     """Measure every valid configuration of each implementation's tune: space, per case."""
     from solbench.cli.common import interrupted_code, writable_output
@@ -268,7 +272,7 @@ def tune(files: Sequence[str], workloads: Sequence[str], impls: Sequence[str], m
                                  patience=patience, margin=margin, confirm_rounds=confirm_rounds,
                                  confirm_max_rounds=confirm_max_rounds, min_gain=min_gain,
                                  target_rel_ci=target, min_samples=min_samples, max_samples=max_samples,
-                                 budget_s=budget, timeout_s=timeout_s)
+                                 budget_s=budget, timeout_s=timeout_s, launch=launch)
     err = _err()
 
     def progress(event: str, data: dict[str, Any]) -> None:

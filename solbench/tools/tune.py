@@ -46,6 +46,7 @@ import numpy as np
 
 from solbench.analysis.stats import median, median_ci
 from solbench.device import threads
+from solbench.device.timer import resolved_launch
 from solbench.errors import ConfigError, RunInterrupted
 from solbench.measure.criteria import BeatOrStop as BeatOrStop  # re-exported: tune's early stop, kept by the worker
 
@@ -82,6 +83,9 @@ class TuneOptions:
     input_sets: int = 2
     seed: int = 0
     flush: str = "clean"  # as `solbench run` (README "How solbench measures")
+    # as `solbench run --launch`: "auto" is a CUDA graph's replay for the cold timer on a GPU with CUPTI, so
+    # a configuration wins under the launch conditions of the run that applies it
+    launch: str = "auto"
     timeout_s: float = 120.0  # per trial, set-up and compilation included, as `solbench run --timeout`
 
     def __post_init__(self) -> None:
@@ -95,6 +99,8 @@ class TuneOptions:
                 raise ConfigError(f"{flag} must be a positive finite number, got {value!r}")
         if not (isinstance(self.margin, int | float) and math.isfinite(self.margin) and self.margin >= 0):
             raise ConfigError(f"--margin must be a finite number at least 0, got {self.margin!r}")
+        if self.launch not in ("auto", "stream", "graph"):
+            raise ConfigError(f"--launch must be 'auto', 'stream' or 'graph', got {self.launch!r}")
         # confirm_rounds 0: tuned, then ValueError "no samples" pooling an empty confirmation
         check_counts((("--min-samples", self.min_samples, 1), ("--confirm-rounds", self.confirm_rounds, 1),
                       ("--confirm-max-rounds", self.confirm_max_rounds, 2),  # one round: no spread between rounds
@@ -197,6 +203,17 @@ def tune(files: Sequence[str | Path], options: TuneOptions = TuneOptions(), *, d
     from solbench.plan.workloads import plan
 
     info = detect(device)
+    if options.launch == "graph":  # refused as `run --launch graph` is (plan.device)
+        from solbench.device import cupti
+        from solbench.errors import DeviceError
+
+        if info.kind != "cuda":
+            raise ConfigError("--launch graph replays CUDA graphs; on the CPU every call is made as it is "
+                              "(leave --launch out)")
+        if not cupti.wanted():
+            raise DeviceError("--launch graph checks each replay against the launched call with NVIDIA's "
+                              "cupti-python (pip install 'solbench[cupti]'; not with SOLBENCH_NO_CUPTI=1): "
+                              "install it, or use --launch stream")
     planned = plan(files, info.kind, options.workloads, options.impls)  # -i naming nothing: refused, as in run
     tunable = [(p, name, impl) for p in planned for name, impl in p.spec.implementations.items()
                if impl.tune is not None]
@@ -221,11 +238,13 @@ def tune(files: Sequence[str | Path], options: TuneOptions = TuneOptions(), *, d
     # (workload, implementation), which every configuration shares, so a worker replaced after a fault
     # would run the configurations after it with one queue (several streams serialized), unlike the rest
     workers.queues = None
+    launch = resolved_launch(options.launch, "cold", info.kind)
     cases: list[CaseTuning] = []
     created = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")  # one for every result saved on the way
 
     def result(complete: bool) -> TuneResult:
         opts = {k: v for k, v in dataclasses.asdict(options).items() if k not in ("workloads", "impls")}
+        opts["launch"] = launch  # as measured ("auto" resolved)
         return TuneResult(created, info.environment(), tuple(str(f) for f in files), opts, tuple(cases), complete)
 
     try:

@@ -775,6 +775,58 @@ def test_every_trial_on_cuda_runs_with_the_work_queues_hand_picked_was_measured_
     assert {q for _, q in _QueueWorker.started} == {None}, _QueueWorker.started
 
 
+class _LaunchWorker(_QueueWorker):
+    """A stand-in CUDA worker that records how each task asked for its calls to be launched."""
+
+    launches: list = []  # noqa: RUF012
+
+    def run(self, task, timeout_s, progress=None):
+        self.launches.append((task.impl, task.settings.launch))
+        return super().run(task, timeout_s, progress)
+
+
+@pytest.mark.parametrize(("launch", "traced", "expected"), [("auto", True, "graph"), ("auto", False, "stream"),
+                                                            ("stream", True, "stream"), ("graph", True, "graph")])
+def test_trials_on_cuda_are_launched_as_run_launches_them(launch, traced, expected, monkeypatch):
+    """`run` times each call as a CUDA graph's replay by default on a GPU (--launch auto); tune timed every
+    configuration launched on the stream, so a winner was picked under other launch conditions than the
+    run that applies it. Tune resolves --launch as run does, and its log records the launch it used."""
+    from solbench.device import cupti
+    from solbench.device import detect as detect_module
+    from solbench.measure import pool
+
+    info = dataclasses.replace(detect_module.detect("cpu"), kind="cuda", index=0)
+    monkeypatch.setattr(detect_module, "detect", lambda device="auto": info)
+    monkeypatch.setattr(cupti, "wanted", lambda: traced)
+    monkeypatch.setattr(pool, "ProcessWorker", _LaunchWorker)
+    monkeypatch.setattr(pool, "sweep", lambda last=False: 0)
+    _LaunchWorker.launches = []
+    result = tuning.tune([TUNE_YAML], tuning.TuneOptions(impls=("chunked",), launch=launch, **FAST), device="cuda")
+    assert {how for _, how in _LaunchWorker.launches} == {expected}, _LaunchWorker.launches
+    assert result.options["launch"] == expected
+
+
+def test_tune_refuses_a_launch_it_does_not_know():
+    with pytest.raises(ConfigError, match="--launch"):
+        tuning.TuneOptions(launch="kernel")
+
+
+def test_tune_refuses_graph_launch_where_run_refuses_it(monkeypatch):
+    """On the CPU a graph launch would do nothing, and without CUPTI no replay is checked: run refuses
+    both (plan.device), so tune does too, before measuring."""
+    from solbench.device import cupti
+    from solbench.device import detect as detect_module
+    from solbench.errors import DeviceError
+
+    with pytest.raises(ConfigError, match="on the CPU"):
+        tuning.tune([TUNE_YAML], tuning.TuneOptions(launch="graph", **FAST), device="cpu")
+    info = dataclasses.replace(detect_module.detect("cpu"), kind="cuda", index=0)
+    monkeypatch.setattr(detect_module, "detect", lambda device="auto": info)
+    monkeypatch.setattr(cupti, "wanted", lambda: False)
+    with pytest.raises(DeviceError, match="cupti-python"):
+        tuning.tune([TUNE_YAML], tuning.TuneOptions(launch="graph", **FAST), device="cuda")
+
+
 def test_the_table_of_a_case_whose_constraints_exclude_every_configuration_reads_cleanly():
     from rich.console import Console
 
