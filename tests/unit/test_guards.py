@@ -135,21 +135,28 @@ def test_tamper_guard_sees_a_replaced_clock_and_replaced_code():
     assert g.tampered() is None
 
 
-def test_settled_outputs_catches_a_thread_still_writing():
-    out = torch.zeros(1000)
+def test_settled_outputs_catches_a_thread_still_writing(monkeypatch):
+    # The thread writes once the check waits on it (after the outputs were copied), not after a sleep:
+    # a main thread descheduled on a loaded machine longer than the sleep let the write come first.
+    out = torch.randn(1000)
+    returned = out.clone()
     before = set(threading.enumerate())
-    started = threading.Event()
+    waited = threading.Event()
+    join = threading.Thread.join
+
+    def waiting(self, timeout=None):
+        waited.set()
+        join(self, timeout)
 
     def late():
-        started.set()
-        time.sleep(0.05)
+        waited.wait()
         out.fill_(1.0)
 
-    threading.Thread(target=late).start()
-    started.wait()
-    values, problem = guards.settled_outputs([out], "cpu", before, join_s=5.0)
-    assert "changed after the call returned" in problem
-    assert torch.equal(values[0], torch.zeros(1000))  # what the call returned, not what came later
+    threading.Thread(target=late, daemon=True).start()
+    monkeypatch.setattr(threading.Thread, "join", waiting)
+    values, problem = guards.settled_outputs([out], "cpu", before, join_s=60.0)
+    assert problem is not None and "changed after the call returned" in problem
+    assert torch.equal(values[0], returned)  # what the call returned, not what came later
 
 
 def test_settled_outputs_passes_finished_work():
