@@ -3,6 +3,7 @@
 import random
 import threading
 import time
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -184,26 +185,28 @@ def test_settled_outputs_returns_the_values_at_return_not_a_late_write():
 
 
 def test_settled_outputs_waits_once_for_all_new_threads(monkeypatch):
-    # Ten threads that never end: one deadline shared by all, not join_s for each in turn.
+    # Ten threads that never end: one deadline shared by all, not join_s for each in turn. The clock is
+    # fake (each join waits out its timeout on it): the real one made the first wait 0 on a machine
+    # that descheduled the check for join_s between setting its deadline and the first join.
     never = threading.Event()
     before = set(threading.enumerate())
     threads = [threading.Thread(target=never.wait, daemon=True) for _ in range(10)]
     for t in threads:
         t.start()
+    now = [0.0]
     waits = []
-    join = threading.Thread.join
 
     def recorded(self, timeout=None):
         waits.append(timeout)
-        join(self, timeout)
+        now[0] += timeout  # none of them ends: each join waits out its timeout
 
+    monkeypatch.setattr(guards, "time", SimpleNamespace(monotonic=lambda: now[0]))
     monkeypatch.setattr(threading.Thread, "join", recorded)
     try:
         guards.settled_outputs([torch.ones(4)], "cpu", before, join_s=0.05)
     finally:
         never.set()
-    assert len(waits) == 10 and waits[0] > 0
-    assert sum(waits) <= 0.05  # the first waits out the deadline; the rest get what is left: nothing
+    assert waits == [0.05] + [0.0] * 9  # the first waits out the deadline; the rest get what is left: nothing
 
 
 class FakeTimer:
