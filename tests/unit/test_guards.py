@@ -168,7 +168,8 @@ def test_settled_outputs_passes_finished_work():
 def test_settled_outputs_returns_the_values_at_return_not_a_late_write():
     # A thread that writes after the wait: the check then sees no change, and the values it returns
     # (what callers judge) are the ones the call returned, so the late write cannot pass as right.
-    out = torch.zeros(100)
+    out = torch.randn(100)
+    returned = out.clone()
     go, done = threading.Event(), threading.Event()
 
     def late():
@@ -181,7 +182,7 @@ def test_settled_outputs_returns_the_values_at_return_not_a_late_write():
     values, problem = guards.settled_outputs([out], "cpu", before, join_s=0.01)
     go.set()
     done.wait()
-    assert problem is None and torch.equal(values[0], torch.zeros(100)) and torch.equal(out, torch.ones(100))
+    assert problem is None and torch.equal(values[0], returned) and torch.equal(out, torch.ones(100))
 
 
 def test_settled_outputs_waits_once_for_all_new_threads(monkeypatch):
