@@ -1,6 +1,7 @@
 """The host's load recorded with a run, and the gate's word when one side ran on a far busier host.
 Loads are set on synthetic runs; nothing depends on how busy this machine is."""
 
+import os
 from dataclasses import replace
 from types import SimpleNamespace
 
@@ -49,11 +50,18 @@ def test_the_gate_carries_the_word_to_every_output():
     assert gate(_run(0, 0.1, 0.3), _run(1, 0.1, 0.3)).load == ""
 
 
-def test_a_run_records_the_load_after_measuring_on_any_device():
-    load = host_load()
-    assert load is None or load >= 0.0
-    run = _run(0, 0.1, None)
-    after = with_end_clocks(run, SimpleNamespace(kind="cpu", uuid=None))
-    assert after.environment.host_load == 0.1
-    end = after.environment.host_load_end
-    assert (end is None) == (load is None) and (end is None or end >= 0.0)  # read afresh, so not equal to load
+def test_a_run_records_the_load_after_measuring_on_any_device(monkeypatch):
+    # the OS's load average is stubbed (1.5 per CPU): the end reading is read afresh, not the start's 0.1
+    cpus = os.cpu_count() or 1
+    monkeypatch.setattr(os, "getloadavg", lambda: (1.5 * cpus, 0.0, 0.0))
+    assert host_load() == 1.5
+    after = with_end_clocks(_run(0, 0.1, None), SimpleNamespace(kind="cpu", uuid=None))
+    assert (after.environment.host_load, after.environment.host_load_end) == (0.1, 1.5)
+
+    def unknown():
+        raise OSError("no load average on this OS")
+
+    monkeypatch.setattr(os, "getloadavg", unknown)
+    assert host_load() is None
+    after = with_end_clocks(_run(0, 0.1, 0.7), SimpleNamespace(kind="cpu", uuid=None))
+    assert (after.environment.host_load, after.environment.host_load_end) == (0.1, None)
