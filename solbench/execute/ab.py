@@ -73,7 +73,7 @@ def ab(files: Sequence[str | Path], baseline_tree: str | Path, current_tree: str
                            require_workloads=label == "current")
         run = replace(prep.run, protocol=replace(prep.run.protocol, rounds=rounds, max_rounds=cap, rounds_target=0.0,
                                                  rounds_spread="", rounds_rule="gate" if cap else ""),
-                      notes=(f"ab {label}: tree {root}",))
+                      notes=(*prep.run.notes, f"ab {label}: tree {root}"))
         executor = pool.Pool(info.kind, info.index, tree=str(root), side_by_side_bytes=warm.side_by_side_bytes(info))
         sides.append(ab_loop.Side(label, prep.units, run, executor, prep.score))
     if options.workloads and not sides[0].units:  # each -w workload is in the current tree (planned above)

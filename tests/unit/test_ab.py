@@ -206,7 +206,7 @@ def test_identical_trees_measured_in_one_invocation(tmp_path):
     assert {(v["rounds_base"], v["rounds_cur"]) for v in verdicts} == {(3, 3)}
     for side, tree in (("baseline", base), ("current", head)):
         run = store.load(out / f"{side}.json")
-        assert run.protocol.rounds == 3 and run.notes == (f"ab {side}: tree {tree.resolve()}",)
+        assert run.protocol.rounds == 3 and run.notes[-1] == f"ab {side}: tree {tree.resolve()}"
         for r in (r for c in run.cases for r in c.impls):
             assert r.status == "ok" and r.timing.n_rounds == 3
             assert r.protocol["tree"] == str(tree.resolve())
@@ -682,3 +682,20 @@ def test_ab_refuses_json_and_markdown_together_before_measuring(tmp_path, monkey
                                        "--results-dir", str(tmp_path), "--json", "--markdown"])
     assert result.exit_code == 2, result.output
     assert result.output.startswith("error: --json and --markdown: ") and "--markdown-file" in result.output
+
+
+def test_both_saved_runs_keep_what_the_run_says_about_the_device_and_skipped_cases(tmp_path, monkeypatch):
+    """Each side's saved run replaced the prepared run's notes with its tree's line, so a run scored
+    against estimated or mixed peaks, or with cases left out, no longer said so: it keeps them now."""
+    from solbench.plan import prepare
+
+    monkeypatch.setattr(prepare, "device_notes", lambda info: ("device: peaks estimated (a test's warning)",))
+    base, head = _tree(tmp_path / "base"), _tree(tmp_path / "head")
+    out = tmp_path / "out"
+    result = _ab("--baseline-tree", str(base), "--current-tree", str(head), "wl/tiny.yaml", "-i", "kernel",
+                 "--rounds", "1", "--max-rounds", "1", "--out-dir", str(out), *FAST)
+    assert result.exit_code in (0, 3), result.output
+    for side, tree in (("baseline", base), ("current", head)):
+        notes = store.load(out / f"{side}.json").notes
+        assert "device: peaks estimated (a test's warning)" in notes, notes
+        assert f"ab {side}: tree {tree.resolve()}" in notes, notes
