@@ -559,15 +559,17 @@ def skipped_lines(result: RunResult) -> list[str]:
     return [f"{name}: SKIPPED (not a failure) on {n} case(s): {why}" for (name, why), n in counts.items()]
 
 
-def nothing_measured(result: RunResult) -> str:
+def nothing_measured(result: RunResult, exits_0: bool = True) -> str:
     """A line where every implementation of every case was skipped (a requirement this machine lacks),
-    else "": such a run exits 0, since skipped is not a failure, yet it measured nothing to gate or compare."""
+    else "": such a run exits 0, since skipped is not a failure, yet it measured nothing to gate or compare.
+    ``exits_0``: whether the command exits 0 (not where a gate follows, or the run could not be saved),
+    the only case the line says so."""
     impls = [r for c in result.cases for r in c.impls]
     if not impls or any(r.status != "skipped" for r in impls):
         return ""
     return (f"nothing was measured: every implementation of the {len(result.cases)} case(s) was skipped (a "
-            "requirement this machine lacks, not a failure: exit 0); a gate or comparison of this run has nothing "
-            "to decide")
+            f"requirement this machine lacks, not a failure{': exit 0' if exits_0 else ''}); a gate or comparison "
+            "of this run has nothing to decide")
 
 
 def derived(result: RunResult, fast_ps: Sequence[float] = DEFAULT_PS) -> dict[str, Any]:

@@ -261,8 +261,8 @@ def run(files: Sequence[str], solutions: Sequence[str], gpu: str | None, dry_run
             click.echo(store.dumps(result, {**derived(result), **({"gate": gate} if gate is not None else {})}))
 
     finish(result, out, as_json, saved=saver.paths, json_later=later)
-    if nothing_measured(result):
-        click.echo(nothing_measured(result), err=True)
+    if nothing_measured(result):  # "exit 0" only where the command does: a gate (or a failed save) decides it
+        click.echo(nothing_measured(result, exits_0=base is None and saver.error is None), err=True)
     code = exitcodes.IMPL_FAILED if failures(result) else exitcodes.OK
     if saver.error is not None:
         click.echo(f"error: {saver.error}", err=True)

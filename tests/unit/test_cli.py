@@ -85,6 +85,26 @@ def test_a_run_whose_every_implementation_was_skipped_says_nothing_was_measured(
     assert "nothing was measured: every implementation of the 1 case(s) was skipped" in result.stderr
 
 
+def test_nothing_measured_claims_no_exit_0_where_the_gate_against_exits_otherwise(runner, tmp_path):
+    """``run --gate-against`` whose every implementation was skipped said on stderr '(... not a
+    failure: exit 0)', then the gate refused the run (nothing in common) and the command exited 2."""
+    text = ("workloads:\n  - name: gelu_scale\n    parameters: {n: [64]}\n    dtypes: [float32]\n"
+            "    inputs: {x: {shape: [n, 16]}}\n    outputs: {y: {shape: [n, 16]}}\n"
+            "    reference: tests.unit.helpers:gelu_scale\n"
+            "    implementations: {baseline: {fn: tests.unit.helpers:gelu_scale%s}}\n")
+    wl = tmp_path / "w.yaml"
+    wl.write_text(text % "")
+    common = ["--device", "cpu", "--repeat", "1", "-q", "--results-dir", str(tmp_path / "r"), *FAST]
+    made = runner.invoke(main, ["run", str(wl), "-o", str(tmp_path / "base.json"), *common])
+    assert made.exit_code == 0, made.output
+    wl.write_text(text % ", requires: [cuda]")  # the current run: every implementation skipped on the CPU
+    result = runner.invoke(main, ["run", str(wl), "-o", str(tmp_path / "cur.json"), "--gate-against",
+                                  str(tmp_path / "base.json"), *common])
+    assert result.exit_code == 2, result.output  # the gate has nothing to decide: refused
+    assert "nothing was measured: every implementation of the 1 case(s) was skipped" in result.stderr
+    assert "exit 0" not in result.stderr
+
+
 def test_incorrect_and_unwritten_outputs_are_caught(runner, tmp_path):
     out = tmp_path / "d.json"
     result = runner.invoke(main, ["run", "tests/data/double.yaml", "--device", "cpu", "-o", str(out), *FAST])
