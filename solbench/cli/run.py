@@ -363,10 +363,13 @@ def _writable_folder(path: str, option: str) -> None:
 
 def _same_timing(base: RunResult, options: api.RunOptions, name: str) -> None:
     """ConfigError (exit 2) before anything is measured where ``--gate-against`` names a run timed
-    another way (another GPU timer, or another ``--launch``): the gate would refuse it afterwards."""
+    another way (a dry run, another GPU timer, or another ``--launch``): the gate would refuse it afterwards."""
     from solbench.analysis.compare import run_launch
 
     p = base.protocol
+    if p.timer == "none":  # as gate refuses it, not as a run 'measured on different hardware' (its dry fingerprint)
+        raise ConfigError(f"--gate-against {name} is a dry run (--dry-run: nothing was timed); gate against a run "
+                          "that measured")
     theirs = run_launch(p)
     if p.timer in ("cold", "graph", "cupti") and p.timer != options.timer:
         raise ConfigError(f"--gate-against {name} was timed with --timer {p.timer}; measure with the same timer")

@@ -726,3 +726,18 @@ def test_a_dry_run_is_refused_as_one_not_as_runs_with_nothing_in_common(tmp_path
     result = CliRunner().invoke(main, ["gate", "--baseline", str(dry), "--current", str(dry)])
     assert result.exit_code == 2
     assert "dry run" in result.output and "in common" not in result.output
+
+
+def test_run_gate_against_a_dry_run_is_refused_as_one_before_measuring(tmp_path):
+    # gate refused a saved --dry-run as a dry run, but run --gate-against DRY refused it as 'measured on
+    # different hardware or software: device: CPU (baseline) vs ... (current); torch major: unknown ...'
+    dry = tmp_path / "dry.json"
+    made = CliRunner().invoke(main, ["run", "tests/data/double.yaml", "--device", "cpu", "--dry-run", "-o", str(dry)])
+    assert made.exit_code == 0, made.output
+    out = tmp_path / "cur.json"
+    result = CliRunner().invoke(main, ["run", "tests/data/double.yaml", "-i", "baseline", "--repeat", "1",
+                                       "--gate-against", str(dry), "-o", str(out),
+                                       "--results-dir", str(tmp_path / "results"), *FAST])
+    assert result.exit_code == 2, result.output
+    assert "dry run" in result.output and "different hardware" not in result.output
+    assert not out.exists()  # refused before anything was measured
