@@ -471,8 +471,8 @@ def emit_gate(result: GateResult, *, junit: str | None = None, markdown_file: st
     """Render a gate result to the terminal, files and $GITHUB_STEP_SUMMARY. ``exit_code``: what the
     command exits with where that is more severe than the gate's (an implementation failed: 4).
     ``required``: the MISSING keys that fail the command (``--require-all``), failures in the JUnit."""
-    md = gate_markdown(result)
     code = result.exit_code if exit_code is None else exit_code
+    md = gate_markdown(result, exit_code=code)
     if junit:
         store.write_text(Path(junit), gate_junit(result, exit_code=code, required=required))
     if markdown_file:

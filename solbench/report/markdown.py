@@ -214,11 +214,15 @@ def undecided_note(g: GateResult) -> str:
         for v in und[:10]) + (f" and {len(und) - 10} more" if len(und) > 10 else "") + "." + hint
 
 
-def gate_markdown(g: GateResult) -> str:
-    """A gate result as a Markdown section: overall verdict, counts, flagged cases first."""
+def gate_markdown(g: GateResult, exit_code: int | None = None) -> str:
+    """A gate result as a Markdown section: overall verdict, counts, flagged cases first. ``exit_code``:
+    the command's, where it differs from the gate's (``gate --require-all``, ``ab``'s 4): said in the heading,
+    as the console's caption says it."""
     counts = ", ".join(f"{g.count(v)} {v.lower()}" for v in CASE_VERDICTS)
+    code = ("" if exit_code is None or exit_code == g.exit_code
+            else f" (exit {exit_code}; the gate's own: {g.exit_code})")
     lines = [
-        f"### solbench gate: {_GATE_ICON[g.overall]} {g.overall}",
+        f"### solbench gate: {_GATE_ICON[g.overall]} {g.overall}{code}",
         "",
         (f"Measured on {_cell(g.device)}. " if g.device else "")
         + f"{counts}. Regression = whole {g.confidence:.0%} CI of current/baseline median above "

@@ -741,3 +741,19 @@ def test_run_gate_against_a_dry_run_is_refused_as_one_before_measuring(tmp_path)
     assert result.exit_code == 2, result.output
     assert "dry run" in result.output and "different hardware" not in result.output
     assert not out.exists()  # refused before anything was measured
+
+
+def test_require_all_markdown_says_the_gate_fails_as_the_exit_code_does(tmp_path):
+    """--require-all failing on a MISSING case exits 1, and the console, JSON and JUnit say so; the Markdown
+    (a CI's step summary) still read '### solbench gate: ✅ PASS' with no word of the failing exit."""
+    rng = np.random.default_rng(7)
+    c1, c2 = noisy(rng, 30, 1e-3, 0.01), noisy(rng, 30, 2e-3, 0.01)
+    base = store.save(make_run({"c1": {"x": c1}, "c2": {"x": c2}}, rounds=3), tmp_path / "base.json")
+    cur = store.save(make_run({"c1": {"x": c1}}, rounds=3), tmp_path / "cur.json")
+    md = tmp_path / "gate.md"
+    r = _gate("--baseline", str(base), "--current", str(cur), "--require-all", "--markdown-file", str(md))
+    assert r.exit_code == 1, r.output
+    heading = md.read_text().splitlines()[0]
+    assert heading.startswith("### solbench gate: ") and "exit 1" in heading, heading
+    lenient = _gate("--baseline", str(base), "--current", str(cur), "--markdown-file", str(md))
+    assert lenient.exit_code == 0 and md.read_text().splitlines()[0] == "### solbench gate: ✅ PASS"
