@@ -2,8 +2,8 @@
 
     0    success
     3    a gate was inconclusive (too noisy to decide at the threshold)
-    1    a gate found a regression, or a case that fails now (BROKEN: ok in the baseline, or absent;
-         STILL-BROKEN: failing in the baseline too)
+    1    a gate found a regression, or a case that fails now (BROKEN: ok in the baseline, or absent or
+         skipped there; STILL-BROKEN: failing in the baseline too)
     4    an implementation failed: incorrect, invalid, error, crashed, timeout, oom or reward_hack
     2    bad input or usage: the command could not do what was asked
     5    solbench itself failed (an unexpected exception, a bug: the traceback says where); never 1,

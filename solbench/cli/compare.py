@@ -322,7 +322,7 @@ def gate_cmd(baseline: tuple[str, ...], current: tuple[str, ...], threshold: str
     d.json): the ratio's confidence interval then covers what changes between runs.
 
     A case is BROKEN when it is incorrect, invalid, error, crashed, timeout, oom or reward_hack
-    now and was ok (or absent) in the baseline; STILL-BROKEN when it failed there too (not the
+    now and was ok (or absent, or skipped) in the baseline; STILL-BROKEN when it failed there too (not the
     change's doing, yet a failing implementation never passes: exit 1 either way); one skipped now
     is listed as MISSING.
 

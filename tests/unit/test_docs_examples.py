@@ -186,3 +186,22 @@ def test_the_readme_exit_codes_are_the_codes_solbench_exits_with() -> None:
     assert order is not None and tuple(int(c) for c in order.group(1).split(", ")) == exitcodes.SEVERITY
     table = re.findall(r"^\| (\d+) \| ", readme.split("| exit code | meaning |", 1)[1].split("\n\n", 1)[0], re.M)
     assert [int(c) for c in table] == [exitcodes.OK, exitcodes.REGRESSION, exitcodes.USAGE, exitcodes.INCONCLUSIVE]
+
+
+def test_the_exit_code_table_says_when_a_failing_case_is_broken_as_the_gate_decides_it() -> None:
+    """The table's exit 1 called a failing case BROKEN where it was 'ok in the baseline, or absent there',
+    and solbench.exitcodes the same; the gate also calls BROKEN one skipped in the baseline (nothing
+    shows it worked there), which neither named."""
+    from solbench import exitcodes
+    from solbench.analysis.gate import gate
+    from tests.unit.factories import make_run
+
+    samples = [1e-3 * (1 + i * 1e-3) for i in range(10)]
+    base = make_run({"c": {"x": samples, "y": []}}, statuses={"c/y": "skipped"})
+    cur = make_run({"c": {"x": samples, "y": []}}, statuses={"c/y": "error"})
+    assert {v.key: v.verdict for v in gate(base, cur).verdicts}["c/y"] == "BROKEN"
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    row = next(line for line in readme.split("| exit code | meaning |", 1)[1].splitlines() if line.startswith("| 1 |"))
+    broken = row.split("BROKEN:", 1)[1].split("STILL-BROKEN", 1)[0]
+    assert "skipped" in broken, row
+    assert "skipped" in exitcodes.__doc__.split("BROKEN:", 1)[1].split("STILL-BROKEN", 1)[0]
