@@ -205,3 +205,13 @@ def test_the_exit_code_table_says_when_a_failing_case_is_broken_as_the_gate_deci
     broken = row.split("BROKEN:", 1)[1].split("STILL-BROKEN", 1)[0]
     assert "skipped" in broken, row
     assert "skipped" in exitcodes.__doc__.split("BROKEN:", 1)[1].split("STILL-BROKEN", 1)[0]
+
+
+def test_the_api_doc_says_when_a_case_of_a_run_over_several_devices_has_no_device() -> None:
+    """docs/api.md said ``CaseResult.device`` is None in a one-device run only; a case of a run over several
+    devices that no device took (wider than the lanes, or its earlier device has no lane) records None too
+    (README "Every GPU: local and Ray"; tests/unit/test_shard.py), and code reading ``case.device.spec_id``
+    on the doc's word fails there."""
+    api_doc = " ".join((ROOT / "docs" / "api.md").read_text(encoding="utf-8").split())
+    said = api_doc.split("each `CaseResult.device` is the `Environment` of the GPU it ran on", 1)[1].split(".", 1)[0]
+    assert "skipped" in said or "no device took" in said, said
