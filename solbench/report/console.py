@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from rich.table import Table
 from rich.text import Text
@@ -81,6 +82,16 @@ def _dry_table(workload: str, cases: Iterable[CaseResult]) -> Table:
     return t
 
 
+def rounds_phrase(p: Any) -> str:
+    """The rounds of a run's protocol in words: "3 rounds", "1 round, up to 16 where ..." (the rounds
+    added to the points that asked for them)."""
+    pooled = " on a point's own spread or its case's" if p.rounds_spread == "case" else ""
+    where = (f"the gate against the other tree was undecided ({ROUNDS_A_LOOK} more a look)"
+             if p.rounds_rule == "gate" else f"wider than ±{p.rounds_target * 100:.3g}% over rounds{pooled}")
+    more = f", up to {p.max_rounds} where {where}" if p.max_rounds > p.rounds else ""
+    return f"{p.rounds} round{'s' if p.rounds != 1 else ''}{more}"
+
+
 def run_header(run: RunResult) -> str:
     """One line saying what was measured, where and how."""
     env, p = run.environment, run.protocol
@@ -88,7 +99,9 @@ def run_header(run: RunResult) -> str:
     parts = [f"{env.device_name} ({run.spec.id}, peaks: {run.spec.source}{f'; {other}' if other else ''})"]
     if p.timer != "none":
         how = {"cold": "CUDA events, L2 flushed, launch latency hidden",
-               "graph": "CUDA-graph replay, warm L2", "cpu": "wall clock"}.get(p.timer, p.timer)
+               "graph": "CUDA-graph replay, warm L2", "cpu": "wall clock",
+               "cupti": "CUPTI activity records, first start to last end of the call's GPU work, L2 flushed",
+               }.get(p.timer, p.timer)
         parts.append(f"timer {p.timer} ({how}); median, stop at 95% CI ±{p.target_rel_ci * 100:.3g}% "
                      f"or {p.budget_s:g} s, >= {p.min_samples} samples")
     if p.threads:  # 0: torch's default (a GPU run without --threads)
@@ -98,12 +111,7 @@ def run_header(run: RunResult) -> str:
     if p.launch == "graph":
         parts.append("each call a CUDA graph's replay")
     if p.rounds > 1 or p.max_rounds > p.rounds:
-        pooled = " on a point's own spread or its case's" if p.rounds_spread == "case" else ""
-        where = (f"the gate against the other tree was undecided ({ROUNDS_A_LOOK} more a look)"
-                 if p.rounds_rule == "gate" else f"wider than ±{p.rounds_target * 100:.3g}% over rounds{pooled}")
-        more = f", up to {p.max_rounds} where {where}" if p.max_rounds > p.rounds else ""
-        parts.append(f"{p.rounds} round{'s' if p.rounds != 1 else ''}{more} (fresh workers each; median and CI "
-                     "over rounds)")
+        parts.append(f"{rounds_phrase(p)} (fresh workers each; median and CI over rounds)")
     if env.sm_clock_end_mhz:
         parts.append(f"SM clock at end {env.sm_clock_end_mhz} MHz (max {env.max_sm_clock_mhz})")
     if env.clocks_locked is not None:

@@ -14,7 +14,7 @@ from solbench.analysis.pooling import APART
 from solbench.analysis.suite_summary import DEFAULT_PS
 from solbench.report import dry_cells, flags
 from solbench.report.collective_cells import collective_columns, is_part, part_label
-from solbench.report.console import peaks_elsewhere, threads
+from solbench.report.console import peaks_elsewhere, rounds_phrase, threads
 from solbench.report.suites import summary_markdown
 from solbench.report.timing_cells import extra_cell, timing_columns
 from solbench.report.units import (
@@ -276,7 +276,7 @@ def run_markdown(run: RunResult, fast_ps: Sequence[float] = DEFAULT_PS) -> str:
     if extra:
         notes = []
         if "rounds" in extra:
-            notes.append(f"{p.rounds} rounds, each with fresh workers; time and ±CI over rounds; rounds: "
+            notes.append(f"{rounds_phrase(p)}, each with fresh workers; time and ±CI over rounds; rounds: "
                          "count · spread of the round medians (max/min − 1)")
         if "SM MHz" in extra:
             notes.append("SM MHz: clock range over the samples; ⚠n: samples taken under a throttle reason"

@@ -165,3 +165,29 @@ def test_the_header_of_a_cpu_run_names_the_threads_it_measured_with():
     for n, words in ((1, "1 CPU thread (torch)"), (7, "7 CPU threads (torch)")):
         cpu = replace(run, protocol=replace(run.protocol, timer="cpu", threads=n))
         assert words in run_header(cpu) and words in run_markdown(cpu)
+
+
+def test_the_markdown_says_the_rounds_a_run_added_as_its_header_does():
+    """A run of one round that added rounds to some points (adaptive, or `ab`'s rounds for the gate)
+    read "1 rounds, each with fresh workers" in its Markdown, with nothing of the rounds added, where the
+    console header said "1 round, up to 16 where ..."."""
+    from solbench.report.console import run_header
+
+    run = make_run({"c": {"baseline": [1e-3] * 5}})
+    r = run.cases[0].impls[0]
+    assert r.timing is not None
+    deep = replace(r, timing=replace(r.timing, samples=(1e-3, 1.01e-3, 0.99e-3, 1e-3), rounds=(0, 1, 2, 3)))
+    run = replace(run, cases=(replace(run.cases[0], impls=(deep,)),),
+                  protocol=replace(run.protocol, rounds=1, max_rounds=16, rounds_target=0.02))
+    markdown = run_markdown(run)
+    assert "1 rounds" not in markdown and "1 rounds" not in run_header(run)
+    assert "1 round, up to 16 where" in markdown and "1 round, up to 16 where" in run_header(run)
+
+
+def test_the_header_of_a_cupti_run_says_how_cupti_times():
+    """The header read "timer cupti (cupti)": the timer's one line had no words for CUPTI."""
+    from solbench.report.console import run_header
+
+    run = make_run({"c": {"baseline": [1e-3] * 5}})
+    header = run_header(replace(run, protocol=replace(run.protocol, timer="cupti")))
+    assert "cupti (cupti)" not in header and "timer cupti (CUPTI activity records" in header
