@@ -193,8 +193,10 @@ def undecided_note(g: GateResult) -> str:
         alone = [v.current_rounds for v in over_rounds]
         stuck = sum(r is None for r in alone)
         if stuck:
-            rounds = max(v.rounds_base for v in und)
-            repeat = f"`run --repeat {BASELINE_ROUNDS}`, or where it is noisy with " if rounds < BASELINE_ROUNDS else ""
+            held = sorted({v.rounds_base for v in over_rounds if v.current_rounds is None})
+            rounds = str(held[0]) if len(held) == 1 else f"{held[0]}-{held[-1]}"
+            repeat = (f"`run --repeat {BASELINE_ROUNDS}`, or where it is noisy with "
+                      if held[0] < BASELINE_ROUNDS else "")
             hint += (f" Re-measuring the current run alone (`run --gate-against --rerun`) cannot decide {stuck} "
                      f"of them: the baseline's {rounds} round(s) keep the interval wider than the threshold, so "
                      f"the baseline needs more rounds: measure it with {repeat}`run --max-rounds 16 "

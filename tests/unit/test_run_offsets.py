@@ -198,6 +198,22 @@ def test_the_note_asks_for_a_six_round_baseline_only_where_the_baseline_has_fewe
     assert ("`run --repeat 6`" in note) is asks_for_repeat, note
     assert "`run --max-rounds 16 --rounds-target 0.01`" in note
 
+def test_the_note_asks_for_a_six_round_baseline_where_any_stuck_case_has_fewer():
+    """The advice took the most baseline rounds over every undecided case: a stuck case of a 3-round
+    baseline beside an undecided one of 12 rounds lost the `run --repeat 6` advice it needs, and read
+    "the baseline's 12 round(s)". It counts the stuck cases' rounds now."""
+    base, cur = _bound_runs(np.random.default_rng(6))
+    result = gate(base, cur, threshold=0.05, run_sd=0.01)
+    first, second, *rest = result.verdicts
+    mixed = replace(result, verdicts=(
+        replace(first, run_bound=False, more_rounds=4, current_rounds=None, rounds_base=3),
+        replace(second, run_bound=False, more_rounds=4, current_rounds=2, rounds_base=12),
+        *(replace(v, run_bound=False, more_rounds=4, current_rounds=None, rounds_base=6) for v in rest)))
+    note = undecided_note(mixed)
+    assert "`run --repeat 6`" in note, note
+    assert "the baseline's 3-6 round(s) keep the interval wider" in note, note
+
+
 def test_gate_with_rerun_prices_the_term_at_every_look():
     rng = np.random.default_rng(7)
     base, cur = _bound_runs(rng)
