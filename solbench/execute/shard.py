@@ -207,12 +207,16 @@ def measure_sharded(units: Sequence[Unit], run: RunResult, lanes: Sequence[Lane]
     jobs = plan_jobs(units, estimate)
     too_wide = [j for j in jobs if j.width > len(lanes)]
     jobs = [j for j in jobs if j.width <= len(lanes)]
+    # no executor starts a process group: a multi-rank case is skipped before any lane takes it
+    groupless = [j for j in jobs if j.width > 1] if group is None else []
+    jobs = [j for j in jobs if j not in groupless]
     pinned, astray = pin_lanes(jobs, units, lanes, measured_on or {})
     gone = {job.order for job, _ in astray}
     jobs = [j for j in jobs if j.order not in gone]
     # skipped before any lane takes them, in every round: (job, why)
     unplaced = [(j, f"needs {j.width} devices at once (world_size); this run has {len(lanes)}")
                 for j in sorted(too_wide, key=lambda j: j.order)]
+    unplaced += [(j, NO_GROUP.format(n=j.width)) for j in groupless]
     unplaced += [(j, f"its earlier rounds were measured on {_named(device)}, which this run has no lane on: "
                      "a case's rounds are not merged across devices") for j, device in astray]
     state = _State(units, run, lanes, emit, on_case)
@@ -399,10 +403,8 @@ class _Round:
                  and (job.order, n) not in self.ended]
         if not impls:
             return []
-        if job.width > 1 and self.group is None:
-            return [ImplResult(name, "skipped", NO_GROUP.format(n=job.width)) for name in impls]
         if job.width > 1:
-            assert self.group is not None
+            assert self.group is not None  # without one, measure_sharded skipped the job before any lane took it
             executor = self.group([self.lanes[x] for x in lanes], unit)
             with self.lock:
                 self.groups.add(executor)

@@ -308,6 +308,8 @@ def test_a_wide_workload_without_a_group_executor_is_skipped(tmp_path):
     statuses = {(c.workload, r.name): (r.status, r.message) for c in run.cases for r in c.impls}
     assert statuses[(wide.spec.name, "baseline")] == ("skipped", shard.NO_GROUP.format(n=2))
     assert statuses[(narrow.spec.name, "baseline")][0] == "ok"
+    # skipped before any lane took it: no device measured it (it read as lane 0's GPU, in the CSV too)
+    assert {c.device is None for c in run.cases if c.workload == wide.spec.name} == {True}
     assert not [e for e in log if e[0] == "start" and e[2].startswith(wide.spec.name)]
 
 
