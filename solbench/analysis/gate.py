@@ -797,7 +797,9 @@ def gate_with_rerun(base: Side, cur: RunResult, remeasure: Callable[[list[str], 
             keys = cases_to_rerun(result)           # undecided (and, between single runs, REGRESSION)
             if not keys: stop
             n = min(step, rerun - added)
-            cur = merge_samples(cur, remeasure(keys, n), keys)   # n more rounds (pooled for single runs)
+            fresh = remeasure(keys, n)
+            if it measured none of keys (all skipped): stop  # its device gone: asking again adds nothing
+            cur = merge_samples(cur, fresh, keys)   # n more rounds (pooled for single runs)
             result = merge_looks(result, gate(base, cur, looks=K), keys)
 
     ``remeasure(keys, n)`` is injected by the caller (the CLI wires the live measurement loop into
@@ -820,7 +822,11 @@ def gate_with_rerun(base: Side, cur: RunResult, remeasure: Callable[[list[str], 
         if not keys:
             break
         n = min(step, rerun - rounds)
-        cur = merge_samples(cur, remeasure(keys, n), keys)
+        fresh = remeasure(keys, n)
+        if not any(r.status != "skipped" and (r.timing is not None or r.status in FAILED_STATUSES)
+                   for c in fresh.cases for r in c.impls if f"{c.case_id}/{r.name}" in keys):
+            break  # every key skipped (its device gone, a requirement missing): asking again adds nothing
+        cur = merge_samples(cur, fresh, keys)
         rounds += n
         result = merge_looks(result, gate(base, cur, **kwargs), keys)  # type: ignore[arg-type]
     return replace(unconfirmed(result), reruns=rounds)

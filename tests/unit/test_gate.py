@@ -476,6 +476,24 @@ def test_rerun_confirms_a_real_regression():
     assert g.overall == "REGRESSION" and g.reruns >= 1 and len(remeasure.calls) == g.reruns
 
 
+def test_a_remeasure_that_measures_none_of_the_keys_stops_the_reruns():
+    """A re-measure that skipped every undecided key (its device has no lane in a sharded run, a
+    requirement gone) changed nothing, yet the gate asked again at every look and counted each as a
+    round added: "8 re-measure rounds" where none was measured. It stops at the first such look."""
+    rng = np.random.default_rng(40)
+    base = make_run({"a": {"x": noisy(rng, N)}, "b": {"x": noisy(rng, N)}})
+    cur = make_run({"a": {"x": noisy(rng, N)}, "b": {"x": noisy(rng, 3)}})
+    calls = []
+
+    def skips(keys: list[str], rounds: int) -> RunResult:
+        calls.append(list(keys))
+        return make_run({"b": {"x": []}}, statuses={"b/x": "skipped"})
+
+    g = gate_with_rerun(base, cur, skips, rerun=5)
+    assert calls == [["b/x"]] and g.reruns == 0
+    assert next(v for v in g.verdicts if v.key == "b/x").verdict == "INCONCLUSIVE"
+
+
 def test_rerun_zero_measures_nothing():
     base, cur = _mixed()
     remeasure = _Remeasure([1e-3] * N)
