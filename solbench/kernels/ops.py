@@ -37,6 +37,7 @@ _GELU_MODES = {"none": 0, "tanh": 1}
 _GELU_BLOCK, _GELU_UNROLL = 256, 4  # must match bias_gelu.cu
 _GEMV_ROWS, _GEMV_MAX_TOKENS = 32, 64  # must match gemv_residual.cu
 _INT32_MAX = 2**31 - 1
+_GRID_Y_MAX = 65535  # CUDA's limit on gridDim.y (and z)
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -343,13 +344,17 @@ def _stream(x: torch.Tensor, weight: torch.Tensor, scale: torch.Tensor | None,
 
 
 def _gemv_scalar(x: torch.Tensor, weight: torch.Tensor, residual: torch.Tensor, out: torch.Tensor) -> None:
-    """The scalar fallback (any K, any alignment): one warp per (token, output)."""
+    """The scalar fallback (any K, any alignment): one warp per (token, output). Tokens are the grid's
+    y axis, which CUDA caps at 65535 blocks: more tokens run in launches of at most that many."""
     tokens, k = x.shape
     n = weight.shape[0]
     kernel = _get("gemv_residual.cu", f"gemv_residual_scalar_kernel<{_KIND[x.dtype]}>")
-    launch(kernel, (_cdiv(n, 8), tokens), (256,),
-           (ptr(x), ptr(weight), ptr(residual), ptr(out), np.int32(tokens), np.int32(n), np.int32(k)),
-           device=x.device)
+    for t0 in range(0, tokens, _GRID_Y_MAX):
+        t1 = min(tokens, t0 + _GRID_Y_MAX)
+        launch(kernel, (_cdiv(n, 8), t1 - t0), (256,),
+               (ptr(x[t0:t1]), ptr(weight), ptr(residual[t0:t1]), ptr(out[t0:t1]), np.int32(t1 - t0),
+                np.int32(n), np.int32(k)),
+               device=x.device)
 
 
 def _gemv_residual_registers(x: torch.Tensor, weight: torch.Tensor, residual: torch.Tensor,

@@ -284,6 +284,26 @@ def test_gemv_residual_misaligned_takes_scalar_path():
     _close("gemv", ops.gemv_residual(xm, w, res), _gemv_ref(x, w, res), dtype)
 
 
+@pytest.mark.parametrize("k", [20, 768])  # 20: K % 8 != 0; 768 with a misaligned x
+def test_gemv_residual_scalar_path_beyond_65535_tokens(k):
+    """The scalar kernel put one grid row (gridDim.y) per token, which CUDA caps at 65535: from 65536
+    tokens its launch failed. It now runs in launches of at most 65535 tokens."""
+    _needs("gemv_residual.cu")
+    tokens, n, dtype = 65535 + 9, 24, torch.bfloat16
+    x, w, res = _gemv_inputs(tokens, n, k, dtype)
+    if k % 8 == 0:  # a view 2 bytes off a 16-byte boundary: the scalar path too
+        buf = torch.empty(tokens * k + 1, dtype=dtype, device="cuda")
+        xm = buf[1:].view(tokens, k)
+        xm.copy_(x)
+        assert xm.is_contiguous() and xm.data_ptr() % 16 != 0
+    else:
+        xm = x
+    _poison()
+    out = ops.gemv_residual(xm, w, res)
+    assert out.shape == (tokens, n)
+    _close("gemv", out, _gemv_ref(x, w, res), dtype)
+
+
 def test_gemv_residual_rejects_bad_arguments():
     _needs("gemv_stream.cu")
     x, w, res = _gemv_inputs(4, 64, 128, torch.float16)
