@@ -27,6 +27,7 @@ import torch
 from solbench.errors import DeviceError
 
 FINISH_BLOCK = 1024  # outputs per program of the finishing kernel
+MAX_TOKEN_TILES = 65535  # token tiles of one launch: CUDA's limit on gridDim.z
 
 # The widening: e4m3 -> fp16 with the hardware conversion (one instruction a pair), and for bf16 tiles
 # fp16 -> bf16 after it. Both are exact: every e4m3 value (3 mantissa bits, magnitudes 2^-9 to 448) is an
@@ -86,6 +87,12 @@ def linear_residual(x: torch.Tensor, weight: torch.Tensor, scale: torch.Tensor, 
     partial_kernel, finish_kernel, cdiv = _kernels()
     tokens, k = x.shape
     n = weight.shape[0]
+    if cdiv(tokens, block_t(tokens)) > MAX_TOKEN_TILES:  # token tiles are the grid's z axis: more run in slices
+        step = MAX_TOKEN_TILES * block_t(tokens)
+        for t0 in range(0, tokens, step):
+            t1 = min(tokens, t0 + step)
+            linear_residual(x[t0:t1], weight, scale, residual[t0:t1], out[t0:t1], config)
+        return out
     bt = block_t(tokens)
     split = split_for(config, k)
     k_per = cdiv(cdiv(k, split), config.block_k) * config.block_k  # K of one split, whole BLOCK_K steps

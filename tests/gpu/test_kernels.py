@@ -421,6 +421,25 @@ def test_w8a16_tiles_match_fp64_math(tokens, shape, config):
         _close(f"w8a16 {config}", out, _fp8_ref(x, w8, scale, res), dtype)
 
 
+@pytest.mark.parametrize("k", [32, 272])  # 32: one K part; 272: two, and the finishing kernel
+def test_gemv_fp8_residual_beyond_65535_token_tiles(k):
+    """The tensor-core tiles put the tokens on the grid's z axis, 64 a tile, which CUDA caps at 65535
+    tiles: from 65535 * 64 + 1 tokens the launch failed. They now run in slices of at most 65535 tiles."""
+    _needs("gemv_stream.cu")
+    pytest.importorskip("triton")
+    tokens, n, dtype = 65535 * 64 + 37, 16, torch.bfloat16
+    if torch.cuda.mem_get_info()[0] < 16 * tokens * k:  # x in fp32 and bf16 while drawn, and room to spare
+        pytest.skip(f"needs about {16 * tokens * k / 1e9:.0f} GB of free GPU memory")
+    x, w8, scale, res = _fp8_inputs(tokens, n, k, dtype)
+    _poison()
+    out = ops.gemv_fp8_residual(x, w8, scale, res)
+    assert out.shape == (tokens, n)
+    step = 1 << 20
+    for t0 in range(0, tokens, step):  # the float64 reference a slice at a time
+        rows = slice(t0, t0 + step)
+        _close(f"fp8 tokens {t0}+", out[rows], _fp8_ref(x[rows], w8, scale, res[rows]), dtype)
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_gemv_fp8_residual_agrees_on_both_sides_of_the_switch(dtype):
     """At the token count where gemv_fp8_residual moves to the tensor-core tiles, both paths give the

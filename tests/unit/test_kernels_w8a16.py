@@ -55,3 +55,47 @@ def test_tiles_and_finishing_kernel_match_fp64_math_under_the_interpreter():
     assert done.returncode == 0, done.stdout + done.stderr
     lines = done.stdout.split()
     assert lines.count("ok") == 3, done.stdout
+
+
+class _Recorder:
+    """A stand-in for a Triton kernel: ``kernel[grid](*args, **meta)`` records (grid, args, meta)."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[tuple[int, ...], tuple, dict]] = []
+
+    def __getitem__(self, grid):
+        return lambda *args, **meta: self.calls.append((tuple(grid), args, meta))
+
+
+def test_token_tiles_beyond_the_grids_z_axis_run_in_slices(monkeypatch):
+    """Token tiles are the grid's z axis, which CUDA caps at 65535: from 65535 * 64 + 1 tokens the launch
+    was refused. Now each launch takes at most 65535 tiles of 64 tokens, x, residual and out advanced to
+    its first token."""
+    partial, finish = _Recorder(), _Recorder()
+    monkeypatch.setattr(w8a16, "_kernels", lambda: (partial, finish, lambda a, b: -(-a // b)))
+    step = 65535 * 64
+    tokens, n, k = 2 * step + 100, 1, 16
+    x = torch.empty(tokens, k, dtype=torch.bfloat16)
+    w8 = torch.empty(n, k, dtype=torch.float8_e4m3fn)
+    scale = torch.ones(n)
+    res = torch.empty(tokens, n, dtype=torch.bfloat16)
+    out = torch.empty_like(res)
+    assert w8a16.linear_residual(x, w8, scale, res, out) is out
+    assert [grid for grid, _, _ in partial.calls] == [(1, 1, 65535), (1, 1, 65535), (1, 1, 2)]
+    assert finish.calls == []  # K of one BLOCK_K step: the tile kernel finishes the rows
+    for (_, args, _), t0, t in zip(partial.calls, (0, step, 2 * step), (step, step, 100), strict=True):
+        xs, ws, ss, rs, os_, part, t_arg, n_arg, k_arg = args[:9]
+        assert xs.data_ptr() == x.data_ptr() + t0 * k * 2 and xs.shape == (t, k)
+        assert rs.data_ptr() == res.data_ptr() + t0 * n * 2 and os_.data_ptr() == out.data_ptr() + t0 * n * 2
+        assert part is os_ and ws is w8 and ss is scale
+        assert (t_arg, n_arg, k_arg) == (t, n, k)
+
+
+def test_a_few_tokens_are_one_launch(monkeypatch):
+    partial, finish = _Recorder(), _Recorder()
+    monkeypatch.setattr(w8a16, "_kernels", lambda: (partial, finish, lambda a, b: -(-a // b)))
+    x, res = torch.empty(100, 512, dtype=torch.float16), torch.empty(100, 200, dtype=torch.float16)
+    w8, scale = torch.empty(200, 512, dtype=torch.float8_e4m3fn), torch.ones(200)
+    w8a16.linear_residual(x, w8, scale, res, torch.empty_like(res))
+    assert [grid for grid, _, _ in partial.calls] == [(4, 2, 2)]  # 64-row tiles, K split in two, 64-token tiles
+    assert [grid for grid, _, _ in finish.calls] == [(-(-100 * 200 // w8a16.FINISH_BLOCK),)]
