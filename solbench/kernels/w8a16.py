@@ -156,11 +156,14 @@ def _kernels() -> tuple[Any, Any, Any]:
 
     @triton.jit
     def finish_kernel(part_ptr, scale_ptr, res_ptr, out_ptr, TN, N, SPLIT: tl.constexpr, BLOCK: tl.constexpr):
-        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        # int64 offsets: program_id is int32, so T * N of 2**31 or more wrapped around (and so would i * TN)
+        offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
         ok = offs < TN
         acc = tl.zeros((BLOCK,), dtype=tl.float32)
-        for i in tl.static_range(SPLIT):
-            acc += tl.load(part_ptr + i * TN + offs, mask=ok, other=0.0)
+        parts = part_ptr + offs
+        for _ in tl.static_range(SPLIT):
+            acc += tl.load(parts, mask=ok, other=0.0)
+            parts += TN
         s = tl.load(scale_ptr + offs % N, mask=ok, other=0.0)
         r = tl.load(res_ptr + offs, mask=ok, other=0.0).to(tl.float32)
         tl.store(out_ptr + offs, (acc * s + r).to(out_ptr.dtype.element_ty), mask=ok)

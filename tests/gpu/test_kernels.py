@@ -421,6 +421,33 @@ def test_w8a16_tiles_match_fp64_math(tokens, shape, config):
         _close(f"w8a16 {config}", out, _fp8_ref(x, w8, scale, res), dtype)
 
 
+def test_w8a16_finishing_kernel_reaches_outputs_past_two_to_the_31():
+    """With K split in parts, the finishing kernel indexed the T * N outputs with int32 offsets
+    (program_id * BLOCK): past 2**31 outputs they wrapped around to negative offsets, so the last outputs
+    were never written (and memory before the buffers was read and written)."""
+    pytest.importorskip("triton")
+    if loader.device_cc() < (8, 9):
+        pytest.skip("Triton has the e4m3 type from compute capability 8.9")
+    tokens, n, k, dtype = 32768, 65600, 272, torch.bfloat16
+    assert tokens * n > 2**31 + 2**20 and w8a16.split_for(w8a16.DEFAULT, k) == 2
+    need = tokens * n * (2 + 2 + 2 * 4) + (4 << 30)  # residual, out, two fp32 partial sums, and room
+    if torch.cuda.mem_get_info()[0] < need:
+        pytest.skip(f"needs about {need / 1e9:.0f} GB of free GPU memory")
+    g = _gen("w8a16 past 2**31", tokens, n, k)
+    x = _randn((tokens, k), dtype, g)
+    w = _randn((n, k), dtype, g, k ** -0.5)
+    scale = (w.float().abs().amax(dim=1) / 448.0).clamp_min(1e-12).contiguous()
+    w8 = (w.float() / scale[:, None]).to(torch.float8_e4m3fn)
+    del w
+    res = torch.randn((tokens, n), generator=g, device="cuda", dtype=dtype)
+    out = torch.full_like(res, float("nan"))  # what an output left unwritten reads
+    assert w8a16.linear_residual(x, w8, scale, res, out) is out
+    assert not torch.isnan(out).any(), "outputs left unwritten"
+    first_past = 2**31 // n  # the token holding flat output 2**31
+    for rows in (slice(0, 64), slice(first_past - 8, first_past + 8), slice(tokens - 64, tokens)):
+        _close(f"w8a16 tokens {rows.start}:{rows.stop}", out[rows], _fp8_ref(x[rows], w8, scale, res[rows]), dtype)
+
+
 @pytest.mark.parametrize("k", [32, 272])  # 32: one K part; 272: two, and the finishing kernel
 def test_gemv_fp8_residual_beyond_65535_token_tiles(k):
     """The tensor-core tiles put the tokens on the grid's z axis, 64 a tile, which CUDA caps at 65535
