@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from solbench.kernels import gemv_plan, w8a16
-from solbench.kernels.loader import get_kernel, launch, ptr
+from solbench.kernels.loader import device_cc, get_kernel, launch, ptr
 
 __all__ = ["bias_gelu", "gemv_fp8_residual", "gemv_residual", "layernorm", "maxpool2d_nhwc",
            "residual_layernorm", "residual_layernorm_out"]
@@ -74,6 +74,13 @@ def _check(op: str, **tensors: torch.Tensor) -> torch.dtype:
 def _has_triton() -> bool:
     """Triton importable here (it ships with CUDA builds of torch); without it the GEMV serves every size."""
     return importlib.util.find_spec("triton") is not None
+
+
+def _fp8_tiles(tokens: int, dtype: torch.dtype, device: torch.device) -> bool:
+    """Whether gemv_fp8_residual takes Triton's tensor-core tiles (w8a16) rather than the streaming GEMV:
+    enough tokens, Triton, and a GPU of compute capability 8.9+ (Triton has no e4m3 type before it and
+    refuses to compile the tiles; the GEMV needs 8.0)."""
+    return tokens >= w8a16.MIN_TOKENS[dtype] and _has_triton() and device_cc(device) >= (8, 9)
 
 
 def _aligned(*tensors: torch.Tensor) -> bool:
@@ -268,7 +275,8 @@ def gemv_fp8_residual(x: torch.Tensor, weight: torch.Tensor, scale: torch.Tensor
     x's type exactly inside the kernel, products accumulate in fp32, the scale and residual
     are applied once per output. Few tokens stream the weight through gemv_stream.cu; from
     ``w8a16.MIN_TOKENS`` on, Triton's tensor-core tiles (:mod:`solbench.kernels.w8a16`) read x
-    once per 64 rows instead of once per 32. ``K % 16 != 0`` or misaligned tensors take a slow
+    once per 64 rows instead of once per 32 (on compute capability 8.9+, where Triton has the e4m3
+    type; before it the GEMV serves every size). ``K % 16 != 0`` or misaligned tensors take a slow
     torch path.
     """
     if not isinstance(weight, torch.Tensor) or weight.dtype != torch.float8_e4m3fn:
@@ -287,7 +295,7 @@ def gemv_fp8_residual(x: torch.Tensor, weight: torch.Tensor, scale: torch.Tensor
     if k == 0:  # an empty sum: x @ weight.T is zero (as torch.addmm), no tile of K to stream
         return out.copy_(residual)
     if k % 16 == 0 and _aligned(x, weight):
-        if tokens >= w8a16.MIN_TOKENS[dtype] and _has_triton():
+        if _fp8_tiles(tokens, dtype, x.device):
             w8a16.linear_residual(x, weight, scale, residual, out)  # many tokens: tensor-core tiles
         else:
             _stream(x, weight, scale, residual, out)

@@ -411,6 +411,8 @@ def test_w8a16_tiles_match_fp64_math(tokens, shape, config):
     """The Triton tensor-core path: any split of K (one kernel, or partial sums and a finishing kernel),
     ragged rows, K and token tiles; the result matches fp64 math on the same FP8 values."""
     pytest.importorskip("triton")
+    if loader.device_cc() < (8, 9):
+        pytest.skip("Triton has the e4m3 type from compute capability 8.9")
     n, k = shape
     for dtype in DTYPES:
         x, w8, scale, res = _fp8_inputs(tokens, n, k, dtype)

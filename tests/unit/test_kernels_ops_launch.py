@@ -44,3 +44,22 @@ def test_scalar_gemv_of_few_tokens_is_one_launch(launches):
     res = torch.zeros(7, 20, dtype=torch.float16)
     ops._gemv_scalar(x, w, res, torch.empty_like(res))
     assert [grid for grid, _ in launches] == [(3, 7)]
+
+
+@pytest.mark.parametrize(("cc", "tiles"), [((8, 0), False), ((8, 6), False), ((8, 9), True), ((9, 0), True)])
+def test_fp8_weight_tiles_only_where_triton_has_the_e4m3_type(monkeypatch, cc, tiles):
+    """gemv_fp8_residual sent many tokens to Triton's tiles on any GPU, but Triton has no float8e4nv before
+    compute capability 8.9 and refuses to compile them: on an A100 the call failed from 17 tokens (bf16) or
+    16 (fp16). There the streaming GEMV (compute capability 8.0) now serves every size."""
+    monkeypatch.setattr(ops, "_has_triton", lambda: True)
+    monkeypatch.setattr(ops, "device_cc", lambda device=None: cc)
+    device = torch.device("cuda", 0)
+    for dtype in (torch.bfloat16, torch.float16):
+        assert ops._fp8_tiles(64, dtype, device) is tiles
+        assert ops._fp8_tiles(1, dtype, device) is False  # few tokens: the GEMV everywhere
+
+
+def test_fp8_weight_tiles_need_triton(monkeypatch):
+    monkeypatch.setattr(ops, "_has_triton", lambda: False)
+    monkeypatch.setattr(ops, "device_cc", lambda device=None: (9, 0))
+    assert ops._fp8_tiles(64, torch.bfloat16, torch.device("cuda", 0)) is False
