@@ -106,7 +106,8 @@ def linear_residual(x: torch.Tensor, weight: torch.Tensor, scale: torch.Tensor, 
     if finish:
         return out
     finish_kernel[(cdiv(tokens * n, FINISH_BLOCK),)](part, scale, residual, out, tokens * n, n,
-                                                    SPLIT=split, BLOCK=FINISH_BLOCK)
+                                                    SPLIT=split, BLOCK=FINISH_BLOCK,
+                                                    WIDE=tokens * n + FINISH_BLOCK >= 2**31)
     return out
 
 
@@ -155,9 +156,14 @@ def _kernels() -> tuple[Any, Any, Any]:
             tl.store(part_ptr + pid_k.to(tl.int64) * T * N + offs, acc, mask=ok)
 
     @triton.jit
-    def finish_kernel(part_ptr, scale_ptr, res_ptr, out_ptr, TN, N, SPLIT: tl.constexpr, BLOCK: tl.constexpr):
-        # int64 offsets: program_id is int32, so T * N of 2**31 or more wrapped around (and so would i * TN)
-        offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    def finish_kernel(part_ptr, scale_ptr, res_ptr, out_ptr, TN, N, SPLIT: tl.constexpr, BLOCK: tl.constexpr,
+                      WIDE: tl.constexpr):
+        # WIDE (T * N of 2**31 or more): int64 offsets, as program_id is int32 and would wrap around; else
+        # int32, whose offs % N is a few instructions where int64's is a long division on every element
+        pid = tl.program_id(0)
+        if WIDE:
+            pid = pid.to(tl.int64)
+        offs = pid * BLOCK + tl.arange(0, BLOCK)
         ok = offs < TN
         acc = tl.zeros((BLOCK,), dtype=tl.float32)
         parts = part_ptr + offs
