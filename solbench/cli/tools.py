@@ -332,7 +332,15 @@ def tune(files: Sequence[str], workloads: Sequence[str], impls: Sequence[str], m
     if broken:  # wrong as declared, in every configuration tried, or (flaky) in the winner measured again
         click.echo("failed: " + "; ".join(broken[:5]) + (f" and {len(broken) - 5} more" if len(broken) > 5 else "")
                    + " (as declared, in every configuration, or the winner measured again)", err=True)
-    code = exitcodes.IMPL_FAILED if broken else exitcodes.OK
+    # a configuration that tampered with its process: tuning went on without it, but the implementation
+    # cheats under some parameters, which the command must not pass (as run exits 4 for a reward_hack)
+    cheats = [f"{c.case_id} {c.impl}[{tuning.config_label(t.params)}]" for c in result.cases for t in c.trials
+              if t.status == "reward_hack"]
+    if cheats:
+        click.echo("tampered: " + "; ".join(cheats[:5]) + (f" and {len(cheats) - 5} more" if len(cheats) > 5 else "")
+                   + " (reward_hack: left out of the tuning; the implementation cheats with those parameters)",
+                   err=True)
+    code = exitcodes.IMPL_FAILED if broken or cheats else exitcodes.OK
     if not result.complete:
         click.echo(f"interrupted: the {len(result.cases)} case(s) tuned so far are saved", err=True)
         code = exitcodes.worst(code, interrupted_code())

@@ -687,7 +687,10 @@ def test_a_trial_that_tampers_with_its_process_is_that_configurations_reward_hac
     args = ["--budget", "0.02", "--min-samples", "3", "--max-samples", "10", "--confirm-rounds", "1", "--margin", "1e9"]
     result = CliRunner().invoke(main, ["tune", str(path), "--device", "cpu", "-i", "no_tail", "-o",
                                        str(tmp_path / "log.json"), "--results-dir", str(tmp_path / "r"), *args])
-    assert result.exit_code == 0, result.output
+    # tuning goes on and keeps what it found, but a configuration that cheated is the command's failure:
+    # exit 4, as `run` exits for a reward_hack, naming it on stderr
+    assert result.exit_code == 4, result.output
+    assert "tampered: " in result.stderr and "no_tail[chunk=24]" in result.stderr, result.stderr
     (case,) = json.loads((tmp_path / "log.json").read_text())["cases"]
     tampered, honest = case["trials"]
     assert tampered["status"] == "reward_hack" and "time.sleep" in tampered["message"]
