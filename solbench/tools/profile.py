@@ -42,7 +42,7 @@ from solbench.tools.ncu import (
     summarize,
     wanted_metrics,
 )
-from solbench.tools.profile_target import FAILED, MARK, RANGE
+from solbench.tools.profile_target import FAILED, MARK, RANGE, done, started
 
 SECTIONS = ("SpeedOfLight", "Occupancy", "LaunchStats")
 _NO_KERNELS = "No kernels were profiled"
@@ -224,6 +224,9 @@ def _take(ncu: str, req: ProfileRequest, case_id: str, rep: Path, metrics: list[
     if failed is not None:  # ncu's own last line says only "The application returned an error code (N)"
         code, why = failed
         raise ProfiledCallFailed(f"profiling {case_id}: {why}", code)
+    if started(req.impl) in said and done(req.impl) not in said:  # no failure line: the call ended its process
+        raise ProfiledCallFailed(f"profiling {case_id}: {req.impl}'s process ended inside its set-up or call, "
+                                 f"with no error raised (a signal or an exit; ncu: {_last_line(out)})", FAILED)
     if out.returncode == 0 and not rep.is_file() and _NO_KERNELS in said and _NCU_ERROR not in said:
         raise DeviceError(_no_kernel(case_id, req.impl, mode))
     if out.returncode != 0 or not rep.is_file():

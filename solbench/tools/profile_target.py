@@ -8,7 +8,9 @@ it alone (``--nvtx --nvtx-include solbench_timed/``, or ``--profile-from-start o
 Exit codes: 0 done, 2 bad input, 3 the implementation cannot run here, 4 it (or its case's set-up)
 raised. Each failure ends with one line ``solbench-profile-target: exit N: WHY`` on stderr, which
 ``solbench profile`` finds in ncu's output and shows (ncu's own last line says only "The application
-returned an error code").
+returned an error code"). The lines ``started IMPL`` and ``done IMPL`` bound the implementation's
+set-up and call: started and never done, with no failure line, the implementation ended the process
+(a signal, an exit), which is its failure too.
 """
 
 from __future__ import annotations
@@ -32,6 +34,17 @@ def failure(code: int, why: str) -> str:
     from solbench.config.yamlio import one_line
 
     return f"{MARK}: exit {code}: {one_line(why)}"
+
+
+def started(impl: str) -> str:
+    """The line printed as the implementation's set-up begins: a process that ends after it and before
+    :func:`done`'s line, with no failure line, was ended by the implementation (a signal, an exit)."""
+    return f"{MARK}: started {impl}"
+
+
+def done(impl: str) -> str:
+    """The line printed once the profiled call has returned."""
+    return f"{MARK}: done {impl}"
 
 
 def _fail(code: int, why: str) -> int:
@@ -70,11 +83,13 @@ def main(argv: list[str] | None = None) -> int:
     reason = missing_requirement(impl, "cuda")
     if reason is not None:
         return _fail(3, f"{a.impl} cannot run here: {reason}")
+    print(started(a.impl), file=sys.stderr, flush=True)
     try:
         _timed_call(a, p, case, impl)
     except Exception as exc:  # the implementation's code (or its case's set-up)
         traceback.print_exc()
         return _fail(FAILED, f"{a.impl} raised {_raised(exc)}")
+    print(done(a.impl), file=sys.stderr, flush=True)
     return 0
 
 

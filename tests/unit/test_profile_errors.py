@@ -168,6 +168,24 @@ def test_an_implementation_that_raises_under_ncu_exits_4_with_its_error(tmp_path
     assert not list(out.glob("*.json"))
 
 
+@pytest.mark.parametrize(("rc", "report"), [(11, False), (0, False), (139, True)])
+def test_an_implementation_that_kills_its_process_under_ncu_exits_4(tmp_path, monkeypatch, rc, report):
+    """A call that segfaults or calls os._exit prints no failure line: ncu said only "The application
+    returned an error code (11)" and profile exited 2, as for a missing ncu or bad input. The target says
+    when it starts the implementation and when it is done: started and never done is the implementation's
+    failure, exit 4, whatever ncu's status and whether it wrote a report."""
+    from solbench.tools.profile_target import started
+
+    step = {"stdout": "==PROF== Connected to process 1 (/usr/bin/python3.12)\n"
+                      f"==ERROR== The application returned an error code ({rc}).\n",
+            "stderr": started("fused") + "\n", "rc": rc, "report": report}
+    result, profiled, out = _profile(tmp_path, monkeypatch, {"nvtx": step})
+    assert result.exit_code == 4, result.output
+    line = _one_line(result)
+    assert line.startswith(f"error: profiling {CASE}: fused's process ended inside its set-up or call"), line
+    assert len(profiled) == 1 and not list(out.glob("*.json"))
+
+
 def test_an_implementation_that_cannot_run_here_exits_2_with_why(tmp_path, monkeypatch):
     why = "fused cannot run here: needs CuPy (pip install -e '.[cuda12]')"
     result, profiled, _ = _profile(tmp_path, monkeypatch, {"nvtx": _failed_under_ncu(3, why, 3)})
