@@ -47,6 +47,9 @@ from solbench.tools.profile_target import FAILED, MARK, RANGE, done, started
 SECTIONS = ("SpeedOfLight", "Occupancy", "LaunchStats")
 _NO_KERNELS = "No kernels were profiled"
 _NCU_ERROR = "==ERROR=="  # how ncu starts a line of its own errors (ERR_NVGPUCTRPERM, a failed application)
+# ncu ending the profiled process itself, its own profiling having failed (counters held by another tool, its
+# lock file, a kernel it could not profile): the target then never says done, through no doing of its own
+_SHUT_DOWN = "==PROF== Trying to shutdown target application"
 _TARGET_FAILED = re.compile(rf"^{re.escape(MARK)}: exit (\d+): (.*)$", re.MULTILINE)
 
 
@@ -224,7 +227,8 @@ def _take(ncu: str, req: ProfileRequest, case_id: str, rep: Path, metrics: list[
     if failed is not None:  # ncu's own last line says only "The application returned an error code (N)"
         code, why = failed
         raise ProfiledCallFailed(f"profiling {case_id}: {why}", code)
-    if started(req.impl) in said and done(req.impl) not in said:  # no failure line: the call ended its process
+    # no failure line: the call ended its process (unless ncu ended it: ncu's failure, below)
+    if started(req.impl) in said and done(req.impl) not in said and _SHUT_DOWN not in said:
         raise ProfiledCallFailed(f"profiling {case_id}: {req.impl}'s process ended inside its set-up or call, "
                                  f"with no error raised (a signal or an exit; ncu: {_last_line(out)})", FAILED)
     if out.returncode == 0 and not rep.is_file() and _NO_KERNELS in said and _NCU_ERROR not in said:

@@ -10,7 +10,8 @@ raised. Each failure ends with one line ``solbench-profile-target: exit N: WHY``
 ``solbench profile`` finds in ncu's output and shows (ncu's own last line says only "The application
 returned an error code"). The lines ``started IMPL`` and ``done IMPL`` bound the implementation's
 set-up and call: started and never done, with no failure line, the implementation ended the process
-(a signal, an exit), which is its failure too.
+(a signal, an exit), which is its failure too, unless ncu says it shut the process down itself (its own
+profiling failed).
 """
 
 from __future__ import annotations

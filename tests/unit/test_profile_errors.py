@@ -186,6 +186,31 @@ def test_an_implementation_that_kills_its_process_under_ncu_exits_4(tmp_path, mo
     assert len(profiled) == 1 and not list(out.glob("*.json"))
 
 
+# ncu's own failure (counters held by DCGM, its lock file, a kernel it could not profile): it shuts the
+# target down itself, after the target said it started the implementation and before it could say done
+SHUT_DOWN = ("==PROF== Connected to process 1 (/usr/bin/python3.12)\n==ERROR== An error was reported by the driver\n"
+             "==ERROR== Profiling failed because a driver resource was unavailable. Ensure that no other tool (like "
+             "DCGM) is concurrently collecting profiling data.\n==ERROR== Failed to profile \"k\" in process 1\n"
+             "==PROF== Trying to shutdown target application\n==ERROR== The application returned an error code (9).\n"
+             "==ERROR== An error occurred while trying to profile.\n==WARNING== No kernels were profiled.\n")
+
+
+def test_a_target_ncu_shut_down_is_ncus_failure_not_the_implementations(tmp_path, monkeypatch):
+    """ncu ends the profiled process itself when its own profiling fails ("Trying to shutdown target
+    application"): the target said it started the implementation and never said done, which read as the
+    implementation ending its process (exit 4, "fused's process ended inside its set-up or call"). It is
+    ncu's failure, a machine's, not the implementation's: exit 2 with ncu's words, as before the markers."""
+    from solbench.tools.profile_target import started
+
+    step = {"stdout": SHUT_DOWN, "stderr": started("fused") + "\n", "rc": 9}
+    result, profiled, out = _profile(tmp_path, monkeypatch, {"nvtx": step})
+    assert result.exit_code == 2, result.output
+    line = _one_line(result)
+    assert line.startswith(f"error: ncu failed on {CASE} fused (exit status 9): "), line
+    assert "process ended" not in line, line
+    assert len(profiled) == 1 and not list(out.glob("*.json"))
+
+
 def test_an_implementation_that_cannot_run_here_exits_2_with_why(tmp_path, monkeypatch):
     why = "fused cannot run here: needs CuPy (pip install -e '.[cuda12]')"
     result, profiled, _ = _profile(tmp_path, monkeypatch, {"nvtx": _failed_under_ncu(3, why, 3)})
