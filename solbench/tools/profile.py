@@ -218,8 +218,10 @@ def _take(ncu: str, req: ProfileRequest, case_id: str, rep: Path, metrics: list[
     mode, cmd = "nvtx", _profile_cmd(ncu, req, case_id, rep, metrics, nvtx=True)
     out = _run(cmd, req.timeout_s, env)
     said = out.stdout + "\n" + out.stderr
-    # no kernel in the range, and nothing failed: NVTX is missing (else a second try fails as the first)
-    if _NO_KERNELS in said and _NCU_ERROR not in said and _target_failure(said) is None:
+    # no kernel in the range, and nothing failed: NVTX is missing (else a second try fails as the first);
+    # a target that started the implementation and never said done failed too, even with status 0
+    if _NO_KERNELS in said and _NCU_ERROR not in said and _target_failure(said) is None \
+            and (started(req.impl) not in said or done(req.impl) in said):
         mode, cmd = "profiler-api", _profile_cmd(ncu, req, case_id, rep, metrics, nvtx=False)
         out = _run(cmd, req.timeout_s, env)
         said = out.stdout + "\n" + out.stderr

@@ -186,6 +186,21 @@ def test_an_implementation_that_kills_its_process_under_ncu_exits_4(tmp_path, mo
     assert len(profiled) == 1 and not list(out.glob("*.json"))
 
 
+def test_an_implementation_that_exits_0_before_any_kernel_is_not_profiled_twice(tmp_path, monkeypatch):
+    """A call that ends its process with status 0 (sys.exit(0), os._exit(0)) before launching a kernel: ncu
+    prints no error line, only "No kernels were profiled", which reads as a torch without NVTX, so the
+    whole set-up ran a second time between cudaProfilerStart/Stop, to end the same way. The target said
+    it started the implementation and never said done: that decides it at the first try."""
+    from solbench.tools.profile_target import started
+
+    step = {"stdout": NONE_PROFILED["stdout"], "stderr": started("fused") + "\n", "rc": 0}
+    result, profiled, out = _profile(tmp_path, monkeypatch, {"nvtx": step, "api": step})
+    assert result.exit_code == 4, result.output
+    assert _one_line(result).startswith(f"error: profiling {CASE}: fused's process ended inside its set-up or call")
+    assert len(profiled) == 1  # not again outside the NVTX range: it ends the same way
+    assert not list(out.glob("*.json"))
+
+
 # ncu's own failure (counters held by DCGM, its lock file, a kernel it could not profile): it shuts the
 # target down itself, after the target said it started the implementation and before it could say done
 SHUT_DOWN = ("==PROF== Connected to process 1 (/usr/bin/python3.12)\n==ERROR== An error was reported by the driver\n"
