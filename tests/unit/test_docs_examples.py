@@ -215,3 +215,17 @@ def test_the_api_doc_says_when_a_case_of_a_run_over_several_devices_has_no_devic
     api_doc = " ".join((ROOT / "docs" / "api.md").read_text(encoding="utf-8").split())
     said = api_doc.split("each `CaseResult.device` is the `Environment` of the GPU it ran on", 1)[1].split(".", 1)[0]
     assert "skipped" in said or "no device took" in said, said
+
+
+def test_the_docs_name_every_case_of_a_run_over_several_devices_that_records_no_device() -> None:
+    """Since 787054b a multi-rank case where no executor can start a process group (the Ray executor) is
+    skipped before any device takes it and records no device (tests/unit/test_shard.py), but docs/api.md
+    and README's "Every GPU: local and Ray" named only the case wider than the devices and the one whose
+    device has no lane: code reading ``case.device.spec_id`` of a Ray run's multi-rank case on their word
+    failed there."""
+    api_doc = " ".join((ROOT / "docs" / "api.md").read_text(encoding="utf-8").split())
+    said = api_doc.split("each `CaseResult.device` is the `Environment` of the GPU it ran on", 1)[1].split(".", 1)[0]
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    told = readme.split("records `device: null`", 1)[0].rsplit("(", 1)[1]
+    for text in (said, told):
+        assert "process group" in text, text
