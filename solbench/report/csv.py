@@ -47,10 +47,18 @@ COLUMNS = ("run", "device", "workload", "case_id", "dtype", "impl", "status", "m
            "vector_peak_source", "bandwidth_source")
 
 
+def _device_name(run: RunResult, case: CaseResult) -> str:
+    """The GPU (or CPU) that measured the case: its own in a run over several devices, where none (no
+    device took it) is empty; else the run's."""
+    if case.device is not None:
+        return case.device.device_name
+    return "" if run.protocol.devices > 1 else run.environment.device_name
+
+
 def _row(run: RunResult, case: CaseResult, r: ImplResult) -> dict[str, Any]:
     t, s = r.timing, r.score
     row: dict[str, Any] = {
-        "run": run.created, "device": (case.device or run.environment).device_name, "workload": case.workload,
+        "run": run.created, "device": _device_name(run, case), "workload": case.workload,
         "case_id": case.case_id, "dtype": case.dtype, "impl": r.name, "status": r.status,
         "t_sol_s": case.t_sol, "bound": case.bound, "tensor_flops": case.cost.tensor_flops,
         "vector_flops": case.cost.vector_flops, "fused_bytes": case.cost.fused_bytes,

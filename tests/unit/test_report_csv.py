@@ -85,6 +85,21 @@ def test_a_case_measured_on_another_gpu_of_a_sharded_run_names_that_gpu():
     assert devices == [run.environment.device_name] * 3 + ["NVIDIA H200"] * 2
 
 
+def test_a_case_no_device_took_in_a_run_over_several_names_no_gpu():
+    """In a run over several devices, a case no device took (wider than the devices, its device gone, no
+    process group) records device None; its rows named the run's first GPU, which never ran it."""
+    from dataclasses import replace
+
+    from tests.unit.factories import make_env
+
+    run = two_workload_run()
+    h200 = make_env(device_name="NVIDIA H200", spec_id="h200-sxm")
+    run = replace(run, protocol=replace(run.protocol, devices=2),
+                  cases=(replace(run.cases[0], device=h200), run.cases[1]))
+    devices = [r["device"] for r in _rows(run_csv([run]))]
+    assert devices == ["NVIDIA H200"] * 3 + [""] * 2
+
+
 def test_a_collective_row_has_its_bandwidths_and_overlap_and_other_rows_leave_them_empty():
     """The console table and the JSON give a collective case's algbw, busbw and overlap; the CSV had no
     column for them. They come after launch, so the columns before keep their places."""
