@@ -120,6 +120,27 @@ def free_memory(info: Any) -> int | None:
     return nvml.host_available_memory()
 
 
+def tuned_notes(path: Path | None, launch: str, units: Sequence[Unit]) -> tuple[str, ...]:
+    """``run --tuned FILE``: a note where configurations the run applies were tuned under another
+    ``--launch`` than the run's (a winner on the stream need not win as a graph's replay); a file from
+    before tune recorded its launch was tuned on the stream."""
+    if path is None:
+        return ()
+    from solbench.plan.tuned import load_tuned
+
+    tuned = load_tuned(path)
+    applied = [tuned.entries[key] for unit in units for case in unit.cases for name in unit.impls
+               if (key := (unit.spec.name, name, case.id)) in tuned.entries]
+    used = [str(e.get("launch", "stream")) for e in applied]  # none recorded: tuned when tune always used the stream
+    notes = []
+    for was in sorted(set(used) - {launch}):
+        n = used.count(was)
+        notes.append(f"tuned: {n} configuration{'s' if n != 1 else ''} in {path} {'was' if n == 1 else 'were'} "
+                     f"tuned with --launch {was}; this run launches {launch}, under which another configuration "
+                     "may win")
+    return tuple(notes)
+
+
 def tuned_variant(path: Path | None, spec_id: str, units: Sequence[Unit]) -> Any:
     """``run --tuned FILE``: each implementation with its tuned parameters for each case. ConfigError
     for a file tuned on another device, or an entry for ``units`` that its ``tune:`` space no longer holds."""

@@ -485,7 +485,8 @@ def tuned_file(result: TuneResult, existing: TunedConfig | None = None) -> str:
         entries[(c.workload, c.impl, c.case_id)] = {
             "workload": c.workload, "impl": c.impl, "case_id": c.case_id, "params": c.winner,
             "median_s": c.confirm_winner.median, "hand_picked_median_s": c.confirm_hand_picked.median,
-            "gain": gain, "ratio_ci": c.confirm_ratio_ci, "p": c.confirm_p, "tuned": result.created}
+            "gain": gain, "ratio_ci": c.confirm_ratio_ci, "p": c.confirm_p, "tuned": result.created,
+            **({"launch": result.options["launch"]} if "launch" in result.options else {})}
     data = {"format": TUNED_FORMAT, "spec_id": spec_id, "device_name": result.environment.device_name,
             "entries": [entries[k] for k in sorted(entries)]}
     return json.dumps(data, indent=1) + "\n"

@@ -502,13 +502,14 @@ def test_a_tune_that_measured_nothing_says_so_and_offers_no_file_to_use(tmp_path
     assert "none new: no winner was FASTER" in result.output and "use with" not in result.output
 
 
-def _tuned_chunked(tmp_path, params):
+def _tuned_chunked(tmp_path, params, options=None):
     """A tuned file (CPU) whose chunked_add n=64 entry sets ``params``, confirmed FASTER."""
     trial = tuning.Trial(params, "ok", median=1.0)
     case = tuning.CaseTuning("chunked_add", "chunked", "chunked_add[n=64,float32]", "float32", {"n": 64},
                              tuning.Trial({}, "ok", median=2.0), (trial,), 0, 0, trial.params,
                              tuning.Trial({}, "ok", median=2.0), trial, verdict="FASTER")
-    result = tuning.TuneResult("2026-01-01T00:00:00+00:00", make_env(spec_id="cpu"), ("tune_cpu.yaml",), {}, (case,))
+    result = tuning.TuneResult("2026-01-01T00:00:00+00:00", make_env(spec_id="cpu"), ("tune_cpu.yaml",),
+                               {"launch": "stream"} if options is None else options, (case,))
     tuned = tmp_path / "tuned.json"
     tuned.write_text(tuning.tuned_file(result))
     return tuned
@@ -528,6 +529,31 @@ def test_run_with_a_tuned_file_passes_the_tuned_parameters(tmp_path):
     run = store.load(out)
     chunked = next(i for c in run.cases for i in c.impls if i.name == "chunked")
     assert chunked.status == "ok" and chunked.protocol["params"] == "chunk=24"
+
+
+@pytest.mark.parametrize(("options", "note"), [
+    ({"launch": "stream"}, None),  # tuned as this run launches: nothing to say
+    ({"launch": "graph"}, "tuned: 1 configuration in {path} was tuned with --launch graph; this run launches "
+                          "stream, under which another configuration may win"),
+    ({}, None),  # a file from before tune recorded its launch: tuned on the stream, as this CPU run launches
+])
+def test_run_with_a_tuned_file_says_where_it_was_tuned_under_another_launch(options, note, tmp_path):
+    """A tuned file records the launch each winner was measured under; a run that applies one under
+    another launch (tuned with --launch stream, run as a graph's replay) says so in its notes."""
+    from click.testing import CliRunner
+
+    from solbench.cli import main
+    from solbench.results import store
+
+    tuned = _tuned_chunked(tmp_path, {"chunk": 24}, options)
+    entry = json.loads(tuned.read_text())["entries"][0]
+    assert entry.get("launch") == options.get("launch")
+    out = tmp_path / "run.json"
+    r = CliRunner().invoke(main, ["run", "tests/data/tune_cpu.yaml", "-i", "chunked", "--tuned", str(tuned),
+                                  "-o", str(out), "--budget", "0.02", "--min-samples", "3", "--device", "cpu"])
+    assert r.exit_code == 0, r.output
+    notes = [n for n in store.load(out).notes if n.startswith("tuned:")]
+    assert notes == ([] if note is None else [note.format(path=tuned)])
 
 
 @pytest.mark.parametrize(("params", "says"), [
