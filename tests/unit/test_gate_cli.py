@@ -568,13 +568,18 @@ def test_require_all_passes_a_current_run_that_measures_more_than_the_baseline(t
     assert "--require-all" not in r.stderr
 
 
-def test_require_all_makes_each_missing_case_a_junit_failure(tmp_path):
-    """Where --require-all fails the gate on a MISSING case, the JUnit file shows that case as a failure (not
-    skipped), so that a dashboard agrees with the exit code."""
+def _one_case_missing(tmp_path):
+    """A saved baseline of cases c1 and c2 (3 rounds each) and a current run of c1 alone."""
     rng = np.random.default_rng(7)
     c1, c2 = noisy(rng, 30, 1e-3, 0.01), noisy(rng, 30, 2e-3, 0.01)
     base = store.save(make_run({"c1": {"x": c1}, "c2": {"x": c2}}, rounds=3), tmp_path / "base.json")
-    cur = store.save(make_run({"c1": {"x": c1}}, rounds=3), tmp_path / "cur.json")
+    return base, store.save(make_run({"c1": {"x": c1}}, rounds=3), tmp_path / "cur.json")
+
+
+def test_require_all_makes_each_missing_case_a_junit_failure(tmp_path):
+    """Where --require-all fails the gate on a MISSING case, the JUnit file shows that case as a failure (not
+    skipped), so that a dashboard agrees with the exit code."""
+    base, cur = _one_case_missing(tmp_path)
     junit = tmp_path / "gate.xml"
     r = _gate("--baseline", str(base), "--current", str(cur), "--require-all", "--junit", str(junit))
     assert r.exit_code == 1, r.output
@@ -746,10 +751,7 @@ def test_run_gate_against_a_dry_run_is_refused_as_one_before_measuring(tmp_path)
 def test_require_all_markdown_says_the_gate_fails_as_the_exit_code_does(tmp_path):
     """--require-all failing on a MISSING case exits 1, and the console, JSON and JUnit say so; the Markdown
     (a CI's step summary) still read '### solbench gate: ✅ PASS' with no word of the failing exit."""
-    rng = np.random.default_rng(7)
-    c1, c2 = noisy(rng, 30, 1e-3, 0.01), noisy(rng, 30, 2e-3, 0.01)
-    base = store.save(make_run({"c1": {"x": c1}, "c2": {"x": c2}}, rounds=3), tmp_path / "base.json")
-    cur = store.save(make_run({"c1": {"x": c1}}, rounds=3), tmp_path / "cur.json")
+    base, cur = _one_case_missing(tmp_path)
     md = tmp_path / "gate.md"
     r = _gate("--baseline", str(base), "--current", str(cur), "--require-all", "--markdown-file", str(md))
     assert r.exit_code == 1, r.output
