@@ -40,6 +40,7 @@ __all__ = ["KernelCompileError", "Source", "UnsupportedDevice", "compile_module"
 
 KERNEL_DIR = Path(__file__).resolve().parent
 BASE_OPTIONS = ("-std=c++17",)
+MAX_GRID_YZ = 65535  # CUDA's limit on gridDim.y and gridDim.z (a launch with more blocks there is refused)
 # a quoted include, also without a space before the name or with a comment after it on its line
 _INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*"([^"\n]+)"[ \t]*(?://[^\n]*|/\*[^\n]*?\*/[ \t]*)?$', re.MULTILINE)
 _MIN_CC = re.compile(r"^[ \t]*//[ \t]*solbench:[ \t]*min_cc\b(.*)$", re.MULTILINE)

@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from solbench.kernels import gemv_plan, w8a16
-from solbench.kernels.loader import device_cc, get_kernel, launch, ptr
+from solbench.kernels.loader import MAX_GRID_YZ, device_cc, get_kernel, launch, ptr
 
 __all__ = ["bias_gelu", "gemv_fp8_residual", "gemv_residual", "layernorm", "maxpool2d_nhwc",
            "residual_layernorm", "residual_layernorm_out"]
@@ -37,7 +37,6 @@ _GELU_MODES = {"none": 0, "tanh": 1}
 _GELU_BLOCK, _GELU_UNROLL = 256, 4  # must match bias_gelu.cu
 _GEMV_ROWS, _GEMV_MAX_TOKENS = 32, 64  # must match gemv_residual.cu
 _INT32_MAX = 2**31 - 1
-_GRID_Y_MAX = 65535  # CUDA's limit on gridDim.y (and z)
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -357,8 +356,8 @@ def _gemv_scalar(x: torch.Tensor, weight: torch.Tensor, residual: torch.Tensor, 
     tokens, k = x.shape
     n = weight.shape[0]
     kernel = _get("gemv_residual.cu", f"gemv_residual_scalar_kernel<{_KIND[x.dtype]}>")
-    for t0 in range(0, tokens, _GRID_Y_MAX):
-        t1 = min(tokens, t0 + _GRID_Y_MAX)
+    for t0 in range(0, tokens, MAX_GRID_YZ):
+        t1 = min(tokens, t0 + MAX_GRID_YZ)
         launch(kernel, (_cdiv(n, 8), t1 - t0), (256,),
                (ptr(x[t0:t1]), ptr(weight), ptr(residual[t0:t1]), ptr(out[t0:t1]), np.int32(t1 - t0),
                 np.int32(n), np.int32(k)),

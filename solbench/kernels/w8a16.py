@@ -25,9 +25,10 @@ from typing import Any
 import torch
 
 from solbench.errors import DeviceError
+from solbench.kernels.loader import MAX_GRID_YZ
 
 FINISH_BLOCK = 1024  # outputs per program of the finishing kernel
-MAX_TOKEN_TILES = 65535  # token tiles of one launch: CUDA's limit on gridDim.z
+MAX_TOKEN_TILES = MAX_GRID_YZ  # token tiles of one launch (the grid's z axis)
 
 # The widening: e4m3 -> fp16 with the hardware conversion (one instruction a pair), and for bf16 tiles
 # fp16 -> bf16 after it. Both are exact: every e4m3 value (3 mantissa bits, magnitudes 2^-9 to 448) is an
