@@ -119,7 +119,7 @@ from solbench.analysis.compare import (
     with_run_offsets,
 )
 from solbench.analysis.pooling import combine_runs as merge_runs
-from solbench.analysis.pooling import merge_samples, rounds_apart
+from solbench.analysis.pooling import merge_samples, merges, rounds_apart
 from solbench.analysis.sequential import look_levels
 from solbench.analysis.significance import bh_adjust, mann_whitney_p
 from solbench.analysis.thresholds import (
@@ -823,8 +823,7 @@ def gate_with_rerun(base: Side, cur: RunResult, remeasure: Callable[[list[str], 
             break
         n = min(step, rerun - rounds)
         fresh = remeasure(keys, n)
-        if not any(r.status != "skipped" and (r.timing is not None or r.status in FAILED_STATUSES)
-                   for c in fresh.cases for r in c.impls if f"{c.case_id}/{r.name}" in keys):
+        if not any(merges(r) for c in fresh.cases for r in c.impls if f"{c.case_id}/{r.name}" in keys):
             break  # every key skipped (its device gone, a requirement missing): asking again adds nothing
         cur = merge_samples(cur, fresh, keys)
         rounds += n

@@ -27,7 +27,7 @@ from solbench.analysis import stats
 from solbench.analysis.rounds import group_by_round, round_medians, summarize
 from solbench.results.model import FAILED_STATUSES, CaseResult, ImplResult, RunResult, Score, Timing
 
-__all__ = ["RunOffsets", "combine_runs", "concat_timings", "merge_rounds", "merge_samples", "rounds_apart",
+__all__ = ["RunOffsets", "combine_runs", "concat_timings", "merge_rounds", "merge_samples", "merges", "rounds_apart",
            "run_offsets", "samples"]
 
 _CLOCKS = ("sm_clock_mhz", "mem_clock_mhz", "power_w", "throttle_reasons")
@@ -255,13 +255,17 @@ def _pooled(old: ImplResult, new: ImplResult) -> ImplResult:
     return replace(old, timing=timing, score=_rescaled(old.score, a.median, timing.median), protocol=protocol)
 
 
+def merges(new: ImplResult) -> bool:
+    """Whether a re-measurement changes the result it is merged into (:func:`merge_samples`): it failed,
+    or it is "ok" with samples; a skipped one, or one with nothing usable, leaves it as it was."""
+    return new.status in FAILED_STATUSES or (new.status == "ok" and bool(samples(new)))
+
+
 def _merged(r: ImplResult, new: ImplResult | None) -> ImplResult:
-    if new is None:
-        return r
+    if new is None or not merges(new):
+        return r  # skipped, or nothing usable re-measured: keep what we had
     if new.status in FAILED_STATUSES:
         return new  # failing on a second try is a failure, whatever the first try did
-    if new.status != "ok" or not samples(new):
-        return r  # skipped, or nothing usable re-measured: keep what we had
     return _pooled(r, new) if r.status == "ok" and samples(r) else new
 
 
