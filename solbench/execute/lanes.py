@@ -119,15 +119,15 @@ def _measure(files: Sequence[str | Path], options: Any, lanes: Sequence[Any], pr
     from solbench.execute.shard import measure_sharded
     from solbench.plan.device import with_end_clocks
     from solbench.plan.options import rounds_for
-    from solbench.plan.prepare import tuned_notes, tuned_variant
+    from solbench.plan.prepare import tuned_variant
 
     first_info, first = prepared[0]
     options = replace(options, repeat=rounds_for(options, first_info.kind))  # 0: the device's default
     units = first.units
-    variant = tuned_variant(options.tuned, first_info.spec.id, units)  # a stale or foreign file: refused now
+    # a stale or foreign file: refused now
+    variant, tuned = tuned_variant(options.tuned, first_info.spec.id, units, options.launch_on(first_info.kind))
     emit = progress or (lambda event, data: None)
     emit("start", {"cases": sum(len(u.cases) for u in units) * options.repeat, "devices": len(lanes)})
-    tuned = tuned_notes(options.tuned, options.launch_on(first_info.kind), units)
     run = replace(first.run, protocol=replace(first.run.protocol, devices=len(lanes), executor=executor),
                   notes=(*first.run.notes, *tuned, _devices_note(lanes)))
     if before_measuring is not None:

@@ -18,7 +18,7 @@ from solbench.errors import ConfigError, RunInterrupted
 from solbench.execute import warm
 from solbench.plan.device import detect, with_end_clocks
 from solbench.plan.options import Progress, RunOptions, added_rounds_for, refuse_round_options, rounds_for
-from solbench.plan.prepare import prepare, tuned_notes, tuned_variant
+from solbench.plan.prepare import prepare, tuned_variant
 from solbench.results.model import Environment, RunResult
 
 
@@ -62,8 +62,8 @@ def run(files: Sequence[str | Path], options: RunOptions = RunOptions(), *,  # n
                           f"({repeat}: --repeat, or its default), or 0 for none added")
     options = replace(options, repeat=repeat, max_rounds=max_rounds, rounds_target_rel_ci=rounds_target)
     prep = prepare(files, options, info, floor)
-    variant = tuned_variant(options.tuned, info.spec.id, prep.units)  # a stale or foreign file: refused now
-    tuned = tuned_notes(options.tuned, options.launch_on(info.kind), prep.units)
+    # a stale or foreign file: refused now
+    variant, tuned = tuned_variant(options.tuned, info.spec.id, prep.units, options.launch_on(info.kind))
     if tuned:
         prep = replace(prep, run=replace(prep.run, notes=(*prep.run.notes, *tuned)))
     if before_measuring is not None:

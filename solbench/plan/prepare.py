@@ -7,6 +7,7 @@ Executors (:mod:`solbench.execute`) take a Prepared; they never plan or detect o
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -120,37 +121,20 @@ def free_memory(info: Any) -> int | None:
     return nvml.host_available_memory()
 
 
-def tuned_notes(path: Path | None, launch: str, units: Sequence[Unit]) -> tuple[str, ...]:
-    """``run --tuned FILE``: a note where configurations the run applies were tuned under another
-    ``--launch`` than the run's (a winner on the stream need not win as a graph's replay); a file from
-    before tune recorded its launch was tuned on the stream."""
+def tuned_variant(path: Path | None, spec_id: str, units: Sequence[Unit], launch: str) -> tuple[Any, tuple[str, ...]]:
+    """``run --tuned FILE``: (each implementation with its tuned parameters for each case, the run's notes).
+    ConfigError for a file tuned on another device, or an entry for ``units`` that its ``tune:`` space no
+    longer holds. A note where configurations the run applies were tuned under another ``--launch`` than
+    the run's (a winner on the stream need not win as a graph's replay); a file from before tune recorded
+    its launch was tuned on the stream."""
     if path is None:
-        return ()
-    from solbench.plan.tuned import load_tuned
-
-    tuned = load_tuned(path)
-    applied = [tuned.entries[key] for unit in units for case in unit.cases for name in unit.impls
-               if (key := (unit.spec.name, name, case.id)) in tuned.entries]
-    used = [str(e.get("launch", "stream")) for e in applied]  # none recorded: tuned when tune always used the stream
-    notes = []
-    for was in sorted(set(used) - {launch}):
-        n = used.count(was)
-        notes.append(f"tuned: {n} configuration{'s' if n != 1 else ''} in {path} {'was' if n == 1 else 'were'} "
-                     f"tuned with --launch {was}; this run launches {launch}, under which another configuration "
-                     "may win")
-    return tuple(notes)
-
-
-def tuned_variant(path: Path | None, spec_id: str, units: Sequence[Unit]) -> Any:
-    """``run --tuned FILE``: each implementation with its tuned parameters for each case. ConfigError
-    for a file tuned on another device, or an entry for ``units`` that its ``tune:`` space no longer holds."""
-    if path is None:
-        return None
+        return None, ()
     from solbench.errors import ConfigError
     from solbench.plan.tuned import load_tuned
 
     tuned = load_tuned(path)
     tuned.check_device(spec_id)
+    used: Counter[str] = Counter()  # entries the run applies, by the launch they were tuned under
     for unit in units:
         for case in unit.cases:
             for name in unit.impls:
@@ -159,6 +143,12 @@ def tuned_variant(path: Path | None, spec_id: str, units: Sequence[Unit]) -> Any
                     raise ConfigError(f"{path}: the configuration tuned for {name} on {case.id} is not in its "
                                       f"tune: space now ({why}): the workload changed since; run `solbench tune` "
                                       "again")
+                entry = tuned.entries.get((unit.spec.name, name, case.id))
+                if entry is not None:  # none recorded: tuned when tune always launched on the stream
+                    used[str(entry.get("launch", "stream"))] += 1
+    notes = tuple(f"tuned: {n} configuration{'s' if n != 1 else ''} in {path} {'was' if n == 1 else 'were'} tuned "
+                  f"with --launch {was}; this run launches {launch}, under which another configuration may win"
+                  for was, n in sorted(used.items()) if was != launch)
 
     def variant(spec: WorkloadSpec, case: Case, name: str) -> WorkloadSpec:
         impl = tuned.apply(spec.name, name, case.id, spec.implementations[name])
@@ -166,7 +156,7 @@ def tuned_variant(path: Path | None, spec_id: str, units: Sequence[Unit]) -> Any
             return spec
         return spec.model_copy(update={"implementations": {**spec.implementations, name: impl}})
 
-    return variant
+    return variant, notes
 
 
 def _selected(cases: Sequence[Case], keys: Sequence[str]) -> tuple[Case, ...]:
