@@ -27,16 +27,30 @@ def detect(device: str, options: RunOptions) -> tuple[Any, HardwareSpec]:
     info = detect_device(device, cpu_threads=options.threads)
     if info.kind == "cpu":
         refuse_gpu_options(options)
-    if info.kind == "cuda" and (options.timer == "cupti" or options.launch == "graph"):
+    if info.kind == "cuda" and options.timer == "cupti":
         from solbench.device import cupti
 
-        if options.timer == "cupti" and not cupti.available():
+        if not cupti.available():
             raise DeviceError(cupti.INSTALL_HINT)
-        if options.launch == "graph" and not cupti.wanted():  # no replay is checked without it, so none is used
-            raise DeviceError("--launch graph checks each replay against the launched call with NVIDIA's "
-                              "cupti-python (pip install 'solbench[cupti]'; not with SOLBENCH_NO_CUPTI=1): "
-                              "install it, or use --launch stream")
+    refuse_launch(options.launch, info.kind)
     return with_peaks(info, options.peaks, options.results_dir)
+
+
+def refuse_launch(launch: str, device_kind: str) -> None:
+    """``--launch graph`` where it cannot be honoured (``run``, ``tune``): ConfigError (exit 2) on the CPU,
+    where it would do nothing; DeviceError without CUPTI, where no replay could be checked against the
+    launched call, so none is used."""
+    if launch != "graph":
+        return
+    if device_kind != "cuda":
+        raise ConfigError(f"--launch {launch} replays CUDA graphs; on the CPU every call is made as it is "
+                          "(leave --launch out)")
+    from solbench.device import cupti
+
+    if not cupti.wanted():
+        raise DeviceError("--launch graph checks each replay against the launched call with NVIDIA's "
+                          "cupti-python (pip install 'solbench[cupti]'; not with SOLBENCH_NO_CUPTI=1): "
+                          "install it, or use --launch stream")
 
 
 def refuse_gpu_options(options: RunOptions) -> None:
@@ -47,9 +61,7 @@ def refuse_gpu_options(options: RunOptions) -> None:
     if options.flush != "clean":
         raise ConfigError(f"--flush {options.flush} flushes a GPU's L2; on the CPU nothing is flushed "
                           "(leave --flush out)")
-    if options.launch == "graph":
-        raise ConfigError(f"--launch {options.launch} replays CUDA graphs; on the CPU every call is made as it is "
-                          "(leave --launch out)")
+    refuse_launch(options.launch, "cpu")
 
 
 def with_peaks(info: Any, peaks: str, results_dir: Path) -> tuple[Any, HardwareSpec]:

@@ -200,20 +200,11 @@ def tune(files: Sequence[str | Path], options: TuneOptions = TuneOptions(), *, d
     far (``complete`` False)."""
     from solbench.device.detect import detect
     from solbench.measure.pool import Pool
+    from solbench.plan.device import refuse_launch
     from solbench.plan.workloads import plan
 
     info = detect(device)
-    if options.launch == "graph":  # refused as `run --launch graph` is (plan.device)
-        from solbench.device import cupti
-        from solbench.errors import DeviceError
-
-        if info.kind != "cuda":
-            raise ConfigError("--launch graph replays CUDA graphs; on the CPU every call is made as it is "
-                              "(leave --launch out)")
-        if not cupti.wanted():
-            raise DeviceError("--launch graph checks each replay against the launched call with NVIDIA's "
-                              "cupti-python (pip install 'solbench[cupti]'; not with SOLBENCH_NO_CUPTI=1): "
-                              "install it, or use --launch stream")
+    refuse_launch(options.launch, info.kind)  # as run refuses --launch graph where it cannot be honoured
     planned = plan(files, info.kind, options.workloads, options.impls)  # -i naming nothing: refused, as in run
     tunable = [(p, name, impl) for p in planned for name, impl in p.spec.implementations.items()
                if impl.tune is not None]
