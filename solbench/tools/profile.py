@@ -221,7 +221,7 @@ def _take(ncu: str, req: ProfileRequest, case_id: str, rep: Path, metrics: list[
     # no kernel in the range, and nothing failed: NVTX is missing (else a second try fails as the first);
     # a target that started the implementation and never said done failed too, even with status 0
     if _NO_KERNELS in said and _NCU_ERROR not in said and _target_failure(said) is None \
-            and (started(req.impl) not in said or done(req.impl) in said):
+            and not _unfinished(said, req.impl):
         mode, cmd = "profiler-api", _profile_cmd(ncu, req, case_id, rep, metrics, nvtx=False)
         out = _run(cmd, req.timeout_s, env)
         said = out.stdout + "\n" + out.stderr
@@ -230,7 +230,7 @@ def _take(ncu: str, req: ProfileRequest, case_id: str, rep: Path, metrics: list[
         code, why = failed
         raise ProfiledCallFailed(f"profiling {case_id}: {why}", code)
     # no failure line: the call ended its process (unless ncu ended it: ncu's failure, below)
-    if started(req.impl) in said and done(req.impl) not in said and _SHUT_DOWN not in said:
+    if _unfinished(said, req.impl) and _SHUT_DOWN not in said:
         raise ProfiledCallFailed(f"profiling {case_id}: {req.impl}'s process ended inside its set-up or call, "
                                  f"with no error raised (a signal or an exit; ncu: {_last_line(out)})", FAILED)
     if out.returncode == 0 and not rep.is_file() and _NO_KERNELS in said and _NCU_ERROR not in said:
@@ -239,6 +239,11 @@ def _take(ncu: str, req: ProfileRequest, case_id: str, rep: Path, metrics: list[
         status = f"exit status {out.returncode}" if out.returncode else "exit status 0, but it wrote no report"
         raise DeviceError(f"ncu failed on {case_id} {req.impl} ({status}): {_last_line(out)}")
     return mode, cmd
+
+
+def _unfinished(said: str, impl: str) -> bool:
+    """Whether the profiled process started the implementation and never said its call was done."""
+    return started(impl) in said and done(impl) not in said
 
 
 def _target_failure(said: str) -> tuple[int, str] | None:
