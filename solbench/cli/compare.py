@@ -39,6 +39,7 @@ from solbench.report.junit import gate_junit
 from solbench.report.markdown import comparison_markdown, gate_markdown, undecided_note
 from solbench.results import store
 from solbench.results.model import MAX_RUN_SD, RunResult
+from solbench.text import first_few
 
 _compare_threshold = click.option("--threshold", default="5%", show_default=True,
                                   help="Smallest change that counts: '5%', '0.05' or 'median:5%'.")
@@ -351,8 +352,8 @@ def gate_cmd(baseline: tuple[str, ...], current: tuple[str, ...], threshold: str
     emit_gate(result, junit=junit, markdown_file=markdown_file, as_json=as_json, as_markdown=as_markdown,
               exit_code=code, required=missing)
     if missing:
-        click.echo(f"--require-all: {len(missing)} case(s) MISSING from the current run: " + ", ".join(missing[:5])
-                   + (f" and {len(missing) - 5} more" if len(missing) > 5 else ""), err=True)
+        click.echo(f"--require-all: {len(missing)} case(s) MISSING from the current run: " + first_few(missing, 5),
+                   err=True)
     sys.exit(code)
 
 
@@ -449,9 +450,8 @@ def spread(runs: tuple[str, ...], save: bool, results_dir: str, as_json: bool) -
     click.echo(f"a run's own offset: sd {_pct(found.sd)} pooled over points (a typical point: {_pct(found.median)})")
     click.echo("largest at (signed sd of the excess): " + ", ".join(f"{k} {_pct(v, '+')}" for k, v in found.largest))
     if found.left_out:
-        shown = ", ".join(found.left_out[:10]) + (f" and {len(found.left_out) - 10} more" if len(found.left_out) > 10
-                                                  else "")
-        click.echo(f"left out {len(found.left_out)} point(s) not measured in rounds by every run: {shown}")
+        click.echo(f"left out {len(found.left_out)} point(s) not measured in rounds by every run: "
+                   + first_few(found.left_out, 10))
     if saved is None:
         click.echo(f"gate with: --run-sd {_pct(found.sd)} (or store it: --save)")
     else:

@@ -26,6 +26,7 @@ from solbench.errors import ConfigError, ResultsFormatError
 from solbench.report.units import format_bytes, format_flops, format_seconds
 from solbench.results import store
 from solbench.results.model import FAILED_STATUSES, Calibration, RunResult
+from solbench.text import first_few
 
 if TYPE_CHECKING:
     from solbench.analysis.compare import Comparison
@@ -330,14 +331,14 @@ def tune(files: Sequence[str], workloads: Sequence[str], impls: Sequence[str], m
                      for t in (c.hand_picked, c.confirm_hand_picked, c.confirm_winner))
               or (c.trials and all(t.status in FAILED_STATUSES for t in c.trials))]
     if broken:  # wrong as declared, in every configuration tried, or (flaky) in the winner measured again
-        click.echo("failed: " + "; ".join(broken[:5]) + (f" and {len(broken) - 5} more" if len(broken) > 5 else "")
+        click.echo("failed: " + first_few(broken, 5, "; ")
                    + " (as declared, in every configuration, or the winner measured again)", err=True)
     # a configuration that tampered with its process: tuning went on without it, but the implementation
     # cheats under some parameters, which the command must not pass (as run exits 4 for a reward_hack)
     cheats = [f"{c.case_id} {c.impl}[{tuning.config_label(t.params)}]" for c in result.cases for t in c.trials
               if t.status == "reward_hack"]
     if cheats:
-        click.echo("tampered: " + "; ".join(cheats[:5]) + (f" and {len(cheats) - 5} more" if len(cheats) > 5 else "")
+        click.echo("tampered: " + first_few(cheats, 5, "; ")
                    + " (reward_hack: left out of the tuning; the implementation cheats with those parameters)",
                    err=True)
     code = exitcodes.IMPL_FAILED if broken or cheats else exitcodes.OK

@@ -31,6 +31,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from solbench.errors import DeviceError
+from solbench.text import first_few
 
 # Work counts as late only when it ends this long after the marker began: timestamps of work in
 # stream order never invert, and a cheat's unjoined work outlasts the call by far more.
@@ -212,9 +213,9 @@ def replay_mismatch(launched: Sequence[Activity], replayed: Sequence[Activity]) 
     extra = [_described(*key) for key in sorted((got - want).elements())]
     parts = []
     if missing:
-        parts.append(f"not replayed: {_names(missing)}")
+        parts.append(f"not replayed: {first_few(missing, 3)}")
     if extra:
-        parts.append(f"only in the replay: {_names(extra)}")
+        parts.append(f"only in the replay: {first_few(extra, 3)}")
     return (f"the replay ran other GPU work than the launched call ({len(replayed)} activities against "
             f"{len(launched)}; {'; '.join(parts)})")
 
@@ -242,13 +243,6 @@ def _described(name: str, shape: str) -> str:
     """A kernel's name (cut to 60 characters) or the work's kind, with its shape."""
     name = name if len(name) <= 60 else name[:60] + "~"
     return f"{name} ({shape})" if shape else name
-
-
-def _names(names: Sequence[str]) -> str:
-    """A few names and how many more."""
-    shown = names[:3]
-    more = f" and {len(names) - 3} more" if len(names) > 3 else ""
-    return ", ".join(shown) + more
 
 
 class Tracer:

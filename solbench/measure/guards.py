@@ -39,6 +39,7 @@ from typing import Any
 import torch
 
 from solbench.device import cupti as _cupti  # noqa: F401  (imported before the tamper snapshot: watched)
+from solbench.text import first_few
 
 
 def _span(t: torch.Tensor) -> tuple[int, int]:
@@ -273,8 +274,7 @@ class TamperGuard:
                                                                        or k.rpartition(".")[0] in _WATCHED_MODULES))
         if not changed:
             return None
-        shown = ", ".join(changed[:4]) + (f" and {len(changed) - 4} more" if len(changed) > 4 else "")
-        return f"replaced what the harness measures or checks with: {shown}"
+        return f"replaced what the harness measures or checks with: {first_few(changed, 4)}"
 
 
 def _instance(label: str, obj: Any) -> dict[str, tuple[int, int]]:

@@ -26,6 +26,7 @@ from solbench.report.units import (
     format_seconds,
 )
 from solbench.results.model import CaseResult, ImplResult, RunResult
+from solbench.text import first_few
 
 __all__ = [
     "comparison_markdown",
@@ -210,10 +211,10 @@ def undecided_note(g: GateResult) -> str:
     if any(v.apart for v in und):
         hint += (f" Rounds named in brackets read more than {APART:.0%} from the rest of their side: a process "
                  "that ran slow or fast widens the interval, not the code; more rounds dilute it.")
-    return f"{len(und)} undecided (INCONCLUSIVE): " + ", ".join(
+    return f"{len(und)} undecided (INCONCLUSIVE): " + first_few([
         f"{v.key} {format_ratio(v.ratio, threshold=v.threshold)} "
         f"{format_ci(v.ci_low, v.ci_high, threshold=v.threshold)}" + (f" [{v.apart}]" if v.apart else "")
-        for v in und[:10]) + (f" and {len(und) - 10} more" if len(und) > 10 else "") + "." + hint
+        for v in und], 10) + "." + hint
 
 
 def gate_markdown(g: GateResult, exit_code: int | None = None) -> str:

@@ -46,6 +46,7 @@ import torch
 from solbench.errors import ConfigError, DeviceError
 from solbench.kernels.requirements import importable, not_installed, requirement_missing
 from solbench.measure.tensors import PACKED
+from solbench.text import first_few
 
 _CACHE: dict[str, Any] = {}
 
@@ -174,7 +175,7 @@ def _check_stored(path: Path, name: str, key: str, shape: list[int], dtype: torc
     entry = header.get(key)
     if key == "__metadata__" or not isinstance(entry, dict):
         held = [k for k in header if k != "__metadata__"]
-        listed = ", ".join(held[:8]) + (f" and {len(held) - 8} more" if len(held) > 8 else "")
+        listed = first_few(held, 8)
         raise ConfigError(f"{where}: no tensor {key!r} (it holds: {listed or 'nothing'})")
     stored = SAFETENSORS_DTYPES.get(dtype)
     if stored is not None and (entry.get("dtype") != stored or entry.get("shape") != shape):
