@@ -156,15 +156,16 @@ class ProcessWorker:
                 ready = self._conn.poll(min(max(remaining, 0.0), 1.0))
             except (EOFError, OSError):
                 return self._died(name), True
-            if late is not None and (not ready or self._frames.taken >= late):
+            if late is not None and self._frames.taken >= late:
                 return self._timed_out(name), True
-            if not ready:
+            # past the deadline the message under way is read on, ready or not, as its bytes come (wire.Frames)
+            if late is None and not ready:
                 if not self._proc.is_alive() and not self._conn.poll(0):
                     return self._died(name), True
                 continue
             try:
                 done = self.take(self._watch, progress, self._deadline)
-            except wire.Incomplete:  # it began a message and had not sent the rest by its deadline
+            except wire.Incomplete:  # it began a message and did not send the rest by its deadline (and grace)
                 return self._timed_out(name), True
             if done is TURN or done is TIMED:
                 return None
@@ -177,11 +178,12 @@ class ProcessWorker:
                           "included); the worker was killed", log_tail=self.log_tail())
 
     def take(self, watch: Watch, progress: Progress | None,
-             deadline: float) -> tuple[ImplResult, bool] | object | None:
+             deadline: float | None) -> tuple[ImplResult, bool] | object | None:
         """Read one message of the running task: None for progress and samples, ``TURN`` when a held
         task has reached its turn, ``TIMED`` when a task let go has timed and waits for its checks
         after timing, else (result, fatal). ``wire.Incomplete`` (nothing else done) where the message
-        is not whole by ``deadline``: what came of it is kept for the next call.
+        is not whole by ``deadline`` and its grace (None: is not here now, :meth:`wire.Frames.read`):
+        what came of it is kept for the next call.
 
         Anything malformed, or a report that contradicts what the parent saw (:mod:`.watch`), is
         ``reward_hack``, and the worker is killed. Nothing the worker sends is unpickled.
@@ -633,7 +635,7 @@ class Held:
         sent = self._worker.sent()
         while self._busy() and self._worker._frames.taken < sent:
             try:
-                self._note(self._worker.take(self._worker._watch, self._progress, time.monotonic()))
+                self._note(self._worker.take(self._worker._watch, self._progress, None))
             except wire.Incomplete:
                 break
         return self._busy()

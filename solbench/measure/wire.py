@@ -23,8 +23,15 @@ by field, so a wrong type, an unknown status or an unknown key shape is :class:`
 A message over ``MAX_MESSAGE_BYTES``, bytes that are not UTF-8 JSON, an object of the wrong
 shape, nesting deeper than the records have: all :class:`BadMessage`, which the parent turns
 into ``reward_hack`` and a killed worker (:mod:`solbench.measure.pool`).
-A message begun and not whole by the deadline (a worker that wrote part of one and stopped) is
-:class:`Incomplete`: a hang, which the parent turns into ``timeout``.
+A task's deadline is one for hangs, not for a message under way: a worker's message (a result with
+its samples, up to ``MAX_MESSAGE_BYTES``) moves only as the parent reads it, and the parent may get
+to it late (it reads held tasks' results one after another) or the deadline may pass while it comes.
+So past the deadline a message under way is read on for as long as its bytes keep coming: no pause
+over ``STALL_S``, ``FINISH_S`` in all from the parent's first read of it past the deadline (16 MiB
+crosses a pipe in well under a second); no message begun after the deadline is read (of a worker's,
+what it had sent by then: :meth:`~solbench.measure.pool.ProcessWorker.wait`). One not whole by then
+(a worker that wrote part of one and stopped, or trickles it) is :class:`Incomplete`: a hang, which
+the parent turns into ``timeout``, at most ``STALL_S`` past the deadline for a worker that stopped.
 
 The other direction (parent to worker: the Task, "go" to a held task, None to stop) stays a pickle: the worker
 unpickles what its trusted parent sent. A Ray actor (:mod:`solbench.execute.ray_cluster`) runs
@@ -51,6 +58,8 @@ MAX_MESSAGE_BYTES = 16 << 20  # a result of 100k samples with clock readings is 
 MAX_TEXT_CHARS = 4096  # an ImplResult's message: longer ones are cut (the worker's log keeps the rest)
 _MAX_PROGRESS_TEXT = 200
 READ_BYTES = 1 << 20  # the most one read takes off the pipe (a pipe holds less, a result up to MAX_MESSAGE_BYTES)
+STALL_S = 2.0  # past the deadline, the longest pause in the bytes of a message begun (a busy host's scheduling)
+FINISH_S = 10.0  # past the deadline, the longest a message begun has to end, from the parent's first read then
 _POLL_S = 60.0  # the longest one poll waits for bytes (Frames.read polls again until its deadline)
 _LONG = struct.pack("!i", -1)  # Connection.send_bytes's length of a message over 2 GiB: 8 bytes of length follow
 
@@ -92,27 +101,31 @@ def result_from_text(text: Any) -> ImplResult:
 class Frames:
     """A worker's messages, read off its pipe (parent side) in ``Connection.send_bytes``'s framing (a
     4-byte big-endian length, or -1 and an 8-byte one over 2 GiB; then the message) as the bytes
-    come (poll, then ``os.read``), never waiting past a deadline: a worker that sends part of a
-    message and stops holds the parent no longer than that. ``taken``: the bytes of the pipe in the
-    messages read so far (where the next one begins); ``pulled``: those read off it (``taken``, and
-    what came of the next message: kept for the next :meth:`read`)."""
+    come (poll, then ``os.read``), never waiting past a deadline (and the grace of a message under
+    way, see the module docstring): a worker that sends part of a message and stops holds the parent
+    no longer than that. ``taken``: the bytes of the pipe in the messages read so far (where the next
+    one begins); ``pulled``: those read off it (``taken``, and what came of the next message: kept
+    for the next :meth:`read`)."""
 
     def __init__(self, conn: Connection) -> None:
         self._conn = conn
         self._begun = bytearray()  # the next message as far as it came: its length, then its bytes
+        self._last = 0.0  # when its last bytes came (or its grace began)
+        self._finish_by: float | None = None  # past the deadline, when its grace ends (once it began)
         self.taken = 0
         self.pulled = 0
 
-    def read(self, deadline: float) -> bytes:
+    def read(self, deadline: float | None) -> bytes:
         """The next message's bytes, unchecked (:func:`parse` checks them). :class:`Incomplete` where
-        not all of it is here by ``deadline`` (past it, what came already); :class:`BadMessage` for a
+        not all of it is here by ``deadline`` and its grace (:meth:`wait_s`; what came is kept), or
+        with ``deadline`` None, where it is not here now (no wait at all); :class:`BadMessage` for a
         length over ``MAX_MESSAGE_BYTES`` (or a corrupt length header), before any of the message is
         read; EOFError, or OSError in the middle of a message, when the pipe is closed, as
         ``Connection.recv_bytes``."""
         while (missing := self._missing()) > 0:
-            left = max(deadline - time.monotonic(), 0.0)
-            if not self._conn.poll(min(left, _POLL_S)):  # poll takes no more than 2**31 ms at once
-                if left > _POLL_S:
+            wait_s = 0.0 if deadline is None else self.wait_s(deadline)
+            if not self._conn.poll(min(wait_s, _POLL_S)):  # poll takes no more than 2**31 ms at once
+                if wait_s > 0:  # waited: there may be more to wait (a longer time, or past the deadline the grace)
                     continue
                 raise Incomplete(f"{len(self._begun)} bytes of a message, {missing} more to come")
             chunk = os.read(self._conn.fileno(), min(missing, READ_BYTES))
@@ -121,11 +134,26 @@ class Frames:
                     raise OSError("got end of file during message")
                 raise EOFError
             self._begun += chunk
+            self._last = time.monotonic()
             self.pulled += len(chunk)
         raw = bytes(self._begun[12 if self._begun[:4] == _LONG else 4:])
         self._begun.clear()
+        self._finish_by = None
         self.taken = self.pulled
         return raw
+
+    def wait_s(self, deadline: float) -> float:
+        """How long to wait now for the next bytes: until ``deadline``; past it, for a message begun, while
+        its bytes keep coming: ``STALL_S`` after the last, ``FINISH_S`` after the first call past the
+        deadline (which starts its grace) at most; 0 past it with nothing begun."""
+        now = time.monotonic()
+        if now < deadline:
+            return deadline - now
+        if not self._begun:
+            return 0.0
+        if self._finish_by is None:
+            self._finish_by, self._last = now + FINISH_S, now
+        return max(min(self._last + STALL_S, self._finish_by) - now, 0.0)
 
     def _missing(self) -> int:
         """How many more bytes the next message needs to be whole (0: it is)."""

@@ -5,10 +5,12 @@ The order is tested with fake executors (no processes, no timing); the pipe prot
 worker processes on the CPU, where two set-ups that wait for each other pass only side by side.
 """
 
+import contextlib
 import json
 import multiprocessing
 import shutil
 import struct
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -674,9 +676,10 @@ def _half_a_turn(child: Connection) -> bytes:
     return turn[1:]
 
 
-def test_a_worker_that_sent_half_a_message_times_out(tmp_path):
+def test_a_worker_that_sent_half_a_message_times_out(tmp_path, monkeypatch):
     """The rest of a message a worker began was waited for with no deadline: one that stopped halfway
-    held the whole run; past its deadline it times out as any hang."""
+    held the whole run; past its deadline (and STALL_S without a byte) it times out as any hang."""
+    monkeypatch.setattr(wire, "STALL_S", 0.01)
     worker, child = _piped_worker(tmp_path)
     _half_a_turn(child)
     result, fatal = worker.wait()
@@ -695,6 +698,53 @@ def test_a_held_worker_that_sent_half_a_message_is_still_busy(tmp_path):
     assert held.busy() and held.result is None and seen == [0]
     child._send(rest)
     assert not held.busy() and held.result is None  # at its turn
+
+
+def _later(child: Connection, raw: bytes, piece: int, pause_s: float) -> threading.Thread:
+    """A thread writing ``raw`` to the worker's end of the pipe ``piece`` bytes at a time, ``pause_s``
+    apart (a worker the host schedules in bursts), until done or the parent's end is closed."""
+    def write() -> None:
+        with contextlib.suppress(OSError):
+            for at in range(0, len(raw), piece):
+                time.sleep(pause_s)
+                child._send(raw[at:at + piece])
+    thread = threading.Thread(target=write, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_a_result_under_way_at_the_deadline_is_read_not_timed_out(tmp_path, monkeypatch):
+    """The parent reads held tasks' results one after another: a worker whose checks ended in time wrote
+    its result while the parent read another's, and the pipe took its first bytes only. Read past the
+    deadline, the result was a timeout at the first moment no more bytes were waiting, though they kept
+    coming; it is read to its end now."""
+    monkeypatch.setattr(wire, "STALL_S", 60.0)  # generous: the outcome, not the machine's speed, is tested
+    monkeypatch.setattr(wire, "FINISH_S", 600.0)
+    worker, child = _piped_worker(tmp_path)
+    body = wire.result_text(ImplResult("baseline", "error", "x" * (4 << 20))).encode()
+    raw, piece = struct.pack("!i", len(body)) + body, 32 << 10
+    child._send(raw[:piece])
+    writer = _later(child, raw[piece:], piece, 0.002)
+    result, fatal = worker.wait()
+    worker._conn.close()
+    writer.join()
+    assert result.status == "error" and not fatal, result.message
+
+
+def test_a_message_begun_before_the_deadline_is_read_on_though_no_byte_is_waiting(tmp_path, monkeypatch):
+    """Half a turn read while the task was busy, the rest not yet come when the parent looked past the
+    deadline: that was a timeout at once; the rest is waited for as for any message under way."""
+    monkeypatch.setattr(wire, "STALL_S", 60.0)
+    worker, child = _piped_worker(tmp_path)
+    worker._deadline = time.monotonic() + 60.0
+    rest = _half_a_turn(child)
+    held = pool.Held(SimpleNamespace(_settled=lambda key, result, fatal: result), ("meet", "a"), worker, None)
+    assert held.busy()  # half of it read
+    worker._deadline = time.monotonic() - 1.0
+    writer = _later(child, rest, len(rest), 0.2)
+    at_turn = held.reach_turn()
+    writer.join()
+    assert at_turn, held.result
 
 
 def test_a_set_up_that_asks_for_the_device_alone_goes_on_at_its_turn(meet):

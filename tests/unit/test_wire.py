@@ -4,9 +4,11 @@ parent's checks of a report against what it saw (streamed samples, counts, wall 
 The wall-time checks are driven by a fake clock: nothing here depends on how fast the machine is.
 """
 
+import contextlib
 import dataclasses
 import pickle
 import struct
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from multiprocessing import Pipe
@@ -67,8 +69,9 @@ def test_an_oversized_message_is_refused_without_reading_it_whole(header):
         wire.Frames(a).read(time.monotonic() + 60)
 
 
-def test_a_message_not_whole_by_the_deadline_is_incomplete_and_what_came_of_it_is_kept():
+def test_a_message_not_whole_by_the_deadline_is_incomplete_and_what_came_of_it_is_kept(monkeypatch):
     """A worker that writes a length and part of the message, then stops, held the parent's read forever."""
+    monkeypatch.setattr(wire, "STALL_S", 0.01)  # past the deadline, how long the stopped message is waited for
     a, b = Pipe()
     frames = wire.Frames(a)
     turn = b'{"kind": "turn"}'
@@ -185,3 +188,72 @@ def test_a_deadline_weeks_away_still_reads_the_message():
     a, b = Pipe()
     wire.send(b, "turn")
     assert wire.parse(wire.Frames(a).read(time.monotonic() + 1e7)) == {"kind": "turn"}
+
+
+def _trickled(conn, raw, piece, pause_s, stop=None):
+    """A thread writing ``raw`` to ``conn``'s pipe ``piece`` bytes at a time, ``pause_s`` apart (a worker
+    the host schedules in bursts, or one that trickles on purpose), until done or ``stop`` is set."""
+    def write():
+        with contextlib.suppress(OSError):  # the reading end closed
+            for at in range(0, len(raw), piece):
+                if stop is not None and stop.is_set():
+                    return
+                time.sleep(pause_s)
+                conn._send(raw[at:at + piece])
+    thread = threading.Thread(target=write, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_a_large_message_under_way_at_the_deadline_is_read_to_its_end(monkeypatch):
+    """A 4 MiB result whose first bytes came by the deadline, the rest coming steadily after it (the pipe,
+    a socket pair, holds about 200 KiB: the worker writes the rest only as the parent reads), was
+    Incomplete, a timeout, at the first moment no bytes were waiting; it is read on as long as they keep coming."""
+    monkeypatch.setattr(wire, "STALL_S", 60.0)  # generous: the outcome, not the machine's speed, is tested
+    monkeypatch.setattr(wire, "FINISH_S", 600.0)
+    body = wire.result_text(ImplResult("impl", "error", "x" * (4 << 20))).encode()
+    raw = struct.pack("!i", len(body)) + body
+    a, b = Pipe()
+    piece = 32 << 10
+    b._send(raw[:piece])  # under way by the deadline
+    writer = _trickled(b, raw[piece:], piece, 0.002)
+    try:
+        msg = wire.parse(wire.Frames(a).read(time.monotonic()))
+    finally:
+        a.close()
+        writer.join()
+    assert msg["result"].status == "error" and msg["result"].message.endswith("characters truncated)")
+
+
+def test_a_message_read_from_before_the_deadline_gets_the_grace_too(monkeypatch):
+    """The read that waited for the rest until the deadline gave up there, though its grace had just begun."""
+    monkeypatch.setattr(wire, "STALL_S", 60.0)
+    a, b = Pipe()
+    turn = b'{"kind": "turn"}'
+    b._send(struct.pack("!i", len(turn)) + turn[:1])
+    deadline = time.monotonic() + 0.5
+    writer = threading.Thread(target=lambda: (time.sleep(1.0), b._send(turn[1:])), daemon=True)  # after it
+    writer.start()
+    try:
+        assert wire.parse(wire.Frames(a).read(deadline)) == {"kind": "turn"}
+    finally:
+        writer.join()
+
+
+def test_a_message_trickled_past_the_deadline_is_incomplete_once_its_grace_is_over(monkeypatch):
+    """Bytes that keep coming do not hold the parent for ever: a worker that announces 1 MiB and sends
+    a byte at a time gets ``FINISH_S`` past the deadline, not the 10 000 s it would take."""
+    monkeypatch.setattr(wire, "STALL_S", 60.0)
+    monkeypatch.setattr(wire, "FINISH_S", 0.5)
+    a, b = Pipe()
+    b._send(struct.pack("!i", 1 << 20) + b"{")
+    stop = threading.Event()
+    writer = _trickled(b, b" " * (1 << 20), 1, 0.01, stop)
+    frames = wire.Frames(a)
+    try:
+        with pytest.raises(wire.Incomplete):
+            frames.read(time.monotonic())
+    finally:
+        stop.set()
+        writer.join()
+    assert 5 <= frames.pulled < 4 + (1 << 20) and frames.taken == 0
