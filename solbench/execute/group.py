@@ -16,6 +16,9 @@ Every rank gets the same task; their results are combined::
     a rank process dies                  -> crashed, with its exit code or signal and log tail
     no result from every rank in time    -> timeout; the whole group is killed
 
+Each rank's messages are read as their bytes come, none waited for: a rank that stops halfway through
+a message holds up no other rank's (a fault, progress), and is named in the timeout at the deadline
+(past it, a message under way is read on while its bytes keep coming: :mod:`solbench.measure.wire`).
 A fault other than incorrect or skipped replaces the group (the next task starts a fresh one).
 On CUDA the workload needs ``world_size`` GPUs (ranks use GPUs 0..n-1), else it is skipped.
 ``--in-process`` does not apply: ranks are always processes.
@@ -104,16 +107,19 @@ class Group:
         watches = {r.rank: Watch.of(task) for r in self.ranks}  # each rank's streamed samples
         fault_at: float | None = None
         while len(results) < len(self.ranks):
-            now = time.monotonic()
-            if now >= deadline:
-                where = "; ".join(f"rank {r.rank}: {last.get(r.rank, 'no progress reported')}" for r in self.ranks)
+            pending = [r for r in self.ranks if r.rank not in results]
+            # each rank's bytes are read as they come, none waited for (one rank's half message holds no
+            # other's); past the deadline only a message begun, while its bytes keep coming (wire.Frames)
+            waits = {r.rank: r._frames.wait_s(deadline) for r in pending}
+            readable = [r for r in pending if waits[r.rank] > 0]
+            if not readable:
+                where = "; ".join(_where(r, last) for r in self.ranks)
                 return self._timeout(name, f"no result from every rank within {timeout_s:g} s (set-up included); "
                                      f"the group was killed ({where})"), True
-            if fault_at is not None and now - fault_at > GRACE_S:
+            if fault_at is not None and time.monotonic() - fault_at > GRACE_S:
                 break
-            pending = [r for r in self.ranks if r.rank not in results]
-            for conn in wait([r._conn for r in pending], timeout=min(deadline - now, 0.5)):
-                rank = next(r for r in pending if r._conn is conn)
+            for conn in wait([r._conn for r in readable], timeout=min(max(waits.values()), 0.5)):
+                rank = next(r for r in readable if r._conn is conn)
 
                 def seen(event: str, data: dict[str, Any], rank: _Rank = rank) -> None:
                     last[rank.rank] = _described(event, data)
@@ -121,9 +127,9 @@ class Group:
                         progress(event, data)
 
                 try:
-                    done = rank.take(watches[rank.rank], seen, deadline)
-                except wire.Incomplete:  # it began a message and had not sent the rest by the deadline:
-                    continue  # the group times out
+                    done = rank.take(watches[rank.rank], seen, None)
+                except wire.Incomplete:  # not all of it here yet: what came is kept, the rest read as it comes
+                    continue
                 if done is not None:
                     results[rank.rank] = done
                     if done[0].status != "ok" and not _peer(done[0]):
@@ -178,6 +184,13 @@ class Group:
         for r in self.ranks:
             r.close()  # kills a busy one (stuck in a collective a faulty peer never joined) at once
         shutil.rmtree(self._dir, ignore_errors=True)
+
+
+def _where(rank: _Rank, last: Mapping[int, str]) -> str:
+    """Where a rank was when its group timed out: its last progress event, and a message it left unfinished."""
+    begun = rank._frames.pulled - rank._frames.taken
+    unfinished = f", then {begun} bytes of a message it did not finish" if begun else ""
+    return f"rank {rank.rank}: {last.get(rank.rank, 'no progress reported')}{unfinished}"
 
 
 def _described(event: str, data: dict[str, Any]) -> str:

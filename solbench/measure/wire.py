@@ -29,7 +29,8 @@ to it late (it reads held tasks' results one after another) or the deadline may 
 So past the deadline a message under way is read on for as long as its bytes keep coming: no pause
 over ``STALL_S``, ``FINISH_S`` in all from the parent's first read of it past the deadline (16 MiB
 crosses a pipe in well under a second); no message begun after the deadline is read (of a worker's,
-what it had sent by then: :meth:`~solbench.measure.pool.ProcessWorker.wait`). One not whole by then
+what it had sent by then: :meth:`~solbench.measure.pool.ProcessWorker.wait`; of a rank group's, the
+messages its ranks had begun: :mod:`solbench.execute.group`). One not whole by then
 (a worker that wrote part of one and stopped, or trickles it) is :class:`Incomplete`: a hang, which
 the parent turns into ``timeout``, at most ``STALL_S`` past the deadline for a worker that stopped.
 

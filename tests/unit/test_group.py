@@ -5,16 +5,26 @@ against their own times and bytes; faults on one rank (tests/data/ranks/) become
 here depends on how fast the machine is.
 """
 
+import contextlib
 import math
+import multiprocessing
+import struct
 import subprocess
 import sys
+import threading
+import time
+from types import SimpleNamespace
 
 import pytest
 import torch
 from click.testing import CliRunner
 
 from solbench.cli import main
+from solbench.execute import group as group_module
+from solbench.execute.group import Group, _Rank
+from solbench.measure import wire
 from solbench.results import store
+from solbench.results.model import ImplResult
 
 FAST = ["--budget", "0.05", "--min-samples", "5", "--max-samples", "20", "--device", "cpu"]
 
@@ -184,3 +194,75 @@ def test_ranks_that_do_not_start_in_time_are_a_start_up_timeout_not_a_crash(monk
         g.kill()
     assert fatal and result.status == "timeout"
     assert "did not start within" in result.message
+
+
+TASK = SimpleNamespace(impl="impl", settings=SimpleNamespace(min_samples=1, max_samples=10))
+
+
+def _piped_group(tmp_path, world=2):
+    """A rank group's parent side with no processes (ranks alive until killed): the group, and its ranks'
+    ends of their pipes."""
+    group = object.__new__(Group)
+    group.ranks, ends = [], []
+    for r in range(world):
+        rank = object.__new__(_Rank)
+        rank._conn, end = multiprocessing.Pipe()
+        rank._frames = wire.Frames(rank._conn)
+        rank._proc = SimpleNamespace(is_alive=lambda: True, join=lambda timeout=None: None, kill=lambda: None,
+                                     pid=None)
+        rank.log_path = str(tmp_path / "none.log")
+        rank.rank = r
+        group.ranks.append(rank)
+        ends.append(end)
+    return group, ends
+
+
+def test_a_rank_stopped_halfway_through_a_message_holds_up_no_other_ranks_fault(tmp_path):
+    """The group read each rank's message whole once its first bytes came, waiting for the rest until the
+    deadline: rank 1's half message hid rank 0's error until the whole --timeout had passed, and the
+    group read as a timeout. The error is read as it comes, and reported GRACE_S later."""
+    group, (end0, end1) = _piped_group(tmp_path)
+    end1._send(struct.pack("!i", 100) + b"{")
+    wire.send_result(end0, ImplResult("impl", "error", "RuntimeError: rank 0 is broken"), False)
+    result, fatal = group._collect("impl", TASK, time.monotonic() + 30, 30, None)  # generous: the outcome is tested
+    assert (result.status, result.message) == ("error", "rank 0: RuntimeError: rank 0 is broken") and fatal
+
+
+def test_a_rank_stopped_halfway_through_a_message_times_out_named(tmp_path, monkeypatch):
+    monkeypatch.setattr(wire, "STALL_S", 0.01)  # past the deadline, how long its message is waited for
+    group, (end0, end1) = _piped_group(tmp_path)
+    wire.send(end0, "progress", event="phase", data={"phase": "timing"})
+    end1._send(struct.pack("!i", 100) + b"{")
+    result, fatal = group._collect("impl", TASK, time.monotonic() + 5, 5, None)  # both read well within 5 s
+    assert result.status == "timeout" and fatal
+    assert "(rank 0: timing; rank 1: no progress reported, then 5 bytes of a message it did not finish)" \
+        in result.message
+
+
+def test_a_ranks_result_under_way_at_the_deadline_is_read_to_its_end(tmp_path, monkeypatch):
+    """As a worker's (wire.Frames): past the deadline, a message a rank began is read on while it keeps coming."""
+    monkeypatch.setattr(wire, "STALL_S", 60.0)  # generous: the outcome, not the machine's speed, is tested
+    monkeypatch.setattr(wire, "FINISH_S", 600.0)
+    monkeypatch.setattr(group_module, "GRACE_S", 600.0)  # rank 1 reports after rank 0's skip, however late
+    group, (end0, end1) = _piped_group(tmp_path)
+    wire.send_result(end0, ImplResult("impl", "skipped", "no GPU here"), False)
+    body = wire.result_text(ImplResult("impl", "skipped", "x" * (1 << 20))).encode()
+    raw, piece = struct.pack("!i", len(body)) + body, 32 << 10
+    end1._send(raw[:piece])
+    deadline = time.monotonic() + 2  # both begun well within 2 s; the rest comes once it has passed
+
+    def rest() -> None:
+        time.sleep(max(deadline - time.monotonic(), 0) + 0.1)
+        with contextlib.suppress(OSError):  # the parent's end closed
+            for at in range(piece, len(raw), piece):
+                end1._send(raw[at:at + piece])
+                time.sleep(0.002)
+
+    writer = threading.Thread(target=rest, daemon=True)
+    writer.start()
+    try:
+        result, fatal = group._collect("impl", TASK, deadline, 2, None)
+    finally:
+        group.ranks[1]._conn.close()
+        writer.join()
+    assert (result.status, result.message) == ("skipped", "no GPU here") and not fatal, result.message
