@@ -11,8 +11,8 @@ Every rank gets the same task; their results are combined::
     all ranks ok                         -> rank 0's result (its timing is already the max over
                                             ranks per sample), the worst correctness of any rank
     a rank reports a fault               -> that fault, "rank r: ..."; if the other ranks do not
-                                            report within GRACE_S (they wait in a collective the
-                                            faulty rank never joined), the group is killed
+                                            report within GRACE_S, or by the deadline (they wait in a
+                                            collective the faulty rank never joined), the group is killed
     a rank process dies                  -> crashed, with its exit code or signal and log tail
     no result from every rank in time    -> timeout; the whole group is killed
 
@@ -112,6 +112,8 @@ class Group:
             # other's); past the deadline only a message begun, while its bytes keep coming (wire.Frames)
             waits = {r.rank: r._frames.wait_s(deadline) for r in pending}
             readable = [r for r in pending if waits[r.rank] > 0]
+            if not readable and fault_at is not None:  # the deadline cut its grace short: still that fault
+                break
             if not readable:
                 where = "; ".join(_where(r, last) for r in self.ranks)
                 return self._timeout(name, f"no result from every rank within {timeout_s:g} s (set-up included); "

@@ -266,3 +266,13 @@ def test_a_ranks_result_under_way_at_the_deadline_is_read_to_its_end(tmp_path, m
         group.ranks[1]._conn.close()
         writer.join()
     assert (result.status, result.message) == ("skipped", "no GPU here") and not fatal, result.message
+
+
+def test_a_ranks_fault_is_that_fault_though_the_deadline_cuts_its_grace_short(tmp_path, monkeypatch):
+    """Rank 0 reported an error less than GRACE_S before the deadline, rank 1 (waiting in a collective rank 0
+    never joined) nothing: the deadline cut the grace short and the error read as the group's timeout."""
+    monkeypatch.setattr(group_module, "GRACE_S", 600.0)  # the deadline comes first, however slow the machine
+    group, (end0, _end1) = _piped_group(tmp_path)
+    wire.send_result(end0, ImplResult("impl", "error", "RuntimeError: rank 0 is broken"), False)
+    result, fatal = group._collect("impl", TASK, time.monotonic() + 5, 5, None)  # rank 0 read well within 5 s
+    assert (result.status, result.message) == ("error", "rank 0: RuntimeError: rank 0 is broken") and fatal
