@@ -11,6 +11,10 @@ from typing import Any
 from solbench.errors import ConfigError
 
 MAX_SEED = 2**62  # |seed|: input sets draw from seed + offsets (torch seeds are 64-bit)
+# --max-samples: a worker sends its samples with their NVML readings in one message of at most
+# measure.wire.MAX_MESSAGE_BYTES (about 60 bytes a sample: 100,000 take about 6 MB); an honest result
+# over it would read as a forged one
+MAX_SAMPLES = 100_000
 
 
 @dataclass(frozen=True)
@@ -80,6 +84,9 @@ class RunOptions:
                       ("RunOptions.warmup", self.warmup, 0),  # no command-line option sets it
                       ("--repeat", self.repeat, 0),  # 0: the default rounds
                       *((("--max-rounds", self.max_rounds, 0),) if self.max_rounds is not None else ())))
+        if self.max_samples > MAX_SAMPLES:
+            raise ConfigError(f"--max-samples {self.max_samples} is more than a worker's result can carry "
+                              f"(at most {MAX_SAMPLES:,})")
         if self.min_samples > self.max_samples:
             raise ConfigError(f"--min-samples {self.min_samples} is larger than --max-samples {self.max_samples}")
         if self.launch not in ("auto", "stream", "graph"):

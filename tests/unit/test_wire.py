@@ -257,3 +257,25 @@ def test_a_message_trickled_past_the_deadline_is_incomplete_once_its_grace_is_ov
         stop.set()
         writer.join()
     assert 5 <= frames.pulled < 4 + (1 << 20) and frames.taken == 0
+
+
+def test_a_result_of_the_most_samples_a_run_allows_fits_one_message():
+    """An honest result over MAX_MESSAGE_BYTES reads as a forged one (reward_hack): the most samples a run
+    may take, each with full-precision floats and every NVML reading, must fit; one sample more is refused
+    as an option, before anything runs."""
+    import random
+
+    from solbench.errors import ConfigError
+    from solbench.plan.options import MAX_SAMPLES, RunOptions
+
+    rng = random.Random(1)
+    n = MAX_SAMPLES
+    timing = Timing(tuple(rng.uniform(1e-6, 1.0) for _ in range(n)), 0.5, 0.4, 0.6, "max_samples",
+                    rounds=(0,) * n, sm_clock_mhz=(1980,) * n, mem_clock_mhz=(2619,) * n,
+                    power_w=tuple(rng.uniform(100, 700) for _ in range(n)), throttle_reasons=(2**40,) * n)
+    result = ImplResult("impl", "ok", "", Correctness(True, 0.0, 0.0, 1e-4, 1e-4), timing)
+    text = wire.result_text(result).encode()
+    assert len(text) < wire.MAX_MESSAGE_BYTES
+    assert wire.parse(text)["result"].timing.n == n
+    with pytest.raises(ConfigError, match="--max-samples"):
+        RunOptions(max_samples=MAX_SAMPLES + 1)
