@@ -38,8 +38,9 @@ where its own ±target is met; ``protocol.samples_cap`` records the last n* used
 **Rounds for a target.** The t interval of the mean of R log round medians has half-width
 ``t_{R-1, (1+c)/2} * sqrt((sigma_b^2 + V_w / n) / R)``; ``rounds_for_half_width`` returns the
 smallest R that brings it within ``log(1 + target)``. For a ratio of two sides with R rounds each
-(pooled, df 2R - 2) the variance doubles. ``more_rounds_to_decide`` gives the rounds per side that
-would move a gate's interval clear of its threshold at the measured spread and ratio.
+(pooled, df 2R - 2 where they spread alike) the variance doubles. ``more_rounds_to_decide`` gives the
+rounds per side that would move a gate's interval clear of its threshold at the measured spread and
+ratio.
 
 **Rounds for a target, with the case's spread.** Three rounds estimate a point's spread with 2
 degrees of freedom: a point of a noisy case (decode GEMMs, FP8 at one token) often stops on three
@@ -64,7 +65,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from solbench.analysis.rounds import group_by_round
-from solbench.analysis.sequential import welch_se_df
+from solbench.analysis.sequential import equal_rounds_df, welch_se_df
 from solbench.analysis.tdist import norm_ppf, t_ppf
 from solbench.results.model import Timing
 
@@ -314,13 +315,15 @@ def planned_se_df(side_vars: tuple[float, float], rounds_a: int, rounds_b: int, 
     """The se (runs' offsets aside) and degrees of freedom a gate would reach over sides of ``rounds_a``
     and ``rounds_b`` rounds whose log round medians keep the variances ``side_vars``: Welch's form over
     unequal rounds where the gate moderates (``welch``, ``prior_df`` borrowed by each side), else the
-    pooled t on the two variances pooled at those rounds (a side of one round only where both
+    pooled t on the two variances pooled at those rounds, with Welch-Satterthwaite's degrees of
+    freedom at equal rounds (``sequential.equal_rounds_df``; a side of one round only where both
     variances are the same one: a spread held fixed)."""
     var_a, var_b = side_vars
     if welch and rounds_a != rounds_b:
         return welch_se_df(var_a, var_b, rounds_a, rounds_b, prior_df)
     pooled = ((rounds_a - 1) * var_a + (rounds_b - 1) * var_b) / (rounds_a + rounds_b - 2)
-    return math.sqrt(pooled * (1.0 / rounds_a + 1.0 / rounds_b)), float(rounds_a + rounds_b - 2) + prior_df
+    own_df = equal_rounds_df(var_a, var_b, rounds_a) if rounds_a == rounds_b else float(rounds_a + rounds_b - 2)
+    return math.sqrt(pooled * (1.0 / rounds_a + 1.0 / rounds_b)), own_df + prior_df
 
 
 def within_run_offsets(log_ratio: float, tau: float, run_var: float, *, confidence: float) -> bool:

@@ -13,7 +13,8 @@ For each pair, with ``a`` the reference and ``b`` the candidate:
     per side), samples of one round are not independent of each other: the rounds are the units.
     r is the ratio of the geometric means of the round medians, [lo, hi] the t interval on the
     log round medians and p the two-sided p-value of the same t statistic (analysis.sequential:
-    pooled over both sides, in Welch's form over moderated sides of unequal rounds; two
+    pooled over both sides, with Welch-Satterthwaite's degrees of freedom at equal rounds, and in
+    Welch's form over moderated sides of unequal rounds; two
     implementations of one run measured in the same rounds are paired by round from
     PAIRED_MIN_ROUNDS rounds on). Where ten or more pairs are compared over
     rounds, each pair's spread borrows strength from the others (``moderate``: the empirical-Bayes

@@ -29,9 +29,9 @@ For every ``case_id/impl`` measured ("ok", with samples) in both runs:
 
 A side given as several runs (``--baseline a.json b.json``), or a run measured in rounds
 (``run --repeat``, ``ab``), is decided over rounds: r is the ratio of the geometric means of the
-round medians, [lo, hi] the t interval on the log round medians (pooled over both sides,
-moderated where ten or more cases are tested, and then in Welch's form over sides of unequal
-rounds: ``analysis.sequential``) and p_slow, p_fast the one-sided
+round medians, [lo, hi] the t interval on the log round medians (pooled over both sides, with
+Welch-Satterthwaite's degrees of freedom at equal rounds; moderated where ten or more cases are
+tested, and then in Welch's form over sides of unequal rounds: ``analysis.sequential``) and p_slow, p_fast the one-sided
 p-values of the same t statistic instead of Mann-Whitney; the rules are the same.
 Several runs of one side must share a fingerprint (below).
 

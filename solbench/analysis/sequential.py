@@ -11,7 +11,9 @@ pooled form assumes):
     pooled   (the default: two sides measured by the same harness on the same machine, whose
              round medians spread alike; a side with one round borrows the other's spread)
                  s^2 = (SS_a + SS_b) / (R_a + R_b - 2),   se = s sqrt(1/R_a + 1/R_b),
-                 df  = R_a + R_b - 2
+                 df  = R_a + R_b - 2,   but at equal rounds R (where se is Welch's too) Welch-Satterthwaite's:
+                 df  = (R - 1) (v_a + v_b)^2 / (v_a^2 + v_b^2)   (v = SS / (R - 1): from R - 1 to 2R - 2;
+                                                                 moderated, d0 more: below)
     Welch    (moderated sides of unequal rounds, two or more each, below: a saved baseline of 3
              rounds against a current run whose noisy points took up to 16)
                  se^2 = v_a / R_a + v_b / R_b   (v: a side's posterior variance of its log round medians,
@@ -24,15 +26,33 @@ pooled form assumes):
 
     interval at confidence c:  exp(d -/+ t_{df, (1+c)/2} * se);   p_slower = P(T_df >= d / se)
 
-**Why Welch for unequal rounds, where moderated.** With equal rounds the pooled and Welch standard
-errors are the same number, and the pooled t holds its level closely when the two spreads differ,
-though not exactly: at a true 1.05 with 3 rounds a side and one side's spread 2x (4x) the other's,
-3.1% (4.2%) wrong REGRESSION and as many wrong PASS at one look, against 2.5% each; 2.9% (3.1%) with
-8 rounds a side (a seeded simulation of 200,000 trials, forty-eighth session). With unequal
-rounds the pooled variance is weighted by the rounds: the side with more rounds lends its spread to
-the other. Adaptive rounds go to the noisy points, so the side with more rounds is the noisier one,
-and a few slow processes there (3 of 16 rounds at +10%) widened the baseline's three tight rounds'
-share until the same code was INCONCLUSIVE. The other way round (a noisy baseline of 3 rounds, a quiet
+**Equal rounds: Welch's degrees of freedom.** With equal rounds the pooled and Welch standard errors
+are the same number; only the degrees of freedom differ, and the pooled 2R - 2 claim more than two
+sides that spread differently hold. At a true 1.05 with 3 rounds a side and one side's spread 2x
+(4x) the other's, the pooled t gave 3.1% (4.2%) wrong REGRESSION and as many wrong PASS at one look,
+against 2.5% each; 2.9% (3.1%) with 8 rounds a side (a seeded simulation of 200,000 trials,
+forty-eighth session). Through ``compare`` (bench/equal_rounds_sim.py: one case a comparison, rounds
+spreading 1% and k times that), its 95% interval held the true ratio in 89.6% of comparisons at 3
+rounds a side and k = 8 (91.4% at 4 rounds, 92.3% at 6, 93.3% at 10), and a true ratio of 1 was
+called SLOWER or FASTER in 3.1% at 3 rounds (2.0-2.3% at 4-10), against alpha = 1%. So equal rounds
+take Welch-Satterthwaite's degrees of freedom: the ratio, d and se are unchanged, and the interval
+widens by the t quantile alone. The same rows then read 93.6% (95.1%, 94.8%, 94.9%), and SLOWER or
+FASTER at a true 1 in 1.3% at most; with ten cases moderated, 93.6% at 3 rounds and k = 8 against
+90.9%. The cost is where the two sides spread alike: their sample variances still differ by chance,
+so the degrees of freedom fall below 2R - 2 (at 3 rounds a side, anywhere in 2-4) and the interval
+is conservative there (96.4% at 3 rounds and k = 1), and without a prior three rounds a side decide
+less: the same code SAME in 91.6% of comparisons against 97.2%, a true 1.05 SLOWER in 53.8% against
+75.6% (4 rounds: 100% and 92.3% against 100% and 95.8%; from 6 rounds, or moderated, as before
+within the simulation's noise). A moderated point adds the prior's d0 to its own Welch degrees of
+freedom and keeps its pooled posterior spread (``at_rounds``): the prior's degrees of freedom carry
+no information on how the point's two sides differ. Pairing by round is exact whatever the two
+spreads, and unchanged.
+
+**Why Welch for unequal rounds, where moderated.** With unequal rounds the pooled variance is
+weighted by the rounds: the side with more rounds lends its spread to the other. Adaptive rounds go
+to the noisy points, so the side with more rounds is the noisier one, and a few slow processes there
+(3 of 16 rounds at +10%) widened the baseline's three tight rounds' share until the same code was
+INCONCLUSIVE. The other way round (a noisy baseline of 3 rounds, a quiet
 current of 11), the pooled t is too narrow: 3.9% wrong REGRESSION and 3.9% wrong PASS at a true
 1.05, against 2.5% each; Welch's form kept 1.9% and 2.0% with one prior for both sides (1.4% and
 1.4% with each side's own, below; bench/review44/welch_moderated.py: 400 trials of 50 moderated
@@ -100,15 +120,18 @@ regression of the threshold or more is rarer than ``(1 - c) / 2`` over all looks
 (a single look: ``gate`` on stored runs, ``compare``) the rule is the fixed-sample one.
 
 **Borrowing strength across points** (``variance_prior``, ``moderated``). A run measures tens of
-points with one harness; their between-round spreads differ, but not by orders of magnitude (on
-an H200, o_proj: median 0.78%, p90 1.83%). Each point's own spread over 3 + 3 rounds has 4
-degrees of freedom, so its t interval is wide (t = 2.78) and its spread itself uncertain. The
-empirical-Bayes moderated t of Smyth (2004; limma's ``eBayes``) estimates a prior for the
-per-point variances from all points of the comparison (a scaled inverse chi-square with
-``d0`` degrees of freedom around ``s0^2``, fitted by moments of ``log s^2``), and gives each point
-the posterior variance and the degrees of freedom of both:
+points with one harness; their between-round spreads differ, but not by orders of magnitude (on an
+H200, o_proj: median 0.78%, p90 1.83%). Each point's own spread over 3 + 3 rounds has 4 degrees of
+freedom at most (2-4, Welch's: above), so its t interval is wide (t = 2.78-4.30) and its spread
+itself uncertain. The empirical-Bayes moderated t of Smyth (2004; limma's ``eBayes``) estimates a
+prior for the per-point variances from all points of the comparison (a scaled inverse chi-square
+with ``d0`` degrees of freedom around ``s0^2``, fitted by moments of ``log s^2``), and gives each
+point the posterior variance and the degrees of freedom of both:
 
     s~^2 = (d0 s0^2 + d s^2) / (d0 + d),      df = d0 + d
+
+(d: the point's own, R_a + R_b - 2; in ``df``, at equal rounds, its Welch-Satterthwaite degrees of
+freedom instead: above)
 
 Where the spreads agree, ``d0`` is large and every point gains degrees of freedom; where they
 differ widely, ``d0`` falls towards 0 and each point keeps its own spread. ``d0`` is capped at the
@@ -146,6 +169,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
@@ -158,6 +182,7 @@ __all__ = [
     "LogRatio",
     "VariancePrior",
     "between_runs",
+    "equal_rounds_df",
     "gate_codes",
     "log_ratio",
     "log_round_medians",
@@ -170,9 +195,10 @@ __all__ = [
     "welch_se_df",
 ]
 
-# Pairing by round costs half the degrees of freedom (R - 1 against 2R - 2): below five rounds
-# that loss (t 4.30 vs 2.78 at three rounds) outweighs what pairing usually gains, so two sides in
-# the same rounds are paired from five rounds on. The choice depends on the design, never on the data.
+# Pairing by round costs up to half the degrees of freedom (R - 1 against up to 2R - 2, Welch's at equal
+# rounds): below five rounds that loss (t 4.30 vs as little as 2.78 at three rounds) outweighs what
+# pairing usually gains, so two sides in the same rounds are paired from five rounds on. The choice
+# depends on the design, never on the data.
 PAIRED_MIN_ROUNDS = 5
 
 
@@ -195,7 +221,8 @@ def t_stats(la: np.ndarray, lb: np.ndarray, paired: bool = False) -> tuple[np.nd
     """(d, se, df) over the last axis of log round medians ``la`` (R_a) and ``lb`` (R_b).
 
     Vectorized over leading axes (simulations pass (trials, R)). Paired needs R_a == R_b >= 2;
-    pooled needs R_a + R_b >= 3 (module docstring).
+    pooled needs R_a + R_b >= 3, and at equal rounds has Welch-Satterthwaite's degrees of freedom
+    (``equal_rounds_df``; module docstring).
     """
     ra, rb = la.shape[-1], lb.shape[-1]
     if paired:
@@ -208,11 +235,26 @@ def t_stats(la: np.ndarray, lb: np.ndarray, paired: bool = False) -> tuple[np.nd
     if ra + rb < 3:
         raise ValueError("the spread between rounds needs two rounds on one side at least")
     d = lb.mean(axis=-1) - la.mean(axis=-1)
-    ss = ((la - la.mean(axis=-1, keepdims=True)) ** 2).sum(axis=-1) + \
-         ((lb - lb.mean(axis=-1, keepdims=True)) ** 2).sum(axis=-1)
+    ss_a = ((la - la.mean(axis=-1, keepdims=True)) ** 2).sum(axis=-1)
+    ss_b = ((lb - lb.mean(axis=-1, keepdims=True)) ** 2).sum(axis=-1)
     df = ra + rb - 2
-    se = np.sqrt(ss / df * (1.0 / ra + 1.0 / rb))
+    se = np.sqrt((ss_a + ss_b) / df * (1.0 / ra + 1.0 / rb))
+    if ra == rb:  # the same se as Welch's form; its degrees of freedom (module docstring)
+        return d, se, np.asarray(equal_rounds_df(ss_a / (ra - 1), ss_b / (rb - 1), ra), dtype=float)
     return d, se, np.full(d.shape, float(df))
+
+
+def equal_rounds_df(var_a: Any, var_b: Any, rounds: int) -> Any:
+    """Welch-Satterthwaite's degrees of freedom of two sides of ``rounds`` rounds each whose log round
+    medians have the variances ``var_a`` and ``var_b`` (floats or arrays, broadcast):
+    ``(R - 1) (v_a + v_b)^2 / (v_a^2 + v_b^2)``, from R - 1 (one side holds all the spread) to the
+    pooled 2R - 2 (both alike, and where neither varies). The pooled t's at equal rounds (module
+    docstring)."""
+    va, vb = np.asarray(var_a, dtype=float), np.asarray(var_b, dtype=float)
+    den = va ** 2 + vb ** 2
+    with np.errstate(divide="ignore", invalid="ignore"):
+        df = np.where(den > 0.0, (rounds - 1) * (va + vb) ** 2 / np.where(den > 0.0, den, 1.0), 2.0 * (rounds - 1))
+    return float(df) if df.ndim == 0 else df
 
 
 @dataclass(frozen=True)
@@ -272,19 +314,23 @@ class LogRatio:
         (each side's ``var_a``/``var_b``, else the pooled one) and the same prior(s), the runs' offsets
         aside: the rule of ``moderated`` re-applied at those rounds (pooled, the spread moderated once;
         Welch's form over moderated sides of unequal rounds, each side's posterior at its rounds), for
-        the planners of ``analysis.allocation``. A side of one round has no spread of its own: the
-        pooled one is held for both."""
+        the planners of ``analysis.allocation``. At equal rounds the degrees of freedom of the own
+        spreads are Welch-Satterthwaite's (``equal_rounds_df``), plus the prior's. A side of one round
+        has no spread of its own: the pooled one is held for both."""
         d0, s0 = self.prior_df, self.prior_var
+        df = float(rounds_a - 1 if self.paired else rounds_a + rounds_b - 2)
+        own_df = df
         if self.var_a is not None and self.var_b is not None:
             if d0 > 0.0 and rounds_a != rounds_b:
                 (da, _), (db, _) = self.side_priors()
                 return welch_se_df(*self.side_vars(rounds_a, rounds_b), rounds_a, rounds_b,  # type: ignore[misc]
                                    (da, db))
             own = ((rounds_a - 1) * self.var_a + (rounds_b - 1) * self.var_b) / (rounds_a + rounds_b - 2)
+            if rounds_a == rounds_b:
+                own_df = equal_rounds_df(self.var_a, self.var_b, rounds_a)
         else:
             own = (self.sd_round if self.own_sd is None else self.own_sd) ** 2
-        df = float(rounds_a - 1 if self.paired else rounds_a + rounds_b - 2)
-        return math.sqrt((d0 * s0 + df * own) / (d0 + df)) * _se_per_sd(self.paired, rounds_a, rounds_b), df + d0
+        return math.sqrt((d0 * s0 + df * own) / (d0 + df)) * _se_per_sd(self.paired, rounds_a, rounds_b), own_df + d0
 
     @property
     def spread_df(self) -> float:
@@ -332,6 +378,7 @@ def log_ratio(a: Sequence[np.ndarray], b: Sequence[np.ndarray], *, paired: bool 
     if tied:
         floor = median_sampling_var([*a, *b])
         se = math.sqrt((2.0 if pair else 1.0) * floor) * _se_per_sd(pair, ra, rb)
+        df = float(ra - 1 if pair else ra + rb - 2)  # both sides' spread the same floor: not off the rounding
     t = LogRatio(float(d), float(se), float(df), pair, ra, rb, float(se) / _se_per_sd(pair, ra, rb))
     if pair or min(ra, rb) < 2:
         return t
@@ -425,9 +472,10 @@ def side_priors(ts: Sequence[LogRatio]) -> tuple[VariancePrior | None, VarianceP
 def moderated(t: LogRatio, prior: VariancePrior | None,
               sides: tuple[VariancePrior | None, VariancePrior | None] | None = None) -> LogRatio:
     """``t`` with its spread replaced by the posterior one and ``prior.df`` degrees of freedom added
-    (sides of unequal rounds with their own variances: Welch's form, each side's variance moderated
-    toward its own prior in ``sides`` (``side_priors``; a side without one, or no ``sides``: toward
-    ``prior``) and the degrees of freedom Welch-Satterthwaite's over both; module docstring)."""
+    (to Welch-Satterthwaite's own at equal rounds; sides of unequal rounds with their own variances:
+    Welch's form, each side's variance moderated toward its own prior in ``sides`` (``side_priors``; a
+    side without one, or no ``sides``: toward ``prior``) and the degrees of freedom
+    Welch-Satterthwaite's over both; module docstring)."""
     if prior is None or t.prior_df > 0.0:
         return t
     d = t.spread_df
