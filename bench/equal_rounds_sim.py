@@ -6,8 +6,9 @@ and UNEQUAL spreads, simulated through solbench's own ``compare``.
 
 Options: --label L (the section of bench/equal_rounds_sim.txt to write: the other sections are kept,
 so the table of the tree before a change stays beside the one after it), --jobs J (processes, default
-2), --seed S (default 0), --quick. The defaults cost about 70 CPU-seconds on a free core (the run prints its own):
-about 40 s on 2 free cores. The table depends on the seed and the counts, not on --jobs (every row has its own seed).
+2), --seed S (default 0), --quick. The run prints its CPU-seconds: 128-141 for the defaults on the
+development machine while it was shared (load 10-25 on 2 cores), about a minute of wall time on 2 free
+cores. The table depends on the seed and the counts, not on --jobs (every row has its own seed).
 
 Every trial is one call of the real ``analysis.compare.compare_runs`` (or ``compare_impls``) on
 synthetic runs built by ``tests.unit.factories.make_run``; nothing of the statistics is re-implemented
@@ -124,7 +125,8 @@ def table(results: list[tuple[str, int, int, int, int, Counter[str], float]]) ->
                 cells.append(f"{sum(by[path, r, k, ri][1]['covered'] for ri in range(3)) / n:8.2%}")
             lines.append(f"  {'R=' + str(r):>12s} " + " ".join(cells))
     lines.append("")
-    lines.append("false SLOWER or FASTER at a true 1 (alpha 0.01), by R and k; then the largest wrong share at 1 +- tau:")
+    lines.append("false SLOWER or FASTER at a true 1 (alpha 0.01), by R and k; "
+                 "then the largest wrong share at 1 +- tau:")
     for path in PATHS:
         rounds = sorted({r for p, r, *_ in results if p == path})
         lines.append(f"  {path:12s} " + " ".join(f"{'k=' + str(k):>8s}" for k in SPREADS) + f" {'1+-tau':>8s}")
@@ -168,7 +170,8 @@ def write_section(label: str, body: list[str]) -> None:
         "(bench/equal_rounds_sim.py: the model, the paths and what is counted are in its docstring)",
         f"S_a = {S_A:.0%} between rounds, S_b = k S_a; within-round sd {SD_WITHIN:.1%}, {N_SAMPLES} samples a round; "
         f"tau = {TAU:.0%}, alpha 0.01",
-        "cover: the interval holds the true ratio (nominal 95%); lo>x / hi<x: the miss on each side (nominal 2.5% each)",
+        "cover: the interval holds the true ratio (nominal 95%); "
+        "lo>x / hi<x: the miss on each side (nominal 2.5% each)",
         "wrong: at a true 1, SLOWER or FASTER; at 1 + tau, SAME or FASTER; at 1/(1 + tau), SAME or SLOWER",
         "",
     ]
@@ -195,8 +198,9 @@ def main() -> None:
     with multiprocessing.get_context("fork").Pool(args.jobs) as pool:
         results = pool.map(row, jobs, chunksize=1)
     body = table(results)
+    quick = ", --quick" if args.quick else ""
     body.append(f"({sum(r[4] for r in results)} points, {sum(r[6] for r in results):.0f} CPU-seconds, "
-                f"{time.perf_counter() - start:.0f} s with {args.jobs} jobs; seed {args.seed}{', --quick' if args.quick else ''})")
+                f"{time.perf_counter() - start:.0f} s with {args.jobs} jobs; seed {args.seed}{quick})")
     print("\n".join(body))
     if args.label and not args.quick:
         write_section(args.label, body)
