@@ -326,13 +326,17 @@ def tune(files: Sequence[str], workloads: Sequence[str], impls: Sequence[str], m
     click.echo(f"tuned configurations: {tuned_path} " + (
         f"({found} new FASTER than hand-picked; use with: solbench run ... --tuned {tuned_path})" if found else
         "(none new: no winner was FASTER than hand-picked)"), err=True)
-    broken = [f"{c.case_id} {c.impl}" for c in result.cases
-              if any(t is not None and t.status in FAILED_STATUSES
-                     for t in (c.hand_picked, c.confirm_hand_picked, c.confirm_winner))
-              or (c.trials and all(t.status in FAILED_STATUSES for t in c.trials))]
+    # why each failed is in the log (the message and the worker's last output): the lines name it with its first line
+    where = f" (every failure's message and worker output: {out_path})"
+    broken = [f"{c.case_id} {c.impl} ({why})" for c in result.cases if (why := _tune_failure(c))]
     if broken:  # wrong as declared, in every configuration tried, or (flaky) in the winner measured again
-        click.echo("failed: " + first_few(broken, 5, "; ")
-                   + " (as declared, in every configuration, or the winner measured again)", err=True)
+        click.echo("failed: " + first_few(broken, 5, "; ") + where, err=True)
+    # configurations that failed beside others that did not: tuning went on without them, but whoever tunes
+    # them needs to know why (a crash, a timeout, wrong results); those that tampered have a line of their own
+    failing = [f"{c.case_id} {c.impl}[{tuning.config_label(t.params)}]: {_failed_why(t)}" for c in result.cases
+               for t in c.trials if t.status in FAILED_STATUSES and t.status != "reward_hack"]
+    if failing:
+        click.echo("configurations that failed: " + first_few(failing, 5, "; ") + where, err=True)
     # a configuration that tampered with its process: tuning went on without it, but the implementation
     # cheats under some parameters, which the command must not pass (as run exits 4 for a reward_hack)
     cheats = [f"{c.case_id} {c.impl}[{tuning.config_label(t.params)}]" for c in result.cases for t in c.trials
@@ -347,6 +351,21 @@ def tune(files: Sequence[str], workloads: Sequence[str], impls: Sequence[str], m
         code = exitcodes.worst(code, interrupted_code())
     if code != exitcodes.OK:
         sys.exit(code)
+
+
+def _tune_failure(c: Any) -> str:
+    """What of a case's implementation failed its tuning, and why ("" where nothing did): the configuration
+    as declared, either side of the confirmation, or every configuration tried (each on a line of its own)."""
+    for what, t in (("as declared", c.hand_picked), ("as declared, measured again", c.confirm_hand_picked),
+                    ("the winner measured again", c.confirm_winner)):
+        if t is not None and t.status in FAILED_STATUSES:
+            return f"{what}: {_failed_why(t)}"
+    return "in every configuration tried" if c.trials and all(t.status in FAILED_STATUSES for t in c.trials) else ""
+
+
+def _failed_why(t: Any) -> str:
+    """A failed trial's status and the first line of its message (the rest, and its worker's output: the log)."""
+    return f"{t.status.upper()}: {(t.message.splitlines() or [''])[0]}"
 
 
 def _tune_table(result: Any) -> Table:

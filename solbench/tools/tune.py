@@ -135,6 +135,9 @@ class Trial:
     n: int = 0
     stop_reason: str = ""  # the measurement loop's, or "beaten" (abandoned early)
     samples: tuple[float, ...] = ()
+    # where it failed: the worker's last output (its traceback, a CUDA error), which the message (the
+    # harness's one line: "the worker process was killed by SIGSEGV") does not hold; bounded by the pool
+    log_tail: str = ""
 
 
 @dataclass(frozen=True)
@@ -288,9 +291,9 @@ def validate(p: Any, name: str, impl: Implementation) -> None:
 def _trial(params: Mapping[str, Any], r: ImplResult) -> Trial:
     t = r.timing
     if t is None:
-        return Trial(dict(params), r.status, r.message)
+        return Trial(dict(params), r.status, r.message, log_tail=r.log_tail)
     return Trial(dict(params), r.status, r.message, t.median, t.ci_low, t.ci_high, t.n, t.stop_reason,
-                 t.samples)
+                 t.samples, r.log_tail)
 
 
 def _tune_case(p: Any, name: str, impl: Implementation, case: Any, device: str,

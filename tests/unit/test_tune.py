@@ -753,6 +753,9 @@ def test_a_trial_that_crashes_or_hangs_is_that_configurations_failure_and_tuning
     assert "1 timeout" in result.stdout and "2 crashed" in result.stdout  # in the table
 
 
+CRASH_OUTPUT = "launching chunk=24\nCUDA error: an illegal memory access was encountered"
+
+
 class _QueueWorker:
     """A stand-in for a CUDA worker (pool.ProcessWorker): it records the work queues it was started with
     and answers each task as CUPTI would for a one-stream implementation; configuration chunk=24 crashes."""
@@ -769,7 +772,8 @@ class _QueueWorker:
     def run(self, task, timeout_s, progress=None):
         self.started.append((task.impl, self.queues))
         if task.impl.endswith("[chunk=24]"):
-            return tuning.ImplResult(task.impl, "crashed", "the worker process was killed by SIGSEGV"), True
+            return tuning.ImplResult(task.impl, "crashed", "the worker process was killed by SIGSEGV",
+                                     log_tail=CRASH_OUTPUT), True
         timing = Timing((1e-3,) * 12, 1e-3, 1e-3, 1e-3, "converged")
         return tuning.ImplResult(task.impl, "ok", timing=timing,
                                  protocol={"stream_check": "cupti", "streams": 1}), False
@@ -802,6 +806,47 @@ def test_every_trial_on_cuda_runs_with_the_work_queues_hand_picked_was_measured_
     assert [t.status for t in result.cases[0].trials] == ["ok", "crashed", "ok"]  # chunk 16, 24, 64
     assert _QueueWorker.started[0] == ("chunked", None)  # hand-picked: the driver's default
     assert {q for _, q in _QueueWorker.started} == {None}, _QueueWorker.started
+
+
+def test_a_failed_configurations_worker_output_is_kept_in_the_log_and_shown(tmp_path, monkeypatch):
+    """A configuration that crashed or timed out left only its status and the harness's one line ("the
+    worker process was killed by SIGSEGV"): the worker's own last output (the CUDA error, the traceback),
+    which the pool reads for every failed result, was dropped, so the log and the command said that it
+    failed and never why. Each trial keeps it (bounded: pool.LOG_TAIL_LINES, LOG_TAIL_CHARS), the log
+    holds it, and the command names every failed configuration with its status and message."""
+    from solbench.device import detect as detect_module
+    from solbench.measure import pool
+
+    info = dataclasses.replace(detect_module.detect("cpu"), kind="cuda", index=0)
+    monkeypatch.setattr(detect_module, "detect", lambda device="auto": info)
+    monkeypatch.setattr(pool, "ProcessWorker", _QueueWorker)
+    monkeypatch.setattr(pool, "sweep", lambda last=False: 0)
+    result = tuning.tune([TUNE_YAML], tuning.TuneOptions(impls=("chunked",), **FAST), device="cuda")
+    crashed = result.cases[0].trials[1]
+    assert crashed.status == "crashed" and crashed.log_tail == CRASH_OUTPUT
+    logged = json.loads(json.dumps(tuning.result_dict(result)))["cases"][0]["trials"][1]
+    assert logged["log_tail"] == CRASH_OUTPUT
+    monkeypatch.setattr(tuning, "tune", lambda *a, **k: result)
+    log = tmp_path / "log.json"
+    ran = CliRunner().invoke(main, ["tune", str(TUNE_YAML), "-o", str(log), "--results-dir", str(tmp_path)])
+    assert ran.exit_code == 0, ran.output  # one configuration's crash is not the implementation's failure
+    assert ("configurations that failed: chunked_add[n=64,float32] chunked[chunk=24]: CRASHED: the worker process "
+            f"was killed by SIGSEGV (every failure's message and worker output: {log})") in ran.stderr, ran.stderr
+
+
+def test_the_failed_line_says_what_failed_and_why(tmp_path, monkeypatch):
+    """`failed:` named the case and implementation, then "(as declared, in every configuration, or the
+    winner measured again)": which of the three, and why, was nowhere on the screen."""
+    (case,) = _result_with([(2.0, 1.0)]).cases
+    hand = tuning.Trial({}, "crashed", "the worker process exited with code 3\n(os._exit?)", log_tail="boom")
+    case = dataclasses.replace(case, hand_picked=hand, winner=None, confirm_hand_picked=None, confirm_winner=None,
+                               verdict="")
+    monkeypatch.setattr(tuning, "tune", lambda *a, **k: dataclasses.replace(_result_with([]), cases=(case,)))
+    log = tmp_path / "log.json"
+    ran = CliRunner().invoke(main, ["tune", str(TUNE_YAML), "-o", str(log), "--results-dir", str(tmp_path)])
+    assert ran.exit_code == 4, ran.output
+    assert (f"failed: {case.case_id} fused (as declared: CRASHED: the worker process exited with code 3) (every "
+            f"failure's message and worker output: {log})") in ran.stderr, ran.stderr
 
 
 class _LaunchWorker(_QueueWorker):
