@@ -138,6 +138,11 @@ class Trial:
     # where it failed: the worker's last output (its traceback, a CUDA error), which the message (the
     # harness's one line: "the worker process was killed by SIGSEGV") does not hold; bounded by the pool
     log_tail: str = ""
+    # how its calls were timed, as its ImplResult's protocol says: "graph" (a CUDA graph's replay), "stream"
+    # (launched; under --launch graph where a call could not be captured: graph_fallback says why), "mixed"
+    # (the confirmation's rounds, some of each); "": none recorded (the CPU)
+    launch: str = ""
+    graph_fallback: str = ""
 
 
 @dataclass(frozen=True)
@@ -178,6 +183,26 @@ class CaseTuning:
         if a is None or b is None or not a.median or not b.median:
             return None
         return a.median / b.median
+
+    @property
+    def launched_apart(self) -> str:
+        """How hand-picked and the winner were launched where that differs (the confirmation's measurements,
+        else the search's), with why a call fell back to the stream; "" where they were timed alike. A
+        configuration whose call cannot be captured is launched on the stream under --launch graph, paying
+        the launch overhead a replay leaves out: beside a replay, its time is not like for like."""
+        hand, tuned = self.confirm_hand_picked, self.confirm_winner
+        if tuned is None:  # nothing confirmed: the search's measurements
+            hand, tuned = self.hand_picked, next((t for t in self.trials if t.params == self.winner), None)
+        if hand is None or tuned is None or hand.status != "ok" or tuned.status != "ok" or hand.launch == tuned.launch:
+            return ""
+        why = next((t.graph_fallback for t in (hand, tuned) if t.graph_fallback), "")
+        how = {launch: _LAUNCHED.get(launch, f"launched as {launch!r}") for launch in (hand.launch, tuned.launch)}
+        return f"hand-picked was {how[hand.launch]}, the winner {how[tuned.launch]}" + (
+            f" ({why})" if why else "")
+
+
+_LAUNCHED = {"graph": "replayed from a CUDA graph", "stream": "launched on the stream",
+             "mixed": "launched on the stream in some rounds", "": "timed with no launch recorded"}
 
 
 @dataclass(frozen=True)
@@ -293,7 +318,7 @@ def _trial(params: Mapping[str, Any], r: ImplResult) -> Trial:
     if t is None:
         return Trial(dict(params), r.status, r.message, log_tail=r.log_tail)
     return Trial(dict(params), r.status, r.message, t.median, t.ci_low, t.ci_high, t.n, t.stop_reason,
-                 t.samples, r.log_tail)
+                 t.samples, r.log_tail, str(r.protocol.get("launch", "")), str(r.protocol.get("graph_fallback", "")))
 
 
 def _tune_case(p: Any, name: str, impl: Implementation, case: Any, device: str,
@@ -424,12 +449,16 @@ def _pooled(rounds: Sequence[Trial]) -> Trial:
         return bad
     samples = tuple(s for t in rounds for s in t.samples)
     labels = tuple(i for i, t in enumerate(rounds) for _ in t.samples)
+    launches = {t.launch for t in rounds}
+    launched = {"launch": launches.pop() if len(launches) == 1 else "mixed",
+                "graph_fallback": next((t.graph_fallback for t in rounds if t.graph_fallback), "")}
     if len(rounds) == 1:
         lo, hi = median_ci(samples)
-        return Trial(dict(rounds[0].params), "ok", "", median(samples), lo, hi, len(samples), "1 round", samples)
+        return Trial(dict(rounds[0].params), "ok", "", median(samples), lo, hi, len(samples), "1 round", samples,
+                     **launched)
     s = summarize(samples, labels)
     return Trial(dict(rounds[0].params), "ok", "", s.median, s.ci_low, s.ci_high, len(samples),
-                 f"{len(rounds)} rounds", samples)
+                 f"{len(rounds)} rounds", samples, **launched)
 
 
 # ------------------------------------------------------------------ serialisation
@@ -441,6 +470,7 @@ def result_dict(result: TuneResult) -> dict[str, Any]:
     data["format"] = "solbench-tune/1"
     for case, obj in zip(data["cases"], result.cases, strict=True):
         case["gain"] = obj.gain
+        case["launched_apart"] = obj.launched_apart
     return data
 
 

@@ -880,6 +880,56 @@ def test_trials_on_cuda_are_launched_as_run_launches_them(launch, traced, expect
     assert result.options["launch"] == expected
 
 
+FALLBACK = "the call synchronizes with the host while captured"
+
+
+class _FallbackWorker(_QueueWorker):
+    """A stand-in CUDA worker under --launch graph: every configuration is replayed from a graph but chunk=64,
+    which cannot be captured and is launched on the stream instead, and is the fastest."""
+
+    def run(self, task, timeout_s, progress=None):
+        fast = task.impl.endswith("[chunk=64]")
+        samples = tuple((0.5e-3 if fast else 1e-3) * (1 + 0.001 * (i % 5)) for i in range(12))
+        timing = Timing(samples, samples[5], samples[0], samples[-1], "converged")
+        protocol = {"launch": "stream", "graph_fallback": FALLBACK} if fast else {"launch": "graph"}
+        return tuning.ImplResult(task.impl, "ok", timing=timing, protocol=protocol), False
+
+
+def test_a_winner_timed_under_another_launch_than_hand_picked_is_said_to_be(tmp_path, monkeypatch):
+    """Under --launch graph a configuration whose call cannot be captured is timed launched on the stream
+    (ImplResult.protocol launch "stream", graph_fallback why), and tune compared it with hand-picked, timed
+    as a graph's replay, as if like for like: a replay leaves out the launch overhead a call on the stream
+    pays, so the gain is not the configuration's alone. Nothing recorded how any trial was launched. Each
+    trial records its launch (and why it fell back), and a case whose winner was timed under another launch
+    than hand-picked says so, in the log and under the table."""
+    from solbench.device import cupti
+    from solbench.device import detect as detect_module
+    from solbench.measure import pool
+
+    info = dataclasses.replace(detect_module.detect("cpu"), kind="cuda", index=0)
+    monkeypatch.setattr(detect_module, "detect", lambda device="auto": info)
+    monkeypatch.setattr(cupti, "wanted", lambda: True)
+    monkeypatch.setattr(pool, "ProcessWorker", _FallbackWorker)
+    monkeypatch.setattr(pool, "sweep", lambda last=False: 0)
+    result = tuning.tune([TUNE_YAML], tuning.TuneOptions(impls=("chunked",), **FAST), device="cuda")
+    (case,) = result.cases
+    assert case.hand_picked.launch == "graph" and case.winner == {"chunk": 64}
+    assert [(t.launch, t.graph_fallback) for t in case.trials] == [("graph", ""), ("graph", ""), ("stream", FALLBACK)]
+    assert case.confirm_hand_picked.launch == "graph" and case.confirm_winner.launch == "stream"
+    says = f"hand-picked was replayed from a CUDA graph, the winner launched on the stream ({FALLBACK})"
+    assert case.launched_apart == says
+    assert json.loads(json.dumps(tuning.result_dict(result)))["cases"][0]["launched_apart"] == says
+    monkeypatch.setattr(tuning, "tune", lambda *a, **k: result)
+    ran = CliRunner().invoke(main, ["tune", str(TUNE_YAML), "-o", str(tmp_path / "log.json"),
+                                    "--results-dir", str(tmp_path)])
+    assert ran.exit_code == 0, ran.output
+    assert (f"not like for like: {case.case_id} chunked: {says}; a replay leaves out the launch overhead a call on "
+            "the stream pays, so the gain is not the configuration's alone") in ran.stderr, ran.stderr
+    alike = dataclasses.replace(case, trials=tuple(dataclasses.replace(t, launch="graph") for t in case.trials),
+                                confirm_winner=dataclasses.replace(case.confirm_winner, launch="graph"))
+    assert alike.launched_apart == ""
+
+
 def test_tune_refuses_a_launch_it_does_not_know():
     with pytest.raises(ConfigError, match="--launch"):
         tuning.TuneOptions(launch="kernel")
