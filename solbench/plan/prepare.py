@@ -138,7 +138,7 @@ def tuned_variant(path: Path | None, spec_id: str, units: Sequence[Unit], launch
     for unit in units:
         for case in unit.cases:
             for name in unit.impls:
-                why = tuned.stale(unit.spec.name, name, case.id, unit.spec.implementations[name])
+                why = tuned.stale(unit.spec.name, name, case, unit.spec.implementations[name])
                 if why:
                     raise ConfigError(f"{path}: the configuration tuned for {name} on {case.id} is not in its "
                                       f"tune: space now ({why}): the workload changed since; run `solbench tune` "

@@ -13,7 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from solbench.errors import ConfigError, ResultsFormatError
+from solbench.workload.cases import Case
+from solbench.workload.expr import ExprError
 from solbench.workload.schema import Implementation
+from solbench.workload.tune_space import config_label, unmet
 
 TUNED_FORMAT = "solbench-tuned/1"
 
@@ -38,13 +41,16 @@ class TunedConfig:
             return impl
         return impl.model_copy(update={"params": {**impl.params, **params}})
 
-    def stale(self, workload: str, impl_name: str, case_id: str, impl: Implementation) -> str | None:
+    def stale(self, workload: str, impl_name: str, case: Case, impl: Implementation) -> str | None:
         """Why the stored configuration of one implementation on one case is not one of its ``tune:``
-        space now (the workload changed since it was tuned), or None."""
-        params = self.params_for(workload, impl_name, case_id)
+        space now, or not one its constraints allow on that case (the workload changed since it was
+        tuned), or None."""
+        params = self.params_for(workload, impl_name, case.id)
         if params is None:
             return None
-        return out_of_space(params, impl.tune.space if impl.tune is not None else {})
+        if impl.tune is None:
+            return out_of_space(params, {})
+        return out_of_space(params, impl.tune.space, impl.tune.constraints, case.scope)
 
     def check_device(self, spec_id: str) -> None:
         """Refuse configurations tuned on another kind of device."""
@@ -53,11 +59,20 @@ class TunedConfig:
                               f"this device is {spec_id}: run `solbench tune` here")
 
 
-def out_of_space(params: Mapping[str, Any], space: Mapping[str, Sequence[Any]]) -> str | None:
-    """Why a configuration is not one of a ``tune:`` space, or None."""
+def out_of_space(params: Mapping[str, Any], space: Mapping[str, Sequence[Any]], constraints: Sequence[str] = (),
+                 scope: Mapping[str, Any] | None = None) -> str | None:
+    """Why a configuration is not one of a ``tune:`` space, or (given a case's ``scope``: its parameters,
+    derived values and dtype) one of the space's ``constraints`` excludes it on that case, or None."""
     if set(params) != set(space):
         return f"it sets {', '.join(sorted(params))}, the tune: space {', '.join(sorted(space)) or 'nothing'}"
-    return next((f"{k}={v} is not one of {space[k]}" for k, v in params.items() if v not in space[k]), None)
+    outside = next((f"{k}={v} is not one of {space[k]}" for k, v in params.items() if v not in space[k]), None)
+    if outside is not None or scope is None:
+        return outside
+    try:
+        failed = unmet(constraints, scope, params)
+    except ExprError as exc:
+        return f"its constraints cannot be evaluated there: {exc}"
+    return None if failed is None else f"{config_label(params)} does not meet its constraint {failed!r} on this case"
 
 
 def parse_tuned(text: str, origin: str = "<tuned>") -> TunedConfig:

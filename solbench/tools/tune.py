@@ -56,9 +56,9 @@ from solbench.plan.tuned import TUNED_FORMAT, TunedConfig, out_of_space
 from solbench.plan.tuned import load_tuned as load_tuned
 from solbench.plan.tuned import parse_tuned as parse_tuned
 from solbench.results.model import FAILED_STATUSES, Environment, ImplResult
-from solbench.tools.tune_space import ConstraintError, config_label, constraint_names, valid_configs
 from solbench.workload.expr import ExprError
 from solbench.workload.schema import Implementation
+from solbench.workload.tune_space import ConstraintError, config_label, constraint_names, valid_configs
 
 Progress = Callable[[str, dict[str, Any]], None]
 
@@ -172,6 +172,8 @@ class CaseTuning:
     verdict: str = ""  # FASTER, SAME, SLOWER, INCONCLUSIVE ("" when nothing was confirmed; SAME, unconfirmed,
     #                    when the winner is the hand-picked configuration itself)
     space: dict[str, list[Any]] = field(default_factory=dict)  # the tune: space tuned ({}: not recorded)
+    constraints: list[str] = field(default_factory=list)  # and its constraints,
+    scope: dict[str, Any] = field(default_factory=dict)  # evaluated at the case's names ({}: not recorded)
 
     @property
     def gain(self) -> float | None:
@@ -359,7 +361,8 @@ def _tune_case(p: Any, name: str, impl: Implementation, case: Any, device: str,
     winner = min(ok, key=lambda t: t.median or 0.0) if ok else None
     result = CaseTuning(case.workload, name, case.id, case.dtype, dict(case.params), hand, tuple(trials),
                         filtered, len(valid) - len(trials), winner.params if winner else None,
-                        space={k: list(v) for k, v in impl.tune.space.items()})
+                        space={k: list(v) for k, v in impl.tune.space.items()},
+                        constraints=list(impl.tune.constraints), scope=dict(case.scope))
     if winner is None or hand.status != "ok":
         return result
     tuned = impl.model_copy(update={"params": {**impl.params, **winner.params}})
@@ -480,10 +483,11 @@ def faster_cases(result: TuneResult) -> list[CaseTuning]:
 
 
 def outdated(c: CaseTuning, params: Mapping[str, Any]) -> bool:
-    """Whether an older entry's configuration ``params`` is not one of the space tuned now (``run --tuned``
-    refuses it), or this run measured it again and found it failing, or found no configuration faster
-    than hand-picked (SAME, SLOWER, or none correct and unbeaten)."""
-    if c.space and out_of_space(params, c.space) is not None:
+    """Whether an older entry's configuration ``params`` is not one of the space tuned now, or one its
+    constraints exclude on the case (``run --tuned`` refuses both; the search never measures it again),
+    or this run measured it again and found it failing, or found no configuration faster than hand-picked
+    (SAME, SLOWER, or none correct and unbeaten)."""
+    if c.space and out_of_space(params, c.space, c.constraints, c.scope or None) is not None:
         return True
     tried = next((t for t in c.trials if t.params == params), None)
     if tried is None:  # not measured this time (--max-configs, --patience): nothing new about it

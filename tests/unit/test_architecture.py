@@ -13,7 +13,7 @@ PURE = ["solbench.analysis.cost", "solbench.analysis.sol", "solbench.analysis.st
         "solbench.analysis.gate", "solbench.analysis.thresholds", "solbench.workload.expr", "solbench.workload.cases",
         "solbench.measure.loop", "solbench.measure.criteria", "solbench.results.model",
         "solbench.analysis.scoring", "solbench.analysis.pooling", "solbench.workload.ops", "solbench.results.codec",
-        "solbench.exitcodes", "solbench.tools.tune_space", "solbench.tools.ncu", "solbench.analysis.rounds",
+        "solbench.exitcodes", "solbench.workload.tune_space", "solbench.tools.ncu", "solbench.analysis.rounds",
         "solbench.analysis.suite_summary"]
 HEAVY = ["torch", "cupy", "yaml", "rich", "pynvml"]
 

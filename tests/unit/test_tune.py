@@ -19,10 +19,10 @@ from solbench.measure.criteria import CIWidth
 from solbench.measure.runner import build_launches
 from solbench.results.model import Timing
 from solbench.tools import tune as tuning
-from solbench.tools.tune_space import config_label, constraint_names, grid, holds, valid_configs
 from solbench.workload.cases import build_case
 from solbench.workload.expr import ExprError
 from solbench.workload.schema import Implementation, WorkloadSpec
+from solbench.workload.tune_space import config_label, constraint_names, grid, holds, valid_configs
 from tests.unit.factories import make_env
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -559,6 +559,8 @@ def test_run_with_a_tuned_file_says_where_it_was_tuned_under_another_launch(opti
 @pytest.mark.parametrize(("params", "says"), [
     ({"chunk": 48}, "(chunk=48 is not one of [16, 24, 64, 128])"),  # a value the space no longer has
     ({"rows": 24}, "(it sets rows, the tune: space chunk)"),  # a parameter renamed since
+    # in the space, but its constraint excludes it on this case: it was applied silently
+    ({"chunk": 128}, "(chunk=128 does not meet its constraint 'chunk <= n' on this case)"),
 ])
 def test_run_refuses_a_tuned_configuration_its_tune_space_no_longer_holds(params, says, tmp_path):
     """The workload changed since tuning: run --tuned applied the old configuration silently (a value
@@ -593,6 +595,24 @@ def test_tuning_again_drops_an_entry_its_tune_space_no_longer_holds(tmp_path):
     ran = CliRunner().invoke(main, ["run", str(TUNE_YAML), "-i", "no_tail", "--tuned", str(tuned), "--results-dir",
                                     str(tmp_path / "r"), *fast])
     assert ran.exit_code == 0, ran.output  # no longer refused: "run `solbench tune` again"
+
+
+def test_tuning_again_drops_an_entry_its_constraints_now_exclude(cpu_result):
+    """A stored configuration still in the space but excluded by a constraint (added or tightened since) is
+    never measured again (the grid holds only valid configurations), so it was "nothing new about it" and
+    stayed in the tuned file for good, and run --tuned applied it. Tune records each case's constraints and
+    the names they see, and drops such an entry (run --tuned refuses it, as one out of the space)."""
+    chunked = next(c for c in cpu_result.cases if c.impl == "chunked")
+    assert chunked.constraints == ["chunk <= n"] and chunked.scope == {"n": 64, "dtype": "float32"}
+    old = dataclasses.replace(chunked, trials=(tuning.Trial({"chunk": 128}, "ok", median=1e-6),), winner={"chunk": 128},
+                              confirm_hand_picked=tuning.Trial({}, "ok", median=1.0),
+                              confirm_winner=tuning.Trial({"chunk": 128}, "ok", median=1e-6), verdict="FASTER",
+                              confirm_round_ratios=())
+    stored = tuning.parse_tuned(tuning.tuned_file(dataclasses.replace(cpu_result, cases=(old,))))
+    assert stored.params_for("chunked_add", "chunked", chunked.case_id) == {"chunk": 128}
+    again = dataclasses.replace(chunked, verdict="INCONCLUSIVE")  # nothing decided: an entry it can keep stays
+    kept = tuning.parse_tuned(tuning.tuned_file(dataclasses.replace(cpu_result, cases=(again,)), stored))
+    assert kept.params_for("chunked_add", "chunked", chunked.case_id) is None
 
 
 def _write_once(x, out, calls=[]):  # noqa: B006 (a call counter kept across calls on purpose)

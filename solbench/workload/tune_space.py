@@ -104,16 +104,28 @@ def valid_configs(space: Mapping[str, Sequence[Any]], constraints: Sequence[str]
 
     The scope of a constraint is the case's numeric parameters, overridden by the configuration.
     """
-    base = {k: v for k, v in case_scope.items() if isinstance(v, int | float) and not isinstance(v, bool)}
     trees = [_parse(c) for c in constraints]
     kept, dropped = [], 0
     for config in grid(space):
-        scope = {**base, **{k: v for k, v in config.items() if isinstance(v, int | float)}}
+        scope = _scope(case_scope, config)
         if all(_holds_at(j, tree, scope) for j, tree in enumerate(trees)):
             kept.append(config)
         else:
             dropped += 1
     return kept, dropped
+
+
+def unmet(constraints: Sequence[str], case_scope: Mapping[str, Any], config: Mapping[str, Any]) -> str | None:
+    """The first constraint one configuration does not meet on a case (a stored one, checked against the
+    constraints of now), or None; ConstraintError where one cannot be evaluated there."""
+    scope = _scope(case_scope, config)
+    return next((text for j, text in enumerate(constraints) if not _holds_at(j, _parse(text), scope)), None)
+
+
+def _scope(case_scope: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str, Number]:
+    """What a constraint sees: the case's numeric parameters, overridden by the configuration's."""
+    base = {k: v for k, v in case_scope.items() if isinstance(v, int | float) and not isinstance(v, bool)}
+    return {**base, **{k: v for k, v in config.items() if isinstance(v, int | float)}}
 
 
 class ConstraintError(ExprError):
