@@ -125,7 +125,8 @@ def _measure(files: Sequence[str | Path], options: Any, lanes: Sequence[Any], pr
     options = replace(options, repeat=rounds_for(options, first_info.kind))  # 0: the device's default
     units = first.units
     # a stale or foreign file: refused now
-    variant, tuned = tuned_variant(options.tuned, first_info.spec.id, units, options.launch_on(first_info.kind))
+    variant, tuned = tuned_variant(options.tuned, first_info.spec.id, units, options.launch_on(first_info.kind),
+                                   first_info.kind)
     emit = progress or (lambda event, data: None)
     emit("start", {"cases": sum(len(u.cases) for u in units) * options.repeat, "devices": len(lanes)})
     run = replace(first.run, protocol=replace(first.run.protocol, devices=len(lanes), executor=executor),

@@ -63,7 +63,7 @@ def run(files: Sequence[str | Path], options: RunOptions = RunOptions(), *,  # n
     options = replace(options, repeat=repeat, max_rounds=max_rounds, rounds_target_rel_ci=rounds_target)
     prep = prepare(files, options, info, floor)
     # a stale or foreign file: refused now
-    variant, tuned = tuned_variant(options.tuned, info.spec.id, prep.units, options.launch_on(info.kind))
+    variant, tuned = tuned_variant(options.tuned, info.spec.id, prep.units, options.launch_on(info.kind), info.kind)
     if tuned:
         prep = replace(prep, run=replace(prep.run, notes=(*prep.run.notes, *tuned)))
     if before_measuring is not None:

@@ -121,16 +121,18 @@ def free_memory(info: Any) -> int | None:
     return nvml.host_available_memory()
 
 
-def tuned_variant(path: Path | None, spec_id: str, units: Sequence[Unit], launch: str) -> tuple[Any, tuple[str, ...]]:
+def tuned_variant(path: Path | None, spec_id: str, units: Sequence[Unit], launch: str,
+                  device_kind: str) -> tuple[Any, tuple[str, ...]]:
     """``run --tuned FILE``: (each implementation with its tuned parameters for each case, the run's notes).
     ConfigError for a file tuned on another device, or an entry for ``units`` that its ``tune:`` space no
     longer holds. A note where configurations the run applies were tuned under another ``--launch`` than
     the run's (a winner on the stream need not win as a graph's replay); a file from before tune recorded
-    its launch was tuned on the stream."""
+    its launch was tuned on the stream. A note for the entries of the run's workloads that name an
+    implementation or case the workload no longer declares: they apply to nothing."""
     if path is None:
         return None, ()
     from solbench.errors import ConfigError
-    from solbench.plan.tuned import load_tuned
+    from solbench.plan.tuned import declared, load_tuned, undeclared
 
     tuned = load_tuned(path)
     tuned.check_device(spec_id)
@@ -149,6 +151,22 @@ def tuned_variant(path: Path | None, spec_id: str, units: Sequence[Unit], launch
     notes = tuple(f"tuned: {n} configuration{'s' if n != 1 else ''} in {path} {'was' if n == 1 else 'were'} tuned "
                   f"with --launch {was}; this run launches {launch}, under which another configuration may win"
                   for was, n in sorted(used.items()) if was != launch)
+    gone = []  # not those of implementations or cases the run only left out (-i, --case, --set)
+    for unit in units:
+        keys = sorted(k for k in tuned.entries if k[0] == unit.spec.name)
+        if not keys:
+            continue
+        try:
+            now = declared(unit.spec, device_kind)
+        except CaseError:  # its own values never expanded (this run's --set replaced them): nothing to say
+            continue
+        gone += [f"{w} {name} on {case_id} ({why})" for w, name, case_id in keys
+                 if (why := undeclared((w, name, case_id), now))]
+    if gone:
+        notes += (f"tuned: {len(gone)} entr{'y' if len(gone) == 1 else 'ies'} in {path} name what their workload no "
+                  f"longer declares and apply to nothing: {'; '.join(gone[:5])}"
+                  + (f" and {len(gone) - 5} more" if len(gone) > 5 else "") + "; tuning the workload again drops "
+                  + ("it" if len(gone) == 1 else "them"),)
 
     def variant(spec: WorkloadSpec, case: Case, name: str) -> WorkloadSpec:
         impl = tuned.apply(spec.name, name, case.id, spec.implementations[name])

@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from solbench.errors import ConfigError, ResultsFormatError
-from solbench.workload.cases import Case
+from solbench.workload.cases import Case, expand
 from solbench.workload.expr import ExprError
-from solbench.workload.schema import Implementation
+from solbench.workload.schema import Implementation, WorkloadSpec
 from solbench.workload.tune_space import config_label, unmet
 
 TUNED_FORMAT = "solbench-tuned/1"
@@ -57,6 +57,21 @@ class TunedConfig:
         if spec_id != self.spec_id:
             raise ConfigError(f"the tuned configurations are for {self.spec_id} ({self.device_name}); "
                               f"this device is {spec_id}: run `solbench tune` here")
+
+
+def declared(spec: WorkloadSpec, device_kind: str) -> dict[str, list[str]]:
+    """What an entry of the workload ``spec`` may name now on this kind of device: its implementations with
+    a ``tune:`` space ("impls") and its case ids ("cases"); CaseError where its cases cannot be made."""
+    return {"impls": [name for name, impl in spec.implementations.items() if impl.tune is not None],
+            "cases": [c.id for c in expand(spec, device_kind)]}
+
+
+def undeclared(key: tuple[str, str, str], now: Mapping[str, Sequence[str]]) -> str | None:
+    """Why an entry (workload, implementation, case id) names nothing its workload declares ``now``
+    (:func:`declared`), or None."""
+    if key[1] not in now["impls"]:
+        return "no such implementation with a tune: space"
+    return "no such case" if key[2] not in now["cases"] else None
 
 
 def out_of_space(params: Mapping[str, Any], space: Mapping[str, Sequence[Any]], constraints: Sequence[str] = (),

@@ -52,7 +52,7 @@ from solbench.measure.criteria import BeatOrStop as BeatOrStop  # re-exported: t
 
 # re-exported: tuned files are read by the plan layer (run --tuned) and written here
 from solbench.plan.options import check_counts
-from solbench.plan.tuned import TUNED_FORMAT, TunedConfig, out_of_space
+from solbench.plan.tuned import TUNED_FORMAT, TunedConfig, declared, out_of_space, undeclared
 from solbench.plan.tuned import load_tuned as load_tuned
 from solbench.plan.tuned import parse_tuned as parse_tuned
 from solbench.results.model import FAILED_STATUSES, Environment, ImplResult
@@ -217,6 +217,9 @@ class TuneResult:
     options: dict[str, Any]
     cases: tuple[CaseTuning, ...] = field(default=())
     complete: bool = True  # False: interrupted (Ctrl-C, SIGTERM)
+    # every workload planned -> what it declares now (plan.tuned.declared: its implementations with a tune:
+    # space, its case ids): the tuned file's older entries naming anything else in it are dropped
+    declared: dict[str, dict[str, list[str]]] = field(default_factory=dict)
 
 
 def tune(files: Sequence[str | Path], options: TuneOptions = TuneOptions(), *, device: str = "auto",
@@ -260,13 +263,15 @@ def tune(files: Sequence[str | Path], options: TuneOptions = TuneOptions(), *, d
     # would run the configurations after it with one queue (several streams serialized), unlike the rest
     workers.queues = None
     launch = resolved_launch(options.launch, "cold", info.kind)
+    now = {p.spec.name: declared(p.spec, info.kind) for p in planned}
     cases: list[CaseTuning] = []
     created = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")  # one for every result saved on the way
 
     def result(complete: bool) -> TuneResult:
         opts = {k: v for k, v in dataclasses.asdict(options).items() if k not in ("workloads", "impls")}
         opts["launch"] = launch  # as measured ("auto" resolved)
-        return TuneResult(created, info.environment(), tuple(str(f) for f in files), opts, tuple(cases), complete)
+        return TuneResult(created, info.environment(), tuple(str(f) for f in files), opts, tuple(cases), complete,
+                          now)
 
     try:
         for p, name, impl in targets:
@@ -498,11 +503,13 @@ def outdated(c: CaseTuning, params: Mapping[str, Any]) -> bool:
 def tuned_file(result: TuneResult, existing: TunedConfig | None = None) -> str:
     """The tuned-configuration file: the winner of every case where the confirmation found it
     FASTER than hand-picked, merged over ``existing`` entries (same device spec) but for those this
-    run found :func:`outdated` (hand-picked stays there)."""
+    run found :func:`outdated` (hand-picked stays there) and those of a workload it planned naming an
+    implementation or case the workload no longer declares (``run --tuned`` applies them to nothing)."""
     spec_id = result.environment.spec_id
     entries: dict[tuple[str, str, str], dict[str, Any]] = {}
     if existing is not None and existing.spec_id == spec_id:
-        entries.update(existing.entries)
+        entries.update({k: e for k, e in existing.entries.items()
+                        if k[0] not in result.declared or undeclared(k, result.declared[k[0]]) is None})
     for c in result.cases:
         key = (c.workload, c.impl, c.case_id)
         if key in entries and outdated(c, entries[key]["params"]):

@@ -615,6 +615,50 @@ def test_tuning_again_drops_an_entry_its_constraints_now_exclude(cpu_result):
     assert kept.params_for("chunked_add", "chunked", chunked.case_id) is None
 
 
+def _entry(impl, case_id, params, workload="chunked_add"):
+    return {"workload": workload, "impl": impl, "case_id": case_id, "params": params, "launch": "stream"}
+
+
+def test_run_notes_tuned_entries_for_what_the_workload_no_longer_declares(tmp_path):
+    """An entry for an implementation renamed or removed since, or for a case the workload's parameters no
+    longer make, applies to nothing: run --tuned passed over it without a word, so the file read as if it were
+    in effect. The run notes each (not those of implementations or cases it only left out: -i, --case)."""
+    tuned = tmp_path / "tuned.json"
+    tuned.write_text(json.dumps({"format": "solbench-tuned/1", "spec_id": "cpu", "entries": [
+        _entry("chunked", "chunked_add[n=64,float32]", {"chunk": 24}),  # applied
+        _entry("chunked", "chunked_add[n=32,float32]", {"chunk": 16}),  # n: [64] now
+        _entry("renamed", "chunked_add[n=64,float32]", {"chunk": 16}),  # no implementation renamed
+        _entry("no_tail", "chunked_add[n=64,float32]", {"chunk": 16}),  # declared, left out by -i
+        _entry("x", "other[n=1]", {"chunk": 16}, workload="other")]}))  # a workload of another file
+    out = tmp_path / "run.json"
+    r = CliRunner().invoke(main, ["run", str(TUNE_YAML), "-i", "chunked", "--tuned", str(tuned), "-o", str(out),
+                                  "--budget", "0.02", "--min-samples", "3", "--device", "cpu"])
+    assert r.exit_code == 0, r.output
+    from solbench.results import store
+
+    notes = [n for n in store.load(out).notes if n.startswith("tuned:")]
+    assert notes == [f"tuned: 2 entries in {tuned} name what their workload no longer declares and apply to nothing: "
+                     "chunked_add chunked on chunked_add[n=32,float32] (no such case); chunked_add renamed on "
+                     "chunked_add[n=64,float32] (no such implementation with a tune: space); tuning the workload "
+                     "again drops them"]
+
+
+def test_tuning_again_drops_entries_for_what_the_workload_no_longer_declares(cpu_result):
+    """Tuning again merged over every older entry it did not tune, so one for a removed implementation or
+    case stayed in the tuned file for good. Tune records what each workload it planned declares now (its
+    implementations with a tune: space, and their cases), and drops the older entries of those workloads
+    that name anything else; other workloads' entries stay."""
+    assert cpu_result.declared == {"chunked_add": {"impls": ["chunked", "no_tail"],
+                                                   "cases": ["chunked_add[n=64,float32]"]}}
+    old = tuning.TunedConfig("cpu", "", {(e["workload"], e["impl"], e["case_id"]): e for e in [
+        _entry("chunked", "chunked_add[n=32,float32]", {"chunk": 16}),
+        _entry("renamed", "chunked_add[n=64,float32]", {"chunk": 16}),
+        _entry("x", "other[n=1]", {"chunk": 16}, workload="other")]})
+    inconclusive = tuple(dataclasses.replace(c, verdict="INCONCLUSIVE") for c in cpu_result.cases)
+    merged = tuning.parse_tuned(tuning.tuned_file(dataclasses.replace(cpu_result, cases=inconclusive), old))
+    assert set(merged.entries) == {("other", "x", "other[n=1]")}
+
+
 def _write_once(x, out, calls=[]):  # noqa: B006 (a call counter kept across calls on purpose)
     calls.append(1)
     if len(calls) == 1:
