@@ -107,20 +107,22 @@ def schema() -> None:
 def list_(paths: Sequence[str]) -> None:
     """List workloads (in PATHS, default workloads/) and hardware specs."""
     from rich.table import Table
+    from rich.text import Text
 
     out = console()
     t = Table(title="workloads", title_justify="left")
     for col in ("file", "workload", "implementations", "description"):
         t.add_column(col)
     for path, spec in api.list_workloads(paths or ["workloads"]):
-        t.add_row(str(path), spec.name, ", ".join(spec.implementations), _first_sentence(spec.description))
+        cells = (str(path), spec.name, ", ".join(spec.implementations), _first_sentence(spec.description))
+        t.add_row(*(Text(c) for c in cells))  # the user's text, never markup
     out.print(t)
     s = Table(title="hardware specs", title_justify="left")
     for col in ("id", "name", "bf16 tensor TFLOP/s", "memory TB/s"):
         s.add_column(col)
     for hw in api.list_specs():
         bf16 = hw.tensor_peaks.get("bf16")
-        s.add_row(hw.id, hw.name, f"{bf16 / 1e12:g}" if bf16 else "-",
+        s.add_row(Text(hw.id), Text(hw.name), f"{bf16 / 1e12:g}" if bf16 else "-",
                   f"{hw.bandwidth / 1e12:g}" if hw.bandwidth else "measured")
     out.print(s)
 
