@@ -544,7 +544,7 @@ def finish(result: RunResult, out: Console, as_json: bool, *, saved: Path | Sequ
         return
     print_run(out, result)
     for path in paths:
-        out.print(f"saved {path}", style="dim")
+        out.print(f"saved {path}", style="dim", markup=False, soft_wrap=True)  # a path, whole and as it is
 
 
 def skipped_lines(result: RunResult) -> list[str]:

@@ -24,12 +24,13 @@ from solbench.results import store
 def calibrate(seconds: float, results_dir: str, as_json: bool) -> None:
     """Measure this GPU's ceilings (copy bandwidth, sustained GEMM per dtype) for --peaks measured."""
     from rich.table import Table
+    from rich.text import Text
 
     cal, path, spec = api.calibrate(seconds=seconds, results_dir=Path(results_dir))
     if as_json:
         click.echo(path.read_text())
         return
-    t = Table(title=f"measured ceilings: {cal.device_name} ({spec.id})", title_justify="left")
+    t = Table(title=Text(f"measured ceilings: {cal.device_name} ({spec.id})"), title_justify="left")
     for col in ("ceiling", "measured", "burst", "datasheet", "of datasheet"):
         t.add_column(col, justify="left" if col == "ceiling" else "right")
     bw = spec.bandwidth or 0
@@ -42,7 +43,7 @@ def calibrate(seconds: float, results_dir: str, as_json: bool) -> None:
     out = console()
     out.print(t)
     out.print(f"{cal.protocol}; SM clock after: {cal.sm_clock_mhz} MHz; driver {cal.driver or 'unknown'}; saved {path}",
-              style="dim")
+              style="dim", markup=False, soft_wrap=True)  # a path, whole and as it is
 
 
 @click.command()

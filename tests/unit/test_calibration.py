@@ -245,3 +245,18 @@ def test_a_run_saved_before_each_ceiling_had_its_source_shows_as_before(tmp_path
     assert {row[k] for k in ("peaks_source", "tensor_peak_source", "vector_peak_source", "bandwidth_source")} == {
         "measured"}
     assert "peaks: measured)" in run_header(loaded)
+
+
+def test_calibrate_names_the_file_it_saved_as_it_is(tmp_path, monkeypatch):
+    """The closing line went through rich markup: a results folder named with ``[/]`` saved the
+    calibration, then crashed (MarkupError, exit 5); one with ``[red]`` lost those characters."""
+    from click.testing import CliRunner
+
+    from solbench.cli import main
+
+    _fake_gpu_calibration(monkeypatch, None)
+    for folder in ("r[red]s", "r[/]s"):
+        result = CliRunner().invoke(main, ["calibrate", "--seconds", "0.1", "--results-dir", str(tmp_path / folder)])
+        assert result.exit_code == 0, result.output
+        saved = store.calibration_path(tmp_path / folder, "h200-sxm", None)
+        assert saved.is_file() and f"saved {saved}\n" in result.output
