@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 from rich.table import Table
+from rich.text import Text
 
 from solbench.results.model import RunResult
 
@@ -116,7 +117,8 @@ def passes_line(run: RunResult) -> str | None:
 def harness_table(run: RunResult) -> Table:
     """The breakdown as a rich table (``solbench show --harness``), with the passes, work-queue and
     worker-memory lines below."""
-    caption = "\n".join(line for line in (passes_line(run), queue_line(run), memory_line(run)) if line) or None
+    lines = "\n".join(line for line in (passes_line(run), queue_line(run), memory_line(run)) if line)
+    caption = Text(lines) if lines else None  # it names a case: ``w[n=64,float32]``, never markup
     t = Table(title="where the run's wall time went", title_justify="left", caption=caption,
               caption_justify="left")
     t.add_column("phase")

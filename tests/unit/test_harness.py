@@ -254,6 +254,18 @@ def test_the_table_names_the_point_whose_worker_held_the_most_memory():
     assert f"largest worker memory: 1.50 GiB at {case.case_id} a" in text.getvalue()
 
 
+def test_the_memory_line_names_a_case_id_whole():
+    """A case id is ``workload[param=value,...,dtype]``: read as rich markup, the brackets were a style
+    tag, and the line named the workload alone ("at w a")."""
+    run = make_run({"w[n=64,float32]": {"a": [1e-3] * 4}})
+    (a,) = run.cases[0].impls
+    case = replace(run.cases[0], impls=(replace(a, protocol={"memory_peak_bytes": 3 << 29}),))
+    run = replace(run, cases=(case,), harness={"workers_s": 1.0, "wall_s": 2.0})
+    text = io.StringIO()
+    Console(file=text, width=160).print(harness_table(run))
+    assert "largest worker memory: 1.50 GiB at w[n=64,float32] a" in text.getvalue()
+
+
 def test_giving_back_cached_memory_starts_no_cuda_to_reset_a_peak():
     """Where CUDA has not started (here: a CPU build), there is no peak to reset and none is started."""
     import torch
