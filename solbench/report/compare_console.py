@@ -93,8 +93,8 @@ def comparison_table(c: Comparison) -> Table:
         t.caption = f"{escape(constant)}\n{t.caption}"
     _key_columns(t, list(short.values()), [split_key(k)[1] for k in keys] if by_impl else None)
     ratio = f"{b}/{a}" if len(a) + len(b) < 10 else "ratio"  # the title says which way
-    for col in (a, b, f"{ratio} ({c.confidence:.0%} CI)", "SOL", "p", "verdict"):
-        t.add_column(col, justify="left" if col == "verdict" else "right", no_wrap=col != "verdict")
+    for col in (a, b, f"{ratio} ({c.confidence:.0%} CI)", "SOL", "p", "verdict"):  # the runs' names, never markup
+        t.add_column(Text(col), justify="left" if col == "verdict" else "right", no_wrap=col != "verdict")
 
     def key(k: str) -> list[Text]:
         case, impl = split_key(k)
@@ -121,7 +121,7 @@ def gate_table(g: GateResult, exit_code: int | None = None) -> Table:
     caption = (f"{g.overall} (exit {code}{own}): {counts}; {threshold_summary(g)}; alpha {g.alpha:g} (BH)"
                + (f"; {g.reruns} rerun(s)" if g.reruns else "") + escape(rounds_note(g)))
     if g.fingerprint_diffs:
-        caption += "\ncross-hardware (allowed): " + "; ".join(g.fingerprint_diffs)
+        caption += "\ncross-hardware (allowed): " + escape("; ".join(g.fingerprint_diffs))
     if g.cards:
         caption += "\n" + escape(g.cards)
     if g.load:

@@ -32,3 +32,32 @@ def test_run_names_the_file_it_saved_as_it_is(tmp_path: Path) -> None:
         result = CliRunner().invoke(main, ["run", DOUBLE, "--dry-run", "--gpu", "h200", "-o", str(out)])
         assert result.exit_code == 0, result.output
         assert f"saved {out}\n" in result.output and out.is_file()
+
+
+def test_compare_heads_its_columns_with_the_runs_as_named(tmp_path: Path) -> None:
+    """The two runs' names head the table's time columns and went to rich as markup: a file named
+    ``a[/].json`` crashed compare (MarkupError, exit 5), and ``a[red].json`` headed its column
+    ``a.json``."""
+    import shutil
+
+    (tmp_path / "a[").mkdir()
+    for name in ("a[red].json", "a[/].json"):
+        shutil.copy(ROOT / "results" / "h200" / "attn-oproj.json", tmp_path / name)
+        result = CliRunner().invoke(main, ["compare", str(tmp_path / name), "results/h200/attn.json"])
+        assert result.exit_code == 0, result.output
+        header = next(line for line in result.stdout.splitlines() if "results/h200/attn.json" in line and "┃" in line)
+        assert f"{tmp_path / name}" in header, header
+
+
+def test_gate_prints_the_hardware_differences_it_allowed_as_they_are(tmp_path: Path) -> None:
+    """The differences --allow-cross-hardware let through quote the runs' device names and drivers,
+    and went to rich as markup: a name with ``[/]`` in it crashed the gate (exit 5, no verdict)."""
+    import json
+
+    data = json.loads((ROOT / "results" / "h200" / "attn-oproj.json").read_text())
+    data["environment"]["driver"] = "580.159.04 [/]"
+    (tmp_path / "other.json").write_text(json.dumps(data))
+    result = CliRunner().invoke(main, ["gate", "--baseline", "results/h200/attn.json", "--current",
+                                       str(tmp_path / "other.json"), "--allow-cross-hardware"])
+    assert result.exit_code == 3, result.output
+    assert "(baseline) vs 580.159.04 [/] (current)" in " ".join(result.stdout.split())
