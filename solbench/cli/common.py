@@ -23,6 +23,7 @@ from rich.progress import (
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
+from rich.table import Table
 
 from solbench import exitcodes
 from solbench.analysis.suite_summary import DEFAULT_PS
@@ -285,6 +286,42 @@ def console(quiet: bool = False) -> Console:
 
 def err_console() -> Console:
     return Console(stderr=True, highlight=False)
+
+
+def print_table(out: Console, table: Table) -> None:
+    """Print ``table`` with no cell cut short. Left to itself, rich fits a table to the terminal by
+    narrowing columns down to nothing: numbers ellipsised ("0.…", "20…"), names cut ("cubla…" for
+    cublas_addmm and cublaslt alike), whole columns (a gate's case and verdict) gone. Here no column
+    is narrower than its longest word (a number and its unit, a name, a verdict; the whole cell where
+    the column does not wrap): the widest columns wrap at spaces first, and where the terminal is
+    narrower still the table is printed wider than it (the terminal wraps its lines; a log keeps them)."""
+    from rich.measure import Measurement
+
+    options = out.options.update_width(1 << 16)
+    spans = []  # (narrowest, widest) of each column's cells, header included
+    for column in table.columns:
+        sizes = [Measurement.get(out, options, cell) for cell in (column.header, *column.cells)]
+        widest = max(m.maximum for m in sizes)
+        spans.append((widest if column.no_wrap else max(m.minimum for m in sizes), widest))
+    _, right, _, left = table.padding
+    edges = (left + right) * len(spans) + (len(spans) - 1 + 2 * table.show_edge if table.box else 0)
+    widths = [widest for _, widest in spans]
+    if not spans or sum(widths) + edges <= out.width:  # it fits as it is
+        out.print(table)
+        return
+    while sum(widths) + edges > out.width:
+        narrowable = [i for i, w in enumerate(widths) if w > spans[i][0]]
+        if not narrowable:
+            break
+        widths[max(narrowable, key=widths.__getitem__)] -= 1
+    for column, width in zip(table.columns, widths, strict=True):
+        column.width = width
+    size = out.size
+    out.size = (max(size.width, sum(widths) + edges), size.height)
+    try:
+        out.print(table)
+    finally:
+        out.size = size
 
 
 _stopped_by: list[int] = []  # the exit code of the signal that stopped this command, once one has
@@ -583,10 +620,10 @@ def derived(result: RunResult, fast_ps: Sequence[float] = DEFAULT_PS) -> dict[st
 def print_run(out: Console, result: RunResult, fast_ps: Sequence[float] = DEFAULT_PS) -> None:
     out.print(run_header(result), style="dim", markup=False)  # names in a file are text, never markup
     for table in run_tables(result):
-        out.print(table)
+        print_table(out, table)
     summary = summary_table(result, fast_ps)
     if summary is not None:
-        out.print(summary)
+        print_table(out, summary)
         out.print(summary_note(fast_ps), style="dim", overflow="fold", markup=False)
     for note in run_notes(result):
         out.print(note, style="dim", overflow="fold", markup=False)

@@ -26,6 +26,7 @@ from solbench.cli.common import (
     distinct_outputs,
     junit_refusals,
     one_stdout_view,
+    print_table,
     read_run,
     refuse_markdown_path,
     run_sd_of,
@@ -250,7 +251,7 @@ def _show_comparison(result: Comparison, as_json: bool, as_markdown: bool) -> No
     elif as_markdown:
         click.echo(comparison_markdown(result))
     else:
-        _console().print(comparison_table(result))
+        print_table(_console(), comparison_table(result))
     if not result.rows:
         click.echo(f"error: {nothing_compared(result)}", err=True)
         sys.exit(exitcodes.USAGE)
@@ -489,7 +490,7 @@ def emit_gate(result: GateResult, *, junit: str | None = None, markdown_file: st
     elif as_markdown:
         click.echo(md)
     else:
-        (console or _console()).print(gate_table(result, exit_code=code))
+        print_table(console or _console(), gate_table(result, exit_code=code))
     why = "" if code == result.exit_code else f" (the gate's own: {result.exit_code})"
     click.echo(f"gate: {result.overall} (exit {code}{why}, {len(result.verdicts)} cases, "
                f"{result.reruns} re-measure round(s))", err=True)

@@ -10,7 +10,7 @@ import click
 
 from solbench import api
 from solbench.analysis.suite_summary import DEFAULT_PS
-from solbench.cli.common import check_fast_ps, console, derived, handle_errors, print_run, read_run
+from solbench.cli.common import check_fast_ps, console, derived, handle_errors, print_run, print_table, read_run
 from solbench.errors import ConfigError
 from solbench.results import store
 
@@ -41,7 +41,7 @@ def calibrate(seconds: float, results_dir: str, as_json: bool) -> None:
         t.add_row(f"{unit} GEMM", f"{rate / 1e12:.0f} TFLOP/s", f"{cal.burst_peaks[unit] / 1e12:.0f}",
                   f"{sheet / 1e12:.0f}" if sheet else "", f"{rate / sheet:.0%}" if sheet else "")
     out = console()
-    out.print(t)
+    print_table(out, t)
     out.print(f"{cal.protocol}; SM clock after: {cal.sm_clock_mhz} MHz; driver {cal.driver or 'unknown'}; saved {path}",
               style="dim", markup=False, soft_wrap=True)  # a path, whole and as it is
 
@@ -81,7 +81,7 @@ def show(run_file: str | None, results_dir: str, as_markdown: bool, harness: boo
 
         if not result.harness:
             raise ConfigError("this run has no harness record (measured before solbench recorded one, or a dry run)")
-        console().print(harness_table(result))
+        print_table(console(), harness_table(result))
         return
     ps = fast_ps or DEFAULT_PS
     if as_json:
@@ -117,7 +117,7 @@ def list_(paths: Sequence[str]) -> None:
     for path, spec in api.list_workloads(paths or ["workloads"]):
         cells = (str(path), spec.name, ", ".join(spec.implementations), _first_sentence(spec.description))
         t.add_row(*(Text(c) for c in cells))  # the user's text, never markup
-    out.print(t)
+    print_table(out, t)
     s = Table(title="hardware specs", title_justify="left")
     for col in ("id", "name", "bf16 tensor TFLOP/s", "memory TB/s"):
         s.add_column(col)
@@ -125,7 +125,7 @@ def list_(paths: Sequence[str]) -> None:
         bf16 = hw.tensor_peaks.get("bf16")
         s.add_row(Text(hw.id), Text(hw.name), f"{bf16 / 1e12:g}" if bf16 else "-",
                   f"{hw.bandwidth / 1e12:g}" if hw.bandwidth else "measured")
-    out.print(s)
+    print_table(out, s)
 
 
 def _first_sentence(text: str, limit: int = 90) -> str:

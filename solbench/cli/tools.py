@@ -21,7 +21,7 @@ from rich.text import Text
 
 from solbench import exitcodes
 from solbench.analysis.suite_summary import DEFAULT_PS
-from solbench.cli.common import run_sd_option
+from solbench.cli.common import print_table, run_sd_option
 from solbench.errors import ConfigError, ResultsFormatError
 from solbench.report.units import format_bytes, format_flops, format_seconds
 from solbench.results import store
@@ -316,7 +316,7 @@ def tune(files: Sequence[str], workloads: Sequence[str], impls: Sequence[str], m
             raise KeyboardInterrupt from None  # nothing tuned: nothing to write
     save(result)
     out_path, tuned_path = paths
-    _out().print(_tune_table(result))
+    print_table(_out(), _tune_table(result))
     click.echo(f"results: {out_path}", err=True)
     skipped = [c for c in result.cases if c.hand_picked.status == "skipped"]
     if skipped and len(skipped) == len(result.cases):  # nothing measured here: say why, not "use with"
@@ -435,7 +435,7 @@ def profile(file: str, workload: str, impl: str, case_id: str | None, ncu: str |
         click.echo(json.dumps(data, indent=1))
         return
     out = _out()
-    out.print(_profile_table(result))
+    print_table(out, _profile_table(result))
     out.print(f"diagnosis: {result.summary.diagnosis}", markup=False, soft_wrap=True)
     out.print(f"report: {rep} ({result.ncu_version}; range: {result.range_mode}); summary: "
               f"{rep.with_suffix('.json')}", style="dim", markup=False, soft_wrap=True)

@@ -13,13 +13,14 @@ ROOT = Path(__file__).resolve().parents[2]
 DOUBLE = str(ROOT / "tests" / "data" / "double.yaml")
 
 
-def test_list_prints_a_description_as_written_not_as_markup(tmp_path: Path) -> None:
+def test_list_prints_a_description_as_written_not_as_markup(tmp_path: Path, monkeypatch) -> None:
     """A description is the user's text: ``[/]`` in it crashed list (MarkupError, exit 5) and
     ``[bold]`` was taken as a style and dropped."""
     text = (ROOT / "tests" / "data" / "double.yaml").read_text()
     marked = text.replace("  - name: double\n", "  - name: double\n    description: 'Doubles [/] rows [bold]fast[/bold]'\n")
     (tmp_path / "marked.yaml").write_text(marked)
-    result = CliRunner().invoke(main, ["list", str(tmp_path / "marked.yaml")])
+    monkeypatch.chdir(tmp_path)  # a short path: the table is narrow enough to keep the description on one line
+    result = CliRunner().invoke(main, ["list", "marked.yaml"])
     assert result.exit_code == 0, result.output
     assert "Doubles [/] rows [bold]fast[/bold]" in result.output
 
@@ -61,3 +62,41 @@ def test_gate_prints_the_hardware_differences_it_allowed_as_they_are(tmp_path: P
                                        str(tmp_path / "other.json"), "--allow-cross-hardware"])
     assert result.exit_code == 3, result.output
     assert "(baseline) vs 580.159.04 [/] (current)" in " ".join(result.stdout.split())
+
+
+def _at(columns: int, args: list[str]) -> str:
+    result = CliRunner().invoke(main, args, env={"COLUMNS": str(columns)})
+    assert result.exit_code in (0, 3), result.output
+    return result.stdout
+
+
+def test_a_run_table_on_a_narrow_terminal_cuts_no_number_and_no_name() -> None:
+    """rich narrowed every column to fit: at 80 columns implementations read "cubla…" (cublas_addmm
+    and cublaslt alike) and the speedup's header "speed…"; at 60 the numbers themselves were cut
+    ("0.…" for a SOL of 0.35, "35…" for an MBU of 35.0%)."""
+    import json
+
+    run = json.loads((ROOT / "results" / "h200" / "attn-oproj.json").read_text())
+    for columns in (60, 80):
+        out = _at(columns, ["show", "results/h200/attn-oproj.json"])
+        assert "…" not in out
+        words = out.split()
+        assert {"cublas_addmm", "cublaslt", "speedup", "0.35", "35.0%"} <= set(words)
+        for case in run["cases"]:
+            for impl in case["impls"]:
+                if impl.get("score"):
+                    assert f"{impl['score']['sol']:.2f}" in words
+
+
+def test_gate_and_compare_tables_on_a_narrow_terminal_keep_every_column() -> None:
+    """At 80 columns rich narrowed the case and implementation columns to nothing, cut the numbers
+    ("20.0 …", "0.98…") and the verdicts ("INCONCLUSI…"): a gate's table said nothing of which case
+    did what."""
+    sides = ["results/h200/attn-oproj.json", "results/h200/attn.json"]
+    gate = _at(80, ["gate", "--baseline", sides[0], "--current", sides[1]])
+    assert "…" not in gate
+    assert gate.split().count("INCONCLUSIVE") == 40 + 1  # every row's verdict, and the caption's
+    assert "cublas_addmm" in gate.split() and "[0.978, 1.006]" in gate
+    compare = _at(80, ["compare", *sides])
+    assert "…" not in compare
+    assert "cublas_addmm" in compare.split() and "0.989× [0.978, 1.006]" in compare and "SAME" in compare.split()
