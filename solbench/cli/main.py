@@ -19,7 +19,9 @@ invalid, error, crashed, timeout, oom, reward_hack) · 5 solbench itself failed 
 
 from __future__ import annotations
 
+import codecs
 import importlib
+import sys
 from typing import Any
 
 import click
@@ -87,10 +89,36 @@ class _LazyGroup(click.Group):
         return self.commands.get(cmd_name)
 
 
+# What solbench prints that an ASCII or Latin-1 stream cannot carry, in ASCII: a unit stays a unit
+# ("20.0 us"), and the tables' marks stay apart; anything else reads "?".
+_ASCII = {"µ": "u", "±": "+-", "×": "x", "·": "-", "−": "-", "—": "-", "–": "-", "→": "->", "…": "...", "†": "+",
+          "‡": "++", "§": "S", "⚠": "!", "\ufe0f": ""}
+
+
+def _in_ascii(error: UnicodeError) -> tuple[str, int]:
+    if not isinstance(error, UnicodeEncodeError):
+        raise error
+    return "".join(_ASCII.get(ch, "?") for ch in error.object[error.start:error.end]), error.end
+
+
+def _streams_that_degrade() -> None:
+    """Where stdout or stderr cannot encode what solbench prints (PYTHONIOENCODING=ascii, a Latin-1
+    locale), those characters are written in ASCII, not a UnicodeEncodeError once the work is done."""
+    codecs.register_error("solbench.ascii", _in_ascii)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            "".join(_ASCII).encode(stream.encoding)
+        except UnicodeEncodeError:
+            stream.reconfigure(errors="solbench.ascii")
+        except (AttributeError, LookupError, TypeError):  # no encoding to check, or not a text stream to set
+            pass
+
+
 @click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="solbench", message="%(prog)s, version %(version)s")
 def main() -> None:
     """How far is an implementation from the hardware's speed of light?"""
+    _streams_that_degrade()
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -3,6 +3,9 @@ markup), narrow terminals, CI logs and terminals that cannot show every characte
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 from click.testing import CliRunner
@@ -100,3 +103,29 @@ def test_gate_and_compare_tables_on_a_narrow_terminal_keep_every_column() -> Non
     compare = _at(80, ["compare", *sides])
     assert "…" not in compare
     assert "cublas_addmm" in compare.split() and "0.989× [0.978, 1.006]" in compare and "SAME" in compare.split()
+
+
+def _with_encoding(encoding: str, args: list[str]) -> subprocess.CompletedProcess[bytes]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONIOENCODING": encoding}
+    env.pop("COLUMNS", None)
+    return subprocess.run([sys.executable, "-m", "solbench", *args], cwd=ROOT, env=env, capture_output=True,
+                          timeout=300)
+
+
+def test_a_terminal_that_cannot_show_every_character_gets_ascii_not_a_crash() -> None:
+    """µ, ±, × and → cannot be written to an ASCII or Latin-1 stream (PYTHONIOENCODING=ascii, a
+    Latin-1 locale): show and gate stopped with UnicodeEncodeError (exit 5, no verdict), gate
+    --markdown too on Latin-1. They are written in ASCII instead: a unit stays a unit (20.0 us)."""
+    run = "results/h200/attn-oproj.json"
+    shown = _with_encoding("ascii", ["show", run])
+    assert shown.returncode == 0, shown.stderr.decode(errors="replace")[-2000:]
+    text = shown.stdout.decode("ascii")
+    assert "20.0 us +-1.0%" in text and "7.00 us" in text
+    for encoding, ratio in (("ascii", "0.989x"), ("latin-1", "0.989×")):  # Latin-1 has ×
+        gated = _with_encoding(encoding, ["gate", "--baseline", run, "--current", "results/h200/attn.json"])
+        assert gated.returncode == 3, gated.stderr.decode(errors="replace")[-2000:]
+        text = gated.stdout.decode(encoding)
+        assert "INCONCLUSIVE" in text and ratio in text
+    marked = _with_encoding("latin-1", ["gate", "--baseline", run, "--current", "results/h200/attn.json", "--markdown"])
+    assert marked.returncode == 3, marked.stderr.decode(errors="replace")[-2000:]
+    assert "### solbench gate: ! INCONCLUSIVE" in marked.stdout.decode("latin-1")
