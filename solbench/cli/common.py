@@ -635,11 +635,13 @@ def print_run(out: Console, result: RunResult, fast_ps: Sequence[float] = DEFAUL
 class ProgressBar:
     """A rich progress bar over cases, on stderr, with the time elapsed and an ETA (the mean time per
     case so far times the cases left); a no-op callback when quiet. When stderr is not a terminal (a
-    CI log), one plain line per case measured instead (``SOLBENCH_PROGRESS=1`` keeps the bar)."""
+    CI log) or one that cannot redraw a line (TERM=dumb, where rich's bar prints nothing), one plain
+    line per case measured instead (``SOLBENCH_PROGRESS=1`` keeps the bar)."""
 
     def __init__(self, quiet: bool) -> None:
         self.quiet = quiet
-        self.plain = not quiet and not sys.stderr.isatty() and os.environ.get("SOLBENCH_PROGRESS") != "1"
+        redraws = sys.stderr.isatty() and err_console().is_interactive
+        self.plain = not quiet and not redraws and os.environ.get("SOLBENCH_PROGRESS") != "1"
         self._bar: Progress | None = None
         self._task: Any = None
         self._done = self._total = 0

@@ -129,3 +129,21 @@ def test_a_terminal_that_cannot_show_every_character_gets_ascii_not_a_crash() ->
     marked = _with_encoding("latin-1", ["gate", "--baseline", run, "--current", "results/h200/attn.json", "--markdown"])
     assert marked.returncode == 3, marked.stderr.decode(errors="replace")[-2000:]
     assert "### solbench gate: ! INCONCLUSIVE" in marked.stdout.decode("latin-1")
+
+
+def test_a_terminal_that_cannot_redraw_gets_a_plain_line_a_case(monkeypatch, capsys) -> None:
+    """On a dumb terminal (TERM=dumb: an editor's shell, some CI runners' pseudo-terminals) rich
+    cannot redraw a bar in place, and a transient bar prints nothing at all: a run said nothing until
+    its tables, however long it took. It gets the CI log's plain lines instead."""
+    from solbench.cli.common import ProgressBar
+
+    monkeypatch.delenv("SOLBENCH_PROGRESS", raising=False)
+    monkeypatch.setenv("TERM", "dumb")
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    with ProgressBar(quiet=False) as progress:
+        progress("start", {"cases": 2})
+        progress("case_done", {"case": "o_proj[tokens=16]"})
+        progress("case_done", {"case": "o_proj[tokens=64]"})
+    err = capsys.readouterr().err
+    assert "solbench: [1/2] o_proj[tokens=16]" in err and "solbench: [2/2] o_proj[tokens=64]" in err
+    assert "\x1b" not in err
