@@ -281,11 +281,11 @@ def _tuned_text(path: Path) -> str | None:
 def console(quiet: bool = False) -> Console:
     # Piped output (CI logs, files) gets a wide table rather than rich's 80-column default.
     width = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 160
-    return Console(stderr=False, quiet=quiet, highlight=False, width=width)
+    return Console(stderr=False, quiet=quiet, highlight=False, emoji=False, width=width)
 
 
 def err_console() -> Console:
-    return Console(stderr=True, highlight=False)
+    return Console(stderr=True, highlight=False, emoji=False)
 
 
 def print_table(out: Console, table: Table) -> None:

@@ -83,7 +83,7 @@ class _Sides(click.Command):
 def _console() -> Console:
     # Piped output (CI logs, files) gets a wide table rather than rich's 80-column default.
     width = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 160
-    return Console(highlight=False, width=width)
+    return Console(highlight=False, emoji=False, width=width)
 
 
 @click.command(cls=_Sides)

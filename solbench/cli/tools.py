@@ -34,11 +34,11 @@ if TYPE_CHECKING:
 
 
 def _out(quiet: bool = False) -> Console:
-    return Console(highlight=False, quiet=quiet, width=None if sys.stdout.isatty() else 160)
+    return Console(highlight=False, emoji=False, quiet=quiet, width=None if sys.stdout.isatty() else 160)
 
 
 def _err() -> Console:
-    return Console(stderr=True, highlight=False)
+    return Console(stderr=True, highlight=False, emoji=False)
 
 
 # ------------------------------------------------------------------ report

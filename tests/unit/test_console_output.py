@@ -147,3 +147,12 @@ def test_a_terminal_that_cannot_redraw_gets_a_plain_line_a_case(monkeypatch, cap
     err = capsys.readouterr().err
     assert "solbench: [1/2] o_proj[tokens=16]" in err and "solbench: [2/2] o_proj[tokens=64]" in err
     assert "\x1b" not in err
+
+
+def test_text_that_reads_like_an_emoji_code_is_printed_as_it_is(tmp_path: Path) -> None:
+    """rich replaces ``:name:`` with that emoji even in text not read as markup: a run saved as
+    ``run:cd:1.json`` was reported saved as ``run💿1.json``."""
+    out = tmp_path / "run:cd:1.json"
+    result = CliRunner().invoke(main, ["run", DOUBLE, "--dry-run", "--gpu", "h200", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert f"saved {out}\n" in result.output and out.is_file()
