@@ -8,6 +8,8 @@
     2    bad input or usage: the command could not do what was asked
     5    solbench itself failed (an unexpected exception, a bug: the traceback says where); never 1,
          which a CI reads as a regression of the code under test
+    141  the reader of standard output closed it before the command was done (``| head``): what the
+         command printed was cut (as a shell reports a process that SIGPIPE ended); never 1
     130  interrupted (Ctrl-C); what was measured is saved, marked incomplete
     143  terminated (SIGTERM, e.g. a cancelled CI job): as Ctrl-C
 
@@ -24,10 +26,12 @@ USAGE = 2
 INCONCLUSIVE = 3
 IMPL_FAILED = 4
 INTERNAL = 5
+PIPE_CLOSED = 141
 INTERRUPTED = 130
 TERMINATED = 143
 
-SEVERITY: tuple[int, ...] = (OK, INCONCLUSIVE, REGRESSION, IMPL_FAILED, USAGE, INTERNAL, INTERRUPTED, TERMINATED)
+SEVERITY: tuple[int, ...] = (OK, INCONCLUSIVE, REGRESSION, IMPL_FAILED, USAGE, INTERNAL, PIPE_CLOSED, INTERRUPTED,
+                             TERMINATED)
 
 
 def worst(*codes: int) -> int:

@@ -10,7 +10,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import click
 from rich.console import Console
@@ -278,14 +278,29 @@ def _tuned_text(path: Path) -> str | None:
         return None
 
 
+def pipe_closed() -> NoReturn:
+    """The reader of standard output closed it (``solbench show run.json | head``): exit PIPE_CLOSED, as a
+    shell reports a process SIGPIPE ended, never 1 (rich's own choice, which a CI reads as a regression).
+    Standard output points at /dev/null first, so flushing it at exit cannot fail again."""
+    with contextlib.suppress(OSError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    sys.exit(exitcodes.PIPE_CLOSED)
+
+
+class _Console(Console):
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        pipe_closed()
+
+
 def console(quiet: bool = False) -> Console:
     # Piped output (CI logs, files) gets a wide table rather than rich's 80-column default.
     width = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 160
-    return Console(stderr=False, quiet=quiet, highlight=False, emoji=False, width=width)
+    return _Console(stderr=False, quiet=quiet, highlight=False, emoji=False, width=width)
 
 
 def err_console() -> Console:
-    return Console(stderr=True, highlight=False, emoji=False)
+    return _Console(stderr=True, highlight=False, emoji=False)
 
 
 def print_table(out: Console, table: Table) -> None:
@@ -358,6 +373,8 @@ def handle_errors(fn: F) -> F:
             refuse_junit(_junit_asked(), str(exc))
             click.echo(f"error: {exc}", err=True)
             sys.exit(exc.exit_code)
+        except BrokenPipeError:  # click.echo to a closed standard output
+            pipe_closed()
         except KeyboardInterrupt:
             refuse_junit(_junit_asked(), "interrupted: no verdict")
             click.echo("interrupted", err=True)

@@ -21,6 +21,7 @@ from rich.console import Console
 from solbench import exitcodes
 from solbench.analysis.compare import Comparison, compare_impls, compare_runs, impl_keys
 from solbench.analysis.gate import GateResult, check_one_tree, gate, parse_threshold, unconfirmed
+from solbench.cli import common
 from solbench.cli.common import (
     ALPHA,
     distinct_outputs,
@@ -81,9 +82,7 @@ class _Sides(click.Command):
 
 
 def _console() -> Console:
-    # Piped output (CI logs, files) gets a wide table rather than rich's 80-column default.
-    width = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 160
-    return Console(highlight=False, emoji=False, width=width)
+    return common.console()
 
 
 @click.command(cls=_Sides)

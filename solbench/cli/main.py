@@ -13,8 +13,8 @@ A command's module is imported when the command is used (or listed by ``--help``
 ``solbench --version`` and ``import solbench.cli`` load neither torch nor scipy.
 Exit codes (see :mod:`solbench.exitcodes`): 0 success · 1 a gate found a regression or a broken
 case · 2 bad input or usage · 3 a gate was inconclusive · 4 an implementation failed (incorrect,
-invalid, error, crashed, timeout, oom, reward_hack) · 5 solbench itself failed · 130 interrupted ·
-143 terminated (SIGTERM).
+invalid, error, crashed, timeout, oom, reward_hack) · 5 solbench itself failed · 141 standard output
+closed by its reader (`| head`) · 130 interrupted · 143 terminated (SIGTERM).
 """
 
 from __future__ import annotations

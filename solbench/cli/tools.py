@@ -21,7 +21,7 @@ from rich.text import Text
 
 from solbench import exitcodes
 from solbench.analysis.suite_summary import DEFAULT_PS
-from solbench.cli.common import print_table, run_sd_option
+from solbench.cli.common import console, err_console, print_table, run_sd_option
 from solbench.errors import ConfigError, ResultsFormatError
 from solbench.report.units import format_bytes, format_flops, format_seconds
 from solbench.results import store
@@ -34,11 +34,11 @@ if TYPE_CHECKING:
 
 
 def _out(quiet: bool = False) -> Console:
-    return Console(highlight=False, emoji=False, quiet=quiet, width=None if sys.stdout.isatty() else 160)
+    return console(quiet)
 
 
 def _err() -> Console:
-    return Console(stderr=True, highlight=False, emoji=False)
+    return err_console()
 
 
 # ------------------------------------------------------------------ report
