@@ -111,7 +111,8 @@ def run_header(run: RunResult) -> str:
     if p.launch == "graph":
         parts.append("each call a CUDA graph's replay")
     if p.rounds > 1 or p.max_rounds > p.rounds:
-        parts.append(f"{rounds_phrase(p)} (fresh workers each; median and CI over rounds)")
+        where = "all in this process, --in-process" if p.isolation == "in-process" else "fresh workers each"
+        parts.append(f"{rounds_phrase(p)} ({where}; median and CI over rounds)")
     if env.sm_clock_end_mhz:
         parts.append(f"SM clock at end {env.sm_clock_end_mhz} MHz (max {env.max_sm_clock_mhz})")
     if env.clocks_locked is not None:

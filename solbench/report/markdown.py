@@ -279,7 +279,8 @@ def run_markdown(run: RunResult, fast_ps: Sequence[float] = DEFAULT_PS) -> str:
     if extra:
         notes = []
         if "rounds" in extra:
-            notes.append(f"{rounds_phrase(p)}, each with fresh workers; time and ±CI over rounds; rounds: "
+            where = "all in this process (--in-process)" if p.isolation == "in-process" else "each with fresh workers"
+            notes.append(f"{rounds_phrase(p)}, {where}; time and ±CI over rounds; rounds: "
                          "count · spread of the round medians (max/min − 1)")
         if "SM MHz" in extra:
             notes.append("SM MHz: clock range over the samples; ⚠n: samples taken under a throttle reason"

@@ -191,3 +191,19 @@ def test_the_header_of_a_cupti_run_says_how_cupti_times():
     run = make_run({"c": {"baseline": [1e-3] * 5}})
     header = run_header(replace(run, protocol=replace(run.protocol, timer="cupti")))
     assert "cupti (cupti)" not in header and "timer cupti (CUPTI activity records" in header
+
+
+def test_the_header_of_an_in_process_run_in_rounds_names_no_workers():
+    """`run --in-process` measures every round in the one process (README: no worker processes), yet its
+    header and its Markdown read "3 rounds (fresh workers each; ...)"."""
+    from solbench.report.console import run_header
+
+    run = make_run({"c": {"baseline": [1e-3] * 5}})
+    r = run.cases[0].impls[0]
+    assert r.timing is not None
+    rounds = replace(r, timing=replace(r.timing, samples=(1e-3, 1.01e-3, 0.99e-3), rounds=(0, 1, 2)))
+    run = replace(run, cases=(replace(run.cases[0], impls=(rounds,)),), protocol=replace(run.protocol, rounds=3))
+    assert "fresh workers" in run_header(run) and "fresh workers" in run_markdown(run)  # worker mode, as before
+    inproc = replace(run, protocol=replace(run.protocol, isolation="in-process"))
+    for text in (run_header(inproc), run_markdown(inproc)):
+        assert "fresh workers" not in text and "3 rounds" in text and "in this process" in text
