@@ -17,7 +17,7 @@ from solbench.errors import ConfigError
 from solbench.impls.registry import ResolveError, check_reference
 from solbench.workload.expr import ExprError
 from solbench.workload.expr import names as expr_names
-from solbench.workload.ops import NAME_FIELDS
+from solbench.workload.ops import FLAG_FIELDS, NAME_FIELDS
 from solbench.workload.schema import WorkloadFile, WorkloadSpec
 
 
@@ -88,9 +88,28 @@ def located_in(path: str | Path, workload: str, loc: Sequence[str | int], messag
 
 
 def workload_json_schema() -> dict[str, Any]:
-    """The JSON Schema of a workload file, for editors."""
+    """The JSON Schema of a workload file, for editors.
+
+    Pydantic describes the models as they are once validated; the loader also takes a few shorter
+    forms that its "before" validators rewrite (:mod:`solbench.workload.schema`), which the schema must
+    take too, or an editor underlines the README's example and every shipped file: an implementation or
+    an ``input_generator`` written as its ``module:function`` string, an op's flag (``bias``,
+    ``batched_b``, ``causal``) as true/false, a ``gate_threshold`` as a percent ('5%'), and the top-level
+    ``x-`` keys that hold YAML anchors."""
     schema = WorkloadFile.model_json_schema()
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    defs = schema["$defs"]
+    ref = {"type": "string", "description": "module:function or file.py:function"}
+    spec = defs["WorkloadSpec"]["properties"]
+    impls = spec["implementations"]["patternProperties"]
+    for name, impl in impls.items():
+        impls[name] = {"anyOf": [impl, {**ref, "description": "the implementation's fn alone (module:function or "
+                                                              "file.py:function)"}]}
+    spec["input_generator"]["anyOf"].insert(1, {**ref, "description": "the generator's fn alone"})
+    spec["gate_threshold"]["anyOf"].insert(1, {"type": "string", "pattern": r"^\s*[0-9.]+\s*%\s*$"})
+    for flag in FLAG_FIELDS:
+        defs["Op"]["properties"][flag]["anyOf"].insert(0, {"type": "boolean"})
+    schema["patternProperties"] = {"^x-": {}}  # ignored by the loader; additionalProperties stays false
     return schema
 
 

@@ -80,6 +80,36 @@ def test_json_schema_describes_workloads():
     assert "WorkloadSpec" in schema["$defs"]
 
 
+def test_the_json_schema_takes_every_file_the_loader_takes(tmp_path):
+    """`solbench schema` is for editor validation, yet it refused what the loader takes: the shorthand
+    `name: module:function` of an implementation (the README's example, every shipped workload file)
+    and of an input_generator, an op's flag written true/false (`bias: true`), a gate_threshold as a
+    percent ('5%') and the top-level `x-` keys that hold YAML anchors. It must still refuse an unknown key."""
+    jsonschema = pytest.importorskip("jsonschema")
+    import glob
+    import re
+    from pathlib import Path
+
+    import yaml
+
+    validator = jsonschema.Draft202012Validator(workload_json_schema())
+    readme = Path("README.md").read_text(encoding="utf-8").split("## Writing a workload", 1)[1]
+    texts = {"README.md": re.search(r"```yaml\n(.*?)```", readme, re.S).group(1)}
+    texts |= {f: Path(f).read_text(encoding="utf-8")
+              for f in sorted(glob.glob("workloads/*.yaml") + glob.glob("examples/*/*.yaml"))}
+    texts["shorthands"] = GOOD.replace("workloads:\n", "x-shared: &anchor {n: [8]}\nworkloads:\n").replace(
+        "ops: [{op: mul, numel: n * m, inputs: 1}]",
+        "ops: [{op: matmul, m: n, n: m, k: m, bias: true}]\n    gate_threshold: '5%'\n"
+        "    input_generator: tests.unit.helpers:double")
+    load_workload_file(write(tmp_path, texts["shorthands"]))  # the loader takes every one of them
+    for where, text in texts.items():
+        errors = [f"{list(e.absolute_path)}: {e.message}" for e in validator.iter_errors(yaml.safe_load(text))]
+        assert not errors, f"{where}: {errors}"
+    unknown = yaml.safe_load(GOOD.replace("    dtypes:", "    dtype: [float32]\n    dtypes:"))
+    assert any("dtype" in e.message for e in validator.iter_errors(unknown))
+    assert not validator.is_valid({**yaml.safe_load(GOOD), "workload": []})
+
+
 def test_derived_values_and_extension_keys(tmp_path):
     text = GOOD.replace("workloads:\n", "x-shared: &anchor {n: [8]}\nworkloads:\n").replace(
         "    outputs:\n      y: {shape: [n, m]}", "    derived: {twice: n * 2}\n    outputs:\n      y: {shape: [twice, m]}")
