@@ -157,7 +157,7 @@ def report(runs: Sequence[str], html_file: str | None, csv_file: str | None, png
         other = read_run(compare_to, rdir, "compared with")
         warn_incomplete([compare_to], [other], "--compare-to ")
         warn_same_run([compare_to], [other], [current], loaded[:1])
-        compared = saved_comparison([other], loaded[:1], rdir, label_a=compare_to, label_b="run", run_sd=run_sd)
+        compared = saved_comparison([other], loaded[:1], rdir, label_a=compare_to, label_b=current, run_sd=run_sd)
         if not compared.rows:  # as compare refuses it (exit 2): a section of nothing compared must not pass
             raise ConfigError(f"--compare-to {compare_to}: {nothing_compared(compared)}")
     if not (html_file or csv_file or png_file):

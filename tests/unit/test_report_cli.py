@@ -176,3 +176,20 @@ def test_report_refuses_a_comparison_that_compares_nothing(tmp_path):
     assert result.exit_code == 2, result.output
     assert f"--compare-to {base}: nothing compared: no case was measured on both sides" in result.stderr
     assert not html.exists()
+
+
+def test_the_reports_comparison_names_the_run_as_it_was_given(tmp_path):
+    """`report head --compare-to nightly` headed its section "Comparison: run vs nightly" (its ratio
+    "run/nightly"), where `solbench compare nightly head`, whose verdicts it gives, says "head vs nightly"."""
+    pytest.importorskip("matplotlib")
+    from tests.unit.factories import make_run
+
+    samples = [1e-3, 1.1e-3, 1.2e-3] * 5
+    base = store.save(make_run({"c[n=1]": {"x": samples}}), tmp_path / "base.json")
+    cur = store.save(make_run({"c[n=1]": {"x": samples}}), tmp_path / "cur.json")
+    html = tmp_path / "r.html"
+    result = CliRunner().invoke(main, ["report", str(cur), "--html", str(html), "--compare-to", str(base),
+                                       "--results-dir", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    headings = Page(html.read_text()).headings
+    assert f"Comparison: {cur} vs {base}" in headings, headings
