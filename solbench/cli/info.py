@@ -106,7 +106,8 @@ def schema() -> None:
 @click.argument("paths", nargs=-1, type=click.Path())
 @handle_errors
 def list_(paths: Sequence[str]) -> None:
-    """List workloads (in PATHS, default workloads/) and hardware specs."""
+    """List workloads (in PATHS: workload files, folders of them, KernelBench or SOL-ExecBench problems;
+    default workloads/) and hardware specs."""
     from rich.table import Table
     from rich.text import Text
 

@@ -48,14 +48,25 @@ def list_specs() -> tuple[HardwareSpec, ...]:
 
 
 def list_workloads(paths: Sequence[str | Path]) -> list[tuple[Path, WorkloadSpec]]:
-    """(file, workload) for every workload file in ``paths`` (files or folders)."""
-    files: list[Path] = []
+    """(file, workload) for every workload in ``paths``: workload files, folders of them, and KernelBench or
+    SOL-ExecBench problems read in place (each problem's own file), as ``run`` takes them."""
+    from solbench.suites import NoProblems, detect, load
+
+    listed: list[tuple[Path, WorkloadSpec]] = []
     for p in map(Path, paths):
-        found = yaml_files(p) if p.is_dir() else [p]
-        if not found:  # an empty table would read as "this folder's workloads: none", exit 0
-            raise ConfigError(f"{p}: a folder with no workload file (.yaml, .yml)")
-        files.extend(found)
-    return [(f, spec) for f in files for spec in load_workload_file(f)]
+        files = yaml_files(p) if p.is_dir() else []
+        try:
+            suite = None if files else detect(p)
+        except NoProblems:
+            suite = None
+        if suite is not None:
+            listed += [(origin, spec) for spec, origin in load(p)]
+            continue
+        if p.is_dir() and not files:  # an empty table would read as "this folder's workloads: none", exit 0
+            raise ConfigError(f"{p}: a folder with no workload file (.yaml, .yml), no KernelBench problem (.py "
+                              "files defining Model) and no SOL-ExecBench problem (folders with definition.json)")
+        listed += [(f, spec) for f in (files or [p]) for spec in load_workload_file(f)]
+    return listed
 
 
 def device_summary() -> dict[str, Any]:

@@ -367,3 +367,12 @@ def test_junit_over_the_run_output_is_refused_before_measuring(tmp_path: Path) -
                                        "--junit", str(same), "--results-dir", str(tmp_path), *FAST])
     assert "--junit" in _one_line_exit_2(result) and "-o" in result.output
     assert not same.exists()
+
+
+def test_list_reads_kernelbench_problems_in_place_as_run_does() -> None:
+    """`run KernelBench/level1` takes a folder of problems; `list` of the same folder was an error."""
+    folder = Path("tests/data/kernelbench/level1")
+    problems = sorted(p.stem for p in folder.glob("*.py"))
+    result = CliRunner().invoke(main, ["list", str(folder)], env={"COLUMNS": "300"})
+    assert result.exit_code == 0, result.output
+    assert problems and all(f"level1_{stem}" in result.output for stem in problems)
