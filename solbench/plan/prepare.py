@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from solbench.plan.options import RunOptions, rounds_for
 from solbench.plan.workloads import Planned, case_result, located, now, plan, wanted
 from solbench.results.model import CaseResult, ImplResult, Protocol, RunResult, SpecRef
+from solbench.text import first_few
 from solbench.workload.cases import Case, CaseError
 from solbench.workload.schema import WorkloadSpec
 
@@ -164,8 +165,7 @@ def tuned_variant(path: Path | None, spec_id: str, units: Sequence[Unit], launch
                  if (why := undeclared((w, name, case_id), now))]
     if gone:
         notes += (f"tuned: {len(gone)} entr{'y' if len(gone) == 1 else 'ies'} in {path} name what their workload no "
-                  f"longer declares and apply to nothing: {'; '.join(gone[:5])}"
-                  + (f" and {len(gone) - 5} more" if len(gone) > 5 else "") + "; tuning the workload again drops "
+                  f"longer declares and apply to nothing: {first_few(gone, 5, '; ')}; tuning the workload again drops "
                   + ("it" if len(gone) == 1 else "them"),)
 
     def variant(spec: WorkloadSpec, case: Case, name: str) -> WorkloadSpec:
