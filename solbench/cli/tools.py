@@ -21,7 +21,7 @@ from rich.text import Text
 
 from solbench import exitcodes
 from solbench.analysis.suite_summary import DEFAULT_PS
-from solbench.cli.common import console, err_console, print_table, run_sd_option
+from solbench.cli.common import ProgressBar, console, err_console, print_table, run_sd_option
 from solbench.errors import ConfigError, ResultsFormatError
 from solbench.report.units import format_bytes, format_flops, format_seconds
 from solbench.results import store
@@ -276,8 +276,8 @@ def tune(files: Sequence[str], workloads: Sequence[str], impls: Sequence[str], m
                                  budget_s=budget, timeout_s=timeout_s, launch=launch)
     err = _err()
 
-    def progress(event: str, data: dict[str, Any]) -> None:
-        if verbose and event == "trial":
+    def verbose_lines(event: str, data: dict[str, Any]) -> None:
+        if event == "trial":
             t = data["trial"]
             when = format_seconds(t.median) if t.median else t.status.upper()
             err.print(f"{data['case']} {data['impl']} {data['label']}: {when} ({t.stop_reason or t.message})",
@@ -308,8 +308,10 @@ def tune(files: Sequence[str], workloads: Sequence[str], impls: Sequence[str], m
                               f"--tuned-file another name; what was tuned is in {out_path})")
         store.write_text(tuned_path, tuning.tuned_file(result, existing))
 
-    try:
-        result = tuning.tune(files, options, device=device, progress=progress, on_case=save)
+    try:  # -v: a line a configuration; else the run's progress over cases (a bar, or a line a case in a CI log)
+        with ProgressBar(quiet=verbose) as bar:
+            result = tuning.tune(files, options, device=device, progress=verbose_lines if verbose else bar,
+                                 on_case=save)
     except RunInterrupted as stop:  # the cases tuned so far are written below, then the exit code says so
         result = stop.result  # type: ignore[assignment]
         if not result.cases:

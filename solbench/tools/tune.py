@@ -276,7 +276,9 @@ def tune(files: Sequence[str | Path], options: TuneOptions = TuneOptions(), *, d
     try:
         for p, name, impl in targets:
             for case in p.cases:
+                emit("impl", {"case": case.id, "impl": name})
                 cases.append(_tune_case(p, name, impl, case, info.kind, (workers, info.l2_bytes), options, emit))
+                emit("case_done", {"case": f"{case.id} {name}"})
                 if on_case is not None:
                     on_case(result(complete=False))
             workers.retire([(p.spec.name, name)])  # the next implementation's trials start in a fresh process

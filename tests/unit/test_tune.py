@@ -413,6 +413,23 @@ def test_tune_cli_writes_results_and_tuned_file(tmp_path):
     assert tuning.load_tuned(tuned).spec_id == "cpu"
 
 
+def test_tune_cli_shows_its_progress_a_line_a_case_in_a_log_and_none_with_v(tmp_path):
+    """A long tune printed nothing until it was done unless -v; off a terminal (a CI log) it prints the
+    run's plain progress, a line a case and implementation tuned, counted against the total."""
+    args = ["tune", str(TUNE_YAML), "--device", "cpu", "-i", "chunked", "-o", str(tmp_path / "tune.json"),
+            "--tuned-file", str(tmp_path / "tuned.json"), "--budget", "0.02", "--min-samples", "3",
+            "--max-samples", "10", "--confirm-rounds", "1", "--margin", "1e9"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    tuned = [c["case_id"] for c in json.loads((tmp_path / "tune.json").read_text())["cases"]]
+    lines = [ln for ln in result.stderr.splitlines() if ln.startswith("solbench: [")]
+    assert tuned and len(lines) == len(tuned)
+    assert all(ln.startswith(f"solbench: [{i}/{len(tuned)}] {cid} chunked")
+               for i, (ln, cid) in enumerate(zip(lines, tuned, strict=True), 1))
+    verbose = CliRunner().invoke(main, [*args, "-v"])
+    assert verbose.exit_code == 0 and "solbench: [" not in verbose.stderr
+
+
 def test_tune_cli_without_o_writes_a_new_file_each_time_under_results(tmp_path):
     """Two tunes in the same second keep both logs: the default name has a random part, as a run's."""
     args = ["tune", str(TUNE_YAML), "--device", "cpu", "-i", "chunked", "--results-dir", str(tmp_path / "r"),
