@@ -81,10 +81,6 @@ class _Sides(click.Command):
         return super().parse_args(ctx, out)
 
 
-def _console() -> Console:
-    return common.console()
-
-
 @click.command(cls=_Sides)
 @click.argument("a", required=False)
 @click.argument("b", required=False)
@@ -250,7 +246,7 @@ def _show_comparison(result: Comparison, as_json: bool, as_markdown: bool) -> No
     elif as_markdown:
         click.echo(comparison_markdown(result))
     else:
-        print_table(_console(), comparison_table(result))
+        print_table(common.console(), comparison_table(result))
     if not result.rows:
         click.echo(f"error: {nothing_compared(result)}", err=True)
         sys.exit(exitcodes.USAGE)
@@ -489,7 +485,7 @@ def emit_gate(result: GateResult, *, junit: str | None = None, markdown_file: st
     elif as_markdown:
         click.echo(md)
     else:
-        print_table(console or _console(), gate_table(result, exit_code=code))
+        print_table(console or common.console(), gate_table(result, exit_code=code))
     why = "" if code == result.exit_code else f" (the gate's own: {result.exit_code})"
     click.echo(f"gate: {result.overall} (exit {code}{why}, {len(result.verdicts)} cases, "
                f"{result.reruns} re-measure round(s))", err=True)

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
-from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
@@ -31,14 +30,6 @@ from solbench.text import first_few
 if TYPE_CHECKING:
     from solbench.analysis.compare import Comparison
     from solbench.analysis.gate import GateResult
-
-
-def _out(quiet: bool = False) -> Console:
-    return console(quiet)
-
-
-def _err() -> Console:
-    return err_console()
 
 
 # ------------------------------------------------------------------ report
@@ -274,7 +265,7 @@ def tune(files: Sequence[str], workloads: Sequence[str], impls: Sequence[str], m
                                  confirm_max_rounds=confirm_max_rounds, min_gain=min_gain,
                                  target_rel_ci=target, min_samples=min_samples, max_samples=max_samples,
                                  budget_s=budget, timeout_s=timeout_s, launch=launch)
-    err = _err()
+    err = err_console()
 
     def verbose_lines(event: str, data: dict[str, Any]) -> None:
         if event == "trial":
@@ -318,7 +309,7 @@ def tune(files: Sequence[str], workloads: Sequence[str], impls: Sequence[str], m
             raise KeyboardInterrupt from None  # nothing tuned: nothing to write
     save(result)
     out_path, tuned_path = paths
-    print_table(_out(), _tune_table(result))
+    print_table(console(), _tune_table(result))
     click.echo(f"results: {out_path}", err=True)
     skipped = [c for c in result.cases if c.hand_picked.status == "skipped"]
     if skipped and len(skipped) == len(result.cases):  # nothing measured here: say why, not "use with"
@@ -436,7 +427,7 @@ def profile(file: str, workload: str, impl: str, case_id: str | None, ncu: str |
     if as_json:
         click.echo(json.dumps(data, indent=1))
         return
-    out = _out()
+    out = console()
     print_table(out, _profile_table(result))
     out.print(f"diagnosis: {result.summary.diagnosis}", markup=False, soft_wrap=True)
     out.print(f"report: {rep} ({result.ncu_version}; range: {result.range_mode}); summary: "

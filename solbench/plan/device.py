@@ -54,14 +54,14 @@ def refuse_launch(launch: str, device_kind: str) -> None:
 
 
 def refuse_gpu_options(options: RunOptions) -> None:
-    """ConfigError (exit 2) for a GPU-only timing option on the CPU, which would otherwise do nothing."""
+    """ConfigError (exit 2) for a GPU-only timing option on the CPU, which would otherwise do nothing
+    (``--launch graph``: :func:`refuse_launch`, which tune calls too)."""
     if options.timer != "cold":
         raise ConfigError(f"--timer {options.timer} needs a CUDA GPU; on the CPU every sample is timed "
                           "with the wall clock (leave --timer out)")
     if options.flush != "clean":
         raise ConfigError(f"--flush {options.flush} flushes a GPU's L2; on the CPU nothing is flushed "
                           "(leave --flush out)")
-    refuse_launch(options.launch, "cpu")
 
 
 def with_peaks(info: Any, peaks: str, results_dir: Path) -> tuple[Any, HardwareSpec]:
