@@ -21,7 +21,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 from solbench.analysis.hwspec import HardwareSpec
 from solbench.config.yamlio import YamlDocument, read_yaml, yaml_files
 from solbench.errors import ConfigError
-from solbench.workload.ops import suggest
+from solbench.text import suggest
 
 TensorUnit = Literal["fp64", "tf32", "bf16", "fp16", "fp8", "int8", "fp4"]
 VectorUnit = Literal["fp64", "fp32", "bf16", "fp16"]

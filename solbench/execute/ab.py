@@ -23,6 +23,7 @@ from solbench.plan.device import detect, with_end_clocks
 from solbench.plan.options import Progress, RunOptions
 from solbench.plan.prepare import prepare
 from solbench.results.model import RunResult
+from solbench.text import guessed
 
 __all__ = ["ab"]
 
@@ -82,7 +83,7 @@ def ab(files: Sequence[str | Path], baseline_tree: str | Path, current_tree: str
     known = {n for s in sides for u in s.units for n in u.spec.implementations}
     missing = sorted(set(options.impls) - known)
     if missing:
-        raise ConfigError(f"-i: no implementation named {', '.join(missing)} in the selected workloads of either "
+        raise ConfigError(f"-i: no implementation named {guessed(missing, known)} in the selected workloads of either "
                           f"tree (there are: {', '.join(sorted(known))})")
     emit = progress or (lambda event, data: None)
     emit("start", {"cases": len({(u.spec.name, c.id) for s in sides for u in s.units for c in u.cases}) * rounds})

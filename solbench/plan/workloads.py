@@ -24,6 +24,7 @@ from solbench.config.workloads import load_workload_file, validate_references
 from solbench.config.yamlio import read_yaml, yaml_files
 from solbench.errors import ConfigError
 from solbench.results.model import CaseResult, Cost, Environment, ImplResult, Peaks, Protocol, RunResult, SpecRef
+from solbench.text import guessed
 from solbench.workload.cases import Case, CaseError, case_matches, expand, parameter_names
 from solbench.workload.schema import DTYPE_BYTES, ParamValue, WorkloadSpec, first_repeat
 
@@ -167,7 +168,7 @@ def plan(files: Sequence[str | Path], device_kind: str, only: Sequence[str] = ()
     if only:
         missing = sorted(set(only) - {p.spec.name for p in planned})
         if missing and require_workloads:
-            raise ConfigError(f"-w: no workload named {', '.join(missing)} in {', '.join(map(str, files))} "
+            raise ConfigError(f"-w: no workload named {guessed(missing, known)} in {', '.join(map(str, files))} "
                               f"(there are: {', '.join(sorted(known))})")
         if not planned:  # none of them here (ab's baseline tree): before --set and --case find nothing to apply to
             return []
@@ -176,7 +177,7 @@ def plan(files: Sequence[str | Path], device_kind: str, only: Sequence[str] = ()
         known_impls = {n for p in planned for n in p.spec.implementations}
         missing = sorted(set(impls) - known_impls)
         if missing:
-            raise ConfigError(f"-i: no implementation named {', '.join(missing)} in the selected workloads "
+            raise ConfigError(f"-i: no implementation named {guessed(missing, known_impls)} in the selected workloads "
                               f"(there are: {', '.join(sorted(known_impls))})")
     return [p for p in planned if p.cases] if cases else planned  # a workload --case left empty: no workers
 

@@ -34,6 +34,7 @@ from typing import Any
 
 from solbench import exitcodes
 from solbench.errors import ConfigError, DeviceError
+from solbench.text import suggest
 from solbench.tools.ncu import (
     NcuParseError,
     ProfileSummary,
@@ -116,7 +117,8 @@ def _locate(req: ProfileRequest) -> tuple[Any, Any]:
         raise located(p.path, ["workloads", p.index, "world_size"], f"workload {req.workload!r} has world_size "
                       f"{p.spec.world_size}: profile runs one process under ncu, not a group of ranks")
     if req.impl not in p.spec.implementations:
-        raise ConfigError(f"{req.file}: workload {req.workload!r} has no implementation {req.impl!r} "
+        raise ConfigError(f"{req.file}: workload {req.workload!r} has no implementation {req.impl!r}"
+                          f"{suggest(req.impl, p.spec.implementations)} "
                           f"(implementations: {', '.join(p.spec.implementations)})")
     if req.case_id is None:
         return p, p.cases[0]

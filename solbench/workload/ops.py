@@ -16,9 +16,10 @@ fields (a unit test holds the two together).
 
 from __future__ import annotations
 
-import difflib
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
+
+from solbench.text import suggest
 
 ELEMENTWISE_KINDS = ("add", "mul", "bias_add", "relu", "gelu", "elementwise", "softmax", "layernorm",
                      "batchnorm", "copy")
@@ -45,12 +46,6 @@ FLAG_FIELDS = frozenset({"batched_b", "bias", "causal"})  # true/false accepted,
 def all_size_fields() -> list[str]:
     """Every size or flag field of any op kind, sorted."""
     return sorted({f for req, opt in OP_FIELDS.values() for f in req | opt})
-
-
-def suggest(word: str, choices: Iterable[str]) -> str:
-    """`` (did you mean 'x'?)`` for the closest of ``choices``, or an empty string."""
-    close = difflib.get_close_matches(word, sorted(choices), n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 class OpFieldError(ValueError):

@@ -37,8 +37,9 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from solbench.text import suggest
 from solbench.workload.expr import ExprError, names
-from solbench.workload.ops import OpFieldError, check_op, suggest
+from solbench.workload.ops import OpFieldError, check_op
 
 DTYPES = (
     "float64",

@@ -159,6 +159,9 @@ def test_a_what_if_on_the_cpu_spec_says_to_run_on_the_cpu(runner):
     (["run", "nope.yaml", "--device", "cpu"], "nope.yaml: no such file"),
     (["run", "workloads/attn.yaml", "--gpu", "z9000", "--dry-run"], "z9000"),
     (["run", "workloads/attn.yaml", "--device", "cpu", "-w", "nothing"], "no workload named nothing"),
+    (["run", "workloads/attn.yaml", "--device", "cpu", "-w", "o_prj"], "o_prj (did you mean 'o_proj'?)"),
+    (["run", "workloads/attn.yaml", "--device", "cpu", "-w", "o_proj", "-i", "fusd"],
+     "no implementation named fusd (did you mean 'fused'?)"),
 ])
 def test_bad_input_is_one_line_exit_2(runner, args, message):
     result = runner.invoke(main, args)

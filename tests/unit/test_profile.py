@@ -313,3 +313,19 @@ def test_h200_two_kernel_capture_sums_and_weights():
     assert s.duration == pytest.approx(add.duration + norm.duration)
     assert min(add.sm_pct, norm.sm_pct) < s.sm_pct < max(add.sm_pct, norm.sm_pct)
     assert s.diagnosis.startswith("memory-bound")
+
+
+def test_profile_of_a_misspelt_implementation_names_the_close_one(monkeypatch, tmp_path):
+    from types import SimpleNamespace
+
+    from solbench.config.hwspecs import get_spec
+
+    ncu = tmp_path / "ncu"
+    ncu.write_text("#!/bin/sh\nexit 0\n")
+    ncu.chmod(0o755)
+    monkeypatch.setattr("solbench.device.detect.detect",
+                        lambda device: SimpleNamespace(name="NVIDIA H200", spec=get_spec("h200-sxm")))
+    result = CliRunner().invoke(main, ["profile", "workloads/attn.yaml", "-w", "o_proj", "-i", "fusd",
+                                       "--ncu", str(ncu)])
+    line = " ".join(result.output.split())
+    assert result.exit_code == 2 and "has no implementation 'fusd' (did you mean 'fused'?)" in line, result.output

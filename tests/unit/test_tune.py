@@ -484,7 +484,7 @@ def test_tune_without_a_tune_space_is_an_error():
 
 
 @pytest.mark.parametrize(("impls", "says"), [
-    (["chunked", "chunkd"], "-i: no implementation named chunkd in the selected workloads"),
+    (["chunked", "chunkd"], "-i: no implementation named chunkd (did you mean 'chunked'?) in the selected workloads"),
     (["chunked", "baseline"], "-i baseline: no tune: space in the selected workloads (tunable: chunked, no_tail)"),
     (["-w", "chunked_add", "-w", "plain"], "-w plain: no implementation with a tune: space"),
 ])
