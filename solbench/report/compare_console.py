@@ -129,8 +129,9 @@ def gate_table(g: GateResult, exit_code: int | None = None) -> Table:
     t = Table(title=Text(f"regression gate{f' on {g.device}' if g.device else ''}"), title_justify="left",
               caption=caption, caption_justify="left")
     notes = {v.key: v.reason for v in g.verdicts if v.verdict in ("BROKEN", "STILL-BROKEN", "MISSING") and v.reason}
-    notes.update({v.key: f"needs ~{v.more_rounds} more round(s) per side" for v in g.verdicts
-                  if v.verdict == "INCONCLUSIVE" and v.more_rounds is not None})
+    notes.update({v.key: f"needs ~{v.more_rounds} more round(s) per side" if v.more_rounds is not None
+                  else v.reason.split(": ", 1)[-1] if v.reason.startswith("CI [") else v.reason
+                  for v in g.verdicts if v.verdict == "INCONCLUSIVE"})  # the CI is in its own column
     notes.update({v.key: "within the runs' own offsets of the threshold: more runs a side decide it"
                   for v in g.verdicts if v.run_bound})
     for v in g.verdicts:  # the two runs chose other algorithms or kernels: said beside the verdict

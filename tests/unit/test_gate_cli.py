@@ -150,6 +150,16 @@ def test_too_noisy_is_inconclusive_exit_3(tmp_path):
     assert json.loads(r.stdout)["overall"] == "INCONCLUSIVE"
 
 
+def test_an_undecided_row_of_single_round_runs_says_why_in_the_table(tmp_path):
+    """Runs of one round give no "needs ~n more rounds" note: the row said INCONCLUSIVE with an empty note
+    column (the reason was in JSON, JUnit and the line under the table only)."""
+    base, cur = _runs(tmp_path, cur_kernel=1.05e-3, noise=0.3)
+    r = _gate("--baseline", base, "--current", cur)
+    assert r.exit_code == 3, r.output
+    table = " ".join(r.output.split("INCONCLUSIVE (exit 3)")[0].replace("│", " ").split())  # the note may wrap
+    assert table.count("too noisy to decide at this threshold") == 2, r.output
+
+
 @pytest.mark.parametrize("status", ["incorrect", "error", "crashed", "timeout", "reward_hack"])
 def test_a_case_that_became_failing_is_broken_exit_1(tmp_path, status):
     message = "output differs from the reference: max abs err 0.5 > atol 1e-05"
