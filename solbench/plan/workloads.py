@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from solbench._version import __version__
-from solbench.analysis.cost import case_cost
+from solbench.analysis.cost import case_cost, value_bytes
 from solbench.analysis.hwspec import summary_source
 from solbench.analysis.scoring import ImplPeaks, score_impls
 from solbench.analysis.sol import speed_of_light
@@ -26,7 +26,7 @@ from solbench.errors import ConfigError
 from solbench.results.model import CaseResult, Cost, Environment, ImplResult, Peaks, Protocol, RunResult, SpecRef
 from solbench.text import guessed
 from solbench.workload.cases import Case, CaseError, case_matches, expand, parameter_names
-from solbench.workload.schema import DTYPE_BYTES, ParamValue, WorkloadSpec, first_repeat
+from solbench.workload.schema import ParamValue, WorkloadSpec, first_repeat
 
 if TYPE_CHECKING:
     from solbench.analysis.hwspec import HardwareSpec
@@ -312,15 +312,16 @@ def impl_cost(p: Planned, case: Case, impl: str, cost: Cost | None = None) -> Co
     narrowed = p.spec.implementations[impl].input_dtypes
     if not narrowed:
         return cost
-    saved = 0
+    saved = 0.0
     tensors = {t.name: t for t in case.inputs}
     for name, dtype in narrowed.items():
         t = tensors[name]
-        if DTYPE_BYTES[dtype] > DTYPE_BYTES[t.dtype]:
+        if value_bytes(dtype) > value_bytes(t.dtype):
             raise located(p.path, ["workloads", p.index, "implementations", impl, "input_dtypes", name],
                           f"widens {name!r} from {t.dtype} to {dtype} at case {case.id}: an implementation may only "
                           "read an input narrower (wider, its T_SOL would count bytes the work does not need)")
-        saved += t.numel * (DTYPE_BYTES[t.dtype] - DTYPE_BYTES[dtype])
+        values = t.nbytes / value_bytes(t.dtype)  # a packed dtype's element (float4_e2m1fn_x2) holds two
+        saved += t.nbytes - values * value_bytes(dtype)
     if not saved:
         return cost
     return dataclasses.replace(cost, fused_bytes=cost.fused_bytes - saved)

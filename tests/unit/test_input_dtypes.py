@@ -130,3 +130,31 @@ def test_a_run_saved_before_scores_recorded_their_own_t_sol_reads_it_back():
     assert flags.t_sol(c, fp8) == "3.50 µs *" and flags.t_sol(c, base) == "7.00 µs"
     row = next(line for line in run_csv([old]).splitlines() if ",fp8," in line)
     assert f",{fp8.score.t_sol:.15g}," in row  # its own T_SOL (to the CSV's 15 significant digits)
+
+
+def test_an_fp4_input_is_counted_at_half_a_byte_a_value(tmp_path):
+    """float4_e2m1fn_x2 packs two values in a byte: a 16-bit weight read as FP4 costs a quarter of its bytes,
+    not half (each value was counted at one byte, so an FP4 GEMV's T_SOL, SOL and MBU read off by the weight)."""
+    path = tmp_path / "w.yaml"
+    path.write_text(yaml.safe_dump({"workloads": [_spec(input_dtypes={"w": "float4_e2m1fn_x2"})]}, sort_keys=False))
+    (p,) = plan([path], "cpu")
+    case = p.cases[0]
+    w_values = 8 * 8  # the spec's w: 8 x 8 bfloat16
+    case_bytes = sum(t.nbytes for t in case.inputs + case.outputs)
+    assert impl_cost(p, case, "baseline").fused_bytes == case_bytes - w_values * 2 + w_values / 2
+
+
+def test_reading_an_fp8_input_as_fp4_saves_half_its_bytes_and_fp4_as_fp8_widens(tmp_path):
+    spec = _spec(input_dtypes={"w": "float4_e2m1fn_x2"})
+    spec["inputs"]["w"]["dtype"] = "float8_e4m3fn"
+    path = tmp_path / "w.yaml"
+    path.write_text(yaml.safe_dump({"workloads": [spec]}, sort_keys=False))
+    (p,) = plan([path], "cpu")
+    case = p.cases[0]
+    case_bytes = sum(t.nbytes for t in case.inputs + case.outputs)
+    assert impl_cost(p, case, "baseline").fused_bytes == case_bytes - 8 * 8 / 2
+    spec = _spec(input_dtypes={"w": "float8_e4m3fn"})
+    spec["inputs"]["w"] = {"shape": [8, 4], "dtype": "float4_e2m1fn_x2"}  # 8 x 8 FP4 values, packed
+    path.write_text(yaml.safe_dump({"workloads": [spec]}, sort_keys=False))
+    with pytest.raises(ConfigError, match="widens 'w' from float4_e2m1fn_x2 to float8_e4m3fn"):
+        plan([path], "cpu")
