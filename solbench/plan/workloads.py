@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import functools
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -375,11 +376,14 @@ def own_t_sol_notes(p: Planned, spec: HardwareSpec, impls: Sequence[str] = ()) -
 
 
 def _seconds(t: float) -> str:
-    """``15.3 µs``: three significant digits in the unit that keeps them below 1000 (as the tables print)."""
-    for scale, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs")):
-        if t >= scale:
-            return f"{t / scale:.3g} {unit}"
-    return f"{t * 1e9:.3g} ns"
+    """``15.3 µs``: three significant digits in the unit that keeps them below 1000 (as the tables print:
+    rounded first, so 999.8 µs reads "1.00 ms", never "1e+03 µs")."""
+    if t <= 0:
+        return f"{t:g} s"
+    mag = float(f"{t:.2e}")
+    scale, unit = next(((s, u) for s, u in ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs")) if mag >= s), (1e-9, "ns"))
+    value = mag / scale
+    return f"{value:.{max(2 - math.floor(math.log10(value)), 0)}f} {unit}"
 
 
 def case_result(p: Planned, case: Case, spec: HardwareSpec, impls: Sequence[ImplResult],

@@ -87,3 +87,16 @@ def test_a_dry_runs_intensity_has_three_significant_figures() -> None:
              for x in (0.125, 0.0123456, 0.0004, 0.09996, 12.345, 4096.0, 0.0)}
     assert shown == {0.125: "0.125", 0.0123456: "0.0123", 0.0004: "0.000400", 0.09996: "0.100", 12.345: "12.3",
                      4096.0: "4096", 0.0: "0"}
+
+
+def test_a_dry_runs_own_t_sol_note_prints_its_time_as_the_tables_do() -> None:
+    """The note chose the unit before rounding to three significant figures: an own T_SOL of 999.8 µs
+    read "1e+03 µs" (and 1234 s "1.23e+03 s") where every table prints "1.00 ms"."""
+    run = api.dry_run(["workloads/attn.yaml"], api.hardware_spec("b200"), ["o_proj"], ["fp8"],
+                      select=("bfloat16",), overrides={"tokens": [134080]})
+    (case,) = run.cases
+    fp8 = 2 * 134080 * 4096**2 / 4500e12  # compute-bound at the FP8 peak: 999.8 µs
+    assert 999.5e-6 < fp8 < 1e-3
+    (note,) = [n for n in run.notes if "fp8" in n]
+    assert f"{case.case_id} {format_seconds(fp8)} (compute)" in note
+    assert "e+" not in note
