@@ -439,6 +439,11 @@ def _samples_cap(per_round: Sequence[Sequence[ImplResult]], name: str, settings:
                               min_samples=settings.min_samples, max_samples=settings.max_samples)
 
 
+# the stop reason of a round that took the samples its allocation gave it (``Job.cap``): planned, not a
+# stop before converging (the worker's loop says "max_samples": the cap it was given)
+ALLOCATED = "allocated"
+
+
 @dataclass
 class Job:
     """One implementation of one case, ready for its executor (or already settled: ``result``)."""
@@ -585,6 +590,8 @@ def run_case(jobs: Sequence[Job], clock: Phases | None = None) -> list[ImplResul
         assert r is not None
         if j.cap is not None and j.result is None:
             r = replace(r, protocol={**r.protocol, "samples_cap": j.cap})
+            if r.timing is not None and r.timing.stop_reason == "max_samples" and r.timing.n >= j.cap:
+                r = replace(r, timing=replace(r.timing, stop_reason=ALLOCATED))  # where the round was planned to
         if j.checked is not None:
             j.checked.note(j.key, r)
         j.emit("impl_done", {"case": j.task.case.id, "impl": j.name, "status": r.status})

@@ -57,7 +57,7 @@ SORT_S_PER_SAMPLE = 50e-9  # the stopping rule sorts the samples so far each tim
 MAX_SPIN_US = 6400.0  # the cold timer's longest spin (solbench.device.timer._MAX_SPIN_US)
 MAX_GRAPH_CALLS = 1000  # the graph timer's most calls per replay
 MAX_SAMPLE_S = 3600.0
-STOP_REASONS = frozenset({"converged", "budget", "max_samples", "beaten"})
+STOP_REASONS = frozenset({"converged", "budget", "max_samples", "beaten"})  # a worker's; the parent adds "allocated"
 
 
 class Forged(Exception):

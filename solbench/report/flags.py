@@ -46,7 +46,7 @@ def time_marks(t: Timing | None, target: float) -> str:
     if t is None:
         return ""
     marks = WIDE if target > 0 and half_width(t) > target * _SLACK else ""
-    if any(part not in ("converged", "") for part in t.stop_reason.split("+")):  # rounds: "converged+budget"
+    if any(part not in ("converged", "allocated", "") for part in t.stop_reason.split("+")):  # "converged+budget"
         marks += STOPPED
     return marks
 

@@ -190,7 +190,8 @@ class Timing:
     median: float
     ci_low: float
     ci_high: float
-    stop_reason: str  # "converged", "budget", "max_samples" (rounds: each round's, joined by "+")
+    stop_reason: str  # "converged", "budget", "max_samples", "allocated" (a later round's planned samples);
+    # rounds: each round's, joined by "+"
     rounds: tuple[int, ...] = ()  # round label per sample; empty: a single round
     sm_clock_mhz: tuple[int | None, ...] = ()  # SM clock right after each sample
     mem_clock_mhz: tuple[int | None, ...] = ()  # memory clock right after each sample

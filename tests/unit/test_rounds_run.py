@@ -352,6 +352,37 @@ def test_the_run_records_the_rounds_it_may_add(tmp_path):
     assert (p.rounds, p.max_rounds, p.rounds_spread) == (3, 0, "")  # the CPU: three rounds, none added
 
 
+class AllocatedExecutor(CostedExecutor):
+    """Round 1 converges on 30 samples; later rounds take the samples their allocation gives them and stop
+    there, as the worker's CIWidth does: "max_samples" at the cap the parent set."""
+
+    def run(self, key, task, timeout_s, progress=None):
+        self.caps.append((self.round, task.settings.max_samples))
+        n = 30 if self.round == 0 else task.settings.max_samples
+        values = tuple(1e-3 * np.exp(self.rng.normal(0.0, 0.02, n)))
+        timing = Timing(values, float(np.median(values)), min(values), max(values),
+                        "converged" if self.round == 0 else "max_samples")
+        return ImplResult(task.impl, "ok", timing=timing,
+                          protocol={"setup_s": 0.05, "check_s": 0.1, "after_s": 0.05, "sample_s": 0.06})
+
+
+def test_a_round_that_stopped_at_its_allocation_is_not_marked_as_stopped_before_converging():
+    """Rounds 2 on stop at the samples the allocation gives them; that stop read "max_samples", so every such
+    point carried the run table's dagger ("stopped on the budget or the sample cap before converging") though
+    it stopped where the protocol planned: 37 of 103 points of a GPU run of workloads/attn.yaml."""
+    from solbench.report import flags
+
+    ex = AllocatedExecutor()
+    settings = MeasureSettings(min_samples=10, max_samples=2000)
+    run = session.measure_units(_units(), make_run({}), ex, device="cpu", settings=settings, timeout_s=1.0,
+                                l2_bytes=None, score=_score, emit=lambda e, d: None, repeat=3)
+    assert all(10 <= cap < 2000 for r, cap in ex.caps if r > 0)
+    timing = run.cases[0].impls[0].timing
+    assert timing.stop_reason == "converged+allocated"
+    assert flags.STOPPED not in flags.time_marks(timing, 1.0)
+    assert flags.STOPPED in flags.time_marks(replace(timing, stop_reason="budget+allocated"), 1.0)
+
+
 def test_a_points_samples_cap_comes_from_its_own_implementations_rounds():
     from solbench.analysis.allocation import samples_next_round
 
