@@ -43,9 +43,11 @@ Verdict rule, first match wins (tau = threshold, default 0.05):
     BH-corrected two-sided test at alpha = 0.01 against a 95% interval left a 12% speedup,
     interval [0.813, 0.945] and p = 0.014, INCONCLUSIVE (issue 16).
 
-The summary ``geomean_speedup`` is ``geomean(1 / ratio)`` over all rows: how many times faster b
-is than a overall (> 1: b is faster), from the same estimates the rows show (over rounds a row's
-ratio is of geometric means, not of the medians shown beside it).
+The summary ``geomean_speedup`` is ``geomean(1 / ratio)`` over the rows of whole implementations:
+how many times faster b is than a overall (> 1: b is faster), from the same estimates the rows show
+(over rounds a row's ratio is of geometric means, not of the medians shown beside it). Parts are
+shown as rows but left out of it: the byte floor (the same read kernel in both runs, a ratio near 1
+whatever the code did) and an overlapped implementation's compute and comm parts (already in it).
 Runs over several devices (``run --devices``, Ray) record each case's GPU. When either run does,
 a key is compared only when both sides measured it on the same GPU model (device name and spec
 id); otherwise it is listed in ``not_comparable`` (a key with both sides' models), never as a
@@ -135,7 +137,7 @@ class Comparison:
     rows: tuple[ComparisonRow, ...]
     only_in_a: tuple[str, ...]
     only_in_b: tuple[str, ...]
-    geomean_speedup: float | None  # geomean(1 / ratio) over the rows; > 1: b faster; None: no rows
+    geomean_speedup: float | None  # geomean(1 / ratio) over the rows but parts; > 1: b faster; None: none
     label_a: str
     label_b: str
     threshold: float
@@ -534,7 +536,9 @@ def _compare(pairing: Pairing, *, same_impl: bool, label_a: str, label_b: str, t
                                                   p is not None and p <= 2.0 * alpha),
             n_a=est.n_a, n_b=est.n_b, rounds_a=est.rounds_a, rounds_b=est.rounds_b,
         ))
-    geo = geometric_mean([1.0 / r.ratio for r in rows]) if rows else None  # the rows' own estimates
+    whole = [r for r, pair in zip(rows, pairing.pairs, strict=True)  # not the byte floor, not an overlap's parts
+             if not pair.a.protocol.get("part") and not pair.b.protocol.get("part")]
+    geo = geometric_mean([1.0 / r.ratio for r in whole]) if whole else None  # the rows' own estimates
     other = {u.key: unmeasured_reason(u.other) for u in pairing.unpaired}
     models = {u.key: f"{model_a} vs {model_b}" for u, model_a, model_b in pairing.other_model}
     return Comparison(tuple(rows), pairing.only_in_a, pairing.only_in_b, geo, label_a, label_b,

@@ -37,6 +37,23 @@ def test_geomean_speedup_is_time_a_over_time_b():
     assert compare_runs(a, b).geomean_speedup == pytest.approx(2.0, rel=0.02)  # b twice as fast
 
 
+def test_the_geomean_of_two_runs_leaves_the_byte_floor_out():
+    """The floor reads the same bytes in both runs (a ratio near 1 whatever the code did): counted in
+    "geomean speedup of b over a" it pulled the speedup of the code toward 1. Its row is still shown."""
+    r = _rng(3)
+    a = make_run({"c": {"x": noisy(r, 30, 2e-3), "floor": noisy(r, 30, 1e-3)}})
+    b = make_run({"c": {"x": noisy(r, 30, 1e-3), "floor": noisy(r, 30, 1e-3)}})
+
+    def as_floor(run):
+        cases = tuple(replace(c, impls=tuple(replace(i, protocol={**i.protocol, "part": "floor"}) if i.name == "floor"
+                                             else i for i in c.impls)) for c in run.cases)
+        return replace(run, cases=cases)
+
+    c = compare_runs(as_floor(a), as_floor(b))
+    assert {row.key for row in c.rows} == {"c/x", "c/floor"}
+    assert c.geomean_speedup == pytest.approx(2.0, rel=0.02)
+
+
 def test_cases_on_one_side_are_listed_not_dropped():
     r = _rng(3)
     a = make_run({"both": {"x": noisy(r, 30), "y": noisy(r, 30)}, "gone": {"x": noisy(r, 30)}})
