@@ -37,7 +37,7 @@ def _params(case: CaseResult) -> str:
 def _table(run: RunResult, workload: str, cases: Iterable[CaseResult], extra: tuple[str, ...] = ()) -> Table:
     """One workload; ``extra`` adds "rounds" (count and spread) and "SM MHz" (range, ⚠throttled)."""
     t = Table(title=Text(workload), title_justify="left", show_lines=False)
-    for col in ("case", "impl", "time (95% CI)", "T_SOL", "SOL", "MFU", "MBU", "bound", "speedup", *extra):
+    for col in ("case", "impl", "time (95% CI)", "T_SOL", "SOL", "MFU", "MBU", "bound", "speedup", "S", *extra):
         t.add_column(col, justify="left" if col in ("case", "impl", "bound") else "right")
     for case in cases:
         first = True
@@ -46,7 +46,7 @@ def _table(run: RunResult, workload: str, cases: Iterable[CaseResult], extra: tu
                       *(extra_cell(c, r) for c in extra))
             first = False
         if first:
-            t.add_row(Text(_params(case)), "-", "", flags.t_sol(case), "", "", "", case.bound, "",
+            t.add_row(Text(_params(case)), "-", "", flags.t_sol(case), "", "", "", case.bound, "", "",
                       *("" for _ in extra))
         t.add_section()
     return t
@@ -55,21 +55,22 @@ def _table(run: RunResult, workload: str, cases: Iterable[CaseResult], extra: tu
 def _cells(run: RunResult, case: CaseResult, r: ImplResult) -> list[str | Text]:
     if r.status not in ("ok", "invalid") or r.timing is None:
         label = Text(r.status.upper(), style=_STATUS_STYLE.get(r.status, ""))
-        return [label, flags.t_sol(case), "", "", "", case.bound, ""]
+        return [label, flags.t_sol(case), "", "", "", case.bound, "", ""]
     tm = r.timing
     half = (tm.ci_high - tm.ci_low) / 2
     spread = f"±{half / tm.median * 100:.1f}%" if tm.median > 0 else "(zero time)"
     time = flags.mark(f"{format_seconds(tm.median)} {spread}", flags.result_marks(r, run.protocol.target_rel_ci))
     if is_part(r):
-        return [time, flags.t_sol(case), Text(part_label(r), style="dim"), "", "", case.bound, ""]
+        return [time, flags.t_sol(case), Text(part_label(r), style="dim"), "", "", case.bound, "", ""]
     if r.status == "invalid" or r.score is None:
         return [time, flags.t_sol(case), Text("INVALID", style=_STATUS_STYLE["invalid"]),
-                "", "", case.bound, ""]
+                "", "", case.bound, "", ""]
     s = r.score
     speed = f"{s.speedup:.2f}x" if s.speedup is not None else ""
     return [time, flags.t_sol(case, r), flags.mark(f"{s.sol:.2f}", flags.over_peak(s.sol, run)),
             flags.mark(format_pct(s.mfu), flags.over_peak(s.mfu, run)),
-            flags.mark(format_pct(s.mbu), flags.over_peak(s.mbu, run)), flags.bound(case, r), speed]
+            flags.mark(format_pct(s.mbu), flags.over_peak(s.mbu, run)), flags.bound(case, r), speed,
+            f"{s.s_score:.2f}" if s.s_score is not None else ""]
 
 
 def _dry_table(workload: str, cases: Iterable[CaseResult]) -> Table:

@@ -255,7 +255,7 @@ def gate_markdown(g: GateResult, exit_code: int | None = None) -> str:
 
 
 def run_markdown(run: RunResult, fast_ps: Sequence[float] = DEFAULT_PS) -> str:
-    """A run as Markdown: one table per workload (time, T_SOL, SOL, MFU, MBU, bound, speedup), then the
+    """A run as Markdown: one table per workload (time, T_SOL, SOL, MFU, MBU, bound, speedup, S), then the
     suite summary (fast_p at ``fast_ps``, mean S) when the run holds suite problems. A dry run
     (nothing timed) gets its costs instead (:func:`_dry_markdown`)."""
     if run.protocol.timer == "none":
@@ -295,8 +295,8 @@ def run_markdown(run: RunResult, fast_ps: Sequence[float] = DEFAULT_PS) -> str:
             for r in c.impls:
                 rows.append([params, r.name, *_impl_cells(run, c, r), *(extra_cell(e, r) for e in cols)])
         lines += [f"#### {_cell(workload)}", ""]
-        lines += _table(["case", "impl", "time", "±CI", "T_SOL", "SOL", "MFU", "MBU", "bound", "speedup", *cols],
-                        "llrrrrrrlr" + "r" * len(cols), rows)
+        lines += _table(["case", "impl", "time", "±CI", "T_SOL", "SOL", "MFU", "MBU", "bound", "speedup", "S", *cols],
+                        "llrrrrrrlrr" + "r" * len(cols), rows)
         lines.append("")
     lines += summary_markdown(run, fast_ps)
     key = flags.legend(run)
@@ -329,13 +329,13 @@ def _impl_cells(run: RunResult, c: CaseResult, r: ImplResult) -> list[str]:
         t = r.timing
         half = (t.ci_high - t.ci_low) / 2 / t.median
         return [format_seconds(t.median), flags.mark(f"{half:.1%}", flags.result_marks(r, run.protocol.target_rel_ci)),
-                flags.t_sol(c), part_label(r), "", "", c.bound, ""]
+                flags.t_sol(c), part_label(r), "", "", c.bound, "", ""]
     if r.timing is None or r.score is None:
-        return [r.status.upper(), "", flags.t_sol(c), "", "", "", c.bound, ""]
+        return [r.status.upper(), "", flags.t_sol(c), "", "", "", c.bound, "", ""]
     t, s = r.timing, r.score
     half = (t.ci_high - t.ci_low) / 2 / t.median
     return [format_seconds(t.median), flags.mark(f"{half:.1%}", flags.result_marks(r, run.protocol.target_rel_ci)),
             flags.t_sol(c, r), flags.mark(_sol(s.sol), flags.over_peak(s.sol, run)),
             flags.mark(format_pct(s.mfu), flags.over_peak(s.mfu, run)),
             flags.mark(format_pct(s.mbu), flags.over_peak(s.mbu, run)), flags.bound(c, r),
-            f"{s.speedup:.2f}x" if s.speedup else ""]
+            f"{s.speedup:.2f}x" if s.speedup else "", f"{s.s_score:.2f}" if s.s_score is not None else ""]

@@ -135,7 +135,6 @@ def test_an_incomplete_run_says_so_in_its_header_and_its_markdown():
     from dataclasses import replace
 
     from solbench.report.console import run_header
-    from solbench.report.markdown import run_markdown
     from tests.unit.factories import make_run
 
     run = make_run({"c": {"baseline": [1e-3] * 5}})
@@ -207,3 +206,25 @@ def test_the_header_of_an_in_process_run_in_rounds_names_no_workers():
     inproc = replace(run, protocol=replace(run.protocol, isolation="in-process"))
     for text in (run_header(inproc), run_markdown(inproc)):
         assert "fresh workers" not in text and "3 rounds" in text and "in this process" in text
+
+
+def test_run_tables_show_each_implementations_s_score() -> None:
+    """S (SOL-ExecBench's score) is a per-case figure of the README's table; the terminal and Markdown run
+    tables left it out (JSON, CSV and HTML had it)."""
+
+    rng = np.random.default_rng(3)
+    run = make_run({"c1": {"baseline": noisy(rng, 30, 2e-3, 0.01), "fused": noisy(rng, 30, 1e-3, 0.01)}})
+    case = run.cases[0]
+    scored = tuple(replace(r, score=replace(r.score, speedup=s, s_score=v))
+                   for r, s, v in zip(case.impls, (1.0, 2.0), (0.5, 0.6789), strict=True))
+    run = replace(run, cases=(replace(case, impls=scored),))
+    text = _render(run)
+    header = next(line for line in text.splitlines() if "speedup" in line)
+    assert header.split("speedup")[1].split()[1] == "S"
+    fused = next(line for line in text.splitlines() if " fused " in line)
+    assert fused.split("2.00x")[1].split()[1] == "0.68"
+    md = run_markdown(run).splitlines()
+    md_header = next(line for line in md if "| speedup |" in line)
+    md_fused = next(line for line in md if "| fused |" in line)
+    cells = [c.strip() for c in md_fused.strip("|").split("|")]
+    assert [c.strip() for c in md_header.strip("|").split("|")].index("S") == cells.index("0.68")
