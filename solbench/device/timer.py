@@ -768,7 +768,7 @@ class HostGate:
         self._host = self._flag.numpy()  # the same word, written from the host
         self._kernel = get_kernel("gate.cu", "hold_until_released")
         self._launch = launch
-        self._args = (np.uint64(self._flag.data_ptr()), np.int64(int(_GATE_TIMEOUT_US * cycles_per_us)))
+        self._args = (np.uint64(self._flag.data_ptr()), np.int64(gate_cycles(cycles_per_us=cycles_per_us)))
 
     @classmethod
     def make(cls, torch: Any, cycles_per_us: float) -> HostGate | None:
@@ -829,6 +829,14 @@ def side_stream(torch: Any) -> Any:
 def drop_side_stream(torch: Any) -> None:
     """Forget this device's side stream (after a failed capture): the next use makes a new one."""
     _SIDE_STREAMS.pop(_device_key(torch), None)
+
+
+def gate_cycles(torch: Any = None, *, cycles_per_us: float | None = None) -> int:
+    """How many cycles the gate holds a stream before it lets the GPU go unreleased (``_GATE_TIMEOUT_US``
+    at ``cycles_per_us``, by default :func:`sleep_rate`): the longest hold of a cold-timed sample,
+    which the side-stream check's longest spin matches (:func:`solbench.measure.guards.check_spin_ceiling`)."""
+    rate = sleep_rate(torch) if cycles_per_us is None else cycles_per_us
+    return int(_GATE_TIMEOUT_US * rate)
 
 
 def sleep_rate(torch: Any) -> float:

@@ -39,6 +39,7 @@ from typing import Any
 import torch
 
 from solbench.device import cupti as _cupti  # noqa: F401  (imported before the tamper snapshot: watched)
+from solbench.device.timer import gate_cycles, sleep_rate
 from solbench.text import first_few
 
 
@@ -355,7 +356,13 @@ def traced_call(call: Callable[[], Any], trace: Any, kernels: list[str] | None =
     run, so its work was done before the marker ran, while in a cold-timed window (spin first) it
     ran 600 µs past the end event. A spin shorter than the host's launch time is as blind (the
     same call took 1.35 ms to enqueue against a 1 ms spin): when the spin has already ended once the
-    call returns, the call is made again behind a spin four times longer (up to three times).
+    call returns, the call is made again behind a spin of twice its host time (at least four times
+    the last one), up to as long as the cold timer's gate holds a stream (:func:`check_spin_ceiling`).
+    A call the check is still blind to after that spin outlasts the gate too, so the timer cannot
+    hold the stream through it either (it times the call unheld, host gaps included). A shorter
+    ceiling (three retries, 64 ms, before) left calls that wait on the host between 64 ms and the
+    gate's 0.5 s unchecked: side-stream work launched after such a wait began after the opener and
+    ended before the marker, while the gate held the timed stream through all of it.
 
     The spin stays here, where the timed loop holds the stream with the gate
     (:class:`solbench.device.timer.HostGate`): with the gate here too, an o_proj run's checks took
@@ -384,7 +391,8 @@ def traced_call(call: Callable[[], Any], trace: Any, kernels: list[str] | None =
     except Exception:  # CUPTI refused here (another profiler attached, say): the settle check remains
         return call(), None
     spun = torch.cuda.Event()
-    cycles, primed, attempt = _CHECK_SPIN_CYCLES, not turned_on, 0
+    cycles, primed = _CHECK_SPIN_CYCLES, not turned_on
+    ceiling: int | None = None  # the longest spin (check_spin_ceiling), read when first needed
     try:
         while True:
             torch.cuda._sleep(cycles)  # the GPU busy while the host enqueues the whole call
@@ -412,10 +420,15 @@ def traced_call(call: Callable[[], Any], trace: Any, kernels: list[str] | None =
                 if not primed:  # CUPTI delivers nothing here: the settle check remains
                     return value, None
                 continue
-            if not dry or attempt == _CHECK_REDO:
+            if not dry:
                 break
-            attempt += 1
-            cycles *= 4  # the call took longer to enqueue than the spin ran: again, with a longer spin
+            if ceiling is None:
+                ceiling = check_spin_ceiling(torch)
+            if cycles >= ceiling:  # its host side outlasts any hold of the cold timer: judged as it is
+                break
+            # the call took longer on the host than the spin ran: again, behind a spin twice its host time
+            per_ns = sleep_rate(torch) * 1e-3
+            cycles = min(ceiling, max(4 * cycles, int(2 * (t1 - t0) * per_ns) + _CHECK_SPIN_CYCLES))
     finally:
         with contextlib.suppress(Exception):
             trace.end(turned_on)
@@ -431,9 +444,17 @@ def traced_call(call: Callable[[], Any], trace: Any, kernels: list[str] | None =
 
 # ~1 ms at 2 GHz (longer at a lower clock: the safe side). A call whose host launch outlasts it
 # (50 cuBLAS GEMMs on a side stream took 1.35 ms to enqueue on an H200, 827 API calls) would run
-# to its end before the marker: the spin then grows 4x per try, up to 64x (~64 ms).
+# to its end before the marker: the spin then grows to twice the call's host time (at least 4x per
+# try), up to check_spin_ceiling.
 _CHECK_SPIN_CYCLES = 2_000_000
-_CHECK_REDO = 3
+
+
+def check_spin_ceiling(torch: Any) -> int:
+    """The longest spin of the side-stream check, in cycles: as long as the cold timer's gate holds the
+    stream before it lets the GPU go (:data:`solbench.device.timer._GATE_TIMEOUT_US` at the top SM
+    clock, :func:`solbench.device.timer.gate_cycles`). Any call whose timed samples the gate can hold
+    (its host side ends before the gate does) is then checked behind a spin that outlasts it."""
+    return gate_cycles(torch)
 
 
 def _primed(trace: Any, marker: torch.Tensor, tries: int = 4) -> bool:

@@ -65,6 +65,10 @@ def test_gpu_cheats_are_caught(tmp_path):
     assert status["caches_under_capture"][0] == "ok", status["caches_under_capture"]
     assert launches["caches_under_capture"][0] == "stream", launches["caches_under_capture"]
     assert "ReplayMismatch: the replay ran other GPU work" in launches["caches_under_capture"][1]
+    # waits 80 ms on the host, then hides its work on a side stream while the gate holds the timed
+    # stream: the check's spin, sized from the call's host time, now outlasts the wait and sees it
+    assert status["waits_out_the_check"][0] == "reward_hack", status["waits_out_the_check"]
+    assert "before the current stream reached the call" in status["waits_out_the_check"][1]
     assert status["baseline"][0] == "ok" and status["honest"][0] == "ok"
     assert launches["baseline"][0] == "graph" and launches["honest"][0] == "graph"
 

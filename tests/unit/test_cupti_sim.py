@@ -408,3 +408,48 @@ def test_cupti_timer_reports_work_that_began_before_the_call_was_reached():
     gpu2.begin()
     timer2.sample(0)
     assert timer2.stray is None
+
+
+def waits_then_unordered(gpu, wait_ns, kernels=10, duration=1500):
+    """Waits ``wait_ns`` on the host, then launches its work on a side stream that does not wait for
+    the current one and waits for it to end before returning: under the cold timer's gate (which holds
+    the stream for up to 0.5 s) all of it runs during the hold, and the event pair sees none of it."""
+    def call():
+        gpu.host += wait_ns
+        for _ in range(kernels):
+            gpu.launch("side-gemm", duration, stream=SIDE)
+        gpu.host = max(gpu.host, gpu.free[SIDE])  # the host waits for the side stream (its work is settled)
+        return "out"
+    return call
+
+
+@pytest.mark.parametrize("wait_ms", [2, 80, 300])
+def test_side_stream_check_is_not_blind_to_a_call_the_cold_timers_gate_would_hold(monkeypatch, wait_ms):
+    """A call whose host side outlasted the check's longest spin (64 ms) was judged behind a spin that
+    had already ended: its side-stream work began after the opener and ended before the marker, so
+    nothing was seen, while the timer's gate (0.5 s) held the stream through the same call and timed
+    none of that work. Every call the gate can hold must be checked behind a spin that outlasts it."""
+    from solbench.measure import guards
+
+    gpu = SimGpu()
+    monkeypatch.setattr(guards, "torch", sim_torch(gpu))
+    value, problem = guards.traced_call(waits_then_unordered(gpu, wait_ms * 1_000_000), gpu)
+    assert value == "out"
+    assert problem is not None and "before the current stream reached the call" in problem
+
+
+def test_side_stream_check_sizes_its_next_spin_from_the_calls_host_time_and_stops_at_the_gates_hold(monkeypatch):
+    """A call slower on the host than the first spin is checked again behind a spin twice its host time
+    (one retry, not one per fourfold spin); one slower than the gate's whole hold (which the cold timer
+    then times unheld, host gaps included) is tried once behind that hold and judged as it is."""
+    from solbench.device import timer as timers
+    from solbench.measure import guards
+
+    gpu = SimGpu()
+    monkeypatch.setattr(guards, "torch", sim_torch(gpu))
+    value, problem = guards.traced_call(waits_then_unordered(gpu, 40_000_000, kernels=1), gpu)
+    assert problem is not None and gpu.order.count("spin") == 2
+    gpu.order.clear()
+    hold_ns = timers._GATE_TIMEOUT_US * 1e3
+    value, problem = guards.traced_call(waits_then_unordered(gpu, int(2 * hold_ns), kernels=1), gpu)
+    assert value == "out" and gpu.order.count("spin") == 2  # the first spin, then the longest: no more

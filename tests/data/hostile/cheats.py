@@ -177,6 +177,23 @@ def side_stream(x, w, residual):
     return out
 
 
+def waits_out_the_check(x, w, residual):
+    """GPU: waits 80 ms on the host, then runs its work on a side stream that does not wait for the
+    current stream and waits for that work before returning (its outputs are settled), and pads the
+    current stream with a 20 µs spin. The cold timer's gate holds the timed stream for up to 0.5 s, so
+    all of the work runs during the hold and the window times the pad. The side-stream check, whose
+    longest spin was 64 ms, saw the work begin after its spin had ended."""
+    time.sleep(0.08)
+    side = _CACHE.setdefault("late_stream", torch.cuda.Stream())
+    out = torch.empty_like(residual)
+    with torch.cuda.stream(side):
+        for _ in range(50):
+            torch.addmm(residual, x, w.T, out=out)
+    side.synchronize()
+    torch.cuda._sleep(40_000)  # ~20 µs: above T_SOL, so not INVALID either
+    return out
+
+
 _SEEN: set[int] = set()
 
 
