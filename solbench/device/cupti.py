@@ -167,11 +167,31 @@ def available() -> bool:
     return importlib.util.find_spec("cupti") is not None
 
 
+# A worker's answer to wanted(), fixed before it runs any implementation (freeze); None: not fixed
+_FROZEN: bool | None = None
+
+
 def wanted() -> bool:
-    """Whether this process may trace: cupti-python importable and ``SOLBENCH_NO_CUPTI=1`` not set."""
+    """Whether this process may trace: cupti-python importable and ``SOLBENCH_NO_CUPTI=1`` not set
+    (as they were when the process called :func:`freeze`, where it did)."""
     import os
 
+    if _FROZEN is not None:
+        return _FROZEN
     return os.environ.get("SOLBENCH_NO_CUPTI") != "1" and available()
+
+
+def freeze() -> bool:
+    """Fix this process's :func:`wanted` now: a worker calls this before it imports any implementation
+    (and before its tamper snapshot, which then watches the answer). Read at every use, the switch was
+    the implementation's too: one that set ``SOLBENCH_NO_CUPTI=1`` in its worker's environment (at
+    import, or in set-up) turned off every CUPTI check made after it, the side-stream check of its
+    checked calls and the match of a graph's replay against the launched call, and was timed launched,
+    its work free to run on a side stream while the cold timer held the timed one."""
+    global _FROZEN
+    _FROZEN = None
+    _FROZEN = wanted()
+    return _FROZEN
 
 
 def optional_tracer() -> Tracer | None:

@@ -332,6 +332,9 @@ def _rank_main(conn: Connection, log_path: str, rank: int, world: int, device: s
     if tree is not None:
         enter_tree(tree)
     ctx = RankContext(rank, world, backend, device, control)
+    from solbench.device import cupti
+
+    cupti.freeze()  # SOLBENCH_NO_CUPTI as the run set it, whatever an implementation sets later
     state = WorkerState()
     state.tamper.watch("pipe", conn)
     pool.serve(conn, lambda task, emit: execute_rank(task, state, ctx, emit), leave_at_once=True)

@@ -788,8 +788,10 @@ def _work(conn: Connection, device: str, device_index: int | None, tree: str | N
         from solbench.device.timer import process_gate
 
         process_gate(torch)  # and the cold timer's gate (CuPy imported, its kernel loaded)
+    from solbench.device import cupti
     from solbench.measure.worker import WorkerState, enter_tree, execute
 
+    cupti.freeze()  # SOLBENCH_NO_CUPTI as the run set it, whatever an implementation sets later
     if tree is not None:
         enter_tree(tree)
     state = WorkerState()

@@ -69,6 +69,10 @@ def test_gpu_cheats_are_caught(tmp_path):
     # stream: the check's spin, sized from the call's host time, now outlasts the wait and sees it
     assert status["waits_out_the_check"][0] == "reward_hack", status["waits_out_the_check"]
     assert "before the current stream reached the call" in status["waits_out_the_check"][1]
+    # sets SOLBENCH_NO_CUPTI=1 in its worker (set-up) to turn the CUPTI checks off: the worker read the
+    # switch before any implementation ran, so its side-stream work is still seen
+    assert status["turns_off_cupti"][0] == "reward_hack", status["turns_off_cupti"]
+    assert "does not wait for the current stream" in status["turns_off_cupti"][1]
     assert status["baseline"][0] == "ok" and status["honest"][0] == "ok"
     assert launches["baseline"][0] == "graph" and launches["honest"][0] == "graph"
 

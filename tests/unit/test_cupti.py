@@ -360,3 +360,54 @@ def test_judged_joins_late_and_early_work_and_checks_early_only_with_an_opener()
     assert [a.correlation_id for a in mine] == [2] and problem is None  # ended before the marker: not late
     mine, problem = judged(calls, work, 15, 25, 35, opened=(5, 14))
     assert problem is not None and "before the current stream reached the call" in problem
+
+
+def test_the_cupti_switch_is_read_once_where_a_worker_freezes_it(monkeypatch):
+    """SOLBENCH_NO_CUPTI=1 was read at every use: an implementation that set it in its own worker (at
+    import or in set-up) turned off the CUPTI checks made after it (the side-stream check of its
+    checked calls, the match of a graph's replay against the launched call). A worker fixes the
+    switch before it runs any implementation; flipping the frozen answer afterwards is tampering."""
+    from solbench.device import cupti
+    from solbench.measure import guards
+
+    monkeypatch.setattr(cupti, "_FROZEN", None)
+    monkeypatch.setattr(cupti, "available", lambda: True)
+    monkeypatch.setattr(cupti, "tracer", lambda: "tracer")  # a stand-in for this process's tracer
+    monkeypatch.delenv("SOLBENCH_NO_CUPTI", raising=False)
+    assert cupti.freeze() is True
+    guard = guards.TamperGuard()
+    monkeypatch.setenv("SOLBENCH_NO_CUPTI", "1")  # what the implementation does
+    assert cupti.wanted() and guards.stream_tracer("cuda") == "tracer"
+    assert guard.tampered() is None
+    cupti._FROZEN = False  # the frozen answer rebound: the harness's own state replaced
+    assert "solbench.device.cupti._FROZEN" in (guard.tampered() or "")
+
+
+def test_the_switch_left_unfrozen_follows_the_environment(monkeypatch):
+    from solbench.device import cupti
+
+    monkeypatch.setattr(cupti, "_FROZEN", None)
+    monkeypatch.setattr(cupti, "available", lambda: True)
+    monkeypatch.delenv("SOLBENCH_NO_CUPTI", raising=False)
+    assert cupti.wanted()
+    monkeypatch.setenv("SOLBENCH_NO_CUPTI", "1")
+    assert not cupti.wanted()
+
+
+def test_a_worker_freezes_the_cupti_switch_before_its_first_task(monkeypatch):
+    from solbench.device import cupti
+    from solbench.measure import pool
+
+    monkeypatch.setattr(cupti, "_FROZEN", None)
+
+    class Pipe:  # says ready, then the parent is gone: the worker returns before any task
+        def send_bytes(self, data):
+            self.ready = data
+
+        def recv(self):
+            raise EOFError
+
+    pipe = Pipe()
+    pool._work(pipe, "cpu", None, None, 0)
+    assert b'"ready"' in pipe.ready
+    assert cupti._FROZEN is not None

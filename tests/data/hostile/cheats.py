@@ -1,6 +1,7 @@
 """Implementations that try to look fast or correct without doing the work. Each must be caught."""
 
 import builtins
+import os
 import sys
 import threading
 import time
@@ -191,6 +192,26 @@ def waits_out_the_check(x, w, residual):
             torch.addmm(residual, x, w.T, out=out)
     side.synchronize()
     torch.cuda._sleep(40_000)  # ~20 µs: above T_SOL, so not INVALID either
+    return out
+
+
+def turn_off_cupti(x, w, residual):
+    """Set-up that turns the CUPTI checks off in its own worker, as the run's SOLBENCH_NO_CUPTI=1 would."""
+    os.environ["SOLBENCH_NO_CUPTI"] = "1"
+    return {"x": x, "w": w, "residual": residual}
+
+
+def hides_work_with_cupti_off(x, w, residual):
+    """GPU, after turn_off_cupti: its work on a side stream that does not wait for the current stream,
+    waited for before returning (settled outputs), and a 20 µs pad on the current stream. With the
+    CUPTI checks off only the settle check remained, and the cold timer timed the pad."""
+    side = _CACHE.setdefault("quiet_stream", torch.cuda.Stream())
+    out = torch.empty_like(residual)
+    with torch.cuda.stream(side):
+        for _ in range(50):
+            torch.addmm(residual, x, w.T, out=out)
+    side.synchronize()
+    torch.cuda._sleep(40_000)
     return out
 
 
