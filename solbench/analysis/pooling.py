@@ -162,15 +162,42 @@ def merge_rounds(results: Sequence[ImplResult], of: int | None = None) -> ImplRe
     """One implementation on one case measured in rounds (``results[i]`` is round i) -> one result.
 
     A failure in any round is the result (its message says which round, of ``of`` where the case
-    had more rounds than the implementation: a failure ends its rounds, solbench.execute.session);
-    rounds without samples (skipped) are left out; the rest are concatenated with round labels
-    ``0 .. R-1``, and the median and CI are taken over rounds. T-proportional scores are rescaled
-    to the new median (the caller scores the case again anyway).
+    had more rounds than the implementation: a failure ends its rounds, solbench.execute.session).
+    A round skipped where another was measured is an ``error`` (:func:`_skipped_beside_measured`).
+    Rounds without samples (skipped in every round) are left out; the rest are concatenated with
+    round labels ``0 .. R-1``, and the median and CI are taken over rounds. T-proportional scores
+    are rescaled to the new median (the caller scores the case again anyway).
     """
     if not results:
         raise ValueError("no rounds")
+    if not any(r.status in FAILED_STATUSES for r in results):
+        mixed = _skipped_beside_measured(results, of)
+        if mixed is not None:
+            return mixed
     labels = [_constant(i) for i in range(len(results))]
     return _combine(results, labels, "round", of)
+
+
+def _skipped_beside_measured(results: Sequence[ImplResult], of: int | None) -> ImplResult | None:
+    """The first skipped round as an ``error``, where another round of the same point was measured; else None.
+
+    The rounds of one run are made on one device with the same code and inputs, so a requirement
+    cannot be met in one and missing in another. Left out of the merge, a skipped round let an
+    implementation choose its rounds: in set-up, before any call of it runs (where a ``DeviceError``
+    is still a skip, solbench.measure.worker), it can time its own kernels and say it needs another
+    GPU whenever the round looks slow, keeping the fast ones (with ``--max-rounds`` the run even added
+    rounds for those it dropped)."""
+    measured = [i for i, r in enumerate(results) if _measured(r)]
+    skipped = [i for i, r in enumerate(results) if r.status == "skipped"]
+    if not measured or not skipped:
+        return None
+    total = max(of or 0, len(results))
+    first, other = results[skipped[0]], measured[0]
+    return replace(first, status="error", timing=None, score=None,
+                   message=f"round {skipped[0] + 1} of {total}: skipped ({first.message}), where round {other + 1} "
+                           "was measured: a requirement does not come and go between the rounds of one run (a "
+                           "skipped round would be left out, so an implementation could keep only the rounds it "
+                           "chose)")
 
 
 def _constant(label: int) -> Callable[[Timing], tuple[int, ...]]:
