@@ -21,8 +21,8 @@ Over the kept gaps (m of them, sample times summing to R, observed total W)::
     honest:   W <= (R x c + m x h) x L + A
 
 where ``c`` is the graph timer's calls per sample (1 otherwise, capped at the timer's 1000), ``h``
-bounds the harness's own work between two samples (HARNESS_S, plus the cold timer's spin and L2
-flush), ``L`` is how much slower the whole machine may run than when unloaded (time slicing
+bounds the harness's own work between two samples (HARNESS_S, plus the cold timer's spin, host
+launch and L2 flush), ``L`` is how much slower the whole machine may run than when unloaded (time slicing
 stretches the timed windows and the harness's work alike, so L is the share of a CPU the worker
 gets, not a per-sample noise) and ``A`` absorbs one late wake-up of the parent (reading the last
 sample late makes W longer). A report is ``reward_hack`` when::
@@ -30,7 +30,11 @@ sample late makes W longer). A report is ``reward_hack`` when::
     W > WALL_FACTOR x (R x c + m x h) + WALL_SLACK_S          (WALL_FACTOR = 10, WALL_SLACK_S = 0.5 s)
 
 so an honest run trips it only on a machine that gives the worker less than a tenth of a CPU
-throughout the phase *and* adds half a second on top. It catches a worker whose samples claim a
+throughout the phase *and* adds half a second on top. ``c`` and the spin, launch and flush times are
+the worker's word (its result's protocol: the graph timer's calls per replay, the cold timer's spin),
+taken only where the task's timer has them (the parent knows the timer and the device: ``c`` for the
+graph timer, the rest for the cold and CUPTI timers on CUDA); a worker can put any key in its protocol,
+and a claimed 1000 calls a sample let samples 1000x too small pass. It catches a worker whose samples claim a
 fraction of the time it was watched working, when the calls dominate the harness's own work:
 a call of T seconds reported f times faster is caught once T x (1 - 10/f) > 10 h + A/m (with
 h = 2 ms on the CPU: calls of ~25 ms and up, reported 20x or more faster). Smaller calls are
@@ -72,6 +76,10 @@ class Watch:
     min_samples: int
     max_samples: int
     clock: Callable[[], float] = time.monotonic
+    # the task's timer ("cpu", "cold", "cupti", "graph") and device: which of the protocol's knobs the
+    # wall-time bound takes (wall_problem); None: every one the protocol names
+    timer: str | None = None
+    device: str | None = None
     values: list[float] = field(default_factory=list)
     arrived: list[float] = field(default_factory=list)
     verified: list[bool] = field(default_factory=list)
@@ -79,7 +87,8 @@ class Watch:
     @classmethod
     def of(cls, task: Any) -> Watch:
         s = task.settings
-        return cls(task.impl, min(s.min_samples, s.max_samples), max(s.min_samples, s.max_samples))
+        return cls(task.impl, min(s.min_samples, s.max_samples), max(s.min_samples, s.max_samples),
+                   timer=str(s.timer), device=str(task.device))
 
     def value(self, i: int, seconds: float, verified: bool) -> None:
         """A streamed sample; Forged when out of order, too many, or not a possible time."""
@@ -125,7 +134,13 @@ class Watch:
         return replace(result, timing=replace(timing, median=median(timing.samples), ci_low=lo, ci_high=hi))
 
     def wall_problem(self, protocol: dict[str, Any]) -> str | None:
-        """Why the streamed samples claim less time than the parent watched them take, or None."""
+        """Why the streamed samples claim less time than the parent watched them take, or None.
+        The protocol's knobs count only where the task's timer has them (see the module docstring)."""
+        known = self.timer is not None
+        if known and not (self.timer == "graph" and self.device == "cuda"):  # the CPU always times with the wall clock
+            protocol = {k: v for k, v in protocol.items() if k != "graph_calls"}
+        if known and not (self.timer in ("cold", "cupti") and self.device == "cuda"):
+            protocol = {k: v for k, v in protocol.items() if k not in ("spin_us", "host_launch_us", "l2_flush_bytes")}
         calls = _number(protocol.get("graph_calls"), 1.0, 1.0, MAX_GRAPH_CALLS)
         spin = _number(protocol.get("spin_us"), 0.0, 0.0, MAX_SPIN_US) * 1e-6
         # the gate holds the GPU for the host's launch time of the call (the spin's bound applies)

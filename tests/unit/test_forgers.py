@@ -78,6 +78,9 @@ def test_samples_claiming_a_fraction_of_the_watched_time_are_caught(tmp_path):
     status = _statuses(store.load(out))
     assert status["rewrites_window_start"][0] == "reward_hack"
     assert "forged timings" in status["rewrites_window_start"][1]
+    # and with a protocol that claims 1000 graph-replayed calls a sample: the parent knows the timer
+    widening = status["rewrites_window_start_widening_the_bound"]
+    assert widening[0] == "reward_hack" and "forged timings" in widening[1], widening
     assert status["baseline"][0] == "ok" and status["honest"][0] == "ok"
 
 

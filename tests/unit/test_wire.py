@@ -171,6 +171,39 @@ def test_the_harness_work_between_samples_never_counts_against_an_honest_run():
     assert _watched([1e-5] * 100, [6.5e-3] * 100).wall_problem({"spin_us": 6400.0, "l2_flush_bytes": 1}) is None
 
 
+WIDENED = {"graph_calls": 1000, "spin_us": 6400.0, "host_launch_us": 6400.0, "l2_flush_bytes": 1}
+
+
+def _task(timer, device):
+    from types import SimpleNamespace
+
+    return SimpleNamespace(impl="impl", device=device,
+                           settings=SimpleNamespace(min_samples=1, max_samples=100, timer=timer))
+
+
+def test_a_worker_cannot_widen_the_wall_bound_with_knobs_its_timer_does_not_have():
+    """The bound scaled the claim by the protocol's ``graph_calls`` and added its spin, launch and flush
+    times, all as the worker reported them: a result saying its timer replays 1000 calls a sample (keys
+    a worker can slip into its protocol) let samples 1000x too small pass. The parent knows the task's
+    timer: calls per sample only for the graph timer, spin, launch and flush only for the cold and
+    CUPTI timers on a GPU."""
+    def watched(timer, device):
+        watch = Watch.of(_task(timer, device))
+        for i in range(50):  # samples of 50 µs, each watched taking 0.3 s
+            watch.clock = lambda i=i: 0.3 * (i + 1)
+            watch.value(i, 5e-5, False)
+        return watch
+
+    assert watched("cpu", "cpu").wall_problem(WIDENED) is not None
+    assert watched("cold", "cuda").wall_problem(WIDENED) is not None  # the spin, launch and flush count, not 1000 calls
+    assert watched("graph", "cuda").wall_problem(WIDENED) is None  # a graph of 1000 calls: 50 ms a replay
+    honest = Watch.of(_task("cold", "cuda"))
+    for i in range(100):  # 10 µs calls behind a 6.4 ms spin: as before
+        honest.clock = lambda i=i: 6.5e-3 * (i + 1)
+        honest.value(i, 1e-5, False)
+    assert honest.wall_problem({"spin_us": 6400.0, "l2_flush_bytes": 1}) is None
+
+
 def test_gaps_after_a_verified_sample_are_not_counted():
     # every sample verified (a check can take far longer than the call): nothing to judge
     assert _watched([1e-4] * 50, [0.1] * 50, verified=[True] * 50).wall_problem({}) is None

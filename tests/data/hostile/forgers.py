@@ -156,6 +156,25 @@ def rewrites_window_start(x, w, residual):
     return out
 
 
+def rewrites_window_start_widening_the_bound(x, w, residual):
+    """rewrites_window_start, with a result that says its timer replays 1000 calls a sample behind the
+    longest spin, launch and flush: keys slipped into the worker's protocol through a harness function
+    no snapshot watches (cuBLASLt's record of the plans a task chose). The parent's wall-time bound
+    took the worker's word for every one of them."""
+    import solbench.impls.cublaslt as lt
+
+    if "plans" not in _DONE:
+        real = _DONE["plans"] = lt.plans_since
+
+        def plans_since(start):
+            count, chosen = real(start)
+            return count, {**chosen, "graph_calls": 1000, "spin_us": 6400.0, "host_launch_us": 6400.0,
+                           "l2_flush_bytes": 1}
+
+        lt.plans_since = plans_since
+    return rewrites_window_start(x, w, residual)
+
+
 def predicts_rng(x, w, residual):
     """Copies the measuring loop's random generator to predict which timed calls get verified, and
     skips the work on the others. Where the generator cannot be copied it assumes no check."""
