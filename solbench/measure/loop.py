@@ -124,7 +124,13 @@ def _loop(timer: Timer, launches: Sequence[Launch], criterion: CIWidth, warmup: 
           on_sample: Callable[[int], None] | None, clock: Callable[[], float], verify: Verify | None,
           rng: Draws, probe: Probe | None,
           on_value: OnValue | None = None, seen: int = 0) -> tuple[list[float], list[Any], str]:
-    """The body of :func:`measure`: (samples, clock readings, stop reason)."""
+    """The body of :func:`measure`: (samples, clock readings, stop reason).
+
+    Draws go through ``rng``'s class's ``random``, taken here before any call is made: the loop's
+    generator is a local any call can read off the stack, and a ``random`` set on the instance (no
+    class or module replaced, so no tamper check sees it) chose which timed calls were verified:
+    none after the first four, while the calls skipped their work."""
+    draw = type(rng).random
     timer.prepare(launches)
     for i in range(warmup):
         _sample(timer, i)
@@ -138,7 +144,7 @@ def _loop(timer: Timer, launches: Sequence[Launch], criterion: CIWidth, warmup: 
         if checked:  # the last sample was verified: one call discarded first (see measure)
             _sample(timer, i)
         seconds = _sample(timer, i)
-        checked = verify is not None and rng.random() < 4 / (seen + i + 1)
+        checked = verify is not None and draw(rng) < 4 / (seen + i + 1)
         if on_value is not None:
             on_value(i, seconds, checked)
         samples.append(seconds)

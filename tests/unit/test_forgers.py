@@ -84,6 +84,22 @@ def test_samples_claiming_a_fraction_of_the_watched_time_are_caught(tmp_path):
     assert status["baseline"][0] == "ok" and status["honest"][0] == "ok"
 
 
+def test_a_forger_that_rigs_the_loops_draws_is_still_verified_at_random(tmp_path):
+    """shadows_rng_draw sets ``random`` on the loop's generator instance, so that no timed call after
+    the first four is verified, and skips the work on all of them but the last. The loop draws through
+    its generator's class, taken before any call it makes: the rigged instance is never asked, and one
+    of the 25 calls skipped is verified (all of them escape with probability 4e-5)."""
+    out = tmp_path / "rng.json"
+    result = CliRunner().invoke(main, ["run", HOSTILE, "-w", "rng_forgers", "--timeout", "120", "-o", str(out),
+                                       "--budget", "60", "--min-samples", "30", "--max-samples", "30",
+                                       "--repeat", "1", "--device", "cpu"])
+    assert result.exit_code == 4, result.output
+    status = _statuses(store.load(out))
+    assert status["shadows_rng_draw"][0] == "reward_hack", status["shadows_rng_draw"]
+    assert "work skipped on some calls" in status["shadows_rng_draw"][1]
+    assert status["baseline"][0] == "ok" and status["honest"][0] == "ok"
+
+
 @pytest.mark.parametrize("workload, impl, timeout", [("flooders", "floods_its_pipe", 3),
                                                      ("stallers", "sends_half_a_message", 2)])
 def test_a_worker_that_abuses_its_pipe_still_times_out_and_the_run_goes_on(tmp_path, workload, impl, timeout):
