@@ -473,25 +473,33 @@ class _Replay:
 
 def _poisoners(torch: Any, out: object) -> list[Callable[[], object]]:
     """A fill for every tensor in ``out`` (a tensor, or a tuple, list or dict of them): NaN for
-    floating point (all ones bits for 1-byte floats, NaN in both FP8 formats), all ones bits else."""
+    floating point (all ones bits for 1-byte floats, NaN in both FP8 formats, strided or not), all
+    ones bits else.
+
+    The fills are made now, while the call's outputs are fresh from its capture, and kept for every
+    replay, so they go through ``torch.Tensor``'s own methods, never the output's attributes: a
+    ``fill_`` or ``view`` set on the instance while captured, and taken off again before any check
+    looked at the output, turned every later poison into nothing."""
     if isinstance(out, dict):
         items = list(out.values())
     elif isinstance(out, list | tuple):
         items = list(out)
     else:
         items = [out]
+    tensor = torch.Tensor
     fills: list[Callable[[], object]] = []
     for t in items:
-        if not isinstance(t, torch.Tensor) or t.numel() == 0:
+        if not isinstance(t, tensor) or tensor.numel(t) == 0:
             continue
-        if t.is_floating_point() and t.element_size() > 1:
-            fills.append(functools.partial(t.fill_, float("nan")))
+        size = tensor.element_size(t)
+        if tensor.is_floating_point(t) and size > 1:
+            fills.append(functools.partial(tensor.fill_, t, float("nan")))
         elif t.dtype == torch.bool:
-            fills.append(functools.partial(t.fill_, True))
-        elif t.is_contiguous():
-            fills.append(functools.partial(t.view(torch.uint8).fill_, 255))
-        elif not t.is_floating_point():
-            fills.append(functools.partial(t.fill_, -1))
+            fills.append(functools.partial(tensor.fill_, t, True))
+        elif size == 1 or tensor.is_contiguous(t):  # a view as bytes: same-size elements need no contiguity
+            fills.append(functools.partial(tensor.fill_, tensor.view(t, torch.uint8), 255))
+        elif not tensor.is_floating_point(t):
+            fills.append(functools.partial(tensor.fill_, t, -1))
     return fills
 
 

@@ -38,6 +38,35 @@ def test_one_byte_floats_get_a_nan_in_both_fp8_formats() -> None:
         assert torch.isnan(t.float()).all(), dtype
 
 
+def test_a_one_byte_float_output_that_is_not_contiguous_is_poisoned_too() -> None:
+    """An FP8 output returned as a strided view got no poison at all (its bits were filled only through a
+    contiguous byte view): a replay that never wrote it kept what the call left there outside the graph."""
+    for dtype in (torch.float8_e4m3fn, torch.float8_e5m2):
+        t = torch.zeros(4, 6, dtype=dtype)[:, ::2]
+        fills = timers._poisoners(torch, t)
+        for fill in fills:
+            fill()
+        assert fills and torch.isnan(t.float()).all(), dtype
+
+
+def test_a_method_set_on_an_output_while_it_is_captured_cannot_turn_its_poison_off() -> None:
+    """The fills were bound through the output's own attributes when the graph was captured: a call that
+    returns, while captured, an output with ``fill_`` (or ``view``) set on the instance, and takes it off
+    again before any check looks at the output, had every later poison do nothing, so a replay that
+    writes nothing passed on values the call left there itself."""
+    half = torch.zeros(4)
+    codes = torch.zeros(4, dtype=torch.int32)
+    for t in (half, codes):
+        t.fill_ = lambda *args, **kwargs: None
+        t.view = lambda *args, **kwargs: torch.empty(4, dtype=torch.uint8)
+    fills = timers._poisoners(torch, (half, codes))
+    for t in (half, codes):
+        del t.fill_, t.view
+    for fill in fills:
+        fill()
+    assert torch.isnan(half).all() and codes.tolist() == [-1] * 4
+
+
 class _Trace:
     """CUPTI and CUDA graphs on the CPU: ``launch(name)`` is one kernel of that name; while a graph
     captures, it is recorded into the graph instead, and each replay runs what was recorded."""
