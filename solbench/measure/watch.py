@@ -9,7 +9,9 @@ sample is stored, verified or shown to anything else), and the parent notes when
     counts         min(min, max samples) <= n <= max(min, max samples); every sample finite, >= 0
     median, CI     recomputed here from the samples (never taken from the worker)
     shape          a timing only with status ok; ok only with a timing and (unless a part) a
-                   passed correctness; no score (the parent scores); the task's own name
+                   passed correctness; no score (the parent scores); the task's own name; a part
+                   (``protocol["part"]``: timed, never scored nor held to T_SOL) only where the
+                   workload declares the implementation one, and then that part
     wall time      see below
 
 The wall-time bound. Between the arrivals of sample i-1 and sample i the worker did, in order:
@@ -80,6 +82,10 @@ class Watch:
     # wall-time bound takes (wall_problem); None: every one the protocol names
     timer: str | None = None
     device: str | None = None
+    # the part the workload declares the implementation ("compute", "comm", "floor"; None: none), where
+    # known (Watch.of): a result's protocol["part"] must say the same (judge)
+    declared_part: str | None = None
+    knows_part: bool = False
     values: list[float] = field(default_factory=list)
     arrived: list[float] = field(default_factory=list)
     verified: list[bool] = field(default_factory=list)
@@ -87,8 +93,11 @@ class Watch:
     @classmethod
     def of(cls, task: Any) -> Watch:
         s = task.settings
+        spec = getattr(task, "spec", None)  # a Task has them all; a stand-in may lack some: not judged by them
+        impl = spec.implementations.get(task.impl) if spec is not None else None
         return cls(task.impl, min(s.min_samples, s.max_samples), max(s.min_samples, s.max_samples),
-                   timer=str(s.timer), device=str(task.device))
+                   timer=getattr(s, "timer", None), device=getattr(task, "device", None),
+                   declared_part=getattr(impl, "part", None), knows_part=impl is not None)
 
     def value(self, i: int, seconds: float, verified: bool) -> None:
         """A streamed sample; Forged when out of order, too many, or not a possible time."""
@@ -115,7 +124,14 @@ class Watch:
             return result
         if result.status != "ok":
             raise Forged(f"a timing with status {result.status}")
-        if result.correctness is None and not result.protocol.get("part"):
+        claimed = result.protocol.get("part") or None
+        if self.knows_part and claimed != self.declared_part:
+            def said(part: Any) -> str:
+                return f"part {str(part)[:20]!r}" if part else "no part"
+            # a part is timed but never scored nor held to T_SOL (analysis.scoring): the worker's word is not enough
+            raise Forged(f"a result that says it is {said(claimed)}, where its workload declares "
+                         f"{said(self.declared_part)}")
+        if result.correctness is None and not (self.declared_part if self.knows_part else claimed):
             raise Forged("status ok without a correctness check")
         if result.correctness is not None and not result.correctness.passed:
             raise Forged("status ok with a failed correctness check")

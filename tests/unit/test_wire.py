@@ -204,6 +204,41 @@ def test_a_worker_cannot_widen_the_wall_bound_with_knobs_its_timer_does_not_have
     assert honest.wall_problem({"spin_us": 6400.0, "l2_flush_bytes": 1}) is None
 
 
+def _part_task(part):
+    from types import SimpleNamespace
+
+    impl = SimpleNamespace(part=part)
+    return SimpleNamespace(impl="impl", device="cpu", spec=SimpleNamespace(implementations={"impl": impl}),
+                           settings=SimpleNamespace(min_samples=1, max_samples=100, timer="cpu"))
+
+
+@pytest.mark.parametrize("claimed", ["compute", "comm", "floor"])
+def test_a_result_cannot_say_it_is_a_part_its_workload_does_not_declare(claimed):
+    """A part (``protocol["part"]``) is timed but never scored: the parent skipped the INVALID check for
+    it (time below T_SOL) and took it as ok without a correctness check. The key was the worker's word,
+    and a worker can put any key in its protocol: an implementation whose time is impossible said it
+    was a part, and was ok (exit 0) instead of invalid (exit 4). The parent knows which implementations
+    its workload declares as parts."""
+    watch = Watch.of(_part_task(None))
+    for i in range(5):
+        watch.value(i, 1e-3, False)
+    with pytest.raises(Forged, match="part"):
+        watch.judge(_ok([1e-3] * 5, part=claimed))
+    assert watch.judge(_ok([1e-3] * 5)).status == "ok"
+
+
+def test_a_declared_part_is_taken_as_one():
+    watch = Watch.of(_part_task("floor"))
+    for i in range(5):
+        watch.value(i, 1e-3, False)
+    floor = dataclasses.replace(_ok([1e-3] * 5, part="floor"), correctness=None)
+    assert watch.judge(floor).protocol["part"] == "floor"
+    with pytest.raises(Forged, match="part"):
+        watch.judge(dataclasses.replace(floor, protocol={}))  # ok without correctness, and no part
+    with pytest.raises(Forged, match="part"):
+        watch.judge(_ok([1e-3] * 5, part="compute"))
+
+
 def test_gaps_after_a_verified_sample_are_not_counted():
     # every sample verified (a check can take far longer than the call): nothing to judge
     assert _watched([1e-4] * 50, [0.1] * 50, verified=[True] * 50).wall_problem({}) is None
