@@ -39,7 +39,7 @@ from typing import Any
 import torch
 
 from solbench.device import cupti as _cupti  # noqa: F401  (imported before the tamper snapshot: watched)
-from solbench.device.timer import gate_cycles, sleep_rate
+from solbench.device.timer import gate_cycles
 from solbench.text import first_few
 
 
@@ -356,8 +356,8 @@ def traced_call(call: Callable[[], Any], trace: Any, kernels: list[str] | None =
     run, so its work was done before the marker ran, while in a cold-timed window (spin first) it
     ran 600 µs past the end event. A spin shorter than the host's launch time is as blind (the
     same call took 1.35 ms to enqueue against a 1 ms spin): when the spin has already ended once the
-    call returns, the call is made again behind a spin of twice its host time (at least four times
-    the last one), up to as long as the cold timer's gate holds a stream (:func:`check_spin_ceiling`).
+    call returns, the call is made again behind a spin four times longer, up to as long as the cold
+    timer's gate holds a stream (:func:`check_spin_ceiling`).
     A call the check is still blind to after that spin outlasts the gate too, so the timer cannot
     hold the stream through it either (it times the call unheld, host gaps included). A shorter
     ceiling (three retries, 64 ms, before) left calls that wait on the host between 64 ms and the
@@ -426,9 +426,11 @@ def traced_call(call: Callable[[], Any], trace: Any, kernels: list[str] | None =
                 ceiling = check_spin_ceiling(torch)
             if cycles >= ceiling:  # its host side outlasts any hold of the cold timer: judged as it is
                 break
-            # the call took longer on the host than the spin ran: again, behind a spin twice its host time
-            per_ns = sleep_rate(torch) * 1e-3
-            cycles = min(ceiling, max(4 * cycles, int(2 * (t1 - t0) * per_ns) + _CHECK_SPIN_CYCLES))
+            # the call took longer on the host than the spin ran: again, behind a spin four times longer. Not
+            # one sized on this try's host time: a process's first call (lazy loading, a JIT) can take
+            # hundreds of ms once and microseconds after, and a spin sized on it cost every fresh worker
+            # up to the whole hold (an o_proj run's checks: 19.5 -> 28-31 s of worker time on an H100)
+            cycles = min(ceiling, 4 * cycles)
     finally:
         with contextlib.suppress(Exception):
             trace.end(turned_on)
