@@ -14,7 +14,7 @@ from solbench.analysis.pooling import APART
 from solbench.analysis.suite_summary import DEFAULT_PS
 from solbench.report import dry_cells, flags
 from solbench.report.collective_cells import collective_columns, is_part, part_label
-from solbench.report.console import peaks_elsewhere, rounds_phrase, threads
+from solbench.report.console import peaks_elsewhere, rounds_phrase, run_notes, threads
 from solbench.report.suites import summary_markdown
 from solbench.report.timing_cells import extra_cell, timing_columns
 from solbench.report.units import (
@@ -256,7 +256,9 @@ def gate_markdown(g: GateResult, exit_code: int | None = None) -> str:
 
 def run_markdown(run: RunResult, fast_ps: Sequence[float] = DEFAULT_PS) -> str:
     """A run as Markdown: one table per workload (time, T_SOL, SOL, MFU, MBU, bound, speedup, S), then the
-    suite summary (fast_p at ``fast_ps``, mean S) when the run holds suite problems. A dry run
+    suite summary (fast_p at ``fast_ps``, mean S) when the run holds suite problems, the legend of the
+    marks, and the lines the terminal prints under its tables (why an implementation was not scored, the
+    run's notes). A dry run
     (nothing timed) gets its costs instead (:func:`_dry_markdown`)."""
     if run.protocol.timer == "none":
         return _dry_markdown(run)
@@ -302,6 +304,9 @@ def run_markdown(run: RunResult, fast_ps: Sequence[float] = DEFAULT_PS) -> str:
     key = flags.legend(run)
     if key:
         lines += [key, ""]
+    said = [n for n in run_notes(run) if n != key] + list(run.notes)  # as the terminal prints under its tables
+    if said:
+        lines += [f"- {_cell(note)}" for note in said] + [""]
     return "\n".join(lines)
 
 

@@ -228,3 +228,15 @@ def test_run_tables_show_each_implementations_s_score() -> None:
     md_fused = next(line for line in md if "| fused |" in line)
     cells = [c.strip() for c in md_fused.strip("|").split("|")]
     assert [c.strip() for c in md_header.strip("|").split("|")].index("S") == cells.index("0.68")
+
+
+def test_markdown_run_lists_why_an_implementation_was_not_scored_and_the_runs_notes() -> None:
+    """The Markdown of a run (a CI job summary) kept the legend but dropped the lines the terminal prints
+    under the tables: why an implementation failed, and the run's notes (peaks, detection)."""
+    rng = np.random.default_rng(4)
+    run = make_run({"c1": {"baseline": noisy(rng, 30, 2e-3, 0.01), "broken": noisy(rng, 30, 1e-3, 0.01)}},
+                   statuses={"c1/broken": "incorrect"}, messages={"c1/broken": "max abs err 0.5 > atol 1e-05"})
+    run = replace(run, notes=("peaks: datasheet; the SM clock could not be read",))
+    md = run_markdown(run)
+    assert "- c1 broken: INCORRECT: max abs err 0.5 > atol 1e-05" in md
+    assert "- peaks: datasheet; the SM clock could not be read" in md
