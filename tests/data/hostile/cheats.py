@@ -185,13 +185,19 @@ def waits_out_the_check(x, w, residual):
     all of the work runs during the hold and the window times the pad. The side-stream check, whose
     longest spin was 64 ms, saw the work begin after its spin had ended."""
     time.sleep(0.08)
-    side = _CACHE.setdefault("late_stream", torch.cuda.Stream())
+    return _unordered_then_pad("late_stream", x, w, residual)
+
+
+def _unordered_then_pad(stream: str, x, w, residual):
+    """The work on a side stream that does not wait for the current one, waited for on the host (settled
+    outputs), then a ~20 µs spin on the current stream: above T_SOL, so not INVALID either."""
+    side = _CACHE.setdefault(stream, torch.cuda.Stream())
     out = torch.empty_like(residual)
     with torch.cuda.stream(side):
         for _ in range(50):
             torch.addmm(residual, x, w.T, out=out)
     side.synchronize()
-    torch.cuda._sleep(40_000)  # ~20 µs: above T_SOL, so not INVALID either
+    torch.cuda._sleep(40_000)
     return out
 
 
@@ -205,14 +211,7 @@ def hides_work_with_cupti_off(x, w, residual):
     """GPU, after turn_off_cupti: its work on a side stream that does not wait for the current stream,
     waited for before returning (settled outputs), and a 20 µs pad on the current stream. With the
     CUPTI checks off only the settle check remained, and the cold timer timed the pad."""
-    side = _CACHE.setdefault("quiet_stream", torch.cuda.Stream())
-    out = torch.empty_like(residual)
-    with torch.cuda.stream(side):
-        for _ in range(50):
-            torch.addmm(residual, x, w.T, out=out)
-    side.synchronize()
-    torch.cuda._sleep(40_000)
-    return out
+    return _unordered_then_pad("quiet_stream", x, w, residual)
 
 
 _SEEN: set[int] = set()
