@@ -55,15 +55,16 @@ def _device_name(run: RunResult, case: CaseResult) -> str:
     return "" if run.protocol.devices > 1 else run.environment.device_name
 
 
-def _row(run: RunResult, case: CaseResult, r: ImplResult) -> dict[str, Any]:
-    t, s = r.timing, r.score
+def _row(run: RunResult, case: CaseResult, r: ImplResult | None) -> dict[str, Any]:
+    """One implementation's row, or (``r`` None: a dry run's case, nothing measured) the case's costs alone."""
+    t, s = (r.timing, r.score) if r is not None else (None, None)
     row: dict[str, Any] = {
         "run": run.created, "device": _device_name(run, case), "workload": case.workload,
-        "case_id": case.case_id, "dtype": case.dtype, "impl": r.name, "status": r.status,
+        "case_id": case.case_id, "dtype": case.dtype, "impl": r.name if r else "", "status": r.status if r else "",
         "t_sol_s": case.t_sol, "bound": case.bound, "tensor_flops": case.cost.tensor_flops,
         "vector_flops": case.cost.vector_flops, "fused_bytes": case.cost.fused_bytes,
         "unfused_bytes": case.cost.unfused_bytes, "intensity_flop_per_byte": case.intensity,
-        "peaks_source": case.peaks.source, "message": r.message,
+        "peaks_source": case.peaks.source, "message": r.message if r else "",
         "tensor_peak_source": case.peaks.source_of("tensor"), "vector_peak_source": case.peaks.source_of("vector"),
         "bandwidth_source": case.peaks.source_of("bandwidth"),
     }
@@ -85,8 +86,9 @@ def _row(run: RunResult, case: CaseResult, r: ImplResult) -> dict[str, Any]:
 
 
 def run_csv(runs: Sequence[RunResult]) -> str:
-    """Every case x implementation of the runs as CSV text (header first; empty cells for None)."""
-    rows = [_row(run, c, r) for run in runs for c in run.cases for r in c.impls]
+    """Every case x implementation of the runs as CSV text (header first; empty cells for None); a case
+    without implementation results (a dry run's) gets one row of its costs, T_SOL and bound."""
+    rows = [_row(run, c, r) for run in runs for c in run.cases for r in (c.impls or (None,))]
     params: list[str] = []
     for row in rows:
         params += [k for k in row if k.startswith("param.") and k not in params]

@@ -3,6 +3,8 @@ nothing it prints may read as a measurement."""
 
 from __future__ import annotations
 
+import pytest
+
 from solbench import api
 from solbench.report.html import report_html
 from solbench.report.markdown import run_markdown
@@ -100,3 +102,19 @@ def test_a_dry_runs_own_t_sol_note_prints_its_time_as_the_tables_do() -> None:
     (note,) = [n for n in run.notes if "fp8" in n]
     assert f"{case.case_id} {format_seconds(fp8)} (compute)" in note
     assert "e+" not in note
+
+
+def test_csv_of_a_dry_run_has_a_row_per_case_with_its_costs() -> None:
+    """report --csv of a dry run wrote the header only: its cases hold no implementation result, and the CSV
+    had a row per case x implementation; each case now has a row of its costs, T_SOL and bound."""
+    import csv
+    import io
+
+    from solbench.report.csv import run_csv
+
+    run = _dry()
+    rows = list(csv.DictReader(io.StringIO(run_csv([run]))))
+    assert [r["case_id"] for r in rows] == [c.case_id for c in run.cases] and rows
+    for row, case in zip(rows, run.cases, strict=True):
+        assert float(row["t_sol_s"]) == pytest.approx(case.t_sol, rel=1e-14) and row["bound"] == case.bound
+        assert float(row["fused_bytes"]) == case.cost.fused_bytes and row["impl"] == "" and row["median_s"] == ""
