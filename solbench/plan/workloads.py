@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import functools
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,7 +24,7 @@ from solbench.config.workloads import load_workload_file, validate_references
 from solbench.config.yamlio import read_yaml, yaml_files
 from solbench.errors import ConfigError
 from solbench.results.model import CaseResult, Cost, Environment, ImplResult, Peaks, Protocol, RunResult, SpecRef
-from solbench.text import guessed
+from solbench.text import guessed, seconds
 from solbench.workload.cases import Case, CaseError, case_matches, expand, parameter_names
 from solbench.workload.schema import ParamValue, WorkloadSpec, first_repeat
 
@@ -365,7 +364,7 @@ def own_t_sol_notes(p: Planned, spec: HardwareSpec, impls: Sequence[str] = ()) -
             sol = speed_of_light(mine, peaks_at(spec, impl.peak_dtype or case.dtype, p.spec.fp32_peak, mine))
             theirs = speed_of_light(cost, peaks_at(spec, case.dtype, p.spec.fp32_peak, cost)).t_sol
             differs = differs or abs(sol.t_sol - theirs) > 1e-9 * theirs
-            own.append(f"{case.id} {_seconds(sol.t_sol)} ({sol.bound})")
+            own.append(f"{case.id} {seconds(sol.t_sol)} ({sol.bound})")
         if not differs:
             continue
         why = "; ".join(filter(None, [f"the {impl.peak_dtype} peak" if impl.peak_dtype else "",
@@ -373,17 +372,6 @@ def own_t_sol_notes(p: Planned, spec: HardwareSpec, impls: Sequence[str] = ()) -
         notes.append(f"peaks: {p.spec.name} {name} is scored against its own T_SOL ({why}), not the table's: "
                      + ", ".join(own))
     return notes
-
-
-def _seconds(t: float) -> str:
-    """``15.3 µs``: three significant digits in the unit that keeps them below 1000 (as the tables print:
-    rounded first, so 999.8 µs reads "1.00 ms", never "1e+03 µs")."""
-    if t <= 0:
-        return f"{t:g} s"
-    mag = float(f"{t:.2e}")
-    scale, unit = next(((s, u) for s, u in ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs")) if mag >= s), (1e-9, "ns"))
-    value = mag / scale
-    return f"{value:.{max(2 - math.floor(math.log10(value)), 0)}f} {unit}"
 
 
 def case_result(p: Planned, case: Case, spec: HardwareSpec, impls: Sequence[ImplResult],

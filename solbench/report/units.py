@@ -15,10 +15,11 @@ from __future__ import annotations
 import math
 
 from solbench.analysis.thresholds import decimals_apart, decision_edges, percent
+from solbench.text import decimals as _decimals
+from solbench.text import scaled as _scaled
+from solbench.text import seconds
 
 MISSING = "—"
-
-_TIME_UNITS = ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns"))
 
 _SI_PREFIXES = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, ""))
 
@@ -38,22 +39,6 @@ __all__ = [
 
 def _finite(x: float | None) -> bool:
     return x is not None and math.isfinite(x)
-
-
-def _scaled(x: float, units: tuple[tuple[float, str], ...], digits: int) -> str:
-    """``x`` rounded to ``digits`` significant figures, in the largest unit it reaches.
-
-    Rounding happens before the unit is chosen, so 0.99996e-3 s is "1.00 ms", not "1000 µs".
-    """
-    mag = float(f"{abs(x):.{digits - 1}e}")
-    scale, unit = next(((s, u) for s, u in units if mag >= s), units[-1])
-    value = math.copysign(mag / scale, x)
-    return f"{value:.{_decimals(mag / scale, digits)}f} {unit}"
-
-
-def _decimals(mag: float, digits: int) -> int:
-    """The decimals that show ``digits`` significant figures of a positive ``mag`` (none below its units)."""
-    return max(digits - 1 - math.floor(math.log10(mag)), 0)
 
 
 def format_number(x: float | None, digits: int = 3) -> str:
@@ -78,7 +63,7 @@ def format_seconds(x: float | None, digits: int = 3) -> str:
     if not _finite(x):
         return MISSING
     assert x is not None
-    return "0 s" if x == 0.0 else _scaled(x, _TIME_UNITS, digits)
+    return seconds(x, digits)
 
 
 def _edges(threshold: float | None) -> tuple[float, ...]:
