@@ -842,7 +842,7 @@ def drop_side_stream(torch: Any) -> None:
 def gate_cycles(torch: Any = None, *, cycles_per_us: float | None = None) -> int:
     """How many cycles the gate holds a stream before it lets the GPU go unreleased (``_GATE_TIMEOUT_US``
     at ``cycles_per_us``, by default :func:`sleep_rate`): the longest hold of a cold-timed sample,
-    which the side-stream check's longest spin matches (:func:`solbench.measure.guards.check_spin_ceiling`)."""
+    which the side-stream check's longest spin matches (:func:`solbench.measure.guards.traced_call`)."""
     rate = sleep_rate(torch) if cycles_per_us is None else cycles_per_us
     return int(_GATE_TIMEOUT_US * rate)
 

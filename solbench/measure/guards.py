@@ -357,7 +357,7 @@ def traced_call(call: Callable[[], Any], trace: Any, kernels: list[str] | None =
     ran 600 µs past the end event. A spin shorter than the host's launch time is as blind (the
     same call took 1.35 ms to enqueue against a 1 ms spin): when the spin has already ended once the
     call returns, the call is made again behind a spin four times longer, up to as long as the cold
-    timer's gate holds a stream (:func:`check_spin_ceiling`).
+    timer's gate holds a stream (:func:`solbench.device.timer.gate_cycles`).
     A call the check is still blind to after that spin outlasts the gate too, so the timer cannot
     hold the stream through it either (it times the call unheld, host gaps included). A shorter
     ceiling (three retries, 64 ms, before) left calls that wait on the host between 64 ms and the
@@ -392,7 +392,7 @@ def traced_call(call: Callable[[], Any], trace: Any, kernels: list[str] | None =
         return call(), None
     spun = torch.cuda.Event()
     cycles, primed = _CHECK_SPIN_CYCLES, not turned_on
-    ceiling: int | None = None  # the longest spin (check_spin_ceiling), read when first needed
+    ceiling: int | None = None  # the longest spin (the gate's hold), read when first needed
     try:
         while True:
             torch.cuda._sleep(cycles)  # the GPU busy while the host enqueues the whole call
@@ -423,7 +423,7 @@ def traced_call(call: Callable[[], Any], trace: Any, kernels: list[str] | None =
             if not dry:
                 break
             if ceiling is None:
-                ceiling = check_spin_ceiling(torch)
+                ceiling = gate_cycles(torch)
             if cycles >= ceiling:  # its host side outlasts any hold of the cold timer: judged as it is
                 break
             # the call took longer on the host than the spin ran: again, behind a spin four times longer. Not
@@ -446,17 +446,10 @@ def traced_call(call: Callable[[], Any], trace: Any, kernels: list[str] | None =
 
 # ~1 ms at 2 GHz (longer at a lower clock: the safe side). A call whose host launch outlasts it
 # (50 cuBLAS GEMMs on a side stream took 1.35 ms to enqueue on an H200, 827 API calls) would run
-# to its end before the marker: the spin then grows to twice the call's host time (at least 4x per
-# try), up to check_spin_ceiling.
+# to its end before the marker: the spin then grows 4x per try, up to as long as the cold timer's gate
+# holds a stream (timer.gate_cycles), so that any call whose timed samples the gate can hold is checked
+# behind a spin that outlasts it.
 _CHECK_SPIN_CYCLES = 2_000_000
-
-
-def check_spin_ceiling(torch: Any) -> int:
-    """The longest spin of the side-stream check, in cycles: as long as the cold timer's gate holds the
-    stream before it lets the GPU go (:data:`solbench.device.timer._GATE_TIMEOUT_US` at the top SM
-    clock, :func:`solbench.device.timer.gate_cycles`). Any call whose timed samples the gate can hold
-    (its host side ends before the gate does) is then checked behind a spin that outlasts it."""
-    return gate_cycles(torch)
 
 
 def _primed(trace: Any, marker: torch.Tensor, tries: int = 4) -> bool:
