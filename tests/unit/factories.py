@@ -15,6 +15,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 
@@ -147,3 +148,25 @@ def as_suite(run: RunResult, suite: str, *, case_ids: Sequence[str] | None = Non
                                                                                      "cuda"))
 
     return replace(run, cases=tuple(imported(c) for c in run.cases))
+
+
+def kept_as_given(unit: Any, case: Any, impls: Sequence[ImplResult]) -> CaseResult:
+    """A run loop's ``score`` callback that keeps a case's results as they came (nothing scored)."""
+    return replace(make_case(case.id, {}, workload=unit.spec.name), impls=tuple(impls))
+
+
+class RoundCounter:
+    """An executor stand-in for the run loop that counts rounds (each ``retire`` ends one) and starts and
+    closes nothing; a subclass answers ``run``."""
+
+    def __init__(self) -> None:
+        self.round = 0
+
+    def prestart(self, keys: Any) -> None:
+        pass
+
+    def retire(self, keys: Any) -> None:
+        self.round += 1
+
+    def close(self) -> None:
+        pass

@@ -19,7 +19,7 @@ from solbench.measure import worker
 from solbench.measure.worker import MeasureSettings, Task, WorkerState, execute
 from solbench.results import store
 from solbench.results.model import ImplResult, Timing
-from tests.unit.factories import make_case, make_run
+from tests.unit.factories import RoundCounter, kept_as_given, make_run
 
 DOUBLE = "tests/data/double.yaml"
 HOSTILE = "tests/data/hostile/hostile.yaml"
@@ -78,18 +78,15 @@ def test_a_later_round_still_catches_cheats_its_checks_can_see(impl):
     assert result.status == "reward_hack", (result.status, result.message)
 
 
-class _Recorder:
+class _Recorder(RoundCounter):
     """Round r of every task returns samples of (r + 1) ms; ``skip_first``: round 0 says skipped."""
 
     def __init__(self, skip_first=False):
+        super().__init__()
         self.checks = []
         self.keys = []
         self.seen = []
-        self.round = 0
         self.skip_first = skip_first
-
-    def prestart(self, keys):
-        pass
 
     def run(self, key, task, timeout_s, progress=None):
         self.keys.append(key)
@@ -101,23 +98,13 @@ class _Recorder:
         return ImplResult(task.impl, "ok", timing=Timing((value,) * 6, value, value, value, "converged"),
                           protocol={"checks": "light"} if task.checks == "light" else {})
 
-    def retire(self, keys):
-        self.round += 1
-
-    def close(self):
-        pass
-
-
-def _score(unit, case, impls):
-    return replace(make_case(case.id, {}, workload=unit.spec.name), impls=tuple(impls))
-
 
 def test_the_run_loop_checks_fully_in_the_first_round_only():
     planned = api.plan([DOUBLE], "cpu", impls=("baseline",))
     units = [session.Unit(p.spec, p.path, p.cases, ("baseline",)) for p in planned]
     ex = _Recorder()
     run = session.measure_units(units, make_run({}), ex, device="cpu", settings=MeasureSettings(), timeout_s=1.0,
-                                l2_bytes=None, score=_score, emit=lambda e, d: None, repeat=3)
+                                l2_bytes=None, score=kept_as_given, emit=lambda e, d: None, repeat=3)
     # rounds 2 and 3 go out in the second pass together, each in a worker of its own: both light, both
     # knowing the first round's 6 samples (the verification rate runs on from there)
     assert ex.checks == [(0, "full")] * 2 + [(1, "light")] * 4
@@ -133,7 +120,7 @@ def test_a_point_that_did_not_pass_every_check_is_checked_in_full_again():
     units = [session.Unit(p.spec, p.path, p.cases, ("baseline",)) for p in planned]
     ex = _Recorder(skip_first=True)
     session.measure_units(units, make_run({}), ex, device="cpu", settings=MeasureSettings(), timeout_s=1.0,
-                          l2_bytes=None, score=_score, emit=lambda e, d: None, repeat=3)
+                          l2_bytes=None, score=kept_as_given, emit=lambda e, d: None, repeat=3)
     assert ex.checks == [(0, "full")] * 2 + [(1, "full")] * 4
     assert ex.seen == [(0, 0)] * 2 + [(1, 0)] * 4  # a skipped round timed nothing
 

@@ -10,7 +10,6 @@ rounds of one run on one device: a point skipped in one round and measured in an
 """
 
 import textwrap
-from dataclasses import replace
 
 from click.testing import CliRunner
 
@@ -22,7 +21,7 @@ from solbench.execute import session
 from solbench.measure.worker import MeasureSettings
 from solbench.results import store
 from solbench.results.model import ImplResult, Timing
-from tests.unit.factories import make_case, make_run
+from tests.unit.factories import RoundCounter, kept_as_given, make_run
 
 T = Timing((1e-3,) * 4, 1e-3, 1e-3, 1e-3, "converged")
 OK = ImplResult("picky", "ok", timing=T)
@@ -40,37 +39,21 @@ def test_a_point_skipped_in_one_round_and_measured_in_another_merges_into_an_err
     assert merge_rounds([OK, SKIP, failed]).status == "incorrect"  # a failure is the result, as before
 
 
-class _Picky:
+class _Picky(RoundCounter):
     """Every round of every task is measured, but "wrong" (standing in for a picky implementation) says
     it needs another GPU in every round after the first."""
-
-    def __init__(self):
-        self.round = 0
-
-    def prestart(self, keys):
-        pass
 
     def run(self, key, task, timeout_s, progress=None):
         if self.round > 0 and task.impl == "wrong":
             return ImplResult(task.impl, "skipped", "needs an sm_100 GPU")
         return ImplResult(task.impl, "ok", timing=T, protocol={"checks": "light"} if task.checks == "light" else {})
 
-    def retire(self, keys):
-        self.round += 1
-
-    def close(self):
-        pass
-
-
-def _score(unit, case, impls):
-    return replace(make_case(case.id, {}, workload=unit.spec.name), impls=tuple(impls))
-
 
 def test_the_run_loop_fails_a_point_that_skips_its_later_rounds():
     (planned,) = api.plan(["tests/data/double.yaml"], "cpu", impls=("baseline", "wrong"))
     units = [session.Unit(planned.spec, planned.path, planned.cases[:1], ("baseline", "wrong"))]
     run = session.measure_units(units, make_run({}), _Picky(), device="cpu", settings=MeasureSettings(),
-                                timeout_s=1.0, l2_bytes=None, score=_score, emit=lambda e, d: None, repeat=3)
+                                timeout_s=1.0, l2_bytes=None, score=kept_as_given, emit=lambda e, d: None, repeat=3)
     status = {r.name: r.status for r in run.cases[0].impls}
     assert status == {"baseline": "ok", "wrong": "error"}
     assert failures(run) == [f"{run.cases[0].case_id}/wrong: error"]

@@ -19,7 +19,7 @@ from solbench.execute import session
 from solbench.measure.worker import MeasureSettings
 from solbench.results import store
 from solbench.results.model import ImplResult, Timing
-from tests.unit.factories import make_case, make_run
+from tests.unit.factories import kept_as_given, make_run
 
 DOUBLE = "tests/data/double.yaml"
 FAST = ["--budget", "0.05", "--min-samples", "5", "--max-samples", "20", "--device", "cpu"]
@@ -53,15 +53,11 @@ def _units():
     return [session.Unit(p.spec, p.path, p.cases, ("baseline",)) for p in planned]
 
 
-def _score(unit, case, impls):
-    return replace(make_case(case.id, {}, workload=unit.spec.name), impls=tuple(impls))
-
-
 def test_every_round_starts_and_retires_its_own_workers():
     ex = FakeExecutor()
     saved = []
     run = session.measure_units(_units(), make_run({}), ex, device="cpu", settings=MeasureSettings(), timeout_s=1.0,
-                                l2_bytes=None, score=_score, emit=lambda e, d: None, on_case=saved.append, repeat=3)
+                                l2_bytes=None, score=kept_as_given, emit=lambda e, d: None, on_case=saved.append, repeat=3)
     kinds = [e[0] for e in ex.events]
     # round 1 in a pass of its own (every check); rounds 2 and 3 in the next, each in its own worker
     assert kinds == ["prestart", "run", "run", "retire", "prestart"] + ["run"] * 4 + ["retire", "close"]
@@ -98,7 +94,7 @@ def test_rounds_after_the_first_get_the_samples_the_allocation_gives_them():
     ex = CostedExecutor()
     settings = MeasureSettings(min_samples=10, max_samples=2000)
     run = session.measure_units(_units(), make_run({}), ex, device="cpu", settings=settings, timeout_s=1.0,
-                                l2_bytes=None, score=_score, emit=lambda e, d: None, repeat=3)
+                                l2_bytes=None, score=kept_as_given, emit=lambda e, d: None, repeat=3)
     first = [cap for r, cap in ex.caps if r == 0]
     later = [cap for r, cap in ex.caps if r > 0]
     assert first == [2000, 2000] and len(later) == 4  # round 1 as configured; 2 cases x 2 later rounds
@@ -113,7 +109,7 @@ def test_rounds_after_the_first_get_the_samples_the_allocation_gives_them():
 def test_one_round_is_todays_run():
     ex = FakeExecutor()
     run = session.measure_units(_units(), make_run({}), ex, device="cpu", settings=MeasureSettings(), timeout_s=1.0,
-                                l2_bytes=None, score=_score, emit=lambda e, d: None)
+                                l2_bytes=None, score=kept_as_given, emit=lambda e, d: None)
     assert [e[0] for e in ex.events] == ["prestart", "run", "run", "retire", "close"]
     assert run.cases[0].impls[0].timing.rounds == ()
 
@@ -175,7 +171,7 @@ def test_a_point_that_failed_in_round_1_gets_no_more_rounds_and_says_so():
     ex = FailingExecutor({"wrong": failed_in})
     events = []
     run = session.measure_units(_two_impls(), make_run({}), ex, device="cpu", settings=MeasureSettings(),
-                                timeout_s=1.0, l2_bytes=None, score=_score,
+                                timeout_s=1.0, l2_bytes=None, score=kept_as_given,
                                 emit=lambda e, d: events.append((e, d)), repeat=3)
     cases = len(run.cases)
     ran = [e for e in ex.events if e[0] == "run"]
@@ -191,7 +187,7 @@ def test_a_case_whose_every_point_failed_is_still_counted_done():
     ex = FailingExecutor({"baseline": 0, "wrong": 0})
     events = []
     run = session.measure_units(_two_impls(), make_run({}), ex, device="cpu", settings=MeasureSettings(),
-                                timeout_s=1.0, l2_bytes=None, score=_score,
+                                timeout_s=1.0, l2_bytes=None, score=kept_as_given,
                                 emit=lambda e, d: events.append((e, d)), repeat=3)
     assert len([e for e in ex.events if e[0] == "run"]) == 2 * len(run.cases)  # round 1 only
     assert sum(d.get("rounds", 1) for e, d in events if e == "case_done") == 3 * len(run.cases)
@@ -226,7 +222,7 @@ def test_a_variant_spec_is_sent_for_each_implementation_and_case():
     units = _units()
     renamed = units[0].spec.model_copy(update={"name": "variant"})
     session.measure_units(units, make_run({}), Spy(), device="cpu", settings=MeasureSettings(), timeout_s=1.0,
-                          l2_bytes=None, score=_score, emit=lambda e, d: None,
+                          l2_bytes=None, score=kept_as_given, emit=lambda e, d: None,
                           variant=lambda spec, case, name: renamed)
     assert sent == ["variant", "variant"]
 
@@ -255,7 +251,7 @@ def test_added_rounds_go_only_to_the_points_still_wider_than_the_target():
     ex = OffsetExecutor()
     events = []
     run = session.measure_units(units, make_run({}), ex, device="cpu", settings=MeasureSettings(), timeout_s=1.0,
-                                l2_bytes=None, score=_score, emit=lambda e, d: events.append((e, d)), repeat=3,
+                                l2_bytes=None, score=kept_as_given, emit=lambda e, d: events.append((e, d)), repeat=3,
                                 max_rounds=8, target_rel_ci=0.01)
     rounds = {c.case_id: c.impls[0].timing.n_rounds for c in run.cases}
     tight = [i for i in ids if "n=64" not in i]
@@ -275,7 +271,7 @@ def test_added_rounds_go_only_to_the_points_still_wider_than_the_target():
 def test_no_rounds_are_added_without_max_rounds():
     ex = OffsetExecutor()
     run = session.measure_units(_units(), make_run({}), ex, device="cpu", settings=MeasureSettings(), timeout_s=1.0,
-                                l2_bytes=None, score=_score, emit=lambda e, d: None, repeat=3)
+                                l2_bytes=None, score=kept_as_given, emit=lambda e, d: None, repeat=3)
     assert {c.impls[0].timing.n_rounds for c in run.cases} == {3}
 
 
@@ -375,7 +371,7 @@ def test_a_round_that_stopped_at_its_allocation_is_not_marked_as_stopped_before_
     ex = AllocatedExecutor()
     settings = MeasureSettings(min_samples=10, max_samples=2000)
     run = session.measure_units(_units(), make_run({}), ex, device="cpu", settings=settings, timeout_s=1.0,
-                                l2_bytes=None, score=_score, emit=lambda e, d: None, repeat=3)
+                                l2_bytes=None, score=kept_as_given, emit=lambda e, d: None, repeat=3)
     assert all(10 <= cap < 2000 for r, cap in ex.caps if r > 0)
     timing = run.cases[0].impls[0].timing
     assert timing.stop_reason == "converged+allocated"
@@ -414,7 +410,7 @@ def test_a_pass_adds_each_point_the_rounds_its_spread_asks_for_each_in_a_worker_
     units = _units()
     ex = OffsetExecutor(seed=3)
     run = session.measure_units(units, make_run({}), ex, device="cpu", settings=MeasureSettings(), timeout_s=1.0,
-                                l2_bytes=None, score=_score, emit=lambda e, d: None, repeat=3,
+                                l2_bytes=None, score=kept_as_given, emit=lambda e, d: None, repeat=3,
                                 max_rounds=12, target_rel_ci=0.01)
     prestarts = [e[1] for e in ex.events if e[0] == "prestart"]
     first_added = prestarts[3]
@@ -454,7 +450,7 @@ def test_a_multi_rank_workload_keeps_one_round_a_pass_while_the_others_share_one
                          single.cases, single.impls)
     ex = FakeExecutor()
     session.measure_units([single, multi], make_run({}), ex, device="cpu", settings=MeasureSettings(), timeout_s=1.0,
-                          l2_bytes=None, score=_score, emit=lambda e, d: None, repeat=3)
+                          l2_bytes=None, score=kept_as_given, emit=lambda e, d: None, repeat=3)
     passes, keys = [], []
     for event in ex.events:
         if event[0] == "run":
@@ -481,7 +477,7 @@ def test_each_case_is_merged_once_per_count_of_its_rounds(monkeypatch):
     monkeypatch.setattr(session, "_merged", counted)
     ex = OffsetExecutor()
     run = session.measure_units(_units(), make_run({}), ex, device="cpu", settings=MeasureSettings(), timeout_s=1.0,
-                                l2_bytes=None, score=_score, emit=lambda e, d: None, repeat=3,
+                                l2_bytes=None, score=kept_as_given, emit=lambda e, d: None, repeat=3,
                                 max_rounds=8, target_rel_ci=0.01)
     assert any(c.impls[0].timing.n_rounds > 3 for c in run.cases)  # passes were added, so plans were made
     assert calls and len(calls) == len(set(calls))  # never the same case with the same rounds twice
@@ -512,14 +508,14 @@ def test_the_harness_counts_the_passes_and_the_worker_processes_they_started():
     ex = CountingExecutor()
     ex.started = 5  # started before this run: not the run's
     run = session.measure_units(_units(), make_run({}), ex, device="cpu", settings=MeasureSettings(), timeout_s=1.0,
-                                l2_bytes=None, score=_score, emit=lambda e, d: None, repeat=3)
+                                l2_bytes=None, score=kept_as_given, emit=lambda e, d: None, repeat=3)
     # round 1 alone (one worker), rounds 2 and 3 together (a worker each)
     assert run.harness["passes"] == 2
     assert run.harness["worker_processes"] == 3
     assert passes_line(run) == "2 passes over the workloads, 3 worker processes started (one per implementation and round)"
 
     plain = session.measure_units(_units(), make_run({}), FakeExecutor(), device="cpu", settings=MeasureSettings(),
-                                  timeout_s=1.0, l2_bytes=None, score=_score, emit=lambda e, d: None, repeat=1)
+                                  timeout_s=1.0, l2_bytes=None, score=kept_as_given, emit=lambda e, d: None, repeat=1)
     assert plain.harness["passes"] == 1 and "worker_processes" not in plain.harness  # it counts none
     assert passes_line(plain) == "1 pass over the workloads"
     assert passes_line(make_run({})) is None  # a run that recorded neither
@@ -536,7 +532,7 @@ class CountingOffsetExecutor(CountingExecutor, OffsetExecutor):
 def test_added_passes_are_counted_with_their_workers():
     ex = CountingOffsetExecutor(seed=3)
     run = session.measure_units(_units(), make_run({}), ex, device="cpu", settings=MeasureSettings(), timeout_s=1.0,
-                                l2_bytes=None, score=_score, emit=lambda e, d: None, repeat=3,
+                                l2_bytes=None, score=kept_as_given, emit=lambda e, d: None, repeat=3,
                                 max_rounds=12, target_rel_ci=0.01)
     prestarts = [e[1] for e in ex.events if e[0] == "prestart"]
     assert run.harness["passes"] == len(prestarts) > 2  # one workload: one prestart a pass; rounds were added
@@ -554,11 +550,11 @@ def test_the_harness_counts_the_workers_killed_for_not_exiting_when_asked():
             self.overstayed += 1
 
     run = session.measure_units(_units(), make_run({}), Killing(), device="cpu", settings=MeasureSettings(),
-                                timeout_s=1.0, l2_bytes=None, score=_score, emit=lambda e, d: None, repeat=1)
+                                timeout_s=1.0, l2_bytes=None, score=kept_as_given, emit=lambda e, d: None, repeat=1)
     assert run.harness["workers_killed"] == 1
     assert passes_line(run).endswith("; 1 killed for not exiting when asked (0 of them compiling ahead)")
     calm = session.measure_units(_units(), make_run({}), CountingExecutor(), device="cpu", settings=MeasureSettings(),
-                                 timeout_s=1.0, l2_bytes=None, score=_score, emit=lambda e, d: None, repeat=1)
+                                 timeout_s=1.0, l2_bytes=None, score=kept_as_given, emit=lambda e, d: None, repeat=1)
     assert "workers_killed" not in calm.harness and "killed" not in passes_line(calm)
 
 
@@ -573,10 +569,10 @@ def test_the_run_counts_and_notes_the_processes_killed_for_leaving_their_workers
             self.escaped += 2  # pool.sweep after the last workers closed
 
     run = session.measure_units(_units(), make_run({}), Escaping(), device="cpu", settings=MeasureSettings(),
-                                timeout_s=1.0, l2_bytes=None, score=_score, emit=lambda e, d: None, repeat=1)
+                                timeout_s=1.0, l2_bytes=None, score=kept_as_given, emit=lambda e, d: None, repeat=1)
     assert run.harness["escaped_killed"] == 2
     assert passes_line(run).endswith("; 2 processes left outside a worker's group killed")
     assert run.notes[-1] == session.escaped_note(2)
     calm = session.measure_units(_units(), make_run({}), CountingExecutor(), device="cpu", settings=MeasureSettings(),
-                                 timeout_s=1.0, l2_bytes=None, score=_score, emit=lambda e, d: None, repeat=1)
+                                 timeout_s=1.0, l2_bytes=None, score=kept_as_given, emit=lambda e, d: None, repeat=1)
     assert "escaped_killed" not in calm.harness and not calm.notes
