@@ -144,7 +144,8 @@ def test_workers_keep_a_tasks_memory_to_its_next_task_only_where_every_case_fits
     from solbench.execute import session
     from solbench.execute.warm import held_bytes
     from solbench.measure.worker import MeasureSettings, Task
-    from tests.unit.test_rounds_run import OffsetExecutor, _score, _units
+    from tests.unit.factories import kept_as_given
+    from tests.unit.test_rounds_run import OffsetExecutor, _units
 
     units = _units()
     need = max(held_bytes(c, input_sets=MeasureSettings().input_sets, reference_dtype=units[0].spec.reference_dtype,
@@ -171,7 +172,7 @@ def test_workers_keep_a_tasks_memory_to_its_next_task_only_where_every_case_fits
                                  (need - 1, True, True), (None, True, True)):
         ex = Budgeted(budget)
         session.measure_units(units, make_run({}), ex, device="cpu", settings=MeasureSettings(), timeout_s=1.0,
-                              l2_bytes=None, score=_score, emit=lambda e, d: None, repeat=3)
+                              l2_bytes=None, score=kept_as_given, emit=lambda e, d: None, repeat=3)
         got = {(t.checks, t.release_after) for t in ex.tasks}
         assert got == {("full", first), ("light", later)}, budget
     assert Task.__dataclass_fields__["release_after"].default is True  # where nobody says: as before
