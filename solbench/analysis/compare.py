@@ -149,6 +149,8 @@ class Comparison:
     launched_differently: dict[str, str] = field(default_factory=dict)
     run_sd: float = 0.0  # sd of a run's own offset priced in over rounds (two sets of runs; analysis.gate)
     device: str = ""  # what the runs were measured on (:func:`devices`)
+    # each side's peaks id where its SOL is against peaks measured on the host (``solbench calibrate``), else ""
+    measured_peaks: tuple[str, str] = ("", "")
 
     def count(self, verdict: Verdict) -> int:
         """How many rows have this verdict."""
@@ -509,7 +511,8 @@ def _sol(r: ImplResult) -> float | None:
 
 def _compare(pairing: Pairing, *, same_impl: bool, label_a: str, label_b: str, threshold: float,
              alpha: float, confidence: float, seed: int, n_boot: int, paired: bool = False,
-             run_vars: Mapping[str, float] | None = None, run_sd: float = 0.0, device: str = "") -> Comparison:
+             run_vars: Mapping[str, float] | None = None, run_sd: float = 0.0, device: str = "",
+             measured_peaks: tuple[str, str] = ("", "")) -> Comparison:
     if not threshold > 0.0:
         raise ConfigError(f"threshold must be positive, got {threshold}")
     if not 0.0 < alpha < 1.0 or not 0.0 < confidence < 1.0:
@@ -542,7 +545,13 @@ def _compare(pairing: Pairing, *, same_impl: bool, label_a: str, label_b: str, t
     other = {u.key: unmeasured_reason(u.other) for u in pairing.unpaired}
     models = {u.key: f"{model_a} vs {model_b}" for u, model_a, model_b in pairing.other_model}
     return Comparison(tuple(rows), pairing.only_in_a, pairing.only_in_b, geo, label_a, label_b,
-                      threshold, alpha, confidence, other, models, apart, run_sd, device)
+                      threshold, alpha, confidence, other, models, apart, run_sd, device, measured_peaks)
+
+
+def measured_peaks(run: RunResult) -> str:
+    """The run's peaks id where they were measured on the host (SOL above 1 then beat the measurement,
+    not the hardware: report.flags), else ""."""
+    return run.spec.id if run.spec.source == "measured" else ""
 
 
 def side_runs(side: RunResult | Sequence[RunResult]) -> list[RunResult]:
@@ -569,12 +578,14 @@ def compare_runs(a: RunResult | Sequence[RunResult], b: RunResult | Sequence[Run
     ``gate.check_fingerprints``). ``run_sd``: the sd of a run's own offset, priced in over rounds
     as the gate does (analysis.gate, "Between runs"); 0 where both sides came from one invocation.
     """
-    pairing = pair_runs(as_one_run(a), as_one_run(b), impl)
+    run_a, run_b = as_one_run(a), as_one_run(b)
+    pairing = pair_runs(run_a, run_b, impl)
     keys = [p.key for p in pairing.pairs]
     return _compare(pairing, same_impl=True, label_a=label_a, label_b=label_b,
                     threshold=threshold, alpha=alpha, confidence=confidence, seed=seed, n_boot=n_boot,
                     run_vars=dict(zip(keys, run_offset_vars(run_sd, a, b, keys), strict=True)), run_sd=run_sd,
-                    device=devices([*side_runs(a), *side_runs(b)]))
+                    device=devices([*side_runs(a), *side_runs(b)]),
+                    measured_peaks=(measured_peaks(run_a), measured_peaks(run_b)))
 
 
 def compare_impls(run: RunResult, impl_a: str, impl_b: str, *, threshold: float = 0.05,
@@ -587,4 +598,5 @@ def compare_impls(run: RunResult, impl_a: str, impl_b: str, *, threshold: float 
     """
     return _compare(pair_impls(run, impl_a, impl_b), same_impl=False, label_a=impl_a,
                     label_b=impl_b, threshold=threshold, alpha=alpha, confidence=confidence,
-                    seed=seed, n_boot=n_boot, paired=True, device=devices([run]))
+                    seed=seed, n_boot=n_boot, paired=True, device=devices([run]),
+                    measured_peaks=(measured_peaks(run),) * 2)

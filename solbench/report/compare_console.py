@@ -8,7 +8,16 @@ from rich.text import Text
 
 from solbench.analysis.compare import Comparison
 from solbench.analysis.gate import CASE_VERDICTS, GateResult
-from solbench.report.markdown import ratio_note, rounds_note, side_cell, split_key, threshold_cell, threshold_summary
+from solbench.report.markdown import (
+    above_note,
+    ratio_note,
+    rounds_note,
+    side_cell,
+    sol_cell,
+    split_key,
+    threshold_cell,
+    threshold_summary,
+)
 from solbench.report.units import format_ci, format_p, format_percent, format_ratio, format_seconds
 
 __all__ = ["comparison_table", "gate_table", "short_cases", "unpaired"]
@@ -18,10 +27,6 @@ _STYLE = {
     "PASS": "green", "REGRESSION": "bold red", "BROKEN": "bold red reverse", "STILL-BROKEN": "red", "MISSING": "dim",
 }
 _GATE_ORDER = {v: i for i, v in enumerate(CASE_VERDICTS)}  # BROKEN and REGRESSION first, PASS last
-
-
-def _sol(x: float | None) -> str:
-    return f"{x:.2f}" if x is not None else "—"
 
 
 def _items(case_id: str) -> tuple[str, list[str]]:
@@ -80,7 +85,8 @@ def comparison_table(c: Comparison) -> Table:
     t = Table(title=Text(f"{b} vs {a}{on} (ratio = {b} time / {a} time; SOL: {a} → {b})"), title_justify="left",
               caption=f"geomean speedup of {escape(b)} over {escape(a)}: {format_ratio(c.geomean_speedup)} ({counts}); "
                       f"SAME within ±{format_percent(c.threshold)}, alpha {c.alpha:g} (BH)"
-                      + (f"\n{escape(ratio_note(c))}" if c.rows else ""),
+                      + (f"\n{escape(ratio_note(c))}" if c.rows else "")
+                      + (f"\n{escape(above_note(c))}." if above_note(c) else ""),
               caption_justify="left")
     apart = unpaired(c)
     keys = [r.key for r in c.rows] + list(apart)
@@ -104,7 +110,7 @@ def comparison_table(c: Comparison) -> Table:
         t.add_row(*key(r.key), format_seconds(r.median_a), format_seconds(r.median_b),
                   f"{format_ratio(r.ratio, threshold=c.threshold)} "
                   f"{format_ci(r.ci_low, r.ci_high, threshold=c.threshold)}",
-                  f"{_sol(r.sol_a)} → {_sol(r.sol_b)}",
+                  f"{sol_cell(r.sol_a, c.measured_peaks[0])} → {sol_cell(r.sol_b, c.measured_peaks[1])}",
                   format_p(r.p_value),
                   Text(r.verdict, style=_STYLE[r.verdict]))
     for k, why in apart.items():

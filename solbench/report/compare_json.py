@@ -36,6 +36,8 @@ def comparison_json(c: Comparison) -> dict[str, Any]:
         "not_comparable": dict(c.not_comparable),
         "launched_differently": dict(c.launched_differently),
         "run_sd": c.run_sd,  # sd of a run's own offset priced in over rounds (0: none)
+        # per side, the peaks id where sol_a/sol_b are against peaks measured on the host ("": datasheet)
+        "measured_peaks": list(c.measured_peaks),
     }
 
 

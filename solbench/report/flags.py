@@ -24,7 +24,8 @@ from __future__ import annotations
 from solbench.report.units import format_seconds
 from solbench.results.model import CaseResult, ImplResult, RunResult, Timing
 
-__all__ = ["ABOVE", "KERNELS", "OWN", "STOPPED", "TRACED", "WIDE", "bound", "legend", "mark", "over_peak", "own",
+__all__ = ["ABOVE", "KERNELS", "OWN", "STOPPED", "TRACED", "WIDE", "above", "above_legend", "bound", "legend", "mark",
+           "over_peak", "own",
            "result_marks", "t_sol", "time_marks", "traced"]
 
 WIDE = "~"
@@ -64,7 +65,18 @@ def measured_peaks(run: RunResult) -> bool:
 
 def over_peak(value: float | None, run: RunResult) -> str:
     """``!`` for a fraction of the peak above 1 where the peaks are measured, else nothing."""
-    return ABOVE if value is not None and value > 1.0 and measured_peaks(run) else ""
+    return above(value, measured_peaks(run))
+
+
+def above(value: float | None, measured: bool | str) -> str:
+    """``!`` for a fraction of the peak above 1 against ``measured`` peaks (True, or their id), else nothing."""
+    return ABOVE if value is not None and value > 1.0 and measured else ""
+
+
+def above_legend(spec_id: str) -> str:
+    """What ``!`` means, for peaks ``spec_id`` measured on the host."""
+    return (f"{ABOVE} above 1 (100%) against peaks measured on this host ({spec_id}): "
+            "the peak measurement was beaten, not the hardware; not a speed-of-light result")
 
 
 def traced(case: CaseResult) -> str:
@@ -106,7 +118,7 @@ def legend(run: RunResult) -> str:
     p = run.protocol
     impls = _impls(run)
     marks = "".join(result_marks(r, p.target_rel_ci) for r in impls)
-    above = any(over_peak(v, run) for r in impls if r.score is not None
+    beaten = any(over_peak(v, run) for r in impls if r.score is not None
                 for v in (r.score.sol, r.score.mfu, r.score.mbu))
     parts = []
     if WIDE in marks:
@@ -118,9 +130,8 @@ def legend(run: RunResult) -> str:
         parts.append(f"{KERNELS} the rounds ran different kernels (a library chose another kernel, or "
                      "another grid for it, in some processes; each round's: protocol.kernels_by_round, "
                      "kernel_shapes_by_round): the median mixes them")
-    if above:
-        parts.append(f"{ABOVE} above 1 (100%) against peaks measured on this host ({run.spec.id}): "
-                     "the peak measurement was beaten, not the hardware; not a speed-of-light result")
+    if beaten:
+        parts.append(above_legend(run.spec.id))
     if any(own(c, r) for c in run.cases for r in c.impls):
         parts.append(f"{OWN} the implementation's own T_SOL and bound (another dtype's peak or its own bytes: an "
                      "input made once in set-up, as an FP8 weight), which its SOL, MFU and MBU are against")

@@ -90,6 +90,18 @@ def _sol(x: float | None) -> str:
     return f"{x:.2f}" if x is not None else "—"
 
 
+def sol_cell(x: float | None, measured: str) -> str:
+    """A compared side's SOL, marked ``!`` above 1 where that side's peaks were measured (``measured``: their id)."""
+    return flags.mark(_sol(x), flags.above(x, measured))
+
+
+def above_note(c: Comparison) -> str:
+    """What ``!`` means, where some row's SOL carries it (empty: none does)."""
+    ids = [spec for spec, side in zip(c.measured_peaks, ("a", "b"), strict=True)
+           if any(flags.above(getattr(r, f"sol_{side}"), spec) for r in c.rows)]
+    return "; ".join(flags.above_legend(spec) for spec in dict.fromkeys(ids))
+
+
 def _keys(title: str, keys: tuple[str, ...], other: str, why: dict[str, str]) -> list[str]:
     if not keys:
         return []
@@ -128,11 +140,13 @@ def comparison_markdown(c: Comparison) -> str:
         by_impl = any(split_key(r.key)[1] for r in c.rows)  # two runs: case and implementation apart
         rows = [[*(split_key(r.key) if by_impl else (r.key,)), format_seconds(r.median_a),
                  format_seconds(r.median_b), format_ratio(r.ratio, threshold=c.threshold),
-                 format_ci(r.ci_low, r.ci_high, threshold=c.threshold), _sol(r.sol_a),
-                 _sol(r.sol_b), format_p(r.p_value), r.verdict] for r in c.rows]
+                 format_ci(r.ci_low, r.ci_high, threshold=c.threshold), sol_cell(r.sol_a, c.measured_peaks[0]),
+                 sol_cell(r.sol_b, c.measured_peaks[1]), format_p(r.p_value), r.verdict] for r in c.rows]
         header = ["Case", *(["Impl"] if by_impl else []), a, b, f"{b}/{a}", "CI", f"SOL {a}", f"SOL {b}", "p",
                   "Verdict"]
         lines += [*_table(header, ("ll" if by_impl else "l") + "rrrrrrrl", rows), ""]
+        if above_note(c):
+            lines += [_cell(above_note(c)) + ".", ""]
     else:
         lines += ["No case was measured on both sides.", ""]
     lines += _keys(f"Only in {a}", c.only_in_a, b, c.other_side) + _keys(f"Only in {b}", c.only_in_b, a, c.other_side)

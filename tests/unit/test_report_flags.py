@@ -240,3 +240,32 @@ def test_markdown_run_lists_why_an_implementation_was_not_scored_and_the_runs_no
     md = run_markdown(run)
     assert "- c1 broken: INCORRECT: max abs err 0.5 > atol 1e-05" in md
     assert "- peaks: datasheet; the SM clock could not be read" in md
+
+
+def _two_impls(measured: bool) -> RunResult:
+    rng = np.random.default_rng(3)  # the factories' T_SOL is 1e-4 s: "slow" has SOL 0.5, "fast" SOL 10
+    run = make_run({"c1": {"slow": noisy(rng, 60, 2e-4, 0.001), "fast": noisy(rng, 60, 1e-5, 0.001)}})
+    return replace(run, spec=replace(run.spec, source="measured")) if measured else run
+
+
+def test_compare_marks_a_sol_above_one_against_measured_peaks_in_every_format() -> None:
+    from solbench.analysis.compare import compare_impls
+    from solbench.report.compare_console import comparison_table
+    from solbench.report.compare_json import comparison_json
+    from solbench.report.markdown import comparison_markdown
+
+    def text(c) -> str:
+        console = Console(width=250, record=True, file=io.StringIO())
+        console.print(comparison_table(c))
+        return console.export_text()
+
+    measured = compare_impls(_two_impls(True), "slow", "fast")
+    legend = "! above 1 (100%) against peaks measured on this host"
+    assert measured.rows[0].sol_b is not None and measured.rows[0].sol_b > 1
+    assert "0.50 → 10.00 !" in text(measured) and legend in text(measured)
+    md = comparison_markdown(measured)
+    assert "| 10.00 ! |" in md and legend in md and "| 0.50 |" in md
+    assert comparison_json(measured)["measured_peaks"] == [measured.measured_peaks[0]] * 2 != [""] * 2
+    datasheet = compare_impls(_two_impls(False), "slow", "fast")
+    assert "10.00 !" not in text(datasheet) and legend not in text(datasheet)
+    assert "10.00 !" not in comparison_markdown(datasheet) and comparison_json(datasheet)["measured_peaks"] == ["", ""]
