@@ -67,6 +67,7 @@ class ImplPeaks:
     floor: Peaks
     note: str = ""
     cost: Cost | None = None  # the implementation's own cost (its ``input_dtypes``), where it differs from the case's
+    dtype: str = ""  # the dtype of ``scoring``, where not the case's (``peak_dtype``)
 
 
 def time_floor(cost: Cost, floor: Peaks, device_kind: str) -> float:
@@ -121,6 +122,9 @@ def score_impls(cost: Cost, impls: Sequence[ImplResult], peaks: Mapping[str, Imp
         if t_floor is not None and t > 0:  # the floor moved the case's bytes: scaled to this implementation's
             scale = own.fused_bytes / cost.fused_bytes if cost.fused_bytes else 1.0
             scored = replace(scored, floor_fraction=t_floor * scale / t)
+        if p.dtype:  # another dtype's ceilings: where each came from, for the run's peaks line
+            used = ("tensor", "vector") if p.scoring.tensor_flops else ("vector",)
+            scored = replace(scored, peak_sources={f"{p.dtype} {c}": p.scoring.source_of(c) for c in used})
         note = p.note or r.message
         if not sol.link_known:
             note = "; ".join(filter(None, [note, "T_SOL has no link term: the spec has no interconnect bandwidth"]))

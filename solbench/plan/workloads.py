@@ -395,7 +395,7 @@ def case_result(p: Planned, case: Case, spec: HardwareSpec, impls: Sequence[Impl
             f"it reads {', '.join(f'{k} as {v}' for k, v in p.spec.implementations[r.name].input_dtypes.items())})"
             if own.fused_bytes != cost.fused_bytes else ""]))
         per_impl[r.name] = ImplPeaks(peaks_at(spec, dtype, policy, own), peaks_at(floor, dtype, floor_policy, own),
-                                     note, own)
+                                     note, own, dtype if dtype != case.dtype else "")
     sol = speed_of_light(cost, peaks)
     scored = score_impls(cost, impls, per_impl, p.spec.baseline, device_kind)
     src = p.spec.source

@@ -125,15 +125,18 @@ def run_header(run: RunResult) -> str:
 
 
 def peaks_elsewhere(run: RunResult) -> str:
-    """The ceilings the run's cases used that came from elsewhere than the run's peaks (``--peaks
-    measured``: one calibrate did not measure stayed the datasheet's), ``"datasheet for
-    float8_e4m3fn tensor, bfloat16 vector"``; empty where none did (every run saved before each
-    ceiling had its source)."""
+    """The ceilings the run's cases and implementations (an FP8 row at the FP8 peak: ``Score.peak_sources``)
+    used that came from elsewhere than the run's peaks (``--peaks measured``: one calibrate did not measure
+    stayed the datasheet's), ``"datasheet for float8_e4m3fn tensor, bfloat16 vector"``; empty where none did
+    (every run saved before each ceiling had its source)."""
     other: dict[str, list[str]] = {}
     for c in run.cases:
         used = ("tensor", "vector", "bandwidth") if c.peaks.tensor_flops else ("vector", "bandwidth")
-        for ceiling in used:
-            source, what = c.peaks.source_of(ceiling), "bandwidth" if ceiling == "bandwidth" else f"{c.dtype} {ceiling}"
+        found = [(c.peaks.source_of(ceiling), "bandwidth" if ceiling == "bandwidth" else f"{c.dtype} {ceiling}")
+                 for ceiling in used]
+        found += [(source, what) for r in c.impls if r.score is not None  # an FP8 row at the FP8 peak
+                  for what, source in r.score.peak_sources.items()]
+        for source, what in found:
             if source != run.spec.source and what not in other.setdefault(source, []):
                 other[source].append(what)
     return "; ".join(f"{source} for {', '.join(what)}" for source, what in other.items() if what)

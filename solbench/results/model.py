@@ -243,6 +243,9 @@ class Score:
     t_sol: float | None = None
     bound: str | None = None
     fused_bytes: float | None = None  # the bytes its T_SOL and MBU count (the case's, or its ``input_dtypes``)
+    # where its own dtype's ceilings came from, where it is scored against another dtype's peak (``peak_dtype``):
+    # {"float8_e4m3fn tensor": "datasheet"} (--peaks measured: a calibrate that did not measure it); {}: the case's
+    peak_sources: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

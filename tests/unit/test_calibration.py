@@ -260,3 +260,27 @@ def test_calibrate_names_the_file_it_saved_as_it_is(tmp_path, monkeypatch):
         assert result.exit_code == 0, result.output
         saved = store.calibration_path(tmp_path / folder, "h200-sxm", None)
         assert saved.is_file() and f"saved {saved}\n" in result.output
+
+
+def test_the_header_names_an_fp8_rows_datasheet_ceiling_in_a_bf16_case_of_a_measured_run(tmp_path):
+    """o_proj is a bf16 case; its ``fp8`` row is scored at the FP8 peak (``peak_dtype``), which calibrate does
+    not measure: the header says that ceiling stayed the datasheet's, as it does for an FP8 case."""
+    import dataclasses
+
+    from solbench.plan.workloads import case_result, plan
+    from solbench.report.console import run_header
+    from solbench.results.model import ImplResult, SpecRef
+    from tests.unit.factories import make_run, make_timing
+
+    store.save_calibration(cal(), tmp_path)
+    spec = measured_spec(get_spec("h200"), "GPU-1234", tmp_path)
+    (p,) = plan(["workloads/attn.yaml"], "cuda", only=("o_proj",), cases=("tokens=2048,bfloat16",))
+    (case,) = p.cases
+    timed = [ImplResult(name, "ok", timing=make_timing([t * (1 + 0.001 * k) for k in range(-2, 3)]))
+             for name, t in (("baseline", 2e-4), ("fp8", 1e-4))]
+    result = case_result(p, case, spec, timed)
+    scored = {r.name: r for r in result.impls}
+    assert scored["fp8"].score.peak_sources == {"float8_e4m3fn tensor": "datasheet", "float8_e4m3fn vector": "measured"}
+    assert scored["baseline"].score.peak_sources == {}
+    run = dataclasses.replace(make_run({}), spec=SpecRef(spec.id, spec.name, spec.source), cases=(result,))
+    assert "datasheet for bfloat16 vector, float8_e4m3fn tensor)" in run_header(run)
