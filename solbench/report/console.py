@@ -59,7 +59,7 @@ def _cells(run: RunResult, case: CaseResult, r: ImplResult) -> list[str | Text]:
     tm = r.timing
     half = (tm.ci_high - tm.ci_low) / 2
     spread = f"±{half / tm.median * 100:.1f}%" if tm.median > 0 else "(zero time)"
-    time = flags.mark(f"{format_seconds(tm.median)} {spread}", flags.result_marks(r, run.protocol.target_rel_ci))
+    time = flags.mark(f"{format_seconds(tm.median)} {spread}", flags.result_marks(r, run.protocol))
     if is_part(r):
         return [time, flags.t_sol(case), Text(part_label(r), style="dim"), "", "", case.bound, "", ""]
     if r.status == "invalid" or r.score is None:

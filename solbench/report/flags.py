@@ -1,8 +1,9 @@
 """Marks for numbers that are less certain than they look, shared by every run table.
 
-    time_marks(t, target)   "~"  the 95% CI of the median is wider than the run's target (±1%)
+    time_marks(t, target)   "~"  the 95% CI of the median is wider than its target (ci_target: ±1% in one round,
+                                 the rounds target, ±2% by default on a GPU, over rounds that were added to)
                             "†"  sampling stopped on the budget or the sample cap, not converged
-    result_marks(r, target) those, and "§" where the rounds ran different kernels (a library chose
+    result_marks(r, p)      those, and "§" where the rounds ran different kernels (a library chose
                             another kernel, or launched one with another grid, in some processes:
                             ``protocol.kernels_by_round``, ``protocol.kernel_shapes_by_round``)
     over_peak(x, run)       "!"  SOL above 1 (or MFU/MBU above 100%) against *measured* peaks:
@@ -22,11 +23,10 @@ tables, so that no uncertain number is shown as plain fact.
 from __future__ import annotations
 
 from solbench.report.units import format_seconds
-from solbench.results.model import CaseResult, ImplResult, RunResult, Timing
+from solbench.results.model import CaseResult, ImplResult, Protocol, RunResult, Timing
 
-__all__ = ["ABOVE", "KERNELS", "OWN", "STOPPED", "TRACED", "WIDE", "above", "above_legend", "bound", "legend", "mark",
-           "over_peak", "own",
-           "result_marks", "t_sol", "time_marks", "traced"]
+__all__ = ["ABOVE", "KERNELS", "OWN", "STOPPED", "TRACED", "WIDE", "above", "above_legend", "bound", "ci_target",
+           "legend", "mark", "over_peak", "own", "pooled", "result_marks", "t_sol", "time_marks", "traced"]
 
 WIDE = "~"
 STOPPED = "†"
@@ -52,11 +52,23 @@ def time_marks(t: Timing | None, target: float) -> str:
     return marks
 
 
-def result_marks(r: ImplResult, target: float) -> str:
-    """:func:`time_marks` of ``r``'s timing, then ``§`` where its rounds ran different kernels or
-    launch shapes."""
+def pooled(t: Timing | None) -> bool:
+    """Whether ``t``'s CI is over rounds (its samples came from more than one round)."""
+    return t is not None and len(set(t.rounds)) > 1
+
+
+def ci_target(t: Timing | None, p: Protocol) -> float:
+    """The CI half-width ``t`` aimed at: the rounds target where its CI is over rounds and rounds were
+    added to points wider than it (``rounds_target``: ±2% by default on a GPU), else the sampling target
+    of one round (``target_rel_ci``)."""
+    return p.rounds_target if pooled(t) and p.rounds_target > 0 else p.target_rel_ci
+
+
+def result_marks(r: ImplResult, p: Protocol) -> str:
+    """:func:`time_marks` of ``r``'s timing against its target (:func:`ci_target`), then ``§`` where its
+    rounds ran different kernels or launch shapes."""
     differ = "kernels_by_round" in r.protocol or "kernel_shapes_by_round" in r.protocol
-    return time_marks(r.timing, target) + (KERNELS if differ else "")
+    return time_marks(r.timing, ci_target(r.timing, p)) + (KERNELS if differ else "")
 
 
 def measured_peaks(run: RunResult) -> bool:
@@ -117,12 +129,18 @@ def legend(run: RunResult) -> str:
     """The marks used anywhere in ``run``'s tables, explained in one line (empty: none used)."""
     p = run.protocol
     impls = _impls(run)
-    marks = "".join(result_marks(r, p.target_rel_ci) for r in impls)
+    marks = "".join(result_marks(r, p) for r in impls)
     beaten = any(over_peak(v, run) for r in impls if r.score is not None
                 for v in (r.score.sol, r.score.mfu, r.score.mbu))
     parts = []
     if WIDE in marks:
-        parts.append(f"{WIDE} the 95% CI is wider than the target ±{p.target_rel_ci * 100:.3g}%")
+        one, over = f"±{p.target_rel_ci * 100:.3g}%", f"±{p.rounds_target * 100:.3g}%"
+        over_rounds = any(ci_target(r.timing, p) != p.target_rel_ci and WIDE in result_marks(r, p) for r in impls)
+        in_one = any(ci_target(r.timing, p) == p.target_rel_ci and WIDE in result_marks(r, p) for r in impls)
+        parts.append(f"{WIDE} the 95% CI is wider than its target ({one} in one round, {over} over rounds)"
+                     if over_rounds and in_one else
+                     f"{WIDE} the 95% CI over rounds is wider than the rounds target {over}" if over_rounds else
+                     f"{WIDE} the 95% CI is wider than the target {one}")
     if STOPPED in marks:
         parts.append(f"{STOPPED} sampling stopped on the budget ({p.budget_s:g} s) or the sample cap "
                      f"({p.max_samples}) before the CI reached the target")

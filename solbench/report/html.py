@@ -99,7 +99,7 @@ def _impl_cells(run: RunResult, c: CaseResult, r: ImplResult) -> list[str]:
     if t is None:
         return [status, "", "", "", _e(flags.t_sol(c)), "", "", "", _e(c.bound), "", ""]
     half = (t.ci_high - t.ci_low) / 2 / t.median if t.median else 0.0
-    marks = flags.result_marks(r, run.protocol.target_rel_ci)
+    marks = flags.result_marks(r, run.protocol)
     cells = [status, _e(format_seconds(t.median)), _e(flags.mark(f"±{half:.1%}", marks)), _e(t.n),
              _e(flags.t_sol(c, r))]
     if s is None:  # a part or a byte floor says so where SOL would be, as the console and Markdown tables do

@@ -347,13 +347,13 @@ def _impl_cells(run: RunResult, c: CaseResult, r: ImplResult) -> list[str]:
     if r.timing is not None and is_part(r):
         t = r.timing
         half = (t.ci_high - t.ci_low) / 2 / t.median
-        return [format_seconds(t.median), flags.mark(f"{half:.1%}", flags.result_marks(r, run.protocol.target_rel_ci)),
+        return [format_seconds(t.median), flags.mark(f"{half:.1%}", flags.result_marks(r, run.protocol)),
                 flags.t_sol(c), part_label(r), "", "", c.bound, "", ""]
     if r.timing is None or r.score is None:
         return [r.status.upper(), "", flags.t_sol(c), "", "", "", c.bound, "", ""]
     t, s = r.timing, r.score
     half = (t.ci_high - t.ci_low) / 2 / t.median
-    return [format_seconds(t.median), flags.mark(f"{half:.1%}", flags.result_marks(r, run.protocol.target_rel_ci)),
+    return [format_seconds(t.median), flags.mark(f"{half:.1%}", flags.result_marks(r, run.protocol)),
             flags.t_sol(c, r), flags.mark(_sol(s.sol), flags.over_peak(s.sol, run)),
             flags.mark(format_pct(s.mfu), flags.over_peak(s.mfu, run)),
             flags.mark(format_pct(s.mbu), flags.over_peak(s.mbu, run)), flags.bound(c, r),

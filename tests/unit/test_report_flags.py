@@ -104,7 +104,7 @@ def test_rounds_that_ran_different_kernels_are_marked_in_every_format() -> None:
     mixed = replace(run, cases=(replace(case, impls=(r,)),))
     legend = flags.legend(mixed)
     assert "§ the rounds ran different kernels" in legend and "~" not in legend
-    assert flags.result_marks(r, 0.01) == "§" and flags.result_marks(case.impls[0], 0.01) == ""
+    assert flags.result_marks(r, run.protocol) == "§" and flags.result_marks(case.impls[0], run.protocol) == ""
     assert "§" in _render(mixed) and "§" not in _render(run)
     assert "§" in run_markdown(mixed) and legend in run_markdown(mixed)
     assert "§" in report_html([mixed])
@@ -115,7 +115,7 @@ def test_rounds_that_launched_the_same_kernels_with_other_grids_are_marked_too()
     case = run.cases[0]
     r = replace(case.impls[0], protocol={**case.impls[0].protocol,
                                          "kernel_shapes_by_round": '["#1 grid 64x4x1", "#1 grid 64x8x1"]'})
-    assert flags.result_marks(r, 0.01) == "§"
+    assert flags.result_marks(r, run.protocol) == "§"
     legend = flags.legend(replace(run, cases=(replace(case, impls=(r,)),)))
     assert "§ the rounds ran different kernels" in legend and "kernel_shapes_by_round" in legend
 
@@ -269,3 +269,29 @@ def test_compare_marks_a_sol_above_one_against_measured_peaks_in_every_format() 
     datasheet = compare_impls(_two_impls(False), "slow", "fast")
     assert "10.00 !" not in text(datasheet) and legend not in text(datasheet)
     assert "10.00 !" not in comparison_markdown(datasheet) and comparison_json(datasheet)["measured_peaks"] == ["", ""]
+
+
+def test_a_ci_over_added_rounds_is_marked_against_the_rounds_target_not_one_rounds() -> None:
+    run = _run(noise=0.0005)
+    p = replace(run.protocol, target_rel_ci=0.01, rounds=3, max_rounds=16, rounds_target=0.02)
+    case = run.cases[0]
+    r = case.impls[0]
+    assert r.timing is not None
+
+    def at(half: float, rounds: tuple[int, ...]) -> RunResult:
+        t = replace(r.timing, ci_low=1.0 - half, ci_high=1.0 + half, median=1.0, samples=(1.0,) * len(rounds),
+                    rounds=rounds)
+        return replace(run, protocol=p, cases=(replace(case, impls=(replace(r, timing=t),)),))
+
+    three = (0, 0, 1, 1, 2, 2)
+    met = at(0.015, three)  # ±1.5% over rounds: within the ±2% the added rounds aimed at
+    assert flags.ci_target(met.cases[0].impls[0].timing, p) == 0.02
+    assert flags.result_marks(met.cases[0].impls[0], p) == "" and "~" not in flags.legend(met)
+    wide = at(0.03, three)
+    assert flags.result_marks(wide.cases[0].impls[0], p) == "~"
+    assert "~ the 95% CI over rounds is wider than the rounds target ±2%" in flags.legend(wide)
+    one = at(0.015, (0,) * 6)  # one round: its own sampling target, ±1%
+    assert flags.result_marks(one.cases[0].impls[0], p) == "~"
+    assert "~ the 95% CI is wider than the target ±1%" in flags.legend(one)
+    no_added = replace(met, protocol=replace(p, max_rounds=0, rounds_target=0.0))  # --repeat 3, none added
+    assert flags.result_marks(no_added.cases[0].impls[0], no_added.protocol) == "~"
