@@ -32,6 +32,7 @@ class Unit:
     path: Path
     cases: tuple[Case, ...]
     impls: tuple[str, ...]
+    index: int = 0  # the workload's place in its file (for an error at a line of it)
 
 
 Score = Callable[[Unit, Case, Sequence[ImplResult]], CaseResult]
@@ -59,7 +60,8 @@ def prepare(files: Sequence[str | Path], options: RunOptions, info: Any, floor_s
                    overrides=dict(options.overrides), require_impls=require_impls,
                    require_workloads=require_workloads)
     _check_memory(planned, info, options)
-    units = tuple(Unit(p.spec, p.path, _selected(p.cases, options.keys), _impls(p, options)) for p in planned)
+    units = tuple(Unit(p.spec, p.path, _selected(p.cases, options.keys), _impls(p, options), p.index)
+                  for p in planned)
     settings = replace(MeasureSettings.of(options, info.kind), threads=threads.policy(options.threads, info.kind))
     nvml_id = info.uuid if info.kind == "cuda" and info.uuid and nvml.nvml_available() else None
     protocol = Protocol(settings.timer, options.warmup, options.min_samples, options.max_samples,
@@ -132,8 +134,10 @@ def tuned_variant(path: Path | None, spec_id: str, units: Sequence[Unit], launch
     implementation or case the workload no longer declares: they apply to nothing."""
     if path is None:
         return None, ()
+    from solbench.config.yamlio import read_yaml
     from solbench.errors import ConfigError
     from solbench.plan.tuned import declared, load_tuned, undeclared
+    from solbench.workload.tune_space import ConstraintError
 
     tuned = load_tuned(path)
     tuned.check_device(spec_id)
@@ -141,7 +145,12 @@ def tuned_variant(path: Path | None, spec_id: str, units: Sequence[Unit], launch
     for unit in units:
         for case in unit.cases:
             for name in unit.impls:
-                why = tuned.stale(unit.spec.name, name, case, unit.spec.implementations[name])
+                try:
+                    why = tuned.stale(unit.spec.name, name, case, unit.spec.implementations[name])
+                except ConstraintError as exc:  # the workload's fault: said at the constraint's line
+                    loc = ["workloads", unit.index, "implementations", name, "tune", "constraints", exc.index]
+                    raise read_yaml(unit.path).error(loc, f"{exc}, where {path} applies the configuration tuned "
+                                                          f"for {case.id}") from None
                 if why:
                     raise ConfigError(f"{path}: the configuration tuned for {name} on {case.id} is not in its "
                                       f"tune: space now ({why}): the workload changed since; run `solbench tune` "

@@ -44,13 +44,13 @@ class TunedConfig:
     def stale(self, workload: str, impl_name: str, case: Case, impl: Implementation) -> str | None:
         """Why the stored configuration of one implementation on one case is not one of its ``tune:``
         space now, or not one its constraints allow on that case (the workload changed since it was
-        tuned), or None."""
+        tuned), or None; ConstraintError where a constraint cannot be evaluated there."""
         params = self.params_for(workload, impl_name, case.id)
         if params is None:
             return None
         if impl.tune is None:
             return out_of_space(params, {})
-        return out_of_space(params, impl.tune.space, impl.tune.constraints, case.scope)
+        return out_of_space(params, impl.tune.space, impl.tune.constraints, case.scope, strict=True)
 
     def check_device(self, spec_id: str) -> None:
         """Refuse configurations tuned on another kind of device."""
@@ -75,9 +75,11 @@ def undeclared(key: tuple[str, str, str], now: Mapping[str, Sequence[str]]) -> s
 
 
 def out_of_space(params: Mapping[str, Any], space: Mapping[str, Sequence[Any]], constraints: Sequence[str] = (),
-                 scope: Mapping[str, Any] | None = None) -> str | None:
+                 scope: Mapping[str, Any] | None = None, *, strict: bool = False) -> str | None:
     """Why a configuration is not one of a ``tune:`` space, or (given a case's ``scope``: its parameters,
-    derived values and dtype) one of the space's ``constraints`` excludes it on that case, or None."""
+    derived values and dtype) one of the space's ``constraints`` excludes it on that case, or None.
+    A constraint that cannot be evaluated there is a reason too, or (``strict``) its ConstraintError, whose
+    ``index`` names the constraint for an error at its line of the workload file."""
     if set(params) != set(space):
         return f"it sets {', '.join(sorted(params))}, the tune: space {', '.join(sorted(space)) or 'nothing'}"
     outside = next((f"{k}={v} is not one of {space[k]}" for k, v in params.items() if v not in space[k]), None)
@@ -86,6 +88,8 @@ def out_of_space(params: Mapping[str, Any], space: Mapping[str, Sequence[Any]], 
     try:
         failed = unmet(constraints, scope, params)
     except ExprError as exc:
+        if strict:
+            raise
         return f"its constraints cannot be evaluated there: {exc}"
     return None if failed is None else f"{config_label(params)} does not meet its constraint {failed!r} on this case"
 

@@ -4,6 +4,7 @@ import dataclasses
 import functools
 import json
 import math
+import shutil
 import subprocess
 import sys
 import time
@@ -1108,3 +1109,23 @@ def test_a_winner_that_is_the_hand_picked_configuration_is_same_never_a_tuned_ga
     assert case.winner == {"chunk": 16} and case.verdict == "SAME"
     assert case.confirm_winner is None and case.gain is None  # nothing to confirm: the same code
     assert tuning.faster_cases(result) == [] and json.loads(tuning.tuned_file(result))["entries"] == []
+
+
+def test_run_tuned_names_the_workload_line_of_a_constraint_that_cannot_be_evaluated(tmp_path):
+    """A constraint that parses but fails where the stored configuration is applied (a division by zero)
+    is the workload's fault: the error names the workload file, the constraint's line and field, not only
+    the tuned file."""
+    shutil.copy(DATA / "tunable.py", tmp_path / "tunable.py")
+    text = TUNE_YAML.read_text().replace('constraints: ["chunk <= n"]', 'constraints: ["n // (chunk - 128) < 9"]')
+    workload = tmp_path / "tune_cpu.yaml"
+    workload.write_text(text)
+    line = 1 + text.splitlines().index('          constraints: ["n // (chunk - 128) < 9"]')
+    tuned = _tuned_chunked(tmp_path, {"chunk": 128})
+    r = CliRunner().invoke(main, ["run", str(workload), "--tuned", str(tuned), "--results-dir", str(tmp_path / "r"),
+                                  "--budget", "0.02", "--min-samples", "3", "--device", "cpu"])
+    assert r.exit_code == 2, r.output
+    out = r.output.strip()
+    assert out.startswith(f"error: {workload}:{line}: workloads.0.implementations.chunked.tune.constraints.0: "), out
+    assert "division by zero" in out and f"where {tuned} applies the configuration tuned for chunked_add[n=64" in out
+    assert "\n" not in out
+    assert not [f for f in (tmp_path / "r").rglob("*") if f.is_file()]
