@@ -29,13 +29,14 @@ class CaseInputs:
 
 
 def prepare_case(spec: WorkloadSpec, case: Case, device: str, base_dir: Path | None,
-                 *, input_sets: int, seed: int) -> CaseInputs:
-    """Draw ``input_sets`` fresh input sets and compute the reference on each."""
+                 *, input_sets: int, seed: int, keep: Mapping[str, Any] | None = None) -> CaseInputs:
+    """Draw ``input_sets`` fresh input sets and compute the reference on each; ``keep``: inputs every set
+    takes as given instead (the fixed ones of the set an implementation was set up on)."""
     reference = resolve(spec.reference, base_dir)
     names = [t.name for t in case.outputs]
     sets, refs = [], []
     for k in range(input_sets):
-        inputs = draw_inputs(spec, case, device, base_dir, seed + k)
+        inputs = {**draw_inputs(spec, case, device, base_dir, seed + k), **(keep or {})}
         given = {**tensors.upcast(inputs, spec.reference_dtype), **spec.reference_params}
         if k == 0:
             _check_takes(reference, f"the workload's reference {spec.reference}",

@@ -523,11 +523,13 @@ def _checked_and_timed(task: Task, state: WorkerState, emit: Emit, checker: _Che
         protocol["drain_us_median"] = round(sorted(timer.pending_s)[len(timer.pending_s) // 2] * 1e6, 1)
     _wait_checks(task, emit)
     with phases("after_s"):
-        checker.after_timing(unseen=not light)
+        checker.after_timing(unseen=not light, launch=launches[0])
     if light:
         protocol["checks"] = "light"
     if impl.params:
         protocol["params"] = ",".join(f"{k}={v}" for k, v in sorted(impl.params.items()))
+    if impl.setup_reads:  # inputs its set-up may keep something from: the check after timing leaves them
+        protocol["setup_reads"] = ",".join(impl.setup_reads)
     return ImplResult(name, "ok", UNHELD if protocol.get("hold") == "none" else "", correctness, timing,
                       protocol=protocol)
 
@@ -831,13 +833,19 @@ class _Checker:
             return f"wrong output ({result.detail}) although the checked calls were right: work skipped on some calls"
         return None
 
-    def after_timing(self, unseen: bool = True) -> None:
+    def after_timing(self, unseen: bool = True, launch: Callable[[], Any] | None = None) -> None:
         """After timing: inputs unchanged; then (``unseen``) two input sets the implementation has
         never seen.
 
-        1. fresh tensors with fresh values (new addresses): catches a result kept from earlier;
-        2. new values written into the tensors it was timed on (same addresses), set-up run again:
-           catches a result cached by data pointer.
+        1. fresh tensors with fresh values (new addresses), set-up run on them: catches a result kept
+           from earlier;
+        2. new values written into the tensors it was timed on (same addresses), into every one its
+           set-up may not prepare from (:func:`held`: neither ``fixed`` in the workload nor in the
+           implementation's ``setup_reads``), and the timed call (``launch``, input set 0) made again
+           without running set-up again: catches a result cached by data pointer, and one set-up
+           computed (it runs on the very inputs it is timed on). Where no input is left to change, or
+           without ``launch`` (the ranks of a multi-GPU workload), every input gets new values and
+           set-up runs again: a result cached by data pointer only.
         """
         for k, (guard, inputs) in enumerate(zip(self.input_guards, self.inputs.sets, strict=True)):
             problem = guard.changed(inputs)
@@ -856,42 +864,74 @@ class _Checker:
         task = self.task
         base_dir = Path(task.base_dir) if task.base_dir is not None else None
         impl = task.spec.implementations[task.impl]
-        fresh = self._fresh_inputs(base_dir, task.settings.seed + FRESH_SEED_OFFSET)
+        seed = task.settings.seed + FRESH_SEED_OFFSET
+        timed = dict(self.inputs.sets[0])
+        kept = held(task.spec, impl, timed)
+        changed = [key for key in timed if key not in kept]
+        if launch is not None and changed:
+            fresh = self._fresh_inputs(base_dir, seed, sets=1)
+            self._verify_unseen("fresh inputs after timing", impl, base_dir, fresh.sets[0], fresh.references[0])
+            new = self._fresh_inputs(base_dir, seed + 1, sets=1, keep={key: timed[key] for key in kept})
+            for key in changed:  # through .data: the tensors' version counters stay as they were
+                timed[key].data.copy_(new.sets[0][key])
+            what = (f"new values in {', '.join(changed)} (the tensors it was timed on; set-up not run again: "
+                    f"only {', '.join(kept) or 'none'} as set-up saw them)")
+            self._verify_unseen(what, impl, base_dir, timed, new.references[0], launch=launch,
+                                kwargs=self.kwargs[0])
+            return
+        fresh = self._fresh_inputs(base_dir, seed)
         self._verify_unseen("fresh inputs after timing", impl, base_dir, fresh.sets[0], fresh.references[0])
-        reused = dict(self.inputs.sets[0])
-        for key, value in reused.items():
+        for key, value in timed.items():
             if isinstance(value, torch.Tensor):  # through .data: the tensors' version counters stay as they
                 value.data.copy_(fresh.sets[1][key])  # were, or a cache keyed on them would see the change
             else:  # a Python number an input generator drew: the fresh set's, which its reference was given
-                reused[key] = fresh.sets[1][key]
-        self._verify_unseen("new values in the timed input tensors", impl, base_dir, reused, fresh.references[1])
+                timed[key] = fresh.sets[1][key]
+        self._verify_unseen("new values in the timed input tensors", impl, base_dir, timed, fresh.references[1])
 
-    def _fresh_inputs(self, base_dir: Path | None, seed: int) -> CaseInputs:
-        """Two input sets (and their references) the implementation has never seen."""
+    def _fresh_inputs(self, base_dir: Path | None, seed: int, sets: int = 2,
+                      keep: Mapping[str, Any] | None = None) -> CaseInputs:
+        """``sets`` input sets (and their references) the implementation has never seen, ``keep``'s
+        inputs as given."""
         task = self.task
-        return prepare_case(task.spec, task.case, task.device, base_dir, input_sets=2, seed=seed)
+        return prepare_case(task.spec, task.case, task.device, base_dir, input_sets=sets, seed=seed, keep=keep)
 
     def _verify_unseen(self, what: str, impl: Any, base_dir: Path | None, inputs: dict[str, torch.Tensor],
-                       reference: Sequence[torch.Tensor]) -> None:
+                       reference: Sequence[torch.Tensor], launch: Callable[[], Any] | None = None,
+                       kwargs: Mapping[str, Any] | None = None) -> None:
+        """One call on ``inputs`` checked against ``reference``: set-up run on them first, or (``launch``,
+        with set-up's ``kwargs``) a call set up before, made again."""
         task = self.task
-        launches, kwargs = build_launches(impl, task.case, [inputs], base_dir, with_kwargs=True)
+        if launch is None:
+            launches, made = build_launches(impl, task.case, [inputs], base_dir, with_kwargs=True)
+            launch, kwargs = launches[0], made[0]
         tensors.poison_allocator(task.case, task.device)
+        refill(launch)
         guard = guards.InputGuard(inputs)
         self.threads = set(threading.enumerate())
         try:
-            out = self._outputs(self._call(launches[0]))
-            result = self._check(0, out, reference, kwargs[0], inputs, guard, self._settled(out))
+            out = self._outputs(self._call(launch))
+            result = self._check(0, out, reference, kwargs or {}, inputs, guard, self._settled(out))
         except CheatDetected as exc:
             raise CheatDetected(f"{what}: {exc}") from None
         if not result.passed:
             detail = result.detail.removeprefix("input set 0: ")
             if stale(result):
                 raise CheatDetected(f"right on the inputs it was timed on, wrong on {what} ({detail}): a cached or "
-                                    "skipped result")
+                                    "skipped result, or one its set-up computed (an input set-up may prepare from, "
+                                    "as a weight, is fixed: true in the workload)")
             raise _Incorrect(Correctness(False, result.max_abs_err, result.max_rel_l2, result.atol, result.rtol,
                                          f"right on the inputs it was timed on, outside the tolerance on {what} "
                                          f"({detail}; relative L2 error {result.max_rel_l2:.2g}): a numerical "
                                          "difference, not a stale result"))
+
+
+def held(spec: Any, impl: Any, inputs: Mapping[str, Any]) -> list[str]:
+    """The inputs of ``inputs`` its set-up may prepare from, which the check after timing leaves as they
+    were: those ``fixed`` in the workload (weights), those the implementation names in ``setup_reads``,
+    and every value that is not a tensor (a number an input generator drew: bound into the call by
+    set-up)."""
+    declared = {name for name, t in spec.inputs.items() if t.fixed} | set(impl.setup_reads)
+    return [key for key, value in inputs.items() if key in declared or not isinstance(value, torch.Tensor)]
 
 
 # The largest outputs (bytes per input set) whose checked values are kept to verify timed calls by

@@ -168,6 +168,10 @@ class TensorSpec(_Model):
     mean: Expr = Field(0.0, description="Mean of the random initial values (floating-point inputs, as std).")
     positive: bool = Field(False, description="Draw |values| + mean (e.g. variances); integers from [0, 8) instead "
                            "of [-8, 8), float4_e2m1fn_x2 with both sign bits clear.")
+    fixed: bool = Field(False, description="Inputs only: the same on every call of real use (a weight, a scale, "
+                        "BatchNorm statistics), so set-up may prepare from its values (quantize, fold, concatenate). "
+                        "The check after timing that writes new values into the other inputs, without running set-up "
+                        "again, leaves it as it was.")
 
     @field_validator("std")
     @classmethod
@@ -321,6 +325,13 @@ class Implementation(_Model):
         default_factory=dict, description="Inputs this implementation reads in a narrower dtype, made once in setup "
         "(e.g. {w: float8_e4m3fn} for a weight quantized to FP8): its fused bytes count them at that width, and its "
         "T_SOL, MBU, floor fraction and INVALID floor follow (scales and other set-up metadata are not counted).",
+    )
+    setup_reads: list[str] = Field(
+        default_factory=list, description="Inputs beyond the fixed ones whose values this implementation's set-up "
+        "keeps something made from (a copy of x in another layout, as a previous layer would hand it over). The "
+        "check after timing writes new values only into the inputs neither fixed nor named here, without running "
+        "set-up again; with none left it runs set-up again on new values in every input (a weaker check). "
+        "Recorded in the result (protocol.setup_reads).",
     )
     tolerance: Tolerance | None = Field(
         None, description="Overrides the workload's tolerance for this implementation (e.g. FP8)."
@@ -490,10 +501,14 @@ class WorkloadSpec(_Model):
         for case in self.cases or []:
             params |= set(case)
         for name, impl in self.implementations.items():
-            for tensor in impl.input_dtypes:
+            for field, tensor in [*(("input_dtypes", t) for t in impl.input_dtypes),
+                                  *(("setup_reads", t) for t in impl.setup_reads)]:
                 if tensor not in self.inputs:
-                    raise ValueError(f"implementation {name!r}: input_dtypes names {tensor!r}, which is not an input "
+                    raise ValueError(f"implementation {name!r}: {field} names {tensor!r}, which is not an input "
                                      f"(inputs: {', '.join(self.inputs)})")
+        fixed_outputs = [name for name, t in self.outputs.items() if t.fixed]
+        if fixed_outputs:
+            raise ValueError(f"output {fixed_outputs[0]!r}: fixed is for inputs (what set-up may prepare from)")
         shadow = (set(self.inputs) | set(self.outputs)) & params
         if shadow:
             raise ValueError(f"tensor names that are also parameters: {sorted(shadow)} "

@@ -83,7 +83,7 @@ CAUGHT = {
     "cached_by_nothing": ("reward_hack", "earlier call's output"),
     "cached_by_pointer": ("reward_hack", "earlier call's output"),
     "cached_by_contents": ("reward_hack", "earlier call's output"),
-    "cached_copy_by_pointer": ("reward_hack", "new values in the timed input tensors"),
+    "cached_copy_by_pointer": ("reward_hack", "new values in x, residual (the tensors it was timed on"),
     "returns_input": ("reward_hack", "shares storage with input 'residual'"),
     "returns_view_of_input": ("reward_hack", "shares storage with input 'residual'"),
     "returns_subclass": ("reward_hack", "not a plain torch.Tensor"),
@@ -101,7 +101,7 @@ CAUGHT = {
     "patches_comparison": ("reward_hack", "solbench.measure.tensors.compare"),
     "patches_clock": ("reward_hack", "time.perf_counter_ns"),
     # the new values are written without moving the tensors' version counters
-    "cached_by_version": ("reward_hack", "new values in the timed input tensors"),
+    "cached_by_version": ("reward_hack", "new values in x, residual (the tensors it was timed on; set-up not run again"),
     # a requirement raised once its calls had run is no skip (which would exit 0)
     "skipped_when_unseen": ("error", "needs an sm_100 GPU (raised after a call of it had run here"),
     # what the comparison calls, beyond the names it was written with: each returns zeros
