@@ -380,10 +380,10 @@ def test_unseen_inputs_are_drawn_once_the_timed_sets_state_is_freed(monkeypatch,
     seen = []
     draw = worker._Checker._fresh_inputs
 
-    def watched(self, base_dir, seed):
+    def watched(self, base_dir, seed, **kwargs):
         gc.collect()
         seen.append((self.inputs.references, self.input_guards, self.kept, [r() for r in self.weak]))
-        return draw(self, base_dir, seed)
+        return draw(self, base_dir, seed, **kwargs)
 
     first = worker._Checker.correctness
 
@@ -399,7 +399,7 @@ def test_unseen_inputs_are_drawn_once_the_timed_sets_state_is_freed(monkeypatch,
                                        "--device", "cpu", "--budget", "0.05", "--min-samples", "3", "-o", str(out)])
     assert result.exit_code == 0, result.output
     assert {r.status for c in store.load(out).cases for r in c.impls} == {"ok"}
-    assert len(seen) == 2  # one per case
+    assert len(seen) == 4  # two a case: the fresh set, then the new values for the timed tensors
     for references, guards_left, kept, alive in seen:
         assert references == () and guards_left == [] and kept == []
         assert alive and all(t is None for t in alive)  # freed, not only dropped from the checker
