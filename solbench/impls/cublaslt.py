@@ -104,7 +104,9 @@ def plan_tuned(mm: Any, stream: Any, *, iterations: int = 40, before: Callable[[
     H200 two runs that each tuned for themselves put an FP8 GEMM 13% apart (BENCHMARKS.md, sixth
     session), a difference of choice, not of code. The result records which happened
     (:func:`plans_since`). ``before``: what the implementation's call runs ahead of the GEMM (FP8:
-    quantizing x), timed with each candidate, so that the ranking is of the call the harness times.
+    quantizing x), timed with each candidate, so that the ranking is of the call the harness times;
+    called once before a tuning worker waits for its turn, so that its first call (a JIT compile) runs
+    side by side with the other workers, not while they wait.
     """
     offered = mm.plan(stream=stream, **plan)
     if len(offered) < 2:
@@ -120,6 +122,8 @@ def plan_tuned(mm: Any, stream: Any, *, iterations: int = 40, before: Callable[[
         how, best = "heuristic", 0
     else:
         timer, _ = _TUNING[-1]
+        if before is not None:  # its first call (a Triton JIT compile) side by side, not in the turn others wait on
+            before()
         wait_alone()
         how, best = "tuned", fastest(mm, offered, timer(), iterations, before=before)
         _write_choice(path, configs[best])

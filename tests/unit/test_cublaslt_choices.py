@@ -216,3 +216,19 @@ def test_the_tuner_ranks_the_timed_passes_and_breaks_near_ties_to_the_heuristics
     assert timer.taken == (cublaslt.WARM_PASSES + 4) * 3 and timer.released
     timer = FakeTimer([2e-5, 1.01e-5, 1e-5], warm=cublaslt.WARM_PASSES * 3)
     assert REAL_FASTEST(FakeMatmul([1, 2, 3], 1), offered, timer, iterations=4) == 1  # 1% off the best: a tie
+
+
+def test_what_runs_before_the_gemm_runs_once_before_the_tuning_worker_waits_for_its_turn(choices):
+    """The FP8 plan's quantizing kernel (a Triton JIT: about a second to compile on a fresh machine) ran for
+    the first time inside the tuning, after the worker took its turn, while every other worker waited at
+    theirs (an H100 run: 1.07 s alone). It is now called once before the wait, side by side; a plan that
+    reuses a kept choice calls it not at all."""
+    events = []
+    with cublaslt.tuning(lambda: "the harness's timer", wait=lambda: events.append("wait")):
+        assert cublaslt.plan_tuned(FakeMatmul([1, 2], fastest=2), None, before=lambda: events.append("before")) \
+            == "tuned"
+        assert events == ["before", "wait"]
+        events.clear()
+        assert cublaslt.plan_tuned(FakeMatmul([1, 2], fastest=2), None, before=lambda: events.append("before")) \
+            == "reused"
+        assert events == []
