@@ -874,8 +874,8 @@ class _Checker:
             new = self._fresh_inputs(base_dir, seed + 1, sets=1, keep={key: timed[key] for key in kept})
             for key in changed:  # through .data: the tensors' version counters stay as they were
                 timed[key].data.copy_(new.sets[0][key])
-            what = (f"new values in {', '.join(changed)} (the tensors it was timed on; set-up not run again: "
-                    f"only {', '.join(kept) or 'none'} as set-up saw them)")
+            what = (f"new values in {', '.join(changed)} (the tensors it was timed on; set-up not run again"
+                    + (f"; {', '.join(kept)} kept as set-up saw them)" if kept else ")"))
             self._verify_unseen(what, impl, base_dir, timed, new.references[0], launch=launch,
                                 kwargs=self.kwargs[0])
             return
@@ -918,7 +918,8 @@ class _Checker:
             if stale(result):
                 raise CheatDetected(f"right on the inputs it was timed on, wrong on {what} ({detail}): a cached or "
                                     "skipped result, or one its set-up computed (an input set-up may prepare from, "
-                                    "as a weight, is fixed: true in the workload)")
+                                    "as a weight, is marked fixed: true in the workload; one set-up hands over in "
+                                    "another form, in the implementation's setup_reads)")
             raise _Incorrect(Correctness(False, result.max_abs_err, result.max_rel_l2, result.atol, result.rtol,
                                          f"right on the inputs it was timed on, outside the tolerance on {what} "
                                          f"({detail}; relative L2 error {result.max_rel_l2:.2g}): a numerical "

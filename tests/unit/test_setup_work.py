@@ -26,7 +26,7 @@ def test_a_setup_that_does_the_work_is_a_reward_hack(results):
     hack = by["setup_does_the_work"]
     assert hack.status == "reward_hack", (hack.status, hack.message)
     assert "new values in x, residual" in hack.message and "set-up not run again" in hack.message
-    assert "only w as set-up saw them" in hack.message and "fixed: true" in hack.message
+    assert "; w kept as set-up saw them)" in hack.message and "marked fixed: true in the workload" in hack.message
 
 
 def test_a_setup_that_prepares_from_a_fixed_weight_passes(results):
@@ -42,6 +42,7 @@ def test_a_copy_of_an_input_made_in_setup_must_be_declared(results):
     and the declaration is in the result."""
     _, by = results
     assert by["copies_x"].status == "reward_hack", by["copies_x"].message
+    assert "in the implementation's setup_reads" in by["copies_x"].message  # what an honest one does about it
     declared = by["copies_x_declared"]
     assert declared.status == "ok", declared.message
     assert declared.protocol["setup_reads"] == "x"
