@@ -225,15 +225,14 @@ class _RankChecker(_Checker):
                 failure = ImplResult(name, "incorrect", exc.correctness.detail, exc.correctness)
         return result, failure
 
-    def _fresh_inputs(self, base_dir: Path | None, seed: int, sets: int = 2,
-                      keep: Mapping[str, Any] | None = None) -> CaseInputs:
-        """The worker's unseen inputs, drawn for this rank (its peers draw theirs). The ranks' check after
+    def _fresh_inputs(self, base_dir: Path | None, seed: int, keep: Mapping[str, Any] | None = None) -> CaseInputs:
+        """The worker's unseen input set, drawn for this rank (its peers draw theirs). The ranks' check after
         timing runs set-up again on new values in every input (no timed call is made again alone: its
         peers would wait in the collective), so nothing is ever kept."""
         if keep:
             raise ValueError("a rank draws every input afresh")
         task = self.task
-        return prepare_rank(task.spec, task.case, task.device, base_dir, input_sets=sets, seed=seed,
+        return prepare_rank(task.spec, task.case, task.device, base_dir, input_sets=1, seed=seed,
                             rank=self.ctx.rank, world=self.ctx.world)
 
 

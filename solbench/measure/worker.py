@@ -865,35 +865,31 @@ class _Checker:
         base_dir = Path(task.base_dir) if task.base_dir is not None else None
         impl = task.spec.implementations[task.impl]
         seed = task.settings.seed + FRESH_SEED_OFFSET
-        timed = dict(self.inputs.sets[0])
-        kept = held(task.spec, impl, timed)
-        changed = [key for key in timed if key not in kept]
-        if launch is not None and changed:
-            fresh = self._fresh_inputs(base_dir, seed, sets=1)
-            self._verify_unseen("fresh inputs after timing", impl, base_dir, fresh.sets[0], fresh.references[0])
-            new = self._fresh_inputs(base_dir, seed + 1, sets=1, keep={key: timed[key] for key in kept})
-            for key in changed:  # through .data: the tensors' version counters stay as they were
-                timed[key].data.copy_(new.sets[0][key])
-            what = (f"new values in {', '.join(changed)} (the tensors it was timed on; set-up not run again"
-                    + (f"; {', '.join(kept)} kept as set-up saw them)" if kept else ")"))
-            self._verify_unseen(what, impl, base_dir, timed, new.references[0], launch=launch,
-                                kwargs=self.kwargs[0])
-            return
         fresh = self._fresh_inputs(base_dir, seed)
         self._verify_unseen("fresh inputs after timing", impl, base_dir, fresh.sets[0], fresh.references[0])
-        for key, value in timed.items():
-            if isinstance(value, torch.Tensor):  # through .data: the tensors' version counters stay as they
-                value.data.copy_(fresh.sets[1][key])  # were, or a cache keyed on them would see the change
-            else:  # a Python number an input generator drew: the fresh set's, which its reference was given
-                timed[key] = fresh.sets[1][key]
-        self._verify_unseen("new values in the timed input tensors", impl, base_dir, timed, fresh.references[1])
+        del fresh
+        timed = dict(self.inputs.sets[0])
+        kept = held(task.spec, impl, timed) if launch is not None else []
+        if all(key in kept for key in timed):  # nothing to change without set-up: every input, set-up run again
+            kept, launch = [], None
+        new = self._fresh_inputs(base_dir, seed + 1, keep={key: timed[key] for key in kept})
+        changed = [key for key in timed if key not in kept]
+        for key in changed:
+            if isinstance(timed[key], torch.Tensor):  # through .data: the tensors' version counters stay as they
+                timed[key].data.copy_(new.sets[0][key])  # were, or a cache keyed on them would see the change
+            else:  # a Python number an input generator drew: the new set's, which its reference was given
+                timed[key] = new.sets[0][key]
+        if launch is None:
+            self._verify_unseen("new values in the timed input tensors", impl, base_dir, timed, new.references[0])
+            return
+        what = (f"new values in {', '.join(changed)} (the tensors it was timed on; set-up not run again"
+                + (f"; {', '.join(kept)} kept as set-up saw them)" if kept else ")"))
+        self._verify_unseen(what, impl, base_dir, timed, new.references[0], launch=launch, kwargs=self.kwargs[0])
 
-    def _fresh_inputs(self, base_dir: Path | None, seed: int, sets: int = 2,
-                      keep: Mapping[str, Any] | None = None) -> CaseInputs:
-        """``sets`` input sets (and their references) the implementation has never seen, ``keep``'s
-        inputs as given."""
+    def _fresh_inputs(self, base_dir: Path | None, seed: int, keep: Mapping[str, Any] | None = None) -> CaseInputs:
+        """One input set (and its reference) the implementation has never seen, ``keep``'s inputs as given."""
         task = self.task
-        return prepare_case(task.spec, task.case, task.device, base_dir, input_sets=sets, seed=seed, keep=keep)
+        return prepare_case(task.spec, task.case, task.device, base_dir, input_sets=1, seed=seed, keep=keep)
 
     def _verify_unseen(self, what: str, impl: Any, base_dir: Path | None, inputs: dict[str, torch.Tensor],
                        reference: Sequence[torch.Tensor], launch: Callable[[], Any] | None = None,
