@@ -82,11 +82,12 @@ def comparison_table(c: Comparison) -> Table:
     a, b = c.label_a, c.label_b
     counts = ", ".join(f"{c.count(v)} {v.lower()}" for v in ("FASTER", "SLOWER", "SAME", "INCONCLUSIVE"))
     on = f" on {c.device}" if c.device else ""
+    beaten = above_note(c)
     t = Table(title=Text(f"{b} vs {a}{on} (ratio = {b} time / {a} time; SOL: {a} → {b})"), title_justify="left",
               caption=f"geomean speedup of {escape(b)} over {escape(a)}: {format_ratio(c.geomean_speedup)} ({counts}); "
                       f"SAME within ±{format_percent(c.threshold)}, alpha {c.alpha:g} (BH)"
                       + (f"\n{escape(ratio_note(c))}" if c.rows else "")
-                      + (f"\n{escape(above_note(c))}." if above_note(c) else ""),
+                      + (f"\n{escape(beaten)}." if beaten else ""),
               caption_justify="left")
     apart = unpaired(c)
     keys = [r.key for r in c.rows] + list(apart)

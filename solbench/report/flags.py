@@ -26,7 +26,8 @@ from solbench.report.units import format_seconds
 from solbench.results.model import CaseResult, ImplResult, Protocol, RunResult, Timing
 
 __all__ = ["ABOVE", "KERNELS", "OWN", "STOPPED", "TRACED", "WIDE", "above", "above_legend", "bound", "ci_target",
-           "legend", "mark", "over_peak", "own", "pooled", "result_marks", "t_sol", "time_marks", "traced"]
+           "legend", "mark", "over_peak", "over_rounds", "own", "pooled", "result_marks", "t_sol", "time_marks",
+           "traced"]
 
 WIDE = "~"
 STOPPED = "†"
@@ -57,11 +58,16 @@ def pooled(t: Timing | None) -> bool:
     return t is not None and len(set(t.rounds)) > 1
 
 
+def over_rounds(t: Timing | None, p: Protocol) -> bool:
+    """Whether ``t``'s CI is over rounds that were added to points wider than ``rounds_target``."""
+    return pooled(t) and p.rounds_target > 0
+
+
 def ci_target(t: Timing | None, p: Protocol) -> float:
-    """The CI half-width ``t`` aimed at: the rounds target where its CI is over rounds and rounds were
-    added to points wider than it (``rounds_target``: ±2% by default on a GPU), else the sampling target
-    of one round (``target_rel_ci``)."""
-    return p.rounds_target if pooled(t) and p.rounds_target > 0 else p.target_rel_ci
+    """The CI half-width ``t`` aimed at: the rounds target where its CI is over added rounds
+    (:func:`over_rounds`; ``rounds_target``: ±2% by default on a GPU), else the sampling target of one
+    round (``target_rel_ci``)."""
+    return p.rounds_target if over_rounds(t, p) else p.target_rel_ci
 
 
 def result_marks(r: ImplResult, p: Protocol) -> str:
@@ -135,11 +141,10 @@ def legend(run: RunResult) -> str:
     parts = []
     if WIDE in marks:
         one, over = f"±{p.target_rel_ci * 100:.3g}%", f"±{p.rounds_target * 100:.3g}%"
-        over_rounds = any(ci_target(r.timing, p) != p.target_rel_ci and WIDE in result_marks(r, p) for r in impls)
-        in_one = any(ci_target(r.timing, p) == p.target_rel_ci and WIDE in result_marks(r, p) for r in impls)
+        kinds = {over_rounds(r.timing, p) for r in impls if WIDE in time_marks(r.timing, ci_target(r.timing, p))}
         parts.append(f"{WIDE} the 95% CI is wider than its target ({one} in one round, {over} over rounds)"
-                     if over_rounds and in_one else
-                     f"{WIDE} the 95% CI over rounds is wider than the rounds target {over}" if over_rounds else
+                     if kinds == {True, False} else
+                     f"{WIDE} the 95% CI over rounds is wider than the rounds target {over}" if kinds == {True} else
                      f"{WIDE} the 95% CI is wider than the target {one}")
     if STOPPED in marks:
         parts.append(f"{STOPPED} sampling stopped on the budget ({p.budget_s:g} s) or the sample cap "

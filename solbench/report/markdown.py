@@ -145,8 +145,9 @@ def comparison_markdown(c: Comparison) -> str:
         header = ["Case", *(["Impl"] if by_impl else []), a, b, f"{b}/{a}", "CI", f"SOL {a}", f"SOL {b}", "p",
                   "Verdict"]
         lines += [*_table(header, ("ll" if by_impl else "l") + "rrrrrrrl", rows), ""]
-        if above_note(c):
-            lines += [_cell(above_note(c)) + ".", ""]
+        beaten = above_note(c)
+        if beaten:
+            lines += [_cell(beaten) + ".", ""]
     else:
         lines += ["No case was measured on both sides.", ""]
     lines += _keys(f"Only in {a}", c.only_in_a, b, c.other_side) + _keys(f"Only in {b}", c.only_in_b, a, c.other_side)
