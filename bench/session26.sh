@@ -56,6 +56,10 @@
 # semtrace: sem as shipped, every semaphore a process registers with the resource tracker traced (which process
 #   leaves the ones it reports leaked, and where they were made).
 # prof: one `run -w o_proj` under bench/cli_phases.py (where the command's time goes outside the harness table).
+# treeab: `run -w o_proj` in this tree and in OLD (a carried folder holding another commit's solbench, workloads
+#   and hardware_specs: `git archive REF solbench workloads hardware_specs | tar -x -C scratch_gpu/REF`), one
+#   discarded run here first (a fresh machine's first run tunes the FP8 GEMMs), then TREEAB_RUNS (3) of each,
+#   interleaved: wall time and harness phases (the same-machine A/B of a slowdown between two trees).
 # five also prints each run's harness phases, with the seconds of graph capture and replay checks (capture_s),
 # and the calls its CUPTI checks made again (check_extra_calls, summed over points).
 source bench/device_setup.sh
@@ -350,6 +354,20 @@ PY
   prof)
     PROF_OUT=$OUT/${P}cli.prof timeout $(left) python3 bench/cli_phases.py run workloads/attn.yaml -w o_proj -q $EXTRA \
       -o $OUT/${P}prof.json --force 2>&1 | tee -a $OUT/steps.txt
+    ;;
+  treeab)
+    oproj_runs 1 ${P}treeab-warm $EXTRA
+    for r in $(seq 1 "${TREEAB_RUNS:-3}"); do
+      for t in . "$OLD"; do
+        [ $(left) -gt 45 ] || break 2
+        name=${P}treeab-$(echo "$t" | tr -c 'A-Za-z0-9\n' '_')-$r
+        s=$(date +%s.%N)
+        (cd "$t" && timeout $(left) python3 -m solbench run workloads/attn.yaml -w o_proj -q $EXTRA -o $OUT/$name.json \
+          > $OUT/$name.txt 2>&1)
+        echo "$name: exit $?, $(python3 -c "import time; print(f'{time.time() - $s:.1f}')") s" | tee -a $OUT/steps.txt
+        phases $OUT/$name.json
+      done
+    done
     ;;
   ab)
     rm -rf /tmp/base && mkdir -p /tmp/base && cp -r solbench workloads hardware_specs /tmp/base/
