@@ -22,6 +22,7 @@ tables, so that no uncertain number is shown as plain fact.
 
 from __future__ import annotations
 
+from solbench.analysis.compare import measured_peaks
 from solbench.report.units import format_seconds
 from solbench.results.model import CaseResult, ImplResult, Protocol, RunResult, Timing
 
@@ -75,10 +76,6 @@ def result_marks(r: ImplResult, p: Protocol) -> str:
     rounds ran different kernels or launch shapes."""
     differ = "kernels_by_round" in r.protocol or "kernel_shapes_by_round" in r.protocol
     return time_marks(r.timing, ci_target(r.timing, p)) + (KERNELS if differ else "")
-
-
-def measured_peaks(run: RunResult) -> bool:
-    return run.spec.source == "measured"
 
 
 def over_peak(value: float | None, run: RunResult) -> str:
