@@ -221,8 +221,8 @@ def execute(task: Task, state: WorkerState, emit: Emit | None = None) -> tuple[I
 def guarded(task: Task, state: WorkerState, body: Callable[[], ImplResult]) -> tuple[ImplResult, bool]:
     """``body()`` (one task's checks and timing) with its wall time as ``task_s``; (result, fatal).
 
-    A crash of the implementation's own making (sys.exit, a lost CUDA context) and tampering with
-    the process are fatal: the caller replaces the process. A ``KeyboardInterrupt`` or
+    A crash of the implementation's own making (sys.exit, a lost CUDA context), tampering with the
+    process and any other cheat are fatal: the caller replaces the process. A ``KeyboardInterrupt`` or
     ``GeneratorExit`` it raises (past :func:`as_status`, which takes ``Exception`` only) is an
     ``error`` like any other exception, unless a signal can raise it here (:func:`_signalled`).
     """
@@ -232,7 +232,7 @@ def guarded(task: Task, state: WorkerState, body: Callable[[], ImplResult]) -> t
     try:
         result = body()
         result = replace(result, protocol={**result.protocol, "task_s": round(time.perf_counter() - start, 4)})
-        fatal = False
+        fatal = result.status == "reward_hack"  # a process that cheated gets no other task
     except Fatal as exc:
         result, fatal = ImplResult(task.impl, "crashed", str(exc)), True
     except SystemExit as exc:
@@ -242,8 +242,8 @@ def guarded(task: Task, state: WorkerState, body: Callable[[], ImplResult]) -> t
             raise
         result, fatal = _fault(task.impl, exc, ""), False
     tampered = state.tamper.tampered()
-    if tampered is not None:  # the process is compromised: report it and start afresh
-        return ImplResult(task.impl, "reward_hack", tampered), True
+    if tampered is not None:  # the process is compromised: report it (unless a check already has) and start afresh
+        return (result if result.status == "reward_hack" else ImplResult(task.impl, "reward_hack", tampered)), True
     for timer in state.timers.values():  # kept for the next task, without this one's inputs and outputs
         timer.release()
     if task.device == "cuda" and not fatal:  # a fatal task's context may be lost
@@ -495,6 +495,10 @@ def _checked_and_timed(task: Task, state: WorkerState, emit: Emit, checker: _Che
     light = task.checks == "light"
     with phases("check_s"):
         correctness = checker.correctness(launches, light=light)
+        # and what the checks ran under: a patch a later call takes off again is gone when the task ends
+        tampered = state.tamper.tampered()
+    if tampered is not None:
+        raise CheatDetected(f"{tampered} (seen right after its correctness checks)")
     if not correctness.passed:
         return ImplResult(name, "incorrect", correctness.detail, correctness)
     with phases("setup_s"):
@@ -523,6 +527,9 @@ def _checked_and_timed(task: Task, state: WorkerState, emit: Emit, checker: _Che
         protocol["drain_us_median"] = round(sorted(timer.pending_s)[len(timer.pending_s) // 2] * 1e6, 1)
     _wait_checks(task, emit)
     with phases("after_s"):
+        tampered = state.tamper.tampered()  # what the timed calls were verified under, before more calls
+        if tampered is not None:
+            raise CheatDetected(f"{tampered} (seen right after timing)")
         checker.after_timing(unseen=not light, launch=launches[0])
     if light:
         protocol["checks"] = "light"

@@ -506,3 +506,41 @@ def test_a_destination_passing_call_timed_on_the_cpu_finds_its_outputs_poisoned(
     assert result.status == "ok", result.message
     assert result.timing is not None and len(_SKIPPED) > result.timing.n  # the checks' calls and the timed ones
     assert not any(_SKIPPED)  # every call, timed or not, found NaN where its outputs go, and did the work
+
+
+def _patched(monkeypatch, tmp_path, impl, rounds):
+    """``impl`` beside the baseline, ``rounds`` rounds in one process (``--in-process``: a later round checks
+    lighter, and an implementation's module state lives on from one round to the next). A patch caught before
+    its implementation took it off again is still in this process: put back when the test ends."""
+    from click.testing import CliRunner
+
+    from solbench.cli import main
+    from solbench.results import store
+
+    monkeypatch.setattr(tensors_mod, "compare", tensors_mod.compare)
+    out = tmp_path / "run.json"
+    r = CliRunner().invoke(main, ["run", "tests/data/hostile/hostile.yaml", "-w", "patch_for_a_while", "-i", "baseline",
+                                  "-i", impl, "-o", str(out), "--in-process", "--repeat", str(rounds), "--max-rounds",
+                                  str(rounds), "--budget", "0.05", "--min-samples", "5", "--max-samples", "20",
+                                  "--device", "cpu"])
+    by_name = {i.name: i for c in store.load(out).cases for i in c.impls}
+    assert by_name["baseline"].status == "ok", by_name["baseline"].message
+    assert r.exit_code != 0, r.output
+    return by_name[impl]
+
+
+def test_a_comparison_patched_for_the_checks_and_restored_before_the_task_ends_is_caught(monkeypatch, tmp_path):
+    """The tamper snapshot is also compared right after the correctness checks: a later round's one checked call
+    that patches the comparison, restored by the next call (whose output holds the same bits, so its verification
+    reuses the patched verdict), left nothing for the comparison at the task's end to see."""
+    hack = _patched(monkeypatch, tmp_path, "patches_comparison_for_a_while", 2)
+    assert hack.status == "reward_hack", (hack.status, hack.message)
+    assert "solbench.measure.tensors.compare" in hack.message and "after its correctness checks" in hack.message
+
+
+def test_a_comparison_patched_while_timed_and_restored_after_timing_is_caught(monkeypatch, tmp_path):
+    """And right after timing, before the checks after timing make their calls: a comparison patched for the
+    timed calls' verification, taken off by the first call after timing."""
+    hack = _patched(monkeypatch, tmp_path, "patches_comparison_while_timed", 1)
+    assert hack.status == "reward_hack", (hack.status, hack.message)
+    assert "solbench.measure.tensors.compare" in hack.message and "after timing" in hack.message

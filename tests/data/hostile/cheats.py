@@ -298,3 +298,55 @@ def shadows_builtin_in_module(x, w, residual):
     """A new global ``int`` in the comparison's module shadows the builtin there (no name replaced)."""
     solbench.measure.tensors.int = lambda value=0: 0
     return torch.zeros_like(residual)
+
+
+_WHILE = {"setups": 0, "real": None, "set0": None}
+
+
+def counts_its_setups(x, w, residual):
+    _WHILE["setups"] += 1
+    return {"x": x, "w": w, "residual": residual}
+
+
+def patches_comparison_for_a_while(x, w, residual):
+    """Honest until its fourth set-up (a later round's, in one process: the first round sets up three times, once
+    an input set and once more for the fresh inputs after timing). Then wrong and fast on the input set of that
+    round's one checked call, honest on the other: the comparison is patched by the checked call and restored by
+    the next call, and the zeros of every later call on that set hold the checked call's bits, so their
+    verification reuses the patched verdict; the tamper snapshot at the task's end sees nothing."""
+    if _WHILE["setups"] < 4:
+        return torch.addmm(residual, x, w.T)
+    if _WHILE["set0"] is None:
+        _WHILE["set0"] = x.data_ptr()
+        _WHILE["real"] = solbench.measure.tensors.compare
+        solbench.measure.tensors.compare = _always_right
+    elif _WHILE["real"] is not None:
+        solbench.measure.tensors.compare, _WHILE["real"] = _WHILE["real"], None
+    if x.data_ptr() != _WHILE["set0"]:
+        return torch.addmm(residual, x, w.T)
+    return torch.zeros_like(residual)
+
+
+_TIMED = {"setups": 0, "calls": 0, "real": None}
+
+
+def counts_setups_for_timing(x, w, residual):
+    _TIMED["setups"] += 1
+    return {"x": x, "w": w, "residual": residual}
+
+
+def patches_comparison_while_timed(x, w, residual):
+    """Right on its three checked calls (input sets 0, 1, 0); then zeros, under a patched comparison, on every
+    timed call; the first call after timing (on the fresh inputs, a third set-up: one an input set before it)
+    takes the patch off and is right again, so nothing is left for the snapshot at the task's end."""
+    _TIMED["calls"] += 1
+    if _TIMED["setups"] > 2:
+        if _TIMED["real"] is not None:
+            solbench.measure.tensors.compare, _TIMED["real"] = _TIMED["real"], None
+        return torch.addmm(residual, x, w.T)
+    if _TIMED["calls"] <= 3:
+        return torch.addmm(residual, x, w.T)
+    if _TIMED["real"] is None:
+        _TIMED["real"] = solbench.measure.tensors.compare
+        solbench.measure.tensors.compare = _always_right
+    return torch.zeros_like(residual)
