@@ -291,7 +291,12 @@ def _checked_and_timed(task: Task, state: WorkerState, ctx: RankContext, emit: E
             launch()
         if task.device == "cuda":
             torch.cuda.synchronize()
-    if ctx.agree([1.0 if failure is not None else 0.0])[0]:
+    # what the checks ran under (as a single process's worker: a patch a later call takes off is gone by the end)
+    tampered = state.tamper.tampered()
+    failed = ctx.agree([1.0 if failure is not None or tampered is not None else 0.0])[0]
+    if tampered is not None:
+        raise CheatDetected(f"{tampered} (seen right after its correctness checks)")
+    if failed:
         return failure or ImplResult(name, "skipped", PEER_FAILED)
     emit("phase", {"phase": "timer set-up"})
     timer = GroupTimer(state.timer(task), ctx)
@@ -310,5 +315,11 @@ def _checked_and_timed(task: Task, state: WorkerState, ctx: RankContext, emit: E
         protocol["part"] = impl.part
         return ImplResult(name, "ok", f"part: T_{impl.part}", None, timing, protocol=protocol)
     emit("phase", {"phase": "checks after timing"})
+    tampered = state.tamper.tampered()  # what the timed calls were verified under, before more calls
+    failed = ctx.agree([1.0 if tampered is not None else 0.0])[0]
+    if tampered is not None:
+        raise CheatDetected(f"{tampered} (seen right after timing)")
+    if failed:
+        return ImplResult(name, "skipped", PEER_FAILED)
     checker.after_timing()
     return ImplResult(name, "ok", "", correctness, timing, protocol=protocol)

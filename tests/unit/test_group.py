@@ -118,6 +118,9 @@ def test_a_fault_on_one_rank_is_a_status_and_the_run_goes_on(faults):
     assert status["wrong_on_rank1"][0] == "incorrect" and status["wrong_on_rank1"][1].startswith("rank 1: ")
     assert status["returns_its_input"][0] == "reward_hack" and "shares storage" in status["returns_its_input"][1]
     assert status["local_sum_only"][0] == "incorrect"
+    patched = status["patches_comparison_while_timed_on_rank1"]  # taken off after timing, before the task's end
+    assert patched[0] == "reward_hack" and patched[1].startswith("rank 1: "), patched
+    assert "solbench.measure.tensors.compare" in patched[1] and "after timing" in patched[1], patched
     for name in ("baseline", "honest"):  # before and after the faults
         assert status[name][0] == "ok", status[name]
     assert run.complete

@@ -63,3 +63,40 @@ def sends_half_a_message_on_rank1(x):
         os.write(frame.f_locals["conn"].fileno(), struct.pack("!i", 100) + b"{")
         time.sleep(3600)
     return all_reduce(x)
+
+
+_TIMED = {"setups": 0, "calls": 0, "real": None}
+
+
+def counts_its_setups(x):
+    _TIMED["setups"] += 1
+    return {"x": x}
+
+
+def _always_right(*args, **kwargs):
+    from solbench.results.model import Correctness
+
+    return Correctness(True, 0.0, 0.0, 1.0, 1.0)
+
+
+def patches_comparison_while_timed_on_rank1(x):
+    """Rank 1 is right on its three checked calls (input sets 0, 1, 0), wrong under a patched comparison on every
+    timed call, and takes the patch off at the first call after timing (on new inputs, set-up run again: a third
+    set-up), right again, so nothing is left for the snapshot at the task's end. Every call does the collective,
+    so no peer is left waiting."""
+    import solbench.measure.tensors
+
+    out = all_reduce(x)
+    if dist.get_rank() != 1:
+        return out
+    _TIMED["calls"] += 1
+    if _TIMED["setups"] > 2:
+        if _TIMED["real"] is not None:
+            solbench.measure.tensors.compare, _TIMED["real"] = _TIMED["real"], None
+        return out
+    if _TIMED["calls"] <= 3:
+        return out
+    if _TIMED["real"] is None:
+        _TIMED["real"] = solbench.measure.tensors.compare
+        solbench.measure.tensors.compare = _always_right
+    return out.zero_()
