@@ -544,3 +544,24 @@ def test_a_comparison_patched_while_timed_and_restored_after_timing_is_caught(mo
     hack = _patched(monkeypatch, tmp_path, "patches_comparison_while_timed", 1)
     assert hack.status == "reward_hack", (hack.status, hack.message)
     assert "solbench.measure.tensors.compare" in hack.message and "after timing" in hack.message
+
+
+@pytest.mark.parametrize("owner", [torch.Tensor, __import__("builtins")], ids=["Tensor", "builtins"])
+def test_the_snapshot_finds_each_attribute_where_static_lookup_does(owner):
+    import inspect
+
+    found = guards._static_attrs(owner)
+    assert [a for a in dir(owner) if found.get(a) is not inspect.getattr_static(owner, a, None)] == []
+
+
+def test_a_method_shadowed_on_a_subclass_is_found_before_the_base_classes():
+    class Base:
+        def f(self):
+            return 1
+
+    class Child(Base):
+        def f(self):
+            return 2
+
+    assert guards._static_attrs(Child)["f"] is vars(Child)["f"]
+    assert guards._static_attrs(Base)["f"] is vars(Base)["f"]
