@@ -43,7 +43,7 @@ def _checked_calls(task: Task) -> tuple[ImplResult, int]:
 
     with mock.patch.object(worker._Checker, "_call", counted):
         result, fatal = execute(task, WorkerState())
-    assert not fatal
+    assert fatal == (result.status == "reward_hack")  # a process that cheated gets no other task
     return result, len(calls)
 
 
