@@ -364,3 +364,16 @@ def test_an_implementation_deleting_files_in_its_folder_cannot_break_the_next(tm
     assert result.exit_code == 0, result.output
     assert {r.name: r.status for c in store.load(out).cases for r in c.impls} == {"baseline": "ok", "honest": "ok"}
     assert (tmp_path / "keep.txt").read_text() == "mine" and (tmp_path / "w.yaml").exists()
+
+
+def test_a_process_that_cheated_measures_no_other_case(tmp_path):
+    """A reward_hack retires its worker: the implementation's next case starts in a fresh process, which holds
+    nothing the cheat kept (here: that it has cheated already, and may now look honest)."""
+    out = tmp_path / "run.json"
+    result = CliRunner().invoke(main, ["run", HOSTILE, "-w", "cheat_once", "-o", str(out), "--repeat", "1", *FAST])
+    assert result.exit_code == 4, result.output
+    run = store.load(out)
+    assert len(run.cases) == 2
+    for case in run.cases:
+        status = {i.name: i.status for i in case.impls}
+        assert status == {"baseline": "ok", "cheats_in_its_first_case": "reward_hack"}, (case.case_id, status)

@@ -350,3 +350,16 @@ def patches_comparison_while_timed(x, w, residual):
         _TIMED["real"] = solbench.measure.tensors.compare
         solbench.measure.tensors.compare = _always_right
     return torch.zeros_like(residual)
+
+
+_FIRST_SHAPE = []
+
+
+def cheats_in_its_first_case(x, w, residual):
+    """Returns its input (a cheat) on every call of the first case its process measures, and is honest on any
+    other case: measured again in that process, a later case would read ok."""
+    if not _FIRST_SHAPE:
+        _FIRST_SHAPE.append(tuple(x.shape))
+    if tuple(x.shape) == _FIRST_SHAPE[0]:
+        return residual
+    return torch.addmm(residual, x, w.T)
