@@ -66,6 +66,12 @@ source bench/device_setup.sh
 touch $OUT/steps.txt
 P=${P:-}
 EXTRA=${EXTRA:-}
+cut_note() {  # after a test part: say so where timeout cut pytest (exit 124)
+  [ "$1" = 124 ] && echo "(cut by the time limit: timeout's SIGTERM may have failed the test it reached, since the" \
+    "tests that run solbench inside pytest's process see it as Ctrl-C; the last F printed is then no finding)" \
+    | tee -a $OUT/steps.txt
+  return 0
+}
 fallbacks() {  # the points of run $1 launched on the stream (in some rounds, or all), and why
   python3 - "$1" <<'PY' 2>&1 | tee -a $OUT/steps.txt
 import json, sys
@@ -119,14 +125,16 @@ for part in ${PARTS:-tests five}; do
     timeout $(( $(left) - 30 )) python3 -m pytest -q -p no:cacheprovider tests/gpu/test_graph_launch_gpu.py \
       tests/gpu/test_timers_gpu.py tests/gpu/test_forgers_gpu.py tests/gpu/test_isolation_gpu.py \
       tests/gpu/test_cupti_gpu.py > $OUT/${P}ltests.txt 2>&1
-    echo "graph-launch and timer GPU tests: exit $?, $(tail -n 1 $OUT/${P}ltests.txt)" | tee -a $OUT/steps.txt
+    rc=$?; cut_note $rc
+    echo "graph-launch and timer GPU tests: exit $rc, $(tail -n 1 $OUT/${P}ltests.txt)" | tee -a $OUT/steps.txt
     grep -E "^(FAILED|ERROR)|Error" $OUT/${P}ltests.txt | head -n 20 | tee -a $OUT/steps.txt
     ;;
   quick)  # the GPU tests this session's changes touch most (new kernel tests, workers, pipes, isolation)
     timeout $(( $(left) - 20 )) python3 -m pytest -q -p no:cacheprovider tests/gpu/test_fp8_gpu.py \
       tests/gpu/test_kernels.py tests/gpu/test_forgers_gpu.py tests/gpu/test_isolation_gpu.py \
       tests/gpu/test_queues_gpu.py > $OUT/quick-tests.txt 2>&1
-    echo "quick GPU tests: exit $?, $(tail -n 1 $OUT/quick-tests.txt)" | tee -a $OUT/steps.txt
+    rc=$?; cut_note $rc
+    echo "quick GPU tests: exit $rc, $(tail -n 1 $OUT/quick-tests.txt)" | tee -a $OUT/steps.txt
     grep -E "^(FAILED|ERROR)" $OUT/quick-tests.txt | head -n 20 | tee -a $OUT/steps.txt
     ;;
   tune)  # solbench tune on the shipped LayerNorm kernel's launch shapes (trials in workers since the 51st session)
@@ -145,7 +153,8 @@ for part in ${PARTS:-tests five}; do
     ;;
   tests)
     timeout $(( $(left) - 20 )) python3 -m pytest -q -p no:cacheprovider --durations=25 tests/gpu > $OUT/gpu-tests.txt 2>&1
-    echo "pytest tests/gpu: exit $?, $(tail -n 1 $OUT/gpu-tests.txt)" | tee -a $OUT/steps.txt
+    rc=$?; cut_note $rc
+    echo "pytest tests/gpu: exit $rc, $(tail -n 1 $OUT/gpu-tests.txt)" | tee -a $OUT/steps.txt
     grep -E "^(FAILED|ERROR)" $OUT/gpu-tests.txt | head -n 20 | tee -a $OUT/steps.txt
     ;;
   five)
@@ -319,7 +328,8 @@ PY
   ktests)
     timeout $(( $(left) - 20 )) python3 -m pytest -q -p no:cacheprovider tests/gpu/test_kernels.py -k "w8a16 or fp8" \
       > $OUT/${P}ktests.txt 2>&1
-    echo "kernel GPU tests (w8a16, fp8): exit $?, $(tail -n 1 $OUT/${P}ktests.txt)" | tee -a $OUT/steps.txt
+    rc=$?; cut_note $rc
+    echo "kernel GPU tests (w8a16, fp8): exit $rc, $(tail -n 1 $OUT/${P}ktests.txt)" | tee -a $OUT/steps.txt
     grep -E "^(FAILED|ERROR)" $OUT/${P}ktests.txt | head -n 20 | tee -a $OUT/steps.txt
     ;;
   exits)
