@@ -700,6 +700,7 @@ class InProcess:
 
         self._state = WorkerState()
         self._threads = torch.get_num_threads()  # tasks set the run's threads; close() gives these back
+        self._compromised = ""  # why nothing more can be measured here, once a task left its patches behind
 
     def prestart(self, keys: Iterable[tuple[str, str]]) -> None:
         pass
@@ -712,8 +713,18 @@ class InProcess:
             if progress is not None and event != "value":  # samples stream only to a parent process
                 progress(event, data)
 
+        if self._compromised:
+            return ImplResult(task.impl, "error", self._compromised)
         result, fatal = execute(task, self._state, shown)
         if fatal:
+            # no worker to throw away: what a cheat patched and did not take off again is patched for every later
+            # task, whose checks would run under it (a wrong implementation passing a patched comparison)
+            tampered = self._state.tamper.tampered()
+            if tampered is not None:
+                what = tampered.removeprefix("replaced what the harness measures or checks with: ")
+                self._compromised = (f"not measured: {task.impl}, measured before it in this process, left it "
+                                     f"patched ({what}), and --in-process measures every task in one process: "
+                                     "rerun without it")
             self._state = WorkerState()
         return result
 

@@ -1,6 +1,7 @@
 """The anti-cheat checks, one unit at a time, and the measurement loop's verification of timed calls."""
 
 import random
+import sys
 import threading
 import time
 from types import SimpleNamespace
@@ -508,8 +509,8 @@ def test_a_destination_passing_call_timed_on_the_cpu_finds_its_outputs_poisoned(
     assert not any(_SKIPPED)  # every call, timed or not, found NaN where its outputs go, and did the work
 
 
-def _patched(monkeypatch, tmp_path, impl, rounds):
-    """``impl`` beside the baseline, ``rounds`` rounds in one process (``--in-process``: a later round checks
+def _patched(monkeypatch, tmp_path, impl, rounds, *more):
+    """``more``: implementations measured after ``impl``. ``impl`` beside the baseline, ``rounds`` rounds in one process (``--in-process``: a later round checks
     lighter, and an implementation's module state lives on from one round to the next). A patch caught before
     its implementation took it off again is still in this process: put back when the test ends."""
     from click.testing import CliRunner
@@ -518,15 +519,18 @@ def _patched(monkeypatch, tmp_path, impl, rounds):
     from solbench.results import store
 
     monkeypatch.setattr(tensors_mod, "compare", tensors_mod.compare)
+    for name in [n for n in sys.modules if n.startswith("solbench_user_")]:  # each run imports the cheats afresh
+        monkeypatch.delitem(sys.modules, name)
     out = tmp_path / "run.json"
     r = CliRunner().invoke(main, ["run", "tests/data/hostile/hostile.yaml", "-w", "patch_for_a_while", "-i", "baseline",
-                                  "-i", impl, "-o", str(out), "--in-process", "--repeat", str(rounds), "--max-rounds",
+                                  "-i", impl, *(a for m in more for a in ("-i", m)), "-o", str(out), "--in-process",
+                                  "--repeat", str(rounds), "--max-rounds",
                                   str(rounds), "--budget", "0.05", "--min-samples", "5", "--max-samples", "20",
                                   "--device", "cpu"])
     by_name = {i.name: i for c in store.load(out).cases for i in c.impls}
     assert by_name["baseline"].status == "ok", by_name["baseline"].message
     assert r.exit_code != 0, r.output
-    return by_name[impl]
+    return by_name[impl] if not more else [by_name[name] for name in (impl, *more)]
 
 
 def test_a_comparison_patched_for_the_checks_and_restored_before_the_task_ends_is_caught(monkeypatch, tmp_path):
@@ -565,3 +569,13 @@ def test_a_method_shadowed_on_a_subclass_is_found_before_the_base_classes():
 
     assert guards._static_attrs(Child)["f"] is vars(Child)["f"]
     assert guards._static_attrs(Base)["f"] is vars(Base)["f"]
+
+
+def test_in_process_nothing_is_measured_after_a_cheat_left_its_patch_behind(monkeypatch, tmp_path):
+    """--in-process has no worker to throw away: a patch caught before its implementation took it off stays in
+    the process, and a plainly wrong implementation measured after it would pass the patched comparison. It is
+    an error that names the cheat instead, never an ok."""
+    hack, wrong = _patched(monkeypatch, tmp_path, "patches_comparison_while_timed", 1, "plainly_wrong")
+    assert hack.status == "reward_hack", (hack.status, hack.message)
+    assert wrong.status == "error", (wrong.status, wrong.message)
+    assert "patches_comparison_while_timed" in wrong.message and "--in-process" in wrong.message

@@ -363,3 +363,8 @@ def cheats_in_its_first_case(x, w, residual):
     if tuple(x.shape) == _FIRST_SHAPE[0]:
         return residual
     return torch.addmm(residual, x, w.T)
+
+
+def plainly_wrong(x, w, residual):
+    """Zeros: incorrect under the harness's comparison, ok under one an earlier implementation left patched."""
+    return torch.zeros_like(residual)
