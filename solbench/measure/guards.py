@@ -266,16 +266,23 @@ class TamperGuard:
             snap.update(_instance(label, obj))
         return snap
 
-    def tampered(self) -> str | None:
-        """Which watched objects were replaced since the snapshot, as a reason; or None."""
+    def changed(self) -> list[str]:
+        """The watched objects replaced since the snapshot, by name."""
         now = self._take()
         changed = sorted(k for k, v in self._snapshot.items() if now.get(k) != v)
         # a name a watched module did not have: it shadows a builtin (``int``) for that module's code
         changed += sorted(k for k in now if k not in self._snapshot and (k.startswith("instance ")
                                                                        or k.rpartition(".")[0] in _WATCHED_MODULES))
+        return changed
+
+    def tampered(self, after: str = "") -> str | None:
+        """Which watched objects were replaced since the snapshot, as a reason (saying it was seen right
+        ``after`` a step, where given); or None."""
+        changed = self.changed()
         if not changed:
             return None
-        return f"replaced what the harness measures or checks with: {first_few(changed, 4)}"
+        return (f"replaced what the harness measures or checks with: {first_few(changed, 4)}"
+                + (f" (seen right after {after})" if after else ""))
 
 
 _MRO_OF = type.__dict__["__mro__"].__get__  # a class's MRO and own namespace, past any override on the class

@@ -47,6 +47,7 @@ from solbench.measure import queues as work_queues
 from solbench.measure import reaper, wire
 from solbench.measure.watch import Forged, Watch
 from solbench.results.model import ImplResult
+from solbench.text import first_few
 
 STARTUP_TIMEOUT_S = 600.0  # importing torch and creating a CUDA context, on a loaded machine
 LOG_TAIL_LINES = 20
@@ -719,12 +720,11 @@ class InProcess:
         if fatal:
             # no worker to throw away: what a cheat patched and did not take off again is patched for every later
             # task, whose checks would run under it (a wrong implementation passing a patched comparison)
-            tampered = self._state.tamper.tampered()
-            if tampered is not None:
-                what = tampered.removeprefix("replaced what the harness measures or checks with: ")
+            patched = self._state.tamper.changed()
+            if patched:
                 self._compromised = (f"not measured: {task.impl}, measured before it in this process, left it "
-                                     f"patched ({what}), and --in-process measures every task in one process: "
-                                     "rerun without it")
+                                     f"patched ({first_few(patched, 4)}), and --in-process measures every task in "
+                                     "one process: rerun without it")
             self._state = WorkerState()
         return result
 

@@ -277,6 +277,16 @@ def _execute(task: Task, state: WorkerState, ctx: RankContext, emit: Emit) -> Im
     return result
 
 
+def _agreed_untampered(state: WorkerState, ctx: RankContext, after: str, failed: bool = False) -> bool:
+    """:func:`solbench.measure.worker.untampered` for a rank, agreed first so that no peer waits in a
+    collective: CheatDetected on a rank whose snapshot changed; else whether any rank failed or did."""
+    tampered = state.tamper.tampered(after)
+    anyone = ctx.agree([1.0 if failed or tampered is not None else 0.0])[0]
+    if tampered is not None:
+        raise CheatDetected(tampered)
+    return bool(anyone)
+
+
 def _checked_and_timed(task: Task, state: WorkerState, ctx: RankContext, emit: Emit, checker: _RankChecker,
                        launches: Sequence[Callable[[], Any]]) -> ImplResult:
     name, s = task.impl, task.settings
@@ -291,12 +301,7 @@ def _checked_and_timed(task: Task, state: WorkerState, ctx: RankContext, emit: E
             launch()
         if task.device == "cuda":
             torch.cuda.synchronize()
-    # what the checks ran under (as a single process's worker: a patch a later call takes off is gone by the end)
-    tampered = state.tamper.tampered()
-    failed = ctx.agree([1.0 if failure is not None or tampered is not None else 0.0])[0]
-    if tampered is not None:
-        raise CheatDetected(f"{tampered} (seen right after its correctness checks)")
-    if failed:
+    if _agreed_untampered(state, ctx, "its correctness checks", failed=failure is not None):
         return failure or ImplResult(name, "skipped", PEER_FAILED)
     emit("phase", {"phase": "timer set-up"})
     timer = GroupTimer(state.timer(task), ctx)
@@ -315,11 +320,7 @@ def _checked_and_timed(task: Task, state: WorkerState, ctx: RankContext, emit: E
         protocol["part"] = impl.part
         return ImplResult(name, "ok", f"part: T_{impl.part}", None, timing, protocol=protocol)
     emit("phase", {"phase": "checks after timing"})
-    tampered = state.tamper.tampered()  # what the timed calls were verified under, before more calls
-    failed = ctx.agree([1.0 if tampered is not None else 0.0])[0]
-    if tampered is not None:
-        raise CheatDetected(f"{tampered} (seen right after timing)")
-    if failed:
+    if _agreed_untampered(state, ctx, "timing"):
         return ImplResult(name, "skipped", PEER_FAILED)
     checker.after_timing()
     return ImplResult(name, "ok", "", correctness, timing, protocol=protocol)

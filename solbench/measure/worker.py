@@ -495,10 +495,7 @@ def _checked_and_timed(task: Task, state: WorkerState, emit: Emit, checker: _Che
     light = task.checks == "light"
     with phases("check_s"):
         correctness = checker.correctness(launches, light=light)
-        # and what the checks ran under: a patch a later call takes off again is gone when the task ends
-        tampered = state.tamper.tampered()
-    if tampered is not None:
-        raise CheatDetected(f"{tampered} (seen right after its correctness checks)")
+        untampered(state, "its correctness checks")  # what the checks ran under
     if not correctness.passed:
         return ImplResult(name, "incorrect", correctness.detail, correctness)
     with phases("setup_s"):
@@ -527,9 +524,7 @@ def _checked_and_timed(task: Task, state: WorkerState, emit: Emit, checker: _Che
         protocol["drain_us_median"] = round(sorted(timer.pending_s)[len(timer.pending_s) // 2] * 1e6, 1)
     _wait_checks(task, emit)
     with phases("after_s"):
-        tampered = state.tamper.tampered()  # what the timed calls were verified under, before more calls
-        if tampered is not None:
-            raise CheatDetected(f"{tampered} (seen right after timing)")
+        untampered(state, "timing")  # what the timed calls were verified under, before more calls
         checker.after_timing(unseen=not light, launch=launches[0])
     if light:
         protocol["checks"] = "light"
@@ -539,6 +534,16 @@ def _checked_and_timed(task: Task, state: WorkerState, emit: Emit, checker: _Che
         protocol["setup_reads"] = ",".join(impl.setup_reads)
     return ImplResult(name, "ok", UNHELD if protocol.get("hold") == "none" else "", correctness, timing,
                       protocol=protocol)
+
+
+def untampered(state: WorkerState, after: str) -> None:
+    """CheatDetected if a watched object was replaced since the snapshot, seen right ``after`` a step.
+
+    The task's end compares the snapshot too; a patch that a later call takes off again would be gone
+    by then, so a task also compares it right after its checks and right after timing."""
+    tampered = state.tamper.tampered(after)
+    if tampered is not None:
+        raise CheatDetected(tampered)
 
 
 def _ready_to_time(task: Task, state: WorkerState, launches: Sequence[Callable[[], Any]] = ()) -> None:
