@@ -509,10 +509,11 @@ def test_a_destination_passing_call_timed_on_the_cpu_finds_its_outputs_poisoned(
     assert not any(_SKIPPED)  # every call, timed or not, found NaN where its outputs go, and did the work
 
 
-def _patched(monkeypatch, tmp_path, impl, rounds, *more):
-    """``more``: implementations measured after ``impl``. ``impl`` beside the baseline, ``rounds`` rounds in one process (``--in-process``: a later round checks
-    lighter, and an implementation's module state lives on from one round to the next). A patch caught before
-    its implementation took it off again is still in this process: put back when the test ends."""
+def _patched(monkeypatch, tmp_path, rounds, *impls):
+    """The results of ``impls``, measured in that order after the baseline, ``rounds`` rounds in one process
+    (``--in-process``: a later round checks lighter, and an implementation's module state lives on from one
+    round to the next). A patch caught before its implementation took it off again is still in this process:
+    put back when the test ends."""
     from click.testing import CliRunner
 
     from solbench.cli import main
@@ -522,22 +523,21 @@ def _patched(monkeypatch, tmp_path, impl, rounds, *more):
     for name in [n for n in sys.modules if n.startswith("solbench_user_")]:  # each run imports the cheats afresh
         monkeypatch.delitem(sys.modules, name)
     out = tmp_path / "run.json"
-    r = CliRunner().invoke(main, ["run", "tests/data/hostile/hostile.yaml", "-w", "patch_for_a_while", "-i", "baseline",
-                                  "-i", impl, *(a for m in more for a in ("-i", m)), "-o", str(out), "--in-process",
-                                  "--repeat", str(rounds), "--max-rounds",
-                                  str(rounds), "--budget", "0.05", "--min-samples", "5", "--max-samples", "20",
-                                  "--device", "cpu"])
+    chosen = [a for impl in ("baseline", *impls) for a in ("-i", impl)]
+    r = CliRunner().invoke(main, ["run", "tests/data/hostile/hostile.yaml", "-w", "patch_for_a_while", *chosen,
+                                  "-o", str(out), "--in-process", "--repeat", str(rounds), "--max-rounds", str(rounds),
+                                  "--budget", "0.05", "--min-samples", "5", "--max-samples", "20", "--device", "cpu"])
     by_name = {i.name: i for c in store.load(out).cases for i in c.impls}
     assert by_name["baseline"].status == "ok", by_name["baseline"].message
     assert r.exit_code != 0, r.output
-    return by_name[impl] if not more else [by_name[name] for name in (impl, *more)]
+    return [by_name[impl] for impl in impls]
 
 
 def test_a_comparison_patched_for_the_checks_and_restored_before_the_task_ends_is_caught(monkeypatch, tmp_path):
     """The tamper snapshot is also compared right after the correctness checks: a later round's one checked call
     that patches the comparison, restored by the next call (whose output holds the same bits, so its verification
     reuses the patched verdict), left nothing for the comparison at the task's end to see."""
-    hack = _patched(monkeypatch, tmp_path, "patches_comparison_for_a_while", 2)
+    (hack,) = _patched(monkeypatch, tmp_path, 2, "patches_comparison_for_a_while")
     assert hack.status == "reward_hack", (hack.status, hack.message)
     assert "solbench.measure.tensors.compare" in hack.message and "after its correctness checks" in hack.message
 
@@ -545,7 +545,7 @@ def test_a_comparison_patched_for_the_checks_and_restored_before_the_task_ends_i
 def test_a_comparison_patched_while_timed_and_restored_after_timing_is_caught(monkeypatch, tmp_path):
     """And right after timing, before the checks after timing make their calls: a comparison patched for the
     timed calls' verification, taken off by the first call after timing."""
-    hack = _patched(monkeypatch, tmp_path, "patches_comparison_while_timed", 1)
+    (hack,) = _patched(monkeypatch, tmp_path, 1, "patches_comparison_while_timed")
     assert hack.status == "reward_hack", (hack.status, hack.message)
     assert "solbench.measure.tensors.compare" in hack.message and "after timing" in hack.message
 
@@ -575,7 +575,7 @@ def test_in_process_nothing_is_measured_after_a_cheat_left_its_patch_behind(monk
     """--in-process has no worker to throw away: a patch caught before its implementation took it off stays in
     the process, and a plainly wrong implementation measured after it would pass the patched comparison. It is
     an error that names the cheat instead, never an ok."""
-    hack, wrong = _patched(monkeypatch, tmp_path, "patches_comparison_while_timed", 1, "plainly_wrong")
+    hack, wrong = _patched(monkeypatch, tmp_path, 1, "patches_comparison_while_timed", "plainly_wrong")
     assert hack.status == "reward_hack", (hack.status, hack.message)
     assert wrong.status == "error", (wrong.status, wrong.message)
     assert "patches_comparison_while_timed" in wrong.message and "--in-process" in wrong.message
