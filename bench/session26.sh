@@ -105,6 +105,14 @@ for path in sys.argv[1:]:
           int(h.get("passes", 0)), int(h.get("worker_processes", 0)))
 PY
 }
+tree_run() {  # `run -w o_proj` in tree $1 (extra options: $3...), saved as $OUT/$2.json: its wall time and phases
+  local tree=$1 name=$2 s=$(date +%s.%N)
+  shift 2
+  (cd "$tree" && timeout $(left) python3 -m solbench run workloads/attn.yaml -w o_proj -q "$@" -o $OUT/$name.json \
+    > $OUT/$name.txt 2>&1)
+  echo "$name: exit $?, $(python3 -c "import time; print(f'{time.time() - $s:.1f}')") s" | tee -a $OUT/steps.txt
+  phases $OUT/$name.json
+}
 fused_floor() {  # the fused and floor medians of run $1
   python3 - "$1" <<'PY' 2>&1 | tee -a $OUT/steps.txt
 import json, sys
@@ -316,12 +324,7 @@ PY
     for r in $(seq 1 "${PASSAB_RUNS:-2}"); do
       for t in . $(for k in ${PASSAB_ROUNDS:-2 6}; do echo alt/R$k; done); do
         [ $(left) -gt 45 ] || break 2
-        name=${P}passab-$(echo "$t" | tr -c 'A-Za-z0-9\n' '_')-$r
-        s=$(date +%s.%N)
-        (cd "$t" && timeout $(left) python3 -m solbench run workloads/attn.yaml -w o_proj -q -o $OUT/$name.json \
-          > $OUT/$name.txt 2>&1)
-        echo "$name: exit $?, $(python3 -c "import time; print(f'{time.time() - $s:.1f}')") s" | tee -a $OUT/steps.txt
-        phases $OUT/$name.json
+        tree_run "$t" ${P}passab-$(echo "$t" | tr -c 'A-Za-z0-9\n' '_')-$r
       done
     done
     ;;
@@ -370,12 +373,7 @@ PY
     for r in $(seq 1 "${TREEAB_RUNS:-3}"); do
       for t in . "$OLD"; do
         [ $(left) -gt 45 ] || break 2
-        name=${P}treeab-$(echo "$t" | tr -c 'A-Za-z0-9\n' '_')-$r
-        s=$(date +%s.%N)
-        (cd "$t" && timeout $(left) python3 -m solbench run workloads/attn.yaml -w o_proj -q $EXTRA -o $OUT/$name.json \
-          > $OUT/$name.txt 2>&1)
-        echo "$name: exit $?, $(python3 -c "import time; print(f'{time.time() - $s:.1f}')") s" | tee -a $OUT/steps.txt
-        phases $OUT/$name.json
+        tree_run "$t" ${P}treeab-$(echo "$t" | tr -c 'A-Za-z0-9\n' '_')-$r $EXTRA
       done
     done
     ;;
