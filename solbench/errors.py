@@ -31,6 +31,12 @@ class DeviceError(SolbenchError):
     """The device or a device library cannot do what was asked."""
 
 
+class LaneLost(DeviceError):
+    """A lane of a sharded run can measure nothing more: the Ray actor driving its GPU died (its node
+    or process gone). :mod:`solbench.execute.shard` moves the lane's work to the lanes left, where the
+    rounds rule allows (a case's rounds are never merged across devices)."""
+
+
 class ResultsFormatError(SolbenchError):
     """A result file is malformed, or newer than this solbench understands."""
 

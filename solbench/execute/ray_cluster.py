@@ -28,7 +28,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from solbench.errors import ConfigError, DeviceError
+from solbench.errors import ConfigError, DeviceError, LaneLost
 from solbench.results.model import ImplResult
 
 ABORT_TIMEOUT_S = 30.0
@@ -163,9 +163,10 @@ def _lane_factory(ray: Any, actor: Any, lane: int) -> Any:
 class RayLane:
     """The Executor protocol over one actor: fresh workers in it for each round.
 
-    A lost actor (its node or process gone) leaves the points of its case not yet measured
-    ``crashed``; anything asked of it after that (workers for the next case, a retirement, a new
-    round) is a one-line DeviceError that stops the run: no worker can run there any more."""
+    A lost actor (its node or process gone) raises :class:`~solbench.errors.LaneLost` from whatever
+    was asked of it (a point being measured, workers for the next case, a retirement, a new round):
+    no worker can run there any more, and :mod:`solbench.execute.shard` moves the lane's cases to the
+    lanes left (or stops the run in one line where none is left)."""
 
     def __init__(self, ray: Any, actor: Any, lane: int | None = None) -> None:
         self.ray, self.actor, self.lane = ray, actor, lane
@@ -175,8 +176,11 @@ class RayLane:
         try:
             return self.ray.get(method.remote(*args))
         except self.ray.exceptions.RayActorError as exc:
-            which = "" if self.lane is None else f" of lane {self.lane}"
-            raise DeviceError(f"the Ray actor{which} died ({_first_line(exc)}): the run stops here") from None
+            raise self._lost(exc) from None
+
+    def _lost(self, exc: BaseException) -> LaneLost:
+        which = "" if self.lane is None else f" of lane {self.lane}"
+        return LaneLost(f"the Ray actor{which} died ({_first_line(exc)})")
 
     def prestart(self, keys: Iterable[tuple[str, str]]) -> None:
         self._get(self.actor.prestart, list(keys))
@@ -187,7 +191,7 @@ class RayLane:
         try:
             text = self.ray.get(self.actor.run.remote(key, task, timeout_s))
         except self.ray.exceptions.RayActorError as exc:
-            return ImplResult(task.impl, "crashed", f"the Ray actor measuring it died: {_first_line(exc)}")
+            raise self._lost(exc) from None
         try:
             return wire.result_from_text(text)
         except wire.BadMessage as exc:

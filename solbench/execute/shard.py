@@ -33,6 +33,25 @@ re-measure of the undecided cases, a run of its own) keep to that too: each case
 skipped, keeping the rounds it has, where the run has no lane on it (a Ray cluster's actors
 placed elsewhere).
 
+A lost lane (:class:`~solbench.errors.LaneLost`: a Ray actor whose node or process died) measures
+nothing more, in this round or any later one, and the run goes on over the lanes left::
+
+    the case it was measuring, in round 1   measured again from its start on another lane, the
+                                            implementation it was measuring then run last; a case
+                                            moves once (MOVES_PER_CASE): losing a second lane, it
+                                            keeps what that lane finished, the implementation
+                                            running then is crashed and the rest are not measured
+    in a later round                        keeps its earlier rounds and what the lost lane finished
+                                            of this one; no more rounds (they are never merged
+                                            across devices)
+    cases it measured before, queued cases  keep their rounds; no more rounds; a queued case
+    pinned to it                            never measured is skipped, saying why
+    no lane left                            the run stops in one line (DeviceError), the cases
+                                            measured so far saved
+
+Each loss is a note of the run. A lane lost with a case moved and measured elsewhere changes no
+status: the exit code is the results'.
+
 Ctrl-C (in the main thread): every lane's workers are killed, the lanes' threads joined, and the
 cases finished so far are raised inside RunInterrupted, as in the single-device loop.
 """
@@ -45,7 +64,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from solbench.errors import RunInterrupted
+from solbench.errors import DeviceError, LaneLost, RunInterrupted
 from solbench.execute.session import Executor, Progress, Unit, _keys, _merged, _one, ended, note_escaped
 from solbench.measure.worker import MeasureSettings, Task
 from solbench.results.model import CaseResult, Environment, ImplResult, RunResult
@@ -53,6 +72,7 @@ from solbench.workload.cases import Case
 
 Score = Callable[[Unit, Case, Sequence[ImplResult]], CaseResult]
 JOIN_TIMEOUT_S = 60.0  # a lane's thread after its workers were killed (Ctrl-C)
+MOVES_PER_CASE = 1  # lanes a case may lose in its first round and still be measured again on another
 
 
 def world_size(unit: Unit) -> int:
@@ -69,6 +89,7 @@ class Job:
     case: Case
     estimate: float  # seconds; used for ordering only
     width: int = 1
+    last: str = ""  # the implementation to measure last: the one measuring when the case lost a lane
 
 
 def plan_jobs(units: Sequence[Unit], estimate: Callable[[Unit, Case], float]) -> list[Job]:
@@ -139,6 +160,19 @@ class Scheduler:
     def _fits(self, job: Job, lane: int, avail: Sequence[int]) -> bool:
         want = self.pinned.get(job.order) or group(self.lanes, lane, job.width)
         return want[0] == lane and all(x in avail for x in want)
+
+    def drop(self, lane: int) -> list[Job]:
+        """Take a lost lane out of service; returns the queued jobs that can no longer run (pinned to
+        it, or wider than the lanes left), taken out of the queue."""
+        self.lanes = tuple(x for x in self.lanes if x != lane)
+        self.warm.pop(lane, None)
+        stranded = [j for j in self.queue if lane in self.pinned.get(j.order, ()) or j.width > len(self.lanes)]
+        self.queue = [j for j in self.queue if j not in stranded]
+        return stranded
+
+    def requeue(self, job: Job) -> None:
+        """Queue a job again (its lane was lost while it ran), in its place: longest first, plan order on ties."""
+        self.queue = sorted([*self.queue, job], key=lambda j: (-j.estimate, j.order))
 
     def to_retire(self, lane: int) -> list[int]:
         """Units whose workers ``lane`` holds and no queued job needs any more (forgotten here)."""
@@ -219,17 +253,26 @@ def measure_sharded(units: Sequence[Unit], run: RunResult, lanes: Sequence[Lane]
     unplaced += [(j, NO_GROUP.format(n=j.width)) for j in groupless]
     unplaced += [(j, f"its earlier rounds were measured on {_named(device)}, which this run has no lane on: "
                      "a case's rounds are not merged across devices") for j, device in astray]
-    state = _State(units, run, lanes, emit, on_case)
+    state = _State(units, run, lanes, emit, on_case, keys)
     escaped = 0  # processes left outside a worker's group, killed by the lanes' pools (pool.sweep)
     try:
         for r in range(repeat):
             if repeat > 1:
                 emit("round", {"round": r + 1, "of": repeat})
             for job, why in unplaced:
-                state.add(job, (lanes[0].index,), [ImplResult(name, "skipped", why) for name in units[job.unit].impls
-                                                   if not keys or f"{job.case.id}/{name}" in keys], measured=False)
-            ctx = _Round(units, lanes, settings, timeout_s, keys, group, variant, state)
-            placed = ctx.run(Scheduler(jobs, [lane.index for lane in lanes], pinned, cold))
+                state.add(job, (lanes[0].index,), state.skipped(job, why), measured=False)
+            live = [lane for lane in lanes if lane.index not in state.lost]
+            # their lanes were lost in an earlier round: they keep the rounds they have
+            gone = [j for j in jobs if any(x in state.lost for x in pinned.get(j.order, ())) or j.width > len(live)]
+            for job in gone:
+                state.emit("case_done", {"case": job.case.id, "device": pinned.get(job.order, (lanes[0].index,))[0]})
+            runnable = [j for j in jobs if j not in gone]
+            if not live:
+                if runnable:
+                    raise DeviceError(f"every lane was lost ({'; '.join(state.lost.values())}): the run stops here")
+                continue
+            ctx = _Round(units, live, settings, timeout_s, keys, group, variant, state, first=r == 0)
+            placed = ctx.run(Scheduler(runnable, [lane.index for lane in live], pinned, cold))
             pinned = {**pinned, **placed}
             counts = (getattr(executor, "escaped", 0) for executor in ctx.executors.values())  # each lane's pool
             escaped += sum(n for n in counts if isinstance(n, int))
@@ -280,12 +323,29 @@ class _State:
     """What the rounds build up: each case's results per round, scored; the run in plan order."""
 
     def __init__(self, units: Sequence[Unit], run: RunResult, lanes: Sequence[Lane], emit: Progress,
-                 on_case: Callable[[RunResult], None] | None) -> None:
-        self.units, self.run, self.emit, self.on_case = units, run, emit, on_case
+                 on_case: Callable[[RunResult], None] | None, keys: Sequence[str] = ()) -> None:
+        self.units, self.run, self.emit, self.on_case, self.keys = units, run, emit, on_case, keys
         self.before = run.cases
         self.lanes = {lane.index: lane for lane in lanes}
         self.rounds: dict[int, list[list[ImplResult]]] = {}
         self.scored: dict[int, CaseResult] = {}
+        self.lost: dict[int, str] = {}  # lane -> why it was lost (LaneLost)
+        self.moves: dict[int, int] = {}  # job order -> lanes it lost in its first round
+
+    def note(self, text: str) -> None:
+        """A line in the run's notes, saved with the next case."""
+        self.run = replace(self.run, notes=(*self.run.notes, text))
+
+    def skipped(self, job: Job, why: str) -> list[ImplResult]:
+        """``skipped`` results for the job's implementations (those asked for)."""
+        keys = self.keys
+        return [ImplResult(name, "skipped", why) for name in self.units[job.unit].impls
+                if not keys or f"{job.case.id}/{name}" in keys]
+
+    def named(self, lane: int) -> str:
+        """``lane 1 (NVIDIA H100 80GB HBM3)``."""
+        env = self.lanes[lane].environment
+        return f"lane {lane}" + (f" ({env.device_name})" if env is not None and env.device_name else "")
 
     def add(self, job: Job, lanes: tuple[int, ...], results: list[ImplResult], *, measured: bool = True) -> None:
         """A finished job: merged with its earlier rounds, scored on its lane, the run re-saved. Not
@@ -310,9 +370,10 @@ class _Round:
     """One round: a thread per lane, fed jobs by the scheduler in the calling thread."""
 
     def __init__(self, units: Sequence[Unit], lanes: Sequence[Lane], settings: MeasureSettings, timeout_s: float,
-                 keys: Sequence[str], group: GroupExecutor | None, variant: Any, state: _State) -> None:
+                 keys: Sequence[str], group: GroupExecutor | None, variant: Any, state: _State,
+                 first: bool = True) -> None:
         self.units, self.settings, self.timeout_s, self.keys = units, settings, timeout_s, keys
-        self.group, self.variant, self.state = group, variant, state
+        self.group, self.variant, self.state, self.first = group, variant, state, first
         # (job, implementation) that failed in an earlier round (session.ended): no more rounds of it
         self.ended = {(order, name) for order, per_round in state.rounds.items()
                       for name in {r.name for results in per_round for r in results} if ended(per_round, name)}
@@ -334,7 +395,8 @@ class _Round:
         placed: dict[int, tuple[int, ...]] = {}
         busy: set[int] = set()
         try:
-            self._start()
+            for index, lost in self._start().items():  # an actor that died between rounds
+                self._lose(sched, index, None, _Lost(lost, "", []), placed)
             while sched.queue or busy:
                 for job, lanes in sched.assign([x for x in sched.lanes if x not in busy]):
                     busy.update(lanes)
@@ -346,6 +408,9 @@ class _Round:
                 if kind == "error":
                     raise payload
                 busy.difference_update(lanes)
+                if kind == "lost":
+                    self._lose(sched, lanes[0], job, payload, placed)
+                    continue
                 self.state.add(job, lanes, payload)
                 stale = sched.to_retire(lanes[0])
                 if stale:
@@ -356,6 +421,86 @@ class _Round:
             raise
         return placed
 
+    def _lose(self, sched: Scheduler, index: int, job: Job | None, lost: _Lost,
+              placed: dict[int, tuple[int, ...]]) -> None:
+        """Lane ``index`` was lost (while measuring ``job``, where one): out of service for the rest of
+        the run, its work moved or kept as the module docstring says, and a note of it all."""
+        state = self.state
+        why = str(lost.error)
+        state.lost[index] = why
+        when = "in the first round" if self.first else "in a later round"
+        parts = [f"{state.named(index)} was lost {when}: {why}"]
+        stranded = sched.drop(index)
+        unmeasured = [j for j in stranded if j.order not in state.rounds]
+        if not sched.lanes and (unmeasured or (job is not None and self.first)):
+            raise DeviceError(f"every lane was lost ({'; '.join(state.lost.values())}): the run stops here")
+        if job is not None:
+            placed.pop(job.order, None)
+            parts.append(self._moved(sched, index, job, lost, placed))
+        kept, never = [], []
+        for other in stranded:
+            if other.order in state.rounds:
+                kept.append(other.case.id)
+                self.emit("case_done", {"case": other.case.id, "device": index})
+            else:
+                never.append(other.case.id)
+                why_not = (f"not measured: its lane ({state.named(index)}) was lost" if other.width <= len(sched.lanes)
+                           else _too_few(other, sched))
+                state.add(other, (index,), state.skipped(other, why_not), measured=False)
+        if kept:
+            parts.append(f"{', '.join(kept)} keep the rounds measured there (rounds are not merged across devices)")
+        if never:
+            parts.append(f"{', '.join(never)} could not be measured on the lanes left")
+        state.note("; ".join(parts))
+
+    def _moved(self, sched: Scheduler, index: int, job: Job, lost: _Lost,
+               placed: dict[int, tuple[int, ...]]) -> str:
+        """What becomes of the job a lost lane was measuring; the note's words for it."""
+        state = self.state
+        case = job.case.id
+        moves = state.moves.get(job.order, 0)
+        running = f" ({lost.impl} was being measured)" if lost.impl else ""
+        if self.first and moves < MOVES_PER_CASE:
+            if sched.lanes and job.width > len(sched.lanes):
+                state.add(job, (index,), state.skipped(job, _too_few(job, sched)), measured=False)
+                return f"{case}{running} could not be measured on the lanes left"
+            state.moves[job.order] = moves + 1
+            sched.requeue(replace(job, last=lost.impl or job.last))
+            return f"{case}{running} is measured again from its start on another lane"
+        if not self.first:  # pinned to the lost lane: what it finished of this round stands
+            placed[job.order] = (index,)
+            if lost.done:
+                state.add(job, (index,), lost.done)
+            else:
+                self.emit("case_done", {"case": case, "device": index})
+            return f"{case}{running} keeps its earlier rounds and what the lane finished of this one"
+        placed[job.order] = (index,)  # a second loss: what this lane finished stands; the case moves no more
+        done = {r.name for r in lost.done}
+        results = list(lost.done)
+        for name in self._impls(job):
+            if name in done:
+                continue
+            if name == lost.impl:
+                why = (f"its lane ({state.named(index)}) was lost while it was measured ({lost.error}), the second "
+                       "lane this case lost: not measured again")
+                results.append(ImplResult(name, "crashed", why))
+            else:
+                results.append(ImplResult(name, "skipped", f"not measured: the case lost its second lane "
+                                          f"({state.named(index)}){running}"))
+        state.add(job, (index,), self._in_order(job, results))
+        return f"{case}{running} lost its second lane: what was measured there stands, the rest is not measured"
+
+    def _impls(self, job: Job) -> list[str]:
+        """The job's implementations to measure, in the unit's order."""
+        unit = self.units[job.unit]
+        return [n for n in unit.impls if (not self.keys or f"{job.case.id}/{n}" in self.keys)
+                and (job.order, n) not in self.ended]
+
+    def _in_order(self, job: Job, results: list[ImplResult]) -> list[ImplResult]:
+        """Results in the unit's order of implementations (a moved job measured one of them last)."""
+        where = {name: k for k, name in enumerate(self.units[job.unit].impls)}
+        return sorted(results, key=lambda r: where.get(r.name, len(where)))
+
     def _next(self) -> tuple[str, Any, Any, Any]:
         while True:
             try:
@@ -363,13 +508,20 @@ class _Round:
             except queue.Empty:
                 continue
 
-    def _start(self) -> None:
+    def _start(self) -> dict[int, LaneLost]:
+        """A thread and fresh workers for every lane; returns the lanes lost before they started."""
+        lost = {}
         for index, lane in self.lanes.items():
-            self.executors[index] = lane.make_executor()
+            try:
+                self.executors[index] = lane.make_executor()
+            except LaneLost as exc:
+                lost[index] = exc
+                continue
             self.inboxes[index] = queue.Queue()
             thread = threading.Thread(target=self._lane, args=(index,), name=f"solbench-lane-{index}", daemon=True)
             self.threads.append(thread)
             thread.start()
+        return lost
 
     def _lane(self, index: int) -> None:
         """A lane's thread: jobs and retirements in order, until told to stop."""
@@ -383,6 +535,9 @@ class _Round:
                     try:
                         for u in msg[1]:
                             executor.retire(_keys(self.units[u], self.skips[u]))
+                    except LaneLost as exc:
+                        self.done.put(("lost", None, (index,), _Lost(exc, "", [])))
+                        return
                     except BaseException as exc:
                         self.done.put(("error", None, (index,), exc))
                         return
@@ -391,6 +546,9 @@ class _Round:
                 try:
                     results = self._job(executor, job, lanes)
                     self.done.put(("done", job, lanes, results))
+                except _Lost as lost:
+                    self.done.put(("lost", job, lanes, lost))
+                    return
                 except BaseException as exc:
                     self.done.put(("error", job, lanes, exc))
                     return
@@ -398,11 +556,13 @@ class _Round:
             executor.close()
 
     def _job(self, executor: Executor, job: Job, lanes: tuple[int, ...]) -> list[ImplResult]:
+        """The job's implementations measured one after another (``job.last`` last), in the unit's order;
+        _Lost, with what was finished, where the lane is lost."""
         unit, skips, lane = self.units[job.unit], self.skips[job.unit], self.lanes[lanes[0]]
-        impls = [n for n in unit.impls if (not self.keys or f"{job.case.id}/{n}" in self.keys)
-                 and (job.order, n) not in self.ended]
+        impls = self._impls(job)
         if not impls:
             return []
+        impls = [n for n in impls if n != job.last] + [n for n in impls if n == job.last]
         if job.width > 1:
             assert self.group is not None  # without one, measure_sharded skipped the job before any lane took it
             executor = self.group([self.lanes[x] for x in lanes], unit)
@@ -413,7 +573,15 @@ class _Round:
             task = Task(unit.spec, job.case, "", str(unit.path.parent.absolute()), lane.device, self.settings,
                         lane.l2_bytes, lane.nvml_id, workload_file=str(unit.path.absolute()))
             emit = _tagged(self.emit, lanes[0])
-            return [_one(executor, unit, task, name, skips, self.timeout_s, emit, self.variant) for name in impls]
+            done: list[ImplResult] = []
+            for name in impls:
+                try:
+                    done.append(_one(executor, unit, task, name, skips, self.timeout_s, emit, self.variant))
+                except LaneLost as exc:
+                    raise _Lost(exc, name, self._in_order(job, done)) from None
+            return self._in_order(job, done)
+        except LaneLost as exc:  # workers for the case could not be started there
+            raise _Lost(exc, "", []) from None
         finally:
             if job.width > 1:
                 executor.close()
@@ -438,6 +606,19 @@ class _Round:
             inbox.put(None)
         for thread in self.threads:
             thread.join(JOIN_TIMEOUT_S)
+
+
+def _too_few(job: Job, sched: Scheduler) -> str:
+    return f"not measured: needs {job.width} devices at once, and {len(sched.lanes)} lanes are left"
+
+
+class _Lost(Exception):
+    """A lane lost while measuring a job: the LaneLost, the implementation it was measuring ("" while
+    starting workers or retiring them) and the job's results it had finished."""
+
+    def __init__(self, error: LaneLost, impl: str, done: list[ImplResult]) -> None:
+        super().__init__(str(error))
+        self.error, self.impl, self.done = error, impl, done
 
 
 def _skipped(unit: Unit, device: str) -> dict[str, str]:

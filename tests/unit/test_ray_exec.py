@@ -4,6 +4,8 @@ The lane plan is tested without Ray; everything else skips cleanly where Ray is 
 (CI installs it: the ``test`` extra includes ``ray``).
 """
 
+from pathlib import Path
+
 import pytest
 from click.testing import CliRunner
 
@@ -133,6 +135,54 @@ def test_the_cli_runs_on_ray_and_saves_one_run(ray_cpu, tmp_path):
 
 
 
+_KILLS = """
+import os
+import signal
+from pathlib import Path
+
+MARK = Path({mark!r})
+
+
+def _actor_pid():
+    # the topmost ancestor whose command line is the lane's Ray actor (a fork server forked from it
+    # shows the same title)
+    pid, found = os.getpid(), None
+    while pid > 1:
+        cmdline = Path(f"/proc/{{pid}}/cmdline").read_bytes()
+        if b"_LaneActor" in cmdline:
+            found = pid
+        elif found is not None:
+            return found
+        pid = int(Path(f"/proc/{{pid}}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    return found
+
+
+def double_killing_its_actor_once(x):
+    if not MARK.exists():
+        MARK.write_text("killed")
+        os.kill(_actor_pid(), signal.SIGKILL)
+    return 2 * x
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="walks /proc to find its Ray actor")
+def test_a_case_whose_actor_dies_is_measured_again_on_another_actor(ray_cpu, tmp_path):
+    """An implementation kills the Ray actor measuring it (once): the driver loses that lane, measures
+    the case again from its start on the other actor, and the run ends with every point ok and a note."""
+    (tmp_path / "kills.py").write_text(_KILLS.format(mark=str(tmp_path / "killed")))
+    text = Path(DOUBLE).read_text().split("    implementations:")[0].replace("{n: [64, 256]}", "{n: [64]}")
+    text = text.replace("tests.unit.helpers:double", str(Path("tests/unit/helpers.py").absolute()) + ":double")
+    (tmp_path / "w.yaml").write_text(text + "    implementations:\n      baseline: "
+                                     + str(Path("tests/unit/helpers.py").absolute()) + ":double\n"
+                                     "      kills: kills.py:double_killing_its_actor_once\n")
+    run = api.run([str(tmp_path / "w.yaml")], api.RunOptions(**FAST, executor="ray"))
+    assert (tmp_path / "killed").exists()
+    assert [(r.name, r.status) for c in run.cases for r in c.impls] == [("baseline", "ok"), ("kills", "ok")], \
+        _messages(run)
+    lost = [n for n in run.notes if "was lost in the first round: the Ray actor of lane" in n]
+    assert len(lost) == 1 and "(kills was being measured) is measured again" in lost[0]
+    assert run.cases[0].device.device_index is not None or run.cases[0].device.device_kind == "cpu"
+
 
 class _FakeRay:
     """Ray's ``get`` returning what an actor sent: no cluster needed to test what the driver accepts."""
@@ -202,22 +252,23 @@ class _NamedActor:
         return self._Method(name)
 
 
-def test_a_lost_actor_crashes_its_point_then_stops_the_run_in_one_line():
-    """The point an actor was measuring when it died is ``crashed``; what the lane asks of it after
-    that (workers for its next case, a retirement, a new round) is a one-line DeviceError (exit 2),
-    not Ray's multi-line exception read as solbench's own failure (exit 5, a traceback)."""
+def test_a_lost_actor_is_a_lost_lane_in_one_line_whatever_was_asked_of_it():
+    """Whatever the lane asks of an actor that died (the point it was measuring, workers for its next
+    case, a retirement, a new round) raises LaneLost, a one-line DeviceError (exit 2 where the run
+    cannot go on), not Ray's multi-line exception read as solbench's own failure (exit 5, a traceback).
+    The sharded run moves the lane's work to the lanes left (tests/unit/test_shard.py)."""
+    from solbench.errors import LaneLost
     from solbench.execute.ray_cluster import RayLane
 
     class Task:
         impl = "impl"
 
     lane = RayLane(_LostRay(alive=1), _NamedActor(), 3)  # opened, then lost
-    got = lane.run(("w", "impl"), Task(), 1.0)
-    assert got.status == "crashed" and got.message.startswith("the Ray actor measuring it died: The actor died")
-    for call in (lambda: lane.prestart([("w", "impl")]), lambda: lane.retire([("w", "impl")]),
-                 lambda: RayLane(_LostRay(), _NamedActor(), 3)):
-        with pytest.raises(DeviceError) as err:
+    for call in (lambda: lane.run(("w", "impl"), Task(), 1.0), lambda: lane.prestart([("w", "impl")]),
+                 lambda: lane.retire([("w", "impl")]), lambda: RayLane(_LostRay(), _NamedActor(), 3)):
+        with pytest.raises(LaneLost) as err:
             call()
+        assert isinstance(err.value, DeviceError)
         assert "\n" not in str(err.value) and str(err.value).startswith("the Ray actor of lane 3 died (The actor")
     lane.close()
     lane.abort()  # a dead actor's workers died with it: nothing to raise

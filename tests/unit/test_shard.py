@@ -490,3 +490,173 @@ def test_a_wide_job_takes_the_lanes_after_its_first_wrapping_round():
     assert [(j.order, lanes) for j, lanes in s.assign([0, 3])] == [(0, (3, 0))]
     s = Scheduler([_job(0, 0, 9, width=2)], [0, 1, 2, 3])
     assert [(j.order, lanes) for j, lanes in s.assign([1, 2])] == [(0, (1, 2))]
+
+
+# --- a lane lost (a Ray actor died): its work moves to the lanes left ---
+
+def _dying_lanes(n, log, dies, made=None):
+    """Lanes whose executors raise LaneLost from ``dies(lane, task, round)`` on; a lost lane stays lost:
+    every later call, and a fresh executor for a later round, raises too (as a dead Ray actor does)."""
+    from solbench.errors import LaneLost
+
+    dead: set[int] = set()
+    rounds = dict.fromkeys(range(n), 0)
+
+    class Dying(Fake):
+        def _alive(self):
+            if self.lane in dead:
+                raise LaneLost(f"the Ray actor of lane {self.lane} died (gone)")
+
+        def prestart(self, keys):
+            self._alive()
+            super().prestart(keys)
+
+        def run(self, key, task, timeout_s, progress=None):
+            self._alive()
+            if dies(self.lane, task, self.round):
+                dead.add(self.lane)
+                self.log.append(("died", self.lane, task.case.id, task.impl))
+                self._alive()
+            return super().run(key, task, timeout_s, progress)
+
+        def retire(self, keys):
+            self._alive()
+            super().retire(keys)
+
+    def make(lane):
+        if lane in dead:
+            raise LaneLost(f"the Ray actor of lane {lane} died (gone)")
+        rounds[lane] += 1
+        ex = Dying(lane, log)
+        ex.round = rounds[lane]
+        if made is not None:
+            made.append(ex)
+        return ex
+
+    return [replace(lane, make_executor=lambda i=lane.index: make(i)) for lane in _lanes(n, log)], dead
+
+
+def test_a_case_whose_lane_is_lost_in_the_first_round_is_measured_again_on_another(tmp_path):
+    """Lane 1 dies while it measures its first case's first implementation: that case is measured again
+    from its start on lane 0, the implementation that was running then measured last, and the run
+    finishes there, every point ok, with a note of the loss."""
+    log = []
+    lanes, dead = _dying_lanes(2, log, lambda lane, task, rnd: lane == 1)
+    units = _units(tmp_path)
+    run = _measure(units, lanes)
+    assert dead == {1}
+    died = next(e for e in log if e[0] == "died")
+    assert died[3] == "baseline"
+    moved = [e[3] for e in log if e[0] == "start" and e[1] == 0 and e[2] == died[2]]
+    assert moved == ["other", "baseline"]  # the one measuring when the lane died, last
+    assert [c.case_id for c in run.cases] == [c.id for u in units for c in u.cases]
+    for case in run.cases:
+        assert [r.name for r in case.impls] == ["baseline", "other"]  # in the workload's order
+        assert {r.status for r in case.impls} == {"ok"} and case.device.device_index == 0
+    assert any(n.startswith("lane 1 (GPU1) was lost in the first round: the Ray actor of lane 1 died")
+               and f"{died[2]} (baseline was being measured) is measured again" in n for n in run.notes)
+
+
+def test_a_case_that_loses_a_second_lane_keeps_what_it_finished_and_the_run_goes_on(tmp_path):
+    """An implementation that takes down whichever lane measures it (a hostile one killing its actor)
+    costs two lanes at most: the second time, what that lane finished of the case stands, the
+    implementation is crashed and not measured again, and the lane left measures every other case."""
+    units = _units(tmp_path, (2, 2))
+    target = units[0].cases[0].id
+    log = []
+    lanes, dead = _dying_lanes(3, log, lambda lane, task, rnd: task.case.id == target and task.impl == "other")
+    run = _measure(units, lanes)
+    assert len(dead) == 2
+    case = next(c for c in run.cases if c.case_id == target)
+    status = {r.name: (r.status, r.message) for r in case.impls}
+    assert status["baseline"][0] == "ok" and status["other"][0] == "crashed"
+    assert "the second lane this case lost" in status["other"][1]
+    assert case.device.device_index in dead  # measured where it finished: the second lost lane
+    others = [c for c in run.cases if c.case_id != target]
+    assert len(others) == 3 and all(r.status == "ok" for c in others for r in c.impls)
+    assert sum("was lost in the first round" in n for n in run.notes) == 2
+
+
+def test_a_lane_lost_in_a_later_round_leaves_its_cases_the_rounds_they_have(tmp_path):
+    """Rounds are never merged across devices: lane 1 dies in round 2 while measuring its case's second
+    implementation, so that case keeps round 2 of its first implementation and round 1 of the second,
+    lane 1's other cases keep round 1, and lane 0's cases get both rounds."""
+    units = _units(tmp_path, (2, 2))
+    log = []
+    lanes, dead = _dying_lanes(2, log, lambda lane, task, rnd: lane == 1 and rnd == 2 and task.impl == "other")
+    run = _measure(units, lanes, repeat=2)
+    assert dead == {1}
+    died = next(e for e in log if e[0] == "died")
+    on = {c.case_id: c for c in run.cases}
+    assert len(on) == 4
+    for case in run.cases:
+        rounds = {r.name: r.timing.n_rounds for r in case.impls}
+        assert {r.status for r in case.impls} == {"ok"}
+        if case.device.device_index == 0:
+            assert rounds == {"baseline": 2, "other": 2}
+        elif case.case_id == died[2]:
+            assert rounds == {"baseline": 2, "other": 1}
+        else:
+            assert rounds == {"baseline": 1, "other": 1}
+    assert any(n.startswith("lane 1 (GPU1) was lost in a later round") for n in run.notes)
+
+
+def test_a_lane_lost_between_rounds_is_left_out_of_the_later_ones(tmp_path):
+    """An actor that died after its round (its next round's workers cannot start) loses its lane then:
+    its cases keep the first round, the other lane measures both rounds of its own."""
+    log = []
+    lanes, dead = _dying_lanes(2, log, lambda lane, task, rnd: False)
+    real = lanes[1].make_executor
+
+    def make():
+        ex = real()
+        if ex.round == 2:
+            dead.add(1)
+            return real()  # raises LaneLost: the lane is dead
+        return ex
+
+    lanes[1] = replace(lanes[1], make_executor=make)
+    run = _measure(_units(tmp_path), lanes, repeat=2)
+    for case in run.cases:
+        expected = 2 if case.device.device_index == 0 else 1
+        assert {r.timing.n_rounds for r in case.impls} == {expected}
+    assert {c.device.device_index for c in run.cases} == {0, 1}
+    assert any(n.startswith("lane 1 (GPU1) was lost in a later round") for n in run.notes)
+
+
+def test_a_run_whose_every_lane_is_lost_stops_in_one_line_keeping_the_cases_saved(tmp_path):
+    from solbench.errors import DeviceError
+
+    units = _units(tmp_path, (3,))
+    second = units[0].cases[1].id
+    log, saved = [], []
+    lanes, _ = _dying_lanes(1, log, lambda lane, task, rnd: task.case.id == second)
+    with pytest.raises(DeviceError) as err:
+        _measure(units, lanes, estimate=lambda u, c: -float(c.params["n"]), on_case=saved.append)
+    assert str(err.value).startswith("every lane was lost (the Ray actor of lane 0 died (gone))")
+    assert "\n" not in str(err.value)
+    assert [c.case_id for c in saved[-1].cases] == [units[0].cases[0].id]
+
+
+def test_the_scheduler_drops_a_lost_lane_and_requeues_a_job_in_its_place():
+    s = Scheduler([_job(0, 0, 9), _job(1, 0, 5), _job(2, 1, 1, width=2)], [0, 1], pinned={1: (1,)})
+    stranded = s.drop(1)
+    assert sorted(j.order for j in stranded) == [1, 2]  # pinned to the lost lane; wider than the lanes left
+    assert s.lanes == (0,) and [j.order for j in s.queue] == [0]
+    s.requeue(_job(3, 0, 20))
+    s.requeue(_job(4, 0, 9))
+    assert [j.order for j in s.queue] == [3, 0, 4]
+    assert [j.order for j, _ in s.assign([0])] == [3]
+
+
+def test_the_last_lane_lost_in_a_later_round_ends_the_run_with_the_rounds_measured(tmp_path):
+    """Every case has its first round when the only lane dies in round 2: the run ends there, each case
+    keeping the rounds it has, instead of stopping with nothing more to measure anywhere."""
+    units = _units(tmp_path, (2,))
+    log = []
+    lanes, dead = _dying_lanes(1, log, lambda lane, task, rnd: rnd == 2 and task.impl == "other")
+    run = _measure(units, lanes, repeat=3)
+    assert dead == {0} and len(run.cases) == 2
+    rounds = sorted(tuple(r.timing.n_rounds for r in c.impls) for c in run.cases)
+    assert rounds == [(1, 1), (2, 1)]  # the case it died on kept round 2 of baseline; the other one round
+    assert {r.status for c in run.cases for r in c.impls} == {"ok"}
