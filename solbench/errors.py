@@ -33,8 +33,9 @@ class DeviceError(SolbenchError):
 
 class LaneLost(DeviceError):
     """A lane of a sharded run can measure nothing more: the Ray actor driving its GPU died (its node
-    or process gone). :mod:`solbench.execute.shard` moves the lane's work to the lanes left, where the
-    rounds rule allows (a case's rounds are never merged across devices)."""
+    or process gone), or its local GPU fell off the bus. :mod:`solbench.execute.shard` moves the
+    lane's work to the lanes left, where the rounds rule allows (a case's rounds are never merged
+    across devices)."""
 
 
 class ResultsFormatError(SolbenchError):

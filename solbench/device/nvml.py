@@ -144,6 +144,22 @@ def get_handle(index_or_uuid: int | str) -> Any:
     return None
 
 
+def gpu_lost(uuid: str) -> str | None:
+    """Why the GPU ``uuid`` is gone, where NVML says it is lost (``NVML_ERROR_GPU_IS_LOST``: fallen off
+    the bus, Xid 79), or None: present, or NVML missing or unable to say."""
+    nv = _nvml()
+    if nv is None or not uuid:
+        return None
+    lost = getattr(nv, "NVML_ERROR_GPU_IS_LOST", 15)
+    try:
+        handle = nv.nvmlDeviceGetHandleByUUID(uuid if uuid.upper().startswith(("GPU-", "MIG-")) else f"GPU-{uuid}")
+        nv.nvmlDeviceGetPciInfo(_parent(handle))
+    except nv.NVMLError as exc:
+        if getattr(exc, "value", None) == lost:
+            return f"NVML reports the GPU lost: {exc}"
+    return None
+
+
 def _parent(handle: Any) -> Any:
     """The full GPU of a MIG handle (clocks, power and PCI belong to it); else the handle itself."""
     if _call("nvmlDeviceIsMigDeviceHandle", handle):

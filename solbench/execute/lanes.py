@@ -102,14 +102,51 @@ def local_lanes(files: Sequence[str | Path], options: Any, infos: Sequence[Any])
         prep = prepare(files, options, info, floor)
         index = info.index if info.index is not None else n
         env = replace(info.environment(), device_index=info.index)
-        lanes.append(Lane(index, info.kind, _pool_factory(pool.Pool, info.kind, info.index), prep.score, env,
-                          info.l2_bytes, prep.nvml_id))
+        make = _pool_factory(pool.Pool, info.kind, info.index)
+        if prep.nvml_id:  # a GPU NVML can watch: a point that fails on it asks whether it is lost
+            make = _watched_factory(make, prep.nvml_id, f"GPU {index} ({info.name})")
+        lanes.append(Lane(index, info.kind, make, prep.score, env, info.l2_bytes, prep.nvml_id))
         prepared.append((info, prep))
     return lanes, prepared
 
 
 def _pool_factory(cls: Any, kind: str, index: int | None) -> Callable[[], Any]:
     return lambda: cls(kind, index)
+
+
+def _watched_factory(make: Callable[[], Any], uuid: str, label: str) -> Callable[[], Any]:
+    return lambda: WatchedGpu(make(), uuid, label)
+
+
+class WatchedGpu:
+    """A local GPU lane's executor that tells a point failing on a GPU gone from the bus from a failing
+    implementation: after a point that crashed, errored or timed out, NVML is asked whether the GPU is
+    lost (:func:`solbench.device.nvml.gpu_lost`); if it is, LaneLost, and the sharded run moves the
+    lane's cases to the GPUs left (:mod:`solbench.execute.shard`). Everything else is ``inner``'s."""
+
+    FAILED = ("crashed", "error", "timeout")
+
+    def __init__(self, inner: Any, uuid: str, label: str) -> None:
+        self.inner, self.uuid, self.label = inner, uuid, label
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def hold_budget(self, key: tuple[str, str]) -> None:
+        """None: every task goes through :meth:`run`, where a failure asks after the GPU (a sharded run
+        measures a lane's points one at a time anyway)."""
+        return None
+
+    def run(self, key: tuple[str, str], task: Any, timeout_s: float, progress: Any = None) -> Any:
+        from solbench.device import nvml
+        from solbench.errors import LaneLost
+
+        result = self.inner.run(key, task, timeout_s, progress)
+        if result.status in self.FAILED:
+            why = nvml.gpu_lost(self.uuid)
+            if why is not None:
+                raise LaneLost(f"{self.label} is gone ({why})")
+        return result
 
 
 def _measure(files: Sequence[str | Path], options: Any, lanes: Sequence[Any], prepared: Sequence[Any],

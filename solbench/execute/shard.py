@@ -33,7 +33,8 @@ re-measure of the undecided cases, a run of its own) keep to that too: each case
 skipped, keeping the rounds it has, where the run has no lane on it (a Ray cluster's actors
 placed elsewhere).
 
-A lost lane (:class:`~solbench.errors.LaneLost`: a Ray actor whose node or process died) measures
+A lost lane (:class:`~solbench.errors.LaneLost`: a Ray actor whose node or process died, a local GPU
+NVML reports lost after a point failed on it: :class:`solbench.execute.lanes.WatchedGpu`) measures
 nothing more, in this round or any later one, and the run goes on over the lanes left::
 
     the case it was measuring, in round 1   measured again from its start on another lane, the

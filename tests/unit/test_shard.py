@@ -660,3 +660,70 @@ def test_the_last_lane_lost_in_a_later_round_ends_the_run_with_the_rounds_measur
     rounds = sorted(tuple(r.timing.n_rounds for r in c.impls) for c in run.cases)
     assert rounds == [(1, 1), (2, 1)]  # the case it died on kept round 2 of baseline; the other one round
     assert {r.status for c in run.cases for r in c.impls} == {"ok"}
+
+
+def test_a_local_gpu_that_nvml_reports_lost_is_a_lost_lane_and_its_case_moves(tmp_path, monkeypatch):
+    """A point that fails on a local GPU asks NVML whether the GPU is still there (WatchedGpu): one gone
+    from the bus is a lost lane, its case measured again on the GPU left; a crash on a GPU that is
+    there stays the implementation's."""
+    from solbench.device import nvml
+    from solbench.execute.lanes import WatchedGpu
+
+    gone = {"uuid-1"}
+    monkeypatch.setattr(nvml, "gpu_lost", lambda uuid: "NVML reports the GPU lost: GPU is lost" if uuid in gone else None)
+
+    class CrashesOnLane1(Fake):
+        def run(self, key, task, timeout_s, progress=None):
+            if self.lane == 1 or (task.impl == "other" and task.case.id.startswith("w1")):
+                self.log.append(("start", self.lane, task.case.id, task.impl))
+                return ImplResult(task.impl, "crashed", "CUDA error: unspecified launch failure")
+            return super().run(key, task, timeout_s, progress)
+
+    log = []
+    lanes = [replace(lane, make_executor=lambda i=lane.index: WatchedGpu(CrashesOnLane1(i, log), f"uuid-{i}",
+                                                                        f"GPU {i}"))
+             for lane in _lanes(2, log)]
+    units = _units(tmp_path)
+    run = _measure(units, lanes)
+    assert all(c.device.device_index == 0 for c in run.cases)
+    status = {(c.case_id, r.name): r.status for c in run.cases for r in c.impls}
+    assert {s for (case, _), s in status.items() if case.startswith("w0")} == {"ok"}
+    assert {status[(c.id, "other")] for c in units[1].cases} == {"crashed"}  # lane 0's own crashes stand
+    assert any(n.startswith("lane 1 (GPU1) was lost in the first round: GPU 1 is gone (NVML reports the GPU lost")
+               for n in run.notes)
+    assert WatchedGpu(Fake(0, []), "uuid-0", "GPU 0").hold_budget(("w", "x")) is None  # every task through run
+
+
+def test_nvml_says_a_gpu_is_lost_only_for_its_lost_error(monkeypatch):
+    from solbench.device import nvml
+
+    class NVMLError(Exception):
+        def __init__(self, value):
+            super().__init__({15: "GPU is lost", 6: "Not Found"}[value])
+            self.value = value
+
+    class Fake:
+        NVML_ERROR_GPU_IS_LOST = 15
+
+        def __init__(self, error):
+            self.NVMLError, self.error, self.asked = NVMLError, error, []
+
+        def nvmlDeviceGetHandleByUUID(self, uuid):
+            self.asked.append(uuid)
+            return "handle"
+
+        def nvmlDeviceIsMigDeviceHandle(self, handle):
+            return False
+
+        def nvmlDeviceGetPciInfo(self, handle):
+            if self.error is not None:
+                raise NVMLError(self.error)
+            return "pci"
+
+    for error, expected in ((15, "NVML reports the GPU lost: GPU is lost"), (6, None), (None, None)):
+        fake = Fake(error)
+        monkeypatch.setattr(nvml, "_state", {"module": fake, "tried": True})
+        assert nvml.gpu_lost("abc") == expected
+        assert fake.asked == ["GPU-abc"]
+    monkeypatch.setattr(nvml, "_state", {"module": None, "tried": True})
+    assert nvml.gpu_lost("GPU-abc") is None
