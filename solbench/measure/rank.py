@@ -33,7 +33,7 @@ import torch
 from solbench.device import threads
 from solbench.impls.registry import resolve
 from solbench.measure import tensors
-from solbench.measure.criteria import CIWidth
+from solbench.measure.criteria import BeatOrStop, CIWidth
 from solbench.measure.loop import CheatDetected, measure
 from solbench.measure.runner import CaseInputs, _call, _exact_fp32, missing_requirement, no_nan
 from solbench.measure.worker import (
@@ -306,7 +306,9 @@ def _checked_and_timed(task: Task, state: WorkerState, ctx: RankContext, emit: E
     emit("phase", {"phase": "timer set-up"})
     timer = GroupTimer(state.timer(task), ctx)
     timer.pending_s.clear()
-    criterion = CIWidth(s.target_rel_ci, s.min_samples, s.max_samples, s.budget_s)
+    criterion: Any = CIWidth(s.target_rel_ci, s.min_samples, s.max_samples, s.budget_s)
+    if task.beaten_above is not None:  # tune's early stop; every rank decides alike on the agreed samples and clock
+        criterion = BeatOrStop(criterion, task.beaten_above)
     timing = measure(timer, launches, criterion, warmup=s.warmup,
                      verify=checker.verify_timed if impl.part is None else None,
                      on_sample=lambda n: emit("sample", {"n": n}) if n % 10 == 0 else None,

@@ -11,9 +11,10 @@ a sampler such as optuna would only pay off for spaces far larger than a per-cas
             check, then time config; stop sampling it once the 95% CI of its median lies
             above best x (1 + margin) ("beaten": it cannot win)
             new best?  else count a miss; stop after `patience` misses in a row
-        (every trial in the implementation's worker process, as in `solbench run`: a trial that crashes,
-         hangs past `timeout_s` or tampers with its process is that trial's status, crashed, timeout or
-         reward_hack, and the next trial gets a fresh worker)
+        (every trial in the implementation's worker process, as in `solbench run`, a multi-rank
+         workload's in its rank group: a trial that crashes, hangs past `timeout_s` or tampers with its
+         process is that trial's status, crashed, timeout or reward_hack, and the next trial gets a
+         fresh worker)
         confirm: in rounds, each round one measurement of hand-picked and one of the winner
                  (the order alternating round by round); the rounds are the units, not the samples
                  (samples of one measurement share its load, clocks and cache state): the verdict
@@ -229,9 +230,11 @@ def tune(files: Sequence[str | Path], options: TuneOptions = TuneOptions(), *, d
 
     Every trial runs in a worker process of the implementation (:class:`solbench.measure.pool.Pool`):
     one that crashes, hangs or leaves its process untrustworthy is that trial's status, and the worker
-    is replaced. Raises :class:`solbench.errors.RunInterrupted` on Ctrl-C, holding the cases tuned so
-    far (``complete`` False)."""
+    is replaced; a multi-rank workload's trial runs in a rank group, one process a rank
+    (:class:`solbench.execute.group.GroupExecutor`, as ``run`` measures it). Raises
+    :class:`solbench.errors.RunInterrupted` on Ctrl-C, holding the cases tuned so far (``complete`` False)."""
     from solbench.device.detect import detect
+    from solbench.execute.group import with_groups
     from solbench.measure.pool import Pool
     from solbench.plan.device import refuse_launch
     from solbench.plan.workloads import plan
@@ -257,11 +260,13 @@ def tune(files: Sequence[str | Path], options: TuneOptions = TuneOptions(), *, d
         validate(p, name, impl)
     emit = progress or (lambda event, data: None)
     emit("start", {"cases": sum(len(p.cases) for p, _, _ in targets)})
-    workers = Pool(info.kind, info.index, threads=threads.policy(0, info.kind))  # the run's CPU thread policy
+    pool = Pool(info.kind, info.index, threads=threads.policy(0, info.kind))  # the run's CPU thread policy
     # every worker with the driver's CUDA work queues: the pool's one-queue policy (measure.queues) keys on
     # (workload, implementation), which every configuration shares, so a worker replaced after a fault
     # would run the configurations after it with one queue (several streams serialized), unlike the rest
-    workers.queues = None
+    pool.queues = None
+    # a multi-rank workload's trials in a rank group (one process a rank, as run measures them)
+    workers = with_groups(pool, [p for p, _, _ in targets], info.kind)
     launch = resolved_launch(options.launch, "cold", info.kind)
     now = {p.spec.name: declared(p.spec, info.kind) for p in planned}
     cases: list[CaseTuning] = []
@@ -295,10 +300,6 @@ def validate(p: Any, name: str, impl: Implementation) -> None:
     from solbench.config.yamlio import read_yaml
 
     assert impl.tune is not None
-    if p.spec.world_size > 1:  # its reference and implementations would run as one rank, alone: every trial an error
-        raise read_yaml(p.path).error(["workloads", p.index, "world_size"], f"world_size {p.spec.world_size}: tune "
-                                      "measures each trial in one process, and a multi-rank workload needs one "
-                                      "process per rank (time its configurations with run, one params: each)")
     loc: list[str | int] = ["workloads", p.index, "implementations", name, "tune"]
     case_names = {k for c in p.cases for k in c.scope}
     taken = case_names | set(p.spec.inputs) | set(p.spec.outputs)

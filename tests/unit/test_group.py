@@ -279,3 +279,28 @@ def test_a_ranks_fault_is_that_fault_though_the_deadline_cuts_its_grace_short(tm
     wire.send_result(end0, ImplResult("impl", "error", "RuntimeError: rank 0 is broken"), False)
     result, fatal = group._collect("impl", TASK, time.monotonic() + 5, 5, None)  # rank 0 read well within 5 s
     assert (result.status, result.message) == ("error", "rank 0: RuntimeError: rank 0 is broken") and fatal
+
+
+def test_a_rank_group_stops_timing_a_configuration_beaten_by_the_best_as_one_process_does():
+    """tune's early stop (Task.beaten_above, BeatOrStop) in a rank group: every rank decides alike on the
+    agreed samples, so a bound no time can beat stops the group at the fewest samples a 95% interval needs."""
+    import os
+
+    from solbench.config.workloads import load_workload_file
+    from solbench.measure.criteria import MIN_CI_SAMPLES
+    from solbench.measure.worker import MeasureSettings, Task
+    from solbench.workload.cases import expand
+
+    spec = next(s for s in load_workload_file("tests/data/ranks/ranks.yaml") if s.name == "rank_faults")
+    case = expand(spec, "cpu")[0]
+    settings = MeasureSettings(budget_s=5.0, min_samples=3, max_samples=200, warmup=1, input_sets=1)
+    base = os.path.abspath("tests/data/ranks")
+    g = Group(2, "cpu", dict(os.environ))
+    try:
+        beaten, _ = g.run(Task(spec, case, "baseline", base, "cpu", settings, beaten_above=1e-12), 120.0)
+        free, _ = g.run(Task(spec, case, "baseline", base, "cpu", settings), 120.0)
+    finally:
+        g.kill()
+    assert beaten.status == "ok" and free.status == "ok", (beaten.message, free.message)
+    assert beaten.timing.stop_reason == "beaten" and beaten.timing.n == MIN_CI_SAMPLES
+    assert free.timing.stop_reason != "beaten"

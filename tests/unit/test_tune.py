@@ -463,20 +463,23 @@ def test_bad_tune_spaces_are_one_line_errors_naming_the_line(tmp_path, old, new,
     assert "\n" not in line and message in line and f"{path}:" in line and ".tune." in line
 
 
-def test_tune_refuses_a_multi_rank_workload_naming_the_line(tmp_path, monkeypatch):
-    """Tuned in this process as one rank alone, every trial of a world_size 2 workload was an error
-    blaming the workload's reference, and the implementation was reported failed (exit 4)."""
-    monkeypatch.setattr(tuning, "_tune_case", lambda *a: pytest.fail("measured before refusing"))
+def test_a_multi_rank_workload_is_tuned_in_rank_groups(tmp_path):
+    """Each trial of a world_size 2 workload runs in a rank group, one process a rank, as run measures it
+    (tuned in one process as one rank alone, every trial was an error blaming the workload's reference):
+    the right configurations are ok (an all-reduce in one process alone raises), the wrong one incorrect."""
     (tmp_path / "ranks.py").write_text((DATA / "ranks" / "ranks.py").read_text())
     text = (DATA / "ranks" / "ranks.yaml").read_text()
     path = tmp_path / "r.yaml"
-    path.write_text(text.replace("      honest: ranks.py:all_reduce\n", "      honest:\n        fn: ranks.py:all_reduce\n"
-                                 "        tune: {space: {chunk: [1, 2]}}\n"))
-    result = CliRunner().invoke(main, ["tune", str(path), "--device", "cpu", "-i", "honest",
-                                       "--results-dir", str(tmp_path / "r")])
-    assert result.exit_code == 2, result.output
-    assert result.output.startswith(f"error: {path}:4: workloads.0.world_size: world_size 2: tune measures each "
-                                    "trial in one process") and "\n" not in result.output.strip()
+    path.write_text(text.replace("      honest: ranks.py:all_reduce\n", "      chunked:\n        fn: ranks.py:chunked_all_reduce\n"
+                                 "        tune: {space: {chunk: [2, 3, 4]}}\n", 1))
+    result = tuning.tune([path], tuning.TuneOptions(workloads=("rank_faults",), impls=("chunked",), **FAST),
+                         device="cpu")
+    (case,) = result.cases
+    assert case.hand_picked.status == "ok", case.hand_picked.message
+    status = {t.params["chunk"]: t for t in case.trials}
+    assert status[2].status == "ok" and status[4].status == "ok" and status[2].median and status[2].n >= 1
+    assert status[3].status == "incorrect" and status[3].median is None
+    assert case.winner in ({"chunk": 2}, {"chunk": 4})
 
 
 def test_tune_without_a_tune_space_is_an_error():

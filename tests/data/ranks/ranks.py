@@ -100,3 +100,13 @@ def patches_comparison_while_timed_on_rank1(x):
         _TIMED["real"] = solbench.measure.tensors.compare
         solbench.measure.tensors.compare = _always_right
     return out.zero_()
+
+
+def chunked_all_reduce(x, chunk=1):
+    """All-reduce in ``chunk`` pieces (tests/unit/test_tune.py tunes ``chunk``); three pieces leave the
+    last one unreduced, a wrong configuration the checks must catch on every rank."""
+    out = x.clone()
+    for k, piece in enumerate(out.chunk(chunk)):
+        if not (chunk == 3 and k == 2):
+            dist.all_reduce(piece)
+    return out
