@@ -84,13 +84,20 @@ def rank_seed(seed: int, rank: int) -> int:
 
 
 def prepare_rank(spec: WorkloadSpec, case: Case, device: str, base_dir: Path | None, *, input_sets: int,
-                 seed: int, rank: int, world: int) -> CaseInputs:
-    """This rank's input sets, and the reference outputs of this rank for each."""
+                 seed: int, rank: int, world: int, keep: Mapping[str, Any] | None = None,
+                 kept_seed: int = 0) -> CaseInputs:
+    """This rank's input sets, and the reference outputs of this rank for each. ``keep``: inputs every set
+    takes as given on this rank (those set-up saw, drawn from ``kept_seed``); each peer's are drawn again
+    from that seed, as the peer drew them, so the reference sees every rank's."""
     reference = resolve(spec.reference, base_dir)
     names = [t.name for t in case.outputs]
     sets, refs = [], []
     for k in range(input_sets):
         every = [tensors.make_inputs(case, device, rank_seed(seed + k, q)) for q in range(world)]
+        if keep:
+            for q, inputs in enumerate(every):
+                given = keep if q == rank else tensors.make_inputs(case, device, rank_seed(kept_seed, q))
+                inputs.update({key: given[key] for key in keep})
         with _exact_fp32():
             stacked = {name: torch.stack([tensors.upcast(e, spec.reference_dtype)[name] for e in every])
                        for name in every[0]}
@@ -226,14 +233,11 @@ class _RankChecker(_Checker):
         return result, failure
 
     def _fresh_inputs(self, base_dir: Path | None, seed: int, keep: Mapping[str, Any] | None = None) -> CaseInputs:
-        """The worker's unseen input set, drawn for this rank (its peers draw theirs). The ranks' check after
-        timing runs set-up again on new values in every input (no timed call is made again alone: its
-        peers would wait in the collective), so nothing is ever kept."""
-        if keep:
-            raise ValueError("a rank draws every input afresh")
+        """The worker's unseen input set, drawn for this rank (its peers draw theirs in step), ``keep``'s
+        inputs as set-up saw them on every rank (input set 0: each peer's drawn again from its seed)."""
         task = self.task
         return prepare_rank(task.spec, task.case, task.device, base_dir, input_sets=1, seed=seed,
-                            rank=self.ctx.rank, world=self.ctx.world)
+                            rank=self.ctx.rank, world=self.ctx.world, keep=keep, kept_seed=task.settings.seed)
 
 
 Emit = Callable[[str, dict[str, Any]], None]
@@ -324,5 +328,6 @@ def _checked_and_timed(task: Task, state: WorkerState, ctx: RankContext, emit: E
     emit("phase", {"phase": "checks after timing"})
     if _agreed_untampered(state, ctx, "timing"):
         return ImplResult(name, "skipped", PEER_FAILED)
-    checker.after_timing()
+    # every rank makes the timed call again on new values, set-up not run again: in step, as every check
+    checker.after_timing(launch=launches[0])
     return ImplResult(name, "ok", "", correctness, timing, protocol=protocol)

@@ -121,6 +121,10 @@ def test_a_fault_on_one_rank_is_a_status_and_the_run_goes_on(faults):
     patched = status["patches_comparison_while_timed_on_rank1"]  # taken off after timing, before the task's end
     assert patched[0] == "reward_hack" and patched[1].startswith("rank 1: "), patched
     assert "solbench.measure.tensors.compare" in patched[1] and "after timing" in patched[1], patched
+    # the sum computed in set-up: the ranks make the timed call again on new values in x, set-up not run again
+    in_setup = status["reduces_in_setup"]
+    assert in_setup[0] == "reward_hack" and "right on the inputs it was timed on, wrong on new values in x" in \
+        in_setup[1], in_setup
     for name in ("baseline", "honest"):  # before and after the faults
         assert status[name][0] == "ok", status[name]
     assert run.complete
@@ -159,6 +163,26 @@ def test_each_rank_draws_its_own_inputs_and_the_reference_sees_them_all():
         expected = x0.float() + x1.float()
         assert torch.equal(r0.references[k][0], expected) and torch.equal(r1.references[k][0], expected)
     assert not torch.equal(r0.sets[0]["x"], r0.sets[1]["x"])
+
+
+def test_a_ranks_kept_inputs_are_every_ranks_as_set_up_saw_them_and_the_reference_sees_them_all():
+    """The check after timing keeps the fixed weight as set-up saw it and draws new x: on each rank its own
+    weight (the very tensor) and, for the reference, each peer's drawn again from the first set's seed."""
+    from solbench.config.workloads import load_workload_file
+    from solbench.measure.rank import prepare_rank
+    from solbench.workload.cases import expand
+
+    spec = next(s for s in load_workload_file("workloads/collectives.yaml") if s.name == "gemm_allreduce")
+    case = expand(spec, "cpu")[0]
+    first = [prepare_rank(spec, case, "cpu", None, input_sets=1, seed=7, rank=r, world=2) for r in range(2)]
+    fresh = [prepare_rank(spec, case, "cpu", None, input_sets=1, seed=90, rank=r, world=2,
+                          keep={"w": first[r].sets[0]["w"]}, kept_seed=7) for r in range(2)]
+    for r in range(2):
+        assert fresh[r].sets[0]["w"] is first[r].sets[0]["w"]
+        assert not torch.equal(fresh[r].sets[0]["x"], first[r].sets[0]["x"])
+    expected = sum(fresh[r].sets[0]["x"].double() @ first[r].sets[0]["w"].double() for r in range(2))
+    for r in range(2):
+        assert torch.allclose(fresh[r].references[0][0].double(), expected, rtol=1e-5, atol=1e-5)
 
 
 def test_single_process_runs_keep_their_executor_and_too_few_gpus_is_a_skip(monkeypatch):

@@ -110,3 +110,14 @@ def chunked_all_reduce(x, chunk=1):
         if not (chunk == 3 and k == 2):
             dist.all_reduce(piece)
     return out
+
+
+def reduces_in_setup(x):
+    """Set-up does the all-reduce; the call hands back a copy of set-up's sum, with no communication."""
+    ready = x.clone()
+    dist.all_reduce(ready)
+    return {"x": x, "ready": ready}
+
+
+def returns_setups_sum(x, ready):
+    return ready.clone()
