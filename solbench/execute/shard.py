@@ -38,10 +38,11 @@ NVML reports lost after a point failed on it: :class:`solbench.execute.lanes.Wat
 nothing more, in this round or any later one, and the run goes on over the lanes left::
 
     the case it was measuring, in round 1   measured again from its start on another lane, the
-                                            implementation it was measuring then run last; a case
-                                            moves once (MOVES_PER_CASE): losing a second lane, it
-                                            keeps what that lane finished, the implementation
-                                            running then is crashed and the rest are not measured
+    (or had been handed, not yet started)   implementation it was measuring then run last; a case
+                                            moves once (MOVES_PER_CASE) for a loss while one of its
+                                            implementations ran: losing a second lane so, it keeps
+                                            what that lane finished, the implementation running
+                                            then is crashed and the rest are not measured
     in a later round                        keeps its earlier rounds and what the lost lane finished
                                             of this one; no more rounds (they are never merged
                                             across devices)
@@ -395,13 +396,15 @@ class _Round:
         """Run every job; returns where each ran (job order -> lanes)."""
         placed: dict[int, tuple[int, ...]] = {}
         busy: set[int] = set()
+        handed: dict[int, tuple[Job, tuple[int, ...]]] = {}  # job order -> (job, its lanes), until it reports
         try:
             for index, lost in self._start().items():  # an actor that died between rounds
-                self._lose(sched, index, None, _Lost(lost, "", []), placed)
+                self._lose(sched, index, lost, [], placed)
             while sched.queue or busy:
                 for job, lanes in sched.assign([x for x in sched.lanes if x not in busy]):
                     busy.update(lanes)
                     placed[job.order] = lanes
+                    handed[job.order] = (job, lanes)
                     self.inboxes[lanes[0]].put(("job", job, lanes))
                 if not busy:
                     raise RuntimeError("scheduler stalled: queued jobs but none can start")
@@ -409,8 +412,17 @@ class _Round:
                 if kind == "error":
                     raise payload
                 busy.difference_update(lanes)
+                if job is not None:
+                    handed.pop(job.order, None)
                 if kind == "lost":
-                    self._lose(sched, lanes[0], job, payload, placed)
+                    hit = [(job, payload)] if job is not None else []
+                    # a job handed to the lane while it was retiring workers (and lost there): never started
+                    for order, (other, its_lanes) in list(handed.items()):
+                        if lanes[0] in its_lanes:
+                            del handed[order]
+                            busy.difference_update(its_lanes)
+                            hit.append((other, _Lost(payload.error, "", [])))
+                    self._lose(sched, lanes[0], payload.error, hit, placed)
                     continue
                 self.state.add(job, lanes, payload)
                 stale = sched.to_retire(lanes[0])
@@ -422,20 +434,20 @@ class _Round:
             raise
         return placed
 
-    def _lose(self, sched: Scheduler, index: int, job: Job | None, lost: _Lost,
+    def _lose(self, sched: Scheduler, index: int, error: LaneLost, hit: list[tuple[Job, _Lost]],
               placed: dict[int, tuple[int, ...]]) -> None:
-        """Lane ``index`` was lost (while measuring ``job``, where one): out of service for the rest of
-        the run, its work moved or kept as the module docstring says, and a note of it all."""
+        """Lane ``index`` was lost (``hit``: the jobs it held, each with what it finished): out of service for
+        the rest of the run, its work moved or kept as the module docstring says, and a note of it all."""
         state = self.state
-        why = str(lost.error)
+        why = str(error)
         state.lost[index] = why
         when = "in the first round" if self.first else "in a later round"
         parts = [f"{state.named(index)} was lost {when}: {why}"]
         stranded = sched.drop(index)
         unmeasured = [j for j in stranded if j.order not in state.rounds]
-        if not sched.lanes and (unmeasured or (job is not None and self.first)):
+        if not sched.lanes and (unmeasured or (hit and self.first)):
             raise DeviceError(f"every lane was lost ({'; '.join(state.lost.values())}): the run stops here")
-        if job is not None:
+        for job, lost in hit:
             placed.pop(job.order, None)
             parts.append(self._moved(sched, index, job, lost, placed))
         kept, never = [], []
@@ -465,7 +477,8 @@ class _Round:
             if sched.lanes and job.width > len(sched.lanes):
                 state.add(job, (index,), state.skipped(job, _too_few(job, sched)), measured=False)
                 return f"{case}{running} could not be measured on the lanes left"
-            state.moves[job.order] = moves + 1
+            if lost.impl:  # lost while none of its implementations ran (workers starting): no move counted
+                state.moves[job.order] = moves + 1
             sched.requeue(replace(job, last=lost.impl or job.last))
             return f"{case}{running} is measured again from its start on another lane"
         if not self.first:  # pinned to the lost lane: what it finished of this round stands

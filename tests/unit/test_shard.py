@@ -494,9 +494,10 @@ def test_a_wide_job_takes_the_lanes_after_its_first_wrapping_round():
 
 # --- a lane lost (a Ray actor died): its work moves to the lanes left ---
 
-def _dying_lanes(n, log, dies, made=None):
-    """Lanes whose executors raise LaneLost from ``dies(lane, task, round)`` on; a lost lane stays lost:
-    every later call, and a fresh executor for a later round, raises too (as a dead Ray actor does)."""
+def _dying_lanes(n, log, dies, made=None, dies_retiring=()):
+    """Lanes whose executors raise LaneLost from ``dies(lane, task, round)`` on (or from their first
+    retirement, for the lanes in ``dies_retiring``); a lost lane stays lost: every later call, and a
+    fresh executor for a later round, raises too (as a dead Ray actor does)."""
     from solbench.errors import LaneLost
 
     dead: set[int] = set()
@@ -520,6 +521,8 @@ def _dying_lanes(n, log, dies, made=None):
             return super().run(key, task, timeout_s, progress)
 
         def retire(self, keys):
+            if self.lane in dies_retiring:
+                dead.add(self.lane)
             self._alive()
             super().retire(keys)
 
@@ -727,3 +730,25 @@ def test_nvml_says_a_gpu_is_lost_only_for_its_lost_error(monkeypatch):
         assert fake.asked == ["GPU-abc"]
     monkeypatch.setattr(nvml, "_state", {"module": None, "tried": True})
     assert nvml.gpu_lost("GPU-abc") is None
+
+
+def test_a_lane_lost_retiring_its_workers_hands_back_the_case_it_was_given_meanwhile(tmp_path):
+    """A lane dies as it retires one workload's workers, while the scheduler has already handed it a case
+    of another (rule 3): that case, never started there, is measured on the lane left; the run neither
+    waits forever for it nor loses it."""
+    units = _units(tmp_path, (1, 6))
+    log = []
+    lanes, dead = _dying_lanes(2, log, lambda lane, task, rnd: False, dies_retiring=(1,))
+    outcome = []
+
+    def measure():
+        outcome.append(_measure(units, lanes))
+
+    thread = threading.Thread(target=measure, daemon=True)
+    thread.start()
+    thread.join(60)  # only bounds the test
+    assert not thread.is_alive(), "the run kept waiting for a case handed to a lane that was lost"
+    (run,) = outcome
+    assert dead == {1} and len(run.cases) == 7
+    assert {r.status for c in run.cases for r in c.impls} == {"ok"}
+    assert any(n.startswith("lane 1 (GPU1) was lost in the first round") for n in run.notes)
