@@ -752,3 +752,21 @@ def test_a_lane_lost_retiring_its_workers_hands_back_the_case_it_was_given_meanw
     assert dead == {1} and len(run.cases) == 7
     assert {r.status for c in run.cases for r in c.impls} == {"ok"}
     assert any(n.startswith("lane 1 (GPU1) was lost in the first round") for n in run.notes)
+
+
+@pytest.mark.parametrize("dies", ["in round 1", "in round 2", "retiring"])
+def test_the_progress_counts_every_case_once_a_round_whatever_lanes_are_lost(tmp_path, dies):
+    """The bar's total is cases x rounds: a case moved, kept or never measured after a loss still counts
+    once a round, never twice."""
+    units = _units(tmp_path, (1, 6))
+    rule = {"in round 1": lambda lane, task, rnd: lane == 1 and rnd == 1 and task.impl == "other",
+            "in round 2": lambda lane, task, rnd: lane == 1 and rnd == 2 and task.impl == "other",
+            "retiring": lambda lane, task, rnd: False}[dies]
+    lanes, dead = _dying_lanes(2, [], rule, dies_retiring=(1,) if dies == "retiring" else ())
+    events = []
+    run = measure_sharded(units, make_run({}), lanes, settings=MeasureSettings(), timeout_s=1.0,
+                          estimate=lambda u, c: float(c.params["n"]), emit=lambda e, d: events.append((e, d)),
+                          repeat=2)
+    assert dead == {1} and len(run.cases) == 7
+    done = [d["case"] for e, d in events if e == "case_done"]
+    assert sorted(done) == sorted(c.case_id for c in run.cases for _ in range(2))
