@@ -135,13 +135,17 @@ def get_handle(index_or_uuid: int | str) -> Any:
     """The NVML handle of a device by NVML index or UUID (with or without a GPU-/MIG- prefix)."""
     if isinstance(index_or_uuid, int):
         return _call("nvmlDeviceGetHandleByIndex", index_or_uuid)
-    uuid = index_or_uuid.strip()
-    prefixed = uuid.upper().startswith(("GPU-", "MIG-"))
-    for candidate in [uuid] if prefixed else [f"GPU-{uuid}", f"MIG-{uuid}"]:
+    for candidate in _uuid_candidates(index_or_uuid):
         handle = _call("nvmlDeviceGetHandleByUUID", candidate)
         if handle is not None:
             return handle
     return None
+
+
+def _uuid_candidates(uuid: str) -> list[str]:
+    """The names NVML may know a UUID by: as given where it has a GPU-/MIG- prefix, else with each."""
+    uuid = uuid.strip()
+    return [uuid] if uuid.upper().startswith(("GPU-", "MIG-")) else [f"GPU-{uuid}", f"MIG-{uuid}"]
 
 
 def gpu_lost(uuid: str) -> str | None:
@@ -151,12 +155,17 @@ def gpu_lost(uuid: str) -> str | None:
     if nv is None or not uuid:
         return None
     lost = getattr(nv, "NVML_ERROR_GPU_IS_LOST", 15)
-    try:
-        handle = nv.nvmlDeviceGetHandleByUUID(uuid if uuid.upper().startswith(("GPU-", "MIG-")) else f"GPU-{uuid}")
-        nv.nvmlDeviceGetPciInfo(_parent(handle))
-    except nv.NVMLError as exc:
-        if getattr(exc, "value", None) == lost:
-            return f"NVML reports the GPU lost: {exc}"
+    for candidate in _uuid_candidates(uuid):  # not get_handle: it swallows errors, and this one is the answer
+        handle = None
+        try:
+            handle = nv.nvmlDeviceGetHandleByUUID(candidate)
+            nv.nvmlDeviceGetPciInfo(_parent(handle))
+        except nv.NVMLError as exc:
+            if getattr(exc, "value", None) == lost:
+                return f"NVML reports the GPU lost: {exc}"
+            if handle is None:
+                continue  # not known by this name: the next
+        return None
     return None
 
 

@@ -19,7 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from solbench.errors import ConfigError, DeviceError
+from solbench.errors import ConfigError, DeviceError, LaneLost
 from solbench.plan.options import refuse_round_options
 from solbench.results.model import Environment, RunResult
 
@@ -139,7 +139,6 @@ class WatchedGpu:
 
     def run(self, key: tuple[str, str], task: Any, timeout_s: float, progress: Any = None) -> Any:
         from solbench.device import nvml
-        from solbench.errors import LaneLost
 
         result = self.inner.run(key, task, timeout_s, progress)
         if result.status in self.FAILED:

@@ -338,11 +338,13 @@ class _State:
         """A line in the run's notes, saved with the next case."""
         self.run = replace(self.run, notes=(*self.run.notes, text))
 
+    def asked(self, job: Job) -> list[str]:
+        """The job's implementations the run asked for (``keys``: "case/implementation"), in the unit's order."""
+        return [name for name in self.units[job.unit].impls if not self.keys or f"{job.case.id}/{name}" in self.keys]
+
     def skipped(self, job: Job, why: str) -> list[ImplResult]:
         """``skipped`` results for the job's implementations (those asked for)."""
-        keys = self.keys
-        return [ImplResult(name, "skipped", why) for name in self.units[job.unit].impls
-                if not keys or f"{job.case.id}/{name}" in keys]
+        return [ImplResult(name, "skipped", why) for name in self.asked(job)]
 
     def named(self, lane: int) -> str:
         """``lane 1 (NVIDIA H100 80GB HBM3)``."""
@@ -506,9 +508,7 @@ class _Round:
 
     def _impls(self, job: Job) -> list[str]:
         """The job's implementations to measure, in the unit's order."""
-        unit = self.units[job.unit]
-        return [n for n in unit.impls if (not self.keys or f"{job.case.id}/{n}" in self.keys)
-                and (job.order, n) not in self.ended]
+        return [n for n in self.state.asked(job) if (job.order, n) not in self.ended]
 
     def _in_order(self, job: Job, results: list[ImplResult]) -> list[ImplResult]:
         """Results in the unit's order of implementations (a moved job measured one of them last)."""

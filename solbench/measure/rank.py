@@ -92,12 +92,12 @@ def prepare_rank(spec: WorkloadSpec, case: Case, device: str, base_dir: Path | N
     reference = resolve(spec.reference, base_dir)
     names = [t.name for t in case.outputs]
     sets, refs = [], []
+    kept = [keep if q == rank else tensors.make_inputs(case, device, rank_seed(kept_seed, q))
+            for q in range(world)] if keep else []  # every rank's, as set-up saw them: the same for every set
     for k in range(input_sets):
         every = [tensors.make_inputs(case, device, rank_seed(seed + k, q)) for q in range(world)]
-        if keep:
-            for q, inputs in enumerate(every):
-                given = keep if q == rank else tensors.make_inputs(case, device, rank_seed(kept_seed, q))
-                inputs.update({key: given[key] for key in keep})
+        for inputs, given in zip(every, kept, strict=False):
+            inputs.update({key: given[key] for key in keep or ()})
         with _exact_fp32():
             stacked = {name: torch.stack([tensors.upcast(e, spec.reference_dtype)[name] for e in every])
                        for name in every[0]}
