@@ -431,6 +431,13 @@ class _Round:
                 if stale:
                     self.inboxes[lanes[0]].put(("retire", stale, None))
             self._stop()
+            # retirements asked for after the last job: a lane lost there (or failing) is the run's too
+            while not self.done.empty():
+                kind, _, lanes, payload = self.done.get_nowait()
+                if kind == "error":
+                    raise payload
+                if kind == "lost":
+                    self._lose(sched, lanes[0], payload.error, [], placed)
         except BaseException:
             self._abort()
             raise

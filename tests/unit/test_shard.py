@@ -3,6 +3,7 @@ threaded loop driven by fake executors (no processes, no timing; order is forced
 
 import _thread
 import threading
+import time
 from dataclasses import replace
 from types import SimpleNamespace
 
@@ -494,10 +495,11 @@ def test_a_wide_job_takes_the_lanes_after_its_first_wrapping_round():
 
 # --- a lane lost (a Ray actor died): its work moves to the lanes left ---
 
-def _dying_lanes(n, log, dies, made=None, dies_retiring=()):
+def _dying_lanes(n, log, dies, made=None, dies_retiring=(), on_lost=None):
     """Lanes whose executors raise LaneLost from ``dies(lane, task, round)`` on (or from their first
     retirement, for the lanes in ``dies_retiring``); a lost lane stays lost: every later call, and a
-    fresh executor for a later round, raises too (as a dead Ray actor does)."""
+    fresh executor for a later round, raises too (as a dead Ray actor does). ``on_lost()``: called as a
+    lane dies retiring."""
     from solbench.errors import LaneLost
 
     dead: set[int] = set()
@@ -523,6 +525,8 @@ def _dying_lanes(n, log, dies, made=None, dies_retiring=()):
         def retire(self, keys):
             if self.lane in dies_retiring:
                 dead.add(self.lane)
+                if on_lost is not None:
+                    on_lost()
             self._alive()
             super().retire(keys)
 
@@ -738,7 +742,16 @@ def test_a_lane_lost_retiring_its_workers_hands_back_the_case_it_was_given_meanw
     waits forever for it nor loses it."""
     units = _units(tmp_path, (1, 6))
     log = []
-    lanes, dead = _dying_lanes(2, log, lambda lane, task, rnd: False, dies_retiring=(1,))
+    lost = threading.Event()
+
+    def dies(lane, task, rnd):
+        # lane 0 holds its first case until lane 1 is lost, so w1's cases are still queued when lane 1,
+        # done with w0's only case, retires w0's workers (and is handed one of them meanwhile)
+        if lane == 0 and not lost.is_set():
+            lost.wait(30)  # only bounds the test
+        return False
+
+    lanes, dead = _dying_lanes(2, log, dies, dies_retiring=(1,), on_lost=lost.set)
     outcome = []
 
     def measure():
@@ -752,6 +765,27 @@ def test_a_lane_lost_retiring_its_workers_hands_back_the_case_it_was_given_meanw
     assert dead == {1} and len(run.cases) == 7
     assert {r.status for c in run.cases for r in c.impls} == {"ok"}
     assert any(n.startswith("lane 1 (GPU1) was lost in the first round") for n in run.notes)
+    moved = {e[2] for e in log if e[0] == "start" and e[1] == 0 and e[2].startswith("w1")}
+    assert len(moved) == 6  # every w1 case, the one handed to lane 1 among them, measured on lane 0
+
+
+def test_a_lane_lost_retiring_its_workers_after_the_last_case_is_noted(tmp_path):
+    """Lane 1 dies retiring its workers once the run has nothing left to hand out: no result is
+    affected, but the loss is a note of the run, as any other loss is."""
+    units = _units(tmp_path, (1, 1))
+    log = []
+
+    def dies(lane, task, rnd):  # lane 1 finishes last: its retirement comes after the scheduler's last job
+        deadline = time.monotonic() + 30  # only bounds the test
+        while lane == 1 and not any(e[:2] == ("retire", 0) for e in log) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return False
+
+    lanes, dead = _dying_lanes(2, log, dies, dies_retiring=(1,))
+    run = _measure(units, lanes)
+    assert dead == {1} and len(run.cases) == 2
+    assert {r.status for c in run.cases for r in c.impls} == {"ok"}
+    assert [n for n in run.notes if n.startswith("lane 1 (GPU1) was lost in the first round: the Ray actor")]
 
 
 @pytest.mark.parametrize("dies", ["in round 1", "in round 2", "retiring"])
