@@ -324,12 +324,15 @@ def tune(files: Sequence[str], workloads: Sequence[str], impls: Sequence[str], m
     broken = [f"{c.case_id} {c.impl} ({why})" for c in result.cases if (why := _tune_failure(c))]
     if broken:  # wrong as declared, in every configuration tried, or (flaky) in the winner measured again
         click.echo("failed: " + first_few(broken, 5, "; ") + where, err=True)
-    # configurations that failed beside others that did not: tuning went on without them, but whoever tunes
-    # them needs to know why (a crash, a timeout, wrong results); those that tampered have a line of their own
+    # configurations that failed beside others that did not: tuning went on without them, but the implementation
+    # is wrong, crashes or hangs with those parameters, which the command must not pass (as run exits 4 for a
+    # failed implementation); those that tampered have a line of their own
     failing = [f"{c.case_id} {c.impl}[{tuning.config_label(t.params)}]: {_failed_why(t)}" for c in result.cases
                for t in c.trials if t.status in FAILED_STATUSES and t.status != "reward_hack"]
     if failing:
         click.echo("configurations that failed: " + first_few(failing, 5, "; ") + where, err=True)
+        click.echo("(tuning went on without them; a configuration that cannot run on a case is left out, never "
+                   "tried, by a constraint in the tune: space, e.g. constraints: [\"n % chunk == 0\"])", err=True)
     # a winner timed under another launch than hand-picked (its call could not be captured in a graph, or
     # hand-picked's could not): the verdict stands, but what it compared is said
     for c in result.cases:
@@ -344,7 +347,7 @@ def tune(files: Sequence[str], workloads: Sequence[str], impls: Sequence[str], m
         click.echo("tampered: " + first_few(cheats, 5, "; ")
                    + " (reward_hack: left out of the tuning; the implementation cheats with those parameters)",
                    err=True)
-    code = exitcodes.IMPL_FAILED if broken or cheats else exitcodes.OK
+    code = exitcodes.IMPL_FAILED if broken or cheats or failing else exitcodes.OK
     if not result.complete:
         click.echo(f"interrupted: the {len(result.cases)} case(s) tuned so far are saved", err=True)
         code = exitcodes.worst(code, interrupted_code())

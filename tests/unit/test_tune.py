@@ -611,8 +611,9 @@ def test_tuning_again_drops_an_entry_its_tune_space_no_longer_holds(tmp_path):
     fast = ["--budget", "0.02", "--min-samples", "3", "--max-samples", "10", "--device", "cpu"]
     result = CliRunner().invoke(main, ["tune", str(TUNE_YAML), "-i", "no_tail", "--tuned-file", str(tuned), "-o",
                                        str(tmp_path / "log.json"), "--confirm-rounds", "1", "--margin", "1e9", *fast])
-    assert result.exit_code == 0, result.output
-    assert tuning.load_tuned(tuned).entries == {}
+    assert result.exit_code == 4, result.output  # its chunk=24 is incorrect (the tiling bug): the command fails
+    assert "no_tail[chunk=24]: INCORRECT" in result.output
+    assert tuning.load_tuned(tuned).entries == {}  # yet the tuned file is written, the stale entry dropped
     ran = CliRunner().invoke(main, ["run", str(TUNE_YAML), "-i", "no_tail", "--tuned", str(tuned), "--results-dir",
                                     str(tmp_path / "r"), *fast])
     assert ran.exit_code == 0, ran.output  # no longer refused: "run `solbench tune` again"
@@ -825,7 +826,10 @@ def test_a_trial_that_crashes_or_hangs_is_that_configurations_failure_and_tuning
                              "--tuned-file", str(tuned), "--timeout", "5", "--budget", "0.02", "--min-samples", "3",
                              "--max-samples", "10", "--confirm-rounds", "1", "--margin", "1e9"],
                             capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stderr[-3000:]  # failed configurations, as incorrect ones, are no failure
+    # tuning went on past every failed configuration, but they fail the command: an implementation that crashes,
+    # hangs or is wrong under some parameters is not passed (exit 4, as run's failed implementation)
+    assert result.returncode == 4, result.stderr[-3000:]
+    assert "configurations that failed: " in result.stderr and "constraint in the tune: space" in result.stderr
     cases = {c["impl"]: c for c in json.loads(log.read_text())["cases"]}
     assert list(cases) == ["chunked", "no_tail"]  # the case after the faulty one was tuned too
     trials = {t["params"]["chunk"]: t for t in cases["chunked"]["trials"]}
@@ -914,7 +918,7 @@ def test_a_failed_configurations_worker_output_is_kept_in_the_log_and_shown(tmp_
     monkeypatch.setattr(tuning, "tune", lambda *a, **k: result)
     log = tmp_path / "log.json"
     ran = CliRunner().invoke(main, ["tune", str(TUNE_YAML), "-o", str(log), "--results-dir", str(tmp_path)])
-    assert ran.exit_code == 0, ran.output  # one configuration's crash is not the implementation's failure
+    assert ran.exit_code == 4, ran.output  # a configuration's crash is the implementation's failure, tuned or not
     assert ("configurations that failed: chunked_add[n=64,float32] chunked[chunk=24]: CRASHED: the worker process "
             f"was killed by SIGSEGV (every failure's message and worker output: {log})") in ran.stderr, ran.stderr
 
