@@ -331,8 +331,9 @@ def tune(files: Sequence[str], workloads: Sequence[str], impls: Sequence[str], m
                for t in c.trials if t.status in FAILED_STATUSES and t.status != "reward_hack"]
     if failing:
         click.echo("configurations that failed: " + first_few(failing, 5, "; ") + where, err=True)
-        click.echo("(tuning went on without them; a configuration that cannot run on a case is left out, never "
-                   "tried, by a constraint in the tune: space, e.g. constraints: [\"n % chunk == 0\"])", err=True)
+        click.echo("(tuning went on without them, but they fail the command, exit 4: fix the implementation for "
+                   "those parameters, or leave them out of the tune: space with a constraint, never tried, e.g. "
+                   "constraints: [\"n % chunk == 0\"])", err=True)
     # a winner timed under another launch than hand-picked (its call could not be captured in a graph, or
     # hand-picked's could not): the verdict stands, but what it compared is said
     for c in result.cases:

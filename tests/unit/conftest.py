@@ -1,5 +1,6 @@
 """Fixtures shared by the CPU tests."""
 
+import os
 import signal
 
 import pytest
@@ -23,9 +24,13 @@ def sigint_raises_keyboard_interrupt():
 @pytest.fixture(autouse=True)
 def _no_terminal_size_from_the_runner(monkeypatch):
     """Render as a piped command does (solbench's 160-column default), whatever the runner sets:
-    pytest-xdist's workers inherit ``COLUMNS=80``, which would truncate the tables tests read."""
-    monkeypatch.delenv("COLUMNS", raising=False)
-    monkeypatch.delenv("LINES", raising=False)
+    pytest-xdist's workers inherit ``COLUMNS=80``, which would truncate the tables tests read. And
+    readline, which pytest imports, sets ``COLUMNS`` and ``LINES`` in the C environment behind
+    ``os.environ``'s back: a command a test starts inherited them, and wrapped its tables at 80
+    columns (a cell such as "2 ok, 2 crashed, 1 timeout" split wherever the other columns were wide)."""
+    for name in ("COLUMNS", "LINES"):
+        monkeypatch.delenv(name, raising=False)
+        os.unsetenv(name)
 
 
 _ROOT = __import__("pathlib").Path(__file__).resolve().parents[2]

@@ -156,3 +156,14 @@ def test_text_that_reads_like_an_emoji_code_is_printed_as_it_is(tmp_path: Path) 
     result = CliRunner().invoke(main, ["run", DOUBLE, "--dry-run", "--gpu", "h200", "-o", str(out)])
     assert result.exit_code == 0, result.output
     assert f"saved {out}\n" in result.output and out.is_file()
+
+
+def test_a_command_a_test_starts_renders_at_the_piped_width() -> None:
+    """readline (imported by pytest) exports COLUMNS=80 into the C environment, unseen by os.environ:
+    a command started by a test inherited it, and its tables wrapped at 80 columns, splitting cells a
+    test reads ("2 ok, 2 crashed, 1 timeout") only where other columns happened to be wide. The tests'
+    fixture unsets it there too, so a command renders as it does piped (160 columns)."""
+    code = "from solbench.cli.common import console; print(console().width)"
+    ran = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    assert ran.stdout.split() == ["160"]

@@ -829,7 +829,7 @@ def test_a_trial_that_crashes_or_hangs_is_that_configurations_failure_and_tuning
     # tuning went on past every failed configuration, but they fail the command: an implementation that crashes,
     # hangs or is wrong under some parameters is not passed (exit 4, as run's failed implementation)
     assert result.returncode == 4, result.stderr[-3000:]
-    assert "configurations that failed: " in result.stderr and "constraint in the tune: space" in result.stderr
+    assert "configurations that failed: " in result.stderr and "out of the tune: space with a constraint" in result.stderr
     cases = {c["impl"]: c for c in json.loads(log.read_text())["cases"]}
     assert list(cases) == ["chunked", "no_tail"]  # the case after the faulty one was tuned too
     trials = {t["params"]["chunk"]: t for t in cases["chunked"]["trials"]}
@@ -839,7 +839,7 @@ def test_a_trial_that_crashes_or_hangs_is_that_configurations_failure_and_tuning
     assert "no result within 5 s" in trials[48]["message"]
     assert cases["chunked"]["hand_picked"]["status"] == "ok" and cases["chunked"]["winner"]["chunk"] in (16, 64)
     assert tuning.load_tuned(tuned).spec_id == "cpu"  # written, from what was measured
-    assert "1 timeout" in result.stdout and "2 crashed" in result.stdout  # in the table
+    assert "1 timeout" in result.stdout and "2 crashed" in result.stdout, result.stdout  # in the table
 
 
 CRASH_OUTPUT = "launching chunk=24\nCUDA error: an illegal memory access was encountered"
