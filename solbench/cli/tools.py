@@ -249,7 +249,11 @@ def tune(files: Sequence[str], workloads: Sequence[str], impls: Sequence[str], m
          confirm_rounds: int, confirm_max_rounds: int, min_gain: float, timeout_s: float, launch: str,
          device: str, output: str | None,
          tuned_file: str | None, results_dir: str, verbose: bool) -> None:
-    """Measure every valid configuration of each implementation's tune: space, per case."""
+    """Measure every valid configuration of each implementation's tune: space, per case.
+
+    Exit 4 where an implementation fails as declared, in the winner measured again, or in any
+    configuration tried (wrong, crashed, hung, out of memory, tampered): tuning goes on without a
+    failed configuration and writes what it found, but the command does not pass it."""
     from solbench.cli.common import interrupted_code, writable_output
     from solbench.errors import RunInterrupted
     from solbench.tools import tune as tuning
