@@ -238,6 +238,7 @@ class Estimate:
     p_slower: float | None = None  # rounds: one-sided p-values of the t test over rounds (else None:
     p_faster: float | None = None  # the caller runs Mann-Whitney on the samples)
     t: LogRatio | None = None  # rounds: the t statistic itself (analysis.sequential)
+    identical: bool = False  # both sides hold the very same samples in the same rounds (one measurement)
 
     @property
     def over_rounds(self) -> bool:
@@ -361,7 +362,7 @@ def estimate(a: ImplResult, b: ImplResult, *, confidence: float = 0.95, seed: in
     if min(sa.size, sb.size) >= MIN_SAMPLES and _identical(ga, gb):  # one measurement on both sides
         med = float(np.median([np.median(g) for g in ga]))
         return Estimate(med, med, 1.0, 1.0, 1.0, sa.size, sb.size, len(ga), len(gb),
-                        *((1.0, 1.0) if len(ga) > 1 else (None, None)))
+                        *((1.0, 1.0) if len(ga) > 1 else (None, None)), identical=True)
     if max(len(ga), len(gb)) > 1:
         same = _same_rounds(a, b) if paired else None
         if same is not None:

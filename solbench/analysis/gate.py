@@ -204,6 +204,8 @@ class GateCaseVerdict:
     # INCONCLUSIVE over rounds: the runs' own offsets (GateResult.run_sd) alone keep it undecided, so no
     # number of rounds decides it; more runs a side, or ``ab``, do
     run_bound: bool = False
+    # the two sides hold the very same samples (a run gated against itself): nothing a process could add
+    identical: bool = False
 
 
 @dataclass(frozen=True)
@@ -444,7 +446,7 @@ def _decide(pair: Pair, est: Estimate, tests: _Tests | None, tau: float, source:
         threshold_source=source, median_base=est.median_a, median_cur=est.median_b, ratio=est.ratio,
         ci_low=est.ci_low, ci_high=est.ci_high, alternative=alternative, p_value=p, p_adjusted=p_adj,
         n_base=est.n_a, n_cur=est.n_b, rounds_base=est.rounds_a, rounds_cur=est.rounds_b, more_rounds=more,
-        current_rounds=current, choices=choices, apart=apart, run_bound=run_bound,
+        current_rounds=current, choices=choices, apart=apart, run_bound=run_bound, identical=est.identical,
     )
 
 
@@ -754,8 +756,9 @@ def unconfirmed(result: GateResult, *, verdicts: Collection[str] = ("REGRESSION"
     REGRESSION exits in 12 ordered pairs, and in simulation (processes spreading 1.5%) a true 5%
     slowdown PASSed in 34% of single-run pairs, where the rule allows 2.5%."""
     def demoted(v: GateCaseVerdict) -> GateCaseVerdict:
-        if v.verdict not in verdicts or max(v.rounds_base, v.rounds_cur) > 1 or v.ratio is None \
-                or v.ci_low == v.ci_high == 1.0:  # [1, 1]: the very same samples both sides
+        # the very same samples both sides are one measurement, not two processes. An interval of [1, 1]
+        # is not that: two processes' medians on one step of a coarse clock (CUDA events tick in 32 ns) give it
+        if v.verdict not in verdicts or max(v.rounds_base, v.rounds_cur) > 1 or v.ratio is None or v.identical:
             return v
         return replace(v, verdict="INCONCLUSIVE", reason=f"{v.reason}; {UNCONFIRMED}")
 

@@ -341,8 +341,10 @@ def gate_cmd(baseline: tuple[str, ...], current: tuple[str, ...], threshold: str
     _check_impl(impl, [*base, *cur])
     result = saved_gate(base, cur, current, rdir, threshold=tau, alpha=alpha,
                         allow_cross_hardware=allow_cross_hardware, impl=impl, run_sd=run_sd)
-    # a case the baseline measured (a median) that the current run did not: never one it adds
-    missing = [v.key for v in result.verdicts if v.verdict == "MISSING" and v.median_base is not None] \
+    # a case the baseline measured (a median) that the current run did not: never one it adds, nor one
+    # both measured that cannot be compared (launched differently, another GPU model: its reason says so)
+    missing = [v.key for v in result.verdicts
+               if v.verdict == "MISSING" and v.median_base is not None and v.median_cur is None] \
         if require_all else []
     code = exitcodes.worst(result.exit_code, exitcodes.REGRESSION) if missing else result.exit_code
     emit_gate(result, junit=junit, markdown_file=markdown_file, as_json=as_json, as_markdown=as_markdown,

@@ -28,3 +28,20 @@ def test_two_different_noisy_runs_are_still_judged_on_their_intervals() -> None:
     c = compare_runs(_noisy_run(3), _noisy_run(4))
     assert "INCONCLUSIVE" in {r.verdict for r in c.rows}  # 40% noise, 12 samples: too noisy for +-5%
     assert all(r.ci_low is not None and r.ci_low < r.ci_high for r in c.rows)
+
+
+def test_two_processes_on_one_clock_step_are_not_the_same_samples() -> None:
+    """Between single runs a PASS is demoted (one process a side cannot tell the code from its offset),
+    except for a run gated against itself. A coarse clock (CUDA events tick in 32 ns) can give two
+    processes' samples the same median and an interval of exactly [1, 1]: that is not one measurement."""
+    from solbench.analysis.adaptive import UNCONFIRMED_VERDICTS
+    from solbench.analysis.gate import unconfirmed
+
+    step = 32e-9
+    rng = np.random.default_rng(0)
+    base = make_run({"c": {"k": list(rng.permutation([63 * step] * 25 + [62 * step] * 5))}})
+    cur = make_run({"c": {"k": list(rng.permutation([63 * step] * 24 + [64 * step] * 6))}})
+    two = gate(base, cur, threshold=0.05).verdicts[0]
+    assert (two.ci_low, two.ci_high, two.verdict) == (1.0, 1.0, "PASS")  # the case the rule must not mistake
+    assert unconfirmed(gate(base, cur, threshold=0.05), verdicts=UNCONFIRMED_VERDICTS).overall == "INCONCLUSIVE"
+    assert unconfirmed(gate(base, base, threshold=0.05), verdicts=UNCONFIRMED_VERDICTS).overall == "PASS"

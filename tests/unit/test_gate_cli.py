@@ -769,3 +769,24 @@ def test_require_all_markdown_says_the_gate_fails_as_the_exit_code_does(tmp_path
     assert heading.startswith("### solbench gate: ") and "exit 1" in heading, heading
     lenient = _gate("--baseline", str(base), "--current", str(cur), "--markdown-file", str(md))
     assert lenient.exit_code == 0 and md.read_text().splitlines()[0] == "### solbench gate: ✅ PASS"
+
+
+def test_require_all_does_not_call_a_case_both_runs_measured_missing_from_the_current_run(tmp_path):
+    """A case measured in both runs but not comparable (one side replayed its calls from a CUDA graph,
+    the other launched them on the stream) is MISSING with its reason; --require-all asks only for the
+    cases the current run lacks, so it neither fails the gate on it nor reports it "MISSING from the
+    current run"."""
+    from tests.unit.test_gate import _launched
+
+    rng = np.random.default_rng(4)
+    base = store.save(_launched(make_run({"c": {"x": noisy(rng, 30, 1e-3, 0.01), "y": noisy(rng, 30, 1e-3, 0.01)}},
+                                         rounds=3), "graph"), tmp_path / "base.json")
+    cur = store.save(_launched(make_run({"c": {"x": noisy(rng, 30, 1e-3, 0.01), "y": noisy(rng, 30, 1e-3, 0.01)}},
+                                        rounds=3), "graph", {"c/x": "stream"}), tmp_path / "cur.json")
+    r = _gate("--baseline", str(base), "--current", str(cur), "--json", "--require-all")
+    doc = json.loads(r.stdout)
+    verdicts = {v["key"]: v for v in doc["verdicts"]}
+    assert verdicts["c/x"]["verdict"] == "MISSING" and "launched differently" in verdicts["c/x"]["reason"]
+    assert verdicts["c/y"]["verdict"] == "PASS"
+    assert r.exit_code == 0 and doc["required_missing"] == [], r.output
+    assert "MISSING from the current run" not in r.stderr
