@@ -17,15 +17,16 @@ from __future__ import annotations
 from typing import Any
 
 from solbench.analysis.gate import ROUNDS_A_LOOK as ROUNDS_A_LOOK  # re-exported: the looks' schedule
+from solbench.analysis.gate import UNCONFIRMED_VERDICTS as UNCONFIRMED_VERDICTS
 from solbench.analysis.gate import GateResult, Side, gate, merge_looks, unconfirmed
 from solbench.analysis.gate import looks_for as looks_for
 from solbench.results.model import RunResult
 
 __all__ = ["ROUNDS_A_LOOK", "UNCONFIRMED_VERDICTS", "Looks", "looks_for"]
 
-# What ``ab`` reports INCONCLUSIVE where both sides of a key are one process each (gate.unconfirmed): a
-# verdict on time there is no verdict, so the looks measure such a key again as an undecided one.
-UNCONFIRMED_VERDICTS = ("REGRESSION", "PASS", "FASTER")
+# UNCONFIRMED_VERDICTS (gate.unconfirmed): what ``ab`` reports INCONCLUSIVE where both sides of a key are
+# one process each: a verdict on time there is no verdict, so the looks measure such a key again as an
+# undecided one.
 
 
 class Looks:

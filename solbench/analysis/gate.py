@@ -82,10 +82,11 @@ pooled re-measurement a look). So that the error rates hold under this optional 
 (``analysis.sequential.look_levels``; Bonferroni): every look uses ``alpha / K`` for the tests
 and ``1 - (1 - confidence) / K`` for the interval. K = 1 is the rule above unchanged. Over rounds
 only INCONCLUSIVE cases are re-measured (a REGRESSION at a look is already decided at its share of
-alpha); between single runs, whose samples come from one process each, a REGRESSION is
-re-measured as well (a round of its own) and must hold over the rounds (the asv/Bencher "confirm
+alpha); between single runs, whose samples come from one process each, a REGRESSION, PASS or FASTER
+is re-measured as well (a round of its own) and must hold over the rounds (the asv/Bencher "confirm
 before alert" practice); one that nothing re-measured (standalone ``gate``, ``rerun`` 0) is INCONCLUSIVE
-(``unconfirmed``). BROKEN cases are never re-measured: a failure is not noise. An INCONCLUSIVE case over
+(``unconfirmed``), unless both sides hold the very same samples (a run gated against itself). BROKEN
+cases are never re-measured: a failure is not noise. An INCONCLUSIVE case over
 rounds says how many more rounds per side would decide it at the measured spread and ratio
 (``analysis.allocation``).
 """
@@ -147,6 +148,7 @@ __all__ = [
     "DEFAULT_RUN_SD",
     "DEFAULT_THRESHOLD",
     "ROUNDS_A_LOOK",
+    "UNCONFIRMED_VERDICTS",
     "GateCaseVerdict",
     "GateResult",
     "ThresholdRule",
@@ -730,12 +732,19 @@ def gate(base: Side, cur: Side, *, threshold: float | None = None, alpha: float 
                       device=devices([base, cur]))
 
 
+# The verdicts on time between single runs (one process a side) that are no verdict until a fresh process
+# confirms them (``unconfirmed``): ``gate_with_rerun`` and ``ab`` measure such a key again, standalone
+# ``gate`` reports it INCONCLUSIVE.
+UNCONFIRMED_VERDICTS = ("REGRESSION", "PASS", "FASTER")
+
+
 def cases_to_rerun(result: GateResult) -> list[str]:
-    """Keys to measure again: INCONCLUSIVE ones; between single runs REGRESSION ones too (to
-    confirm on a fresh process); never BROKEN (module docstring, "Looks")."""
+    """Keys to measure again: INCONCLUSIVE ones; between single runs REGRESSION, PASS and FASTER ones
+    too (to confirm on a fresh process); never BROKEN (module docstring, "Looks")."""
     def again(v: GateCaseVerdict) -> bool:
         over_rounds = max(v.rounds_base, v.rounds_cur) > 1
-        return v.verdict == "INCONCLUSIVE" or (v.verdict == "REGRESSION" and not over_rounds)
+        return v.verdict == "INCONCLUSIVE" or (v.verdict in UNCONFIRMED_VERDICTS and not over_rounds
+                                               and not v.identical)
 
     return [v.key for v in result.verdicts if again(v)]
 
@@ -745,16 +754,16 @@ UNCONFIRMED = ("between single runs (one process a side), not confirmed on a fre
                "--gate-against or ab, which re-measure it")
 
 
-def unconfirmed(result: GateResult, *, verdicts: Collection[str] = ("REGRESSION",)) -> GateResult:
+def unconfirmed(result: GateResult, *, verdicts: Collection[str] = UNCONFIRMED_VERDICTS) -> GateResult:
     """``result`` with every verdict in ``verdicts`` between single runs made INCONCLUSIVE: samples of
     one process a side cannot tell the code from that process's offset (module docstring, "Looks").
     A key that was re-measured has a round of its own for each re-measurement (``merge_samples``), so
     it is no longer between single runs.
 
-    ``gate_with_rerun`` demotes the REGRESSIONs it did not confirm. Standalone ``gate`` re-measures
-    nothing and demotes PASS and FASTER too: on a loaded 2-CPU machine four runs of one tree gave 5
-    REGRESSION exits in 12 ordered pairs, and in simulation (processes spreading 1.5%) a true 5%
-    slowdown PASSed in 34% of single-run pairs, where the rule allows 2.5%."""
+    ``gate_with_rerun``, ``ab`` and standalone ``gate`` (which re-measures nothing) all demote them: on a
+    loaded 2-CPU machine four runs of one tree gave 5 REGRESSION exits in 12 ordered pairs, and in
+    simulation (processes spreading 1.5%) a true 5% slowdown PASSed in 34% of single-run pairs, where
+    the rule allows 2.5%."""
     def demoted(v: GateCaseVerdict) -> GateCaseVerdict:
         # the very same samples both sides are one measurement, not two processes. An interval of [1, 1]
         # is not that: two processes' medians on one step of a coarse clock (CUDA events tick in 32 ns) give it
@@ -797,7 +806,7 @@ def gate_with_rerun(base: Side, cur: RunResult, remeasure: Callable[[list[str], 
         K = looks_for(0, rerun, step)               # 1 + ceil(rerun / step) looks; each at alpha / K
         result = gate(base, cur, looks=K)
         while fewer than rerun rounds were added:
-            keys = cases_to_rerun(result)           # undecided (and, between single runs, REGRESSION)
+            keys = cases_to_rerun(result)           # undecided (and, between single runs, every timed verdict)
             if not keys: stop
             n = min(step, rerun - added)
             fresh = remeasure(keys, n)

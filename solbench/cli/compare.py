@@ -369,7 +369,7 @@ def saved_gate(base: Sequence[RunResult], cur: Sequence[RunResult], names: Seque
     sd, sd_source = run_sd_of(run_sd, rdir, base[0].spec.id)
     result = gate(base, cur, threshold=threshold, alpha=alpha, allow_cross_hardware=allow_cross_hardware, impl=impl,
                   run_sd=sd)
-    result = unconfirmed(result, verdicts=("REGRESSION", "PASS", "FASTER"))
+    result = unconfirmed(result)
     return replace(result, run_sd_source=sd_source)
 
 

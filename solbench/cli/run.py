@@ -139,7 +139,8 @@ if TYPE_CHECKING:
                    "recorded it, else 5%.")
 @click.option("--rerun", type=click.IntRange(min=0), default=8, show_default=True,
               help="With --gate-against: up to N more rounds of the cases still undecided only, 4 a look "
-                   "(one a look, a round of its own, where the run has a single round); the error rates are "
+                   "(one a look, a round of its own, where the run has a single round: there every timed case "
+                   "is measured again once, a verdict of one process a side being none); the error rates are "
                    "split over the looks, 1 + ceil(N / 4) (README 'Comparing runs and gating CI').")
 @click.option("--junit", type=click.Path(dir_okay=False), help="With --gate-against: JUnit XML here.")
 @run_sd_option

@@ -18,6 +18,7 @@ from solbench.analysis.gate import (
     gate_with_rerun,
     merge_samples,
     parse_threshold,
+    unconfirmed,
 )
 from solbench.errors import ConfigError, GateRefused, ResultsFormatError
 from solbench.report.compare_console import gate_table
@@ -178,7 +179,8 @@ def test_verdicts_missing_cases_and_overall():
     assert "absent from the current run" in by["gone/x"].reason and by["new/x"].ratio is None
     assert "current run only" in by["new/x"].reason
     assert (by["gone/x"].status_base, by["gone/x"].status_cur) == ("ok", None)
-    assert sorted(cases_to_rerun(g)) == ["slow/x", "tiny/x"]
+    # single runs: the PASS and the REGRESSION are no verdict until a fresh process confirms them
+    assert sorted(cases_to_rerun(g)) == ["same/x", "slow/x", "tiny/x"]
 
 
 def test_exit_codes():
@@ -226,7 +228,7 @@ def test_ok_in_baseline_failing_now_is_broken_and_fails(status):
     assert "second line" not in y.reason and "second line" in y.detail and "last line of the worker" in y.detail
     assert y.median_base == pytest.approx(1e-3, rel=0.02) and y.median_cur is None
     assert (g.overall, g.exit_code) == ("BROKEN", exitcodes.REGRESSION)
-    assert cases_to_rerun(g) == []  # a failure is not noise: never re-measured
+    assert cases_to_rerun(g) == ["a/x"]  # a failure is not noise: never re-measured (a/x: a single-run PASS)
 
 
 def test_broken_outranks_regression_and_inconclusive():
@@ -461,8 +463,11 @@ def test_rerun_resolves_a_too_small_sample():
     cur = make_run({"a": {"x": noisy(rng, N)}, "b": {"x": noisy(rng, 3)}})
     remeasure = _Remeasure(noisy(rng, N))
     g = gate_with_rerun(base, cur, remeasure, rerun=3)
-    assert remeasure.calls == [["b/x"]] * g.reruns  # only the suspect, and no more rounds once resolved
+    assert remeasure.calls[0] == ["a/x", "b/x"]  # a/x: a PASS from one process a side, confirmed once
+    assert remeasure.calls[1:] == [["b/x"]] * (g.reruns - 1)  # then only the suspect, none once resolved
     assert g.overall == "PASS" and 1 <= g.reruns < 3
+    a = next(v for v in g.verdicts if v.key == "a/x")
+    assert (a.verdict, a.rounds_cur) == ("PASS", 2)
     b = next(v for v in g.verdicts if v.key == "b/x")
     assert b.n_cur == N * g.reruns + 3 and b.rounds_cur == g.reruns + 1  # each re-measurement a round
 
@@ -490,8 +495,8 @@ def test_a_remeasure_that_measures_none_of_the_keys_stops_the_reruns():
         return make_run({"b": {"x": []}}, statuses={"b/x": "skipped"})
 
     g = gate_with_rerun(base, cur, skips, rerun=5)
-    assert calls == [["b/x"]] and g.reruns == 0
-    assert next(v for v in g.verdicts if v.key == "b/x").verdict == "INCONCLUSIVE"
+    assert calls == [["a/x", "b/x"]] and g.reruns == 0
+    assert {v.key: v.verdict for v in g.verdicts} == {"a/x": "INCONCLUSIVE", "b/x": "INCONCLUSIVE"}
 
 
 def test_rerun_zero_measures_nothing():
@@ -502,6 +507,9 @@ def test_rerun_zero_measures_nothing():
     # single runs: a slowdown no fresh process confirmed is undecided, and says how to decide it
     slow = next(v for v in g.verdicts if v.key == "slow/x")
     assert g.overall == "INCONCLUSIVE" and slow.verdict == "INCONCLUSIVE" and "not confirmed" in slow.reason
+    # and so is a PASS, as standalone gate and ab make it: the same two runs get one answer from each command
+    assert next(v for v in g.verdicts if v.key == "same/x").verdict == "INCONCLUSIVE"
+    assert [v.verdict for v in g.verdicts] == [v.verdict for v in unconfirmed(gate(base, cur)).verdicts]
     confirmed = gate_with_rerun(base, cur, _Remeasure(noisy(np.random.default_rng(9), N, 1.2e-3)), rerun=4)
     assert confirmed.overall == "REGRESSION" and confirmed.reruns >= 1  # measured again, slow again: decided
     with pytest.raises(ConfigError):
