@@ -98,7 +98,7 @@ def refuse_junit(junit: str | None, message: str) -> None:
         return
     from solbench.report.junit import refused_junit
 
-    with contextlib.suppress(OSError):
+    with contextlib.suppress(OSError, SolbenchError):  # store.write_text's ResultsWriteError: a full disk
         store.write_text(Path(junit), refused_junit(message))
 
 
@@ -385,6 +385,13 @@ def handle_errors(fn: F) -> F:
         except (click.exceptions.Abort, click.exceptions.Exit):
             raise  # --help, and the like
         except Exception as exc:  # a bug in solbench, not in the code under test: never exit 1 (a regression)
+            full = _no_space(exc)
+            if full is not None:  # standard output (or a file) on a full disk: the machine's state, not a bug
+                refuse_junit(_junit_asked(), full)
+                click.echo(f"error: {full}", err=True)
+                with contextlib.suppress(OSError):  # so that flushing it at exit cannot fail again
+                    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+                sys.exit(exitcodes.USAGE)
             too_long = _name_too_long(exc)
             if too_long is not None:  # a path the user gave: bad input, wherever it is first looked at
                 refuse_junit(_junit_asked(), too_long)
@@ -402,6 +409,16 @@ def handle_errors(fn: F) -> F:
                 signal.signal(signal.SIGTERM, previous)
 
     return wrapper  # type: ignore[return-value]
+
+
+def _no_space(exc: BaseException) -> str | None:
+    """One line for an OSError of a full disk or quota (``show > /dev/full``), else None."""
+    import errno
+
+    if not isinstance(exc, OSError) or exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+        return None
+    where = f" {exc.filename}" if exc.filename else " to standard output"
+    return f"cannot write{where}: {exc.strerror}"
 
 
 def _name_too_long(exc: BaseException) -> str | None:

@@ -790,3 +790,42 @@ def test_require_all_does_not_call_a_case_both_runs_measured_missing_from_the_cu
     assert verdicts["c/y"]["verdict"] == "PASS"
     assert r.exit_code == 0 and doc["required_missing"] == [], r.output
     assert "MISSING from the current run" not in r.stderr
+
+
+def test_a_junit_file_on_a_full_disk_is_one_line_and_exit_2_not_a_regression(tmp_path, monkeypatch):
+    """The JUnit write failed (a full disk), then the error handler's own JUnit refusal failed the same
+    way inside it: a chain of tracebacks and exit 1, which a CI reads as a regression."""
+    from solbench.errors import ResultsWriteError
+
+    base, cur = _runs(tmp_path, rounds=3)
+    write = store.write_text
+
+    def full(path: Path, text, **kwargs):  # type: ignore[no-untyped-def]
+        if str(path).endswith(".xml"):
+            raise ResultsWriteError(f"cannot write {path}: No space left on device")
+        return write(path, text, **kwargs)
+
+    monkeypatch.setattr(store, "write_text", full)
+    for args in (["--baseline", base, "--current", cur], ["--baseline", str(tmp_path / "nothing.json"), "--current", cur]):
+        r = _gate(*args, "--junit", str(tmp_path / "gate.xml"))
+        assert r.exit_code == 2 and isinstance(r.exception, SystemExit), r.output
+        assert "Traceback" not in r.output and r.output.count("error: ") == 1, r.output
+    assert "No space left on device" in _gate("--baseline", base, "--current", cur, "--junit",
+                                              str(tmp_path / "gate.xml")).output
+
+
+def test_standard_output_on_a_full_disk_is_one_line_and_exit_2(tmp_path):
+    """``show run.json > /dev/full`` ended in a traceback and "solbench failed unexpectedly" (exit 5):
+    a full disk is the machine's state, not a bug."""
+    import subprocess
+    import sys
+
+    if not Path("/dev/full").exists():
+        pytest.skip("no /dev/full here")
+    base, _ = _runs(tmp_path, rounds=3)
+    for args in (["show", base], ["show", base, "--json"]):
+        with open("/dev/full", "w") as full:
+            r = subprocess.run([sys.executable, "-m", "solbench", *args], stdout=full, stderr=subprocess.PIPE,
+                               text=True, timeout=120)
+        assert r.returncode == 2, r.stderr
+        assert "Traceback" not in r.stderr and "error: cannot write to standard output: No space left" in r.stderr
