@@ -204,8 +204,9 @@ def run(files: Sequence[str], solutions: Sequence[str], gpu: str | None, dry_run
         from solbench.tools.info import detected_spec
 
         spec, notes = (api.hardware_spec(gpu), ()) if gpu is not None else detected_spec(device)
-        result = api.dry_run(files, spec, workloads, impls, solutions, select=tuple(cases),
-                             overrides=dict(overrides), notes=notes)
+        with stdout_for_json_only(as_json):  # a traced cost or a foreign problem runs the user's code here
+            result = api.dry_run(files, spec, workloads, impls, solutions, select=tuple(cases),
+                                 overrides=dict(overrides), notes=notes)
         _finish_dry(result, out, as_json, output, save_name, Path(results_dir), force)
         return
     options = api.RunOptions(timer=timer, target_rel_ci=target, min_samples=min_samples,

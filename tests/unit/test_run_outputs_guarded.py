@@ -54,3 +54,19 @@ def test_output_dash_is_refused_not_saved_as_a_file_named_dash(tmp_path, monkeyp
         assert result.exit_code == 2, result.output
         assert result.output.startswith("error: -o -: ") and "--json" in result.output
         assert result.stdout == "" and not (tmp_path / "-").exists()
+
+
+def test_a_dry_runs_json_stays_parseable_when_the_users_code_prints(tmp_path):
+    """A dry run runs the user's code where a cost is traced (and imports a foreign problem's module):
+    what that printed landed on stdout ahead of the JSON."""
+    workload = tmp_path / "chatty_traced.yaml"
+    workload.write_text((ROOT / "tests/data/chatty.yaml").read_text()
+                        .replace("reference: tests.unit.helpers:double\n",
+                                 "reference: tests.unit.helpers:double_chatty\n    cost: traced\n"))
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    for where in (["--gpu", "h200"], ["--device", "cpu"]):
+        done = subprocess.run([sys.executable, "-m", "solbench", "run", str(workload), *where, "--dry-run", "--json"],
+                              cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert json.loads(done.stdout)["cases"], done.stdout[:500]  # the JSON alone
+        assert "chatty: a line from print()" in done.stderr and "chatty: a line written to fd 1" in done.stderr
