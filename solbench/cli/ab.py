@@ -17,7 +17,7 @@ from typing import Any
 import click
 
 from solbench import api, exitcodes
-from solbench.cli.common import ALPHA, failures
+from solbench.cli.common import ALPHA, NamedPath, failures
 from solbench.errors import ConfigError, RunInterrupted
 from solbench.results.model import RunResult
 
@@ -32,9 +32,9 @@ class _AbCommand(click.Command):
 
 @click.command(name="ab", cls=_AbCommand)
 @click.argument("files", nargs=-1, required=True)
-@click.option("--baseline-tree", required=True, type=click.Path(file_okay=False),
+@click.option("--baseline-tree", required=True, type=NamedPath(file_okay=False),
               help="Checkout of the baseline (e.g. a `git worktree` of the base commit).")
-@click.option("--current-tree", default=".", show_default=True, type=click.Path(file_okay=False),
+@click.option("--current-tree", default=".", show_default=True, type=NamedPath(file_okay=False),
               help="Checkout of the change.")
 @click.option("--rounds", type=click.IntRange(min=1), default=3, show_default=True,
               help="Rounds of every case; each starts fresh workers on both sides. The gate decides over rounds.")
@@ -60,14 +60,14 @@ class _AbCommand(click.Command):
 @click.option("--threshold", default=None, help="Gate threshold ('5%'); default: each workload's gate_threshold, "
                                                 "else 5%.")
 @click.option("--alpha", type=ALPHA, default=0.01, show_default=True)
-@click.option("--out-dir", type=click.Path(file_okay=False),
+@click.option("--out-dir", type=NamedPath(file_okay=False),
               help="Write baseline.json and current.json here (default: saved under --results-dir).")
-@click.option("--results-dir", type=click.Path(file_okay=False), default="results", show_default=True)
+@click.option("--results-dir", type=NamedPath(file_okay=False), default="results", show_default=True)
 @click.option("--force", is_flag=True, help="Allow --out-dir to overwrite existing files.")
-@click.option("--junit", type=click.Path(dir_okay=False), help="Write the gate's JUnit XML here.")
+@click.option("--junit", type=NamedPath(dir_okay=False), help="Write the gate's JUnit XML here.")
 @click.option("--markdown", "as_markdown", is_flag=True,
               help="Print the gate's verdicts as Markdown on stdout instead of the table.")
-@click.option("--markdown-file", type=click.Path(dir_okay=False), help="Also write the gate's Markdown to FILE.")
+@click.option("--markdown-file", type=NamedPath(dir_okay=False), help="Also write the gate's Markdown to FILE.")
 @click.option("--json", "as_json", is_flag=True,
               help="Print the gate's verdicts as JSON (not with --markdown: both go to stdout).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar.")

@@ -79,6 +79,16 @@ class _Alpha(click.FloatRange):
 ALPHA = _Alpha()
 
 
+class NamedPath(click.Path):
+    """``click.Path`` that refuses an empty or blank word: click read ``--results-dir "$DIR"`` with the
+    variable unset as the current folder, and ``ab --baseline-tree ""`` compared a tree with itself."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and not value.strip():
+            self.fail(f"{value!r} names no file or folder (an unset variable?)", param, ctx)
+        return super().convert(value, param, ctx)
+
+
 def refuse_markdown_path(args: list[str], *, any_word: bool) -> None:
     """``--markdown`` is a flag in every command (Markdown on stdout); a file is ``--markdown-file``.
     The old ``gate``/``ab`` form ``--markdown FILE`` is refused with the new spelling, never read as

@@ -24,6 +24,7 @@ from solbench.analysis.gate import GateResult, check_one_tree, gate, parse_thres
 from solbench.cli import common
 from solbench.cli.common import (
     ALPHA,
+    NamedPath,
     distinct_outputs,
     junit_refusals,
     one_stdout_view,
@@ -92,7 +93,7 @@ class _Sides(click.Command):
 @click.option("--impl", help="Compare only this implementation (when A and B are runs).")
 @_compare_threshold
 @run_sd_option
-@click.option("--results-dir", type=click.Path(file_okay=False), default="results", show_default=True)
+@click.option("--results-dir", type=NamedPath(file_okay=False), default="results", show_default=True)
 @click.option("--json", "as_json", is_flag=True,
               help="Print the comparison as JSON (not with --markdown: both go to stdout).")
 @click.option("--markdown", "as_markdown", is_flag=True,
@@ -300,11 +301,11 @@ def _find(name: str, rdir: Path) -> Path | None:
               help="False-discovery rate across cases (Benjamini-Hochberg).")
 @click.option("--allow-cross-hardware", is_flag=True, help="Compare runs whose fingerprints differ.")
 @run_sd_option
-@click.option("--results-dir", type=click.Path(file_okay=False), default="results", show_default=True)
-@click.option("--junit", type=click.Path(dir_okay=False), help="Write JUnit XML here.")
+@click.option("--results-dir", type=NamedPath(file_okay=False), default="results", show_default=True)
+@click.option("--junit", type=NamedPath(dir_okay=False), help="Write JUnit XML here.")
 @click.option("--markdown", "as_markdown", is_flag=True,
               help="Print the verdicts as Markdown on stdout instead of the table.")
-@click.option("--markdown-file", type=click.Path(dir_okay=False), help="Also write the Markdown to FILE.")
+@click.option("--markdown-file", type=NamedPath(dir_okay=False), help="Also write the Markdown to FILE.")
 @click.option("--json", "as_json", is_flag=True,
               help="Print the verdicts as JSON (not with --markdown: both go to stdout).")
 @click.option("--require-all", is_flag=True,
@@ -386,7 +387,7 @@ def saved_comparison(a: Sequence[RunResult], b: Sequence[RunResult], rdir: Path,
 @click.option("--save", "save", is_flag=True,
               help="Store the result as results/spread/<spec>.json: later gates between runs of this GPU model "
                    "price it in when no --run-sd is given.")
-@click.option("--results-dir", type=click.Path(file_okay=False), default="results", show_default=True)
+@click.option("--results-dir", type=NamedPath(file_okay=False), default="results", show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def spread(runs: tuple[str, ...], save: bool, results_dir: str, as_json: bool) -> None:
     """How far runs of one tree differ beyond what their rounds show: the --run-sd to gate with.

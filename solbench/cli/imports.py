@@ -7,14 +7,14 @@ from collections.abc import Sequence
 import click
 
 from solbench import api
-from solbench.cli.common import handle_errors, writable_folder
+from solbench.cli.common import NamedPath, handle_errors, writable_folder
 
 
 @click.command("import")
-@click.argument("src", type=click.Path(exists=True))
-@click.option("--out", "out", required=True, type=click.Path(file_okay=False),
+@click.argument("src", type=NamedPath(exists=True))
+@click.option("--out", "out", required=True, type=NamedPath(file_okay=False),
               help="Folder to write one workload file per problem into.")
-@click.option("--solution", "solutions", multiple=True, type=click.Path(dir_okay=False, exists=True),
+@click.option("--solution", "solutions", multiple=True, type=NamedPath(dir_okay=False, exists=True),
               help="A KernelBench ModelNew file or a SOL-ExecBench solution.json (repeatable).")
 @click.option("--force", is_flag=True, help="Replace workload files already in DIR (they may have been edited).")
 @handle_errors

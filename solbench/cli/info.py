@@ -10,7 +10,16 @@ import click
 
 from solbench import api
 from solbench.analysis.suite_summary import DEFAULT_PS
-from solbench.cli.common import check_fast_ps, console, derived, handle_errors, print_run, print_table, read_run
+from solbench.cli.common import (
+    NamedPath,
+    check_fast_ps,
+    console,
+    derived,
+    handle_errors,
+    print_run,
+    print_table,
+    read_run,
+)
 from solbench.errors import ConfigError
 from solbench.results import store
 
@@ -18,7 +27,7 @@ from solbench.results import store
 @click.command()
 @click.option("--seconds", type=click.FloatRange(min=0.1), default=1.0, show_default=True,
               help="Measuring window per GEMM dtype.")
-@click.option("--results-dir", type=click.Path(file_okay=False), default="results", show_default=True)
+@click.option("--results-dir", type=NamedPath(file_okay=False), default="results", show_default=True)
 @click.option("--json", "as_json", is_flag=True)
 @handle_errors
 def calibrate(seconds: float, results_dir: str, as_json: bool) -> None:
@@ -48,7 +57,7 @@ def calibrate(seconds: float, results_dir: str, as_json: bool) -> None:
 
 @click.command()
 @click.argument("run_file", required=False, metavar="[RUN]")
-@click.option("--results-dir", type=click.Path(file_okay=False), default="results", show_default=True)
+@click.option("--results-dir", type=NamedPath(file_okay=False), default="results", show_default=True)
 @click.option("--markdown", "as_markdown", is_flag=True, help="Markdown tables (PR comments, docs).")
 @click.option("--harness", "harness", is_flag=True,
               help="Where the run's wall time went (detect, workers, set-up, checks, sampling, saving; GPU busy).")
@@ -103,7 +112,7 @@ def schema() -> None:
 
 
 @click.command(name="list")
-@click.argument("paths", nargs=-1, type=click.Path())
+@click.argument("paths", nargs=-1, type=NamedPath())
 @handle_errors
 def list_(paths: Sequence[str]) -> None:
     """List workloads (in PATHS: workload files, folders of them, KernelBench or SOL-ExecBench problems;

@@ -16,6 +16,7 @@ from rich.console import Console
 
 from solbench import api, exitcodes
 from solbench.cli.common import (
+    NamedPath,
     ProgressBar,
     Saver,
     console,
@@ -43,8 +44,8 @@ if TYPE_CHECKING:
 
 
 @click.command()
-@click.argument("files", nargs=-1, required=True, type=click.Path())
-@click.option("--solution", "solutions", multiple=True, type=click.Path(dir_okay=False, exists=True),
+@click.argument("files", nargs=-1, required=True, type=NamedPath())
+@click.option("--solution", "solutions", multiple=True, type=NamedPath(dir_okay=False, exists=True),
               help="A KernelBench ModelNew file or a SOL-ExecBench solution.json: an implementation of the "
                    "problem it belongs to (repeatable).")
 @click.option("--gpu", "gpu", metavar="SPEC",
@@ -96,7 +97,7 @@ if TYPE_CHECKING:
               help="Processes that run torch.compile side by side before the first round, filling the run's "
                    "compile cache (0: none; each measuring worker compiles for itself). Default: half the "
                    "CPUs, at most 8. See README 'Compiled implementations'.")
-@click.option("--compile-cache", type=click.Path(file_okay=False), default=None,
+@click.option("--compile-cache", type=NamedPath(file_okay=False), default=None,
               help="Keep torch.compile's cache, and the cuBLASLt choices, in this folder across runs (default: "
                    "the run's own folder for torch.compile, removed when it ends; the machine's store for "
                    "cuBLASLt). See README 'Set-up paid once per run'.")
@@ -122,15 +123,15 @@ if TYPE_CHECKING:
               help="ray: measure on the GPUs of a Ray cluster (pip install 'solbench[ray]').")
 @click.option("--address", metavar="ADDR",
               help="Ray cluster to join: 'auto' or 'ray://host:10001' (default: a running or new local one).")
-@click.option("--schedule-from", type=click.Path(dir_okay=False, exists=True),
+@click.option("--schedule-from", type=NamedPath(dir_okay=False, exists=True),
               help="--devices/Ray: order cases by the times they took in this run (default: the newest "
                    "saved run of this GPU that has them, else by T_SOL).")
 @click.option("--force", is_flag=True, help="Allow -o to overwrite an existing file.")
-@click.option("--tuned", type=click.Path(dir_okay=False, exists=True),
+@click.option("--tuned", type=NamedPath(dir_okay=False, exists=True),
               help="Use the configurations `solbench tune` stored in this file.")
 @click.option("--save", "save_name", metavar="NAME", help="Save as results/<spec>/<time>-<random>_NAME.json.")
-@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the result JSON here.")
-@click.option("--results-dir", type=click.Path(file_okay=False), default="results", show_default=True)
+@click.option("-o", "--output", type=NamedPath(dir_okay=False), help="Write the result JSON here.")
+@click.option("--results-dir", type=NamedPath(file_okay=False), default="results", show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the result JSON to stdout.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar or tables.")
 @click.option("--gate-against", metavar="RUN", help="Gate this run against a baseline run (file or name).")
@@ -142,7 +143,7 @@ if TYPE_CHECKING:
                    "(one a look, a round of its own, where the run has a single round: there every timed case "
                    "is measured again once, a verdict of one process a side being none); the error rates are "
                    "split over the looks, 1 + ceil(N / 4) (README 'Comparing runs and gating CI').")
-@click.option("--junit", type=click.Path(dir_okay=False), help="With --gate-against: JUnit XML here.")
+@click.option("--junit", type=NamedPath(dir_okay=False), help="With --gate-against: JUnit XML here.")
 @run_sd_option
 @handle_errors
 def run(files: Sequence[str], solutions: Sequence[str], gpu: str | None, dry_run: bool, device: str, timer: str,
@@ -169,6 +170,8 @@ def run(files: Sequence[str], solutions: Sequence[str], gpu: str | None, dry_run
         raise ConfigError("--schedule-from orders the cases shared out over several devices; add --devices or "
                           "--executor ray")
     refuse_empty_run_names(**{"--gate-against": gate_against})  # "" read as no gate: the run passed ungated
+    if save_name is not None:
+        saved_name(save_name)
     if junit and not gate_against:
         raise ConfigError("--junit writes the gate's verdicts; add --gate-against RUN (or use solbench gate --junit)")
     if run_sd is not None and not gate_against:
@@ -409,3 +412,15 @@ def _finish_dry(result: RunResult, out: Console, as_json: bool, output: str | No
     if save_name:
         saved.append(store.save_new(result, results_dir, save_name, extra=derived(result)))
     finish(result, out, as_json, saved=saved)
+
+
+def saved_name(name: str) -> None:
+    """ConfigError for a ``--save`` name that is not its own file-name form (``store.slug``): ``Nightly``
+    and ``nightly``, or ``a/b`` and ``a-b``, were saved as one name, and a gate between the two read one
+    run twice; a blank name (an unset variable) saved the run under none."""
+    if not name.strip():
+        raise ConfigError(f"--save: {name!r} names no run (an unset variable?); give a name, or leave --save out")
+    if store.slug(name) != name:
+        raise ConfigError(f"--save {name!r}: a saved name is kept in the file name, so it may hold only lower-case "
+                          f"letters, digits, '.', '_' and '-', at most 80 characters (e.g. {store.slug(name)!r}): "
+                          "two names must never read as one run")

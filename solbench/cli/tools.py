@@ -20,7 +20,7 @@ from rich.text import Text
 
 from solbench import exitcodes
 from solbench.analysis.suite_summary import DEFAULT_PS
-from solbench.cli.common import ProgressBar, console, err_console, print_table, run_sd_option
+from solbench.cli.common import NamedPath, ProgressBar, console, err_console, print_table, run_sd_option
 from solbench.errors import ConfigError, ResultsFormatError
 from solbench.report.units import format_bytes, format_flops, format_seconds
 from solbench.results import store
@@ -72,10 +72,10 @@ def _report_warnings(names: Sequence[str], runs: Sequence[RunResult], *, to_csv:
 
 @click.command()
 @click.argument("runs", nargs=-1, metavar="[RUN]...")
-@click.option("--html", "html_file", type=click.Path(dir_okay=False), help="Self-contained HTML report here.")
-@click.option("--csv", "csv_file", type=click.Path(dir_okay=False), help="CSV here ('-': stdout).")
-@click.option("--png", "png_file", type=click.Path(dir_okay=False), help="Roofline PNG here.")
-@click.option("--calibration", type=click.Path(dir_okay=False),
+@click.option("--html", "html_file", type=NamedPath(dir_okay=False), help="Self-contained HTML report here.")
+@click.option("--csv", "csv_file", type=NamedPath(dir_okay=False), help="CSV here ('-': stdout).")
+@click.option("--png", "png_file", type=NamedPath(dir_okay=False), help="Roofline PNG here.")
+@click.option("--calibration", type=NamedPath(dir_okay=False),
               help="Measured ceilings (solbench calibrate JSON); default: the one saved for the runs' GPU "
                    "(none for runs of several GPU models).")
 @click.option("--gate-against", metavar="BASE", help="Add the gate verdicts of the (single) run against BASE.")
@@ -86,7 +86,7 @@ def _report_warnings(names: Sequence[str], runs: Sequence[RunResult], *, to_csv:
 @click.option("--title", default="solbench report", show_default=True)
 @click.option("--fast-p", "fast_ps", type=click.FloatRange(min=0), multiple=True, metavar="P",
               help="HTML suite summary: report fast_P (repeatable; default 0 and 1).")
-@click.option("--results-dir", type=click.Path(file_okay=False), default="results", show_default=True)
+@click.option("--results-dir", type=NamedPath(file_okay=False), default="results", show_default=True)
 def report(runs: Sequence[str], html_file: str | None, csv_file: str | None, png_file: str | None,
            calibration: str | None, gate_against: str | None, compare_to: str | None, allow_cross_hardware: bool,
            run_sd: str | None, title: str, fast_ps: tuple[float, ...], results_dir: str) -> None:
@@ -208,7 +208,7 @@ def _label(run: RunResult) -> str:
 
 
 @click.command()
-@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.argument("files", nargs=-1, required=True, type=NamedPath(dir_okay=False))
 @click.option("-w", "--workload", "workloads", multiple=True, help="Only this workload (repeatable).")
 @click.option("-i", "--impl", "impls", multiple=True, help="Only this implementation (repeatable).")
 @click.option("--max-configs", type=click.IntRange(min=1), help="Configurations measured per case at most.")
@@ -237,12 +237,12 @@ def _label(run: RunResult) -> str:
                    "graph on a GPU with CUPTI, as `run` times it, so a configuration wins under the launch "
                    "conditions of the run that applies it.")
 @click.option("--device", default="auto", show_default=True, metavar="auto|cpu|cuda|cuda:N")
-@click.option("-o", "--output", type=click.Path(dir_okay=False),
+@click.option("-o", "--output", type=NamedPath(dir_okay=False),
               help="Every configuration's result (JSON; replaced if it exists); default "
                    "results/<spec>/<time>-<random>_tune.json, a new name each time.")
-@click.option("--tuned-file", type=click.Path(dir_okay=False),
+@click.option("--tuned-file", type=NamedPath(dir_okay=False),
               help="Tuned configurations for `run --tuned` (merged); default results/<spec>/tuned.json.")
-@click.option("--results-dir", type=click.Path(file_okay=False), default="results", show_default=True)
+@click.option("--results-dir", type=NamedPath(file_okay=False), default="results", show_default=True)
 @click.option("-v", "--verbose", is_flag=True, help="One line per configuration as it is measured.")
 def tune(files: Sequence[str], workloads: Sequence[str], impls: Sequence[str], max_configs: int | None,
          patience: int | None, margin: float, budget: float, target: float, min_samples: int, max_samples: int,
@@ -404,13 +404,13 @@ def _tune_table(result: Any) -> Table:
 
 
 @click.command()
-@click.argument("file", type=click.Path(dir_okay=False))
+@click.argument("file", type=NamedPath(dir_okay=False))
 @click.option("-w", "--workload", required=True, help="The workload to profile (one).")
 @click.option("-i", "--impl", required=True, help="The implementation to profile (one).")
 @click.option("--case", "case_id", metavar="ID", help="Case id as `run` prints it (default: the first case).")
-@click.option("--ncu", type=click.Path(dir_okay=False), help="Path to ncu (default: from PATH).")
+@click.option("--ncu", type=NamedPath(dir_okay=False), help="Path to ncu (default: from PATH).")
 @click.option("--params", default="{}", help="Extra keyword arguments for fn as JSON, e.g. a tuned config.")
-@click.option("--out-dir", type=click.Path(file_okay=False), default="results/profiles", show_default=True,
+@click.option("--out-dir", type=NamedPath(file_okay=False), default="results/profiles", show_default=True,
               help="Where the .ncu-rep, its CSV and the JSON summary go.")
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON summary.")
 def profile(file: str, workload: str, impl: str, case_id: str | None, ncu: str | None, params: str,

@@ -126,6 +126,8 @@ def plan(files: Sequence[str | Path], device_kind: str, only: Sequence[str] = ()
     first: dict[str, Path] = {}  # workload name -> the file that defined it
     used: set[Path] = set()
     for f in files:
+        if isinstance(f, str) and not f.strip():  # Path("") is the current folder: every workload file in it
+            raise ConfigError(f"{f!r} names no workload file or folder (an unset variable?)")
         for spec, path, i in load_specs(Path(f), device_kind, only, impls, solutions, used):
             if spec.name in first:
                 again = "given twice" if Path(first[spec.name]).resolve() == Path(path).resolve() else \

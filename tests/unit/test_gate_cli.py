@@ -519,8 +519,8 @@ def test_an_empty_or_stdout_junit_path_is_refused_before_reading_anything(tmp_pa
     # --junit "$JUNIT" with the variable unset wrote no file and said nothing; "-" wrote a file named "-"
     base, cur = _runs(tmp_path)
     monkeypatch.chdir(tmp_path)
-    for option, value, text in (("--junit", "", "an empty path for JUnit XML"),
-                                ("--markdown-file", "", "an empty path for Markdown"),
+    for option, value, text in (("--junit", "", "'--junit': '' names no file or folder (an unset variable?)"),
+                                ("--markdown-file", "", "'--markdown-file': '' names no file"),
                                 ("--junit", "-", "-: JUnit XML is written as a file, not to stdout")):
         result = CliRunner().invoke(main, ["gate", "--baseline", base, "--current", cur, option, value])
         assert result.exit_code == 2 and text in result.output, result.output
