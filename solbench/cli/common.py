@@ -526,6 +526,7 @@ class Saver:
         self.path: Path | None = None  # the -o file, else the file under the results folder
         self.named: Path | None = None  # the --save NAME file when -o is given too
         self.error: str | None = None
+        self.whole = False  # the final save wrote the whole run (whatever failed before it)
         self._header: RunResult | None = None  # the record (no cases, no harness) the files hold now
         self._sent: dict[str, Any] = {}  # case id -> the CaseResult last appended to the journals
         # -o over an existing file (--force): the run in progress goes beside it, the file is replaced at the end
@@ -557,6 +558,7 @@ class Saver:
                 if beside is not None:  # only once the final record is written
                     store.drop_journal(beside)
                     beside.unlink(missing_ok=True)
+                self.whole = True
                 return
             header = replace(partial, cases=(), harness={})
             if header != self._header:
@@ -569,8 +571,8 @@ class Saver:
             for path in self.paths:
                 store.append_cases(path, partial, changed)
             self._sent.update((c.case_id, c) for c in changed)
-        except SolbenchError as exc:
-            self.error = str(exc)
+        except SolbenchError as exc:  # the first failure is the cause: later ones (the same full disk) follow it
+            self.error = self.error or str(exc)
 
     def _write(self, run: RunResult, extra: Any) -> None:
         """The whole record of ``run`` to every place, each file claimed at its first write."""

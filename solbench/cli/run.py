@@ -265,12 +265,15 @@ def run(files: Sequence[str], solutions: Sequence[str], gpu: str | None, dry_run
         if later:
             click.echo(store.dumps(result, {**derived(result), **({"gate": gate} if gate is not None else {})}))
 
-    finish(result, out, as_json, saved=saver.paths, json_later=later)
+    # "saved PATH" only for a run saved whole: after a failed write the file holds what came before it
+    finish(result, out, as_json, saved=saver.paths if saver.whole else (), json_later=later)
     if nothing_measured(result):  # "exit 0" only where the command does: a gate (or a failed save) decides it
         click.echo(nothing_measured(result, exits_0=base is None and saver.error is None), err=True)
     code = exitcodes.IMPL_FAILED if failures(result) else exitcodes.OK
     if saver.error is not None:
-        click.echo(f"error: {saver.error}", err=True)
+        kept = ", ".join(str(p) for p in saver.paths)
+        click.echo(f"error: {saver.error}" + (f" (the run is not saved whole: {kept} holds what was written "
+                                               "before it)" if kept and not saver.whole else ""), err=True)
         code = exitcodes.worst(code, exitcodes.USAGE)
     if base is not None:
         from solbench.cli.compare import emit_gate

@@ -70,3 +70,26 @@ def test_a_dry_runs_json_stays_parseable_when_the_users_code_prints(tmp_path):
         assert done.returncode == 0, done.stderr[-2000:]
         assert json.loads(done.stdout)["cases"], done.stdout[:500]  # the JSON alone
         assert "chatty: a line from print()" in done.stderr and "chatty: a line written to fd 1" in done.stderr
+
+
+def test_a_run_whose_final_save_fails_does_not_say_it_was_saved(tmp_path, monkeypatch):
+    """The disk fills before the final save: the command said "saved run.json" above the error, of a
+    file that holds the run's record as it was before (incomplete, its last cases in a journal)."""
+    import errno
+
+    from solbench.results import store
+
+    def full(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.chdir(ROOT)
+    out = tmp_path / "run.json"
+    real = store.os.replace
+    monkeypatch.setattr(store.os, "replace", lambda a, b: full() if Path(b) == out else real(a, b))
+    result = CliRunner().invoke(main, ["run", "tests/data/double.yaml", "--device", "cpu", "--in-process",
+                                       "-i", "baseline", "-o", str(out), "--results-dir", str(tmp_path / "r"), *FAST])
+    assert result.exit_code == 2, result.output
+    assert f"saved {out}" not in result.output
+    assert "No space left on device" in result.output
+    assert f"the run is not saved whole: {out} holds what was written before it" in result.output
+    assert store.load(out).complete is False  # what the file holds says so too
