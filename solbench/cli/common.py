@@ -145,6 +145,20 @@ def not_over_a_run(path: str | None, what: str, *, runs_only: bool = False, repl
         raise ConfigError(f"{path}: holds {kept}; not writing {what} over it (name another file)")
 
 
+def run_output(path: str | None) -> None:
+    """ConfigError (exit 2) where ``run -o`` names a file a user keeps that is not a run: a workload or
+    source file, tuned configurations, a calibration. ``--force`` replaces an earlier run there, never
+    those (``-o workloads/attn.yaml --force`` wrote the result over the workload)."""
+    if not path or path == "-" or not Path(path).is_file():
+        return
+    kept = _kept(Path(path))
+    if kept is not None and kept != _SAVED_RUN:
+        from solbench.errors import ConfigError
+
+        raise ConfigError(f"-o {path}: holds {kept}; a run is never written over it, --force or not (name "
+                          "another file)")
+
+
 def writable_output(path: str | None, what: str, *, runs_only: bool = False, stdout: bool = False,
                     replaces: str | None = None) -> None:
     """Check, before any work, a file a command will write (a report, JUnit, Markdown, a tuning log):

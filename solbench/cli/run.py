@@ -30,6 +30,7 @@ from solbench.cli.common import (
     nothing_measured,
     refuse_empty_run_names,
     refuse_junit,
+    run_output,
     run_sd_of,
     run_sd_option,
     stdout_for_json_only,
@@ -190,6 +191,7 @@ def run(files: Sequence[str], solutions: Sequence[str], gpu: str | None, dry_run
         _nothing_to_isolate(click.get_current_context())
     if output == "-":  # saved as a file named "-", stdout left empty
         raise ConfigError("-o -: a run is saved as a file, not to stdout (--json prints it there): name one")
+    run_output(output)
     writable_output(junit, "JUnit XML")
     distinct_outputs([("-o", output), ("--junit", junit)])  # the XML would replace the run
     junit_refusals(junit)  # --junit comes only with --gate-against (refused above otherwise)

@@ -93,3 +93,25 @@ def test_a_run_whose_final_save_fails_does_not_say_it_was_saved(tmp_path, monkey
     assert "No space left on device" in result.output
     assert f"the run is not saved whole: {out} holds what was written before it" in result.output
     assert store.load(out).complete is False  # what the file holds says so too
+
+
+def test_o_force_never_writes_a_run_over_a_workload_or_source_file(tmp_path, monkeypatch):
+    """--force replaces an earlier run at -o; -o naming the workload (or an implementation's source)
+    wrote the result over it."""
+    monkeypatch.chdir(ROOT)
+    for name, text in (("w.yaml", (ROOT / "tests/data/double.yaml").read_text()), ("k.py", "def f(x):\n    return x\n"),
+                       ("tuned.json", '{"format": "solbench-tuned/1", "entries": []}')):
+        kept = tmp_path / name
+        kept.write_text(text)
+        for extra in ([], ["--dry-run"]):
+            result = CliRunner().invoke(main, ["run", "tests/data/double.yaml", "--device", "cpu", "-i", "baseline",
+                                               "-o", str(kept), "--force", "--results-dir", str(tmp_path / "r"),
+                                               *extra, *FAST])
+            assert result.exit_code == 2, result.output
+            assert f"-o {kept}: holds " in result.output and "never written over it" in result.output
+            assert kept.read_text() == text
+    earlier = tmp_path / "earlier.json"  # what --force is for: an earlier run there is replaced
+    for _ in range(2):
+        result = CliRunner().invoke(main, ["run", "tests/data/double.yaml", "--device", "cpu", "-i", "baseline",
+                                           "-o", str(earlier), "--force", "--results-dir", str(tmp_path / "r"), *FAST])
+        assert result.exit_code == 0, result.output
