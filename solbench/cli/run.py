@@ -405,6 +405,10 @@ def parse_sets(sets: Sequence[str]) -> tuple[tuple[str, tuple[int | float | str,
         parsed = tuple(value(v.strip()) for v in values.split(",") if v.strip())
         if not sep or not name.strip() or not parsed:
             raise ConfigError(f"--set {item!r}: expected NAME=V1,V2 (e.g. --set tokens=16,64)")
+        before = next((f"{n}={','.join(map(str, v))}" for n, v in out if n == name.strip()), None)
+        if before is not None:  # the later one replaced the earlier, silently
+            raise ConfigError(f"--set {item!r}: {name.strip()} is set twice (also --set {before}); give its "
+                              f"values once, as --set {name.strip()}=V1,V2")
         out.append((name.strip(), parsed))
     return tuple(out)
 

@@ -32,6 +32,8 @@ def test_parse_sets_reads_numbers_and_refuses_bad_items() -> None:
     for bad in ("tokens", "=16", "tokens="):
         with pytest.raises(ConfigError, match="expected NAME=V1,V2"):
             parse_sets([bad])
+    with pytest.raises(ConfigError, match=r"tokens is set twice \(also --set tokens=32\)"):
+        parse_sets(["tokens=32", "eps=1e-5", "tokens=16"])  # the later one silently replaced the earlier
 
 
 def test_overrides_and_selection_in_the_plan() -> None:
