@@ -112,6 +112,11 @@ def plan(files: Sequence[str | Path], device_kind: str, only: Sequence[str] = ()
     it names; ``cases`` (``--case``) keeps the cases that match one of its patterns
     (:func:`~solbench.workload.cases.case_matches`); each must apply somewhere.
     """
+    for option, names in (("-w", only), ("-i", impls)):  # "-w '$W'" unset: "no workload named  in ..."
+        blank = next((n for n in names if not n.strip()), None)
+        if blank is not None:
+            raise ConfigError(f"{option}: {blank!r} names nothing (an unset variable?); give a name, or leave "
+                              f"{option} out")
     for pattern in cases or ():  # an empty or blank pattern has no item to match: it kept every case
         if not any(item.strip() for item in pattern.split(",")):
             raise ConfigError(f"--case: {pattern!r} names no case (an unset variable?); give a case id or "

@@ -34,3 +34,11 @@ def test_report_with_an_empty_base_is_refused(tmp_path: Path, option: str) -> No
     assert r.exit_code == 2, r.output
     assert f"{option}: '' names no run" in r.output
     assert not out.exists()
+
+
+@pytest.mark.parametrize("option", ["-w", "-i"])
+def test_an_empty_workload_or_implementation_name_is_refused_by_name(option: str) -> None:
+    """``-w "$W"`` with W unset said "no workload named  in ..." (two spaces, nothing quoted)."""
+    r = CliRunner().invoke(main, ["run", DOUBLE, "--device", "cpu", option, "", "--dry-run"])
+    assert r.exit_code == 2, r.output
+    assert f"{option}: '' names nothing (an unset variable?)" in r.output
