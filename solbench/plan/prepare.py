@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from solbench.plan.options import RunOptions, rounds_for
-from solbench.plan.workloads import Planned, case_result, located, now, plan, wanted
+from solbench.plan.workloads import Planned, case_result, located, no_tensor_unit_notes, now, plan, wanted
 from solbench.results.model import CaseResult, ImplResult, Protocol, RunResult, SpecRef
 from solbench.text import first_few
 from solbench.workload.cases import Case, CaseError
@@ -77,7 +77,8 @@ def prepare(files: Sequence[str | Path], options: RunOptions, info: Any, floor_s
     thresholds = {p.spec.name: p.spec.gate_threshold for p in planned if p.spec.gate_threshold is not None}
     run_result = RunResult(now(), info.environment(), SpecRef(info.spec.id, info.spec.name, info.spec.source),
                            protocol, (), tuple(str(f) for f in files), gate_thresholds=thresholds,
-                           notes=(*device_notes(info), *(note for p in planned for note in p.skip_notes())))
+                           notes=(*device_notes(info), *no_tensor_unit_notes(planned, info.spec),
+                                  *(note for p in planned for note in p.skip_notes())))
     by_path = {(p.path, p.spec.name): p for p in planned}
 
     def score_case(unit: Unit, case: Case, impls: Sequence[ImplResult]) -> CaseResult:

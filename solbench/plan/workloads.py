@@ -343,11 +343,13 @@ def dry_run(files: Sequence[str | Path], spec: HardwareSpec, only: Sequence[str]
     a detected device, kept in the run's notes as a measured run keeps them)."""
     kind = "cpu" if spec.kind == "cpu" else "cuda"
     cases, skipped = [], []
-    for p in plan(files, kind, only, impls, solutions, cases=select, overrides=overrides):
+    planned = plan(files, kind, only, impls, solutions, cases=select, overrides=overrides)
+    for p in planned:
         skipped += p.skip_notes()
         for case in p.cases:
             cases.append(case_result(p, case, spec, ()))
         skipped += own_t_sol_notes(p, spec, impls)
+    skipped += no_tensor_unit_notes(planned, spec)
     if spec.link_bandwidth is None and any(c.cost.bus_bytes for c in cases):  # as a measured run says per result
         skipped.append(f"peaks: {spec.name} has no interconnect bandwidth (nvlink_gbs, pcie_gbs): the T_SOL of "
                        "a case with a collective has no link term")
@@ -355,6 +357,22 @@ def dry_run(files: Sequence[str | Path], spec: HardwareSpec, only: Sequence[str]
     protocol = Protocol("none", 0, 0, 0, 0.0, 0.0, 0)
     return RunResult(now(), env, SpecRef(spec.id, spec.name, spec.source), protocol, tuple(cases),
                      tuple(str(f) for f in files), notes=("dry run: nothing was measured", *notes, *skipped))
+
+
+def no_tensor_unit_notes(planned: Sequence[Planned], spec: HardwareSpec) -> list[str]:
+    """One note per case dtype with matrix FLOPs that ``spec`` has no tensor unit for (bf16 on a V100 or
+    T4, fp8 on an A100): those FLOPs are scored against the vector peak, and the tables say only
+    "compute", so the run must say which peak its SOL and MFU are against."""
+    found: dict[str, list[str]] = {}
+    for p in planned:
+        for case in p.cases:
+            peaks = peaks_at(spec, case.dtype, p.spec.fp32_peak, cost_of(p, case))
+            if peaks.tensor_flops is None and cost_of(p, case).tensor_flops > 0:
+                found.setdefault(case.dtype, []).append(case.id)
+    return [f"peaks: {spec.name} has no {dtype} tensor unit: the matrix FLOPs of {len(ids)} {dtype} case(s) "
+            f"(e.g. {ids[0]}) are scored against its vector peak (CUDA cores), SOL and MFU with them; a kernel "
+            "that runs them on another dtype's tensor cores can read faster than that T_SOL (INVALID)"
+            for dtype, ids in found.items()]
 
 
 def own_t_sol_notes(p: Planned, spec: HardwareSpec, impls: Sequence[str] = ()) -> list[str]:
@@ -374,7 +392,10 @@ def own_t_sol_notes(p: Planned, spec: HardwareSpec, impls: Sequence[str] = ()) -
             own.append(f"{case.id} {seconds(sol.t_sol)} ({sol.bound})")
         if not differs:
             continue
-        why = "; ".join(filter(None, [f"the {impl.peak_dtype} peak" if impl.peak_dtype else "",
+        peak = "" if not impl.peak_dtype else f"the {impl.peak_dtype} peak" \
+            if spec.peaks_for(impl.peak_dtype).tensor_flops is not None else \
+            f"no {impl.peak_dtype} tensor unit here: its matrix FLOPs at the vector peak"
+        why = "; ".join(filter(None, [peak,
                                       ", ".join(f"{k} read as {v}" for k, v in impl.input_dtypes.items())]))
         notes.append(f"peaks: {p.spec.name} {name} is scored against its own T_SOL ({why}), not the table's: "
                      + ", ".join(own))

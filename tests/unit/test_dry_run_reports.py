@@ -118,3 +118,20 @@ def test_csv_of_a_dry_run_has_a_row_per_case_with_its_costs() -> None:
     for row, case in zip(rows, run.cases, strict=True):
         assert float(row["t_sol_s"]) == pytest.approx(case.t_sol, rel=1e-14) and row["bound"] == case.bound
         assert float(row["fused_bytes"]) == case.cost.fused_bytes and row["impl"] == "" and row["median_s"] == ""
+
+
+def test_a_dtype_the_card_has_no_tensor_unit_for_says_which_peak_it_is_scored_against() -> None:
+    """bf16 on a T4 (no bf16 tensor unit): the matrix FLOPs were priced at the vector peak and the tables said
+    only "compute"; the fp8 note said "the float8_e4m3fn peak" on cards that have none."""
+    t4 = api.hardware_spec("t4")
+    run = api.dry_run(["workloads/attn.yaml"], t4, ["o_proj"], select=("tokens=64",))
+    (note,) = [n for n in run.notes if "tensor unit:" in n]
+    bf16 = [c for c in run.cases if c.dtype == "bfloat16"]
+    assert note.startswith(f"peaks: {t4.name} has no bfloat16 tensor unit: the matrix FLOPs of {len(bf16)} ")
+    assert bf16[0].peaks.tensor_flops is None and bf16[0].bound == "compute"  # what the note explains
+    assert bf16[0].t_sol == pytest.approx(bf16[0].cost.tensor_flops / bf16[0].peaks.vector_flops)
+    fp8 = [n for n in run.notes if "o_proj fp8 is scored" in n]
+    assert fp8 and "no float8_e4m3fn tensor unit here" in fp8[0] and "the float8_e4m3fn peak" not in fp8[0]
+    h200 = api.dry_run(["workloads/attn.yaml"], api.hardware_spec("h200"), ["o_proj"], select=("tokens=64",))
+    assert not [n for n in h200.notes if "tensor unit" in n]
+    assert "the float8_e4m3fn peak" in next(n for n in h200.notes if "o_proj fp8 is scored" in n)
