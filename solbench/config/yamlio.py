@@ -28,6 +28,8 @@ MAX_BYTES = 1 << 20  # a workload or spec file is a few KiB; 1 MiB leaves a wide
 MAX_DEPTH = 40  # workload files nest about 7 deep
 MAX_NODES = 200_000  # nodes after alias expansion: 10,000 explicit cases of ~15 values
 _MERGE = "tag:yaml.org,2002:merge"
+_BOOL = "tag:yaml.org,2002:bool"
+_NULL = "tag:yaml.org,2002:null"
 
 
 class _Refused(yaml.YAMLError):
@@ -217,6 +219,9 @@ def _check_keys(node: yaml.MappingNode) -> None:
     for key, _ in node.value:
         if not isinstance(key, yaml.ScalarNode) or key.tag == _MERGE:
             continue
+        if key.tag in (_BOOL, _NULL) and not key.style:  # a name YAML 1.1 reads as True, False or None
+            raise _Refused(f"the key {short(key.value)} reads as {'None' if key.tag == _NULL else 'a boolean'} "
+                           f"in YAML, not as a name: quote it ('{key.value}')", key.start_mark)
         ident = (key.tag, key.value)
         if ident in seen:
             raise _Refused(f"duplicate key {short(key.value)} (first at line {seen[ident]})", key.start_mark)

@@ -49,6 +49,19 @@ def test_duplicate_key_names_the_key_and_both_lines(tmp_path):
     assert message == f"{tmp_path / 'w.yaml'}:5: invalid YAML: duplicate key 'dtypes' (first at line 4)"
 
 
+@pytest.mark.parametrize("key, reads", [("on", "a boolean"), ("no", "a boolean"), ("null", "None")])
+def test_a_key_yaml_reads_as_a_boolean_or_none_is_refused_by_its_name(tmp_path, key, reads):
+    """An implementation named ``on`` (YAML 1.1: True) was refused as "implementations.1: Input should be a
+    valid string (got True)", naming neither the key nor why; quoted, it is a name."""
+    text = GOOD.replace("      baseline: tests.unit.helpers:double\n",
+                        f"      baseline: tests.unit.helpers:double\n      {key}: tests.unit.helpers:double\n")
+    assert error_of(write(tmp_path, text)) == (f"{tmp_path / 'w.yaml'}:13: invalid YAML: the key '{key}' reads as "
+                                               f"{reads} in YAML, not as a name: quote it ('{key}')")
+    quoted = text.replace(f"      {key}:", f"      '{key}':")
+    (spec,) = load_workload_file(write(tmp_path, quoted))
+    assert key in spec.implementations
+
+
 def test_duplicate_key_in_a_flow_mapping(tmp_path):
     text = GOOD.replace("x: {shape: [n, 4]}", "x: {shape: [n, 4], shape: [n, 8]}")
     assert "duplicate key 'shape'" in error_of(write(tmp_path, text))
