@@ -151,6 +151,12 @@ class Comparison:
     device: str = ""  # what the runs were measured on (:func:`devices`)
     # each side's peaks id where its SOL is against peaks measured on the host (``solbench calibrate``), else ""
     measured_peaks: tuple[str, str] = ("", "")
+    geomean_rows: int = 0  # the rows geomean_speedup is over (every row but parts)
+
+    def geomean_over(self) -> str:
+        """Which rows the geomean is over, where the rows' counts include parts it leaves out ("" else)."""
+        left = len(self.rows) - self.geomean_rows
+        return f" over {self.geomean_rows} rows, {left} part(s) such as the byte floor left out" if left else ""
 
     def count(self, verdict: Verdict) -> int:
         """How many rows have this verdict."""
@@ -546,7 +552,8 @@ def _compare(pairing: Pairing, *, same_impl: bool, label_a: str, label_b: str, t
     other = {u.key: unmeasured_reason(u.other) for u in pairing.unpaired}
     models = {u.key: f"{model_a} vs {model_b}" for u, model_a, model_b in pairing.other_model}
     return Comparison(tuple(rows), pairing.only_in_a, pairing.only_in_b, geo, label_a, label_b,
-                      threshold, alpha, confidence, other, models, apart, run_sd, device, measured_peaks)
+                      threshold, alpha, confidence, other, models, apart, run_sd, device, measured_peaks,
+                      geomean_rows=len(whole))
 
 
 def measured_peaks(run: RunResult) -> str:

@@ -83,8 +83,9 @@ def comparison_table(c: Comparison) -> Table:
     counts = ", ".join(f"{c.count(v)} {v.lower()}" for v in ("FASTER", "SLOWER", "SAME", "INCONCLUSIVE"))
     on = f" on {c.device}" if c.device else ""
     beaten = above_note(c)
+    geo = f"{format_ratio(c.geomean_speedup)}{c.geomean_over()}"
     t = Table(title=Text(f"{b} vs {a}{on} (ratio = {b} time / {a} time; SOL: {a} → {b})"), title_justify="left",
-              caption=f"geomean speedup of {escape(b)} over {escape(a)}: {format_ratio(c.geomean_speedup)} ({counts}); "
+              caption=f"geomean speedup of {escape(b)} over {escape(a)}: {geo} ({counts}); "
                       f"SAME within ±{format_percent(c.threshold)}, alpha {c.alpha:g} (BH)"
                       + (f"\n{escape(ratio_note(c))}" if c.rows else "")
                       + (f"\n{escape(beaten)}." if beaten else ""),

@@ -23,11 +23,13 @@ def comparison_json(c: Comparison) -> dict[str, Any]:
         "label_a": c.label_a,
         "label_b": c.label_b,
         "device": c.device,  # what the runs were measured on: "NVIDIA H200 (h200-sxm)"
-        "ratio": "median_b / median_a",
+        # one round a side: the ratio of the medians; over rounds: of the geometric means of the round medians
+        "ratio": "b / a: of the medians (one round a side), else of the geometric means of the round medians",
         "threshold": c.threshold,
         "alpha": c.alpha,
         "confidence": c.confidence,
         "geomean_speedup": c.geomean_speedup,
+        "geomean_rows": c.geomean_rows,  # the rows it is over: every row but parts (the byte floor)
         "counts": {v: c.count(v) for v in ("FASTER", "SLOWER", "SAME", "INCONCLUSIVE")},
         "rows": [asdict(r) for r in c.rows],
         "only_in_a": list(c.only_in_a),

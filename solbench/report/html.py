@@ -211,7 +211,7 @@ def _compare_section(c: Comparison) -> str:
     table = _by_ratio("compare", ["case", *(["impl"] if by_impl else []), "verdict", c.label_a, c.label_b,
                                   f"{c.label_b}/{c.label_a}", "95% CI", "p"], rows, ratios,
                       3 if by_impl else 2, f"the largest slowdown of {c.label_b} against {c.label_a}")
-    geo = f"geomean speedup of {c.label_b} over {c.label_a}: {format_ratio(c.geomean_speedup)}"
+    geo = f"geomean speedup of {c.label_b} over {c.label_a}: {format_ratio(c.geomean_speedup)}{c.geomean_over()}"
     return f"<h2>Comparison: {_e(c.label_b)} vs {_e(c.label_a)}</h2>{table}<p>{_e(geo)}</p>"
 
 

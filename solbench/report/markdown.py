@@ -156,7 +156,7 @@ def comparison_markdown(c: Comparison) -> str:
             lines += [f"Not comparable, {why}:", "", *(f"- `{k}`: {how}" for k, how in keys.items()), ""]
     counts = ", ".join(f"{c.count(v)} {v.lower()}" for v in ("FASTER", "SLOWER", "SAME", "INCONCLUSIVE"))
     geo = format_ratio(c.geomean_speedup)
-    lines.append(f"**Geomean speedup of {b} over {a}: {geo}** ({len(c.rows)} cases: {counts})")
+    lines.append(f"**Geomean speedup of {b} over {a}: {geo}**{c.geomean_over()} ({len(c.rows)} cases: {counts})")
     return "\n".join(lines) + "\n"
 
 
@@ -350,8 +350,13 @@ def _impl_cells(run: RunResult, c: CaseResult, r: ImplResult) -> list[str]:
         half = (t.ci_high - t.ci_low) / 2 / t.median
         return [format_seconds(t.median), flags.mark(f"{half:.1%}", flags.result_marks(r, run.protocol)),
                 flags.t_sol(c), part_label(r), "", "", c.bound, "", ""]
-    if r.timing is None or r.score is None:
+    if r.timing is None:
         return [r.status.upper(), "", flags.t_sol(c), "", "", "", c.bound, "", ""]
+    if r.score is None:  # measured, not scored (INVALID: faster than the least possible time): its time says why
+        t = r.timing
+        half = (t.ci_high - t.ci_low) / 2 / t.median
+        return [format_seconds(t.median), flags.mark(f"{half:.1%}", flags.result_marks(r, run.protocol)),
+                flags.t_sol(c), r.status.upper(), "", "", c.bound, "", ""]
     t, s = r.timing, r.score
     half = (t.ci_high - t.ci_low) / 2 / t.median
     return [format_seconds(t.median), flags.mark(f"{half:.1%}", flags.result_marks(r, run.protocol)),

@@ -52,6 +52,16 @@ def test_the_geomean_of_two_runs_leaves_the_byte_floor_out():
     c = compare_runs(as_floor(a), as_floor(b))
     assert {row.key for row in c.rows} == {"c/x", "c/floor"}
     assert c.geomean_speedup == pytest.approx(2.0, rel=0.02)
+    # the counts beside it are over both rows: the summary says which rows the geomean is over, in every view
+    from solbench.report.compare_console import comparison_table
+    from solbench.report.compare_json import comparison_json
+    from solbench.report.markdown import comparison_markdown
+
+    said = "over 1 rows, 1 part(s) such as the byte floor left out"
+    assert c.geomean_rows == 1 and comparison_json(c)["geomean_rows"] == 1
+    assert said in comparison_markdown(c) and said in str(comparison_table(c).caption)
+    plain = compare_runs(a, b)  # no part: nothing to say
+    assert plain.geomean_rows == 2 and plain.geomean_over() == ""
 
 
 def test_cases_on_one_side_are_listed_not_dropped():

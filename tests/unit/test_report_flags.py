@@ -295,3 +295,18 @@ def test_a_ci_over_added_rounds_is_marked_against_the_rounds_target_not_one_roun
     assert "~ the 95% CI is wider than the target ±1%" in flags.legend(one)
     no_added = replace(met, protocol=replace(p, max_rounds=0, rounds_target=0.0))  # --repeat 3, none added
     assert flags.result_marks(no_added.cases[0].impls[0], no_added.protocol) == "~"
+
+
+def test_an_invalid_result_shows_its_measured_time_in_every_format() -> None:
+    """An INVALID result (faster than the least possible time) keeps its timing, which is what makes it
+    INVALID; Markdown printed it as a failure with no time, where the console, HTML and CSV show it."""
+    from solbench.report.units import format_seconds
+
+    run = make_run({"c": {"fast": noisy(np.random.default_rng(2), 30, 1e-5, 0.01)}})
+    (case,) = run.cases
+    (r,) = case.impls
+    run = replace(run, cases=(replace(case, impls=(replace(r, status="invalid", score=None),)),))
+    shown = format_seconds(r.timing.median)
+    row = next(line for line in run_markdown(run).splitlines() if "| fast |" in line)
+    assert f"| fast | {shown} |" in row and "| INVALID |" in row
+    assert shown in report_html([run])
