@@ -12,9 +12,12 @@ SOL-ExecBench: a problem folder (``definition.json`` + ``workload.jsonl``) or a 
 
 from __future__ import annotations
 
+import contextlib
 import itertools
-from collections.abc import Sequence
+import os
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import NoReturn
 
 from solbench.errors import ConfigError
 from solbench.workload.schema import WorkloadSpec
@@ -97,20 +100,46 @@ def load(path: str | Path, solutions: Sequence[str | Path] = (), *,
     found = problems(path)
     for problem in found:
         try:
-            if suite == "kernelbench":
-                mine = [s for s in given if len(found) == 1 or _owner(s, found) == problem]
-                spec = kernelbench.read(problem, [*kernelbench.siblings(problem), *mine])
-                out.append((spec, problem.resolve()))
-            else:
-                folder = problem if problem.is_dir() else problem.parent
-                mine = [s for s in given if len(found) == 1 or _names_definition(s, folder)]
-                spec = solexec.read(folder, [*sorted(folder.glob("solution*.json")), *mine] if mine else None)
-                out.append((spec, (folder / "definition.json").resolve()))
+            with _no_hard_exit():
+                if suite == "kernelbench":
+                    mine = [s for s in given if len(found) == 1 or _owner(s, found) == problem]
+                    spec = kernelbench.read(problem, [*kernelbench.siblings(problem), *mine])
+                    out.append((spec, problem.resolve()))
+                else:
+                    folder = problem if problem.is_dir() else problem.parent
+                    mine = [s for s in given if len(found) == 1 or _names_definition(s, folder)]
+                    spec = solexec.read(folder, [*sorted(folder.glob("solution*.json")), *mine] if mine else None)
+                    out.append((spec, (folder / "definition.json").resolve()))
         except SystemExit as exc:  # the problem's code exited: solbench's own exit 0 would read as success
-            raise ConfigError(f"{problem}: its code called sys.exit({exc.code!r}) while it was read") from None
+            how = "os._exit" if isinstance(exc, _HardExit) else "sys.exit"
+            raise ConfigError(f"{problem}: its code called {how}({exc.code!r}) while it was read") from None
         if used is not None:
             used.update(mine)
     return out
+
+
+class _HardExit(SystemExit):
+    """``os._exit`` called by a problem's code while it is read (:func:`_no_hard_exit`)."""
+
+
+@contextlib.contextmanager
+def _no_hard_exit() -> Iterator[None]:
+    """While a problem's code runs in this process (read: its module, ``get_inputs``, the model on the
+    meta device), ``os._exit`` raises ``_HardExit`` instead of ending solbench on the spot with the
+    problem's exit code (0: read as success, nothing printed or written). Code that means harm can
+    still reach the C function; what is measured runs in workers, whose exit is a crash."""
+    import posix
+
+    saved = os._exit
+
+    def refuse(code: int = 0) -> NoReturn:
+        raise _HardExit(code)
+
+    os._exit = posix._exit = refuse  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        os._exit = posix._exit = saved  # type: ignore[assignment]
 
 
 def _owner(solution: Path, problems: Sequence[Path]) -> Path | None:

@@ -248,3 +248,29 @@ def test_a_problem_changed_since_its_import_is_refused_not_recorded_with_the_old
     _one_line(result, "source.sha256: ", "23_Softmax.yaml:")
     assert "23_Softmax.py changed since it was imported" in result.output
     assert not (tmp_path / "r.json").exists()
+
+
+@pytest.mark.parametrize("suite", ["kernelbench", "sol-execbench"])
+@pytest.mark.parametrize("where", ["module", "inputs"])
+def test_a_problem_that_calls_os_exit_is_an_error_not_a_silent_success(tmp_path, suite, where):
+    """``os._exit(0)`` in a problem's code, which solbench runs in its own process to read the problem,
+    ended solbench at once with exit 0 and nothing printed or written (sys.exit was already caught).
+    Run in a subprocess: a regression would end the test's own process."""
+    import subprocess
+    import sys
+
+    exits = "import os\nos._exit(0)\n"
+    if suite == "kernelbench":
+        src = tmp_path / "exits.py"
+        text = (KB / "level1" / "23_Softmax.py").read_text()
+        src.write_text(exits + text if where == "module" else
+                       text.replace("def get_inputs():\n", "def get_inputs():\n    import os\n    os._exit(0)\n"))
+    else:
+        body = (exits if where == "module" else "") + "\n\ndef run(input, weight, eps):\n" \
+            + ("    import os\n    os._exit(0)\n" if where == "inputs" else "") + "    return input\n"
+        src = _sol_problem(tmp_path, definition={"reference": body})
+    done = subprocess.run([sys.executable, "-m", "solbench", "import", str(src), "--out", str(tmp_path / "out")],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert "its code called os._exit(0) while it was read" in done.stderr and src.name in done.stderr
+    assert not (tmp_path / "out").exists()
