@@ -82,7 +82,8 @@ def out_of_space(params: Mapping[str, Any], space: Mapping[str, Sequence[Any]], 
     ``index`` names the constraint for an error at its line of the workload file."""
     if set(params) != set(space):
         return f"it sets {', '.join(sorted(params))}, the tune: space {', '.join(sorted(space)) or 'nothing'}"
-    outside = next((f"{k}={v} is not one of {space[k]}" for k, v in params.items() if v not in space[k]), None)
+    outside = next((f"{k}={v!r} is not one of {list(space[k])}" for k, v in params.items()
+                    if not _one_of(v, space[k])), None)
     if outside is not None or scope is None:
         return outside
     try:
@@ -92,6 +93,12 @@ def out_of_space(params: Mapping[str, Any], space: Mapping[str, Sequence[Any]], 
             raise
         return f"its constraints cannot be evaluated there: {exc}"
     return None if failed is None else f"{config_label(params)} does not meet its constraint {failed!r} on this case"
+
+
+def _one_of(value: Any, values: Sequence[Any]) -> bool:
+    """``value`` is one of ``values`` with its type too: ``in`` took 64.0 and True for 64 and 1, and the
+    implementation then got a float where it needs an int."""
+    return any(type(value) is type(v) and value == v for v in values)
 
 
 def parse_tuned(text: str, origin: str = "<tuned>") -> TunedConfig:
@@ -106,7 +113,12 @@ def parse_tuned(text: str, origin: str = "<tuned>") -> TunedConfig:
         raise ResultsFormatError(f"{origin}: not a solbench tuned-configuration file "
                                  f"(format {TUNED_FORMAT!r} expected)")
     try:
-        entries = {(e["workload"], e["impl"], e["case_id"]): e for e in data["entries"]}
+        entries = {}
+        for e in data["entries"]:
+            key = (e["workload"], e["impl"], e["case_id"])
+            if key in entries:  # the later one silently won
+                raise ResultsFormatError(f"{origin}: two entries for {key[1]} on {key[2]} ({key[0]}): keep one")
+            entries[key] = e
         if not all(isinstance(e["params"], dict) for e in entries.values()):
             raise TypeError("params must be a mapping")
         return TunedConfig(str(data["spec_id"]), str(data.get("device_name", "")), entries)

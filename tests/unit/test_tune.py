@@ -1136,3 +1136,19 @@ def test_run_tuned_names_the_workload_line_of_a_constraint_that_cannot_be_evalua
     assert "division by zero" in out and f"where {tuned} applies the configuration tuned for chunked_add[n=64" in out
     assert "\n" not in out
     assert not [f for f in (tmp_path / "r").rglob("*") if f.is_file()]
+
+
+def test_a_tuned_value_must_be_in_the_space_with_its_type_and_an_entry_given_once():
+    """A hand-edited ``chunk: 64.0`` passed as 64 (``in`` compares 64.0 == 64), and the implementation then
+    failed on a float; two entries for one case were read as one, the later silently winning."""
+    from solbench.plan.tuned import out_of_space
+
+    space = {"chunk": [16, 24, 64, 128]}
+    assert out_of_space({"chunk": 64}, space) is None
+    assert out_of_space({"chunk": 64.0}, space) == "chunk=64.0 is not one of [16, 24, 64, 128]"
+    assert out_of_space({"chunk": True}, {"chunk": [1, 2]}) == "chunk=True is not one of [1, 2]"
+    assert out_of_space({"chunk": "64"}, space) == "chunk='64' is not one of [16, 24, 64, 128]"
+    doc = json.loads(tuning.tuned_file(_result_with([(2.0, 1.0)])))
+    doc["entries"].append({**doc["entries"][0], "params": {"chunk": 16}})
+    with pytest.raises(ResultsFormatError, match=r"two entries for fused on w\[n=0,float32\] \(w\): keep one"):
+        tuning.parse_tuned(json.dumps(doc))
