@@ -319,6 +319,13 @@ def tune(files: Sequence[str], workloads: Sequence[str], impls: Sequence[str], m
     if skipped and len(skipped) == len(result.cases):  # nothing measured here: say why, not "use with"
         click.echo(f"nothing measured: every implementation was skipped ({skipped[0].hand_picked.message})",
                    err=True)
+    # the constraints left no configuration to try (on its own a case may have none; everywhere, a typo?)
+    excluded = [c for c in result.cases if not c.trials and c.filtered and c.hand_picked.status != "skipped"]
+    if excluded:
+        click.echo(f"nothing tried: the constraints exclude every configuration of {len(excluded)} case(s): "
+                   + first_few([f"{c.case_id} {c.impl} ({c.filtered} excluded)" for c in excluded], 5, "; ")
+                   + (" (every case: check the constraints)" if len(excluded) == len(result.cases) else ""),
+                   err=True)
     found = len(tuning.faster_cases(result))
     click.echo(f"tuned configurations: {tuned_path} " + (
         f"({found} new FASTER than hand-picked; use with: solbench run ... --tuned {tuned_path})" if found else
@@ -353,6 +360,8 @@ def tune(files: Sequence[str], workloads: Sequence[str], impls: Sequence[str], m
                    + " (reward_hack: left out of the tuning; the implementation cheats with those parameters)",
                    err=True)
     code = exitcodes.IMPL_FAILED if broken or cheats or failing else exitcodes.OK
+    if excluded and len(excluded) == len(result.cases):  # nothing was tuned anywhere: what was asked was not done
+        code = exitcodes.worst(code, exitcodes.USAGE)
     if not result.complete:
         click.echo(f"interrupted: the {len(result.cases)} case(s) tuned so far are saved", err=True)
         code = exitcodes.worst(code, interrupted_code())

@@ -1152,3 +1152,24 @@ def test_a_tuned_value_must_be_in_the_space_with_its_type_and_an_entry_given_onc
     doc["entries"].append({**doc["entries"][0], "params": {"chunk": 16}})
     with pytest.raises(ResultsFormatError, match=r"two entries for fused on w\[n=0,float32\] \(w\): keep one"):
         tuning.parse_tuned(json.dumps(doc))
+
+
+def test_constraints_that_exclude_every_configuration_are_said_and_tuning_nothing_is_exit_2(tmp_path):
+    """``constraints: ["chunk > n"]`` (a typo for <=) left nothing to try: the tune exited 0 with "no winner
+    was FASTER than hand-picked", as if configurations had been tried and lost."""
+    (tmp_path / "tunable.py").write_text((DATA / "tunable.py").read_text())
+    path = tmp_path / "t.yaml"
+    text = TUNE_YAML.read_text().replace('constraints: ["chunk <= n"]', 'constraints: ["chunk > n * 4"]')
+    path.write_text(text)
+    args = ["tune", str(path), "--device", "cpu", "-i", "chunked", "-o", str(tmp_path / "log.json"),
+            "--tuned-file", str(tmp_path / "tuned.json"), "--budget", "0.02", "--min-samples", "3",
+            "--max-samples", "10", "--confirm-rounds", "1"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 2, result.output
+    assert ("nothing tried: the constraints exclude every configuration of 1 case(s): "
+            "chunked_add[n=64,float32] chunked (4 excluded) (every case: check the constraints)") in result.output
+    path.write_text(TUNE_YAML.read_text().replace('constraints: ["chunk <= n"]', 'constraints: ["n > 64"]')
+                    .replace("parameters: {n: [64]}", "parameters: {n: [64, 256]}"))
+    one = CliRunner().invoke(main, args)  # excluded on one case, tuned on the other: said, not a failure
+    assert "nothing tried: the constraints exclude every configuration of 1 case(s)" in one.output, one.output
+    assert "every case" not in one.output and one.exit_code == 0, one.output
