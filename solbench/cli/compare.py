@@ -451,6 +451,10 @@ def spread(runs: tuple[str, ...], save: bool, results_dir: str, as_json: bool) -
     if found.left_out:
         click.echo(f"left out {len(found.left_out)} point(s) not measured in rounds by every run: "
                    + first_few(found.left_out, 10))
+    if found.sd == 0.0:  # the excess is estimated below zero and kept at zero: a few runs' estimate, not none
+        click.echo(f"(the {found.runs} runs spread no more than their rounds predict: sd 0 is an estimate from "
+                   f"{found.runs} runs, and a gate priced with it adds nothing for a run's own offset; the default "
+                   "0.2% was measured over more runs)", err=True)
     if saved is None:
         click.echo(f"gate with: --run-sd {_pct(found.sd)} (or store it: --save)")
     else:

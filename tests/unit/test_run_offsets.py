@@ -504,3 +504,17 @@ def test_spread_refuses_a_run_holding_two_results_for_one_point(tmp_path):
     paths = [str(store.save(r, tmp_path / f"r{i}.json")) for i, r in enumerate([merged, one(), lacking])]
     r = CliRunner().invoke(main, ["spread", *paths])
     assert r.exit_code == 2 and f"{paths[0]}: duplicate result for 'c/k'" in r.output, r.output
+
+
+def test_spread_says_an_offset_estimated_at_zero_is_an_estimate(tmp_path):
+    """Three runs with no offset between them: the pooled excess comes out below zero and is kept at 0, which
+    spread printed as "sd 0.00%" and --save stored without a word, so later gates priced nothing."""
+    runs = _tree_runs(np.random.default_rng(0), 0.0, runs=3)
+    assert run_offsets(runs).sd == 0.0
+    paths = [str(store.save(r, tmp_path / f"r{i}.json")) for i, r in enumerate(runs)]
+    text = CliRunner().invoke(main, ["spread", *paths])
+    assert text.exit_code == 0, text.output
+    assert "spread no more than their rounds predict: sd 0 is an estimate from 3 runs" in text.stderr
+    runs = _tree_runs(np.random.default_rng(22), 0.01)  # an offset measured: nothing to say
+    paths = [str(store.save(r, tmp_path / f"s{i}.json")) for i, r in enumerate(runs)]
+    assert "is an estimate from" not in CliRunner().invoke(main, ["spread", *paths]).stderr
