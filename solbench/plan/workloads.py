@@ -362,7 +362,10 @@ def dry_run(files: Sequence[str | Path], spec: HardwareSpec, only: Sequence[str]
 def no_tensor_unit_notes(planned: Sequence[Planned], spec: HardwareSpec) -> list[str]:
     """One note per case dtype with matrix FLOPs that ``spec`` has no tensor unit for (bf16 on a V100 or
     T4, fp8 on an A100): those FLOPs are scored against the vector peak, and the tables say only
-    "compute", so the run must say which peak its SOL and MFU are against."""
+    "compute", so the run must say which peak its SOL and MFU are against. A CPU has no tensor peak at
+    all, and its spec says so for every dtype."""
+    if spec.kind == "cpu":
+        return []
     found: dict[str, list[str]] = {}
     for p in planned:
         for case in p.cases:
