@@ -128,6 +128,8 @@ class ComparisonRow:
     n_b: int = 0
     rounds_a: int = 1  # rounds (processes) the samples of each side came from
     rounds_b: int = 1
+    own_a: bool = False  # sol_a is against a's own T_SOL, not the case's (own_t_sol)
+    own_b: bool = False
 
 
 @dataclass(frozen=True)
@@ -172,6 +174,15 @@ class Pair:
     workload: str
     a: ImplResult
     b: ImplResult
+    t_sol: float = 0.0  # the case's T_SOL (an implementation scored against its own differs: ``own_t_sol``)
+
+
+def own_t_sol(r: ImplResult, case_t_sol: float) -> bool:
+    """Whether ``r`` was scored against a T_SOL of its own (an FP8 GEMM: another dtype's peak, its own
+    bytes), not its case's: its SOL is against that one (``report.flags.own``)."""
+    s = r.score
+    return s is not None and s.t_sol is not None and case_t_sol > 0 \
+        and abs(s.t_sol - case_t_sol) > 1e-9 * case_t_sol
 
 
 def point_launch(r: ImplResult) -> str:
@@ -311,7 +322,7 @@ def _split(entries: dict[str, tuple[CaseResult, ImplResult | None, ImplResult | 
             other.append((Unpaired(key, case.case_id, case.workload, ra, rb), *models[key]))
         elif ok_a and ok_b:
             assert ra is not None and rb is not None
-            pairs.append(Pair(key, case.case_id, case.workload, ra, rb))
+            pairs.append(Pair(key, case.case_id, case.workload, ra, rb, case.t_sol))
         elif ok_a or ok_b:
             (only_a if ok_a else only_b).append(Unpaired(key, case.case_id, case.workload, ra, rb))
     return Pairing(tuple(pairs), tuple(u.key for u in only_a), tuple(u.key for u in only_b),
@@ -545,6 +556,7 @@ def _compare(pairing: Pairing, *, same_impl: bool, label_a: str, label_b: str, t
             p_value=p, verdict=comparison_verdict(est.ci_low, est.ci_high, sig, threshold,
                                                   p is not None and p <= 2.0 * alpha),
             n_a=est.n_a, n_b=est.n_b, rounds_a=est.rounds_a, rounds_b=est.rounds_b,
+            own_a=own_t_sol(pair.a, pair.t_sol), own_b=own_t_sol(pair.b, pair.t_sol),
         ))
     whole = [r for r, pair in zip(rows, pairing.pairs, strict=True)  # not the byte floor, not an overlap's parts
              if not pair.a.protocol.get("part") and not pair.b.protocol.get("part")]

@@ -112,7 +112,8 @@ def comparison_table(c: Comparison) -> Table:
         t.add_row(*key(r.key), format_seconds(r.median_a), format_seconds(r.median_b),
                   f"{format_ratio(r.ratio, threshold=c.threshold)} "
                   f"{format_ci(r.ci_low, r.ci_high, threshold=c.threshold)}",
-                  f"{sol_cell(r.sol_a, c.measured_peaks[0])} → {sol_cell(r.sol_b, c.measured_peaks[1])}",
+                  f"{sol_cell(r.sol_a, c.measured_peaks[0], r.own_a)} → "
+                  f"{sol_cell(r.sol_b, c.measured_peaks[1], r.own_b)}",
                   format_p(r.p_value),
                   Text(r.verdict, style=_STYLE[r.verdict]))
     for k, why in apart.items():

@@ -90,16 +90,21 @@ def _sol(x: float | None) -> str:
     return f"{x:.2f}" if x is not None else "—"
 
 
-def sol_cell(x: float | None, measured: str) -> str:
-    """A compared side's SOL, marked ``!`` above 1 where that side's peaks were measured (``measured``: their id)."""
-    return flags.mark(_sol(x), flags.above(x, measured))
+def sol_cell(x: float | None, measured: str, own: bool = False) -> str:
+    """A compared side's SOL, marked ``!`` above 1 where that side's peaks were measured (``measured``: their id),
+    and ``*`` where it is against the implementation's own T_SOL (``own``), as the run table marks it."""
+    return flags.mark(_sol(x), flags.above(x, measured) + (flags.OWN if own else ""))
 
 
 def above_note(c: Comparison) -> str:
-    """What ``!`` means, where some row's SOL carries it (empty: none does)."""
+    """What ``!`` and ``*`` mean, where some row's SOL carries them (empty: none does)."""
     ids = [spec for spec, side in zip(c.measured_peaks, ("a", "b"), strict=True)
            if any(flags.above(getattr(r, f"sol_{side}"), spec) for r in c.rows)]
-    return "; ".join(flags.above_legend(spec) for spec in dict.fromkeys(ids))
+    notes = [flags.above_legend(spec) for spec in dict.fromkeys(ids)]
+    if any(r.own_a or r.own_b for r in c.rows):
+        notes.append(f"{flags.OWN} SOL against the implementation's own T_SOL (another dtype's peak or its own "
+                     "bytes), not the case's: SOL across the arrow can move the other way from the times")
+    return "; ".join(notes)
 
 
 def _keys(title: str, keys: tuple[str, ...], other: str, why: dict[str, str]) -> list[str]:
@@ -140,8 +145,8 @@ def comparison_markdown(c: Comparison) -> str:
         by_impl = any(split_key(r.key)[1] for r in c.rows)  # two runs: case and implementation apart
         rows = [[*(split_key(r.key) if by_impl else (r.key,)), format_seconds(r.median_a),
                  format_seconds(r.median_b), format_ratio(r.ratio, threshold=c.threshold),
-                 format_ci(r.ci_low, r.ci_high, threshold=c.threshold), sol_cell(r.sol_a, c.measured_peaks[0]),
-                 sol_cell(r.sol_b, c.measured_peaks[1]), format_p(r.p_value), r.verdict] for r in c.rows]
+                 format_ci(r.ci_low, r.ci_high, threshold=c.threshold), sol_cell(r.sol_a, c.measured_peaks[0], r.own_a),
+                 sol_cell(r.sol_b, c.measured_peaks[1], r.own_b), format_p(r.p_value), r.verdict] for r in c.rows]
         header = ["Case", *(["Impl"] if by_impl else []), a, b, f"{b}/{a}", "CI", f"SOL {a}", f"SOL {b}", "p",
                   "Verdict"]
         lines += [*_table(header, ("ll" if by_impl else "l") + "rrrrrrrl", rows), ""]

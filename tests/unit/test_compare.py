@@ -197,3 +197,26 @@ def test_the_geomean_speedup_is_made_of_the_ratios_the_rows_show():
     assert row.median_a == row.median_b == pytest.approx(1e-3)
     assert row.ratio == pytest.approx(1.6 ** (-1 / 3))
     assert c.geomean_speedup == pytest.approx(1 / row.ratio)
+
+
+def test_a_sol_against_the_implementations_own_t_sol_is_marked_in_the_comparison():
+    """FP8's SOL is against its own T_SOL (the FP8 peak, a 1-byte weight), half the case's: compare showed
+    "SOL 0.42 → 0.32" beside a FASTER ratio with no mark, which read as a drop; the run table marks it ``*``."""
+    from solbench.report.compare_console import comparison_table
+    from solbench.report.markdown import comparison_markdown
+
+    r = _rng(5)
+    run = make_run({"c": {"baseline": noisy(r, 30, 2e-3), "fp8": noisy(r, 30, 1.3e-3)}})
+    (case,) = run.cases
+    fp8 = case.impl("fp8")
+    own = replace(fp8, score=replace(fp8.score, t_sol=case.t_sol / 2, sol=case.t_sol / 2 / fp8.timing.median))
+    run = replace(run, cases=(replace(case, impls=(case.impl("baseline"), own)),))
+    c = compare_impls(run, "baseline", "fp8")
+    (row,) = c.rows
+    assert (row.own_a, row.own_b) == (False, True) and row.verdict == "FASTER"
+    md = comparison_markdown(c)
+    assert f"| {row.sol_b:.2f} * |" in md and "* SOL against the implementation's own T_SOL" in md
+    assert f"→ {row.sol_b:.2f} *" in str(comparison_table(c).columns[4]._cells[0])
+    plain = compare_impls(make_run({"c": {"baseline": noisy(r, 30, 2e-3), "fp8": noisy(r, 30, 1e-3)}}),
+                          "baseline", "fp8")
+    assert "own T_SOL" not in comparison_markdown(plain)
