@@ -28,7 +28,7 @@ from solbench.report import dry_cells, flags, html_views
 from solbench.report.collective_cells import collective_columns, is_part, part_label
 from solbench.report.compare_console import unpaired
 from solbench.report.console import peaks_elsewhere, run_header, run_notes
-from solbench.report.markdown import side_cell, split_key, threshold_cell, undecided_note
+from solbench.report.markdown import ratio_note, side_cell, split_key, threshold_cell, undecided_note
 from solbench.report.roofline import point_labels
 from solbench.report.suites import summary_html
 from solbench.report.timing_cells import extra_cell, timing_columns
@@ -36,6 +36,7 @@ from solbench.report.units import (
     format_ci,
     format_p,
     format_pct,
+    format_percent,
     format_ratio,
     format_seconds,
 )
@@ -211,8 +212,12 @@ def _compare_section(c: Comparison) -> str:
     table = _by_ratio("compare", ["case", *(["impl"] if by_impl else []), "verdict", c.label_a, c.label_b,
                                   f"{c.label_b}/{c.label_a}", "95% CI", "p"], rows, ratios,
                       3 if by_impl else 2, f"the largest slowdown of {c.label_b} against {c.label_a}")
-    geo = f"geomean speedup of {c.label_b} over {c.label_a}: {format_ratio(c.geomean_speedup)}{c.geomean_over()}"
-    return f"<h2>Comparison: {_e(c.label_b)} vs {_e(c.label_a)}</h2>{table}<p>{_e(geo)}</p>"
+    counts = ", ".join(f"{c.count(v)} {v.lower()}" for v in ("FASTER", "SLOWER", "SAME", "INCONCLUSIVE"))
+    geo = (f"geomean speedup of {c.label_b} over {c.label_a}: {format_ratio(c.geomean_speedup)}{c.geomean_over()} "
+           f"({counts}); SAME within ±{format_percent(c.threshold)}, alpha {c.alpha:g} (BH)")
+    how = ratio_note(c) if c.rows else ""  # as the console and Markdown say it: what a row's ratio is of
+    return (f"<h2>Comparison: {_e(c.label_b)} vs {_e(c.label_a)}</h2>{table}<p>{_e(geo)}</p>"
+            + (f'<p class="note">{_e(how)}</p>' if how else ""))
 
 
 def _run_section(k: int, run: RunResult, images: ReportImages, label: str,

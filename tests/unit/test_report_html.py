@@ -121,6 +121,9 @@ def test_gate_and_comparison_tables_appear_when_given():
     assert {f"{row[0]}/{row[1]}": row[2] for row in gate_table[1:]} == {"c1/baseline": "REGRESSION",
                                                                        "c2/baseline": "PASS"}
     assert page.images == []  # no images given: none referenced
+    # the comparison says what the console and Markdown say under it: its counts, band, and what a ratio is of
+    assert "(0 faster, 1 slower, 1 same, 0 inconclusive); SAME within ±5%, alpha 0.01 (BH)" in text
+    assert "One round a side: the ratio of the medians, a percentile-bootstrap interval." in text
 
 
 def test_text_from_results_is_escaped():
