@@ -181,8 +181,7 @@ def own_t_sol(r: ImplResult, case_t_sol: float) -> bool:
     """Whether ``r`` was scored against a T_SOL of its own (an FP8 GEMM: another dtype's peak, its own
     bytes), not its case's: its SOL is against that one (``report.flags.own``)."""
     s = r.score
-    return s is not None and s.t_sol is not None and case_t_sol > 0 \
-        and abs(s.t_sol - case_t_sol) > 1e-9 * case_t_sol
+    return s is not None and s.t_sol is not None and abs(s.t_sol - case_t_sol) > 1e-9 * max(case_t_sol, 1e-30)
 
 
 def point_launch(r: ImplResult) -> str:

@@ -409,17 +409,16 @@ def handle_errors(fn: F) -> F:
         except (click.exceptions.Abort, click.exceptions.Exit):
             raise  # --help, and the like
         except Exception as exc:  # a bug in solbench, not in the code under test: never exit 1 (a regression)
+            # a full disk (standard output or a file: the machine's state), or a path the user gave whose name
+            # is too long (bad input, wherever it is first looked at): one line, exit 2, not a bug
             full = _no_space(exc)
-            if full is not None:  # standard output (or a file) on a full disk: the machine's state, not a bug
-                refuse_junit(_junit_asked(), full)
-                click.echo(f"error: {full}", err=True)
-                with contextlib.suppress(OSError):  # so that flushing it at exit cannot fail again
-                    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-                sys.exit(exitcodes.USAGE)
-            too_long = _name_too_long(exc)
-            if too_long is not None:  # a path the user gave: bad input, wherever it is first looked at
-                refuse_junit(_junit_asked(), too_long)
-                click.echo(f"error: {too_long}", err=True)
+            why = full or _name_too_long(exc)
+            if why is not None:
+                refuse_junit(_junit_asked(), why)
+                click.echo(f"error: {why}", err=True)
+                if full is not None:
+                    with contextlib.suppress(OSError):  # so that flushing it at exit cannot fail again
+                        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
                 sys.exit(exitcodes.USAGE)
             import traceback
 

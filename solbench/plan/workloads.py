@@ -369,8 +369,8 @@ def no_tensor_unit_notes(planned: Sequence[Planned], spec: HardwareSpec) -> list
     found: dict[str, list[str]] = {}
     for p in planned:
         for case in p.cases:
-            peaks = peaks_at(spec, case.dtype, p.spec.fp32_peak, cost_of(p, case))
-            if peaks.tensor_flops is None and cost_of(p, case).tensor_flops > 0:
+            cost = cost_of(p, case)
+            if cost.tensor_flops > 0 and peaks_at(spec, case.dtype, p.spec.fp32_peak, cost).tensor_flops is None:
                 found.setdefault(case.dtype, []).append(case.id)
     return [f"peaks: {spec.name} has no {dtype} tensor unit: the matrix FLOPs of {len(ids)} {dtype} case(s) "
             f"(e.g. {ids[0]}) are scored against its vector peak (CUDA cores), SOL and MFU with them; a kernel "

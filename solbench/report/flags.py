@@ -22,7 +22,7 @@ tables, so that no uncertain number is shown as plain fact.
 
 from __future__ import annotations
 
-from solbench.analysis.compare import measured_peaks
+from solbench.analysis.compare import measured_peaks, own_t_sol
 from solbench.report.units import format_seconds
 from solbench.results.model import CaseResult, ImplResult, Protocol, RunResult, Timing
 
@@ -101,8 +101,7 @@ def traced(case: CaseResult) -> str:
 
 def own(case: CaseResult, r: ImplResult | None) -> bool:
     """Whether ``r`` is scored against a T_SOL of its own, not the case's (``Score.t_sol``)."""
-    s = r.score if r is not None else None
-    return s is not None and s.t_sol is not None and abs(s.t_sol - case.t_sol) > 1e-9 * max(case.t_sol, 1e-30)
+    return r is not None and own_t_sol(r, case.t_sol)
 
 
 def t_sol(case: CaseResult, r: ImplResult | None = None) -> str:
