@@ -17,6 +17,7 @@ from solbench.report.markdown import (
     split_key,
     threshold_cell,
     threshold_summary,
+    verdict_counts,
 )
 from solbench.report.units import format_ci, format_p, format_percent, format_ratio, format_seconds
 
@@ -80,7 +81,7 @@ def unpaired(c: Comparison) -> dict[str, str]:
 def comparison_table(c: Comparison) -> Table:
     """One row per paired key, then one row per key measured on one side only."""
     a, b = c.label_a, c.label_b
-    counts = ", ".join(f"{c.count(v)} {v.lower()}" for v in ("FASTER", "SLOWER", "SAME", "INCONCLUSIVE"))
+    counts = verdict_counts(c)
     on = f" on {c.device}" if c.device else ""
     beaten = above_note(c)
     geo = f"{format_ratio(c.geomean_speedup)}{c.geomean_over()}"

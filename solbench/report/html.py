@@ -28,7 +28,7 @@ from solbench.report import dry_cells, flags, html_views
 from solbench.report.collective_cells import collective_columns, is_part, part_label
 from solbench.report.compare_console import unpaired
 from solbench.report.console import peaks_elsewhere, run_header, run_notes
-from solbench.report.markdown import ratio_note, side_cell, split_key, threshold_cell, undecided_note
+from solbench.report.markdown import ratio_note, side_cell, split_key, threshold_cell, undecided_note, verdict_counts
 from solbench.report.roofline import point_labels
 from solbench.report.suites import summary_html
 from solbench.report.timing_cells import extra_cell, timing_columns
@@ -212,7 +212,7 @@ def _compare_section(c: Comparison) -> str:
     table = _by_ratio("compare", ["case", *(["impl"] if by_impl else []), "verdict", c.label_a, c.label_b,
                                   f"{c.label_b}/{c.label_a}", "95% CI", "p"], rows, ratios,
                       3 if by_impl else 2, f"the largest slowdown of {c.label_b} against {c.label_a}")
-    counts = ", ".join(f"{c.count(v)} {v.lower()}" for v in ("FASTER", "SLOWER", "SAME", "INCONCLUSIVE"))
+    counts = verdict_counts(c)
     geo = (f"geomean speedup of {c.label_b} over {c.label_a}: {format_ratio(c.geomean_speedup)}{c.geomean_over()} "
            f"({counts}); SAME within ±{format_percent(c.threshold)}, alpha {c.alpha:g} (BH)")
     how = ratio_note(c) if c.rows else ""  # as the console and Markdown say it: what a row's ratio is of

@@ -25,7 +25,7 @@ from solbench.report.units import (
     format_ratio,
     format_seconds,
 )
-from solbench.results.model import CaseResult, ImplResult, RunResult
+from solbench.results.model import CaseResult, ImplResult, RunResult, Timing
 from solbench.text import first_few
 
 __all__ = [
@@ -114,6 +114,11 @@ def _keys(title: str, keys: tuple[str, ...], other: str, why: dict[str, str]) ->
                                                         for k in keys), ""]
 
 
+def verdict_counts(c: Comparison) -> str:
+    """``"3 faster, 0 slower, 1 same, 0 inconclusive"``: a comparison's rows by verdict, in every view."""
+    return ", ".join(f"{c.count(v)} {v.lower()}" for v in ("FASTER", "SLOWER", "SAME", "INCONCLUSIVE"))
+
+
 def ratio_note(c: Comparison) -> str:
     """How the rows' ratios and intervals were made (over rounds, or from one round's samples)."""
     over = sum(max(r.rounds_a, r.rounds_b) > 1 for r in c.rows)
@@ -159,7 +164,7 @@ def comparison_markdown(c: Comparison) -> str:
     for why, keys in (("other GPU model", c.not_comparable), ("launched differently", c.launched_differently)):
         if keys:
             lines += [f"Not comparable, {why}:", "", *(f"- `{k}`: {how}" for k, how in keys.items()), ""]
-    counts = ", ".join(f"{c.count(v)} {v.lower()}" for v in ("FASTER", "SLOWER", "SAME", "INCONCLUSIVE"))
+    counts = verdict_counts(c)
     geo = format_ratio(c.geomean_speedup)
     lines.append(f"**Geomean speedup of {b} over {a}: {geo}**{c.geomean_over()} ({len(c.rows)} cases: {counts})")
     return "\n".join(lines) + "\n"
@@ -349,22 +354,21 @@ def _dry_markdown(run: RunResult) -> str:
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
+def _time_cells(run: RunResult, r: ImplResult, t: Timing) -> list[str]:
+    """The median and its CI half-width, marked."""
+    half = (t.ci_high - t.ci_low) / 2 / t.median
+    return [format_seconds(t.median), flags.mark(f"{half:.1%}", flags.result_marks(r, run.protocol))]
+
+
 def _impl_cells(run: RunResult, c: CaseResult, r: ImplResult) -> list[str]:
-    if r.timing is not None and is_part(r):
-        t = r.timing
-        half = (t.ci_high - t.ci_low) / 2 / t.median
-        return [format_seconds(t.median), flags.mark(f"{half:.1%}", flags.result_marks(r, run.protocol)),
-                flags.t_sol(c), part_label(r), "", "", c.bound, "", ""]
     if r.timing is None:
         return [r.status.upper(), "", flags.t_sol(c), "", "", "", c.bound, "", ""]
+    if is_part(r):
+        return [*_time_cells(run, r, r.timing), flags.t_sol(c), part_label(r), "", "", c.bound, "", ""]
     if r.score is None:  # measured, not scored (INVALID: faster than the least possible time): its time says why
-        t = r.timing
-        half = (t.ci_high - t.ci_low) / 2 / t.median
-        return [format_seconds(t.median), flags.mark(f"{half:.1%}", flags.result_marks(r, run.protocol)),
-                flags.t_sol(c), r.status.upper(), "", "", c.bound, "", ""]
-    t, s = r.timing, r.score
-    half = (t.ci_high - t.ci_low) / 2 / t.median
-    return [format_seconds(t.median), flags.mark(f"{half:.1%}", flags.result_marks(r, run.protocol)),
+        return [*_time_cells(run, r, r.timing), flags.t_sol(c), r.status.upper(), "", "", c.bound, "", ""]
+    s = r.score
+    return [*_time_cells(run, r, r.timing),
             flags.t_sol(c, r), flags.mark(_sol(s.sol), flags.over_peak(s.sol, run)),
             flags.mark(format_pct(s.mfu), flags.over_peak(s.mfu, run)),
             flags.mark(format_pct(s.mbu), flags.over_peak(s.mbu, run)), flags.bound(c, r),
